@@ -1,0 +1,96 @@
+/**
+ * Canonical JSON, shared by the relay server (envelope dedupe digests) and the client
+ * (byte-identical retries, payload size checks).
+ *
+ * Rules (relay-volatile-v1.md §3): object keys sorted in default JS (UTF-16 code unit) order,
+ * `undefined` members dropped, array holes and `undefined` array items written as `null`,
+ * non-finite numbers rejected, primitives serialized with `JSON.stringify`.
+ */
+import { TaskError } from "./errors.ts";
+
+const encoder = new TextEncoder();
+
+function reject(path: string, problem: string): never {
+  throw new TaskError("INVALID_REQUEST", { details: { path, problem } });
+}
+
+function escapePointer(key: string): string {
+  return key.replaceAll("~", "~0").replaceAll("/", "~1");
+}
+
+function write(value: unknown, path: string, out: string[]): void {
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      out.push(JSON.stringify(value));
+      return;
+    case "number":
+      if (!Number.isFinite(value)) reject(path, "non-finite number");
+      out.push(JSON.stringify(value));
+      return;
+    case "object": {
+      if (value === null) {
+        out.push("null");
+        return;
+      }
+      if (Array.isArray(value)) {
+        out.push("[");
+        for (let index = 0; index < value.length; index += 1) {
+          if (index > 0) out.push(",");
+          const item: unknown = value[index];
+          if (item === undefined) out.push("null");
+          else write(item, `${path}/${index}`, out);
+        }
+        out.push("]");
+        return;
+      }
+      const prototype = Object.getPrototypeOf(value);
+      if (prototype !== Object.prototype && prototype !== null) reject(path, "not a plain object");
+      const record = value as Record<string, unknown>;
+      const keys = Object.keys(record).sort();
+      out.push("{");
+      let first = true;
+      for (const key of keys) {
+        const member = record[key];
+        if (member === undefined) continue;
+        if (!first) out.push(",");
+        first = false;
+        out.push(JSON.stringify(key), ":");
+        write(member, `${path}/${escapePointer(key)}`, out);
+      }
+      out.push("}");
+      return;
+    }
+    default:
+      reject(path, `unsupported ${typeof value}`);
+  }
+}
+
+/** The canonical JSON text of a value; throws `INVALID_REQUEST` (with `details.path`) otherwise. */
+export function canonicalJson(value: unknown): string {
+  if (value === undefined) reject("", "undefined has no JSON form");
+  const out: string[] = [];
+  write(value, "", out);
+  return out.join("");
+}
+
+/** UTF-8 byte length of a string. */
+export function utf8Bytes(text: string): number {
+  return encoder.encode(text).byteLength;
+}
+
+/** UTF-8 byte length of a value's canonical JSON. */
+export function canonicalBytes(value: unknown): number {
+  return utf8Bytes(canonicalJson(value));
+}
+
+/** Lower-case hex SHA-256 of a string's UTF-8 bytes, via WebCrypto. */
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", encoder.encode(text));
+  return Buffer.from(digest).toString("hex");
+}
+
+/** SHA-256 of a value's canonical JSON. */
+export async function canonicalDigest(value: unknown): Promise<string> {
+  return sha256Hex(canonicalJson(value));
+}

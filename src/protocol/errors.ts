@@ -1,0 +1,225 @@
+/**
+ * The one error registry of pi-tasks.
+ *
+ * Every code the relay wire, the client, the core, the tools and the CLI can produce is listed
+ * here with its status class, default message and explicit flags:
+ * - `retryable`: the same request may succeed later (a per-throw `retryable` wins);
+ * - `rebind`: the relay binding is unusable (the client retires it);
+ * - `relayLoss`: the endpoint lifetime is lost and must be replaced;
+ * - `blockedDelivery`: an outbox envelope refused with it is quarantined, never re-sent;
+ * - `httpStatus`: what our relay answers for a wire code.
+ *
+ * Messages shown to users always come from this table, never from server text.
+ */
+
+export interface ErrorSpec {
+  /** Short status class used by the status line (`tasks: <class> (<CODE>) on <operation>`). */
+  readonly class: string;
+  readonly message: string;
+  readonly retryable: boolean;
+  readonly rebind: boolean;
+  readonly relayLoss: boolean;
+  readonly blockedDelivery: boolean;
+  /** HTTP status for codes the relay puts on the wire. */
+  readonly httpStatus?: number;
+}
+
+type Flags = Partial<Pick<ErrorSpec, "retryable" | "rebind" | "relayLoss" | "blockedDelivery" | "httpStatus">>;
+
+function spec(cls: string, message: string, flags: Flags = {}): ErrorSpec {
+  return Object.freeze({
+    class: cls,
+    message,
+    retryable: flags.retryable ?? false,
+    rebind: flags.rebind ?? false,
+    relayLoss: flags.relayLoss ?? false,
+    blockedDelivery: flags.blockedDelivery ?? false,
+    ...(flags.httpStatus === undefined ? {} : { httpStatus: flags.httpStatus }),
+  });
+}
+
+export const ERROR_REGISTRY = Object.freeze({
+  // -- relay wire codes (relay-volatile-v1.md §4) ----------------------------------------------
+  RELAY_CAPACITY: spec("capacity", "The relay is at capacity; try again later.", { retryable: true, httpStatus: 503 }),
+  RELAY_UNAVAILABLE: spec("unavailable", "The relay is unavailable; the outcome is unknown.", { retryable: true, httpStatus: 503 }),
+  PEER_UNREACHABLE: spec("unavailable", "The peer relay could not be reached; forwarding is pending or unknown.", { retryable: true, httpStatus: 503 }),
+  RELAY_RESET: spec("reset", "The relay was reset (epoch changed or binding retired); accepted mail may be lost.", { rebind: true, relayLoss: true, httpStatus: 409 }),
+  DELIVERY_UNCONFIRMED: spec("blocked", "Delivery could not be confirmed and will not be retried.", { blockedDelivery: true, httpStatus: 409 }),
+  ENVELOPE_CONFLICT: spec("conflict", "An envelope with this id but different content already exists.", { blockedDelivery: true, httpStatus: 409 }),
+  SOURCE_MISMATCH: spec("mismatch", "The endpoint or caller does not match the relay binding.", { rebind: true, httpStatus: 409 }),
+  RELAY_PROFILE_REQUIRED: spec("profile", "A compatible volatile-v1 relay profile is required.", { httpStatus: 409 }),
+  TARGET_NOT_REGISTERED: spec("not-registered", "The target endpoint is not registered on the relay.", { blockedDelivery: true, httpStatus: 404 }),
+  CALLER_NOT_FOUND: spec("not-found", "The relay does not know this caller session.", { rebind: true, httpStatus: 404 }),
+  CALLER_DEAD: spec("not-found", "The caller session is not alive.", { rebind: true, httpStatus: 410 }),
+  REGISTRATION_EXPIRED: spec("expired", "This endpoint's registration expired, was disconnected or was superseded.", { rebind: true, httpStatus: 410 }),
+  INVALID_REQUEST: spec("invalid", "The request is invalid.", { httpStatus: 400 }),
+  INVALID_CURSOR: spec("invalid", "The cursor or limit is invalid.", { httpStatus: 400 }),
+  CROSS_RELAY_ENDPOINT: spec("cross-relay", "The endpoint belongs to an unknown relay.", { blockedDelivery: true, httpStatus: 400 }),
+  ENVELOPE_EXPIRED: spec("expired", "The envelope's createdAt is outside the accepted window.", { blockedDelivery: true, httpStatus: 400 }),
+  PEER_POLICY_REQUIRED: spec("policy", "The client address is not allowed by the relay's peer policy.", { httpStatus: 403 }),
+  INCOMPATIBLE_PROTOCOL: spec("profile", "The protocol version is not supported.", { httpStatus: 400 }),
+  PAYLOAD_TOO_LARGE: spec("too-large", "The payload is larger than the relay allows.", { httpStatus: 413 }),
+  STORE_UNAVAILABLE: spec("unavailable", "The relay store is unavailable.", { retryable: true, httpStatus: 503 }),
+  RELAY_AUTH_REQUIRED: spec("auth", "Relay authentication is required (WOLFPACK_JWT_SECRET).", { httpStatus: 401 }),
+
+  // -- client codes ---------------------------------------------------------------------------
+  RELAY_REBIND_REQUIRED: spec("reset", "The relay binding was retired; a fresh endpoint must be bound.", { relayLoss: true }),
+  RELAY_TIMEOUT: spec("timeout", "The relay request passed its deadline; it may have been delivered.", { retryable: true }),
+  RELAY_BUSY: spec("busy", "Another connect or rebind is running.", { retryable: true }),
+  ABORTED: spec("aborted", "The operation was aborted before it completed.", { retryable: true }),
+  INVALID_RESPONSE: spec("malformed", "The relay sent a malformed or oversized response.", { retryable: true }),
+  RELAY_CLOSED: spec("closed", "The relay session is closed."),
+  INVALID_CONNECTION: spec("malformed", "The relay's connect reply is invalid."),
+  INVALID_ACCEPTANCE: spec("malformed", "The relay's send reply is not a confirmed acceptance."),
+  INVALID_INBOX: spec("malformed", "The relay's receive page is invalid."),
+  INVALID_TARGET: spec("invalid", "The target endpoint is invalid."),
+  INVALID_RELAY_METADATA: spec("invalid", "The envelope metadata is invalid.", { blockedDelivery: true }),
+  INVALID_ENDPOINT_REFERENCE: spec("invalid", "An endpoint reference in the payload does not match the envelope."),
+  RELAY_SESSION_REQUIRED: spec("config", "WOLFPACK_SESSION_NAME is not set; this Pi session has no relay identity."),
+  INVALID_CONFIGURATION: spec("config", "The pi-tasks configuration is invalid."),
+
+  // -- core and tool codes --------------------------------------------------------------------
+  TASK_ERROR: spec("error", "An unexpected task error occurred."),
+  UNKNOWN_TASK: spec("not-found", "No such task in this endpoint's current lifetime."),
+  TASK_NOT_FOUND: spec("not-found", "The task does not exist in the store."),
+  INVALID_TASK: spec("invalid", "The task is invalid."),
+  INVALID_DELIVERY: spec("invalid", "The relay delivery is invalid."),
+  INVALID_INTENT: spec("invalid", "The intent is invalid."),
+  INVALID_ENVELOPE: spec("invalid", "The envelope is invalid."),
+  INVALID_ASSIGNMENT: spec("invalid", "The assignment is invalid."),
+  INVALID_EVENT: spec("invalid", "The task event is invalid."),
+  INVALID_PAYLOAD: spec("invalid", "The payload is invalid."),
+  UNKNOWN_EVENT: spec("invalid", "The task event type is unknown."),
+  INVALID_INBOX_EVENT: spec("invalid", "The inbox event is invalid."),
+  UNAUTHORIZED_INTENT: spec("forbidden", "The intent does not come from the task's target."),
+  NOT_ORIGIN: spec("forbidden", "Only the task's origin may do this."),
+  NOT_PARTICIPANT: spec("forbidden", "Only a participant of the task may do this."),
+  TASK_NOT_TERMINAL: spec("state", "The task is not terminal yet."),
+  TASK_TERMINAL: spec("state", "The task is already terminal."),
+  TERMINAL_INTENT_CONFLICT: spec("conflict", "A different terminal outcome was already submitted for this task."),
+  TASK_CAPACITY: spec("capacity", "This endpoint's task memory is full (records or bytes)."),
+  TASK_DELIVERY_DEFERRED: spec("deferred", "Delivery is deferred by budget, cooldown or older mail to the same target.", { retryable: true }),
+  REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
+  RELAY_STATE_LOST: spec("lost", "The relay state was lost; the task failed locally and its remote outcome is unknown."),
+  PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
+  INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),
+  PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
+  PI_TASK_WORKER_COORDINATION_FORBIDDEN: spec("gate", "A task worker may not send, cancel or acknowledge tasks."),
+
+  // -- CLI codes ------------------------------------------------------------------------------
+  TASK_WORKER_PREFLIGHT_FAILED: spec("preflight", "The worker could not be started: a preflight check failed."),
+  TASK_WORKER_NOT_READY: spec("not-ready", "The worker did not register its endpoint in time."),
+  SESSION_NOT_FOUND: spec("not-found", "No such session."),
+  SESSION_NOT_OWNED: spec("forbidden", "This session was not spawned by this CLI."),
+  CLI_USAGE: spec("usage", "Invalid command line."),
+} satisfies Record<string, ErrorSpec>);
+
+export type RegisteredErrorCode = keyof typeof ERROR_REGISTRY;
+/** A code is any string: a newer relay may send codes this build does not know. */
+export type ErrorCode = RegisteredErrorCode | (string & {});
+
+const UNREGISTERED: ErrorSpec = spec("error", "An unrecognised error occurred.");
+
+export function isRegisteredCode(code: string): code is RegisteredErrorCode {
+  return Object.hasOwn(ERROR_REGISTRY, code);
+}
+
+/** The registry row of a code; unregistered codes get class `error` and no flags. */
+export function errorSpec(code: string): ErrorSpec {
+  return isRegisteredCode(code) ? ERROR_REGISTRY[code] : UNREGISTERED;
+}
+
+export interface TaskErrorOptions {
+  /** Overrides the registry message (use for local, non-server text only). */
+  readonly message?: string;
+  /** Overrides the registry flag for this one throw. */
+  readonly retryable?: boolean;
+  readonly details?: Record<string, unknown>;
+  readonly cause?: unknown;
+}
+
+/** The one error class of pi-tasks: a stable `code`, explicit `retryable`, structured `details`. */
+export class TaskError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(code: ErrorCode, options: TaskErrorOptions = {}) {
+    const row = errorSpec(code);
+    super(options.message ?? (isRegisteredCode(code) ? row.message : `${row.message} (${code})`), {
+      cause: options.cause,
+    });
+    this.name = "TaskError";
+    this.code = code;
+    this.retryable = options.retryable ?? row.retryable;
+    this.details = Object.freeze({ ...(options.details ?? {}) });
+  }
+
+  get spec(): ErrorSpec {
+    return errorSpec(this.code);
+  }
+
+  /** A copy with more details (the code, message and retryable stay). */
+  withDetails(details: Record<string, unknown>): TaskError {
+    return new TaskError(this.code, {
+      message: this.message,
+      retryable: this.retryable,
+      details: { ...this.details, ...details },
+      cause: this.cause,
+    });
+  }
+
+  toJSON(): ErrorShape {
+    return { code: this.code, message: this.message, retryable: this.retryable, details: { ...this.details } };
+  }
+}
+
+export interface ErrorShape {
+  readonly code: string;
+  readonly message: string;
+  readonly retryable: boolean;
+  readonly details: Record<string, unknown>;
+}
+
+export function isTaskError(value: unknown): value is TaskError {
+  return value instanceof TaskError;
+}
+
+/** Any thrown value as a TaskError; foreign errors become non-retryable `TASK_ERROR`. */
+export function toTaskError(value: unknown): TaskError {
+  if (value instanceof TaskError) return value;
+  const message = value instanceof Error ? value.message : String(value);
+  return new TaskError("TASK_ERROR", { details: { cause: message }, cause: value });
+}
+
+export function hasCode(value: unknown, code: ErrorCode): boolean {
+  return value instanceof TaskError && value.code === code;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status line
+// ---------------------------------------------------------------------------------------------
+
+export const STATUS_RELAY_LOST = "tasks: relay state lost; rebinding automatically";
+export const STATUS_PROFILE_REQUIRED = "tasks: compatible memory-owned relay required";
+export const STATUS_AUTH_REQUIRED = "tasks: Wolfpack authentication required";
+export const STATUS_OUTBOX_DEGRADED = "tasks: outbox degraded";
+export const STATUS_RELAY_UNAVAILABLE = "tasks: relay unavailable";
+
+/**
+ * The status-line label of a failure: dedicated labels for relay loss, a missing profile and
+ * required authentication; otherwise `tasks: <class> (<CODE>) on <operation>` when the failure
+ * names its relay operation, else `tasks: outbox degraded` / `tasks: relay unavailable`.
+ */
+export function statusLabel(error: unknown): string {
+  const failure = toTaskError(error);
+  const row = failure.spec;
+  if (row.relayLoss) return STATUS_RELAY_LOST;
+  if (failure.code === "RELAY_PROFILE_REQUIRED") return STATUS_PROFILE_REQUIRED;
+  if (failure.code === "RELAY_AUTH_REQUIRED") return STATUS_AUTH_REQUIRED;
+  const operation = failure.details.operation;
+  if (typeof operation === "string" && operation.length > 0) {
+    return `tasks: ${row.class} (${failure.code}) on ${operation}`;
+  }
+  return row.blockedDelivery ? STATUS_OUTBOX_DEGRADED : STATUS_RELAY_UNAVAILABLE;
+}

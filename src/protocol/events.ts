@@ -1,0 +1,97 @@
+/**
+ * `TASK_EVENT_TYPES`: one row per task event type with everything the core, the inbox and the
+ * extension need to know about it. Unknown types are rejected with `UNKNOWN_EVENT`.
+ */
+import type { TSchema } from "@sinclair/typebox";
+import { TaskError } from "./errors.ts";
+import {
+  AnswerPayload,
+  ConversationPayload,
+  CreatedPayload,
+  DeliveryReceiptPayload,
+  LateTerminalPayload,
+  ParentAcknowledgedPayload,
+  ReassignedPayload,
+  TASK_EVENT_TYPE_NAMES,
+  TaskEvent,
+  type TaskEventType,
+  type TaskStatus,
+  TerminalPayload,
+  TimedOutPayload,
+} from "./schemas.ts";
+import { assertValid, type ValueModule } from "./validate.ts";
+
+export interface EventTypeRow {
+  readonly type: TaskEventType;
+  /** Presented to the receiving side's model (inserted and woken) rather than archived. */
+  readonly modelVisible: boolean;
+  /** The canonical status this event sets, or null when it is not terminal. */
+  readonly terminalStatus: Exclude<TaskStatus, "active"> | null;
+  /** Question / answer / information: either participant may author it. */
+  readonly conversational: boolean;
+  /** Kept in the origin's own log only; never forwarded to the target. */
+  readonly originLocal: boolean;
+  /** A target may submit it as an intent for the origin to canonicalize. */
+  readonly receiverIntent: boolean;
+  /** Schema of the canonical payload. */
+  readonly payload: TSchema;
+}
+
+function row(type: TaskEventType, flags: Omit<EventTypeRow, "type">): EventTypeRow {
+  return Object.freeze({ type, ...flags });
+}
+
+const conversation = { modelVisible: true, terminalStatus: null, conversational: true, originLocal: false, receiverIntent: true } as const;
+const terminal = { modelVisible: true, conversational: false, originLocal: false, receiverIntent: true, payload: TerminalPayload } as const;
+const archived = { modelVisible: false, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false } as const;
+
+export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = Object.freeze({
+  "task.created": row("task.created", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false, payload: CreatedPayload }),
+  "task.information": row("task.information", { ...conversation, payload: ConversationPayload }),
+  "task.question": row("task.question", { ...conversation, payload: ConversationPayload }),
+  "task.answer": row("task.answer", { ...conversation, payload: AnswerPayload }),
+  "task.completed": row("task.completed", { ...terminal, terminalStatus: "completed" }),
+  "task.failed": row("task.failed", { ...terminal, terminalStatus: "failed" }),
+  "task.cancelled": row("task.cancelled", { ...terminal, terminalStatus: "cancelled" }),
+  "task.timed_out": row("task.timed_out", { modelVisible: true, terminalStatus: "timed_out", conversational: false, originLocal: false, receiverIntent: false, payload: TimedOutPayload }),
+  "task.delivery_receipt": row("task.delivery_receipt", { modelVisible: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: DeliveryReceiptPayload }),
+  "task.parent_acknowledged": row("task.parent_acknowledged", { ...archived, payload: ParentAcknowledgedPayload }),
+  "task.late_terminal": row("task.late_terminal", { ...archived, payload: LateTerminalPayload }),
+  "task.reassigned": row("task.reassigned", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false, payload: ReassignedPayload }),
+});
+
+export function isKnownEventType(type: unknown): type is TaskEventType {
+  return typeof type === "string" && (TASK_EVENT_TYPE_NAMES as readonly string[]).includes(type);
+}
+
+/** The row of a type; an unknown type is a typed `UNKNOWN_EVENT` error, never a stall. */
+export function eventTypeRow(type: unknown): EventTypeRow {
+  if (!isKnownEventType(type)) {
+    throw new TaskError("UNKNOWN_EVENT", { details: { type: typeof type === "string" ? type : String(type) } });
+  }
+  return TASK_EVENT_TYPES[type];
+}
+
+export function isTerminalType(type: TaskEventType): boolean {
+  return TASK_EVENT_TYPES[type].terminalStatus !== null;
+}
+
+export const TERMINAL_STATUSES: ReadonlySet<TaskStatus> = new Set(["completed", "failed", "cancelled", "timed_out"]);
+
+export function isTerminalStatus(status: TaskStatus): boolean {
+  return TERMINAL_STATUSES.has(status);
+}
+
+/**
+ * Validates a task event completely: the envelope of the event (strict), a known type (else
+ * `UNKNOWN_EVENT`) and its per-type payload (else `code`, default `INVALID_EVENT`).
+ */
+export function validateTaskEvent(value: unknown, options: { code?: string; pathPrefix?: string; values?: ValueModule } = {}): TaskEvent {
+  const code = options.code ?? "INVALID_EVENT";
+  const prefix = options.pathPrefix ?? "";
+  if (typeof value === "object" && value !== null && "type" in value) eventTypeRow((value as { type: unknown }).type);
+  const event = assertValid(TaskEvent, value, { code, pathPrefix: prefix, values: options.values, subject: "task event" }) as TaskEvent;
+  const typeRow = eventTypeRow(event.type);
+  assertValid(typeRow.payload, event.payload, { code, pathPrefix: `${prefix}/payload`, values: options.values, subject: event.type });
+  return event;
+}

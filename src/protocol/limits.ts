@@ -1,0 +1,222 @@
+/**
+ * Every bound of pi-tasks, named once with its unit.
+ *
+ * Sources: seed 004 (the memory-owned lifecycle), `relay-volatile-v1.md` (the wire and the relay
+ * budgets) and `reference-pi-tasks.md` (tool bounds). No other module may repeat these numbers;
+ * import the constant instead.
+ */
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+
+// ---------------------------------------------------------------------------------------------
+// Identity and wire constants
+// ---------------------------------------------------------------------------------------------
+
+/** The relay profile this package speaks. */
+export const RELAY_PROFILE = "volatile-v1" as const;
+/** The relay id of a local Wolfpack-compatible endpoint. */
+export const RELAY_ID = "wolfpack-pi-tasks-v2" as const;
+/** Wire `protocolVersion` of a relay envelope. */
+export const WIRE_PROTOCOL_VERSION = 2 as const;
+/** Task-layer protocol version stored in every task record. */
+export const TASK_PROTOCOL_VERSION = "pi-tasks/v2" as const;
+/** Relay endpoint path. */
+export const RELAY_ENDPOINT_PATH = "/api/task-relay/volatile-v1" as const;
+/** Relay profile discovery path. */
+export const RELAY_PROFILE_PATH = "/api/task-relay/profile" as const;
+/** Session-control status path (Part B §2). */
+export const SESSION_STATUS_PATH = "/api/session-control/status" as const;
+/** Default relay port when neither `PI_TASKS_RELAY_URL` nor `WOLFPACK_PORT` is set. */
+export const DEFAULT_RELAY_PORT = 18790;
+/** Valid TCP port range for `WOLFPACK_PORT` and `--port` (0 only on the CLI: "pick a free port"). */
+export const MIN_TCP_PORT = 1;
+export const MAX_TCP_PORT = 65535;
+
+// ---------------------------------------------------------------------------------------------
+// Client transport (relay-client)
+// ---------------------------------------------------------------------------------------------
+
+/** Requests in flight at once for ordinary operations (resolve, send, receive, watch, …). */
+export const maxInFlightRequests = 8;
+/** Extra slots only `acknowledge` and `connect` may use, so ACKs and lease renewal never starve. */
+export const reservedRequestSlots = 2;
+/** Default per-request deadline, covering the complete response body. */
+export const requestDeadlineDefaultMs = 12_000;
+/** Smallest configurable request deadline. */
+export const requestDeadlineMinMs = 1;
+/** Largest configurable request deadline. */
+export const requestDeadlineMaxMs = 15_000;
+/** Renew the lease when less than (request deadline + this margin) remains. */
+export const leaseRenewMarginMs = 10_000;
+/** Largest response body the client reads before failing with `INVALID_RESPONSE`. */
+export const maxResponseBodyBytes = 300 * KiB;
+/** Largest request body (client pre-check `PAYLOAD_TOO_LARGE`; relay answers 413). */
+export const maxRequestBodyBytes = 64 * KiB;
+
+// ---------------------------------------------------------------------------------------------
+// Envelopes, pages and cursors (shared by client and relay)
+// ---------------------------------------------------------------------------------------------
+
+/** Largest canonical-JSON payload of one envelope (`MAX_RELAY_PAYLOAD_BYTES`). */
+export const maxRelayPayloadBytes = 48 * KiB;
+/** Most deliveries one receive page holds. */
+export const receivePageMaxItems = 50;
+/** Most bytes one receive page holds, measured over each item's canonical `{cursor, envelope}`. */
+export const receivePageMaxBytes = 256 * KiB;
+/** Most decimal digits of a relay cursor. */
+export const maxCursorDigits = 32;
+/** Length bounds of opaque ids on the wire (`envelopeId`, `callerSession`, `generation`). */
+export const minWireIdChars = 1;
+export const maxWireIdChars = 512;
+/** Bounds of `protocolVersions` in `connect`. */
+export const minProtocolVersionsItems = 1;
+export const maxProtocolVersionsItems = 16;
+
+// ---------------------------------------------------------------------------------------------
+// Leases
+// ---------------------------------------------------------------------------------------------
+
+/** Lease the client asks for, and the relay default when `leaseMs` is omitted. */
+export const leaseDefaultMs = 60_000;
+/** Smallest lease the relay grants. */
+export const leaseMinMs = 1;
+/** Largest lease the relay grants. */
+export const leaseMaxMs = 300_000;
+
+// ---------------------------------------------------------------------------------------------
+// The refresh pass (TaskCore)
+// ---------------------------------------------------------------------------------------------
+
+/** Scoped sends (the current work's own envelopes) one pass may attempt. */
+export const maxScopedSendsPerPass = 56;
+/** Rotating old-work retry sends one pass may attempt. */
+export const maxOldWorkSendsPerPass = 8;
+/** ACK attempts (including repair) one pass may make. */
+export const maxAckAttemptsPerPass = 48;
+/** Fetching pauses while this many relay deliveries are fetched but unacknowledged. */
+export const maxFetchedUnacknowledgedDeliveries = 200;
+/** Overall deadline of one background pass. */
+export const passDeadlineMs = 2_000;
+/** Retry and ACK-repair admission slices: no new attempt is admitted after a slice ends. */
+export const passSliceMs = 250;
+/** Minimum cooldown of an envelope or ACK refused for capacity (a longer `retryAfterMs` wins). */
+export const capacityCooldownMs = 5_000;
+
+// ---------------------------------------------------------------------------------------------
+// Background cadence and waiting (extension)
+// ---------------------------------------------------------------------------------------------
+
+/** Poll interval while a task is active, the outbox is pending or a gated worker waits. */
+export const activePollIntervalMs = 1_000;
+/** Poll interval otherwise. */
+export const idlePollIntervalMs = 5_000;
+/** `agent_task_wait` re-check backoff: first delay, doubling up to the maximum. */
+export const waitBackoffInitialMs = 250;
+export const waitBackoffMaxMs = 2_000;
+/** `watch-v1` wait the client asks for (the relay allows up to `watchMaxWaitMs`). */
+export const watchClientWaitMs = 20_000;
+
+// ---------------------------------------------------------------------------------------------
+// The RAM TaskStore (per endpoint lifetime, lower-only)
+// ---------------------------------------------------------------------------------------------
+
+/** Most records (rows) one endpoint keeps. */
+export const maxStoreRecords = 16_384;
+/** Most encoded bytes one endpoint keeps (row text + key + per-record overhead). */
+export const maxStoreEncodedBytes = 32 * MiB;
+/** Bytes charged per record on top of its encoded text and key. */
+export const storeRecordOverheadBytes = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Tasks and tools
+// ---------------------------------------------------------------------------------------------
+
+/** Longest task text and message text, in characters (UTF-16 code units). */
+export const maxTaskTextChars = 16 * KiB;
+/** Longest `agent_task_done` summary, in characters. */
+export const maxSummaryChars = 1_200;
+/** Longest cancel reason, in characters. */
+export const maxReasonChars = 1_200;
+/** Longest error message inside `agent_task_done.error`, in characters. */
+export const maxErrorMessageChars = 4 * KiB;
+/** Most artifacts one `agent_task_done` may list. */
+export const maxArtifacts = 64;
+/** Longest artifact path or mime type or description, in characters. */
+export const maxArtifactFieldChars = 1_024;
+/** Longest task, event, intent or envelope id accepted from tools and the wire. */
+export const maxTaskIdChars = maxWireIdChars;
+/** Task timeout bounds and default (a failure deadline, not a poll interval). */
+export const taskTimeoutMinMs = 1_000;
+export const taskTimeoutMaxMs = 86_400_000;
+export const taskTimeoutDefaultMs = 1_800_000;
+/** `agent_task_wait` timeout: same bounds and default as the task timeout. */
+export const waitTimeoutMinMs = taskTimeoutMinMs;
+export const waitTimeoutMaxMs = taskTimeoutMaxMs;
+export const waitTimeoutDefaultMs = taskTimeoutDefaultMs;
+/** Most digits of a task event `sequence` (a positive decimal string). */
+export const maxSequenceDigits = 32;
+
+// ---------------------------------------------------------------------------------------------
+// The standalone relay (relay-server) — relay-volatile-v1.md §1.1, §3 and Part B
+// ---------------------------------------------------------------------------------------------
+
+/** A request body must be read completely within this time (else 408). */
+export const relayBodyReadDeadlineMs = 5_000;
+/** `createdAt` more than this far in the future is `ENVELOPE_EXPIRED`. */
+export const envelopeMaxFutureSkewMs = 30_000;
+/** `createdAt` this old or older is `ENVELOPE_EXPIRED`. */
+export const envelopeMaxAgeMs = 150_000;
+/** All active envelopes of one relay. */
+export const relayMaxActiveItems = 4_096;
+export const relayMaxActiveBytes = 64 * MiB;
+/** One mailbox. */
+export const relayMaxMailboxItems = 256;
+export const relayMaxMailboxBytes = 8 * MiB;
+/** One peer outbox (Wolfpack forwarding; our relay forwards nothing yet). */
+export const relayMaxPeerOutboxItems = 128;
+export const relayMaxPeerOutboxBytes = 8 * MiB;
+/** Acknowledgement/dedupe receipts. */
+export const relayMaxReceipts = 50_000;
+export const relayMaxReceiptBytes = 8 * MiB;
+/** Bytes charged per receipt on top of its canonical `{id, source, target}`. */
+export const relayReceiptOverheadBytes = 1_024;
+/** How long a receipt is kept after acceptance. */
+export const relayReceiptRetentionMs = 15 * 60_000;
+/** Registrations (and peer routes) of one relay, sharing one metadata budget. */
+export const relayMaxRegistrations = 2_048;
+export const relayMaxRoutes = 2_048;
+export const relayMaxMetadataBytes = 16 * MiB;
+/** Bytes charged per registration on top of its canonical size. */
+export const relayRegistrationOverheadBytes = 128;
+/** Maintenance timer period (lease reaping, receipt expiry). */
+export const relayMaintenanceIntervalMs = 1_000;
+/** Requests the relay works on at once; more get `RELAY_CAPACITY` with `retryAfterMs`. */
+export const relayMaxConcurrentRequests = 28;
+/** `retryAfterMs` the relay sends with an admission-overload `RELAY_CAPACITY`. */
+export const relayOverloadRetryAfterMs = 1_000;
+/** `watch-v1` wait bounds. */
+export const watchMinWaitMs = 0;
+export const watchMaxWaitMs = 25_000;
+/** Grace after SIGTERM/SIGINT before the relay process must have exited. */
+export const relayShutdownGraceMs = 2_000;
+
+// ---------------------------------------------------------------------------------------------
+// Optional JWT (loopback HTTP only)
+// ---------------------------------------------------------------------------------------------
+
+/** Shortest accepted `WOLFPACK_JWT_SECRET`, in characters (after trimming). */
+export const jwtMinSecretChars = 32;
+/** Clock tolerance when checking `exp`, `nbf` and `iat`. */
+export const jwtClockToleranceMs = 30_000;
+/** Lifetime of a client-minted token (`exp = iat + 60`). */
+export const jwtTokenLifetimeMs = 60_000;
+/** Random bytes in a token's `jti` (16 hex characters). */
+export const jwtIdBytes = 8;
+
+// ---------------------------------------------------------------------------------------------
+// Worker spawning (CLI)
+// ---------------------------------------------------------------------------------------------
+
+/** Default time a spawned worker has to register its endpoint. */
+export const workerReadinessTimeoutDefaultMs = 30_000;

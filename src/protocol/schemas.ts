@@ -1,0 +1,334 @@
+/**
+ * TypeBox schemas and static types of pi-tasks: endpoints, task records, events, intents, the
+ * relay wire envelope and its three payload kinds, delivery receipts and every tool's parameters.
+ *
+ * Every object schema is strict (`additionalProperties: false`). Inside the Pi CLI,
+ * `@sinclair/typebox` is served by typebox 1.x, so this module (loaded by the extension) imports
+ * only the package root and `/value`.
+ */
+import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import {
+  maxArtifactFieldChars,
+  maxArtifacts,
+  maxErrorMessageChars,
+  maxReasonChars,
+  maxSequenceDigits,
+  maxSummaryChars,
+  maxTaskIdChars,
+  maxTaskTextChars,
+  maxWireIdChars,
+  minWireIdChars,
+  TASK_PROTOCOL_VERSION,
+  taskTimeoutMaxMs,
+  taskTimeoutMinMs,
+  waitTimeoutMaxMs,
+  waitTimeoutMinMs,
+  WIRE_PROTOCOL_VERSION,
+} from "./limits.ts";
+
+const strict = { additionalProperties: false } as const;
+
+// ---------------------------------------------------------------------------------------------
+// Scalars
+// ---------------------------------------------------------------------------------------------
+
+export const Id = Type.String({ minLength: 1, maxLength: maxTaskIdChars });
+export const WireId = Type.String({ minLength: minWireIdChars, maxLength: maxWireIdChars });
+export const TaskText = Type.String({ minLength: 1, maxLength: maxTaskTextChars });
+export const Summary = Type.String({ minLength: 1, maxLength: maxSummaryChars });
+export const Millis = Type.Integer({ minimum: 0 });
+/** A positive decimal sequence number, compared as BigInt. */
+export const Sequence = Type.String({ pattern: `^[1-9][0-9]{0,${maxSequenceDigits - 1}}$` });
+/** A JSON object with any members (for open payloads such as `result`). */
+export const JsonObject = Type.Record(Type.String(), Type.Unknown());
+
+export const TaskEndpoint = Type.Object(
+  { relay: Type.String({ minLength: 1, maxLength: maxWireIdChars }), id: Type.String({ minLength: 1, maxLength: maxWireIdChars }) },
+  strict,
+);
+export type TaskEndpoint = Static<typeof TaskEndpoint>;
+
+export const TaskStatus = Type.Union([
+  Type.Literal("active"),
+  Type.Literal("completed"),
+  Type.Literal("failed"),
+  Type.Literal("cancelled"),
+  Type.Literal("timed_out"),
+]);
+export type TaskStatus = Static<typeof TaskStatus>;
+
+export const TerminalStatus = Type.Union([Type.Literal("completed"), Type.Literal("failed"), Type.Literal("cancelled")]);
+export type TerminalStatus = Static<typeof TerminalStatus>;
+
+// ---------------------------------------------------------------------------------------------
+// Task record and events
+// ---------------------------------------------------------------------------------------------
+
+export const TaskRecord = Type.Object(
+  {
+    taskId: Id,
+    protocolVersion: Type.Literal(TASK_PROTOCOL_VERSION),
+    origin: TaskEndpoint,
+    target: TaskEndpoint,
+    task: TaskText,
+    createdAt: Millis,
+    expiresAt: Millis,
+    status: TaskStatus,
+  },
+  strict,
+);
+export type TaskRecord = Static<typeof TaskRecord>;
+
+export const TASK_EVENT_TYPE_NAMES = [
+  "task.created",
+  "task.information",
+  "task.question",
+  "task.answer",
+  "task.completed",
+  "task.failed",
+  "task.cancelled",
+  "task.timed_out",
+  "task.delivery_receipt",
+  "task.parent_acknowledged",
+  "task.late_terminal",
+  "task.reassigned",
+] as const;
+export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
+
+export const TaskEventTypeSchema = Type.Union(TASK_EVENT_TYPE_NAMES.map((name) => Type.Literal(name)));
+
+/** A canonical task event. `payload` is checked per type against `TASK_EVENT_TYPES`. */
+export const TaskEvent = Type.Object(
+  {
+    eventId: Id,
+    taskId: Id,
+    type: TaskEventTypeSchema,
+    sequence: Sequence,
+    source: TaskEndpoint,
+    target: TaskEndpoint,
+    occurredAt: Millis,
+    payload: JsonObject,
+  },
+  strict,
+);
+export interface TaskEvent<P extends Record<string, unknown> = Record<string, unknown>> {
+  readonly eventId: string;
+  readonly taskId: string;
+  readonly type: TaskEventType;
+  readonly sequence: string;
+  readonly source: TaskEndpoint;
+  readonly target: TaskEndpoint;
+  readonly occurredAt: number;
+  readonly payload: P;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-type payloads (intent payloads; the canonical payload adds `intentId` when it came from one)
+// ---------------------------------------------------------------------------------------------
+
+export const Artifact = Type.Object(
+  {
+    path: Type.String({ minLength: 1, maxLength: maxArtifactFieldChars }),
+    mimeType: Type.Optional(Type.String({ minLength: 1, maxLength: maxArtifactFieldChars })),
+    description: Type.Optional(Type.String({ minLength: 1, maxLength: maxArtifactFieldChars })),
+  },
+  strict,
+);
+export type Artifact = Static<typeof Artifact>;
+
+export const TaskFailure = Type.Object(
+  {
+    code: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+    message: Type.String({ minLength: 1, maxLength: maxErrorMessageChars }),
+    retryable: Type.Boolean(),
+  },
+  strict,
+);
+export type TaskFailure = Static<typeof TaskFailure>;
+
+const terminalFields = {
+  summary: Summary,
+  result: Type.Optional(JsonObject),
+  error: Type.Optional(TaskFailure),
+  artifacts: Type.Optional(Type.Array(Artifact, { maxItems: maxArtifacts })),
+};
+const intentIdField = { intentId: Type.Optional(Id) };
+
+export const CreatedPayload = Type.Object({ task: TaskText }, strict);
+export const ConversationPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id) }, strict);
+export const AnswerPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Id }, strict);
+export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields }, strict);
+export type TerminalPayload = Static<typeof TerminalPayload>;
+export const TimedOutPayload = Type.Object({ expiresAt: Millis }, strict);
+
+export const DeliveryStage = Type.Union([
+  Type.Literal("receiver_recorded"),
+  Type.Literal("pi_inserted"),
+  Type.Literal("wake_requested"),
+  Type.Literal("wake_accepted"),
+  Type.Literal("pi_insertion"),
+]);
+export type DeliveryStage = Static<typeof DeliveryStage>;
+export const DeliveryState = Type.Union([Type.Literal("confirmed"), Type.Literal("blocked")]);
+export type DeliveryState = Static<typeof DeliveryState>;
+
+/** A delivery receipt (intent payload of `task.delivery_receipt`). */
+export const DeliveryReceiptPayload = Type.Object(
+  { ...intentIdField, eventId: Id, stage: DeliveryStage, state: DeliveryState, retryable: Type.Optional(Type.Boolean()) },
+  strict,
+);
+export type DeliveryReceiptPayload = Static<typeof DeliveryReceiptPayload>;
+
+export const ParentAcknowledgedPayload = Type.Object({ acknowledgedEventId: Id }, strict);
+export const LateTerminalPayload = Type.Object(
+  { ...intentIdField, lateType: Type.Union([Type.Literal("task.completed"), Type.Literal("task.failed"), Type.Literal("task.cancelled")]), ...terminalFields },
+  strict,
+);
+export const ReassignedPayload = Type.Object({ task: TaskText, previousTarget: TaskEndpoint }, strict);
+
+// ---------------------------------------------------------------------------------------------
+// Intents (receiver → origin requests; never authoritative)
+// ---------------------------------------------------------------------------------------------
+
+export const ReceiverIntentType = Type.Union([
+  Type.Literal("task.information"),
+  Type.Literal("task.question"),
+  Type.Literal("task.answer"),
+  Type.Literal("task.completed"),
+  Type.Literal("task.failed"),
+  Type.Literal("task.cancelled"),
+  Type.Literal("task.delivery_receipt"),
+]);
+export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
+
+export const TaskIntent = Type.Object({ intentId: Id, taskId: Id, type: ReceiverIntentType, payload: JsonObject }, strict);
+export type TaskIntent = Static<typeof TaskIntent>;
+
+// ---------------------------------------------------------------------------------------------
+// Relay wire envelope and the three task payload kinds
+// ---------------------------------------------------------------------------------------------
+
+/** The relay's view of an envelope: exactly these keys, payload is any JSON. */
+export const WireEnvelope = Type.Object(
+  {
+    envelopeId: WireId,
+    protocolVersion: Type.Literal(WIRE_PROTOCOL_VERSION),
+    source: TaskEndpoint,
+    target: TaskEndpoint,
+    payload: Type.Unknown(),
+    createdAt: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+  },
+  strict,
+);
+export type WireEnvelope = Static<typeof WireEnvelope>;
+
+export const EnvelopeKind = Type.Union([Type.Literal("assignment"), Type.Literal("intent"), Type.Literal("canonical_event")]);
+export type EnvelopeKind = Static<typeof EnvelopeKind>;
+
+/** `assignment`: origin → target; `event` is `task.created` or `task.reassigned`. */
+export const AssignmentPayload = Type.Object(
+  {
+    task: TaskRecord,
+    event: TaskEvent,
+    history: Type.Optional(Type.Array(TaskEvent)),
+    historyTruncated: Type.Optional(Type.Boolean()),
+  },
+  strict,
+);
+export type AssignmentPayload = Static<typeof AssignmentPayload>;
+
+export const AssignmentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("assignment"), payload: AssignmentPayload }, strict);
+export const IntentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("intent"), payload: TaskIntent }, strict);
+export const CanonicalWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("canonical_event"), payload: TaskEvent }, strict);
+export const TaskWirePayload = Type.Union([AssignmentWirePayload, IntentWirePayload, CanonicalWirePayload]);
+export type TaskWirePayload = Static<typeof TaskWirePayload>;
+
+/** A pi-tasks envelope as it travels: the wire envelope with a task payload. */
+export const TaskEnvelope = Type.Object(
+  {
+    envelopeId: WireId,
+    protocolVersion: Type.Literal(WIRE_PROTOCOL_VERSION),
+    source: TaskEndpoint,
+    target: TaskEndpoint,
+    payload: TaskWirePayload,
+    createdAt: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+  },
+  strict,
+);
+export type TaskEnvelope = Static<typeof TaskEnvelope>;
+
+// ---------------------------------------------------------------------------------------------
+// Terminal delivery (receiver-side status of its terminal intent)
+// ---------------------------------------------------------------------------------------------
+
+export type TerminalDelivery =
+  | { readonly state: "not_submitted" }
+  | {
+      readonly state: "pending" | "accepted";
+      readonly intentId: string;
+      readonly intentType: string;
+      readonly envelopeId: string;
+      readonly origin: TaskEndpoint;
+    }
+  | {
+      readonly state: "delivery_blocked";
+      readonly intentId: string;
+      readonly intentType: string;
+      readonly envelopeId: string;
+      readonly origin: TaskEndpoint;
+      readonly blockedAt: number;
+      readonly error: { readonly code: string; readonly retryable: false; readonly details: Readonly<Record<string, unknown>> };
+    };
+
+// ---------------------------------------------------------------------------------------------
+// Tool parameters
+// ---------------------------------------------------------------------------------------------
+
+export const SendParams = Type.Object(
+  {
+    to: TaskEndpoint,
+    task: TaskText,
+    timeoutMs: Type.Optional(Type.Integer({ minimum: taskTimeoutMinMs, maximum: taskTimeoutMaxMs })),
+  },
+  strict,
+);
+export type SendParams = Static<typeof SendParams>;
+
+export const MessageType = Type.Union([Type.Literal("question"), Type.Literal("answer"), Type.Literal("information")]);
+export type MessageType = Static<typeof MessageType>;
+
+export const MessageParams = Type.Object({ taskId: Id, type: MessageType, message: TaskText, inReplyTo: Type.Optional(Id) }, strict);
+export type MessageParams = Static<typeof MessageParams>;
+
+export const DoneParams = Type.Object({ taskId: Id, status: TerminalStatus, ...terminalFields }, strict);
+export type DoneParams = Static<typeof DoneParams>;
+
+export const AckParams = Type.Object({ taskId: Id }, strict);
+export type AckParams = Static<typeof AckParams>;
+
+export const CancelParams = Type.Object({ taskId: Id, reason: Type.Optional(Type.String({ minLength: 1, maxLength: maxReasonChars })) }, strict);
+export type CancelParams = Static<typeof CancelParams>;
+
+export const StatusParams = Type.Object({ taskId: Id }, strict);
+export type StatusParams = Static<typeof StatusParams>;
+
+export const InboxParams = Type.Object({}, strict);
+export type InboxParams = Static<typeof InboxParams>;
+
+export const WaitParams = Type.Object(
+  { taskId: Id, timeoutMs: Type.Optional(Type.Integer({ minimum: waitTimeoutMinMs, maximum: waitTimeoutMaxMs })) },
+  strict,
+);
+export type WaitParams = Static<typeof WaitParams>;
+
+export const TOOL_PARAMETERS = {
+  agent_task_send: SendParams,
+  agent_task_message: MessageParams,
+  agent_task_done: DoneParams,
+  agent_task_ack: AckParams,
+  agent_task_cancel: CancelParams,
+  agent_task_status: StatusParams,
+  agent_task_inbox: InboxParams,
+  agent_task_wait: WaitParams,
+} as const satisfies Record<string, TSchema>;
+export type ToolName = keyof typeof TOOL_PARAMETERS;

@@ -1,0 +1,81 @@
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import * as limits from "../../src/protocol/limits.ts";
+
+const ROOT = join(import.meta.dir, "..", "..");
+const SOURCE_DIRS = ["src", "extension"];
+/** Values this small are too common (indexes, small counts) to attribute to a limit. */
+const SMALLEST_CHECKED = 100;
+
+function sourceFiles(dir: string): string[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return entries.flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sourceFiles(path);
+    return path.endsWith(".ts") ? [path] : [];
+  });
+}
+
+/** Removes comments and plain string literals, keeping line numbers. */
+function stripCommentsAndStrings(text: string): string {
+  return text
+    .replace(/\/\*[\s\S]*?\*\//g, (comment) => comment.replace(/[^\n]/g, ""))
+    .replace(/"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'/g, '""')
+    .replace(/(^|[^:])\/\/.*$/gm, "$1");
+}
+
+describe("limits", () => {
+  test("the seed's bounds have their values", () => {
+    expect([limits.maxInFlightRequests, limits.reservedRequestSlots]).toEqual([8, 2]);
+    expect([limits.maxScopedSendsPerPass, limits.maxOldWorkSendsPerPass, limits.maxAckAttemptsPerPass]).toEqual([56, 8, 48]);
+    expect([limits.receivePageMaxItems, limits.receivePageMaxBytes, limits.maxFetchedUnacknowledgedDeliveries]).toEqual([50, 256 * 1024, 200]);
+    expect([limits.passDeadlineMs, limits.passSliceMs, limits.capacityCooldownMs]).toEqual([2000, 250, 5000]);
+    expect([limits.maxStoreRecords, limits.maxStoreEncodedBytes]).toEqual([16_384, 32 * 1024 * 1024]);
+    expect([limits.activePollIntervalMs, limits.idlePollIntervalMs, limits.waitBackoffInitialMs, limits.waitBackoffMaxMs]).toEqual([1000, 5000, 250, 2000]);
+    expect([limits.requestDeadlineDefaultMs, limits.requestDeadlineMinMs, limits.requestDeadlineMaxMs]).toEqual([12_000, 1, 15_000]);
+    expect([limits.maxRelayPayloadBytes, limits.maxRequestBodyBytes, limits.maxResponseBodyBytes]).toEqual([48 * 1024, 64 * 1024, 300 * 1024]);
+    expect([limits.maxTaskTextChars, limits.leaseDefaultMs, limits.leaseMaxMs]).toEqual([16 * 1024, 60_000, 300_000]);
+    expect([limits.relayMaxActiveItems, limits.relayMaxActiveBytes, limits.relayMaxMailboxItems, limits.relayMaxMailboxBytes]).toEqual([
+      4096,
+      64 * 1024 * 1024,
+      256,
+      8 * 1024 * 1024,
+    ]);
+    expect([limits.relayMaxReceipts, limits.relayMaxReceiptBytes, limits.relayReceiptRetentionMs, limits.relayMaxRegistrations]).toEqual([
+      50_000,
+      8 * 1024 * 1024,
+      15 * 60 * 1000,
+      2048,
+    ]);
+    expect([limits.envelopeMaxFutureSkewMs, limits.envelopeMaxAgeMs, limits.relayBodyReadDeadlineMs]).toEqual([30_000, 150_000, 5000]);
+  });
+
+  test("no other source file repeats a limit's number", () => {
+    const values = new Set(
+      Object.values(limits)
+        .filter((value): value is number => typeof value === "number" && value >= SMALLEST_CHECKED)
+        .map(String),
+    );
+    const offenders: string[] = [];
+    const limitsFile = join(ROOT, "src", "protocol", "limits.ts");
+    for (const file of SOURCE_DIRS.flatMap((dir) => sourceFiles(join(ROOT, dir)))) {
+      if (file === limitsFile) continue;
+      const lines = stripCommentsAndStrings(readFileSync(file, "utf8")).split("\n");
+      lines.forEach((line, index) => {
+        // HTTP status codes are protocol constants, not limits.
+        const checked = line.replace(/\b(status|httpStatus)\b\s*(:|===|!==|=)\s*\d+/g, "");
+        for (const match of checked.matchAll(/(?<![\w.])\d[\d_]*(?![\w.])/g)) {
+          const value = match[0].replaceAll("_", "");
+          if (values.has(value)) offenders.push(`${relative(ROOT, file)}:${index + 1}: ${value}`);
+        }
+      });
+    }
+    expect(offenders).toEqual([]);
+  });
+});
