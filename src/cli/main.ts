@@ -4,23 +4,39 @@
  */
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { DEFAULT_RELAY_PORT, relayDefaultHost } from "../protocol/limits.ts";
+import { relayCommand } from "./relay.ts";
 
 const USAGE = `usage: pi-tasks <command> [options]
 
 commands:
+  relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…]
+                  run the memory-only volatile-v1 relay (--port 0 picks a free port)
   help            show this text
 `;
 
 export async function main(argv: readonly string[]): Promise<number> {
   const { positionals } = parseArgs({ args: [...argv], allowPositionals: true, strict: false });
   const command = positionals[0] ?? "help";
-  if (command === "help") {
-    process.stdout.write(USAGE);
-    return 0;
+  const rest = argv.slice(argv.indexOf(command) + 1);
+  try {
+    switch (command) {
+      case "help":
+        process.stdout.write(USAGE);
+        return 0;
+      case "relay":
+        return await relayCommand(rest, { stdout: (line) => process.stdout.write(line), env: process.env });
+      default:
+        throw new TaskError("CLI_USAGE", { message: `unknown command ${command}`, details: { command } });
+    }
+  } catch (error) {
+    const failure = toTaskError(error);
+    const code = failure.code === "TASK_ERROR" && error instanceof TypeError ? "CLI_USAGE" : failure.code;
+    const shown = code === failure.code ? failure : new TaskError(code, { message: failure.message });
+    process.stderr.write(`${JSON.stringify({ ok: false, error: shown.toJSON() })}\n`);
+    if (code === "CLI_USAGE") process.stderr.write(USAGE);
+    return code === "CLI_USAGE" ? 2 : 1;
   }
-  const error = new TaskError("CLI_USAGE", { message: `unknown command ${command}`, details: { command } });
-  process.stderr.write(`${JSON.stringify({ ok: false, error: toTaskError(error).toJSON() })}\n${USAGE}`);
-  return 2;
 }
 
 if (import.meta.main) {

@@ -200,6 +200,24 @@ export const watchMinWaitMs = 0;
 export const watchMaxWaitMs = 25_000;
 /** Grace after SIGTERM/SIGINT before the relay process must have exited. */
 export const relayShutdownGraceMs = 2_000;
+/**
+ * An expired, disconnected or superseded registration stays known this long (as long as the
+ * receipts it may pin): the same generation renews it with the same endpoint id, and
+ * `successor-v1` resolves a superseded one to its successor. Then it is reaped unless it pins mail.
+ */
+export const relayRegistrationRetentionMs = relayReceiptRetentionMs;
+/** HTTP idle timeout of the relay's sockets: long enough for the longest `watch`. */
+export const relayIdleTimeoutSeconds = 30;
+/** Outstanding `watch` requests per endpoint; a newer watch answers the older one at once. */
+export const relayWatchesPerEndpoint = 1;
+/** Default listen address and port of `pi-tasks relay`. */
+export const relayDefaultHost = "127.0.0.1";
+
+// ---------------------------------------------------------------------------------------------
+// Units
+// ---------------------------------------------------------------------------------------------
+
+export const msPerSecond = 1_000;
 
 // ---------------------------------------------------------------------------------------------
 // Optional JWT (loopback HTTP only)

@@ -63,9 +63,11 @@ describe("limits", () => {
         .map(String),
     );
     const offenders: string[] = [];
-    const limitsFile = join(ROOT, "src", "protocol", "limits.ts");
+    // limits.ts defines them; http.ts holds HTTP status codes, protocol constants that happen to
+    // share values with some limits (200, 400, …).
+    const exempt = new Set([join(ROOT, "src", "protocol", "limits.ts"), join(ROOT, "src", "protocol", "http.ts")]);
     for (const file of SOURCE_DIRS.flatMap((dir) => sourceFiles(join(ROOT, dir)))) {
-      if (file === limitsFile) continue;
+      if (exempt.has(file)) continue;
       const lines = stripCommentsAndStrings(readFileSync(file, "utf8")).split("\n");
       lines.forEach((line, index) => {
         // HTTP status codes are protocol constants, not limits.

@@ -1,0 +1,301 @@
+/**
+ * The relay transport: HTTP on ky, request lanes on p-queue, deadlines that cover the complete
+ * response body, response caps, and the mapping of every failure to a registry `TaskError` that
+ * names its relay operation. It sends exactly one HTTP request per call: no hidden retries.
+ *
+ * Lanes: at most 8 ordinary requests in flight; `acknowledge` and `connect` may use 2 more
+ * reserved slots, so ACKs and lease renewal are never starved. Waiters queue FIFO. A waiter
+ * aborted by its caller sent nothing and fails with retryable `ABORTED`.
+ */
+import ky, { type KyInstance } from "ky";
+import PQueue from "p-queue";
+import { utf8Bytes } from "../protocol/canonical-json.ts";
+import { isUuid } from "../protocol/endpoint.ts";
+import { errorSpec, isRegisteredCode, TaskError } from "../protocol/errors.ts";
+import { HTTP_STATUS, isSuccessStatus } from "../protocol/http.ts";
+import {
+  maxInFlightRequests,
+  maxRequestBodyBytes,
+  maxResponseBodyBytes,
+  msPerSecond,
+  RELAY_ENDPOINT_PATH,
+  RELAY_PROFILE,
+  RELAY_PROFILE_PATH,
+  requestDeadlineDefaultMs,
+  requestDeadlineMaxMs,
+  requestDeadlineMinMs,
+  reservedRequestSlots,
+  SESSION_STATUS_PATH,
+} from "../protocol/limits.ts";
+import { EPOCHLESS_CODES, type RelayOperation } from "../protocol/wire.ts";
+import { type RelayAuth, tokenFor } from "./auth.ts";
+
+export type TransportOperation = RelayOperation | "profile" | "session-status";
+
+export interface TransportOptions {
+  /** Bare origin of the relay, e.g. `http://127.0.0.1:18790`. */
+  readonly baseUrl: string;
+  /** Injected fetch (tests, fault proxies). Default: global fetch. */
+  readonly fetch?: typeof fetch;
+  /** Per-request deadline covering the whole response body. Default 12,000 ms, allowed 1..15,000. */
+  readonly requestTimeoutMs?: number;
+  /** Optional JWT configuration; tokens are sent only to plain-HTTP loopback URLs. */
+  readonly auth?: RelayAuth;
+}
+
+export interface RequestOptions {
+  readonly signal?: AbortSignal;
+  /** Extra time on top of the request deadline (a `watch` waits on the server). */
+  readonly extraDeadlineMs?: number;
+}
+
+/** A parsed JSON reply that passed the envelope checks (`ok:true`, profile, epoch). */
+export interface SuccessReply {
+  readonly epoch: string;
+  readonly value: Record<string, unknown>;
+  readonly body: Record<string, unknown>;
+}
+
+export interface LaneUsage {
+  readonly ordinary: number;
+  readonly reserved: number;
+  readonly waiting: number;
+}
+
+export interface RelayTransport {
+  readonly baseUrl: string;
+  readonly requestTimeoutMs: number;
+  /** POSTs one relay operation; resolves with the success reply or throws a mapped TaskError. */
+  post(operation: RelayOperation, body: Record<string, unknown>, options?: RequestOptions): Promise<SuccessReply>;
+  /** GET /api/task-relay/profile. */
+  profile(options?: RequestOptions): Promise<Record<string, unknown>>;
+  /** GET /api/session-control/status?session=NAME (Part B and Wolfpack's session control). */
+  sessionStatus(session: string, options?: RequestOptions): Promise<Record<string, unknown>>;
+  usage(): LaneUsage;
+  /** Aborts everything in flight and refuses new requests with `RELAY_CLOSED`. */
+  close(): void;
+}
+
+const RESERVED_OPERATIONS: ReadonlySet<TransportOperation> = new Set(["acknowledge", "connect"]);
+const FORCED_RETRYABLE: ReadonlySet<string> = new Set(["RELAY_CAPACITY", "RELAY_UNAVAILABLE", "PEER_UNREACHABLE"]);
+const HTTP_TOO_MANY_REQUESTS = HTTP_STATUS.tooManyRequests;
+const HTTP_UNAUTHORIZED = HTTP_STATUS.unauthorized;
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+export function validateDeadline(value: number | undefined): number {
+  if (value === undefined) return requestDeadlineDefaultMs;
+  if (!Number.isInteger(value) || value < requestDeadlineMinMs || value > requestDeadlineMaxMs) {
+    throw new TaskError("INVALID_CONFIGURATION", {
+      message: `requestTimeoutMs must be an integer from ${requestDeadlineMinMs} to ${requestDeadlineMaxMs}`,
+      details: { requestTimeoutMs: value },
+    });
+  }
+  return value;
+}
+
+function retryAfterFrom(body: unknown, headers: Headers): number | undefined {
+  const fromBody = isRecord(body) && isRecord(body.error) ? body.error.retryAfterMs : undefined;
+  if (typeof fromBody === "number" && Number.isFinite(fromBody) && fromBody >= 0) return fromBody;
+  const header = headers.get("retry-after");
+  if (header !== null && /^\d+$/.test(header.trim())) return Number(header.trim()) * msPerSecond;
+  return undefined;
+}
+
+/** Reads a response body as text within the response cap (counted per chunk while streaming). */
+async function readCapped(response: Response, signal: AbortSignal): Promise<string> {
+  const declared = response.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxResponseBodyBytes) {
+    await response.body?.cancel().catch(() => undefined);
+    throw new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes: Number(declared) } });
+  }
+  if (response.body === null) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  const onAbort = () => reader.cancel().catch(() => undefined);
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (signal.aborted) throw signal.reason;
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxResponseBodyBytes) {
+        await reader.cancel().catch(() => undefined);
+        throw new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes: total } });
+      }
+      chunks.push(value);
+    }
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+  return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
+}
+
+/** Maps a reply (status + parsed body) to a success or a registry error. */
+function interpret(status: number, body: unknown, headers: Headers): SuccessReply {
+  if (status === HTTP_TOO_MANY_REQUESTS) {
+    const retryAfterMs = retryAfterFrom(body, headers);
+    throw new TaskError("RELAY_CAPACITY", { details: { httpStatus: status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) } });
+  }
+  if (status === HTTP_UNAUTHORIZED) throw new TaskError("RELAY_AUTH_REQUIRED", { details: { httpStatus: status } });
+  if (!isRecord(body)) throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "reply is not a JSON object" } });
+  if (body.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { httpStatus: status } });
+  const epoch = body.epoch;
+  if (epoch !== undefined && !isUuid(epoch)) throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "epoch is not a UUID" } });
+  if (body.ok === true) {
+    if (!isSuccessStatus(status) || epoch === undefined) {
+      throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "success without epoch or with an error status" } });
+    }
+    return { epoch: epoch as string, value: isRecord(body.value) ? body.value : {}, body };
+  }
+  const error = body.error;
+  if (body.ok !== false || !isRecord(error) || typeof error.code !== "string" || error.code.length === 0) {
+    throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "malformed error body" } });
+  }
+  const code = error.code;
+  if (epoch === undefined && !EPOCHLESS_CODES.has(code)) {
+    throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: `epochless ${code}`, code } });
+  }
+  const retryable = FORCED_RETRYABLE.has(code) || (isRegisteredCode(code) ? errorSpec(code).retryable : error.retryable === true);
+  const retryAfterMs = retryAfterFrom(body, headers);
+  throw new TaskError(code, {
+    retryable,
+    details: {
+      httpStatus: status,
+      ...(epoch === undefined ? {} : { epoch }),
+      ...(error.mayHaveBeenDelivered === true ? { mayHaveBeenDelivered: true } : {}),
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    },
+  });
+}
+
+export function createRelayTransport(options: TransportOptions): RelayTransport {
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  const requestTimeoutMs = validateDeadline(options.requestTimeoutMs);
+  const closing = new AbortController();
+  const ordinary = new PQueue({ concurrency: maxInFlightRequests });
+  const reserved = new PQueue({ concurrency: reservedRequestSlots });
+  const http: KyInstance = ky.create({
+    prefixUrl: baseUrl,
+    retry: 0,
+    timeout: false,
+    throwHttpErrors: false,
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    hooks: {
+      beforeRequest: [
+        async (request) => {
+          if (options.auth === undefined || request.headers.has("authorization")) return;
+          const token = await tokenFor(options.auth, request.url);
+          if (token !== undefined) request.headers.set("authorization", `Bearer ${token}`);
+        },
+      ],
+    },
+  });
+
+  function laneFor(operation: TransportOperation): PQueue {
+    if (!RESERVED_OPERATIONS.has(operation)) return ordinary;
+    // ACK and connect take an ordinary slot when one is free, else their reserved slots.
+    return ordinary.pending < maxInFlightRequests && ordinary.size === 0 ? ordinary : reserved;
+  }
+
+  type Decode<T> = (status: number, parsed: unknown, headers: Headers) => T;
+
+  async function exchange<T>(
+    operation: TransportOperation,
+    run: (signal: AbortSignal) => Promise<Response>,
+    decode: Decode<T>,
+    requestOptions: RequestOptions,
+  ): Promise<T> {
+    if (closing.signal.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation } });
+    const callerSignal = requestOptions.signal;
+    const deadlineMs = requestTimeoutMs + (requestOptions.extraDeadlineMs ?? 0);
+    const waitSignal = AbortSignal.any([closing.signal, ...(callerSignal === undefined ? [] : [callerSignal])]);
+    let started = false;
+    try {
+      return await laneFor(operation).add(
+        async () => {
+          started = true;
+          const signal = AbortSignal.any([AbortSignal.timeout(deadlineMs), waitSignal]);
+          const response = await run(signal);
+          const text = await readCapped(response, signal);
+          let parsed: unknown;
+          try {
+            parsed = text.length === 0 ? undefined : JSON.parse(text);
+          } catch {
+            if (response.status !== HTTP_TOO_MANY_REQUESTS && response.status !== HTTP_UNAUTHORIZED) {
+              throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: response.status, problem: "reply is not JSON" } });
+            }
+          }
+          return decode(response.status, parsed, response.headers);
+        },
+        // p-queue races the whole exchange against the deadline, even when a fetch ignores abort;
+        // a waiter aborted (or closed) while queued is removed and never sends.
+        { signal: waitSignal, timeout: deadlineMs },
+      );
+    } catch (error) {
+      throw mapFailure(error, operation, started, callerSignal);
+    }
+  }
+
+  function mapFailure(error: unknown, operation: TransportOperation, started: boolean, callerSignal: AbortSignal | undefined): TaskError {
+    const mayHaveBeenDelivered = started && operation !== "profile" && operation !== "session-status";
+    if (error instanceof TaskError) {
+      return error.withDetails({ operation });
+    }
+    if (closing.signal.aborted) return new TaskError("RELAY_CLOSED", { details: { operation } });
+    if (callerSignal?.aborted) {
+      return new TaskError("ABORTED", { details: { operation, sent: started, ...(mayHaveBeenDelivered ? { mayHaveBeenDelivered: true } : {}) } });
+    }
+    const name = error instanceof Error ? error.name : "";
+    if (name === "TimeoutError") {
+      return new TaskError("RELAY_TIMEOUT", { details: { operation, mayHaveBeenDelivered } });
+    }
+    return new TaskError("RELAY_UNAVAILABLE", {
+      details: { operation, mayHaveBeenDelivered, cause: error instanceof Error ? error.message : String(error) },
+    });
+  }
+
+  return {
+    baseUrl,
+    requestTimeoutMs,
+    async post(operation, body, requestOptions = {}) {
+      const text = JSON.stringify(body);
+      const bytes = utf8Bytes(text);
+      if (bytes > maxRequestBodyBytes) {
+        throw new TaskError("PAYLOAD_TOO_LARGE", { details: { operation, bytes, maxBytes: maxRequestBodyBytes } });
+      }
+      return exchange(
+        operation,
+        (signal) => http.post(RELAY_ENDPOINT_PATH.slice(1), { body: text, headers: { "content-type": "application/json" }, signal }),
+        interpret,
+        requestOptions,
+      );
+    },
+    async profile(requestOptions = {}) {
+      const reply = await exchange("profile", (signal) => http.get(RELAY_PROFILE_PATH.slice(1), { signal }), interpret, requestOptions);
+      return reply.body;
+    },
+    sessionStatus(session, requestOptions = {}) {
+      const path = `${SESSION_STATUS_PATH.slice(1)}?session=${encodeURIComponent(session)}`;
+      return exchange(
+        "session-status",
+        (signal) => http.get(path, { signal }),
+        (status, parsed, headers) => {
+          if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
+          interpret(status, parsed, headers);
+          throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session status reply" } });
+        },
+        requestOptions,
+      );
+    },
+    usage: () => ({ ordinary: ordinary.pending, reserved: reserved.pending, waiting: ordinary.size + reserved.size }),
+    close() {
+      if (closing.signal.aborted) return;
+      closing.abort(new TaskError("RELAY_CLOSED"));
+    },
+  };
+}

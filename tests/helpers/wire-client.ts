@@ -1,0 +1,363 @@
+/**
+ * Raw `volatile-v1` wire calls for relay tests: plain HTTP against a base URL, no pi-tasks client
+ * logic in between, so the tests see exactly what the relay answers.
+ *
+ * - `postJson` / `postBody` / `getPath`: one HTTP exchange, the reply parsed when it is JSON;
+ * - `WireSession`: a connected session (`callerSession` + `generation` → endpoint) that issues
+ *   bound operations with its binding;
+ * - `makeEnvelope`: a wire envelope with a fresh `createdAt = new Date().toISOString()`;
+ * - `openRawRequest`: a raw TCP request whose body is sent only partly (slow-body tests).
+ */
+import { connect as netConnect, type Socket } from "node:net";
+import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+
+/** Default deadline of one helper request; tests that need a tighter bound pass `timeoutMs`. */
+export const WIRE_TEST_TIMEOUT_MS = 10_000;
+
+export interface WireEndpoint {
+  readonly relay: string;
+  readonly id: string;
+}
+
+export interface WireEnvelopeValue {
+  readonly envelopeId: string;
+  readonly protocolVersion: number;
+  readonly source: WireEndpoint;
+  readonly target: WireEndpoint;
+  readonly payload: unknown;
+  readonly createdAt: string;
+}
+
+export interface WireReply {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  /** The parsed JSON body, or `undefined` when the body is not JSON. */
+  readonly body: any;
+  /** Wall time from sending the request to having read the whole reply. */
+  readonly elapsedMs: number;
+  /** `performance.now()` when the whole reply had been read. */
+  readonly receivedAt: number;
+}
+
+export interface RequestOptions {
+  /** Extra headers (e.g. `origin`, `authorization`). */
+  readonly headers?: Record<string, string>;
+  /** `Content-Type` of a POST; `null` sends none. Default `application/json`. */
+  readonly contentType?: string | null;
+  readonly timeoutMs?: number;
+  /** Path below the base URL (default: the relay endpoint path). */
+  readonly path?: string;
+  /** Aborts the request (combined with the timeout). */
+  readonly signal?: AbortSignal;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function joinUrl(baseUrl: string, path: string): string {
+  return `${baseUrl.replace(/\/+$/, "")}${path}`;
+}
+
+export async function httpRequest(url: string, init: RequestInit & { timeoutMs?: number; signal?: AbortSignal }): Promise<WireReply> {
+  const timeout = AbortSignal.timeout(init.timeoutMs ?? WIRE_TEST_TIMEOUT_MS);
+  const signal = init.signal === undefined ? timeout : AbortSignal.any([timeout, init.signal]);
+  const started = performance.now();
+  const response = await fetch(url, { ...init, signal });
+  const text = await response.text();
+  const receivedAt = performance.now();
+  return { status: response.status, headers: response.headers, text, body: parseJson(text), elapsedMs: receivedAt - started, receivedAt };
+}
+
+/** POSTs raw bytes or text to the relay endpoint (or `options.path`). */
+export function postBody(baseUrl: string, body: string | Uint8Array | ReadableStream<Uint8Array>, options: RequestOptions = {}): Promise<WireReply> {
+  const headers: Record<string, string> = { ...(options.headers ?? {}) };
+  const contentType = options.contentType === undefined ? "application/json" : options.contentType;
+  if (contentType !== null) headers["content-type"] = contentType;
+  // fetch labels a string body text/plain by itself; bytes go out without a Content-Type.
+  const payload = contentType === null && typeof body === "string" ? new TextEncoder().encode(body) : body;
+  return httpRequest(joinUrl(baseUrl, options.path ?? RELAY_ENDPOINT_PATH), {
+    method: "POST",
+    headers,
+    body: payload as RequestInit["body"],
+    timeoutMs: options.timeoutMs,
+    signal: options.signal,
+  });
+}
+
+export function postJson(baseUrl: string, value: unknown, options: RequestOptions = {}): Promise<WireReply> {
+  return postBody(baseUrl, JSON.stringify(value), options);
+}
+
+export function getPath(baseUrl: string, path: string, options: Omit<RequestOptions, "path" | "contentType"> & { method?: string } = {}): Promise<WireReply> {
+  return httpRequest(joinUrl(baseUrl, path), {
+    method: options.method ?? "GET",
+    headers: options.headers ?? {},
+    timeoutMs: options.timeoutMs,
+    signal: options.signal,
+  });
+}
+
+export function getProfile(baseUrl: string, options: Omit<RequestOptions, "path" | "contentType"> = {}): Promise<WireReply> {
+  return getPath(baseUrl, RELAY_PROFILE_PATH, options);
+}
+
+/** A session name unique to this test run. */
+export function uniqueName(label: string): string {
+  return `${label}-${crypto.randomUUID()}`;
+}
+
+export function localEndpoint(id: string = crypto.randomUUID()): WireEndpoint {
+  return { relay: RELAY_ID, id };
+}
+
+export interface EnvelopeOptions {
+  readonly envelopeId?: string;
+  readonly payload?: unknown;
+  /** Default: `new Date().toISOString()` at the time of the call. */
+  readonly createdAt?: string;
+}
+
+export function makeEnvelope(source: WireEndpoint, target: WireEndpoint, options: EnvelopeOptions = {}): WireEnvelopeValue {
+  return {
+    envelopeId: options.envelopeId ?? crypto.randomUUID(),
+    protocolVersion: WIRE_PROTOCOL_VERSION,
+    source: { relay: source.relay, id: source.id },
+    target: { relay: target.relay, id: target.id },
+    payload: options.payload ?? { note: "conformance" },
+    createdAt: options.createdAt ?? new Date().toISOString(),
+  };
+}
+
+export interface ConnectOptions {
+  readonly callerSession?: string;
+  readonly generation?: string;
+  readonly leaseMs?: number;
+  readonly epoch?: string;
+  readonly protocolVersions?: readonly number[];
+  readonly label?: string;
+  readonly headers?: Record<string, string>;
+}
+
+export function connectRequest(options: ConnectOptions & { callerSession: string; generation: string }): Record<string, unknown> {
+  return {
+    operation: "connect",
+    profile: RELAY_PROFILE,
+    callerSession: options.callerSession,
+    generation: options.generation,
+    protocolVersions: options.protocolVersions ?? [WIRE_PROTOCOL_VERSION],
+    ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+    ...(options.epoch === undefined ? {} : { epoch: options.epoch }),
+  };
+}
+
+/** Thrown by the helpers when the relay refuses something a test expected to succeed. */
+export class WireFailure extends Error {
+  constructor(
+    readonly operation: string,
+    readonly reply: WireReply,
+  ) {
+    super(`${operation} failed: HTTP ${reply.status} ${reply.text.slice(0, 500)}`);
+    this.name = "WireFailure";
+  }
+}
+
+/** The `value` of a successful reply; throws `WireFailure` otherwise. */
+export function valueOf(operation: string, reply: WireReply): any {
+  if (reply.status !== 200 || reply.body?.ok !== true) throw new WireFailure(operation, reply);
+  return reply.body.value;
+}
+
+export interface Binding {
+  readonly epoch: string;
+  readonly callerSession: string;
+  readonly endpoint: WireEndpoint;
+}
+
+/** A session connected to a relay over the raw wire. */
+export class WireSession {
+  private constructor(
+    readonly baseUrl: string,
+    readonly callerSession: string,
+    readonly generation: string,
+    public epoch: string,
+    public endpoint: WireEndpoint,
+    public leaseExpiresAt: string,
+    private readonly headers: Record<string, string>,
+  ) {}
+
+  static async connect(baseUrl: string, options: ConnectOptions = {}): Promise<WireSession> {
+    const callerSession = options.callerSession ?? uniqueName(options.label ?? "session");
+    const generation = options.generation ?? crypto.randomUUID();
+    const reply = await postJson(baseUrl, connectRequest({ ...options, callerSession, generation }), { headers: options.headers });
+    const value = valueOf("connect", reply);
+    return new WireSession(baseUrl, callerSession, generation, reply.body.epoch, value.endpoint, value.leaseExpiresAt, options.headers ?? {});
+  }
+
+  get binding(): Binding {
+    return { epoch: this.epoch, callerSession: this.callerSession, endpoint: this.endpoint };
+  }
+
+  /** The full request body of a bound operation (binding first, then `fields`, which may override it). */
+  request(operation: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
+    return { operation, profile: RELAY_PROFILE, ...this.binding, ...fields };
+  }
+
+  call(operation: string, fields: Record<string, unknown> = {}, options: RequestOptions = {}): Promise<WireReply> {
+    return postJson(this.baseUrl, this.request(operation, fields), { ...options, headers: { ...this.headers, ...(options.headers ?? {}) } });
+  }
+
+  /** Runs a bound operation and returns its `value`; throws `WireFailure` on any error. */
+  async ok(operation: string, fields: Record<string, unknown> = {}, options: RequestOptions = {}): Promise<any> {
+    return valueOf(operation, await this.call(operation, fields, options));
+  }
+
+  /** Re-sends `connect` with this session's name and generation (a renewal). */
+  renew(options: Omit<ConnectOptions, "callerSession" | "generation"> = {}): Promise<WireReply> {
+    return postJson(this.baseUrl, connectRequest({ ...options, callerSession: this.callerSession, generation: this.generation }), {
+      headers: this.headers,
+    });
+  }
+
+  envelopeTo(target: WireEndpoint, options: EnvelopeOptions = {}): WireEnvelopeValue {
+    return makeEnvelope(this.endpoint, target, options);
+  }
+
+  send(envelope: WireEnvelopeValue | Record<string, unknown>, options: RequestOptions = {}): Promise<WireReply> {
+    return this.call("send", { envelope }, options);
+  }
+
+  /** Sends a fresh envelope to `target` and returns it with its acceptance; throws on refusal. */
+  async sendOk(target: WireEndpoint, options: EnvelopeOptions = {}): Promise<{ envelope: WireEnvelopeValue; accepted: any; reply: WireReply }> {
+    const envelope = this.envelopeTo(target, options);
+    const reply = await this.send(envelope);
+    return { envelope, accepted: valueOf("send", reply), reply };
+  }
+
+  receive(cursor: string, limit?: number): Promise<WireReply> {
+    return this.call("receive", { cursor, ...(limit === undefined ? {} : { limit }) });
+  }
+
+  async page(cursor: string, limit?: number): Promise<any> {
+    return valueOf("receive", await this.receive(cursor, limit));
+  }
+
+  /** Every unacknowledged delivery after `cursor`, following `nextCursor` page by page. */
+  async drain(cursor = "0"): Promise<{ cursor: string; envelope: WireEnvelopeValue }[]> {
+    const all: { cursor: string; envelope: WireEnvelopeValue }[] = [];
+    let at = cursor;
+    for (;;) {
+      const page = await this.page(at);
+      all.push(...page.deliveries);
+      if (!page.hasMore) return all;
+      if (page.nextCursor === at) throw new Error(`receive made no progress at cursor ${at}`);
+      at = page.nextCursor;
+    }
+  }
+
+  acknowledge(envelopeId: string): Promise<WireReply> {
+    return this.call("acknowledge", { envelopeId });
+  }
+
+  disconnect(): Promise<WireReply> {
+    return this.call("disconnect");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw sockets
+// ---------------------------------------------------------------------------------------------
+
+export interface RawHttpReply {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  readonly body: any;
+}
+
+export interface RawRequest {
+  /** Resolves once the request head and the partial body were handed to the socket. */
+  readonly sent: Promise<void>;
+  /** Resolves with the parsed reply when the socket closed, or `undefined` if it closed without one. */
+  readonly reply: Promise<RawHttpReply | undefined>;
+  /** True once the socket closed (the server answered and hung up, or `close()` was called). */
+  closed(): boolean;
+  /** Destroys the socket. */
+  close(): void;
+}
+
+export function parseRawHttp(raw: string): RawHttpReply | undefined {
+  const split = raw.indexOf("\r\n\r\n");
+  if (split < 0) return undefined;
+  const [statusLine, ...lines] = raw.slice(0, split).split("\r\n");
+  const match = /^HTTP\/1\.[01] (\d{3})/.exec(statusLine ?? "");
+  if (match === null) return undefined;
+  const headers = new Headers();
+  for (const line of lines) {
+    const colon = line.indexOf(":");
+    if (colon > 0) headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+  }
+  const text = raw.slice(split + 4);
+  return { status: Number(match[1]), headers, text, body: parseJson(text) };
+}
+
+export interface RawRequestOptions {
+  readonly method?: string;
+  readonly path?: string;
+  readonly headers?: Record<string, string>;
+  /** The declared `Content-Length`. */
+  readonly contentLength: number;
+  /** The part of the body actually sent (shorter than `contentLength` for a slow body). */
+  readonly body: string;
+}
+
+/**
+ * Opens a TCP connection to the relay and sends a request head plus (part of) a body, then keeps
+ * the socket open. Used to hold requests in the relay's body-read phase.
+ */
+export function openRawRequest(baseUrl: string, options: RawRequestOptions): RawRequest {
+  const url = new URL(baseUrl);
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const port = Number(url.port);
+  let chunks = "";
+  let isClosed = false;
+  const socket: Socket = netConnect({ host, port });
+  socket.on("error", () => undefined);
+  const headers: Record<string, string> = {
+    host: url.host,
+    "content-type": "application/json",
+    "content-length": String(options.contentLength),
+    ...(options.headers ?? {}),
+  };
+  const head = `${options.method ?? "POST"} ${options.path ?? RELAY_ENDPOINT_PATH} HTTP/1.1\r\n${Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("")}\r\n`;
+  const sent = new Promise<void>((resolveSent, rejectSent) => {
+    socket.once("error", rejectSent);
+    socket.once("connect", () => socket.write(head + options.body, (error) => (error ? rejectSent(error) : resolveSent())));
+  });
+  sent.catch(() => undefined);
+  const reply = new Promise<RawHttpReply | undefined>((resolveReply) => {
+    socket.on("data", (data: Buffer) => {
+      chunks += data.toString("utf8");
+    });
+    socket.on("close", () => {
+      isClosed = true;
+      resolveReply(parseRawHttp(chunks));
+    });
+  });
+  return {
+    sent,
+    reply,
+    closed: () => isClosed,
+    close: () => {
+      isClosed = true;
+      socket.destroy();
+    },
+  };
+}

@@ -1,0 +1,1340 @@
+/**
+ * The relay client (transport + session) against the real relay started through its CLI, directly
+ * and through the fault proxy (tests/helpers/fault-proxy.ts).
+ *
+ * Covers relay-volatile-v1.md §2 (client reaction), §4 (client codes), §5 (client JWT) and
+ * reference-pi-tasks.md §6 items 10 (early renewal), 12 (retryable kept), 20 (slot release, 401,
+ * pending forwarding, missing profile, oversized body), 21 (late replies vs successor binding)
+ * and 24 (no eager `.rejects`: every failure is captured with `.then(…, …)` first).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { ERROR_REGISTRY, TaskError } from "../../src/protocol/errors.ts";
+import { signJwt, verifyJwt } from "../../src/protocol/jwt.ts";
+import {
+  jwtMinSecretChars,
+  leaseRenewMarginMs,
+  maxInFlightRequests,
+  maxRequestBodyBytes,
+  maxResponseBodyBytes,
+  msPerSecond,
+  RELAY_ID,
+  RELAY_PROFILE,
+  receivePageMaxItems,
+  requestDeadlineDefaultMs,
+  requestDeadlineMaxMs,
+  requestDeadlineMinMs,
+  reservedRequestSlots,
+  WIRE_PROTOCOL_VERSION,
+} from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
+import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
+import { createRelayTransport } from "../../src/relay-client/transport.ts";
+import { createFaultProxy, type FaultProxy, type FaultRule } from "../helpers/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------
+
+/** Deadline for tests that hold requests on purpose (never reached). */
+const HOLD_DEADLINE_MS = 10_000;
+/** Short deadline for timeout tests. */
+const SHORT_DEADLINE_MS = 300;
+/** Deadline of the slot-release loop (20 sequential timeouts). */
+const LOOP_DEADLINE_MS = 150;
+/** Slack allowed on "fails on time". */
+const ON_TIME_SLACK_MS = 500;
+/** With `leaseFor(deadline)`, the lease renewal window opens this long after connect. */
+const RENEW_AFTER_MS = 9_000;
+/** Bound on calls that must complete promptly while other requests are held. */
+const QUICK_MS = 2_000;
+/** Time given to a request that must NOT be sent, to show up anyway if the client leaked it. */
+const LEAK_WINDOW_MS = 100;
+
+// Longer than every wait inside a test (proxy.waitFor / until: 5 s), so a broken client fails an
+// assertion with a message instead of a timeout (a timed-out test also kills the shared relay).
+setDefaultTimeout(20_000);
+
+let relay: RelayProcess;
+const sessions: RelaySession[] = [];
+const proxies: FaultProxy[] = [];
+const relays: RelayProcess[] = [];
+let nameCounter = 0;
+
+beforeAll(async () => {
+  relay = await startRelayProcess();
+});
+
+afterEach(async () => {
+  for (const session of sessions.splice(0)) session.close();
+  for (const proxy of proxies.splice(0)) await proxy.stop();
+  for (const extra of relays.splice(0)) await extra.stop();
+});
+
+afterAll(async () => {
+  await relay.stop();
+});
+
+function newProxy(target = relay.url): FaultProxy {
+  const proxy = createFaultProxy({ target });
+  proxies.push(proxy);
+  return proxy;
+}
+
+function sessionName(label: string): string {
+  nameCounter += 1;
+  return `client-${label}-${nameCounter}-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+function open(url: string, options: Partial<RelaySessionOptions> = {}): RelaySession {
+  const session = createRelaySession({ url, callerSession: sessionName("s"), requestTimeoutMs: HOLD_DEADLINE_MS, ...options });
+  sessions.push(session);
+  return session;
+}
+
+/** Awaits a promise that must fail with a TaskError (never `expect(…).rejects`: see §6 item 24). */
+async function failure(promise: Promise<unknown>): Promise<TaskError> {
+  const outcome = await promise.then(
+    (value) => ({ failed: false as const, value }),
+    (error: unknown) => ({ failed: true as const, error }),
+  );
+  if (!outcome.failed) throw new Error(`expected a failure, got ${JSON.stringify(outcome.value)}`);
+  if (!(outcome.error instanceof TaskError)) throw outcome.error;
+  return outcome.error;
+}
+
+/** Asserts the code, the operation, the registry message and (optionally) `retryable`. */
+function expectFailure(error: TaskError, code: keyof typeof ERROR_REGISTRY, operation: string, retryable?: boolean): void {
+  expect({ code: error.code, operation: error.details.operation }).toEqual({ code, operation });
+  expect(error.message).toBe(ERROR_REGISTRY[code].message);
+  if (retryable !== undefined) expect(error.retryable).toBe(retryable);
+}
+
+/** Settles a promise into its value or its error, without unhandled rejections. */
+function settle<T>(promise: Promise<T>): Promise<T | TaskError> {
+  return promise.then(
+    (value) => value,
+    (error: unknown) => {
+      if (error instanceof TaskError) return error;
+      throw error;
+    },
+  );
+}
+
+function envelopeTo(session: RelaySession, target?: TaskEndpoint, payload: unknown = { text: "hello" }): Record<string, unknown> & { envelopeId: string } {
+  const me = session.binding()!.endpoint;
+  return {
+    envelopeId: crypto.randomUUID(),
+    protocolVersion: WIRE_PROTOCOL_VERSION,
+    source: me,
+    target: target ?? me,
+    payload,
+    createdAt: new Date().toISOString(),
+  };
+}
+
+/** Fails (instead of hanging into the test timeout) when `promise` does not settle within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`did not settle within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Polls `condition` until true; fails after `timeoutMs`. */
+async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await Bun.sleep(2);
+  }
+}
+
+/** A lease whose renewal window (less than deadline + leaseRenewMarginMs left) opens RENEW_AFTER_MS after connect. */
+function leaseFor(requestTimeoutMs: number): number {
+  return RENEW_AFTER_MS + requestTimeoutMs + leaseRenewMarginMs;
+}
+
+function range(count: number): number[] {
+  return Array.from({ length: count }, (_, index) => index);
+}
+
+function seen(proxy: FaultProxy, operation: string): number {
+  return proxy.stats().operations[operation]?.seen ?? 0;
+}
+
+function relayError(code: string, epoch: string | undefined, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    ok: false,
+    profile: RELAY_PROFILE,
+    ...(epoch === undefined ? {} : { epoch }),
+    error: { code, message: `server text for ${code}: xyzzy-server-words`, retryable: false, ...extra },
+  };
+}
+
+function httpStatusOf(code: keyof typeof ERROR_REGISTRY): number {
+  const spec = ERROR_REGISTRY[code] as { httpStatus?: number };
+  return spec.httpStatus ?? 400;
+}
+
+/** A port nothing listens on (bound once, then released). */
+async function closedPortUrl(): Promise<string> {
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+  const port = server.port;
+  await server.stop(true);
+  return `http://127.0.0.1:${port}`;
+}
+
+/** A fetch that ignores its abort signal: a reply is delivered even after the client gave up. */
+const fetchIgnoringAbort = (async (input: string | URL | Request, init?: RequestInit) => {
+  const request = new Request(input as Request, init);
+  const body = request.method === "GET" || request.method === "HEAD" ? undefined : await request.text();
+  return fetch(request.url, { method: request.method, headers: request.headers, ...(body === undefined ? {} : { body }) });
+}) as unknown as typeof fetch;
+
+// ---------------------------------------------------------------------------------------------
+// Lanes
+// ---------------------------------------------------------------------------------------------
+
+describe("request lanes", () => {
+  test("ordinary requests in flight never exceed maxInFlightRequests; acknowledges get through on the reserved slots, never beyond them", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    const mail = range(3).map(() => envelopeTo(session));
+    for (const envelope of mail) await session.send(envelope);
+    proxy.resetStats();
+
+    proxy.push({ operation: "receive", kind: "hold", times: Number.POSITIVE_INFINITY });
+    const extra = 4;
+    const receives = range(maxInFlightRequests + extra).map(() => settle(session.receive("0")));
+    await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(proxy.stats().held).toBe(maxInFlightRequests);
+    expect(proxy.stats().maxInFlight).toBe(maxInFlightRequests);
+    expect(session.transport.usage()).toEqual({ ordinary: maxInFlightRequests, reserved: 0, waiting: extra });
+
+    // While every ordinary slot hangs, an acknowledge still reaches the relay and completes.
+    expect(await within(session.acknowledge(mail[0]!.envelopeId), QUICK_MS)).toEqual({ duplicate: false });
+    expect(proxy.stats().operations.acknowledge).toEqual({ seen: 1, forwarded: 1, faulted: 0 });
+
+    // Hold acknowledges too: only the reserved slots go out; the next one waits.
+    proxy.push({ operation: "acknowledge", kind: "hold", times: Number.POSITIVE_INFINITY });
+    const acks = [mail[1]!, mail[2]!, mail[0]!].map((envelope) => settle(session.acknowledge(envelope.envelopeId)));
+    await proxy.waitFor((stats) => stats.held >= maxInFlightRequests + reservedRequestSlots);
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(proxy.stats().held).toBe(maxInFlightRequests + reservedRequestSlots);
+    expect(proxy.stats().maxInFlight).toBe(maxInFlightRequests + reservedRequestSlots);
+    expect(session.transport.usage()).toEqual({ ordinary: maxInFlightRequests, reserved: reservedRequestSlots, waiting: extra + 1 });
+
+    proxy.clear();
+    proxy.release();
+    const receiveResults = await Promise.all(receives);
+    const ackResults = await Promise.all(acks);
+    for (const result of receiveResults) expect(result).not.toBeInstanceOf(TaskError);
+    expect(ackResults).toEqual([{ duplicate: false }, { duplicate: false }, { duplicate: true }]);
+    expect(proxy.stats().maxInFlight).toBe(maxInFlightRequests + reservedRequestSlots);
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+  });
+
+  test("a lease renewal (connect) gets through on a reserved slot while every ordinary slot hangs", async () => {
+    const proxy = newProxy();
+    let skew = 0;
+    const requestTimeoutMs = 5_000;
+    const session = open(proxy.url, { leaseMs: leaseFor(requestTimeoutMs), requestTimeoutMs, now: () => Date.now() + skew });
+    const bound = await session.connect();
+    proxy.push({ operation: "receive", kind: "hold", times: maxInFlightRequests });
+    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0")));
+    await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
+    // Inside the renewal window the next operation renews first: the connect is not starved.
+    skew = RENEW_AFTER_MS + 1_000;
+    const next = settle(session.receive("0"));
+    await proxy.waitFor((stats) => (stats.operations.connect?.forwarded ?? 0) === 2, QUICK_MS);
+    await until(() => session.binding()!.leaseDeadline > bound.leaseDeadline, QUICK_MS);
+    expect(session.binding()!.endpoint).toEqual(bound.endpoint);
+    expect(session.transport.usage()).toEqual({ ordinary: maxInFlightRequests, reserved: 0, waiting: 1 });
+    proxy.release();
+    for (const result of await Promise.all([...hanging, next])) expect(result).not.toBeInstanceOf(TaskError);
+  });
+
+  test("waiters are served in FIFO order", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "hold", times: maxInFlightRequests });
+    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0", { limit: receivePageMaxItems })));
+    await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
+
+    // Waiters A..E, told apart by their page limit.
+    const marks = [1, 2, 3, 4, 5];
+    const queued: Array<Promise<unknown>> = [];
+    for (const limit of marks) {
+      queued.push(settle(session.receive("0", { limit })));
+      await until(() => session.transport.usage().waiting === queued.length);
+    }
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(proxy.stats().held).toBe(maxInFlightRequests);
+    expect(session.transport.usage()).toEqual({ ordinary: maxInFlightRequests, reserved: 0, waiting: marks.length });
+    // Free one slot: the waiters then cycle through that single slot one by one.
+    proxy.release(1);
+    for (const result of await Promise.all(queued)) expect(result).not.toBeInstanceOf(TaskError);
+    const arrivals = proxy
+      .requests()
+      .filter((request) => request.operation === "receive" && request.fault === undefined)
+      .map((request) => (request.body as { limit: number }).limit);
+    expect(arrivals).toEqual(marks);
+
+    proxy.release();
+    await Promise.all(hanging);
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+  });
+
+  test("abort: a queued waiter fails ABORTED (sent:false) and is never sent; an in-flight abort fails ABORTED", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "hold", times: Number.POSITIVE_INFINITY });
+
+    // In flight: the request reached the proxy, then the caller aborts.
+    const inFlight = new AbortController();
+    const inFlightCall = failure(session.receive("0", { limit: 9, signal: inFlight.signal }));
+    await proxy.waitFor((stats) => stats.held >= 1);
+    inFlight.abort();
+    const inFlightError = await inFlightCall;
+    expectFailure(inFlightError, "ABORTED", "receive", true);
+    expect(inFlightError.details.sent).toBe(true);
+    expect(inFlightError.details.mayHaveBeenDelivered).toBe(true);
+    await proxy.waitFor((stats) => stats.held === 0);
+
+    // Queued: every slot is held, the waiter is aborted before a slot frees.
+    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0", { limit: receivePageMaxItems })));
+    await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
+    const queued = new AbortController();
+    const queuedCall = failure(session.receive("0", { limit: 7, signal: queued.signal }));
+    await until(() => session.transport.usage().waiting === 1);
+    queued.abort();
+    const queuedError = await queuedCall;
+    expectFailure(queuedError, "ABORTED", "receive", true);
+    expect(queuedError.details.sent).toBe(false);
+    expect(queuedError.details.mayHaveBeenDelivered).toBeUndefined();
+    expect(session.transport.usage().waiting).toBe(0);
+
+    proxy.clear();
+    proxy.release();
+    await Promise.all(hanging);
+    await Bun.sleep(LEAK_WINDOW_MS);
+    const limits = proxy.requests().map((request) => (request.body as { limit?: number } | undefined)?.limit);
+    expect(limits).toContain(9);
+    expect(limits).not.toContain(7);
+    expect(session.status()).toBe("ready");
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+  });
+
+  test("every failure path releases its slot: after 10 sequential failures of each kind the lanes are empty and a request succeeds", async () => {
+    const rounds = maxInFlightRequests + reservedRequestSlots;
+    const proxy = newProxy();
+    const session = open(proxy.url, { requestTimeoutMs: LOOP_DEADLINE_MS });
+    await session.connect();
+    const cases: Array<[FaultRule, keyof typeof ERROR_REGISTRY]> = [
+      [{ operation: "receive", kind: "status-429" }, "RELAY_CAPACITY"],
+      [{ operation: "receive", kind: "capacity", epoch: relay.epoch, retryAfterMs: 5 }, "RELAY_CAPACITY"],
+      [{ operation: "receive", kind: "hang" }, "RELAY_TIMEOUT"],
+      [{ operation: "receive", kind: "delay", ms: LOOP_DEADLINE_MS * 2 }, "RELAY_TIMEOUT"],
+      [{ operation: "receive", kind: "malformed-json" }, "INVALID_RESPONSE"],
+      [{ operation: "receive", kind: "oversized" }, "INVALID_RESPONSE"],
+      [{ operation: "receive", kind: "oversized", chunked: true }, "INVALID_RESPONSE"],
+      [{ operation: "receive", kind: "drop-reply" }, "RELAY_UNAVAILABLE"],
+      [{ operation: "receive", kind: "wrong-profile" }, "RELAY_PROFILE_REQUIRED"],
+      [{ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" } }, "RELAY_AUTH_REQUIRED"],
+    ];
+    for (const [rule, code] of cases) {
+      proxy.push({ ...rule, times: rounds });
+      for (let round = 0; round < rounds; round += 1) {
+        const error = await failure(session.receive("0"));
+        expectFailure(error, code, "receive");
+      }
+      expect({ fault: rule.kind, usage: session.transport.usage() }).toEqual({ fault: rule.kind, usage: { ordinary: 0, reserved: 0, waiting: 0 } });
+    }
+    // Aborts in flight (held, then aborted by the caller).
+    proxy.push({ operation: "receive", kind: "hold", times: rounds });
+    for (let round = 0; round < rounds; round += 1) {
+      const controller = new AbortController();
+      const before = seen(proxy, "receive");
+      const call = failure(session.receive("0", { signal: controller.signal }));
+      await proxy.waitFor(() => seen(proxy, "receive") === before + 1);
+      controller.abort();
+      expectFailure(await call, "ABORTED", "receive", true);
+    }
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+    expect(proxy.stats().operations.receive!.faulted).toBe(rounds * (cases.length + 1));
+    expect(session.status()).toBe("ready");
+    const page = await session.receive("0");
+    expect(page.deliveries).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines
+// ---------------------------------------------------------------------------------------------
+
+describe("request deadline", () => {
+  test("a reply delayed past requestTimeoutMs fails retryable RELAY_TIMEOUT on time; the send may still take effect", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url, { requestTimeoutMs: SHORT_DEADLINE_MS });
+    await session.connect();
+    proxy.push({ operation: "send", kind: "delay", ms: SHORT_DEADLINE_MS * 2 });
+    const envelope = envelopeTo(session);
+    const started = performance.now();
+    const error = await within(failure(session.send(envelope)), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const elapsed = performance.now() - started;
+    expectFailure(error, "RELAY_TIMEOUT", "send", true);
+    expect(error.details.mayHaveBeenDelivered).toBe(true);
+    expect(elapsed).toBeGreaterThanOrEqual(SHORT_DEADLINE_MS - 5);
+    expect(elapsed).toBeLessThan(SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    // The relay got it after the client gave up: "may have been delivered" is true.
+    await proxy.waitFor((stats) => stats.operations.send!.forwarded === 1 && stats.inFlight === 0);
+    const page = await session.receive("0");
+    expect(page.deliveries.map((delivery) => delivery.envelopeId)).toEqual([envelope.envelopeId]);
+    expect(session.status()).toBe("ready");
+  });
+
+  test("a hanging relay fails RELAY_TIMEOUT on time", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url, { requestTimeoutMs: SHORT_DEADLINE_MS });
+    await session.connect();
+    proxy.push({ operation: "health", kind: "hang" });
+    const started = performance.now();
+    const error = await within(failure(session.health()), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const elapsed = performance.now() - started;
+    expectFailure(error, "RELAY_TIMEOUT", "health", true);
+    expect(error.details.mayHaveBeenDelivered).toBe(true);
+    expect(elapsed).toBeLessThan(SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    await proxy.waitFor((stats) => stats.inFlight === 0);
+    expect(session.status()).toBe("ready");
+  });
+
+  test("the deadline covers the response body, not just the headers", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url, { requestTimeoutMs: SHORT_DEADLINE_MS });
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "slow-body", ms: SHORT_DEADLINE_MS * 3 });
+    const started = performance.now();
+    const error = await within(failure(session.receive("0")), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    expectFailure(error, "RELAY_TIMEOUT", "receive", true);
+    expect(performance.now() - started).toBeLessThan(SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+  });
+
+  test("an injected fetch that ignores the abort signal and never settles still fails RELAY_TIMEOUT on time and frees its slot", async () => {
+    const neverSettles = (() => new Promise<Response>(() => undefined)) as unknown as typeof fetch;
+    const transport = createRelayTransport({ baseUrl: "http://127.0.0.1:1", fetch: neverSettles, requestTimeoutMs: SHORT_DEADLINE_MS });
+    const started = performance.now();
+    const error = await within(failure(transport.post("send", { operation: "send" })), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const elapsed = performance.now() - started;
+    expectFailure(error, "RELAY_TIMEOUT", "send", true);
+    expect(error.details.mayHaveBeenDelivered).toBe(true);
+    expect(elapsed).toBeGreaterThanOrEqual(SHORT_DEADLINE_MS - 5);
+    expect(elapsed).toBeLessThan(SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    await Bun.sleep(0);
+    expect(transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+    transport.close();
+  });
+
+  test("requestTimeoutMs must lie in requestDeadlineMinMs..requestDeadlineMaxMs", async () => {
+    for (const bad of [requestDeadlineMinMs - 1, requestDeadlineMaxMs + 1, requestDeadlineMinMs + 0.5, Number.NaN]) {
+      let thrown: unknown;
+      try {
+        createRelayTransport({ baseUrl: relay.url, requestTimeoutMs: bad });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toBeInstanceOf(TaskError);
+      expect((thrown as TaskError).code).toBe("INVALID_CONFIGURATION");
+      let fromSession: unknown;
+      try {
+        createRelaySession({ url: relay.url, callerSession: "bad-deadline", requestTimeoutMs: bad });
+      } catch (error) {
+        fromSession = error;
+      }
+      expect((fromSession as TaskError).code).toBe("INVALID_CONFIGURATION");
+    }
+    for (const good of [requestDeadlineMinMs, requestDeadlineMaxMs]) {
+      const transport = createRelayTransport({ baseUrl: relay.url, requestTimeoutMs: good });
+      expect(transport.requestTimeoutMs).toBe(good);
+      transport.close();
+    }
+    const defaulted = createRelayTransport({ baseUrl: relay.url });
+    expect(defaulted.requestTimeoutMs).toBe(requestDeadlineDefaultMs);
+    defaulted.close();
+    // The largest deadline still works against the relay.
+    const session = open(relay.url, { requestTimeoutMs: requestDeadlineMaxMs });
+    await session.connect();
+    expect((await session.receive("0")).deliveries).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Error mapping
+// ---------------------------------------------------------------------------------------------
+
+describe("error mapping", () => {
+  test("Wolfpack's generic 429 (no profile) is retryable RELAY_CAPACITY with retryAfterMs, and the binding stays", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    const bound = await session.connect();
+
+    proxy.push({ operation: "send", kind: "status-429" });
+    const plain = await failure(session.send(envelopeTo(session)));
+    expectFailure(plain, "RELAY_CAPACITY", "send", true);
+    expect(plain.details.retryAfterMs).toBeUndefined();
+
+    proxy.push({ operation: "send", kind: "status-429", retryAfter: "2" }); // seconds
+    const withHeader = await failure(session.send(envelopeTo(session)));
+    expectFailure(withHeader, "RELAY_CAPACITY", "send", true);
+    expect(withHeader.details.retryAfterMs).toBe(2 * msPerSecond);
+
+    proxy.push({
+      operation: "send",
+      kind: "status-429",
+      body: { ok: false, profile: RELAY_PROFILE, error: { code: "RELAY_CAPACITY", message: "slow down", retryable: true, retryAfterMs: 750 } },
+    });
+    const withBody = await failure(session.send(envelopeTo(session)));
+    expectFailure(withBody, "RELAY_CAPACITY", "send", true);
+    expect(withBody.details.retryAfterMs).toBe(750);
+
+    expect(session.status()).toBe("ready");
+    expect(session.binding()).toEqual(bound);
+    expect((await session.send(envelopeTo(session))).duplicate).toBe(false);
+  });
+
+  test("typed RELAY_CAPACITY with and without epoch is retryable, keeps retryAfterMs, and does not retire", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "capacity", epoch: relay.epoch, retryAfterMs: 1_234 });
+    const withEpoch = await failure(session.receive("0"));
+    expectFailure(withEpoch, "RELAY_CAPACITY", "receive", true);
+    expect(withEpoch.details.retryAfterMs).toBe(1_234);
+    proxy.push({ operation: "receive", kind: "capacity" });
+    const epochless = await failure(session.receive("0"));
+    expectFailure(epochless, "RELAY_CAPACITY", "receive", true);
+    expect(epochless.details.retryAfterMs).toBeUndefined();
+    expect(session.status()).toBe("ready");
+  });
+
+  test("401 is non-retryable RELAY_AUTH_REQUIRED and not a reset", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    const bound = await session.connect();
+    let retired = 0;
+    session.onRetire(() => {
+      retired += 1;
+    });
+    proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, headers: { "www-authenticate": 'Bearer realm="wolfpack"' } });
+    const wolfpackStyle = await failure(session.receive("0"));
+    expectFailure(wolfpackStyle, "RELAY_AUTH_REQUIRED", "receive", false);
+    proxy.push({ operation: "receive", kind: "reply", status: 401, body: relayError("RELAY_AUTH_REQUIRED", relay.epoch) });
+    const typed = await failure(session.receive("0"));
+    expectFailure(typed, "RELAY_AUTH_REQUIRED", "receive", false);
+    expect(session.status()).toBe("ready");
+    expect(retired).toBe(0);
+    expect(session.binding()).toEqual(bound);
+    expect((await session.receive("0")).deliveries).toEqual([]);
+  });
+
+  test("a dropped reply is retryable RELAY_UNAVAILABLE with mayHaveBeenDelivered, and the send took effect", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "send", kind: "drop-reply" });
+    const envelope = envelopeTo(session);
+    const error = await failure(session.send(envelope));
+    expectFailure(error, "RELAY_UNAVAILABLE", "send", true);
+    expect(error.details.mayHaveBeenDelivered).toBe(true);
+    expect(proxy.stats().operations.send).toEqual({ seen: 1, forwarded: 1, faulted: 1 });
+    const page = await session.receive("0");
+    expect(page.deliveries.map((delivery) => delivery.envelopeId)).toEqual([envelope.envelopeId]);
+    // The retry with identical bytes is a duplicate acceptance, not a conflict.
+    expect((await session.send(envelope)).duplicate).toBe(true);
+    expect(session.status()).toBe("ready");
+  });
+
+  test("connection refused is retryable RELAY_UNAVAILABLE naming its operation", async () => {
+    const url = await closedPortUrl();
+    const transport = createRelayTransport({ baseUrl: url, requestTimeoutMs: SHORT_DEADLINE_MS * 3 });
+    const posted = await failure(transport.post("send", { operation: "send" }));
+    expectFailure(posted, "RELAY_UNAVAILABLE", "send", true);
+    expect(posted.details.mayHaveBeenDelivered).toBe(true);
+    transport.close();
+    const session = open(url, { requestTimeoutMs: SHORT_DEADLINE_MS * 3 });
+    const connect = await failure(session.connect());
+    expect(connect.code).toBe("RELAY_UNAVAILABLE");
+    expect(connect.retryable).toBe(true);
+    expect(typeof connect.details.operation).toBe("string");
+    expect(session.status()).toBe("unbound");
+  });
+
+  test("a reply with another profile is non-retryable RELAY_PROFILE_REQUIRED and does not retire", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "wrong-profile" });
+    const error = await failure(session.receive("0"));
+    expectFailure(error, "RELAY_PROFILE_REQUIRED", "receive", false);
+    proxy.push({ operation: "receive", kind: "reply", status: 409, body: { ok: false, error: { code: "RELAY_PROFILE_REQUIRED" } } });
+    const missingProfile = await failure(session.receive("0"));
+    expectFailure(missingProfile, "RELAY_PROFILE_REQUIRED", "receive", false);
+    expect(session.status()).toBe("ready");
+    expect((await session.receive("0")).deliveries).toEqual([]);
+  });
+
+  test("malformed JSON and oversized replies (with and without Content-Length) are retryable INVALID_RESPONSE", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    const malformed: FaultRule[] = [
+      { operation: "receive", kind: "malformed-json" },
+      { operation: "receive", kind: "malformed-json", text: "<html>bad gateway</html>", status: 502 },
+    ];
+    for (const rule of malformed) {
+      proxy.push(rule);
+      const error = await failure(session.receive("0"));
+      expectFailure(error, "INVALID_RESPONSE", "receive", true);
+    }
+    // An otherwise valid page padded past the cap, declared or streamed.
+    for (const chunked of [false, true]) {
+      proxy.push({ operation: "receive", kind: "oversized", chunked, bytes: maxResponseBodyBytes + 1 });
+      const error = await failure(session.receive("0"));
+      expectFailure(error, "INVALID_RESPONSE", "receive", true);
+      expect(error.details.problem).toBe("response body too large");
+    }
+    // Exactly maxResponseBodyBytes is still read.
+    for (const chunked of [false, true]) {
+      proxy.push({ operation: "receive", kind: "oversized", chunked, bytes: maxResponseBodyBytes });
+      expect((await session.receive("0")).deliveries).toEqual([]);
+    }
+    expect(proxy.stats().operations.receive!.faulted).toBe(6);
+    expect(session.status()).toBe("ready");
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+  });
+
+  test("a request body over maxRequestBodyBytes is PAYLOAD_TOO_LARGE before anything is sent", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    const envelope = envelopeTo(session, undefined, { text: "x".repeat(maxRequestBodyBytes) });
+    const error = await failure(session.send(envelope));
+    expectFailure(error, "PAYLOAD_TOO_LARGE", "send", false);
+    expect(error.details.maxBytes).toBe(maxRequestBodyBytes);
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(seen(proxy, "send")).toBe(0);
+    expect(session.status()).toBe("ready");
+    expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+  });
+
+  test("messages come from the error registry, never from server text", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "capacity", epoch: relay.epoch, message: "xyzzy-server-words" });
+    const capacity = await failure(session.receive("0"));
+    expectFailure(capacity, "RELAY_CAPACITY", "receive", true);
+    proxy.push({ operation: "resolve", kind: "reply", status: 404, body: relayError("TARGET_NOT_REGISTERED", relay.epoch) });
+    const notRegistered = await failure(session.resolve({ relay: RELAY_ID, id: crypto.randomUUID() }));
+    expectFailure(notRegistered, "TARGET_NOT_REGISTERED", "resolve", false);
+    proxy.push({ operation: "receive", kind: "reply", status: 400, body: relayError("SOME_FUTURE_CODE", relay.epoch) });
+    const unknown = await failure(session.receive("0"));
+    expect(unknown.code).toBe("SOME_FUTURE_CODE");
+    expect(unknown.details.operation).toBe("receive");
+    for (const error of [capacity, notRegistered, unknown]) {
+      expect(error.message).not.toContain("xyzzy");
+      expect(JSON.stringify(error.toJSON())).not.toContain("xyzzy");
+    }
+    expect(session.status()).toBe("ready");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Binding lifecycle
+// ---------------------------------------------------------------------------------------------
+
+describe("binding", () => {
+  test("the lease is renewed before an operation inside the renewal window, keeping the endpoint id", async () => {
+    const proxy = newProxy();
+    let skew = 0;
+    const requestTimeoutMs = 1_000;
+    const leaseMs = leaseFor(requestTimeoutMs);
+    const session = open(proxy.url, { leaseMs, requestTimeoutMs, now: () => Date.now() + skew });
+    const first = await session.connect();
+    expect(first.leaseDeadline).toBeLessThanOrEqual(Date.now() + leaseMs);
+    await session.receive("0");
+    expect(seen(proxy, "connect")).toBe(1);
+
+    // Renewal starts when less than requestTimeoutMs + leaseRenewMarginMs remains.
+    skew = RENEW_AFTER_MS - 2_000;
+    await session.receive("0");
+    expect(seen(proxy, "connect")).toBe(1);
+    skew = RENEW_AFTER_MS + 500;
+    await session.receive("0");
+    expect(seen(proxy, "connect")).toBe(2);
+    const connects = proxy.requests().filter((request) => request.operation === "connect");
+    const [initial, renewal] = connects.map((request) => request.body as Record<string, unknown>);
+    expect(initial!.epoch).toBeUndefined();
+    expect(renewal!.epoch).toBe(relay.epoch);
+    expect(renewal!.generation).toBe(initial!.generation);
+    expect(renewal!.leaseMs).toBe(leaseMs);
+    // The renewal precedes the operation that triggered it.
+    expect(proxy.requests().at(-1)!.operation).toBe("receive");
+    expect(proxy.requests().at(-2)!.operation).toBe("connect");
+    const renewed = session.binding()!;
+    expect(renewed.endpoint).toEqual(first.endpoint);
+    expect(renewed.epoch).toBe(first.epoch);
+    expect(renewed.leaseDeadline).toBeGreaterThan(first.leaseDeadline);
+    expect(session.status()).toBe("ready");
+  });
+
+  test("an epoch change in a success reply retires the binding: RELAY_RESET, in-flight calls aborted, later calls need a rebind without touching the network", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    const bound = await session.connect();
+    const retirements: TaskError[] = [];
+    session.onRetire((error) => retirements.push(error));
+
+    proxy.push({ operation: "health", kind: "hold" });
+    const inFlight = failure(session.health());
+    await proxy.waitFor((stats) => stats.held >= 1);
+    const otherEpoch = crypto.randomUUID();
+    proxy.push({
+      operation: "receive",
+      kind: "rewrite",
+      rewrite: (body) => ({ ...body, epoch: otherEpoch }),
+    });
+    const error = await failure(session.receive("0"));
+    expectFailure(error, "RELAY_RESET", "receive", false);
+    expect(error.details.epoch).toBe(otherEpoch);
+    expect(error.details.priorEndpoint).toEqual(bound.endpoint);
+    expect(session.status()).toBe("reset");
+    const aborted = await inFlight;
+    expectFailure(aborted, "RELAY_RESET", "health", false);
+    expect(retirements.length).toBe(1);
+    expect(retirements[0]!.code).toBe("RELAY_RESET");
+
+    const before = proxy.stats().total.seen;
+    const later = await Promise.all([
+      failure(session.receive("0")),
+      failure(session.send(envelopeTo(session))),
+      failure(session.resolve(bound.endpoint)),
+      failure(session.acknowledge("some-envelope")),
+      failure(session.watch("0", 0)),
+      failure(session.health()),
+      failure(session.disconnect()),
+      failure(session.connect()),
+    ]);
+    for (const failed of later) {
+      expect(failed.code).toBe("RELAY_REBIND_REQUIRED");
+      expect(failed.retryable).toBe(false);
+      expect(typeof failed.details.operation).toBe("string");
+    }
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(proxy.stats().total.seen).toBe(before);
+    expect(retirements.length).toBe(1);
+
+    // rebind(): a connect without epoch and with a new generation binds a fresh endpoint.
+    const fresh = await session.rebind();
+    const [firstConnect, rebindConnect] = proxy
+      .requests()
+      .filter((request) => request.operation === "connect")
+      .map((request) => request.body as Record<string, unknown>);
+    expect(rebindConnect!.epoch).toBeUndefined();
+    expect(rebindConnect!.generation).not.toBe(firstConnect!.generation);
+    expect(fresh.endpoint.id).not.toBe(bound.endpoint.id);
+    expect(fresh.epoch).toBe(relay.epoch);
+    expect(session.status()).toBe("ready");
+    expect((await session.receive("0")).deliveries).toEqual([]);
+    expect(retirements.length).toBe(1);
+  });
+
+  test("an epoch change in an error reply or in a renewal reply retires the binding", async () => {
+    const proxy = newProxy();
+    const first = open(proxy.url);
+    await first.connect();
+    proxy.push({ operation: "receive", kind: "reply", status: 400, body: relayError("INVALID_CURSOR", crypto.randomUUID()) });
+    const fromError = await failure(first.receive("0"));
+    expectFailure(fromError, "RELAY_RESET", "receive", false);
+    expect(first.status()).toBe("reset");
+
+    let skew = 0;
+    const second = open(proxy.url, { leaseMs: leaseFor(1_000), requestTimeoutMs: 1_000, now: () => Date.now() + skew });
+    await second.connect();
+    skew = RENEW_AFTER_MS + 1_000;
+    proxy.push({ operation: "connect", kind: "rewrite", rewrite: (body) => ({ ...body, epoch: crypto.randomUUID() }) });
+    const fromRenewal = await failure(second.receive("0"));
+    expect(fromRenewal.code).toBe("RELAY_RESET");
+    expect(second.status()).toBe("reset");
+    expect(seen(proxy, "receive")).toBe(1);
+
+    // A renewal that names another endpoint retires the binding as well.
+    let thirdSkew = 0;
+    const third = open(proxy.url, { leaseMs: leaseFor(1_000), requestTimeoutMs: 1_000, now: () => Date.now() + thirdSkew });
+    await third.connect();
+    thirdSkew = RENEW_AFTER_MS + 1_000;
+    proxy.push({
+      operation: "connect",
+      kind: "rewrite",
+      rewrite: (body) => ({ ...body, value: { ...body.value, endpoint: { relay: RELAY_ID, id: crypto.randomUUID() } } }),
+    });
+    const rotated = await failure(third.receive("0"));
+    expect(rotated.code).toBe("RELAY_RESET");
+    expect(rotated.details.renewedEndpoint).toBeDefined();
+    expect(third.status()).toBe("reset");
+    expect(seen(proxy, "receive")).toBe(1);
+  });
+
+  test("each reset-set code retires the binding", async () => {
+    const codes = ["RELAY_RESET", "REGISTRATION_EXPIRED", "SOURCE_MISMATCH", "CALLER_NOT_FOUND", "CALLER_DEAD"] as const;
+    const proxy = newProxy();
+    for (const code of codes) {
+      const session = open(proxy.url);
+      await session.connect();
+      let retired = 0;
+      session.onRetire(() => {
+        retired += 1;
+      });
+      proxy.push({ operation: "send", kind: "reply", status: httpStatusOf(code), body: relayError(code, relay.epoch, { mayHaveBeenDelivered: true }) });
+      const error = await failure(session.send(envelopeTo(session)));
+      expect({ code: error.code, cause: error.details.cause, operation: error.details.operation }).toEqual({ code: "RELAY_RESET", cause: code, operation: "send" });
+      expect(error.retryable).toBe(false);
+      expect(session.status()).toBe("reset");
+      expect(retired).toBe(1);
+      expect((await failure(session.receive("0"))).code).toBe("RELAY_REBIND_REQUIRED");
+    }
+  });
+
+  test("transient, auth, capacity, abort, profile and malformed failures never retire the binding", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url, { requestTimeoutMs: SHORT_DEADLINE_MS });
+    const bound = await session.connect();
+    let retired = 0;
+    session.onRetire(() => {
+      retired += 1;
+    });
+    const cases: Array<[FaultRule, string]> = [
+      [{ operation: "receive", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", relay.epoch, { retryable: true, mayHaveBeenDelivered: true }) }, "RELAY_UNAVAILABLE"],
+      [{ operation: "receive", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", undefined) }, "RELAY_UNAVAILABLE"],
+      [{ operation: "receive", kind: "drop-reply" }, "RELAY_UNAVAILABLE"],
+      [{ operation: "receive", kind: "hang" }, "RELAY_TIMEOUT"],
+      [{ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" } }, "RELAY_AUTH_REQUIRED"],
+      [{ operation: "receive", kind: "status-429" }, "RELAY_CAPACITY"],
+      [{ operation: "receive", kind: "capacity", epoch: relay.epoch }, "RELAY_CAPACITY"],
+      [{ operation: "receive", kind: "wrong-profile" }, "RELAY_PROFILE_REQUIRED"],
+      [{ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_PROFILE_REQUIRED", relay.epoch) }, "RELAY_PROFILE_REQUIRED"],
+      [{ operation: "receive", kind: "malformed-json" }, "INVALID_RESPONSE"],
+      [{ operation: "receive", kind: "oversized", chunked: true }, "INVALID_RESPONSE"],
+      [{ operation: "receive", kind: "reply", status: 400, body: relayError("INVALID_REQUEST", relay.epoch) }, "INVALID_REQUEST"],
+      [{ operation: "receive", kind: "reply", status: 400, body: relayError("INVALID_CURSOR", relay.epoch) }, "INVALID_CURSOR"],
+    ];
+    for (const [rule, code] of cases) {
+      proxy.push(rule);
+      const error = await failure(session.receive("0"));
+      expect({ rule: rule.kind, code: error.code, status: session.status() }).toEqual({ rule: rule.kind, code, status: "ready" });
+    }
+    proxy.push({ operation: "receive", kind: "hold" });
+    const controller = new AbortController();
+    const aborted = failure(session.receive("0", { signal: controller.signal }));
+    await proxy.waitFor((stats) => stats.held >= 1);
+    controller.abort();
+    expect((await aborted).code).toBe("ABORTED");
+
+    expect(session.status()).toBe("ready");
+    expect(retired).toBe(0);
+    expect((await session.receive("0")).deliveries).toEqual([]);
+    expect(session.binding()!.endpoint).toEqual(bound.endpoint);
+    expect(seen(proxy, "connect")).toBe(1);
+  });
+
+  test("a real relay restart gives RELAY_RESET, then rebind() binds a fresh endpoint on the new epoch", async () => {
+    const first = await startRelayProcess();
+    relays.push(first);
+    const session = open(first.url, { requestTimeoutMs: 2_000 });
+    const before = await session.connect();
+    const envelope = envelopeTo(session);
+    await session.send(envelope);
+    await first.stop();
+    const second = await startRelayProcess({ port: first.port });
+    relays.push(second);
+    expect(second.epoch).not.toBe(first.epoch);
+
+    const reset = await failure(session.receive("0"));
+    expectFailure(reset, "RELAY_RESET", "receive", false);
+    expect(reset.details.mayHaveBeenDelivered).toBe(true);
+    expect(session.status()).toBe("reset");
+    expect((await failure(session.send(envelope))).code).toBe("RELAY_REBIND_REQUIRED");
+
+    const after = await session.rebind();
+    expect(after.epoch).toBe(second.epoch);
+    expect(after.endpoint.id).not.toBe(before.endpoint.id);
+    expect(after.generation).not.toBe(before.generation);
+    expect(session.status()).toBe("ready");
+    // The accepted mail of the old lifetime is gone (memory-only relay): no replay.
+    expect((await session.receive("0")).deliveries).toEqual([]);
+  });
+
+  test("a late reply of a retired binding cannot overwrite or retire its successor (reference §6 item 21)", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url, { fetch: fetchIgnoringAbort });
+    const retired = await session.connect();
+    const retirements: TaskError[] = [];
+    session.onRetire((error) => retirements.push(error));
+
+    // A receive of the first binding is held at the proxy...
+    proxy.push({ operation: "receive", kind: "hold" });
+    const late = failure(session.receive("0"));
+    await proxy.waitFor((stats) => stats.held >= 1);
+    // ...the binding is retired by another call, and a successor is bound.
+    proxy.push({ operation: "health", kind: "reply", status: 409, body: relayError("RELAY_RESET", relay.epoch, { mayHaveBeenDelivered: true }) });
+    expect((await failure(session.health())).code).toBe("RELAY_RESET");
+    expect((await late).code).toBe("RELAY_RESET");
+    const successor = await session.rebind();
+    expect(successor.endpoint.id).not.toBe(retired.endpoint.id);
+
+    // Now the old receive reaches the relay, which answers REGISTRATION_EXPIRED (a reset-set code)
+    // for the superseded endpoint; the reply reaches the client's fetch after all.
+    proxy.release();
+    await proxy.waitFor((stats) => stats.operations.receive!.forwarded === 1 && stats.inFlight === 0);
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(session.status()).toBe("ready");
+    expect(session.binding()).toEqual(successor);
+    expect(retirements.length).toBe(1);
+    const envelope = envelopeTo(session);
+    await session.send(envelope);
+    expect((await session.receive("0")).deliveries.map((delivery) => delivery.envelopeId)).toEqual([envelope.envelopeId]);
+  });
+
+  test("a competing controller's binding retires the old handle, and the old handle cannot touch the successor", async () => {
+    const proxy = newProxy();
+    const name = sessionName("shared");
+    const old = open(proxy.url, { callerSession: name });
+    const oldBinding = await old.connect();
+    const successor = open(proxy.url, { callerSession: name });
+    const newBinding = await successor.connect();
+    expect(newBinding.endpoint.id).not.toBe(oldBinding.endpoint.id);
+
+    const error = await failure(old.receive("0"));
+    expect({ code: error.code, cause: error.details.cause }).toEqual({ code: "RELAY_RESET", cause: "REGISTRATION_EXPIRED" });
+    const before = proxy.stats().total.seen;
+    expect((await failure(old.send(envelopeTo(old)))).code).toBe("RELAY_REBIND_REQUIRED");
+    expect((await failure(old.disconnect())).code).toBe("RELAY_REBIND_REQUIRED");
+    expect(proxy.stats().total.seen).toBe(before);
+    expect(successor.status()).toBe("ready");
+    expect((await successor.receive("0")).deliveries).toEqual([]);
+  });
+
+  test("concurrent explicit connect() calls: the second gets retryable RELAY_BUSY; rebind during a connect too", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    proxy.push({ operation: "connect", kind: "delay", ms: 50 });
+    const first = session.connect();
+    const second = await failure(session.connect());
+    expectFailure(second, "RELAY_BUSY", "connect", true);
+    const rebinding = await failure(session.rebind());
+    expectFailure(rebinding, "RELAY_BUSY", "connect", true);
+    const bound = await first;
+    expect(session.binding()).toEqual(bound);
+    expect(seen(proxy, "connect")).toBe(1);
+    // An operation issued during a connect waits for it instead of connecting again.
+    proxy.push({ operation: "connect", kind: "delay", ms: 50 });
+    const renewal = session.connect();
+    const page = await session.receive("0");
+    expect(page.deliveries).toEqual([]);
+    await renewal;
+    expect(seen(proxy, "connect")).toBe(2);
+  });
+
+  test("close() during a connect fails it with RELAY_CLOSED", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    proxy.push({ operation: "connect", kind: "hold" });
+    const connecting = failure(session.connect());
+    await proxy.waitFor((stats) => stats.held >= 1);
+    session.close();
+    expectFailure(await connecting, "RELAY_CLOSED", "connect", false);
+    expect(session.binding()).toBeUndefined();
+    expect(session.status()).toBe("closed");
+  });
+
+  test("the session-status route reports the binding; an unknown session is CALLER_NOT_FOUND", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    const bound = await session.connect();
+    const status = await session.transport.sessionStatus(session.callerSession);
+    expect(status.session).toBe(session.callerSession);
+    expect(status.taskEndpoint).toEqual(bound.endpoint);
+    expect((status.taskTransport as Record<string, unknown>).epoch).toBe(relay.epoch);
+    expect(seen(proxy, "session-status")).toBe(1);
+    const unknown = await failure(session.transport.sessionStatus(sessionName("nobody")));
+    expectFailure(unknown, "CALLER_NOT_FOUND", "session-status", false);
+    // A transport-level lookup never retires the session's binding.
+    expect(session.status()).toBe("ready");
+  });
+
+  test("after close() every call fails RELAY_CLOSED, in-flight calls included, and nothing is sent", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    proxy.push({ operation: "receive", kind: "hold" });
+    const inFlight = failure(session.receive("0"));
+    await proxy.waitFor((stats) => stats.held >= 1);
+    session.close();
+    expectFailure(await inFlight, "RELAY_CLOSED", "receive", false);
+    expect(session.status()).toBe("closed");
+    const before = proxy.stats().total.seen;
+    const later = await Promise.all([
+      failure(session.receive("0")),
+      failure(session.send(envelopeTo(session))),
+      failure(session.connect()),
+      failure(session.rebind()),
+      failure(session.health()),
+      failure(session.transport.profile()),
+    ]);
+    for (const error of later) {
+      expect(error.code).toBe("RELAY_CLOSED");
+      expect(error.retryable).toBe(false);
+      expect(typeof error.details.operation).toBe("string");
+    }
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(proxy.stats().total.seen).toBe(before);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Reply validation
+// ---------------------------------------------------------------------------------------------
+
+describe("reply validation", () => {
+  type Page = { deliveries: Array<{ cursor: string; envelope: Record<string, unknown> }>; nextCursor: string; hasMore: boolean };
+
+  test("a bad receive page is INVALID_INBOX and does not retire the binding", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    const mail = range(3).map(() => envelopeTo(session));
+    for (const envelope of mail) await session.send(envelope);
+    const good = await session.receive("0");
+    expect(good.deliveries.map((delivery) => delivery.envelopeId)).toEqual(mail.map((envelope) => envelope.envelopeId));
+
+    const corruptions: Array<[string, (page: Page) => void, number?]> = [
+      [
+        "cursors out of order",
+        (page) => {
+          page.deliveries = [page.deliveries[1]!, page.deliveries[0]!, page.deliveries[2]!];
+        },
+      ],
+      [
+        "duplicate envelopeId",
+        (page) => {
+          page.deliveries[1]!.envelope = { ...page.deliveries[1]!.envelope, envelopeId: page.deliveries[0]!.envelope.envelopeId };
+        },
+      ],
+      [
+        "nextCursor is not the last cursor",
+        (page) => {
+          page.nextCursor = page.deliveries[0]!.cursor;
+        },
+      ],
+      [
+        "nextCursor beyond the last cursor",
+        (page) => {
+          page.nextCursor = String(BigInt(page.nextCursor) + 1n);
+        },
+      ],
+      [
+        "more items than the limit",
+        (page) => {
+          const last = page.deliveries.at(-1)!;
+          page.deliveries.push({ cursor: String(BigInt(last.cursor) + 1n), envelope: { ...last.envelope, envelopeId: crypto.randomUUID() } });
+          page.nextCursor = page.deliveries.at(-1)!.cursor;
+        },
+        2,
+      ],
+      [
+        "an envelope addressed to another endpoint",
+        (page) => {
+          page.deliveries[2]!.envelope = { ...page.deliveries[2]!.envelope, target: { relay: RELAY_ID, id: crypto.randomUUID() } };
+        },
+      ],
+      [
+        "a cursor not after the requested cursor",
+        (page) => {
+          page.deliveries[0]!.cursor = "0";
+        },
+      ],
+      [
+        "hasMore on an empty page",
+        (page) => {
+          page.deliveries = [];
+          page.nextCursor = "0";
+          page.hasMore = true;
+        },
+      ],
+    ];
+    for (const [label, corrupt, limit] of corruptions) {
+      proxy.push({
+        operation: "receive",
+        kind: "rewrite",
+        rewrite: (body) => {
+          corrupt(body.value as Page);
+          return body;
+        },
+      });
+      const error = await failure(session.receive("0", limit === undefined ? {} : { limit }));
+      expect({ label, code: error.code, operation: error.details.operation }).toEqual({ label, code: "INVALID_INBOX", operation: "receive" });
+      expect(error.retryable).toBe(false);
+    }
+    expect(session.status()).toBe("ready");
+    expect((await session.receive("0")).deliveries.length).toBe(mail.length);
+  });
+
+  test("a send reply for another envelope or with forwarding:pending is INVALID_ACCEPTANCE", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    const rewrites: Array<(value: Record<string, unknown>) => void> = [
+      (value) => {
+        value.envelopeId = crypto.randomUUID();
+      },
+      (value) => {
+        value.forwarding = "pending";
+      },
+      (value) => {
+        delete value.acceptanceId;
+      },
+      (value) => {
+        value.kind = "queued";
+      },
+    ];
+    for (const rewrite of rewrites) {
+      proxy.push({
+        operation: "send",
+        kind: "rewrite",
+        rewrite: (body) => {
+          rewrite(body.value);
+          return body;
+        },
+      });
+      const error = await failure(session.send(envelopeTo(session)));
+      expectFailure(error, "INVALID_ACCEPTANCE", "send", false);
+    }
+    // Neither a reply without profile nor an oversized reply counts as an acceptance.
+    proxy.push({
+      operation: "send",
+      kind: "rewrite",
+      rewrite: (body) => {
+        delete body.profile;
+        return body;
+      },
+    });
+    expectFailure(await failure(session.send(envelopeTo(session))), "RELAY_PROFILE_REQUIRED", "send", false);
+    proxy.push({ operation: "send", kind: "oversized" });
+    expectFailure(await failure(session.send(envelopeTo(session))), "INVALID_RESPONSE", "send", true);
+    expect(session.status()).toBe("ready");
+    const accepted = await session.send(envelopeTo(session));
+    expect(accepted.forwarding).toBe("local");
+  });
+
+  test("a resolve reply naming another endpoint is INVALID_TARGET", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    const bound = await session.connect();
+    expect(await session.resolve(bound.endpoint)).toEqual({ endpoint: bound.endpoint });
+    proxy.push({
+      operation: "resolve",
+      kind: "rewrite",
+      rewrite: (body) => ({ ...body, value: { ...body.value, endpoint: { relay: RELAY_ID, id: crypto.randomUUID() } } }),
+    });
+    const error = await failure(session.resolve(bound.endpoint));
+    expectFailure(error, "INVALID_TARGET", "resolve", false);
+    // A successorOf claim is not accepted unless the caller asked to follow successors.
+    proxy.push({
+      operation: "resolve",
+      kind: "rewrite",
+      rewrite: (body) => ({ ...body, value: { ...body.value, endpoint: { relay: RELAY_ID, id: crypto.randomUUID() }, successorOf: bound.endpoint } }),
+    });
+    expectFailure(await failure(session.resolve(bound.endpoint)), "INVALID_TARGET", "resolve", false);
+    expect(session.status()).toBe("ready");
+  });
+
+  test("an epochless error is accepted only for EPOCHLESS_CODES; any other code is retryable INVALID_RESPONSE", async () => {
+    const proxy = newProxy();
+    const session = open(proxy.url);
+    await session.connect();
+    for (const code of EPOCHLESS_CODES) {
+      proxy.push({ operation: "receive", kind: "reply", status: 503, body: relayError(code, undefined) });
+      const error = await failure(session.receive("0"));
+      expect({ code: error.code, operation: error.details.operation }).toEqual({ code, operation: "receive" });
+    }
+    for (const code of ["TARGET_NOT_REGISTERED", "RELAY_RESET", "REGISTRATION_EXPIRED", "INVALID_CURSOR"]) {
+      expect(EPOCHLESS_CODES.has(code)).toBe(false);
+      proxy.push({ operation: "receive", kind: "reply", status: 409, body: relayError(code, undefined) });
+      const error = await failure(session.receive("0"));
+      expectFailure(error, "INVALID_RESPONSE", "receive", true);
+    }
+    // A success without an epoch, or with a non-UUID epoch, is malformed too.
+    proxy.push({ operation: "receive", kind: "rewrite", rewrite: (body) => ({ ...body, epoch: undefined }) });
+    expectFailure(await failure(session.receive("0")), "INVALID_RESPONSE", "receive", true);
+    proxy.push({ operation: "receive", kind: "rewrite", rewrite: (body) => ({ ...body, epoch: "not-a-uuid" }) });
+    expectFailure(await failure(session.receive("0")), "INVALID_RESPONSE", "receive", true);
+    expect(session.status()).toBe("ready");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Advertised features (Part B §5)
+// ---------------------------------------------------------------------------------------------
+
+describe("features", () => {
+  test("watch and resolve({followSuccessor}) work against our relay, which advertises them", async () => {
+    const watcher = open(relay.url);
+    await watcher.connect();
+    expect([...watcher.features()].sort()).toEqual([FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
+    expect(await watcher.watch("0", 0)).toEqual({ pending: false, highestCursor: "0" });
+    await watcher.send(envelopeTo(watcher));
+    expect(await watcher.watch("0", 0)).toEqual({ pending: true, highestCursor: "1" });
+
+    const moving = open(relay.url);
+    const retired = await moving.connect();
+    const fresh = await moving.rebind();
+    expect(await watcher.resolve(retired.endpoint, { followSuccessor: true })).toEqual({ endpoint: fresh.endpoint, successorOf: retired.endpoint });
+    const plain = await failure(watcher.resolve(retired.endpoint));
+    expectFailure(plain, "TARGET_NOT_REGISTERED", "resolve", false);
+    expect(watcher.status()).toBe("ready");
+  });
+
+  test("a watch may wait longer than requestTimeoutMs: its wait extends the deadline", async () => {
+    const session = open(relay.url, { requestTimeoutMs: SHORT_DEADLINE_MS });
+    await session.connect();
+    const waitMs = SHORT_DEADLINE_MS * 2;
+    const started = performance.now();
+    expect(await session.watch("0", waitMs)).toEqual({ pending: false, highestCursor: "0" });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(waitMs - 5);
+  });
+
+  test("against a relay without features, watch and followSuccessor fail INCOMPATIBLE_PROTOCOL without sending the operation", async () => {
+    const proxy = newProxy();
+    proxy.push({
+      operation: "profile",
+      kind: "rewrite",
+      rewrite: (body) => {
+        delete body.features;
+        return body;
+      },
+    });
+    const session = open(proxy.url);
+    const bound = await session.connect();
+    expect(session.features().size).toBe(0);
+    expectFailure(await failure(session.watch("0", 0)), "INCOMPATIBLE_PROTOCOL", "watch", false);
+    expectFailure(await failure(session.resolve(bound.endpoint, { followSuccessor: true })), "INCOMPATIBLE_PROTOCOL", "resolve", false);
+    await Bun.sleep(LEAK_WINDOW_MS);
+    expect(seen(proxy, "watch")).toBe(0);
+    expect(seen(proxy, "resolve")).toBe(0);
+    // Part A behaviour still works.
+    expect(await session.resolve(bound.endpoint)).toEqual({ endpoint: bound.endpoint });
+    expect(session.status()).toBe("ready");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// JWT (relay-volatile-v1.md §5)
+// ---------------------------------------------------------------------------------------------
+
+describe("JWT", () => {
+  const secret = "s".repeat(jwtMinSecretChars + 8);
+
+  test("against a relay with WOLFPACK_JWT_SECRET the client authenticates with a fresh token per request", async () => {
+    const secured = await startRelayProcess({ env: { WOLFPACK_JWT_SECRET: secret } });
+    relays.push(secured);
+    const proxy = newProxy(secured.url);
+    const auth = authFromEnv({ WOLFPACK_JWT_SECRET: `  ${secret}  ` });
+    expect(auth?.secret).toBe(secret);
+    const session = open(proxy.url, { auth });
+    await session.connect();
+    await session.receive("0");
+    await session.receive("0");
+    const requests = proxy.requests();
+    expect(requests.map((request) => request.operation)).toEqual(["profile", "connect", "receive", "receive"]);
+    const tokens = requests.map((request) => /^Bearer (\S+)$/.exec(request.headers.authorization ?? "")?.[1]);
+    for (const token of tokens) {
+      expect(token).toBeDefined();
+      expect(await verifyJwt(secret, token!)).toEqual({ ok: true });
+    }
+    expect(new Set(tokens).size).toBe(tokens.length);
+
+    // Without a token, or with another secret, the relay refuses: RELAY_AUTH_REQUIRED.
+    const anonymous = open(proxy.url);
+    const refused = await failure(anonymous.connect());
+    expect({ code: refused.code, retryable: refused.retryable }).toEqual({ code: "RELAY_AUTH_REQUIRED", retryable: false });
+    const wrong = open(proxy.url, { auth: { secret: "w".repeat(jwtMinSecretChars) } });
+    expect((await failure(wrong.connect())).code).toBe("RELAY_AUTH_REQUIRED");
+  });
+
+  test("no token is attached to https or non-loopback URLs", async () => {
+    const auth: RelayAuth = { secret };
+    expect(await tokenFor(auth, "http://127.0.0.1:18790")).toBeString();
+    expect(await tokenFor(auth, "http://localhost:18790")).toBeString();
+    expect(await tokenFor(auth, "http://[::1]:18790")).toBeString();
+    for (const url of ["https://127.0.0.1:18790", "https://relay.example.org", "http://10.0.0.7:18790", "http://100.64.0.1:18790", "http://relay.example.org", "not a url"]) {
+      expect({ url, token: await tokenFor(auth, url) }).toEqual({ url, token: undefined });
+      expect(isLoopbackHttpUrl(url)).toBe(false);
+    }
+    expect(isLoopbackHttpUrl("http://127.0.0.1:1")).toBe(true);
+
+    // The transport's hook does the same: an https relay gets no Authorization header.
+    const captured: Array<string | null> = [];
+    const capture = (async (input: string | URL | Request, init?: RequestInit) => {
+      const request = new Request(input as Request, init);
+      captured.push(request.headers.get("authorization"));
+      return new Response(JSON.stringify({ ok: true, profile: RELAY_PROFILE, epoch: crypto.randomUUID(), value: { kind: "health", store: {} } }), {
+        status: 200,
+        headers: { "content-type": "application/json" },
+      });
+    }) as unknown as typeof fetch;
+    for (const baseUrl of ["https://relay.example.org", "http://127.0.0.1:1"]) {
+      const transport = createRelayTransport({ baseUrl, auth, fetch: capture });
+      await transport.post("health", { operation: "health" });
+      transport.close();
+    }
+    expect(captured[0]).toBeNull();
+    expect(captured[1]).toStartWith("Bearer ");
+  });
+
+  test("a secret shorter than jwtMinSecretChars is RELAY_AUTH_REQUIRED from authFromEnv", () => {
+    let thrown: unknown;
+    try {
+      authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(jwtMinSecretChars - 1) });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(TaskError);
+    expect((thrown as TaskError).code).toBe("RELAY_AUTH_REQUIRED");
+    expect((thrown as TaskError).retryable).toBe(false);
+    expect(authFromEnv({})).toBeUndefined();
+    expect(authFromEnv({ WOLFPACK_JWT_SECRET: "   " })).toBeUndefined();
+    expect(authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(jwtMinSecretChars) })?.secret).toBe("k".repeat(jwtMinSecretChars));
+    const claims = authFromEnv({ WOLFPACK_JWT_SECRET: secret, WOLFPACK_JWT_ISSUER: "iss-x", WOLFPACK_JWT_AUDIENCE: "aud-y" });
+    expect(claims).toEqual({ secret, issuer: "iss-x", audience: "aud-y" });
+  });
+
+  test("a token minted from authFromEnv carries iss and aud that the relay side accepts", async () => {
+    const auth = authFromEnv({ WOLFPACK_JWT_SECRET: secret, WOLFPACK_JWT_ISSUER: "iss-x", WOLFPACK_JWT_AUDIENCE: "aud-y" })!;
+    const token = (await tokenFor(auth, "http://127.0.0.1:1"))!;
+    expect(await verifyJwt(secret, token, { issuer: "iss-x", audience: "aud-y" })).toEqual({ ok: true });
+    expect((await verifyJwt(secret, token, { issuer: "other" })).ok).toBe(false);
+    expect(await signJwt(secret)).not.toBe(await signJwt(secret));
+  });
+});

@@ -1,0 +1,181 @@
+/**
+ * HS256 JWT for the optional Wolfpack auth (relay-volatile-v1.md §5): the client's fresh tokens
+ * and the relay's verifier, checked against an independent HS256 signer written here.
+ */
+import { describe, expect, test } from "bun:test";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { jwtClaimsFromEnv, readJwtSecret, signJwt, verifyJwt } from "../../src/protocol/jwt.ts";
+import { jwtClockToleranceMs, jwtIdBytes, jwtMinSecretChars, jwtTokenLifetimeMs, msPerSecond } from "../../src/protocol/limits.ts";
+
+const SECRET = "0123456789abcdef0123456789abcdef-test";
+const TOLERANCE_S = jwtClockToleranceMs / msPerSecond;
+const LIFETIME_S = jwtTokenLifetimeMs / msPerSecond;
+/** A fixed instant on a whole second. */
+const T0_S = 1_790_000_000;
+
+function b64url(value: string | Uint8Array): string {
+  return Buffer.from(value).toString("base64url");
+}
+
+/** An independent HS256 signer (any header and payload). */
+async function forge(payload: unknown, options: { secret?: string; header?: unknown } = {}): Promise<string> {
+  const header = b64url(JSON.stringify(options.header ?? { alg: "HS256", typ: "JWT" }));
+  const body = b64url(JSON.stringify(payload));
+  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(options.secret ?? SECRET), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const signature = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${header}.${body}`)));
+  return `${header}.${body}.${b64url(signature)}`;
+}
+
+function decode(segment: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(segment, "base64url").toString("utf8"));
+}
+
+const at = (seconds: number) => ({ nowMs: seconds * msPerSecond });
+
+describe("signJwt", () => {
+  test("mints {alg:HS256,typ:JWT} with iat, exp = iat + lifetime and a random jti, verifiable independently", async () => {
+    const token = await signJwt(SECRET, { nowMs: T0_S * msPerSecond + 999 });
+    const [header, payload, signature] = token.split(".");
+    expect(decode(header!)).toEqual({ alg: "HS256", typ: "JWT" });
+    const claims = decode(payload!);
+    expect(claims.iat).toBe(T0_S);
+    expect(claims.exp).toBe(T0_S + LIFETIME_S);
+    expect(claims.jti).toMatch(new RegExp(`^[0-9a-f]{${jwtIdBytes * 2}}$`));
+    expect(claims.iss).toBeUndefined();
+    expect(claims.aud).toBeUndefined();
+    // Unpadded base64url segments; the signature is HMAC-SHA256 over header.payload.
+    expect(token).not.toContain("=");
+    const forged = await forge(claims);
+    expect(forged.split(".")[2]).toBe(signature!);
+  });
+
+  test("every token is fresh (a new jti per call)", async () => {
+    const tokens = await Promise.all([1, 2, 3].map(() => signJwt(SECRET, { nowMs: T0_S * msPerSecond })));
+    expect(new Set(tokens).size).toBe(tokens.length);
+  });
+
+  test("carries iss and aud when configured", async () => {
+    const token = await signJwt(SECRET, { issuer: "wolfpack", audience: "relay" });
+    const claims = decode(token.split(".")[1]!);
+    expect({ iss: claims.iss, aud: claims.aud }).toEqual({ iss: "wolfpack", aud: "relay" });
+  });
+});
+
+describe("verifyJwt", () => {
+  test("round trip", async () => {
+    const token = await signJwt(SECRET);
+    expect(await verifyJwt(SECRET, token)).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, await forge({ sub: "anyone" }))).toEqual({ ok: true });
+  });
+
+  test("a tampered signature, payload or header, or another secret, is rejected", async () => {
+    const token = await signJwt(SECRET, at(T0_S));
+    const [header, payload, signature] = token.split(".") as [string, string, string];
+    const flipped = `${signature.slice(0, -2)}${signature.at(-2) === "A" ? "B" : "A"}${signature.at(-1)}`;
+    expect(await verifyJwt(SECRET, `${header}.${payload}.${flipped}`, at(T0_S))).toEqual({ ok: false, reason: "signature" });
+    const otherPayload = b64url(JSON.stringify({ ...decode(payload), exp: T0_S + 10_000 }));
+    expect(await verifyJwt(SECRET, `${header}.${otherPayload}.${signature}`, at(T0_S))).toEqual({ ok: false, reason: "signature" });
+    const otherHeader = b64url(JSON.stringify({ alg: "HS256", typ: "JWT", kid: "x" }));
+    expect(await verifyJwt(SECRET, `${otherHeader}.${payload}.${signature}`, at(T0_S))).toEqual({ ok: false, reason: "signature" });
+    expect((await verifyJwt(`${SECRET}-other`, token, at(T0_S))).ok).toBe(false);
+    const truncated = `${header}.${payload}.${signature.slice(0, 10)}`;
+    expect((await verifyJwt(SECRET, truncated, at(T0_S))).ok).toBe(false);
+  });
+
+  test("alg none (unsigned or signed) and other algorithms are rejected", async () => {
+    const payload = b64url(JSON.stringify({ iat: T0_S }));
+    const none = b64url(JSON.stringify({ alg: "none", typ: "JWT" }));
+    expect((await verifyJwt(SECRET, `${none}.${payload}.`, at(T0_S))).ok).toBe(false);
+    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { alg: "none", typ: "JWT" } }), at(T0_S))).toEqual({ ok: false, reason: "algorithm" });
+    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { alg: "HS512", typ: "JWT" } }), at(T0_S))).toEqual({ ok: false, reason: "algorithm" });
+    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { typ: "JWT" } }), at(T0_S))).toEqual({ ok: false, reason: "algorithm" });
+  });
+
+  test("malformed tokens are rejected", async () => {
+    const valid = await signJwt(SECRET);
+    const [header, payload, signature] = valid.split(".") as [string, string, string];
+    for (const token of [
+      "",
+      "a.b",
+      `${valid}.extra`,
+      `${header}.${payload}`,
+      `${header}.${payload}.sig+with/padding=`,
+      `${header}!.${payload}.${signature}`,
+      `${b64url("not json")}.${payload}.${signature}`,
+      `${header}.${b64url("[1,2]")}.${signature}`,
+    ]) {
+      expect({ token, ok: (await verifyJwt(SECRET, token)).ok }).toEqual({ token, ok: false });
+    }
+    expect((await verifyJwt(SECRET, await forge([1, 2]))).ok).toBe(false);
+    expect((await verifyJwt(SECRET, await forge("text"))).ok).toBe(false);
+  });
+
+  test("exp: valid until now − tolerance reaches exp", async () => {
+    const token = await signJwt(SECRET, at(T0_S));
+    const exp = T0_S + LIFETIME_S;
+    expect(await verifyJwt(SECRET, token, { nowMs: (exp + TOLERANCE_S) * msPerSecond - 1 })).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, token, at(exp + TOLERANCE_S))).toEqual({ ok: false, reason: "expired" });
+    expect(await verifyJwt(SECRET, token, at(exp + TOLERANCE_S + 3_600))).toEqual({ ok: false, reason: "expired" });
+  });
+
+  test("nbf: rejected while now + tolerance is before nbf", async () => {
+    const nbf = T0_S + 600;
+    const token = await forge({ nbf });
+    expect(await verifyJwt(SECRET, token, at(nbf - TOLERANCE_S))).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, token, { nowMs: (nbf - TOLERANCE_S) * msPerSecond - 1 })).toEqual({ ok: false, reason: "not-yet-valid" });
+  });
+
+  test("iat: rejected while now + tolerance is before iat", async () => {
+    const token = await signJwt(SECRET, at(T0_S));
+    expect(await verifyJwt(SECRET, token, at(T0_S - TOLERANCE_S))).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, token, { nowMs: (T0_S - TOLERANCE_S) * msPerSecond - 1 })).toEqual({ ok: false, reason: "issued-in-future" });
+  });
+
+  test("time claims are optional, but must be numbers when present", async () => {
+    expect(await verifyJwt(SECRET, await forge({}), at(T0_S))).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, await forge({ exp: String(T0_S + 60) }), at(T0_S))).toEqual({ ok: false, reason: "exp" });
+    expect(await verifyJwt(SECRET, await forge({ nbf: null }), at(T0_S))).toEqual({ ok: false, reason: "nbf" });
+    expect(await verifyJwt(SECRET, await forge({ iat: "now" }), at(T0_S))).toEqual({ ok: false, reason: "iat" });
+  });
+
+  test("iss must equal the configured issuer when one is configured", async () => {
+    const token = await signJwt(SECRET, { issuer: "wolfpack" });
+    expect(await verifyJwt(SECRET, token, { issuer: "wolfpack" })).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, token, { issuer: "other" })).toEqual({ ok: false, reason: "issuer" });
+    expect(await verifyJwt(SECRET, await signJwt(SECRET), { issuer: "wolfpack" })).toEqual({ ok: false, reason: "issuer" });
+    // Not configured: any iss is fine.
+    expect(await verifyJwt(SECRET, token)).toEqual({ ok: true });
+  });
+
+  test("aud (string or array) must contain the configured audience when one is configured", async () => {
+    expect(await verifyJwt(SECRET, await signJwt(SECRET, { audience: "relay" }), { audience: "relay" })).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, await forge({ aud: ["other", "relay"] }), { audience: "relay" })).toEqual({ ok: true });
+    expect(await verifyJwt(SECRET, await forge({ aud: ["other", "more"] }), { audience: "relay" })).toEqual({ ok: false, reason: "audience" });
+    expect(await verifyJwt(SECRET, await forge({ aud: "relay-2" }), { audience: "relay" })).toEqual({ ok: false, reason: "audience" });
+    expect(await verifyJwt(SECRET, await forge({}), { audience: "relay" })).toEqual({ ok: false, reason: "audience" });
+    expect(await verifyJwt(SECRET, await forge({ aud: ["x"] }))).toEqual({ ok: true });
+  });
+});
+
+describe("configuration from the environment", () => {
+  test("WOLFPACK_JWT_SECRET is trimmed; unset or blank disables; shorter than jwtMinSecretChars is RELAY_AUTH_REQUIRED", () => {
+    expect(readJwtSecret({})).toBeUndefined();
+    expect(readJwtSecret({ WOLFPACK_JWT_SECRET: "  \t " })).toBeUndefined();
+    const exact = "k".repeat(jwtMinSecretChars);
+    expect(readJwtSecret({ WOLFPACK_JWT_SECRET: `  ${exact}\n` })).toBe(exact);
+    let thrown: unknown;
+    try {
+      readJwtSecret({ WOLFPACK_JWT_SECRET: ` ${"k".repeat(jwtMinSecretChars - 1)}     ` });
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(TaskError);
+    expect((thrown as TaskError).code).toBe("RELAY_AUTH_REQUIRED");
+  });
+
+  test("WOLFPACK_JWT_ISSUER and WOLFPACK_JWT_AUDIENCE are trimmed and optional", () => {
+    expect(jwtClaimsFromEnv({})).toEqual({});
+    expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: " wolfpack ", WOLFPACK_JWT_AUDIENCE: " relay " })).toEqual({ issuer: "wolfpack", audience: "relay" });
+    expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: "  ", WOLFPACK_JWT_AUDIENCE: "" })).toEqual({});
+  });
+});
