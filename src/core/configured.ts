@@ -1,0 +1,174 @@
+/**
+ * `createConfiguredTaskCore()`: a TaskCore that owns its relay session and a fresh RAM store, and
+ * replaces its lifetime after relay loss.
+ *
+ * Only a structured `RELAY_RESET` or `RELAY_REBIND_REQUIRED` triggers replacement: the old
+ * lifetime is fenced and discarded, every active task is reported to the host as locally failed
+ * with `RELAY_STATE_LOST` (remote outcome unknown, no wake), and a fresh endpoint is bound with a
+ * new generation and an empty store. Transient, auth, capacity, abort, profile and malformed
+ * failures never trigger it. Old tasks are not adopted by the successor.
+ */
+import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import type { TaskEndpoint } from "../protocol/schemas.ts";
+import { authFromEnv } from "../relay-client/auth.ts";
+import { relayUrlFromEnv } from "../relay-client/config.ts";
+import { createRelaySession, type RelaySession } from "../relay-client/session.ts";
+import { createTaskStore } from "../store/task-store.ts";
+import { holdingHost, type LossRecord, type PresentationHost } from "./host.ts";
+import type { PassReport } from "./pass.ts";
+import { createTaskCore, type TaskCore } from "./task-core.ts";
+import type { TaskTimers } from "./timers.ts";
+
+export interface ConfiguredTaskCoreOptions {
+  /** Environment read for `WOLFPACK_SESSION_NAME`, `PI_TASKS_RELAY_URL`, `WOLFPACK_PORT`, `WOLFPACK_JWT_*`. */
+  readonly env?: Record<string, string | undefined>;
+  /** Overrides `WOLFPACK_SESSION_NAME`. */
+  readonly callerSession?: string;
+  /** Overrides the URL from the environment. */
+  readonly url?: string;
+  readonly fetch?: typeof fetch;
+  readonly requestTimeoutMs?: number;
+  readonly host?: PresentationHost;
+  readonly clock?: () => number;
+  readonly timers?: TaskTimers;
+  readonly onRefreshRequested?: () => void;
+  /** Called after a lost lifetime was replaced by a fresh endpoint. */
+  readonly onRecovered?: (info: RecoveryInfo) => void;
+}
+
+export interface RecoveryInfo {
+  readonly endpoint: TaskEndpoint;
+  readonly previousEndpoint: TaskEndpoint | undefined;
+  readonly failedTasks: number;
+  readonly cause: TaskError;
+}
+
+export interface ConfiguredTaskCore {
+  readonly session: RelaySession;
+  /** The current lifetime (replaced after relay loss). */
+  current(): TaskCore;
+  /** Runs an operation on the current lifetime; relay loss schedules recovery and is rethrown. */
+  run<T>(operation: (core: TaskCore) => Promise<T>): Promise<T>;
+  refresh(): Promise<PassReport>;
+  /** Resolves when no recovery is running. */
+  settled(): Promise<void>;
+  recovering(): boolean;
+  close(): Promise<void>;
+}
+
+export function isRelayLoss(error: unknown): boolean {
+  return error instanceof TaskError && errorSpec(error.code).relayLoss;
+}
+
+export function createConfiguredTaskCore(options: ConfiguredTaskCoreOptions = {}): ConfiguredTaskCore {
+  const env = options.env ?? process.env;
+  const callerSession = options.callerSession ?? env.WOLFPACK_SESSION_NAME?.trim();
+  if (callerSession === undefined || callerSession.length === 0) throw new TaskError("RELAY_SESSION_REQUIRED");
+  const session = createRelaySession({
+    url: options.url ?? relayUrlFromEnv(env),
+    callerSession,
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+    ...(() => {
+      const auth = authFromEnv(env);
+      return auth === undefined ? {} : { auth };
+    })(),
+  });
+  const host = options.host ?? holdingHost;
+
+  function lifetime(): TaskCore {
+    return createTaskCore({
+      store: createTaskStore(),
+      session,
+      host,
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+      ...(options.timers === undefined ? {} : { timers: options.timers }),
+      ...(options.onRefreshRequested === undefined ? {} : { onRefreshRequested: options.onRefreshRequested }),
+    });
+  }
+
+  let core = lifetime();
+  let closed = false;
+  let recovery: Promise<void> | undefined;
+  /** A lost lifetime was discarded but the fresh endpoint is not bound yet. */
+  let rebindPending = false;
+  let lossCause: TaskError | undefined;
+  let lostEndpoint: TaskEndpoint | undefined;
+  let failedCount = 0;
+
+  async function bindFresh(): Promise<void> {
+    const binding = await session.rebind();
+    rebindPending = false;
+    options.onRecovered?.({ endpoint: binding.endpoint, previousEndpoint: lostEndpoint, failedTasks: failedCount, cause: lossCause! });
+  }
+
+  async function recover(cause: TaskError): Promise<void> {
+    const lost = core;
+    if (!lost.closed()) {
+      lostEndpoint = lost.endpoint();
+      const active = lost.listTasks().filter((task) => task.status === "active");
+      const error = new TaskError("RELAY_STATE_LOST", { details: { cause: cause.code, remoteOutcome: "unknown" } });
+      const records: LossRecord[] = active.map((task) => ({ task: { ...task, status: "failed" }, error: error.withDetails({ taskId: task.taskId }) }));
+      failedCount = records.length;
+      lossCause = cause;
+      await lost.close();
+      core = lifetime();
+      rebindPending = true;
+      await host.recordLoss(records);
+    }
+    if (closed) return;
+    await bindFresh();
+  }
+
+  function scheduleRecovery(cause: TaskError): Promise<void> {
+    if (closed) return Promise.resolve();
+    if (recovery === undefined) {
+      const attempt = recover(cause).finally(() => {
+        if (recovery === attempt) recovery = undefined;
+      });
+      recovery = attempt;
+    }
+    return recovery;
+  }
+
+  session.onRetire((error) => {
+    // Fire and forget: the retiring call rethrows its own error to its caller.
+    scheduleRecovery(error).catch(() => undefined);
+  });
+
+  async function ready(): Promise<TaskCore> {
+    if (closed) throw new TaskError("RELAY_CLOSED");
+    if (recovery !== undefined) await recovery.catch(() => undefined);
+    if (rebindPending) await scheduleRecovery(lossCause ?? new TaskError("RELAY_REBIND_REQUIRED"));
+    return core;
+  }
+
+  async function run<T>(operation: (current: TaskCore) => Promise<T>): Promise<T> {
+    const current = await ready();
+    try {
+      return await operation(current);
+    } catch (raw) {
+      const error = toTaskError(raw);
+      if (isRelayLoss(error)) scheduleRecovery(error).catch(() => undefined);
+      throw raw;
+    }
+  }
+
+  return {
+    session,
+    current: () => core,
+    run,
+    refresh: () => run((current) => current.refresh()),
+    async settled() {
+      while (recovery !== undefined) await recovery.catch(() => undefined);
+    },
+    recovering: () => recovery !== undefined || rebindPending,
+    async close() {
+      if (closed) return;
+      closed = true;
+      await core.close();
+      session.close();
+      await recovery?.catch(() => undefined);
+    },
+  };
+}

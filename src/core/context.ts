@@ -1,0 +1,41 @@
+/**
+ * The state one TaskCore lifetime shares between its operations and its pass phases.
+ */
+import { TaskError } from "../protocol/errors.ts";
+import type { TaskEndpoint } from "../protocol/schemas.ts";
+import type { Acceptance, RelaySession } from "../relay-client/session.ts";
+import type { TaskStore } from "../store/task-store.ts";
+import type { PresentationHost } from "./host.ts";
+import type { TaskTimers } from "./timers.ts";
+
+export interface CoreContext {
+  readonly store: TaskStore;
+  readonly session: RelaySession;
+  /** Stamps task records and envelopes (wall clock, ms). */
+  readonly clock: () => number;
+  /** Drives deadlines, slices and cooldowns. */
+  readonly timers: TaskTimers;
+  readonly host: PresentationHost;
+  /** Aborted when the lifetime closes: nothing of it may mutate state afterwards. */
+  readonly lifetime: AbortController;
+  /** Sends in flight by envelope id: concurrent same-id sends join instead of retransmitting. */
+  readonly sending: Map<string, Promise<Acceptance>>;
+  /** Requests a background refresh (the owner coalesces requests). */
+  readonly requestRefresh: () => void;
+}
+
+export function isClosed(context: CoreContext): boolean {
+  return context.lifetime.signal.aborted;
+}
+
+/** Throws `RELAY_CLOSED` once the lifetime is fenced. */
+export function assertOpen(context: CoreContext, operation: string): void {
+  if (isClosed(context)) throw new TaskError("RELAY_CLOSED", { details: { operation } });
+}
+
+/** This endpoint, as bound on the relay. */
+export function me(context: CoreContext): TaskEndpoint {
+  const binding = context.session.binding();
+  if (binding === undefined) throw new TaskError("RELAY_REBIND_REQUIRED", { message: "the relay session is not bound yet", details: {} });
+  return binding.endpoint;
+}

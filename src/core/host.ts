@@ -1,0 +1,50 @@
+/**
+ * The presentation host: how the core puts task events in front of a model. The Pi extension
+ * implements it with custom messages; tests implement it in memory. The core never imports Pi.
+ */
+import type { TaskEvent } from "../protocol/schemas.ts";
+import type { TaskError } from "../protocol/errors.ts";
+import type { TaskRole, TaskSnapshot } from "../store/task-store.ts";
+
+export interface PresentationItem {
+  /** `relay`: a delivery from the relay; `local`: the origin's own view of an event it created. */
+  readonly kind: "relay" | "local";
+  readonly order: number;
+  readonly taskId: string;
+  readonly eventId: string;
+  readonly event: TaskEvent;
+  readonly role: TaskRole;
+  /** Model-visible (insert + wake) rather than archive-only. */
+  readonly visible: boolean;
+  /** The task as this endpoint knows it now (for rendering). */
+  readonly task: TaskSnapshot;
+  /** The relay envelope, for relay items. */
+  readonly envelopeId?: string;
+}
+
+export interface LossRecord {
+  readonly task: TaskSnapshot;
+  readonly error: TaskError;
+}
+
+export interface PresentationHost {
+  /** True while the model may be given new input now (idle, nothing queued). */
+  canPresent(): boolean;
+  /** Inserts a model-visible event without starting a turn; true when the insertion is observed. */
+  insert(item: PresentationItem): boolean | Promise<boolean>;
+  /** Emits one wake for inserted events; true when the wake is observed. */
+  wake(items: readonly PresentationItem[]): boolean | Promise<boolean>;
+  /** Archives a non-visible event without waking the model (before its relay ACK). */
+  archive(item: PresentationItem): void | Promise<void>;
+  /** Records, without waking the model, that these tasks failed locally because relay state was lost. */
+  recordLoss(records: readonly LossRecord[]): void | Promise<void>;
+}
+
+/** A host that presents nothing: visible items stay held (useful before Pi is ready). */
+export const holdingHost: PresentationHost = {
+  canPresent: () => false,
+  insert: () => false,
+  wake: () => false,
+  archive: () => undefined,
+  recordLoss: () => undefined,
+};

@@ -1,0 +1,155 @@
+/**
+ * Outbox delivery rules:
+ * - per-target FIFO: an envelope leaves only after every older pending envelope to the same
+ *   target is accepted; a younger send waits for an older one already in flight;
+ * - capacity defers an envelope for at least 5,000 ms (or the relay's longer `retryAfterMs`) by a
+ *   stored cooldown, with no timer of its own;
+ * - quarantine for the blocked-delivery codes: never re-sent, blocks nothing;
+ * - retries resend the stored, byte-identical envelope; concurrent same-id sends join.
+ */
+import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import { capacityCooldownMs } from "../protocol/limits.ts";
+import type { Acceptance } from "../relay-client/session.ts";
+import type { OutboxEntry } from "../store/task-store.ts";
+import { type CoreContext, isClosed } from "./context.ts";
+import type { Slice, WorkScope } from "./scope.ts";
+
+export type SendOutcome =
+  | { readonly state: "accepted"; readonly envelopeId: string }
+  | { readonly state: "quarantined"; readonly envelopeId: string; readonly error: TaskError }
+  | { readonly state: "deferred"; readonly envelopeId: string; readonly error: TaskError }
+  | { readonly state: "failed"; readonly envelopeId: string; readonly error: TaskError };
+
+export type SendBudget = "scoped" | "oldWork";
+
+export function envelopeCooldownKey(envelopeId: string): string {
+  return `envelope:${envelopeId}`;
+}
+
+export function ackCooldownKey(envelopeId: string): string {
+  return `ack:${envelopeId}`;
+}
+
+function deferred(envelopeId: string, reason: string, details: Record<string, unknown> = {}): SendOutcome {
+  return { state: "deferred", envelopeId, error: new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId, reason, ...details } }) };
+}
+
+/** The settled state of an envelope without sending anything. */
+export function settledOutcome(context: CoreContext, envelopeId: string): SendOutcome | undefined {
+  const quarantined = context.store.getQuarantine(envelopeId);
+  if (quarantined !== undefined) {
+    return {
+      state: "quarantined",
+      envelopeId,
+      error: new TaskError(quarantined.errorCode, { retryable: false, details: { ...quarantined.details, envelopeId } }),
+    };
+  }
+  const entry = context.store.getOutbox(envelopeId);
+  if (entry === undefined) return deferred(envelopeId, "unknown envelope");
+  return entry.state === "accepted" ? { state: "accepted", envelopeId } : undefined;
+}
+
+/** The capacity cooldown an error asks for: at least 5 s, or the relay's longer `retryAfterMs`. */
+export function capacityCooldown(error: TaskError): number {
+  const retryAfterMs = error.details.retryAfterMs;
+  return typeof retryAfterMs === "number" && retryAfterMs > capacityCooldownMs ? retryAfterMs : capacityCooldownMs;
+}
+
+function coolingDown(context: CoreContext, entry: OutboxEntry): number | undefined {
+  const cooldown = context.store.getCooldown(envelopeCooldownKey(entry.envelopeId));
+  return cooldown !== undefined && cooldown.until > context.timers.now() ? cooldown.until : undefined;
+}
+
+/**
+ * One delivery attempt of one envelope within a scope. Never throws for delivery problems (they
+ * are outcomes); relay-loss errors (`RELAY_RESET`, `RELAY_REBIND_REQUIRED`) are rethrown.
+ */
+export async function attemptSend(
+  context: CoreContext,
+  scope: WorkScope,
+  envelopeId: string,
+  budget: SendBudget,
+  slice?: Slice,
+): Promise<SendOutcome> {
+  const { store } = context;
+  for (;;) {
+    const settled = settledOutcome(context, envelopeId);
+    if (settled !== undefined) return settled;
+    const entry = store.getOutbox(envelopeId)!;
+    const joined = context.sending.get(envelopeId);
+    if (joined !== undefined) {
+      await joined.then(
+        () => undefined,
+        () => undefined,
+      );
+      continue;
+    }
+    const ahead = store.pendingOutboxAhead(envelopeId);
+    if (ahead.length > 0) {
+      const older = context.sending.get(ahead[0]!);
+      if (older !== undefined) {
+        // A younger send waits for an older send already in flight.
+        await older.then(
+          () => undefined,
+          () => undefined,
+        );
+        continue;
+      }
+      return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
+    }
+    const until = coolingDown(context, entry);
+    if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
+    if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
+    if (scope.attempted.has(envelopeId)) return deferred(envelopeId, "already attempted in this pass");
+    if (!scope.admit(budget, slice)) return deferred(envelopeId, scope.expired() ? "pass deadline" : "send budget");
+    scope.attempted.add(envelopeId);
+    return deliver(context, scope, entry, budget);
+  }
+}
+
+async function deliver(context: CoreContext, scope: WorkScope, entry: OutboxEntry, budget: SendBudget): Promise<SendOutcome> {
+  const { store, session } = context;
+  const envelopeId = entry.envelopeId;
+  store.markOutboxAttempted(envelopeId);
+  const request = session.send(entry.envelope as unknown as Record<string, unknown>, scope.signal);
+  context.sending.set(envelopeId, request);
+  let acceptance: Acceptance;
+  try {
+    acceptance = await request;
+  } catch (raw) {
+    const error = toTaskError(raw);
+    if (isClosed(context)) return { state: "failed", envelopeId, error };
+    if (errorSpec(error.code).relayLoss) throw error;
+    if (error.spec.blockedDelivery && !error.retryable) {
+      store.quarantineOutbox(envelopeId, { errorCode: error.code, details: { ...error.details }, quarantinedAt: context.clock() });
+      return { state: "quarantined", envelopeId, error };
+    }
+    if (error.code === "RELAY_CAPACITY") {
+      store.setCooldown(envelopeCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+      if (budget === "oldWork") scope.suppressedTargets.add(entry.targetKey);
+    }
+    return { state: "failed", envelopeId, error };
+  } finally {
+    if (context.sending.get(envelopeId) === request) context.sending.delete(envelopeId);
+  }
+  if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
+  store.transaction(() => {
+    store.markOutboxAccepted(envelopeId, { acceptanceId: acceptance.acceptanceId, acceptedAt: context.clock(), duplicate: acceptance.duplicate });
+    store.clearCooldown(envelopeCooldownKey(envelopeId));
+  });
+  return { state: "accepted", envelopeId };
+}
+
+/**
+ * Sends an envelope after first offering the older pending mail to its target from the old-work
+ * share (used for envelopes an operation must report on).
+ */
+export async function sendInOrder(context: CoreContext, scope: WorkScope, envelopeId: string, budget: SendBudget): Promise<SendOutcome> {
+  const ahead = context.store.pendingOutboxAhead(envelopeId);
+  for (const older of ahead) {
+    const outcome = await attemptSend(context, scope, older, "oldWork");
+    if (outcome.state === "accepted" || outcome.state === "quarantined") continue;
+    return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: older, cause: outcome.error.code });
+  }
+  return attemptSend(context, scope, envelopeId, budget);
+}

@@ -1,0 +1,275 @@
+/**
+ * The phased refresh pass, read top to bottom:
+ *
+ *   lease → intake → presentation → shipping → acknowledgement → retry
+ *
+ * One work scope carries the shared budgets (56 scoped + 8 old-work sends, 48 ACK attempts,
+ * 2,000 ms overall, 250 ms slices for retry and ACK repair). Intake and presentation send nothing;
+ * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
+ * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
+ * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets.
+ */
+import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
+import type { DeliveryRow } from "../store/task-store.ts";
+import { type CoreContext, isClosed } from "./context.ts";
+import { canonicalizeTimeouts, deliveryData, recordDelivery, STAGE } from "./intake.ts";
+import { ackCooldownKey, attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
+import { presentInbox } from "./presentation.ts";
+import type { FailureKind, Slice, WorkScope } from "./scope.ts";
+
+export interface PassReport {
+  readonly intake: { readonly fetched: number; readonly redriven: number; readonly timedOut: number };
+  readonly presented: number;
+  readonly shipped: number;
+  readonly acknowledged: number;
+  readonly retried: number;
+  readonly counts: { readonly scopedSends: number; readonly oldWorkSends: number; readonly ackAttempts: number };
+  /** The first failure of each kind, reported after the pass. */
+  readonly failures: ReadonlyMap<FailureKind, TaskError>;
+  /** The pass stopped early (ACK budget exhausted or deadline reached). */
+  readonly truncated: boolean;
+}
+
+function rethrowLoss(error: unknown): void {
+  const failure = toTaskError(error);
+  if (errorSpec(failure.code).relayLoss) throw failure;
+}
+
+// ---------------------------------------------------------------------------------------------
+// lease
+// ---------------------------------------------------------------------------------------------
+
+export async function leasePhase(context: CoreContext, scope: WorkScope): Promise<boolean> {
+  try {
+    await context.session.lease(scope.signal);
+    return true;
+  } catch (error) {
+    rethrowLoss(error);
+    scope.fail("lease", error);
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// intake: re-drive tracked deliveries, then fetch after the highest tracked cursor
+// ---------------------------------------------------------------------------------------------
+
+export async function intakeInbox(context: CoreContext, scope: WorkScope): Promise<PassReport["intake"]> {
+  const { store, session } = context;
+  const timedOut = canonicalizeTimeouts(context, scope);
+  let redriven = 0;
+  for (const row of store.deliveries()) {
+    if (row.stage !== STAGE.tracked) continue;
+    recordDelivery(context, scope, row);
+    redriven += 1;
+  }
+  let fetched = 0;
+  for (;;) {
+    const room = maxFetchedUnacknowledgedDeliveries - store.pendingDeliveryCount();
+    if (room <= 0 || scope.expired() || isClosed(context)) break;
+    const cursor = store.checkpoint().highWater;
+    let page;
+    try {
+      page = await session.receive(cursor, { limit: Math.min(receivePageMaxItems, room), signal: scope.signal });
+    } catch (error) {
+      rethrowLoss(error);
+      scope.fail("intake", error);
+      break;
+    }
+    if (isClosed(context)) break;
+    for (const delivery of page.deliveries) {
+      // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.
+      const tracked = store.trackDelivery({ cursor: delivery.cursor, envelopeId: delivery.envelopeId, envelope: delivery.envelope, receivedAt: context.clock() });
+      fetched += 1;
+      if (tracked === "tracked") recordDelivery(context, scope, store.getDelivery(delivery.envelopeId)!);
+    }
+    if (!page.hasMore) break;
+  }
+  return { fetched, redriven, timedOut };
+}
+
+// ---------------------------------------------------------------------------------------------
+// shipping: required fan-out and receipts in persist order (per-target FIFO, targets in parallel)
+// ---------------------------------------------------------------------------------------------
+
+const FAILURE_BY_PURPOSE: Record<string, FailureKind> = { fanout: "fanout", receipt: "receipt" };
+
+function noteOutcome(scope: WorkScope, purpose: string, outcome: SendOutcome): void {
+  if (outcome.state === "accepted") return;
+  const kind: FailureKind = outcome.state === "deferred" ? "deferral" : (FAILURE_BY_PURPOSE[purpose] ?? "send");
+  scope.fail(kind, outcome.error);
+}
+
+export async function shipRequired(context: CoreContext, scope: WorkScope): Promise<number> {
+  const { store } = context;
+  const byTarget = new Map<string, string[]>();
+  for (const envelopeId of new Set(scope.required)) {
+    const entry = store.getOutbox(envelopeId);
+    if (entry === undefined || entry.state !== "pending") continue;
+    const queue = byTarget.get(entry.targetKey) ?? [];
+    queue.push(envelopeId);
+    byTarget.set(entry.targetKey, queue);
+  }
+  let shipped = 0;
+  await Promise.all(
+    [...byTarget.values()].map(async (queue) => {
+      for (const envelopeId of queue) {
+        const purpose = store.getOutbox(envelopeId)?.purpose ?? "send";
+        const outcome = await sendInOrder(context, scope, envelopeId, "scoped");
+        noteOutcome(scope, purpose, outcome);
+        if (outcome.state === "accepted") shipped += 1;
+        // Younger mail to this target cannot pass an envelope that did not leave.
+        if (outcome.state === "failed" || outcome.state === "deferred") break;
+      }
+    }),
+  );
+  return shipped;
+}
+
+// ---------------------------------------------------------------------------------------------
+// acknowledgement: ACK settled deliveries, then repair requested ACKs
+// ---------------------------------------------------------------------------------------------
+
+/** Whether a delivery may be ACKed now. */
+function ackEligible(context: CoreContext, row: DeliveryRow): boolean {
+  const { store } = context;
+  if (row.ackRequested) return true;
+  const requires = deliveryData(row).requires ?? [];
+  const settled = (id: string) => store.getOutbox(id)?.state === "accepted" || store.getQuarantine(id) !== undefined;
+  if (row.stage === STAGE.presented) return requires.every(settled);
+  if (row.stage === STAGE.canonicalized) {
+    // An intent whose required fan-out is quarantined is never ACKed: it keeps one pending slot.
+    return requires.every((id) => store.getOutbox(id)?.state === "accepted");
+  }
+  return false;
+}
+
+async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: string): Promise<boolean> {
+  const { store, session } = context;
+  try {
+    await session.acknowledge(envelopeId, scope.signal);
+  } catch (raw) {
+    const error = toTaskError(raw);
+    if (isClosed(context)) return false;
+    rethrowLoss(error);
+    if (error.code === "INVALID_REQUEST") {
+      // The relay no longer holds it (acknowledged before, or dropped): nothing left to ACK.
+      store.acknowledgeDelivery(envelopeId);
+      scope.fail("ack", error.withDetails({ envelopeId }));
+      return true;
+    }
+    if (error.code === "RELAY_CAPACITY") store.setCooldown(ackCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+    scope.fail("ack", error.withDetails({ envelopeId }));
+    return false;
+  }
+  // A reply that arrives after the lifetime closed must not advance anything.
+  if (isClosed(context)) return false;
+  store.transaction(() => {
+    store.acknowledgeDelivery(envelopeId);
+    store.clearCooldown(ackCooldownKey(envelopeId));
+  });
+  return true;
+}
+
+async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly DeliveryRow[], slice?: Slice): Promise<{ acked: number; exhausted: boolean }> {
+  const { store } = context;
+  const admitted: string[] = [];
+  let exhausted = false;
+  for (const row of rows) {
+    const identity = `ack:${row.envelopeId}`;
+    if (scope.attempted.has(identity)) continue;
+    const cooldown = store.getCooldown(ackCooldownKey(row.envelopeId));
+    if (cooldown !== undefined && cooldown.until > context.timers.now()) {
+      scope.fail("deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK capacity cooldown" } }));
+      continue;
+    }
+    if (!scope.admit("ack", slice)) {
+      exhausted = true;
+      scope.fail("deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK budget, slice or deadline" } }));
+      break;
+    }
+    scope.attempted.add(identity);
+    admitted.push(row.envelopeId);
+  }
+  const results = await Promise.all(admitted.map((envelopeId) => sendAck(context, scope, envelopeId)));
+  return { acked: results.filter(Boolean).length, exhausted };
+}
+
+export async function repairAcknowledgements(context: CoreContext, scope: WorkScope): Promise<{ acked: number; exhausted: boolean }> {
+  const { store } = context;
+  // Authorise every settled delivery first (recorded before any request).
+  const fresh: DeliveryRow[] = [];
+  for (const row of store.deliveries()) {
+    if (row.ackRequested || !ackEligible(context, row)) continue;
+    fresh.push(store.updateDelivery(row.envelopeId, { ackRequested: true }));
+  }
+  const first = await ackBatch(context, scope, fresh);
+  if (first.exhausted || isClosed(context)) return first;
+  const repair = store.deliveries().filter((row) => row.ackRequested);
+  const second = await ackBatch(context, scope, repair, scope.openSlice());
+  const spent = scope.counts().ackAttempts >= maxAckAttemptsPerPass;
+  return { acked: first.acked + second.acked, exhausted: second.exhausted || spent };
+}
+
+// ---------------------------------------------------------------------------------------------
+// retry: old work with what budget remains, one head per target in fair rotation
+// ---------------------------------------------------------------------------------------------
+
+export async function retryOldWork(context: CoreContext, scope: WorkScope): Promise<number> {
+  const { store } = context;
+  const slice = scope.openSlice();
+  const skipped = new Set<string>();
+  let accepted = 0;
+  for (;;) {
+    if (isClosed(context)) break;
+    // Heads are recomputed after every attempt: each target offers only its oldest envelope, and
+    // the rotation puts a target that was just tried behind the others.
+    const head = store.retryHeads().find((entry) => !scope.attempted.has(entry.envelopeId) && !skipped.has(entry.envelopeId));
+    if (head === undefined) break;
+    const outcome = await attemptSend(context, scope, head.envelopeId, "oldWork", slice);
+    if (isClosed(context)) break;
+    if (outcome.state === "deferred") {
+      const reason = outcome.error.details.reason;
+      // Out of budget, slice or time: stop without rotating the unattempted suffix.
+      if (reason === "send budget" || reason === "pass deadline") break;
+      skipped.add(head.envelopeId);
+      // A cooldown skip is an actual skip: it rotates like an attempt.
+      if (reason === "capacity cooldown") store.rotateRetry(head.targetKey);
+      continue;
+    }
+    store.rotateRetry(head.targetKey);
+    if (outcome.state === "accepted") accepted += 1;
+    else scope.fail("retry", outcome.error);
+  }
+  return accepted;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the pass
+// ---------------------------------------------------------------------------------------------
+
+export async function runPhasedPass(context: CoreContext, scope: WorkScope): Promise<PassReport> {
+  let intake: PassReport["intake"] = { fetched: 0, redriven: 0, timedOut: 0 };
+  let presented = 0;
+  let shipped = 0;
+  let acknowledged = 0;
+  let retried = 0;
+  let truncated = false;
+  try {
+    if (await leasePhase(context, scope)) {
+      intake = await intakeInbox(context, scope);
+      presented = await presentInbox(context, scope);
+      shipped = await shipRequired(context, scope);
+      const acks = await repairAcknowledgements(context, scope);
+      acknowledged = acks.acked;
+      truncated = acks.exhausted;
+    }
+    // Old work is retried even on empty, held or failed passes while budget remains.
+    if (!truncated && !isClosed(context)) retried = await retryOldWork(context, scope);
+    truncated ||= scope.expired();
+  } finally {
+    scope.dispose();
+  }
+  return { intake, presented, shipped, acknowledged, retried, counts: scope.counts(), failures: scope.failures, truncated };
+}

@@ -1,0 +1,230 @@
+/**
+ * Presentation: put recorded events in front of the model through the host, in intake order.
+ *
+ * - model-visible items are inserted while the host can present, then woken with one wake; the
+ *   `wake_accepted` receipt is written before the wake (so it leaves ahead of anything the woken
+ *   model sends) and withdrawn when the wake is not observed;
+ * - a held visible item holds every later visible item, but later non-visible items are still
+ *   archived (and so become ACK-able);
+ * - a receiver records, per event and pass, only the highest receipt stage it reached, plus
+ *   `pi_insertion` blocked when the insertion was not observed; local items record no receipts;
+ * - a parent ACK recorded before a terminal event is presented suppresses its wake;
+ * - presentation of relay items stops at the pass's remaining ACK budget.
+ * Nothing is sent here: receipts go to the outbox for the ship phase.
+ */
+import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { eventTypeRow } from "../protocol/events.ts";
+import { maxAckAttemptsPerPass } from "../protocol/limits.ts";
+import type { DeliveryStage, DeliveryState, TaskEvent } from "../protocol/schemas.ts";
+import type { DeliveryRow, LocalPresentation, TaskRole, TaskStore } from "../store/task-store.ts";
+import { type CoreContext, me } from "./context.ts";
+import { makeEnvelope, makeIntent } from "./envelopes.ts";
+import type { PresentationItem } from "./host.ts";
+import { type DeliveryData, deliveryData, STAGE } from "./intake.ts";
+import type { WorkScope } from "./scope.ts";
+
+export type ReceiveItem =
+  | { readonly kind: "relay"; readonly delivery: DeliveryRow; readonly order: number }
+  | { readonly kind: "local"; readonly event: TaskEvent; readonly order: number };
+
+/** Relay deliveries waiting for presentation and local items, merged by intake order. */
+export function receiveItems(store: TaskStore): ReceiveItem[] {
+  const relay: ReceiveItem[] = store
+    .deliveries()
+    .filter((row) => row.stage === STAGE.recorded)
+    .map((delivery) => ({ kind: "relay", delivery, order: delivery.order }));
+  const local: ReceiveItem[] = store.localPresentations().map((item: LocalPresentation) => ({ kind: "local", event: item.event, order: item.order }));
+  return [...relay, ...local].sort((a, b) => a.order - b.order);
+}
+
+/** Whether the origin's own view of an event it created is model-visible (else archived). */
+export function visibleLocally(event: TaskEvent): boolean {
+  const row = eventTypeRow(event.type);
+  return row.modelVisible && !row.originLocal;
+}
+
+function toItem(store: TaskStore, item: ReceiveItem): PresentationItem | undefined {
+  if (item.kind === "relay") {
+    const data = deliveryData(item.delivery);
+    if (data.taskId === undefined || data.eventId === undefined) return undefined;
+    const event = store.getEvent(data.eventId);
+    const task = store.getTask(data.taskId);
+    if (event === undefined || task === undefined) return undefined;
+    return {
+      kind: "relay",
+      order: item.order,
+      taskId: data.taskId,
+      eventId: data.eventId,
+      event,
+      role: task.role as TaskRole,
+      visible: data.visible === true,
+      task,
+      envelopeId: item.delivery.envelopeId,
+    };
+  }
+  const task = store.getTask(item.event.taskId);
+  if (task === undefined) return undefined;
+  return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event), task };
+}
+
+function receiptKey(eventId: string, stage: DeliveryStage, state: DeliveryState): string {
+  return `delivery_evidence:${eventId}:${stage}:${state}`;
+}
+
+/** Reserves (once per event, stage and state) a receipt intent to the task's origin. */
+export function reserveReceipt(
+  context: CoreContext,
+  scope: WorkScope,
+  item: PresentationItem,
+  stage: DeliveryStage,
+  state: DeliveryState,
+): string | undefined {
+  const { store } = context;
+  if (item.kind !== "relay" || item.role !== "target") return undefined;
+  const key = receiptKey(item.eventId, stage, state);
+  const existing = store.getOperation(item.taskId, key);
+  if (existing !== undefined) return existing.envelopeIds[0];
+  const payload = { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) };
+  const intent = makeIntent(item.taskId, "task.delivery_receipt", payload);
+  const envelope = makeEnvelope(me(context), item.task.origin, item.taskId, "intent", intent, context.clock());
+  store.transaction(() => {
+    store.putOutbox({ envelopeId: envelope.envelopeId, taskId: item.taskId, target: item.task.origin, kind: "intent", purpose: "receipt", envelope });
+    store.reserveOperation(item.taskId, key, () => ({
+      logicalId: intent.intentId,
+      logicalType: intent.type,
+      envelopeIds: [envelope.envelopeId],
+      createdAt: context.clock(),
+    }));
+    const row = store.getDelivery(item.envelopeId!);
+    if (row !== undefined) {
+      const requires = [...(deliveryData(row).requires ?? []), envelope.envelopeId];
+      store.updateDelivery(row.envelopeId, { data: { requires } satisfies DeliveryData as Record<string, unknown> });
+    }
+  });
+  scope.required.push(envelope.envelopeId);
+  return envelope.envelopeId;
+}
+
+function withdrawReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, envelopeId: string | undefined): void {
+  if (envelopeId === undefined) return;
+  const { store } = context;
+  store.transaction(() => {
+    if (!store.discardUnsentOperation(envelopeId)) return;
+    const row = store.getDelivery(item.envelopeId!);
+    if (row !== undefined) {
+      const requires = (deliveryData(row).requires ?? []).filter((id) => id !== envelopeId);
+      store.updateDelivery(row.envelopeId, { data: { requires } as Record<string, unknown> });
+    }
+  });
+  const index = scope.required.indexOf(envelopeId);
+  if (index >= 0) scope.required.splice(index, 1);
+}
+
+function isAssignment(item: PresentationItem): boolean {
+  return item.event.type === "task.created" || item.event.type === "task.reassigned";
+}
+
+function wakeSuppressed(store: TaskStore, item: PresentationItem): boolean {
+  if (eventTypeRow(item.event.type).terminalStatus === null) return false;
+  return store.getEvents(item.taskId).some((event) => event.type === "task.parent_acknowledged");
+}
+
+function finish(context: CoreContext, item: PresentationItem): void {
+  const { store } = context;
+  if (item.kind === "relay") store.updateDelivery(item.envelopeId!, { stage: STAGE.presented });
+  else store.completeLocalPresentation(item.eventId);
+}
+
+async function archive(context: CoreContext, scope: WorkScope, item: PresentationItem): Promise<void> {
+  const { store } = context;
+  if (store.getEvidence(item.eventId)?.archived !== true) {
+    try {
+      await context.host.archive(item);
+    } catch (error) {
+      scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "archive" }));
+      return;
+    }
+    if (context.lifetime.signal.aborted) return;
+    store.recordEvidence(item.eventId, { archived: true });
+  }
+  finish(context, item);
+}
+
+/** The presentation phase of one pass. Returns how many items were completed. */
+export async function presentInbox(context: CoreContext, scope: WorkScope): Promise<number> {
+  const { store, host } = context;
+  let held = false;
+  let completed = 0;
+  let relayRoom = Math.max(0, maxAckAttemptsPerPass - scope.counts().ackAttempts);
+  const toWake: { item: PresentationItem; receipt?: string }[] = [];
+
+  for (const entry of receiveItems(store)) {
+    if (context.lifetime.signal.aborted) return completed;
+    const item = toItem(store, entry);
+    if (item === undefined) {
+      if (entry.kind === "local") store.completeLocalPresentation(entry.event.eventId);
+      continue;
+    }
+    // Presentation stops at the remaining ACK budget: each completed relay item needs one ACK.
+    if (item.kind === "relay" && relayRoom === 0) break;
+    if (!item.visible) {
+      if (item.kind === "relay") relayRoom -= 1;
+      await archive(context, scope, item);
+      completed += 1;
+      continue;
+    }
+    if (held || !host.canPresent()) {
+      held = true;
+      // The assignment is recorded in RAM even while Pi cannot take it yet.
+      if (isAssignment(item)) reserveReceipt(context, scope, item, "receiver_recorded", "confirmed");
+      continue;
+    }
+    if (item.kind === "relay") relayRoom -= 1;
+    if (store.getEvidence(item.eventId)?.inserted !== true) {
+      let inserted = false;
+      try {
+        inserted = await host.insert(item);
+      } catch (error) {
+        scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "insert" }));
+      }
+      if (context.lifetime.signal.aborted) return completed;
+      if (!inserted) {
+        reserveReceipt(context, scope, item, "pi_insertion", "blocked");
+        if (isAssignment(item)) reserveReceipt(context, scope, item, "receiver_recorded", "confirmed");
+        held = true;
+        continue;
+      }
+      store.recordEvidence(item.eventId, { inserted: true });
+    }
+    if (store.getEvidence(item.eventId)?.woken === true || wakeSuppressed(store, item)) {
+      reserveReceipt(context, scope, item, "pi_inserted", "confirmed");
+      finish(context, item);
+      completed += 1;
+      continue;
+    }
+    toWake.push({ item });
+  }
+
+  if (toWake.length === 0) return completed;
+  // Written before the wake: the receipt leaves ahead of any intent the woken model sends.
+  for (const entry of toWake) entry.receipt = reserveReceipt(context, scope, entry.item, "wake_accepted", "confirmed");
+  let woke = false;
+  try {
+    woke = await host.wake(toWake.map((entry) => entry.item));
+  } catch (error) {
+    scope.fail("presentation", toTaskError(error).withDetails({ step: "wake" }));
+  }
+  if (context.lifetime.signal.aborted) return completed;
+  for (const entry of toWake) {
+    if (woke) {
+      store.recordEvidence(entry.item.eventId, { woken: true });
+      finish(context, entry.item);
+      completed += 1;
+    } else {
+      withdrawReceipt(context, scope, entry.item, entry.receipt);
+      reserveReceipt(context, scope, entry.item, "pi_inserted", "confirmed");
+    }
+  }
+  if (!woke) scope.fail("presentation", new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "wake not observed", events: toWake.length } }));
+  return completed;
+}

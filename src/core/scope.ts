@@ -1,0 +1,102 @@
+/**
+ * A work scope: the shared budget of one refresh pass (or one foreground operation).
+ *
+ * - at most 56 scoped sends + 8 rotating old-work sends and 48 ACK attempts; failed attempts
+ *   consume budget; one send or ACK identity is never attempted twice in a scope;
+ * - a 2,000 ms overall deadline (phased scopes) whose signal aborts admitted requests that outlive
+ *   it; 250 ms admission slices for retry and ACK repair stop admitting new attempts only;
+ * - the first failure of each kind is kept and reported after the pass.
+ */
+import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { maxAckAttemptsPerPass, maxOldWorkSendsPerPass, maxScopedSendsPerPass, passDeadlineMs, passSliceMs } from "../protocol/limits.ts";
+import type { TaskTimers } from "./timers.ts";
+
+export type ScopeMode = "phased" | "foreground";
+export type FailureKind = "lease" | "intake" | "presentation" | "fanout" | "receipt" | "send" | "ack" | "repair" | "retry" | "deferral";
+
+export interface WorkScope {
+  readonly mode: ScopeMode;
+  /** Aborts on the pass deadline (phased), the lifetime's close, or the caller's signal. */
+  readonly signal: AbortSignal;
+  readonly timers: TaskTimers;
+  readonly startedAt: number;
+  /** Envelopes this scope's work created, in persist order, for `shipRequired`. */
+  readonly required: string[];
+  /** Send and ACK identities attempted in this scope. */
+  readonly attempted: Set<string>;
+  /** Targets that refused speculative retry for capacity in this scope. */
+  readonly suppressedTargets: Set<string>;
+  readonly failures: Map<FailureKind, TaskError>;
+  counts(): { scopedSends: number; oldWorkSends: number; ackAttempts: number };
+  /** Time left before the overall deadline (Infinity for foreground scopes). */
+  remainingMs(): number;
+  expired(): boolean;
+  /** Takes one unit of a budget if the deadline (and an open slice, when given) allow it. */
+  admit(budget: "scoped" | "oldWork" | "ack", slice?: Slice): boolean;
+  openSlice(): Slice;
+  fail(kind: FailureKind, error: unknown): void;
+  /** Frees the deadline timer. */
+  dispose(): void;
+}
+
+export interface Slice {
+  readonly endsAt: number;
+}
+
+export interface ScopeOptions {
+  readonly timers: TaskTimers;
+  readonly mode: ScopeMode;
+  /** Lifetime and caller signals; the scope aborts when any does. */
+  readonly signals?: readonly (AbortSignal | undefined)[];
+  /** Overall deadline; default 2,000 ms for phased scopes, none for foreground scopes. */
+  readonly deadlineMs?: number;
+}
+
+const LIMITS = { scoped: maxScopedSendsPerPass, oldWork: maxOldWorkSendsPerPass, ack: maxAckAttemptsPerPass } as const;
+
+export function createWorkScope(options: ScopeOptions): WorkScope {
+  const { timers, mode } = options;
+  const startedAt = timers.now();
+  const deadlineMs = options.deadlineMs ?? (mode === "phased" ? passDeadlineMs : Number.POSITIVE_INFINITY);
+  const deadline = new AbortController();
+  const disposer = new AbortController();
+  if (Number.isFinite(deadlineMs)) {
+    timers.timeout(deadlineMs, disposer.signal).then(
+      () => deadline.abort(new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "pass deadline", deadlineMs } })),
+      () => undefined,
+    );
+  }
+  const signals = [deadline.signal, ...(options.signals ?? []).filter((signal): signal is AbortSignal => signal !== undefined)];
+  const signal = AbortSignal.any(signals);
+  const used = { scoped: 0, oldWork: 0, ack: 0 };
+  const failures = new Map<FailureKind, TaskError>();
+
+  const scope: WorkScope = {
+    mode,
+    signal,
+    timers,
+    startedAt,
+    required: [],
+    attempted: new Set(),
+    suppressedTargets: new Set(),
+    failures,
+    counts: () => ({ scopedSends: used.scoped, oldWorkSends: used.oldWork, ackAttempts: used.ack }),
+    remainingMs: () => deadlineMs - timers.elapsed(startedAt),
+    expired: () => signal.aborted || timers.elapsed(startedAt) >= deadlineMs,
+    admit(budget, slice) {
+      if (scope.expired()) return false;
+      if (slice !== undefined && timers.now() >= slice.endsAt) return false;
+      if (used[budget] >= LIMITS[budget]) return false;
+      used[budget] += 1;
+      return true;
+    },
+    openSlice: () => ({ endsAt: timers.now() + passSliceMs }),
+    fail(kind, error) {
+      if (!failures.has(kind)) failures.set(kind, toTaskError(error));
+    },
+    dispose() {
+      disposer.abort();
+    },
+  };
+  return scope;
+}

@@ -1,0 +1,48 @@
+/**
+ * An in-memory PresentationHost for core tests: records what was inserted, woken and archived,
+ * and can be made busy (not presentable), refuse insertions or refuse wakes.
+ */
+import type { LossRecord, PresentationHost, PresentationItem } from "../../src/core/host.ts";
+
+export interface MemoryHost extends PresentationHost {
+  busy: boolean;
+  refuseInsert: boolean;
+  refuseWake: boolean;
+  readonly inserted: PresentationItem[];
+  readonly wakes: PresentationItem[][];
+  readonly archived: PresentationItem[];
+  readonly losses: LossRecord[];
+  /** Event ids inserted, in order. */
+  insertedIds(): string[];
+}
+
+export function createMemoryHost(): MemoryHost {
+  const host: MemoryHost = {
+    busy: false,
+    refuseInsert: false,
+    refuseWake: false,
+    inserted: [],
+    wakes: [],
+    archived: [],
+    losses: [],
+    canPresent: () => !host.busy,
+    insert(item) {
+      if (host.refuseInsert) return false;
+      host.inserted.push(item);
+      return true;
+    },
+    wake(items) {
+      if (host.refuseWake) return false;
+      host.wakes.push([...items]);
+      return true;
+    },
+    archive(item) {
+      host.archived.push(item);
+    },
+    recordLoss(records) {
+      host.losses.push(...records);
+    },
+    insertedIds: () => host.inserted.map((item) => item.eventId),
+  };
+  return host;
+}
