@@ -104,7 +104,9 @@ export function createConfiguredTaskCore(options: ConfiguredTaskCoreOptions = {}
 
   async function recover(cause: TaskError): Promise<void> {
     const lost = core;
-    if (!lost.closed()) {
+    // After a failed rebind the current lifetime is the fresh, still unbound one: keep it (and the
+    // loss count already recorded) and only retry the bind.
+    if (!rebindPending && !lost.closed()) {
       lostEndpoint = lost.endpoint();
       const active = lost.listTasks().filter((task) => task.status === "active");
       const error = new TaskError("RELAY_STATE_LOST", { details: { cause: cause.code, remoteOutcome: "unknown" } });

@@ -22,6 +22,8 @@ export interface CoreContext {
   readonly sending: Map<string, Promise<Acceptance>>;
   /** Requests a background refresh (the owner coalesces requests). */
   readonly requestRefresh: () => void;
+  /** The endpoint this lifetime first bound (set once by `checkEndpoint`). */
+  boundEndpoint: TaskEndpoint | undefined;
 }
 
 export function isClosed(context: CoreContext): boolean {
@@ -38,4 +40,19 @@ export function me(context: CoreContext): TaskEndpoint {
   const binding = context.session.binding();
   if (binding === undefined) throw new TaskError("RELAY_REBIND_REQUIRED", { message: "the relay session is not bound yet", details: {} });
   return binding.endpoint;
+}
+
+/**
+ * A lifetime belongs to one endpoint: its store's cursors and tasks mean nothing on another. When
+ * the session was rebound underneath it, the lifetime is lost (replace it with a fresh store).
+ */
+export function checkEndpoint(context: CoreContext, endpoint: TaskEndpoint): void {
+  const first = context.boundEndpoint;
+  if (first === undefined) {
+    context.boundEndpoint = endpoint;
+    return;
+  }
+  if (first.relay !== endpoint.relay || first.id !== endpoint.id) {
+    throw new TaskError("RELAY_REBIND_REQUIRED", { message: "the relay session was rebound under this lifetime", details: { endpoint: first, rebound: endpoint } });
+  }
 }

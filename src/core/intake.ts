@@ -113,8 +113,12 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
     if (known === undefined) store.putTask(task, "target");
     else {
       ensure(known.role === "target" && sameEndpoint(known.record.origin, task.origin), "INVALID_ASSIGNMENT", "a known task with another origin");
-      store.setTarget(task.taskId, task.target);
-      if (known.record.status !== task.status) store.setStatus(task.taskId, task.status);
+      // Only a new assignment event (a reassignment) moves a known task; a re-served copy of an
+      // assignment already recorded is no news and must not reopen a task that ended since.
+      if (store.getEvent(event.eventId) === undefined) {
+        store.setTarget(task.taskId, task.target);
+        if (known.record.status !== task.status) store.setStatus(task.taskId, task.status);
+      }
     }
     for (const carried of history) store.appendEvent(carried);
     store.appendEvent(event);
@@ -203,7 +207,8 @@ function recordCanonical(context: CoreContext, envelope: TaskEnvelope): Delivery
 
 /**
  * Validates and records one tracked delivery in its own transaction, setting its stage. Never
- * throws for a bad delivery (it is rejected and reported); relay-loss errors propagate.
+ * throws for a bad delivery (it is rejected and reported); relay-loss errors propagate; a full
+ * store (`TASK_CAPACITY`) leaves the delivery tracked and unACKed.
  */
 export function recordDelivery(context: CoreContext, scope: WorkScope, row: DeliveryRow): void {
   const { store } = context;
@@ -236,6 +241,9 @@ export function recordDelivery(context: CoreContext, scope: WorkScope, row: Deli
     if (error.spec.relayLoss) throw error;
     scope.required.length = required;
     scope.fail("intake", error.withDetails({ envelopeId: row.envelopeId, cursor: row.cursor }));
+    // Full local memory is not the delivery's fault: it stays tracked and unACKed (the relay keeps
+    // it) and is re-driven when there is room, instead of being rejected, ACKed and lost.
+    if (error.code === "TASK_CAPACITY") return;
     store.updateDelivery(row.envelopeId, { stage: STAGE.rejected, ackRequested: true, data: { error: { code: error.code, message: error.message } } });
   }
 }

@@ -64,6 +64,25 @@ function coolingDown(context: CoreContext, entry: OutboxEntry): number | undefin
  * One delivery attempt of one envelope within a scope. Never throws for delivery problems (they
  * are outcomes); relay-loss errors (`RELAY_RESET`, `RELAY_REBIND_REQUIRED`) are rethrown.
  */
+/** Why a scope stopped: the lifetime closed, the caller gave up, or the pass deadline passed. */
+function stopped(context: CoreContext, scope: WorkScope, envelopeId: string): SendOutcome {
+  if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
+  if (scope.mode === "foreground") return { state: "failed", envelopeId, error: new TaskError("ABORTED", { details: { envelopeId, sent: false } }) };
+  return deferred(envelopeId, "pass deadline");
+}
+
+/** Waits for another request to settle, or for the scope to stop. */
+function settledOrStopped(request: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    signal.addEventListener("abort", done, { once: true });
+    request.then(done, done);
+  });
+}
+
 export async function attemptSend(
   context: CoreContext,
   scope: WorkScope,
@@ -75,13 +94,11 @@ export async function attemptSend(
   for (;;) {
     const settled = settledOutcome(context, envelopeId);
     if (settled !== undefined) return settled;
+    if (scope.signal.aborted) return stopped(context, scope, envelopeId);
     const entry = store.getOutbox(envelopeId)!;
     const joined = context.sending.get(envelopeId);
     if (joined !== undefined) {
-      await joined.then(
-        () => undefined,
-        () => undefined,
-      );
+      await settledOrStopped(joined, scope.signal);
       continue;
     }
     const ahead = store.pendingOutboxAhead(envelopeId);
@@ -89,10 +106,7 @@ export async function attemptSend(
       const older = context.sending.get(ahead[0]!);
       if (older !== undefined) {
         // A younger send waits for an older send already in flight.
-        await older.then(
-          () => undefined,
-          () => undefined,
-        );
+        await settledOrStopped(older, scope.signal);
         continue;
       }
       return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
@@ -149,6 +163,7 @@ export async function sendInOrder(context: CoreContext, scope: WorkScope, envelo
   for (const older of ahead) {
     const outcome = await attemptSend(context, scope, older, "oldWork");
     if (outcome.state === "accepted" || outcome.state === "quarantined") continue;
+    if (isClosed(context) || scope.signal.aborted) return stopped(context, scope, envelopeId);
     return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: older, cause: outcome.error.code });
   }
   return attemptSend(context, scope, envelopeId, budget);

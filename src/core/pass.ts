@@ -12,7 +12,7 @@
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
 import type { DeliveryRow } from "../store/task-store.ts";
-import { type CoreContext, isClosed } from "./context.ts";
+import { checkEndpoint, type CoreContext, isClosed } from "./context.ts";
 import { canonicalizeTimeouts, deliveryData, recordDelivery, STAGE } from "./intake.ts";
 import { ackCooldownKey, attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { presentInbox } from "./presentation.ts";
@@ -42,7 +42,8 @@ function rethrowLoss(error: unknown): void {
 
 export async function leasePhase(context: CoreContext, scope: WorkScope): Promise<boolean> {
   try {
-    await context.session.lease(scope.signal);
+    const binding = await context.session.lease(scope.signal);
+    if (!isClosed(context)) checkEndpoint(context, binding.endpoint);
     return true;
   } catch (error) {
     rethrowLoss(error);

@@ -23,7 +23,7 @@ import {
 import { assertValid } from "../protocol/validate.ts";
 import type { RelaySession } from "../relay-client/session.ts";
 import type { TaskSnapshot, TaskStore } from "../store/task-store.ts";
-import { assertOpen, type CoreContext, isClosed, me } from "./context.ts";
+import { assertOpen, checkEndpoint, type CoreContext, isClosed, me } from "./context.ts";
 import { assignmentBytes, makeEnvelope, makeEvent, makeIntent, nextSequence } from "./envelopes.ts";
 import { type DeliveryEvidence, deliveryEvidence } from "./evidence.ts";
 import { holdingHost, type PresentationHost } from "./host.ts";
@@ -161,6 +161,7 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     lifetime: new AbortController(),
     sending: new Map(),
     requestRefresh: () => options.onRefreshRequested?.(),
+    boundEndpoint: undefined,
   };
 
   /** Tracks an active call so close() can drain it. */
@@ -197,8 +198,11 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
   }
 
   async function bound(signal: AbortSignal | undefined): Promise<TaskEndpoint> {
+    // A caller that gave up before the operation started gets ABORTED, and nothing is committed.
+    if (signal?.aborted) throw new TaskError("ABORTED", { details: { sent: false } });
     const binding = await session.lease(signal === undefined ? context.lifetime.signal : AbortSignal.any([signal, context.lifetime.signal]));
     assertOpen(context, "connect");
+    checkEndpoint(context, binding.endpoint);
     return binding.endpoint;
   }
 

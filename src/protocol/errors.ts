@@ -100,6 +100,7 @@ export const ERROR_REGISTRY = Object.freeze({
   TASK_CAPACITY: spec("capacity", "This endpoint's task memory is full (records or bytes)."),
   TASK_DELIVERY_DEFERRED: spec("deferred", "Delivery is deferred by budget, cooldown or older mail to the same target.", { retryable: true }),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
+  TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),
   RELAY_STATE_LOST: spec("lost", "The relay state was lost; the task failed locally and its remote outcome is unknown."),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
   INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),

@@ -116,6 +116,10 @@ export const waitBackoffInitialMs = 250;
 export const waitBackoffMaxMs = 2_000;
 /** `watch-v1` wait the client asks for (the relay allows up to `watchMaxWaitMs`). */
 export const watchClientWaitMs = 20_000;
+/** A Pi wake that does not appear as a message within this time counts as not observed. */
+export const wakeObservationMs = 1_000;
+/** Trailing session-branch entries read to confirm an insertion. */
+export const insertionScanEntries = 64;
 
 // ---------------------------------------------------------------------------------------------
 // The RAM TaskStore (per endpoint lifetime, lower-only)

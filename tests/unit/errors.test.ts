@@ -94,7 +94,7 @@ describe("error registry", () => {
       .map(([code]) => code)
       .sort();
     expect(retryable).toEqual(
-      ["ABORTED", "INVALID_RESPONSE", "PEER_UNREACHABLE", "RELAY_BUSY", "RELAY_CAPACITY", "RELAY_TIMEOUT", "RELAY_UNAVAILABLE", "STORE_UNAVAILABLE", "TASK_DELIVERY_DEFERRED"].sort(),
+      ["ABORTED", "INVALID_RESPONSE", "PEER_UNREACHABLE", "RELAY_BUSY", "RELAY_CAPACITY", "RELAY_TIMEOUT", "RELAY_UNAVAILABLE", "STORE_UNAVAILABLE", "TASK_DELIVERY_DEFERRED", "TASK_WAIT_TIMEOUT"].sort(),
     );
   });
 

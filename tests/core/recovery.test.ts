@@ -1,0 +1,301 @@
+/**
+ * createConfiguredTaskCore against the real relay (started through its CLI): relay-loss recovery
+ * after a real relay restart, and the failures that must never trigger it.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { createParty, type Party, settle } from "../helpers/core-pair.ts";
+import { expectCode, failure, requestsOf, thrown } from "../helpers/core-kit.ts";
+import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
+import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
+import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+
+setDefaultTimeout(10_000);
+
+let relay: RelayProcess;
+let proxy: FaultProxy;
+const cleanup: (() => Promise<unknown> | unknown)[] = [];
+
+beforeAll(async () => {
+  relay = await startRelayProcess();
+  proxy = createFaultProxy({ target: relay.url });
+});
+
+afterAll(async () => {
+  await proxy.stop();
+  await relay.stop();
+});
+
+afterEach(async () => {
+  proxy.clear();
+  proxy.release();
+  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
+});
+
+interface Configured {
+  readonly configured: ConfiguredTaskCore;
+  readonly host: MemoryHost;
+  readonly name: string;
+  readonly recovered: RecoveryInfo[];
+  /** The current lifetime as a settle() party. */
+  party(): Party;
+}
+
+async function configured(url = proxy.url): Promise<Configured> {
+  const host = createMemoryHost();
+  const recovered: RecoveryInfo[] = [];
+  const name = `configured-${crypto.randomUUID()}`;
+  const core = createConfiguredTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info) });
+  cleanup.push(() => core.close());
+  await core.run((current) => current.connect());
+  return { configured: core, host, name, recovered, party: () => ({ name, core: core.current(), host }) };
+}
+
+async function worker(url = proxy.url): Promise<Party> {
+  const created = await createParty({ url, requestTimeoutMs: 4_000 });
+  cleanup.push(async () => {
+    await created.core.close();
+    created.core.session.close();
+  });
+  return created;
+}
+
+// -------------------------------------------------------------------------------------------------
+
+describe("relay-loss recovery", () => {
+  test("a relay restart mid-task: RELAY_RESET, every active task recorded lost once, a fresh empty lifetime on a new endpoint", async () => {
+    const origin = await configured();
+    const peer = await worker();
+    const target = peer.core.endpoint()!;
+    const active = await origin.configured.run((core) => core.createTask({ to: target, task: "active when the relay dies" }));
+    const finished = await origin.configured.run((core) => core.createTask({ to: target, task: "finished before" }));
+    const incoming = await peer.core.createTask({ to: origin.configured.current().endpoint()!, task: "assigned to the configured core" });
+    await settle([origin.party(), peer]);
+    await peer.core.done({ taskId: finished.taskId, status: "completed", summary: "ok" });
+    await settle([origin.party(), peer]);
+    const lost = origin.configured.current();
+    expect(lost.getTask(finished.taskId).status).toBe("completed");
+    expect(lost.getTask(incoming.taskId).role).toBe("target");
+    const lostEndpoint = lost.endpoint()!;
+    const lostEpoch = origin.configured.session.binding()!.epoch;
+    // An operation of the old lifetime is in flight (held at the proxy) when the relay dies.
+    const other = await worker();
+    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    const inFlight = failure(origin.configured.run((core) => core.createTask({ to: other.core.endpoint()!, task: "in flight at the restart" })));
+    await proxy.waitFor((stats) => stats.held === 1);
+    const wakesBefore = origin.host.wakes.length;
+    const insertedBefore = origin.host.inserted.length;
+
+    await relay.stop();
+    relay = await startRelayProcess({ port: relay.port });
+    expect(relay.epoch).not.toBe(lostEpoch);
+
+    // Two loss signals at once (a pass and a foreground call): one recovery.
+    const [refreshError, messageError] = await Promise.all([
+      failure(origin.configured.refresh()),
+      failure(origin.configured.run((core) => core.message({ taskId: active.taskId, type: "information", message: "hello?" }))),
+    ]);
+    expectCode(refreshError, "RELAY_RESET");
+    expect(["RELAY_RESET", "RELAY_REBIND_REQUIRED"]).toContain(messageError.code);
+    expect(["RELAY_RESET", "RELAY_REBIND_REQUIRED"]).toContain((await inFlight).code);
+    await origin.configured.settled();
+    proxy.release();
+
+    // Every active task of the lost lifetime, once: failed locally, remote outcome unknown.
+    const recordedIds = origin.host.losses.map((record) => record.task.taskId).sort();
+    const lostTasks = recordedIds.length;
+    expect(lostTasks).toBe(3);
+    expect(recordedIds).toContain(active.taskId);
+    expect(recordedIds).toContain(incoming.taskId);
+    expect(recordedIds).not.toContain(finished.taskId);
+    for (const record of origin.host.losses) {
+      expect(record.task.status).toBe("failed");
+      expect(record.error.code).toBe("RELAY_STATE_LOST");
+      expect(record.error.details).toMatchObject({ taskId: record.task.taskId, remoteOutcome: "unknown" });
+    }
+    // The loss record does not wake or insert anything.
+    expect(origin.host.wakes).toHaveLength(wakesBefore);
+    expect(origin.host.inserted).toHaveLength(insertedBefore);
+
+    expect(origin.recovered).toHaveLength(1);
+    const info = origin.recovered[0]!;
+    expect(info.failedTasks).toBe(lostTasks);
+    expect(info.previousEndpoint).toEqual(lostEndpoint);
+    expect(info.endpoint.id).not.toBe(lostEndpoint.id);
+    expect(info.cause.code).toBe("RELAY_RESET");
+    const binding = origin.configured.session.binding()!;
+    expect(binding.epoch).toBe(relay.epoch);
+    expect(binding.endpoint).toEqual(info.endpoint);
+
+    // A fresh, empty lifetime; the old one is fenced and discarded.
+    const fresh = origin.configured.current();
+    expect(fresh).not.toBe(lost);
+    expect(lost.closed()).toBe(true);
+    expect(lost.store.stats().records).toBe(0);
+    expect(fresh.endpoint()).toEqual(info.endpoint);
+    expect(fresh.listTasks()).toEqual([]);
+    for (const taskId of [active.taskId, finished.taskId, incoming.taskId]) expectCode((await thrown(() => fresh.getTask(taskId))).error, "UNKNOWN_TASK");
+
+    // Old-lifetime handles cannot reach the new store.
+    let freshCommits = 0;
+    fresh.onChange(() => (freshCommits += 1));
+    const stale = await thrown(() => lost.createTask({ to: target, task: "from the old lifetime" }));
+    expectCode(stale.error, "RELAY_CLOSED");
+    expect(stale.synchronous).toBe(true);
+    expectCode((await thrown(() => lost.refresh())).error, "RELAY_CLOSED");
+    await Bun.sleep(50);
+    expect(freshCommits).toBe(0);
+    expect(fresh.store.stats().records).toBe(0);
+
+    // The new lifetime works, and nothing is recorded lost twice.
+    await origin.configured.refresh();
+    expect(origin.host.losses).toHaveLength(lostTasks);
+    expect(origin.recovered).toHaveLength(1);
+    const next = await worker();
+    const created = await origin.configured.run((core) => core.createTask({ to: next.core.endpoint()!, task: "after recovery" }));
+    expect(origin.configured.current().getTask(created.taskId).status).toBe("active");
+  });
+
+  test("a failed first rebind is retried by the next call and still reports the lost tasks once", async () => {
+    const origin = await configured();
+    const peer = await worker();
+    const active = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "lost with the relay" }));
+    const lostEndpoint = origin.configured.current().endpoint()!;
+    await relay.stop();
+    relay = await startRelayProcess({ port: relay.port });
+    // The relay is back but refuses the first fresh connect for capacity.
+    proxy.push({ operation: "connect", kind: "status-429", when: (request) => (request.body as any).callerSession === origin.name });
+    expectCode(await failure(origin.configured.refresh()), "RELAY_RESET");
+    await origin.configured.settled();
+    expect(origin.recovered).toEqual([]);
+    expect(origin.configured.recovering()).toBe(true);
+    expect(origin.host.losses.map((record) => record.task.taskId)).toEqual([active.taskId]);
+
+    // The next call completes the recovery.
+    await origin.configured.refresh();
+    expect(origin.configured.recovering()).toBe(false);
+    expect(origin.recovered).toHaveLength(1);
+    expect(origin.recovered[0]!.failedTasks).toBe(1);
+    expect(origin.recovered[0]!.previousEndpoint).toEqual(lostEndpoint);
+    expect(origin.recovered[0]!.endpoint.id).not.toBe(lostEndpoint.id);
+    expect(origin.host.losses.map((record) => record.task.taskId)).toEqual([active.taskId]);
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("failures that never trigger recovery", () => {
+  async function steady() {
+    const origin = await configured();
+    const peer = await worker();
+    const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "survives transient failures" }));
+    const core = origin.configured.current();
+    const endpoint = core.endpoint()!;
+    const expectUnchanged = async () => {
+      await origin.configured.settled();
+      expect(origin.configured.recovering()).toBe(false);
+      expect(origin.recovered).toEqual([]);
+      expect(origin.host.losses).toEqual([]);
+      expect(origin.configured.current()).toBe(core);
+      expect(core.closed()).toBe(false);
+      expect(core.endpoint()).toEqual(endpoint);
+      expect(core.getTask(task.taskId).status).toBe("active");
+    };
+    return { origin, peer, task, core, expectUnchanged };
+  }
+
+  const onlyFor = (name: string) => (request: { body: unknown }) => (request.body as any)?.callerSession === name;
+
+  test("capacity (429), authentication (401) and profile failures", async () => {
+    const { origin, expectUnchanged } = await steady();
+    const when = onlyFor(origin.name);
+    const cases: [string, () => void][] = [
+      ["RELAY_CAPACITY", () => proxy.push({ operation: "receive", kind: "status-429", when })],
+      ["RELAY_AUTH_REQUIRED", () => proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when })],
+      ["RELAY_PROFILE_REQUIRED", () => proxy.push({ operation: "receive", kind: "wrong-profile", when })],
+      [
+        "RELAY_PROFILE_REQUIRED",
+        () =>
+          proxy.push({
+            operation: "receive",
+            kind: "reply",
+            status: 409,
+            body: { ok: false, profile: RELAY_PROFILE, epoch: relay.epoch, error: { code: "RELAY_PROFILE_REQUIRED", message: "x", retryable: false } },
+            when,
+          }),
+      ],
+    ];
+    for (const [code, arm] of cases) {
+      arm();
+      const report = await origin.configured.refresh();
+      expect([code, report.failures.get("intake")?.code]).toEqual([code, code]);
+      await expectUnchanged();
+    }
+    // The same failures in a foreground operation are reported to the caller, nothing more.
+    for (const [code, fault] of [
+      ["RELAY_CAPACITY", { kind: "status-429" }],
+      ["RELAY_AUTH_REQUIRED", { kind: "reply", status: 401, body: { error: "unauthorized" } }],
+      ["RELAY_PROFILE_REQUIRED", { kind: "wrong-profile" }],
+    ] as const) {
+      // A fresh target each time: a capacity cooldown rightly defers younger mail to its target.
+      const peer = await worker();
+      proxy.push({ operation: "send", when, ...(fault as any) });
+      const error = await failure(origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: code })));
+      expectCode(error, code);
+      expect(error.details.taskId).toBeDefined();
+      await expectUnchanged();
+    }
+    // And afterwards everything still works on the same endpoint.
+    const report = await origin.configured.refresh();
+    expect(report.failures.size).toBe(0);
+    await expectUnchanged();
+  });
+
+  test("an unreachable relay: RELAY_UNAVAILABLE", async () => {
+    const door = createFaultProxy({ target: relay.url });
+    cleanup.push(() => door.stop());
+    const origin = await configured(door.url);
+    const peer = await worker(door.url);
+    const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "the relay goes away" }));
+    const core = origin.configured.current();
+    const endpoint = core.endpoint()!;
+
+    await door.stop();
+    const report = await origin.configured.refresh();
+    expectCode(report.failures.get("intake"), "RELAY_UNAVAILABLE");
+    const sendError = await failure(origin.configured.run((current) => current.message({ taskId: task.taskId, type: "information", message: "anyone?" })));
+    expectCode(sendError, "RELAY_UNAVAILABLE");
+    expect(sendError.retryable).toBe(true);
+
+    await origin.configured.settled();
+    expect(origin.configured.recovering()).toBe(false);
+    expect(origin.recovered).toEqual([]);
+    expect(origin.host.losses).toEqual([]);
+    expect(origin.configured.current()).toBe(core);
+    expect(core.endpoint()).toEqual(endpoint);
+    expect(core.getTask(task.taskId).status).toBe("active");
+    expect(requestsOf(proxy, origin.name)).toEqual([]);
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+
+describe("configuration", () => {
+  test("without WOLFPACK_SESSION_NAME there is no relay identity: RELAY_SESSION_REQUIRED", async () => {
+    for (const env of [{}, { WOLFPACK_SESSION_NAME: "" }, { WOLFPACK_SESSION_NAME: "   " }]) {
+      const { error, synchronous } = await thrown(() => createConfiguredTaskCore({ url: relay.url, env }));
+      expectCode(error, "RELAY_SESSION_REQUIRED");
+      expect(synchronous).toBe(true);
+      expect(error.retryable).toBe(false);
+    }
+    // With a name it binds on first use (the name is the caller session on the wire).
+    const name = `named-${crypto.randomUUID()}`;
+    const core = createConfiguredTaskCore({ url: proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
+    cleanup.push(() => core.close());
+    const endpoint = await core.run((current: TaskCore) => current.connect());
+    expect(endpoint.id.length).toBeGreaterThan(0);
+    expect(requestsOf(proxy, name, "connect")).toHaveLength(1);
+  });
+});
