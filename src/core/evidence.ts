@@ -4,6 +4,7 @@
  */
 import type { DeliveryReceiptPayload } from "../protocol/schemas.ts";
 import type { TaskSnapshot, TaskStore } from "../store/task-store.ts";
+import { hasEvidence } from "./presentation.ts";
 
 export interface DeliveryEvidence {
   /** The assignment envelope at the relay (origin view). */
@@ -22,12 +23,11 @@ export function deliveryEvidence(store: TaskStore, task: TaskSnapshot): Delivery
     return { relayAcceptance: "not_applicable", receiverReceipt: "not_confirmed", piInsertion: "not_confirmed", wakeAcceptance: "not_confirmed", modelExecution: "not_evidenced" };
   }
   if (task.role === "target") {
-    const evidence = store.getEvidence(assignment.eventId);
     return {
       relayAcceptance: "not_applicable",
       receiverReceipt: "confirmed",
-      piInsertion: evidence?.inserted === true ? "confirmed" : "not_confirmed",
-      wakeAcceptance: evidence?.woken === true ? "confirmed" : "not_confirmed",
+      piInsertion: hasEvidence(store, assignment.eventId, "inserted") ? "confirmed" : "not_confirmed",
+      wakeAcceptance: hasEvidence(store, assignment.eventId, "woken") ? "confirmed" : "not_confirmed",
       modelExecution: "not_evidenced",
     };
   }

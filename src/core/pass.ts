@@ -79,13 +79,23 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       break;
     }
     if (isClosed(context)) break;
+    let full = false;
     for (const delivery of page.deliveries) {
       // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.
-      const tracked = store.trackDelivery({ cursor: delivery.cursor, envelopeId: delivery.envelopeId, envelope: delivery.envelope, receivedAt: context.clock() });
+      let tracked: string;
+      try {
+        tracked = store.trackDelivery({ cursor: delivery.cursor, envelopeId: delivery.envelopeId, envelope: delivery.envelope, receivedAt: context.clock() });
+      } catch (error) {
+        rethrowLoss(error);
+        // A store that cannot take it (capacity) leaves it, and everything after it, at the relay.
+        scope.fail("intake", toTaskError(error).withDetails({ envelopeId: delivery.envelopeId, cursor: delivery.cursor }));
+        full = true;
+        break;
+      }
       fetched += 1;
       if (tracked === "tracked") recordDelivery(context, scope, store.getDelivery(delivery.envelopeId)!);
     }
-    if (!page.hasMore) break;
+    if (full || !page.hasMore) break;
   }
   return { fetched, redriven, timedOut };
 }

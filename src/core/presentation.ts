@@ -124,30 +124,97 @@ function isAssignment(item: PresentationItem): boolean {
   return item.event.type === "task.created" || item.event.type === "task.reassigned";
 }
 
+/**
+ * Presentation evidence per event, as fixed-size flags (1 done, 0 withdrawn): evidence is written
+ * before the step it records and withdrawn when the step is not observed, so a full store stops a
+ * presentation before it happens rather than after (an event is never inserted twice).
+ */
+export const EVIDENCE = { inserted: "inserted", woken: "woken", archived: "archived" } as const;
+type EvidenceFlag = keyof typeof EVIDENCE;
+
+export function hasEvidence(store: TaskStore, eventId: string, flag: EvidenceFlag): boolean {
+  return store.getEvidence(eventId)?.[flag] === 1;
+}
+
+/** Writes a flag; a store refusal (capacity) is reported and answers false. */
+function mark(context: CoreContext, scope: WorkScope, eventId: string, flag: EvidenceFlag, value: 0 | 1): boolean {
+  try {
+    context.store.recordEvidence(eventId, { [flag]: value });
+    return true;
+  } catch (error) {
+    rethrowRelayLoss(error);
+    scope.fail("presentation", toTaskError(error).withDetails({ eventId, step: `record ${flag}` }));
+    return false;
+  }
+}
+
+/** Reserves a receipt; a store refusal is reported and answers false. */
+function tryReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, stage: DeliveryStage, state: DeliveryState): { ok: boolean; envelopeId?: string } {
+  try {
+    const envelopeId = reserveReceipt(context, scope, item, stage, state);
+    return envelopeId === undefined ? { ok: true } : { ok: true, envelopeId };
+  } catch (error) {
+    rethrowRelayLoss(error);
+    scope.fail("receipt", toTaskError(error).withDetails({ eventId: item.eventId, stage }));
+    return { ok: false };
+  }
+}
+
+function rethrowRelayLoss(error: unknown): void {
+  const failure = toTaskError(error);
+  if (failure.spec.relayLoss) throw failure;
+}
+
 function wakeSuppressed(store: TaskStore, item: PresentationItem): boolean {
   if (eventTypeRow(item.event.type).terminalStatus === null) return false;
   return store.getEvents(item.taskId).some((event) => event.type === "task.parent_acknowledged");
 }
 
-function finish(context: CoreContext, item: PresentationItem): void {
-  const { store } = context;
-  if (item.kind === "relay") store.updateDelivery(item.envelopeId!, { stage: STAGE.presented });
-  else store.completeLocalPresentation(item.eventId);
+/** Marks an item presented (relay) or completes it (local); a refusal leaves it for the next pass. */
+function finish(context: CoreContext, scope: WorkScope, item: PresentationItem): boolean {
+  try {
+    if (item.kind === "relay") context.store.updateDelivery(item.envelopeId!, { stage: STAGE.presented });
+    else context.store.completeLocalPresentation(item.eventId);
+    return true;
+  } catch (error) {
+    rethrowRelayLoss(error);
+    scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "finish" }));
+    return false;
+  }
 }
 
-async function archive(context: CoreContext, scope: WorkScope, item: PresentationItem): Promise<void> {
-  const { store } = context;
-  if (store.getEvidence(item.eventId)?.archived !== true) {
+async function archive(context: CoreContext, scope: WorkScope, item: PresentationItem): Promise<boolean> {
+  if (!hasEvidence(context.store, item.eventId, "archived")) {
+    if (!mark(context, scope, item.eventId, "archived", 1)) return false;
     try {
       await context.host.archive(item);
     } catch (error) {
+      if (!context.lifetime.signal.aborted) mark(context, scope, item.eventId, "archived", 0);
       scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "archive" }));
-      return;
+      return false;
     }
-    if (context.lifetime.signal.aborted) return;
-    store.recordEvidence(item.eventId, { archived: true });
+    if (context.lifetime.signal.aborted) return false;
   }
-  finish(context, item);
+  return finish(context, scope, item);
+}
+
+/** Inserts a visible item unless already inserted; false when it must be held. */
+async function insert(context: CoreContext, scope: WorkScope, item: PresentationItem): Promise<boolean> {
+  if (hasEvidence(context.store, item.eventId, "inserted")) return true;
+  // Recorded first: if the store cannot hold the evidence, the model does not get the event.
+  if (!mark(context, scope, item.eventId, "inserted", 1)) return false;
+  let inserted = false;
+  try {
+    inserted = await context.host.insert(item);
+  } catch (error) {
+    scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "insert" }));
+  }
+  if (context.lifetime.signal.aborted) return false;
+  if (inserted) return true;
+  mark(context, scope, item.eventId, "inserted", 0);
+  tryReceipt(context, scope, item, "pi_insertion", "blocked");
+  if (isAssignment(item)) tryReceipt(context, scope, item, "receiver_recorded", "confirmed");
+  return false;
 }
 
 /** The presentation phase of one pass. Returns how many items were completed. */
@@ -169,45 +236,34 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
     if (item.kind === "relay" && relayRoom === 0) break;
     if (!item.visible) {
       if (item.kind === "relay") relayRoom -= 1;
-      await archive(context, scope, item);
-      completed += 1;
+      if (await archive(context, scope, item)) completed += 1;
       continue;
     }
     if (held || !host.canPresent()) {
       held = true;
       // The assignment is recorded in RAM even while Pi cannot take it yet.
-      if (isAssignment(item)) reserveReceipt(context, scope, item, "receiver_recorded", "confirmed");
+      if (isAssignment(item)) tryReceipt(context, scope, item, "receiver_recorded", "confirmed");
       continue;
     }
     if (item.kind === "relay") relayRoom -= 1;
-    if (store.getEvidence(item.eventId)?.inserted !== true) {
-      let inserted = false;
-      try {
-        inserted = await host.insert(item);
-      } catch (error) {
-        scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "insert" }));
-      }
-      if (context.lifetime.signal.aborted) return completed;
-      if (!inserted) {
-        reserveReceipt(context, scope, item, "pi_insertion", "blocked");
-        if (isAssignment(item)) reserveReceipt(context, scope, item, "receiver_recorded", "confirmed");
-        held = true;
-        continue;
-      }
-      store.recordEvidence(item.eventId, { inserted: true });
-    }
-    if (store.getEvidence(item.eventId)?.woken === true || wakeSuppressed(store, item)) {
-      reserveReceipt(context, scope, item, "pi_inserted", "confirmed");
-      finish(context, item);
-      completed += 1;
+    if (!(await insert(context, scope, item))) {
+      held = true;
       continue;
     }
-    toWake.push({ item });
+    if (hasEvidence(store, item.eventId, "woken") || wakeSuppressed(store, item)) {
+      if (tryReceipt(context, scope, item, "pi_inserted", "confirmed").ok && finish(context, scope, item)) completed += 1;
+      continue;
+    }
+    // Written before the wake: the receipt leaves ahead of any intent the woken model sends.
+    const receipt = tryReceipt(context, scope, item, "wake_accepted", "confirmed");
+    if (!receipt.ok || !mark(context, scope, item.eventId, "woken", 1)) {
+      held = true;
+      continue;
+    }
+    toWake.push({ item, ...(receipt.envelopeId === undefined ? {} : { receipt: receipt.envelopeId }) });
   }
 
   if (toWake.length === 0) return completed;
-  // Written before the wake: the receipt leaves ahead of any intent the woken model sends.
-  for (const entry of toWake) entry.receipt = reserveReceipt(context, scope, entry.item, "wake_accepted", "confirmed");
   let woke = false;
   try {
     woke = await host.wake(toWake.map((entry) => entry.item));
@@ -217,13 +273,12 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   if (context.lifetime.signal.aborted) return completed;
   for (const entry of toWake) {
     if (woke) {
-      store.recordEvidence(entry.item.eventId, { woken: true });
-      finish(context, entry.item);
-      completed += 1;
-    } else {
-      withdrawReceipt(context, scope, entry.item, entry.receipt);
-      reserveReceipt(context, scope, entry.item, "pi_inserted", "confirmed");
+      if (finish(context, scope, entry.item)) completed += 1;
+      continue;
     }
+    mark(context, scope, entry.item.eventId, "woken", 0);
+    withdrawReceipt(context, scope, entry.item, entry.receipt);
+    tryReceipt(context, scope, entry.item, "pi_inserted", "confirmed");
   }
   if (!woke) scope.fail("presentation", new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "wake not observed", events: toWake.length } }));
   return completed;

@@ -10,8 +10,14 @@ export const HTTP_STATUS = {
   requestTimeout: 408,
   payloadTooLarge: 413,
   tooManyRequests: 429,
+  internalServerError: 500,
   unavailable: 503,
 } as const;
+
+/** 5xx: the server (or a gateway in front of it) failed. */
+export function isServerErrorStatus(status: number): boolean {
+  return status >= HTTP_STATUS.internalServerError && status < HTTP_STATUS.internalServerError + 100;
+}
 
 export function isSuccessStatus(status: number): boolean {
   return status >= HTTP_STATUS.ok && status < HTTP_STATUS.ok + 100;

@@ -27,6 +27,8 @@ export const RELAY_ENDPOINT_PATH = "/api/task-relay/volatile-v1" as const;
 export const RELAY_PROFILE_PATH = "/api/task-relay/profile" as const;
 /** Session-control status path (Part B §2). */
 export const SESSION_STATUS_PATH = "/api/session-control/status" as const;
+/** Session-control list path (live registrations; Wolfpack exposes the same route). */
+export const SESSION_LIST_PATH = "/api/session-control/list" as const;
 /** Default relay port when neither `PI_TASKS_RELAY_URL` nor `WOLFPACK_PORT` is set. */
 export const DEFAULT_RELAY_PORT = 18790;
 /** Valid TCP port range for `WOLFPACK_PORT` and `--port` (0 only on the CLI: "pick a free port"). */
@@ -242,3 +244,20 @@ export const jwtIdBytes = 8;
 
 /** Default time a spawned worker has to register its endpoint. */
 export const workerReadinessTimeoutDefaultMs = 30_000;
+/** Bounds of `--readiness-timeout-ms`. */
+export const workerReadinessTimeoutMinMs = 1_000;
+export const workerReadinessTimeoutMaxMs = 600_000;
+/** How often `spawn` asks the relay whether the worker registered. */
+export const workerReadinessPollMs = 100;
+/** A stopped worker gets this long to shut Pi down before it is killed. */
+export const workerShutdownGraceMs = 5_000;
+/** How long `kill` and cleanup wait to confirm a process is gone. */
+export const processExitConfirmMs = 8_000;
+/** Deadline of the CLI's own relay checks (preflight, status, list). */
+export const cliRelayCheckMs = 3_000;
+/** A relay started as a child process must print its readiness line within this time. */
+export const relayReadyTimeoutMs = 10_000;
+/** Characters of a child process's stderr quoted in a diagnostic. */
+export const diagnosticTailChars = 2_000;
+/** The demo must see the origin acknowledge the completed task within this time. */
+export const demoTimeoutMs = 90_000;

@@ -27,7 +27,7 @@ export interface Binding {
   readonly generation: string;
   readonly callerSession: string;
   readonly url: string;
-  /** Local lease deadline: the earlier of the relay's expiry and request start + requested lease. */
+  /** Local lease deadline: request start + requested lease, on the local clock. */
   readonly leaseDeadline: number;
 }
 
@@ -228,7 +228,9 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       generation,
       callerSession,
       url,
-      leaseDeadline: Math.min(expires, startedAt + leaseMs),
+      // Local clock only (the relay's clock may be skewed): the lease runs at least from when the
+      // request was sent, so counting from then is conservative.
+      leaseDeadline: startedAt + leaseMs,
     };
     status = "ready";
     return bound;

@@ -12,7 +12,7 @@ import PQueue from "p-queue";
 import { utf8Bytes } from "../protocol/canonical-json.ts";
 import { isUuid } from "../protocol/endpoint.ts";
 import { errorSpec, isRegisteredCode, TaskError } from "../protocol/errors.ts";
-import { HTTP_STATUS, isSuccessStatus } from "../protocol/http.ts";
+import { HTTP_STATUS, isServerErrorStatus, isSuccessStatus } from "../protocol/http.ts";
 import {
   maxInFlightRequests,
   maxRequestBodyBytes,
@@ -25,12 +25,13 @@ import {
   requestDeadlineMaxMs,
   requestDeadlineMinMs,
   reservedRequestSlots,
+  SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
 import { EPOCHLESS_CODES, type RelayOperation } from "../protocol/wire.ts";
 import { type RelayAuth, tokenFor } from "./auth.ts";
 
-export type TransportOperation = RelayOperation | "profile" | "session-status";
+export type TransportOperation = RelayOperation | "profile" | "session-status" | "session-list";
 
 export interface TransportOptions {
   /** Bare origin of the relay, e.g. `http://127.0.0.1:18790`. */
@@ -71,6 +72,8 @@ export interface RelayTransport {
   profile(options?: RequestOptions): Promise<Record<string, unknown>>;
   /** GET /api/session-control/status?session=NAME (Part B and Wolfpack's session control). */
   sessionStatus(session: string, options?: RequestOptions): Promise<Record<string, unknown>>;
+  /** GET /api/session-control/list: the live registrations. */
+  sessionList(options?: RequestOptions): Promise<Record<string, unknown>[]>;
   usage(): LaneUsage;
   /** Aborts everything in flight and refuses new requests with `RELAY_CLOSED`. */
   close(): void;
@@ -142,6 +145,11 @@ function interpret(status: number, body: unknown, headers: Headers): SuccessRepl
     throw new TaskError("RELAY_CAPACITY", { details: { httpStatus: status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) } });
   }
   if (status === HTTP_UNAUTHORIZED) throw new TaskError("RELAY_AUTH_REQUIRED", { details: { httpStatus: status } });
+  const relayBody = isRecord(body) && body.profile === RELAY_PROFILE;
+  // A gateway or proxy failure in front of the relay is transient, not a profile mismatch.
+  if (!relayBody && isServerErrorStatus(status)) {
+    throw new TaskError("RELAY_UNAVAILABLE", { details: { httpStatus: status, mayHaveBeenDelivered: true, problem: "server error without a relay body" } });
+  }
   if (!isRecord(body)) throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "reply is not a JSON object" } });
   if (body.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { httpStatus: status } });
   const epoch = body.epoch;
@@ -219,14 +227,25 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
       return await laneFor(operation).add(
         async () => {
           started = true;
-          const signal = AbortSignal.any([AbortSignal.timeout(deadlineMs), waitSignal]);
-          const response = await run(signal);
-          const text = await readCapped(response, signal);
+          // Our own deadline timer, cleared on settle and unref'd: a finished request must not keep
+          // the process alive (AbortSignal.timeout's timer would, until it fires).
+          const deadline = new AbortController();
+          const timer = setTimeout(() => deadline.abort(new DOMException("request deadline", "TimeoutError")), deadlineMs);
+          timer.unref?.();
+          const signal = AbortSignal.any([deadline.signal, waitSignal]);
+          let response: Response;
+          let text: string;
+          try {
+            response = await run(signal);
+            text = await readCapped(response, signal);
+          } finally {
+            clearTimeout(timer);
+          }
           let parsed: unknown;
           try {
             parsed = text.length === 0 ? undefined : JSON.parse(text);
           } catch {
-            if (response.status !== HTTP_TOO_MANY_REQUESTS && response.status !== HTTP_UNAUTHORIZED) {
+            if (response.status !== HTTP_TOO_MANY_REQUESTS && response.status !== HTTP_UNAUTHORIZED && !isServerErrorStatus(response.status)) {
               throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: response.status, problem: "reply is not JSON" } });
             }
           }
@@ -242,7 +261,7 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   }
 
   function mapFailure(error: unknown, operation: TransportOperation, started: boolean, callerSignal: AbortSignal | undefined): TaskError {
-    const mayHaveBeenDelivered = started && operation !== "profile" && operation !== "session-status";
+    const mayHaveBeenDelivered = started && operation !== "profile" && operation !== "session-status" && operation !== "session-list";
     if (error instanceof TaskError) {
       return error.withDetails({ operation });
     }
@@ -288,6 +307,18 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
           if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
           interpret(status, parsed, headers);
           throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session status reply" } });
+        },
+        requestOptions,
+      );
+    },
+    sessionList(requestOptions = {}) {
+      return exchange(
+        "session-list",
+        (signal) => http.get(SESSION_LIST_PATH.slice(1), { signal }),
+        (status, parsed, headers) => {
+          if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions)) return parsed.sessions.filter(isRecord);
+          interpret(status, parsed, headers);
+          throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session list reply" } });
         },
         requestOptions,
       );

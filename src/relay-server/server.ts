@@ -17,6 +17,7 @@ import {
   relayDefaultHost,
   relayIdleTimeoutSeconds,
   relayMaintenanceIntervalMs,
+  SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
 import { isRelayOperation, type WireErrorBody } from "../protocol/wire.ts";
@@ -24,7 +25,6 @@ import { createRequestSlots } from "./admission.ts";
 import { createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
 
-export const SESSION_LIST_PATH = "/api/session-control/list";
 
 export interface RelayServerOptions {
   readonly host?: string;
@@ -206,7 +206,7 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
     }
   }
 
-  const routes = new Set([RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH, SESSION_LIST_PATH]);
+  const routes: ReadonlySet<string> = new Set([RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH, SESSION_LIST_PATH]);
 
   const server: Server<undefined> = Bun.serve({
     hostname: options.host ?? relayDefaultHost,

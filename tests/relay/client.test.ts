@@ -599,14 +599,18 @@ describe("error mapping", () => {
     const proxy = newProxy();
     const session = open(proxy.url);
     await session.connect();
-    const malformed: FaultRule[] = [
-      { operation: "receive", kind: "malformed-json" },
+    proxy.push({ operation: "receive", kind: "malformed-json" });
+    expectFailure(await failure(session.receive("0")), "INVALID_RESPONSE", "receive", true);
+    // A gateway in front of the relay failing (5xx without a relay body, JSON or not) is transient.
+    const gateway: FaultRule[] = [
       { operation: "receive", kind: "malformed-json", text: "<html>bad gateway</html>", status: 502 },
+      { operation: "receive", kind: "reply", status: 502, body: { error: "bad gateway" } },
     ];
-    for (const rule of malformed) {
+    for (const rule of gateway) {
       proxy.push(rule);
       const error = await failure(session.receive("0"));
-      expectFailure(error, "INVALID_RESPONSE", "receive", true);
+      expectFailure(error, "RELAY_UNAVAILABLE", "receive", true);
+      expect(error.details.mayHaveBeenDelivered).toBe(true);
     }
     // An otherwise valid page padded past the cap, declared or streamed.
     for (const chunked of [false, true]) {
@@ -620,7 +624,7 @@ describe("error mapping", () => {
       proxy.push({ operation: "receive", kind: "oversized", chunked, bytes: maxResponseBodyBytes });
       expect((await session.receive("0")).deliveries).toEqual([]);
     }
-    expect(proxy.stats().operations.receive!.faulted).toBe(6);
+    expect(proxy.stats().operations.receive!.faulted).toBe(7);
     expect(session.status()).toBe("ready");
     expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
   });

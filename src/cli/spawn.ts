@@ -1,0 +1,184 @@
+/**
+ * `pi-tasks spawn --task-worker --name NAME --project-dir DIR [--model M] [--relay URL]
+ *  [--readiness-timeout-ms 30000] [--script MODULE] --json`
+ *
+ * Starts a real Pi worker (RPC mode under Bun, `PI_TASK_WORKER=1`, `WOLFPACK_SESSION_NAME=NAME`,
+ * this extension loaded) held open by a detached holder process, waits until its endpoint is
+ * registered, and reports `{session, pid, taskEndpoint, log, relay, projectDir}`.
+ *
+ * - Preflight problems fail with `TASK_WORKER_PREFLIGHT_FAILED` before anything starts.
+ * - A worker that does not register in time fails with `TASK_WORKER_NOT_READY`, reporting
+ *   `createdSession` and `cleanup` (it is stopped, and whether it is confirmed gone).
+ */
+import { spawn as spawnProcess, spawnSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
+import { isUuid } from "../protocol/endpoint.ts";
+import { TaskError, toTaskError } from "../protocol/errors.ts";
+import {
+  cliRelayCheckMs,
+  maxWireIdChars,
+  RELAY_PROFILE,
+  workerReadinessPollMs,
+  workerReadinessTimeoutDefaultMs,
+  workerReadinessTimeoutMaxMs,
+  workerReadinessTimeoutMinMs,
+} from "../protocol/limits.ts";
+import type { TaskEndpoint } from "../protocol/schemas.ts";
+import { authFromEnv } from "../relay-client/auth.ts";
+import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";
+import { createRelayTransport, type RelayTransport } from "../relay-client/transport.ts";
+import { bunPath, PACKAGE_ROOT, piCliPath, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
+import { isAlive, loadSpawned, logDir, saveSpawned } from "./spawned.ts";
+import { stopProcess } from "./stop.ts";
+
+export interface SpawnOptions {
+  readonly name: string;
+  readonly projectDir: string;
+  readonly model?: string;
+  readonly script?: string;
+  readonly relay?: string;
+  readonly readinessTimeoutMs?: number;
+  readonly env: Record<string, string | undefined>;
+}
+
+export interface SpawnResult {
+  readonly ok: true;
+  readonly session: string;
+  readonly pid: number;
+  readonly taskEndpoint: TaskEndpoint;
+  readonly log: string;
+  readonly relay: string;
+  readonly projectDir: string;
+}
+
+const MODEL_PATTERN = /^[^/\s]+\/\S+$/;
+
+function preflight(check: string, problem: string, details: Record<string, unknown> = {}): TaskError {
+  return new TaskError("TASK_WORKER_PREFLIGHT_FAILED", { message: `Worker preflight failed (${check}): ${problem}`, details: { check, problem, ...details } });
+}
+
+export function relayTransport(url: string, env: Record<string, string | undefined>): RelayTransport {
+  const auth = authFromEnv(env);
+  return createRelayTransport({ baseUrl: url, requestTimeoutMs: cliRelayCheckMs, ...(auth === undefined ? {} : { auth }) });
+}
+
+/** Whether the configured Pi lists `provider/id` among its available models. */
+function modelAvailable(model: string, env: Record<string, string | undefined>): boolean {
+  const [provider, id] = [model.slice(0, model.indexOf("/")), model.slice(model.indexOf("/") + 1)];
+  const listed = spawnSync(bunPath(), [piCliPath(env), "--list-models", id], { env: env as NodeJS.ProcessEnv, encoding: "utf8", timeout: workerReadinessTimeoutDefaultMs });
+  return `${listed.stdout ?? ""}`.split("\n").some((line) => {
+    const columns = line.trim().split(/\s+/);
+    return columns[0] === provider && columns[1] === id;
+  });
+}
+
+async function runPreflight(options: SpawnOptions): Promise<{ relay: string; projectDir: string; transport: RelayTransport }> {
+  const { env } = options;
+  if (options.name.length === 0 || options.name.length > maxWireIdChars) throw preflight("name", `--name must have 1 to ${maxWireIdChars} characters`);
+  const projectDir = resolve(options.projectDir);
+  if (!existsSync(projectDir) || !statSync(projectDir).isDirectory()) throw preflight("project-dir", `${projectDir} is not a directory`, { projectDir });
+  if (options.script !== undefined && !(isAbsolute(options.script) && existsSync(options.script))) {
+    throw preflight("script", `${options.script} is not an absolute path to a scenario module`);
+  }
+  if (options.model !== undefined) {
+    if (!MODEL_PATTERN.test(options.model)) throw preflight("model", `--model must be provider/id, got ${options.model}`);
+    if (!modelAvailable(options.model, env)) throw preflight("model", `Pi has no configured model ${options.model} (see pi --list-models)`, { model: options.model });
+  }
+  let relay: string;
+  try {
+    relay = options.relay === undefined ? relayUrlFromEnv(env) : normaliseRelayUrl(options.relay);
+  } catch (error) {
+    throw preflight("relay", toTaskError(error).message);
+  }
+  const transport = relayTransport(relay, env);
+  try {
+    const profile = await transport.profile();
+    if (profile.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED");
+  } catch (error) {
+    transport.close();
+    const failure = toTaskError(error);
+    throw preflight("relay", `the relay at ${relay} is not reachable as a ${RELAY_PROFILE} relay (${failure.code})`, { relay, cause: failure.code });
+  }
+  const existing = await findSession(transport, options.name);
+  const recorded = loadSpawned(env, options.name);
+  if (existing !== undefined || (recorded !== undefined && isAlive(recorded.pid))) {
+    transport.close();
+    throw preflight("name", `a session named ${options.name} is already registered or running`, { session: options.name });
+  }
+  return { relay, projectDir, transport };
+}
+
+/** The live endpoint of a session on the relay, or undefined when it is not registered. */
+export async function findSession(transport: RelayTransport, session: string): Promise<TaskEndpoint | undefined> {
+  try {
+    const status = await transport.sessionStatus(session);
+    const endpoint = status.taskEndpoint as TaskEndpoint | undefined;
+    return endpoint !== undefined && typeof endpoint.relay === "string" && isUuid(endpoint.id) ? { relay: endpoint.relay, id: endpoint.id } : undefined;
+  } catch (error) {
+    if (toTaskError(error).code === "CALLER_NOT_FOUND") return undefined;
+    throw error;
+  }
+}
+
+/** Polls the relay until `session` is registered; undefined when it is not within `timeoutMs` or `alive()` turns false. */
+export async function awaitRegistration(transport: RelayTransport, session: string, timeoutMs: number, alive: () => boolean): Promise<TaskEndpoint | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && alive()) {
+    const endpoint = await findSession(transport, session).catch(() => undefined);
+    if (endpoint !== undefined) return endpoint;
+    await Bun.sleep(workerReadinessPollMs);
+  }
+  return undefined;
+}
+
+function validateTimeout(value: number | undefined): number {
+  const timeout = value ?? workerReadinessTimeoutDefaultMs;
+  if (!Number.isInteger(timeout) || timeout < workerReadinessTimeoutMinMs || timeout > workerReadinessTimeoutMaxMs) {
+    throw preflight("readiness-timeout-ms", `--readiness-timeout-ms must be an integer from ${workerReadinessTimeoutMinMs} to ${workerReadinessTimeoutMaxMs}`);
+  }
+  return timeout;
+}
+
+export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
+  const readinessTimeoutMs = validateTimeout(options.readinessTimeoutMs);
+  const { relay, projectDir, transport } = await runPreflight(options);
+  const log = join(logDir(options.env), `${encodeURIComponent(options.name)}-${Date.now()}.log`);
+  const launch = { ...(options.model === undefined ? {} : { model: options.model }), ...(options.script === undefined ? {} : { script: options.script }) };
+  const hostConfig = {
+    command: [bunPath(), piCliPath(options.env), ...piRpcArgs(launch)],
+    cwd: projectDir,
+    env: {
+      ...(Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>),
+      PI_TASK_WORKER: "1",
+      WOLFPACK_SESSION_NAME: options.name,
+      PI_TASKS_RELAY_URL: relay,
+      ...scriptedEnv(launch),
+    },
+    log,
+  };
+  const holder = spawnProcess(bunPath(), [join(PACKAGE_ROOT, "src", "cli", "worker-host.ts"), JSON.stringify(hostConfig)], {
+    cwd: projectDir,
+    detached: true,
+    stdio: "ignore",
+  });
+  holder.unref();
+  const pid = holder.pid;
+  if (pid === undefined) {
+    transport.close();
+    throw new TaskError("TASK_WORKER_NOT_READY", { message: "The worker process could not be started.", details: { createdSession: null, log } });
+  }
+  saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString() });
+  try {
+    const endpoint = await awaitRegistration(transport, options.name, readinessTimeoutMs, () => isAlive(pid));
+    if (endpoint !== undefined) return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir };
+    const exited = !isAlive(pid);
+    const cleanup = await stopProcess(options.env, options.name);
+    throw new TaskError("TASK_WORKER_NOT_READY", {
+      message: exited ? "The worker exited before it registered its endpoint." : `The worker did not register within ${readinessTimeoutMs} ms.`,
+      details: { createdSession: options.name, pid, log, exited, cleanup: { attempted: true, confirmed: cleanup.confirmed } },
+    });
+  } finally {
+    transport.close();
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The record of worker processes this CLI spawned (so `kill` touches only those): one JSON file per
+ * session name under `$PI_TASKS_STATE_DIR/spawned/` (default `~/.pi-tasks/spawned/`).
+ */
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+export interface SpawnedWorker {
+  readonly session: string;
+  /** The holder process that keeps Pi's RPC stdin open. */
+  readonly pid: number;
+  readonly projectDir: string;
+  readonly relay: string;
+  readonly log: string;
+  readonly createdAt: string;
+}
+
+export function stateDir(env: Record<string, string | undefined>): string {
+  return env.PI_TASKS_STATE_DIR?.trim() || join(homedir(), ".pi-tasks");
+}
+
+function spawnedDir(env: Record<string, string | undefined>): string {
+  return join(stateDir(env), "spawned");
+}
+
+function fileName(session: string): string {
+  return `${encodeURIComponent(session)}.json`;
+}
+
+export function logDir(env: Record<string, string | undefined>): string {
+  const dir = join(stateDir(env), "logs");
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+export function saveSpawned(env: Record<string, string | undefined>, worker: SpawnedWorker): void {
+  const dir = spawnedDir(env);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, fileName(worker.session)), `${JSON.stringify(worker, null, 2)}\n`);
+}
+
+export function loadSpawned(env: Record<string, string | undefined>, session: string): SpawnedWorker | undefined {
+  try {
+    return JSON.parse(readFileSync(join(spawnedDir(env), fileName(session)), "utf8")) as SpawnedWorker;
+  } catch {
+    return undefined;
+  }
+}
+
+export function listSpawned(env: Record<string, string | undefined>): SpawnedWorker[] {
+  let names: string[];
+  try {
+    names = readdirSync(spawnedDir(env));
+  } catch {
+    return [];
+  }
+  return names
+    .filter((name) => name.endsWith(".json"))
+    .map((name) => loadSpawned(env, decodeURIComponent(name.slice(0, -".json".length))))
+    .filter((worker): worker is SpawnedWorker => worker !== undefined);
+}
+
+export function forgetSpawned(env: Record<string, string | undefined>, session: string): void {
+  rmSync(join(spawnedDir(env), fileName(session)), { force: true });
+}
+
+/** Where a worker holder writes its Pi's pid (beside the log). */
+export function piPidFile(log: string): string {
+  return `${log}.pi-pid`;
+}
+
+/** Whether a process exists (signal 0). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * Stopping a worker this CLI spawned: SIGTERM its holder (which closes Pi's RPC stdin so Pi shuts
+ * down cleanly), wait until both processes are gone, SIGKILL what remains, and confirm.
+ */
+import { readFileSync, rmSync } from "node:fs";
+import { processExitConfirmMs, workerReadinessPollMs } from "../protocol/limits.ts";
+import { forgetSpawned, isAlive, loadSpawned, piPidFile } from "./spawned.ts";
+
+export interface StopResult {
+  readonly session: string;
+  readonly pids: readonly number[];
+  /** Every process of the worker is confirmed gone. */
+  readonly confirmed: boolean;
+}
+
+function piPid(log: string): number | undefined {
+  try {
+    const pid = Number(readFileSync(piPidFile(log), "utf8").trim());
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Already gone.
+  }
+}
+
+async function gone(pids: readonly number[], withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (Date.now() < deadline) {
+    if (pids.every((pid) => !isAlive(pid))) return true;
+    await Bun.sleep(workerReadinessPollMs);
+  }
+  return pids.every((pid) => !isAlive(pid));
+}
+
+/** Stops a spawned worker by session name (no record: nothing to stop, confirmed). */
+export async function stopProcess(env: Record<string, string | undefined>, session: string): Promise<StopResult> {
+  const record = loadSpawned(env, session);
+  if (record === undefined) return { session, pids: [], confirmed: true };
+  const pids = [record.pid, ...(piPid(record.log) === undefined ? [] : [piPid(record.log)!])];
+  signal(record.pid, "SIGTERM");
+  let confirmed = await gone(pids, processExitConfirmMs);
+  if (!confirmed) {
+    for (const pid of pids) signal(pid, "SIGKILL");
+    confirmed = await gone(pids, processExitConfirmMs);
+  }
+  if (confirmed) {
+    forgetSpawned(env, session);
+    rmSync(piPidFile(record.log), { force: true });
+  }
+  return { session, pids, confirmed };
+}

@@ -1,0 +1,142 @@
+/**
+ * A real Pi 1.6 CLI in `--mode rpc` under Bun, driven over its JSONL stdin/stdout, with this
+ * extension loaded. Scripted Pis (demo, tests) get an isolated `PI_CODING_AGENT_DIR` and the faux
+ * model; a real model uses the user's Pi configuration.
+ */
+import { type Subprocess, spawn } from "bun";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { bunPath, type PiLaunch, piCliPath, piRpcArgs, scriptedEnv } from "../cli/pi-cli.ts";
+import { diagnosticTailChars } from "../protocol/limits.ts";
+import { within } from "./wait.ts";
+
+export type RpcRecord = Record<string, unknown> & { readonly type: string };
+
+export interface PiRpcOptions extends PiLaunch {
+  /** `WOLFPACK_SESSION_NAME` (omit to run without a relay identity). */
+  readonly session?: string;
+  readonly relayUrl: string;
+  readonly worker?: boolean;
+  readonly cwd: string;
+  readonly env?: Record<string, string | undefined>;
+  readonly extraArgs?: readonly string[];
+}
+
+export interface PiRpc {
+  /** RPC records in arrival order, each stamped with `receivedAt` (ms, wall clock). */
+  readonly records: (RpcRecord & { readonly receivedAt: number })[];
+  readonly process: Subprocess<"pipe", "pipe", "pipe">;
+  stderr(): string;
+  command(command: Record<string, unknown>): void;
+  prompt(message: string): void;
+  /** The first record from index `from` matching, or a rejection after `timeoutMs`. */
+  waitFor(predicate: (record: RpcRecord) => boolean, timeoutMs: number, from?: number): Promise<RpcRecord>;
+  /** Closes stdin (Pi shuts down), waits for the exit code, kills after `graceMs`. */
+  stop(graceMs: number): Promise<number>;
+}
+
+export function startPiRpc(options: PiRpcOptions): PiRpc {
+  const scripted = options.script !== undefined;
+  const agentDir = scripted ? mkdtempSync(join(tmpdir(), "pi-tasks-agent-")) : undefined;
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    ...(agentDir === undefined ? {} : { PI_CODING_AGENT_DIR: agentDir }),
+    ...scriptedEnv(options),
+    PI_TASKS_RELAY_URL: options.relayUrl,
+    WOLFPACK_SESSION_NAME: options.session,
+    PI_TASK_WORKER: options.worker ? "1" : undefined,
+    ...options.env,
+  };
+  const child = spawn([bunPath(), piCliPath(env), ...piRpcArgs(options), ...(options.extraArgs ?? [])], {
+    cwd: options.cwd,
+    env,
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const records: PiRpc["records"] = [];
+  const listeners = new Set<() => void>();
+  let stderrText = "";
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of child.stdout) {
+      buffered += decoder.decode(chunk, { stream: true });
+      let newline = buffered.indexOf("\n");
+      while (newline >= 0) {
+        const line = buffered.slice(0, newline).trim();
+        buffered = buffered.slice(newline + 1);
+        if (line.length > 0) {
+          let record: RpcRecord;
+          try {
+            record = JSON.parse(line) as RpcRecord;
+          } catch {
+            record = { type: "unparsed", line };
+          }
+          records.push({ ...record, receivedAt: Date.now() });
+        }
+        newline = buffered.indexOf("\n");
+      }
+      for (const listener of [...listeners]) listener();
+    }
+  })();
+  void (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr) stderrText += decoder.decode(chunk, { stream: true });
+  })();
+
+  function command(value: Record<string, unknown>): void {
+    child.stdin.write(`${JSON.stringify(value)}\n`);
+    child.stdin.flush();
+  }
+
+  return {
+    records,
+    process: child,
+    stderr: () => stderrText,
+    command,
+    prompt: (message) => command({ id: crypto.randomUUID(), type: "prompt", message }),
+    waitFor(predicate, timeoutMs, from = 0) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          for (let index = from; index < records.length; index += 1) {
+            if (predicate(records[index]!)) {
+              cleanup();
+              resolve(records[index]!);
+              return;
+            }
+          }
+          if (child.exitCode !== null) {
+            cleanup();
+            reject(new Error(`Pi exited with ${child.exitCode}: ${stderrText.slice(-diagnosticTailChars)}`));
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`timed out after ${timeoutMs} ms; last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    async stop(graceMs) {
+      if (child.exitCode === null) {
+        try {
+          child.stdin.end();
+        } catch {
+          // already closed
+        }
+        const exited = await within(child.exited, graceMs);
+        if (exited === undefined) child.kill("SIGKILL");
+      }
+      const code = await child.exited;
+      if (agentDir !== undefined) rmSync(agentDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
