@@ -1,5 +1,110 @@
 /**
- * The Pi extension factory. It only registers; it starts nothing (Pi may load it without a
- * session). The agent_task_* tools arrive with the extension issue.
+ * The pi-tasks Pi extension factory. It only registers tools, the `/tasks` command and event
+ * handlers; it starts nothing. The lifetime starts on `session_start` and ends on
+ * `session_shutdown`. No handler lets an error escape into Pi, and nothing writes to stdout
+ * (that would corrupt Pi's RPC stream).
  */
-export default function piTasks(_pi: unknown): void {}
+import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { formatEndpoint } from "../src/protocol/endpoint.ts";
+import { createWorkerGate, isWorker } from "./gate.ts";
+import { createLifecycle, type PiContextView } from "./lifecycle.ts";
+import { boardLines, STATUS_KEY } from "./status.ts";
+import { createTaskTools, errorResult } from "./tools.ts";
+
+const BOARD_MESSAGE = "pi-tasks-board";
+
+function contextView(ctx: ExtensionContext): PiContextView {
+  return {
+    isIdle: () => ctx.isIdle(),
+    hasPendingMessages: () => ctx.hasPendingMessages(),
+    branch: () => ctx.sessionManager.getBranch(),
+    setStatus: (key, text) => ctx.ui.setStatus(key, text),
+    notify: (message, level) => ctx.ui.notify(message, level),
+  };
+}
+
+function quietly(fn: () => unknown): void {
+  try {
+    const result = fn();
+    if (result instanceof Promise) result.catch(() => undefined);
+  } catch {
+    // Errors never escape into Pi's event handlers.
+  }
+}
+
+export default function piTasks(pi: ExtensionAPI): void {
+  const env = process.env;
+  let lifecycle: ReturnType<typeof createLifecycle> | undefined;
+  const gate = createWorkerGate(isWorker(env), {
+    core: () => {
+      try {
+        return lifecycle?.current();
+      } catch {
+        return undefined;
+      }
+    },
+    inSession: (eventId) => lifecycle?.presenter()?.inserted(eventId) === true,
+  });
+  lifecycle = createLifecycle({
+    env,
+    sendMessage: (message, options) => pi.sendMessage(message, options),
+    appendEntry: (customType, data) => pi.appendEntry(customType, data),
+    gate,
+  });
+  const life = lifecycle;
+
+  for (const tool of createTaskTools({ run: (operation) => life.run(operation), current: () => life.current(), requestRefresh: () => life.requestRefresh() })) {
+    pi.registerTool({
+      name: tool.name,
+      label: tool.label,
+      description: tool.description,
+      promptSnippet: tool.promptSnippet,
+      promptGuidelines: tool.promptGuidelines,
+      parameters: tool.parameters as never,
+      async execute(toolCallId, params, signal) {
+        try {
+          return await tool.execute(toolCallId, params, signal);
+        } catch (error) {
+          return errorResult(error);
+        }
+      },
+    });
+  }
+
+  pi.registerCommand("tasks", {
+    description: "Show every pi-tasks task with role, status, last event, receipts and terminal delivery",
+    handler: async (_args, ctx) => {
+      let lines: string[];
+      try {
+        const core = life.current();
+        const endpoint = core.endpoint();
+        lines = boardLines(core.listTasks(), endpoint === undefined ? undefined : formatEndpoint(endpoint));
+      } catch (error) {
+        lines = [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
+      }
+      if (ctx.hasUI) {
+        quietly(() => ctx.ui.setWidget(STATUS_KEY, lines));
+        quietly(() => ctx.ui.notify(lines.join("\n"), "info"));
+      } else {
+        quietly(() => pi.sendMessage({ customType: BOARD_MESSAGE, content: lines.join("\n"), display: true }, { triggerTurn: false }));
+      }
+    },
+  });
+
+  pi.on("session_start", (_event, ctx) => quietly(() => life.start(contextView(ctx))));
+  pi.on("session_shutdown", async () => {
+    try {
+      await life.stop();
+    } catch {
+      // Shutdown must always complete.
+    }
+  });
+  pi.on("turn_end", () => quietly(() => life.requestRefresh()));
+  pi.on("agent_end", () => quietly(() => life.requestRefresh()));
+  pi.on("agent_settled", () => quietly(() => life.requestRefresh()));
+  pi.on("message_end", (event) => quietly(() => life.onMessageEnd(event.message)));
+  pi.on("tool_call", (event) => {
+    const verdict = gate.check(event.toolName, event.input);
+    return verdict === undefined ? undefined : { block: true, reason: verdict.reason };
+  });
+}

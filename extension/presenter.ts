@@ -1,0 +1,166 @@
+/**
+ * The Pi presentation host: model-visible task events become `pi-tasks-event` custom messages
+ * (inserted while Pi is idle with nothing queued, without starting a turn), followed by one hidden
+ * `pi-tasks-wake` message that starts the turn. Non-visible events are archived as
+ * `pi-tasks-event-record` entries; relay loss writes one non-waking `pi-tasks-relay-loss` message
+ * per task.
+ *
+ * Evidence: an insertion counts when its entry is in the session branch; a wake counts when Pi
+ * emits its `message_end` within `wakeObservationMs`. Our own queued-message count covers what
+ * `ctx.hasPendingMessages()` ignores (extension messages).
+ */
+import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
+import { insertionScanEntries, wakeObservationMs } from "../src/protocol/limits.ts";
+import { renderEvent, renderWake } from "./render.ts";
+
+export const EVENT_MESSAGE = "pi-tasks-event";
+export const WAKE_MESSAGE = "pi-tasks-wake";
+export const EVENT_RECORD = "pi-tasks-event-record";
+export const LOSS_MESSAGE = "pi-tasks-relay-loss";
+
+
+export interface PiMessage {
+  readonly customType: string;
+  readonly content: string;
+  readonly display: boolean;
+  readonly details?: unknown;
+}
+
+export interface PiSessionView {
+  isIdle(): boolean;
+  hasPendingMessages(): boolean;
+  /** The current branch, oldest first. */
+  branch(): readonly unknown[];
+}
+
+export interface PresenterDeps {
+  sendMessage(message: PiMessage, options: { triggerTurn?: boolean; deliverAs?: "steer" | "followUp" | "nextTurn" }): void;
+  appendEntry(customType: string, data: unknown): void;
+  /** The live session, or undefined while none is bound. */
+  session(): PiSessionView | undefined;
+}
+
+export interface PiPresenter extends PresentationHost {
+  /** Feed every `message_end` here (wake observation and the queued count). */
+  onMessageEnd(message: unknown): void;
+  queued(): number;
+  /** Events whose `pi-tasks-event` insertion this lifetime observed. */
+  inserted(eventId: string): boolean;
+  dispose(): void;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+/** The event id of a branch entry that is a `pi-tasks-event` custom message, else undefined. */
+export function insertedEventId(entry: unknown): string | undefined {
+  if (!isRecord(entry) || entry.type !== "custom_message" || entry.customType !== EVENT_MESSAGE) return undefined;
+  const details = entry.details;
+  return isRecord(details) && typeof details.eventId === "string" ? details.eventId : undefined;
+}
+
+export function createPiPresenter(deps: PresenterDeps): PiPresenter {
+  const wakeWaiters = new Map<string, (seen: boolean) => void>();
+  const queuedWakes = new Set<string>();
+  const insertedEvents = new Set<string>();
+
+  function observedInBranch(eventId: string): boolean {
+    const branch = deps.session()?.branch() ?? [];
+    for (let index = branch.length - 1; index >= 0 && index >= branch.length - insertionScanEntries; index -= 1) {
+      if (insertedEventId(branch[index]) === eventId) return true;
+    }
+    return false;
+  }
+
+  const presenter: PiPresenter = {
+    canPresent() {
+      const session = deps.session();
+      return session !== undefined && session.isIdle() && !session.hasPendingMessages() && queuedWakes.size === 0;
+    },
+
+    insert(item: PresentationItem) {
+      deps.sendMessage(
+        { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task), display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } },
+        { triggerTurn: false, deliverAs: "followUp" },
+      );
+      const seen = observedInBranch(item.eventId);
+      if (seen) insertedEvents.add(item.eventId);
+      return seen;
+    },
+
+    wake(items: readonly PresentationItem[]) {
+      const wakeId = crypto.randomUUID();
+      const observed = new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => settle(false), wakeObservationMs);
+        timer.unref?.();
+        function settle(seen: boolean): void {
+          clearTimeout(timer);
+          wakeWaiters.delete(wakeId);
+          // An unobserved wake must not hold presentation forever.
+          queuedWakes.delete(wakeId);
+          resolve(seen);
+        }
+        wakeWaiters.set(wakeId, settle);
+      });
+      queuedWakes.add(wakeId);
+      try {
+        deps.sendMessage(
+          { customType: WAKE_MESSAGE, content: renderWake(items.length), display: false, details: { wakeId, eventIds: items.map((item) => item.eventId) } },
+          { triggerTurn: true, deliverAs: "followUp" },
+        );
+      } catch (error) {
+        queuedWakes.delete(wakeId);
+        wakeWaiters.get(wakeId)?.(false);
+        throw error;
+      }
+      return observed;
+    },
+
+    archive(item: PresentationItem) {
+      deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, event: item.event });
+    },
+
+    recordLoss(records: readonly LossRecord[]) {
+      for (const record of records) {
+        const { task, error } = record;
+        deps.sendMessage(
+          {
+            customType: LOSS_MESSAGE,
+            content: [
+              "## task relay state lost",
+              `- taskId: ${task.taskId}`,
+              `- role: ${task.role}`,
+              "- status: failed (locally, in the discarded lifetime)",
+              `- error: ${error.code}`,
+              "- remoteOutcome: unknown",
+              "",
+              "The relay lost its state; this task's outcome on the other side is unknown. Do not assume it ran or did not run.",
+            ].join("\n"),
+            display: true,
+            details: { taskId: task.taskId, role: task.role, status: "failed", error: error.toJSON(), remoteOutcome: "unknown" },
+          },
+          { triggerTurn: false },
+        );
+      }
+    },
+
+    onMessageEnd(message) {
+      if (!isRecord(message) || message.role !== "custom") return;
+      const details = message.details;
+      if (message.customType === WAKE_MESSAGE && isRecord(details) && typeof details.wakeId === "string") {
+        queuedWakes.delete(details.wakeId);
+        wakeWaiters.get(details.wakeId)?.(true);
+      }
+      if (message.customType === EVENT_MESSAGE && isRecord(details) && typeof details.eventId === "string") insertedEvents.add(details.eventId);
+    },
+
+    queued: () => queuedWakes.size,
+    inserted: (eventId) => insertedEvents.has(eventId) || observedInBranch(eventId),
+    dispose() {
+      for (const settle of [...wakeWaiters.values()]) settle(false);
+      queuedWakes.clear();
+    },
+  };
+  return presenter;
+}

@@ -1,0 +1,103 @@
+/**
+ * Text the model reads. The model sees a message's `content`, never its `details`, so everything it
+ * must act on (task id, event type, the question id to answer, results, changed files) is here.
+ */
+import type { TaskView } from "../src/core/task-core.ts";
+import { formatEndpoint } from "../src/protocol/endpoint.ts";
+import type { ErrorShape } from "../src/protocol/errors.ts";
+import type { TaskEvent } from "../src/protocol/schemas.ts";
+import type { TaskSnapshot } from "../src/store/task-store.ts";
+
+function field(name: string, value: unknown): string {
+  return `- ${name}: ${typeof value === "string" ? value : JSON.stringify(value)}`;
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function terminalLines(payload: Record<string, unknown>): string[] {
+  const lines: string[] = [];
+  if (typeof payload.summary === "string") lines.push(field("summary", payload.summary));
+  if (payload.result !== undefined) lines.push(field("result", payload.result));
+  if (payload.error !== undefined) lines.push(field("error", payload.error));
+  if (payload.artifacts !== undefined) lines.push(field("artifacts", payload.artifacts));
+  return lines;
+}
+
+/** The `pi-tasks-event` message content for one event, from this endpoint's point of view. */
+export function renderEvent(event: TaskEvent, task: TaskSnapshot): string {
+  const payload = event.payload;
+  const head = [field("taskId", task.taskId), field("eventId", event.eventId)];
+  switch (event.type) {
+    case "task.created":
+    case "task.reassigned": {
+      const title = event.type === "task.created" ? "## task assignment" : "## task assignment (reassigned)";
+      return [
+        title,
+        ...head,
+        field("from", formatEndpoint(task.origin)),
+        field("expiresAt", iso(task.expiresAt)),
+        "",
+        String(payload.task),
+        "",
+        `Work on this task now. Ask the origin with agent_task_message (type "question", taskId ${task.taskId}) if something is unclear.`,
+        `Your last action is agent_task_done with taskId ${task.taskId} and status completed, failed or cancelled; put changed source paths in result.changedFiles.`,
+      ].join("\n");
+    }
+    case "task.question":
+      return [
+        "## task question",
+        ...head,
+        "",
+        String(payload.message),
+        "",
+        `Answer with agent_task_message: taskId ${task.taskId}, type "answer", inReplyTo ${event.eventId}.`,
+      ].join("\n");
+    case "task.answer":
+      return ["## task answer", ...head, field("inReplyTo", payload.inReplyTo), "", String(payload.message)].join("\n");
+    case "task.information":
+      return ["## task information", ...head, "", String(payload.message)].join("\n");
+    case "task.completed":
+    case "task.failed":
+    case "task.cancelled": {
+      const status = event.type.slice("task.".length);
+      const next =
+        task.role === "origin"
+          ? `Verify the outcome yourself, then call agent_task_ack with taskId ${task.taskId}.`
+          : "Stop working on this task.";
+      return [`## task ${status}`, ...head, field("status", status), ...terminalLines(payload), "", next].join("\n");
+    }
+    case "task.timed_out": {
+      const next =
+        task.role === "origin" ? `The worker's outcome is unknown. Call agent_task_ack with taskId ${task.taskId} once handled.` : "Stop working on this task.";
+      return ["## task timed out", ...head, field("expiresAt", iso(Number(payload.expiresAt))), "", next].join("\n");
+    }
+    default:
+      return [`## ${event.type}`, ...head, field("payload", payload)].join("\n");
+  }
+}
+
+/** The hidden wake message that starts a turn for inserted events. */
+export function renderWake(count: number): string {
+  return `pi-tasks: ${count} new task event${count === 1 ? "" : "s"} above. Handle ${count === 1 ? "it" : "them"} now.`;
+}
+
+export function renderTask(task: TaskView): string {
+  const last = task.events.at(-1);
+  return [
+    `## task ${task.taskId}`,
+    field("role", task.role),
+    field("status", task.status),
+    field("origin", formatEndpoint(task.origin)),
+    field("target", formatEndpoint(task.target)),
+    field("expiresAt", iso(task.expiresAt)),
+    field("lastEvent", last === undefined ? "none" : `${last.type} (${last.eventId})`),
+    field("terminalDelivery", task.terminalDelivery.state),
+    field("deliveryEvidence", task.deliveryEvidence),
+  ].join("\n");
+}
+
+export function renderError(error: ErrorShape): string {
+  return ["## task error", field("code", error.code), field("message", error.message), field("retryable", error.retryable), ...(Object.keys(error.details).length > 0 ? [field("details", error.details)] : [])].join("\n");
+}

@@ -1,0 +1,143 @@
+/**
+ * Background refresh: one `setTimeout` chain re-armed after each pass (1 s while work is active,
+ * else 5 s), immediate refreshes on request (the core's single flight coalesces requests made
+ * during a pass into one trailing pass), and, when the relay advertises `watch-v1`, one outstanding
+ * watch that triggers a pass as soon as mail waits. Timers are unref'd so print and json modes
+ * exit; `stop()` clears everything.
+ */
+import type { PassReport } from "../src/core/pass.ts";
+import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../src/protocol/limits.ts";
+import { FEATURE_WATCH } from "../src/protocol/wire.ts";
+import type { RelaySession } from "../src/relay-client/session.ts";
+
+export interface SchedulerDeps {
+  refresh(): Promise<PassReport>;
+  /** True while a task is active, the outbox is pending or a gated worker waits. */
+  busy(): boolean;
+  onPass(report: PassReport): void;
+  onError(error: unknown): void;
+}
+
+export interface RefreshScheduler {
+  start(): void;
+  /** An immediate refresh (single flight; coalesced while one runs). */
+  request(): void;
+  stop(): void;
+  /** The current cadence decision. */
+  cadenceMs(): number;
+}
+
+export function createRefreshScheduler(deps: SchedulerDeps): RefreshScheduler {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = true;
+
+  const cadenceMs = () => (deps.busy() ? activePollIntervalMs : idlePollIntervalMs);
+
+  function arm(delayMs: number): void {
+    if (stopped) return;
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(run, delayMs);
+    timer.unref?.();
+  }
+
+  function run(): void {
+    timer = undefined;
+    if (stopped) return;
+    deps.refresh().then(
+      (report) => {
+        if (stopped) return;
+        deps.onPass(report);
+        arm(cadenceMs());
+      },
+      (error: unknown) => {
+        if (stopped) return;
+        deps.onError(error);
+        arm(cadenceMs());
+      },
+    );
+  }
+
+  return {
+    start() {
+      if (!stopped) return;
+      stopped = false;
+      arm(0);
+    },
+    request() {
+      if (stopped) return;
+      if (timer !== undefined) clearTimeout(timer);
+      run();
+    },
+    stop() {
+      stopped = true;
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    },
+    cadenceMs,
+  };
+}
+
+export interface MailWatch {
+  start(): void;
+  stop(): void;
+}
+
+export interface WatchDeps {
+  session(): RelaySession | undefined;
+  /** The cursor after which new mail matters (the highest tracked cursor). */
+  cursor(): string;
+  /** Runs (or joins) a refresh because mail waits. */
+  onMail(): Promise<void>;
+}
+
+/** One outstanding `watch` per endpoint while the relay advertises `watch-v1`. */
+export function createMailWatch(deps: WatchDeps): MailWatch {
+  let controller: AbortController | undefined;
+
+  async function loop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const session = deps.session();
+      const usable = session !== undefined && session.status() === "ready" && session.features().has(FEATURE_WATCH);
+      if (!usable) {
+        await pause(activePollIntervalMs, signal);
+        continue;
+      }
+      try {
+        const cursor = deps.cursor();
+        const result = await session.watch(cursor, watchClientWaitMs, signal);
+        if (!result.pending || signal.aborted) continue;
+        await deps.onMail();
+        // Mail the pass could not take in yet (held, or the pending bound): don't spin on it.
+        if (deps.cursor() === cursor) await pause(activePollIntervalMs, signal);
+      } catch {
+        // The background pass reports relay failures; the doorbell only backs off.
+        await pause(activePollIntervalMs, signal);
+      }
+    }
+  }
+
+  return {
+    start() {
+      if (controller !== undefined) return;
+      controller = new AbortController();
+      void loop(controller.signal);
+    },
+    stop() {
+      controller?.abort();
+      controller = undefined;
+    },
+  };
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    timer.unref?.();
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
