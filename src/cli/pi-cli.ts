@@ -30,10 +30,13 @@ export interface PiLaunch {
   readonly script?: string;
 }
 
-/** Arguments after `bun <cli.js>` for a headless RPC Pi with this extension. */
+/**
+ * Arguments after `bun <cli.js>` for a headless RPC Pi with this extension. A real model keeps
+ * Pi's session history (the historical record); a scripted one runs offline without a session file.
+ */
 export function piRpcArgs(launch: PiLaunch): string[] {
-  const args = ["--mode", "rpc", "--no-session", "-e", PACKAGE_ROOT];
-  if (launch.script !== undefined) args.push("--offline", "-e", SCRIPTED_MODEL_EXTENSION, "--model", SCRIPTED_MODEL);
+  const args = ["--mode", "rpc", "-e", PACKAGE_ROOT];
+  if (launch.script !== undefined) args.push("--no-session", "--offline", "-e", SCRIPTED_MODEL_EXTENSION, "--model", SCRIPTED_MODEL);
   else if (launch.model !== undefined) args.push("--model", launch.model);
   return args;
 }
