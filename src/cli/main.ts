@@ -115,7 +115,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     // The relay's stdout carries only its readiness line; its failures are one JSON line on stderr.
     else if (command === "relay") process.stderr.write(`${JSON.stringify(body)}\n`);
     else process.stderr.write(`pi-tasks: ${failure.code}: ${failure.message}\n`);
-    if (failure.code === "CLI_USAGE" && !json) process.stderr.write(USAGE);
+    if (failure.code === "CLI_USAGE" && !json && command !== "relay") process.stderr.write(USAGE);
     return failure.code === "CLI_USAGE" ? 2 : 1;
   }
 }

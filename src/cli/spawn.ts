@@ -29,7 +29,7 @@ import { authFromEnv } from "../relay-client/auth.ts";
 import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelayTransport, type RelayTransport } from "../relay-client/transport.ts";
 import { bunPath, PACKAGE_ROOT, piCliPath, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
-import { isAlive, loadSpawned, logDir, saveSpawned } from "./spawned.ts";
+import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir } from "./spawned.ts";
 import { stopProcess } from "./stop.ts";
 
 export interface SpawnOptions {
@@ -154,6 +154,7 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
       WOLFPACK_SESSION_NAME: options.name,
       PI_TASKS_RELAY_URL: relay,
       ...scriptedEnv(launch),
+      ...(launch.script === undefined ? {} : { PI_CODING_AGENT_DIR: scriptedAgentDir(options.env, options.name) }),
     },
     log,
   };

@@ -28,6 +28,13 @@ function fileName(session: string): string {
   return `${encodeURIComponent(session)}.json`;
 }
 
+/** A scripted worker's own Pi configuration directory (never the user's ~/.pi/agent). */
+export function scriptedAgentDir(env: Record<string, string | undefined>, session: string): string {
+  const dir = join(stateDir(env), "agents", encodeURIComponent(session));
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
 export function logDir(env: Record<string, string | undefined>): string {
   const dir = join(stateDir(env), "logs");
   mkdirSync(dir, { recursive: true });
@@ -63,6 +70,7 @@ export function listSpawned(env: Record<string, string | undefined>): SpawnedWor
 
 export function forgetSpawned(env: Record<string, string | undefined>, session: string): void {
   rmSync(join(spawnedDir(env), fileName(session)), { force: true });
+  rmSync(join(stateDir(env), "agents", encodeURIComponent(session)), { recursive: true, force: true });
 }
 
 /** Where a worker holder writes its Pi's pid (beside the log). */

@@ -9,7 +9,9 @@
  * failures never trigger it. Old tasks are not adopted by the successor.
  */
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import { shutdownDisconnectMs } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
+import { within } from "./within.ts";
 import { authFromEnv } from "../relay-client/auth.ts";
 import { relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelaySession, type RelaySession } from "../relay-client/session.ts";
@@ -169,6 +171,8 @@ export function createConfiguredTaskCore(options: ConfiguredTaskCoreOptions = {}
       if (closed) return;
       closed = true;
       await core.close();
+      // Best effort, bounded: senders see TARGET_NOT_REGISTERED at once instead of after the lease.
+      if (session.status() === "ready") await within(session.disconnect(), shutdownDisconnectMs).catch(() => undefined);
       session.close();
       await recovery?.catch(() => undefined);
     },

@@ -6,7 +6,7 @@ import { type Subprocess, spawn } from "bun";
 import { join } from "node:path";
 import { bunPath, PACKAGE_ROOT } from "../cli/pi-cli.ts";
 import { relayReadyTimeoutMs } from "../protocol/limits.ts";
-import { within } from "./wait.ts";
+import { within } from "../core/within.ts";
 
 export const REPO_ROOT = PACKAGE_ROOT;
 export const CLI_ENTRY = join(REPO_ROOT, "src", "cli", "main.ts");

@@ -257,6 +257,8 @@ export const processExitConfirmMs = 8_000;
 export const cliRelayCheckMs = 3_000;
 /** A relay started as a child process must print its readiness line within this time. */
 export const relayReadyTimeoutMs = 10_000;
+/** On shutdown a lifetime tells the relay it is gone (`disconnect`) within this time, best effort. */
+export const shutdownDisconnectMs = 1_000;
 /** Characters of a child process's stderr quoted in a diagnostic. */
 export const diagnosticTailChars = 2_000;
 /** The demo must see the origin acknowledge the completed task within this time. */

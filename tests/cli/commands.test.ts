@@ -1,0 +1,113 @@
+/**
+ * The rest of the command line: `relay` (one smoke check of its readiness line and its port
+ * validation), `help`, unknown commands, and `status`/`list` against a relay.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { spawn } from "bun";
+import { MAX_TCP_PORT, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { BUN, CLI_ENTRY, type CliSandbox, closedPort, createCliSandbox, jsonOf, REPO_ROOT } from "../helpers/cli-kit.ts";
+
+const COMMANDS = ["relay", "spawn", "status", "list", "kill", "demo", "help"];
+
+let sandbox: CliSandbox | undefined;
+
+afterEach(async () => {
+  await sandbox?.cleanup();
+  sandbox = undefined;
+});
+
+function box(): CliSandbox {
+  sandbox = createCliSandbox();
+  return sandbox;
+}
+
+describe("pi-tasks relay", () => {
+  test("--port 0 prints exactly the readiness line, serves, and stops on SIGTERM with 0", async () => {
+    const sandboxed = box();
+    const child = spawn([BUN, CLI_ENTRY, "relay", "--port", "0"], { cwd: REPO_ROOT, env: sandboxed.env(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    try {
+      const reader = child.stdout.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      const readMore = async () => {
+        const chunk = await reader.read();
+        if (!chunk.done) text += decoder.decode(chunk.value, { stream: true });
+        return !chunk.done;
+      };
+      while (!text.includes("\n") && (await readMore()));
+      const line = text.split("\n")[0]!;
+      const ready = JSON.parse(line);
+      expect(Object.keys(ready)).toEqual(["event", "url", "epoch", "profile"]);
+      expect(ready).toEqual({ event: "listening", url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/), epoch: expect.stringMatching(/^[0-9a-f-]{36}$/), profile: RELAY_PROFILE });
+      expect(line).toBe(JSON.stringify({ event: "listening", url: ready.url, epoch: ready.epoch, profile: RELAY_PROFILE }));
+      // It serves the session routes the CLI uses.
+      const list = await sandboxed.run(["list", "--relay", ready.url, "--json"]);
+      expect(list.code).toBe(0);
+      expect(jsonOf(list)).toEqual({ ok: true, sessions: [], spawned: [] });
+      child.kill("SIGTERM");
+      expect(await child.exited).toBe(0);
+      // Nothing but the readiness line on stdout.
+      while (await readMore());
+      expect(text).toBe(`${line}\n`);
+    } finally {
+      if (child.exitCode === null) child.kill("SIGKILL");
+    }
+  });
+
+  test("a port out of range is a usage error (exit 2, one JSON line on stderr)", async () => {
+    const sandboxed = box();
+    for (const port of [String(MAX_TCP_PORT + 1), "-1", "http"]) {
+      const run = await sandboxed.run(["relay", "--port", port]);
+      expect({ port, code: run.code }).toEqual({ port, code: 2 });
+      expect(run.stdout).toBe("");
+      const [line, ...rest] = run.stderr.split("\n").filter(Boolean);
+      expect(rest).toEqual([]);
+      expect(JSON.parse(line!)).toMatchObject({ ok: false, error: { code: "CLI_USAGE" } });
+    }
+  });
+});
+
+describe("help and unknown commands", () => {
+  test("help (and no command at all) prints the usage and exits 0", async () => {
+    const sandboxed = box();
+    for (const argv of [["help"], []]) {
+      const run = await sandboxed.run(argv);
+      expect(run.code).toBe(0);
+      expect(run.stderr).toBe("");
+      expect(run.stdout).toStartWith("usage: pi-tasks <command>");
+      for (const command of COMMANDS) expect(run.stdout).toContain(`\n  ${command}`);
+      expect(run.stdout).toContain("spawn --task-worker");
+    }
+  });
+
+  test("an unknown command exits 2 with CLI_USAGE", async () => {
+    const sandboxed = box();
+    const json = await sandboxed.run(["frobnicate", "--json"]);
+    expect(json.code).toBe(2);
+    expect(json.stderr).toBe("");
+    expect(jsonOf(json)).toEqual({ ok: false, error: { code: "CLI_USAGE", message: expect.stringContaining("frobnicate"), retryable: false, details: expect.any(Object) } });
+    const text = await sandboxed.run(["frobnicate"]);
+    expect(text.code).toBe(2);
+    expect(text.stdout).toBe("");
+    expect(text.stderr).toContain("pi-tasks: CLI_USAGE:");
+    expect(text.stderr).toContain("usage: pi-tasks");
+  });
+});
+
+describe("status and list", () => {
+  test("status of a name nobody registered fails with the relay's code; list without a relay fails", async () => {
+    const sandboxed = box();
+    const relay = await sandboxed.withRelay();
+    const status = await sandboxed.run(["status", "nobody-here", "--relay", relay.url, "--json"]);
+    expect(status.code).toBe(1);
+    expect(jsonOf(status)).toMatchObject({ ok: false, error: { code: "CALLER_NOT_FOUND" } });
+    const list = await sandboxed.run(["list", "--json"], { env: { PI_TASKS_RELAY_URL: `http://127.0.0.1:${closedPort()}` } });
+    expect(list.code).toBe(1);
+    expect(jsonOf(list).ok).toBe(false);
+    for (const argv of [["status", "--json"], ["list", "extra", "--json"]]) {
+      const usage = await sandboxed.run(argv);
+      expect(usage.code).toBe(2);
+      expect(jsonOf(usage).error.code).toBe("CLI_USAGE");
+    }
+  });
+});
