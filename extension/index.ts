@@ -85,6 +85,9 @@ export default function piTasks(pi: ExtensionAPI): void {
       if (ctx.hasUI) {
         quietly(() => ctx.ui.setWidget(STATUS_KEY, lines));
         quietly(() => ctx.ui.notify(lines.join("\n"), "info"));
+      } else if (ctx.mode === "print") {
+        // Print mode owns stdout for plain text (unlike RPC mode, whose stdout is the JSONL stream).
+        quietly(() => process.stdout.write(`${lines.join("\n")}\n`));
       } else {
         quietly(() => pi.sendMessage({ customType: BOARD_MESSAGE, content: lines.join("\n"), display: true }, { triggerTurn: false }));
       }

@@ -13,6 +13,41 @@ import { within } from "../core/within.ts";
 
 export type RpcRecord = Record<string, unknown> & { readonly type: string };
 
+/**
+ * Reads a JSONL stream (split on "\n" only, as Pi's RPC stream requires): each non-empty line
+ * becomes a record (`{type:"unparsed", line}` when it is not JSON); `onChunk` runs after each chunk.
+ */
+export async function readJsonLines(stream: ReadableStream<Uint8Array>, onRecord: (record: RpcRecord) => void, onChunk: () => void = () => undefined): Promise<void> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  const emit = (line: string) => {
+    if (line.length === 0) return;
+    try {
+      onRecord(JSON.parse(line) as RpcRecord);
+    } catch {
+      onRecord({ type: "unparsed", line });
+    }
+  };
+  for await (const chunk of stream) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline = buffered.indexOf("\n");
+    while (newline >= 0) {
+      emit(buffered.slice(0, newline).trim());
+      buffered = buffered.slice(newline + 1);
+      newline = buffered.indexOf("\n");
+    }
+    onChunk();
+  }
+  emit(buffered.trim());
+  onChunk();
+}
+
+/** Reads a text stream chunk by chunk. */
+export async function readText(stream: ReadableStream<Uint8Array>, onText: (text: string) => void): Promise<void> {
+  const decoder = new TextDecoder();
+  for await (const chunk of stream) onText(decoder.decode(chunk, { stream: true }));
+}
+
 export interface PiRpcOptions extends PiLaunch {
   /** `WOLFPACK_SESSION_NAME` (omit to run without a relay identity). */
   readonly session?: string;
@@ -58,33 +93,12 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
   const records: PiRpc["records"] = [];
   const listeners = new Set<() => void>();
   let stderrText = "";
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buffered = "";
-    for await (const chunk of child.stdout) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let newline = buffered.indexOf("\n");
-      while (newline >= 0) {
-        const line = buffered.slice(0, newline).trim();
-        buffered = buffered.slice(newline + 1);
-        if (line.length > 0) {
-          let record: RpcRecord;
-          try {
-            record = JSON.parse(line) as RpcRecord;
-          } catch {
-            record = { type: "unparsed", line };
-          }
-          records.push({ ...record, receivedAt: Date.now() });
-        }
-        newline = buffered.indexOf("\n");
-      }
-      for (const listener of [...listeners]) listener();
-    }
-  })();
-  void (async () => {
-    const decoder = new TextDecoder();
-    for await (const chunk of child.stderr) stderrText += decoder.decode(chunk, { stream: true });
-  })();
+  void readJsonLines(child.stdout, (record) => records.push({ ...record, receivedAt: Date.now() }), () => {
+    for (const listener of [...listeners]) listener();
+  });
+  void readText(child.stderr, (text) => {
+    stderrText += text;
+  });
 
   function command(value: Record<string, unknown>): void {
     child.stdin.write(`${JSON.stringify(value)}\n`);

@@ -37,6 +37,15 @@ export const WireId = Type.String({ minLength: minWireIdChars, maxLength: maxWir
 export const TaskText = Type.String({ minLength: 1, maxLength: maxTaskTextChars });
 export const Summary = Type.String({ minLength: 1, maxLength: maxSummaryChars });
 export const Millis = Type.Integer({ minimum: 0 });
+
+/**
+ * A whole number for tool parameters. Pi coerces `integer` fields by truncation before tools run
+ * (1000.5 would silently become 1000), so tool schemas declare `number` with `multipleOf: 1`,
+ * which Pi's validator and ours both refuse for fractions.
+ */
+function wholeNumber(minimum: number, maximum: number) {
+  return Type.Number({ multipleOf: 1, minimum, maximum });
+}
 /** A positive decimal sequence number, compared as BigInt. */
 export const Sequence = Type.String({ pattern: `^[1-9][0-9]{0,${maxSequenceDigits - 1}}$` });
 /** A JSON object with any members (for open payloads such as `result`). */
@@ -288,7 +297,7 @@ export const SendParams = Type.Object(
   {
     to: TaskEndpoint,
     task: TaskText,
-    timeoutMs: Type.Optional(Type.Integer({ minimum: taskTimeoutMinMs, maximum: taskTimeoutMaxMs })),
+    timeoutMs: Type.Optional(wholeNumber(taskTimeoutMinMs, taskTimeoutMaxMs)),
   },
   strict,
 );
@@ -316,7 +325,7 @@ export const InboxParams = Type.Object({}, strict);
 export type InboxParams = Static<typeof InboxParams>;
 
 export const WaitParams = Type.Object(
-  { taskId: Id, timeoutMs: Type.Optional(Type.Integer({ minimum: waitTimeoutMinMs, maximum: waitTimeoutMaxMs })) },
+  { taskId: Id, timeoutMs: Type.Optional(wholeNumber(waitTimeoutMinMs, waitTimeoutMaxMs)) },
   strict,
 );
 export type WaitParams = Static<typeof WaitParams>;

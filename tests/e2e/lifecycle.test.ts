@@ -1,0 +1,323 @@
+/**
+ * End to end: the extension's lifetime inside real Pi processes — shutdown in the middle of a
+ * pass, a Pi without a relay identity, print and json modes, the status line and `/tasks`.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
+import { called, expectNoProblems, field, statusTexts, STATUS_KEY, toolCalls, waitForEndpoint } from "../helpers/pi-kit.ts";
+import { type PiProcess, type PiProcessOptions, runPiOnce, startPi } from "../helpers/pi-process.ts";
+import { REPO_ROOT, startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
+import { REPLY } from "./scripts/says-ok.ts";
+
+// The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
+setDefaultTimeout(60_000);
+
+const SAYS_OK = join(REPO_ROOT, "tests", "e2e", "scripts", "says-ok.ts");
+
+let relay: RelayProcess;
+const spawned: PiProcess[] = [];
+const proxies: FaultProxy[] = [];
+const cores: ConfiguredTaskCore[] = [];
+
+function pi(options: Omit<PiProcessOptions, "relayUrl"> & { relayUrl?: string }): PiProcess {
+  const started = startPi({ relayUrl: relay.url, ...options });
+  spawned.push(started);
+  return started;
+}
+
+function proxy(): FaultProxy {
+  const created = createFaultProxy({ target: relay.url });
+  proxies.push(created);
+  return created;
+}
+
+/** An in-process endpoint (the configured core without a Pi) to address tasks to. */
+async function plainEndpoint(session: string): Promise<{ core: ConfiguredTaskCore; endpoint: TaskEndpoint }> {
+  const core = createConfiguredTaskCore({ url: relay.url, callerSession: session });
+  cores.push(core);
+  const endpoint = await core.run((current) => current.connect());
+  return { core, endpoint };
+}
+
+function scenario<T>(run: () => Promise<T>): Promise<T> {
+  const promise = run();
+  promise.catch(() => undefined);
+  return promise;
+}
+
+const UNHANDLED = /unhandled|rejection|uncaught/i;
+
+/** §6 #7: stdin closes while the worker's pass waits on a held relay receive. */
+async function shutdownMidPass() {
+  const gate = proxy();
+  const worker = pi({ session: "shutdown-worker", relayUrl: gate.url, worker: true, brain: () => ({ text: "idle" }) });
+  const workerEndpoint = await waitForEndpoint(relay.url, "shutdown-worker");
+  // Let the first passes finish, then hold every receive at the proxy.
+  await Bun.sleep(300);
+  gate.push({ operation: "receive", kind: "hold", times: Infinity });
+  const { core: origin } = await plainEndpoint("shutdown-origin");
+  // Mail waits for the worker: the doorbell (or the 1 s cadence) starts a pass that gets held.
+  await origin.run((current) => current.createTask({ to: workerEndpoint, task: "never presented" }));
+  await gate.waitFor((stats) => stats.held >= 1, 5_000);
+  const mark = worker.records.length;
+  const closedAt = Date.now();
+  // A grace beyond the request deadline, so waiting on the held request would show.
+  const code = await worker.stop(requestDeadlineDefaultMs + 5_000);
+  const stopMs = worker.stopMs();
+  // The held request may now reach the relay; the worker is gone and must not have acted on it.
+  gate.release();
+  await Bun.sleep(200);
+  const after = worker.records.slice(mark);
+  const requestsAfter = gate.requests().filter((request) => request.receivedAt >= closedAt).map((request) => request.operation);
+  const task = origin.current().listTasks()[0]!;
+  return { worker, code, stopMs, after, requestsAfter, task };
+}
+
+/** A Pi without WOLFPACK_SESSION_NAME: the tools explain, Pi keeps working, the relay hears nothing. */
+async function noSessionName() {
+  const gate = proxy();
+  const lonely = pi({
+    relayUrl: gate.url,
+    brain: (turn) => {
+      if (turn.messages.at(-1)?.text === "Say hello.") return { text: "hello" };
+      if (!called(turn, "agent_task_inbox")) {
+        return {
+          tools: [
+            { name: "agent_task_inbox", arguments: {} },
+            { name: "agent_task_send", arguments: { to: { relay: RELAY_ID, id: "anyone" }, task: "x" } },
+            { name: "agent_task_status", arguments: { taskId: "x" } },
+          ],
+        };
+      }
+      return { text: "understood" };
+    },
+  });
+  lonely.prompt("Use the task tools.");
+  await lonely.waitFor((record) => record.type === "agent_settled");
+  const from = lonely.records.length;
+  lonely.prompt("Say hello.");
+  await lonely.waitFor((record) => record.type === "agent_settled", 15_000, from);
+  const code = await lonely.stop();
+  return { lonely, code, requests: gate.requests().length };
+}
+
+/** The status line under relay capacity refusals of receive, then healthy again. */
+async function statusLine() {
+  const gate = proxy();
+  const worker = pi({ session: "status-worker", relayUrl: gate.url, worker: true, brain: () => ({ text: "idle" }) });
+  await waitForEndpoint(relay.url, "status-worker");
+  await Bun.sleep(200);
+  const mark = worker.records.length;
+  const refusals = gate.push({ operation: "receive", kind: "capacity", times: 2 });
+  const warned = await worker.waitFor((record) => record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string", 10_000, mark);
+  const cleared = await worker.waitFor(
+    (record) => record.type === "extension_ui_request" && record.method === "setStatus" && record.statusText === undefined,
+    15_000,
+    worker.records.indexOf(warned),
+  );
+  const boardFrom = worker.records.length;
+  worker.prompt("/tasks");
+  const board = await worker.waitFor((record) => record.type === "extension_ui_request" && record.method === "setWidget", 10_000, boardFrom);
+  const code = await worker.stop();
+  return { worker, warned, cleared, hits: refusals.hits(), board, code, turns: worker.turns.length };
+}
+
+/** `/tasks` on an origin with two tasks in flight. */
+async function board() {
+  const { endpoint } = await plainEndpoint("board-target");
+  const origin = pi({
+    session: "board-origin",
+    brain: (turn) => {
+      if (!called(turn, "agent_task_send")) {
+        return {
+          tools: [
+            { name: "agent_task_send", arguments: { to: endpoint, task: "First board task." } },
+            { name: "agent_task_send", arguments: { to: endpoint, task: "Second board task." } },
+          ],
+        };
+      }
+      return { text: "sent" };
+    },
+  });
+  origin.prompt("Send two tasks.");
+  await origin.waitFor((record) => record.type === "agent_settled");
+  const turnsBefore = origin.turns.length;
+  const from = origin.records.length;
+  origin.prompt("/tasks");
+  const widget = await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "setWidget", 10_000, from);
+  const note = await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify", 10_000, from);
+  await Bun.sleep(300);
+  const turnsAfter = origin.turns.length;
+  const code = await origin.stop();
+  return { origin, widget, note, turnsBefore, turnsAfter, code, endpoint };
+}
+
+/** `pi -p` / `pi --mode json` once, through a proxy that records what reached the relay. */
+async function runOnce(mode: "print" | "json", withRelay: boolean) {
+  const gate = proxy();
+  const mark = join(tmpdir(), `pi-tasks-reply-${crypto.randomUUID()}`);
+  try {
+    const result = await runPiOnce({
+      mode,
+      prompt: "Say it.",
+      script: SAYS_OK,
+      // With a relay, the reply waits until the lifetime has connected and opened its long-poll watch.
+      env: { PI_TASKS_TEST_REPLY_DELAY_MS: withRelay ? "1500" : "0", PI_TASKS_TEST_REPLY_MARK: mark },
+      ...(withRelay ? { session: `${mode}-once` } : {}),
+      relayUrl: gate.url,
+      // A hang would outlast the watch's long poll; kill well after it.
+      timeoutMs: watchClientWaitMs + 15_000,
+    });
+    const repliedAt = existsSync(mark) ? Number(readFileSync(mark, "utf8")) : Number.NaN;
+    return { result, exitAfterReplyMs: result.exitedAt - repliedAt, operations: gate.requests().map((request) => request.operation) };
+  } finally {
+    rmSync(mark, { force: true });
+  }
+}
+
+const onceRuns: Record<string, ReturnType<typeof runOnce>> = {};
+
+let shutdown: ReturnType<typeof shutdownMidPass>;
+let nameless: ReturnType<typeof noSessionName>;
+let status: ReturnType<typeof statusLine>;
+let boardRun: ReturnType<typeof board>;
+
+beforeAll(async () => {
+  relay = await startRelayProcess();
+  shutdown = scenario(shutdownMidPass);
+  nameless = scenario(noSessionName);
+  status = scenario(statusLine);
+  boardRun = scenario(board);
+  for (const mode of ["print", "json"] as const) for (const withRelay of [false, true]) onceRuns[`${mode}:${withRelay}`] = scenario(() => runOnce(mode, withRelay));
+});
+
+afterAll(async () => {
+  await Promise.all(spawned.map((process) => process.stop()));
+  await Promise.all(cores.map((core) => core.close()));
+  await Promise.all(proxies.map((created) => created.stop()));
+  await relay?.stop();
+});
+
+describe("shutdown in the middle of a pass (§6 #7)", () => {
+  test("Pi exits 0 promptly although a relay request is held", async () => {
+    const { code, stopMs } = await shutdown;
+    expect(code).toBe(0);
+    // Far below the request deadline: shutdown aborts the held request instead of waiting for it.
+    expect(stopMs!).toBeLessThan(requestDeadlineDefaultMs / 2);
+  });
+
+  test("nothing is written after shutdown began: no message, archive entry, status or notify, no corrupt stdout", async () => {
+    const { worker, after } = await shutdown;
+    const written = after.filter((record) => ["message_end", "entry_appended", "extension_ui_request", "extension_error", "unparsed", "agent_start"].includes(record.type));
+    expect(written).toEqual([]);
+    expectNoProblems(worker, "worker");
+  });
+
+  test("no unhandled rejection, and the worker neither acknowledged nor reported the held mail", async () => {
+    const { worker, requestsAfter, task } = await shutdown;
+    expect(worker.stderr()).not.toMatch(UNHANDLED);
+    expect(requestsAfter.filter((operation) => operation === "acknowledge" || operation === "send")).toEqual([]);
+    // The origin never got a receipt: the assignment was not presented by the dying lifetime.
+    expect(task.deliveryEvidence.receiverReceipt).toBe("not_confirmed");
+  });
+});
+
+describe("without WOLFPACK_SESSION_NAME", () => {
+  test("the tools answer an error explaining RELAY_SESSION_REQUIRED", async () => {
+    const { lonely } = await nameless;
+    for (const name of ["agent_task_inbox", "agent_task_send", "agent_task_status"]) {
+      const [call] = toolCalls(lonely, name);
+      expect({ name, isError: call!.isError, code: field(call!.text, "code") }).toEqual({ name, isError: true, code: "RELAY_SESSION_REQUIRED" });
+      expect(call!.text).toContain("WOLFPACK_SESSION_NAME");
+      expect(call!.details).toMatchObject({ error: { code: "RELAY_SESSION_REQUIRED", retryable: false } });
+    }
+  });
+
+  test("Pi still works, exits 0, and the relay hears nothing from it", async () => {
+    const { lonely, code, requests } = await nameless;
+    expect(lonely.records.filter((record) => record.type === "agent_settled")).toHaveLength(2);
+    expect(lonely.turns.at(-1)?.messages.at(-1)?.text).toBe("Say hello.");
+    expect(requests).toBe(0);
+    expect(code).toBe(0);
+    expectNoProblems(lonely, "no-name");
+    expect(statusTexts(lonely).at(-1)).toContain("RELAY_SESSION_REQUIRED");
+  });
+});
+
+describe("print and json modes exit promptly after the prompt (timers unref'd)", () => {
+  for (const mode of ["print", "json"] as const) {
+    for (const withRelay of [false, true]) {
+      test(`${mode} mode, ${withRelay ? "registered on a live relay with a watch open" : "without a relay identity"}`, async () => {
+        const { result, exitAfterReplyMs, operations } = await onceRuns[`${mode}:${withRelay}`]!;
+        expect(result.killed).toBe(false);
+        expect(result.code).toBe(0);
+        // Exit follows the last reply promptly: neither the idle poll timer nor the open watch holds it.
+        expect(exitAfterReplyMs).toBeGreaterThanOrEqual(0);
+        expect(exitAfterReplyMs).toBeLessThan(idlePollIntervalMs);
+        expect(result.stderr).not.toMatch(UNHANDLED);
+        if (withRelay) {
+          expect(operations).toContain("connect");
+          expect(operations).toContain("watch");
+        } else {
+          expect(operations).toEqual([]);
+        }
+        if (mode === "print") {
+          expect(result.stdout.trim()).toBe(REPLY);
+        } else {
+          const lines = result.stdout.split("\n").filter((line) => line.trim().length > 0);
+          expect(lines.length).toBeGreaterThan(0);
+          for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
+          expect(result.stdout).toContain(REPLY);
+        }
+      });
+    }
+  }
+});
+
+describe("the status line", () => {
+  test("a relay capacity refusal of receive shows `tasks: capacity (RELAY_CAPACITY) on receive`; it clears once healthy", async () => {
+    const { warned, cleared, hits } = await status;
+    expect(hits).toBeGreaterThanOrEqual(1);
+    expect(warned.statusKey).toBe(STATUS_KEY);
+    expect(warned.statusText).toBe("tasks: capacity (RELAY_CAPACITY) on receive");
+    expect(cleared.statusKey).toBe(STATUS_KEY);
+    expect(cleared.statusText).toBeUndefined();
+  });
+
+  test("/tasks on a Pi without tasks prints the board header without calling the model", async () => {
+    const { board, turns, code } = await status;
+    expect(board.widgetKey).toBe(STATUS_KEY);
+    const lines = board.widgetLines as string[];
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain("0 tasks");
+    expect(turns).toBe(0);
+    expect(code).toBe(0);
+  });
+});
+
+describe("/tasks", () => {
+  test("prints the board: a widget and a notify with one line per task", async () => {
+    const { widget, note, turnsBefore, turnsAfter, origin, code, endpoint } = await boardRun;
+    const sent = toolCalls(origin, "agent_task_send").map((call) => String(call.details.taskId));
+    expect(sent).toHaveLength(2);
+    const lines = widget.widgetLines as string[];
+    expect(widget.widgetKey).toBe(STATUS_KEY);
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toContain("2 tasks");
+    for (const taskId of sent) {
+      const line = lines.find((candidate) => candidate.startsWith(taskId.slice(0, 8)));
+      expect(line).toBeDefined();
+      expect(line).toContain("origin active");
+      expect(line).toContain(endpoint.id);
+    }
+    expect(String(note.message).split("\n")).toEqual(lines);
+    expect(turnsAfter).toBe(turnsBefore);
+    expect(code).toBe(0);
+  });
+});

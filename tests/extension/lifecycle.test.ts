@@ -1,0 +1,246 @@
+/**
+ * The extension factory and its lifetime in process: a fake Pi API (registration, handlers,
+ * sendMessage/appendEntry, UI) around the real factory, against an in-process relay behind the
+ * fault proxy, so every relay request is counted and can be held.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import piTasks from "../../extension/index.ts";
+import { EVENT_MESSAGE } from "../../extension/presenter.ts";
+import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
+import { idlePollIntervalMs, requestDeadlineDefaultMs } from "../../src/protocol/limits.ts";
+import { startRelayServer, type RelayServer } from "../../src/relay-server/server.ts";
+import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
+import { sessionEndpoint } from "../helpers/pi-kit.ts";
+
+type Handler = (event: unknown, ctx: unknown) => unknown;
+
+interface FakePi {
+  readonly tools: Map<string, { execute(id: string, params: unknown, signal?: AbortSignal): Promise<{ isError?: boolean; content: { text: string }[]; details: Record<string, unknown> }> }>;
+  readonly commands: Map<string, { handler(args: string, ctx: unknown): Promise<void> }>;
+  /** Everything the extension wrote into Pi, in order. */
+  readonly writes: { kind: "message" | "entry" | "status" | "notify" | "widget"; value: unknown }[];
+  readonly statuses: (string | undefined)[];
+  emit(name: string, event?: Record<string, unknown>): Promise<unknown[]>;
+}
+
+const ENV_KEYS = ["WOLFPACK_SESSION_NAME", "PI_TASKS_RELAY_URL", "PI_TASK_WORKER", "WOLFPACK_PORT", "WOLFPACK_JWT_SECRET"] as const;
+
+/** Loads the real factory with `env` in `process.env` (read by the factory and at session_start). */
+async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], string>>): Promise<FakePi> {
+  const saved = Object.fromEntries(ENV_KEYS.map((key) => [key, process.env[key]]));
+  for (const key of ENV_KEYS) delete process.env[key];
+  Object.assign(process.env, { WOLFPACK_JWT_SECRET: "", ...env });
+  const handlers = new Map<string, Handler[]>();
+  const branch: unknown[] = [];
+  const fake: FakePi = {
+    tools: new Map(),
+    commands: new Map(),
+    writes: [],
+    statuses: [],
+    async emit(name, event = {}) {
+      const results: unknown[] = [];
+      for (const handler of handlers.get(name) ?? []) results.push(await handler({ type: name, ...event }, ctx));
+      return results;
+    },
+  };
+  const ctx = {
+    hasUI: true,
+    isIdle: () => true,
+    hasPendingMessages: () => false,
+    sessionManager: { getBranch: () => branch },
+    ui: {
+      setStatus: (_key: string, text: string | undefined) => {
+        fake.statuses.push(text);
+        fake.writes.push({ kind: "status", value: text });
+      },
+      notify: (message: string) => fake.writes.push({ kind: "notify", value: message }),
+      setWidget: (_key: string, lines: unknown) => fake.writes.push({ kind: "widget", value: lines }),
+    },
+  };
+  const api = {
+    registerTool: (definition: { name: string }) => fake.tools.set(definition.name, definition as never),
+    registerCommand: (name: string, options: unknown) => fake.commands.set(name, options as never),
+    on: (name: string, handler: Handler) => handlers.set(name, [...(handlers.get(name) ?? []), handler]),
+    sendMessage: (message: { customType: string; details?: unknown }) => {
+      fake.writes.push({ kind: "message", value: message });
+      if (message.customType === EVENT_MESSAGE) branch.push({ type: "custom_message", ...message });
+    },
+    appendEntry: (customType: string, data: unknown) => fake.writes.push({ kind: "entry", value: { customType, data } }),
+  };
+  try {
+    piTasks(api as never);
+    await fake.emit("session_start", { reason: "startup" });
+  } finally {
+    for (const key of ENV_KEYS) {
+      if (saved[key] === undefined) delete process.env[key];
+      else process.env[key] = saved[key];
+    }
+  }
+  return fake;
+}
+
+let relay: RelayServer;
+let proxy: FaultProxy;
+const loaded: FakePi[] = [];
+const cores: ConfiguredTaskCore[] = [];
+
+beforeAll(async () => {
+  relay = await startRelayServer({ host: "127.0.0.1", port: 0, env: {} });
+  proxy = createFaultProxy({ target: relay.url });
+});
+
+afterEach(async () => {
+  for (const fake of loaded.splice(0)) await fake.emit("session_shutdown", { reason: "quit" });
+  await Promise.all(cores.splice(0).map((core) => core.close()));
+  proxy.clear();
+  proxy.release();
+});
+
+afterAll(async () => {
+  await proxy.stop();
+  await relay.stop();
+});
+
+async function load(env: Parameters<typeof loadExtension>[0]): Promise<FakePi> {
+  const fake = await loadExtension(env);
+  loaded.push(fake);
+  return fake;
+}
+
+/** Requests of `session`'s process reaching the relay from index `from` on. */
+function operationsSince(from: number): string[] {
+  return proxy.requests().slice(from).map((request) => request.operation);
+}
+
+async function registered(session: string) {
+  for (let attempt = 0; attempt < 100; attempt += 1) {
+    const endpoint = await sessionEndpoint(relay.url, session);
+    if (endpoint !== undefined) return endpoint;
+    await Bun.sleep(20);
+  }
+  throw new Error(`${session} never registered`);
+}
+
+describe("the factory", () => {
+  test("registers eight tools, /tasks and its handlers, and starts nothing before session_start", async () => {
+    proxy.resetStats();
+    const handlers: string[] = [];
+    const tools: string[] = [];
+    piTasks({
+      registerTool: (definition: { name: string }) => tools.push(definition.name),
+      registerCommand: (name: string) => handlers.push(`/${name}`),
+      on: (name: string) => handlers.push(name),
+      sendMessage: () => {
+        throw new Error("Extension runtime not initialized");
+      },
+      appendEntry: () => {
+        throw new Error("Extension runtime not initialized");
+      },
+    } as never);
+    expect(tools.sort()).toEqual(["agent_task_ack", "agent_task_cancel", "agent_task_done", "agent_task_inbox", "agent_task_message", "agent_task_send", "agent_task_status", "agent_task_wait"]);
+    expect(handlers.sort()).toEqual(["/tasks", "agent_end", "agent_settled", "message_end", "session_shutdown", "session_start", "tool_call", "turn_end"].sort());
+    await Bun.sleep(100);
+    expect(proxy.requests()).toEqual([]);
+  });
+});
+
+describe("immediate refreshes (§6 #2 at the hook boundary)", () => {
+  for (const hook of ["turn_end", "agent_end", "agent_settled"]) {
+    test(`${hook} runs a pass at once, not at the ${idlePollIntervalMs} ms idle cadence`, async () => {
+      const session = `hook-${hook}`;
+      const fake = await load({ WOLFPACK_SESSION_NAME: session, PI_TASKS_RELAY_URL: proxy.url });
+      await registered(session);
+      await proxy.waitFor((stats) => (stats.operations.receive?.forwarded ?? 0) >= 1);
+      // Let the start-up pass finish; an idle non-worker now waits the idle cadence.
+      await Bun.sleep(250);
+      const from = proxy.requests().length;
+      const results = await fake.emit(hook);
+      expect(results).toEqual([undefined]);
+      await proxy.waitFor(() => operationsSince(from).includes("receive"), 1_000);
+    });
+  }
+
+  test("handlers never throw or return a rejection while the relay is down", async () => {
+    const fake = await load({ WOLFPACK_SESSION_NAME: "down", PI_TASKS_RELAY_URL: "http://127.0.0.1:9" });
+    const rejections: unknown[] = [];
+    const listener = (reason: unknown) => rejections.push(reason);
+    process.on("unhandledRejection", listener);
+    try {
+      for (const hook of ["turn_end", "agent_end", "agent_settled", "message_end"]) {
+        for (const result of await fake.emit(hook, { message: { role: "assistant" } })) expect(result).toBeUndefined();
+      }
+      await Bun.sleep(300);
+    } finally {
+      process.off("unhandledRejection", listener);
+    }
+    expect(rejections).toEqual([]);
+    expect(fake.statuses.some((text) => text?.includes("(RELAY_UNAVAILABLE)"))).toBe(true);
+  });
+});
+
+describe("§6 #7: shutdown in the middle of a pass", () => {
+  test("session_shutdown returns promptly although the pass's receive is held; afterwards nothing is written or sent", async () => {
+    const fake = await load({ WOLFPACK_SESSION_NAME: "held-worker", PI_TASKS_RELAY_URL: proxy.url, PI_TASK_WORKER: "1" });
+    const to = await registered("held-worker");
+    await Bun.sleep(250);
+    proxy.push({ operation: "receive", kind: "hold", times: Infinity });
+    // Mail waits: the doorbell (or the 1 s worker cadence) starts a pass that gets held.
+    const origin = createConfiguredTaskCore({ url: relay.url, callerSession: "held-origin" });
+    cores.push(origin);
+    await origin.run((core) => core.createTask({ to, task: "arrives during shutdown" }));
+    await proxy.waitFor((stats) => stats.held >= 1, 5_000);
+    const writes = fake.writes.length;
+    const from = proxy.requests().length;
+    const started = Date.now();
+    await fake.emit("session_shutdown", { reason: "quit" });
+    // Not the request deadline: shutdown aborts the held request instead of waiting for it.
+    expect(Date.now() - started).toBeLessThan(requestDeadlineDefaultMs / 4);
+    loaded.splice(loaded.indexOf(fake), 1);
+    // The held request now reaches the relay (the client gave up on it); give any survivor time.
+    proxy.release();
+    await Bun.sleep(1_500);
+    expect(fake.writes.slice(writes)).toEqual([]);
+    // Releasing the lease is the only request after shutdown began: no receipt, ACK or receive.
+    expect(operationsSince(from).filter((operation) => operation !== "disconnect")).toEqual([]);
+    // The tools know there is no lifetime any more.
+    const inbox = await fake.tools.get("agent_task_inbox")!.execute("call", {});
+    expect(inbox.isError).toBe(true);
+    expect(inbox.details).toMatchObject({ error: { code: "RELAY_SESSION_REQUIRED" } });
+    // Late handlers stay harmless.
+    expect(await fake.emit("agent_settled")).toEqual([undefined]);
+    await Bun.sleep(100);
+    expect(operationsSince(from).filter((operation) => operation !== "disconnect")).toEqual([]);
+  });
+});
+
+describe("the tool_call gate handler", () => {
+  test("a worker's bash is blocked with the gate's reason before any assignment; an ordinary Pi's is not", async () => {
+    const worker = await load({ WOLFPACK_SESSION_NAME: "gate-fake-worker", PI_TASKS_RELAY_URL: proxy.url, PI_TASK_WORKER: "1" });
+    const [verdict] = await worker.emit("tool_call", { toolName: "bash", input: { command: "ls" } });
+    expect(verdict).toMatchObject({ block: true });
+    expect(String((verdict as { reason: string }).reason).startsWith("PI_TASK_WORKER_ASSIGNMENT_REQUIRED")).toBe(true);
+    expect(await worker.emit("tool_call", { toolName: "agent_task_inbox", input: {} })).toEqual([undefined]);
+    const ordinary = await load({ WOLFPACK_SESSION_NAME: "gate-fake-ordinary", PI_TASKS_RELAY_URL: proxy.url });
+    expect(await ordinary.emit("tool_call", { toolName: "bash", input: { command: "ls" } })).toEqual([undefined]);
+  });
+});
+
+describe("without WOLFPACK_SESSION_NAME", () => {
+  test("session_start shows a config status, contacts no relay, and every tool explains RELAY_SESSION_REQUIRED", async () => {
+    const from = proxy.requests().length;
+    const fake = await load({ PI_TASKS_RELAY_URL: proxy.url });
+    expect(fake.statuses.at(-1)).toBe("tasks: config (RELAY_SESSION_REQUIRED)");
+    for (const [name, tool] of fake.tools) {
+      const result = await tool.execute("call", name === "agent_task_inbox" ? {} : { taskId: "t" });
+      expect({ name, isError: result.isError, code: (result.details.error as { code?: string } | undefined)?.code }).toMatchObject({ name, isError: true });
+      if (name !== "agent_task_message" && name !== "agent_task_done" && name !== "agent_task_send" && name !== "agent_task_cancel") {
+        expect({ name, code: (result.details.error as { code: string }).code }).toEqual({ name, code: "RELAY_SESSION_REQUIRED" });
+      }
+    }
+    const send = await fake.tools.get("agent_task_send")!.execute("call", { to: { relay: "r", id: "i" }, task: "x" });
+    expect(send.details).toMatchObject({ error: { code: "RELAY_SESSION_REQUIRED" } });
+    expect(send.content[0]!.text).toContain("WOLFPACK_SESSION_NAME");
+    await Bun.sleep(100);
+    expect(operationsSince(from)).toEqual([]);
+  });
+});

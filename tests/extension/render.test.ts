@@ -1,0 +1,138 @@
+import { describe, expect, test } from "bun:test";
+import { renderError, renderEvent, renderTask, renderWake } from "../../extension/render.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import type { TaskEvent } from "../../src/protocol/schemas.ts";
+import { ORIGIN } from "../helpers/fixtures.ts";
+import { assignmentOf, taskView } from "../helpers/extension-fakes.ts";
+
+function eventOf(task: ReturnType<typeof taskView>, type: TaskEvent["type"]): TaskEvent {
+  return task.events.find((event) => event.type === type)!;
+}
+
+/** `- name: value` lines of a rendered text. */
+function fields(text: string): Record<string, string> {
+  return Object.fromEntries([...text.matchAll(/^- ([A-Za-z]+): (.*)$/gm)].map((match) => [match[1]!, match[2]!]));
+}
+
+describe("renderEvent: the model reads everything it must act on", () => {
+  test("an assignment names the task id, the event id, the origin, the task text and how to finish", () => {
+    const task = taskView({ task: "Add a --json flag to the list command." });
+    const text = renderEvent(assignmentOf(task), task);
+    expect(text.startsWith("## task assignment\n")).toBe(true);
+    expect(fields(text)).toMatchObject({ taskId: task.taskId, eventId: assignmentOf(task).eventId, from: formatEndpoint(ORIGIN) });
+    expect(text).toContain("Add a --json flag to the list command.");
+    expect(text).toContain(`agent_task_done with taskId ${task.taskId}`);
+    expect(text).toContain("result.changedFiles");
+    expect(text).toContain(`agent_task_message (type "question", taskId ${task.taskId})`);
+  });
+
+  test("a reassignment is marked as such", () => {
+    const task = taskView({ events: [{ type: "task.reassigned", payload: { task: "moved task", previousTarget: ORIGIN } }] });
+    const text = renderEvent(eventOf(task, "task.reassigned"), task);
+    expect(text.startsWith("## task assignment (reassigned)\n")).toBe(true);
+    expect(text).toContain("moved task");
+  });
+
+  test("a question names the question's event id to answer with inReplyTo", () => {
+    const task = taskView({ role: "origin", events: [{ type: "task.question", payload: { message: "Which database?" } }] });
+    const question = eventOf(task, "task.question");
+    const text = renderEvent(question, task);
+    expect(text.startsWith("## task question\n")).toBe(true);
+    expect(fields(text)).toMatchObject({ taskId: task.taskId, eventId: question.eventId });
+    expect(text).toContain("Which database?");
+    expect(text).toContain(`taskId ${task.taskId}, type "answer", inReplyTo ${question.eventId}`);
+  });
+
+  test("an answer names the question it answers", () => {
+    const task = taskView({ events: [{ type: "task.answer", payload: { message: "Postgres.", inReplyTo: "question-event-1" } }] });
+    const text = renderEvent(eventOf(task, "task.answer"), task);
+    expect(fields(text)).toMatchObject({ taskId: task.taskId, inReplyTo: "question-event-1" });
+    expect(text).toContain("Postgres.");
+  });
+
+  test("information carries its message", () => {
+    const task = taskView({ events: [{ type: "task.information", payload: { message: "FYI: CI is red." } }] });
+    const text = renderEvent(eventOf(task, "task.information"), task);
+    expect(text.startsWith("## task information\n")).toBe(true);
+    expect(text).toContain("FYI: CI is red.");
+  });
+
+  test("a completion at the origin shows the summary, the result with changed files, artifacts, and asks for the ack", () => {
+    const payload = {
+      summary: "Added the flag and tests.",
+      result: { changedFiles: ["src/cli/list.ts", "tests/list.test.ts"], testsRun: 12 },
+      artifacts: [{ path: "verification/list.md" }],
+    };
+    const task = taskView({ role: "origin", status: "completed", events: [{ type: "task.completed", payload }] });
+    const completed = eventOf(task, "task.completed");
+    const text = renderEvent(completed, task);
+    expect(text.startsWith("## task completed\n")).toBe(true);
+    expect(fields(text)).toMatchObject({ taskId: task.taskId, eventId: completed.eventId, status: "completed", summary: "Added the flag and tests." });
+    expect(JSON.parse(fields(text).result!)).toEqual(payload.result);
+    expect(text).toContain("src/cli/list.ts");
+    expect(text).toContain("tests/list.test.ts");
+    expect(text).toContain("verification/list.md");
+    expect(text).toContain(`agent_task_ack with taskId ${task.taskId}`);
+  });
+
+  test("a failure shows its error; at the worker a terminal event says to stop", () => {
+    const error = { code: "TESTS_FAILED", message: "3 tests fail", retryable: false };
+    const origin = taskView({ role: "origin", status: "failed", events: [{ type: "task.failed", payload: { summary: "could not finish", error } }] });
+    const failed = renderEvent(eventOf(origin, "task.failed"), origin);
+    expect(failed.startsWith("## task failed\n")).toBe(true);
+    expect(JSON.parse(fields(failed).error!)).toEqual(error);
+    const worker = taskView({ role: "target", status: "cancelled", events: [{ type: "task.cancelled", payload: { summary: "no longer needed" } }] });
+    const cancelled = renderEvent(eventOf(worker, "task.cancelled"), worker);
+    expect(cancelled.startsWith("## task cancelled\n")).toBe(true);
+    expect(cancelled).toContain("Stop working on this task.");
+    expect(cancelled).not.toContain("agent_task_ack");
+  });
+
+  test("a timeout tells the origin the outcome is unknown and still asks for the ack", () => {
+    const expiresAt = Date.UTC(2026, 10, 30, 12, 0, 0);
+    const task = taskView({ role: "origin", status: "timed_out", events: [{ type: "task.timed_out", payload: { expiresAt } }] });
+    const text = renderEvent(eventOf(task, "task.timed_out"), task);
+    expect(text.startsWith("## task timed out\n")).toBe(true);
+    expect(fields(text).expiresAt).toBe(new Date(expiresAt).toISOString());
+    expect(text).toContain("outcome is unknown");
+    expect(text).toContain(`agent_task_ack with taskId ${task.taskId}`);
+  });
+
+  test("every rendered event names its task and event id", () => {
+    const types: TaskEvent["type"][] = ["task.information", "task.question", "task.answer", "task.completed", "task.failed", "task.cancelled", "task.timed_out", "task.parent_acknowledged", "task.delivery_receipt", "task.late_terminal"];
+    for (const type of types) {
+      const task = taskView({ events: [{ type, payload: { message: "m", summary: "s", expiresAt: 0, inReplyTo: "q" } }] });
+      const event = eventOf(task, type);
+      const text = renderEvent(event, task);
+      expect({ type, fields: fields(text) }).toMatchObject({ type, fields: { taskId: task.taskId, eventId: event.eventId } });
+    }
+  });
+});
+
+describe("renderWake", () => {
+  test("counts the events it wakes for", () => {
+    expect(renderWake(1)).toContain("1 new task event above");
+    expect(renderWake(3)).toContain("3 new task events above");
+  });
+});
+
+describe("renderTask and renderError", () => {
+  test("a task snapshot shows role, status, both endpoints, the last event and delivery", () => {
+    const task = taskView({ role: "origin", events: [{ type: "task.question", payload: { message: "?" } }] });
+    const text = renderTask(task);
+    const last = task.events.at(-1)!;
+    expect(fields(text)).toMatchObject({ role: "origin", status: "active", origin: formatEndpoint(task.origin), target: formatEndpoint(task.target), lastEvent: `${last.type} (${last.eventId})`, terminalDelivery: "not_submitted" });
+    expect(text).toContain(task.taskId);
+    expect(JSON.parse(fields(text).deliveryEvidence!)).toEqual(task.deliveryEvidence);
+  });
+
+  test("an error shows its code, message, retryability and details", () => {
+    const text = renderError(new TaskError("UNKNOWN_TASK", { details: { taskId: "t-1" } }).toJSON());
+    expect(text.startsWith("## task error\n")).toBe(true);
+    expect(fields(text)).toMatchObject({ code: "UNKNOWN_TASK", retryable: "false" });
+    expect(JSON.parse(fields(text).details!)).toEqual({ taskId: "t-1" });
+    expect(fields(renderError(new TaskError("RELAY_CAPACITY").toJSON()))).toMatchObject({ retryable: "true" });
+    expect(renderError(new TaskError("RELAY_CAPACITY").toJSON())).not.toContain("details");
+  });
+});

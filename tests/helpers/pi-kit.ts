@@ -1,0 +1,243 @@
+/**
+ * Readers and small helpers for end-to-end tests of the Pi extension: the relay's session-control
+ * status, what each Pi process's RPC stream says about pi-tasks (event messages, wakes, archive
+ * entries, loss records, status lines) and what its scripted model saw.
+ */
+import { expect } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SESSION_STATUS_PATH } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extension/presenter.ts";
+import { STATUS_KEY } from "../../extension/status.ts";
+import type { PiProcess, RpcRecord, ScriptTurn } from "./pi-process.ts";
+
+export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
+
+/** The session's `taskEndpoint` from `GET /api/session-control/status`, or undefined (not 200). */
+export async function sessionEndpoint(relayUrl: string, session: string): Promise<TaskEndpoint | undefined> {
+  try {
+    const response = await fetch(`${relayUrl}${SESSION_STATUS_PATH}?session=${encodeURIComponent(session)}`);
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      return undefined;
+    }
+    return ((await response.json()) as { taskEndpoint: TaskEndpoint }).taskEndpoint;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Polls the status route until the session is registered (optionally with an id other than `not`). */
+export async function waitForEndpoint(relayUrl: string, session: string, options: { timeoutMs?: number; not?: string } = {}): Promise<TaskEndpoint> {
+  const deadline = Date.now() + (options.timeoutMs ?? 15_000);
+  for (;;) {
+    const endpoint = await sessionEndpoint(relayUrl, session);
+    if (endpoint !== undefined && endpoint.id !== options.not) return endpoint;
+    if (Date.now() > deadline) throw new Error(`session ${session} did not register at ${relayUrl} within ${options.timeoutMs ?? 15_000} ms`);
+    await Bun.sleep(40);
+  }
+}
+
+export interface EventMessage {
+  readonly taskId: string;
+  readonly eventId: string;
+  readonly type: string;
+  readonly content: string;
+}
+
+function detailsOf(message: Record<string, unknown>): Record<string, unknown> {
+  return (message.details ?? {}) as Record<string, unknown>;
+}
+
+/** The `pi-tasks-event` messages Pi recorded, in order. */
+export function eventMessages(pi: PiProcess): EventMessage[] {
+  return pi.customMessages(EVENT_MESSAGE).map((message) => {
+    const details = detailsOf(message);
+    return {
+      taskId: String(details.taskId),
+      eventId: String(details.eventId),
+      type: String((details.event as { type?: unknown } | undefined)?.type),
+      content: String(message.content),
+    };
+  });
+}
+
+/** Each `pi-tasks-wake` message: its wake id and the event ids it woke. */
+export function wakeMessages(pi: PiProcess): { wakeId: string; eventIds: string[] }[] {
+  return pi.customMessages(WAKE_MESSAGE).map((message) => {
+    const details = detailsOf(message);
+    return { wakeId: String(details.wakeId), eventIds: (details.eventIds as string[]) ?? [] };
+  });
+}
+
+/** Archive-only `pi-tasks-event-record` entries: their event ids and types. */
+export function archiveRecords(pi: PiProcess): { taskId: string; eventId: string; type: string }[] {
+  return pi.appendedEntries(EVENT_RECORD).map((entry) => {
+    const data = (entry.data ?? {}) as Record<string, unknown>;
+    return { taskId: String(data.taskId), eventId: String(data.eventId), type: String((data.event as { type?: unknown } | undefined)?.type) };
+  });
+}
+
+export function lossMessages(pi: PiProcess): Record<string, unknown>[] {
+  return pi.customMessages(LOSS_MESSAGE);
+}
+
+/** Every `setStatus` text for the pi-tasks key, in order (undefined = cleared). */
+export function statusTexts(pi: PiProcess): (string | undefined)[] {
+  return pi
+    .uiRequests("setStatus")
+    .filter((record) => record.statusKey === STATUS_KEY)
+    .map((record) => (record.statusText === undefined || record.statusText === null ? undefined : String(record.statusText)));
+}
+
+export function notifications(pi: PiProcess): string[] {
+  return pi.uiRequests("notify").map((record) => String(record.message));
+}
+
+/** Counts per event id (a map so a duplicate shows its count). */
+export function countBy<T>(items: readonly T[], key: (item: T) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[key(item)] = (counts[key(item)] ?? 0) + 1;
+  return counts;
+}
+
+/**
+ * Every task event appears at most once in the process: one `pi-tasks-event` message per event id,
+ * never also archived, every wake names distinct events and no event is woken twice. The session
+ * branch (RPC `get_entries`) agrees with the stream.
+ */
+export async function expectEachEventOnce(pi: PiProcess, label: string, entries?: readonly Record<string, unknown>[]): Promise<void> {
+  const duplicates = (ids: readonly string[]) => Object.entries(countBy(ids, (id) => id)).filter(([, count]) => count > 1);
+  const inserted = eventMessages(pi).map((message) => message.eventId);
+  const archived = archiveRecords(pi).map((record) => record.eventId);
+  const woken = wakeMessages(pi).flatMap((wake) => wake.eventIds);
+  expect({ label, insertedTwice: duplicates(inserted), archivedTwice: duplicates(archived), wokenTwice: duplicates(woken) }).toEqual({
+    label,
+    insertedTwice: [],
+    archivedTwice: [],
+    wokenTwice: [],
+  });
+  expect({ label, insertedAndArchived: inserted.filter((id) => archived.includes(id)) }).toEqual({ label, insertedAndArchived: [] });
+  // Every woken event was inserted first.
+  expect({ label, wokenNotInserted: woken.filter((id) => !inserted.includes(id)) }).toEqual({ label, wokenNotInserted: [] });
+  const branch = entries ?? (pi.exitCode() === null ? await pi.entries() : undefined);
+  if (branch !== undefined) {
+    const branchIds = branch
+      .filter((entry) => entry.type === "custom_message" && entry.customType === EVENT_MESSAGE)
+      .map((entry) => String(((entry.details ?? {}) as Record<string, unknown>).eventId));
+    expect({ label, branch: [...branchIds].sort() }).toEqual({ label, branch: [...inserted].sort() });
+  }
+}
+
+/** Extension errors or corrupt stdout lines must never appear. */
+export function expectNoProblems(pi: PiProcess, label: string): void {
+  expect({ label, problems: pi.problems() }).toEqual({ label, problems: [] });
+}
+
+/** The value of `- name: value` in a rendered message. */
+export function field(text: string | undefined, name: string): string | undefined {
+  return text?.match(new RegExp(`^- ${name}: (.+)$`, "m"))?.[1]?.trim();
+}
+
+/** The newest message the model saw that contains `marker`. */
+export function lastSeen(turn: ScriptTurn, marker: string): string | undefined {
+  return [...turn.messages].reverse().find((message) => message.text.includes(marker))?.text;
+}
+
+/** Every message of a turn that contains `marker`. */
+export function allSeen(turn: ScriptTurn, marker: string): string[] {
+  return turn.messages.filter((message) => message.text.includes(marker)).map((message) => message.text);
+}
+
+/** Whether the model already issued a tool call (its transcript shows `[toolCall name …]`). */
+export function called(turn: ScriptTurn, name: string, containing = ""): boolean {
+  return turn.messages.some((message) => message.role === "assistant" && message.text.includes(`[toolCall ${name} `) && message.text.includes(containing));
+}
+
+export function lastMessage(turn: ScriptTurn) {
+  return turn.messages.at(-1);
+}
+
+/** A tool result's first text. */
+export function resultText(record: RpcRecord): string {
+  const result = record.result as { content?: { text?: string }[] } | undefined;
+  return String(result?.content?.[0]?.text ?? "");
+}
+
+export function resultDetails(record: RpcRecord): Record<string, unknown> {
+  return ((record.result as { details?: unknown } | undefined)?.details ?? {}) as Record<string, unknown>;
+}
+
+export function tempDir(prefix: string): { path: string; remove(): void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** Stops every process, in parallel, and returns their exit codes. */
+export async function stopAll(processes: readonly (PiProcess | undefined)[]): Promise<number[]> {
+  return await Promise.all(processes.filter((pi): pi is PiProcess => pi !== undefined).map((pi) => pi.stop()));
+}
+
+/** Resolves after `ms` with nothing new matching `predicate` (from index `from`); returns the matches. */
+export async function quietFor(pi: PiProcess, ms: number, predicate: (record: RpcRecord) => boolean, from: number): Promise<RpcRecord[]> {
+  await Bun.sleep(ms);
+  return pi.records.slice(from).filter(predicate);
+}
+
+/** How many times the model already called `name` with arguments containing `containing`. */
+export function callCount(turn: ScriptTurn, name: string, containing = ""): number {
+  return turn.messages.filter((message) => message.role === "assistant").flatMap((message) => message.text.split("\n")).filter((line) => line.startsWith(`[toolCall ${name} `) && line.includes(containing)).length;
+}
+
+export interface ToolCall {
+  readonly toolCallId: string;
+  readonly name: string;
+  readonly args: Record<string, unknown>;
+  readonly isError: boolean;
+  readonly text: string;
+  readonly details: Record<string, unknown>;
+  /** Index of the `tool_execution_end` record. */
+  readonly index: number;
+}
+
+/** Finished tool calls with their arguments (start and end records joined by toolCallId). */
+export function toolCalls(pi: PiProcess, name?: string): ToolCall[] {
+  const args = new Map<string, Record<string, unknown>>();
+  const calls: ToolCall[] = [];
+  pi.records.forEach((record, index) => {
+    if (record.type === "tool_execution_start") args.set(String(record.toolCallId), (record.args ?? {}) as Record<string, unknown>);
+    if (record.type !== "tool_execution_end" || (name !== undefined && record.toolName !== name)) return;
+    calls.push({
+      toolCallId: String(record.toolCallId),
+      name: String(record.toolName),
+      args: args.get(String(record.toolCallId)) ?? {},
+      isError: record.isError === true,
+      text: resultText(record),
+      details: resultDetails(record),
+      index,
+    });
+  });
+  return calls;
+}
+
+/** Index of the first record matching, or -1. */
+export function indexOf(pi: PiProcess, predicate: (record: RpcRecord) => boolean, from = 0): number {
+  for (let index = from; index < pi.records.length; index += 1) if (predicate(pi.records[index]!)) return index;
+  return -1;
+}
+
+export function isCustom(record: RpcRecord, customType: string): boolean {
+  const message = record.message as Record<string, unknown> | undefined;
+  return record.type === "message_end" && message?.role === "custom" && message.customType === customType;
+}
+
+/** A deferred promise (for brains that wait on the test or on each other). */
+export function deferred<T = void>(): { promise: Promise<T>; resolve(value: T): void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}

@@ -1,0 +1,330 @@
+/**
+ * A real Pi 1.6 CLI in `--mode rpc` under Bun, headless: isolated `PI_CODING_AGENT_DIR`, offline,
+ * this repository loaded with `-e`, and a scripted faux model (`src/demo/scripted-model.ts`)
+ * driven either by a scenario module (`script`) or by a `brain` function living in the test
+ * process (`tests/e2e/scripts/brain.ts` forwards each turn to it over loopback HTTP). Stdout is
+ * parsed as JSONL RPC records, each stamped with its arrival time.
+ *
+ * `runPiOnce()` runs the CLI once in `-p` (print) or `--mode json` and reports its exit.
+ */
+import { type Server, type Subprocess, spawn } from "bun";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SCRIPTED_MODEL_EXTENSION } from "../../src/cli/pi-cli.ts";
+import { readJsonLines, readText } from "../../src/demo/pi-rpc.ts";
+import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
+import { BUN, REPO_ROOT } from "./relay-process.ts";
+
+export const PI_CLI = join(REPO_ROOT, "node_modules", "@earendil-works", "pi-coding-agent", "dist", "bundle", "cli.js");
+export const SCRIPTED_MODEL = SCRIPTED_MODEL_EXTENSION;
+export const BRAIN_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "brain.ts");
+
+export type RpcRecord = Record<string, unknown> & { readonly type: string };
+export type { ScriptReply, ScriptTurn };
+export type Brain = (turn: ScriptTurn) => ScriptReply | Promise<ScriptReply>;
+
+export interface PiProcessOptions {
+  /** `WOLFPACK_SESSION_NAME` (omit to test the missing-name path). */
+  readonly session?: string;
+  /** `PI_TASKS_RELAY_URL` (omitted: the variable is unset). */
+  readonly relayUrl?: string;
+  /** Absolute path of the scenario module for the scripted model. */
+  readonly script?: string;
+  /** The model as a function in the test process (instead of `script`). */
+  readonly brain?: Brain;
+  readonly worker?: boolean;
+  /** Working directory (default: a fresh temporary project directory, removed on stop). */
+  readonly cwd?: string;
+  readonly env?: Record<string, string | undefined>;
+  readonly extraArgs?: readonly string[];
+}
+
+export interface PiProcess {
+  readonly records: RpcRecord[];
+  /** `Date.now()` at which each record arrived (same index as `records`). */
+  readonly times: number[];
+  /** Every turn the brain answered, in order (empty for `script` processes). */
+  readonly turns: ScriptTurn[];
+  readonly process: Subprocess<"pipe", "pipe", "pipe">;
+  readonly cwd: string;
+  readonly startedAt: number;
+  stderr(): string;
+  /** Sends one RPC command (JSON line). */
+  command(command: Record<string, unknown>): void;
+  /** Sends a command and resolves with its `response` record. */
+  rpc(command: Record<string, unknown>, timeoutMs?: number): Promise<RpcRecord>;
+  prompt(message: string): void;
+  /** Resolves with the first record (from `from`) matching, or rejects after `timeoutMs`. */
+  waitFor(predicate: (record: RpcRecord) => boolean, timeoutMs?: number, from?: number): Promise<RpcRecord>;
+  /** Custom messages Pi recorded (`message_end` with role custom), in order. */
+  customMessages(customType?: string): Record<string, unknown>[];
+  /** Archive entries (`entry_appended` of `custom` entries), in order. */
+  appendedEntries(customType?: string): Record<string, unknown>[];
+  /** Finished tool executions (`tool_execution_end`), in order. */
+  toolResults(toolName?: string): RpcRecord[];
+  /** `extension_ui_request` records, optionally of one method. */
+  uiRequests(method?: string): RpcRecord[];
+  /** What must never appear: extension errors and stdout lines that are not JSON. */
+  problems(): RpcRecord[];
+  /** The session's entries (RPC `get_entries`). */
+  entries(): Promise<Record<string, unknown>[]>;
+  /** Closes stdin (Pi shuts down) and waits for the exit code; kills after `graceMs`. */
+  stop(graceMs?: number): Promise<number>;
+  /** Exit code once exited, else undefined. */
+  exitCode(): number | null;
+  /** Milliseconds from stdin close to exit of the last `stop()`. */
+  stopMs(): number | undefined;
+}
+
+const DEFAULT_WAIT_MS = 15_000;
+/** How long `stop()` waits for Pi to exit by itself before killing it. */
+export const STOP_GRACE_MS = 5_000;
+
+// ---------------------------------------------------------------------------------------------
+// The brain server: one loopback HTTP server for every brain of this test process
+// ---------------------------------------------------------------------------------------------
+
+let brainServer: Server<undefined> | undefined;
+const brains = new Map<string, (turn: ScriptTurn) => Promise<ScriptReply>>();
+
+function brainUrl(token: string): string {
+  if (brainServer === undefined) {
+    brainServer = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      idleTimeout: 0,
+      async fetch(request) {
+        const token = new URL(request.url).pathname.split("/").at(-1) ?? "";
+        const brain = brains.get(token);
+        if (brain === undefined) return Response.json({ text: "no brain" });
+        try {
+          return Response.json(await brain((await request.json()) as ScriptTurn));
+        } catch (error) {
+          return Response.json({ text: `brain threw: ${error instanceof Error ? error.message : String(error)}` });
+        }
+      },
+    });
+    brainServer.unref();
+  }
+  return `http://127.0.0.1:${brainServer.port}/brain/${token}`;
+}
+
+function baseEnv(agentDir: string, options: { relayUrl?: string; session?: string; worker?: boolean }): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    PI_CODING_AGENT_DIR: agentDir,
+    PI_OFFLINE: "1",
+    PI_SKIP_VERSION_CHECK: "1",
+    PI_TELEMETRY: "0",
+    PI_TASKS_RELAY_URL: options.relayUrl,
+    WOLFPACK_SESSION_NAME: options.session,
+    PI_TASK_WORKER: options.worker ? "1" : undefined,
+    WOLFPACK_JWT_SECRET: "",
+  };
+  // Never inherit the runner's own pi-tasks identity.
+  if (options.session === undefined) delete env.WOLFPACK_SESSION_NAME;
+  if (options.relayUrl === undefined) delete env.PI_TASKS_RELAY_URL;
+  if (!options.worker) delete env.PI_TASK_WORKER;
+  return env;
+}
+
+function piArgs(extra: readonly string[]): string[] {
+  return [BUN, PI_CLI, "--no-session", "--offline", "--model", "faux/faux-1", "-nc", "-ns", "-np", "--no-themes", "-e", REPO_ROOT, "-e", SCRIPTED_MODEL, ...extra];
+}
+
+export function startPi(options: PiProcessOptions): PiProcess {
+  const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-agent-"));
+  const ownCwd = options.cwd === undefined;
+  const cwd = options.cwd ?? mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
+  const turns: ScriptTurn[] = [];
+  let token: string | undefined;
+  let script = options.script;
+  const env = baseEnv(agentDir, options);
+  if (options.brain !== undefined) {
+    const brain = options.brain;
+    token = crypto.randomUUID();
+    brains.set(token, async (turn) => {
+      turns.push(turn);
+      return await brain(turn);
+    });
+    env.PI_TASKS_TEST_BRAIN = brainUrl(token);
+    script = BRAIN_SCRIPT;
+  }
+  if (script === undefined) throw new Error("startPi needs a script or a brain");
+  env.PI_TASKS_TEST_SCRIPT = script;
+  Object.assign(env, options.env);
+  for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
+
+  const startedAt = Date.now();
+  const child = spawn(piArgs(["--mode", "rpc", ...(options.extraArgs ?? [])]), { cwd, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const records: RpcRecord[] = [];
+  const times: number[] = [];
+  const listeners = new Set<() => void>();
+  let stderrText = "";
+  let lastStopMs: number | undefined;
+  void readJsonLines(
+    child.stdout,
+    (record) => {
+      records.push(record);
+      times.push(Date.now());
+    },
+    () => {
+      for (const listener of [...listeners]) listener();
+    },
+  );
+  void readText(child.stderr, (text) => {
+    stderrText += text;
+  });
+
+  function command(value: Record<string, unknown>): void {
+    if (child.exitCode !== null) return;
+    try {
+      child.stdin.write(`${JSON.stringify(value)}\n`);
+      child.stdin.flush();
+    } catch {
+      // stdin already closed
+    }
+  }
+
+  const messages = (customType?: string) =>
+    records
+      .filter((record) => record.type === "message_end")
+      .map((record) => record.message as Record<string, unknown>)
+      .filter((message) => message?.role === "custom" && (customType === undefined || message.customType === customType));
+
+  const pi: PiProcess = {
+    records,
+    times,
+    turns,
+    process: child,
+    cwd,
+    startedAt,
+    stderr: () => stderrText,
+    command,
+    async rpc(value, timeoutMs = DEFAULT_WAIT_MS) {
+      const id = crypto.randomUUID();
+      const from = records.length;
+      const waiting = pi.waitFor((record) => record.type === "response" && record.id === id, timeoutMs, from);
+      command({ ...value, id });
+      return await waiting;
+    },
+    prompt: (message) => command({ id: crypto.randomUUID(), type: "prompt", message }),
+    waitFor(predicate, timeoutMs = DEFAULT_WAIT_MS, from = 0) {
+      return new Promise((resolve, reject) => {
+        let index = Math.max(0, from);
+        const check = () => {
+          try {
+            for (; index < records.length; index += 1) {
+              if (predicate(records[index]!)) {
+                cleanup();
+                resolve(records[index]!);
+                return;
+              }
+            }
+          } catch (error) {
+            // A throwing predicate fails this wait, never the stdout reader.
+            cleanup();
+            reject(error);
+          }
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`timed out after ${timeoutMs} ms; last records: ${JSON.stringify(records.slice(-8).map((record) => record.type))}\nstderr: ${stderrText.slice(-2000)}`));
+        }, timeoutMs);
+        const cleanup = () => {
+          clearTimeout(timer);
+          listeners.delete(check);
+        };
+        listeners.add(check);
+        check();
+      });
+    },
+    customMessages: messages,
+    appendedEntries(customType) {
+      return records
+        .filter((record) => record.type === "entry_appended")
+        .map((record) => record.entry as Record<string, unknown>)
+        .filter((entry) => entry?.type === "custom" && (customType === undefined || entry.customType === customType));
+    },
+    toolResults(toolName) {
+      return records.filter((record) => record.type === "tool_execution_end" && (toolName === undefined || record.toolName === toolName));
+    },
+    uiRequests(method) {
+      return records.filter((record) => record.type === "extension_ui_request" && (method === undefined || record.method === method));
+    },
+    problems() {
+      return records.filter((record) => record.type === "extension_error" || record.type === "unparsed");
+    },
+    async entries() {
+      const response = await pi.rpc({ type: "get_entries" });
+      return ((response.data as { entries?: Record<string, unknown>[] } | undefined)?.entries ?? []) as Record<string, unknown>[];
+    },
+    async stop(graceMs = STOP_GRACE_MS) {
+      if (child.exitCode === null) {
+        const closedAt = Date.now();
+        try {
+          child.stdin.end();
+        } catch {
+          // already closed
+        }
+        const exited = await Promise.race([child.exited, Bun.sleep(graceMs).then(() => undefined)]);
+        lastStopMs = Date.now() - closedAt;
+        if (exited === undefined) child.kill("SIGKILL");
+      }
+      const code = await child.exited;
+      if (token !== undefined) brains.delete(token);
+      rmSync(agentDir, { recursive: true, force: true });
+      if (ownCwd) rmSync(cwd, { recursive: true, force: true });
+      return code;
+    },
+    exitCode: () => child.exitCode,
+    stopMs: () => lastStopMs,
+  };
+  return pi;
+}
+
+export interface PiOnceOptions {
+  readonly mode: "print" | "json";
+  readonly prompt: string;
+  readonly session?: string;
+  readonly relayUrl?: string;
+  readonly script: string;
+  readonly env?: Record<string, string | undefined>;
+  /** Kill after this long (the result then says `killed`). */
+  readonly timeoutMs?: number;
+}
+
+export interface PiOnceResult {
+  readonly code: number;
+  readonly killed: boolean;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly ms: number;
+  /** `Date.now()` when the process exited. */
+  readonly exitedAt: number;
+}
+
+/** Runs `pi -p PROMPT` or `pi --mode json PROMPT` once and waits for it to exit by itself. */
+export async function runPiOnce(options: PiOnceOptions): Promise<PiOnceResult> {
+  const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-agent-"));
+  const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
+  const env = { ...baseEnv(agentDir, options), PI_TASKS_TEST_SCRIPT: options.script, ...options.env };
+  const modeArgs = options.mode === "print" ? ["-p", options.prompt] : ["--mode", "json", options.prompt];
+  const startedAt = Date.now();
+  const child = spawn(piArgs(modeArgs), { cwd, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const stdout = new Response(child.stdout).text();
+  const stderr = new Response(child.stderr).text();
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    child.kill("SIGKILL");
+  }, options.timeoutMs ?? 15_000);
+  const code = await child.exited;
+  const exitedAt = Date.now();
+  clearTimeout(timer);
+  const ms = exitedAt - startedAt;
+  rmSync(agentDir, { recursive: true, force: true });
+  rmSync(cwd, { recursive: true, force: true });
+  return { code, killed, stdout: await stdout, stderr: await stderr, ms, exitedAt };
+}
