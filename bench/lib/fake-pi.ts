@@ -1,0 +1,161 @@
+/**
+ * The real extension stack without the Pi binary: `createLifecycle` (configured core, Pi
+ * presenter, background scheduler at its real 1 s / 5 s cadence and the `watch-v1` doorbell) on
+ * an in-memory Pi session. `sendMessage` appends to the branch at once (as Pi does when idle), a
+ * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
+ * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
+ */
+import { createWorkerGate, isWorker } from "../../extension/gate.ts";
+import { createLifecycle, type Lifecycle, type PiContextView } from "../../extension/lifecycle.ts";
+import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extension/presenter.ts";
+import { createConfiguredTaskCore } from "../../src/core/configured.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import type { TaskTimers } from "../../src/core/timers.ts";
+import { createRequestLog, type RequestLog } from "./request-log.ts";
+import { now } from "./stats.ts";
+
+export interface Insertion {
+  readonly eventId: string;
+  readonly taskId: string;
+  readonly type: string;
+  /** Monotonic time of the insertion. */
+  readonly at: number;
+}
+
+export interface FakePi {
+  readonly name: string;
+  readonly lifecycle: Lifecycle;
+  readonly log: RequestLog;
+  /** `pi-tasks-event` messages inserted, in order. */
+  readonly insertions: Insertion[];
+  /** Relay-loss messages written (one per task). */
+  readonly losses: string[];
+  /** While true, Pi is not idle (the presenter holds visible events). */
+  busy: boolean;
+  core(): TaskCore;
+  stop(): Promise<void>;
+}
+
+export interface FakePiOptions {
+  readonly url: string;
+  readonly name?: string;
+  readonly worker?: boolean;
+  readonly requestTimeoutMs?: number;
+  readonly timers?: TaskTimers;
+  readonly clock?: () => number;
+  readonly onInsert?: (insertion: Insertion) => void;
+  /** Route requests through the request log (default true; off where its cost would be measured). */
+  readonly logRequests?: boolean;
+}
+
+interface BranchEntry {
+  readonly type: string;
+  readonly customType: string;
+  readonly details?: unknown;
+  readonly data?: unknown;
+}
+
+let serial = 0;
+
+export function startFakePi(options: FakePiOptions): FakePi {
+  serial += 1;
+  const name = options.name ?? `bench-${options.worker ? "worker" : "origin"}-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
+  const env: Record<string, string | undefined> = {
+    WOLFPACK_SESSION_NAME: name,
+    PI_TASKS_RELAY_URL: options.url,
+    PI_TASK_WORKER: options.worker ? "1" : undefined,
+    WOLFPACK_JWT_SECRET: "",
+  };
+  const log = createRequestLog();
+  const branch: BranchEntry[] = [];
+  const insertions: Insertion[] = [];
+  const losses: string[] = [];
+  let lifecycle: Lifecycle | undefined;
+  let stopped = false;
+  const gate = createWorkerGate(isWorker(env), {
+    core: () => {
+      try {
+        return lifecycle?.current();
+      } catch {
+        return undefined;
+      }
+    },
+    inSession: (eventId) => lifecycle?.presenter()?.inserted(eventId) === true,
+  });
+  const pi = {
+    name,
+    log,
+    insertions,
+    losses,
+    busy: false,
+  } as FakePi & { lifecycle: Lifecycle };
+
+  function messageEnd(message: Record<string, unknown>): void {
+    if (!stopped) lifecycle?.onMessageEnd(message);
+  }
+
+  lifecycle = createLifecycle({
+    env,
+    gate,
+    createCore: (coreOptions) =>
+      createConfiguredTaskCore({
+        ...coreOptions,
+        ...(options.logRequests === false ? {} : { fetch: log.fetch }),
+        ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+        ...(options.timers === undefined ? {} : { timers: options.timers }),
+        ...(options.clock === undefined ? {} : { clock: options.clock }),
+      }),
+    sendMessage(message, sendOptions) {
+      const entry = { type: "custom_message", customType: message.customType, details: message.details };
+      branch.push(entry);
+      const details = (message.details ?? {}) as { eventId?: string; taskId?: string; event?: { type?: string } };
+      if (message.customType === EVENT_MESSAGE && typeof details.eventId === "string") {
+        const insertion = { eventId: details.eventId, taskId: String(details.taskId), type: String(details.event?.type), at: now() };
+        insertions.push(insertion);
+        options.onInsert?.(insertion);
+        // Pi ends the inserted message as its own record.
+        queueMicrotask(() => messageEnd({ role: "custom", customType: EVENT_MESSAGE, details: message.details }));
+      }
+      if (message.customType === "pi-tasks-relay-loss") losses.push(String(details.taskId));
+      if (message.customType === WAKE_MESSAGE && sendOptions.triggerTurn === true) {
+        // The wake starts a turn: Pi ends the wake message, the (instant) model turn ends, agent_end.
+        setTimeout(() => {
+          messageEnd({ role: "custom", customType: WAKE_MESSAGE, details: message.details });
+          if (!stopped) lifecycle?.requestRefresh();
+        }, 0);
+      }
+    },
+    appendEntry(customType, data) {
+      branch.push({ type: "custom", customType, data });
+    },
+  });
+  const context: PiContextView = {
+    isIdle: () => !pi.busy,
+    hasPendingMessages: () => false,
+    branch: () => branch,
+    setStatus: () => undefined,
+    notify: () => undefined,
+  };
+  lifecycle.start(context);
+  Object.assign(pi, {
+    lifecycle,
+    core: () => lifecycle!.current(),
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await lifecycle!.stop();
+    },
+  });
+  return pi;
+}
+
+/** Waits until the fake Pi's endpoint is bound (its first pass connected). */
+export async function boundEndpoint(pi: FakePi, timeoutMs = 10_000): Promise<NonNullable<ReturnType<TaskCore["endpoint"]>>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const endpoint = pi.core().endpoint();
+    if (endpoint !== undefined) return endpoint;
+    if (Date.now() > deadline) throw new Error(`${pi.name} did not bind within ${timeoutMs} ms`);
+    await Bun.sleep(5);
+  }
+}

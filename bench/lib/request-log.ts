@@ -1,0 +1,105 @@
+/**
+ * A fetch wrapper that logs every relay request a client makes — including the ones that never
+ * reach a server (connection refused) — with its operation, timing, outcome and, for `send` and
+ * `acknowledge`, the envelope id. The bench counts requests and times ACKs with it.
+ */
+import { now } from "./stats.ts";
+
+export interface LoggedRequest {
+  readonly operation: string;
+  readonly envelopeId?: string;
+  readonly startedAt: number;
+  /** Monotonic time the reply body was read (or the failure surfaced). */
+  endedAt: number;
+  /** HTTP status, or 0 when no reply arrived. */
+  status: number;
+  /** The relay reply said `ok:true`. */
+  ok: boolean;
+}
+
+export interface RequestLog {
+  readonly entries: LoggedRequest[];
+  readonly fetch: typeof fetch;
+  /** Requests started so far (optionally of one operation). */
+  count(operation?: string): number;
+  /** Requests started within [from, to) (monotonic ms). */
+  countBetween(from: number, to: number): number;
+  byOperation(from?: number, to?: number): Record<string, number>;
+  /** Monotonic time the first successful `acknowledge` of this envelope returned. */
+  ackedAt(envelopeId: string): number | undefined;
+  /** Called after each successful acknowledge (envelope id, time). */
+  onAck(listener: (envelopeId: string, at: number) => void): void;
+}
+
+async function bodyText(input: string | URL | Request, init: RequestInit | undefined): Promise<string> {
+  if (typeof init?.body === "string") return init.body;
+  if (input instanceof Request && input.method === "POST") return await input.clone().text();
+  return "";
+}
+
+function operationOf(input: string | URL | Request, text: string): { operation: string; envelopeId?: string } {
+  if (text.length > 0) {
+    try {
+      const body = JSON.parse(text) as { operation?: unknown; envelopeId?: unknown; envelope?: { envelopeId?: unknown } };
+      const operation = typeof body.operation === "string" ? body.operation : "other";
+      const envelopeId = typeof body.envelopeId === "string" ? body.envelopeId : typeof body.envelope?.envelopeId === "string" ? body.envelope.envelopeId : undefined;
+      return envelopeId === undefined ? { operation } : { operation, envelopeId };
+    } catch {
+      return { operation: "other" };
+    }
+  }
+  const url = input instanceof Request ? input.url : String(input);
+  if (url.includes("/profile")) return { operation: "profile" };
+  if (url.includes("/session-control/")) return { operation: "session-control" };
+  return { operation: "other" };
+}
+
+export function createRequestLog(): RequestLog {
+  const entries: LoggedRequest[] = [];
+  const acked = new Map<string, number>();
+  const listeners: ((envelopeId: string, at: number) => void)[] = [];
+  const wrapped = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const startedAt = now();
+    const text = await bodyText(input, init);
+    const entry: LoggedRequest = { ...operationOf(input, text), startedAt, endedAt: Number.NaN, status: 0, ok: false };
+    entries.push(entry);
+    let response: Response;
+    try {
+      response = await fetch(input, init);
+    } catch (error) {
+      entry.endedAt = now();
+      throw error;
+    }
+    // Read the body here so the end time covers it, then hand the client an identical response.
+    let reply: string;
+    try {
+      reply = await response.text();
+    } catch (error) {
+      entry.endedAt = now();
+      throw error;
+    }
+    entry.endedAt = now();
+    entry.status = response.status;
+    entry.ok = response.status === 200 && reply.startsWith('{"ok":true');
+    if (entry.ok && entry.operation === "acknowledge" && entry.envelopeId !== undefined && !acked.has(entry.envelopeId)) {
+      acked.set(entry.envelopeId, entry.endedAt);
+      for (const listener of listeners) listener(entry.envelopeId, entry.endedAt);
+    }
+    return new Response(reply, { status: response.status, headers: response.headers });
+  };
+  return {
+    entries,
+    fetch: wrapped as typeof fetch,
+    count: (operation) => (operation === undefined ? entries.length : entries.filter((entry) => entry.operation === operation).length),
+    countBetween: (from, to) => entries.filter((entry) => entry.startedAt >= from && entry.startedAt < to).length,
+    byOperation(from = Number.NEGATIVE_INFINITY, to = Number.POSITIVE_INFINITY) {
+      const out: Record<string, number> = {};
+      for (const entry of entries) if (entry.startedAt >= from && entry.startedAt < to) out[entry.operation] = (out[entry.operation] ?? 0) + 1;
+      return out;
+    },
+    ackedAt: (envelopeId) => acked.get(envelopeId),
+    onAck(listener) {
+      listeners.push(listener);
+    },
+  };
+}

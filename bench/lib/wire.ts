@@ -1,0 +1,43 @@
+/**
+ * Wire values the bench builds itself: bound sessions on a relay and raw `volatile-v1` envelopes
+ * with a payload of a given size (what a TaskCore would send, without the task layer).
+ */
+import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
+import { WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
+
+let serial = 0;
+
+export function benchName(role: string): string {
+  serial += 1;
+  return `bench-${role}-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+export async function boundSession(url: string, role: string, fetchImpl?: typeof fetch): Promise<{ session: RelaySession; endpoint: TaskEndpoint }> {
+  const session = createRelaySession({ url, callerSession: benchName(role), ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }) });
+  const binding = await session.connect();
+  return { session, endpoint: binding.endpoint };
+}
+
+/** Text of `chars` ASCII characters. */
+export function filler(chars: number): string {
+  return "x".repeat(chars);
+}
+
+/** A wire envelope whose payload carries `textChars` characters of text (a task text of that size). */
+export function envelopeWithText(source: TaskEndpoint, target: TaskEndpoint, text: string): Record<string, unknown> & { envelopeId: string } {
+  const taskId = crypto.randomUUID();
+  return {
+    envelopeId: crypto.randomUUID(),
+    protocolVersion: WIRE_PROTOCOL_VERSION,
+    source: { relay: source.relay, id: source.id },
+    target: { relay: target.relay, id: target.id },
+    payload: { taskId, kind: "canonical_event", payload: { taskId, type: "task.information", message: text } },
+    createdAt: new Date().toISOString(),
+  };
+}
+
+export function canonicalSize(value: unknown): number {
+  return canonicalBytes(value);
+}

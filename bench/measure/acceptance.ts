@@ -1,0 +1,102 @@
+/**
+ * Acceptance latency at 10 sends/s: the origin is the real extension stack (lifecycle, configured
+ * core, scheduler and watch; `bench/lib/fake-pi.ts`) and each sample is one `createTask` (a 1 KiB
+ * task text) from the call to its return with the relay's acceptance — what `agent_task_send`
+ * reports. The worker is a registered endpoint that does not drain (its mailbox holds every sample).
+ *
+ * Breakdown, sampled at the same rate between the creates: a bare `RelaySession.resolve`, a bare
+ * `RelaySession.send` of a 1 KiB envelope, and the same send as a raw `fetch` POST. createTask =
+ * resolve + send through the client + the core's own work (validation, store transaction, envelope).
+ */
+import { KiB, RELAY_ENDPOINT_PATH, RELAY_PROFILE, msPerSecond } from "../../src/protocol/limits.ts";
+import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { boundEndpoint, startFakePi } from "../lib/fake-pi.ts";
+import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
+import { boundSession, envelopeWithText, filler } from "../lib/wire.ts";
+
+const RATE_PER_SECOND = 10;
+const SAMPLES = 150;
+const QUICK_SAMPLES = 10;
+const WARMUP_SENDS = 20;
+const QUICK_WARMUP_SENDS = 3;
+const TASK_TEXT_CHARS = KiB;
+
+export interface AcceptanceResult {
+  readonly ratePerSecond: number;
+  readonly createTaskMs: Summary;
+  readonly breakdown: {
+    readonly resolveMs: Summary;
+    readonly sessionSendMs: Summary;
+    readonly rawSendMs: Summary;
+  };
+  readonly failures: number;
+}
+
+export async function measureAcceptance(options: { quick?: boolean } = {}): Promise<AcceptanceResult> {
+  const quick = options.quick === true;
+  const samples = quick ? QUICK_SAMPLES : SAMPLES;
+  const warmup = quick ? QUICK_WARMUP_SENDS : WARMUP_SENDS;
+  const relay = await startRelayProcess();
+  const origin = startFakePi({ url: relay.url, logRequests: false });
+  const worker = await boundSession(relay.url, "acceptance-worker");
+  // Two sinks: each mailbox holds at most relayMaxMailboxItems envelopes.
+  const sink = await boundSession(relay.url, "acceptance-sink");
+  const rawSink = await boundSession(relay.url, "acceptance-raw-sink");
+  const probe = await boundSession(relay.url, "acceptance-probe");
+  try {
+    await boundEndpoint(origin);
+    const text = filler(TASK_TEXT_CHARS);
+    const probeBinding = probe.session.binding()!;
+    const rawBase = { operation: "send", profile: RELAY_PROFILE, epoch: probeBinding.epoch, callerSession: probeBinding.callerSession, endpoint: probe.endpoint };
+    const created: number[] = [];
+    const resolves: number[] = [];
+    const sends: number[] = [];
+    const raws: number[] = [];
+    let failures = 0;
+    const createOnce = async (record: boolean) => {
+      const at = now();
+      try {
+        await origin.lifecycle.run((core) => core.createTask({ to: worker.endpoint, task: text }));
+        if (record) created.push(now() - at);
+      } catch {
+        failures += 1;
+      }
+    };
+    const probeOnce = async (record: boolean) => {
+      let at = now();
+      await probe.session.resolve(sink.endpoint);
+      if (record) resolves.push(now() - at);
+      at = now();
+      await probe.session.send(envelopeWithText(probe.endpoint, sink.endpoint, text));
+      if (record) sends.push(now() - at);
+      const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(probe.endpoint, rawSink.endpoint, text) });
+      at = now();
+      const response = await fetch(`${relay.url}${RELAY_ENDPOINT_PATH}`, { method: "POST", body, headers: { "content-type": "application/json" } });
+      await response.text();
+      if (record) raws.push(now() - at);
+    };
+    for (let index = 0; index < warmup; index += 1) {
+      await createOnce(false);
+      await probeOnce(false);
+    }
+    const intervalMs = msPerSecond / RATE_PER_SECOND;
+    const start = now() + intervalMs;
+    for (let index = 0; index < samples; index += 1) {
+      await sleepUntil(start + index * intervalMs);
+      await createOnce(true);
+      // The breakdown probes run half an interval later, never overlapping a create.
+      await sleepUntil(start + index * intervalMs + intervalMs / 2);
+      await probeOnce(true);
+    }
+    return {
+      ratePerSecond: RATE_PER_SECOND,
+      createTaskMs: roundSummary(summarize(created)),
+      breakdown: { resolveMs: roundSummary(summarize(resolves)), sessionSendMs: roundSummary(summarize(sends)), rawSendMs: roundSummary(summarize(raws)) },
+      failures,
+    };
+  } finally {
+    await origin.stop().catch(() => undefined);
+    for (const side of [worker, sink, rawSink, probe]) side.session.close();
+    await relay.stop().catch(() => undefined);
+  }
+}

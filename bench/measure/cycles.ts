@@ -1,0 +1,232 @@
+/**
+ * Envelope cycles: several senders to one receiver through the real relay (child process), each
+ * cycle = send (accepted) + receive (paged) + acknowledge, with a 1 KiB text payload. Every
+ * envelope id is checked: each accepted envelope is received exactly once and acknowledged (zero
+ * loss, zero duplicates), and the relay holds nothing at the end.
+ *
+ * Two clients drive the same workload: the real client (`RelaySession`: ky + p-queue + reply
+ * validation, what a TaskCore uses) and a raw `fetch` client, which shows what the relay itself
+ * sustains when the client costs next to nothing.
+ */
+import { KiB, RELAY_ENDPOINT_PATH, RELAY_PROFILE, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { toTaskError } from "../../src/protocol/errors.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import type { RelaySession } from "../../src/relay-client/session.ts";
+import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { now } from "../lib/stats.ts";
+import { boundSession, canonicalSize, envelopeWithText, filler } from "../lib/wire.ts";
+
+/** Envelopes per run. */
+const ENVELOPES = 6_000;
+const QUICK_ENVELOPES = 120;
+const WARMUP_ENVELOPES = 400;
+const QUICK_WARMUP_ENVELOPES = 20;
+const SENDERS = 4;
+/** Sends each sender keeps in flight. */
+const SENDS_IN_FLIGHT = 4;
+/** Task text per envelope. */
+const TEXT_CHARS = KiB;
+/**
+ * Flow control: senders keep at most this many envelopes accepted-or-in-flight but not yet ACKed
+ * (the receiver's mailbox bound), so they do not flood a full mailbox with refused sends.
+ */
+const WINDOW = relayMaxMailboxItems;
+/** Back-off of a sender refused for mailbox capacity anyway (should stay rare). */
+const CAPACITY_BACKOFF_MS = 2;
+/** Watch wait of an idle receiver. */
+const RECEIVER_WATCH_MS = 1_000;
+/** A run that takes longer than this has stalled. */
+const RUN_TIMEOUT_MS = 60_000;
+
+export interface CycleRun {
+  readonly client: "session" | "raw";
+  readonly envelopes: number;
+  readonly seconds: number;
+  readonly cyclesPerSecond: number;
+  readonly requests: number;
+  readonly capacityRefusals: number;
+  readonly lost: number;
+  readonly duplicates: number;
+  readonly relayActiveItemsAfter: number;
+}
+
+export interface CyclesResult {
+  readonly senders: number;
+  readonly payloadBytes: number;
+  readonly envelopeBytes: number;
+  readonly session: CycleRun;
+  readonly raw: CycleRun;
+}
+
+interface Client {
+  readonly endpoint: TaskEndpoint;
+  send(envelope: Record<string, unknown>): Promise<void>;
+  receive(cursor: string): Promise<{ deliveries: { cursor: string; envelopeId: string }[]; nextCursor: string }>;
+  acknowledge(envelopeId: string): Promise<void>;
+  watch(cursor: string, waitMs: number): Promise<void>;
+  requests(): number;
+  close(): void;
+}
+
+class CapacityRefusal extends Error {}
+
+async function sessionClient(url: string, role: string): Promise<Client> {
+  const { session, endpoint } = await boundSession(url, role);
+  let requests = 1;
+  const wrap = async <T>(run: (s: RelaySession) => Promise<T>): Promise<T> => {
+    requests += 1;
+    try {
+      return await run(session);
+    } catch (error) {
+      if (toTaskError(error).code === "RELAY_CAPACITY") throw new CapacityRefusal();
+      throw error;
+    }
+  };
+  return {
+    endpoint,
+    send: (envelope) => wrap((s) => s.send(envelope)).then(() => undefined),
+    receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: [...page.deliveries], nextCursor: page.nextCursor })),
+    acknowledge: (envelopeId) => wrap((s) => s.acknowledge(envelopeId)).then(() => undefined),
+    watch: (cursor, waitMs) => wrap((s) => s.watch(cursor, waitMs)).then(() => undefined),
+    requests: () => requests,
+    close: () => session.close(),
+  };
+}
+
+async function rawClient(url: string, role: string): Promise<Client> {
+  const { session, endpoint } = await boundSession(url, role);
+  const binding = session.binding()!;
+  session.close();
+  const base = { profile: RELAY_PROFILE, epoch: binding.epoch, callerSession: binding.callerSession, endpoint };
+  const target = `${url}${RELAY_ENDPOINT_PATH}`;
+  let requests = 1;
+  async function post(fields: Record<string, unknown>): Promise<Record<string, any>> {
+    requests += 1;
+    const response = await fetch(target, { method: "POST", body: JSON.stringify({ ...fields, ...base }), headers: { "content-type": "application/json" } });
+    const reply = (await response.json()) as { ok: boolean; value: Record<string, any>; error?: { code: string } };
+    if (reply.ok) return reply.value;
+    if (reply.error?.code === "RELAY_CAPACITY") throw new CapacityRefusal();
+    throw new Error(`relay refused ${String(fields.operation)}: ${JSON.stringify(reply.error)}`);
+  }
+  return {
+    endpoint,
+    send: (envelope) => post({ operation: "send", envelope }).then(() => undefined),
+    receive: (cursor) =>
+      post({ operation: "receive", cursor, limit: receivePageMaxItems }).then((value) => ({
+        deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string } }[]).map((item) => ({ cursor: item.cursor, envelopeId: item.envelope.envelopeId })),
+        nextCursor: value.nextCursor as string,
+      })),
+    acknowledge: (envelopeId) => post({ operation: "acknowledge", envelopeId }).then(() => undefined),
+    watch: (cursor, waitMs) => post({ operation: "watch", cursor, waitMs }).then(() => undefined),
+    requests: () => requests,
+    close: () => undefined,
+  };
+}
+
+async function runCycles(url: string, kind: "session" | "raw", total: number): Promise<CycleRun> {
+  const make = kind === "session" ? sessionClient : rawClient;
+  const receiver = await make(url, "cycle-receiver");
+  const senders = await Promise.all(Array.from({ length: SENDERS }, (_, index) => make(url, `cycle-sender-${index}`)));
+  const text = filler(TEXT_CHARS);
+  const accepted = new Set<string>();
+  const received = new Map<string, number>();
+  let capacityRefusals = 0;
+  let acknowledged = 0;
+  let failure: unknown;
+  const started = now();
+  const deadline = Date.now() + RUN_TIMEOUT_MS;
+  // The window: a slot per envelope from before its send until its ACK.
+  let open = WINDOW;
+  const waiting: (() => void)[] = [];
+  const acquire = async () => {
+    while (open === 0) await new Promise<void>((resolve) => waiting.push(resolve));
+    open -= 1;
+  };
+  const release = (count: number) => {
+    open += count;
+    for (const wake of waiting.splice(0)) wake();
+  };
+
+  const perSender = Math.ceil(total / SENDERS);
+  const sending = senders.map(async (sender, senderIndex) => {
+    const quota = Math.min(perSender, total - senderIndex * perSender);
+    let next = 0;
+    const lanes = Array.from({ length: SENDS_IN_FLIGHT }, async () => {
+      while (next < quota && failure === undefined) {
+        next += 1;
+        await acquire();
+        const envelope = envelopeWithText(sender.endpoint, receiver.endpoint, text);
+        for (;;) {
+          try {
+            await sender.send(envelope);
+            accepted.add(envelope.envelopeId);
+            break;
+          } catch (error) {
+            if (!(error instanceof CapacityRefusal)) throw error;
+            capacityRefusals += 1;
+            await Bun.sleep(CAPACITY_BACKOFF_MS);
+          }
+        }
+      }
+    });
+    await Promise.all(lanes);
+  });
+  const sent = Promise.all(sending).catch((error) => {
+    failure = error;
+  });
+
+  let cursor = "0";
+  while (acknowledged < total && failure === undefined) {
+    if (Date.now() > deadline) throw new Error(`envelope cycles stalled: ${acknowledged}/${total} acknowledged`);
+    const page = await receiver.receive(cursor);
+    if (page.deliveries.length === 0) {
+      await receiver.watch(cursor, RECEIVER_WATCH_MS);
+      continue;
+    }
+    for (const delivery of page.deliveries) received.set(delivery.envelopeId, (received.get(delivery.envelopeId) ?? 0) + 1);
+    await Promise.all(page.deliveries.map((delivery) => receiver.acknowledge(delivery.envelopeId)));
+    acknowledged += page.deliveries.length;
+    release(page.deliveries.length);
+    cursor = page.nextCursor;
+  }
+  const seconds = (now() - started) / 1000;
+  await sent;
+  if (failure !== undefined) throw failure;
+  const lost = [...accepted].filter((id) => !received.has(id)).length;
+  const duplicates = [...received.values()].reduce((sum, count) => sum + (count - 1), 0) + [...received.keys()].filter((id) => !accepted.has(id)).length;
+  const clients = [receiver, ...senders];
+  const requests = clients.reduce((sum, client) => sum + client.requests(), 0);
+  for (const client of clients) client.close();
+  return { client: kind, envelopes: total, seconds: Math.round(seconds * 1000) / 1000, cyclesPerSecond: Math.round(total / seconds), requests, capacityRefusals, lost, duplicates, relayActiveItemsAfter: -1 };
+}
+
+async function activeItems(url: string): Promise<number> {
+  const { session } = await boundSession(url, "cycle-health");
+  try {
+    return Number((await session.health()).activeItems);
+  } finally {
+    session.close();
+  }
+}
+
+/** Runs on a fresh relay: a relay keeps a dedupe receipt per accepted envelope for 15 minutes. */
+async function onFreshRelay(kind: "session" | "raw", total: number, warmup: number): Promise<CycleRun> {
+  const relay = await startRelayProcess();
+  try {
+    await runCycles(relay.url, kind, warmup);
+    const run = await runCycles(relay.url, kind, total);
+    return { ...run, relayActiveItemsAfter: await activeItems(relay.url) };
+  } finally {
+    await relay.stop().catch(() => undefined);
+  }
+}
+
+export async function measureCycles(options: { quick?: boolean } = {}): Promise<CyclesResult> {
+  const quick = options.quick === true;
+  const total = quick ? QUICK_ENVELOPES : ENVELOPES;
+  const warmup = quick ? QUICK_WARMUP_ENVELOPES : WARMUP_ENVELOPES;
+  const session = await onFreshRelay("session", total, warmup);
+  const raw = await onFreshRelay("raw", total, warmup);
+  const sample = envelopeWithText({ relay: "r", id: crypto.randomUUID() }, { relay: "r", id: crypto.randomUUID() }, filler(TEXT_CHARS));
+  return { senders: SENDERS, payloadBytes: canonicalSize(sample.payload), envelopeBytes: canonicalSize(sample), session, raw };
+}

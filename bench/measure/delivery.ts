@@ -1,0 +1,125 @@
+/**
+ * Delivery latency: relay acceptance of an assignment (the origin's `createTask` returned) → the
+ * worker's relay ACK of it (the acknowledge reply returned), with both sides on the real extension
+ * stack (`bench/lib/fake-pi.ts`: lifecycle, configured core, Pi presenter, scheduler, watch) and
+ * real passes at their real cadence. Also accepted → `pi-tasks-event` inserted at the worker.
+ *
+ * Two relays: the real one, which advertises `watch-v1` (the worker's doorbell triggers a pass as
+ * soon as mail waits), and the same relay behind the fault proxy rewriting the profile reply to
+ * drop `features` (a plain Wolfpack relay: the worker polls at the 1 s active cadence). Sends are
+ * spaced 100 ms apart, so their phase against the poll is spread evenly.
+ */
+import { KiB, msPerSecond } from "../../src/protocol/limits.ts";
+import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { createFaultProxy } from "../../tests/helpers/fault-proxy.ts";
+import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
+import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
+import { filler } from "../lib/wire.ts";
+
+const RATE_PER_SECOND = 10;
+const WATCH_SAMPLES = 60;
+const POLL_SAMPLES = 100;
+const QUICK_SAMPLES = 6;
+const TASK_TEXT_CHARS = KiB;
+/** How long to wait for the last ACKs after the last send. */
+const DRAIN_TIMEOUT_MS = 10_000;
+const WARMUP_TIMEOUT_MS = 15_000;
+
+export interface DeliveryRun {
+  readonly mode: "watch-v1" | "poll";
+  readonly featuresSeen: readonly string[];
+  readonly samples: number;
+  readonly ackMs: Summary;
+  readonly insertMs: Summary;
+  /** Accepted assignments never ACKed within the drain timeout. */
+  readonly unacknowledged: number;
+  /** Insertions of the same event more than once. */
+  readonly duplicateInsertions: number;
+}
+
+export interface DeliveryResult {
+  readonly watch: DeliveryRun;
+  readonly poll: DeliveryRun;
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) return false;
+    await Bun.sleep(2);
+  }
+  return true;
+}
+
+async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<DeliveryRun> {
+  const relay = await startRelayProcess();
+  const proxy = mode === "poll" ? createFaultProxy({ target: relay.url }) : undefined;
+  proxy?.push({
+    operation: "profile",
+    kind: "rewrite",
+    times: Number.POSITIVE_INFINITY,
+    rewrite: (body: Record<string, unknown>) => {
+      delete body.features;
+      return body;
+    },
+  });
+  const url = proxy?.url ?? relay.url;
+  const insertedAt = new Map<string, number>();
+  let origin: FakePi | undefined;
+  let worker: FakePi | undefined;
+  try {
+    worker = startFakePi({ url, worker: true, onInsert: (insertion) => insertedAt.set(insertion.taskId, insertion.at) });
+    origin = startFakePi({ url });
+    const to = await boundEndpoint(worker);
+    await boundEndpoint(origin);
+    const featuresSeen = [...worker.core().session.features()];
+    const text = filler(TASK_TEXT_CHARS);
+    const send = async () => {
+      const created = await origin!.lifecycle.run((core) => core.createTask({ to, task: text }));
+      return { ...created, acceptedAt: now() };
+    };
+    // Warm-up: one task, so the worker has an active task (the 1 s cadence) and every path is hot.
+    const first = await send();
+    if (!(await until(() => worker!.log.ackedAt(first.envelopeId) !== undefined, WARMUP_TIMEOUT_MS))) throw new Error(`${mode}: warm-up task never acknowledged`);
+    const sent: { taskId: string; envelopeId: string; acceptedAt: number }[] = [];
+    const intervalMs = msPerSecond / RATE_PER_SECOND;
+    const start = now() + intervalMs;
+    for (let index = 0; index < samples; index += 1) {
+      await sleepUntil(start + index * intervalMs);
+      sent.push(await send());
+    }
+    await until(() => sent.every((item) => worker!.log.ackedAt(item.envelopeId) !== undefined), DRAIN_TIMEOUT_MS);
+    const ack: number[] = [];
+    const insert: number[] = [];
+    let unacknowledged = 0;
+    for (const item of sent) {
+      const ackedAt = worker.log.ackedAt(item.envelopeId);
+      if (ackedAt === undefined) unacknowledged += 1;
+      else ack.push(ackedAt - item.acceptedAt);
+      const at = insertedAt.get(item.taskId);
+      if (at !== undefined) insert.push(at - item.acceptedAt);
+    }
+    const ids = worker.insertions.map((insertion) => insertion.eventId);
+    return {
+      mode,
+      featuresSeen,
+      samples,
+      ackMs: roundSummary(summarize(ack), 1),
+      insertMs: roundSummary(summarize(insert), 1),
+      unacknowledged,
+      duplicateInsertions: ids.length - new Set(ids).size,
+    };
+  } finally {
+    await origin?.stop().catch(() => undefined);
+    await worker?.stop().catch(() => undefined);
+    await proxy?.stop().catch(() => undefined);
+    await relay.stop().catch(() => undefined);
+  }
+}
+
+export async function measureDelivery(options: { quick?: boolean } = {}): Promise<DeliveryResult> {
+  const quick = options.quick === true;
+  const watch = await runMode("watch-v1", quick ? QUICK_SAMPLES : WATCH_SAMPLES);
+  const poll = await runMode("poll", quick ? QUICK_SAMPLES : POLL_SAMPLES);
+  return { watch, poll };
+}

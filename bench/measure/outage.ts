@@ -1,0 +1,173 @@
+/**
+ * Requests per offered send during a 15 s relay outage. One origin and three workers run the real
+ * extension stack (`bench/lib/fake-pi.ts`) with their background passes and watches at their real
+ * cadence, all through the fault proxy. Each worker holds one active task (so every party is on
+ * the 1 s active cadence). The outage is the proxy answering every request 503 without a relay
+ * body (a gateway failure: `RELAY_UNAVAILABLE`, transient) for 15 s; the relay keeps its state.
+ *
+ * During the outage the origin offers 300 sends, evenly spaced: half are new tasks
+ * (`createTask`: the target is resolved first, so nothing is queued when that fails), half are
+ * messages on the active tasks (`message`: written to the outbox, then retried by the passes).
+ * Every request any party makes in the window is counted (client-side log; the proxy's count is
+ * reported beside it). After the outage the passes drain the queued messages; the drain time and
+ * the presentation at the workers (each message exactly once) are checked.
+ */
+import { KiB } from "../../src/protocol/limits.ts";
+import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { createFaultProxy } from "../../tests/helpers/fault-proxy.ts";
+import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
+import { now, sleepUntil } from "../lib/stats.ts";
+import { filler } from "../lib/wire.ts";
+
+const OUTAGE_MS = 15_000;
+const QUICK_OUTAGE_MS = 1_500;
+const OFFERED_SENDS = 300;
+const QUICK_OFFERED_SENDS = 20;
+const WORKERS = 3;
+const TASK_TEXT_CHARS = KiB;
+/** After the outage: how long the queued messages may take to drain. */
+const DRAIN_TIMEOUT_MS = 60_000;
+const SETUP_TIMEOUT_MS = 15_000;
+
+export interface OutageResult {
+  readonly outageMs: number;
+  readonly offered: { readonly total: number; readonly createTask: number; readonly message: number };
+  readonly duringOutage: {
+    readonly requests: number;
+    readonly requestsAtProxy: number;
+    readonly requestsPerOfferedSend: number;
+    readonly byOperation: Record<string, number>;
+    readonly byParty: Record<string, number>;
+    readonly accepted: number;
+    readonly refusedNewTasks: number;
+    readonly queuedMessages: number;
+  };
+  readonly afterOutage: {
+    readonly drainMs: number;
+    readonly drained: boolean;
+    readonly requests: number;
+    readonly messagesPresented: number;
+    readonly duplicatePresentations: number;
+    readonly lost: number;
+  };
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) return false;
+    await Bun.sleep(10);
+  }
+  return true;
+}
+
+export async function measureOutage(options: { quick?: boolean } = {}): Promise<OutageResult> {
+  const quick = options.quick === true;
+  const outageMs = quick ? QUICK_OUTAGE_MS : OUTAGE_MS;
+  const offered = quick ? QUICK_OFFERED_SENDS : OFFERED_SENDS;
+  const relay = await startRelayProcess();
+  const proxy = createFaultProxy({ target: relay.url });
+  const parties: FakePi[] = [];
+  try {
+    const origin = startFakePi({ url: proxy.url });
+    const workers = Array.from({ length: WORKERS }, () => startFakePi({ url: proxy.url, worker: true }));
+    parties.push(origin, ...workers);
+    const targets = await Promise.all(workers.map((worker) => boundEndpoint(worker)));
+    await boundEndpoint(origin);
+    const text = filler(TASK_TEXT_CHARS);
+    const tasks: string[] = [];
+    for (const to of targets) tasks.push((await origin.lifecycle.run((core) => core.createTask({ to, task: text }))).taskId);
+    const settled = await until(() => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])), SETUP_TIMEOUT_MS);
+    if (!settled) throw new Error("outage: the workers never received their tasks");
+    await Bun.sleep(200);
+
+    // The outage.
+    const outage = proxy.push({ operation: "*", kind: "reply", status: 503, body: { error: "relay outage" }, times: Number.POSITIVE_INFINITY });
+    const proxyBefore = proxy.stats().total.seen;
+    const from = now();
+    const messageTexts: { text: string; worker: number }[] = [];
+    let accepted = 0;
+    let refusedNewTasks = 0;
+    const spacing = outageMs / offered;
+    const pending: Promise<unknown>[] = [];
+    for (let index = 0; index < offered; index += 1) {
+      await sleepUntil(from + index * spacing);
+      const slot = index % WORKERS;
+      if (index % 2 === 0) {
+        pending.push(
+          origin.lifecycle.run((core) => core.createTask({ to: targets[slot]!, task: text })).then(
+            () => (accepted += 1),
+            () => (refusedNewTasks += 1),
+          ),
+        );
+      } else {
+        const message = `outage message ${index}`;
+        messageTexts.push({ text: message, worker: slot });
+        pending.push(
+          origin.lifecycle.run((core) => core.message({ taskId: tasks[slot]!, type: "information", message })).then(
+            () => (accepted += 1),
+            () => undefined,
+          ),
+        );
+      }
+    }
+    await Promise.all(pending);
+    await sleepUntil(from + outageMs);
+    const to = now();
+    outage.cancel();
+    const requestsAtProxy = proxy.stats().total.seen - proxyBefore;
+    const byParty: Record<string, number> = {};
+    const byOperation: Record<string, number> = {};
+    let requests = 0;
+    parties.forEach((party, index) => {
+      const count = party.log.countBetween(from, to);
+      byParty[index === 0 ? "origin" : `worker${index}`] = count;
+      requests += count;
+      for (const [operation, value] of Object.entries(party.log.byOperation(from, to))) byOperation[operation] = (byOperation[operation] ?? 0) + value;
+    });
+    const queuedMessages = origin.core().store.pendingOutboxCount();
+
+    // After the outage: the passes drain the queue at their real cadence.
+    const presentedMessages = () =>
+      workers.reduce((sum, worker) => sum + worker.insertions.filter((item) => item.type === "task.information").length, 0);
+    const wanted = messageTexts.length;
+    const drainFrom = now();
+    const drained = await until(() => origin.core().store.pendingOutboxCount() === 0 && presentedMessages() >= wanted, DRAIN_TIMEOUT_MS);
+    const drainMs = now() - drainFrom;
+    const drainRequests = parties.reduce((sum, party) => sum + party.log.countBetween(drainFrom, now()), 0);
+    const presentedIds = workers.flatMap((worker) => worker.insertions.filter((item) => item.type === "task.information").map((item) => item.eventId));
+    const messagesByWorker = workers.map((worker) =>
+      worker
+        .core()
+        .listTasks()
+        .flatMap((task) => task.events.filter((event) => event.type === "task.information").map((event) => String((event.payload as { message?: unknown }).message))),
+    );
+    const lost = messageTexts.filter((item) => !messagesByWorker[item.worker]!.includes(item.text)).length;
+    return {
+      outageMs,
+      offered: { total: offered, createTask: Math.ceil(offered / 2), message: Math.floor(offered / 2) },
+      duringOutage: {
+        requests,
+        requestsAtProxy,
+        requestsPerOfferedSend: Math.round((requests / offered) * 1000) / 1000,
+        byOperation,
+        byParty,
+        accepted,
+        refusedNewTasks,
+        queuedMessages,
+      },
+      afterOutage: {
+        drainMs: Math.round(drainMs),
+        drained,
+        requests: drainRequests,
+        messagesPresented: new Set(presentedIds).size,
+        duplicatePresentations: presentedIds.length - new Set(presentedIds).size,
+        lost,
+      },
+    };
+  } finally {
+    for (const party of parties) await party.stop().catch(() => undefined);
+    await proxy.stop().catch(() => undefined);
+    await relay.stop().catch(() => undefined);
+  }
+}

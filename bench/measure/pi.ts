@@ -1,0 +1,116 @@
+/**
+ * Real Pi: relay acceptance of an assignment → the worker's `pi-tasks-event` message. The worker is
+ * a real Pi 1.6 CLI in RPC mode under Bun with this extension and the scripted model
+ * (`bench/scenarios/bench-worker.ts`: answers every turn with text, so the worker is idle again
+ * right after its wake); the origin is a TaskCore on the same relay (child process). Each task is
+ * sent once the worker has settled from the previous one. Latency = arrival (on the bench's end of
+ * Pi's RPC stdout) of the `message_end` record of the task's `pi-tasks-event` − the moment
+ * `createTask` returned with the relay's acceptance; Pi's own message timestamp is reported too.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { EVENT_MESSAGE } from "../../extension/presenter.ts";
+import { createTaskCore } from "../../src/core/task-core.ts";
+import { type RpcRecord, startPiRpc } from "../../src/demo/pi-rpc.ts";
+import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { workerShutdownGraceMs } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createTaskStore } from "../../src/store/task-store.ts";
+import { createMemoryHost } from "../../tests/helpers/memory-host.ts";
+import { roundSummary, type Summary, summarize } from "../lib/stats.ts";
+import { benchName } from "../lib/wire.ts";
+
+const TASKS = 24;
+const QUICK_TASKS = 2;
+const WARMUP_TASKS = 2;
+const QUICK_WARMUP_TASKS = 1;
+const REGISTRATION_TIMEOUT_MS = 30_000;
+const INSERT_TIMEOUT_MS = 15_000;
+const SETTLE_TIMEOUT_MS = 15_000;
+/** Quiet time after the worker settled before the next task. */
+const GAP_MS = 100;
+const SCENARIO = join(import.meta.dir, "..", "scenarios", "bench-worker.ts");
+
+export interface PiResult {
+  readonly tasks: number;
+  /** accepted → `message_end` record arrival at the bench. */
+  readonly insertMs: Summary;
+  /** accepted → Pi's own `timestamp` of the message. */
+  readonly insertByPiTimestampMs: Summary;
+  readonly duplicateInsertions: number;
+  readonly missing: number;
+  readonly piStartMs: number;
+}
+
+type Message = { role?: string; customType?: string; timestamp?: number; details?: { taskId?: string; eventId?: string } };
+
+function eventMessage(record: RpcRecord, taskId: string): Message | undefined {
+  if (record.type !== "message_end") return undefined;
+  const message = record.message as Message | undefined;
+  return message?.role === "custom" && message.customType === EVENT_MESSAGE && message.details?.taskId === taskId ? message : undefined;
+}
+
+async function registered(url: string, session: string, timeoutMs: number): Promise<TaskEndpoint> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const response = await fetch(`${url}/api/session-control/status?session=${encodeURIComponent(session)}`).catch(() => undefined);
+    if (response !== undefined) {
+      const body = (await response.json().catch(() => ({}))) as { taskEndpoint?: TaskEndpoint };
+      if (response.status === 200 && body.taskEndpoint !== undefined) return body.taskEndpoint;
+    }
+    if (Date.now() > deadline) throw new Error(`Pi worker ${session} did not register within ${timeoutMs} ms`);
+    await Bun.sleep(20);
+  }
+}
+
+export async function measurePi(options: { quick?: boolean } = {}): Promise<PiResult> {
+  const quick = options.quick === true;
+  const tasks = quick ? QUICK_TASKS : TASKS;
+  const warmup = quick ? QUICK_WARMUP_TASKS : WARMUP_TASKS;
+  const relay = await startRelayProcess();
+  const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-bench-"));
+  const workerName = benchName("pi-worker");
+  const started = Date.now();
+  const worker = startPiRpc({ session: workerName, relayUrl: relay.url, worker: true, cwd, script: SCENARIO, env: { WOLFPACK_JWT_SECRET: "" } });
+  const origin = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: relay.url, callerSession: benchName("pi-origin") }), host: createMemoryHost() });
+  try {
+    const to = await registered(relay.url, workerName, REGISTRATION_TIMEOUT_MS);
+    const piStartMs = Date.now() - started;
+    await origin.connect();
+    const byRecord: number[] = [];
+    const byTimestamp: number[] = [];
+    for (let index = 0; index < warmup + tasks; index += 1) {
+      const from = worker.records.length;
+      const created = await origin.createTask({ to, task: `bench task ${index}: note it and wait` });
+      const acceptedAt = Date.now();
+      const record = await worker.waitFor((candidate) => eventMessage(candidate, created.taskId) !== undefined, INSERT_TIMEOUT_MS, from);
+      const message = eventMessage(record, created.taskId)!;
+      if (index >= warmup) {
+        byRecord.push((record as RpcRecord & { receivedAt: number }).receivedAt - acceptedAt);
+        if (typeof message.timestamp === "number") byTimestamp.push(message.timestamp - acceptedAt);
+      }
+      // The wake's turn ends; the worker is idle again before the next task.
+      await worker.waitFor((candidate) => candidate.type === "agent_settled", SETTLE_TIMEOUT_MS, worker.records.indexOf(record as never));
+      await Bun.sleep(GAP_MS);
+    }
+    const inserted = worker.records
+      .filter((record) => record.type === "message_end" && (record.message as Message | undefined)?.customType === EVENT_MESSAGE)
+      .map((record) => String((record.message as Message).details?.eventId));
+    return {
+      tasks,
+      insertMs: roundSummary(summarize(byRecord), 1),
+      insertByPiTimestampMs: roundSummary(summarize(byTimestamp), 1),
+      duplicateInsertions: inserted.length - new Set(inserted).size,
+      missing: warmup + tasks - new Set(inserted).size,
+      piStartMs,
+    };
+  } finally {
+    await origin.close().catch(() => undefined);
+    origin.session.close();
+    await worker.stop(workerShutdownGraceMs).catch(() => undefined);
+    await relay.stop().catch(() => undefined);
+    rmSync(cwd, { recursive: true, force: true });
+  }
+}

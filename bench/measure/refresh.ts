@@ -1,0 +1,143 @@
+/**
+ * Refresh pass cost with a large archive: a TaskCore whose store holds 16,000 archived events
+ * (100 terminal tasks × 160 events: created, 158 messages, completed — all settled, nothing
+ * pending, no deliveries, no outbox), timing `refresh()` against the real relay (child process).
+ * The archive is written through the store API (the shape a long-lived origin ends up with);
+ * building it over the wire would take 16,000 envelopes and minutes, and the pass does not care
+ * how it got there. Beside it: the same pass on an empty store, and one bare `receive` through
+ * the client (a pass makes exactly one relay request when nothing is pending: the receive).
+ */
+import { makeEvent } from "../../src/core/envelopes.ts";
+import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import { maxStoreRecords, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
+import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createTaskStore } from "../../src/store/task-store.ts";
+import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { createMemoryHost } from "../../tests/helpers/memory-host.ts";
+import { now, roundSummary, type Summary, summarize } from "../lib/stats.ts";
+import { benchName, boundSession } from "../lib/wire.ts";
+
+const TASKS = 100;
+const EVENTS_PER_TASK = 160;
+const QUICK_TASKS = 10;
+const QUICK_EVENTS_PER_TASK = 20;
+const PASSES = 300;
+const QUICK_PASSES = 10;
+const WARMUP_PASSES = 50;
+const QUICK_WARMUP_PASSES = 3;
+/** Characters of each archived message. */
+const MESSAGE_CHARS = 200;
+
+export interface RefreshResult {
+  readonly archivedEvents: number;
+  readonly tasks: number;
+  readonly storeRecords: number;
+  readonly storeEncodedBytes: number;
+  readonly passes: number;
+  readonly archivedPassMs: Summary;
+  readonly emptyPassMs: Summary;
+  readonly receiveMs: Summary;
+  /** Relay requests per pass (must be 1: the receive). */
+  readonly requestsPerPass: number;
+  readonly pendingAfter: number;
+}
+
+function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eventsPerTask: number): void {
+  const origin = core.endpoint()!;
+  const store = core.store;
+  const at = Date.now();
+  for (let t = 0; t < tasks; t += 1) {
+    const record: TaskRecord = {
+      taskId: crypto.randomUUID(),
+      protocolVersion: TASK_PROTOCOL_VERSION,
+      origin,
+      target,
+      task: `archived task ${t}`,
+      createdAt: at,
+      expiresAt: at + taskTimeoutDefaultMs,
+      status: "active",
+    };
+    store.transaction(() => {
+      store.putTask(record, "origin");
+      store.appendEvent(makeEvent(record, "task.created", "1", at, { task: record.task }));
+      for (let sequence = 2; sequence < eventsPerTask; sequence += 1) {
+        store.appendEvent(makeEvent(record, "task.information", String(sequence), at, { message: `message ${sequence} `.padEnd(MESSAGE_CHARS, "m") }));
+      }
+      store.appendEvent(makeEvent(record, "task.completed", String(eventsPerTask), at, { summary: "done" }));
+      store.setStatus(record.taskId, "completed");
+    });
+  }
+}
+
+async function timePasses(core: TaskCore, passes: number, warmup: number): Promise<number[]> {
+  for (let index = 0; index < warmup; index += 1) await core.refresh();
+  const samples: number[] = [];
+  for (let index = 0; index < passes; index += 1) {
+    const at = now();
+    const report = await core.refresh();
+    samples.push(now() - at);
+    if (report.failures.size > 0) throw new Error(`refresh: pass failed: ${[...report.failures.values()].map((error) => error.code).join(", ")}`);
+  }
+  return samples;
+}
+
+export async function measureRefresh(options: { quick?: boolean } = {}): Promise<RefreshResult> {
+  const quick = options.quick === true;
+  const tasks = quick ? QUICK_TASKS : TASKS;
+  const eventsPerTask = quick ? QUICK_EVENTS_PER_TASK : EVENTS_PER_TASK;
+  const passes = quick ? QUICK_PASSES : PASSES;
+  const warmup = quick ? QUICK_WARMUP_PASSES : WARMUP_PASSES;
+  if (tasks * (eventsPerTask + 1) > maxStoreRecords) throw new Error("refresh: archive exceeds the store's record bound");
+  const relay = await startRelayProcess();
+  let requests = 0;
+  const counting: typeof fetch = ((input: string | URL | Request, init?: RequestInit) => {
+    requests += 1;
+    return fetch(input, init);
+  }) as typeof fetch;
+  const make = (fetchImpl?: typeof fetch) =>
+    createTaskCore({
+      store: createTaskStore(),
+      session: createRelaySession({ url: relay.url, callerSession: benchName("refresh"), ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }) }),
+      host: createMemoryHost(),
+    });
+  const full = make(counting);
+  const empty = make();
+  const worker = await boundSession(relay.url, "refresh-target");
+  try {
+    await full.connect();
+    await empty.connect();
+    archive(full, worker.endpoint, tasks, eventsPerTask);
+    const stats = full.store.stats();
+    const archivedEvents = full.listTasks().reduce((sum, task) => sum + task.events.length, 0);
+    const emptySamples = await timePasses(empty, passes, warmup);
+    const before = requests;
+    const fullSamples = await timePasses(full, passes, warmup);
+    const requestsPerPass = (requests - before) / (passes + warmup);
+    const receives: number[] = [];
+    for (let index = 0; index < passes; index += 1) {
+      const at = now();
+      await empty.session.receive("0");
+      receives.push(now() - at);
+    }
+    return {
+      archivedEvents,
+      tasks,
+      storeRecords: stats.records,
+      storeEncodedBytes: stats.encodedBytes,
+      passes,
+      archivedPassMs: roundSummary(summarize(fullSamples)),
+      emptyPassMs: roundSummary(summarize(emptySamples)),
+      receiveMs: roundSummary(summarize(receives)),
+      requestsPerPass,
+      pendingAfter: full.hasPendingWork() ? 1 : 0,
+    };
+  } finally {
+    await full.close().catch(() => undefined);
+    await empty.close().catch(() => undefined);
+    full.session.close();
+    empty.session.close();
+    worker.session.close();
+    await relay.stop().catch(() => undefined);
+  }
+}

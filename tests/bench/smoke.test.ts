@@ -1,0 +1,69 @@
+/**
+ * Smoke test of the bench and the fault matrix: every measurement in its tiny (quick)
+ * configuration. It checks the shape of the results and the integrity checks (zero loss, zero
+ * duplicates, relays left empty) — never timings, which belong to `npm run bench` on a quiet
+ * machine.
+ */
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { runFaults } from "../../bench/faults.ts";
+import { runBench } from "../../bench/run.ts";
+import { performanceMarkdown } from "../../bench/report.ts";
+
+// Starts relays, echo servers and a real Pi: raised well above the suite's default.
+setDefaultTimeout(180_000);
+
+const FIGURE_IDS = ["baseline", "relay-ratio", "cycles-session", "cycles-raw", "acceptance", "delivery-watch", "delivery-poll", "outage", "memory", "refresh", "pi"];
+
+describe("bench (quick)", () => {
+  test("every measurement runs, every figure has a number, a verdict and a method; loss and duplicate checks hold", async () => {
+    const results = await runBench({ quick: true });
+    expect(results.quick).toBe(true);
+    expect(results.figures.map((figure) => figure.id)).toEqual(FIGURE_IDS);
+    for (const figure of results.figures) {
+      expect({ id: figure.id, finite: Number.isFinite(figure.measured) }).toEqual({ id: figure.id, finite: true });
+      expect(["met", "missed", "—"]).toContain(figure.verdict);
+      expect(figure.how.length).toBeGreaterThan(20);
+    }
+    for (const check of results.checks) expect({ check: check.name, ok: check.ok, detail: check.detail }).toEqual({ check: check.name, ok: true, detail: check.detail });
+
+    const m = results.measurements;
+    for (const run of [m.cycles.session, m.cycles.raw]) {
+      expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter }).toEqual({ lost: 0, duplicates: 0, left: 0 });
+      expect(run.envelopes).toBeGreaterThan(0);
+    }
+    for (const run of [m.delivery.watch, m.delivery.poll]) {
+      expect({ unacknowledged: run.unacknowledged, duplicates: run.duplicateInsertions }).toEqual({ unacknowledged: 0, duplicates: 0 });
+      expect(run.ackMs.count).toBe(run.samples);
+    }
+    expect(m.delivery.watch.featuresSeen).toContain("watch-v1");
+    expect(m.delivery.poll.featuresSeen).toEqual([]);
+    expect(m.throughput.echo.failures + m.throughput.relayReceive.failures + m.throughput.relayHealth.failures + m.throughput.clientReceive.failures).toBe(0);
+    expect(m.acceptance.failures).toBe(0);
+    expect(m.outage.duringOutage.accepted).toBe(0);
+    expect(m.outage.duringOutage.queuedMessages).toBe(m.outage.offered.message);
+    expect({ lost: m.outage.afterOutage.lost, duplicates: m.outage.afterOutage.duplicatePresentations, drained: m.outage.afterOutage.drained }).toEqual({ lost: 0, duplicates: 0, drained: true });
+    expect(m.memory.bytesPerEnvelope).toBeGreaterThan(0);
+    expect(m.refresh.requestsPerPass).toBe(1);
+    expect({ missing: m.pi.missing, duplicates: m.pi.duplicateInsertions }).toEqual({ missing: 0, duplicates: 0 });
+
+    const markdown = performanceMarkdown(results);
+    expect(markdown).toContain("| figure | measured | goal | Wolfpack anchor | verdict |");
+    for (const figure of results.figures) expect(markdown).toContain(figure.label);
+  });
+});
+
+describe("fault matrix (quick)", () => {
+  test("every fault hits, and nothing is lost or presented twice", async () => {
+    const matrix = await runFaults({ quick: true });
+    expect(matrix.rows.length).toBe(11);
+    for (const row of matrix.rows) {
+      const failed = row.checks.filter((check) => !check.ok).map((check) => check.name);
+      expect({ fault: row.fault, lost: row.lost, duplicated: row.duplicated, hit: row.faulted > 0, failed }).toEqual({ fault: row.fault, lost: 0, duplicated: 0, hit: true, failed: [] });
+      expect(row.offered).toBeGreaterThan(0);
+      expect(row.presented + row.reported + row.refused).toBe(row.offered);
+    }
+    expect(matrix.rows.find((row) => row.fault === "relay restart")!.lostToRelayReset).toBeGreaterThan(0);
+    for (const row of matrix.rows) expect(row.lostToRelayReset + row.endedWithLifetime).toBe(row.reported);
+    expect(matrix.ok).toBe(true);
+  });
+});
