@@ -9,6 +9,7 @@
  * emits its `message_end` within `wakeObservationMs`. Our own queued-message count covers what
  * `ctx.hasPendingMessages()` ignores (extension messages).
  */
+import { nanoid } from "nanoid";
 import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
 import { insertionScanEntries, wakeObservationMs } from "../src/protocol/limits.ts";
 import { renderEvent, renderWake } from "./render.ts";
@@ -90,7 +91,7 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     },
 
     wake(items: readonly PresentationItem[]) {
-      const wakeId = crypto.randomUUID();
+      const wakeId = nanoid();
       const observed = new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => settle(false), wakeObservationMs);
         timer.unref?.();

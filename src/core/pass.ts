@@ -36,6 +36,16 @@ function rethrowLoss(error: unknown): void {
   if (errorSpec(failure.code).relayLoss) throw failure;
 }
 
+/** Failures that say the relay could not be reached at all (not a refusal of one request). */
+const UNREACHABLE: ReadonlySet<string> = new Set(["RELAY_UNAVAILABLE", "RELAY_TIMEOUT"]);
+
+/** Reports a lease or receive failure, noting when it shows the relay unreachable. */
+function relayFailure(scope: WorkScope, kind: FailureKind, error: unknown): void {
+  const failure = toTaskError(error);
+  if (UNREACHABLE.has(failure.code)) scope.unreachable = true;
+  scope.fail(kind, failure);
+}
+
 // ---------------------------------------------------------------------------------------------
 // lease
 // ---------------------------------------------------------------------------------------------
@@ -47,7 +57,7 @@ export async function leasePhase(context: CoreContext, scope: WorkScope): Promis
     return true;
   } catch (error) {
     rethrowLoss(error);
-    scope.fail("lease", error);
+    relayFailure(scope, "lease", error);
     return false;
   }
 }
@@ -75,7 +85,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       page = await session.receive(cursor, { limit: Math.min(receivePageMaxItems, room), signal: scope.signal });
     } catch (error) {
       rethrowLoss(error);
-      scope.fail("intake", error);
+      relayFailure(scope, "intake", error);
       break;
     }
     if (isClosed(context)) break;
@@ -276,8 +286,9 @@ export async function runPhasedPass(context: CoreContext, scope: WorkScope): Pro
       acknowledged = acks.acked;
       truncated = acks.exhausted;
     }
-    // Old work is retried even on empty, held or failed passes while budget remains.
-    if (!truncated && !isClosed(context)) retried = await retryOldWork(context, scope);
+    // Old work is retried even on empty, held or failed passes while budget remains — but not
+    // when this pass already found the relay unreachable: those requests could only fail too.
+    if (!truncated && !isClosed(context) && !scope.unreachable) retried = await retryOldWork(context, scope);
     truncated ||= scope.expired();
   } finally {
     scope.dispose();

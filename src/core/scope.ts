@@ -27,6 +27,8 @@ export interface WorkScope {
   /** Targets that refused speculative retry for capacity in this scope. */
   readonly suppressedTargets: Set<string>;
   readonly failures: Map<FailureKind, TaskError>;
+  /** Set when a request of this scope found the relay unreachable (network failure or timeout). */
+  unreachable: boolean;
   counts(): { scopedSends: number; oldWorkSends: number; ackAttempts: number };
   /** Time left before the overall deadline (Infinity for foreground scopes). */
   remainingMs(): number;
@@ -80,6 +82,7 @@ export function createWorkScope(options: ScopeOptions): WorkScope {
     attempted: new Set(),
     suppressedTargets: new Set(),
     failures,
+    unreachable: false,
     counts: () => ({ scopedSends: used.scoped, oldWorkSends: used.oldWork, ackAttempts: used.ack }),
     remainingMs: () => deadlineMs - timers.elapsed(startedAt),
     expired: () => signal.aborted || timers.elapsed(startedAt) >= deadlineMs,

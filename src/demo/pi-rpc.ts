@@ -5,6 +5,7 @@
  */
 import { type Subprocess, spawn } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
+import { nanoid } from "nanoid";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bunPath, type PiLaunch, piCliPath, piRpcArgs, scriptedEnv } from "../cli/pi-cli.ts";
@@ -110,7 +111,7 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
     process: child,
     stderr: () => stderrText,
     command,
-    prompt: (message) => command({ id: crypto.randomUUID(), type: "prompt", message }),
+    prompt: (message) => command({ id: nanoid(), type: "prompt", message }),
     waitFor(predicate, timeoutMs, from = 0) {
       return new Promise((resolve, reject) => {
         const check = () => {

@@ -5,6 +5,7 @@
  * acknowledges). It returns a timeline in milliseconds and cleans up every process it started.
  */
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { customAlphabet } from "nanoid";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { awaitRegistration, relayTransport, spawnWorker } from "../cli/spawn.ts";
@@ -55,6 +56,8 @@ export interface DemoOptions {
 }
 
 const SCENARIOS = join(import.meta.dir, "scenarios");
+/** Short, readable session-name suffixes. */
+const shortName = customAlphabet("0123456789abcdefghijklmnopqrstuvwxyz", 8);
 
 type Message = { role?: string; customType?: string; timestamp?: number; content?: unknown; details?: Record<string, unknown> };
 
@@ -155,7 +158,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const projectDir = join(scratch, "project");
   const stateDir = join(scratch, "state");
   const env = { ...options.env, PI_TASKS_STATE_DIR: stateDir, WOLFPACK_JWT_SECRET: "" };
-  const workerName = `demo-worker-${crypto.randomUUID().slice(0, 8)}`;
+  const workerName = `demo-worker-${shortName()}`;
   let relay: RelayProcess | undefined;
   let origin: PiRpc | undefined;
   let workerLog: string | undefined;
@@ -171,7 +174,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     workerLog = spawned.log;
     worker = { session: spawned.session, taskEndpoint: spawned.taskEndpoint };
     progress(`worker ${spawned.session} registered as ${spawned.taskEndpoint.relay}/${spawned.taskEndpoint.id} (log ${spawned.log})`);
-    const originName = `demo-origin-${crypto.randomUUID().slice(0, 8)}`;
+    const originName = `demo-origin-${shortName()}`;
     origin = startPiRpc({
       session: originName,
       relayUrl: relay.url,

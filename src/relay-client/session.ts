@@ -11,6 +11,7 @@
  *   `INVALID_INBOX`, `INVALID_TARGET`, `INVALID_RESPONSE`). Features come from the profile and are
  *   used only when advertised.
  */
+import { nanoid } from "nanoid";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { errorSpec, TaskError } from "../protocol/errors.ts";
 import { leaseDefaultMs, leaseRenewMarginMs, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
@@ -122,7 +123,8 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
   const retireListeners = new Set<(error: TaskError) => void>();
 
   let status: SessionStatus = "unbound";
-  let generation: string = crypto.randomUUID();
+  // An opaque per-lifetime generation (the wire allows any 1–512 characters).
+  let generation: string = nanoid();
   let bound: Binding | undefined;
   let features: ReadonlySet<string> | undefined;
   /** Aborted when the binding is retired or the session closes: fences in-flight calls. */
@@ -272,7 +274,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       if (connecting !== undefined) throw new TaskError("RELAY_BUSY", { details: { operation: "connect" } });
       scope.abort(new TaskError("RELAY_RESET"));
       scope = new AbortController();
-      generation = crypto.randomUUID();
+      generation = nanoid();
       bound = undefined;
       features = undefined;
       status = "unbound";

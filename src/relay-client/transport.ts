@@ -115,6 +115,8 @@ async function readCapped(response: Response, signal: AbortSignal): Promise<stri
     throw new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes: Number(declared) } });
   }
   if (response.body === null) return "";
+  // A declared length (already within the cap) is read natively in one piece.
+  if (declared !== null) return new TextDecoder().decode(await response.arrayBuffer());
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -193,15 +195,20 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     timeout: false,
     throwHttpErrors: false,
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
-    hooks: {
-      beforeRequest: [
-        async (request) => {
-          if (options.auth === undefined || request.headers.has("authorization")) return;
-          const token = await tokenFor(options.auth, request.url);
-          if (token !== undefined) request.headers.set("authorization", `Bearer ${token}`);
-        },
-      ],
-    },
+    // The JWT hook exists only when a secret is configured (no per-request cost otherwise).
+    ...(options.auth === undefined
+      ? {}
+      : {
+          hooks: {
+            beforeRequest: [
+              async (request) => {
+                if (options.auth === undefined || request.headers.has("authorization")) return;
+                const token = await tokenFor(options.auth, request.url);
+                if (token !== undefined) request.headers.set("authorization", `Bearer ${token}`);
+              },
+            ],
+          },
+        }),
   });
 
   function laneFor(operation: TransportOperation): PQueue {
@@ -221,25 +228,41 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     if (closing.signal.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation } });
     const callerSignal = requestOptions.signal;
     const deadlineMs = requestTimeoutMs + (requestOptions.extraDeadlineMs ?? 0);
-    const waitSignal = AbortSignal.any([closing.signal, ...(callerSignal === undefined ? [] : [callerSignal])]);
+    const waitSignal = callerSignal === undefined ? closing.signal : AbortSignal.any([closing.signal, callerSignal]);
     let started = false;
     try {
       return await laneFor(operation).add(
         async () => {
           started = true;
-          // Our own deadline timer, cleared on settle and unref'd: a finished request must not keep
-          // the process alive (AbortSignal.timeout's timer would, until it fires).
+          // One deadline timer per request, cleared on settle and unref'd (a finished request must
+          // not keep the process alive). It aborts the fetch and, for a fetch that ignores its
+          // signal, also settles the exchange itself.
           const deadline = new AbortController();
-          const timer = setTimeout(() => deadline.abort(new DOMException("request deadline", "TimeoutError")), deadlineMs);
+          let expire: (reason: unknown) => void = () => undefined;
+          const expired = new Promise<never>((_, reject) => {
+            expire = reject;
+          });
+          const timer = setTimeout(() => {
+            const reason = new DOMException("request deadline", "TimeoutError");
+            deadline.abort(reason);
+            expire(reason);
+          }, deadlineMs);
           timer.unref?.();
+          const onWaitAbort = () => expire(waitSignal.reason);
+          waitSignal.addEventListener("abort", onWaitAbort, { once: true });
           const signal = AbortSignal.any([deadline.signal, waitSignal]);
           let response: Response;
           let text: string;
           try {
-            response = await run(signal);
-            text = await readCapped(response, signal);
+            const exchanged = (async () => {
+              const reply = await run(signal);
+              return { reply, body: await readCapped(reply, signal) };
+            })();
+            exchanged.catch(() => undefined);
+            ({ reply: response, body: text } = await Promise.race([exchanged, expired]));
           } finally {
             clearTimeout(timer);
+            waitSignal.removeEventListener("abort", onWaitAbort);
           }
           let parsed: unknown;
           try {
@@ -251,9 +274,8 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
           }
           return decode(response.status, parsed, response.headers);
         },
-        // p-queue races the whole exchange against the deadline, even when a fetch ignores abort;
-        // a waiter aborted (or closed) while queued is removed and never sends.
-        { signal: waitSignal, timeout: deadlineMs },
+        // A waiter aborted (or closed) while queued is removed and never sends.
+        { signal: waitSignal },
       );
     } catch (error) {
       throw mapFailure(error, operation, started, callerSignal);

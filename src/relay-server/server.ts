@@ -85,42 +85,67 @@ function rejection(code: string, httpStatus: number, problem: string): TaskError
   return new TaskError(code, { details: { httpStatus, problem } });
 }
 
-/** Reads the body within the deadline and size limit, as strict UTF-8. */
-async function readBody(request: Request): Promise<string> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > maxRequestBodyBytes) {
-    throw rejection("INVALID_REQUEST", HTTP_STATUS.payloadTooLarge, `body is larger than ${maxRequestBodyBytes} bytes`);
-  }
-  const body = request.body;
-  if (body === null) return "";
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+function tooLarge(): TaskError {
+  return rejection("INVALID_REQUEST", HTTP_STATUS.payloadTooLarge, `body is larger than ${maxRequestBodyBytes} bytes`);
+}
+
+function tooSlow(): TaskError {
+  return rejection("INVALID_REQUEST", HTTP_STATUS.requestTimeout, `body not read within ${relayBodyReadDeadlineMs} ms`);
+}
+
+/** Reads a chunked (undeclared-length) body, cutting it at the size limit. */
+async function readStream(body: ReadableStream<Uint8Array>, deadline: AbortSignal): Promise<Uint8Array> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    reader.cancel().catch(() => undefined);
-  }, relayBodyReadDeadlineMs);
+  const cancel = () => reader.cancel().catch(() => undefined);
+  deadline.addEventListener("abort", cancel, { once: true });
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (timedOut) break;
-      if (done) break;
+      if (deadline.aborted) throw tooSlow();
+      if (done) return Buffer.concat(chunks);
       total += value.byteLength;
       if (total > maxRequestBodyBytes) {
-        await reader.cancel().catch(() => undefined);
-        throw rejection("INVALID_REQUEST", HTTP_STATUS.payloadTooLarge, `body is larger than ${maxRequestBodyBytes} bytes`);
+        await cancel();
+        throw tooLarge();
       }
       chunks.push(value);
     }
   } catch (error) {
-    if (!timedOut) throw error;
+    throw deadline.aborted ? tooSlow() : error;
+  } finally {
+    deadline.removeEventListener("abort", cancel);
+  }
+}
+
+/**
+ * Reads the body within the deadline and size limit, as strict UTF-8. A declared length (already
+ * checked against the limit) is read natively in one piece; only chunked bodies are streamed.
+ */
+async function readBody(request: Request): Promise<string> {
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxRequestBodyBytes) throw tooLarge();
+  if (request.body === null) return "";
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), relayBodyReadDeadlineMs);
+  let bytes: Uint8Array;
+  try {
+    if (declared === null) bytes = await readStream(request.body, deadline.signal);
+    else {
+      const reading = request.arrayBuffer();
+      // A read abandoned at the deadline may still fail later; that failure is already answered.
+      reading.catch(() => undefined);
+      const expired = new Promise<never>((_, reject) => deadline.signal.addEventListener("abort", () => reject(tooSlow()), { once: true }));
+      bytes = new Uint8Array(await Promise.race([reading, expired]));
+    }
   } finally {
     clearTimeout(timer);
   }
-  if (timedOut) throw rejection("INVALID_REQUEST", HTTP_STATUS.requestTimeout, `body not read within ${relayBodyReadDeadlineMs} ms`);
   try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+    return strictUtf8.decode(bytes);
   } catch {
     throw rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not strict UTF-8");
   }

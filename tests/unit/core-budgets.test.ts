@@ -143,6 +143,32 @@ describe("pass budgets", () => {
   });
 });
 
+describe("unreachable relay", () => {
+  test("a pass that finds the relay unreachable does not retry old work (those requests could only fail)", async () => {
+    const p = await pair();
+    await assignTasks(p, 3);
+    p.workerHost.busy = true;
+    let down = true;
+    p.relay.hook("send", () => {
+      if (down) throw new TaskError("RELAY_UNAVAILABLE", { details: { operation: "send" } });
+    });
+    await pass(p.worker, p.timers);
+    expect(p.worker.store.pendingOutboxCount()).toBe(3);
+    p.relay.hook("receive", () => {
+      if (down) throw new TaskError("RELAY_UNAVAILABLE", { details: { operation: "receive" } });
+    });
+    const sendsBefore = p.relay.count("send");
+    const report = await pass(p.worker, p.timers);
+    expect(report.failures.get("intake")?.code).toBe("RELAY_UNAVAILABLE");
+    expect(report.counts.oldWorkSends).toBe(0);
+    expect(p.relay.count("send")).toBe(sendsBefore);
+    // A refusal that is not about reachability still lets old work run.
+    down = false;
+    const healthy = await pass(p.worker, p.timers);
+    expect(healthy.retried).toBe(3);
+  });
+});
+
 describe("intake bound", () => {
   test(`fetching pauses at ${maxFetchedUnacknowledgedDeliveries} fetched-unacknowledged deliveries and resumes as ACKs drain`, async () => {
     const p = await pair();
