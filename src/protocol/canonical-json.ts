@@ -18,7 +18,16 @@ function escapePointer(key: string): string {
   return key.replaceAll("~", "~0").replaceAll("/", "~1");
 }
 
+/** Canonical JSON text computed earlier, embedded as is (so a part is not canonicalized twice). */
+export class CanonicalText {
+  constructor(readonly text: string) {}
+}
+
 function write(value: unknown, path: string, out: string[]): void {
+  if (value instanceof CanonicalText) {
+    out.push(value.text);
+    return;
+  }
   switch (typeof value) {
     case "string":
     case "boolean":
@@ -76,7 +85,7 @@ export function canonicalJson(value: unknown): string {
 
 /** UTF-8 byte length of a string. */
 export function utf8Bytes(text: string): number {
-  return encoder.encode(text).byteLength;
+  return Buffer.byteLength(text, "utf8");
 }
 
 /** UTF-8 byte length of a value's canonical JSON. */

@@ -6,7 +6,7 @@
  */
 import type { TSchema } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
-import { canonicalBytes, canonicalJson, sha256Hex } from "../protocol/canonical-json.ts";
+import { CanonicalText, canonicalJson, sha256Hex, utf8Bytes } from "../protocol/canonical-json.ts";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import {
@@ -142,10 +142,11 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
     if (!sameEndpoint(wire.source, registry.endpointOf(owner))) {
       throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/source", problem: "source is not the bound endpoint" } });
     }
-    if (canonicalBytes(wire.payload) > maxRelayPayloadBytes) {
+    const payloadText = canonicalJson(wire.payload);
+    if (utf8Bytes(payloadText) > maxRelayPayloadBytes) {
       throw invalid("/envelope/payload", `canonical payload is larger than ${maxRelayPayloadBytes} bytes`);
     }
-    const text = canonicalJson(wire);
+    const text = canonicalJson({ ...wire, payload: new CanonicalText(payloadText) });
     const digest = await sha256Hex(text);
     // Everything below is synchronous: concurrent identical sends coalesce on the receipt.
     if (liveTarget(wire.target) === undefined) throw new TaskError("TARGET_NOT_REGISTERED", { details: { target: wire.target } });

@@ -11,14 +11,11 @@ import type { Budgets, MailboxUsage } from "./admission.ts";
 
 interface MailItem {
   readonly cursor: bigint;
-  readonly cursorText: string;
   readonly envelopeId: string;
   /** Canonical JSON of the envelope, spliced into pages as is. */
   readonly text: string;
   /** Canonical bytes of the envelope (what the budgets charge). */
   readonly bytes: number;
-  /** Canonical bytes of the page item `{cursor, envelope}`. */
-  readonly pageBytes: number;
 }
 
 interface Mailbox {
@@ -72,6 +69,9 @@ export interface Mailboxes {
   expireReceipts(now: number): number;
   counts(): { expiryEntries: number; mailboxes: number };
 }
+
+/** Bytes of a page item `{"cursor":"…","envelope":…}` besides the cursor digits and the envelope. */
+const pageItemOverheadBytes = utf8Bytes('{"cursor":"","envelope":}');
 
 const cursorPattern = new RegExp(`^(0|[1-9][0-9]{0,${maxCursorDigits - 1}})$`);
 
@@ -141,8 +141,7 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
         throw new TaskError("RELAY_CAPACITY", { details: { budget: "cursor" } });
       }
       box.highest = cursor;
-      const pageBytes = utf8Bytes(`{"cursor":"${cursorText}","envelope":`) + bytes + 1;
-      box.entries.push({ cursor, cursorText, envelopeId, text, bytes, pageBytes });
+      box.entries.push({ cursor, envelopeId, text, bytes });
       const acceptanceId = crypto.randomUUID();
       receipts.set(envelopeId, { envelopeId, digest, acceptanceId, targetId: target.id, cursor, acceptedAt: now, bytes: receiptBytes, state: "mailbox" });
       expiryQueue.push(envelopeId);
@@ -161,10 +160,12 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       let last = after;
       while (index < items.length && parts.length < limit) {
         const item = items[index]!;
-        if (bytes + item.pageBytes > receivePageMaxBytes) break;
-        bytes += item.pageBytes;
-        parts.push(`{"cursor":"${item.cursorText}","envelope":${item.text}}`);
-        last = item.cursorText;
+        const cursorText = item.cursor.toString();
+        const pageBytes = pageItemOverheadBytes + cursorText.length + item.bytes;
+        if (bytes + pageBytes > receivePageMaxBytes) break;
+        bytes += pageBytes;
+        parts.push(`{"cursor":"${cursorText}","envelope":${item.text}}`);
+        last = cursorText;
         index += 1;
       }
       return { itemsJson: `[${parts.join(",")}]`, count: parts.length, nextCursor: last, hasMore: index < items.length };

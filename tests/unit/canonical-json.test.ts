@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import fc from "fast-check";
-import { canonicalBytes, canonicalDigest, canonicalJson, sha256Hex } from "../../src/protocol/canonical-json.ts";
+import { CanonicalText, canonicalBytes, canonicalDigest, canonicalJson, sha256Hex } from "../../src/protocol/canonical-json.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 
 function rejection(value: unknown): TaskError {
@@ -58,6 +58,12 @@ describe("canonical JSON", () => {
       }),
       { numRuns: 300, seed: 20261130 },
     );
+  });
+
+  test("a part canonicalized earlier is embedded as is, giving the same text", () => {
+    const envelope = { b: 1, payload: { z: [1, { y: "é" }], a: null } };
+    const payloadText = canonicalJson(envelope.payload);
+    expect(canonicalJson({ ...envelope, payload: new CanonicalText(payloadText) })).toBe(canonicalJson(envelope));
   });
 
   test("byte length counts UTF-8", () => {
