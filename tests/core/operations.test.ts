@@ -2,7 +2,7 @@
  * TaskCore operations against the real relay (started through its CLI), with a fault proxy in
  * front of it to count, hold and inspect relay requests. Each test builds its own cores.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { PresentationHost, PresentationItem } from "../../src/core/host.ts";
 import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
@@ -10,36 +10,22 @@ import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
 import { deferred, eventsOf, expectCode, failure, receiptStages, requestsOf, sentEnvelopes, settledYet, thrown } from "../helpers/core-kit.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
 import { createMemoryHost } from "../helpers/memory-host.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);
 
-let relay: RelayProcess;
-let proxy: FaultProxy;
+const fx = useRelayFixture({ proxy: true });
 const opened: Party[] = [];
 
-beforeAll(async () => {
-  relay = await startRelayProcess();
-  proxy = createFaultProxy({ target: relay.url });
-});
-
-afterAll(async () => {
-  await proxy.stop();
-  await relay.stop();
-});
-
 afterEach(async () => {
-  proxy.clear();
-  proxy.release();
   const parties = opened.splice(0);
   await Promise.allSettled(parties.map((party) => party.core.close()));
   for (const party of parties) party.core.session.close();
 });
 
 async function party(): Promise<Party> {
-  const created = await createParty({ url: proxy.url, requestTimeoutMs: 4_000 });
+  const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000 });
   opened.push(created);
   return created;
 }
@@ -61,7 +47,7 @@ async function customParty(override: (host: ReturnType<typeof createMemoryHost>,
   const name = `custom-${crypto.randomUUID()}`;
   let core: TaskCore | undefined;
   const custom = { ...host, ...override(host, () => core!) } as PresentationHost;
-  core = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: custom });
+  core = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: custom });
   await core.connect();
   const created = { name, core, host };
   opened.push(created);
@@ -113,14 +99,14 @@ describe("createTask", () => {
 
   test("returns only after the relay accepted its own assignment envelope", async () => {
     const { origin, worker } = await pair();
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const creating = origin.core.createTask({ to: to(worker), task: "held at the relay door" });
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     expect(await settledYet(creating, 50)).toBe(false);
     const [task] = origin.core.listTasks();
     expect(task!.deliveryEvidence.relayAcceptance).toBe("pending");
     expect(origin.core.hasPendingWork()).toBe(true);
-    proxy.release();
+    fx.proxy.release();
     const result = await creating;
     expect(origin.core.store.getOutbox(result.envelopeId)!.state).toBe("accepted");
     expect(origin.core.getTask(result.taskId).deliveryEvidence.relayAcceptance).toBe("accepted");
@@ -139,7 +125,7 @@ describe("createTask", () => {
       [{ to: target, task: "x", timeoutMs: taskTimeoutMaxMs + 1 }, "/timeoutMs"],
       [{ to: target, task: "x", priority: "high" }, "/priority"],
     ];
-    const before = requestsOf(proxy, origin.name).length;
+    const before = requestsOf(fx.proxy, origin.name).length;
     for (const [input, path] of cases) {
       const { error } = await thrown(() => origin.core.createTask(input));
       expectCode(error, "INVALID_REQUEST");
@@ -149,7 +135,7 @@ describe("createTask", () => {
     expect(origin.core.listTasks()).toEqual([]);
     expect(origin.core.store.stats().tasks).toBe(0);
     expect(origin.core.hasPendingWork()).toBe(false);
-    expect(requestsOf(proxy, origin.name).length).toBe(before);
+    expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
   });
 
   test("an unregistered target is TARGET_NOT_REGISTERED and creates no task", async () => {
@@ -158,17 +144,17 @@ describe("createTask", () => {
     expectCode(error, "TARGET_NOT_REGISTERED");
     expect(error.retryable).toBe(false);
     expect(origin.core.listTasks()).toEqual([]);
-    expect(sentEnvelopes(proxy, origin.name)).toEqual([]);
+    expect(sentEnvelopes(fx.proxy, origin.name)).toEqual([]);
   });
 
   test("an assignment the relay refuses for good leaves a locally failed task and reports its id", async () => {
     const { origin, worker } = await pair();
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const creating = failure(origin.core.createTask({ to: to(worker), task: "the worker leaves while this is in flight" }));
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     // Resolved while registered; gone by the time the send reaches the relay.
     await worker.core.session.disconnect();
-    proxy.release();
+    fx.proxy.release();
     const error = await creating;
     expectCode(error, "TARGET_NOT_REGISTERED");
     expect(error.retryable).toBe(false);
@@ -181,7 +167,7 @@ describe("createTask", () => {
     expect(view.deliveryEvidence.relayAcceptance).toBe("blocked");
     // Quarantined: never re-sent.
     await origin.core.refresh();
-    expect(sentEnvelopes(proxy, origin.name).filter((sent) => sent.kind === "assignment")).toHaveLength(1);
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment")).toHaveLength(1);
     expect(origin.core.hasPendingWork()).toBe(false);
   });
 
@@ -190,7 +176,7 @@ describe("createTask", () => {
     const error = await failure(origin.core.createTask({ to: to(origin), task: "talk to myself" }));
     expectCode(error, "INVALID_TARGET");
     expect(origin.core.listTasks()).toEqual([]);
-    expect(sentEnvelopes(proxy, origin.name)).toEqual([]);
+    expect(sentEnvelopes(fx.proxy, origin.name)).toEqual([]);
   });
 });
 
@@ -274,7 +260,7 @@ describe("lifecycle origin ↔ worker", () => {
     expect(worker.host.insertedIds()).toEqual([created.eventId]);
     expect(worker.host.wakes).toEqual([]);
     expect(worker.core.store.getOperation(taskId, `delivery_evidence:${created.eventId}:wake_accepted:confirmed`)).toBeUndefined();
-    expect(sentEnvelopes(proxy, worker.name).filter((sent) => sent.inner?.payload?.stage === "wake_accepted")).toEqual([]);
+    expect(sentEnvelopes(fx.proxy, worker.name).filter((sent) => sent.inner?.payload?.stage === "wake_accepted")).toEqual([]);
     let view = origin.core.getTask(taskId);
     expect(receiptStages(view, created.eventId)).toEqual(["pi_inserted:confirmed"]);
     expect(view.deliveryEvidence.piInsertion).toBe("confirmed");
@@ -334,7 +320,7 @@ describe("lifecycle origin ↔ worker", () => {
     const question = eventsOf(view, "task.question")[0]!;
     expect((receipt.payload as { eventId: string }).eventId).toBe(created.eventId);
     expect(BigInt(receipt.sequence) < BigInt(question.sequence)).toBe(true);
-    const order = sentEnvelopes(proxy, worker.name).map((sent) => (sent.type === "task.delivery_receipt" ? `receipt:${sent.inner.payload.stage}` : sent.type));
+    const order = sentEnvelopes(fx.proxy, worker.name).map((sent) => (sent.type === "task.delivery_receipt" ? `receipt:${sent.inner.payload.stage}` : sent.type));
     expect(order).toEqual(["receipt:wake_accepted", "task.question"]);
   });
 });
@@ -386,7 +372,7 @@ describe("message", () => {
     await settle();
     const created = eventsOf(origin.core.getTask(taskId), "task.created")[0]!;
     const otherQuestion = eventsOf(origin.core.getTask(other.taskId), "task.question")[0]!;
-    const sendsBefore = sentEnvelopes(proxy, origin.name).length;
+    const sendsBefore = sentEnvelopes(fx.proxy, origin.name).length;
     const eventsBefore = origin.core.getTask(taskId).events.length;
     for (const [core, input] of [
       [origin.core, { taskId, type: "answer", message: "no question" }],
@@ -401,7 +387,7 @@ describe("message", () => {
       expect(error.details.path).toBe("/inReplyTo");
     }
     expect(origin.core.getTask(taskId).events).toHaveLength(eventsBefore);
-    expect(sentEnvelopes(proxy, origin.name)).toHaveLength(sendsBefore);
+    expect(sentEnvelopes(fx.proxy, origin.name)).toHaveLength(sendsBefore);
   });
 
   test("only participants may message: a third core does not have the task; a rebound lifetime is lost", async () => {
@@ -413,7 +399,7 @@ describe("message", () => {
     const unknown = await failure(third.core.message({ taskId, type: "information", message: "hello" }));
     expectCode(unknown, "UNKNOWN_TASK");
     expect(unknown.retryable).toBe(false);
-    expect(sentEnvelopes(proxy, third.name)).toEqual([]);
+    expect(sentEnvelopes(fx.proxy, third.name)).toEqual([]);
     // A lifetime whose session was rebound underneath it (a new endpoint) is lost as a whole: its
     // tasks belong to the old endpoint, so it refuses with RELAY_REBIND_REQUIRED (relay loss).
     await worker.core.session.rebind();
@@ -462,7 +448,7 @@ describe("done", () => {
     expect(archivedIds(worker)).toContain(completed[0]!.eventId);
     expect(worker.host.insertedIds()).not.toContain(completed[0]!.eventId);
     // Local presentation records no relay delivery receipts.
-    expect(sentEnvelopes(proxy, origin.name).filter((sent) => sent.kind === "intent")).toEqual([]);
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "intent")).toEqual([]);
   });
 
   test("a retryable failure keeps the intent; the retry resends the identical envelope and completes once", async () => {
@@ -470,7 +456,7 @@ describe("done", () => {
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "the reply gets lost" });
     await settle();
     // The relay accepts the intent, but the reply is lost on the way back.
-    proxy.push({ operation: "send", kind: "drop-reply", when: (request) => (request.body as any).callerSession === worker.name });
+    fx.proxy.push({ operation: "send", kind: "drop-reply", when: (request) => (request.body as any).callerSession === worker.name });
     const lost = await failure(worker.core.done({ taskId, status: "failed", summary: "could not finish", error: { code: "E_TESTS", message: "tests fail", retryable: false } }));
     expect(lost.retryable).toBe(true);
     const pending = lost.details.terminalDelivery as { state: string; intentId: string; envelopeId: string };
@@ -479,7 +465,7 @@ describe("done", () => {
     const retry = await worker.core.done({ taskId, status: "failed", summary: "could not finish" });
     expect(retry.terminalDelivery).toMatchObject({ state: "accepted", intentId: pending.intentId, envelopeId: pending.envelopeId });
     expect(worker.core.store.getOutbox(pending.envelopeId)!.acceptance!.duplicate).toBe(true);
-    const attempts = requestsOf(proxy, worker.name, "send").filter((request) => (request.body as any).envelope.envelopeId === pending.envelopeId);
+    const attempts = requestsOf(fx.proxy, worker.name, "send").filter((request) => (request.body as any).envelope.envelopeId === pending.envelopeId);
     expect(attempts).toHaveLength(2);
     expect(attempts[1]!.text).toBe(attempts[0]!.text);
     await settle();
@@ -503,7 +489,7 @@ describe("done", () => {
     await settle();
     await worker.core.done({ taskId, status: "completed", summary: "after settle" });
     await settle();
-    const terminalSends = sentEnvelopes(proxy, worker.name).filter((sent) => sent.kind === "intent" && sent.type !== "task.delivery_receipt");
+    const terminalSends = sentEnvelopes(fx.proxy, worker.name).filter((sent) => sent.kind === "intent" && sent.type !== "task.delivery_receipt");
     expect(new Set(terminalSends.map((sent) => sent.envelopeId)).size).toBe(1);
     expect(terminalSends.map((sent) => sent.type)).toEqual(["task.completed"]);
     const view = origin.core.getTask(taskId);
@@ -559,7 +545,7 @@ describe("done", () => {
     const retry = await worker.core.done({ taskId, status: "completed", summary: "nobody to tell" });
     expect(retry.terminalDelivery).toEqual(result.terminalDelivery);
     await worker.core.refresh();
-    expect(sentEnvelopes(proxy, worker.name).filter((sent) => sent.envelopeId === blocked.envelopeId)).toHaveLength(1);
+    expect(sentEnvelopes(fx.proxy, worker.name).filter((sent) => sent.envelopeId === blocked.envelopeId)).toHaveLength(1);
     expect(worker.core.getTask(taskId).status).toBe("active");
   });
 });
@@ -574,12 +560,12 @@ describe("cancel", () => {
     const notOrigin = await failure(worker.core.cancel({ taskId }));
     expectCode(notOrigin, "NOT_ORIGIN");
 
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const cancelling = origin.core.cancel({ taskId, reason: "no longer needed" });
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     // Canonical before it leaves, and before any pass.
     expect(origin.core.getTask(taskId).status).toBe("cancelled");
-    proxy.release();
+    fx.proxy.release();
     const first = await cancelling;
     expect(first).toMatchObject({ taskId, status: "cancelled", delivery: "accepted", warnings: [] });
     const second = await origin.core.cancel({ taskId });
@@ -587,7 +573,7 @@ describe("cancel", () => {
     const cancelled = eventsOf(origin.core.getTask(taskId), "task.cancelled");
     expect(cancelled.map((event) => event.eventId)).toEqual([first.eventId]);
     expect(cancelled[0]!.payload).toMatchObject({ summary: "no longer needed" });
-    expect(sentEnvelopes(proxy, origin.name).filter((sent) => sent.type === "task.cancelled")).toHaveLength(1);
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.type === "task.cancelled")).toHaveLength(1);
 
     await settle();
     expect(worker.core.getTask(taskId).status).toBe("cancelled");
@@ -644,7 +630,7 @@ describe("acknowledgeParent", () => {
     expect(commits).toBe(0);
     expect(origin.core.getTask(taskId).events).toEqual(before.events);
     expect(origin.core.store.getOperation(taskId, "parent_acknowledgment")).toBeUndefined();
-    expect(sentEnvelopes(proxy, origin.name).filter((sent) => sent.type === "task.parent_acknowledged")).toEqual([]);
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.type === "task.parent_acknowledged")).toEqual([]);
   });
 
   test("exactly one task.parent_acknowledged for sequential and concurrent calls; archived at the worker", async () => {
@@ -662,7 +648,7 @@ describe("acknowledgeParent", () => {
     expect(acks.map((event) => event.eventId)).toEqual([eventId!]);
     const completed = eventsOf(origin.core.getTask(taskId), "task.completed")[0]!;
     expect(acks[0]!.payload).toMatchObject({ acknowledgedEventId: completed.eventId });
-    const sent = sentEnvelopes(proxy, origin.name).filter((item) => item.type === "task.parent_acknowledged");
+    const sent = sentEnvelopes(fx.proxy, origin.name).filter((item) => item.type === "task.parent_acknowledged");
     expect(new Set(sent.map((item) => item.envelopeId)).size).toBe(1);
     await settle();
     expect(archivedIds(worker)).toContain(eventId!);
@@ -745,7 +731,7 @@ describe("receive, hasPendingWork and onChange", () => {
 
     const items = origin.core.receive();
     const describe = items.map((item) => (item.kind === "local" ? `local:${item.event.type}` : `relay:${item.delivery.envelopeId}`));
-    const assignment = requestsOf(proxy, worker.name, "send")
+    const assignment = requestsOf(fx.proxy, worker.name, "send")
       .map((request) => (request.body as any).envelope)
       .find((envelope) => envelope.payload.kind === "assignment" && envelope.payload.taskId === reverse.taskId);
     expect(describe).toEqual(["local:task.question", `relay:${assignment.envelopeId}`, "local:task.information"]);
@@ -777,8 +763,8 @@ describe("receive, hasPendingWork and onChange", () => {
     await passes(origin);
     const echo = eventsOf(origin.core.getTask(taskId), "task.information").find((event) => (event.payload as { intentId?: string }).intentId === mine.intentId)!;
     const second = await origin.core.message({ taskId, type: "information", message: "visible two" });
-    const envelopeOf = (eventId: string) => sentEnvelopes(proxy, origin.name).find((sent) => sent.inner?.eventId === eventId)!.envelopeId;
-    const acked = () => requestsOf(proxy, worker.name, "acknowledge").map((request) => (request.body as { envelopeId: string }).envelopeId);
+    const envelopeOf = (eventId: string) => sentEnvelopes(fx.proxy, origin.name).find((sent) => sent.inner?.eventId === eventId)!.envelopeId;
+    const acked = () => requestsOf(fx.proxy, worker.name, "acknowledge").map((request) => (request.body as { envelopeId: string }).envelopeId);
 
     await passes(worker);
     expect(worker.host.inserted.map((item) => item.eventId)).toEqual([eventsOf(worker.core.getTask(taskId), "task.created")[0]!.eventId]);
@@ -803,12 +789,12 @@ describe("receive, hasPendingWork and onChange", () => {
     const { origin, worker, settle } = await pair();
     expect(origin.core.hasPendingWork()).toBe(false);
     // Outbox: an envelope not yet accepted.
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const creating = origin.core.createTask({ to: to(worker), task: "pending work" });
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     expect(origin.core.store.pendingOutboxCount()).toBe(1);
     expect(origin.core.hasPendingWork()).toBe(true);
-    proxy.release();
+    fx.proxy.release();
     const { taskId } = await creating;
     expect(origin.core.hasPendingWork()).toBe(false);
     // Deliveries: held by a busy worker.
@@ -860,19 +846,19 @@ describe("receive, hasPendingWork and onChange", () => {
 describe("refresh", () => {
   test("single flight: calls made while a pass runs share exactly one trailing pass", async () => {
     const solo = await party();
-    const receives = () => requestsOf(proxy, solo.name, "receive").length;
+    const receives = () => requestsOf(fx.proxy, solo.name, "receive").length;
     await solo.core.refresh();
     expect(receives()).toBe(1);
 
-    proxy.push({ operation: "receive", kind: "hold", when: (request) => (request.body as any).callerSession === solo.name });
+    fx.proxy.push({ operation: "receive", kind: "hold", when: (request) => (request.body as any).callerSession === solo.name });
     const first = solo.core.refresh();
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     const joined = [solo.core.refresh(), solo.core.refresh(), solo.core.refresh()];
     expect(joined[0]).not.toBe(first);
     expect(joined[1]).toBe(joined[0]);
     expect(joined[2]).toBe(joined[0]);
     expect(receives()).toBe(2);
-    proxy.release();
+    fx.proxy.release();
     const reports = await Promise.all([first, ...joined]);
     expect(reports[1]).toBe(reports[2]);
     // The held pass plus one trailing pass: no more.
@@ -904,13 +890,13 @@ describe("close", () => {
       ["reassignTask", () => origin.core.reassignTask(taskId)],
       ["refresh", () => origin.core.refresh()],
     ];
-    const before = requestsOf(proxy, origin.name).length;
+    const before = requestsOf(fx.proxy, origin.name).length;
     for (const [name, call] of calls) {
       const { error, synchronous } = await thrown(call);
       expectCode(error, "RELAY_CLOSED");
       expect([name, synchronous]).toEqual([name, true]);
     }
-    expect(requestsOf(proxy, origin.name)).toHaveLength(before);
+    expect(requestsOf(fx.proxy, origin.name)).toHaveLength(before);
     await origin.core.close();
   });
 
@@ -918,11 +904,11 @@ describe("close", () => {
     const { origin, worker, settle } = await pair();
     await origin.core.createTask({ to: to(worker), task: "existing" });
     await settle();
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     let settledAt = 0;
     const creating = origin.core.createTask({ to: to(worker), task: "in flight at close" });
     const outcome = failure(creating.finally(() => (settledAt = performance.now())));
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     expect(origin.core.store.stats().tasks).toBe(2);
     let commitsAfterClose = 0;
     const started = performance.now();
@@ -939,7 +925,7 @@ describe("close", () => {
     expect(origin.core.store.stats()).toMatchObject({ tasks: 0, events: 0, pendingOutbox: 0, records: 0 });
     expect(origin.core.listTasks()).toEqual([]);
     // The held request reaching the relay later changes nothing here.
-    proxy.release();
+    fx.proxy.release();
     await Bun.sleep(50);
     expect(commitsAfterClose).toBe(0);
     expect(origin.core.store.stats().records).toBe(0);
@@ -951,13 +937,13 @@ describe("close", () => {
     const { origin, worker, settle } = await pair();
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "closing under load" });
     await settle();
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const older = failure(origin.core.message({ taskId, type: "information", message: "in flight" }));
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     const younger = failure(origin.core.message({ taskId, type: "information", message: "waiting behind" }));
     await Bun.sleep(20);
     await origin.core.close();
-    proxy.release();
+    fx.proxy.release();
     expectCode(await older, "RELAY_CLOSED");
     const error = await younger;
     expectCode(error, "RELAY_CLOSED");
@@ -978,7 +964,7 @@ describe("close", () => {
       },
     };
     const name = `slow-${crypto.randomUUID()}`;
-    const worker = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: slowHost });
+    const worker = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: slowHost });
     try {
       await worker.connect();
       const { taskId } = await origin.core.createTask({ to: worker.endpoint()!, task: "presented while closing" });
@@ -986,8 +972,8 @@ describe("close", () => {
       const item = await insertCalled.promise;
       expect(item.taskId).toBe(taskId);
       expect(worker.store.stats().tasks).toBe(1);
-      const sendsBefore = requestsOf(proxy, name, "send").length;
-      const acksBefore = requestsOf(proxy, name, "acknowledge").length;
+      const sendsBefore = requestsOf(fx.proxy, name, "send").length;
+      const acksBefore = requestsOf(fx.proxy, name, "acknowledge").length;
       let commits = 0;
       worker.onChange(() => (commits += 1));
       const closing = worker.close();
@@ -1002,8 +988,8 @@ describe("close", () => {
       expect(worker.store.stats().records).toBe(0);
       expect(worker.store.getEvidence(item.eventId)).toBeUndefined();
       // Nothing the pass would have done after the insertion reached the relay.
-      expect(requestsOf(proxy, name, "send")).toHaveLength(sendsBefore);
-      expect(requestsOf(proxy, name, "acknowledge")).toHaveLength(acksBefore);
+      expect(requestsOf(fx.proxy, name, "send")).toHaveLength(sendsBefore);
+      expect(requestsOf(fx.proxy, name, "acknowledge")).toHaveLength(acksBefore);
       expect(host.wakes).toEqual([]);
     } finally {
       inserting.resolve(false);
@@ -1022,7 +1008,7 @@ describe("caller cancellation", () => {
     await settle();
     const controller = new AbortController();
     controller.abort();
-    const before = { events: origin.core.getTask(taskId).events.length, records: origin.core.store.stats().records, requests: requestsOf(proxy, origin.name).length };
+    const before = { events: origin.core.getTask(taskId).events.length, records: origin.core.store.stats().records, requests: requestsOf(fx.proxy, origin.name).length };
     const calls: (() => Promise<unknown>)[] = [
       () => origin.core.createTask({ to: to(worker), task: "aborted" }, { signal: controller.signal }),
       () => origin.core.message({ taskId, type: "information", message: "aborted" }, { signal: controller.signal }),
@@ -1039,7 +1025,7 @@ describe("caller cancellation", () => {
     expect(origin.core.store.stats().records).toBe(before.records);
     expect(origin.core.hasPendingWork()).toBe(false);
     expect(worker.core.getTask(taskId).terminalDelivery).toEqual({ state: "not_submitted" });
-    expect(requestsOf(proxy, origin.name)).toHaveLength(before.requests);
+    expect(requestsOf(fx.proxy, origin.name)).toHaveLength(before.requests);
   });
 
   // A foreground operation waiting behind an older in-flight send to the same target follows its
@@ -1048,21 +1034,21 @@ describe("caller cancellation", () => {
     const { origin, worker, settle } = await pair();
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "older mail in flight" });
     await settle();
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const older = failure(origin.core.message({ taskId, type: "information", message: "older" })).catch(() => undefined);
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     const controller = new AbortController();
     const younger = failure(origin.core.message({ taskId, type: "information", message: "younger" }, { signal: controller.signal }));
     await Bun.sleep(20);
     controller.abort();
     try {
       expect(await settledYet(younger, 200)).toBe(true);
-      expect(proxy.stats().held).toBe(1);
+      expect(fx.proxy.stats().held).toBe(1);
       const error = await younger;
       expect(error.retryable).toBe(true);
       expect(error.details.reason).not.toBe("pass deadline");
     } finally {
-      proxy.release();
+      fx.proxy.release();
       await older;
       await younger.catch(() => undefined);
     }

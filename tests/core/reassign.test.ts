@@ -7,7 +7,7 @@
  * successor, moves the task and ships an assignment carrying `{task, event, history}` to the new
  * worker lifetime (a fresh TaskCore with a fresh store on the rebound session).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
@@ -16,35 +16,16 @@ import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
 import { eventsOf, expectCode, failure, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
 import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);
 
-let relay: RelayProcess;
-let proxy: FaultProxy;
-const cleanup: (() => Promise<void> | void)[] = [];
-
-beforeAll(async () => {
-  relay = await startRelayProcess();
-  proxy = createFaultProxy({ target: relay.url });
-});
-
-afterAll(async () => {
-  await proxy.stop();
-  await relay.stop();
-});
-
-afterEach(async () => {
-  proxy.clear();
-  proxy.release();
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
+const fx = useRelayFixture({ proxy: true });
 
 async function party(): Promise<Party> {
-  const created = await createParty({ url: proxy.url, requestTimeoutMs: 4_000 });
-  cleanup.push(async () => {
+  const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000 });
+  fx.defer(async () => {
     await created.core.close();
     created.core.session.close();
   });
@@ -65,7 +46,7 @@ async function rebindWorker(worker: Party, prepare?: (core: TaskCore) => void): 
   const host = createMemoryHost();
   const core = createTaskCore({ store: createTaskStore(), session: worker.core.session, host });
   prepare?.(core);
-  cleanup.push(() => core.close());
+  fx.defer(() => core.close());
   return { core, host, endpoint: binding.endpoint, name: worker.name };
 }
 
@@ -93,7 +74,7 @@ async function setup(task = "work that will move") {
 describe("reassignTask refusals", () => {
   test("refused without a TARGET_NOT_REGISTERED quarantine for the current target; NOT_ORIGIN for the worker", async () => {
     const { origin, worker, taskId, oldTarget } = await setup();
-    const resolvesBefore = requestsOf(proxy, origin.name, "resolve").length;
+    const resolvesBefore = requestsOf(fx.proxy, origin.name, "resolve").length;
     const refused = await failure(origin.core.reassignTask(taskId));
     expectCode(refused, "REASSIGNMENT_REFUSED");
     expect(refused.retryable).toBe(false);
@@ -101,7 +82,7 @@ describe("reassignTask refusals", () => {
     expect(typeof refused.details.reason).toBe("string");
     expect(origin.core.getTask(taskId).target).toEqual(oldTarget);
     expect(eventsOf(origin.core.getTask(taskId), "task.reassigned")).toEqual([]);
-    expect(requestsOf(proxy, origin.name, "resolve")).toHaveLength(resolvesBefore);
+    expect(requestsOf(fx.proxy, origin.name, "resolve")).toHaveLength(resolvesBefore);
 
     expectCode(await failure(worker.core.reassignTask(taskId)), "NOT_ORIGIN");
     expectCode(await failure(origin.core.reassignTask(crypto.randomUUID())), "UNKNOWN_TASK");
@@ -111,11 +92,11 @@ describe("reassignTask refusals", () => {
     const { origin, worker, taskId, oldTarget } = await setup();
     await rebindWorker(worker);
     // The relay refuses the send to the (really lost) target with a different blocked-delivery code.
-    proxy.push({
+    fx.proxy.push({
       operation: "send",
       kind: "reply",
       status: 409,
-      body: { ok: false, profile: RELAY_PROFILE, epoch: relay.epoch, error: { code: "ENVELOPE_CONFLICT", message: "conflict", retryable: false } },
+      body: { ok: false, profile: RELAY_PROFILE, epoch: fx.relay.epoch, error: { code: "ENVELOPE_CONFLICT", message: "conflict", retryable: false } },
       when: (request) => (request.body as any).callerSession === origin.name,
     });
     expectCode(await failure(origin.core.message({ taskId, type: "information", message: "conflicting" })), "ENVELOPE_CONFLICT");
@@ -145,7 +126,7 @@ describe("reassignTask refusals", () => {
     const binding = await worker.core.session.rebind();
     const host = createMemoryHost();
     const successor = createTaskCore({ store: createTaskStore(), session: worker.core.session, host });
-    cleanup.push(() => successor.close());
+    fx.defer(() => successor.close());
     const moved = await origin.core.reassignTask(taskId);
     expect(moved.target).toEqual(binding.endpoint);
     await settle([origin, { name: worker.name, core: successor, host }]);
@@ -199,7 +180,7 @@ describe("reassignTask to the successor lifetime", () => {
     const expectedHistory = view.events.filter((event) => event.type !== "task.delivery_receipt" && event.eventId !== result.eventId);
     expect(inner.history.map((event) => event.type)).toEqual(["task.created", "task.information", "task.information"]);
     expect(inner.history).toEqual(expectedHistory);
-    expect(sentEnvelopes(proxy, origin.name).filter((sent) => sent.envelopeId === result.envelopeId)).toHaveLength(1);
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.envelopeId === result.envelopeId)).toHaveLength(1);
 
     // Presented locally at the origin (a visible local item), never echoed back through the relay.
     await origin.core.refresh();
@@ -278,7 +259,7 @@ describe("reassignTask to the successor lifetime", () => {
     const view = origin.core.getTask(taskId);
     expect(eventsOf(view, "task.reassigned")).toHaveLength(1);
     expect(view.target).toEqual(successor.endpoint);
-    expect(sentEnvelopes(proxy, origin.name).filter((sent) => sent.kind === "assignment" && sent.type === "task.reassigned")).toHaveLength(1);
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment" && sent.type === "task.reassigned")).toHaveLength(1);
     await settle([origin, asParty(successor)]);
     expect(successor.host.insertedIds()).toHaveLength(1);
   });
@@ -344,7 +325,7 @@ describe("reassignment size bounds", () => {
     await rebindWorker(worker);
     await loseTarget(origin, taskId);
     const before = origin.core.getTask(taskId);
-    const sendsBefore = sentEnvelopes(proxy, origin.name).length;
+    const sendsBefore = sentEnvelopes(fx.proxy, origin.name).length;
     const error = await failure(origin.core.reassignTask(taskId));
     expectCode(error, "PAYLOAD_TOO_LARGE");
     expect(error.retryable).toBe(false);
@@ -352,6 +333,6 @@ describe("reassignment size bounds", () => {
     expect(after.target).toEqual(oldTarget);
     expect(after.events).toEqual(before.events);
     expect(origin.core.store.localPresentations()).toEqual([]);
-    expect(sentEnvelopes(proxy, origin.name)).toHaveLength(sendsBefore);
+    expect(sentEnvelopes(fx.proxy, origin.name)).toHaveLength(sendsBefore);
   });
 });

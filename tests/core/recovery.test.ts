@@ -2,37 +2,20 @@
  * createConfiguredTaskCore against the real relay (started through its CLI): relay-loss recovery
  * after a real relay restart, and the failures that must never trigger it.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
 import { expectCode, failure, requestsOf, thrown } from "../helpers/core-kit.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
+import { createFaultProxy } from "../helpers/fault-proxy.ts";
 import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { startRelayProcess } from "../helpers/relay-process.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);
 
-let relay: RelayProcess;
-let proxy: FaultProxy;
-const cleanup: (() => Promise<unknown> | unknown)[] = [];
-
-beforeAll(async () => {
-  relay = await startRelayProcess();
-  proxy = createFaultProxy({ target: relay.url });
-});
-
-afterAll(async () => {
-  await proxy.stop();
-  await relay.stop();
-});
-
-afterEach(async () => {
-  proxy.clear();
-  proxy.release();
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve(step()).catch(() => undefined);
-});
+const fx = useRelayFixture({ proxy: true });
 
 interface Configured {
   readonly configured: ConfiguredTaskCore;
@@ -43,19 +26,19 @@ interface Configured {
   party(): Party;
 }
 
-async function configured(url = proxy.url): Promise<Configured> {
+async function configured(url = fx.proxy.url): Promise<Configured> {
   const host = createMemoryHost();
   const recovered: RecoveryInfo[] = [];
   const name = `configured-${crypto.randomUUID()}`;
   const core = createConfiguredTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info) });
-  cleanup.push(() => core.close());
+  fx.defer(() => core.close());
   await core.run((current) => current.connect());
   return { configured: core, host, name, recovered, party: () => ({ name, core: core.current(), host }) };
 }
 
-async function worker(url = proxy.url): Promise<Party> {
+async function worker(url = fx.proxy.url): Promise<Party> {
   const created = await createParty({ url, requestTimeoutMs: 4_000 });
-  cleanup.push(async () => {
+  fx.defer(async () => {
     await created.core.close();
     created.core.session.close();
   });
@@ -80,17 +63,17 @@ describe("relay-loss recovery", () => {
     expect(lost.getTask(incoming.taskId).role).toBe("target");
     const lostEndpoint = lost.endpoint()!;
     const lostEpoch = origin.configured.session.binding()!.epoch;
-    // An operation of the old lifetime is in flight (held at the proxy) when the relay dies.
+    // An operation of the old lifetime is in flight (held at the fx.proxy) when the relay dies.
     const other = await worker();
-    proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const inFlight = failure(origin.configured.run((core) => core.createTask({ to: other.core.endpoint()!, task: "in flight at the restart" })));
-    await proxy.waitFor((stats) => stats.held === 1);
+    await fx.proxy.waitFor((stats) => stats.held === 1);
     const wakesBefore = origin.host.wakes.length;
     const insertedBefore = origin.host.inserted.length;
 
-    await relay.stop();
-    relay = await startRelayProcess({ port: relay.port });
-    expect(relay.epoch).not.toBe(lostEpoch);
+    await fx.relay.stop();
+    fx.relay = await startRelayProcess({ port: fx.relay.port });
+    expect(fx.relay.epoch).not.toBe(lostEpoch);
 
     // Two loss signals at once (a pass and a foreground call): one recovery.
     const [refreshError, messageError] = await Promise.all([
@@ -101,7 +84,7 @@ describe("relay-loss recovery", () => {
     expect(["RELAY_RESET", "RELAY_REBIND_REQUIRED"]).toContain(messageError.code);
     expect(["RELAY_RESET", "RELAY_REBIND_REQUIRED"]).toContain((await inFlight).code);
     await origin.configured.settled();
-    proxy.release();
+    fx.proxy.release();
 
     // Every active task of the lost lifetime, once: failed locally, remote outcome unknown.
     const recordedIds = origin.host.losses.map((record) => record.task.taskId).sort();
@@ -126,7 +109,7 @@ describe("relay-loss recovery", () => {
     expect(info.endpoint.id).not.toBe(lostEndpoint.id);
     expect(info.cause.code).toBe("RELAY_RESET");
     const binding = origin.configured.session.binding()!;
-    expect(binding.epoch).toBe(relay.epoch);
+    expect(binding.epoch).toBe(fx.relay.epoch);
     expect(binding.endpoint).toEqual(info.endpoint);
 
     // A fresh, empty lifetime; the old one is fenced and discarded.
@@ -163,10 +146,10 @@ describe("relay-loss recovery", () => {
     const peer = await worker();
     const active = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "lost with the relay" }));
     const lostEndpoint = origin.configured.current().endpoint()!;
-    await relay.stop();
-    relay = await startRelayProcess({ port: relay.port });
+    await fx.relay.stop();
+    fx.relay = await startRelayProcess({ port: fx.relay.port });
     // The relay is back but refuses the first fresh connect for capacity.
-    proxy.push({ operation: "connect", kind: "status-429", when: (request) => (request.body as any).callerSession === origin.name });
+    fx.proxy.push({ operation: "connect", kind: "status-429", when: (request) => (request.body as any).callerSession === origin.name });
     expectCode(await failure(origin.configured.refresh()), "RELAY_RESET");
     await origin.configured.settled();
     expect(origin.recovered).toEqual([]);
@@ -212,17 +195,17 @@ describe("failures that never trigger recovery", () => {
     const { origin, expectUnchanged } = await steady();
     const when = onlyFor(origin.name);
     const cases: [string, () => void][] = [
-      ["RELAY_CAPACITY", () => proxy.push({ operation: "receive", kind: "status-429", when })],
-      ["RELAY_AUTH_REQUIRED", () => proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when })],
-      ["RELAY_PROFILE_REQUIRED", () => proxy.push({ operation: "receive", kind: "wrong-profile", when })],
+      ["RELAY_CAPACITY", () => fx.proxy.push({ operation: "receive", kind: "status-429", when })],
+      ["RELAY_AUTH_REQUIRED", () => fx.proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when })],
+      ["RELAY_PROFILE_REQUIRED", () => fx.proxy.push({ operation: "receive", kind: "wrong-profile", when })],
       [
         "RELAY_PROFILE_REQUIRED",
         () =>
-          proxy.push({
+          fx.proxy.push({
             operation: "receive",
             kind: "reply",
             status: 409,
-            body: { ok: false, profile: RELAY_PROFILE, epoch: relay.epoch, error: { code: "RELAY_PROFILE_REQUIRED", message: "x", retryable: false } },
+            body: { ok: false, profile: RELAY_PROFILE, epoch: fx.relay.epoch, error: { code: "RELAY_PROFILE_REQUIRED", message: "x", retryable: false } },
             when,
           }),
       ],
@@ -241,7 +224,7 @@ describe("failures that never trigger recovery", () => {
     ] as const) {
       // A fresh target each time: a capacity cooldown rightly defers younger mail to its target.
       const peer = await worker();
-      proxy.push({ operation: "send", when, ...(fault as any) });
+      fx.proxy.push({ operation: "send", when, ...(fault as any) });
       const error = await failure(origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: code })));
       expectCode(error, code);
       expect(error.details.taskId).toBeDefined();
@@ -254,8 +237,8 @@ describe("failures that never trigger recovery", () => {
   });
 
   test("an unreachable relay: RELAY_UNAVAILABLE", async () => {
-    const door = createFaultProxy({ target: relay.url });
-    cleanup.push(() => door.stop());
+    const door = createFaultProxy({ target: fx.relay.url });
+    fx.defer(() => door.stop());
     const origin = await configured(door.url);
     const peer = await worker(door.url);
     const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "the relay goes away" }));
@@ -276,7 +259,7 @@ describe("failures that never trigger recovery", () => {
     expect(origin.configured.current()).toBe(core);
     expect(core.endpoint()).toEqual(endpoint);
     expect(core.getTask(task.taskId).status).toBe("active");
-    expect(requestsOf(proxy, origin.name)).toEqual([]);
+    expect(requestsOf(fx.proxy, origin.name)).toEqual([]);
   });
 });
 
@@ -285,17 +268,17 @@ describe("failures that never trigger recovery", () => {
 describe("configuration", () => {
   test("without WOLFPACK_SESSION_NAME there is no relay identity: RELAY_SESSION_REQUIRED", async () => {
     for (const env of [{}, { WOLFPACK_SESSION_NAME: "" }, { WOLFPACK_SESSION_NAME: "   " }]) {
-      const { error, synchronous } = await thrown(() => createConfiguredTaskCore({ url: relay.url, env }));
+      const { error, synchronous } = await thrown(() => createConfiguredTaskCore({ url: fx.relay.url, env }));
       expectCode(error, "RELAY_SESSION_REQUIRED");
       expect(synchronous).toBe(true);
       expect(error.retryable).toBe(false);
     }
     // With a name it binds on first use (the name is the caller session on the wire).
     const name = `named-${crypto.randomUUID()}`;
-    const core = createConfiguredTaskCore({ url: proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
-    cleanup.push(() => core.close());
+    const core = createConfiguredTaskCore({ url: fx.proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
+    fx.defer(() => core.close());
     const endpoint = await core.run((current: TaskCore) => current.connect());
     expect(endpoint.id.length).toBeGreaterThan(0);
-    expect(requestsOf(proxy, name, "connect")).toHaveLength(1);
+    expect(requestsOf(fx.proxy, name, "connect")).toHaveLength(1);
   });
 });

@@ -7,7 +7,7 @@
  * skipped with jump timers except where the cooldown itself is under test. The last block (a full
  * local store) is a local fault, driven on the fake relay.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { LossRecord } from "../../src/core/host.ts";
 import { createTaskCore } from "../../src/core/task-core.ts";
@@ -34,30 +34,18 @@ import {
 } from "../helpers/fault-kit.ts";
 import { createFakeRelay } from "../helpers/fake-relay.ts";
 import { createMemoryHost } from "../helpers/memory-host.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { startRelayProcess } from "../helpers/relay-process.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(30_000);
 
 const REQUEST_TIMEOUT_MS = 500;
 
-let relay: RelayProcess;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
+const fx = useRelayFixture({ proxy: false });
 
-beforeAll(async () => {
-  relay = await startRelayProcess();
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await Promise.resolve().then(cleanup).catch(() => undefined);
-});
-
-afterAll(async () => {
-  await relay?.stop();
-});
-
-function newProxy(target = relay.url): FaultProxy {
+function newProxy(target = fx.relay.url): FaultProxy {
   const proxy = createFaultProxy({ target });
-  cleanups.push(() => proxy.stop());
+  fx.defer(() => proxy.stop());
   return proxy;
 }
 
@@ -71,7 +59,7 @@ interface Rig {
 
 async function party(url: string, timers: JumpTimers, clock: JumpClock, extra: { leaseMs?: number; now?: () => number } = {}): Promise<ObservedParty> {
   const created = await createObservedParty({ url, requestTimeoutMs: REQUEST_TIMEOUT_MS, timers, clock, ...extra });
-  cleanups.push(() => closeParties([created]));
+  fx.defer(() => closeParties([created]));
   return created;
 }
 
@@ -272,7 +260,7 @@ describe("capacity", () => {
 describe("relay loss", () => {
   test("relay restart mid-task: both configured cores fail RELAY_RESET, record active tasks lost, bind fresh endpoints and work again; nothing hangs", async () => {
     const first = await startRelayProcess();
-    cleanups.push(() => first.stop());
+    fx.defer(() => first.stop());
     const hosts = { origin: createMemoryHost(), worker: createMemoryHost() };
     const recovered: { origin: number; worker: number } = { origin: 0, worker: 0 };
     const make = (side: "origin" | "worker") =>
@@ -288,7 +276,7 @@ describe("relay loss", () => {
       });
     const origin = make("origin");
     const worker = make("worker");
-    cleanups.push(() => Promise.allSettled([origin.close(), worker.close()]));
+    fx.defer(() => Promise.allSettled([origin.close(), worker.close()]));
     const before = { origin: await origin.run((core) => core.connect()), worker: await worker.run((core) => core.connect()) };
     const created = await origin.run((core) => core.createTask({ to: before.worker, task: "lost with the relay" }));
     await worker.refresh();
@@ -301,7 +289,7 @@ describe("relay loss", () => {
     expect(origin.recovering()).toBe(false);
 
     const second = await startRelayProcess({ port: first.port });
-    cleanups.push(() => second.stop());
+    fx.defer(() => second.stop());
     const originError = await failure(within(origin.refresh(), "origin refresh"));
     const workerError = await failure(within(worker.refresh(), "worker refresh"));
     expect(originError.code).toBe("RELAY_RESET");

@@ -8,7 +8,7 @@
  * Fast cases run on the in-memory fake relay with virtual timers; cases about HTTP, leases,
  * replies and resets run on the real relay (its CLI) through the fault proxy.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { createConfiguredTaskCore } from "../../src/core/configured.ts";
@@ -46,7 +46,8 @@ import {
   type ObservedParty,
 } from "../helpers/fault-kit.ts";
 import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
-import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { REPO_ROOT } from "../helpers/relay-process.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(30_000);
 
@@ -143,20 +144,7 @@ const eventsOfType = (core: TaskCore, taskId: string, type: string): TaskEvent[]
 // real-relay fixture
 // ---------------------------------------------------------------------------------------------
 
-let relay: RelayProcess;
-const cleanups: (() => Promise<unknown> | unknown)[] = [];
-
-beforeAll(async () => {
-  relay = await startRelayProcess();
-});
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await Promise.resolve().then(cleanup).catch(() => undefined);
-});
-
-afterAll(async () => {
-  await relay?.stop();
-});
+const fx = useRelayFixture({ proxy: false });
 
 interface Rig {
   readonly proxy: FaultProxy;
@@ -168,13 +156,13 @@ interface Rig {
 }
 
 async function rig(): Promise<Rig> {
-  const proxy = createFaultProxy({ target: relay.url });
-  cleanups.push(() => proxy.stop());
+  const proxy = createFaultProxy({ target: fx.relay.url });
+  fx.defer(() => proxy.stop());
   const timers = createJumpTimers();
   const clock = createJumpClock();
   const party = async (extra: { leaseMs?: number; now?: () => number } = {}) => {
     const created = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS, timers, clock, ...extra });
-    cleanups.push(() => closeParties([created]));
+    fx.defer(() => closeParties([created]));
     return created;
   };
   return { proxy, timers, clock, origin: await party(), worker: await party(), party };
@@ -184,7 +172,7 @@ type Body = { envelope?: { envelopeId?: string; source?: TaskEndpoint; target?: 
 const body = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
 const fromEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => body(request).endpoint?.id === endpoint.id;
 const sendsOf = (proxy: FaultProxy, envelopeId: string) => proxy.requests().filter((request) => request.operation === "send" && body(request).envelope?.envelopeId === envelopeId);
-const relayError = (code: string, extra: Record<string, unknown> = {}, epoch: string | undefined = relay.epoch) => ({
+const relayError = (code: string, extra: Record<string, unknown> = {}, epoch: string | undefined = fx.relay.epoch) => ({
   ok: false,
   profile: RELAY_PROFILE,
   ...(epoch === undefined ? {} : { epoch }),
@@ -364,11 +352,11 @@ describe("reference §6 failure history", () => {
 
   // Extension tests will add: startup retry, agent_end error containment and the status line clearing.
   test("regression #6: a failed startup can be retried; pass failures are reported, not thrown; a clean pass reports no failures", async () => {
-    const proxy = createFaultProxy({ target: relay.url });
-    cleanups.push(() => proxy.stop());
+    const proxy = createFaultProxy({ target: fx.relay.url });
+    fx.defer(() => proxy.stop());
     const host = createMemoryHost();
     const core = createConfiguredTaskCore({ url: proxy.url, callerSession: `startup-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
-    cleanups.push(() => core.close());
+    fx.defer(() => core.close());
     proxy.push({ operation: "connect", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", {}, undefined) });
     const first = await failure(core.run((current) => current.connect()));
     expect(first.code).toBe("RELAY_UNAVAILABLE");
@@ -644,7 +632,7 @@ describe("reference §6 failure history", () => {
     // Endpoint rotation (a relay reset of a configured core): the new lifetime starts empty.
     const host = createMemoryHost();
     const rotating = createConfiguredTaskCore({ url: r.proxy.url, callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers: r.timers });
-    cleanups.push(() => rotating.close());
+    fx.defer(() => rotating.close());
     const old = await rotating.run((core) => core.connect());
     const held = await rotating.run((core) => core.createTask({ to: r.worker.core.endpoint()!, task: "before rotation" }));
     await r.worker.core.refresh();
@@ -977,7 +965,7 @@ describe("reference §6 failure history", () => {
     // 401 is RELAY_AUTH_REQUIRED: reported, never a reset or a recovery.
     const host = createMemoryHost();
     const configured = createConfiguredTaskCore({ url: r.proxy.url, callerSession: `auth-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
-    cleanups.push(() => configured.close());
+    fx.defer(() => configured.close());
     const bound = await configured.run((core) => core.connect());
     r.proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when: fromEndpoint(bound) });
     const report = await configured.refresh();
@@ -990,13 +978,13 @@ describe("reference §6 failure history", () => {
   });
 
   test("regression #21: late replies and old handles never touch a successor binding or lifetime", async () => {
-    const proxy = createFaultProxy({ target: relay.url });
-    cleanups.push(() => proxy.stop());
+    const proxy = createFaultProxy({ target: fx.relay.url });
+    fx.defer(() => proxy.stop());
     const worker = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS });
-    cleanups.push(() => closeParties([worker]));
+    fx.defer(() => closeParties([worker]));
     const host = createMemoryHost();
     const configured = createConfiguredTaskCore({ url: proxy.url, callerSession: `successor-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
-    cleanups.push(() => configured.close());
+    fx.defer(() => configured.close());
     const created = await configured.run((core) => core.createTask({ to: worker.core.endpoint()!, task: "before the reset" }));
     const old = configured.current();
     const oldEndpoint = old.endpoint()!;
@@ -1033,10 +1021,10 @@ describe("reference §6 failure history", () => {
   });
 
   test("regression #22: only RELAY_RESET / RELAY_REBIND_REQUIRED trigger recovery; transient, auth, capacity, abort, profile and malformed failures never do", async () => {
-    const proxy = createFaultProxy({ target: relay.url });
-    cleanups.push(() => proxy.stop());
+    const proxy = createFaultProxy({ target: fx.relay.url });
+    fx.defer(() => proxy.stop());
     const worker = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS });
-    cleanups.push(() => closeParties([worker]));
+    fx.defer(() => closeParties([worker]));
     const host = createMemoryHost();
     let recoveries = 0;
     const configured = createConfiguredTaskCore({
@@ -1048,7 +1036,7 @@ describe("reference §6 failure history", () => {
         recoveries += 1;
       },
     });
-    cleanups.push(() => configured.close());
+    fx.defer(() => configured.close());
     const created = await configured.run((core) => core.createTask({ to: worker.core.endpoint()!, task: "survives transient failures" }));
     const bound = configured.current().endpoint()!;
     const transient: { name: string; rule: Record<string, unknown>; code: string }[] = [

@@ -12,7 +12,7 @@
 import { expect } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
-import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow } from "../../src/protocol/events.ts";
 import { capacityCooldownMs } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
@@ -20,15 +20,7 @@ import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
 
-/** The error a promise rejects with; fails when it resolves. */
-export async function failure(promise: Promise<unknown>): Promise<TaskError> {
-  const outcome = await promise.then(
-    (value) => ({ ok: true as const, value }),
-    (error: unknown) => ({ ok: false as const, error }),
-  );
-  if (outcome.ok) throw new Error(`expected a failure, got ${JSON.stringify(outcome.value)}`);
-  return toTaskError(outcome.error);
-}
+export { failure } from "./core-kit.ts";
 
 export interface JumpTimers extends TaskTimers {
   /** Moves `now()` forward without waiting (only between passes). */
