@@ -6,8 +6,7 @@
  */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { formatEndpoint } from "../src/protocol/endpoint.ts";
-import { createWorkerGate, isWorker } from "./gate.ts";
-import { createLifecycle, type PiContextView } from "./lifecycle.ts";
+import { createExtensionRuntime, type PiContextView } from "./lifecycle.ts";
 import { boardLines, STATUS_KEY } from "./status.ts";
 import { createTaskTools, errorResult } from "./tools.ts";
 
@@ -33,25 +32,11 @@ function quietly(fn: () => unknown): void {
 }
 
 export default function piTasks(pi: ExtensionAPI): void {
-  const env = process.env;
-  let lifecycle: ReturnType<typeof createLifecycle> | undefined;
-  const gate = createWorkerGate(isWorker(env), {
-    core: () => {
-      try {
-        return lifecycle?.current();
-      } catch {
-        return undefined;
-      }
-    },
-    inSession: (eventId) => lifecycle?.presenter()?.inserted(eventId) === true,
-  });
-  lifecycle = createLifecycle({
-    env,
+  const { lifecycle: life, gate } = createExtensionRuntime({
+    env: process.env,
     sendMessage: (message, options) => pi.sendMessage(message, options),
     appendEntry: (customType, data) => pi.appendEntry(customType, data),
-    gate,
   });
-  const life = lifecycle;
 
   for (const tool of createTaskTools({ run: (operation) => life.run(operation), current: () => life.current(), requestRefresh: () => life.requestRefresh() })) {
     pi.registerTool({

@@ -8,7 +8,7 @@ import type { PassReport } from "../src/core/pass.ts";
 import type { TaskCore } from "../src/core/task-core.ts";
 import { formatEndpoint } from "../src/protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../src/protocol/errors.ts";
-import type { WorkerGate } from "./gate.ts";
+import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { createPiPresenter, type PiPresenter, type PresenterDeps } from "./presenter.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
 import { errorLabel, passLabel, STATUS_KEY } from "./status.ts";
@@ -173,4 +173,21 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       running?.presenter.onMessageEnd(message);
     },
   };
+}
+
+/** The lifecycle and the worker gate wired to it (the gate reads the lifecycle's current core). */
+export function createExtensionRuntime(deps: Omit<LifecycleDeps, "gate">): { readonly lifecycle: Lifecycle; readonly gate: WorkerGate } {
+  let lifecycle: Lifecycle | undefined;
+  const gate = createWorkerGate(isWorker(deps.env), {
+    core: () => {
+      try {
+        return lifecycle?.current();
+      } catch {
+        return undefined;
+      }
+    },
+    inSession: (eventId) => lifecycle?.presenter()?.inserted(eventId) === true,
+  });
+  lifecycle = createLifecycle({ ...deps, gate });
+  return { lifecycle, gate };
 }

@@ -5,8 +5,7 @@
  * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
  * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
  */
-import { createWorkerGate, isWorker } from "../../extension/gate.ts";
-import { createLifecycle, type Lifecycle, type PiContextView } from "../../extension/lifecycle.ts";
+import { createExtensionRuntime, type Lifecycle, type PiContextView } from "../../extension/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extension/presenter.ts";
 import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
@@ -70,18 +69,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
   const branch: BranchEntry[] = [];
   const insertions: Insertion[] = [];
   const losses: string[] = [];
-  let lifecycle: Lifecycle | undefined;
   let stopped = false;
-  const gate = createWorkerGate(isWorker(env), {
-    core: () => {
-      try {
-        return lifecycle?.current();
-      } catch {
-        return undefined;
-      }
-    },
-    inSession: (eventId) => lifecycle?.presenter()?.inserted(eventId) === true,
-  });
   const pi = {
     name,
     log,
@@ -90,13 +78,14 @@ export function startFakePi(options: FakePiOptions): FakePi {
     busy: false,
   } as FakePi & { lifecycle: Lifecycle };
 
+  // Pi's `message_end` reaches the lifecycle only once it exists and while it runs.
+  let lifecycle: Lifecycle | undefined;
   function messageEnd(message: Record<string, unknown>): void {
     if (!stopped) lifecycle?.onMessageEnd(message);
   }
 
-  lifecycle = createLifecycle({
+  ({ lifecycle } = createExtensionRuntime({
     env,
-    gate,
     createCore: (coreOptions) =>
       createConfiguredTaskCore({
         ...coreOptions,
@@ -128,7 +117,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
     appendEntry(customType, data) {
       branch.push({ type: "custom", customType, data });
     },
-  });
+  }));
   const context: PiContextView = {
     isIdle: () => !pi.busy,
     hasPendingMessages: () => false,
@@ -136,7 +125,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
     setStatus: () => undefined,
     notify: () => undefined,
   };
-  lifecycle.start(context);
+  lifecycle!.start(context);
   Object.assign(pi, {
     lifecycle,
     core: () => lifecycle!.current(),
