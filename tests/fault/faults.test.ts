@@ -31,6 +31,7 @@ import {
   type ObservedParty,
   relayBacklog,
   withUnhandledRejections,
+  settlesWithin,
 } from "../helpers/fault-kit.ts";
 import { createFakeRelay } from "../helpers/fake-relay.ts";
 import { createMemoryHost } from "../helpers/memory-host.ts";
@@ -290,11 +291,11 @@ describe("relay loss", () => {
 
     const second = await startRelayProcess({ port: first.port });
     fx.defer(() => second.stop());
-    const originError = await failure(within(origin.refresh(), "origin refresh"));
-    const workerError = await failure(within(worker.refresh(), "worker refresh"));
+    const originError = await failure(settlesWithin(origin.refresh(), "origin refresh"));
+    const workerError = await failure(settlesWithin(worker.refresh(), "worker refresh"));
     expect(originError.code).toBe("RELAY_RESET");
     expect(workerError.code).toBe("RELAY_RESET");
-    await within(Promise.all([origin.settled(), worker.settled()]), "recovery");
+    await settlesWithin(Promise.all([origin.settled(), worker.settled()]), "recovery");
     expect(recovered).toEqual({ origin: 1, worker: 1 });
     for (const side of ["origin", "worker"] as const) {
       const losses: LossRecord[] = hosts[side].losses;
@@ -315,18 +316,6 @@ describe("relay loss", () => {
   });
 });
 
-/** Fails instead of hanging. */
-async function within<T>(promise: Promise<T>, label: string, ms = 5_000): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${label} hung for ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 describe("isolation of one undeliverable envelope", () => {
   test("an envelope held by capacity never blocks mail to other targets, receive, timeouts or lease renewal", async () => {
@@ -533,8 +522,8 @@ describe("shutdown", () => {
         (error) => error.code,
       );
       await r.proxy.waitFor((stats) => stats.held === 1);
-      await within(r.worker.core.close(), "close with a held receive");
-      expect(["resolved", "RELAY_CLOSED", "ABORTED"]).toContain(await within(pass, "the closed pass"));
+      await settlesWithin(r.worker.core.close(), "close with a held receive");
+      expect(["resolved", "RELAY_CLOSED", "ABORTED"]).toContain(await settlesWithin(pass, "the closed pass"));
       r.proxy.release();
       expect(r.worker.core.store.stats().records).toBe(0);
 
@@ -543,7 +532,7 @@ describe("shutdown", () => {
       r.proxy.push({ operation: "send", kind: "delay", ms: REQUEST_TIMEOUT_MS / 2, when: fromEndpoint(origin) });
       const sending = failure(r.origin.core.createTask({ to: worker, task: "late" }));
       await r.proxy.waitFor((stats) => (stats.operations.send?.faulted ?? 0) >= 1);
-      await within(r.origin.core.close(), "close with a delayed send");
+      await settlesWithin(r.origin.core.close(), "close with a delayed send");
       const late = await sending;
       expect(late.retryable || late.code === "RELAY_CLOSED").toBe(true);
       await r.proxy.waitFor((stats) => (stats.operations.send?.forwarded ?? 0) >= 2);

@@ -44,6 +44,7 @@ import {
   type JumpClock,
   type JumpTimers,
   type ObservedParty,
+  settlesWithin,
 } from "../helpers/fault-kit.ts";
 import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
 import { REPO_ROOT } from "../helpers/relay-process.ts";
@@ -179,18 +180,6 @@ const relayError = (code: string, extra: Record<string, unknown> = {}, epoch: st
   error: { code, message: code, ...extra },
 });
 
-/** Fails instead of hanging. */
-async function within<T>(promise: Promise<T>, label: string, ms = 5_000): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${label} hung for ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function deferred<T>(): { promise: Promise<T>; resolve(value: T): void } {
   let resolve!: (value: T) => void;
@@ -995,7 +984,7 @@ describe("reference §6 failure history", () => {
     await proxy.waitFor((stats) => (stats.operations.send?.faulted ?? 0) >= 1);
     proxy.push({ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()), when: fromEndpoint(oldEndpoint) });
     expect((await failure(configured.refresh())).code).toBe("RELAY_RESET");
-    await within(configured.settled(), "recovery");
+    await settlesWithin(configured.settled(), "recovery");
     const successor = configured.current();
     expect(successor).not.toBe(old);
     const newBinding = configured.session.binding()!;
@@ -1068,7 +1057,7 @@ describe("reference §6 failure history", () => {
     const wakesBefore = host.wakes.length;
     proxy.push({ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()), when: fromEndpoint(bound) });
     expect((await failure(configured.refresh())).code).toBe("RELAY_RESET");
-    await within(configured.settled(), "recovery");
+    await settlesWithin(configured.settled(), "recovery");
     expect(recoveries).toBe(1);
     expect(host.losses.map((loss) => [loss.task.taskId, loss.error.code])).toEqual([[created.taskId, "RELAY_STATE_LOST"]]);
     expect(host.inserted.length).toBe(insertedBefore);

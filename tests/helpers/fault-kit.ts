@@ -12,6 +12,7 @@
 import { expect } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
+import { within } from "../../src/core/within.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow } from "../../src/protocol/events.ts";
 import { capacityCooldownMs } from "../../src/protocol/limits.ts";
@@ -21,6 +22,13 @@ import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
 
 export { failure } from "./core-kit.ts";
+
+/** Resolves with the promise's value, or fails the test when it has not settled within `ms`. */
+export async function settlesWithin<T>(promise: Promise<T>, label: string, ms = 5_000): Promise<T> {
+  const settled = await within(promise.then((value) => ({ value })), ms);
+  if (settled === undefined) throw new Error(`${label} hung for ${ms} ms`);
+  return settled.value;
+}
 
 export interface JumpTimers extends TaskTimers {
   /** Moves `now()` forward without waiting (only between passes). */
