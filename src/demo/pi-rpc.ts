@@ -43,6 +43,56 @@ export async function readJsonLines(stream: ReadableStream<Uint8Array>, onRecord
   onChunk();
 }
 
+export interface RecordWait {
+  readonly from?: number;
+  readonly timeoutMs: number;
+  /** Text added to a timeout or exit error. */
+  diagnostics(): string;
+  /** When given, a process that exited without the record fails the wait at once. */
+  exited?(): number | null;
+}
+
+/**
+ * The first record (from `options.from`) matching `predicate`, re-checked whenever a listener in
+ * `listeners` is called; rejects after `timeoutMs`, when the process exited, or when the predicate
+ * throws (a throwing predicate fails this wait, never the reader).
+ */
+export function waitForRecord<R extends RpcRecord>(records: readonly R[], listeners: Set<() => void>, predicate: (record: R) => boolean, options: RecordWait): Promise<R> {
+  return new Promise((resolve, reject) => {
+    let index = Math.max(0, options.from ?? 0);
+    const check = () => {
+      try {
+        for (; index < records.length; index += 1) {
+          if (predicate(records[index]!)) {
+            cleanup();
+            resolve(records[index]!);
+            return;
+          }
+        }
+      } catch (error) {
+        cleanup();
+        reject(error);
+        return;
+      }
+      const code = options.exited?.();
+      if (code !== undefined && code !== null) {
+        cleanup();
+        reject(new Error(`Pi exited with ${code}; ${options.diagnostics()}`));
+      }
+    };
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`timed out after ${options.timeoutMs} ms; ${options.diagnostics()}`));
+    }, options.timeoutMs);
+    const cleanup = () => {
+      clearTimeout(timer);
+      listeners.delete(check);
+    };
+    listeners.add(check);
+    check();
+  });
+}
+
 /** Reads a text stream chunk by chunk. */
 export async function readText(stream: ReadableStream<Uint8Array>, onText: (text: string) => void): Promise<void> {
   const decoder = new TextDecoder();
@@ -112,33 +162,13 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
     stderr: () => stderrText,
     command,
     prompt: (message) => command({ id: nanoid(), type: "prompt", message }),
-    waitFor(predicate, timeoutMs, from = 0) {
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          for (let index = from; index < records.length; index += 1) {
-            if (predicate(records[index]!)) {
-              cleanup();
-              resolve(records[index]!);
-              return;
-            }
-          }
-          if (child.exitCode !== null) {
-            cleanup();
-            reject(new Error(`Pi exited with ${child.exitCode}: ${stderrText.slice(-diagnosticTailChars)}`));
-          }
-        };
-        const timer = setTimeout(() => {
-          cleanup();
-          reject(new Error(`timed out after ${timeoutMs} ms; last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`));
-        }, timeoutMs);
-        const cleanup = () => {
-          clearTimeout(timer);
-          listeners.delete(check);
-        };
-        listeners.add(check);
-        check();
-      });
-    },
+    waitFor: (predicate, timeoutMs, from = 0) =>
+      waitForRecord(records, listeners, predicate, {
+        from,
+        timeoutMs,
+        exited: () => child.exitCode,
+        diagnostics: () => `last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
+      }),
     async stop(graceMs) {
       if (child.exitCode === null) {
         try {

@@ -12,7 +12,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SCRIPTED_MODEL_EXTENSION } from "../../src/cli/pi-cli.ts";
-import { readJsonLines, readText } from "../../src/demo/pi-rpc.ts";
+import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts";
+import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
 import { BUN, REPO_ROOT } from "./relay-process.ts";
 
@@ -210,36 +211,12 @@ export function startPi(options: PiProcessOptions): PiProcess {
       return await waiting;
     },
     prompt: (message) => command({ id: crypto.randomUUID(), type: "prompt", message }),
-    waitFor(predicate, timeoutMs = DEFAULT_WAIT_MS, from = 0) {
-      return new Promise((resolve, reject) => {
-        let index = Math.max(0, from);
-        const check = () => {
-          try {
-            for (; index < records.length; index += 1) {
-              if (predicate(records[index]!)) {
-                cleanup();
-                resolve(records[index]!);
-                return;
-              }
-            }
-          } catch (error) {
-            // A throwing predicate fails this wait, never the stdout reader.
-            cleanup();
-            reject(error);
-          }
-        };
-        const timer = setTimeout(() => {
-          cleanup();
-          reject(new Error(`timed out after ${timeoutMs} ms; last records: ${JSON.stringify(records.slice(-8).map((record) => record.type))}\nstderr: ${stderrText.slice(-2000)}`));
-        }, timeoutMs);
-        const cleanup = () => {
-          clearTimeout(timer);
-          listeners.delete(check);
-        };
-        listeners.add(check);
-        check();
-      });
-    },
+    waitFor: (predicate, timeoutMs = DEFAULT_WAIT_MS, from = 0) =>
+      waitForRecord(records, listeners, predicate, {
+        from,
+        timeoutMs,
+        diagnostics: () => `last records: ${JSON.stringify(records.slice(-8).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
+      }),
     customMessages: messages,
     appendedEntries(customType) {
       return records
