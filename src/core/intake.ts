@@ -244,6 +244,11 @@ export function recordDelivery(context: CoreContext, scope: WorkScope, row: Deli
     // Full local memory is not the delivery's fault: it stays tracked and unACKed (the relay keeps
     // it) and is re-driven when there is room, instead of being rejected, ACKed and lost.
     if (error.code === "TASK_CAPACITY") return;
-    store.updateDelivery(row.envelopeId, { stage: STAGE.rejected, ackRequested: true, data: { error: { code: error.code, message: error.message } } });
+    try {
+      store.updateDelivery(row.envelopeId, { stage: STAGE.rejected, ackRequested: true, data: { error: { code: error.code, message: error.message } } });
+    } catch (full) {
+      // No room even to mark it rejected: it stays tracked and is judged again when there is room.
+      scope.fail("intake", toTaskError(full).withDetails({ envelopeId: row.envelopeId }));
+    }
   }
 }
