@@ -118,7 +118,12 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
         const core = configured.current();
         return core.store.hasActiveTasks() || core.hasPendingWork() || deps.gate.waiting();
       },
-      onPass: (report: PassReport) => state !== undefined && setStatus(state, passLabel(report)),
+      onPass: (report: PassReport) => {
+        if (state === undefined) return;
+        setStatus(state, passLabel(report));
+        // The first pass binds the session: the doorbell need not wait for its next check.
+        state.watch.nudge();
+      },
       onError: (error: unknown) => state !== undefined && setStatus(state, errorLabel(error)),
     });
     const watch = createMailWatch({

@@ -80,6 +80,8 @@ export function createRefreshScheduler(deps: SchedulerDeps): RefreshScheduler {
 export interface MailWatch {
   start(): void;
   stop(): void;
+  /** Ends a pause early (e.g. after a pass bound the session, so watching can start at once). */
+  nudge(): void;
 }
 
 export interface WatchDeps {
@@ -93,13 +95,20 @@ export interface WatchDeps {
 /** One outstanding `watch` per endpoint while the relay advertises `watch-v1`. */
 export function createMailWatch(deps: WatchDeps): MailWatch {
   let controller: AbortController | undefined;
+  let nudged: AbortController | undefined;
+
+  /** Waits `ms` unless stopped or nudged. */
+  function rest(ms: number, signal: AbortSignal): Promise<void> {
+    nudged = new AbortController();
+    return pause(ms, AbortSignal.any([signal, nudged.signal]));
+  }
 
   async function loop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const session = deps.session();
       const usable = session !== undefined && session.status() === "ready" && session.features().has(FEATURE_WATCH);
       if (!usable) {
-        await pause(activePollIntervalMs, signal);
+        await rest(activePollIntervalMs, signal);
         continue;
       }
       try {
@@ -108,10 +117,10 @@ export function createMailWatch(deps: WatchDeps): MailWatch {
         if (!result.pending || signal.aborted) continue;
         await deps.onMail();
         // Mail the pass could not take in yet (held, or the pending bound): don't spin on it.
-        if (deps.cursor() === cursor) await pause(activePollIntervalMs, signal);
+        if (deps.cursor() === cursor) await rest(activePollIntervalMs, signal);
       } catch {
         // The background pass reports relay failures; the doorbell only backs off.
-        await pause(activePollIntervalMs, signal);
+        await rest(activePollIntervalMs, signal);
       }
     }
   }
@@ -125,6 +134,9 @@ export function createMailWatch(deps: WatchDeps): MailWatch {
     stop() {
       controller?.abort();
       controller = undefined;
+    },
+    nudge() {
+      nudged?.abort();
     },
   };
 }
