@@ -280,6 +280,21 @@ describe("mail watch (watch-v1 doorbell)", () => {
     watch.stop();
   });
 
+  test("nudge() ends a wait for readiness at once (the first pass bound the session)", async () => {
+    const fake = fakeSession();
+    fake.ready = false;
+    const watch = createMailWatch({ session: () => fake.session, cursor: () => "0", onMail: async () => undefined });
+    watch.start();
+    await flushMicrotasks();
+    expect(fake.watches).toHaveLength(0);
+    fake.ready = true;
+    // Without a nudge the loop would look again only after activePollIntervalMs.
+    watch.nudge();
+    await flushMicrotasks();
+    expect(fake.watches).toHaveLength(1);
+    watch.stop();
+  });
+
   test("a failing watch backs off and retries; stop() ends the loop", async () => {
     const fake = fakeSession();
     const watch = createMailWatch({ session: () => fake.session, cursor: () => "0", onMail: async () => undefined });
