@@ -133,7 +133,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       anchor: ANCHORS.acceptanceP95,
       how: "the origin on the real extension stack (lifecycle, configured core, scheduler, watch) calls `createTask` (1 KiB task text) every 100 ms; each sample runs from the call to its return with the relay's acceptance (what `agent_task_send` reports). Breakdown probes at the same rate, between the creates: bare `RelaySession.resolve`, bare `RelaySession.send` (1 KiB), and that send as a raw `fetch` POST.",
       reason:
-        "`createTask` needs two sequential round trips — `resolve` (a definitive refusal must create no task), then `send` — and on this machine a single raw loopback POST alone takes about the whole 1 ms at p95 (see the raw send), so two round trips cannot fit the goal. A message or `done` is one round trip (the client send row)",
+        "`createTask` needs two sequential round trips — `resolve` (a definitive refusal must create no task), then `send` — and a single raw loopback POST on this machine already takes most of 1 ms at p95 (see the raw send), so two sequential round trips cannot fit the goal. A message or `done` is one round trip (the client send row)",
       evidence: `createTask p50 ${a.createTaskMs.p50} ms = resolve round trip (p50 ${a.breakdown.resolveMs.p50}, p95 ${a.breakdown.resolveMs.p95}) + send round trip through the client (p50 ${a.breakdown.sessionSendMs.p50}, p95 ${a.breakdown.sessionSendMs.p95}) + the core's own work; the same send as a raw fetch takes p50 ${a.breakdown.rawSendMs.p50}, p95 ${a.breakdown.rawSendMs.p95} ms.`,
     },
     {
