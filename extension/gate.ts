@@ -14,6 +14,7 @@
 import { hasEvidence } from "../src/core/presentation.ts";
 import type { TaskCore } from "../src/core/task-core.ts";
 import { ERROR_REGISTRY } from "../src/protocol/errors.ts";
+import { latestAssignment } from "../src/protocol/events.ts";
 
 export const WORKER_ENV = "PI_TASK_WORKER";
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["agent_task_inbox", "agent_task_status", "agent_task_wait"]);
@@ -57,7 +58,7 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
   function incorporated(core: TaskCore, taskId: string): boolean {
     const task = core.findTask(taskId);
     if (task === undefined || task.role !== "target") return false;
-    const assignment = [...task.events].reverse().find((event) => event.type === "task.created" || event.type === "task.reassigned");
+    const assignment = latestAssignment(task.events);
     return assignment !== undefined && hasEvidence(core.store, assignment.eventId, "inserted") && deps.inSession(assignment.eventId);
   }
 

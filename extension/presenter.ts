@@ -12,13 +12,13 @@
 import { nanoid } from "nanoid";
 import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
 import { insertionScanEntries, wakeObservationMs } from "../src/protocol/limits.ts";
+import { isRecord } from "../src/protocol/validate.ts";
 import { renderEvent, renderWake } from "./render.ts";
 
 export const EVENT_MESSAGE = "pi-tasks-event";
 export const WAKE_MESSAGE = "pi-tasks-wake";
 export const EVENT_RECORD = "pi-tasks-event-record";
 export const LOSS_MESSAGE = "pi-tasks-relay-loss";
-
 
 export interface PiMessage {
   readonly customType: string;
@@ -48,10 +48,6 @@ export interface PiPresenter extends PresentationHost {
   /** Events whose `pi-tasks-event` insertion this lifetime observed. */
   inserted(eventId: string): boolean;
   dispose(): void;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null;
 }
 
 /** The event id of a branch entry that is a `pi-tasks-event` custom message, else undefined. */

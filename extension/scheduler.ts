@@ -6,6 +6,7 @@
  * exit; `stop()` clears everything.
  */
 import type { PassReport } from "../src/core/pass.ts";
+import { pause } from "../src/core/within.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../src/protocol/wire.ts";
 import type { RelaySession } from "../src/relay-client/session.ts";
@@ -139,17 +140,4 @@ export function createMailWatch(deps: WatchDeps): MailWatch {
       nudged?.abort();
     },
   };
-}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    timer.unref?.();
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -5,9 +5,10 @@
  */
 import type { TSchema } from "@sinclair/typebox";
 import type { TaskCore, TaskView } from "../src/core/task-core.ts";
+import { pause } from "../src/core/within.ts";
 import { formatEndpoint } from "../src/protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../src/protocol/errors.ts";
-import { isTerminalStatus } from "../src/protocol/events.ts";
+import { isTerminalStatus, latestAssignment } from "../src/protocol/events.ts";
 import { waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutDefaultMs } from "../src/protocol/limits.ts";
 import {
   AckParams,
@@ -63,18 +64,6 @@ function lines(...items: (string | undefined)[]): string {
   return items.filter((item) => item !== undefined).join("\n");
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
 function nextChange(core: TaskCore, signal: AbortSignal | undefined, ms: number): Promise<void> {
   return new Promise((resolve) => {
     let unsubscribe = () => {};
@@ -83,13 +72,13 @@ function nextChange(core: TaskCore, signal: AbortSignal | undefined, ms: number)
       resolve();
     };
     unsubscribe = core.onChange(finish) as () => void;
-    sleep(ms, signal).then(finish);
+    pause(ms, signal).then(finish);
   });
 }
 
 function assignmentText(task: TaskView): string | undefined {
   if (task.role !== "target") return undefined;
-  const assignment = [...task.events].reverse().find((event) => event.type === "task.created" || event.type === "task.reassigned");
+  const assignment = latestAssignment(task.events);
   return assignment === undefined ? undefined : `\n${renderEvent(assignment, task)}`;
 }
 

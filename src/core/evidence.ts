@@ -2,6 +2,7 @@
  * Delivery evidence of a task's assignment, as this endpoint knows it. None of it proves model
  * execution: `modelExecution` is always `not_evidenced`.
  */
+import { latestAssignment } from "../protocol/events.ts";
 import type { DeliveryReceiptPayload } from "../protocol/schemas.ts";
 import type { TaskSnapshot, TaskStore } from "../store/task-store.ts";
 import { hasEvidence } from "./presentation.ts";
@@ -18,7 +19,7 @@ export interface DeliveryEvidence {
 const INSERTED_STAGES = new Set(["pi_inserted", "wake_requested", "wake_accepted"]);
 
 export function deliveryEvidence(store: TaskStore, task: TaskSnapshot): DeliveryEvidence {
-  const assignment = [...task.events].reverse().find((event) => event.type === "task.created" || event.type === "task.reassigned");
+  const assignment = latestAssignment(task.events);
   if (assignment === undefined) {
     return { relayAcceptance: "not_applicable", receiverReceipt: "not_confirmed", piInsertion: "not_confirmed", wakeAcceptance: "not_confirmed", modelExecution: "not_evidenced" };
   }

@@ -11,7 +11,7 @@
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { eventTypeRow, isTerminalStatus, validateTaskEvent } from "../protocol/events.ts";
+import { eventTypeRow, isAssignmentType, isTerminalStatus, validateTaskEvent } from "../protocol/events.ts";
 import { type AssignmentPayload, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import type { DeliveryRow, TaskStore } from "../store/task-store.ts";
@@ -102,7 +102,7 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   ensure(envelope.payload.taskId === task.taskId && event.taskId === task.taskId, "INVALID_ASSIGNMENT", "task ids disagree");
   ensure(sameEndpoint(task.target, self), "INVALID_ASSIGNMENT", "the task is not addressed to this endpoint");
   ensure(sameEndpoint(task.origin, envelope.source), "INVALID_ASSIGNMENT", "the envelope does not come from the task's origin");
-  ensure(event.type === "task.created" || event.type === "task.reassigned", "INVALID_ASSIGNMENT", "assignment event is not task.created or task.reassigned");
+  ensure(isAssignmentType(event.type), "INVALID_ASSIGNMENT", "assignment event is not task.created or task.reassigned");
   ensure(sameEndpoint(event.source, task.origin) && sameEndpoint(event.target, task.target), "INVALID_ASSIGNMENT", "event endpoints disagree with the task");
   ensure((event.payload as { task?: unknown }).task === task.task, "INVALID_ASSIGNMENT", "event and task text disagree");
   ensure(task.status === "active", "INVALID_ASSIGNMENT", "the assigned task is not active");

@@ -13,7 +13,7 @@
  * Nothing is sent here: receipts go to the outbox for the ship phase.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { eventTypeRow } from "../protocol/events.ts";
+import { eventTypeRow, isAssignmentType } from "../protocol/events.ts";
 import { maxAckAttemptsPerPass } from "../protocol/limits.ts";
 import type { DeliveryStage, DeliveryState, TaskEvent } from "../protocol/schemas.ts";
 import type { DeliveryRow, LocalPresentation, TaskRole, TaskStore } from "../store/task-store.ts";
@@ -121,7 +121,7 @@ function withdrawReceipt(context: CoreContext, scope: WorkScope, item: Presentat
 }
 
 function isAssignment(item: PresentationItem): boolean {
-  return item.event.type === "task.created" || item.event.type === "task.reassigned";
+  return isAssignmentType(item.event.type);
 }
 
 /**

@@ -23,7 +23,7 @@ import {
 import { assertValid } from "../protocol/validate.ts";
 import type { RelaySession } from "../relay-client/session.ts";
 import type { TaskSnapshot, TaskStore } from "../store/task-store.ts";
-import { assertOpen, checkEndpoint, type CoreContext, isClosed, me } from "./context.ts";
+import { assertOpen, checkEndpoint, type CoreContext, isClosed } from "./context.ts";
 import { assignmentBytes, makeEnvelope, makeEvent, makeIntent, nextSequence } from "./envelopes.ts";
 import { type DeliveryEvidence, deliveryEvidence } from "./evidence.ts";
 import { holdingHost, type PresentationHost } from "./host.ts";
@@ -569,5 +569,3 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     },
   };
 }
-
-export { me };

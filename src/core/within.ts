@@ -10,3 +10,18 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T | un
     clearTimeout(timer);
   }
 }
+
+/** Resolves after `ms`, or at once when `signal` aborts; the timer is unref'd and cleared either way. */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    timer.unref?.();
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    if (signal?.aborted) return done();
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

@@ -193,10 +193,6 @@ export function toTaskError(value: unknown): TaskError {
   return new TaskError("TASK_ERROR", { details: { cause: message }, cause: value });
 }
 
-export function hasCode(value: unknown, code: ErrorCode): boolean {
-  return value instanceof TaskError && value.code === code;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Status line
 // ---------------------------------------------------------------------------------------------

@@ -76,6 +76,17 @@ export function isTerminalType(type: TaskEventType): boolean {
   return TASK_EVENT_TYPES[type].terminalStatus !== null;
 }
 
+/** `task.created` and `task.reassigned` carry an assignment (they travel as assignment envelopes). */
+export function isAssignmentType(type: TaskEventType): boolean {
+  return type === "task.created" || type === "task.reassigned";
+}
+
+/** A task's current assignment: its newest `task.created` or `task.reassigned` event. */
+export function latestAssignment<E extends { readonly type: TaskEventType }>(events: readonly E[]): E | undefined {
+  for (let index = events.length - 1; index >= 0; index -= 1) if (isAssignmentType(events[index]!.type)) return events[index];
+  return undefined;
+}
+
 export const TERMINAL_STATUSES: ReadonlySet<TaskStatus> = new Set(["completed", "failed", "cancelled", "timed_out"]);
 
 export function isTerminalStatus(status: TaskStatus): boolean {

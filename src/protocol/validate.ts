@@ -28,6 +28,11 @@ interface RawError {
   readonly message?: string;
 }
 
+/** A JSON object (not null, not an array). */
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
 export interface FirstError {
   readonly path: string;
   readonly problem: string;

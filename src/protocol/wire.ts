@@ -2,7 +2,7 @@
  * The `volatile-v1` relay wire (relay-volatile-v1.md §1–3 and Part B): request schemas per
  * operation, response value shapes, and the error body. Shared by the relay server and client.
  */
-import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import { type TSchema, Type } from "@sinclair/typebox";
 import {
   leaseMaxMs,
   leaseMinMs,
@@ -23,10 +23,7 @@ const strict = { additionalProperties: false } as const;
 export const CURSOR_PATTERN_SOURCE = `^(0|[1-9][0-9]{0,${maxCursorDigits - 1}})$`;
 export const CURSOR_PATTERN = new RegExp(CURSOR_PATTERN_SOURCE);
 
-export const Cursor = Type.String({ pattern: CURSOR_PATTERN_SOURCE });
 export const WireString = Type.String({ minLength: minWireIdChars, maxLength: maxWireIdChars });
-const UuidPattern = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$";
-export const Uuid = Type.String({ pattern: UuidPattern });
 
 export const RELAY_OPERATIONS = ["connect", "resolve", "send", "receive", "acknowledge", "disconnect", "health", "watch"] as const;
 export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
@@ -61,8 +58,6 @@ export const RELAY_REQUESTS = {
     strict,
   ),
 } as const satisfies Record<RelayOperation, TSchema>;
-
-export type RelayRequest<O extends RelayOperation> = Static<(typeof RELAY_REQUESTS)[O]>;
 
 /** Allowed top-level keys per operation (strict keys are checked before the profile). */
 export const RELAY_REQUEST_KEYS: Readonly<Record<RelayOperation, ReadonlySet<string>>> = Object.fromEntries(
@@ -101,19 +96,6 @@ export type RelayValue =
   | { readonly kind: "health"; readonly store: Readonly<Record<string, number | boolean>> }
   | { readonly kind: "watch"; readonly pending: boolean; readonly highestCursor: string };
 
-export type ValueOf<K extends RelayValue["kind"]> = Extract<RelayValue, { kind: K }>;
-
-export const OPERATION_VALUE_KIND = {
-  connect: "connected",
-  resolve: "resolved",
-  send: "accepted",
-  receive: "page",
-  acknowledge: "acknowledged",
-  disconnect: "disconnected",
-  health: "health",
-  watch: "watch",
-} as const satisfies Record<RelayOperation, RelayValue["kind"]>;
-
 export interface WireErrorBody {
   readonly ok: false;
   readonly profile: typeof RELAY_PROFILE;
@@ -125,13 +107,6 @@ export interface WireErrorBody {
     readonly mayHaveBeenDelivered?: true;
     readonly retryAfterMs?: number;
   };
-}
-
-export interface WireSuccessBody<V = RelayValue> {
-  readonly ok: true;
-  readonly profile: typeof RELAY_PROFILE;
-  readonly epoch: string;
-  readonly value: V;
 }
 
 export interface ProfileBody {

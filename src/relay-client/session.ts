@@ -16,6 +16,7 @@ import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { errorSpec, TaskError } from "../protocol/errors.ts";
 import { leaseDefaultMs, leaseRenewMarginMs, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
+import { isRecord } from "../protocol/validate.ts";
 import { CURSOR_PATTERN, FEATURE_SUCCESSOR, FEATURE_WATCH, type RelayOperation } from "../protocol/wire.ts";
 import type { RelayAuth } from "./auth.ts";
 import { createRelayTransport, type RelayTransport, type SuccessReply } from "./transport.ts";
@@ -95,10 +96,6 @@ export interface RelaySession {
   /** Called once per retired binding with the `RELAY_RESET` it raised. */
   onRetire(listener: (error: TaskError) => void): () => void;
   close(): void;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isEndpoint(value: unknown): value is TaskEndpoint {

@@ -28,6 +28,7 @@ import {
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
+import { isRecord } from "../protocol/validate.ts";
 import { EPOCHLESS_CODES, type RelayOperation } from "../protocol/wire.ts";
 import { type RelayAuth, tokenFor } from "./auth.ts";
 
@@ -83,10 +84,6 @@ const RESERVED_OPERATIONS: ReadonlySet<TransportOperation> = new Set(["acknowled
 const FORCED_RETRYABLE: ReadonlySet<string> = new Set(["RELAY_CAPACITY", "RELAY_UNAVAILABLE", "PEER_UNREACHABLE"]);
 const HTTP_TOO_MANY_REQUESTS = HTTP_STATUS.tooManyRequests;
 const HTTP_UNAUTHORIZED = HTTP_STATUS.unauthorized;
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 export function validateDeadline(value: number | undefined): number {
   if (value === undefined) return requestDeadlineDefaultMs;

@@ -20,7 +20,7 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../protocol/limits.ts";
 import { type TaskEndpoint, WireEnvelope } from "../protocol/schemas.ts";
-import { checkValue, type ValueModule } from "../protocol/validate.ts";
+import { checkValue, isRecord, type ValueModule } from "../protocol/validate.ts";
 import {
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
@@ -69,10 +69,6 @@ const REQUEST_CHECKERS = Object.fromEntries(
   Object.entries(RELAY_REQUESTS).map(([operation, schema]) => [operation, compiled(schema)]),
 ) as Record<RelayOperation, ValueModule>;
 const ENVELOPE_CHECKER = compiled(WireEnvelope);
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 function invalid(path: string, problem: string): TaskError {
   return new TaskError("INVALID_REQUEST", { details: { path, problem } });

@@ -4,7 +4,7 @@
  * restores rows, indexes (through the `apply` hook) and counters.
  */
 import { TaskError } from "../protocol/errors.ts";
-import { maxStoreEncodedBytes, maxStoreRecords, storeRecordOverheadBytes } from "../protocol/limits.ts";
+import { storeRecordOverheadBytes } from "../protocol/limits.ts";
 import { deepFreeze } from "./freeze.ts";
 
 export const TABLES = [
@@ -283,5 +283,3 @@ export function createRowEngine(options: RowEngineOptions): RowEngine {
     },
   };
 }
-
-export const DEFAULT_ROW_LIMITS = { maxRecords: maxStoreRecords, maxEncodedBytes: maxStoreEncodedBytes } as const;
