@@ -5,8 +5,8 @@
  * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
  * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
  */
-import { createExtensionRuntime, type Lifecycle, type PiContextView } from "../../extension/lifecycle.ts";
-import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extension/presenter.ts";
+import { createExtensionRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
+import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";

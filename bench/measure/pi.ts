@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EVENT_MESSAGE } from "../../extension/presenter.ts";
+import { EVENT_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createTaskCore } from "../../src/core/task-core.ts";
 import { type RpcRecord, startPiRpc } from "../../src/demo/pi-rpc.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";

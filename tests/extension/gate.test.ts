@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { COORDINATION_TOOLS, createWorkerGate, isWorker, READ_ONLY_TOOLS, type WorkerGate } from "../../extension/gate.ts";
+import { COORDINATION_TOOLS, createWorkerGate, isWorker, READ_ONLY_TOOLS, type WorkerGate } from "../../extensions/pi-tasks/gate.ts";
 import { ACCEPTED_DELIVERY, assignmentOf, BLOCKED_DELIVERY, type FakeCore, fakeCore, PENDING_DELIVERY, taskView } from "../helpers/extension-fakes.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 

@@ -4,8 +4,8 @@
  * fault proxy, so every relay request is counted and can be held.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import piTasks from "../../extension/index.ts";
-import { EVENT_MESSAGE } from "../../extension/presenter.ts";
+import piTasks from "../../extensions/pi-tasks/index.ts";
+import { EVENT_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
 import { idlePollIntervalMs, requestDeadlineDefaultMs } from "../../src/protocol/limits.ts";
 import { startRelayServer, type RelayServer } from "../../src/relay-server/server.ts";

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
-import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, LOSS_MESSAGE, type PiMessage, type PiPresenter, WAKE_MESSAGE } from "../../extension/presenter.ts";
-import { renderEvent, renderWake } from "../../extension/render.ts";
+import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, LOSS_MESSAGE, type PiMessage, type PiPresenter, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
+import { renderEvent, renderWake } from "../../extensions/pi-tasks/render.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { assignmentOf, flushMicrotasks, presentationItem, taskView } from "../helpers/extension-fakes.ts";

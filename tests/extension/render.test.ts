@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { renderError, renderEvent, renderTask, renderWake } from "../../extension/render.ts";
+import { renderError, renderEvent, renderTask, renderWake } from "../../extensions/pi-tasks/render.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";

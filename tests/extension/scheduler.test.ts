@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
-import { createMailWatch, createRefreshScheduler, type RefreshScheduler } from "../../extension/scheduler.ts";
+import { createMailWatch, createRefreshScheduler, type RefreshScheduler } from "../../extensions/pi-tasks/scheduler.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";

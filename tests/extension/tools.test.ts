@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, jest, test } from "bun:test";
-import { createTaskTools, errorResult, type TaskToolDefinition, type ToolResult } from "../../extension/tools.ts";
+import { createTaskTools, errorResult, type TaskToolDefinition, type ToolResult } from "../../extensions/pi-tasks/tools.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { maxTaskTextChars, taskTimeoutMinMs, waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutMinMs } from "../../src/protocol/limits.ts";

@@ -321,12 +321,12 @@ describe("reference §6 failure history", () => {
     expect(w.relay.requests.filter((request) => request.operation === "send").length).toBeGreaterThan(0);
   });
 
-  // Extension tests will add: loading extension/index.ts under Pi's Node/jiti runtime.
-  test("regression #5: nothing in src/ or extension/ imports bun:sqlite, node:sqlite or better-sqlite3", () => {
+  // Extension tests will add: loading extensions/pi-tasks/index.ts under Pi's Node/jiti runtime.
+  test("regression #5: nothing in src/ or extensions/ imports bun:sqlite, node:sqlite or better-sqlite3", () => {
     const forbidden = /(?:from\s+|import\s*\(\s*|require\s*\(\s*|import\s+)["'](?:bun:sqlite|node:sqlite|better-sqlite3|sqlite3)["']/;
     const offenders: string[] = [];
     let scanned = 0;
-    for (const root of ["src", "extension"]) {
+    for (const root of ["src", "extensions"]) {
       for (const file of sourceFiles(join(REPO_ROOT, root), /\.(?:[cm]?[jt]sx?)$/)) {
         scanned += 1;
         if (forbidden.test(readFileSync(file, "utf8"))) offenders.push(relative(REPO_ROOT, file));

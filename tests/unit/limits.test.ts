@@ -4,7 +4,7 @@ import { join, relative } from "node:path";
 import * as limits from "../../src/protocol/limits.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
-const SOURCE_DIRS = ["src", "extension"];
+const SOURCE_DIRS = ["src", "extensions"];
 /** Values this small are too common (indexes, small counts) to attribute to a limit. */
 const SMALLEST_CHECKED = 100;
 

@@ -4,12 +4,12 @@
  * Errors come back as `isError: true` results carrying `code`, `retryable` and `details`.
  */
 import type { TSchema } from "@sinclair/typebox";
-import type { TaskCore, TaskView } from "../src/core/task-core.ts";
-import { pause } from "../src/core/within.ts";
-import { formatEndpoint } from "../src/protocol/endpoint.ts";
-import { TaskError, toTaskError } from "../src/protocol/errors.ts";
-import { isTerminalStatus, latestAssignment } from "../src/protocol/events.ts";
-import { waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutDefaultMs } from "../src/protocol/limits.ts";
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { pause } from "../../src/core/within.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
+import { isTerminalStatus, latestAssignment } from "../../src/protocol/events.ts";
+import { waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import {
   AckParams,
   CancelParams,
@@ -21,8 +21,8 @@ import {
   TOOL_PARAMETERS,
   type ToolName,
   WaitParams,
-} from "../src/protocol/schemas.ts";
-import { assertValid } from "../src/protocol/validate.ts";
+} from "../../src/protocol/schemas.ts";
+import { assertValid } from "../../src/protocol/validate.ts";
 import { renderError, renderEvent, renderTask } from "./render.ts";
 
 export interface ToolResult {

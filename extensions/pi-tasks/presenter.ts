@@ -10,9 +10,9 @@
  * `ctx.hasPendingMessages()` ignores (extension messages).
  */
 import { nanoid } from "nanoid";
-import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
-import { insertionScanEntries, wakeObservationMs } from "../src/protocol/limits.ts";
-import { isRecord } from "../src/protocol/validate.ts";
+import type { LossRecord, PresentationHost, PresentationItem } from "../../src/core/host.ts";
+import { insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
+import { isRecord } from "../../src/protocol/validate.ts";
 import { renderEvent, renderWake } from "./render.ts";
 
 export const EVENT_MESSAGE = "pi-tasks-event";

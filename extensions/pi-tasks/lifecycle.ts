@@ -3,11 +3,11 @@
  * `session_shutdown`. It owns the configured core (relay session + RAM store), the presenter, the
  * background scheduler and the mail watch. Nothing here throws into Pi's event handlers.
  */
-import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../src/core/configured.ts";
-import type { PassReport } from "../src/core/pass.ts";
-import type { TaskCore } from "../src/core/task-core.ts";
-import { formatEndpoint } from "../src/protocol/endpoint.ts";
-import { TaskError, toTaskError } from "../src/protocol/errors.ts";
+import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { createPiPresenter, type PiPresenter, type PresenterDeps } from "./presenter.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";

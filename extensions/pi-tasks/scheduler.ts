@@ -5,11 +5,11 @@
  * watch that triggers a pass as soon as mail waits. Timers are unref'd so print and json modes
  * exit; `stop()` clears everything.
  */
-import type { PassReport } from "../src/core/pass.ts";
-import { pause } from "../src/core/within.ts";
-import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../src/protocol/limits.ts";
-import { FEATURE_WATCH } from "../src/protocol/wire.ts";
-import type { RelaySession } from "../src/relay-client/session.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import { pause } from "../../src/core/within.ts";
+import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import type { RelaySession } from "../../src/relay-client/session.ts";
 
 export interface SchedulerDeps {
   refresh(): Promise<PassReport>;

@@ -11,10 +11,10 @@
  * - any exception blocks.
  * Old session history never authorises work: the RAM of a new lifetime is empty.
  */
-import { hasEvidence } from "../src/core/presentation.ts";
-import type { TaskCore } from "../src/core/task-core.ts";
-import { ERROR_REGISTRY } from "../src/protocol/errors.ts";
-import { latestAssignment } from "../src/protocol/events.ts";
+import { hasEvidence } from "../../src/core/presentation.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import { ERROR_REGISTRY } from "../../src/protocol/errors.ts";
+import { latestAssignment } from "../../src/protocol/events.ts";
 
 export const WORKER_ENV = "PI_TASK_WORKER";
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["agent_task_inbox", "agent_task_status", "agent_task_wait"]);

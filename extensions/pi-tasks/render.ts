@@ -2,11 +2,11 @@
  * Text the model reads. The model sees a message's `content`, never its `details`, so everything it
  * must act on (task id, event type, the question id to answer, results, changed files) is here.
  */
-import type { TaskView } from "../src/core/task-core.ts";
-import { formatEndpoint } from "../src/protocol/endpoint.ts";
-import type { ErrorShape } from "../src/protocol/errors.ts";
-import type { TaskEvent } from "../src/protocol/schemas.ts";
-import type { TaskSnapshot } from "../src/store/task-store.ts";
+import type { TaskView } from "../../src/core/task-core.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import type { ErrorShape } from "../../src/protocol/errors.ts";
+import type { TaskEvent } from "../../src/protocol/schemas.ts";
+import type { TaskSnapshot } from "../../src/store/task-store.ts";
 
 function field(name: string, value: unknown): string {
   return `- ${name}: ${typeof value === "string" ? value : JSON.stringify(value)}`;

@@ -5,7 +5,7 @@
  * (that would corrupt Pi's RPC stream).
  */
 import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { formatEndpoint } from "../src/protocol/endpoint.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { createExtensionRuntime, type PiContextView } from "./lifecycle.ts";
 import { boardLines, STATUS_KEY } from "./status.ts";
 import { createTaskTools, errorResult } from "./tools.ts";

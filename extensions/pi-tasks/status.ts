@@ -1,11 +1,11 @@
 /**
  * The status line (from the error registry) and the `/tasks` board.
  */
-import type { PassReport } from "../src/core/pass.ts";
-import type { TaskView } from "../src/core/task-core.ts";
-import { formatEndpoint } from "../src/protocol/endpoint.ts";
-import { statusLabel } from "../src/protocol/errors.ts";
-import type { DeliveryReceiptPayload } from "../src/protocol/schemas.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import type { TaskView } from "../../src/core/task-core.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { statusLabel } from "../../src/protocol/errors.ts";
+import type { DeliveryReceiptPayload } from "../../src/protocol/schemas.ts";
 
 export const STATUS_KEY = "pi-tasks";
 
