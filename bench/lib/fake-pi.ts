@@ -5,7 +5,7 @@
  * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
  * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
  */
-import { createExtensionRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
+import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
@@ -84,7 +84,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
     if (!stopped) lifecycle?.onMessageEnd(message);
   }
 
-  ({ lifecycle } = createExtensionRuntime({
+  ({ lifecycle } = createTasksRuntime({
     env,
     createCore: (coreOptions) =>
       createConfiguredTaskCore({
@@ -119,6 +119,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
     },
   }));
   const context: PiContextView = {
+    cwd: process.cwd(),
     isIdle: () => !pi.busy,
     hasPendingMessages: () => false,
     branch: () => branch,
@@ -141,6 +142,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
 /** Waits until the fake Pi's endpoint is bound (its first pass connected). */
 export async function boundEndpoint(pi: FakePi, timeoutMs = 10_000): Promise<NonNullable<ReturnType<TaskCore["endpoint"]>>> {
   const deadline = Date.now() + timeoutMs;
+  await pi.lifecycle.ready();
   for (;;) {
     const endpoint = pi.core().endpoint();
     if (endpoint !== undefined) return endpoint;

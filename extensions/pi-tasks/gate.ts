@@ -1,7 +1,8 @@
 /**
  * The worker tool gate (`PI_TASK_WORKER` exactly `1`), fail-closed in Pi's `tool_call` hook.
  *
- * - inbox, status and wait are always allowed; send, cancel and ack are forbidden to workers;
+ * - inbox, status and wait are always allowed; the coordination tools (send, cancel, ack, spawn,
+ *   workers, stop) are forbidden to workers: workers are leaves;
  * - every other tool needs an eligible assignment: a task addressed to this endpoint, active in
  *   this lifetime's RAM, whose `task.created`/`task.reassigned` event Pi recorded in the session,
  *   with no terminal intent submitted and not closing;
@@ -9,16 +10,23 @@
  * - preflighting `agent_task_done` marks its task closing before sibling calls are preflighted; a
  *   done retry for the same assigned task stays allowed;
  * - any exception blocks.
- * Old session history never authorises work: the RAM of a new lifetime is empty.
+ * Old session history never authorises work: the RAM of a new lifetime is empty, and the closing
+ * marks belong to the lifetime (core) they were made in.
  */
-import { hasEvidence } from "../../src/core/presentation.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { ERROR_REGISTRY } from "../../src/protocol/errors.ts";
 import { latestAssignment } from "../../src/protocol/events.ts";
 
 export const WORKER_ENV = "PI_TASK_WORKER";
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["agent_task_inbox", "agent_task_status", "agent_task_wait"]);
-export const COORDINATION_TOOLS: ReadonlySet<string> = new Set(["agent_task_send", "agent_task_cancel", "agent_task_ack"]);
+export const COORDINATION_TOOLS: ReadonlySet<string> = new Set([
+  "agent_task_send",
+  "agent_task_cancel",
+  "agent_task_ack",
+  "agent_task_spawn",
+  "agent_task_workers",
+  "agent_task_stop",
+]);
 
 export interface GateDeps {
   /** The current lifetime, if started. */
@@ -52,24 +60,31 @@ function taskIdOf(input: unknown): string | undefined {
 }
 
 export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
-  const closing = new Set<string>();
+  /** Tasks whose `agent_task_done` was preflighted, per lifetime: a new lifetime starts with none. */
+  let closing = new WeakMap<TaskCore, Set<string>>();
+
+  function closingOf(core: TaskCore): Set<string> {
+    let set = closing.get(core);
+    if (set === undefined) closing.set(core, (set = new Set()));
+    return set;
+  }
 
   /** The task's assignment is incorporated: in this lifetime's RAM and recorded in the session. */
   function incorporated(core: TaskCore, taskId: string): boolean {
     const task = core.findTask(taskId);
     if (task === undefined || task.role !== "target") return false;
     const assignment = latestAssignment(task.events);
-    return assignment !== undefined && hasEvidence(core.store, assignment.eventId, "inserted") && deps.inSession(assignment.eventId);
+    return assignment !== undefined && core.insertionRecorded(assignment.eventId) && deps.inSession(assignment.eventId);
   }
 
   function eligible(core: TaskCore, taskId: string): boolean {
-    if (closing.has(taskId) || !incorporated(core, taskId)) return false;
+    if (closingOf(core).has(taskId) || !incorporated(core, taskId)) return false;
     const task = core.findTask(taskId)!;
     return task.status === "active" && task.terminalDelivery.state === "not_submitted";
   }
 
   function anyEligible(core: TaskCore): boolean {
-    return core.store.activeTaskIds().some((taskId) => eligible(core, taskId));
+    return core.activeTaskIds().some((taskId) => eligible(core, taskId));
   }
 
   function decide(toolName: string, input: unknown) {
@@ -81,7 +96,7 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
       const taskId = taskIdOf(input);
       if (taskId !== undefined && incorporated(core, taskId)) {
         // Marked before sibling calls of the same batch are checked.
-        closing.add(taskId);
+        closingOf(core).add(taskId);
         return undefined;
       }
       return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_done must name this worker's assignment.");
@@ -92,7 +107,7 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
       return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_message must name an active assignment of this worker.");
     }
     if (anyEligible(core)) return undefined;
-    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "Wait for an assignment (agent_task_wait or agent_task_inbox) instead.");
+    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "End your turn: pi-tasks wakes you when an assignment arrives (agent_task_inbox lists your tasks).");
   }
 
   return {
@@ -110,6 +125,8 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
       const core = deps.core();
       return core === undefined || !anyEligible(core);
     },
-    reset: () => closing.clear(),
+    reset: () => {
+      closing = new WeakMap();
+    },
   };
 }

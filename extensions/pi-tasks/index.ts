@@ -1,19 +1,33 @@
 /**
- * The pi-tasks Pi extension factory. It only registers tools, the `/tasks` command and event
- * handlers; it starts nothing. The lifetime starts on `session_start` and ends on
- * `session_shutdown`. No handler lets an error escape into Pi, and nothing writes to stdout
- * (that would corrupt Pi's RPC stream).
+ * pi-tasks for Pi: delegate tasks between Pi sessions through a memory-only relay.
+ *
+ * This factory only registers; it starts nothing. The lifetime starts on `session_start` and ends
+ * on `session_shutdown`. No handler lets an error escape into Pi, and nothing writes to stdout in
+ * RPC mode (that would corrupt Pi's RPC stream).
+ *
+ * Files:
+ * - lifecycle.ts  one lifetime per Pi session: session name, relay (embedded when none runs),
+ *                 configured core, presenter, scheduler, footer; the worker gate wired to it
+ * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
+ * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)
+ * - scheduler.ts  background refresh cadence and the `watch-v1` doorbell
+ * - footer.ts     the status line: counts when healthy, true failure labels
+ * - board.ts      the `/tasks` board and `/tasks <id>` details; describe.ts: states in plain words
+ * - peers.ts      session names of peer endpoints (display only)
+ * - render.ts     the text the model reads
+ * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
  */
-import type { ExtensionAPI, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { formatEndpoint } from "../../src/protocol/endpoint.ts";
-import { createExtensionRuntime, type PiContextView } from "./lifecycle.ts";
-import { boardLines, STATUS_KEY } from "./status.ts";
-import { createTaskTools, errorResult } from "./tools.ts";
+import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
+import { boardLines, detailLines, findByPrefix } from "./board.ts";
+import { createTasksRuntime, type PiContextView } from "./lifecycle.ts";
+import { createPeerDirectory } from "./peers.ts";
+import { createTaskTools, errorResult } from "./tools/index.ts";
 
 const BOARD_MESSAGE = "pi-tasks-board";
 
 function contextView(ctx: ExtensionContext): PiContextView {
   return {
+    cwd: ctx.cwd,
     isIdle: () => ctx.isIdle(),
     hasPendingMessages: () => ctx.hasPendingMessages(),
     branch: () => ctx.sessionManager.getBranch(),
@@ -32,13 +46,22 @@ function quietly(fn: () => unknown): void {
 }
 
 export default function piTasks(pi: ExtensionAPI): void {
-  const { lifecycle: life, gate } = createExtensionRuntime({
+  const peers = createPeerDirectory();
+  const { lifecycle: life, gate } = createTasksRuntime({
     env: process.env,
     sendMessage: (message, options) => pi.sendMessage(message, options),
     appendEntry: (customType, data) => pi.appendEntry(customType, data),
   });
 
-  for (const tool of createTaskTools({ run: (operation) => life.run(operation), current: () => life.current(), requestRefresh: () => life.requestRefresh() })) {
+  const tools = createTaskTools({
+    run: (operation) => life.run(operation),
+    current: () => life.current(),
+    ready: () => life.ready(),
+    info: () => life.info(),
+    requestRefresh: () => life.requestRefresh(),
+    rememberPeer: (session, endpoint) => peers.remember(session, endpoint),
+  });
+  for (const tool of tools) {
     pi.registerTool({
       name: tool.name,
       label: tool.label,
@@ -46,9 +69,10 @@ export default function piTasks(pi: ExtensionAPI): void {
       promptSnippet: tool.promptSnippet,
       promptGuidelines: tool.promptGuidelines,
       parameters: tool.parameters as never,
-      async execute(toolCallId, params, signal) {
+      async execute(toolCallId, params, signal, _onUpdate, ctx) {
         try {
-          return await tool.execute(toolCallId, params, signal);
+          const model = ctx?.model;
+          return await tool.execute(toolCallId, params, signal, { cwd: ctx?.cwd, ...(model === undefined ? {} : { model: { provider: model.provider, id: model.id } }) });
         } catch (error) {
           return errorResult(error);
         }
@@ -56,26 +80,42 @@ export default function piTasks(pi: ExtensionAPI): void {
     });
   }
 
+  async function board(args: string): Promise<string[]> {
+    await life.ready();
+    const info = life.info();
+    let core;
+    try {
+      core = life.current();
+    } catch (error) {
+      return [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
+    }
+    if (info !== undefined) await peers.refresh(info);
+    const tasks = core.listTasks();
+    const wanted = args.trim();
+    if (wanted === "") return boardLines(info, core.endpoint(), tasks, peers.names(), Date.now());
+    const found = findByPrefix(tasks, wanted);
+    if (!Array.isArray(found)) return detailLines(found, peers.names(), Date.now());
+    return found.length === 0 ? [`pi-tasks: no task ${wanted}`] : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];
+  }
+
+  function show(lines: string[], ctx: ExtensionCommandContext): void {
+    const text = lines.join("\n");
+    if (ctx.hasUI) quietly(() => ctx.ui.notify(text, "info"));
+    // Print mode owns stdout for plain text (unlike RPC mode, whose stdout is the JSONL stream).
+    else if (ctx.mode === "print") quietly(() => process.stdout.write(`${text}\n`));
+    else quietly(() => pi.sendMessage({ customType: BOARD_MESSAGE, content: text, display: true }, { triggerTurn: false }));
+  }
+
   pi.registerCommand("tasks", {
-    description: "Show every pi-tasks task with role, status, last event, receipts and terminal delivery",
-    handler: async (_args, ctx) => {
+    description: "pi-tasks board: this session, its relay and every task in plain words; /tasks <id> for one task's details",
+    handler: async (args, ctx) => {
       let lines: string[];
       try {
-        const core = life.current();
-        const endpoint = core.endpoint();
-        lines = boardLines(core.listTasks(), endpoint === undefined ? undefined : formatEndpoint(endpoint));
+        lines = await board(args);
       } catch (error) {
         lines = [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
       }
-      if (ctx.hasUI) {
-        quietly(() => ctx.ui.setWidget(STATUS_KEY, lines));
-        quietly(() => ctx.ui.notify(lines.join("\n"), "info"));
-      } else if (ctx.mode === "print") {
-        // Print mode owns stdout for plain text (unlike RPC mode, whose stdout is the JSONL stream).
-        quietly(() => process.stdout.write(`${lines.join("\n")}\n`));
-      } else {
-        quietly(() => pi.sendMessage({ customType: BOARD_MESSAGE, content: lines.join("\n"), display: true }, { triggerTurn: false }));
-      }
+      show(lines, ctx);
     },
   });
 

@@ -1,20 +1,25 @@
 /**
- * One pi-tasks lifetime per Pi session: built on `session_start`, fenced and discarded on
- * `session_shutdown`. It owns the configured core (relay session + RAM store), the presenter, the
- * background scheduler and the mail watch. Nothing here throws into Pi's event handlers.
+ * One pi-tasks lifetime per Pi session: started on `session_start`, fenced and discarded on
+ * `session_shutdown`. Start-up picks the session name (`WOLFPACK_SESSION_NAME`, else a generated
+ * one), finds the relay (starting the embedded relay when none answers at the default loopback
+ * URL), then builds the configured core (relay session + RAM store), the presenter, the background
+ * scheduler and the mail watch. Nothing here throws into Pi's event handlers.
  */
+import { ensureRelay, type RelayInUse } from "../../src/cli/embedded-relay.ts";
 import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
+import { type Env, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
+import { failureLabel, healthyLabel, STARTING_LABEL, STATUS_KEY } from "./footer.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { createPiPresenter, type PiPresenter, type PresenterDeps } from "./presenter.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
-import { errorLabel, passLabel, STATUS_KEY } from "./status.ts";
 
 /** What the lifecycle needs from Pi's context (captured fresh at each session_start). */
 export interface PiContextView {
+  readonly cwd: string;
   isIdle(): boolean;
   hasPendingMessages(): boolean;
   branch(): readonly unknown[];
@@ -23,12 +28,22 @@ export interface PiContextView {
 }
 
 export interface LifecycleDeps {
-  readonly env: Record<string, string | undefined>;
+  readonly env: Env;
   readonly sendMessage: PresenterDeps["sendMessage"];
   readonly appendEntry: PresenterDeps["appendEntry"];
   readonly gate: WorkerGate;
   /** Test seam: how the configured core is built. */
   readonly createCore?: typeof createConfiguredTaskCore;
+  /** Test seam: how the relay is found (or started). */
+  readonly findRelay?: typeof ensureRelay;
+}
+
+/** Who this session is on which relay (for the footer, `/tasks` and the spawn tool). */
+export interface SessionInfo {
+  readonly session: SessionName;
+  readonly relay: RelayInUse;
+  readonly env: Env;
+  readonly cwd: string;
 }
 
 export interface Lifecycle {
@@ -37,24 +52,35 @@ export interface Lifecycle {
   requestRefresh(): void;
   /** The current lifetime's core, or the typed reason there is none. */
   current(): TaskCore;
+  /** Runs an operation on the current lifetime once start-up finished. */
   run<T>(operation: (core: TaskCore) => Promise<T>): Promise<T>;
+  /** Resolves when start-up finished (successfully or not). */
+  ready(): Promise<void>;
+  /** The session name and relay, once start-up found them. */
+  info(): SessionInfo | undefined;
   presenter(): PiPresenter | undefined;
   onMessageEnd(message: unknown): void;
+  /** Re-renders the footer (after something changed outside a pass). */
+  refreshFooter(): void;
 }
 
 interface Running {
-  readonly context: PiContextView;
+  readonly info: SessionInfo;
   readonly presenter: PiPresenter;
   readonly configured: ConfiguredTaskCore;
   readonly scheduler: RefreshScheduler;
   readonly watch: MailWatch;
-  lastLabel: string | undefined;
+  /** The failure label of the last pass (undefined when healthy). */
+  failure: string | undefined;
 }
 
 export function createLifecycle(deps: LifecycleDeps): Lifecycle {
+  let context: PiContextView | undefined;
   let running: Running | undefined;
+  let starting: Promise<void> | undefined;
   let startError: TaskError | undefined;
   let generation = 0;
+  let lastLabel: string | undefined;
 
   function safe(fn: () => void): void {
     try {
@@ -64,86 +90,115 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     }
   }
 
-  function setStatus(state: Running, label: string | undefined): void {
-    if (state.lastLabel === label) return;
-    state.lastLabel = label;
-    safe(() => state.context.setStatus(STATUS_KEY, label));
+  function setStatus(label: string | undefined): void {
+    if (lastLabel === label || context === undefined) return;
+    lastLabel = label;
+    const view = context;
+    safe(() => view.setStatus(STATUS_KEY, label));
   }
 
-  function start(context: PiContextView): void {
-    const token = (generation += 1);
-    startError = undefined;
-    deps.gate.reset();
+  function footer(): void {
+    const state = running;
+    if (state === undefined) return;
+    if (state.failure !== undefined) return setStatus(state.failure);
+    setStatus(healthyLabel(state.info.session.name, state.configured.current().listTasks()));
+  }
+
+  async function boot(view: PiContextView, token: number): Promise<void> {
+    const stale = () => token !== generation;
+    const session = sessionNameFromEnv(deps.env, view.cwd);
+    const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfigFromEnv(deps.env) });
+    if (stale()) return;
+    const info: SessionInfo = { session, relay, env: deps.env, cwd: view.cwd };
     const presenter = createPiPresenter({
       sendMessage: deps.sendMessage,
       appendEntry: deps.appendEntry,
       session: () => {
-        if (token !== generation) return undefined;
+        if (stale()) return undefined;
         try {
-          context.isIdle();
-          return context;
+          view.isIdle();
+          return view;
         } catch {
           return undefined;
         }
       },
     });
     let state: Running | undefined;
-    let configured: ConfiguredTaskCore;
-    try {
-      configured = (deps.createCore ?? createConfiguredTaskCore)({
-        env: deps.env,
-        host: presenter,
-        onRefreshRequested: () => state?.scheduler.request(),
-        onRecovered: (info: RecoveryInfo) => {
-          if (state === undefined || token !== generation) return;
-          deps.gate.reset();
-          setStatus(state, undefined);
-          safe(() =>
-            context.notify(
-              `pi-tasks: relay state was lost; bound a fresh endpoint ${formatEndpoint(info.endpoint)}; ${info.failedTasks} active task${info.failedTasks === 1 ? "" : "s"} marked failed locally (remote outcome unknown).`,
-              "warning",
-            ),
-          );
-          state.scheduler.request();
-        },
-      });
-    } catch (error) {
-      startError = toTaskError(error);
-      safe(() => context.setStatus(STATUS_KEY, `tasks: ${startError!.spec.class} (${startError!.code})`));
-      return;
-    }
+    const configured = (deps.createCore ?? createConfiguredTaskCore)({
+      env: deps.env,
+      callerSession: session.name,
+      url: relay.url,
+      host: presenter,
+      onRefreshRequested: () => state?.scheduler.request(),
+      onRecovered: (recovered: RecoveryInfo) => {
+        if (state === undefined || stale()) return;
+        deps.gate.reset();
+        presenter.reset();
+        state.failure = undefined;
+        footer();
+        safe(() =>
+          view.notify(
+            `pi-tasks: relay state was lost; bound a fresh endpoint ${formatEndpoint(recovered.endpoint)}; ${recovered.failedTasks} active task${recovered.failedTasks === 1 ? "" : "s"} marked failed locally (remote outcome unknown).`,
+            "warning",
+          ),
+        );
+        state.scheduler.request();
+      },
+    });
     const scheduler = createRefreshScheduler({
       refresh: () => configured.refresh(),
       busy: () => {
         const core = configured.current();
-        return core.store.hasActiveTasks() || core.hasPendingWork() || deps.gate.waiting();
+        return core.hasActiveTasks() || core.hasPendingWork() || deps.gate.waiting();
       },
       onPass: (report: PassReport) => {
         if (state === undefined) return;
-        setStatus(state, passLabel(report));
+        state.failure = failureLabel(report, info.relay.url);
+        footer();
         // The first pass binds the session: the doorbell need not wait for its next check.
         state.watch.nudge();
       },
-      onError: (error: unknown) => state !== undefined && setStatus(state, errorLabel(error)),
+      onError: (error: unknown) => {
+        if (state === undefined) return;
+        state.failure = failureLabel(error, info.relay.url);
+        footer();
+      },
     });
     const watch = createMailWatch({
-      session: () => (token === generation ? configured.session : undefined),
-      cursor: () => configured.current().store.checkpoint().highWater,
+      session: () => (stale() ? undefined : configured.session),
+      cursor: () => configured.current().cursor(),
       onMail: () => configured.refresh().then(
         () => undefined,
         () => undefined,
       ),
     });
-    state = { context, presenter, configured, scheduler, watch, lastLabel: undefined };
+    state = { info, presenter, configured, scheduler, watch, failure: undefined };
+    if (relay.problem !== undefined && relay.state === "absent") state.failure = failureLabel(new TaskError("RELAY_UNAVAILABLE", { message: relay.problem }), relay.url);
     running = state;
+    footer();
     scheduler.start();
     watch.start();
+  }
+
+  function start(view: PiContextView): void {
+    const token = (generation += 1);
+    context = view;
+    lastLabel = undefined;
+    startError = undefined;
+    deps.gate.reset();
+    setStatus(STARTING_LABEL);
+    starting = boot(view, token).catch((error: unknown) => {
+      if (token !== generation) return;
+      startError = toTaskError(error);
+      setStatus(failureLabel(startError, undefined));
+    });
   }
 
   async function stop(): Promise<void> {
     generation += 1;
     const state = running;
     running = undefined;
+    starting = undefined;
     deps.gate.reset();
     if (state === undefined) return;
     state.scheduler.stop();
@@ -154,14 +209,16 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
 
   function current(): TaskCore {
     if (running !== undefined) return running.configured.current();
-    throw startError ?? new TaskError("RELAY_SESSION_REQUIRED", { message: "pi-tasks is not running in this session (no session_start yet, or it was shut down)." });
+    if (startError !== undefined) throw startError;
+    if (starting !== undefined) throw new TaskError("TASKS_STARTING");
+    throw new TaskError("TASKS_NOT_RUNNING");
   }
 
   return {
-    start(context) {
+    start(view) {
       try {
         if (running !== undefined) void stop();
-        start(context);
+        start(view);
       } catch (error) {
         startError = toTaskError(error);
       }
@@ -170,18 +227,24 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     requestRefresh: () => running?.scheduler.request(),
     current,
     async run(operation) {
+      await starting;
       if (running === undefined) current();
       return running!.configured.run(operation);
     },
+    ready: async () => {
+      await starting;
+    },
+    info: () => running?.info,
     presenter: () => running?.presenter,
     onMessageEnd(message) {
       running?.presenter.onMessageEnd(message);
     },
+    refreshFooter: footer,
   };
 }
 
 /** The lifecycle and the worker gate wired to it (the gate reads the lifecycle's current core). */
-export function createExtensionRuntime(deps: Omit<LifecycleDeps, "gate">): { readonly lifecycle: Lifecycle; readonly gate: WorkerGate } {
+export function createTasksRuntime(deps: Omit<LifecycleDeps, "gate">): { readonly lifecycle: Lifecycle; readonly gate: WorkerGate } {
   let lifecycle: Lifecycle | undefined;
   const gate = createWorkerGate(isWorker(deps.env), {
     core: () => {

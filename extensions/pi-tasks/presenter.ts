@@ -47,6 +47,8 @@ export interface PiPresenter extends PresentationHost {
   queued(): number;
   /** Events whose `pi-tasks-event` insertion this lifetime observed. */
   inserted(eventId: string): boolean;
+  /** Forgets the observed insertions of a replaced lifetime (relay-loss recovery). */
+  reset(): void;
   dispose(): void;
 }
 
@@ -154,6 +156,7 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
 
     queued: () => queuedWakes.size,
     inserted: (eventId) => insertedEvents.has(eventId) || observedInBranch(eventId),
+    reset: () => insertedEvents.clear(),
     dispose() {
       for (const settle of [...wakeWaiters.values()]) settle(false);
       queuedWakes.clear();

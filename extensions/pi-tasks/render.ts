@@ -2,6 +2,7 @@
  * Text the model reads. The model sees a message's `content`, never its `details`, so everything it
  * must act on (task id, event type, the question id to answer, results, changed files) is here.
  */
+import type { DeliveryEvidence } from "../../src/core/evidence.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import type { ErrorShape } from "../../src/protocol/errors.ts";
@@ -16,7 +17,7 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-function terminalLines(payload: Record<string, unknown>): string[] {
+function resultLines(payload: Record<string, unknown>): string[] {
   const lines: string[] = [];
   if (typeof payload.summary === "string") lines.push(field("summary", payload.summary));
   if (payload.result !== undefined) lines.push(field("result", payload.result));
@@ -66,7 +67,7 @@ export function renderEvent(event: TaskEvent, task: TaskSnapshot): string {
         task.role === "origin"
           ? `Verify the outcome yourself, then call agent_task_ack with taskId ${task.taskId}.`
           : "Stop working on this task.";
-      return [`## task ${status}`, ...head, field("status", status), ...terminalLines(payload), "", next].join("\n");
+      return [`## task ${status}`, ...head, field("status", status), ...resultLines(payload), "", next].join("\n");
     }
     case "task.timed_out": {
       const next =
@@ -83,18 +84,41 @@ export function renderWake(count: number): string {
   return `pi-tasks: ${count} new task event${count === 1 ? "" : "s"} above. Handle ${count === 1 ? "it" : "them"} now.`;
 }
 
-export function renderTask(task: TaskView): string {
+const EVIDENCE_WORDS: Readonly<Record<keyof DeliveryEvidence, string>> = {
+  relayAcceptance: "relay accepted the assignment",
+  receiverReceipt: "worker's pi-tasks received it",
+  piInsertion: "inserted into the worker's Pi session",
+  wakeAcceptance: "worker's model woken",
+  modelExecution: "model ran it",
+};
+
+/** Delivery evidence as readable lines (`relay accepted the assignment: accepted`). */
+export function evidenceLines(evidence: DeliveryEvidence): string[] {
+  return (Object.keys(EVIDENCE_WORDS) as (keyof DeliveryEvidence)[]).map((key) => `${EVIDENCE_WORDS[key]}: ${evidence[key].replaceAll("_", " ")}`);
+}
+
+/** The worker's terminal delivery, when it submitted one. */
+export function terminalLines(task: TaskView): string[] {
+  const delivery = task.terminalDelivery;
+  if (delivery.state === "not_submitted") return task.role === "target" ? ["result: not submitted yet"] : [];
+  const head = `result (${delivery.intentType.slice("task.".length)}): ${delivery.state.replaceAll("_", " ")}`;
+  return delivery.state === "delivery_blocked" ? [`${head} — ${delivery.error.code}, not retried`] : [head];
+}
+
+export function renderTask(task: TaskView, words?: string): string {
   const last = task.events.at(-1);
   return [
     `## task ${task.taskId}`,
     field("role", task.role),
     field("status", task.status),
+    ...(words === undefined ? [] : [field("state", words)]),
     field("origin", formatEndpoint(task.origin)),
     field("target", formatEndpoint(task.target)),
     field("expiresAt", iso(task.expiresAt)),
     field("lastEvent", last === undefined ? "none" : `${last.type} (${last.eventId})`),
     field("terminalDelivery", task.terminalDelivery.state),
-    field("deliveryEvidence", task.deliveryEvidence),
+    "- delivery evidence:",
+    ...evidenceLines(task.deliveryEvidence).map((line) => `  - ${line}`),
   ].join("\n");
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bun
 /**
- * `pi-tasks` command line. Every command prints one JSON object with `--json` (errors as
- * `{ok:false, error:{code, message, retryable, details}}`) and exits non-zero on failure.
+ * `pi-tasks` command line. One table row per command: its usage, its summary and how it runs.
+ * `pi-tasks <command> --help` prints that command's usage and exits 0. Every command prints one
+ * JSON object with `--json` (errors as `{ok:false, error:{code, message, retryable, details}}`)
+ * and exits non-zero on failure; errors name the command.
  */
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
@@ -11,30 +13,19 @@ import { relayCommand } from "./relay.ts";
 import { killSession, sessionList, sessionStatus } from "./sessions.ts";
 import { spawnWorker } from "./spawn.ts";
 
-const USAGE = `usage: pi-tasks <command> [options]
+type Env = Record<string, string | undefined>;
+type Outcome = { value: unknown; json: boolean } | number;
 
-commands:
-  relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…]
-        run the memory-only volatile-v1 relay (--port 0 picks a free port)
-  spawn --task-worker --name NAME --project-dir DIR [--model provider/id] [--relay URL]
-        [--readiness-timeout-ms ${workerReadinessTimeoutDefaultMs}] [--script MODULE] [--json]
-        start a Pi task worker and wait until its endpoint is registered
-  status NAME [--relay URL] [--json]   a session's task endpoint
-  list [--relay URL] [--json]          registered sessions (and workers this CLI spawned)
-  kill NAME [--json]                   stop a worker this CLI spawned and confirm it is gone
-  demo [--model provider/id] [--json]  origin + worker delegate a real task end to end
-  help                                 show this text
+interface Command {
+  readonly usage: string;
+  readonly summary: string;
+  run(args: readonly string[], env: Env): Promise<Outcome>;
+}
 
-environment: PI_TASKS_RELAY_URL, WOLFPACK_PORT, WOLFPACK_JWT_SECRET, PI_TASKS_STATE_DIR
-`;
+const ENVIRONMENT = "environment: PI_TASKS_RELAY_URL, WOLFPACK_PORT, WOLFPACK_JWT_SECRET, PI_TASKS_HOME, PI_TASKS_EMBEDDED_RELAY";
 
 function usage(message: string): TaskError {
   return new TaskError("CLI_USAGE", { message });
-}
-
-function print(value: unknown, json: boolean): void {
-  if (json) process.stdout.write(`${JSON.stringify(value)}\n`);
-  else process.stdout.write(`${typeof value === "string" ? value : JSON.stringify(value, null, 2)}\n`);
 }
 
 function integer(value: string | undefined, flag: string): number | undefined {
@@ -43,16 +34,18 @@ function integer(value: string | undefined, flag: string): number | undefined {
   return Number(value);
 }
 
-async function run(command: string, rest: readonly string[], env: Record<string, string | undefined>): Promise<{ value: unknown; json: boolean } | number> {
-  switch (command) {
-    case "help":
-      process.stdout.write(USAGE);
-      return 0;
-    case "relay":
-      return relayCommand(rest, { stdout: (line) => process.stdout.write(line), env });
-    case "spawn": {
-      const { values } = parseArgs({
-        args: [...rest],
+const COMMANDS: Readonly<Record<string, Command>> = {
+  relay: {
+    usage: `pi-tasks relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
+    summary: "run the memory-only volatile-v1 relay (--port 0 picks a free port), or stop the relay pi-tasks started on a port",
+    run: (args, env) => relayCommand(args, { stdout: (line) => process.stdout.write(line), env }),
+  },
+  spawn: {
+    usage: `pi-tasks spawn --task-worker --name NAME --project-dir DIR [--model provider/id] [--relay URL]\n       [--readiness-timeout-ms ${workerReadinessTimeoutDefaultMs}] [--script MODULE] [--json]`,
+    summary: "start a Pi task worker and wait until its endpoint is registered",
+    async run(args, env) {
+      const { values, positionals } = parseArgs({
+        args: [...args],
         options: {
           "task-worker": { type: "boolean" },
           name: { type: "string" },
@@ -63,8 +56,10 @@ async function run(command: string, rest: readonly string[], env: Record<string,
           script: { type: "string" },
           json: { type: "boolean" },
         },
+        allowPositionals: true,
         strict: true,
       });
+      if (positionals.length > 0) throw usage(`unexpected argument ${positionals[0]}`);
       if (values["task-worker"] !== true) throw usage("spawn starts task workers only: pass --task-worker");
       if (values.name === undefined || values["project-dir"] === undefined) throw usage("spawn needs --name and --project-dir");
       const result = await spawnWorker({
@@ -77,45 +72,96 @@ async function run(command: string, rest: readonly string[], env: Record<string,
         ...(values["readiness-timeout-ms"] === undefined ? {} : { readinessTimeoutMs: integer(values["readiness-timeout-ms"], "--readiness-timeout-ms") }),
       });
       return { value: result, json: values.json === true };
-    }
-    case "status":
-    case "list":
-    case "kill": {
-      const { values, positionals } = parseArgs({ args: [...rest], options: { relay: { type: "string" }, json: { type: "boolean" } }, allowPositionals: true, strict: true });
-      const json = values.json === true;
-      if (command === "list") {
-        if (positionals.length > 0) throw usage("list takes no session name");
-        return { value: await sessionList(env, values.relay), json };
-      }
-      const name = positionals[0];
-      if (name === undefined || positionals.length > 1) throw usage(`${command} needs exactly one session NAME`);
-      if (command === "status") return { value: await sessionStatus(name, env, values.relay), json };
-      return { value: await killSession(name, env), json };
-    }
-    case "demo":
-      return demoCommand(rest, env);
-    default:
-      throw usage(`unknown command ${command}`);
-  }
+    },
+  },
+  status: {
+    usage: "pi-tasks status NAME [--relay URL] [--json]",
+    summary: "a session's task endpoint",
+    async run(args, env) {
+      const { values, name } = namedSession(args, "status");
+      return { value: await sessionStatus(name, env, values.relay), json: values.json === true };
+    },
+  },
+  list: {
+    usage: "pi-tasks list [--relay URL] [--json]",
+    summary: "registered sessions (and the workers pi-tasks spawned)",
+    async run(args, env) {
+      const { values, positionals } = parseArgs({ args: [...args], options: { relay: { type: "string" }, json: { type: "boolean" } }, allowPositionals: true, strict: true });
+      if (positionals.length > 0) throw usage("list takes no session name");
+      return { value: await sessionList(env, values.relay), json: values.json === true };
+    },
+  },
+  kill: {
+    usage: "pi-tasks kill NAME [--json]",
+    summary: "stop a worker pi-tasks spawned and confirm it is gone",
+    async run(args, env) {
+      const { values, name } = namedSession(args, "kill", false);
+      return { value: await killSession(name, env), json: values.json === true };
+    },
+  },
+  demo: {
+    usage: "pi-tasks demo [--model provider/id] [--json]",
+    summary: "an origin Pi and a worker Pi delegate a real task end to end",
+    run: (args, env) => demoCommand(args, env),
+  },
+  help: {
+    usage: "pi-tasks help [COMMAND]",
+    summary: "show this text, or one command's usage",
+    async run(args) {
+      const topic = args[0];
+      if (topic !== undefined && !Object.hasOwn(COMMANDS, topic)) throw usage(`unknown command ${topic}`);
+      process.stdout.write(topic === undefined ? overview() : commandHelp(topic));
+      return 0;
+    },
+  },
+};
+
+function namedSession(args: readonly string[], command: string, withRelay = true) {
+  const options: Record<string, { type: "string" | "boolean" }> = { json: { type: "boolean" }, ...(withRelay ? { relay: { type: "string" } } : {}) };
+  const { values, positionals } = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
+  const name = positionals[0];
+  if (name === undefined || positionals.length > 1) throw usage(`${command} needs exactly one session NAME`);
+  return { values: values as { relay?: string; json?: boolean }, name };
+}
+
+function overview(): string {
+  const rows = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(8)} ${command.summary}`);
+  return [`usage: pi-tasks <command> [options]   (pi-tasks <command> --help for one command)`, "", "commands:", ...rows, "", ENVIRONMENT, ""].join("\n");
+}
+
+function commandHelp(name: string): string {
+  const command = COMMANDS[name]!;
+  return [`usage: ${command.usage}`, "", command.summary, "", ENVIRONMENT, ""].join("\n");
+}
+
+function isParseError(error: unknown): error is Error {
+  return error instanceof TypeError && "code" in error && String((error as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS");
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
-  const command = argv[0] ?? "help";
+  const name = argv[0] ?? "help";
+  const args = argv.slice(1);
   const json = argv.includes("--json");
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   try {
-    const outcome = await run(command, argv.slice(1), process.env);
+    if (name === "--help" || name === "-h") return await COMMANDS.help!.run([], process.env).then(() => 0);
+    if (command === undefined) throw usage(`unknown command ${name}`);
+    if (args.includes("--help") || args.includes("-h")) {
+      process.stdout.write(commandHelp(name));
+      return 0;
+    }
+    const outcome = await command.run(args, process.env);
     if (typeof outcome === "number") return outcome;
-    print(outcome.value, outcome.json);
+    process.stdout.write(`${outcome.json ? JSON.stringify(outcome.value) : JSON.stringify(outcome.value, null, 2)}\n`);
     return 0;
   } catch (error) {
-    const parseProblem = error instanceof TypeError && "code" in error && String((error as { code?: unknown }).code).startsWith("ERR_PARSE_ARGS");
-    const failure = parseProblem ? usage((error as Error).message) : toTaskError(error);
-    const body = { ok: false, error: failure.toJSON() };
+    const failure = isParseError(error) ? usage(error.message) : toTaskError(error);
+    const body = { ok: false, command: name, error: failure.toJSON() };
     if (json) process.stdout.write(`${JSON.stringify(body)}\n`);
     // The relay's stdout carries only its readiness line; its failures are one JSON line on stderr.
-    else if (command === "relay") process.stderr.write(`${JSON.stringify(body)}\n`);
-    else process.stderr.write(`pi-tasks: ${failure.code}: ${failure.message}\n`);
-    if (failure.code === "CLI_USAGE" && !json && command !== "relay") process.stderr.write(USAGE);
+    else if (name === "relay") process.stderr.write(`${JSON.stringify(body)}\n`);
+    else process.stderr.write(`pi-tasks${command === undefined ? "" : ` ${name}`}: ${failure.code}: ${failure.message}\n`);
+    if (failure.code === "CLI_USAGE" && !json && name !== "relay") process.stderr.write(command === undefined ? overview() : commandHelp(name));
     return failure.code === "CLI_USAGE" ? 2 : 1;
   }
 }

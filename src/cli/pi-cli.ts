@@ -2,24 +2,38 @@
  * How this package starts a real Pi: the Pi 1.6 CLI under Bun (Pi 1.6 does not run on Node 20),
  * in RPC mode, with this package's extension loaded (`-e <package root>`).
  */
-import { dirname, join } from "node:path";
+import { existsSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** This package's root (what `-e` loads: its package.json names the extension). */
 export const PACKAGE_ROOT = join(import.meta.dir, "..", "..");
+/** The `pi-tasks` command line entry. */
+export const CLI_ENTRY = join(PACKAGE_ROOT, "src", "cli", "main.ts");
 /** The scripted model extension used by the demo and tests (`faux/faux-1`). */
 export const SCRIPTED_MODEL_EXTENSION = join(PACKAGE_ROOT, "src", "demo", "scripted-model.ts");
 export const SCRIPTED_MODEL = "faux/faux-1";
 
-/** The Bun executable running this CLI. */
+/**
+ * The Bun executable for our own processes (relay, worker holder, Pi): the running one under Bun
+ * (the CLI, and Pi 1.6 on this machine), else this package's `bun` dependency, else `bun` on PATH.
+ */
 export function bunPath(): string {
-  return process.execPath;
+  if (process.versions.bun !== undefined) return process.execPath;
+  const local = join(PACKAGE_ROOT, "node_modules", ".bin", "bun");
+  return existsSync(local) ? local : "bun";
 }
 
-/** The Pi CLI entry: `PI_TASKS_PI_CLI`, else the installed `@earendil-works/pi-coding-agent`. */
+/**
+ * The Pi CLI entry: `PI_TASKS_PI_CLI`; else, inside a running Pi, the CLI that runs it (so a worker
+ * is the same Pi as its origin, also when the package was installed without dev dependencies);
+ * else the installed `@earendil-works/pi-coding-agent`.
+ */
 export function piCliPath(env: Record<string, string | undefined>): string {
   const explicit = env.PI_TASKS_PI_CLI?.trim();
   if (explicit) return explicit;
+  const running = process.argv[1];
+  if (running !== undefined && basename(running) === "cli.js" && running.includes("pi-coding-agent") && existsSync(running)) return running;
   const main = fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"));
   return join(dirname(main), "bundle", "cli.js");
 }

@@ -4,11 +4,15 @@
  * Starts the memory-only relay. When ready it prints exactly one JSON line
  * `{"event":"listening","url":…,"epoch":…,"profile":"volatile-v1"}` on stdout; SIGTERM and SIGINT
  * stop it and exit 0 within 2 s.
+ *
+ * `pi-tasks relay stop [--port 18790] [--json]` stops the relay pi-tasks started itself on that
+ * port (the embedded relay; see embedded-relay.ts), and nothing else.
  */
 import { parseArgs } from "node:util";
 import { TaskError } from "../protocol/errors.ts";
 import { DEFAULT_RELAY_PORT, MAX_TCP_PORT, RELAY_PROFILE, relayDefaultHost, relayShutdownGraceMs } from "../protocol/limits.ts";
 import { startRelayServer } from "../relay-server/server.ts";
+import { stopEmbeddedRelay } from "./embedded-relay.ts";
 
 export interface RelayCommandIo {
   readonly stdout: (line: string) => void;
@@ -24,13 +28,26 @@ function parsePort(value: string | undefined): number {
   return port;
 }
 
-/** Runs the relay until a signal; resolves with the exit code. */
-export async function relayCommand(argv: readonly string[], io: RelayCommandIo): Promise<number> {
-  const { values } = parseArgs({
+async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise<{ value: unknown; json: boolean }> {
+  const { values } = parseArgs({ args: [...argv], options: { port: { type: "string" }, json: { type: "boolean" } }, strict: true });
+  const port = parsePort(values.port);
+  const result = await stopEmbeddedRelay(io.env, port);
+  if (!result.stopped) {
+    throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own.`, details: { port } });
+  }
+  return { value: { ok: true, port, pid: result.pid, stopped: true }, json: values.json === true };
+}
+
+/** Runs the relay until a signal (resolves with the exit code), or stops the embedded relay. */
+export async function relayCommand(argv: readonly string[], io: RelayCommandIo): Promise<number | { value: unknown; json: boolean }> {
+  if (argv[0] === "stop") return stopCommand(argv.slice(1), io);
+  const { values, positionals } = parseArgs({
     args: [...argv],
     options: { host: { type: "string" }, port: { type: "string" }, allow: { type: "string", multiple: true }, json: { type: "boolean" } },
+    allowPositionals: true,
     strict: true,
   });
+  if (positionals.length > 0) throw new TaskError("CLI_USAGE", { message: `unexpected argument ${positionals[0]}` });
   const allow = (values.allow ?? []).flatMap((entry) => entry.split(",")).map((entry) => entry.trim()).filter(Boolean);
   const server = await startRelayServer({ host: values.host ?? relayDefaultHost, port: parsePort(values.port), allow, env: io.env });
   io.stdout(`${JSON.stringify({ event: "listening", url: server.url, epoch: server.epoch, profile: RELAY_PROFILE })}\n`);

@@ -39,6 +39,8 @@ export interface SpawnOptions {
   readonly script?: string;
   readonly relay?: string;
   readonly readinessTimeoutMs?: number;
+  /** Check that Pi knows `model` (default true; the origin's own model needs no check). */
+  readonly checkModel?: boolean;
   readonly env: Record<string, string | undefined>;
 }
 
@@ -83,7 +85,7 @@ async function runPreflight(options: SpawnOptions): Promise<{ relay: string; pro
   }
   if (options.model !== undefined) {
     if (!MODEL_PATTERN.test(options.model)) throw preflight("model", `--model must be provider/id, got ${options.model}`);
-    if (!modelAvailable(options.model, env)) throw preflight("model", `Pi has no configured model ${options.model} (see pi --list-models)`, { model: options.model });
+    if (options.checkModel !== false && !modelAvailable(options.model, env)) throw preflight("model", `Pi has no configured model ${options.model} (see pi --list-models)`, { model: options.model });
   }
   let relay: string;
   try {
@@ -172,7 +174,10 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString() });
   try {
     const endpoint = await awaitRegistration(transport, options.name, readinessTimeoutMs, () => isAlive(pid));
-    if (endpoint !== undefined) return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir };
+    if (endpoint !== undefined) {
+      saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), taskEndpoint: endpoint });
+      return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir };
+    }
     const exited = !isAlive(pid);
     const cleanup = await stopProcess(options.env, options.name);
     throw new TaskError("TASK_WORKER_NOT_READY", {

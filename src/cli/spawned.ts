@@ -1,10 +1,11 @@
 /**
- * The record of worker processes this CLI spawned (so `kill` touches only those): one JSON file per
- * session name under `$PI_TASKS_STATE_DIR/spawned/` (default `~/.pi-tasks/spawned/`).
+ * The record of worker processes pi-tasks spawned (so `kill` touches only those): one JSON file per
+ * session name under `$PI_TASKS_HOME/spawned/` (see `piTasksHome`).
  */
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
+import type { TaskEndpoint } from "../protocol/schemas.ts";
+import { piTasksHome } from "../relay-client/config.ts";
 
 export interface SpawnedWorker {
   readonly session: string;
@@ -14,11 +15,11 @@ export interface SpawnedWorker {
   readonly relay: string;
   readonly log: string;
   readonly createdAt: string;
+  /** The endpoint it registered (absent until it did). */
+  readonly taskEndpoint?: TaskEndpoint;
 }
 
-export function stateDir(env: Record<string, string | undefined>): string {
-  return env.PI_TASKS_STATE_DIR?.trim() || join(homedir(), ".pi-tasks");
-}
+export const stateDir = piTasksHome;
 
 function spawnedDir(env: Record<string, string | undefined>): string {
   return join(stateDir(env), "spawned");

@@ -39,17 +39,25 @@ async function gone(pids: readonly number[], withinMs: number): Promise<boolean>
   return pids.every((pid) => !isAlive(pid));
 }
 
+/**
+ * SIGTERM to `terminate` (default: every pid), then waits until every pid is gone; SIGKILLs what
+ * remains after `processExitConfirmMs`. Resolves true when all are confirmed gone.
+ */
+export async function stopPids(pids: readonly number[], terminate: readonly number[] = pids): Promise<boolean> {
+  for (const pid of terminate) signal(pid, "SIGTERM");
+  if (await gone(pids, processExitConfirmMs)) return true;
+  for (const pid of pids) signal(pid, "SIGKILL");
+  return gone(pids, processExitConfirmMs);
+}
+
 /** Stops a spawned worker by session name (no record: nothing to stop, confirmed). */
 export async function stopProcess(env: Record<string, string | undefined>, session: string): Promise<StopResult> {
   const record = loadSpawned(env, session);
   if (record === undefined) return { session, pids: [], confirmed: true };
-  const pids = [record.pid, ...(piPid(record.log) === undefined ? [] : [piPid(record.log)!])];
-  signal(record.pid, "SIGTERM");
-  let confirmed = await gone(pids, processExitConfirmMs);
-  if (!confirmed) {
-    for (const pid of pids) signal(pid, "SIGKILL");
-    confirmed = await gone(pids, processExitConfirmMs);
-  }
+  const pi = piPid(record.log);
+  const pids = [record.pid, ...(pi === undefined ? [] : [pi])];
+  // The holder closes Pi's RPC stdin, so Pi shuts down cleanly.
+  const confirmed = await stopPids(pids, [record.pid]);
   if (confirmed) {
     forgetSpawned(env, session);
     rmSync(piPidFile(record.log), { force: true });

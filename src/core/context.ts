@@ -5,6 +5,7 @@ import { TaskError } from "../protocol/errors.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import type { Acceptance, RelaySession } from "../relay-client/session.ts";
 import type { TaskStore } from "../store/task-store.ts";
+import type { Hold } from "./hold.ts";
 import type { PresentationHost } from "./host.ts";
 import type { TaskTimers } from "./timers.ts";
 
@@ -22,8 +23,12 @@ export interface CoreContext {
   readonly sending: Map<string, Promise<Acceptance>>;
   /** Requests a background refresh (the owner coalesces requests). */
   readonly requestRefresh: () => void;
+  /** Receipts written before a wake, held (never sent) until the wake is observed or withdrawn. */
+  readonly withheld: Map<string, Promise<void>>;
   /** The endpoint this lifetime first bound (set once by `checkEndpoint`). */
   boundEndpoint: TaskEndpoint | undefined;
+  /** A configuration refusal holding all relay work (see hold.ts). */
+  hold: Hold | undefined;
 }
 
 export function isClosed(context: CoreContext): boolean {

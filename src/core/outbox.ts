@@ -1,17 +1,21 @@
 /**
  * Outbox delivery rules:
- * - per-target FIFO: an envelope leaves only after every older pending envelope to the same
- *   target is accepted; a younger send waits for an older one already in flight;
+ * - per-target FIFO, in one place (`attemptSend`): an envelope leaves only after every older
+ *   pending envelope to the same target is accepted (or quarantined); a younger send waits for an
+ *   older one in flight, or withheld until a wake is observed;
+ * - a refusal is judged by the registry (`sendRefusal`): transient → retried later, byte-identical;
+ *   configuration → all relay work holds with a bounded backoff (hold.ts); any other definitive
+ *   refusal → the envelope is quarantined: never re-sent, it blocks nothing;
  * - capacity defers an envelope for at least 5,000 ms (or the relay's longer `retryAfterMs`) by a
  *   stored cooldown, with no timer of its own;
- * - quarantine for the blocked-delivery codes: never re-sent, blocks nothing;
- * - retries resend the stored, byte-identical envelope; concurrent same-id sends join.
+ * - concurrent same-id sends join.
  */
-import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import { sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
 import { capacityCooldownMs } from "../protocol/limits.ts";
 import type { Acceptance } from "../relay-client/session.ts";
 import type { OutboxEntry } from "../store/task-store.ts";
 import { type CoreContext, isClosed } from "./context.ts";
+import { activeHold, endHold, noteRefusal } from "./hold.ts";
 import type { Slice, WorkScope } from "./scope.ts";
 
 export type SendOutcome =
@@ -60,18 +64,14 @@ function coolingDown(context: CoreContext, entry: OutboxEntry): number | undefin
   return cooldown !== undefined && cooldown.until > context.timers.now() ? cooldown.until : undefined;
 }
 
-/**
- * One delivery attempt of one envelope within a scope. Never throws for delivery problems (they
- * are outcomes); relay-loss errors (`RELAY_RESET`, `RELAY_REBIND_REQUIRED`) are rethrown.
- */
 /** Why a scope stopped: the lifetime closed, the caller gave up, or the pass deadline passed. */
 function stopped(context: CoreContext, scope: WorkScope, envelopeId: string): SendOutcome {
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
-  if (scope.mode === "foreground") return { state: "failed", envelopeId, error: new TaskError("ABORTED", { details: { envelopeId, sent: false } }) };
+  if (scope.mode === "foreground" && scope.signal.aborted) return { state: "failed", envelopeId, error: new TaskError("ABORTED", { details: { envelopeId, sent: false } }) };
   return deferred(envelopeId, "pass deadline");
 }
 
-/** Waits for another request to settle, or for the scope to stop. */
+/** Waits for another request (or a withheld receipt) to settle, or for the scope to stop. */
 function settledOrStopped(request: Promise<unknown>, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
@@ -83,34 +83,35 @@ function settledOrStopped(request: Promise<unknown>, signal: AbortSignal): Promi
   });
 }
 
-export async function attemptSend(
-  context: CoreContext,
-  scope: WorkScope,
-  envelopeId: string,
-  budget: SendBudget,
-  slice?: Slice,
-): Promise<SendOutcome> {
+/** Something this envelope must wait for before it may go: itself or older mail in flight or withheld. */
+function waitingOn(context: CoreContext, envelopeId: string, ahead: readonly string[]): Promise<unknown> | undefined {
+  for (const id of [envelopeId, ...ahead.slice(0, 1)]) {
+    const pending = context.sending.get(id) ?? context.withheld.get(id);
+    if (pending !== undefined) return pending;
+  }
+  return undefined;
+}
+
+/**
+ * One delivery attempt of one envelope within a scope — the one place that enforces per-target
+ * FIFO. Never throws for delivery problems (they are outcomes); relay loss is rethrown.
+ */
+export async function attemptSend(context: CoreContext, scope: WorkScope, envelopeId: string, budget: SendBudget, slice?: Slice): Promise<SendOutcome> {
   const { store } = context;
   for (;;) {
     const settled = settledOutcome(context, envelopeId);
     if (settled !== undefined) return settled;
     if (scope.signal.aborted) return stopped(context, scope, envelopeId);
-    const entry = store.getOutbox(envelopeId)!;
-    const joined = context.sending.get(envelopeId);
-    if (joined !== undefined) {
-      await settledOrStopped(joined, scope.signal);
+    const ahead = store.pendingOutboxAhead(envelopeId);
+    const waiting = waitingOn(context, envelopeId, ahead);
+    if (waiting !== undefined) {
+      await settledOrStopped(waiting, scope.signal);
       continue;
     }
-    const ahead = store.pendingOutboxAhead(envelopeId);
-    if (ahead.length > 0) {
-      const older = context.sending.get(ahead[0]!);
-      if (older !== undefined) {
-        // A younger send waits for an older send already in flight.
-        await settledOrStopped(older, scope.signal);
-        continue;
-      }
-      return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
-    }
+    if (ahead.length > 0) return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
+    const hold = activeHold(context);
+    if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
+    const entry = store.getOutbox(envelopeId)!;
     const until = coolingDown(context, entry);
     if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
     if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
@@ -125,7 +126,7 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: OutboxEntr
   const { store, session } = context;
   const envelopeId = entry.envelopeId;
   store.markOutboxAttempted(envelopeId);
-  const request = session.send(entry.envelope as unknown as Record<string, unknown>, scope.signal);
+  const request = session.send(entry.envelope as unknown as Record<string, unknown>, scope.signalFor(budget));
   context.sending.set(envelopeId, request);
   let acceptance: Acceptance;
   try {
@@ -133,20 +134,27 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: OutboxEntr
   } catch (raw) {
     const error = toTaskError(raw);
     if (isClosed(context)) return { state: "failed", envelopeId, error };
-    if (errorSpec(error.code).relayLoss) throw error;
-    if (error.spec.blockedDelivery && !error.retryable) {
-      store.quarantineOutbox(envelopeId, { errorCode: error.code, details: { ...error.details }, quarantinedAt: context.clock() });
-      return { state: "quarantined", envelopeId, error };
+    switch (sendRefusal(error)) {
+      case "loss":
+        throw error;
+      case "hold":
+        noteRefusal(context, error);
+        return { state: "failed", envelopeId, error };
+      case "quarantine":
+        store.quarantineOutbox(envelopeId, { errorCode: error.code, details: { ...error.details }, quarantinedAt: context.clock() });
+        return { state: "quarantined", envelopeId, error };
+      case "retry":
+        if (error.code === "RELAY_CAPACITY") {
+          store.setCooldown(envelopeCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+          if (budget === "oldWork") scope.suppressedTargets.add(entry.targetKey);
+        }
+        return { state: "failed", envelopeId, error };
     }
-    if (error.code === "RELAY_CAPACITY") {
-      store.setCooldown(envelopeCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
-      if (budget === "oldWork") scope.suppressedTargets.add(entry.targetKey);
-    }
-    return { state: "failed", envelopeId, error };
   } finally {
     if (context.sending.get(envelopeId) === request) context.sending.delete(envelopeId);
   }
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
+  endHold(context);
   store.transaction(() => {
     store.markOutboxAccepted(envelopeId, { acceptanceId: acceptance.acceptanceId, acceptedAt: context.clock(), duplicate: acceptance.duplicate });
     store.clearCooldown(envelopeCooldownKey(envelopeId));
@@ -155,16 +163,15 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: OutboxEntr
 }
 
 /**
- * Sends an envelope after first offering the older pending mail to its target from the old-work
- * share (used for envelopes an operation must report on).
+ * Sends an envelope an operation must report on: older pending mail to its target is offered
+ * first from the old-work share (each attempt obeys FIFO in `attemptSend`), then the envelope.
  */
 export async function sendInOrder(context: CoreContext, scope: WorkScope, envelopeId: string, budget: SendBudget): Promise<SendOutcome> {
-  const ahead = context.store.pendingOutboxAhead(envelopeId);
-  for (const older of ahead) {
+  for (const older of context.store.pendingOutboxAhead(envelopeId)) {
     const outcome = await attemptSend(context, scope, older, "oldWork");
-    if (outcome.state === "accepted" || outcome.state === "quarantined") continue;
-    if (isClosed(context) || scope.signal.aborted) return stopped(context, scope, envelopeId);
-    return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: older, cause: outcome.error.code });
+    if (outcome.state !== "accepted" && outcome.state !== "quarantined") break;
   }
-  return attemptSend(context, scope, envelopeId, budget);
+  const outcome = await attemptSend(context, scope, envelopeId, budget);
+  if (outcome.state === "deferred" && scope.signal.aborted) return stopped(context, scope, envelopeId);
+  return outcome;
 }

@@ -8,11 +8,13 @@
  * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
  * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
  * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets.
+ * While a configuration refusal holds relay work (hold.ts), a pass makes no relay request at all.
  */
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
 import type { DeliveryRow } from "../store/task-store.ts";
 import { checkEndpoint, type CoreContext, isClosed } from "./context.ts";
+import { activeHold, endHold, noteRefusal } from "./hold.ts";
 import { canonicalizeTimeouts, deliveryData, recordDelivery, STAGE } from "./intake.ts";
 import { ackCooldownKey, attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { presentInbox } from "./presentation.ts";
@@ -39,10 +41,11 @@ function rethrowLoss(error: unknown): void {
 /** Failures that say the relay could not be reached at all (not a refusal of one request). */
 const UNREACHABLE: ReadonlySet<string> = new Set(["RELAY_UNAVAILABLE", "RELAY_TIMEOUT"]);
 
-/** Reports a lease or receive failure, noting when it shows the relay unreachable. */
-function relayFailure(scope: WorkScope, kind: FailureKind, error: unknown): void {
+/** Reports a lease or receive failure, noting when it shows the relay unreachable or starts a hold. */
+function relayFailure(context: CoreContext, scope: WorkScope, kind: FailureKind, error: unknown): void {
   const failure = toTaskError(error);
   if (UNREACHABLE.has(failure.code)) scope.unreachable = true;
+  noteRefusal(context, failure);
   scope.fail(kind, failure);
 }
 
@@ -54,10 +57,11 @@ export async function leasePhase(context: CoreContext, scope: WorkScope): Promis
   try {
     const binding = await context.session.lease(scope.signal);
     if (!isClosed(context)) checkEndpoint(context, binding.endpoint);
+    endHold(context);
     return true;
   } catch (error) {
     rethrowLoss(error);
-    relayFailure(scope, "lease", error);
+    relayFailure(context, scope, "lease", error);
     return false;
   }
 }
@@ -85,7 +89,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       page = await session.receive(cursor, { limit: Math.min(receivePageMaxItems, room), signal: scope.signal });
     } catch (error) {
       rethrowLoss(error);
-      relayFailure(scope, "intake", error);
+      relayFailure(context, scope, "intake", error);
       break;
     }
     if (isClosed(context)) break;
@@ -181,6 +185,7 @@ async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: strin
       return true;
     }
     if (error.code === "RELAY_CAPACITY") store.setCooldown(ackCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+    noteRefusal(context, error);
     scope.fail("ack", error.withDetails({ envelopeId }));
     return false;
   }
@@ -278,17 +283,25 @@ export async function runPhasedPass(context: CoreContext, scope: WorkScope): Pro
   let retried = 0;
   let truncated = false;
   try {
-    if (await leasePhase(context, scope)) {
-      intake = await intakeInbox(context, scope);
+    const hold = activeHold(context);
+    if (hold !== undefined) {
+      // A configuration refusal holds all relay work until its backoff ends: nothing is resent,
+      // and only what needs no relay (the origin's local presentation) goes on.
+      scope.fail("lease", hold.error.withDetails({ heldUntil: hold.until }));
       presented = await presentInbox(context, scope);
-      shipped = await shipRequired(context, scope);
-      const acks = await repairAcknowledgements(context, scope);
-      acknowledged = acks.acked;
-      truncated = acks.exhausted;
+    } else {
+      if (await leasePhase(context, scope)) {
+        intake = await intakeInbox(context, scope);
+        presented = await presentInbox(context, scope);
+        shipped = await shipRequired(context, scope);
+        const acks = await repairAcknowledgements(context, scope);
+        acknowledged = acks.acked;
+        truncated = acks.exhausted;
+      }
+      // Old work is retried even on empty, held or failed passes while budget remains — but not
+      // when this pass already found the relay unreachable: those requests could only fail too.
+      if (!truncated && !isClosed(context) && !scope.unreachable) retried = await retryOldWork(context, scope);
     }
-    // Old work is retried even on empty, held or failed passes while budget remains — but not
-    // when this pass already found the relay unreachable: those requests could only fail too.
-    if (!truncated && !isClosed(context) && !scope.unreachable) retried = await retryOldWork(context, scope);
     truncated ||= scope.expired();
   } finally {
     scope.dispose();

@@ -9,12 +9,16 @@
  * - a receiver records, per event and pass, only the highest receipt stage it reached, plus
  *   `pi_insertion` blocked when the insertion was not observed; local items record no receipts;
  * - a parent ACK recorded before a terminal event is presented suppresses its wake;
- * - presentation of relay items stops at the pass's remaining ACK budget.
+ * - presentation of relay items stops at the pass's remaining ACK budget, and within the pass
+ *   deadline: a wake is started only while at least `wakeObservationMs` remain (else the visible
+ *   items wait for the next pass), and a wake that outlives the deadline counts as not observed;
+ * - the `wake_accepted` receipt is withheld while its wake is observed: no send (not even a
+ *   concurrent foreground one) can ship it before it is known whether it must be withdrawn.
  * Nothing is sent here: receipts go to the outbox for the ship phase.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType } from "../protocol/events.ts";
-import { maxAckAttemptsPerPass } from "../protocol/limits.ts";
+import { maxAckAttemptsPerPass, wakeObservationMs } from "../protocol/limits.ts";
 import type { DeliveryStage, DeliveryState, TaskEvent } from "../protocol/schemas.ts";
 import type { DeliveryRow, LocalPresentation, TaskRole, TaskStore } from "../store/task-store.ts";
 import { type CoreContext, me } from "./context.ts";
@@ -226,7 +230,7 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   const toWake: { item: PresentationItem; receipt?: string }[] = [];
 
   for (const entry of receiveItems(store)) {
-    if (context.lifetime.signal.aborted) return completed;
+    if (context.lifetime.signal.aborted || scope.expired()) return completed;
     const item = toItem(store, entry);
     if (item === undefined) {
       if (entry.kind === "local") store.completeLocalPresentation(entry.event.eventId);
@@ -239,7 +243,8 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
       if (await archive(context, scope, item)) completed += 1;
       continue;
     }
-    if (held || !host.canPresent()) {
+    // A wake needs wakeObservationMs of the pass: without them, visible items wait for the next pass.
+    if (held || !host.canPresent() || scope.remainingMs() < wakeObservationMs) {
       held = true;
       // The assignment is recorded in RAM even while Pi cannot take it yet.
       if (isAssignment(item)) tryReceipt(context, scope, item, "receiver_recorded", "confirmed");
@@ -264,9 +269,44 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   }
 
   if (toWake.length === 0) return completed;
+  let release = () => {};
+  const withheld = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  for (const entry of toWake) if (entry.receipt !== undefined) context.withheld.set(entry.receipt, withheld);
+  try {
+    return completed + (await wakeAndSettle(context, scope, toWake));
+  } finally {
+    for (const entry of toWake) if (entry.receipt !== undefined && context.withheld.get(entry.receipt) === withheld) context.withheld.delete(entry.receipt);
+    release();
+  }
+}
+
+/** Resolves false when the signal aborts first (the wake then counts as not observed). */
+function unlessAborted(wake: boolean | Promise<boolean>, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => resolve(false);
+    signal.addEventListener("abort", onAbort, { once: true });
+    Promise.resolve(wake).then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Emits one wake for the inserted items and records its outcome (withdrawing unsent receipts when unobserved). */
+async function wakeAndSettle(context: CoreContext, scope: WorkScope, toWake: readonly { item: PresentationItem; receipt?: string }[]): Promise<number> {
+  let completed = 0;
   let woke = false;
   try {
-    woke = await host.wake(toWake.map((entry) => entry.item));
+    woke = await unlessAborted(context.host.wake(toWake.map((entry) => entry.item)), scope.signal);
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ step: "wake" }));
   }

@@ -5,6 +5,9 @@
  *   consume budget; one send or ACK identity is never attempted twice in a scope;
  * - a 2,000 ms overall deadline (phased scopes) whose signal aborts admitted requests that outlive
  *   it; 250 ms admission slices for retry and ACK repair stop admitting new attempts only;
+ * - a foreground scope has no overall deadline, but its speculative old-work sends (older mail
+ *   offered before the operation's own envelope) get a finite 2,000 ms window that opens at the
+ *   first old-work admission: after it no old work is admitted and what is in flight is aborted;
  * - the first failure of each kind is kept and reported after the pass.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
@@ -35,6 +38,8 @@ export interface WorkScope {
   expired(): boolean;
   /** Takes one unit of a budget if the deadline (and an open slice, when given) allow it. */
   admit(budget: "scoped" | "oldWork" | "ack", slice?: Slice): boolean;
+  /** The signal a request admitted under `budget` runs with (old work in a foreground scope: its window). */
+  signalFor(budget: "scoped" | "oldWork" | "ack"): AbortSignal;
   openSlice(): Slice;
   fail(kind: FailureKind, error: unknown): void;
   /** Frees the deadline timer. */
@@ -72,6 +77,17 @@ export function createWorkScope(options: ScopeOptions): WorkScope {
   const signal = AbortSignal.any(signals);
   const used = { scoped: 0, oldWork: 0, ack: 0 };
   const failures = new Map<FailureKind, TaskError>();
+  /** Foreground only: the old-work window, opened at the first old-work admission. */
+  let oldWorkWindow: AbortController | undefined;
+  function openOldWorkWindow(): void {
+    if (mode !== "foreground" || oldWorkWindow !== undefined) return;
+    const window = new AbortController();
+    oldWorkWindow = window;
+    timers.timeout(passDeadlineMs, AbortSignal.any([disposer.signal, signal])).then(
+      () => window.abort(new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "old-work window", windowMs: passDeadlineMs } })),
+      () => undefined,
+    );
+  }
 
   const scope: WorkScope = {
     mode,
@@ -90,9 +106,14 @@ export function createWorkScope(options: ScopeOptions): WorkScope {
       if (scope.expired()) return false;
       if (slice !== undefined && timers.now() >= slice.endsAt) return false;
       if (used[budget] >= LIMITS[budget]) return false;
+      if (budget === "oldWork") {
+        openOldWorkWindow();
+        if (oldWorkWindow?.signal.aborted === true) return false;
+      }
       used[budget] += 1;
       return true;
     },
+    signalFor: (budget) => (budget === "oldWork" && oldWorkWindow !== undefined ? AbortSignal.any([signal, oldWorkWindow.signal]) : signal),
     openSlice: () => ({ endsAt: timers.now() + passSliceMs }),
     fail(kind, error) {
       if (!failures.has(kind)) failures.set(kind, toTaskError(error));

@@ -30,7 +30,7 @@ import { holdingHost, type PresentationHost } from "./host.ts";
 import { fanOut } from "./intake.ts";
 import { type SendOutcome, sendInOrder } from "./outbox.ts";
 import { intakeInbox, type PassReport, repairAcknowledgements, runPhasedPass, shipRequired } from "./pass.ts";
-import { type ReceiveItem, receiveItems } from "./presentation.ts";
+import { hasEvidence, type ReceiveItem, receiveItems } from "./presentation.ts";
 import { createWorkScope, type ScopeMode, type WorkScope } from "./scope.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 
@@ -118,6 +118,12 @@ export interface TaskCore {
   receive(): ReceiveItem[];
   completeLocalPresentation(eventId: string): boolean;
   hasPendingWork(): boolean;
+  hasActiveTasks(): boolean;
+  activeTaskIds(): string[];
+  /** The highest relay cursor this lifetime tracked (new mail is mail after it). */
+  cursor(): string;
+  /** Whether this lifetime recorded the model-visible insertion of an event. */
+  insertionRecorded(eventId: string): boolean;
   onChange(listener: () => void): () => void;
   /** Runs a phased pass; concurrent calls share it and requests during it coalesce into one trailing pass. */
   refresh(options?: OperationOptions): Promise<PassReport>;
@@ -160,8 +166,10 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     host: options.host ?? holdingHost,
     lifetime: new AbortController(),
     sending: new Map(),
+    withheld: new Map(),
     requestRefresh: () => options.onRefreshRequested?.(),
     boundEndpoint: undefined,
+    hold: undefined,
   };
 
   /** Tracks an active call so close() can drain it. */
@@ -554,6 +562,10 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     receive: () => receiveItems(store),
     completeLocalPresentation: (eventId) => store.completeLocalPresentation(eventId),
     hasPendingWork: () => store.pendingOutboxCount() > 0 || store.pendingDeliveryCount() > 0 || store.stats().localPresentations > 0,
+    hasActiveTasks: () => store.hasActiveTasks(),
+    activeTaskIds: () => store.activeTaskIds(),
+    cursor: () => store.checkpoint().highWater,
+    insertionRecorded: (eventId) => hasEvidence(store, eventId, "inserted"),
     onChange: (listener) => store.onChange(listener),
     refresh: () => refresh(),
     createWorkScope: (signal, mode = "phased") => createWorkScope({ timers, mode, signals: [context.lifetime.signal, signal] }),

@@ -3,13 +3,12 @@
  * and stops it. The demo and the tests use this, so they run exactly what a user runs.
  */
 import { type Subprocess, spawn } from "bun";
-import { join } from "node:path";
-import { bunPath, PACKAGE_ROOT } from "../cli/pi-cli.ts";
+import { bunPath, CLI_ENTRY, PACKAGE_ROOT } from "../cli/pi-cli.ts";
 import { relayReadyTimeoutMs } from "../protocol/limits.ts";
 import { within } from "../core/within.ts";
 
 export const REPO_ROOT = PACKAGE_ROOT;
-export const CLI_ENTRY = join(REPO_ROOT, "src", "cli", "main.ts");
+export { CLI_ENTRY };
 export const BUN = bunPath();
 
 export interface RelayProcess {

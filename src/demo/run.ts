@@ -157,7 +157,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const scratch = mkdtempSync(join(tmpdir(), "pi-tasks-demo-"));
   const projectDir = join(scratch, "project");
   const stateDir = join(scratch, "state");
-  const env = { ...options.env, PI_TASKS_STATE_DIR: stateDir, WOLFPACK_JWT_SECRET: "" };
+  const env = { ...options.env, PI_TASKS_HOME: stateDir, WOLFPACK_JWT_SECRET: "" };
   const workerName = `demo-worker-${shortName()}`;
   let relay: RelayProcess | undefined;
   let origin: PiRpc | undefined;

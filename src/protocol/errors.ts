@@ -6,7 +6,9 @@
  * - `retryable`: the same request may succeed later (a per-throw `retryable` wins);
  * - `rebind`: the relay binding is unusable (the client retires it);
  * - `relayLoss`: the endpoint lifetime is lost and must be replaced;
- * - `blockedDelivery`: an outbox envelope refused with it is quarantined, never re-sent;
+ * - `holdsSending`: a refusal about configuration (auth, profile, address policy), not about the
+ *   envelope: sending holds with a bounded backoff until the user fixes it; nothing is quarantined.
+ *   Any other non-retryable refusal of a send quarantines that envelope (`sendRefusal`);
  * - `httpStatus`: what our relay answers for a wire code.
  *
  * Messages shown to users always come from this table, never from server text.
@@ -19,12 +21,12 @@ export interface ErrorSpec {
   readonly retryable: boolean;
   readonly rebind: boolean;
   readonly relayLoss: boolean;
-  readonly blockedDelivery: boolean;
+  readonly holdsSending: boolean;
   /** HTTP status for codes the relay puts on the wire. */
   readonly httpStatus?: number;
 }
 
-type Flags = Partial<Pick<ErrorSpec, "retryable" | "rebind" | "relayLoss" | "blockedDelivery" | "httpStatus">>;
+type Flags = Partial<Pick<ErrorSpec, "retryable" | "rebind" | "relayLoss" | "holdsSending" | "httpStatus">>;
 
 function spec(cls: string, message: string, flags: Flags = {}): ErrorSpec {
   return Object.freeze({
@@ -33,7 +35,7 @@ function spec(cls: string, message: string, flags: Flags = {}): ErrorSpec {
     retryable: flags.retryable ?? false,
     rebind: flags.rebind ?? false,
     relayLoss: flags.relayLoss ?? false,
-    blockedDelivery: flags.blockedDelivery ?? false,
+    holdsSending: flags.holdsSending ?? false,
     ...(flags.httpStatus === undefined ? {} : { httpStatus: flags.httpStatus }),
   });
 }
@@ -44,23 +46,23 @@ export const ERROR_REGISTRY = Object.freeze({
   RELAY_UNAVAILABLE: spec("unavailable", "The relay is unavailable; the outcome is unknown.", { retryable: true, httpStatus: 503 }),
   PEER_UNREACHABLE: spec("unavailable", "The peer relay could not be reached; forwarding is pending or unknown.", { retryable: true, httpStatus: 503 }),
   RELAY_RESET: spec("reset", "The relay was reset (epoch changed or binding retired); accepted mail may be lost.", { rebind: true, relayLoss: true, httpStatus: 409 }),
-  DELIVERY_UNCONFIRMED: spec("blocked", "Delivery could not be confirmed and will not be retried.", { blockedDelivery: true, httpStatus: 409 }),
-  ENVELOPE_CONFLICT: spec("conflict", "An envelope with this id but different content already exists.", { blockedDelivery: true, httpStatus: 409 }),
+  DELIVERY_UNCONFIRMED: spec("blocked", "Delivery could not be confirmed and will not be retried.", { httpStatus: 409 }),
+  ENVELOPE_CONFLICT: spec("conflict", "An envelope with this id but different content already exists.", { httpStatus: 409 }),
   SOURCE_MISMATCH: spec("mismatch", "The endpoint or caller does not match the relay binding.", { rebind: true, httpStatus: 409 }),
-  RELAY_PROFILE_REQUIRED: spec("profile", "A compatible volatile-v1 relay profile is required.", { httpStatus: 409 }),
-  TARGET_NOT_REGISTERED: spec("not-registered", "The target endpoint is not registered on the relay.", { blockedDelivery: true, httpStatus: 404 }),
+  RELAY_PROFILE_REQUIRED: spec("profile", "A compatible volatile-v1 relay profile is required.", { holdsSending: true, httpStatus: 409 }),
+  TARGET_NOT_REGISTERED: spec("not-registered", "The target endpoint is not registered on the relay.", { httpStatus: 404 }),
   CALLER_NOT_FOUND: spec("not-found", "The relay does not know this caller session.", { rebind: true, httpStatus: 404 }),
   CALLER_DEAD: spec("not-found", "The caller session is not alive.", { rebind: true, httpStatus: 410 }),
   REGISTRATION_EXPIRED: spec("expired", "This endpoint's registration expired, was disconnected or was superseded.", { rebind: true, httpStatus: 410 }),
   INVALID_REQUEST: spec("invalid", "The request is invalid.", { httpStatus: 400 }),
   INVALID_CURSOR: spec("invalid", "The cursor or limit is invalid.", { httpStatus: 400 }),
-  CROSS_RELAY_ENDPOINT: spec("cross-relay", "The endpoint belongs to an unknown relay.", { blockedDelivery: true, httpStatus: 400 }),
-  ENVELOPE_EXPIRED: spec("expired", "The envelope's createdAt is outside the accepted window.", { blockedDelivery: true, httpStatus: 400 }),
-  PEER_POLICY_REQUIRED: spec("policy", "The client address is not allowed by the relay's peer policy.", { httpStatus: 403 }),
-  INCOMPATIBLE_PROTOCOL: spec("profile", "The protocol version is not supported.", { httpStatus: 400 }),
+  CROSS_RELAY_ENDPOINT: spec("cross-relay", "The endpoint belongs to an unknown relay.", { httpStatus: 400 }),
+  ENVELOPE_EXPIRED: spec("expired", "The envelope's createdAt is outside the accepted window.", { httpStatus: 400 }),
+  PEER_POLICY_REQUIRED: spec("policy", "The client address is not allowed by the relay's peer policy.", { holdsSending: true, httpStatus: 403 }),
+  INCOMPATIBLE_PROTOCOL: spec("profile", "The protocol version is not supported.", { holdsSending: true, httpStatus: 400 }),
   PAYLOAD_TOO_LARGE: spec("too-large", "The payload is larger than the relay allows.", { httpStatus: 413 }),
   STORE_UNAVAILABLE: spec("unavailable", "The relay store is unavailable.", { retryable: true, httpStatus: 503 }),
-  RELAY_AUTH_REQUIRED: spec("auth", "Relay authentication is required (WOLFPACK_JWT_SECRET).", { httpStatus: 401 }),
+  RELAY_AUTH_REQUIRED: spec("auth", "Relay authentication is required (WOLFPACK_JWT_SECRET).", { holdsSending: true, httpStatus: 401 }),
 
   // -- client codes ---------------------------------------------------------------------------
   RELAY_REBIND_REQUIRED: spec("reset", "The relay binding was retired; a fresh endpoint must be bound.", { relayLoss: true }),
@@ -70,13 +72,13 @@ export const ERROR_REGISTRY = Object.freeze({
   INVALID_RESPONSE: spec("malformed", "The relay sent a malformed or oversized response.", { retryable: true }),
   RELAY_CLOSED: spec("closed", "The relay session is closed."),
   INVALID_CONNECTION: spec("malformed", "The relay's connect reply is invalid."),
-  INVALID_ACCEPTANCE: spec("malformed", "The relay's send reply is not a confirmed acceptance."),
+  INVALID_ACCEPTANCE: spec("malformed", "The relay's send reply is not a confirmed acceptance; a resend of the same envelope is safe.", { retryable: true }),
   INVALID_INBOX: spec("malformed", "The relay's receive page is invalid."),
   INVALID_TARGET: spec("invalid", "The target endpoint is invalid."),
-  INVALID_RELAY_METADATA: spec("invalid", "The envelope metadata is invalid.", { blockedDelivery: true }),
+  INVALID_RELAY_METADATA: spec("invalid", "The envelope metadata is invalid.", {}),
   INVALID_ENDPOINT_REFERENCE: spec("invalid", "An endpoint reference in the payload does not match the envelope."),
-  RELAY_SESSION_REQUIRED: spec("config", "WOLFPACK_SESSION_NAME is not set; this Pi session has no relay identity."),
-  INVALID_CONFIGURATION: spec("config", "The pi-tasks configuration is invalid."),
+  RELAY_SESSION_REQUIRED: spec("config", "No relay session name: set WOLFPACK_SESSION_NAME or pass callerSession."),
+  INVALID_CONFIGURATION: spec("config", "The pi-tasks configuration is invalid.", { holdsSending: true }),
 
   // -- core and tool codes --------------------------------------------------------------------
   TASK_ERROR: spec("error", "An unexpected task error occurred."),
@@ -104,6 +106,8 @@ export const ERROR_REGISTRY = Object.freeze({
   RELAY_STATE_LOST: spec("lost", "The relay state was lost; the task failed locally and its remote outcome is unknown."),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
   INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),
+  TASKS_STARTING: spec("starting", "pi-tasks is still starting (finding or starting its relay); try again in a moment.", { retryable: true }),
+  TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
   PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
   PI_TASK_WORKER_COORDINATION_FORBIDDEN: spec("gate", "A task worker may not send, cancel or acknowledge tasks."),
 
@@ -194,29 +198,19 @@ export function toTaskError(value: unknown): TaskError {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Status line
+// What a refused send means for its envelope
 // ---------------------------------------------------------------------------------------------
 
-export const STATUS_RELAY_LOST = "tasks: relay state lost; rebinding automatically";
-export const STATUS_PROFILE_REQUIRED = "tasks: compatible memory-owned relay required";
-export const STATUS_AUTH_REQUIRED = "tasks: Wolfpack authentication required";
-export const STATUS_OUTBOX_DEGRADED = "tasks: outbox degraded";
-export const STATUS_RELAY_UNAVAILABLE = "tasks: relay unavailable";
-
 /**
- * The status-line label of a failure: dedicated labels for relay loss, a missing profile and
- * required authentication; otherwise `tasks: <class> (<CODE>) on <operation>` when the failure
- * names its relay operation, else `tasks: outbox degraded` / `tasks: relay unavailable`.
+ * - `loss`: the relay lifetime is lost (the core replaces it);
+ * - `hold`: a configuration refusal: hold all sending (bounded backoff), quarantine nothing;
+ * - `retry`: transient: the envelope stays pending and is resent byte-identical later;
+ * - `quarantine`: a definitive refusal of this envelope (any other non-retryable code, also one
+ *   this build does not know): never resent, it blocks nothing.
  */
-export function statusLabel(error: unknown): string {
-  const failure = toTaskError(error);
-  const row = failure.spec;
-  if (row.relayLoss) return STATUS_RELAY_LOST;
-  if (failure.code === "RELAY_PROFILE_REQUIRED") return STATUS_PROFILE_REQUIRED;
-  if (failure.code === "RELAY_AUTH_REQUIRED") return STATUS_AUTH_REQUIRED;
-  const operation = failure.details.operation;
-  if (typeof operation === "string" && operation.length > 0) {
-    return `tasks: ${row.class} (${failure.code}) on ${operation}`;
-  }
-  return row.blockedDelivery ? STATUS_OUTBOX_DEGRADED : STATUS_RELAY_UNAVAILABLE;
+export function sendRefusal(error: TaskError): "loss" | "hold" | "retry" | "quarantine" {
+  const row = error.spec;
+  if (row.relayLoss) return "loss";
+  if (row.holdsSending) return "hold";
+  return error.retryable ? "retry" : "quarantine";
 }

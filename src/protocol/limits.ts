@@ -31,6 +31,9 @@ export const SESSION_STATUS_PATH = "/api/session-control/status" as const;
 export const SESSION_LIST_PATH = "/api/session-control/list" as const;
 /** Default relay port when neither `PI_TASKS_RELAY_URL` nor `WOLFPACK_PORT` is set. */
 export const DEFAULT_RELAY_PORT = 18790;
+/** A generated session name: the project directory's slug (at most this long) plus a random suffix. */
+export const generatedSessionSlugMaxChars = 24;
+export const generatedSessionSuffixChars = 6;
 /** Valid TCP port range for `WOLFPACK_PORT` and `--port` (0 only on the CLI: "pick a free port"). */
 export const MIN_TCP_PORT = 1;
 export const MAX_TCP_PORT = 65535;
@@ -104,6 +107,12 @@ export const passDeadlineMs = 2_000;
 export const passSliceMs = 250;
 /** Minimum cooldown of an envelope or ACK refused for capacity (a longer `retryAfterMs` wins). */
 export const capacityCooldownMs = 5_000;
+/**
+ * After a configuration refusal (authentication, profile, address policy) all relay work holds
+ * this long, doubling on each further refusal up to `configHoldMaxMs`; a success ends the hold.
+ */
+export const configHoldInitialMs = 5_000;
+export const configHoldMaxMs = 60_000;
 
 // ---------------------------------------------------------------------------------------------
 // Background cadence and waiting (extension)
@@ -242,6 +251,10 @@ export const jwtIdBytes = 8;
 // Worker spawning (CLI)
 // ---------------------------------------------------------------------------------------------
 
+/** Longest worker session name `agent_task_spawn` accepts, in characters. */
+export const maxWorkerNameChars = 64;
+/** Longest project directory path a tool accepts, in characters. */
+export const maxPathChars = 4_096;
 /** Default time a spawned worker has to register its endpoint. */
 export const workerReadinessTimeoutDefaultMs = 30_000;
 /** Bounds of `--readiness-timeout-ms`. */
@@ -257,6 +270,10 @@ export const processExitConfirmMs = 8_000;
 export const cliRelayCheckMs = 3_000;
 /** A relay started as a child process must print its readiness line within this time. */
 export const relayReadyTimeoutMs = 10_000;
+/** How long session start waits for the default relay to answer before judging it absent. */
+export const relayProbeMs = 1_000;
+/** How often a Pi waiting for a relay that another process is starting asks again. */
+export const relayStartPollMs = 100;
 /** On shutdown a lifetime tells the relay it is gone (`disconnect`) within this time, best effort. */
 export const shutdownDisconnectMs = 1_000;
 /** Characters of a child process's stderr quoted in a diagnostic. */

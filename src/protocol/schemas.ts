@@ -11,12 +11,14 @@ import {
   maxArtifactFieldChars,
   maxArtifacts,
   maxErrorMessageChars,
+  maxPathChars,
   maxReasonChars,
   maxSequenceDigits,
   maxSummaryChars,
   maxTaskIdChars,
   maxTaskTextChars,
   maxWireIdChars,
+  maxWorkerNameChars,
   minWireIdChars,
   TASK_PROTOCOL_VERSION,
   taskTimeoutMaxMs,
@@ -330,6 +332,25 @@ export const WaitParams = Type.Object(
 );
 export type WaitParams = Static<typeof WaitParams>;
 
+/** A worker's session name: letters, digits, `.`, `_` and `-`, starting with a letter or digit. */
+export const WorkerName = Type.String({ minLength: 1, maxLength: maxWorkerNameChars, pattern: "^[A-Za-z0-9][A-Za-z0-9._-]*$" });
+
+export const SpawnParams = Type.Object(
+  {
+    name: WorkerName,
+    projectDir: Type.Optional(Type.String({ minLength: 1, maxLength: maxPathChars })),
+    model: Type.Optional(Type.String({ minLength: 3, maxLength: maxWireIdChars, pattern: "^[^/\\s]+/\\S+$" })),
+  },
+  strict,
+);
+export type SpawnParams = Static<typeof SpawnParams>;
+
+export const WorkersParams = Type.Object({}, strict);
+export type WorkersParams = Static<typeof WorkersParams>;
+
+export const StopParams = Type.Object({ name: WorkerName }, strict);
+export type StopParams = Static<typeof StopParams>;
+
 export const TOOL_PARAMETERS = {
   agent_task_send: SendParams,
   agent_task_message: MessageParams,
@@ -339,5 +360,8 @@ export const TOOL_PARAMETERS = {
   agent_task_status: StatusParams,
   agent_task_inbox: InboxParams,
   agent_task_wait: WaitParams,
+  agent_task_spawn: SpawnParams,
+  agent_task_workers: WorkersParams,
+  agent_task_stop: StopParams,
 } as const satisfies Record<string, TSchema>;
 export type ToolName = keyof typeof TOOL_PARAMETERS;

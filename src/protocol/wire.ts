@@ -28,9 +28,18 @@ export const WireString = Type.String({ minLength: minWireIdChars, maxLength: ma
 export const RELAY_OPERATIONS = ["connect", "resolve", "send", "receive", "acknowledge", "disconnect", "health", "watch"] as const;
 export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
 
-/** Operation-specific fields besides `operation`, `profile` and (for bound operations) the binding. */
+/**
+ * Operation-specific fields besides `operation`, `profile` and (for bound operations) the binding.
+ *
+ * What a schema cannot say the relay checks right after it, still before any binding check:
+ * `epoch` is a UUID, `protocolVersions` includes 2, the `resolve` target id is a UUID
+ * (`INVALID_REQUEST`), and `cursor` / `limit` are well formed (`INVALID_CURSOR`, so they are
+ * `Unknown` here). A malformed binding `endpoint` is `SOURCE_MISMATCH`, a binding check (§1.3).
+ */
 const bindingFields = { epoch: Type.String(), callerSession: WireString, endpoint: Type.Unknown() };
 const base = { operation: Type.String(), profile: Type.String() };
+/** The `resolve` target `{relay, id}`; `id` must also be a UUID (§1.3). */
+const ResolveTarget = Type.Object({ relay: Type.String(), id: Type.String() }, strict);
 
 export const RELAY_REQUESTS = {
   connect: Type.Object(
@@ -44,17 +53,15 @@ export const RELAY_REQUESTS = {
     },
     strict,
   ),
-  resolve: Type.Object({ ...base, ...bindingFields, target: Type.Unknown(), followSuccessor: Type.Optional(Type.Boolean()) }, strict),
+  resolve: Type.Object({ ...base, ...bindingFields, target: ResolveTarget, followSuccessor: Type.Optional(Type.Boolean()) }, strict),
+  // The envelope is checked by the send operation itself: malformed is SOURCE_MISMATCH (§1.3).
   send: Type.Object({ ...base, ...bindingFields, envelope: Type.Unknown() }, strict),
-  receive: Type.Object(
-    { ...base, ...bindingFields, cursor: Type.String(), limit: Type.Optional(Type.Unknown()) },
-    strict,
-  ),
+  receive: Type.Object({ ...base, ...bindingFields, cursor: Type.Unknown(), limit: Type.Optional(Type.Unknown()) }, strict),
   acknowledge: Type.Object({ ...base, ...bindingFields, envelopeId: WireString }, strict),
   disconnect: Type.Object({ ...base, ...bindingFields }, strict),
   health: Type.Object({ ...base, ...bindingFields }, strict),
   watch: Type.Object(
-    { ...base, ...bindingFields, cursor: Type.String(), waitMs: Type.Integer({ minimum: watchMinWaitMs, maximum: watchMaxWaitMs }) },
+    { ...base, ...bindingFields, cursor: Type.Unknown(), waitMs: Type.Integer({ minimum: watchMinWaitMs, maximum: watchMaxWaitMs }) },
     strict,
   ),
 } as const satisfies Record<RelayOperation, TSchema>;

@@ -1,10 +1,22 @@
 /**
- * Where the relay is: `PI_TASKS_RELAY_URL` (a bare origin), else
- * `http://127.0.0.1:${WOLFPACK_PORT ?? 18790}`. Plain HTTP only on loopback; HTTPS anywhere.
+ * What a Pi process needs to find its relay and name itself, from the environment:
+ *
+ * - the relay: `PI_TASKS_RELAY_URL` (a bare origin; plain HTTP only on loopback), else
+ *   `http://127.0.0.1:${WOLFPACK_PORT ?? 18790}` — the default loopback relay, which pi-tasks may
+ *   start itself unless `PI_TASKS_EMBEDDED_RELAY=0`;
+ * - the session name: `WOLFPACK_SESSION_NAME`, else a readable unique name from the project
+ *   directory plus a short random suffix (`myproject-k3x9q2`);
+ * - the home directory of pi-tasks' own files (spawned workers, logs, embedded relays):
+ *   `PI_TASKS_HOME`, else `$PI_CODING_AGENT_DIR/pi-tasks`, else `~/.pi/agent/pi-tasks`.
  */
+import { homedir } from "node:os";
+import { basename, join, resolve } from "node:path";
+import { customAlphabet } from "nanoid";
 import { TaskError } from "../protocol/errors.ts";
-import { DEFAULT_RELAY_PORT, MAX_TCP_PORT, MIN_TCP_PORT } from "../protocol/limits.ts";
+import { DEFAULT_RELAY_PORT, generatedSessionSlugMaxChars, generatedSessionSuffixChars, MAX_TCP_PORT, MIN_TCP_PORT } from "../protocol/limits.ts";
 import { isLoopbackHttpUrl } from "./auth.ts";
+
+export type Env = Record<string, string | undefined>;
 
 function invalid(message: string, details: Record<string, unknown>): TaskError {
   return new TaskError("INVALID_CONFIGURATION", { message, details });
@@ -27,14 +39,74 @@ export function normaliseRelayUrl(value: string): string {
   return url.origin;
 }
 
-export function relayUrlFromEnv(env: Record<string, string | undefined>): string {
-  const explicit = env.PI_TASKS_RELAY_URL?.trim();
-  if (explicit) return normaliseRelayUrl(explicit);
-  const portText = env.WOLFPACK_PORT?.trim();
-  if (!portText) return `http://127.0.0.1:${DEFAULT_RELAY_PORT}`;
-  const port = Number(portText);
-  if (!/^\d+$/.test(portText) || port < MIN_TCP_PORT || port > MAX_TCP_PORT) {
-    throw invalid(`WOLFPACK_PORT must be an integer from ${MIN_TCP_PORT} to ${MAX_TCP_PORT}`, { WOLFPACK_PORT: portText });
+export interface RelayConfig {
+  readonly url: string;
+  /** Where the URL came from. */
+  readonly source: "PI_TASKS_RELAY_URL" | "WOLFPACK_PORT" | "default";
+  /** The loopback port of the default relay (absent for an explicit URL). */
+  readonly port?: number;
+  /** pi-tasks may start a relay at this URL when none answers (default loopback relay, not opted out). */
+  readonly embedded: boolean;
+}
+
+function parsePort(text: string): number {
+  const port = Number(text);
+  if (!/^\d+$/.test(text) || port < MIN_TCP_PORT || port > MAX_TCP_PORT) {
+    throw invalid(`WOLFPACK_PORT must be an integer from ${MIN_TCP_PORT} to ${MAX_TCP_PORT}`, { WOLFPACK_PORT: text });
   }
-  return `http://127.0.0.1:${port}`;
+  return port;
+}
+
+/** `PI_TASKS_EMBEDDED_RELAY`: unset or `1` allows starting a relay; `0` opts out. */
+function embeddedAllowed(env: Env): boolean {
+  const value = env.PI_TASKS_EMBEDDED_RELAY?.trim();
+  if (value === undefined || value === "" || value === "1") return true;
+  if (value === "0") return false;
+  throw invalid("PI_TASKS_EMBEDDED_RELAY must be 0 (never start a relay) or 1 (the default)", { PI_TASKS_EMBEDDED_RELAY: value });
+}
+
+export function relayConfigFromEnv(env: Env): RelayConfig {
+  const explicit = env.PI_TASKS_RELAY_URL?.trim();
+  if (explicit) return { url: normaliseRelayUrl(explicit), source: "PI_TASKS_RELAY_URL", embedded: false };
+  const embedded = embeddedAllowed(env);
+  const portText = env.WOLFPACK_PORT?.trim();
+  const port = portText ? parsePort(portText) : DEFAULT_RELAY_PORT;
+  return { url: `http://127.0.0.1:${port}`, source: portText ? "WOLFPACK_PORT" : "default", port, embedded };
+}
+
+export function relayUrlFromEnv(env: Env): string {
+  return relayConfigFromEnv(env).url;
+}
+
+export interface SessionName {
+  readonly name: string;
+  readonly source: "WOLFPACK_SESSION_NAME" | "generated";
+}
+
+const suffix = customAlphabet("0123456789abcdefghijklmnopqrstuvwxyz", generatedSessionSuffixChars);
+
+/** A readable slug of a directory name: lower case letters, digits and dashes. */
+export function projectSlug(directory: string): string {
+  const slug = basename(resolve(directory))
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, generatedSessionSlugMaxChars)
+    .replace(/-+$/, "");
+  return slug.length > 0 ? slug : "pi";
+}
+
+/** `WOLFPACK_SESSION_NAME` when set; otherwise `<project slug>-<random suffix>`, unique per process. */
+export function sessionNameFromEnv(env: Env, cwd: string, random: () => string = suffix): SessionName {
+  const explicit = env.WOLFPACK_SESSION_NAME?.trim();
+  if (explicit) return { name: explicit, source: "WOLFPACK_SESSION_NAME" };
+  return { name: `${projectSlug(cwd)}-${random()}`, source: "generated" };
+}
+
+/** The directory of pi-tasks' own files (spawned workers, logs, embedded relays, identity). */
+export function piTasksHome(env: Env): string {
+  const explicit = env.PI_TASKS_HOME?.trim();
+  if (explicit) return resolve(explicit);
+  const agentDir = env.PI_CODING_AGENT_DIR?.trim();
+  return join(agentDir ? resolve(agentDir) : join(homedir(), ".pi", "agent"), "pi-tasks");
 }

@@ -1,8 +1,16 @@
 /**
  * The relay engine: every `volatile-v1` operation over the registry and the mailboxes, with the
- * request checks in the spec's order after the body is parsed: strict keys, profile, fields,
- * binding (epoch → RELAY_RESET, caller → CALLER_NOT_FOUND, owner → SOURCE_MISMATCH, lease →
- * REGISTRATION_EXPIRED), then the operation. It knows nothing of HTTP.
+ * request checks in the spec's order after the body is parsed:
+ * 1. strict keys (INVALID_REQUEST);
+ * 2. profile (RELAY_PROFILE_REQUIRED);
+ * 3. fields: the schema, then the rules it cannot say (INVALID_REQUEST; a malformed cursor or
+ *    limit INVALID_CURSOR);
+ * 4. binding (§1.3, in order): epoch → RELAY_RESET; endpoint malformed or not local →
+ *    SOURCE_MISMATCH; caller → CALLER_NOT_FOUND; registration unknown or not active →
+ *    REGISTRATION_EXPIRED; registration of another caller → SOURCE_MISMATCH. `connect` has no
+ *    binding, only the epoch comparison;
+ * 5. the operation (send's envelope checks among them).
+ * It knows nothing of HTTP.
  */
 import type { TSchema } from "@sinclair/typebox";
 import { TypeCompiler } from "@sinclair/typebox/compiler";
@@ -34,7 +42,7 @@ import {
 } from "../protocol/wire.ts";
 import { type BudgetUsage, createBudgets } from "./admission.ts";
 import { createDoorbell } from "./doorbell.ts";
-import { createMailboxes, parseCursor } from "./mailbox.ts";
+import { createMailboxes, cursorValue, parseCursor } from "./mailbox.ts";
 import { createRegistry, type Registration } from "./registry.ts";
 
 export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR] as const;
@@ -74,6 +82,43 @@ function invalid(path: string, problem: string): TaskError {
   return new TaskError("INVALID_REQUEST", { details: { path, problem } });
 }
 
+/** `receive.limit` (default `RECEIVE_LIMIT.default`); anything but an integer in range is `INVALID_CURSOR` (§1.3). */
+function pageLimit(limit: unknown): number {
+  if (limit === undefined) return RECEIVE_LIMIT.default;
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < RECEIVE_LIMIT.minimum || limit > RECEIVE_LIMIT.maximum) {
+    throw new TaskError("INVALID_CURSOR", { details: { limit: String(limit) } });
+  }
+  return limit;
+}
+
+/**
+ * The field rules the request schema cannot say, checked after it and before any binding check:
+ * a UUID `epoch`, `protocolVersions` that include the supported version, a UUID `resolve` target
+ * id, and well-formed cursors and limits.
+ */
+function checkFields(operation: RelayOperation, request: Record<string, unknown>): void {
+  if (request.epoch !== undefined && !isUuid(request.epoch)) throw invalid("/epoch", "not a UUID");
+  switch (operation) {
+    case "connect":
+      if (!(request.protocolVersions as number[]).includes(SUPPORTED_PROTOCOL_VERSION)) {
+        throw invalid("/protocolVersions", `must include ${SUPPORTED_PROTOCOL_VERSION}`);
+      }
+      return;
+    case "resolve":
+      if (!isUuid((request.target as TaskEndpoint).id)) throw invalid("/target/id", "not a UUID");
+      return;
+    case "receive":
+      cursorValue(request.cursor);
+      pageLimit(request.limit);
+      return;
+    case "watch":
+      cursorValue(request.cursor);
+      return;
+    default:
+      return;
+  }
+}
+
 export function createRelayEngine(options: { now?: () => number } = {}): RelayEngine {
   const now = options.now ?? Date.now;
   const epoch = crypto.randomUUID();
@@ -88,14 +133,19 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
     if (request.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { profile: String(request.profile) } });
     const result = checkValue(RELAY_REQUESTS[operation], request, { values: REQUEST_CHECKERS[operation] });
     if (!result.ok) throw result.error;
+    checkFields(operation, request);
   }
 
+  /** A (well-formed) epoch other than this relay's is RELAY_RESET. */
   function checkEpoch(value: unknown): void {
-    if (!isUuid(value)) throw invalid("/epoch", "not a UUID");
     if (value !== epoch) throw new TaskError("RELAY_RESET", { details: { epoch, mayHaveBeenDelivered: true } });
   }
 
-  /** The binding checks of every operation but connect; returns the caller's live registration. */
+  /**
+   * The binding checks of every operation but connect, in the order of §1.3; returns the caller's
+   * live registration. The registration must be active before its owner is compared, so another
+   * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH.
+   */
   function bind(request: Record<string, unknown>): Registration {
     checkEpoch(request.epoch);
     const endpoint = request.endpoint;
@@ -103,21 +153,12 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
       throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
     }
     const session = request.callerSession as string;
-    const current = registry.current(session);
-    if (current === undefined) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
+    if (registry.current(session) === undefined) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
     const registration = registry.get(endpoint.id);
-    if (registration === undefined || registration.session !== session) {
-      throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
-    }
+    if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
     if (!registry.isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
+    if (registration.session !== session) throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
     return registration;
-  }
-
-  function parseTarget(value: unknown): TaskEndpoint {
-    if (!isRecord(value) || typeof value.relay !== "string" || typeof value.id !== "string" || Object.keys(value).length !== 2) {
-      throw invalid("/target", "not an endpoint {relay, id}");
-    }
-    return { relay: value.relay, id: value.id };
   }
 
   function liveTarget(target: TaskEndpoint): Registration | undefined {
@@ -157,14 +198,7 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
   }
 
   function receive(owner: Registration, cursor: unknown, limit: unknown): EngineResult {
-    let pageLimit: number = RECEIVE_LIMIT.default;
-    if (limit !== undefined) {
-      if (typeof limit !== "number" || !Number.isInteger(limit) || limit < RECEIVE_LIMIT.minimum || limit > RECEIVE_LIMIT.maximum) {
-        throw new TaskError("INVALID_CURSOR", { details: { limit: String(limit) } });
-      }
-      pageLimit = limit;
-    }
-    const page = mailboxes.page(owner.endpointId, cursor as string, pageLimit);
+    const page = mailboxes.page(owner.endpointId, cursor as string, pageLimit(limit));
     return {
       rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}`,
     };
@@ -189,9 +223,8 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
   }
 
   function connect(request: Record<string, unknown>): RelayValue {
+    // Runs before the registration is looked at (§1.3); the fields were checked already.
     if (request.epoch !== undefined) checkEpoch(request.epoch);
-    const versions = request.protocolVersions as number[];
-    if (!versions.includes(SUPPORTED_PROTOCOL_VERSION)) throw invalid("/protocolVersions", `must include ${SUPPORTED_PROTOCOL_VERSION}`);
     const before = registry.current(request.callerSession as string);
     const registration = registry.connect({
       session: request.callerSession as string,
@@ -229,7 +262,7 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
       const owner = bind(request);
       switch (operation) {
         case "resolve":
-          return { value: resolve(parseTarget(request.target), request.followSuccessor === true) };
+          return { value: resolve(request.target as TaskEndpoint, request.followSuccessor === true) };
         case "send":
           return { value: await send(owner, request.envelope) };
         case "receive":

@@ -75,11 +75,16 @@ const pageItemOverheadBytes = utf8Bytes('{"cursor":"","envelope":}');
 
 const cursorPattern = new RegExp(`^(0|[1-9][0-9]{0,${maxCursorDigits - 1}})$`);
 
+/** The value of a request cursor; anything but a cursor string (any type, any format) is `INVALID_CURSOR`. */
+export function cursorValue(cursor: unknown): bigint {
+  if (typeof cursor !== "string" || !cursorPattern.test(cursor)) throw new TaskError("INVALID_CURSOR", { details: { cursor: String(cursor) } });
+  return BigInt(cursor);
+}
+
 /** Parses a request cursor; a malformed one or one past the highest ever assigned is `INVALID_CURSOR`. */
 export function parseCursor(cursor: unknown, highest: bigint): bigint {
-  if (typeof cursor !== "string" || !cursorPattern.test(cursor)) throw new TaskError("INVALID_CURSOR", { details: { cursor: String(cursor) } });
-  const value = BigInt(cursor);
-  if (value > highest) throw new TaskError("INVALID_CURSOR", { details: { cursor, highestCursor: highest.toString() } });
+  const value = cursorValue(cursor);
+  if (value > highest) throw new TaskError("INVALID_CURSOR", { details: { cursor: String(cursor), highestCursor: highest.toString() } });
   return value;
 }
 

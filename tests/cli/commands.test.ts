@@ -76,8 +76,30 @@ describe("help and unknown commands", () => {
       expect(run.stderr).toBe("");
       expect(run.stdout).toStartWith("usage: pi-tasks <command>");
       for (const command of COMMANDS) expect(run.stdout).toContain(`\n  ${command}`);
-      expect(run.stdout).toContain("spawn --task-worker");
     }
+  });
+
+  test("every command answers --help (and -h) with its own usage and exits 0", async () => {
+    const sandboxed = box();
+    for (const command of COMMANDS) {
+      for (const flag of ["--help", "-h"]) {
+        const run = await sandboxed.run([command, flag]);
+        expect({ command, flag, code: run.code, stderr: run.stderr }).toEqual({ command, flag, code: 0, stderr: "" });
+        expect(run.stdout).toStartWith(`usage: pi-tasks ${command}`);
+      }
+    }
+    expect((await sandboxed.run(["spawn", "--help"])).stdout).toContain("--task-worker --name NAME --project-dir DIR");
+    expect((await sandboxed.run(["help", "spawn"])).stdout).toStartWith("usage: pi-tasks spawn");
+  });
+
+  test("errors name the command", async () => {
+    const sandboxed = box();
+    const text = await sandboxed.run(["spawn", "--bogus"]);
+    expect(text.code).toBe(2);
+    expect(text.stderr).toStartWith("pi-tasks spawn: CLI_USAGE: ");
+    expect(text.stderr).toContain("usage: pi-tasks spawn");
+    const json = await sandboxed.run(["kill", "--json"]);
+    expect(jsonOf(json)).toMatchObject({ ok: false, command: "kill", error: { code: "CLI_USAGE" } });
   });
 
   test("an unknown command exits 2 with CLI_USAGE", async () => {
@@ -85,7 +107,7 @@ describe("help and unknown commands", () => {
     const json = await sandboxed.run(["frobnicate", "--json"]);
     expect(json.code).toBe(2);
     expect(json.stderr).toBe("");
-    expect(jsonOf(json)).toEqual({ ok: false, error: { code: "CLI_USAGE", message: expect.stringContaining("frobnicate"), retryable: false, details: expect.any(Object) } });
+    expect(jsonOf(json)).toEqual({ ok: false, command: "frobnicate", error: { code: "CLI_USAGE", message: expect.stringContaining("frobnicate"), retryable: false, details: expect.any(Object) } });
     const text = await sandboxed.run(["frobnicate"]);
     expect(text.code).toBe(2);
     expect(text.stdout).toBe("");

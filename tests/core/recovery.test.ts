@@ -5,7 +5,9 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { createVirtualTimers, type TaskTimers } from "../../src/core/timers.ts";
+import { errorSpec } from "../../src/protocol/errors.ts";
+import { configHoldMaxMs, RELAY_PROFILE } from "../../src/protocol/limits.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
 import { expectCode, failure, requestsOf, thrown } from "../helpers/core-kit.ts";
 import { createFaultProxy } from "../helpers/fault-proxy.ts";
@@ -26,11 +28,11 @@ interface Configured {
   party(): Party;
 }
 
-async function configured(url = fx.proxy.url): Promise<Configured> {
+async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Configured> {
   const host = createMemoryHost();
   const recovered: RecoveryInfo[] = [];
   const name = `configured-${crypto.randomUUID()}`;
-  const core = createConfiguredTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info) });
+  const core = createConfiguredTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info), ...(timers === undefined ? {} : { timers }) });
   fx.defer(() => core.close());
   await core.run((current) => current.connect());
   return { configured: core, host, name, recovered, party: () => ({ name, core: core.current(), host }) };
@@ -170,8 +172,8 @@ describe("relay-loss recovery", () => {
 // -------------------------------------------------------------------------------------------------
 
 describe("failures that never trigger recovery", () => {
-  async function steady() {
-    const origin = await configured();
+  async function steady(timers?: TaskTimers) {
+    const origin = await configured(fx.proxy.url, timers);
     const peer = await worker();
     const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "survives transient failures" }));
     const core = origin.configured.current();
@@ -191,8 +193,18 @@ describe("failures that never trigger recovery", () => {
 
   const onlyFor = (name: string) => (request: { body: unknown }) => (request.body as any)?.callerSession === name;
 
-  test("capacity (429), authentication (401) and profile failures", async () => {
-    const { origin, expectUnchanged } = await steady();
+  test("capacity (429), authentication (401) and profile failures; configuration refusals hold relay work, then it resumes", async () => {
+    const timers = createVirtualTimers();
+    const { origin, expectUnchanged } = await steady(timers);
+    /** A configuration refusal holds: the next pass makes no relay request; after the hold, work resumes. */
+    const expectHeldThenResume = async (code: string) => {
+      if (!errorSpec(code).holdsSending) return;
+      const before = requestsOf(fx.proxy, origin.name).length;
+      const held = await origin.configured.refresh();
+      expect([code, held.failures.get("lease")?.code]).toEqual([code, code]);
+      expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
+      await timers.advance(configHoldMaxMs);
+    };
     const when = onlyFor(origin.name);
     const cases: [string, () => void][] = [
       ["RELAY_CAPACITY", () => fx.proxy.push({ operation: "receive", kind: "status-429", when })],
@@ -214,6 +226,7 @@ describe("failures that never trigger recovery", () => {
       arm();
       const report = await origin.configured.refresh();
       expect([code, report.failures.get("intake")?.code]).toEqual([code, code]);
+      await expectHeldThenResume(code);
       await expectUnchanged();
     }
     // The same failures in a foreground operation are reported to the caller, nothing more.
@@ -228,6 +241,7 @@ describe("failures that never trigger recovery", () => {
       const error = await failure(origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: code })));
       expectCode(error, code);
       expect(error.details.taskId).toBeDefined();
+      await expectHeldThenResume(code);
       await expectUnchanged();
     }
     // And afterwards everything still works on the same endpoint.

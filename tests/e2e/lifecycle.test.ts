@@ -10,8 +10,8 @@ import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/cor
 import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
-import { called, expectNoProblems, field, statusTexts, STATUS_KEY, toolCalls, waitForEndpoint } from "../helpers/pi-kit.ts";
-import { type PiProcess, type PiProcessOptions, runPiOnce, startPi } from "../helpers/pi-process.ts";
+import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls, waitForEndpoint } from "../helpers/pi-kit.ts";
+import { type PiProcess, type PiProcessOptions, type RpcRecord, runPiOnce, startPi } from "../helpers/pi-process.ts";
 import { REPO_ROOT, startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
 import { REPLY } from "./scripts/says-ok.ts";
 
@@ -79,7 +79,7 @@ async function shutdownMidPass() {
   return { worker, code, stopMs, after, requestsAfter, task };
 }
 
-/** A Pi without WOLFPACK_SESSION_NAME: the tools explain, Pi keeps working, the relay hears nothing. */
+/** A Pi without WOLFPACK_SESSION_NAME: it names itself from its project directory and works. */
 async function noSessionName() {
   const gate = proxy();
   const lonely = pi({
@@ -90,21 +90,23 @@ async function noSessionName() {
         return {
           tools: [
             { name: "agent_task_inbox", arguments: {} },
-            { name: "agent_task_send", arguments: { to: { relay: RELAY_ID, id: "anyone" }, task: "x" } },
-            { name: "agent_task_status", arguments: { taskId: "x" } },
+            { name: "agent_task_send", arguments: { to: { relay: RELAY_ID, id: "00000000-0000-4000-8000-0000000000aa" }, task: "x" } },
           ],
         };
       }
       return { text: "understood" };
     },
   });
+  const named = await lonely.waitFor((record) => record.type === "extension_ui_request" && record.method === "setStatus" && /^tasks: pi-tasks-project-/.test(String(record.statusText)));
+  const session = String(named.statusText).slice("tasks: ".length).split(" · ")[0]!;
+  const endpoint = await waitForEndpoint(gate.url, session);
   lonely.prompt("Use the task tools.");
   await lonely.waitFor((record) => record.type === "agent_settled");
   const from = lonely.records.length;
   lonely.prompt("Say hello.");
   await lonely.waitFor((record) => record.type === "agent_settled", 15_000, from);
   const code = await lonely.stop();
-  return { lonely, code, requests: gate.requests().length };
+  return { lonely, code, session, endpoint };
 }
 
 /** The status line under relay capacity refusals of receive, then healthy again. */
@@ -115,17 +117,17 @@ async function statusLine() {
   await Bun.sleep(200);
   const mark = worker.records.length;
   const refusals = gate.push({ operation: "receive", kind: "capacity", times: 2 });
-  const warned = await worker.waitFor((record) => record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string", 10_000, mark);
-  const cleared = await worker.waitFor(
-    (record) => record.type === "extension_ui_request" && record.method === "setStatus" && record.statusText === undefined,
-    15_000,
-    worker.records.indexOf(warned),
-  );
+  const isStatus = (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "setStatus";
+  const warned = await worker.waitFor((record) => isStatus(record) && typeof record.statusText === "string" && !isHealthyStatus(record.statusText), 10_000, mark);
+  const cleared = await worker.waitFor((record) => isStatus(record) && isHealthyStatus(record.statusText as string), 15_000, worker.records.indexOf(warned));
   const boardFrom = worker.records.length;
   worker.prompt("/tasks");
-  const board = await worker.waitFor((record) => record.type === "extension_ui_request" && record.method === "setWidget", 10_000, boardFrom);
+  const board = await nextBoard(worker, boardFrom);
+  await Bun.sleep(300);
+  const boards = worker.uiRequests("notify").filter((record) => String(record.message).startsWith("pi-tasks\n")).length;
+  const widgets = worker.uiRequests("setWidget").length;
   const code = await worker.stop();
-  return { worker, warned, cleared, hits: refusals.hits(), board, code, turns: worker.turns.length };
+  return { worker, warned, cleared, hits: refusals.hits(), board, boards, widgets, code, turns: worker.turns.length };
 }
 
 /** `/tasks` on an origin with two tasks in flight. */
@@ -150,12 +152,15 @@ async function board() {
   const turnsBefore = origin.turns.length;
   const from = origin.records.length;
   origin.prompt("/tasks");
-  const widget = await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "setWidget", 10_000, from);
-  const note = await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify", 10_000, from);
+  const lines = await nextBoard(origin, from);
+  const detailFrom = origin.records.length;
+  const sent = toolCalls(origin, "agent_task_send").map((call) => String(call.details.taskId));
+  origin.prompt(`/tasks ${sent[0]!.slice(0, 8)}`);
+  const detail = String((await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify", 10_000, detailFrom)).message).split("\n");
   await Bun.sleep(300);
   const turnsAfter = origin.turns.length;
   const code = await origin.stop();
-  return { origin, widget, note, turnsBefore, turnsAfter, code, endpoint };
+  return { origin, lines, detail, turnsBefore, turnsAfter, code, endpoint };
 }
 
 /** `pi -p` / `pi --mode json` once, through a proxy that records what reached the relay. */
@@ -169,8 +174,9 @@ async function runOnce(mode: "print" | "json", withRelay: boolean) {
       script: SAYS_OK,
       // With a relay, the reply waits until the lifetime has connected and opened its long-poll watch.
       env: { PI_TASKS_TEST_REPLY_DELAY_MS: withRelay ? "1500" : "0", PI_TASKS_TEST_REPLY_MARK: mark },
-      ...(withRelay ? { session: `${mode}-once` } : {}),
-      relayUrl: gate.url,
+      session: `${mode}-once-${withRelay}`,
+      // Without a relay the URL points at a closed port: nothing ever answers.
+      relayUrl: withRelay ? gate.url : "http://127.0.0.1:9",
       // A hang would outlast the watch's long poll; kill well after it.
       timeoutMs: watchClientWaitMs + 15_000,
     });
@@ -229,31 +235,30 @@ describe("shutdown in the middle of a pass (§6 #7)", () => {
 });
 
 describe("without WOLFPACK_SESSION_NAME", () => {
-  test("the tools answer an error explaining RELAY_SESSION_REQUIRED", async () => {
-    const { lonely } = await nameless;
-    for (const name of ["agent_task_inbox", "agent_task_send", "agent_task_status"]) {
-      const [call] = toolCalls(lonely, name);
-      expect({ name, isError: call!.isError, code: field(call!.text, "code") }).toEqual({ name, isError: true, code: "RELAY_SESSION_REQUIRED" });
-      expect(call!.text).toContain("WOLFPACK_SESSION_NAME");
-      expect(call!.details).toMatchObject({ error: { code: "RELAY_SESSION_REQUIRED", retryable: false } });
-    }
+  test("the session names itself from its project directory plus a random suffix, registers under it and shows it in the footer", async () => {
+    const { lonely, session, endpoint } = await nameless;
+    expect(session).toMatch(/^pi-tasks-project-[0-9a-z]+-[0-9a-z]{6}$/);
+    expect(endpoint.relay).toBe(RELAY_ID);
+    expect(statusTexts(lonely)).toContain(`tasks: ${session} · idle`);
   });
 
-  test("Pi still works, exits 0, and the relay hears nothing from it", async () => {
-    const { lonely, code, requests } = await nameless;
+  test("the tools work: the inbox answers, a send to an unregistered endpoint is refused as such", async () => {
+    const { lonely, code } = await nameless;
+    const [inbox] = toolCalls(lonely, "agent_task_inbox");
+    expect(inbox!.isError).toBe(false);
+    expect(inbox!.text).toContain("(no tasks)");
+    const [send] = toolCalls(lonely, "agent_task_send");
+    expect({ isError: send!.isError, code: field(send!.text, "code") }).toEqual({ isError: true, code: "TARGET_NOT_REGISTERED" });
     expect(lonely.records.filter((record) => record.type === "agent_settled")).toHaveLength(2);
-    expect(lonely.turns.at(-1)?.messages.at(-1)?.text).toBe("Say hello.");
-    expect(requests).toBe(0);
     expect(code).toBe(0);
     expectNoProblems(lonely, "no-name");
-    expect(statusTexts(lonely).at(-1)).toContain("RELAY_SESSION_REQUIRED");
   });
 });
 
 describe("print and json modes exit promptly after the prompt (timers unref'd)", () => {
   for (const mode of ["print", "json"] as const) {
     for (const withRelay of [false, true]) {
-      test(`${mode} mode, ${withRelay ? "registered on a live relay with a watch open" : "without a relay identity"}`, async () => {
+      test(`${mode} mode, ${withRelay ? "registered on a live relay with a watch open" : "with the relay unreachable"}`, async () => {
         const { result, exitAfterReplyMs, operations } = await onceRuns[`${mode}:${withRelay}`]!;
         expect(result.killed).toBe(false);
         expect(result.code).toBe(0);
@@ -281,42 +286,47 @@ describe("print and json modes exit promptly after the prompt (timers unref'd)",
 });
 
 describe("the status line", () => {
-  test("a relay capacity refusal of receive shows `tasks: capacity (RELAY_CAPACITY) on receive`; it clears once healthy", async () => {
+  test("a relay capacity refusal of receive says so in words (never 'unavailable'); then the footer shows the session and its counts again", async () => {
     const { warned, cleared, hits } = await status;
     expect(hits).toBeGreaterThanOrEqual(1);
     expect(warned.statusKey).toBe(STATUS_KEY);
-    expect(warned.statusText).toBe("tasks: capacity (RELAY_CAPACITY) on receive");
+    expect(warned.statusText).toBe("tasks: the relay is at capacity; retrying");
     expect(cleared.statusKey).toBe(STATUS_KEY);
-    expect(cleared.statusText).toBeUndefined();
+    expect(cleared.statusText).toBe("tasks: status-worker · idle");
   });
 
-  test("/tasks on a Pi without tasks prints the board header without calling the model", async () => {
-    const { board, turns, code } = await status;
-    expect(board.widgetKey).toBe(STATUS_KEY);
-    const lines = board.widgetLines as string[];
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toContain("0 tasks");
+  test("/tasks on a Pi without tasks prints the board once (one notify, no widget) without calling the model", async () => {
+    const { board, boards, widgets, turns, code } = await status;
+    expect(board[0]).toBe("pi-tasks");
+    expect(board[1]).toMatch(/^session: status-worker · endpoint wolfpack-pi-tasks-v2\/[0-9a-f-]{36}$/);
+    expect(board[2]).toMatch(/^relay: http:\/\/127\.0\.0\.1:\d+ \(from PI_TASKS_RELAY_URL\)$/);
+    expect(board[3]).toBe("0 tasks · 0 active");
+    expect(board).toHaveLength(4);
+    expect(boards).toBe(1);
+    expect(widgets).toBe(0);
     expect(turns).toBe(0);
     expect(code).toBe(0);
   });
 });
 
 describe("/tasks", () => {
-  test("prints the board: a widget and a notify with one line per task", async () => {
-    const { widget, note, turnsBefore, turnsAfter, origin, code, endpoint } = await boardRun;
+  test("prints the board with one line per task in plain words, naming the peer session; /tasks <id> shows one task's details", async () => {
+    const { lines, detail, turnsBefore, turnsAfter, origin, code } = await boardRun;
     const sent = toolCalls(origin, "agent_task_send").map((call) => String(call.details.taskId));
     expect(sent).toHaveLength(2);
-    const lines = widget.widgetLines as string[];
-    expect(widget.widgetKey).toBe(STATUS_KEY);
-    expect(lines).toHaveLength(3);
-    expect(lines[0]).toContain("2 tasks");
-    for (const taskId of sent) {
-      const line = lines.find((candidate) => candidate.startsWith(taskId.slice(0, 8)));
+    expect(lines[3]).toBe("2 tasks · 2 active");
+    for (const [index, taskId] of sent.entries()) {
+      const line = lines.find((candidate) => candidate.startsWith(`  ${taskId.slice(0, 8)}`));
       expect(line).toBeDefined();
-      expect(line).toContain("origin active");
-      expect(line).toContain(endpoint.id);
+      // The target is a plain relay client named board-target: the relay's session list names it.
+      expect(line).toContain("to board-target — ");
+      expect(line).toContain(["First board task.", "Second board task."][index]!);
+      expect(line).not.toContain("terminal=");
     }
-    expect(String(note.message).split("\n")).toEqual(lines);
+    expect(lines.at(-1)).toBe("Details: /tasks <task id>");
+    expect(detail[0]).toBe(`task ${sent[0]}`);
+    expect(detail).toContain("  delivery evidence:");
+    expect(detail.some((line) => line.startsWith("    relay accepted the assignment: "))).toBe(true);
     expect(turnsAfter).toBe(turnsBefore);
     expect(code).toBe(0);
   });

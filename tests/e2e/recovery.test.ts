@@ -15,13 +15,15 @@ import {
   lastSeen,
   lossMessages,
   notifications,
+  isHealthyStatus,
+  nextBoard,
   statusTexts,
   toolCalls,
   waitForEndpoint,
   allSeen,
 } from "../helpers/pi-kit.ts";
 import { STOP_GRACE_MS, type PiProcess, type PiProcessOptions, startPi } from "../helpers/pi-process.ts";
-import { startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
+import { freePort, startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
 import { idlePollIntervalMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 
@@ -49,13 +51,6 @@ function scenario<T>(run: () => Promise<T>): Promise<T> {
   return promise;
 }
 
-/** A loopback port with nothing listening on it (it was free a moment ago). */
-function freePort(): number {
-  const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
 
 const AFTER_RESTART = "after the restart";
 
@@ -109,7 +104,11 @@ async function relayRestart() {
   const marks = { origin: origin.records.length, worker: worker.records.length, originTurns: origin.turns.length };
   const code = await first.stop();
   // While the relay is gone, the status line says so.
-  await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string", 10_000, marks.origin);
+  await origin.waitFor(
+    (record) => record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string" && !isHealthyStatus(record.statusText),
+    10_000,
+    marks.origin,
+  );
   const outageStatus = statusTexts(origin).at(-1);
   const second = await relayOn(first.port);
   const workerAfter = await waitForEndpoint(second.url, "restart-worker", { not: workerBefore.id, timeoutMs: 15_000 });
@@ -137,7 +136,7 @@ async function relayRestart() {
   for (const [name, process] of [["origin", origin], ["worker", worker]] as const) {
     const from = process.records.length;
     process.prompt("/tasks");
-    boards[name] = (await process.waitFor((record) => record.type === "extension_ui_request" && record.method === "setWidget", 10_000, from)).widgetLines as string[];
+    boards[name] = await nextBoard(process, from);
   }
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const statusAtEnd = { origin: statusTexts(origin).at(-1), worker: statusTexts(worker).at(-1) };
@@ -155,16 +154,17 @@ async function startFailure() {
   ordinary.prompt("Say something.");
   worker.prompt("Say something.");
   const isWarning = (record: { type: string; method?: unknown; statusText?: unknown }) =>
-    record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string";
+    record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string" && record.statusText.startsWith("tasks: relay unreachable");
   await Promise.all([worker, ordinary].map((process) => process.waitFor(isWarning as never, 10_000)));
   await Promise.all([worker, ordinary].map((process) => process.waitFor((record) => record.type === "agent_settled", 10_000)));
-  const downStatus = { worker: statusTexts(worker).find(Boolean), ordinary: statusTexts(ordinary).find(Boolean) };
+  const failing = (texts: (string | undefined)[]) => texts.find((text) => text !== undefined && text !== "tasks: starting…" && !isHealthyStatus(text));
+  const downStatus = { worker: failing(statusTexts(worker)), ordinary: failing(statusTexts(ordinary)) };
   await Bun.sleep(500);
   const relay = await relayOn(port);
   const upAt = Date.now();
   await Promise.all(["late-worker", "late-ordinary"].map((session) => waitForEndpoint(relay.url, session, { timeoutMs: 15_000 })));
   const registeredAfterMs = Date.now() - upAt;
-  await Promise.all([worker, ordinary].map((process) => process.waitFor(() => statusTexts(process).at(-1) === undefined && statusTexts(process).length > 0, 10_000)));
+  await Promise.all([worker, ordinary].map((process) => process.waitFor(() => isHealthyStatus(statusTexts(process).at(-1)), 10_000)));
   const codes = { worker: await worker.stop(), ordinary: await ordinary.stop() };
   return { worker, ordinary, downStatus, registeredAfterMs, codes };
 }
@@ -221,13 +221,14 @@ describe("relay restart mid-task", () => {
       [origin, marks.origin],
       [worker, marks.worker],
     ] as const) {
-      const notes = process.records.slice(mark).filter((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).includes("relay"));
+      const notes = process.records.slice(mark).filter((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("pi-tasks: relay"));
       expect(notes).toHaveLength(1);
       expect(String(notes[0]!.message)).toContain("relay state was lost");
       expect(String(notes[0]!.message)).toContain("2 active tasks marked failed");
     }
-    expect(outageStatus).toMatch(/^tasks: /);
-    expect(statusAtEnd).toEqual({ origin: undefined, worker: undefined });
+    expect(outageStatus).toMatch(/^tasks: relay (unreachable|state lost)/);
+    expect(statusAtEnd.origin).toMatch(/^tasks: restart-origin · /);
+    expect(statusAtEnd.worker).toMatch(/^tasks: restart-worker · /);
     expect(notifications(origin).filter((message) => message.includes("relay state was lost"))).toHaveLength(1);
   });
 
@@ -245,8 +246,9 @@ describe("relay restart mid-task", () => {
     const lost = lossMessages(worker).map((loss) => (loss.details as { taskId: string }).taskId);
     expect(lost).not.toContain(fresh[0]!.taskId);
     for (const [name, lines] of Object.entries(boards)) {
-      expect({ name, header: lines[0]!.endsWith(": 1 task"), rows: lines.length }).toEqual({ name, header: true, rows: 2 });
-      expect(lines[1]!.startsWith(fresh[0]!.taskId.slice(0, 8))).toBe(true);
+      const rows = lines.filter((line) => line.startsWith("  "));
+      expect({ name, counts: lines[3], rows: rows.length }).toEqual({ name, counts: "1 task · 0 active", rows: 1 });
+      expect(rows[0]!.trim().startsWith(fresh[0]!.taskId.slice(0, 8))).toBe(true);
     }
   });
 
@@ -265,8 +267,8 @@ describe("relay restart mid-task", () => {
 describe("§6 #6: relay down at startup", () => {
   test("the warning status names the failure while the relay is down, and turns still complete without extension errors", async () => {
     const { worker, ordinary, downStatus } = await late;
-    expect(downStatus.worker).toMatch(/^tasks: .*\(RELAY_UNAVAILABLE\)/);
-    expect(downStatus.ordinary).toMatch(/^tasks: .*\(RELAY_UNAVAILABLE\)/);
+    expect(downStatus.worker).toMatch(/^tasks: relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/);
+    expect(downStatus.ordinary).toMatch(/^tasks: relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/);
     for (const process of [worker, ordinary]) {
       expect(process.records.filter((record) => record.type === "agent_settled").length).toBeGreaterThanOrEqual(1);
       expectNoProblems(process, "late");
@@ -277,8 +279,8 @@ describe("§6 #6: relay down at startup", () => {
     const { worker, ordinary, registeredAfterMs, codes } = await late;
     // The idle cadence bounds the retry (with slack for a loaded machine).
     expect(registeredAfterMs).toBeLessThan(idlePollIntervalMs * 2);
-    expect(statusTexts(worker).at(-1)).toBeUndefined();
-    expect(statusTexts(ordinary).at(-1)).toBeUndefined();
+    expect(statusTexts(worker).at(-1)).toBe("tasks: late-worker · idle");
+    expect(statusTexts(ordinary).at(-1)).toBe("tasks: late-ordinary · idle");
     expect(codes).toEqual({ worker: 0, ordinary: 0 });
   });
 });

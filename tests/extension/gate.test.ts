@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { COORDINATION_TOOLS, createWorkerGate, isWorker, READ_ONLY_TOOLS, type WorkerGate } from "../../extensions/pi-tasks/gate.ts";
+import { createTaskTools } from "../../extensions/pi-tasks/tools/index.ts";
 import { ACCEPTED_DELIVERY, assignmentOf, BLOCKED_DELIVERY, type FakeCore, fakeCore, PENDING_DELIVERY, taskView } from "../helpers/extension-fakes.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 
@@ -60,9 +61,11 @@ describe("before any assignment", () => {
     expect(gate.waiting()).toBe(true);
   });
 
-  test("send, cancel and ack are forbidden outright", () => {
+  test("send, cancel, ack, spawn, workers and stop are forbidden outright (named, not read from the set)", () => {
     const { gate } = setup();
-    for (const tool of COORDINATION_TOOLS) expect(code(gate.check(tool, { taskId: "x" }))).toBe(FORBIDDEN);
+    const named = ["agent_task_send", "agent_task_cancel", "agent_task_ack", "agent_task_spawn", "agent_task_workers", "agent_task_stop"];
+    for (const tool of named) expect({ tool, code: code(gate.check(tool, { taskId: "x" })) }).toEqual({ tool, code: FORBIDDEN });
+    expect([...COORDINATION_TOOLS].sort()).toEqual([...named].sort());
   });
 
   test("without a running lifetime ordinary tools are blocked, read-only tools still pass", () => {
@@ -175,6 +178,20 @@ describe("agent_task_done (§6 #16)", () => {
     expect(gate.check("bash", {})).toBeUndefined();
   });
 
+  test("closing marks belong to their lifetime: a replacement core starts with none", () => {
+    const task = taskView();
+    const first = fakeCore([task]);
+    const second = fakeCore([task]);
+    let current = first;
+    const eventId = assignmentOf(task).eventId;
+    for (const fake of [first, second]) fake.inserted.add(eventId);
+    const gate = createWorkerGate(true, { core: () => current.core, inSession: () => true });
+    gate.check("agent_task_done", { taskId: task.taskId });
+    expect(code(gate.check("bash", {}))).toBe(ASSIGNMENT_REQUIRED);
+    current = second;
+    expect(gate.check("bash", {})).toBeUndefined();
+  });
+
   test("reset() (start, shutdown, relay loss) forgets closing marks", () => {
     const task = taskView();
     const { gate, incorporate } = setup([task]);
@@ -203,6 +220,30 @@ describe("fail closed", () => {
     const { gate } = setup();
     const verdict = gate.check("bash", {})!;
     expect(verdict.reason.startsWith(`${ASSIGNMENT_REQUIRED}: `)).toBe(true);
-    expect(verdict.reason).toContain("agent_task_wait");
+  });
+
+  test("every call a refusal advises succeeds when made literally by a waiting worker (no taskId needed)", async () => {
+    const { gate, fake } = setup();
+    // What a waiting worker is told when it tries to work (ordinary tools).
+    const reasons = ["bash", "write", "read", "edit"].map((tool) => gate.check(tool, {})!.reason);
+    const tools = createTaskTools({
+      run: () => Promise.reject(new Error("no relay work expected")),
+      current: () => fake.core,
+      ready: async () => undefined,
+      info: () => undefined,
+      requestRefresh: () => undefined,
+      rememberPeer: () => undefined,
+    });
+    for (const reason of reasons) {
+      const advised = [...reason.matchAll(/agent_task_\w+/g)].map((match) => match[0]);
+      for (const name of advised) {
+        // The literal call a model would make: the tool name with no arguments.
+        expect({ name, blocked: gate.check(name, {}) }).toEqual({ name, blocked: undefined });
+        const result = await tools.find((tool) => tool.name === name)!.execute("call", {}, undefined);
+        expect({ name, isError: result.isError === true }).toEqual({ name, isError: false });
+      }
+    }
+    expect(reasons.some((reason) => reason.includes("agent_task_inbox"))).toBe(true);
+    expect(reasons.some((reason) => reason.includes("agent_task_wait"))).toBe(false);
   });
 });

@@ -23,13 +23,14 @@ interface FakePi {
   emit(name: string, event?: Record<string, unknown>): Promise<unknown[]>;
 }
 
-const ENV_KEYS = ["WOLFPACK_SESSION_NAME", "PI_TASKS_RELAY_URL", "PI_TASK_WORKER", "WOLFPACK_PORT", "WOLFPACK_JWT_SECRET"] as const;
+const ENV_KEYS = ["WOLFPACK_SESSION_NAME", "PI_TASKS_RELAY_URL", "PI_TASK_WORKER", "WOLFPACK_PORT", "WOLFPACK_JWT_SECRET", "PI_TASKS_EMBEDDED_RELAY"] as const;
 
 /** Loads the real factory with `env` in `process.env` (read by the factory and at session_start). */
 async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], string>>): Promise<FakePi> {
   const saved = Object.fromEntries(ENV_KEYS.map((key) => [key, process.env[key]]));
   for (const key of ENV_KEYS) delete process.env[key];
-  Object.assign(process.env, { WOLFPACK_JWT_SECRET: "", ...env });
+  // Never start an embedded relay from these tests unless one asks for it.
+  Object.assign(process.env, { WOLFPACK_JWT_SECRET: "", PI_TASKS_EMBEDDED_RELAY: "0", ...env });
   const handlers = new Map<string, Handler[]>();
   const branch: unknown[] = [];
   const fake: FakePi = {
@@ -44,6 +45,7 @@ async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], stri
     },
   };
   const ctx = {
+    cwd: "/tmp/lifecycle-project",
     hasUI: true,
     isIdle: () => true,
     hasPendingMessages: () => false,
@@ -122,7 +124,7 @@ async function registered(session: string) {
 }
 
 describe("the factory", () => {
-  test("registers eight tools, /tasks and its handlers, and starts nothing before session_start", async () => {
+  test("registers eleven tools, /tasks and its handlers, and starts nothing before session_start", async () => {
     proxy.resetStats();
     const handlers: string[] = [];
     const tools: string[] = [];
@@ -137,7 +139,19 @@ describe("the factory", () => {
         throw new Error("Extension runtime not initialized");
       },
     } as never);
-    expect(tools.sort()).toEqual(["agent_task_ack", "agent_task_cancel", "agent_task_done", "agent_task_inbox", "agent_task_message", "agent_task_send", "agent_task_status", "agent_task_wait"]);
+    expect(tools.sort()).toEqual([
+      "agent_task_ack",
+      "agent_task_cancel",
+      "agent_task_done",
+      "agent_task_inbox",
+      "agent_task_message",
+      "agent_task_send",
+      "agent_task_spawn",
+      "agent_task_status",
+      "agent_task_stop",
+      "agent_task_wait",
+      "agent_task_workers",
+    ]);
     expect(handlers.sort()).toEqual(["/tasks", "agent_end", "agent_settled", "message_end", "session_shutdown", "session_start", "tool_call", "turn_end"].sort());
     await Bun.sleep(100);
     expect(proxy.requests()).toEqual([]);
@@ -174,7 +188,7 @@ describe("immediate refreshes (§6 #2 at the hook boundary)", () => {
       process.off("unhandledRejection", listener);
     }
     expect(rejections).toEqual([]);
-    expect(fake.statuses.some((text) => text?.includes("(RELAY_UNAVAILABLE)"))).toBe(true);
+    await waitUntil(() => fake.statuses.some((text) => text === "tasks: relay unreachable at http://127.0.0.1:9; retrying"));
   });
 });
 
@@ -205,7 +219,7 @@ describe("§6 #7: shutdown in the middle of a pass", () => {
     // The tools know there is no lifetime any more.
     const inbox = await fake.tools.get("agent_task_inbox")!.execute("call", {});
     expect(inbox.isError).toBe(true);
-    expect(inbox.details).toMatchObject({ error: { code: "RELAY_SESSION_REQUIRED" } });
+    expect(inbox.details).toMatchObject({ error: { code: "TASKS_NOT_RUNNING" } });
     // Late handlers stay harmless.
     expect(await fake.emit("agent_settled")).toEqual([undefined]);
     await Bun.sleep(100);
@@ -226,21 +240,24 @@ describe("the tool_call gate handler", () => {
 });
 
 describe("without WOLFPACK_SESSION_NAME", () => {
-  test("session_start shows a config status, contacts no relay, and every tool explains RELAY_SESSION_REQUIRED", async () => {
-    const from = proxy.requests().length;
+  test("a generated name from the project directory works, and the footer shows it with the counts", async () => {
     const fake = await load({ PI_TASKS_RELAY_URL: proxy.url });
-    expect(fake.statuses.at(-1)).toBe("tasks: config (RELAY_SESSION_REQUIRED)");
-    for (const [name, tool] of fake.tools) {
-      const result = await tool.execute("call", name === "agent_task_inbox" ? {} : { taskId: "t" });
-      expect({ name, isError: result.isError, code: (result.details.error as { code?: string } | undefined)?.code }).toMatchObject({ name, isError: true });
-      if (name !== "agent_task_message" && name !== "agent_task_done" && name !== "agent_task_send" && name !== "agent_task_cancel") {
-        expect({ name, code: (result.details.error as { code: string }).code }).toEqual({ name, code: "RELAY_SESSION_REQUIRED" });
-      }
-    }
-    const send = await fake.tools.get("agent_task_send")!.execute("call", { to: { relay: "r", id: "i" }, task: "x" });
-    expect(send.details).toMatchObject({ error: { code: "RELAY_SESSION_REQUIRED" } });
-    expect(send.content[0]!.text).toContain("WOLFPACK_SESSION_NAME");
-    await Bun.sleep(100);
-    expect(operationsSince(from)).toEqual([]);
+    const named = await waitUntil(() => fake.statuses.find((text) => text?.startsWith("tasks: lifecycle-project-")));
+    expect(named).toMatch(/^tasks: lifecycle-project-[0-9a-z]{6} · idle$/);
+    const session = named!.slice("tasks: ".length, -" · idle".length);
+    const endpoint = await registered(session);
+    const inbox = await fake.tools.get("agent_task_inbox")!.execute("call", {});
+    expect(inbox.isError).toBeUndefined();
+    expect(endpoint.id.length).toBeGreaterThan(0);
   });
 });
+
+async function waitUntil<T>(probe: () => T | undefined | false, timeoutMs = 3_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error("waitUntil: condition not met");
+    await Bun.sleep(20);
+  }
+}

@@ -124,7 +124,16 @@ describe("renderTask and renderError", () => {
     const last = task.events.at(-1)!;
     expect(fields(text)).toMatchObject({ role: "origin", status: "active", origin: formatEndpoint(task.origin), target: formatEndpoint(task.target), lastEvent: `${last.type} (${last.eventId})`, terminalDelivery: "not_submitted" });
     expect(text).toContain(task.taskId);
-    expect(JSON.parse(fields(text).deliveryEvidence!)).toEqual(task.deliveryEvidence);
+    // Evidence is one readable line per fact (not a JSON blob that wraps in the TUI).
+    const evidence = text.split("\n").slice(text.split("\n").indexOf("- delivery evidence:") + 1);
+    expect(evidence).toEqual([
+      "  - relay accepted the assignment: not applicable",
+      "  - worker's pi-tasks received it: confirmed",
+      "  - inserted into the worker's Pi session: confirmed",
+      "  - worker's model woken: confirmed",
+      "  - model ran it: not evidenced",
+    ]);
+    expect(text).not.toContain("{");
   });
 
   test("an error shows its code, message, retryability and details", () => {

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, jest, test } from "bun:test";
-import { createTaskTools, errorResult, type TaskToolDefinition, type ToolResult } from "../../extensions/pi-tasks/tools.ts";
-import type { TaskCore } from "../../src/core/task-core.ts";
+import { createTaskTools, errorResult, type TaskToolDefinition, type ToolResult } from "../../extensions/pi-tasks/tools/index.ts";
+import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import type { RelaySession } from "../../src/relay-client/session.ts";
+import { createTaskStore } from "../../src/store/task-store.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { maxTaskTextChars, taskTimeoutMinMs, waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { TOOL_PARAMETERS } from "../../src/protocol/schemas.ts";
@@ -34,9 +36,12 @@ function harness(fake: FakeCore = fakeCore()): Harness {
   const tools = createTaskTools({
     run: (operation) => operation(recording),
     current: () => fake.core,
+    ready: async () => undefined,
+    info: () => undefined,
     requestRefresh: () => {
       state.refreshes += 1;
     },
+    rememberPeer: () => undefined,
   });
   for (const tool of tools) state.tools[tool.name] = tool;
   return state;
@@ -62,7 +67,7 @@ const TO = WORKER;
 afterEach(() => jest.useRealTimers());
 
 describe("the tool surface", () => {
-  test("eight agent_task_* tools with strict parameter schemas", () => {
+  test("eleven agent_task_* tools with strict parameter schemas", () => {
     const { tools } = harness();
     expect(Object.keys(tools).sort()).toEqual(Object.keys(TOOL_PARAMETERS).sort());
     for (const tool of Object.values(tools)) {
@@ -75,8 +80,26 @@ describe("the tool surface", () => {
 });
 
 describe("errors are isError results with code, retryable and details", () => {
-  test("invalid input never reaches the core", async () => {
+  test("invalid input is refused before any relay request: once, by the core for relay work, by the tool for local reads", async () => {
+    // A real core whose relay session must never be used.
+    const untouchable = new Proxy({}, {
+      get: () => () => {
+        throw new Error("the relay session was used");
+      },
+    }) as RelaySession;
+    const core = createTaskCore({ store: createTaskStore(), session: untouchable });
     const h = harness();
+    const tools = createTaskTools({
+      run: (operation) => operation(core),
+      current: () => core,
+      ready: async () => undefined,
+      info: () => undefined,
+      requestRefresh: () => {
+        h.refreshes += 1;
+      },
+      rememberPeer: () => undefined,
+    });
+    const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
     const cases: [string, unknown][] = [
       ["agent_task_send", { to: TO, task: "x", extra: 1 }],
       ["agent_task_send", { to: TO, task: "x".repeat(maxTaskTextChars + 1) }],
@@ -89,13 +112,17 @@ describe("errors are isError results with code, retryable and details", () => {
       ["agent_task_status", { taskId: 7 }],
       ["agent_task_inbox", { all: true }],
       ["agent_task_wait", { taskId: "t", timeoutMs: waitTimeoutMinMs - 1 }],
+      ["agent_task_spawn", { name: "has space" }],
+      ["agent_task_spawn", { name: "w", model: "no-slash" }],
+      ["agent_task_workers", { all: true }],
+      ["agent_task_stop", {}],
     ];
     for (const [name, params] of cases) {
-      const details = expectError(await h.tools[name]!.execute("call", params, undefined), "INVALID_REQUEST", false);
+      const details = expectError(await byName[name]!.execute("call", params, undefined), "INVALID_REQUEST", false);
       expect({ name, path: typeof details.path }).toEqual({ name, path: "string" });
     }
-    expect(h.runs).toEqual([]);
     expect(h.refreshes).toBe(0);
+    await core.close();
   });
 
   test("a core failure keeps its code, retryability and details (a send failure names the created task)", async () => {
@@ -128,7 +155,7 @@ describe("errors are isError results with code, retryable and details", () => {
 });
 
 describe("successful operations", () => {
-  test("send reports relay acceptance only (not execution), names the task and requests one refresh", async () => {
+  test("send reports relay acceptance only (not execution) and names the task; the core, not the tool, requests the refresh", async () => {
     const h = harness();
     h.outcome = { value: { taskId: "t-9", envelopeId: "e-9", target: TO } };
     const result = await h.tools.agent_task_send!.execute("call", { to: TO, task: "do it" }, undefined);
@@ -136,7 +163,7 @@ describe("successful operations", () => {
     expect(text(result)).toContain("- taskId: t-9");
     expect(text(result)).toContain("relay acceptance only");
     expect(result.details).toEqual({ taskId: "t-9", envelopeId: "e-9", target: TO, delivery: "accepted" });
-    expect(h.refreshes).toBe(1);
+    expect(h.refreshes).toBe(0);
   });
 
   test("done ends the turn once delivery is accepted, not while it is pending", async () => {
@@ -150,7 +177,7 @@ describe("successful operations", () => {
     const pending = await h.tools.agent_task_done!.execute("call", { taskId: "t-1", status: "completed", summary: "s" }, undefined);
     expect(pending.terminate).toBeUndefined();
     expect(pending.isError).toBeUndefined();
-    expect(h.refreshes).toBe(2);
+    expect(h.refreshes).toBe(0);
   });
 
   test("done whose delivery is blocked is an error with the relay's code and the blocked delivery", async () => {

@@ -16,9 +16,10 @@ import { makeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts
 import type { PresentationHost } from "../../src/core/host.ts";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import { createVirtualTimers, type VirtualTimers } from "../../src/core/timers.ts";
-import { TaskError } from "../../src/protocol/errors.ts";
+import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
+  configHoldMaxMs,
   envelopeMaxFutureSkewMs,
   leaseRenewMarginMs,
   maxInFlightRequests,
@@ -1016,11 +1017,13 @@ describe("reference §6 failure history", () => {
     fx.defer(() => closeParties([worker]));
     const host = createMemoryHost();
     let recoveries = 0;
+    const timers = createJumpTimers();
     const configured = createConfiguredTaskCore({
       url: proxy.url,
       callerSession: `policy-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
       host,
+      timers,
       onRecovered: () => {
         recoveries += 1;
       },
@@ -1043,6 +1046,8 @@ describe("reference §6 failure history", () => {
       expect({ name, code: report.failures.get("intake")?.code }).toEqual({ name, code });
       expect(configured.recovering()).toBe(false);
       expect(configured.current().endpoint()).toEqual(bound);
+      // A configuration refusal holds relay work for a while (never a recovery): let it pass.
+      if (errorSpec(code).holdsSending) timers.jump(configHoldMaxMs);
     }
     // A caller abort is no loss either.
     const aborted = await failure(configured.run((core) => core.connect({ signal: AbortSignal.abort() })));

@@ -27,7 +27,8 @@ const MARKER_VARIABLE = "PI_TASKS_CLI_TEST_MARKER";
 /** Variables of the test runner's environment the CLI must not see (they would redirect it). */
 const SCRUBBED = [
   "PI_TASKS_RELAY_URL",
-  "PI_TASKS_STATE_DIR",
+  "PI_TASKS_HOME",
+  "PI_TASKS_EMBEDDED_RELAY",
   "PI_TASKS_PI_CLI",
   "PI_TASKS_TEST_SCRIPT",
   "PI_TASKS_DEMO_TARGET",
@@ -178,7 +179,7 @@ export function createCliSandbox(prefix = "pi-tasks-cli-"): CliSandbox {
     const merged: Record<string, string | undefined> = {
       ...base,
       WOLFPACK_JWT_SECRET: "",
-      PI_TASKS_STATE_DIR: stateDir,
+      PI_TASKS_HOME: stateDir,
       PI_CODING_AGENT_DIR: agentDir,
       PI_OFFLINE: "1",
       PI_SKIP_VERSION_CHECK: "1",

@@ -95,15 +95,17 @@ export function fakeCore(initial: readonly TaskView[] = []): FakeCore {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    store: {
-      getEvidence(eventId: string) {
-        check();
-        return inserted.has(eventId) ? { inserted: 1 } : undefined;
-      },
-      activeTaskIds() {
-        check();
-        return [...tasks.values()].filter((task) => task.status === "active").map((task) => task.taskId);
-      },
+    insertionRecorded(eventId: string) {
+      check();
+      return inserted.has(eventId);
+    },
+    activeTaskIds() {
+      check();
+      return [...tasks.values()].filter((task) => task.status === "active").map((task) => task.taskId);
+    },
+    hasActiveTasks() {
+      check();
+      return [...tasks.values()].some((task) => task.status === "active");
     },
     endpoint: () => WORKER,
     createTask: unexpected("createTask"),

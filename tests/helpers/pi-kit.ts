@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { SESSION_STATUS_PATH } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { STATUS_KEY } from "../../extensions/pi-tasks/status.ts";
+import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
 import type { PiProcess, RpcRecord, ScriptTurn } from "./pi-process.ts";
 
 export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
@@ -90,6 +90,17 @@ export function statusTexts(pi: PiProcess): (string | undefined)[] {
     .uiRequests("setStatus")
     .filter((record) => record.statusKey === STATUS_KEY)
     .map((record) => (record.statusText === undefined || record.statusText === null ? undefined : String(record.statusText)));
+}
+
+/** The footer when nothing is wrong: `tasks: <session> · idle` or its counts. */
+export function isHealthyStatus(text: string | undefined): boolean {
+  return text !== undefined && /^tasks: \S+ · (idle|\d+ active|\d+ questions?)( · .*)?$/.test(text);
+}
+
+/** Resolves with the `/tasks` board lines the process shows next (a notify), from record `from` on. */
+export async function nextBoard(pi: PiProcess, from: number, timeoutMs = 10_000): Promise<string[]> {
+  const record = await pi.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks\n"), timeoutMs, from);
+  return String(record.message).split("\n");
 }
 
 export function notifications(pi: PiProcess): string[] {

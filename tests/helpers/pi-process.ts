@@ -89,7 +89,11 @@ export const STOP_GRACE_MS = 5_000;
 let brainServer: Server<undefined> | undefined;
 const brains = new Map<string, (turn: ScriptTurn) => Promise<ScriptReply>>();
 
-function brainUrl(token: string): string {
+/**
+ * Serves `brain` for `tests/e2e/scripts/brain.ts` (POST a turn, get the reply as JSON) on this
+ * process's one loopback brain server; every turn is appended to `turns`. `release()` forgets it.
+ */
+export function serveBrain(brain: Brain, turns: ScriptTurn[]): { readonly url: string; release(): void } {
   if (brainServer === undefined) {
     brainServer = Bun.serve({
       hostname: "127.0.0.1",
@@ -97,10 +101,10 @@ function brainUrl(token: string): string {
       idleTimeout: 0,
       async fetch(request) {
         const token = new URL(request.url).pathname.split("/").at(-1) ?? "";
-        const brain = brains.get(token);
-        if (brain === undefined) return Response.json({ text: "no brain" });
+        const served = brains.get(token);
+        if (served === undefined) return Response.json({ text: "no brain" });
         try {
-          return Response.json(await brain((await request.json()) as ScriptTurn));
+          return Response.json(await served((await request.json()) as ScriptTurn));
         } catch (error) {
           return Response.json({ text: `brain threw: ${error instanceof Error ? error.message : String(error)}` });
         }
@@ -108,10 +112,16 @@ function brainUrl(token: string): string {
     });
     brainServer.unref();
   }
-  return `http://127.0.0.1:${brainServer.port}/brain/${token}`;
+  const token = crypto.randomUUID();
+  brains.set(token, async (turn) => {
+    turns.push(turn);
+    return await brain(turn);
+  });
+  return { url: `http://127.0.0.1:${brainServer.port}/brain/${token}`, release: () => brains.delete(token) };
 }
 
-function baseEnv(agentDir: string, options: { relayUrl?: string; session?: string; worker?: boolean }): Record<string, string | undefined> {
+/** A scripted Pi's environment: isolated agent dir, offline, no embedded relay, the runner's own pi-tasks identity removed. */
+export function baseEnv(agentDir: string, options: { relayUrl?: string; session?: string; worker?: boolean }): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {
     ...process.env,
     PI_CODING_AGENT_DIR: agentDir,
@@ -122,7 +132,11 @@ function baseEnv(agentDir: string, options: { relayUrl?: string; session?: strin
     WOLFPACK_SESSION_NAME: options.session,
     PI_TASK_WORKER: options.worker ? "1" : undefined,
     WOLFPACK_JWT_SECRET: "",
+    // Tests name their relay; none starts an embedded relay unless it asks (env override).
+    PI_TASKS_EMBEDDED_RELAY: "0",
+    PI_TASKS_HOME: undefined,
   };
+  delete env.PI_TASKS_HOME;
   // Never inherit the runner's own pi-tasks identity.
   if (options.session === undefined) delete env.WOLFPACK_SESSION_NAME;
   if (options.relayUrl === undefined) delete env.PI_TASKS_RELAY_URL;
@@ -130,7 +144,8 @@ function baseEnv(agentDir: string, options: { relayUrl?: string; session?: strin
   return env;
 }
 
-function piArgs(extra: readonly string[]): string[] {
+/** `bun cli.js` with this repository and the scripted model loaded, offline, without a session file. */
+export function piArgs(extra: readonly string[]): string[] {
   return [BUN, PI_CLI, "--no-session", "--offline", "--model", "faux/faux-1", "-nc", "-ns", "-np", "--no-themes", "-e", REPO_ROOT, "-e", SCRIPTED_MODEL, ...extra];
 }
 
@@ -139,17 +154,12 @@ export function startPi(options: PiProcessOptions): PiProcess {
   const ownCwd = options.cwd === undefined;
   const cwd = options.cwd ?? mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
   const turns: ScriptTurn[] = [];
-  let token: string | undefined;
   let script = options.script;
   const env = baseEnv(agentDir, options);
+  let brainServed: ReturnType<typeof serveBrain> | undefined;
   if (options.brain !== undefined) {
-    const brain = options.brain;
-    token = crypto.randomUUID();
-    brains.set(token, async (turn) => {
-      turns.push(turn);
-      return await brain(turn);
-    });
-    env.PI_TASKS_TEST_BRAIN = brainUrl(token);
+    brainServed = serveBrain(options.brain, turns);
+    env.PI_TASKS_TEST_BRAIN = brainServed.url;
     script = BRAIN_SCRIPT;
   }
   if (script === undefined) throw new Error("startPi needs a script or a brain");
@@ -250,7 +260,7 @@ export function startPi(options: PiProcessOptions): PiProcess {
         if (exited === undefined) child.kill("SIGKILL");
       }
       const code = await child.exited;
-      if (token !== undefined) brains.delete(token);
+      brainServed?.release();
       rmSync(agentDir, { recursive: true, force: true });
       if (ownCwd) rmSync(cwd, { recursive: true, force: true });
       return code;

@@ -1,2 +1,10 @@
-/** The real relay through its CLI, shared with the demo. */
+/** The real relay through its CLI, shared with the demo; and a free loopback port. */
 export * from "../../src/demo/relay-process.ts";
+
+/** A loopback port with nothing listening on it (it was free a moment ago). */
+export function freePort(): number {
+  const probe = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
+}

@@ -1133,7 +1133,7 @@ describe("reply validation", () => {
         },
       });
       const error = await failure(session.send(envelopeTo(session)));
-      expectFailure(error, "INVALID_ACCEPTANCE", "send", false);
+      expectFailure(error, "INVALID_ACCEPTANCE", "send", true);
     }
     // Neither a reply without profile nor an oversized reply counts as an acceptance.
     proxy.push({

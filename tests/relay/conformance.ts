@@ -336,6 +336,30 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expectError(await a.call("resolve", { target: nowhere }), "TARGET_NOT_REGISTERED");
       });
 
+      // §1.3: resolve takes `target:{relay, id(uuid)}` and bad fields are INVALID_REQUEST, so a
+      // non-UUID id is refused as a field before the relay or the registration is looked at.
+      test.concurrent("INVALID_REQUEST: 400 for a resolve target whose id is not a UUID (not TARGET_NOT_REGISTERED)", async () => {
+        const a = await session("resolve-id");
+        const targets: Record<string, unknown> = {
+          "id not a UUID": { relay: RELAY_ID, id: "not-a-uuid" },
+          "id a UUID with a trailing character": { relay: RELAY_ID, id: `${crypto.randomUUID()}0` },
+          "id empty": { relay: RELAY_ID, id: "" },
+          "id a number": { relay: RELAY_ID, id: 7 },
+          "id missing": { relay: RELAY_ID },
+          "an extra key": { relay: RELAY_ID, id: crypto.randomUUID(), extra: true },
+          "a string": a.endpoint.id,
+          // A field error wins over the relay check (CROSS_RELAY_ENDPOINT) too.
+          "another relay and a non-UUID id": { relay: "another-relay", id: "not-a-uuid" },
+        };
+        for (const [label, target] of Object.entries(targets)) {
+          const reply = await a.call("resolve", { target });
+          expect(reply.status, label).toBe(400);
+          expectError(reply, "INVALID_REQUEST");
+        }
+        // A well-formed id that nobody registered is still TARGET_NOT_REGISTERED.
+        expectError(await a.call("resolve", { target: localEndpoint() }), "TARGET_NOT_REGISTERED");
+      });
+
       test.concurrent("TARGET_NOT_REGISTERED: 404 after the target disconnects", async () => {
         const [a, b] = await pair("gone-target");
         expectValue(await a.call("resolve", { target: b.endpoint }), "resolved");
@@ -372,6 +396,24 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expectError(await first.call("health"), "REGISTRATION_EXPIRED");
         expectError(await first.receive("0"), "REGISTRATION_EXPIRED");
         expectValue(await second.call("health"), "health");
+      });
+
+      // §1.3 owner check, in order: (3) the registration must be active (REGISTRATION_EXPIRED)
+      // before (4) its session is compared with the caller's (SOURCE_MISMATCH).
+      test.concurrent("REGISTRATION_EXPIRED: 410 for another session's ended endpoint (activity is checked before the owner)", async () => {
+        const [a, b] = await pair("foreign-ended");
+        const superseded = b.endpoint;
+        await session("foreign-ended", { callerSession: b.callerSession });
+        const c = await session("foreign-ended-c");
+        expectValue(await c.disconnect(), "disconnected");
+        for (const endpoint of [superseded, c.endpoint]) {
+          expectError(await postJson(base(), { ...a.request("health"), endpoint }), "REGISTRATION_EXPIRED");
+          expectError(await postJson(base(), { ...a.request("receive", { cursor: "0" }), endpoint }), "REGISTRATION_EXPIRED");
+        }
+        // A live endpoint of another session is still SOURCE_MISMATCH; a's own binding is untouched.
+        const live = await session("foreign-ended-live");
+        expectError(await postJson(base(), { ...a.request("health"), endpoint: live.endpoint }), "SOURCE_MISMATCH");
+        expectValue(await a.call("health"), "health");
       });
 
       test.concurrent("REGISTRATION_EXPIRED: 410 once the lease lapsed; the same generation revives the endpoint", async () => {
@@ -494,6 +536,16 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         await a.sendOk(a.endpoint);
         for (const cursor of ["", "01", "-1", "1.0", "1e0", "abc", " 1", "0x1", "1".repeat(maxCursorDigits + 1)]) {
           const reply = await a.receive(cursor);
+          expect(reply.status, JSON.stringify(cursor)).toBe(400);
+          expectError(reply, "INVALID_CURSOR");
+        }
+      });
+
+      // §1.3: "a bad cursor or limit … gives INVALID_CURSOR" — of any type, as for the limit.
+      test.concurrent("INVALID_CURSOR: 400 for a cursor that is not a string", async () => {
+        const a = await session("cursor-type");
+        for (const cursor of [0, 1, null, true, [], ["0"], {}, { cursor: "0" }]) {
+          const reply = await a.call("receive", { cursor });
           expect(reply.status, JSON.stringify(cursor)).toBe(400);
           expectError(reply, "INVALID_CURSOR");
         }

@@ -1,16 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import {
-  ERROR_REGISTRY,
-  errorSpec,
-  STATUS_AUTH_REQUIRED,
-  STATUS_OUTBOX_DEGRADED,
-  STATUS_PROFILE_REQUIRED,
-  STATUS_RELAY_LOST,
-  STATUS_RELAY_UNAVAILABLE,
-  statusLabel,
-  TaskError,
-  toTaskError,
-} from "../../src/protocol/errors.ts";
+import { ERROR_REGISTRY, errorSpec, sendRefusal, TaskError, toTaskError } from "../../src/protocol/errors.ts";
 
 // relay-volatile-v1.md §4: code → [HTTP status, retryable].
 const WIRE_TABLE: Record<string, [number, boolean]> = {
@@ -94,18 +83,50 @@ describe("error registry", () => {
       .map(([code]) => code)
       .sort();
     expect(retryable).toEqual(
-      ["ABORTED", "INVALID_RESPONSE", "PEER_UNREACHABLE", "RELAY_BUSY", "RELAY_CAPACITY", "RELAY_TIMEOUT", "RELAY_UNAVAILABLE", "STORE_UNAVAILABLE", "TASK_DELIVERY_DEFERRED", "TASK_WAIT_TIMEOUT"].sort(),
+      [
+        "ABORTED",
+        "INVALID_ACCEPTANCE",
+        "INVALID_RESPONSE",
+        "PEER_UNREACHABLE",
+        "RELAY_BUSY",
+        "RELAY_CAPACITY",
+        "RELAY_TIMEOUT",
+        "RELAY_UNAVAILABLE",
+        "STORE_UNAVAILABLE",
+        "TASKS_STARTING",
+        "TASK_DELIVERY_DEFERRED",
+        "TASK_WAIT_TIMEOUT",
+      ].sort(),
     );
   });
 
-  test("the quarantine set is exactly the blocked-delivery codes", () => {
-    const blocked = Object.entries(ERROR_REGISTRY)
-      .filter(([, row]) => row.blockedDelivery)
+  test("the configuration refusals that hold sending are exactly auth, profile, address policy and configuration", () => {
+    const holds = Object.entries(ERROR_REGISTRY)
+      .filter(([, row]) => row.holdsSending)
       .map(([code]) => code)
       .sort();
-    expect(blocked).toEqual(
-      ["CROSS_RELAY_ENDPOINT", "DELIVERY_UNCONFIRMED", "ENVELOPE_CONFLICT", "ENVELOPE_EXPIRED", "INVALID_RELAY_METADATA", "TARGET_NOT_REGISTERED"].sort(),
-    );
+    expect(holds).toEqual(["INCOMPATIBLE_PROTOCOL", "INVALID_CONFIGURATION", "PEER_POLICY_REQUIRED", "RELAY_AUTH_REQUIRED", "RELAY_PROFILE_REQUIRED"]);
+  });
+
+  test("a refused send: relay loss, hold for configuration, retry when transient, else quarantine — unknown final codes too", () => {
+    const cases: [string, ReturnType<typeof sendRefusal>][] = [
+      ["RELAY_RESET", "loss"],
+      ["RELAY_REBIND_REQUIRED", "loss"],
+      ["RELAY_AUTH_REQUIRED", "hold"],
+      ["RELAY_PROFILE_REQUIRED", "hold"],
+      ["PEER_POLICY_REQUIRED", "hold"],
+      ["RELAY_CAPACITY", "retry"],
+      ["RELAY_UNAVAILABLE", "retry"],
+      ["INVALID_ACCEPTANCE", "retry"],
+      ["TARGET_NOT_REGISTERED", "quarantine"],
+      ["ENVELOPE_EXPIRED", "quarantine"],
+      ["INVALID_REQUEST", "quarantine"],
+      ["PAYLOAD_TOO_LARGE", "quarantine"],
+      ["A_CODE_FROM_A_NEWER_RELAY", "quarantine"],
+    ];
+    for (const [code, expected] of cases) expect([code, sendRefusal(new TaskError(code))]).toEqual([code, expected]);
+    // A per-throw retryable wins: a relay saying an unknown code is retryable gets a retry.
+    expect(sendRefusal(new TaskError("A_CODE_FROM_A_NEWER_RELAY", { retryable: true }))).toBe("retry");
   });
 
   test("relay loss is only RELAY_RESET and RELAY_REBIND_REQUIRED; rebind is the reset set", () => {
@@ -152,26 +173,3 @@ describe("TaskError", () => {
   });
 });
 
-describe("status label", () => {
-  test("names class, code and operation", () => {
-    expect(statusLabel(new TaskError("RELAY_CAPACITY", { details: { operation: "send" } }))).toBe("tasks: capacity (RELAY_CAPACITY) on send");
-    expect(statusLabel(new TaskError("RELAY_TIMEOUT", { details: { operation: "receive" } }))).toBe("tasks: timeout (RELAY_TIMEOUT) on receive");
-  });
-
-  test("unregistered codes get class error", () => {
-    expect(statusLabel(new TaskError("BRAND_NEW", { details: { operation: "send" } }))).toBe("tasks: error (BRAND_NEW) on send");
-  });
-
-  test("dedicated labels for relay loss, missing profile and auth", () => {
-    expect(statusLabel(new TaskError("RELAY_RESET", { details: { operation: "send" } }))).toBe(STATUS_RELAY_LOST);
-    expect(statusLabel(new TaskError("RELAY_REBIND_REQUIRED"))).toBe(STATUS_RELAY_LOST);
-    expect(statusLabel(new TaskError("RELAY_PROFILE_REQUIRED", { details: { operation: "connect" } }))).toBe(STATUS_PROFILE_REQUIRED);
-    expect(statusLabel(new TaskError("RELAY_AUTH_REQUIRED", { details: { operation: "connect" } }))).toBe(STATUS_AUTH_REQUIRED);
-  });
-
-  test("without an operation: outbox degraded for blocked delivery, else relay unavailable", () => {
-    expect(statusLabel(new TaskError("TARGET_NOT_REGISTERED"))).toBe(STATUS_OUTBOX_DEGRADED);
-    expect(statusLabel(new TaskError("RELAY_UNAVAILABLE"))).toBe(STATUS_RELAY_UNAVAILABLE);
-    expect(statusLabel(new Error("x"))).toBe(STATUS_RELAY_UNAVAILABLE);
-  });
-});

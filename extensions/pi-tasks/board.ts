@@ -1,0 +1,102 @@
+/**
+ * The `/tasks` board for people: who this session is, which relay it uses (and whether pi-tasks
+ * started it), and one line per task with the peer's session name and the state in plain words.
+ * `/tasks <id>` prints one task in detail.
+ */
+import { openQuestions } from "../../src/core/attention.ts";
+import type { TaskView } from "../../src/core/task-core.ts";
+import { endpointKey } from "../../src/protocol/endpoint.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { age, taskTitle, taskWords } from "./describe.ts";
+import type { SessionInfo } from "./lifecycle.ts";
+import { evidenceLines, terminalLines } from "./render.ts";
+
+/** Session names of endpoints, by `endpointKey` (from the relay's session list and spawn records). */
+export type PeerNames = ReadonlyMap<string, string>;
+
+const TITLE_CHARS = 48;
+const SHORT_ID_CHARS = 8;
+
+/** A peer as people read it: its session name, else a short form of its endpoint id. */
+export function peerName(endpoint: TaskEndpoint, names: PeerNames): string {
+  return names.get(endpointKey(endpoint)) ?? `endpoint ${endpoint.id.slice(0, SHORT_ID_CHARS)}…`;
+}
+
+function relayLine(info: SessionInfo): string {
+  const { relay } = info;
+  const record = relay.record;
+  switch (relay.state) {
+    case "configured":
+      return `relay: ${relay.url} (from PI_TASKS_RELAY_URL)`;
+    case "started":
+      return `relay: ${relay.url} — started by this Pi (pid ${record?.pid}, log ${record?.log})`;
+    case "running":
+      if (relay.problem !== undefined) return `relay: ${relay.url} — ${relay.problem}`;
+      return record === undefined
+        ? `relay: ${relay.url} — already running (not started by pi-tasks)`
+        : `relay: ${relay.url} — started by pi-tasks (pid ${record.pid}, log ${record.log})`;
+    case "absent":
+      return `relay: ${relay.url} — not running: ${relay.problem ?? "no relay answers"}`;
+  }
+}
+
+function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): string {
+  const how = info.session.source === "generated" ? " (generated; set WOLFPACK_SESSION_NAME to choose one)" : "";
+  const bound = endpoint === undefined ? "not registered yet" : `endpoint ${endpoint.relay}/${endpoint.id}`;
+  return `session: ${info.session.name}${how} · ${bound}`;
+}
+
+function taskLine(task: TaskView, names: PeerNames, now: number): string {
+  const peer = task.role === "origin" ? `to ${peerName(task.target, names)}` : `from ${peerName(task.origin, names)}`;
+  const questions = openQuestions(task);
+  const oldest = questions[0];
+  const words = oldest === undefined ? taskWords(task) : `${taskWords(task)} (${age(now - oldest.occurredAt)})`;
+  return `  ${task.taskId.slice(0, SHORT_ID_CHARS)}  ${peer} — ${words} — "${taskTitle(task, TITLE_CHARS)}"`;
+}
+
+/** The board: header lines, then one line per task (newest last). */
+export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint | undefined, tasks: readonly TaskView[], names: PeerNames, now: number): string[] {
+  if (info === undefined) return ["pi-tasks is starting…"];
+  const active = tasks.filter((task) => task.status === "active").length;
+  const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
+  const counts = [`${tasks.length} task${tasks.length === 1 ? "" : "s"}`, `${active} active`, ...(questions > 0 ? [`${questions} question${questions === 1 ? "" : "s"} waiting for you`] : [])];
+  return [
+    "pi-tasks",
+    sessionLine(info, endpoint),
+    relayLine(info),
+    counts.join(" · "),
+    ...tasks.map((task) => taskLine(task, names, now)),
+    ...(tasks.length > 0 ? ["Details: /tasks <task id>"] : []),
+  ];
+}
+
+function eventLine(event: TaskView["events"][number], now: number): string {
+  const payload = event.payload as Record<string, unknown>;
+  const text = typeof payload.message === "string" ? payload.message : typeof payload.summary === "string" ? payload.summary : "";
+  const short = text.length > TITLE_CHARS ? `${text.slice(0, TITLE_CHARS - 1)}…` : text;
+  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${event.type}${short === "" ? "" : ` — ${short}`}`;
+}
+
+/** One task in detail. */
+export function detailLines(task: TaskView, names: PeerNames, now: number): string[] {
+  const visible = task.events.filter((event) => event.type !== "task.delivery_receipt");
+  return [
+    `task ${task.taskId}`,
+    `  ${task.role === "origin" ? "you assigned it" : "assigned to you"}: ${taskWords(task)}`,
+    `  from ${peerName(task.origin, names)} to ${peerName(task.target, names)}`,
+    `  status ${task.status}; created ${age(now - task.createdAt)} ago; expires in ${age(task.expiresAt - now)}`,
+    ...terminalLines(task).map((line) => `  ${line}`),
+    "  delivery evidence:",
+    ...evidenceLines(task.deliveryEvidence).map((line) => `    ${line}`),
+    `  events (${visible.length}):`,
+    ...visible.map((event) => eventLine(event, now)),
+  ];
+}
+
+/** Finds a task by id or unique id prefix. */
+export function findByPrefix(tasks: readonly TaskView[], prefix: string): TaskView | TaskView[] {
+  const exact = tasks.find((task) => task.taskId === prefix);
+  if (exact !== undefined) return exact;
+  const matches = tasks.filter((task) => task.taskId.startsWith(prefix));
+  return matches.length === 1 ? matches[0]! : matches;
+}

@@ -1,0 +1,69 @@
+/**
+ * A task's state in plain words, from this session's side, for people (the `/tasks` board and the
+ * footer) and for the model (`agent_task_status`). Derived from the task view only.
+ */
+import { awaitedAnswers, openQuestions } from "../../src/core/attention.ts";
+import type { TaskView } from "../../src/core/task-core.ts";
+import { latestAssignment } from "../../src/protocol/events.ts";
+import { msPerSecond } from "../../src/protocol/limits.ts";
+
+function acknowledged(task: TaskView): boolean {
+  return task.events.some((event) => event.type === "task.parent_acknowledged");
+}
+
+function originWords(task: TaskView): string {
+  const evidence = task.deliveryEvidence;
+  switch (task.status) {
+    case "completed":
+      return acknowledged(task) ? "done, acknowledged" : "done — verify and acknowledge";
+    case "failed":
+      return acknowledged(task) ? "failed, acknowledged" : "failed — review and acknowledge";
+    case "cancelled":
+      return acknowledged(task) ? "cancelled, acknowledged" : "cancelled";
+    case "timed_out":
+      return acknowledged(task) ? "timed out, acknowledged" : "timed out — the worker's outcome is unknown";
+  }
+  if (openQuestions(task).length > 0) return "question waiting for you";
+  if (awaitedAnswers(task).length > 0) return "waiting for the worker's answer";
+  if (evidence.relayAcceptance === "blocked") return "could not be delivered to the worker";
+  if (evidence.relayAcceptance === "pending") return "sending to the worker";
+  if (evidence.piInsertion === "confirmed") return "worker is working on it";
+  if (evidence.piInsertion === "blocked") return "waiting for the worker's Pi to take it";
+  return evidence.receiverReceipt === "confirmed" ? "worker received it" : "waiting for the worker";
+}
+
+function workerWords(task: TaskView): string {
+  const delivery = task.terminalDelivery;
+  if (task.status === "active") {
+    if (delivery.state === "delivery_blocked") return `result could not be delivered (${delivery.error.code})`;
+    if (delivery.state === "pending") return "sending the result";
+    if (delivery.state === "accepted") return "result delivered — waiting for the origin";
+    if (openQuestions(task).length > 0) return "question waiting for you";
+    if (awaitedAnswers(task).length > 0) return "waiting for the origin's answer";
+    return "working on it";
+  }
+  if (acknowledged(task)) return `${task.status.replace("_", " ")}, acknowledged by the origin`;
+  if (delivery.state === "delivery_blocked") return `${task.status.replace("_", " ")}; the result could not be delivered (${delivery.error.code})`;
+  return `${task.status.replace("_", " ")} — waiting for the origin to acknowledge`;
+}
+
+/** The task's state in plain words from this side. */
+export function taskWords(task: TaskView): string {
+  return task.role === "origin" ? originWords(task) : workerWords(task);
+}
+
+/** The first line of the task text (what the board shows as its title). */
+export function taskTitle(task: TaskView, maxChars: number): string {
+  const assignment = latestAssignment(task.events);
+  const text = (typeof assignment?.payload.task === "string" ? assignment.payload.task : task.task).split("\n")[0]!.trim();
+  return text.length > maxChars ? `${text.slice(0, maxChars - 1)}…` : text;
+}
+
+/** A duration for people: `12s`, `4m`, `2h`. */
+export function age(ms: number): string {
+  const seconds = Math.max(0, Math.round(ms / msPerSecond));
+  if (seconds < 60) return `${seconds}s`;
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return `${minutes}m`;
+  return `${Math.round(minutes / 60)}h`;
+}

@@ -1,0 +1,88 @@
+/**
+ * The footer status line (key `pi-tasks`): counts when healthy, and a true label naming the fix
+ * when not. A failure is never called "relay unavailable" unless the relay did not answer: a local
+ * deferral, a rejected delivery, a full task memory and relay capacity each have their own words.
+ */
+import { openQuestions } from "../../src/core/attention.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import type { FailureKind } from "../../src/core/scope.ts";
+import type { TaskView } from "../../src/core/task-core.ts";
+import { type TaskError, toTaskError } from "../../src/protocol/errors.ts";
+
+export const STATUS_KEY = "pi-tasks";
+export const STARTING_LABEL = "tasks: starting…";
+
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
+}
+
+/** `tasks: <session> · 2 active · 1 question` (or `· idle`). */
+export function healthyLabel(session: string, tasks: readonly TaskView[]): string {
+  const active = tasks.filter((task) => task.status === "active").length;
+  const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
+  const parts = [session];
+  if (active > 0) parts.push(`${active} active`);
+  if (questions > 0) parts.push(plural(questions, "question"));
+  if (active === 0 && questions === 0) parts.push("idle");
+  return `tasks: ${parts.join(" · ")}`;
+}
+
+/** Failure kinds in the order their label matters most. */
+const PRIORITY: readonly FailureKind[] = ["lease", "intake", "send", "fanout", "receipt", "retry", "ack", "repair", "presentation", "deferral"];
+
+function reason(error: TaskError): string {
+  const value = error.details.reason;
+  return typeof value === "string" ? value : error.code;
+}
+
+/** The label of one failure, in words that say what happened and, where there is one, the fix. */
+export function errorWords(error: TaskError, kind: FailureKind | undefined, relayUrl: string | undefined): string {
+  const at = relayUrl === undefined ? "" : ` at ${relayUrl}`;
+  const row = error.spec;
+  if (row.relayLoss) return "tasks: relay state lost; rebinding automatically";
+  switch (error.code) {
+    case "RELAY_AUTH_REQUIRED":
+      return "tasks: the relay needs authentication — set WOLFPACK_JWT_SECRET";
+    case "RELAY_PROFILE_REQUIRED":
+    case "INCOMPATIBLE_PROTOCOL":
+      return `tasks: no volatile-v1 relay${at} — check PI_TASKS_RELAY_URL or WOLFPACK_PORT`;
+    case "PEER_POLICY_REQUIRED":
+      return "tasks: the relay refuses this address — start it with --allow";
+    case "INVALID_CONFIGURATION":
+      return `tasks: invalid configuration — ${error.message}`;
+    case "RELAY_UNAVAILABLE":
+    case "RELAY_TIMEOUT":
+      return `tasks: relay unreachable${at}; retrying`;
+    case "RELAY_CAPACITY":
+      return "tasks: the relay is at capacity; retrying";
+    case "TASK_CAPACITY":
+      return "tasks: task memory is full; finish or acknowledge tasks";
+    case "TASK_DELIVERY_DEFERRED":
+      return `tasks: delivery deferred (${reason(error)}); retrying`;
+    case "INVALID_RESPONSE":
+    case "INVALID_INBOX":
+    case "INVALID_ACCEPTANCE":
+    case "INVALID_CONNECTION":
+      return `tasks: the relay sent a malformed reply (${error.code}); retrying`;
+  }
+  if (kind === "intake") return `tasks: rejected an invalid delivery (${error.code}) — see /tasks`;
+  if (kind === "send" || kind === "fanout" || kind === "receipt" || kind === "retry") {
+    return `tasks: a message could not be delivered (${error.code}) — see /tasks`;
+  }
+  const operation = error.details.operation;
+  return `tasks: ${row.class} (${error.code})${typeof operation === "string" ? ` on ${operation}` : ""}`;
+}
+
+function isReport(value: unknown): value is PassReport {
+  return typeof value === "object" && value !== null && "failures" in value && (value as PassReport).failures instanceof Map;
+}
+
+/** The label of a pass's most important failure, or of a thrown error; undefined when healthy. */
+export function failureLabel(outcome: PassReport | unknown, relayUrl: string | undefined): string | undefined {
+  if (!isReport(outcome)) return errorWords(toTaskError(outcome), undefined, relayUrl);
+  for (const kind of PRIORITY) {
+    const failure = outcome.failures.get(kind);
+    if (failure !== undefined) return errorWords(failure, kind, relayUrl);
+  }
+  return undefined;
+}

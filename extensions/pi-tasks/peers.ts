@@ -1,0 +1,41 @@
+/**
+ * Session names of peer endpoints, for people: learned from `agent_task_spawn`/`agent_task_workers`,
+ * the workers pi-tasks spawned, and the relay's session list (asked when `/tasks` runs). Names are
+ * display only: an endpoint is never derived from a name.
+ */
+import { sessionList } from "../../src/cli/sessions.ts";
+import { listSpawned } from "../../src/cli/spawned.ts";
+import { endpointKey } from "../../src/protocol/endpoint.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { isRecord } from "../../src/protocol/validate.ts";
+import type { PeerNames } from "./board.ts";
+import type { SessionInfo } from "./lifecycle.ts";
+
+export interface PeerDirectory {
+  remember(session: string, endpoint: TaskEndpoint): void;
+  /** Learns names from spawn records and the relay's session list (failures leave what is known). */
+  refresh(info: SessionInfo): Promise<void>;
+  names(): PeerNames;
+}
+
+export function createPeerDirectory(): PeerDirectory {
+  const names = new Map<string, string>();
+  const remember = (session: string, endpoint: TaskEndpoint) => names.set(endpointKey(endpoint), session);
+  return {
+    remember,
+    async refresh(info) {
+      for (const worker of listSpawned(info.env)) if (worker.taskEndpoint !== undefined) remember(worker.session, worker.taskEndpoint);
+      try {
+        const listing = await sessionList(info.env, info.relay.url);
+        for (const item of listing.sessions as unknown[]) {
+          if (!isRecord(item) || typeof item.session !== "string" || !isRecord(item.taskEndpoint)) continue;
+          const { relay, id } = item.taskEndpoint;
+          if (typeof relay === "string" && typeof id === "string") remember(item.session, { relay, id });
+        }
+      } catch {
+        // The relay is unreachable: the board shows what is known (and the footer says why).
+      }
+    },
+    names: () => names,
+  };
+}

@@ -1,0 +1,20 @@
+import { AckParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
+import { assertValid } from "../../../src/protocol/validate.ts";
+import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+
+export function ackTool(deps: ToolDeps): TaskToolDefinition {
+  return {
+    name: "agent_task_ack",
+    label: "Acknowledge task",
+    description: "Acknowledge a terminal task you assigned, after verifying its outcome yourself. Origin only; terminal tasks only; one acknowledgement per task.",
+    promptSnippet: "agent_task_ack: acknowledge a finished task you assigned, after verifying it",
+    promptGuidelines: ["Verify a finished task's outcome independently, then call agent_task_ack with its taskId; then stop only the workers you spawned (agent_task_stop)."],
+    parameters: TOOL_PARAMETERS.agent_task_ack,
+    execute: (_id, params, signal) =>
+      guarded(async () => {
+        const input = assertValid(AckParams, params, { subject: "agent_task_ack" });
+        const acked = await deps.run((core) => core.acknowledgeParent(input.taskId, { signal }));
+        return ok(lines("## task acknowledged", `- taskId: ${acked.taskId}`, `- delivery: ${acked.delivery}`), { ...acked });
+      }),
+  };
+}

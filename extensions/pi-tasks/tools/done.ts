@@ -1,0 +1,36 @@
+import { TaskError } from "../../../src/protocol/errors.ts";
+import { isTerminalStatus } from "../../../src/protocol/events.ts";
+import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
+import { errorResult, guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+
+export function doneTool(deps: ToolDeps): TaskToolDefinition {
+  return {
+    name: "agent_task_done",
+    label: "Finish task",
+    description:
+      "Report the terminal outcome of a task assigned to you: completed, failed or cancelled, with a summary, an optional result object (put changed source paths in result.changedFiles), error and artifacts. This is the worker's last action on a task.",
+    promptSnippet: "agent_task_done: report a task's terminal outcome to its origin (your last action on it)",
+    promptGuidelines: [
+      "Finish every assigned task with agent_task_done (not with prose). Report changed source paths in result.changedFiles; artifacts are receiver-project-relative files.",
+      "A retry of agent_task_done with the same status is safe; a different status for the same task is refused.",
+    ],
+    parameters: TOOL_PARAMETERS.agent_task_done,
+    execute: (_id, params, signal) =>
+      guarded(async () => {
+        const done = await deps.run((core) => core.done(params, { signal }));
+        const delivery = done.terminalDelivery;
+        if (delivery.state === "delivery_blocked") {
+          return {
+            ...errorResult(new TaskError(delivery.error.code, { retryable: false, details: { taskId: done.taskId, terminalDelivery: delivery } })),
+            details: { ...done },
+          };
+        }
+        const finished = delivery.state === "accepted" || isTerminalStatus(done.observedCanonicalStatus as never);
+        return ok(
+          lines(`## task ${done.requestedStatus} reported`, `- taskId: ${done.taskId}`, `- terminalDelivery: ${delivery.state}`, `- canonical status: ${done.observedCanonicalStatus}`),
+          { ...done },
+          finished ? { terminate: true } : {},
+        );
+      }),
+  };
+}

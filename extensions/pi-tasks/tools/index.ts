@@ -1,0 +1,20 @@
+/** Every `agent_task_*` tool, in the order the model sees them. */
+import { ackTool } from "./ack.ts";
+import { cancelTool } from "./cancel.ts";
+import { doneTool } from "./done.ts";
+import { inboxTool } from "./inbox.ts";
+import { messageTool } from "./message.ts";
+import { sendTool } from "./send.ts";
+import type { TaskToolDefinition, ToolDeps } from "./shared.ts";
+import { spawnTool } from "./spawn.ts";
+import { statusTool } from "./status.ts";
+import { stopTool } from "./stop.ts";
+import { waitTool } from "./wait.ts";
+import { workersTool } from "./workers.ts";
+
+export type { TaskToolDefinition, ToolContext, ToolDeps, ToolResult } from "./shared.ts";
+export { errorResult } from "./shared.ts";
+
+export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
+  return [sendTool, messageTool, doneTool, ackTool, cancelTool, statusTool, inboxTool, waitTool, spawnTool, workersTool, stopTool].map((tool) => tool(deps));
+}

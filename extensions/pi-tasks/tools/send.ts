@@ -1,0 +1,27 @@
+import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
+import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
+import { guarded, lines, ok, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+
+export function sendTool(deps: ToolDeps): TaskToolDefinition {
+  return {
+    name: "agent_task_send",
+    label: "Send task",
+    description:
+      "Assign a task to another Pi session (a worker) by its opaque task endpoint {relay, id}. Returns when the relay accepted the assignment — not when the worker ran it.",
+    promptSnippet: "agent_task_send: delegate a task to another Pi session's task endpoint",
+    promptGuidelines: [
+      "Use agent_task_send with the worker's taskEndpoint {relay, id} exactly as agent_task_spawn or agent_task_workers reported it; never derive an endpoint from a name.",
+      "Put complete instructions in agent_task_send.task: the worker sees only that text. After sending, keep doing useful work; you will be woken when the worker asks a question or finishes — do not poll agent_task_status or agent_task_inbox to wait.",
+      "If agent_task_send fails with a taskId in its details, the task exists: inspect it with agent_task_status instead of sending it again.",
+    ],
+    parameters: TOOL_PARAMETERS.agent_task_send,
+    execute: (_id, params, signal) =>
+      guarded(async () => {
+        const created = await deps.run((core) => core.createTask(params, { signal }));
+        return ok(
+          lines("## task sent", `- taskId: ${created.taskId}`, `- target: ${formatEndpoint(created.target)}`, `- ${RELAY_ACCEPTANCE_ONLY}`, "", "Keep working; you will be woken by the worker's questions and its result."),
+          { taskId: created.taskId, envelopeId: created.envelopeId, target: created.target, delivery: "accepted" },
+        );
+      }),
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * `agent_task_spawn`: start a dedicated worker Pi (a task worker on this session's relay) and
+ * return its `taskEndpoint`, ready for `agent_task_send`. Coordinators only: the worker gate
+ * forbids it to workers. The worker runs the origin's model unless another is named.
+ */
+import { isAbsolute, resolve } from "node:path";
+import { spawnWorker } from "../../../src/cli/spawn.ts";
+import { TaskError } from "../../../src/protocol/errors.ts";
+import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
+import { assertValid } from "../../../src/protocol/validate.ts";
+import { piTasksHome } from "../../../src/relay-client/config.ts";
+import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+
+/** Test and demo only: a scripted-model scenario module for spawned workers (absolute path). */
+export const WORKER_SCRIPT_ENV = "PI_TASKS_WORKER_SCRIPT";
+
+export function spawnTool(deps: ToolDeps): TaskToolDefinition {
+  return {
+    name: "agent_task_spawn",
+    label: "Start worker",
+    description:
+      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id).",
+    promptSnippet: "agent_task_spawn: start a worker Pi and get its taskEndpoint",
+    promptGuidelines: [
+      "Use agent_task_spawn to start a worker when you need one, then send it work with agent_task_send using the taskEndpoint it returns; stop workers you spawned with agent_task_stop when their tasks are acknowledged.",
+    ],
+    parameters: TOOL_PARAMETERS.agent_task_spawn,
+    execute: (_id, params, _signal, context) =>
+      guarded(async () => {
+        const input = assertValid(SpawnParams, params, { subject: "agent_task_spawn" });
+        await deps.ready();
+        const info = deps.info();
+        if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
+        const base = context?.cwd ?? info.cwd;
+        const projectDir = input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
+        const script = info.env[WORKER_SCRIPT_ENV]?.trim();
+        const ownModel = context?.model === undefined ? undefined : `${context.model.provider}/${context.model.id}`;
+        const launch = script ? { script } : input.model !== undefined ? { model: input.model } : ownModel !== undefined ? { model: ownModel, checkModel: false } : {};
+        const worker = await spawnWorker({
+          name: input.name,
+          projectDir,
+          relay: info.relay.url,
+          env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
+          ...launch,
+        });
+        deps.rememberPeer(worker.session, worker.taskEndpoint);
+        return ok(
+          lines(
+            "## worker started",
+            `- session: ${worker.session}`,
+            `- taskEndpoint: ${JSON.stringify(worker.taskEndpoint)}`,
+            `- projectDir: ${worker.projectDir}`,
+            `- pid: ${worker.pid}`,
+            `- log: ${worker.log}`,
+            "",
+            `Send it work with agent_task_send, to = ${JSON.stringify(worker.taskEndpoint)}. Stop it with agent_task_stop {name: "${worker.session}"} when you are done with it.`,
+          ),
+          { ...worker },
+        );
+      }),
+  };
+}

@@ -1,0 +1,526 @@
+/**
+ * Drives the real, interactive Pi 1.6 TUI (not `--mode rpc`) inside a private tmux server, so a
+ * test can read the screen and type like a person.
+ *
+ * ```ts
+ * describeWithTmux("my TUI test", () => {
+ *   test("…", async () => {
+ *     const tui = await startTui({ script: SCRIPT, session: "planner", relayUrl });
+ *     try {
+ *       await tui.submit("/tasks");
+ *       const screen = await tui.waitForScreen(/0 tasks/);
+ *       expect(countMatches(screen, /0 tasks/)).toBe(1);
+ *       expect(await tui.footer()).toContain("tasks: planner · idle");
+ *     } finally {
+ *       expect(await tui.stop()).toBe(0); // Pi's exit status
+ *     }
+ *   });
+ * });
+ * ```
+ *
+ * What `startTui` sets up (each instance is isolated):
+ * - A private tmux server (`tmux -S <tmpdir>/tmux.sock`, so the socket goes with the temporary
+ *   directory) with its own config: fixed size (default
+ *   160×50), no status bar, `escape-time 0` (a lone Escape is Escape), `extended-keys on` (else Pi
+ *   prints a tmux keyboard warning), `remain-on-exit on` (the last screen and the exit status stay
+ *   readable after Pi exits). The user's own tmux server is never touched. `stop()` kills it; so
+ *   does process exit, as a safety net.
+ * - Pi as `bun cli.js --no-session --offline --model faux/faux-1 -nc -ns -np --no-themes -e <repo>
+ *   -e src/demo/scripted-model.ts`, the same flags as `tests/helpers/pi-process.ts` minus
+ *   `--mode rpc`, with a fresh `PI_CODING_AGENT_DIR` and the offline environment
+ *   (`PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 PI_TELEMETRY=0`).
+ * - The scripted model from a scenario module (`script`) or from a `brain` function in the test
+ *   process, reached over loopback HTTP through `tests/e2e/scripts/brain.ts`.
+ * - First-run state: the agent dir gets a `settings.json` with `defaultProjectTrust: "never"`, so
+ *   a project with `.pi/` resources never stops start-up at the "Trust project folder?" selector
+ *   (pass `args: ["--approve"]` to trust it). Nothing else prompts on a fresh agent dir: with no
+ *   `lastChangelogVersion` Pi records the version silently, `PI_OFFLINE` skips the version,
+ *   package-update and model-catalogue checks. Pi still prints two harmless warnings (`fd`/`ripgrep`
+ *   not found, offline mode skips their download).
+ * - pi-tasks state: `PI_TASKS_HOME` points into the instance's temporary directory and
+ *   `PI_TASKS_EMBEDDED_RELAY=0` (no detached relay outliving the test) unless `env` says otherwise.
+ *
+ * Ready means: Pi set the terminal title to `π - <cwd name>` (it does so at the end of start-up,
+ * after the editor's key and submit handlers exist and after extensions got `session_start`) and
+ * the editor box is drawn (about 0.3–0.6 s here). If Pi exits first (e.g. an extension fails to
+ * load), `startTui` rejects with Pi's output (the pane's scrollback) in the message; if it never
+ * gets ready (e.g. a selector waits for an answer), with the screen.
+ *
+ * Screen text is `capture-pane -p -J` (wrapped lines joined), each line right-trimmed, trailing
+ * blank lines dropped. Pi's default `tuiMode` is fullscreen (alternate screen): the transcript
+ * scrolls inside the window and lines scrolled off are no longer on the screen. Pass
+ * `settings: { tuiMode: "regular" }` and use `scrollback()` to read history instead.
+ *
+ * Layout of the bottom of the screen (fullscreen and regular):
+ * ```
+ *  0 tasks · 0 active                   ← transcript (notify, messages), then widgets
+ *                                          (ctx.ui.setWidget), if any, just above the editor
+ * ────────────────────────────────────  ← editor top rule
+ * /tas                                  ← editor (`editorText()`)
+ * ────────────────────────────────────  ← editor bottom rule
+ * → tasks  [t] pi-tasks board: …        ← autocomplete menu, only while open
+ * /tmp/pi-tasks-tui-…/project           ← footer: cwd, token stats + model, then one line
+ * 0.0%/128k (auto)              faux-1     of extension statuses (ctx.ui.setStatus)
+ * tasks: tui-smoke · idle
+ * ```
+ * `footer()` returns the lines below the editor's bottom rule (so it includes an open
+ * autocomplete menu).
+ */
+import { describe, test } from "bun:test";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BRAIN_SCRIPT, baseEnv, type Brain, piArgs, type ScriptTurn, serveBrain } from "./pi-process.ts";
+
+export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Is tmux here?
+// ---------------------------------------------------------------------------------------------
+
+/** The Debian package that provides tmux. */
+export const TMUX_PACKAGE = "tmux";
+
+let tmuxPath: string | null | undefined;
+
+/** Absolute path of `tmux` on PATH, or undefined. */
+export function tmuxBinary(): string | undefined {
+  if (tmuxPath === undefined) tmuxPath = Bun.which("tmux");
+  return tmuxPath ?? undefined;
+}
+
+export function tmuxAvailable(): boolean {
+  return tmuxBinary() !== undefined;
+}
+
+/** Why TUI tests cannot run here, or undefined when they can. */
+export function tmuxMissingReason(): string | undefined {
+  return tmuxAvailable() ? undefined : `tmux is not installed (install the Debian package \`${TMUX_PACKAGE}\`: apt-get install -y ${TMUX_PACKAGE})`;
+}
+
+/**
+ * `describe(label, body)` when tmux is installed. Without tmux: skipped, with a visible
+ * `skip: <label>: tmux is not installed (install the Debian package `tmux`…)` line on stderr;
+ * but with `PI_TASKS_CI=1` (CI installs packages) a failing test takes its place instead.
+ */
+export function describeWithTmux(label: string, body: () => void): void {
+  const missing = tmuxMissingReason();
+  if (missing === undefined) {
+    describe(label, body);
+  } else if (process.env.PI_TASKS_CI === "1") {
+    describe(label, () => {
+      test("tmux is installed (PI_TASKS_CI=1)", () => {
+        throw new Error(missing);
+      });
+    });
+  } else {
+    console.warn(`skip: ${label}: ${missing}`);
+    describe.skip(label, body);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options and handle
+// ---------------------------------------------------------------------------------------------
+
+export interface TuiOptions {
+  /** Scenario module (absolute path) for the scripted model. */
+  readonly script?: string;
+  /** The model as a function in this test process (instead of `script`). */
+  readonly brain?: Brain;
+  /** `WOLFPACK_SESSION_NAME` (omitted: unset, never inherited from the runner). */
+  readonly session?: string;
+  /** `PI_TASKS_RELAY_URL` (omitted: unset, never inherited from the runner). */
+  readonly relayUrl?: string;
+  /** `PI_TASK_WORKER=1`. */
+  readonly worker?: boolean;
+  /** Working directory (default: a fresh temporary project directory, removed on stop). */
+  readonly cwd?: string;
+  /** Extra environment for Pi; `undefined` values unset a variable. Applied last. */
+  readonly env?: Record<string, string | undefined>;
+  /** Extra Pi CLI arguments, after the kit's own (e.g. `["--approve"]`, `["-e", path]`). */
+  readonly args?: readonly string[];
+  /** Extra keys for the agent dir's `settings.json` (e.g. `{ tuiMode: "regular" }`). */
+  readonly settings?: Record<string, unknown>;
+  /** Window width in cells (default 160). */
+  readonly cols?: number;
+  /** Window height in rows (default 50). */
+  readonly rows?: number;
+  /** How long to wait for Pi to be ready (default 15 000 ms). */
+  readonly readyTimeoutMs?: number;
+}
+
+export interface Tui {
+  /** Path of the private tmux server's socket; to watch by hand: `tmux -S <socket> attach -r`. */
+  readonly socket: string;
+  readonly cwd: string;
+  readonly agentDir: string;
+  /** Every turn the brain answered, in order (empty for `script`). */
+  readonly turns: ScriptTurn[];
+  /** Milliseconds from `startTui` until Pi was ready. */
+  readonly readyMs: number;
+  /** The visible screen now (see the module comment for the format). */
+  screen(): Promise<string>;
+  /** The last screen any method of this handle captured (also after `stop()`, for failure messages). */
+  lastScreen(): string;
+  /** The pane's scrollback plus the visible screen (useful with `tuiMode: "regular"`). */
+  scrollback(): Promise<string>;
+  /** Resolves with the first screen that matches; rejects after `timeoutMs` (default 10 000) with the last screen in the message. */
+  waitForScreen(match: RegExp | ((screen: string) => boolean), timeoutMs?: number): Promise<string>;
+  /** Lines below the editor's bottom rule: the footer (cwd, stats/model, extension statuses), plus an open autocomplete menu. */
+  footer(): Promise<string[]>;
+  /** The editor's text (lines between its two rules, trimmed), or undefined when no editor box is on screen. */
+  editorText(): Promise<string | undefined>;
+  /** The terminal title Pi set (tmux `pane_title`). */
+  title(): Promise<string>;
+  /** Types literal text (no key names; `\n` is a newline in the editor, not a submit). */
+  type(text: string): Promise<void>;
+  /** Presses tmux keys in order, e.g. `"Enter"`, `"Escape"`, `"C-c"`, `"Up"`, `"Tab"`, `"BSpace"`. */
+  press(...keys: string[]): Promise<void>;
+  /**
+   * Types `text`, waits until the editor shows it (rejects if it never does: Pi is not taking
+   * input, e.g. a dialog has focus), then presses Enter.
+   */
+  submit(text: string, timeoutMs?: number): Promise<void>;
+  /** Pi's exit status once it exited, else undefined. */
+  exitStatus(): Promise<number | undefined>;
+  /**
+   * Quits Pi like a user (Escape, ctrl+c to clear the editor, ctrl+d to exit), waits up to
+   * `graceMs` (default 5 000), then kills the tmux server (and Pi with it) and removes the
+   * temporary directories. Resolves with Pi's exit status, or undefined when it had to be killed.
+   * Idempotent: later calls return the first call's result.
+   */
+  stop(graceMs?: number): Promise<number | undefined>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+const DEFAULT_COLS = 160;
+const DEFAULT_ROWS = 50;
+const DEFAULT_READY_MS = 15_000;
+const DEFAULT_WAIT_MS = 10_000;
+const DEFAULT_STOP_GRACE_MS = 5_000;
+const POLL_MS = 50;
+/** Pi's terminal title once ready (`APP_TITLE` is `π` in Pi 1.6). */
+const READY_TITLE = /^π - /;
+/** One of the editor's horizontal rules. */
+const RULE = /^─{20,}$/;
+const WINDOW = "pi";
+
+// ---------------------------------------------------------------------------------------------
+// Pure helpers (exported for tests that post-process screens)
+// ---------------------------------------------------------------------------------------------
+
+/** How many times `needle` occurs in `text` (a string, or every match of a RegExp). */
+export function countMatches(text: string, needle: string | RegExp): number {
+  if (typeof needle === "string") {
+    if (needle === "") throw new Error("countMatches needs a non-empty needle");
+    return text.split(needle).length - 1;
+  }
+  const flags = needle.flags.includes("g") ? needle.flags : `${needle.flags}g`;
+  return [...text.matchAll(new RegExp(needle.source, flags))].length;
+}
+
+/** Right-trims every line and drops trailing blank lines. */
+export function normalizeScreen(raw: string): string {
+  const lines = raw.split("\n").map((line) => line.trimEnd());
+  while (lines.length > 0 && lines.at(-1) === "") lines.pop();
+  return lines.join("\n");
+}
+
+/** Indexes of the editor's two rules (the last two rule lines on screen), or undefined. */
+function editorRules(lines: readonly string[]): [number, number] | undefined {
+  const rules: number[] = [];
+  lines.forEach((line, index) => {
+    if (RULE.test(line.trim())) rules.push(index);
+  });
+  const bottom = rules.at(-1);
+  const top = rules.at(-2);
+  return top === undefined || bottom === undefined ? undefined : [top, bottom];
+}
+
+/** The footer of a screen (see `Tui.footer`). */
+export function footerOf(screen: string): string[] {
+  const lines = screen.split("\n");
+  const rules = editorRules(lines);
+  return rules === undefined ? [] : lines.slice(rules[1] + 1);
+}
+
+/** The editor text of a screen (see `Tui.editorText`). */
+export function editorTextOf(screen: string): string | undefined {
+  const lines = screen.split("\n");
+  const rules = editorRules(lines);
+  if (rules === undefined) return undefined;
+  return lines
+    .slice(rules[0] + 1, rules[1])
+    .map((line) => line.trim())
+    .join("\n")
+    .trim();
+}
+
+// ---------------------------------------------------------------------------------------------
+// tmux
+// ---------------------------------------------------------------------------------------------
+
+interface TmuxResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+async function tmux(socket: string, args: readonly string[], env?: Record<string, string | undefined>): Promise<TmuxResult> {
+  const binary = tmuxBinary();
+  if (binary === undefined) throw new Error(tmuxMissingReason());
+  const child = Bun.spawn([binary, "-u", "-S", socket, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", ...(env === undefined ? {} : { env }) });
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, stdout, stderr };
+}
+
+async function tmuxOk(socket: string, args: readonly string[]): Promise<string> {
+  const result = await tmux(socket, args);
+  if (result.code !== 0) throw new Error(`tmux ${args[0]} failed (${result.code}): ${result.stderr.trim()}`);
+  return result.stdout;
+}
+
+/** Whether `pid` has exited but was not reaped yet (Linux `/proc`; false where unknown). */
+function isZombie(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return false;
+  }
+}
+
+/** Servers still running, killed synchronously if the test process exits without `stop()`. */
+const liveSockets = new Set<string>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on("exit", () => {
+    const binary = tmuxBinary();
+    if (binary === undefined) return;
+    for (const socket of liveSockets) Bun.spawnSync([binary, "-S", socket, "kill-server"], { stdout: "ignore", stderr: "ignore" });
+  });
+}
+
+/** (`window-size manual` would be the obvious choice, but it crashes tmux 3.3a's server when no client is attached.) */
+function tmuxConfig(cols: number, rows: number): string {
+  return [
+    "set -s escape-time 0",
+    "set -s extended-keys on",
+    "set -g status off",
+    "set -g remain-on-exit on",
+    "set -g history-limit 10000",
+    `set -g default-size ${cols}x${rows}`,
+    "",
+  ].join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// startTui
+// ---------------------------------------------------------------------------------------------
+
+function piEnvironment(options: TuiOptions, agentDir: string, piTasksHome: string, script: string): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {
+    ...baseEnv(agentDir, options),
+    PI_TASKS_TEST_SCRIPT: script,
+    PI_TASKS_HOME: piTasksHome,
+    // The pane gets the private server's TMUX; the runner's own must not leak in.
+    TMUX: undefined,
+    TMUX_PANE: undefined,
+  };
+  if (!env.LANG && !env.LC_ALL && !env.LC_CTYPE) env.LANG = "C.UTF-8";
+  Object.assign(env, options.env);
+  for (const [key, value] of Object.entries(env)) if (value === undefined) delete env[key];
+  return env;
+}
+
+function describeScreen(screen: string): string {
+  return `--- screen ---\n${screen}\n--------------`;
+}
+
+/** Starts interactive Pi in a private tmux server and resolves once its editor takes input. */
+export async function startTui(options: TuiOptions): Promise<Tui> {
+  if (options.script === undefined && options.brain === undefined) throw new Error("startTui needs a script or a brain");
+  if (options.script !== undefined && options.brain !== undefined) throw new Error("startTui takes a script or a brain, not both");
+  const missing = tmuxMissingReason();
+  if (missing !== undefined) throw new Error(missing);
+
+  const startedAt = Date.now();
+  const cols = options.cols ?? DEFAULT_COLS;
+  const rows = options.rows ?? DEFAULT_ROWS;
+  const root = mkdtempSync(join(tmpdir(), "pi-tasks-tui-"));
+  const agentDir = join(root, "agent");
+  const piTasksHome = join(root, "pi-tasks-home");
+  const ownCwd = options.cwd === undefined;
+  const cwd = options.cwd ?? join(root, "project");
+  for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true });
+  writeFileSync(join(agentDir, "settings.json"), `${JSON.stringify({ defaultProjectTrust: "never", ...options.settings }, null, 2)}\n`);
+  const configPath = join(root, "tmux.conf");
+  writeFileSync(configPath, tmuxConfig(cols, rows));
+
+  const turns: ScriptTurn[] = [];
+  const brainServer = options.brain === undefined ? undefined : serveBrain(options.brain, turns);
+  const env = piEnvironment(options, agentDir, piTasksHome, options.script ?? BRAIN_SCRIPT);
+  if (brainServer !== undefined) env.PI_TASKS_TEST_BRAIN = brainServer.url;
+
+  // The server's socket lives in the instance's temporary directory (removed on stop).
+  const socket = join(root, "tmux.sock");
+  installExitHook();
+  liveSockets.add(socket);
+
+  let stopping: Promise<number | undefined> | undefined;
+  const cleanUp = async () => {
+    await tmux(socket, ["kill-server"]).catch(() => undefined);
+    liveSockets.delete(socket);
+    brainServer?.release();
+    rmSync(root, { recursive: true, force: true });
+  };
+
+  let lastCaptured = "";
+  const screen = async () => (lastCaptured = normalizeScreen(await tmuxOk(socket, ["capture-pane", "-p", "-J", "-t", WINDOW])));
+  const display = async () => {
+    const fields = "#{pid}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_title}";
+    const [server = "", pid = "", dead = "0", status = "", signal = "", ...title] = (await tmuxOk(socket, ["display-message", "-p", "-t", WINDOW, fields])).replace(/\n$/, "").split("\t");
+    // Exit status as a shell reports it: the code, or 128 + the signal that killed Pi.
+    const code = status !== "" ? Number(status) : signal !== "" ? 128 + Number(signal) : undefined;
+    return { server: Number(server), pid: Number(pid), dead: dead === "1", status: dead === "1" ? code : undefined, title: title.join("\t") };
+  };
+  const pane = async () => {
+    const state = await display();
+    if (state.status !== undefined || !isZombie(state.pid)) return state;
+    // Pi exited but tmux has not reaped it: tmux 3.3a sometimes misses the SIGCHLD (here about
+    // one exit in three), leaving Pi a zombie and the pane without an exit status (often already
+    // marked dead, from the pty's EOF). SIGCHLD to the kit's own tmux server makes it reap Pi.
+    try {
+      process.kill(state.server, "SIGCHLD");
+    } catch {
+      return state;
+    }
+    await Bun.sleep(20);
+    return await display();
+  };
+
+  // Start the server with Pi's environment (the pane inherits the server's) and Pi as the pane's
+  // command, given as separate arguments so no shell parses them.
+  const started = await tmux(socket, ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", ...piArgs(options.args ?? [])], env);
+  if (started.code !== 0) {
+    await cleanUp();
+    throw new Error(`tmux new-session failed (${started.code}): ${started.stderr.trim()}`);
+  }
+
+  const deadline = startedAt + (options.readyTimeoutMs ?? DEFAULT_READY_MS);
+  let last = "";
+  for (;;) {
+    let state: Awaited<ReturnType<typeof pane>>;
+    try {
+      state = await pane();
+      last = await screen();
+    } catch (error) {
+      await cleanUp();
+      throw new Error(`tmux went away while Pi was starting: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (state.dead) {
+      // Pi's error may sit above the visible screen; the scrollback has it.
+      const history = await tmuxOk(socket, ["capture-pane", "-p", "-J", "-S", "-", "-t", WINDOW]).catch(() => last);
+      await cleanUp();
+      throw new Error(`Pi exited (status ${state.status}) before it was ready\n${describeScreen(normalizeScreen(history).replace(/\n{3,}/g, "\n\n"))}`);
+    }
+    if (READY_TITLE.test(state.title) && editorRules(last.split("\n")) !== undefined) break;
+    if (Date.now() > deadline) {
+      await cleanUp();
+      throw new Error(`Pi was not ready within ${options.readyTimeoutMs ?? DEFAULT_READY_MS} ms (title ${JSON.stringify(state.title)})\n${describeScreen(last)}`);
+    }
+    await Bun.sleep(POLL_MS);
+  }
+  const readyMs = Date.now() - startedAt;
+
+  const exitStatus = async () => (await pane()).status;
+  const waitForScreen: Tui["waitForScreen"] = async (match, timeoutMs = DEFAULT_WAIT_MS) => {
+    const test = typeof match === "function" ? match : (text: string) => match.test(text);
+    const until = Date.now() + timeoutMs;
+    let latest = "";
+    for (;;) {
+      latest = await screen();
+      if (test(latest)) return latest;
+      if (Date.now() > until) {
+        const status = await exitStatus().catch(() => undefined);
+        const exited = status === undefined ? "" : ` (Pi has exited with status ${status})`;
+        throw new Error(`screen did not match ${typeof match === "function" ? "the predicate" : String(match)} within ${timeoutMs} ms${exited}\n${describeScreen(latest)}`);
+      }
+      await Bun.sleep(POLL_MS);
+    }
+  };
+
+  const type = async (text: string) => {
+    if (text !== "") await tmuxOk(socket, ["send-keys", "-t", WINDOW, "-l", "--", text]);
+  };
+  const press = async (...keys: string[]) => {
+    if (keys.length > 0) await tmuxOk(socket, ["send-keys", "-t", WINDOW, ...keys]);
+  };
+
+  const tui: Tui = {
+    socket,
+    cwd,
+    agentDir,
+    turns,
+    readyMs,
+    screen,
+    lastScreen: () => lastCaptured,
+    scrollback: async () => normalizeScreen(await tmuxOk(socket, ["capture-pane", "-p", "-J", "-S", "-", "-t", WINDOW])),
+    waitForScreen,
+    footer: async () => footerOf(await screen()),
+    editorText: async () => editorTextOf(await screen()),
+    title: async () => (await pane()).title,
+    type,
+    press,
+    async submit(text, timeoutMs = 3_000) {
+      await type(text);
+      const wanted = text.replace(/\s+/g, "");
+      await waitForScreen((current) => (editorTextOf(current) ?? "").replace(/\s+/g, "").includes(wanted), timeoutMs).catch((error: unknown) => {
+        throw new Error(`the editor never showed the typed text ${JSON.stringify(text)}: ${error instanceof Error ? error.message : String(error)}`);
+      });
+      await press("Enter");
+    },
+    exitStatus,
+    stop(graceMs = DEFAULT_STOP_GRACE_MS) {
+      stopping ??= (async () => {
+        let status: number | undefined;
+        try {
+          status = await exitStatus();
+          if (status === undefined) {
+            // Escape closes a dialog or interrupts a run; ctrl+c clears the editor; ctrl+d on an
+            // empty editor quits. Repeated until Pi exits or the grace period ends.
+            const until = Date.now() + graceMs;
+            let nextKeys = 0;
+            while (status === undefined && Date.now() < until) {
+              if (Date.now() >= nextKeys) {
+                await press("Escape");
+                await Bun.sleep(POLL_MS);
+                await press("C-c");
+                await Bun.sleep(POLL_MS);
+                await press("C-d");
+                nextKeys = Date.now() + 1_000;
+              }
+              await Bun.sleep(POLL_MS);
+              status = await exitStatus();
+            }
+            if (status === undefined) await screen();
+          }
+        } catch {
+          status = undefined;
+        }
+        await cleanUp();
+        return status;
+      })();
+      return stopping;
+    },
+    async [Symbol.asyncDispose]() {
+      await tui.stop();
+    },
+  };
+  return tui;
+}
