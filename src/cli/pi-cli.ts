@@ -3,11 +3,15 @@
  * in RPC mode, with this package's extension loaded (`-e <package root>`).
  */
 import { existsSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** This package's root (what `-e` loads: its package.json names the extension). */
-export const PACKAGE_ROOT = join(import.meta.dir, "..", "..");
+/**
+ * This package's root (what `-e` loads: its package.json names the extension). From
+ * `import.meta.url`: inside Pi, extensions are loaded by jiti, which keeps `import.meta.url` but not
+ * Bun's import-meta dir.
+ */
+export const PACKAGE_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 /** The `pi-tasks` command line entry. */
 export const CLI_ENTRY = join(PACKAGE_ROOT, "src", "cli", "main.ts");
 /** The scripted model extension used by the demo and tests (`faux/faux-1`). */

@@ -31,6 +31,7 @@ import { createRelayTransport, type RelayTransport } from "../relay-client/trans
 import { bunPath, PACKAGE_ROOT, piCliPath, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
 import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir } from "./spawned.ts";
 import { stopProcess } from "./stop.ts";
+import type { HostConfig } from "./worker-host.ts";
 
 export interface SpawnOptions {
   readonly name: string;
@@ -147,21 +148,20 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   const { relay, projectDir, transport } = await runPreflight(options);
   const log = join(logDir(options.env), `${encodeURIComponent(options.name)}-${Date.now()}.log`);
   const launch = { ...(options.model === undefined ? {} : { model: options.model }), ...(options.script === undefined ? {} : { script: options.script }) };
-  const hostConfig = {
-    command: [bunPath(), piCliPath(options.env), ...piRpcArgs(launch)],
-    cwd: projectDir,
-    env: {
-      ...(Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>),
-      PI_TASK_WORKER: "1",
-      WOLFPACK_SESSION_NAME: options.name,
-      PI_TASKS_RELAY_URL: relay,
-      ...scriptedEnv(launch),
-      ...(launch.script === undefined ? {} : { PI_CODING_AGENT_DIR: scriptedAgentDir(options.env, options.name) }),
-    },
-    log,
+  const env = {
+    ...(Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>),
+    PI_TASK_WORKER: "1",
+    WOLFPACK_SESSION_NAME: options.name,
+    PI_TASKS_RELAY_URL: relay,
+    ...scriptedEnv(launch),
+    ...(launch.script === undefined ? {} : { PI_CODING_AGENT_DIR: scriptedAgentDir(options.env, options.name) }),
   };
+  // The holder's command line is visible to every local user (ps): only the command and the log
+  // travel there; the environment (which may hold a JWT secret) is the holder's own, passed on to Pi.
+  const hostConfig: HostConfig = { command: [bunPath(), piCliPath(options.env), ...piRpcArgs(launch)], log };
   const holder = spawnProcess(bunPath(), [join(PACKAGE_ROOT, "src", "cli", "worker-host.ts"), JSON.stringify(hostConfig)], {
     cwd: projectDir,
+    env,
     detached: true,
     stdio: "ignore",
   });

@@ -57,7 +57,6 @@ export async function leasePhase(context: CoreContext, scope: WorkScope): Promis
   try {
     const binding = await context.session.lease(scope.signal);
     if (!isClosed(context)) checkEndpoint(context, binding.endpoint);
-    endHold(context);
     return true;
   } catch (error) {
     rethrowLoss(error);
@@ -93,6 +92,8 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       break;
     }
     if (isClosed(context)) break;
+    // The relay answered: whatever held relay work is fixed (a cached lease proves nothing).
+    endHold(context);
     let full = false;
     for (const delivery of page.deliveries) {
       // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.
@@ -191,6 +192,7 @@ async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: strin
   }
   // A reply that arrives after the lifetime closed must not advance anything.
   if (isClosed(context)) return false;
+  endHold(context);
   store.transaction(() => {
     store.acknowledgeDelivery(envelopeId);
     store.clearCooldown(ackCooldownKey(envelopeId));

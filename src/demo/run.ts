@@ -12,6 +12,7 @@ import { awaitRegistration, relayTransport, spawnWorker } from "../cli/spawn.ts"
 import { stopProcess } from "../cli/stop.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { demoTimeoutMs, workerReadinessTimeoutDefaultMs, workerShutdownGraceMs } from "../protocol/limits.ts";
+import { PACKAGE_ROOT } from "../cli/pi-cli.ts";
 import { type PiRpc, type RpcRecord, startPiRpc } from "./pi-rpc.ts";
 import { type RelayProcess, startRelayProcess } from "./relay-process.ts";
 import { DEMO_GREETING } from "./scenarios/demo-origin.ts";
@@ -55,7 +56,7 @@ export interface DemoOptions {
   readonly progress?: (line: string) => void;
 }
 
-const SCENARIOS = join(import.meta.dir, "scenarios");
+const SCENARIOS = join(PACKAGE_ROOT, "src", "demo", "scenarios");
 /** Short, readable session-name suffixes. */
 const shortName = customAlphabet("0123456789abcdefghijklmnopqrstuvwxyz", 8);
 

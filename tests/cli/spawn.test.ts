@@ -68,7 +68,11 @@ describe("pi-tasks spawn --task-worker", () => {
     const piPid = Number(readFileSync(`${out.log}.pi-pid`, "utf8").trim());
     expect(running(piPid)).toBe(true);
     const processes = markedProcesses(sandbox.marker);
-    expect(processes.find((entry) => entry.pid === out.pid)?.args).toContain("worker-host.ts");
+    const holderArgs = processes.find((entry) => entry.pid === out.pid)?.args ?? "";
+    expect(holderArgs).toContain("worker-host.ts");
+    // The holder's command line (visible to every local user) carries no environment: no marker, no secret.
+    expect(holderArgs).not.toContain(sandbox.marker);
+    expect(holderArgs).not.toContain("PI_TASKS_RELAY_URL");
     const pi = processes.find((entry) => entry.pid === piPid);
     expect(pi?.args).toContain("pi-coding-agent");
     expect(pi?.args).toContain("--mode rpc");

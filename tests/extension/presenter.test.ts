@@ -109,6 +109,15 @@ describe("insert", () => {
     expect(presenter.inserted(item.eventId)).toBe(true);
   });
 
+  test("observed insertions belong to their lifetime: reset() (relay-loss recovery) forgets them", () => {
+    const { presenter, branch } = harness();
+    const item = presentationItem(taskView());
+    presenter.onMessageEnd({ role: "custom", customType: EVENT_MESSAGE, details: { eventId: item.eventId } });
+    branch.push(...Array.from({ length: insertionScanEntries + 5 }, () => ({ type: "message" })));
+    presenter.reset();
+    expect(presenter.inserted(item.eventId)).toBe(false);
+  });
+
   test("insertedEventId recognises only pi-tasks-event custom messages", () => {
     expect(insertedEventId({ type: "custom_message", customType: EVENT_MESSAGE, details: { eventId: "e1" } })).toBe("e1");
     expect(insertedEventId({ type: "custom", customType: EVENT_MESSAGE, data: { eventId: "e1" } })).toBeUndefined();

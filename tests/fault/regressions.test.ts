@@ -340,6 +340,15 @@ describe("reference §6 failure history", () => {
     expect(deps.filter((name) => /sqlite/i.test(name))).toEqual([]);
   });
 
+  test("regression #5b: code Pi loads never uses Bun's import.meta.dir / dirname / filename (Pi's jiti loader replaces them; import.meta.url stays)", () => {
+    const forbidden = /import\.meta\.(?:dir|dirname|filename)\b/;
+    const offenders: string[] = [];
+    for (const root of ["src", "extensions"]) {
+      for (const file of sourceFiles(join(REPO_ROOT, root), /\.(?:[cm]?[jt]sx?)$/)) if (forbidden.test(readFileSync(file, "utf8"))) offenders.push(relative(REPO_ROOT, file));
+    }
+    expect(offenders).toEqual([]);
+  });
+
   // Extension tests will add: startup retry, agent_end error containment and the status line clearing.
   test("regression #6: a failed startup can be retried; pass failures are reported, not thrown; a clean pass reports no failures", async () => {
     const proxy = createFaultProxy({ target: fx.relay.url });

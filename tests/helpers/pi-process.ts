@@ -144,9 +144,13 @@ export function baseEnv(agentDir: string, options: { relayUrl?: string; session?
   return env;
 }
 
-/** `bun cli.js` with this repository and the scripted model loaded, offline, without a session file. */
-export function piArgs(extra: readonly string[]): string[] {
-  return [BUN, PI_CLI, "--no-session", "--offline", "--model", "faux/faux-1", "-nc", "-ns", "-np", "--no-themes", "-e", REPO_ROOT, "-e", SCRIPTED_MODEL, ...extra];
+/**
+ * `bun cli.js` with the scripted model loaded, offline, without a session file; with this
+ * repository loaded by `-e` unless `installed` (then Pi finds pi-tasks in its settings' packages).
+ */
+export function piArgs(extra: readonly string[], options: { installed?: boolean } = {}): string[] {
+  const extension = options.installed === true ? [] : ["-e", REPO_ROOT];
+  return [BUN, PI_CLI, "--no-session", "--offline", "--model", "faux/faux-1", "-nc", "-ns", "-np", "--no-themes", ...extension, "-e", SCRIPTED_MODEL, ...extra];
 }
 
 export function startPi(options: PiProcessOptions): PiProcess {

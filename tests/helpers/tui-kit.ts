@@ -70,7 +70,8 @@ import { describe, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BRAIN_SCRIPT, baseEnv, type Brain, piArgs, type ScriptTurn, serveBrain } from "./pi-process.ts";
+import { BRAIN_SCRIPT, baseEnv, type Brain, PI_CLI, piArgs, type ScriptTurn, serveBrain } from "./pi-process.ts";
+import { BUN, REPO_ROOT } from "./relay-process.ts";
 
 export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
 
@@ -142,6 +143,11 @@ export interface TuiOptions {
   readonly args?: readonly string[];
   /** Extra keys for the agent dir's `settings.json` (e.g. `{ tuiMode: "regular" }`). */
   readonly settings?: Record<string, unknown>;
+  /**
+   * Install this repository into the fresh agent dir with `pi install <repo>` (as a user would) and
+   * start Pi without `-e <repo>`: Pi loads pi-tasks from its settings' packages.
+   */
+  readonly install?: boolean;
   /** Window width in cells (default 160). */
   readonly cols?: number;
   /** Window height in rows (default 50). */
@@ -359,6 +365,13 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   const cwd = options.cwd ?? join(root, "project");
   for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true });
   writeFileSync(join(agentDir, "settings.json"), `${JSON.stringify({ defaultProjectTrust: "never", ...options.settings }, null, 2)}\n`);
+  if (options.install === true) {
+    const installed = Bun.spawnSync([BUN, PI_CLI, "install", REPO_ROOT], { env: { ...process.env, PI_CODING_AGENT_DIR: agentDir, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" }, stdout: "pipe", stderr: "pipe" });
+    if (installed.exitCode !== 0) {
+      rmSync(root, { recursive: true, force: true });
+      throw new Error(`pi install failed (${installed.exitCode}): ${installed.stderr.toString()}`);
+    }
+  }
   const configPath = join(root, "tmux.conf");
   writeFileSync(configPath, tmuxConfig(cols, rows));
 
@@ -406,7 +419,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
 
   // Start the server with Pi's environment (the pane inherits the server's) and Pi as the pane's
   // command, given as separate arguments so no shell parses them.
-  const started = await tmux(socket, ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", ...piArgs(options.args ?? [])], env);
+  const started = await tmux(socket, ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", ...piArgs(options.args ?? [], { installed: options.install === true })], env);
   if (started.code !== 0) {
     await cleanUp();
     throw new Error(`tmux new-session failed (${started.code}): ${started.stderr.trim()}`);

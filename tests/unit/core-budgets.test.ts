@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../src/core/timers.ts";
+import type { VirtualTimers } from "../../src/core/timers.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
@@ -16,40 +16,15 @@ import {
   passSliceMs,
 } from "../../src/protocol/limits.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
-import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
+import { createMemoryHost } from "../helpers/memory-host.ts";
+import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
 
-interface Pair {
-  timers: VirtualTimers;
-  relay: FakeRelay;
-  origin: TaskCore;
-  worker: TaskCore;
-  originHost: MemoryHost;
-  workerHost: MemoryHost;
-}
-
-async function pair(): Promise<Pair> {
-  const timers = createVirtualTimers(1_000_000);
-  const relay = createFakeRelay(timers);
-  const originHost = createMemoryHost();
-  const workerHost = createMemoryHost();
-  let wall = Date.UTC(2026, 10, 30, 12);
-  const clock = () => (wall += 1);
-  const origin = createTaskCore({ store: createTaskStore(), session: relay.session("origin"), timers, clock, host: originHost });
-  const worker = createTaskCore({ store: createTaskStore(), session: relay.session("worker"), timers, clock, host: workerHost });
-  await origin.connect();
-  await worker.connect();
-  return { timers, relay, origin, worker, originHost, workerHost };
-}
+type Pair = VirtualPair;
+const pair = virtualPair;
 
 /** Runs a pass while advancing virtual time in steps until it settles. */
-async function pass(core: TaskCore, timers: VirtualTimers, stepMs = 50, maxMs = 10_000) {
-  let settled = false;
-  const running = core.refresh().finally(() => {
-    settled = true;
-  });
-  for (let spent = 0; !settled && spent < maxMs; spent += stepMs) await timers.advance(stepMs);
-  return running;
+function pass(core: TaskCore, timers: VirtualTimers, stepMs = 50, maxMs = 10_000) {
+  return settleVirtually(timers, core.refresh(), stepMs, maxMs);
 }
 
 async function assignTasks(p: Pair, count: number): Promise<string[]> {

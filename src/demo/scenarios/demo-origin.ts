@@ -9,16 +9,21 @@ export const DEMO_GREETING = "Hello from pi-tasks";
 export const DEMO_TASK =
   "Create hello.txt in your project directory containing the greeting I will give you when you ask, test that the file holds exactly that greeting, and report completion with result.changedFiles.";
 
+/** Answers the worker's newest question with the greeting, once; undefined when there is none to answer. */
+export function answerQuestion(turn: ScriptTurn): ScriptReply | undefined {
+  const question = latest(turn, "## task question");
+  const questionId = field(question, "eventId");
+  if (question === undefined || questionId === undefined || called(turn, "agent_task_message", questionId)) return undefined;
+  return { tools: [{ name: "agent_task_message", arguments: { taskId: field(question, "taskId"), type: "answer", message: DEMO_GREETING, inReplyTo: questionId } }] };
+}
+
 export function respond(turn: ScriptTurn): ScriptReply {
   if (!called(turn, "agent_task_send")) {
     const to = JSON.parse(process.env.PI_TASKS_DEMO_TARGET ?? "{}");
     return { tools: [{ name: "agent_task_send", arguments: { to, task: DEMO_TASK } }] };
   }
-  const question = latest(turn, "## task question");
-  const questionId = field(question, "eventId");
-  if (question !== undefined && questionId !== undefined && !called(turn, "agent_task_message", questionId)) {
-    return { tools: [{ name: "agent_task_message", arguments: { taskId: field(question, "taskId"), type: "answer", message: DEMO_GREETING, inReplyTo: questionId } }] };
-  }
+  const answer = answerQuestion(turn);
+  if (answer !== undefined) return answer;
   const completed = latest(turn, "## task completed");
   const taskId = field(completed, "taskId");
   if (completed === undefined || taskId === undefined) return { text: "Waiting for the worker." };

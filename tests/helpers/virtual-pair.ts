@@ -1,0 +1,43 @@
+/**
+ * An origin and a worker TaskCore on the in-memory relay fake and virtual timers (unit tests of
+ * the core's budgets, deadlines and outbox rules), and a way to settle work while time advances.
+ */
+import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../src/core/timers.ts";
+import { createTaskStore } from "../../src/store/task-store.ts";
+import { createFakeRelay, type FakeRelay } from "./fake-relay.ts";
+import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
+
+export interface VirtualPair {
+  timers: VirtualTimers;
+  relay: FakeRelay;
+  origin: TaskCore;
+  worker: TaskCore;
+  originHost: MemoryHost;
+  workerHost: MemoryHost;
+}
+
+export async function virtualPair(): Promise<VirtualPair> {
+  const timers = createVirtualTimers(1_000_000);
+  const relay = createFakeRelay(timers);
+  const originHost = createMemoryHost();
+  const workerHost = createMemoryHost();
+  let wall = Date.UTC(2026, 10, 30, 12);
+  const clock = () => (wall += 1);
+  const origin = createTaskCore({ store: createTaskStore(), session: relay.session("origin"), timers, clock, host: originHost });
+  const worker = createTaskCore({ store: createTaskStore(), session: relay.session("worker"), timers, clock, host: workerHost });
+  await origin.connect();
+  await worker.connect();
+  return { timers, relay, origin, worker, originHost, workerHost };
+}
+
+/** Settles a promise while advancing virtual time in steps (up to `maxMs`). */
+export async function settleVirtually<T>(timers: VirtualTimers, promise: Promise<T>, stepMs = 50, maxMs = 120_000): Promise<T> {
+  let settled = false;
+  const watched = promise.finally(() => {
+    settled = true;
+  });
+  watched.catch(() => undefined);
+  for (let spent = 0; !settled && spent < maxMs; spent += stepMs) await timers.advance(stepMs);
+  return watched;
+}
