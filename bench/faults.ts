@@ -21,18 +21,19 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createConfiguredTaskCore } from "../src/core/configured.ts";
-import { createTaskCore, type TaskCore } from "../src/core/task-core.ts";
+import { createRecoveringTaskCore } from "../src/core/recovering.ts";
+import { type TaskCore, coreInternals } from "../src/core/task-core.ts";
 import { startRelayProcess, type RelayProcess } from "../src/demo/relay-process.ts";
 import { toTaskError } from "../src/protocol/errors.ts";
 import { eventTypeRow } from "../src/protocol/events.ts";
 import { activePollIntervalMs, capacityCooldownMs, maxResponseBodyBytes, taskTimeoutMinMs } from "../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../src/protocol/schemas.ts";
-import { createRelaySession } from "../src/relay-client/session.ts";
-import { createTaskStore } from "../src/store/task-store.ts";
-import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers, type ObservedReply, observingFetch } from "../tests/helpers/fault-kit.ts";
-import { createFaultProxy, type FaultProxy, type FaultRule, type ProxyRequest } from "../tests/helpers/fault-proxy.ts";
-import { createMemoryHost, type MemoryHost } from "../tests/helpers/memory-host.ts";
+import { tryDrain } from "../kit/drain.ts";
+import { createFaultProxy, type FaultProxy, type FaultRule, type ProxyRequest } from "../kit/fault-proxy.ts";
+import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../kit/jump-timers.ts";
+import { createMemoryHost, type MemoryHost } from "../kit/memory-host.ts";
+import { closeParties, createObservedParty } from "../kit/observed-party.ts";
+import { type ObservedReply, observingFetch } from "../kit/observing-fetch.ts";
 
 /** Tasks per fault (each: a createTask, a message, a done). */
 const TASKS = 10;
@@ -71,29 +72,22 @@ const sessionName = (label: string) => `faults-${label}-${process.pid}-${(serial
 
 type FetchWrap = (inner: typeof fetch) => typeof fetch;
 
-async function plainParty(label: string, url: string, timers: JumpTimers, clock: JumpClock, wrap: FetchWrap = (inner) => inner): Promise<Party> {
-  const replies: ObservedReply[] = [];
-  const host = createMemoryHost();
-  const session = createRelaySession({ url, callerSession: sessionName(label), fetch: wrap(observingFetch(replies)), requestTimeoutMs: REQUEST_TIMEOUT_MS });
-  const core = createTaskCore({ store: createTaskStore(), session, host, timers, clock });
-  await core.connect();
+async function plainParty(label: string, url: string, timers: JumpTimers, clock: JumpClock, wrap?: FetchWrap): Promise<Party> {
+  const party = await createObservedParty({ url, name: sessionName(label), requestTimeoutMs: REQUEST_TIMEOUT_MS, timers, clock, ...(wrap === undefined ? {} : { wrapFetch: wrap }) });
   return {
     label,
-    host,
-    replies,
-    core: () => core,
-    refresh: () => core.refresh(),
-    async close() {
-      await core.close().catch(() => undefined);
-      session.close();
-    },
+    host: party.host,
+    replies: party.replies,
+    core: () => party.core,
+    refresh: () => party.core.refresh(),
+    close: () => closeParties([party]),
   };
 }
 
 async function configuredParty(label: string, url: string, timers: JumpTimers, clock: JumpClock): Promise<Party> {
   const replies: ObservedReply[] = [];
   const host = createMemoryHost();
-  const configured = createConfiguredTaskCore({ url, callerSession: sessionName(label), fetch: observingFetch(replies), requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers, clock });
+  const configured = createRecoveringTaskCore({ url, callerSession: sessionName(label), fetch: observingFetch(replies), requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers, clock });
   await configured.run((core) => core.connect());
   return {
     label,
@@ -183,7 +177,7 @@ function createLedger(): Ledger {
         if (envelopeId === undefined) item.refused = true;
         else {
           item.envelopeId = envelopeId;
-          const envelope = rig.origin.core().store.getOutbox(envelopeId)?.envelope;
+          const envelope = coreInternals(rig.origin.core()).store.getEnvelope(envelopeId);
           item.eventId = (envelope?.payload.payload as { eventId?: string } | undefined)?.eventId;
         }
       }
@@ -199,7 +193,7 @@ function createLedger(): Ledger {
         // A retryable failure keeps the intent (and its envelope) for the passes.
         if (!error.retryable) item.refused = true;
       }
-      item.envelopeId = rig.worker.core().store.getOperation(taskId, "terminal_intent")?.envelopeIds[0];
+      item.envelopeId = coreInternals(rig.worker.core()).store.getOperation(taskId, "terminal_intent")?.envelopeIds[0];
       return item;
     },
   };
@@ -288,24 +282,7 @@ function account(fault: string, injection: string, rig: Rig, ledger: Ledger, req
 
 /** Passes on both parties until nothing is pending locally or at the relay (timers jump past cooldowns). */
 async function drain(rig: Rig, rounds = DRAIN_ROUNDS): Promise<boolean> {
-  for (let round = 0; round < rounds; round += 1) {
-    for (const party of [rig.origin, rig.worker]) await party.refresh().catch(() => undefined);
-    const idle = [rig.origin, rig.worker].every((party) => party.core().closed() || !party.core().hasPendingWork());
-    if (idle) {
-      let backlog = 0;
-      for (const party of [rig.origin, rig.worker]) {
-        if (party.core().closed()) continue;
-        backlog += await party
-          .core()
-          .session.receive(party.core().store.checkpoint().highWater)
-          .then((page) => page.deliveries.length)
-          .catch(() => 1);
-      }
-      if (backlog === 0) return true;
-    }
-    rig.timers.jump(capacityCooldownMs);
-  }
-  return false;
+  return (await tryDrain([rig.origin, rig.worker], { timers: rig.timers, rounds })) !== undefined;
 }
 
 /**
@@ -383,7 +360,7 @@ function ruleFault(name: string, injection: string, rules: (rig: Rig) => FaultRu
 const relayRestart: FaultSpec = {
   name: "relay restart",
   injection:
-    "configured cores (`createConfiguredTaskCore`) through the proxy; after half of the tasks the relay process is stopped and a new one started on the same port (new epoch, empty memory); the next passes fail `RELAY_RESET`, each core records its active tasks lost and binds a fresh endpoint; the second half runs on the fresh lifetimes.",
+    "configured cores (`createRecoveringTaskCore`) through the proxy; after half of the tasks the relay process is stopped and a new one started on the same port (new epoch, empty memory); the next passes fail `RELAY_RESET`, each core records its active tasks lost and binds a fresh endpoint; the second half runs on the fresh lifetimes.",
   async run({ relay: _shared, tasks }) {
     let relay = await startRelayProcess();
     const port = relay.port;
@@ -505,10 +482,10 @@ const duplicateDelivery: FaultSpec = {
           payload: { taskId: crypto.randomUUID(), kind: "canonical_event", payload: {} },
           createdAt: new Date().toISOString(),
         };
-        await rig.origin.core().session.send(envelope);
-        const page = await rig.worker.core().session.receive(rig.worker.core().store.checkpoint().highWater);
+        await coreInternals(rig.origin.core()).session.send(envelope);
+        const page = await coreInternals(rig.worker.core()).session.receive(coreInternals(rig.worker.core()).store.checkpoint().highWater);
         const cursor = page.deliveries.find((delivery) => delivery.envelopeId === envelope.envelopeId)!.cursor;
-        await rig.worker.core().session.acknowledge(envelope.envelopeId);
+        await coreInternals(rig.worker.core()).session.acknowledge(envelope.envelopeId);
         return cursor;
       };
       const ledger = createLedger();
@@ -603,7 +580,7 @@ const shutdownMidPass: FaultSpec = {
       await rig.worker.close();
       await pass;
       rig.proxy.release();
-      const workerCleared = rig.worker.core().store.stats().records === 0;
+      const workerCleared = coreInternals(rig.worker.core()).store.stats().records === 0;
       rig.clock.jump(taskTimeoutMinMs);
       await rig.origin.refresh().catch(() => undefined);
       for (const item of ledger.items) {
@@ -622,7 +599,7 @@ const shutdownMidPass: FaultSpec = {
       await rig.origin.close();
       const lateItem = await late;
       await Bun.sleep(REQUEST_TIMEOUT_MS);
-      const originCleared = rig.origin.core().store.stats().records === 0;
+      const originCleared = coreInternals(rig.origin.core()).store.stats().records === 0;
 
       // 3. Fresh lifetimes carry on (the fresh worker also takes in the late assignment).
       const freshOrigin = await plainParty("origin", rig.proxy.url, rig.timers, rig.clock);
@@ -795,7 +772,7 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
   lines.push("# Reliability: the fault matrix");
   lines.push("");
   lines.push(
-    `Generated by \`npm run faults\` (\`bench/faults.ts\`) on ${matrix.date.slice(0, 10)} in ${matrix.durationSeconds} s. Each fault runs the same workload between two TaskCores with in-memory Pi hosts, on the real relay (CLI child process) behind the fault proxy (\`tests/helpers/fault-proxy.ts\`): ${matrix.tasksPerFault} tasks, each sent by the origin (\`createTask\`), followed by one origin message, and finished by the worker (\`done\`) — ${matrix.tasksPerFault * 3} offered sends — then the fault is healed and both sides drain.`,
+    `Generated by \`npm run faults\` (\`bench/faults.ts\`) on ${matrix.date.slice(0, 10)} in ${matrix.durationSeconds} s. Each fault runs the same workload between two TaskCores with in-memory Pi hosts, on the real relay (CLI child process) behind the fault proxy (\`kit/fault-proxy.ts\`): ${matrix.tasksPerFault} tasks, each sent by the origin (\`createTask\`), followed by one origin message, and finished by the worker (\`done\`) — ${matrix.tasksPerFault * 3} offered sends — then the fault is healed and both sides drain.`,
   );
   lines.push("");
   lines.push("Columns: **offered** createTask/message/done calls; **accepted** of those whose envelope the relay accepted (as seen in the replies that reached the client); **presented** inserted into the receiving model (the worker's `task.created` and message, the origin's terminal event); **twice** events inserted more than once within a lifetime; **lost to relay reset** accepted mail the relay lost when it restarted, reported to both models as `RELAY_STATE_LOST` (not silent loss); **ended with lifetime** mail to or from a lifetime that was shut down, reported to the sender's model (the origin's `task.timed_out`, or the failed call itself); **refused** failed definitively, nothing created (the caller was told); **lost** = offered − presented − lost to relay reset − ended with lifetime − refused: silent loss; **requests** every request that reached the proxy; **hits** requests the fault actually hit. The run fails (exit 1) on any loss, any double insertion, a fault that never hit, or a failed check.");

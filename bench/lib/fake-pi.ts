@@ -5,9 +5,10 @@
  * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
  * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
  */
+import { eventually } from "../../kit/async.ts";
 import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createRequestLog, type RequestLog } from "./request-log.ts";
@@ -87,7 +88,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
   ({ lifecycle } = createTasksRuntime({
     env,
     createCore: (coreOptions) =>
-      createConfiguredTaskCore({
+      createRecoveringTaskCore({
         ...coreOptions,
         ...(options.logRequests === false ? {} : { fetch: log.fetch }),
         ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
@@ -143,10 +144,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
 export async function boundEndpoint(pi: FakePi, timeoutMs = 10_000): Promise<NonNullable<ReturnType<TaskCore["endpoint"]>>> {
   const deadline = Date.now() + timeoutMs;
   await pi.lifecycle.ready();
-  for (;;) {
-    const endpoint = pi.core().endpoint();
-    if (endpoint !== undefined) return endpoint;
-    if (Date.now() > deadline) throw new Error(`${pi.name} did not bind within ${timeoutMs} ms`);
-    await Bun.sleep(5);
-  }
+  const endpoint = await eventually(() => pi.core().endpoint(), deadline - Date.now(), 5);
+  if (endpoint === undefined) throw new Error(`${pi.name} did not bind within ${timeoutMs} ms`);
+  return endpoint;
 }

@@ -3,6 +3,7 @@
  * reach a server (connection refused) — with its operation, timing, outcome and, for `send` and
  * `acknowledge`, the envelope id. The bench counts requests and times ACKs with it.
  */
+import { requestText } from "../../kit/observing-fetch.ts";
 import { now } from "./stats.ts";
 
 export interface LoggedRequest {
@@ -31,12 +32,6 @@ export interface RequestLog {
   onAck(listener: (envelopeId: string, at: number) => void): void;
 }
 
-async function bodyText(input: string | URL | Request, init: RequestInit | undefined): Promise<string> {
-  if (typeof init?.body === "string") return init.body;
-  if (input instanceof Request && input.method === "POST") return await input.clone().text();
-  return "";
-}
-
 function operationOf(input: string | URL | Request, text: string): { operation: string; envelopeId?: string } {
   if (text.length > 0) {
     try {
@@ -60,7 +55,7 @@ export function createRequestLog(): RequestLog {
   const listeners: ((envelopeId: string, at: number) => void)[] = [];
   const wrapped = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const startedAt = now();
-    const text = await bodyText(input, init);
+    const text = await requestText(input, init);
     const entry: LoggedRequest = { ...operationOf(input, text), startedAt, endedAt: Number.NaN, status: 0, ok: false };
     entries.push(entry);
     let response: Response;

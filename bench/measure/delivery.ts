@@ -9,9 +9,11 @@
  * drop `features` (a plain Wolfpack relay: the worker polls at the 1 s active cadence). Sends are
  * spaced 100 ms apart, so their phase against the poll is spread evenly.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { KiB, msPerSecond } from "../../src/protocol/limits.ts";
+import { eventually } from "../../kit/async.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { createFaultProxy } from "../../tests/helpers/fault-proxy.ts";
+import { createFaultProxy } from "../../kit/fault-proxy.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
 import { filler } from "../lib/wire.ts";
@@ -24,6 +26,8 @@ const TASK_TEXT_CHARS = KiB;
 /** How long to wait for the last ACKs after the last send. */
 const DRAIN_TIMEOUT_MS = 10_000;
 const WARMUP_TIMEOUT_MS = 15_000;
+/** How often a wait re-checks its condition. */
+const POLL_MS = 2;
 
 export interface DeliveryRun {
   readonly mode: "watch-v1" | "poll";
@@ -40,15 +44,6 @@ export interface DeliveryRun {
 export interface DeliveryResult {
   readonly watch: DeliveryRun;
   readonly poll: DeliveryRun;
-}
-
-async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) return false;
-    await Bun.sleep(2);
-  }
-  return true;
 }
 
 async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<DeliveryRun> {
@@ -72,7 +67,7 @@ async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<Deli
     origin = startFakePi({ url });
     const to = await boundEndpoint(worker);
     await boundEndpoint(origin);
-    const featuresSeen = [...worker.core().session.features()];
+    const featuresSeen = [...coreInternals(worker.core()).session.features()];
     const text = filler(TASK_TEXT_CHARS);
     const send = async () => {
       const created = await origin!.lifecycle.run((core) => core.createTask({ to, task: text }));
@@ -80,7 +75,7 @@ async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<Deli
     };
     // Warm-up: one task, so the worker has an active task (the 1 s cadence) and every path is hot.
     const first = await send();
-    if (!(await until(() => worker!.log.ackedAt(first.envelopeId) !== undefined, WARMUP_TIMEOUT_MS))) throw new Error(`${mode}: warm-up task never acknowledged`);
+    if (!(await eventually(() => worker!.log.ackedAt(first.envelopeId) !== undefined, WARMUP_TIMEOUT_MS, POLL_MS))) throw new Error(`${mode}: warm-up task never acknowledged`);
     const sent: { taskId: string; envelopeId: string; acceptedAt: number }[] = [];
     const intervalMs = msPerSecond / RATE_PER_SECOND;
     const start = now() + intervalMs;
@@ -88,7 +83,7 @@ async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<Deli
       await sleepUntil(start + index * intervalMs);
       sent.push(await send());
     }
-    await until(() => sent.every((item) => worker!.log.ackedAt(item.envelopeId) !== undefined), DRAIN_TIMEOUT_MS);
+    await eventually(() => sent.every((item) => worker!.log.ackedAt(item.envelopeId) !== undefined), DRAIN_TIMEOUT_MS, POLL_MS);
     const ack: number[] = [];
     const insert: number[] = [];
     let unacknowledged = 0;

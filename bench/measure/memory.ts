@@ -85,7 +85,7 @@ async function trial(targets: number, perTarget: number): Promise<{ perEnvelope:
       await relay.engine.handle("send", JSON.parse(body) as Record<string, unknown>);
     }
     const after = heapAfterGc();
-    const usage = relay.engine.usage();
+    const usage = await relay.engine.usage();
     if (usage.activeItems !== total) throw new Error(`memory: ${usage.activeItems} of ${total} envelopes queued`);
     return { perEnvelope: (after - before) / total, encoded: usage.activeBytes / total, before, after };
   } finally {

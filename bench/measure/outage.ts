@@ -12,9 +12,11 @@
  * reported beside it). After the outage the passes drain the queued messages; the drain time and
  * the presentation at the workers (each message exactly once) are checked.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { KiB } from "../../src/protocol/limits.ts";
+import { eventually } from "../../kit/async.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { createFaultProxy } from "../../tests/helpers/fault-proxy.ts";
+import { createFaultProxy } from "../../kit/fault-proxy.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, sleepUntil } from "../lib/stats.ts";
 import { filler } from "../lib/wire.ts";
@@ -28,6 +30,8 @@ const TASK_TEXT_CHARS = KiB;
 /** After the outage: how long the queued messages may take to drain. */
 const DRAIN_TIMEOUT_MS = 60_000;
 const SETUP_TIMEOUT_MS = 15_000;
+/** How often a wait re-checks its condition. */
+const POLL_MS = 10;
 
 export interface OutageResult {
   readonly outageMs: number;
@@ -52,15 +56,6 @@ export interface OutageResult {
   };
 }
 
-async function until(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) return false;
-    await Bun.sleep(10);
-  }
-  return true;
-}
-
 export async function measureOutage(options: { quick?: boolean } = {}): Promise<OutageResult> {
   const quick = options.quick === true;
   const outageMs = quick ? QUICK_OUTAGE_MS : OUTAGE_MS;
@@ -77,7 +72,7 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
     const text = filler(TASK_TEXT_CHARS);
     const tasks: string[] = [];
     for (const to of targets) tasks.push((await origin.lifecycle.run((core) => core.createTask({ to, task: text }))).taskId);
-    const settled = await until(() => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])), SETUP_TIMEOUT_MS);
+    const settled = await eventually(() => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])), SETUP_TIMEOUT_MS, POLL_MS);
     if (!settled) throw new Error("outage: the workers never received their tasks");
     await Bun.sleep(200);
 
@@ -125,14 +120,14 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
       requests += count;
       for (const [operation, value] of Object.entries(party.log.byOperation(from, to))) byOperation[operation] = (byOperation[operation] ?? 0) + value;
     });
-    const queuedMessages = origin.core().store.pendingOutboxCount();
+    const queuedMessages = coreInternals(origin.core()).store.pendingOutboxCount();
 
     // After the outage: the passes drain the queue at their real cadence.
     const presentedMessages = () =>
       workers.reduce((sum, worker) => sum + worker.insertions.filter((item) => item.type === "task.information").length, 0);
     const wanted = messageTexts.length;
     const drainFrom = now();
-    const drained = await until(() => origin.core().store.pendingOutboxCount() === 0 && presentedMessages() >= wanted, DRAIN_TIMEOUT_MS);
+    const drained = (await eventually(() => coreInternals(origin.core()).store.pendingOutboxCount() === 0 && presentedMessages() >= wanted, DRAIN_TIMEOUT_MS, POLL_MS)) === true;
     const drainMs = now() - drainFrom;
     const drainRequests = parties.reduce((sum, party) => sum + party.log.countBetween(drainFrom, now()), 0);
     const presentedIds = workers.flatMap((worker) => worker.insertions.filter((item) => item.type === "task.information").map((item) => item.eventId));

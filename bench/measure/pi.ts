@@ -7,6 +7,7 @@
  * Pi's RPC stdout) of the `message_end` record of the task's `pi-tasks-event` − the moment
  * `createTask` returned with the relay's acceptance; Pi's own message timestamp is reported too.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,10 +16,10 @@ import { createTaskCore } from "../../src/core/task-core.ts";
 import { type RpcRecord, startPiRpc } from "../../src/demo/pi-rpc.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { workerShutdownGraceMs } from "../../src/protocol/limits.ts";
-import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createMemoryHost } from "../../tests/helpers/memory-host.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
+import { waitForEndpoint } from "../../kit/session-control.ts";
 import { roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { benchName } from "../lib/wire.ts";
 
@@ -52,19 +53,6 @@ function eventMessage(record: RpcRecord, taskId: string): Message | undefined {
   return message?.role === "custom" && message.customType === EVENT_MESSAGE && message.details?.taskId === taskId ? message : undefined;
 }
 
-async function registered(url: string, session: string, timeoutMs: number): Promise<TaskEndpoint> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const response = await fetch(`${url}/api/session-control/status?session=${encodeURIComponent(session)}`).catch(() => undefined);
-    if (response !== undefined) {
-      const body = (await response.json().catch(() => ({}))) as { taskEndpoint?: TaskEndpoint };
-      if (response.status === 200 && body.taskEndpoint !== undefined) return body.taskEndpoint;
-    }
-    if (Date.now() > deadline) throw new Error(`Pi worker ${session} did not register within ${timeoutMs} ms`);
-    await Bun.sleep(20);
-  }
-}
-
 export async function measurePi(options: { quick?: boolean } = {}): Promise<PiResult> {
   const quick = options.quick === true;
   const tasks = quick ? QUICK_TASKS : TASKS;
@@ -76,7 +64,7 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
   const worker = startPiRpc({ session: workerName, relayUrl: relay.url, worker: true, cwd, script: SCENARIO, env: { WOLFPACK_JWT_SECRET: "" } });
   const origin = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: relay.url, callerSession: benchName("pi-origin") }), host: createMemoryHost() });
   try {
-    const to = await registered(relay.url, workerName, REGISTRATION_TIMEOUT_MS);
+    const to = await waitForEndpoint(relay.url, workerName, { timeoutMs: REGISTRATION_TIMEOUT_MS, pollMs: 20 });
     const piStartMs = Date.now() - started;
     await origin.connect();
     const byRecord: number[] = [];
@@ -108,7 +96,7 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
     };
   } finally {
     await origin.close().catch(() => undefined);
-    origin.session.close();
+    coreInternals(origin).session.close();
     await worker.stop(workerShutdownGraceMs).catch(() => undefined);
     await relay.stop().catch(() => undefined);
     rmSync(cwd, { recursive: true, force: true });

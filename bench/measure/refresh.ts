@@ -7,6 +7,7 @@
  * how it got there. Beside it: the same pass on an empty store, and one bare `receive` through
  * the client (a pass makes exactly one relay request when nothing is pending: the receive).
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { makeEvent } from "../../src/core/envelopes.ts";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import { maxStoreRecords, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
@@ -14,7 +15,7 @@ import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { createMemoryHost } from "../../tests/helpers/memory-host.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
 import { now, roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { benchName, boundSession } from "../lib/wire.ts";
 
@@ -45,7 +46,7 @@ export interface RefreshResult {
 
 function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eventsPerTask: number): void {
   const origin = core.endpoint()!;
-  const store = core.store;
+  const store = coreInternals(core).store;
   const at = Date.now();
   for (let t = 0; t < tasks; t += 1) {
     const record: TaskRecord = {
@@ -108,7 +109,7 @@ export async function measureRefresh(options: { quick?: boolean } = {}): Promise
     await full.connect();
     await empty.connect();
     archive(full, worker.endpoint, tasks, eventsPerTask);
-    const stats = full.store.stats();
+    const stats = coreInternals(full).store.stats();
     const archivedEvents = full.listTasks().reduce((sum, task) => sum + task.events.length, 0);
     const emptySamples = await timePasses(empty, passes, warmup);
     const before = requests;
@@ -117,7 +118,7 @@ export async function measureRefresh(options: { quick?: boolean } = {}): Promise
     const receives: number[] = [];
     for (let index = 0; index < passes; index += 1) {
       const at = now();
-      await empty.session.receive("0");
+      await coreInternals(empty).session.receive("0");
       receives.push(now() - at);
     }
     return {
@@ -135,8 +136,8 @@ export async function measureRefresh(options: { quick?: boolean } = {}): Promise
   } finally {
     await full.close().catch(() => undefined);
     await empty.close().catch(() => undefined);
-    full.session.close();
-    empty.session.close();
+    coreInternals(full).session.close();
+    coreInternals(empty).session.close();
     worker.session.close();
     await relay.stop().catch(() => undefined);
   }

@@ -6,7 +6,7 @@
  * scheduler and the mail watch. Nothing here throws into Pi's event handlers.
  */
 import { ensureRelay, type RelayInUse } from "../../src/cli/embedded-relay.ts";
-import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
+import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
@@ -33,7 +33,7 @@ export interface LifecycleDeps {
   readonly appendEntry: PresenterDeps["appendEntry"];
   readonly gate: WorkerGate;
   /** Test seam: how the configured core is built. */
-  readonly createCore?: typeof createConfiguredTaskCore;
+  readonly createCore?: typeof createRecoveringTaskCore;
   /** Test seam: how the relay is found (or started). */
   readonly findRelay?: typeof ensureRelay;
 }
@@ -67,7 +67,7 @@ export interface Lifecycle {
 interface Running {
   readonly info: SessionInfo;
   readonly presenter: PiPresenter;
-  readonly configured: ConfiguredTaskCore;
+  readonly configured: RecoveringTaskCore;
   readonly scheduler: RefreshScheduler;
   readonly watch: MailWatch;
   /** The failure label of the last pass (undefined when healthy). */
@@ -124,7 +124,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       },
     });
     let state: Running | undefined;
-    const configured = (deps.createCore ?? createConfiguredTaskCore)({
+    const configured = (deps.createCore ?? createRecoveringTaskCore)({
       env: deps.env,
       callerSession: session.name,
       url: relay.url,

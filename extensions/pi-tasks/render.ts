@@ -2,7 +2,7 @@
  * Text the model reads. The model sees a message's `content`, never its `details`, so everything it
  * must act on (task id, event type, the question id to answer, results, changed files) is here.
  */
-import type { DeliveryEvidence } from "../../src/core/evidence.ts";
+import type { DeliveryEvidence } from "../../src/core/views.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import type { ErrorShape } from "../../src/protocol/errors.ts";

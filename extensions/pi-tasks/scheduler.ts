@@ -6,7 +6,7 @@
  * exit; `stop()` clears everything.
  */
 import type { PassReport } from "../../src/core/pass.ts";
-import { pause } from "../../src/core/within.ts";
+import { pause } from "../../src/core/timers.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";

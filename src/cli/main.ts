@@ -8,6 +8,7 @@
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { DEFAULT_RELAY_PORT, relayDefaultHost, workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
+import { conformanceCommand } from "./conformance.ts";
 import { demoCommand } from "./demo.ts";
 import { relayCommand } from "./relay.ts";
 import { killSession, sessionList, sessionStatus } from "./sessions.ts";
@@ -103,6 +104,11 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     usage: "pi-tasks demo [--model provider/id] [--json]",
     summary: "an origin Pi and a worker Pi delegate a real task end to end",
     run: (args, env) => demoCommand(args, env),
+  },
+  conformance: {
+    usage: "pi-tasks conformance URL [--features watch-v1,successor-v1] [--json]",
+    summary: "check a relay against the volatile-v1 wire (docs/wire.md); exits 0 only when every check passes",
+    run: (args, env) => conformanceCommand(args, env),
   },
   help: {
     usage: "pi-tasks help [COMMAND]",

@@ -1,16 +1,16 @@
 /**
  * The state one TaskCore lifetime shares between its operations and its pass phases.
  */
-import { TaskError } from "../protocol/errors.ts";
+import { TaskError, toTaskError } from "../protocol/errors.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
-import type { Acceptance, RelaySession } from "../relay-client/session.ts";
-import type { TaskStore } from "../store/task-store.ts";
+import type { RelaySession } from "../relay-client/session.ts";
+import type { CoreStore } from "./bookkeeping.ts";
 import type { Hold } from "./hold.ts";
 import type { PresentationHost } from "./host.ts";
 import type { TaskTimers } from "./timers.ts";
 
 export interface CoreContext {
-  readonly store: TaskStore;
+  readonly store: CoreStore;
   readonly session: RelaySession;
   /** Stamps task records and envelopes (wall clock, ms). */
   readonly clock: () => number;
@@ -18,13 +18,13 @@ export interface CoreContext {
   readonly timers: TaskTimers;
   readonly host: PresentationHost;
   /** Aborted when the lifetime closes: nothing of it may mutate state afterwards. */
-  readonly lifetime: AbortController;
+  readonly fence: AbortController;
   /** Sends in flight by envelope id: concurrent same-id sends join instead of retransmitting. */
-  readonly sending: Map<string, Promise<Acceptance>>;
-  /** Requests a background refresh (the owner coalesces requests). */
-  readonly requestRefresh: () => void;
+  readonly sending: Map<string, Promise<unknown>>;
   /** Receipts written before a wake, held (never sent) until the wake is observed or withdrawn. */
   readonly withheld: Map<string, Promise<void>>;
+  /** Requests a background refresh (the owner coalesces requests). */
+  readonly requestRefresh: () => void;
   /** The endpoint this lifetime first bound (set once by `checkEndpoint`). */
   boundEndpoint: TaskEndpoint | undefined;
   /** A configuration refusal holding all relay work (see hold.ts). */
@@ -32,12 +32,18 @@ export interface CoreContext {
 }
 
 export function isClosed(context: CoreContext): boolean {
-  return context.lifetime.signal.aborted;
+  return context.fence.signal.aborted;
 }
 
 /** Throws `RELAY_CLOSED` once the lifetime is fenced. */
 export function assertOpen(context: CoreContext, operation: string): void {
   if (isClosed(context)) throw new TaskError("RELAY_CLOSED", { details: { operation } });
+}
+
+/** Rethrows relay loss (the lifetime must be replaced); any other failure is the caller's to record. */
+export function rethrowRelayLoss(error: unknown): void {
+  const failure = toTaskError(error);
+  if (failure.spec.relayLoss) throw failure;
 }
 
 /** This endpoint, as bound on the relay. */

@@ -1,22 +1,12 @@
 /**
  * Builders of immutable protocol values: events, intents and relay envelopes. Every id is a random
- * UUID; `createdAt` is fixed at creation and reused byte for byte on every retry.
+ * UUID; `createdAt` is fixed at creation. An envelope is encoded once, as canonical JSON: that text
+ * is stored and sent byte for byte on every attempt (no re-serialization per retry).
  */
-import { canonicalBytes } from "../protocol/canonical-json.ts";
+import { CanonicalText, canonicalJson, utf8Bytes } from "../protocol/canonical-json.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxRelayPayloadBytes, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
-import type {
-  EnvelopeKind,
-  ReceiverIntentType,
-  TaskEndpoint,
-  TaskEnvelope,
-  TaskEvent,
-  TaskEventType,
-  TaskIntent,
-  TaskRecord,
-  TaskWirePayload,
-} from "../protocol/schemas.ts";
-import type { TaskStore } from "../store/task-store.ts";
+import type { EnvelopeKind, ReceiverIntentType, TaskEndpoint, TaskEvent, TaskEventType, TaskIntent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
 
 export function newId(): string {
   return crypto.randomUUID();
@@ -27,52 +17,44 @@ export function isoAt(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-/** The next canonical sequence of a task at its origin: events so far + 1. */
-export function nextSequence(store: TaskStore, taskId: string): string {
-  return String(store.eventCount(taskId) + 1);
-}
-
 export function makeEvent(task: TaskRecord, type: TaskEventType, sequence: string, occurredAt: number, payload: Record<string, unknown>): TaskEvent {
-  return {
-    eventId: newId(),
-    taskId: task.taskId,
-    type,
-    sequence,
-    source: task.origin,
-    target: task.target,
-    occurredAt,
-    payload,
-  };
+  return { eventId: newId(), taskId: task.taskId, type, sequence, source: task.origin, target: task.target, occurredAt, payload };
 }
 
 export function makeIntent(taskId: string, type: ReceiverIntentType, payload: Record<string, unknown>): TaskIntent {
   return { intentId: newId(), taskId, type, payload };
 }
 
-export function makeEnvelope(
-  source: TaskEndpoint,
-  target: TaskEndpoint,
-  taskId: string,
-  kind: EnvelopeKind,
-  inner: TaskWirePayload["payload"],
-  createdAtMs: number,
-): TaskEnvelope {
-  const payload = { taskId, kind, payload: inner } as TaskWirePayload;
-  const bytes = canonicalBytes(payload);
-  if (bytes > maxRelayPayloadBytes) {
-    throw new TaskError("PAYLOAD_TOO_LARGE", { details: { taskId, kind, bytes, maxBytes: maxRelayPayloadBytes } });
-  }
-  return {
-    envelopeId: newId(),
+/** An envelope as stored and sent: its id and its canonical JSON text. */
+export interface EncodedEnvelope {
+  readonly envelopeId: string;
+  readonly text: string;
+}
+
+/** Canonical payload text of a task envelope, size-checked against the 48 KiB payload bound. */
+export function encodePayload(taskId: string, kind: EnvelopeKind, inner: TaskWirePayload["payload"]): string {
+  const text = canonicalJson({ taskId, kind, payload: inner });
+  const bytes = utf8Bytes(text);
+  if (bytes > maxRelayPayloadBytes) throw new TaskError("PAYLOAD_TOO_LARGE", { details: { taskId, kind, bytes, maxBytes: maxRelayPayloadBytes } });
+  return text;
+}
+
+/** Encodes an envelope once (the payload is serialized once and spliced in). */
+export function encodeEnvelope(source: TaskEndpoint, target: TaskEndpoint, taskId: string, kind: EnvelopeKind, inner: TaskWirePayload["payload"], createdAtMs: number): EncodedEnvelope {
+  const envelopeId = newId();
+  const payload = new CanonicalText(encodePayload(taskId, kind, inner));
+  const text = canonicalJson({
+    envelopeId,
     protocolVersion: WIRE_PROTOCOL_VERSION,
     source: { relay: source.relay, id: source.id },
     target: { relay: target.relay, id: target.id },
     payload,
     createdAt: isoAt(createdAtMs),
-  };
+  });
+  return { envelopeId, text };
 }
 
 /** Canonical payload size of an assignment carrying `history` (for the reassignment fit). */
 export function assignmentBytes(taskId: string, inner: Record<string, unknown>): number {
-  return canonicalBytes({ taskId, kind: "assignment", payload: inner });
+  return utf8Bytes(canonicalJson({ taskId, kind: "assignment", payload: inner }));
 }

@@ -14,55 +14,18 @@ import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType, isTerminalStatus, validateTaskEvent } from "../protocol/events.ts";
 import { type AssignmentPayload, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
-import type { DeliveryRow, TaskStore } from "../store/task-store.ts";
+import { type CoreDelivery, type CoreStore, type InboxData, type InboxStage, OPERATION } from "./bookkeeping.ts";
+import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, me } from "./context.ts";
-import { makeEnvelope, makeEvent, nextSequence } from "./envelopes.ts";
+import { fanOut } from "./outbox.ts";
 import type { WorkScope } from "./scope.ts";
-
-/** Delivery stages owned by the core. */
-export const STAGE = {
-  tracked: "tracked",
-  /** Recorded; waiting for presentation (assignments and canonical events). */
-  recorded: "recorded",
-  /** Presented or archived; waiting for its receipts to ship. */
-  presented: "presented",
-  /** A raw intent canonicalized; waiting for its fan-out. */
-  canonicalized: "canonicalized",
-  /** Invalid; reported and ACKed without processing. */
-  rejected: "rejected",
-} as const;
-
-export interface DeliveryData {
-  readonly kind?: string;
-  readonly taskId?: string;
-  readonly eventId?: string;
-  readonly visible?: boolean;
-  readonly reassigned?: boolean;
-  /** Envelopes that must be accepted (or, for receipts, blocked for good) before the ACK. */
-  readonly requires?: readonly string[];
-  readonly error?: { readonly code: string; readonly message: string };
-}
-
-export function deliveryData(row: DeliveryRow): DeliveryData {
-  return row.data as DeliveryData;
-}
 
 function invalid(code: string, problem: string, details: Record<string, unknown> = {}): TaskError {
   return new TaskError(code, { message: `${code}: ${problem}`, details: { problem, ...details } });
 }
 
-function ensure(condition: boolean, code: string, problem: string, details: Record<string, unknown> = {}): void {
+function ensure(condition: boolean, code: string, problem: string, details: Record<string, unknown> = {}): asserts condition {
   if (!condition) throw invalid(code, problem, details);
-}
-
-/** Canonical fan-out of an event the origin created: to the target, plus local presentation. */
-export function fanOut(context: CoreContext, scope: WorkScope | undefined, task: TaskRecord, event: TaskEvent, present: boolean): string {
-  const { store } = context;
-  const envelope = makeEnvelope(task.origin, task.target, task.taskId, "canonical_event", event, context.clock());
-  store.putOutbox({ envelopeId: envelope.envelopeId, taskId: task.taskId, target: task.target, kind: "canonical_event", purpose: "fanout", envelope });
-  if (present) store.enqueueLocalPresentation(event);
-  scope?.required.push(envelope.envelopeId);
-  return envelope.envelopeId;
 }
 
 /** Origin: every expired active task becomes `task.timed_out` (canonical, fanned out, presented). */
@@ -74,9 +37,7 @@ export function canonicalizeTimeouts(context: CoreContext, scope: WorkScope): nu
     const stored = store.getStoredTask(taskId);
     if (stored === undefined || stored.role !== "origin" || stored.record.expiresAt > now) continue;
     store.transaction(() => {
-      const event = makeEvent(stored.record, "task.timed_out", nextSequence(store, taskId), now, { expiresAt: stored.record.expiresAt });
-      store.appendEvent(event);
-      store.setStatus(taskId, "timed_out");
+      const event = appendCanonical(store, stored.record, "task.timed_out", { expiresAt: stored.record.expiresAt }, now);
       fanOut(context, scope, stored.record, event, true);
     });
     count += 1;
@@ -94,7 +55,7 @@ function validateHistory(task: TaskRecord, history: readonly unknown[]): TaskEve
   });
 }
 
-function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload: AssignmentPayload): DeliveryData {
+function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload: AssignmentPayload): InboxData {
   const { store } = context;
   const self = me(context);
   const task = payload.task;
@@ -123,10 +84,29 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
     for (const carried of history) store.appendEvent(carried);
     store.appendEvent(event);
   });
-  return { kind: "assignment", taskId: task.taskId, eventId: event.eventId, visible: true, reassigned: event.type === "task.reassigned", requires: [] };
+  return { kind: "assignment", taskId: task.taskId, eventId: event.eventId, visible: true, requires: [] };
 }
 
-function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope): DeliveryData {
+/** Creates the canonical event of a validated intent (first terminal wins) and its fan-out. */
+function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, intent: TaskIntent): { event: TaskEvent; fanout?: string } {
+  const { store } = context;
+  const now = context.clock();
+  const row = eventTypeRow(intent.type);
+  const payload = { intentId: intent.intentId, ...intent.payload };
+  if (row.originLocal) return { event: appendCanonical(store, task, intent.type, payload, now) };
+  if (row.terminalStatus !== null && isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
+    const event = appendCanonical(store, task, "task.late_terminal", { ...payload, lateType: intent.type }, now);
+    return { event, fanout: fanOut(context, scope, task, event, true) };
+  }
+  if (intent.type === "task.answer") {
+    const question = store.getEvent(String(intent.payload.inReplyTo));
+    ensure(question !== undefined && question.taskId === task.taskId && question.type === "task.question", "INVALID_INTENT", "inReplyTo does not name a question of this task");
+  }
+  const event = appendCanonical(store, task, intent.type, payload, now);
+  return { event, fanout: fanOut(context, scope, task, event, true) };
+}
+
+function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope): InboxData {
   const { store } = context;
   const intent = assertValid(TaskIntent, envelope.payload.payload, { code: "INVALID_INTENT", pathPrefix: "/payload/payload" });
   ensure(intent.taskId === envelope.payload.taskId, "INVALID_INTENT", "task ids disagree");
@@ -140,43 +120,22 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   ensure(!("intentId" in intent.payload), "INVALID_INTENT", "intent payload must not carry intentId");
   assertValid(row.payload, intent.payload, { code: "INVALID_INTENT", pathPrefix: "/payload/payload/payload" });
 
-  const operation = `intent:${intent.intentId}`;
-  const existing = store.getOperation(intent.taskId, operation);
+  const key = OPERATION.intent(intent.intentId);
+  const existing = store.getOperation(intent.taskId, key);
   if (existing !== undefined) {
     for (const id of existing.envelopeIds) if (store.getOutbox(id)?.state === "pending") scope.required.push(id);
     return { kind: "intent", taskId: intent.taskId, eventId: existing.logicalId, requires: existing.envelopeIds };
   }
   return store.transaction(() => {
-    const now = context.clock();
-    const sequence = nextSequence(store, task.taskId);
-    const canonicalPayload = { intentId: intent.intentId, ...intent.payload };
-    let event: TaskEvent;
-    let fanout: string | undefined;
-    if (row.originLocal) {
-      event = makeEvent(task, intent.type, sequence, now, canonicalPayload);
-      store.appendEvent(event);
-    } else if (row.terminalStatus !== null && isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
-      event = makeEvent(task, "task.late_terminal", sequence, now, { ...canonicalPayload, lateType: intent.type });
-      store.appendEvent(event);
-      fanout = fanOut(context, scope, task, event, true);
-    } else {
-      if (intent.type === "task.answer") {
-        const question = store.getEvent(String(intent.payload.inReplyTo));
-        ensure(question !== undefined && question.taskId === task.taskId && question.type === "task.question", "INVALID_INTENT", "inReplyTo does not name a question of this task");
-      }
-      event = makeEvent(task, intent.type, sequence, now, canonicalPayload);
-      store.appendEvent(event);
-      if (row.terminalStatus !== null) store.setStatus(task.taskId, row.terminalStatus);
-      fanout = fanOut(context, scope, task, event, true);
-    }
+    const { event, fanout } = canonicalOf(context, scope, task, intent);
     const requires = fanout === undefined ? [] : [fanout];
-    store.reserveOperation(task.taskId, operation, () => ({ logicalId: event.eventId, logicalType: event.type, envelopeIds: requires, createdAt: now }));
+    store.reserveOperation(task.taskId, key, () => ({ logicalId: event.eventId, logicalType: event.type, envelopeIds: requires, createdAt: event.occurredAt }));
     return { kind: "intent", taskId: task.taskId, eventId: event.eventId, requires };
   });
 }
 
 /** Whether a canonical event this endpoint receives is model-visible here. */
-export function visibleAtTarget(store: TaskStore, event: TaskEvent): boolean {
+export function visibleAtTarget(store: CoreStore, event: TaskEvent): boolean {
   const row = eventTypeRow(event.type);
   if (!row.modelVisible || row.originLocal) return false;
   const intentId = (event.payload as { intentId?: unknown }).intentId;
@@ -184,7 +143,7 @@ export function visibleAtTarget(store: TaskStore, event: TaskEvent): boolean {
   return !(typeof intentId === "string" && store.getIntent(intentId) !== undefined);
 }
 
-function recordCanonical(context: CoreContext, envelope: TaskEnvelope): DeliveryData {
+function recordCanonical(context: CoreContext, envelope: TaskEnvelope): InboxData {
   const { store } = context;
   const event = validateTaskEvent(envelope.payload.payload, { code: "INVALID_EVENT", pathPrefix: "/payload/payload" });
   ensure(event.taskId === envelope.payload.taskId, "INVALID_EVENT", "task ids disagree");
@@ -193,16 +152,31 @@ function recordCanonical(context: CoreContext, envelope: TaskEnvelope): Delivery
   if (stored.role === "origin") {
     // An origin-targeted echo of its own canonical event (older peers): nothing to learn.
     ensure(sameEndpoint(envelope.source, stored.record.origin), "UNAUTHORIZED_INTENT", "canonical events come only from the task's origin");
-    return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: false };
+    return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: false, requires: [] };
   }
   ensure(sameEndpoint(envelope.source, stored.record.origin) && sameEndpoint(event.source, stored.record.origin), "INVALID_EVENT", "canonical events come only from the task's origin");
-  const row = eventTypeRow(event.type);
-  ensure(event.type !== "task.created" && event.type !== "task.reassigned", "INVALID_EVENT", "assignment events travel as assignments");
+  ensure(!isAssignmentType(event.type), "INVALID_EVENT", "assignment events travel as assignments");
+  const terminal = eventTypeRow(event.type).terminalStatus;
   store.transaction(() => {
     store.appendEvent(event);
-    if (row.terminalStatus !== null && stored.record.status === "active") store.setStatus(event.taskId, row.terminalStatus);
+    if (terminal !== null && stored.record.status === "active") store.setStatus(event.taskId, terminal);
   });
-  return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: visibleAtTarget(store, event) };
+  return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: visibleAtTarget(store, event), requires: [] };
+}
+
+/** Judges a delivery by its kind: what it is, and the stage it reaches. */
+function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { stage: InboxStage; data: InboxData } {
+  const envelope = assertValid(TaskEnvelope, context.store.deliveryEnvelope(row.envelopeId), { code: "INVALID_DELIVERY" });
+  const self: TaskEndpoint = me(context);
+  ensure(sameEndpoint(envelope.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
+  switch (envelope.payload.kind) {
+    case "assignment":
+      return { stage: "recorded", data: recordAssignment(context, envelope, envelope.payload.payload) };
+    case "intent":
+      return { stage: "canonicalized", data: canonicalizeIntent(context, scope, envelope) };
+    case "canonical_event":
+      return { stage: "recorded", data: recordCanonical(context, envelope) };
+  }
 }
 
 /**
@@ -210,32 +184,11 @@ function recordCanonical(context: CoreContext, envelope: TaskEnvelope): Delivery
  * throws for a bad delivery (it is rejected and reported); relay-loss errors propagate; a full
  * store (`TASK_CAPACITY`) leaves the delivery tracked and unACKed.
  */
-export function recordDelivery(context: CoreContext, scope: WorkScope, row: DeliveryRow): void {
+export function recordDelivery(context: CoreContext, scope: WorkScope, row: CoreDelivery): void {
   const { store } = context;
   const required = scope.required.length;
   try {
-    store.transaction(() => {
-      const envelope = assertValid(TaskEnvelope, row.envelope, { code: "INVALID_DELIVERY" });
-      const self: TaskEndpoint = me(context);
-      ensure(sameEndpoint(envelope.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
-      let data: DeliveryData;
-      let stage: string;
-      switch (envelope.payload.kind) {
-        case "assignment":
-          data = recordAssignment(context, envelope, envelope.payload.payload);
-          stage = STAGE.recorded;
-          break;
-        case "intent":
-          data = canonicalizeIntent(context, scope, envelope);
-          stage = STAGE.canonicalized;
-          break;
-        case "canonical_event":
-          data = recordCanonical(context, envelope);
-          stage = STAGE.recorded;
-          break;
-      }
-      store.updateDelivery(row.envelopeId, { stage, data: data as Record<string, unknown> });
-    });
+    store.transaction(() => store.updateDelivery(row.envelopeId, judge(context, scope, row)));
   } catch (raw) {
     const error = toTaskError(raw);
     if (error.spec.relayLoss) throw error;
@@ -245,7 +198,7 @@ export function recordDelivery(context: CoreContext, scope: WorkScope, row: Deli
     // it) and is re-driven when there is room, instead of being rejected, ACKed and lost.
     if (error.code === "TASK_CAPACITY") return;
     try {
-      store.updateDelivery(row.envelopeId, { stage: STAGE.rejected, ackRequested: true, data: { error: { code: error.code, message: error.message } } });
+      store.updateDelivery(row.envelopeId, { stage: "rejected", ackRequested: true, data: { kind: "rejected", error: { code: error.code, message: error.message } } });
     } catch (full) {
       // No room even to mark it rejected: it stays tracked and is judged again when there is room.
       scope.fail("intake", toTaskError(full).withDetails({ envelopeId: row.envelopeId }));

@@ -1,5 +1,10 @@
 /**
- * Outbox delivery rules:
+ * The outbox: the one way mail enters it, and the rules by which it leaves.
+ *
+ * Queueing (`queueEnvelope`, `fanOut`): an envelope is encoded once, stored with its purpose, and
+ * reserved as the operation it fulfils, in the caller's transaction.
+ *
+ * Sending:
  * - per-target FIFO, in one place (`attemptSend`): an envelope leaves only after every older
  *   pending envelope to the same target is accepted (or quarantined); a younger send waits for an
  *   older one in flight, or withheld until a wake is observed;
@@ -12,11 +17,65 @@
  */
 import { sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
 import { capacityCooldownMs } from "../protocol/limits.ts";
-import type { Acceptance } from "../relay-client/session.ts";
-import type { OutboxEntry } from "../store/task-store.ts";
+import type { EnvelopeKind, TaskEndpoint, TaskEvent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
+import type { SendAcceptance } from "../relay-client/session.ts";
+import { COOLDOWN, type CoreOutboxEntry, type OperationKey, type OutboxPurpose } from "./bookkeeping.ts";
 import { type CoreContext, isClosed } from "./context.ts";
+import { encodeEnvelope } from "./envelopes.ts";
 import { activeHold, endHold, noteRefusal } from "./hold.ts";
 import type { Slice, WorkScope } from "./scope.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Queueing
+// ---------------------------------------------------------------------------------------------
+
+export interface QueuedEnvelope {
+  readonly taskId: string;
+  readonly from: TaskEndpoint;
+  readonly to: TaskEndpoint;
+  readonly kind: EnvelopeKind;
+  readonly inner: TaskWirePayload["payload"];
+  readonly purpose: OutboxPurpose;
+  /** The operation this envelope fulfils, reserved with it. */
+  readonly operation?: { readonly key: OperationKey; readonly logicalId: string; readonly logicalType: string };
+}
+
+/** Queues one envelope for a task: encodes it once, stores it and reserves its operation. */
+export function queueEnvelope(context: CoreContext, spec: QueuedEnvelope): string {
+  const { store } = context;
+  const createdAt = context.clock();
+  const encoded = encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt);
+  store.transaction(() => {
+    store.putOutbox({ envelopeId: encoded.envelopeId, taskId: spec.taskId, target: spec.to, kind: spec.kind, purpose: spec.purpose, envelopeText: encoded.text });
+    const operation = spec.operation;
+    if (operation !== undefined) {
+      store.reserveOperation(spec.taskId, operation.key, () => ({ logicalId: operation.logicalId, logicalType: operation.logicalType, envelopeIds: [encoded.envelopeId], createdAt }));
+    }
+  });
+  return encoded.envelopeId;
+}
+
+/** Canonical fan-out of an event the origin created: to the target, plus local presentation. */
+export function fanOut(context: CoreContext, scope: WorkScope | undefined, task: TaskRecord, event: TaskEvent, present: boolean): string {
+  const envelopeId = queueEnvelope(context, { taskId: task.taskId, from: task.origin, to: task.target, kind: "canonical_event", inner: event, purpose: "fanout" });
+  if (present) context.store.enqueueLocalPresentation(event);
+  scope?.required.push(envelopeId);
+  return envelopeId;
+}
+
+/** Withdraws an envelope that never reached the wire (and its reservation and cooldown). */
+export function withdrawUnsent(context: CoreContext, envelopeId: string): boolean {
+  const { store } = context;
+  return store.transaction(() => {
+    if (!store.discardUnsentOperation(envelopeId)) return false;
+    store.clearCooldown(COOLDOWN.envelope(envelopeId));
+    return true;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+// ---------------------------------------------------------------------------------------------
 
 export type SendOutcome =
   | { readonly state: "accepted"; readonly envelopeId: string }
@@ -26,14 +85,6 @@ export type SendOutcome =
 
 export type SendBudget = "scoped" | "oldWork";
 
-export function envelopeCooldownKey(envelopeId: string): string {
-  return `envelope:${envelopeId}`;
-}
-
-export function ackCooldownKey(envelopeId: string): string {
-  return `ack:${envelopeId}`;
-}
-
 function deferred(envelopeId: string, reason: string, details: Record<string, unknown> = {}): SendOutcome {
   return { state: "deferred", envelopeId, error: new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId, reason, ...details } }) };
 }
@@ -42,11 +93,7 @@ function deferred(envelopeId: string, reason: string, details: Record<string, un
 export function settledOutcome(context: CoreContext, envelopeId: string): SendOutcome | undefined {
   const quarantined = context.store.getQuarantine(envelopeId);
   if (quarantined !== undefined) {
-    return {
-      state: "quarantined",
-      envelopeId,
-      error: new TaskError(quarantined.errorCode, { retryable: false, details: { ...quarantined.details, envelopeId } }),
-    };
+    return { state: "quarantined", envelopeId, error: new TaskError(quarantined.errorCode, { retryable: false, details: { ...quarantined.details, envelopeId } }) };
   }
   const entry = context.store.getOutbox(envelopeId);
   if (entry === undefined) return deferred(envelopeId, "unknown envelope");
@@ -59,8 +106,8 @@ export function capacityCooldown(error: TaskError): number {
   return typeof retryAfterMs === "number" && retryAfterMs > capacityCooldownMs ? retryAfterMs : capacityCooldownMs;
 }
 
-function coolingDown(context: CoreContext, entry: OutboxEntry): number | undefined {
-  const cooldown = context.store.getCooldown(envelopeCooldownKey(entry.envelopeId));
+function coolingDown(context: CoreContext, entry: CoreOutboxEntry): number | undefined {
+  const cooldown = context.store.getCooldown(COOLDOWN.envelope(entry.envelopeId));
   return cooldown !== undefined && cooldown.until > context.timers.now() ? cooldown.until : undefined;
 }
 
@@ -122,34 +169,41 @@ export async function attemptSend(context: CoreContext, scope: WorkScope, envelo
   }
 }
 
-async function deliver(context: CoreContext, scope: WorkScope, entry: OutboxEntry, budget: SendBudget): Promise<SendOutcome> {
+/** Records what a refused send means for its envelope (see the module comment). */
+function refused(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry, budget: SendBudget, error: TaskError): SendOutcome {
+  const { store } = context;
+  const envelopeId = entry.envelopeId;
+  switch (sendRefusal(error)) {
+    case "loss":
+      throw error;
+    case "hold":
+      noteRefusal(context, error);
+      return { state: "failed", envelopeId, error };
+    case "quarantine":
+      store.quarantineOutbox(envelopeId, { errorCode: error.code, details: { ...error.details }, quarantinedAt: context.clock() });
+      return { state: "quarantined", envelopeId, error };
+    case "retry":
+      if (error.code === "RELAY_CAPACITY") {
+        store.setCooldown(COOLDOWN.envelope(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+        if (budget === "oldWork") scope.suppressedTargets.add(entry.targetKey);
+      }
+      return { state: "failed", envelopeId, error };
+  }
+}
+
+async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry, budget: SendBudget): Promise<SendOutcome> {
   const { store, session } = context;
   const envelopeId = entry.envelopeId;
   store.markOutboxAttempted(envelopeId);
-  const request = session.send(entry.envelope as unknown as Record<string, unknown>, scope.signalFor(budget));
+  const request = session.send(store.getEnvelope(envelopeId) as unknown as Record<string, unknown>, scope.signalFor(budget));
   context.sending.set(envelopeId, request);
-  let acceptance: Acceptance;
+  let acceptance: SendAcceptance;
   try {
     acceptance = await request;
   } catch (raw) {
     const error = toTaskError(raw);
     if (isClosed(context)) return { state: "failed", envelopeId, error };
-    switch (sendRefusal(error)) {
-      case "loss":
-        throw error;
-      case "hold":
-        noteRefusal(context, error);
-        return { state: "failed", envelopeId, error };
-      case "quarantine":
-        store.quarantineOutbox(envelopeId, { errorCode: error.code, details: { ...error.details }, quarantinedAt: context.clock() });
-        return { state: "quarantined", envelopeId, error };
-      case "retry":
-        if (error.code === "RELAY_CAPACITY") {
-          store.setCooldown(envelopeCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
-          if (budget === "oldWork") scope.suppressedTargets.add(entry.targetKey);
-        }
-        return { state: "failed", envelopeId, error };
-    }
+    return refused(context, scope, entry, budget, error);
   } finally {
     if (context.sending.get(envelopeId) === request) context.sending.delete(envelopeId);
   }
@@ -157,7 +211,7 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: OutboxEntr
   endHold(context);
   store.transaction(() => {
     store.markOutboxAccepted(envelopeId, { acceptanceId: acceptance.acceptanceId, acceptedAt: context.clock(), duplicate: acceptance.duplicate });
-    store.clearCooldown(envelopeCooldownKey(envelopeId));
+    store.clearCooldown(COOLDOWN.envelope(envelopeId));
   });
   return { state: "accepted", envelopeId };
 }

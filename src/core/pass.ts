@@ -10,13 +10,13 @@
  * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets.
  * While a configuration refusal holds relay work (hold.ts), a pass makes no relay request at all.
  */
-import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
-import type { DeliveryRow } from "../store/task-store.ts";
-import { checkEndpoint, type CoreContext, isClosed } from "./context.ts";
+import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNJUDGED } from "./bookkeeping.ts";
+import { checkEndpoint, type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { activeHold, endHold, noteRefusal } from "./hold.ts";
-import { canonicalizeTimeouts, deliveryData, recordDelivery, STAGE } from "./intake.ts";
-import { ackCooldownKey, attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
+import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
+import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
 
@@ -31,11 +31,6 @@ export interface PassReport {
   readonly failures: ReadonlyMap<FailureKind, TaskError>;
   /** The pass stopped early (ACK budget exhausted or deadline reached). */
   readonly truncated: boolean;
-}
-
-function rethrowLoss(error: unknown): void {
-  const failure = toTaskError(error);
-  if (errorSpec(failure.code).relayLoss) throw failure;
 }
 
 /** Failures that say the relay could not be reached at all (not a refusal of one request). */
@@ -59,7 +54,7 @@ export async function leasePhase(context: CoreContext, scope: WorkScope): Promis
     if (!isClosed(context)) checkEndpoint(context, binding.endpoint);
     return true;
   } catch (error) {
-    rethrowLoss(error);
+    rethrowRelayLoss(error);
     relayFailure(context, scope, "lease", error);
     return false;
   }
@@ -74,7 +69,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
   const timedOut = canonicalizeTimeouts(context, scope);
   let redriven = 0;
   for (const row of store.deliveries()) {
-    if (row.stage !== STAGE.tracked) continue;
+    if (row.stage !== "tracked") continue;
     recordDelivery(context, scope, row);
     redriven += 1;
   }
@@ -87,7 +82,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
     try {
       page = await session.receive(cursor, { limit: Math.min(receivePageMaxItems, room), signal: scope.signal });
     } catch (error) {
-      rethrowLoss(error);
+      rethrowRelayLoss(error);
       relayFailure(context, scope, "intake", error);
       break;
     }
@@ -99,9 +94,9 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.
       let tracked: string;
       try {
-        tracked = store.trackDelivery({ cursor: delivery.cursor, envelopeId: delivery.envelopeId, envelope: delivery.envelope, receivedAt: context.clock() });
+        tracked = store.trackDelivery({ cursor: delivery.cursor, envelopeId: delivery.envelopeId, envelope: delivery.envelope, receivedAt: context.clock(), stage: "tracked", data: UNJUDGED });
       } catch (error) {
-        rethrowLoss(error);
+        rethrowRelayLoss(error);
         // A store that cannot take it (capacity) leaves it, and everything after it, at the relay.
         scope.fail("intake", toTaskError(error).withDetails({ envelopeId: delivery.envelopeId, cursor: delivery.cursor }));
         full = true;
@@ -119,9 +114,9 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
 // shipping: required fan-out and receipts in persist order (per-target FIFO, targets in parallel)
 // ---------------------------------------------------------------------------------------------
 
-const FAILURE_BY_PURPOSE: Record<string, FailureKind> = { fanout: "fanout", receipt: "receipt" };
+const FAILURE_BY_PURPOSE: Readonly<Partial<Record<OutboxPurpose, FailureKind>>> = { fanout: "fanout", receipt: "receipt" };
 
-function noteOutcome(scope: WorkScope, purpose: string, outcome: SendOutcome): void {
+function noteOutcome(scope: WorkScope, purpose: OutboxPurpose, outcome: SendOutcome): void {
   if (outcome.state === "accepted") return;
   const kind: FailureKind = outcome.state === "deferred" ? "deferral" : (FAILURE_BY_PURPOSE[purpose] ?? "send");
   scope.fail(kind, outcome.error);
@@ -141,7 +136,7 @@ export async function shipRequired(context: CoreContext, scope: WorkScope): Prom
   await Promise.all(
     [...byTarget.values()].map(async (queue) => {
       for (const envelopeId of queue) {
-        const purpose = store.getOutbox(envelopeId)?.purpose ?? "send";
+        const purpose = store.getOutbox(envelopeId)?.purpose ?? "intent";
         const outcome = await sendInOrder(context, scope, envelopeId, "scoped");
         noteOutcome(scope, purpose, outcome);
         if (outcome.state === "accepted") shipped += 1;
@@ -158,13 +153,13 @@ export async function shipRequired(context: CoreContext, scope: WorkScope): Prom
 // ---------------------------------------------------------------------------------------------
 
 /** Whether a delivery may be ACKed now. */
-function ackEligible(context: CoreContext, row: DeliveryRow): boolean {
+function ackEligible(context: CoreContext, row: CoreDelivery): boolean {
   const { store } = context;
   if (row.ackRequested) return true;
-  const requires = deliveryData(row).requires ?? [];
+  const requires = requiredOf(row.data);
   const settled = (id: string) => store.getOutbox(id)?.state === "accepted" || store.getQuarantine(id) !== undefined;
-  if (row.stage === STAGE.presented) return requires.every(settled);
-  if (row.stage === STAGE.canonicalized) {
+  if (row.stage === "presented") return requires.every(settled);
+  if (row.stage === "canonicalized") {
     // An intent whose required fan-out is quarantined is never ACKed: it keeps one pending slot.
     return requires.every((id) => store.getOutbox(id)?.state === "accepted");
   }
@@ -178,14 +173,14 @@ async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: strin
   } catch (raw) {
     const error = toTaskError(raw);
     if (isClosed(context)) return false;
-    rethrowLoss(error);
+    rethrowRelayLoss(error);
     if (error.code === "INVALID_REQUEST") {
       // The relay no longer holds it (acknowledged before, or dropped): nothing left to ACK.
       store.acknowledgeDelivery(envelopeId);
       scope.fail("ack", error.withDetails({ envelopeId }));
       return true;
     }
-    if (error.code === "RELAY_CAPACITY") store.setCooldown(ackCooldownKey(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+    if (error.code === "RELAY_CAPACITY") store.setCooldown(COOLDOWN.ack(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
     noteRefusal(context, error);
     scope.fail("ack", error.withDetails({ envelopeId }));
     return false;
@@ -195,19 +190,19 @@ async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: strin
   endHold(context);
   store.transaction(() => {
     store.acknowledgeDelivery(envelopeId);
-    store.clearCooldown(ackCooldownKey(envelopeId));
+    store.clearCooldown(COOLDOWN.ack(envelopeId));
   });
   return true;
 }
 
-async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly DeliveryRow[], slice?: Slice): Promise<{ acked: number; exhausted: boolean }> {
+async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly CoreDelivery[], slice?: Slice): Promise<{ acked: number; exhausted: boolean }> {
   const { store } = context;
   const admitted: string[] = [];
   let exhausted = false;
   for (const row of rows) {
     const identity = `ack:${row.envelopeId}`;
     if (scope.attempted.has(identity)) continue;
-    const cooldown = store.getCooldown(ackCooldownKey(row.envelopeId));
+    const cooldown = store.getCooldown(COOLDOWN.ack(row.envelopeId));
     if (cooldown !== undefined && cooldown.until > context.timers.now()) {
       scope.fail("deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK capacity cooldown" } }));
       continue;
@@ -227,7 +222,7 @@ async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly D
 export async function repairAcknowledgements(context: CoreContext, scope: WorkScope): Promise<{ acked: number; exhausted: boolean }> {
   const { store } = context;
   // Authorise every settled delivery first (recorded before any request).
-  const fresh: DeliveryRow[] = [];
+  const fresh: CoreDelivery[] = [];
   for (const row of store.deliveries()) {
     if (row.ackRequested || !ackEligible(context, row)) continue;
     fresh.push(store.updateDelivery(row.envelopeId, { ackRequested: true }));

@@ -19,23 +19,24 @@
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType } from "../protocol/events.ts";
 import { maxAckAttemptsPerPass, wakeObservationMs } from "../protocol/limits.ts";
-import type { DeliveryStage, DeliveryState, TaskEvent } from "../protocol/schemas.ts";
-import type { DeliveryRow, LocalPresentation, TaskRole, TaskStore } from "../store/task-store.ts";
-import { type CoreContext, me } from "./context.ts";
-import { makeEnvelope, makeIntent } from "./envelopes.ts";
+import type { ReceiptStage, ReceiptState, TaskEvent } from "../protocol/schemas.ts";
+import type { LocalPresentation } from "../store/task-store.ts";
+import { type CoreDelivery, type CoreStore, OPERATION, type RecordedData } from "./bookkeeping.ts";
+import { type CoreContext, me, rethrowRelayLoss } from "./context.ts";
+import { makeIntent } from "./envelopes.ts";
 import type { PresentationItem } from "./host.ts";
-import { type DeliveryData, deliveryData, STAGE } from "./intake.ts";
+import { queueEnvelope, withdrawUnsent } from "./outbox.ts";
 import type { WorkScope } from "./scope.ts";
 
 export type ReceiveItem =
-  | { readonly kind: "relay"; readonly delivery: DeliveryRow; readonly order: number }
+  | { readonly kind: "relay"; readonly delivery: CoreDelivery; readonly order: number }
   | { readonly kind: "local"; readonly event: TaskEvent; readonly order: number };
 
 /** Relay deliveries waiting for presentation and local items, merged by intake order. */
-export function receiveItems(store: TaskStore): ReceiveItem[] {
+export function receiveItems(store: CoreStore): ReceiveItem[] {
   const relay: ReceiveItem[] = store
     .deliveries()
-    .filter((row) => row.stage === STAGE.recorded)
+    .filter((row) => row.stage === "recorded")
     .map((delivery) => ({ kind: "relay", delivery, order: delivery.order }));
   const local: ReceiveItem[] = store.localPresentations().map((item: LocalPresentation) => ({ kind: "local", event: item.event, order: item.order }));
   return [...relay, ...local].sort((a, b) => a.order - b.order);
@@ -47,78 +48,59 @@ export function visibleLocally(event: TaskEvent): boolean {
   return row.modelVisible && !row.originLocal;
 }
 
-function toItem(store: TaskStore, item: ReceiveItem): PresentationItem | undefined {
+function toItem(store: CoreStore, item: ReceiveItem): PresentationItem | undefined {
   if (item.kind === "relay") {
-    const data = deliveryData(item.delivery);
-    if (data.taskId === undefined || data.eventId === undefined) return undefined;
+    const data = item.delivery.data;
+    if (!("eventId" in data)) return undefined;
     const event = store.getEvent(data.eventId);
     const task = store.getTask(data.taskId);
     if (event === undefined || task === undefined) return undefined;
-    return {
-      kind: "relay",
-      order: item.order,
-      taskId: data.taskId,
-      eventId: data.eventId,
-      event,
-      role: task.role as TaskRole,
-      visible: data.visible === true,
-      task,
-      envelopeId: item.delivery.envelopeId,
-    };
+    const visible = "visible" in data && data.visible;
+    return { kind: "relay", order: item.order, taskId: data.taskId, eventId: data.eventId, event, role: task.role, visible, task, envelopeId: item.delivery.envelopeId };
   }
   const task = store.getTask(item.event.taskId);
   if (task === undefined) return undefined;
   return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event), task };
 }
 
-function receiptKey(eventId: string, stage: DeliveryStage, state: DeliveryState): string {
-  return `delivery_evidence:${eventId}:${stage}:${state}`;
+/** Rewrites the envelopes a presented delivery waits for before its ACK. */
+function setRequired(store: CoreStore, envelopeId: string, change: (requires: readonly string[]) => readonly string[]): void {
+  const row = store.getDelivery(envelopeId);
+  if (row === undefined || !("eventId" in row.data)) return;
+  const data: RecordedData = { ...row.data, requires: change(row.data.requires) };
+  store.updateDelivery(envelopeId, { data });
 }
 
 /** Reserves (once per event, stage and state) a receipt intent to the task's origin. */
-export function reserveReceipt(
-  context: CoreContext,
-  scope: WorkScope,
-  item: PresentationItem,
-  stage: DeliveryStage,
-  state: DeliveryState,
-): string | undefined {
+export function reserveReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, stage: ReceiptStage, state: ReceiptState): string | undefined {
   const { store } = context;
   if (item.kind !== "relay" || item.role !== "target") return undefined;
-  const key = receiptKey(item.eventId, stage, state);
+  const key = OPERATION.receipt(item.eventId, stage, state);
   const existing = store.getOperation(item.taskId, key);
   if (existing !== undefined) return existing.envelopeIds[0];
-  const payload = { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) };
-  const intent = makeIntent(item.taskId, "task.delivery_receipt", payload);
-  const envelope = makeEnvelope(me(context), item.task.origin, item.taskId, "intent", intent, context.clock());
-  store.transaction(() => {
-    store.putOutbox({ envelopeId: envelope.envelopeId, taskId: item.taskId, target: item.task.origin, kind: "intent", purpose: "receipt", envelope });
-    store.reserveOperation(item.taskId, key, () => ({
-      logicalId: intent.intentId,
-      logicalType: intent.type,
-      envelopeIds: [envelope.envelopeId],
-      createdAt: context.clock(),
-    }));
-    const row = store.getDelivery(item.envelopeId!);
-    if (row !== undefined) {
-      const requires = [...(deliveryData(row).requires ?? []), envelope.envelopeId];
-      store.updateDelivery(row.envelopeId, { data: { requires } satisfies DeliveryData as Record<string, unknown> });
-    }
+  const intent = makeIntent(item.taskId, "task.delivery_receipt", { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) });
+  const envelopeId = store.transaction(() => {
+    const queued = queueEnvelope(context, {
+      taskId: item.taskId,
+      from: me(context),
+      to: item.task.origin,
+      kind: "intent",
+      inner: intent,
+      purpose: "receipt",
+      operation: { key, logicalId: intent.intentId, logicalType: intent.type },
+    });
+    setRequired(store, item.envelopeId!, (requires) => [...requires, queued]);
+    return queued;
   });
-  scope.required.push(envelope.envelopeId);
-  return envelope.envelopeId;
+  scope.required.push(envelopeId);
+  return envelopeId;
 }
 
 function withdrawReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, envelopeId: string | undefined): void {
   if (envelopeId === undefined) return;
   const { store } = context;
   store.transaction(() => {
-    if (!store.discardUnsentOperation(envelopeId)) return;
-    const row = store.getDelivery(item.envelopeId!);
-    if (row !== undefined) {
-      const requires = (deliveryData(row).requires ?? []).filter((id) => id !== envelopeId);
-      store.updateDelivery(row.envelopeId, { data: { requires } as Record<string, unknown> });
-    }
+    if (withdrawUnsent(context, envelopeId)) setRequired(store, item.envelopeId!, (requires) => requires.filter((id) => id !== envelopeId));
   });
   const index = scope.required.indexOf(envelopeId);
   if (index >= 0) scope.required.splice(index, 1);
@@ -136,7 +118,7 @@ function isAssignment(item: PresentationItem): boolean {
 export const EVIDENCE = { inserted: "inserted", woken: "woken", archived: "archived" } as const;
 type EvidenceFlag = keyof typeof EVIDENCE;
 
-export function hasEvidence(store: TaskStore, eventId: string, flag: EvidenceFlag): boolean {
+export function hasEvidence(store: CoreStore, eventId: string, flag: EvidenceFlag): boolean {
   return store.getEvidence(eventId)?.[flag] === 1;
 }
 
@@ -153,7 +135,7 @@ function mark(context: CoreContext, scope: WorkScope, eventId: string, flag: Evi
 }
 
 /** Reserves a receipt; a store refusal is reported and answers false. */
-function tryReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, stage: DeliveryStage, state: DeliveryState): { ok: boolean; envelopeId?: string } {
+function tryReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, stage: ReceiptStage, state: ReceiptState): { ok: boolean; envelopeId?: string } {
   try {
     const envelopeId = reserveReceipt(context, scope, item, stage, state);
     return envelopeId === undefined ? { ok: true } : { ok: true, envelopeId };
@@ -164,12 +146,7 @@ function tryReceipt(context: CoreContext, scope: WorkScope, item: PresentationIt
   }
 }
 
-function rethrowRelayLoss(error: unknown): void {
-  const failure = toTaskError(error);
-  if (failure.spec.relayLoss) throw failure;
-}
-
-function wakeSuppressed(store: TaskStore, item: PresentationItem): boolean {
+function wakeSuppressed(store: CoreStore, item: PresentationItem): boolean {
   if (eventTypeRow(item.event.type).terminalStatus === null) return false;
   return store.getEvents(item.taskId).some((event) => event.type === "task.parent_acknowledged");
 }
@@ -177,7 +154,7 @@ function wakeSuppressed(store: TaskStore, item: PresentationItem): boolean {
 /** Marks an item presented (relay) or completes it (local); a refusal leaves it for the next pass. */
 function finish(context: CoreContext, scope: WorkScope, item: PresentationItem): boolean {
   try {
-    if (item.kind === "relay") context.store.updateDelivery(item.envelopeId!, { stage: STAGE.presented });
+    if (item.kind === "relay") context.store.updateDelivery(item.envelopeId!, { stage: "presented" });
     else context.store.completeLocalPresentation(item.eventId);
     return true;
   } catch (error) {
@@ -193,11 +170,11 @@ async function archive(context: CoreContext, scope: WorkScope, item: Presentatio
     try {
       await context.host.archive(item);
     } catch (error) {
-      if (!context.lifetime.signal.aborted) mark(context, scope, item.eventId, "archived", 0);
+      if (!context.fence.signal.aborted) mark(context, scope, item.eventId, "archived", 0);
       scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "archive" }));
       return false;
     }
-    if (context.lifetime.signal.aborted) return false;
+    if (context.fence.signal.aborted) return false;
   }
   return finish(context, scope, item);
 }
@@ -213,7 +190,7 @@ async function insert(context: CoreContext, scope: WorkScope, item: Presentation
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "insert" }));
   }
-  if (context.lifetime.signal.aborted) return false;
+  if (context.fence.signal.aborted) return false;
   if (inserted) return true;
   mark(context, scope, item.eventId, "inserted", 0);
   tryReceipt(context, scope, item, "pi_insertion", "blocked");
@@ -230,7 +207,7 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   const toWake: { item: PresentationItem; receipt?: string }[] = [];
 
   for (const entry of receiveItems(store)) {
-    if (context.lifetime.signal.aborted || scope.expired()) return completed;
+    if (context.fence.signal.aborted || scope.expired()) return completed;
     const item = toItem(store, entry);
     if (item === undefined) {
       if (entry.kind === "local") store.completeLocalPresentation(entry.event.eventId);
@@ -310,7 +287,7 @@ async function wakeAndSettle(context: CoreContext, scope: WorkScope, toWake: rea
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ step: "wake" }));
   }
-  if (context.lifetime.signal.aborted) return completed;
+  if (context.fence.signal.aborted) return completed;
   for (const entry of toWake) {
     if (woke) {
       if (finish(context, scope, entry.item)) completed += 1;

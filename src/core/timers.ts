@@ -1,6 +1,7 @@
 /**
- * Delivery-budget time: the pass deadline, admission slices and capacity cooldowns run on
- * `TaskTimers`, separate from the `clock` that stamps task records. Tests use virtual timers.
+ * Time for the core: the pass deadline, admission slices and capacity cooldowns run on
+ * `TaskTimers`, separate from the `clock` that stamps task records (tests pass virtual timers);
+ * and two waits whose timers never outlive them (`within`, `pause`).
  */
 
 export interface TaskTimers {
@@ -31,57 +32,30 @@ export const systemTimers: TaskTimers = {
   },
 };
 
-export interface VirtualTimers extends TaskTimers {
-  /** Moves time forward, firing due timeouts in order; awaits their continuations. */
-  advance(ms: number): Promise<void>;
-  pending(): number;
+/** Waiting with a deadline whose timer never outlives the wait (a pending timer keeps Bun alive). */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
-/** Deterministic timers for tests: time moves only through `advance`. */
-export function createVirtualTimers(start = 0): VirtualTimers {
-  let current = start;
-  let serial = 0;
-  const waiting: { at: number; serial: number; fire: () => void }[] = [];
-  const flush = async () => {
-    for (let round = 0; round < 10; round += 1) await Promise.resolve();
-  };
-  return {
-    now: () => current,
-    elapsed: (since) => current - since,
-    timeout(ms, signal) {
-      return new Promise<void>((resolve, reject) => {
-        if (signal?.aborted) return reject(signal.reason);
-        const entry = {
-          at: current + Math.max(0, ms),
-          serial: (serial += 1),
-          fire: () => {
-            signal?.removeEventListener("abort", onAbort);
-            resolve();
-          },
-        };
-        const onAbort = () => {
-          const index = waiting.indexOf(entry);
-          if (index >= 0) waiting.splice(index, 1);
-          reject(signal?.reason);
-        };
-        signal?.addEventListener("abort", onAbort, { once: true });
-        waiting.push(entry);
-      });
-    },
-    async advance(ms) {
-      const target = current + ms;
-      for (;;) {
-        await flush();
-        waiting.sort((a, b) => a.at - b.at || a.serial - b.serial);
-        const next = waiting[0];
-        if (next === undefined || next.at > target) break;
-        waiting.shift();
-        current = next.at;
-        next.fire();
-      }
-      current = target;
-      await flush();
-    },
-    pending: () => waiting.length,
-  };
+/** Resolves after `ms`, or at once when `signal` aborts; the timer is unref'd and cleared either way. */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    timer.unref?.();
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    if (signal?.aborted) return done();
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }

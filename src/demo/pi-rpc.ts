@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { bunPath, type PiLaunch, piCliPath, piRpcArgs, scriptedEnv } from "../cli/pi-cli.ts";
 import { diagnosticTailChars } from "../protocol/limits.ts";
-import { within } from "../core/within.ts";
+import { within } from "../core/timers.ts";
 
 export type RpcRecord = Record<string, unknown> & { readonly type: string };
 

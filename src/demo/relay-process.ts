@@ -5,7 +5,7 @@
 import { type Subprocess, spawn } from "bun";
 import { bunPath, CLI_ENTRY, PACKAGE_ROOT } from "../cli/pi-cli.ts";
 import { relayReadyTimeoutMs } from "../protocol/limits.ts";
-import { within } from "../core/within.ts";
+import { within } from "../core/timers.ts";
 
 export const REPO_ROOT = PACKAGE_ROOT;
 export { CLI_ENTRY };

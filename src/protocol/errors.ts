@@ -62,6 +62,7 @@ export const ERROR_REGISTRY = Object.freeze({
   INCOMPATIBLE_PROTOCOL: spec("profile", "The protocol version is not supported.", { holdsSending: true, httpStatus: 400 }),
   PAYLOAD_TOO_LARGE: spec("too-large", "The payload is larger than the relay allows.", { httpStatus: 413 }),
   STORE_UNAVAILABLE: spec("unavailable", "The relay store is unavailable.", { retryable: true, httpStatus: 503 }),
+  INVARIANT_VIOLATED: spec("internal", "An internal invariant of the relay was violated (a bug); the relay answers RELAY_UNAVAILABLE."),
   RELAY_AUTH_REQUIRED: spec("auth", "Relay authentication is required (WOLFPACK_JWT_SECRET).", { holdsSending: true, httpStatus: 401 }),
 
   // -- client codes ---------------------------------------------------------------------------
@@ -83,7 +84,6 @@ export const ERROR_REGISTRY = Object.freeze({
   // -- core and tool codes --------------------------------------------------------------------
   TASK_ERROR: spec("error", "An unexpected task error occurred."),
   UNKNOWN_TASK: spec("not-found", "No such task in this endpoint's current lifetime."),
-  TASK_NOT_FOUND: spec("not-found", "The task does not exist in the store."),
   INVALID_TASK: spec("invalid", "The task is invalid."),
   INVALID_DELIVERY: spec("invalid", "The relay delivery is invalid."),
   INVALID_INTENT: spec("invalid", "The intent is invalid."),

@@ -172,20 +172,20 @@ export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields
 export type TerminalPayload = Static<typeof TerminalPayload>;
 export const TimedOutPayload = Type.Object({ expiresAt: Millis }, strict);
 
-export const DeliveryStage = Type.Union([
+export const ReceiptStage = Type.Union([
   Type.Literal("receiver_recorded"),
   Type.Literal("pi_inserted"),
   Type.Literal("wake_requested"),
   Type.Literal("wake_accepted"),
   Type.Literal("pi_insertion"),
 ]);
-export type DeliveryStage = Static<typeof DeliveryStage>;
-export const DeliveryState = Type.Union([Type.Literal("confirmed"), Type.Literal("blocked")]);
-export type DeliveryState = Static<typeof DeliveryState>;
+export type ReceiptStage = Static<typeof ReceiptStage>;
+export const ReceiptState = Type.Union([Type.Literal("confirmed"), Type.Literal("blocked")]);
+export type ReceiptState = Static<typeof ReceiptState>;
 
 /** A delivery receipt (intent payload of `task.delivery_receipt`). */
 export const DeliveryReceiptPayload = Type.Object(
-  { ...intentIdField, eventId: Id, stage: DeliveryStage, state: DeliveryState, retryable: Type.Optional(Type.Boolean()) },
+  { ...intentIdField, eventId: Id, stage: ReceiptStage, state: ReceiptState, retryable: Type.Optional(Type.Boolean()) },
   strict,
 );
 export type DeliveryReceiptPayload = Static<typeof DeliveryReceiptPayload>;

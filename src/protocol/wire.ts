@@ -1,8 +1,18 @@
 /**
- * The `volatile-v1` relay wire (relay-volatile-v1.md §1–3 and Part B): request schemas per
- * operation, response value shapes, and the error body. Shared by the relay server and client.
+ * The `volatile-v1` relay wire in one place (docs/wire.md): the request schema and the reply
+ * value of every operation, the response bodies (success, error, profile, session status and
+ * list), and the cursor grammar. The relay server, the client and the conformance suite all use
+ * these.
+ *
+ * Requests are strict (an unknown key is `INVALID_REQUEST`). Replies are open: a reader requires
+ * the members named here and ignores others, so a newer relay may add members.
+ *
+ * Only the package root of `@sinclair/typebox` is imported: the client loads this module inside
+ * Pi, where that name is served by typebox 1.x and `@sinclair/typebox/compiler` is not (0.34's
+ * TypeCompiler refuses 1.x schemas). The relay compiles the request schemas once with
+ * TypeCompiler (src/relay-server/checkers.ts); the client checks replies with `checkValue`.
  */
-import { type TSchema, Type } from "@sinclair/typebox";
+import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import {
   leaseMaxMs,
   leaseMinMs,
@@ -16,12 +26,36 @@ import {
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "./limits.ts";
-import { TaskEndpoint } from "./schemas.ts";
 
 const strict = { additionalProperties: false } as const;
 
+// ---------------------------------------------------------------------------------------------
+// Cursors
+// ---------------------------------------------------------------------------------------------
+
+/** A cursor: a decimal string of at most `maxCursorDigits` digits without leading zeros. */
 export const CURSOR_PATTERN_SOURCE = `^(0|[1-9][0-9]{0,${maxCursorDigits - 1}})$`;
 export const CURSOR_PATTERN = new RegExp(CURSOR_PATTERN_SOURCE);
+export const Cursor = Type.String({ pattern: CURSOR_PATTERN_SOURCE });
+
+/** The value of a cursor, or `undefined` for anything that is not one (any type, any format). */
+export function cursorValue(cursor: unknown): bigint | undefined {
+  return typeof cursor === "string" && CURSOR_PATTERN.test(cursor) ? BigInt(cursor) : undefined;
+}
+
+/**
+ * Orders two well-formed cursors: negative when `a` comes first, 0 when equal, positive after.
+ * Without leading zeros, a longer decimal is the larger one and equal lengths compare digit by
+ * digit, so no BigInt is needed.
+ */
+export function compareCursors(a: string, b: string): number {
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
 
 export const WireString = Type.String({ minLength: minWireIdChars, maxLength: maxWireIdChars });
 
@@ -34,11 +68,11 @@ export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
  * What a schema cannot say the relay checks right after it, still before any binding check:
  * `epoch` is a UUID, `protocolVersions` includes 2, the `resolve` target id is a UUID
  * (`INVALID_REQUEST`), and `cursor` / `limit` are well formed (`INVALID_CURSOR`, so they are
- * `Unknown` here). A malformed binding `endpoint` is `SOURCE_MISMATCH`, a binding check (§1.3).
+ * `Unknown` here). A malformed binding `endpoint` is `SOURCE_MISMATCH`, a binding check.
  */
 const bindingFields = { epoch: Type.String(), callerSession: WireString, endpoint: Type.Unknown() };
 const base = { operation: Type.String(), profile: Type.String() };
-/** The `resolve` target `{relay, id}`; `id` must also be a UUID (§1.3). */
+/** The `resolve` target `{relay, id}`; `id` must also be a UUID. */
 const ResolveTarget = Type.Object({ relay: Type.String(), id: Type.String() }, strict);
 
 export const RELAY_REQUESTS = {
@@ -54,7 +88,7 @@ export const RELAY_REQUESTS = {
     strict,
   ),
   resolve: Type.Object({ ...base, ...bindingFields, target: ResolveTarget, followSuccessor: Type.Optional(Type.Boolean()) }, strict),
-  // The envelope is checked by the send operation itself: malformed is SOURCE_MISMATCH (§1.3).
+  // The envelope is checked by the send operation itself: malformed is SOURCE_MISMATCH.
   send: Type.Object({ ...base, ...bindingFields, envelope: Type.Unknown() }, strict),
   receive: Type.Object({ ...base, ...bindingFields, cursor: Type.Unknown(), limit: Type.Optional(Type.Unknown()) }, strict),
   acknowledge: Type.Object({ ...base, ...bindingFields, envelopeId: WireString }, strict),
@@ -79,61 +113,96 @@ export function isRelayOperation(value: unknown): value is RelayOperation {
 export const RECEIVE_LIMIT = { minimum: 1, maximum: receivePageMaxItems, default: receivePageMaxItems } as const;
 
 // ---------------------------------------------------------------------------------------------
-// Responses
+// Reply values (`value` of a success body), one per operation
 // ---------------------------------------------------------------------------------------------
 
-export interface WireDelivery {
-  readonly cursor: string;
-  readonly envelope: unknown;
-}
+const NonEmpty = Type.String({ minLength: 1 });
+/** An endpoint in a reply: `{relay, id}`, both non-empty. Endpoint ids minted by a relay are also UUIDs. */
+export const ReplyEndpoint = Type.Object({ relay: NonEmpty, id: NonEmpty });
 
-export type RelayValue =
-  | { readonly kind: "connected"; readonly endpoint: TaskEndpoint; readonly leaseExpiresAt: string }
-  | { readonly kind: "resolved"; readonly endpoint: TaskEndpoint; readonly successorOf?: TaskEndpoint }
-  | {
-      readonly kind: "accepted";
-      readonly envelopeId: string;
-      readonly acceptanceId: string;
-      readonly duplicate: boolean;
-      readonly forwarding: "local" | "forwarded";
-    }
-  | { readonly kind: "page"; readonly deliveries: readonly WireDelivery[]; readonly nextCursor: string; readonly hasMore: boolean }
-  | { readonly kind: "acknowledged"; readonly duplicate: boolean }
-  | { readonly kind: "disconnected" }
-  | { readonly kind: "health"; readonly store: Readonly<Record<string, number | boolean>> }
-  | { readonly kind: "watch"; readonly pending: boolean; readonly highestCursor: string };
+export const ConnectedValue = Type.Object({ kind: Type.Literal("connected"), endpoint: ReplyEndpoint, leaseExpiresAt: Type.String() });
+/** `successorOf` only with `successor-v1` and `followSuccessor:true`. */
+export const ResolvedValue = Type.Object({ kind: Type.Literal("resolved"), endpoint: ReplyEndpoint, successorOf: Type.Optional(ReplyEndpoint) });
+export const AcceptedValue = Type.Object({
+  kind: Type.Literal("accepted"),
+  envelopeId: Type.String(),
+  acceptanceId: Type.String(),
+  duplicate: Type.Boolean(),
+  forwarding: Type.Union([Type.Literal("local"), Type.Literal("forwarded")]),
+});
+/** One page item; the envelope is the stored one, checked by whoever takes it in. */
+export const WireDelivery = Type.Object({ cursor: Cursor, envelope: Type.Object({ envelopeId: NonEmpty }) });
+export const PageValue = Type.Object({ kind: Type.Literal("page"), deliveries: Type.Array(WireDelivery), nextCursor: Cursor, hasMore: Type.Boolean() });
+export const AcknowledgedValue = Type.Object({ kind: Type.Literal("acknowledged"), duplicate: Type.Boolean() });
+export const DisconnectedValue = Type.Object({ kind: Type.Literal("disconnected") });
+export const HealthValue = Type.Object({ kind: Type.Literal("health"), store: Type.Record(Type.String(), Type.Unknown()) });
+/** `watch-v1`. */
+export const WatchValue = Type.Object({ kind: Type.Literal("watch"), pending: Type.Boolean(), highestCursor: Cursor });
 
-export interface WireErrorBody {
-  readonly ok: false;
-  readonly profile: typeof RELAY_PROFILE;
-  readonly epoch?: string;
-  readonly error: {
-    readonly code: string;
-    readonly message: string;
-    readonly retryable: boolean;
-    readonly mayHaveBeenDelivered?: true;
-    readonly retryAfterMs?: number;
-  };
-}
+export const RELAY_REPLIES = {
+  connect: ConnectedValue,
+  resolve: ResolvedValue,
+  send: AcceptedValue,
+  receive: PageValue,
+  acknowledge: AcknowledgedValue,
+  disconnect: DisconnectedValue,
+  health: HealthValue,
+  watch: WatchValue,
+} as const satisfies Record<RelayOperation, TSchema>;
 
-export interface ProfileBody {
-  readonly ok: true;
-  readonly profile: typeof RELAY_PROFILE;
-  readonly epoch: string;
-  readonly endpointPath: string;
-  readonly federation: string;
-  readonly features?: readonly string[];
-}
+export type RelayValue = Static<(typeof RELAY_REPLIES)[RelayOperation]>;
+export type WireDelivery = Static<typeof WireDelivery>;
 
-/** Part B additions a relay may advertise in `features`. */
+// ---------------------------------------------------------------------------------------------
+// Response bodies
+// ---------------------------------------------------------------------------------------------
+
+const Profile = Type.Literal(RELAY_PROFILE);
+
+/** `{ok:true, profile, epoch, value}` of every successful operation. */
+export const WireSuccessBody = Type.Object({ ok: Type.Literal(true), profile: Profile, epoch: Type.String(), value: Type.Object({ kind: Type.String() }) });
+
+/** Every refusal: our relay always sets `epoch`; a Wolfpack relay may omit it for `EPOCHLESS_CODES`. */
+export const WireErrorBody = Type.Object({
+  ok: Type.Literal(false),
+  profile: Profile,
+  epoch: Type.Optional(Type.String()),
+  error: Type.Object({
+    code: NonEmpty,
+    message: Type.String(),
+    retryable: Type.Boolean(),
+    mayHaveBeenDelivered: Type.Optional(Type.Literal(true)),
+    retryAfterMs: Type.Optional(Type.Number({ minimum: 0 })),
+  }),
+});
+export type WireErrorBody = Static<typeof WireErrorBody>;
+
+/** `GET /api/task-relay/profile`; `features` only on a relay with additions (docs/wire.md). */
+export const ProfileBody = Type.Object({
+  ok: Type.Literal(true),
+  profile: Profile,
+  epoch: Type.String(),
+  endpointPath: Type.String(),
+  federation: Type.String(),
+  features: Type.Optional(Type.Array(Type.String())),
+});
+export type ProfileBody = Static<typeof ProfileBody>;
+
+/** `GET /api/session-control/status?session=NAME` while NAME holds a live registration. */
+export const SessionStatusBody = Type.Object({
+  session: Type.String(),
+  taskEndpoint: ReplyEndpoint,
+  taskTransport: Type.Object({ profile: Profile, epoch: Type.String(), endpoint: ReplyEndpoint, leaseExpiresAt: Type.String() }),
+});
+export type SessionStatusBody = Static<typeof SessionStatusBody>;
+
+/** `GET /api/session-control/list`: every live registration. */
+export const SessionListBody = Type.Object({ ok: Type.Literal(true), sessions: Type.Array(SessionStatusBody) });
+export type SessionListBody = Static<typeof SessionListBody>;
+
+/** Additions a relay may advertise in the profile's `features`. */
 export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
 
-export interface SessionStatusBody {
-  readonly session: string;
-  readonly taskEndpoint: TaskEndpoint;
-  readonly taskTransport: { readonly profile: typeof RELAY_PROFILE; readonly epoch: string; readonly endpoint: TaskEndpoint; readonly leaseExpiresAt: string };
-}
-
-/** Codes a relay may send without an epoch (relay-volatile-v1.md §4, client rules). */
+/** Codes a relay may send without an epoch (client rule, docs/wire.md). */
 export const EPOCHLESS_CODES: ReadonlySet<string> = new Set(["RELAY_CAPACITY", "RELAY_UNAVAILABLE", "INVALID_REQUEST", "PEER_POLICY_REQUIRED"]);

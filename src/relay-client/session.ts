@@ -1,5 +1,5 @@
 /**
- * The relay session: one endpoint binding of one lifetime on a `volatile-v1` relay.
+ * The relay session: one endpoint binding of one lifetime on a `volatile-v1` relay (docs/wire.md).
  *
  * - `connect` registers with a per-lifetime generation; the lease is renewed before an operation
  *   when less than (request deadline + 10 s) remains; renewals keep the endpoint id.
@@ -7,17 +7,20 @@
  *   `REGISTRATION_EXPIRED`, `SOURCE_MISMATCH`, `CALLER_DEAD`, `CALLER_NOT_FOUND`), retires the
  *   binding: in-flight calls are aborted and fail with `RELAY_RESET`; later calls fail with
  *   `RELAY_REBIND_REQUIRED` without a network call until `rebind()` binds a fresh endpoint.
- * - Replies are validated per operation (`INVALID_CONNECTION`, `INVALID_ACCEPTANCE`,
- *   `INVALID_INBOX`, `INVALID_TARGET`, `INVALID_RESPONSE`). Features come from the profile and are
- *   used only when advertised.
+ * - Replies are validated per operation against the reply schemas of src/protocol/wire.ts, then
+ *   by the rules a schema cannot say (the acceptance names this envelope, page order and
+ *   consistency, …): `INVALID_CONNECTION`, `INVALID_ACCEPTANCE`, `INVALID_INBOX`,
+ *   `INVALID_TARGET`, `INVALID_RESPONSE`. Features come from the profile and are used only when
+ *   advertised.
  */
+import type { Static } from "@sinclair/typebox";
 import { nanoid } from "nanoid";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
-import { errorSpec, TaskError } from "../protocol/errors.ts";
+import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
 import { leaseDefaultMs, leaseRenewMarginMs, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
-import { isRecord } from "../protocol/validate.ts";
-import { CURSOR_PATTERN, FEATURE_SUCCESSOR, FEATURE_WATCH, type RelayOperation } from "../protocol/wire.ts";
+import { checkValue, isRecord } from "../protocol/validate.ts";
+import { compareCursors, FEATURE_SUCCESSOR, FEATURE_WATCH, RELAY_REPLIES, type RelayOperation } from "../protocol/wire.ts";
 import type { RelayAuth } from "./auth.ts";
 import { createRelayTransport, type RelayTransport, type SuccessReply } from "./transport.ts";
 
@@ -33,21 +36,21 @@ export interface Binding {
   readonly leaseDeadline: number;
 }
 
-export interface Acceptance {
+export interface SendAcceptance {
   readonly envelopeId: string;
   readonly acceptanceId: string;
   readonly duplicate: boolean;
   readonly forwarding: "local" | "forwarded";
 }
 
-export interface Delivery {
+export interface InboxDelivery {
   readonly cursor: string;
   readonly envelopeId: string;
   readonly envelope: Record<string, unknown>;
 }
 
-export interface Page {
-  readonly deliveries: readonly Delivery[];
+export interface InboxPage {
+  readonly deliveries: readonly InboxDelivery[];
   readonly nextCursor: string;
   readonly hasMore: boolean;
 }
@@ -80,15 +83,15 @@ export interface RelaySession {
   readonly transport: RelayTransport;
   status(): SessionStatus;
   binding(): Binding | undefined;
-  /** Part B features the relay advertised (empty for a plain Wolfpack relay). */
+  /** Additions the relay advertised in its profile (docs/wire.md; empty for a plain Wolfpack relay). */
   features(): ReadonlySet<string>;
   connect(signal?: AbortSignal): Promise<Binding>;
   /** The current binding, connecting first or renewing the lease when it is due (joins a running connect). */
   lease(signal?: AbortSignal): Promise<Binding>;
   rebind(signal?: AbortSignal): Promise<Binding>;
   resolve(target: TaskEndpoint, options?: { followSuccessor?: boolean; signal?: AbortSignal }): Promise<Resolution>;
-  send(envelope: Record<string, unknown>, signal?: AbortSignal): Promise<Acceptance>;
-  receive(cursor: string, options?: { limit?: number; signal?: AbortSignal }): Promise<Page>;
+  send(envelope: Record<string, unknown>, signal?: AbortSignal): Promise<SendAcceptance>;
+  receive(cursor: string, options?: { limit?: number; signal?: AbortSignal }): Promise<InboxPage>;
   acknowledge(envelopeId: string, signal?: AbortSignal): Promise<{ duplicate: boolean }>;
   watch(cursor: string, waitMs: number, signal?: AbortSignal): Promise<WatchResult>;
   health(signal?: AbortSignal): Promise<Record<string, unknown>>;
@@ -98,12 +101,31 @@ export interface RelaySession {
   close(): void;
 }
 
-function isEndpoint(value: unknown): value is TaskEndpoint {
-  return isRecord(value) && typeof value.relay === "string" && value.relay.length > 0 && typeof value.id === "string" && value.id.length > 0;
+function malformed(code: ErrorCode, operation: RelayOperation, problem: string, details: Record<string, unknown> = {}): TaskError {
+  return new TaskError(code, { details: { operation, problem, ...details } });
 }
 
-function malformed(code: string, operation: RelayOperation, problem: string, details: Record<string, unknown> = {}): TaskError {
-  return new TaskError(code, { details: { operation, problem, ...details } });
+type ReplyOf<O extends RelayOperation> = Static<(typeof RELAY_REPLIES)[O]>;
+
+/**
+ * The reply value of `operation` as its wire schema says, or `code` naming the first problem.
+ * `reportAs` is the operation the caller asked for (a lease renewal connects on behalf of another).
+ */
+function replyOf<O extends RelayOperation>(
+  operation: O,
+  value: unknown,
+  code: ErrorCode,
+  details: Record<string, unknown> = {},
+  reportAs: RelayOperation = operation,
+): ReplyOf<O> {
+  const checked = checkValue(RELAY_REPLIES[operation], value, { code });
+  if (checked.ok) return checked.value as ReplyOf<O>;
+  const { path, problem } = checked.error.details as { path: string; problem: string };
+  throw malformed(code, reportAs, `reply ${path === "" ? "value" : path}: ${problem}`, details);
+}
+
+function copyEndpoint(endpoint: TaskEndpoint): TaskEndpoint {
+  return { relay: endpoint.relay, id: endpoint.id };
 }
 
 export function createRelaySession(options: RelaySessionOptions): RelaySession {
@@ -125,7 +147,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
   let bound: Binding | undefined;
   let features: ReadonlySet<string> | undefined;
   /** Aborted when the binding is retired or the session closes: fences in-flight calls. */
-  let scope = new AbortController();
+  let bindingFence = new AbortController();
   let connecting: Promise<Binding> | undefined;
 
   function checkUsable(operation: RelayOperation): void {
@@ -139,15 +161,15 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     });
     if (status === "ready" || status === "unbound") {
       status = "reset";
-      scope.abort(error);
+      bindingFence.abort(error);
       for (const listener of [...retireListeners]) listener(error);
     }
     return error;
   }
 
   /** Turns failures into binding retirement when they say the binding is gone. */
-  function judge(error: unknown, operation: RelayOperation, callScope: AbortController, expectedEpoch: string | undefined): unknown {
-    if (callScope.signal.aborted) {
+  function judge(error: unknown, operation: RelayOperation, callFence: AbortController, expectedEpoch: string | undefined): unknown {
+    if (callFence.signal.aborted) {
       // Fenced by close or by a retired binding, not by the caller.
       if (status === "closed") return new TaskError("RELAY_CLOSED", { details: { operation } });
       return new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
@@ -163,7 +185,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
 
   async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0): Promise<Record<string, unknown>> {
     const binding = await ensureBound(operation, signal);
-    const callScope = scope;
+    const callFence = bindingFence;
     const body = {
       operation,
       profile: RELAY_PROFILE,
@@ -175,13 +197,13 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     let reply: SuccessReply;
     try {
       reply = await transport.post(operation, body, {
-        signal: signal === undefined ? callScope.signal : AbortSignal.any([signal, callScope.signal]),
+        signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]),
         extraDeadlineMs,
       });
     } catch (error) {
-      throw judge(error, operation, callScope, binding.epoch);
+      throw judge(error, operation, callFence, binding.epoch);
     }
-    if (callScope !== scope || status !== "ready") throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
+    if (callFence !== bindingFence || status !== "ready") throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
     if (reply.epoch !== binding.epoch) throw retire(operation, { epoch: reply.epoch });
     return reply.value;
   }
@@ -194,7 +216,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
 
   async function doConnect(signal: AbortSignal | undefined, operation: RelayOperation = "connect"): Promise<Binding> {
     const previous = bound;
-    const callScope = scope;
+    const callFence = bindingFence;
     const startedAt = now();
     if (features === undefined) features = await loadFeatures(signal);
     const body = {
@@ -208,22 +230,20 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     };
     let reply: SuccessReply;
     try {
-      reply = await transport.post("connect", body, { signal: signal === undefined ? callScope.signal : AbortSignal.any([signal, callScope.signal]) });
+      reply = await transport.post("connect", body, { signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]) });
     } catch (error) {
-      throw judge(error, operation, callScope, previous?.epoch);
+      throw judge(error, operation, callFence, previous?.epoch);
     }
-    if (callScope !== scope || status === "reset" || status === "closed") throw new TaskError("RELAY_RESET", { details: { operation } });
-    const value = reply.value;
-    const expires = typeof value.leaseExpiresAt === "string" ? Date.parse(value.leaseExpiresAt) : Number.NaN;
-    if (value.kind !== "connected" || !isEndpoint(value.endpoint) || !isUuid(value.endpoint.id) || Number.isNaN(expires)) {
-      throw malformed("INVALID_CONNECTION", operation, "connect reply is not {kind:connected, endpoint, leaseExpiresAt}");
-    }
+    if (callFence !== bindingFence || status === "reset" || status === "closed") throw new TaskError("RELAY_RESET", { details: { operation } });
+    const value = replyOf("connect", reply.value, "INVALID_CONNECTION", {}, operation);
+    if (!isUuid(value.endpoint.id)) throw malformed("INVALID_CONNECTION", operation, "the endpoint id is not a UUID");
+    if (Number.isNaN(Date.parse(value.leaseExpiresAt))) throw malformed("INVALID_CONNECTION", operation, "leaseExpiresAt is not a date");
     if (previous !== undefined && (reply.epoch !== previous.epoch || !sameEndpoint(previous.endpoint, value.endpoint))) {
       throw retire(operation, { epoch: reply.epoch, renewedEndpoint: value.endpoint });
     }
     bound = {
       epoch: reply.epoch,
-      endpoint: { relay: value.endpoint.relay, id: value.endpoint.id },
+      endpoint: copyEndpoint(value.endpoint),
       generation,
       callerSession,
       url,
@@ -269,8 +289,8 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     async rebind(signal) {
       if (status === "closed") throw new TaskError("RELAY_CLOSED", { details: { operation: "connect" } });
       if (connecting !== undefined) throw new TaskError("RELAY_BUSY", { details: { operation: "connect" } });
-      scope.abort(new TaskError("RELAY_RESET"));
-      scope = new AbortController();
+      bindingFence.abort(new TaskError("RELAY_RESET"));
+      bindingFence = new AbortController();
       generation = nanoid();
       bound = undefined;
       features = undefined;
@@ -285,28 +305,18 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
           throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "resolve", feature: FEATURE_SUCCESSOR } });
         }
       }
-      const value = await call("resolve", { target, ...(followSuccessor ? { followSuccessor: true } : {}) }, resolveOptions.signal);
-      if (value.kind !== "resolved" || !isEndpoint(value.endpoint)) throw malformed("INVALID_TARGET", "resolve", "reply is not {kind:resolved, endpoint}");
-      const endpoint = { relay: value.endpoint.relay, id: value.endpoint.id };
+      const value = replyOf("resolve", await call("resolve", { target, ...(followSuccessor ? { followSuccessor: true } : {}) }, resolveOptions.signal), "INVALID_TARGET");
+      const endpoint = copyEndpoint(value.endpoint);
       if (sameEndpoint(endpoint, target)) return { endpoint };
-      if (followSuccessor && isEndpoint(value.successorOf) && sameEndpoint(value.successorOf, target)) {
-        return { endpoint, successorOf: { relay: target.relay, id: target.id } };
-      }
+      if (followSuccessor && value.successorOf !== undefined && sameEndpoint(value.successorOf, target)) return { endpoint, successorOf: copyEndpoint(target) };
       throw malformed("INVALID_TARGET", "resolve", "resolved endpoint differs from the reference", { target, resolved: endpoint });
     },
     async send(envelope, signal) {
-      const value = await call("send", { envelope }, signal);
-      const forwarding = value.forwarding;
-      if (
-        value.kind !== "accepted" ||
-        value.envelopeId !== envelope.envelopeId ||
-        !isUuid(value.acceptanceId) ||
-        typeof value.duplicate !== "boolean" ||
-        (forwarding !== "local" && forwarding !== "forwarded")
-      ) {
-        throw malformed("INVALID_ACCEPTANCE", "send", "reply is not a confirmed acceptance of this envelope", { envelopeId: envelope.envelopeId });
-      }
-      return { envelopeId: value.envelopeId as string, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding };
+      const details = { envelopeId: envelope.envelopeId };
+      const value = replyOf("send", await call("send", { envelope }, signal), "INVALID_ACCEPTANCE", details);
+      if (value.envelopeId !== envelope.envelopeId) throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
+      if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
+      return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };
     },
     async receive(cursor, receiveOptions = {}) {
       const limit = receiveOptions.limit ?? receivePageMaxItems;
@@ -314,29 +324,20 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       return validatePage(value, cursor, limit, bound?.endpoint);
     },
     async acknowledge(envelopeId, signal) {
-      const value = await call("acknowledge", { envelopeId }, signal);
-      if (value.kind !== "acknowledged" || typeof value.duplicate !== "boolean") {
-        throw malformed("INVALID_RESPONSE", "acknowledge", "reply is not {kind:acknowledged, duplicate}");
-      }
+      const value = replyOf("acknowledge", await call("acknowledge", { envelopeId }, signal), "INVALID_RESPONSE");
       return { duplicate: value.duplicate };
     },
     async watch(cursor, waitMs, signal) {
       await ensureBound("watch", signal);
       if (!session.features().has(FEATURE_WATCH)) throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "watch", feature: FEATURE_WATCH } });
-      const value = await call("watch", { cursor, waitMs }, signal, waitMs);
-      if (value.kind !== "watch" || typeof value.pending !== "boolean" || typeof value.highestCursor !== "string" || !CURSOR_PATTERN.test(value.highestCursor)) {
-        throw malformed("INVALID_RESPONSE", "watch", "reply is not {kind:watch, pending, highestCursor}");
-      }
+      const value = replyOf("watch", await call("watch", { cursor, waitMs }, signal, waitMs), "INVALID_RESPONSE");
       return { pending: value.pending, highestCursor: value.highestCursor };
     },
     async health(signal) {
-      const value = await call("health", {}, signal);
-      if (value.kind !== "health" || !isRecord(value.store)) throw malformed("INVALID_RESPONSE", "health", "reply is not {kind:health, store}");
-      return value.store;
+      return replyOf("health", await call("health", {}, signal), "INVALID_RESPONSE").store;
     },
     async disconnect(signal) {
-      const value = await call("disconnect", {}, signal);
-      if (value.kind !== "disconnected") throw malformed("INVALID_RESPONSE", "disconnect", "reply is not {kind:disconnected}");
+      replyOf("disconnect", await call("disconnect", {}, signal), "INVALID_RESPONSE");
     },
     onRetire(listener) {
       retireListeners.add(listener);
@@ -345,42 +346,40 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     close() {
       if (status === "closed") return;
       status = "closed";
-      scope.abort(new TaskError("RELAY_CLOSED"));
+      bindingFence.abort(new TaskError("RELAY_CLOSED"));
       transport.close();
     },
   };
   return session;
 }
 
-/** Validates a receive page; a bad page is `INVALID_INBOX` and must not move any checkpoint. */
-export function validatePage(value: Record<string, unknown>, cursor: string, limit: number, me: TaskEndpoint | undefined): Page {
+/**
+ * Validates a receive page: its schema, then what a schema cannot say — at most `limit` items,
+ * cursors ascending after the requested one, no envelope id twice, every envelope addressed to
+ * `me`, `nextCursor` the last cursor (or the requested one on an empty page), no `hasMore` on an
+ * empty page. A bad page is `INVALID_INBOX` and must not move any checkpoint.
+ */
+export function validatePage(value: Record<string, unknown>, cursor: string, limit: number, me: TaskEndpoint | undefined): InboxPage {
   const fail = (problem: string) => malformed("INVALID_INBOX", "receive", problem, { cursor });
-  if (value.kind !== "page" || !Array.isArray(value.deliveries) || typeof value.hasMore !== "boolean" || typeof value.nextCursor !== "string") {
-    throw fail("reply is not {kind:page, deliveries, nextCursor, hasMore}");
-  }
-  if (value.deliveries.length > limit) throw fail(`page has more than ${limit} deliveries`);
-  if (!CURSOR_PATTERN.test(value.nextCursor)) throw fail("nextCursor is not a cursor");
-  let previous = BigInt(cursor);
+  const page = replyOf("receive", value, "INVALID_INBOX", { cursor });
+  if (page.deliveries.length > limit) throw fail(`page has more than ${limit} deliveries`);
+  let previous = cursor;
   const seen = new Set<string>();
-  const deliveries: Delivery[] = [];
-  for (const item of value.deliveries) {
-    if (!isRecord(item) || typeof item.cursor !== "string" || !CURSOR_PATTERN.test(item.cursor) || !isRecord(item.envelope)) {
-      throw fail("delivery is not {cursor, envelope}");
-    }
-    const position = BigInt(item.cursor);
-    if (position <= previous) throw fail("cursors are not ascending after the requested cursor");
-    previous = position;
-    const envelopeId = item.envelope.envelopeId;
-    if (typeof envelopeId !== "string" || envelopeId.length === 0) throw fail("delivery has no envelopeId");
+  const deliveries: InboxDelivery[] = [];
+  for (const item of page.deliveries) {
+    if (compareCursors(item.cursor, previous) <= 0) throw fail("cursors are not ascending after the requested cursor");
+    previous = item.cursor;
+    const envelope = item.envelope as Record<string, unknown> & { envelopeId: string };
+    const envelopeId = envelope.envelopeId;
     if (seen.has(envelopeId)) throw fail("duplicate envelopeId in one page");
     seen.add(envelopeId);
-    if (me !== undefined && !(isEndpoint(item.envelope.target) && sameEndpoint(item.envelope.target, me))) {
+    if (me !== undefined && !(isRecord(envelope.target) && sameEndpoint(envelope.target as TaskEndpoint, me))) {
       throw fail("delivery is addressed to another endpoint");
     }
-    deliveries.push({ cursor: item.cursor, envelopeId, envelope: item.envelope });
+    deliveries.push({ cursor: item.cursor, envelopeId, envelope });
   }
   const expectedNext = deliveries.at(-1)?.cursor ?? cursor;
-  if (value.nextCursor !== expectedNext) throw fail("nextCursor is not the last delivered cursor");
-  if (value.hasMore && deliveries.length === 0) throw fail("hasMore on an empty page");
-  return { deliveries, nextCursor: value.nextCursor, hasMore: value.hasMore };
+  if (page.nextCursor !== expectedNext) throw fail("nextCursor is not the last delivered cursor");
+  if (page.hasMore && deliveries.length === 0) throw fail("hasMore on an empty page");
+  return { deliveries, nextCursor: page.nextCursor, hasMore: page.hasMore };
 }

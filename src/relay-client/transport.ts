@@ -71,7 +71,7 @@ export interface RelayTransport {
   post(operation: RelayOperation, body: Record<string, unknown>, options?: RequestOptions): Promise<SuccessReply>;
   /** GET /api/task-relay/profile. */
   profile(options?: RequestOptions): Promise<Record<string, unknown>>;
-  /** GET /api/session-control/status?session=NAME (Part B and Wolfpack's session control). */
+  /** GET /api/session-control/status?session=NAME (our relay, and Wolfpack's session control). */
   sessionStatus(session: string, options?: RequestOptions): Promise<Record<string, unknown>>;
   /** GET /api/session-control/list: the live registrations. */
   sessionList(options?: RequestOptions): Promise<Record<string, unknown>[]>;

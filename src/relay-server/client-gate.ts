@@ -1,5 +1,5 @@
 /**
- * The relay client gate (Part B §6): loopback clients only, unless started with an explicit allow
+ * The relay client gate (docs/wire.md): loopback clients only, unless started with an explicit allow
  * list of addresses or IPv4 CIDRs. A loopback request with `X-Forwarded-For` is judged by the
  * forwarded address, which must be exactly one allowed address.
  */

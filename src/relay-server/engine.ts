@@ -1,19 +1,18 @@
 /**
- * The relay engine: every `volatile-v1` operation over the registry and the mailboxes, with the
- * request checks in the spec's order after the body is parsed:
+ * The relay engine: every `volatile-v1` operation (docs/wire.md) over a `RelayStore`, with the
+ * request checks in this order after the body is parsed:
  * 1. strict keys (INVALID_REQUEST);
  * 2. profile (RELAY_PROFILE_REQUIRED);
  * 3. fields: the schema, then the rules it cannot say (INVALID_REQUEST; a malformed cursor or
  *    limit INVALID_CURSOR);
- * 4. binding (§1.3, in order): epoch → RELAY_RESET; endpoint malformed or not local →
+ * 4. binding, in order: epoch → RELAY_RESET; endpoint malformed or not local →
  *    SOURCE_MISMATCH; caller → CALLER_NOT_FOUND; registration unknown or not active →
  *    REGISTRATION_EXPIRED; registration of another caller → SOURCE_MISMATCH. `connect` has no
  *    binding, only the epoch comparison;
  * 5. the operation (send's envelope checks among them).
- * It knows nothing of HTTP.
+ * It maps the store's outcomes to wire errors, knows nothing of HTTP and nothing of which store
+ * it runs on.
  */
-import type { TSchema } from "@sinclair/typebox";
-import { TypeCompiler } from "@sinclair/typebox/compiler";
 import { CanonicalText, canonicalJson, sha256Hex, utf8Bytes } from "../protocol/canonical-json.ts";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
@@ -28,8 +27,9 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../protocol/limits.ts";
 import { type TaskEndpoint, WireEnvelope } from "../protocol/schemas.ts";
-import { checkValue, isRecord, type ValueModule } from "../protocol/validate.ts";
+import { checkValue, isRecord } from "../protocol/validate.ts";
 import {
+  cursorValue,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
   type ProfileBody,
@@ -40,10 +40,9 @@ import {
   type RelayValue,
   type SessionStatusBody,
 } from "../protocol/wire.ts";
-import { type BudgetUsage, createBudgets } from "./admission.ts";
-import { createDoorbell } from "./doorbell.ts";
-import { createMailboxes, cursorValue, parseCursor } from "./mailbox.ts";
-import { createRegistry, type Registration } from "./registry.ts";
+import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
+import { createMemoryStore } from "./store/memory.ts";
+import { isLive, type RegistrationView, type RelayStore, type StoreUsage } from "./store/store.ts";
 
 export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
@@ -57,32 +56,39 @@ export interface EngineContext {
   readonly releaseSlot?: () => void;
 }
 
+export interface RelayEngineOptions {
+  /** Clock for leases, freshness and receipts (tests). */
+  readonly now?: () => number;
+  /** Where the relay keeps its state; default a new memory store. The engine owns it (`close` closes it). */
+  readonly store?: RelayStore;
+}
+
 export interface RelayEngine {
   readonly epoch: string;
   handle(operation: RelayOperation, request: Record<string, unknown>, context?: EngineContext): Promise<EngineResult>;
   profile(): ProfileBody;
-  sessionStatus(session: string): SessionStatusBody;
-  sessionList(): SessionStatusBody[];
-  maintain(): void;
-  close(): void;
-  usage(): BudgetUsage & { registrations: number; sessions: number; watching: number };
+  sessionStatus(session: string): Promise<SessionStatusBody>;
+  sessionList(): Promise<SessionStatusBody[]>;
+  maintain(): Promise<void>;
+  close(): Promise<void>;
+  usage(): Promise<StoreUsage>;
 }
-
-function compiled(schema: TSchema): ValueModule {
-  const checker = TypeCompiler.Compile(schema);
-  return { Check: (_schema, value) => checker.Check(value), Errors: (_schema, value) => checker.Errors(value) };
-}
-
-const REQUEST_CHECKERS = Object.fromEntries(
-  Object.entries(RELAY_REQUESTS).map(([operation, schema]) => [operation, compiled(schema)]),
-) as Record<RelayOperation, ValueModule>;
-const ENVELOPE_CHECKER = compiled(WireEnvelope);
 
 function invalid(path: string, problem: string): TaskError {
   return new TaskError("INVALID_REQUEST", { details: { path, problem } });
 }
 
-/** `receive.limit` (default `RECEIVE_LIMIT.default`); anything but an integer in range is `INVALID_CURSOR` (§1.3). */
+/** A request cursor's value; anything but a cursor string (any type, any format) is `INVALID_CURSOR`. */
+function requestCursor(cursor: unknown): string {
+  if (cursorValue(cursor) === undefined) throw new TaskError("INVALID_CURSOR", { details: { cursor: String(cursor) } });
+  return cursor as string;
+}
+
+function cursorAhead(cursor: string, highestCursor: string): TaskError {
+  return new TaskError("INVALID_CURSOR", { details: { cursor, highestCursor } });
+}
+
+/** `receive.limit` (default `RECEIVE_LIMIT.default`); anything but an integer in range is `INVALID_CURSOR`. */
 function pageLimit(limit: unknown): number {
   if (limit === undefined) return RECEIVE_LIMIT.default;
   if (typeof limit !== "number" || !Number.isInteger(limit) || limit < RECEIVE_LIMIT.minimum || limit > RECEIVE_LIMIT.maximum) {
@@ -108,33 +114,34 @@ function checkFields(operation: RelayOperation, request: Record<string, unknown>
       if (!isUuid((request.target as TaskEndpoint).id)) throw invalid("/target/id", "not a UUID");
       return;
     case "receive":
-      cursorValue(request.cursor);
+      requestCursor(request.cursor);
       pageLimit(request.limit);
       return;
     case "watch":
-      cursorValue(request.cursor);
+      requestCursor(request.cursor);
       return;
     default:
       return;
   }
 }
 
-export function createRelayEngine(options: { now?: () => number } = {}): RelayEngine {
-  const now = options.now ?? Date.now;
-  const epoch = crypto.randomUUID();
-  const registry = createRegistry();
-  const doorbell = createDoorbell();
-  const budgets = createBudgets();
-  const mailboxes = createMailboxes(budgets, (endpointId) => doorbell.ring(endpointId));
+function checkRequest(operation: RelayOperation, request: Record<string, unknown>): void {
+  const allowed = RELAY_REQUEST_KEYS[operation];
+  for (const key of Object.keys(request)) if (!allowed.has(key)) throw invalid(`/${key}`, "unexpected property");
+  if (request.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { profile: String(request.profile) } });
+  const result = checkValue(RELAY_REQUESTS[operation], request, { values: REQUEST_CHECKERS[operation] });
+  if (!result.ok) throw result.error;
+  checkFields(operation, request);
+}
 
-  function checkRequest(operation: RelayOperation, request: Record<string, unknown>): void {
-    const allowed = RELAY_REQUEST_KEYS[operation];
-    for (const key of Object.keys(request)) if (!allowed.has(key)) throw invalid(`/${key}`, "unexpected property");
-    if (request.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { profile: String(request.profile) } });
-    const result = checkValue(RELAY_REQUESTS[operation], request, { values: REQUEST_CHECKERS[operation] });
-    if (!result.ok) throw result.error;
-    checkFields(operation, request);
-  }
+function endpointOf(registration: RegistrationView): TaskEndpoint {
+  return { relay: RELAY_ID, id: registration.endpointId };
+}
+
+export async function createRelayEngine(options: RelayEngineOptions = {}): Promise<RelayEngine> {
+  const now = options.now ?? Date.now;
+  const store = options.store ?? createMemoryStore();
+  const epoch = await store.epoch();
 
   /** A (well-formed) epoch other than this relay's is RELAY_RESET. */
   function checkEpoch(value: unknown): void {
@@ -142,32 +149,30 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
   }
 
   /**
-   * The binding checks of every operation but connect, in the order of §1.3; returns the caller's
-   * live registration. The registration must be active before its owner is compared, so another
+   * The binding checks of every operation but connect, in order; returns the caller's live
+   * registration. The registration must be active before its owner is compared, so another
    * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH.
    */
-  function bind(request: Record<string, unknown>): Registration {
+  async function bind(request: Record<string, unknown>): Promise<RegistrationView> {
     checkEpoch(request.epoch);
     const endpoint = request.endpoint;
     if (!isRecord(endpoint) || endpoint.relay !== RELAY_ID || !isUuid(endpoint.id) || Object.keys(endpoint).length !== 2) {
       throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
     }
     const session = request.callerSession as string;
-    if (registry.current(session) === undefined) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
-    const registration = registry.get(endpoint.id);
+    const { callerKnown, registration } = await store.binding(session, endpoint.id);
+    if (!callerKnown) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
     if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
-    if (!registry.isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
+    if (!isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
     if (registration.session !== session) throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
     return registration;
   }
 
-  function liveTarget(target: TaskEndpoint): Registration | undefined {
+  function checkLocal(target: TaskEndpoint): void {
     if (target.relay !== RELAY_ID) throw new TaskError("CROSS_RELAY_ENDPOINT", { details: { relay: target.relay } });
-    const registration = registry.get(target.id);
-    return registration !== undefined && registry.isLive(registration, now()) ? registration : undefined;
   }
 
-  async function send(owner: Registration, envelope: unknown): Promise<RelayValue> {
+  async function send(owner: RegistrationView, envelope: unknown): Promise<RelayValue> {
     if (isRecord(envelope) && envelope.protocolVersion !== SUPPORTED_PROTOCOL_VERSION) {
       throw invalid("/envelope/protocolVersion", `must be ${SUPPORTED_PROTOCOL_VERSION}`);
     }
@@ -176,7 +181,7 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
     const wire = shape.value;
     const createdAt = Date.parse(wire.createdAt);
     if (Number.isNaN(createdAt)) throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/createdAt", problem: "not a date" } });
-    if (!sameEndpoint(wire.source, registry.endpointOf(owner))) {
+    if (!sameEndpoint(wire.source, endpointOf(owner))) {
       throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/source", problem: "source is not the bound endpoint" } });
     }
     const payloadText = canonicalJson(wire.payload);
@@ -185,63 +190,108 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
     }
     const text = canonicalJson({ ...wire, payload: new CanonicalText(payloadText) });
     const digest = await sha256Hex(text);
-    // Everything below is synchronous: concurrent identical sends coalesce on the receipt.
-    if (liveTarget(wire.target) === undefined) throw new TaskError("TARGET_NOT_REGISTERED", { details: { target: wire.target } });
-    const duplicate = mailboxes.dedupe(wire.envelopeId, digest);
-    if (duplicate !== undefined) return { kind: "accepted", ...duplicate, forwarding: "local" };
+    checkLocal(wire.target);
     const at = now();
-    if (createdAt > at + envelopeMaxFutureSkewMs || at >= createdAt + envelopeMaxAgeMs) {
-      throw new TaskError("ENVELOPE_EXPIRED", { details: { createdAt: wire.createdAt } });
+    const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
+    // One atomic store call: concurrent identical sends coalesce on the receipt.
+    const outcome = await store.admit({ envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at });
+    switch (outcome.kind) {
+      case "accepted":
+        return { kind: "accepted", envelopeId: wire.envelopeId, acceptanceId: outcome.acceptanceId, duplicate: outcome.duplicate, forwarding: "local" };
+      case "target-not-live":
+        throw new TaskError("TARGET_NOT_REGISTERED", { details: { target: wire.target } });
+      case "conflict":
+        throw new TaskError("ENVELOPE_CONFLICT", { details: { envelopeId: wire.envelopeId } });
+      case "stale":
+        throw new TaskError("ENVELOPE_EXPIRED", { details: { createdAt: wire.createdAt } });
+      case "full":
+        // Store budgets carry no retryAfterMs (the caller's backoff policy applies).
+        throw new TaskError("RELAY_CAPACITY", { details: { budget: outcome.budget, ...outcome.details } });
     }
-    const accepted = mailboxes.admit({ target: wire.target, source: wire.source, envelopeId: wire.envelopeId, digest, text, now: at });
-    return { kind: "accepted", ...accepted, forwarding: "local" };
   }
 
-  function receive(owner: Registration, cursor: unknown, limit: unknown): EngineResult {
-    const page = mailboxes.page(owner.endpointId, cursor as string, pageLimit(limit));
-    return {
-      rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}`,
-    };
+  async function receive(owner: RegistrationView, cursor: string, limit: number): Promise<EngineResult> {
+    const page = await store.page(owner.endpointId, cursor, limit);
+    if (page.kind === "cursor-ahead") throw cursorAhead(cursor, page.highestCursor);
+    return { rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}` };
   }
 
-  async function watch(owner: Registration, cursor: unknown, waitMs: number, context: EngineContext): Promise<RelayValue> {
-    const after = parseCursor(cursor, BigInt(mailboxes.highestCursor(owner.endpointId))).toString();
-    if (!mailboxes.hasPendingAfter(owner.endpointId, after) && waitMs > 0) {
-      context.releaseSlot?.();
-      await doorbell.wait(owner.endpointId, waitMs, context.signal);
+  async function acknowledge(owner: RegistrationView, envelopeId: string): Promise<RelayValue> {
+    const outcome = await store.acknowledge(owner.endpointId, envelopeId);
+    switch (outcome.kind) {
+      case "acknowledged":
+        return { kind: "acknowledged", duplicate: outcome.duplicate };
+      case "unknown":
+        throw new TaskError("INVALID_REQUEST", { message: "unknown envelope for this endpoint", details: { envelopeId } });
+      case "gone":
+        throw new TaskError("INVALID_REQUEST", { message: "envelope is no longer in the mailbox", details: { envelopeId } });
     }
-    return { kind: "watch", pending: mailboxes.hasPendingAfter(owner.endpointId, after), highestCursor: mailboxes.highestCursor(owner.endpointId) };
   }
 
-  function resolve(target: TaskEndpoint, followSuccessor: boolean): RelayValue {
-    if (liveTarget(target) !== undefined) return { kind: "resolved", endpoint: { relay: RELAY_ID, id: target.id } };
+  async function watch(owner: RegistrationView, cursor: string, waitMs: number, context: EngineContext): Promise<RelayValue> {
+    const outcome = await store.watch({
+      endpointId: owner.endpointId,
+      after: cursor,
+      waitMs,
+      ...(context.signal === undefined ? {} : { signal: context.signal }),
+      ...(context.releaseSlot === undefined ? {} : { onPark: context.releaseSlot }),
+    });
+    if (outcome.kind === "cursor-ahead") throw cursorAhead(cursor, outcome.highestCursor);
+    return { kind: "watch", pending: outcome.pending, highestCursor: outcome.highestCursor };
+  }
+
+  async function resolve(target: TaskEndpoint, followSuccessor: boolean): Promise<RelayValue> {
+    checkLocal(target);
+    const registration = await store.registration(target.id);
+    if (registration !== undefined && isLive(registration, now())) return { kind: "resolved", endpoint: endpointOf(registration) };
     if (followSuccessor) {
-      const successor = registry.successor(target.id, now());
-      if (successor !== undefined) return { kind: "resolved", endpoint: registry.endpointOf(successor), successorOf: target };
+      const successor = await store.successor(target.id, now());
+      if (successor !== undefined) return { kind: "resolved", endpoint: endpointOf(successor), successorOf: target };
     }
     throw new TaskError("TARGET_NOT_REGISTERED", { details: { target } });
   }
 
-  function connect(request: Record<string, unknown>): RelayValue {
-    // Runs before the registration is looked at (§1.3); the fields were checked already.
+  async function connect(request: Record<string, unknown>): Promise<RelayValue> {
+    // Runs before the registration is looked at; the fields were checked already.
     if (request.epoch !== undefined) checkEpoch(request.epoch);
-    const before = registry.current(request.callerSession as string);
-    const registration = registry.connect({
+    const outcome = await store.connect({
       session: request.callerSession as string,
       generation: request.generation as string,
       leaseMs: (request.leaseMs as number | undefined) ?? leaseDefaultMs,
       now: now(),
     });
-    if (before !== undefined && before.endpointId !== registration.endpointId) {
-      // The old generation is retired: its mailbox can never be received again.
-      mailboxes.drop(before.endpointId);
-      doorbell.ring(before.endpointId);
+    switch (outcome.kind) {
+      case "connected":
+        return { kind: "connected", endpoint: endpointOf(outcome.registration), leaseExpiresAt: new Date(outcome.registration.leaseExpiresAt).toISOString() };
+      case "generation-retired":
+        throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "generation was superseded" } });
+      case "full":
+        throw new TaskError("RELAY_CAPACITY", { details: { budget: "registrations", ...outcome.details } });
     }
-    return { kind: "connected", endpoint: registry.endpointOf(registration), leaseExpiresAt: new Date(registration.leaseExpiresAt).toISOString() };
   }
 
-  function status(registration: Registration): SessionStatusBody {
-    const endpoint = registry.endpointOf(registration);
+  async function health(): Promise<RelayValue> {
+    const used = await store.usage();
+    return {
+      kind: "health",
+      store: {
+        activeItems: used.activeItems,
+        activeBytes: used.activeBytes,
+        receipts: used.receipts,
+        receiptBytes: used.receiptBytes,
+        registrations: used.registrations,
+        sessions: used.sessions,
+        routes: 0,
+        metadataBytes: used.metadataBytes,
+        expiryEntries: used.expiryEntries,
+        investigationEnabled: false,
+        logDrops: 0,
+      },
+    };
+  }
+
+  function status(registration: RegistrationView): SessionStatusBody {
+    const endpoint = endpointOf(registration);
     return {
       session: registration.session,
       taskEndpoint: endpoint,
@@ -249,81 +299,47 @@ export function createRelayEngine(options: { now?: () => number } = {}): RelayEn
     };
   }
 
-  function usage() {
-    const counts = registry.counts();
-    return { ...budgets.usage(), registrations: counts.registrations, sessions: counts.sessions, watching: doorbell.waiting() };
+  async function operate(operation: RelayOperation, request: Record<string, unknown>, context: EngineContext): Promise<EngineResult> {
+    if (operation === "connect") return { value: await connect(request) };
+    const owner = await bind(request);
+    switch (operation) {
+      case "resolve":
+        return { value: await resolve(request.target as TaskEndpoint, request.followSuccessor === true) };
+      case "send":
+        return { value: await send(owner, request.envelope) };
+      case "receive":
+        return receive(owner, request.cursor as string, pageLimit(request.limit));
+      case "acknowledge":
+        return { value: await acknowledge(owner, request.envelopeId as string) };
+      case "disconnect":
+        await store.disconnect(owner.endpointId, now());
+        return { value: { kind: "disconnected" } };
+      case "health":
+        return { value: await health() };
+      case "watch":
+        return { value: await watch(owner, request.cursor as string, request.waitMs as number, context) };
+    }
   }
 
   return {
     epoch,
     async handle(operation, request, context = {}) {
       checkRequest(operation, request);
-      if (operation === "connect") return { value: connect(request) };
-      const owner = bind(request);
-      switch (operation) {
-        case "resolve":
-          return { value: resolve(request.target as TaskEndpoint, request.followSuccessor === true) };
-        case "send":
-          return { value: await send(owner, request.envelope) };
-        case "receive":
-          return receive(owner, request.cursor, request.limit);
-        case "acknowledge":
-          return { value: { kind: "acknowledged", ...mailboxes.acknowledge(owner.endpointId, request.envelopeId as string) } };
-        case "disconnect":
-          registry.disconnect(owner, now());
-          doorbell.ring(owner.endpointId);
-          return { value: { kind: "disconnected" } };
-        case "health": {
-          const counts = registry.counts();
-          const used = budgets.usage();
-          return {
-            value: {
-              kind: "health",
-              store: {
-                activeItems: used.activeItems,
-                activeBytes: used.activeBytes,
-                receipts: used.receipts,
-                receiptBytes: used.receiptBytes,
-                registrations: counts.registrations,
-                sessions: counts.sessions,
-                routes: 0,
-                metadataBytes: counts.metadataBytes,
-                expiryEntries: mailboxes.counts().expiryEntries,
-                investigationEnabled: false,
-                logDrops: 0,
-              },
-            },
-          };
-        }
-        case "watch":
-          return { value: await watch(owner, request.cursor, request.waitMs as number, context) };
-      }
-      throw invalid("/operation", "unknown operation");
+      return operate(operation, request, context);
     },
     profile: () => ({ ok: true, profile: RELAY_PROFILE, epoch, endpointPath: RELAY_ENDPOINT_PATH, federation: "disabled", features: [...RELAY_FEATURES] }),
-    sessionStatus(session) {
-      const registration = registry.current(session);
-      if (registration === undefined || !registry.isLive(registration, now())) {
-        throw new TaskError("CALLER_NOT_FOUND", { details: { session } });
-      }
+    async sessionStatus(session) {
+      const registration = await store.sessionRegistration(session);
+      if (registration === undefined || !isLive(registration, now())) throw new TaskError("CALLER_NOT_FOUND", { details: { session } });
       return status(registration);
     },
-    sessionList() {
-      const at = now();
-      return registry
-        .sessions()
-        .map((session) => registry.current(session))
-        .filter((registration): registration is Registration => registration !== undefined && registry.isLive(registration, at))
-        .map(status);
+    async sessionList() {
+      return (await store.liveRegistrations(now())).map(status);
     },
-    maintain() {
-      const at = now();
-      registry.reap(at, (endpointId) => mailboxes.pinsMail(endpointId));
-      mailboxes.expireReceipts(at);
+    async maintain() {
+      await store.maintain(now());
     },
-    close() {
-      doorbell.close();
-    },
-    usage,
+    close: () => store.close(),
+    usage: () => store.usage(),
   };
 }

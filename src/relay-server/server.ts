@@ -1,8 +1,10 @@
 /**
- * The standalone relay's HTTP layer on `Bun.serve`: routes, middleware (origin, OPTIONS, optional
- * JWT, client gate, bounded admission) and the request rules (no query strings on relay paths,
- * exact `application/json`, body ≤ 64 KiB read within 5 s, strict UTF-8, JSON object with a known
- * operation). Every error body carries `profile:"volatile-v1"` and the epoch.
+ * The standalone relay's HTTP layer on `Bun.serve` (docs/wire.md): routes, middleware (origin,
+ * OPTIONS, optional JWT, client gate, bounded admission) and the request rules (no query strings
+ * on relay paths, exact `application/json`, body ≤ 64 KiB read within 5 s, strict UTF-8, JSON
+ * object with a known operation). Every error body carries `profile:"volatile-v1"` and the epoch;
+ * any failure that is not a wire code (an internal one such as `INVARIANT_VIOLATED` included) is
+ * answered 503 `RELAY_UNAVAILABLE`.
  */
 import type { Server } from "bun";
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
@@ -20,11 +22,11 @@ import {
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
-import { isRelayOperation, type WireErrorBody } from "../protocol/wire.ts";
-import { createRequestSlots } from "./admission.ts";
+import { isRelayOperation, type SessionListBody, type WireErrorBody } from "../protocol/wire.ts";
 import { createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
-
+import { createRequestSlots } from "./request-slots.ts";
+import type { RelayStore } from "./store/store.ts";
 
 export interface RelayServerOptions {
   readonly host?: string;
@@ -36,6 +38,8 @@ export interface RelayServerOptions {
   readonly env?: Record<string, string | undefined>;
   /** Clock for leases, freshness and receipts (tests). */
   readonly now?: () => number;
+  /** Where the relay keeps its state; default a new memory store (a fresh epoch). */
+  readonly store?: RelayStore;
 }
 
 export interface RelayServer {
@@ -160,7 +164,10 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
   const env = options.env ?? process.env;
   const secret = readJwtSecret(env);
   const claims: JwtClaimsOptions = jwtClaimsFromEnv(env);
-  const engine = createRelayEngine({ now: options.now });
+  const engine = await createRelayEngine({
+    ...(options.now === undefined ? {} : { now: options.now }),
+    ...(options.store === undefined ? {} : { store: options.store }),
+  });
   const slots = createRequestSlots();
   const gate = createClientGate(options.allow ?? []);
   const epoch = engine.epoch;
@@ -212,23 +219,19 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
     }
   }
 
-  function routeGet(request: Request, url: URL): Response {
+  async function routeGet(request: Request, url: URL): Promise<Response> {
     if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
     if (url.pathname === RELAY_PROFILE_PATH) {
       if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
       return respond(engine.profile(), HTTP_STATUS.ok);
     }
-    if (url.pathname === SESSION_LIST_PATH) return respond({ ok: true, sessions: engine.sessionList() }, HTTP_STATUS.ok);
+    if (url.pathname === SESSION_LIST_PATH) return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
     const names = [...url.searchParams.keys()];
     const session = url.searchParams.get("session");
     if (session === null || session === "" || names.length !== 1) {
       return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "exactly one query parameter `session` is required"));
     }
-    try {
-      return respond(engine.sessionStatus(session), HTTP_STATUS.ok);
-    } catch (error) {
-      return fail(error);
-    }
+    return respond(await engine.sessionStatus(session), HTTP_STATUS.ok);
   }
 
   const routes: ReadonlySet<string> = new Set([RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH, SESSION_LIST_PATH]);
@@ -260,7 +263,7 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
       }
       try {
         if (url.pathname === RELAY_ENDPOINT_PATH) return await relayPost(request, url, release);
-        return routeGet(request, url);
+        return await routeGet(request, url);
       } catch (error) {
         return fail(error);
       } finally {
@@ -269,7 +272,20 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
     },
   });
 
-  const maintenance = setInterval(() => engine.maintain(), relayMaintenanceIntervalMs);
+  // One maintenance run at a time (a shared store may take longer than the period). Its failure
+  // (a broken invariant among them) cannot be answered to anyone, so it goes to stderr as one
+  // JSON line; stdout carries only the readiness line.
+  let maintaining = false;
+  const maintenance = setInterval(() => {
+    if (maintaining) return;
+    maintaining = true;
+    engine
+      .maintain()
+      .catch((error: unknown) => process.stderr.write(`${JSON.stringify({ event: "maintenance-failed", error: toTaskError(error).toJSON() })}\n`))
+      .finally(() => {
+        maintaining = false;
+      });
+  }, relayMaintenanceIntervalMs);
   maintenance.unref();
   const port = server.port ?? 0;
   const host = options.host ?? relayDefaultHost;
@@ -281,7 +297,7 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
     engine,
     async stop() {
       clearInterval(maintenance);
-      engine.close();
+      await engine.close();
       await server.stop(true);
     },
   };

@@ -2,26 +2,18 @@
  * The row engine under the TaskStore: tables of immutable encoded rows, a parse-once cache of
  * deep-frozen values, lower-only capacity admission, and synchronous transactions whose undo log
  * restores rows, indexes (through the `apply` hook) and counters.
+ *
+ * What the byte bound counts is what the engine holds: each row's encoded text (plus its key and a
+ * fixed overhead), and, while a row's parsed value is cached, that value too — charged at the size
+ * of its text. The cache is only a cache: when a write needs room its oldest entries are dropped
+ * first, and a read that finds no room returns the value without caching it.
+ *
+ * Invariants are asserted, not assumed: counters never go negative and never pass their bounds; a
+ * violation is a typed `INVARIANT_VIOLATED` error.
  */
 import { TaskError } from "../protocol/errors.ts";
 import { storeRecordOverheadBytes } from "../protocol/limits.ts";
 import { deepFreeze } from "./freeze.ts";
-
-export const TABLES = [
-  "task",
-  "event",
-  "outbox",
-  "quarantine",
-  "intent",
-  "operation",
-  "delivery",
-  "checkpoint",
-  "local",
-  "evidence",
-  "cooldown",
-  "rotation",
-] as const;
-export type TableName = (typeof TABLES)[number];
 
 /** Bytes one record is charged: its encoded text, its key and a fixed overhead. */
 export function encodedRecordBytes(key: string, text: string): number {
@@ -29,87 +21,129 @@ export function encodedRecordBytes(key: string, text: string): number {
 }
 
 /** Called for every row change (also on rollback), with the old and new values. */
-export type ApplyHook = (table: TableName, key: string, previous: unknown, next: unknown) => void;
+export type ApplyHook<Table extends string> = (table: Table, key: string, previous: unknown, next: unknown) => void;
 
-export interface RowEngineOptions {
+export interface RowEngineOptions<Table extends string> {
+  readonly tables: readonly Table[];
   readonly maxRecords: number;
   readonly maxEncodedBytes: number;
-  readonly apply: ApplyHook;
+  readonly apply: ApplyHook<Table>;
 }
 
 export interface RowStats {
   readonly records: number;
+  /** Encoded text held (rows, keys and per-record overhead). */
   readonly encodedBytes: number;
+  /** Parsed values held in the cache, charged at the size of their text. */
+  readonly cachedBytes: number;
   readonly maxRecords: number;
+  /** Bound on `encodedBytes + cachedBytes`. */
   readonly maxEncodedBytes: number;
   /** Rows read through the public read path (indexed reads touch only what they need). */
   readonly rowReads: number;
-  /** Rows parsed from text (each row at most once until it changes). */
+  /** Rows parsed from text (each row at most once while it stays cached). */
   readonly rowParses: number;
 }
-
-type UndoEntry = { readonly table: TableName; readonly key: string; readonly text: string | undefined } | (() => void);
 
 interface CachedValue {
   readonly text: string;
   readonly value: unknown;
+  readonly bytes: number;
 }
 
-export interface RowEngine {
-  read<T>(table: TableName, key: string): T | undefined;
-  peek<T>(table: TableName, key: string): T | undefined;
-  has(table: TableName, key: string): boolean;
-  write(table: TableName, key: string, value: unknown): void;
-  remove(table: TableName, key: string): boolean;
-  keys(table: TableName): IterableIterator<string>;
-  size(table: TableName): number;
+type UndoEntry<Table extends string> = { readonly table: Table; readonly key: string; readonly text: string | undefined } | (() => void);
+
+export interface RowEngine<Table extends string> {
+  read<T>(table: Table, key: string): T | undefined;
+  peek<T>(table: Table, key: string): T | undefined;
+  /** A row's encoded text as stored (no parse). */
+  text(table: Table, key: string): string | undefined;
+  has(table: Table, key: string): boolean;
+  write(table: Table, key: string, value: unknown): void;
+  /** Writes a row whose encoding the caller already has (it must be the JSON text of the value). */
+  writeText(table: Table, key: string, text: string): void;
+  remove(table: Table, key: string): boolean;
+  keys(table: Table): IterableIterator<string>;
+  size(table: Table): number;
   /** Registers an undo closure for state kept outside rows (counters). */
   logUndo(undo: () => void): void;
   transaction<T>(fn: () => T): T;
   inTransaction(): boolean;
   onCommit(listener: () => void): () => void;
-  /** Drops every row and notifies listeners; indexes are reset by the caller's `apply` owner. Not allowed inside a transaction. */
+  /** Drops every row and notifies listeners. Not allowed inside a transaction. */
   clear(): void;
   stats(): RowStats;
+}
+
+/** Throws the typed internal error of a broken invariant. */
+export function invariant(condition: boolean, what: string, details: Record<string, unknown> = {}): asserts condition {
+  if (!condition) throw new TaskError("INVARIANT_VIOLATED", { message: `invariant violated: ${what}`, details: { invariant: what, ...details } });
 }
 
 function isPromiseLike(value: unknown): boolean {
   return (typeof value === "object" || typeof value === "function") && value !== null && typeof (value as { then?: unknown }).then === "function";
 }
 
-export function createRowEngine(options: RowEngineOptions): RowEngine {
-  const tables = new Map<TableName, Map<string, string>>(TABLES.map((name) => [name, new Map()]));
+export function createRowEngine<Table extends string>(options: RowEngineOptions<Table>): RowEngine<Table> {
+  const tables = new Map<Table, Map<string, string>>(options.tables.map((name) => [name, new Map()]));
+  /** Parsed values by `table\0key`, oldest first (Map order). */
   const cache = new Map<string, CachedValue>();
-  const frames: UndoEntry[][] = [];
+  const frames: UndoEntry<Table>[][] = [];
   const listeners = new Set<() => void>();
   let records = 0;
   let encodedBytes = 0;
+  let cachedBytes = 0;
   let rowReads = 0;
   let rowParses = 0;
   let changed = false;
 
-  function rows(table: TableName): Map<string, string> {
+  function rows(table: Table): Map<string, string> {
     const found = tables.get(table);
     if (found === undefined) throw new TaskError("INVALID_TRANSACTION", { message: `unknown table ${table}` });
     return found;
   }
 
-  function cacheKey(table: TableName, key: string): string {
-    return `${table}\u0000${key}`;
+  function checkCounters(): void {
+    invariant(records >= 0 && encodedBytes >= 0 && cachedBytes >= 0, "store counters are not negative", { records, encodedBytes, cachedBytes });
+    invariant(records <= options.maxRecords, "records stay within their bound", { records, maxRecords: options.maxRecords });
   }
 
-  function parsed(table: TableName, key: string, text: string): unknown {
+  const cacheKey = (table: Table, key: string) => `${table}\u0000${key}`;
+
+  function uncache(slot: string): void {
+    const cached = cache.get(slot);
+    if (cached === undefined) return;
+    cache.delete(slot);
+    cachedBytes -= cached.bytes;
+  }
+
+  /** Drops the oldest cached values until `needed` more bytes fit; false when even an empty cache is not enough. */
+  function makeRoom(needed: number): boolean {
+    for (const slot of cache.keys()) {
+      if (encodedBytes + cachedBytes + needed <= options.maxEncodedBytes) break;
+      uncache(slot);
+    }
+    return encodedBytes + cachedBytes + needed <= options.maxEncodedBytes;
+  }
+
+  function parsed(table: Table, key: string, text: string): unknown {
     const slot = cacheKey(table, key);
     const cached = cache.get(slot);
     if (cached !== undefined && cached.text === text) return cached.value;
+    if (cached !== undefined) uncache(slot);
     rowParses += 1;
     const value = deepFreeze(JSON.parse(text) as unknown);
-    cache.set(slot, { text, value });
+    const bytes = Buffer.byteLength(text, "utf8");
+    // Cached only while the bound has room for it (after dropping older cached values).
+    if (makeRoom(bytes)) {
+      cache.set(slot, { text, value, bytes });
+      cachedBytes += bytes;
+    }
     return value;
   }
 
   /** Sets or deletes one row, keeping counters, cache and indexes in step. No logging. */
-  function apply(table: TableName, key: string, text: string | undefined, nextValue?: unknown): void {
+  function apply(table: Table, key: string, text: string | undefined, nextValue?: unknown): void {
     const map = rows(table);
     const previousText = map.get(key);
     const previousValue = previousText === undefined ? undefined : parsed(table, key, previousText);
@@ -117,44 +151,45 @@ export function createRowEngine(options: RowEngineOptions): RowEngine {
       records -= 1;
       encodedBytes -= encodedRecordBytes(key, previousText);
       map.delete(key);
-      cache.delete(cacheKey(table, key));
+      uncache(cacheKey(table, key));
     }
     if (text !== undefined) {
       records += 1;
       encodedBytes += encodedRecordBytes(key, text);
       map.set(key, text);
     }
+    checkCounters();
     const next = text === undefined ? undefined : (nextValue ?? JSON.parse(text));
     options.apply(table, key, previousValue, next);
   }
 
-  function log(entry: UndoEntry): void {
+  function log(entry: UndoEntry<Table>): void {
     const frame = frames.at(-1);
     if (frame !== undefined) frame.push(entry);
     changed = true;
   }
 
-  function admit(table: TableName, key: string, text: string): void {
+  function admit(table: Table, key: string, text: string): void {
     const previousText = rows(table).get(key);
     const nextRecords = records + (previousText === undefined ? 1 : 0);
-    const nextBytes =
-      encodedBytes - (previousText === undefined ? 0 : encodedRecordBytes(key, previousText)) + encodedRecordBytes(key, text);
-    if (nextRecords > options.maxRecords || nextBytes > options.maxEncodedBytes) {
+    const delta = encodedRecordBytes(key, text) - (previousText === undefined ? 0 : encodedRecordBytes(key, previousText));
+    if (nextRecords > options.maxRecords || !makeRoom(delta)) {
       throw new TaskError("TASK_CAPACITY", {
         details: {
           table,
           records,
           maxRecords: options.maxRecords,
           encodedBytes,
+          cachedBytes,
           maxEncodedBytes: options.maxEncodedBytes,
           requiredRecords: nextRecords,
-          requiredBytes: nextBytes,
+          requiredBytes: encodedBytes + delta,
         },
       });
     }
   }
 
-  function rollback(frame: UndoEntry[]): void {
+  function rollback(frame: UndoEntry<Table>[]): void {
     for (let index = frame.length - 1; index >= 0; index -= 1) {
       const entry = frame[index]!;
       if (typeof entry === "function") entry();
@@ -183,7 +218,7 @@ export function createRowEngine(options: RowEngineOptions): RowEngine {
   function transaction<T>(fn: () => T): T {
     const outermost = frames.length === 0;
     if (outermost) changed = false;
-    const frame: UndoEntry[] = [];
+    const frame: UndoEntry<Table>[] = [];
     frames.push(frame);
     let result: T;
     try {
@@ -212,30 +247,36 @@ export function createRowEngine(options: RowEngineOptions): RowEngine {
     return result;
   }
 
+  function writeEncoded(table: Table, key: string, text: string, value?: unknown): void {
+    runAutoCommit(() => {
+      const previousText = rows(table).get(key);
+      if (previousText === text) return;
+      admit(table, key, text);
+      log({ table, key, text: previousText });
+      apply(table, key, text, value);
+    });
+  }
+
   return {
-    read<T>(table: TableName, key: string): T | undefined {
+    read<T>(table: Table, key: string): T | undefined {
       const text = rows(table).get(key);
       if (text === undefined) return undefined;
       rowReads += 1;
       return parsed(table, key, text) as T;
     },
-    peek<T>(table: TableName, key: string): T | undefined {
+    peek<T>(table: Table, key: string): T | undefined {
       const text = rows(table).get(key);
       return text === undefined ? undefined : (parsed(table, key, text) as T);
     },
-    has(table, key) {
-      return rows(table).has(key);
-    },
+    text: (table, key) => rows(table).get(key),
+    has: (table, key) => rows(table).has(key),
     write(table, key, value) {
       const text = JSON.stringify(value);
       if (typeof text !== "string") throw new TaskError("INVALID_TRANSACTION", { message: `row ${table}/${key} has no JSON form` });
-      runAutoCommit(() => {
-        const previousText = rows(table).get(key);
-        if (previousText === text) return;
-        admit(table, key, text);
-        log({ table, key, text: previousText });
-        apply(table, key, text, value);
-      });
+      writeEncoded(table, key, text, value);
+    },
+    writeText(table, key, text) {
+      writeEncoded(table, key, text);
     },
     remove(table, key) {
       return runAutoCommit(() => {
@@ -246,19 +287,11 @@ export function createRowEngine(options: RowEngineOptions): RowEngine {
         return true;
       });
     },
-    keys(table) {
-      return rows(table).keys();
-    },
-    size(table) {
-      return rows(table).size;
-    },
-    logUndo(undo) {
-      log(undo);
-    },
+    keys: (table) => rows(table).keys(),
+    size: (table) => rows(table).size,
+    logUndo: (undo) => log(undo),
     transaction,
-    inTransaction() {
-      return frames.length > 0;
-    },
+    inTransaction: () => frames.length > 0,
     onCommit(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -269,17 +302,9 @@ export function createRowEngine(options: RowEngineOptions): RowEngine {
       cache.clear();
       records = 0;
       encodedBytes = 0;
+      cachedBytes = 0;
       notify();
     },
-    stats() {
-      return {
-        records,
-        encodedBytes,
-        maxRecords: options.maxRecords,
-        maxEncodedBytes: options.maxEncodedBytes,
-        rowReads,
-        rowParses,
-      };
-    },
+    stats: () => ({ records, encodedBytes, cachedBytes, maxRecords: options.maxRecords, maxEncodedBytes: options.maxEncodedBytes, rowReads, rowParses }),
   };
 }

@@ -1,7 +1,13 @@
 /**
  * The RAM TaskStore: everything one endpoint lifetime knows about its tasks, kept as immutable
  * encoded rows with indexes, synchronous transactions with full rollback, post-commit change
- * notification and lower-only bounds (16,384 records / 32 MiB encoded per endpoint).
+ * notification and lower-only bounds (16,384 records / 32 MiB per endpoint; see rows.ts for what
+ * the byte bound counts).
+ *
+ * The store is generic storage: what the core keeps per row (outbox purposes, delivery stages and
+ * data, operation keys) is the core's typed `Bookkeeping`, opaque here; the store holds no core
+ * policy. Envelopes are stored once, as the exact text that goes on the wire, beside the small
+ * rows that track them.
  *
  * There is no persistence: a new lifetime starts empty. Values returned are deep-frozen and
  * shared between reads; snapshots are fresh top-level objects around those frozen values.
@@ -9,17 +15,26 @@
 import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxCursorDigits, maxStoreEncodedBytes, maxStoreRecords } from "../protocol/limits.ts";
-import type {
-  EnvelopeKind,
-  TaskEndpoint,
-  TaskEnvelope,
-  TaskEvent,
-  TaskIntent,
-  TaskRecord,
-  TaskStatus,
-  TerminalDelivery,
-} from "../protocol/schemas.ts";
-import { createRowEngine, type RowStats, type TableName } from "./rows.ts";
+import type { EnvelopeKind, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
+import { emptyIndexes, type IndexSnapshot, indexRow, STORE_TABLES, type StoreTable, snapshotIndexes } from "./indexes.ts";
+import { createRowEngine, invariant, type RowStats } from "./rows.ts";
+
+export type { IndexSnapshot } from "./indexes.ts";
+
+// ---------------------------------------------------------------------------------------------
+// What the core keeps per row (typed by the core, opaque to the store)
+// ---------------------------------------------------------------------------------------------
+
+export interface Bookkeeping {
+  /** What an outbox envelope is for. */
+  readonly purpose: string;
+  /** A tracked delivery's processing stage. */
+  readonly stage: string;
+  /** A tracked delivery's core data. */
+  readonly data: unknown;
+  /** The key of an idempotent operation of a task. */
+  readonly operation: string;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Row shapes
@@ -32,50 +47,56 @@ export interface StoredTask {
   readonly role: TaskRole;
 }
 
+/** A task as this endpoint knows it: its record, its role and its events in sequence order. */
 export interface TaskSnapshot extends TaskRecord {
   readonly role: TaskRole;
   readonly events: readonly TaskEvent[];
-  readonly terminalDelivery: TerminalDelivery;
 }
 
 export type OutboxState = "pending" | "accepted";
 
-export interface Acceptance {
+export interface OutboxAcceptance {
   readonly acceptanceId: string;
   readonly acceptedAt: number;
   readonly duplicate: boolean;
 }
 
-export interface OutboxEntry {
+/** An outbox envelope's tracking row; the envelope itself is stored once as its wire text. */
+export interface OutboxEntry<Purpose extends string = string> {
   readonly envelopeId: string;
   readonly taskId: string;
   readonly target: TaskEndpoint;
   readonly targetKey: string;
   readonly kind: EnvelopeKind;
-  /** What the envelope is for (assignment, intent, receipt, fanout, …); chosen by the core. */
-  readonly purpose: string;
-  /** The immutable envelope; every retry sends exactly this (same id, same `createdAt`). */
-  readonly envelope: TaskEnvelope;
+  readonly purpose: Purpose;
   /** Creation order, global and strictly increasing. */
   readonly seq: number;
   readonly state: OutboxState;
   /** True once a request carrying it was admitted: it can no longer be withdrawn. */
   readonly attempted: boolean;
-  readonly acceptance?: Acceptance;
+  readonly acceptance?: OutboxAcceptance;
 }
 
-export type NewOutboxEntry = Pick<OutboxEntry, "envelopeId" | "taskId" | "target" | "kind" | "purpose" | "envelope">;
+export interface NewOutboxEntry<Purpose extends string = string> {
+  readonly envelopeId: string;
+  readonly taskId: string;
+  readonly target: TaskEndpoint;
+  readonly kind: EnvelopeKind;
+  readonly purpose: Purpose;
+  /** The envelope's canonical JSON: exactly what every attempt sends (same id, same `createdAt`). */
+  readonly envelopeText: string;
+}
 
-export interface QuarantineEntry extends Omit<OutboxEntry, "state" | "acceptance"> {
+export interface QuarantineEntry<Purpose extends string = string> extends Omit<OutboxEntry<Purpose>, "state" | "acceptance"> {
   readonly priorState: OutboxState;
   readonly errorCode: string;
   readonly details: Readonly<Record<string, unknown>>;
   readonly quarantinedAt: number;
 }
 
-export interface OperationReservation {
+export interface OperationReservation<Operation extends string = string> {
   readonly taskId: string;
-  readonly operation: string;
+  readonly operation: Operation;
   readonly logicalId: string;
   readonly logicalType: string;
   readonly envelopeIds: readonly string[];
@@ -87,22 +108,21 @@ export interface StoredIntent {
   readonly envelopeId: string;
 }
 
-export interface DeliveryRow {
+/** A tracked relay delivery; what the relay delivered is kept as its own row (`deliveryEnvelope`). */
+export interface DeliveryRow<Stage extends string = string, Data = unknown> {
   readonly envelopeId: string;
   readonly cursor: string;
   /** The cursor tracked just before this one: the frontier while this is the oldest pending. */
   readonly prevCursor: string;
-  /** Exactly what the relay delivered (validated later by the core). */
-  readonly envelope: unknown;
   readonly receivedAt: number;
   /** Intake order shared with local presentation items. */
   readonly order: number;
-  /** Processing stage, owned by the core (e.g. tracked, recorded, presented). */
-  readonly stage: string;
+  /** Processing stage (the core's). */
+  readonly stage: Stage;
   /** The ACK is authorised and may be (re)sent by the repair pass. */
   readonly ackRequested: boolean;
-  /** Core bookkeeping for this delivery (event id, error, …). */
-  readonly data: Readonly<Record<string, unknown>>;
+  /** The core's data for this delivery. */
+  readonly data: Data;
 }
 
 export interface LocalPresentation {
@@ -131,7 +151,7 @@ export type TrackResult = "tracked" | "duplicate";
 export interface TaskStoreOptions {
   /** Lower the record bound (never above 16,384). */
   readonly maxRecords?: number;
-  /** Lower the encoded-bytes bound (never above 32 MiB). */
+  /** Lower the byte bound (never above 32 MiB). */
   readonly maxEncodedBytes?: number;
 }
 
@@ -145,18 +165,7 @@ export interface TaskStoreStats extends RowStats {
   readonly localPresentations: number;
 }
 
-/** Index contents in a canonical form, for checking against a recomputation from rows. */
-export interface IndexSnapshot {
-  readonly eventsByTask: Record<string, string[]>;
-  readonly activeTasks: string[];
-  readonly pendingByTarget: Record<string, string[]>;
-  readonly operationByEnvelope: Record<string, string>;
-  readonly deliveriesByCursor: string[];
-  readonly localQueue: string[];
-  readonly rotation: Record<string, number>;
-}
-
-export interface TaskStore {
+export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   /** Runs `fn` atomically. It must be synchronous; on a throw everything it did is undone. */
   transaction<T>(fn: () => T): T;
   /** Called after each commit that changed something, never inside a transaction. */
@@ -174,34 +183,34 @@ export interface TaskStore {
   getEvent(eventId: string): TaskEvent | undefined;
   getEvents(taskId: string): readonly TaskEvent[];
   eventCount(taskId: string): number;
-  lastEvent(taskId: string): TaskEvent | undefined;
   getTask(taskId: string): TaskSnapshot | undefined;
   listTasks(): TaskSnapshot[];
-  taskIds(): string[];
   activeTaskIds(): string[];
   hasActiveTasks(): boolean;
 
   // outbox
-  putOutbox(entry: NewOutboxEntry): boolean;
-  getOutbox(envelopeId: string): OutboxEntry | undefined;
+  putOutbox(entry: NewOutboxEntry<B["purpose"]>): boolean;
+  getOutbox(envelopeId: string): OutboxEntry<B["purpose"]> | undefined;
+  /** An outbox (or quarantined) envelope, parsed. */
+  getEnvelope(envelopeId: string): TaskEnvelope | undefined;
+  /** An outbox (or quarantined) envelope's wire text, as stored. */
+  envelopeText(envelopeId: string): string | undefined;
   pendingOutboxCount(): number;
   /** Older pending envelopes to the same target, oldest first (empty when it is the head). */
   pendingOutboxAhead(envelopeId: string): string[];
-  /** Pending envelopes of one target in creation order. */
-  pendingForTarget(targetKey: string): OutboxEntry[];
   /** Each target's oldest pending envelope, in fair rotation order (least recently rotated first). */
-  retryHeads(): OutboxEntry[];
+  retryHeads(): OutboxEntry<B["purpose"]>[];
   /** Moves a target to the back of the retry rotation. */
   rotateRetry(targetKey: string): void;
   markOutboxAttempted(envelopeId: string): void;
-  markOutboxAccepted(envelopeId: string, acceptance: Acceptance): void;
-  quarantineOutbox(envelopeId: string, reason: { errorCode: string; details: Record<string, unknown>; quarantinedAt: number }): QuarantineEntry;
-  getQuarantine(envelopeId: string): QuarantineEntry | undefined;
-  listQuarantine(): QuarantineEntry[];
+  markOutboxAccepted(envelopeId: string, acceptance: OutboxAcceptance): void;
+  quarantineOutbox(envelopeId: string, reason: { errorCode: string; details: Record<string, unknown>; quarantinedAt: number }): QuarantineEntry<B["purpose"]>;
+  getQuarantine(envelopeId: string): QuarantineEntry<B["purpose"]> | undefined;
+  listQuarantine(): QuarantineEntry<B["purpose"]>[];
   /** Withdraws a pending envelope that never reached the wire, and any reservation naming it. */
   discardUnsentOperation(envelopeId: string): boolean;
 
-  // cooldowns (per envelope, per target, per ACK: the key is the caller's)
+  // cooldowns (the key is the caller's)
   setCooldown(key: string, cooldown: Cooldown): void;
   getCooldown(key: string): Cooldown | undefined;
   clearCooldown(key: string): void;
@@ -209,26 +218,27 @@ export interface TaskStore {
   // idempotent operations and own intents
   reserveOperation(
     taskId: string,
-    operation: string,
-    create: () => Omit<OperationReservation, "taskId" | "operation">,
-  ): { created: boolean; record: OperationReservation };
-  getOperation(taskId: string, operation: string): OperationReservation | undefined;
+    operation: B["operation"],
+    create: () => Omit<OperationReservation<B["operation"]>, "taskId" | "operation">,
+  ): { created: boolean; record: OperationReservation<B["operation"]> };
+  getOperation(taskId: string, operation: B["operation"]): OperationReservation<B["operation"]> | undefined;
   putIntent(intent: TaskIntent, envelopeId: string): boolean;
   getIntent(intentId: string): StoredIntent | undefined;
 
   // inbound deliveries and the ACK checkpoint
-  trackDelivery(delivery: { cursor: string; envelopeId: string; envelope: unknown; receivedAt: number }): TrackResult;
-  getDelivery(envelopeId: string): DeliveryRow | undefined;
+  trackDelivery(delivery: { cursor: string; envelopeId: string; envelope: unknown; receivedAt: number; stage: B["stage"]; data: B["data"] }): TrackResult;
+  getDelivery(envelopeId: string): DeliveryRow<B["stage"], B["data"]> | undefined;
+  /** What the relay delivered for a tracked delivery, parsed. */
+  deliveryEnvelope(envelopeId: string): unknown;
   /** Unacknowledged deliveries in cursor order. */
-  deliveries(): DeliveryRow[];
-  updateDelivery(envelopeId: string, patch: { stage?: string; ackRequested?: boolean; data?: Record<string, unknown> }): DeliveryRow;
+  deliveries(): DeliveryRow<B["stage"], B["data"]>[];
+  updateDelivery(envelopeId: string, patch: { stage?: B["stage"]; ackRequested?: boolean; data?: B["data"] }): DeliveryRow<B["stage"], B["data"]>;
   /** Forgets an acknowledged delivery; the frontier advances over the contiguous acknowledged run. */
   acknowledgeDelivery(envelopeId: string): boolean;
   pendingDeliveryCount(): number;
   checkpoint(): Checkpoint;
 
   // local presentation queue (origin's own view of canonical events it creates)
-  nextOrder(): number;
   enqueueLocalPresentation(event: TaskEvent): LocalPresentation;
   localPresentations(): LocalPresentation[];
   completeLocalPresentation(eventId: string): boolean;
@@ -270,9 +280,7 @@ function resolveOptions(options: TaskStoreOptions | undefined): { maxRecords: nu
 }
 
 function assertCursor(cursor: string): bigint {
-  if (typeof cursor !== "string" || !CURSOR_PATTERN.test(cursor)) {
-    throw new TaskError("INVALID_CURSOR", { details: { cursor } });
-  }
+  if (typeof cursor !== "string" || !CURSOR_PATTERN.test(cursor)) throw new TaskError("INVALID_CURSOR", { details: { cursor } });
   return BigInt(cursor);
 }
 
@@ -280,170 +288,15 @@ function operationKey(taskId: string, operation: string): string {
   return `${taskId}\u0000${operation}`;
 }
 
-/** First index in a sorted array whose item is not less than `probe`. */
-function lowerBound<T>(items: readonly T[], probe: T, compare: (a: T, b: T) => number): number {
-  let low = 0;
-  let high = items.length;
-  while (low < high) {
-    const middle = (low + high) >>> 1;
-    if (compare(items[middle]!, probe) < 0) low = middle + 1;
-    else high = middle;
-  }
-  return low;
-}
+export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: TaskStoreOptions): TaskStore<B> {
+  type Entry = OutboxEntry<B["purpose"]>;
+  type Quarantined = QuarantineEntry<B["purpose"]>;
+  type Reservation = OperationReservation<B["operation"]>;
+  type Delivery = DeliveryRow<B["stage"], B["data"]>;
 
-function insertSorted<T>(items: T[], item: T, compare: (a: T, b: T) => number): void {
-  items.splice(lowerBound(items, item, compare), 0, item);
-}
-
-function removeSorted<T>(items: T[], item: T, compare: (a: T, b: T) => number): void {
-  const index = lowerBound(items, item, compare);
-  if (index < items.length && compare(items[index]!, item) === 0) items.splice(index, 1);
-}
-
-interface EventKey {
-  readonly sequence: bigint;
-  readonly eventId: string;
-}
-interface SeqKey {
-  readonly seq: number;
-  readonly envelopeId: string;
-}
-interface CursorKey {
-  readonly cursor: bigint;
-  readonly envelopeId: string;
-}
-interface OrderKey {
-  readonly order: number;
-  readonly eventId: string;
-}
-
-const byEvent = (a: EventKey, b: EventKey) =>
-  a.sequence < b.sequence ? -1 : a.sequence > b.sequence ? 1 : a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0;
-const bySeq = (a: SeqKey, b: SeqKey) => a.seq - b.seq;
-const byCursor = (a: CursorKey, b: CursorKey) => (a.cursor < b.cursor ? -1 : a.cursor > b.cursor ? 1 : 0);
-const byOrder = (a: OrderKey, b: OrderKey) => a.order - b.order;
-
-interface Indexes {
-  eventsByTask: Map<string, EventKey[]>;
-  activeTasks: Set<string>;
-  pendingByTarget: Map<string, SeqKey[]>;
-  pendingTargetOf: Map<string, string>;
-  operationByEnvelope: Map<string, string>;
-  deliveriesByCursor: CursorKey[];
-  localQueue: OrderKey[];
-  rotation: Map<string, number>;
-}
-
-function emptyIndexes(): Indexes {
-  return {
-    eventsByTask: new Map(),
-    activeTasks: new Set(),
-    pendingByTarget: new Map(),
-    pendingTargetOf: new Map(),
-    operationByEnvelope: new Map(),
-    deliveriesByCursor: [],
-    localQueue: [],
-    rotation: new Map(),
-  };
-}
-
-/** Applies one row change to the indexes (also used to recompute them from scratch). */
-function indexRow(indexes: Indexes, table: TableName, key: string, previous: unknown, next: unknown): void {
-  switch (table) {
-    case "task": {
-      const before = previous as StoredTask | undefined;
-      const after = next as StoredTask | undefined;
-      if (before !== undefined && before.record.status === "active") indexes.activeTasks.delete(key);
-      if (after !== undefined && after.record.status === "active") indexes.activeTasks.add(key);
-      return;
-    }
-    case "event": {
-      const before = previous as TaskEvent | undefined;
-      const after = next as TaskEvent | undefined;
-      if (before !== undefined) {
-        const list = indexes.eventsByTask.get(before.taskId);
-        if (list !== undefined) {
-          removeSorted(list, { sequence: BigInt(before.sequence), eventId: before.eventId }, byEvent);
-          if (list.length === 0) indexes.eventsByTask.delete(before.taskId);
-        }
-      }
-      if (after !== undefined) {
-        let list = indexes.eventsByTask.get(after.taskId);
-        if (list === undefined) indexes.eventsByTask.set(after.taskId, (list = []));
-        insertSorted(list, { sequence: BigInt(after.sequence), eventId: after.eventId }, byEvent);
-      }
-      return;
-    }
-    case "outbox": {
-      const before = previous as OutboxEntry | undefined;
-      const after = next as OutboxEntry | undefined;
-      if (before !== undefined && before.state === "pending") {
-        const list = indexes.pendingByTarget.get(before.targetKey);
-        if (list !== undefined) {
-          removeSorted(list, { seq: before.seq, envelopeId: before.envelopeId }, bySeq);
-          if (list.length === 0) indexes.pendingByTarget.delete(before.targetKey);
-        }
-        indexes.pendingTargetOf.delete(key);
-      }
-      if (after !== undefined && after.state === "pending") {
-        let list = indexes.pendingByTarget.get(after.targetKey);
-        if (list === undefined) indexes.pendingByTarget.set(after.targetKey, (list = []));
-        insertSorted(list, { seq: after.seq, envelopeId: after.envelopeId }, bySeq);
-        indexes.pendingTargetOf.set(key, after.targetKey);
-      }
-      return;
-    }
-    case "operation": {
-      const before = previous as OperationReservation | undefined;
-      const after = next as OperationReservation | undefined;
-      if (before !== undefined) for (const id of before.envelopeIds) indexes.operationByEnvelope.delete(id);
-      if (after !== undefined) for (const id of after.envelopeIds) indexes.operationByEnvelope.set(id, key);
-      return;
-    }
-    case "delivery": {
-      const before = previous as DeliveryRow | undefined;
-      const after = next as DeliveryRow | undefined;
-      if (before !== undefined) removeSorted(indexes.deliveriesByCursor, { cursor: BigInt(before.cursor), envelopeId: key }, byCursor);
-      if (after !== undefined) insertSorted(indexes.deliveriesByCursor, { cursor: BigInt(after.cursor), envelopeId: key }, byCursor);
-      return;
-    }
-    case "local": {
-      const before = previous as { order: number } | undefined;
-      const after = next as { order: number } | undefined;
-      if (before !== undefined) removeSorted(indexes.localQueue, { order: before.order, eventId: key }, byOrder);
-      if (after !== undefined) insertSorted(indexes.localQueue, { order: after.order, eventId: key }, byOrder);
-      return;
-    }
-    case "rotation": {
-      const after = next as { stamp: number } | undefined;
-      if (after === undefined) indexes.rotation.delete(key);
-      else indexes.rotation.set(key, after.stamp);
-      return;
-    }
-    default:
-      return;
-  }
-}
-
-function snapshotIndexes(indexes: Indexes): IndexSnapshot {
-  const sortedRecord = <V>(map: Map<string, V>, project: (value: V) => unknown) =>
-    Object.fromEntries([...map.keys()].sort().map((key) => [key, project(map.get(key)!)])) as never;
-  return {
-    eventsByTask: sortedRecord(indexes.eventsByTask, (list: EventKey[]) => list.map((item) => item.eventId)),
-    activeTasks: [...indexes.activeTasks].sort(),
-    pendingByTarget: sortedRecord(indexes.pendingByTarget, (list: SeqKey[]) => list.map((item) => item.envelopeId)),
-    operationByEnvelope: sortedRecord(indexes.operationByEnvelope, (value: string) => value),
-    deliveriesByCursor: indexes.deliveriesByCursor.map((item) => item.envelopeId),
-    localQueue: indexes.localQueue.map((item) => item.eventId),
-    rotation: sortedRecord(indexes.rotation, (value: number) => value),
-  };
-}
-
-export function createTaskStore(options?: TaskStoreOptions): TaskStore {
   const limits = resolveOptions(options);
   let indexes = emptyIndexes();
-  const rows = createRowEngine({ ...limits, apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next) });
+  const rows = createRowEngine<StoreTable>({ tables: STORE_TABLES, ...limits, apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next) });
 
   // Counters live outside rows; their changes are undone through the row engine's log.
   let outboxSeq = 0;
@@ -456,70 +309,41 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
     return previous + 1;
   }
 
-  function mutate<T>(fn: () => T): T {
-    return rows.transaction(fn);
-  }
+  const mutate = <T>(fn: () => T): T => rows.transaction(fn);
 
   function requireTask(taskId: string): StoredTask {
     const stored = rows.read<StoredTask>("task", taskId);
-    if (stored === undefined) throw new TaskError("TASK_NOT_FOUND", { details: { taskId } });
+    if (stored === undefined) throw new TaskError("UNKNOWN_TASK", { details: { taskId } });
     return stored;
   }
 
-  function requireOutbox(envelopeId: string): OutboxEntry {
-    const entry = rows.read<OutboxEntry>("outbox", envelopeId);
+  function requireOutbox(envelopeId: string): Entry {
+    const entry = rows.read<Entry>("outbox", envelopeId);
     if (entry === undefined) throw new TaskError("INVALID_ENVELOPE", { message: `no outbox entry ${envelopeId}`, details: { envelopeId } });
     return entry;
   }
 
-  function readCheckpointRow(): { highWater: string } {
-    return rows.peek<{ highWater: string }>("checkpoint", CHECKPOINT_KEY) ?? { highWater: "0" };
-  }
+  const readCheckpointRow = () => rows.peek<{ highWater: string }>("checkpoint", CHECKPOINT_KEY) ?? { highWater: "0" };
 
   function eventsOf(taskId: string): TaskEvent[] {
-    const keys = indexes.eventsByTask.get(taskId) ?? [];
-    return keys.map((item) => rows.read<TaskEvent>("event", item.eventId)!);
-  }
-
-  function terminalDeliveryOf(taskId: string, stored: StoredTask): TerminalDelivery {
-    const reservation = rows.read<OperationReservation>("operation", operationKey(taskId, "terminal_intent"));
-    const envelopeId = reservation?.envelopeIds[0];
-    if (reservation === undefined || envelopeId === undefined) return { state: "not_submitted" };
-    const base = {
-      intentId: reservation.logicalId,
-      intentType: reservation.logicalType,
-      envelopeId,
-      origin: stored.record.origin,
-    };
-    const quarantined = rows.read<QuarantineEntry>("quarantine", envelopeId);
-    if (quarantined !== undefined) {
-      return {
-        state: "delivery_blocked",
-        ...base,
-        blockedAt: quarantined.quarantinedAt,
-        error: { code: quarantined.errorCode, retryable: false, details: quarantined.details },
-      };
-    }
-    const outbox = rows.read<OutboxEntry>("outbox", envelopeId);
-    return { state: outbox?.state === "accepted" ? "accepted" : "pending", ...base };
+    return (indexes.eventsByTask.get(taskId) ?? []).map((item) => rows.read<TaskEvent>("event", item.eventId)!);
   }
 
   function snapshot(taskId: string): TaskSnapshot | undefined {
     const stored = rows.read<StoredTask>("task", taskId);
     if (stored === undefined) return undefined;
-    return {
-      ...stored.record,
-      role: stored.role,
-      events: Object.freeze(eventsOf(taskId)),
-      terminalDelivery: terminalDeliveryOf(taskId, stored),
-    };
+    return { ...stored.record, role: stored.role, events: Object.freeze(eventsOf(taskId)) };
   }
 
   function dropRotationIfIdle(targetKey: string): void {
     if (!indexes.pendingByTarget.has(targetKey) && rows.has("rotation", targetKey)) rows.remove("rotation", targetKey);
   }
 
-  const store: TaskStore = {
+  function nextOrder(): number {
+    return bump(() => intakeOrder, (value) => (intakeOrder = value));
+  }
+
+  const store: TaskStore<B> = {
     transaction: (fn) => rows.transaction(fn),
     onChange: (listener) => rows.onCommit(listener),
 
@@ -569,7 +393,7 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
     },
     appendEvent(event) {
       return mutate(() => {
-        if (!rows.has("task", event.taskId)) throw new TaskError("TASK_NOT_FOUND", { details: { taskId: event.taskId } });
+        requireTask(event.taskId);
         if (rows.has("event", event.eventId)) return false;
         rows.write("event", event.eventId, event);
         return true;
@@ -578,17 +402,12 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
     getEvent: (eventId) => rows.read<TaskEvent>("event", eventId),
     getEvents: (taskId) => Object.freeze(eventsOf(taskId)),
     eventCount: (taskId) => indexes.eventsByTask.get(taskId)?.length ?? 0,
-    lastEvent(taskId) {
-      const last = indexes.eventsByTask.get(taskId)?.at(-1);
-      return last === undefined ? undefined : rows.read<TaskEvent>("event", last.eventId);
-    },
     getTask: (taskId) => snapshot(taskId),
     listTasks() {
       return [...rows.keys("task")]
         .map((taskId) => snapshot(taskId)!)
         .sort((a, b) => a.createdAt - b.createdAt || (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
     },
-    taskIds: () => [...rows.keys("task")],
     activeTaskIds: () => [...indexes.activeTasks],
     hasActiveTasks: () => indexes.activeTasks.size > 0,
 
@@ -598,33 +417,31 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
       return mutate(() => {
         if (rows.has("outbox", entry.envelopeId) || rows.has("quarantine", entry.envelopeId)) return false;
         const seq = bump(() => outboxSeq, (value) => (outboxSeq = value));
-        const row: OutboxEntry = { ...entry, targetKey: endpointKey(entry.target), seq, state: "pending", attempted: false };
-        rows.write("outbox", entry.envelopeId, row);
+        const { envelopeText, ...tracking } = entry;
+        rows.writeText("envelope", entry.envelopeId, envelopeText);
+        rows.write("outbox", entry.envelopeId, { ...tracking, targetKey: endpointKey(entry.target), seq, state: "pending", attempted: false } satisfies Entry);
         return true;
       });
     },
-    getOutbox: (envelopeId) => rows.read<OutboxEntry>("outbox", envelopeId),
+    getOutbox: (envelopeId) => rows.read<Entry>("outbox", envelopeId),
+    getEnvelope: (envelopeId) => rows.read<TaskEnvelope>("envelope", envelopeId),
+    envelopeText: (envelopeId) => rows.text("envelope", envelopeId),
     pendingOutboxCount: () => indexes.pendingTargetOf.size,
     pendingOutboxAhead(envelopeId) {
       const targetKey = indexes.pendingTargetOf.get(envelopeId);
       if (targetKey === undefined) return [];
-      const list = indexes.pendingByTarget.get(targetKey) ?? [];
       const ahead: string[] = [];
-      for (const item of list) {
+      for (const item of indexes.pendingByTarget.get(targetKey) ?? []) {
         if (item.envelopeId === envelopeId) break;
         ahead.push(item.envelopeId);
       }
       return ahead;
     },
-    pendingForTarget(targetKey) {
-      return (indexes.pendingByTarget.get(targetKey) ?? []).map((item) => rows.read<OutboxEntry>("outbox", item.envelopeId)!);
-    },
     retryHeads() {
-      const heads: { entry: OutboxEntry; stamp: number }[] = [];
+      const heads: { entry: Entry; stamp: number }[] = [];
       for (const [targetKey, list] of indexes.pendingByTarget) {
         const head = list[0];
-        if (head === undefined) continue;
-        heads.push({ entry: rows.read<OutboxEntry>("outbox", head.envelopeId)!, stamp: indexes.rotation.get(targetKey) ?? 0 });
+        if (head !== undefined) heads.push({ entry: rows.read<Entry>("outbox", head.envelopeId)!, stamp: indexes.rotation.get(targetKey) ?? 0 });
       }
       heads.sort((a, b) => a.stamp - b.stamp || a.entry.seq - b.entry.seq);
       return heads.map((item) => item.entry);
@@ -653,21 +470,20 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
       return mutate(() => {
         const entry = requireOutbox(envelopeId);
         const { state, acceptance: _acceptance, ...rest } = entry;
-        const row: QuarantineEntry = { ...rest, priorState: state, errorCode: reason.errorCode, details: reason.details, quarantinedAt: reason.quarantinedAt };
         rows.remove("outbox", envelopeId);
-        rows.write("quarantine", envelopeId, row);
+        rows.write("quarantine", envelopeId, { ...rest, priorState: state, ...reason } satisfies Quarantined);
         dropRotationIfIdle(entry.targetKey);
-        return rows.peek<QuarantineEntry>("quarantine", envelopeId)!;
+        return rows.peek<Quarantined>("quarantine", envelopeId)!;
       });
     },
-    getQuarantine: (envelopeId) => rows.read<QuarantineEntry>("quarantine", envelopeId),
-    listQuarantine: () => [...rows.keys("quarantine")].map((key) => rows.read<QuarantineEntry>("quarantine", key)!),
+    getQuarantine: (envelopeId) => rows.read<Quarantined>("quarantine", envelopeId),
+    listQuarantine: () => [...rows.keys("quarantine")].map((key) => rows.read<Quarantined>("quarantine", key)!),
     discardUnsentOperation(envelopeId) {
       return mutate(() => {
-        const entry = rows.read<OutboxEntry>("outbox", envelopeId);
+        const entry = rows.read<Entry>("outbox", envelopeId);
         if (entry === undefined || entry.state !== "pending" || entry.attempted) return false;
         rows.remove("outbox", envelopeId);
-        rows.remove("cooldown", `envelope:${envelopeId}`);
+        rows.remove("envelope", envelopeId);
         const opKey = indexes.operationByEnvelope.get(envelopeId);
         if (opKey !== undefined) rows.remove("operation", opKey);
         dropRotationIfIdle(entry.targetKey);
@@ -688,13 +504,13 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
     reserveOperation(taskId, operation, create) {
       return mutate(() => {
         const key = operationKey(taskId, operation);
-        const existing = rows.read<OperationReservation>("operation", key);
+        const existing = rows.read<Reservation>("operation", key);
         if (existing !== undefined) return { created: false, record: existing };
-        rows.write("operation", key, { taskId, operation, ...create() } satisfies OperationReservation);
-        return { created: true, record: rows.peek<OperationReservation>("operation", key)! };
+        rows.write("operation", key, { taskId, operation, ...create() } satisfies Reservation);
+        return { created: true, record: rows.peek<Reservation>("operation", key)! };
       });
     },
-    getOperation: (taskId, operation) => rows.read<OperationReservation>("operation", operationKey(taskId, operation)),
+    getOperation: (taskId, operation) => rows.read<Reservation>("operation", operationKey(taskId, operation)),
     putIntent(intent, envelopeId) {
       return mutate(() => {
         if (rows.has("intent", intent.intentId)) return false;
@@ -710,8 +526,7 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
       return mutate(() => {
         const cursor = assertCursor(delivery.cursor);
         const { highWater } = readCheckpointRow();
-        const existing = rows.read<DeliveryRow>("delivery", delivery.envelopeId);
-        if (existing !== undefined) {
+        if (rows.has("delivery", delivery.envelopeId)) {
           // The same envelope again: never a second delivery. Move past a higher cursor.
           if (cursor > BigInt(highWater)) rows.write("checkpoint", CHECKPOINT_KEY, { highWater: delivery.cursor });
           return "duplicate";
@@ -722,56 +537,61 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
             details: { cursor: delivery.cursor, highWater, envelopeId: delivery.envelopeId },
           });
         }
-        const order = bump(() => intakeOrder, (value) => (intakeOrder = value));
+        rows.write("inbound", delivery.envelopeId, delivery.envelope);
         rows.write("delivery", delivery.envelopeId, {
           envelopeId: delivery.envelopeId,
           cursor: delivery.cursor,
           prevCursor: highWater,
-          envelope: delivery.envelope,
           receivedAt: delivery.receivedAt,
-          order,
-          stage: "tracked",
+          order: nextOrder(),
+          stage: delivery.stage,
           ackRequested: false,
-          data: {},
-        } satisfies DeliveryRow);
+          data: delivery.data,
+        } satisfies Delivery);
         rows.write("checkpoint", CHECKPOINT_KEY, { highWater: delivery.cursor });
         return "tracked";
       });
     },
-    getDelivery: (envelopeId) => rows.read<DeliveryRow>("delivery", envelopeId),
-    deliveries: () => indexes.deliveriesByCursor.map((item) => rows.read<DeliveryRow>("delivery", item.envelopeId)!),
+    getDelivery: (envelopeId) => rows.read<Delivery>("delivery", envelopeId),
+    deliveryEnvelope: (envelopeId) => rows.read<unknown>("inbound", envelopeId),
+    deliveries: () => indexes.deliveriesByCursor.map((item) => rows.read<Delivery>("delivery", item.envelopeId)!),
     updateDelivery(envelopeId, patch) {
       return mutate(() => {
-        const row = rows.read<DeliveryRow>("delivery", envelopeId);
+        const row = rows.read<Delivery>("delivery", envelopeId);
         if (row === undefined) throw new TaskError("INVALID_DELIVERY", { message: `no tracked delivery ${envelopeId}`, details: { envelopeId } });
         rows.write("delivery", envelopeId, {
           ...row,
           ...(patch.stage === undefined ? {} : { stage: patch.stage }),
           ...(patch.ackRequested === undefined ? {} : { ackRequested: patch.ackRequested }),
-          ...(patch.data === undefined ? {} : { data: { ...row.data, ...patch.data } }),
+          ...(patch.data === undefined ? {} : { data: patch.data }),
         });
-        return rows.peek<DeliveryRow>("delivery", envelopeId)!;
+        return rows.peek<Delivery>("delivery", envelopeId)!;
       });
     },
-    acknowledgeDelivery: (envelopeId) => rows.remove("delivery", envelopeId),
+    acknowledgeDelivery(envelopeId) {
+      return mutate(() => {
+        const removed = rows.remove("delivery", envelopeId);
+        if (removed) rows.remove("inbound", envelopeId);
+        return removed;
+      });
+    },
     pendingDeliveryCount: () => indexes.deliveriesByCursor.length,
     checkpoint() {
       const { highWater } = readCheckpointRow();
       const oldest = indexes.deliveriesByCursor[0];
       if (oldest === undefined) return { frontier: highWater, highWater };
-      return { frontier: rows.peek<DeliveryRow>("delivery", oldest.envelopeId)!.prevCursor, highWater };
+      const frontier = rows.peek<Delivery>("delivery", oldest.envelopeId)!.prevCursor;
+      invariant(BigInt(frontier) < oldest.cursor, "the ACK frontier stays below the oldest unacknowledged delivery", { frontier, oldest: String(oldest.cursor) });
+      return { frontier, highWater };
     },
 
     // -- local presentation --------------------------------------------------------------------------
 
-    nextOrder: () => mutate(() => bump(() => intakeOrder, (value) => (intakeOrder = value))),
     enqueueLocalPresentation(event) {
       return mutate(() => {
-        const existing = rows.read<{ order: number; taskId: string }>("local", event.eventId);
-        if (existing === undefined) {
+        if (!rows.has("local", event.eventId)) {
           if (!rows.has("event", event.eventId)) throw new TaskError("INVALID_EVENT", { message: `event ${event.eventId} is not stored`, details: { eventId: event.eventId } });
-          const order = bump(() => intakeOrder, (value) => (intakeOrder = value));
-          rows.write("local", event.eventId, { order, taskId: event.taskId });
+          rows.write("local", event.eventId, { order: nextOrder(), taskId: event.taskId });
         }
         const row = rows.peek<{ order: number; taskId: string }>("local", event.eventId)!;
         return { eventId: event.eventId, taskId: row.taskId, order: row.order, event: rows.read<TaskEvent>("event", event.eventId)! };
@@ -798,7 +618,7 @@ export function createTaskStore(options?: TaskStoreOptions): TaskStore {
 
     debugIndexes() {
       const recomputed = emptyIndexes();
-      for (const table of ["task", "event", "outbox", "operation", "delivery", "local", "rotation"] as const) {
+      for (const table of STORE_TABLES) {
         for (const key of rows.keys(table)) indexRow(recomputed, table, key, undefined, rows.peek(table, key));
       }
       return { actual: snapshotIndexes(indexes), recomputed: snapshotIndexes(recomputed) };

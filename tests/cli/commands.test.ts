@@ -5,7 +5,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
 import { MAX_TCP_PORT, RELAY_PROFILE } from "../../src/protocol/limits.ts";
-import { BUN, CLI_ENTRY, type CliSandbox, closedPort, createCliSandbox, jsonOf, REPO_ROOT } from "../helpers/cli-kit.ts";
+import { BUN, CLI_ENTRY, type CliSandbox, createCliSandbox, jsonOf, REPO_ROOT } from "../helpers/cli-kit.ts";
+import { freePort } from "../../kit/relay-process.ts";
 
 const COMMANDS = ["relay", "spawn", "status", "list", "kill", "demo", "help"];
 
@@ -123,7 +124,7 @@ describe("status and list", () => {
     const status = await sandboxed.run(["status", "nobody-here", "--relay", relay.url, "--json"]);
     expect(status.code).toBe(1);
     expect(jsonOf(status)).toMatchObject({ ok: false, error: { code: "CALLER_NOT_FOUND" } });
-    const list = await sandboxed.run(["list", "--json"], { env: { PI_TASKS_RELAY_URL: `http://127.0.0.1:${closedPort()}` } });
+    const list = await sandboxed.run(["list", "--json"], { env: { PI_TASKS_RELAY_URL: `http://127.0.0.1:${freePort()}` } });
     expect(list.code).toBe(1);
     expect(jsonOf(list).ok).toBe(false);
     for (const argv of [["status", "--json"], ["list", "extra", "--json"]]) {

@@ -11,7 +11,7 @@ import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/c
 import { isAlive } from "../../src/cli/spawned.ts";
 import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
-import { freePort } from "../helpers/relay-process.ts";
+import { freePort } from "../../kit/relay-process.ts";
 
 setDefaultTimeout(30_000);
 

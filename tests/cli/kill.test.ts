@@ -8,7 +8,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
-import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, relaySessions, relaySessionStatus, running } from "../helpers/cli-kit.ts";
+import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, running } from "../helpers/cli-kit.ts";
+import { relaySessions, relaySessionStatus } from "../../kit/session-control.ts";
 
 const sandboxes: CliSandbox[] = [];
 let session: RelaySession | undefined;

@@ -7,7 +7,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { workerReadinessTimeoutDefaultMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
-import { type CliSandbox, createCliSandbox, jsonOf, relaySessions, running } from "../helpers/cli-kit.ts";
+import { type CliSandbox, createCliSandbox, jsonOf, running } from "../helpers/cli-kit.ts";
+import { relaySessions } from "../../kit/session-control.ts";
 
 let sandbox: CliSandbox | undefined;
 

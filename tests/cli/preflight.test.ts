@@ -8,7 +8,9 @@ import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
 import { maxWireIdChars, workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
-import { type CliRun, type CliSandbox, closedPort, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, relaySessions, relaySessionStatus } from "../helpers/cli-kit.ts";
+import { type CliRun, type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf } from "../helpers/cli-kit.ts";
+import { freePort } from "../../kit/relay-process.ts";
+import { relaySessions, relaySessionStatus } from "../../kit/session-control.ts";
 
 let sandbox: CliSandbox | undefined;
 let session: RelaySession | undefined;
@@ -100,7 +102,7 @@ describe("spawn preflight", () => {
       join(box.agentDir, "models.json"),
       JSON.stringify({ providers: { clitest: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "unused", models: [{ id: "tiny-1" }] } } }),
     );
-    const closed = `http://127.0.0.1:${closedPort()}`;
+    const closed = `http://127.0.0.1:${freePort()}`;
     await expectPreflight(await box.run(args({ "--script": null, "--model": "clitest/tiny-1", "--relay": closed })), box, url, name, "relay");
     // …and the same provider with an id it does not have is refused again.
     await expectPreflight(await box.run(args({ "--script": null, "--model": "clitest/tiny-2" })), box, url, name, "model");
@@ -108,7 +110,7 @@ describe("spawn preflight", () => {
 
   test("a relay nobody listens on", async () => {
     const { box, url, name, args } = await setup();
-    const closed = `http://127.0.0.1:${closedPort()}`;
+    const closed = `http://127.0.0.1:${freePort()}`;
     const out = await expectPreflight(await box.run(args({ "--relay": closed })), box, url, name, "relay");
     expect(out.error.details.relay).toBe(closed);
     expect(typeof out.error.details.cause).toBe("string");

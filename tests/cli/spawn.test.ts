@@ -2,11 +2,14 @@
  * `pi-tasks spawn --task-worker`: a real scripted Pi worker becomes ready and outlives the
  * command; status/list show it; its log holds Pi's RPC output once it works on a task.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createParty, type Party } from "../helpers/core-pair.ts";
-import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, eventually, jsonOf, markedProcesses, relaySessionStatus, running } from "../helpers/cli-kit.ts";
+import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, markedProcesses, running } from "../helpers/cli-kit.ts";
+import { eventually } from "../../kit/async.ts";
+import { relaySessionStatus } from "../../kit/session-control.ts";
 import { RELAY_ID } from "../../src/protocol/limits.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -17,7 +20,7 @@ let origin: Party | undefined;
 afterEach(async () => {
   if (origin !== undefined) {
     await origin.core.close().catch(() => undefined);
-    origin.core.session.close();
+    coreInternals(origin.core).session.close();
     origin = undefined;
   }
   await sandbox?.cleanup();
@@ -116,7 +119,7 @@ describe("pi-tasks spawn --task-worker", () => {
         records.some((record) => record.type === "message_end" && record.message?.role === "custom" && record.message.customType === "pi-tasks-event") &&
         records.some((record) => record.type === "message_end" && calledTool(record, "agent_task_message"))
       );
-    }, 15_000);
+    }, 15_000, 50);
     if (!logged) throw new Error(`the worker log never showed the task and the question:\n${readFileSync(out.log, "utf8").slice(-4_000)}`);
     // The worker is still the same process pair.
     expect(running(out.pid)).toBe(true);

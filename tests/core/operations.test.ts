@@ -3,14 +3,16 @@
  * front of it to count, hold and inspect relay requests. Each test builds its own cores.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import { OPERATION } from "../../src/core/bookkeeping.ts";
+import { coreInternals, createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { PresentationHost, PresentationItem } from "../../src/core/host.ts";
 import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
-import { deferred, eventsOf, expectCode, failure, receiptStages, requestsOf, sentEnvelopes, settledYet, thrown } from "../helpers/core-kit.ts";
-import { createMemoryHost } from "../helpers/memory-host.ts";
+import { deferred, failure, raised, settledYet } from "../../kit/async.ts";
+import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);
@@ -21,7 +23,7 @@ const opened: Party[] = [];
 afterEach(async () => {
   const parties = opened.splice(0);
   await Promise.allSettled(parties.map((party) => party.core.close()));
-  for (const party of parties) party.core.session.close();
+  for (const party of parties) coreInternals(party.core).session.close();
 });
 
 async function party(): Promise<Party> {
@@ -73,7 +75,7 @@ describe("createTask", () => {
     const { origin, worker } = await pair();
     const seen: { tasks: number; created: number; assignments: number }[] = [];
     origin.core.onChange(() => {
-      const store = origin.core.store;
+      const store = coreInternals(origin.core).store;
       const tasks = store.listTasks();
       let created = 0;
       let assignments = 0;
@@ -92,9 +94,9 @@ describe("createTask", () => {
     // Every committed state has all three or none of them.
     for (const state of seen) expect([state.created, state.assignments]).toEqual([state.tasks, state.tasks]);
     expect(seen[0]).toEqual({ tasks: 1, created: 1, assignments: 1 });
-    const outbox = origin.core.store.getOutbox(result.envelopeId)!;
+    const outbox = coreInternals(origin.core).store.getOutbox(result.envelopeId)!;
     expect(outbox.kind).toBe("assignment");
-    expect(outbox.envelope.payload.taskId).toBe(result.taskId);
+    expect(coreInternals(origin.core).store.getEnvelope(result.envelopeId)!.payload.taskId).toBe(result.taskId);
   });
 
   test("returns only after the relay accepted its own assignment envelope", async () => {
@@ -108,7 +110,7 @@ describe("createTask", () => {
     expect(origin.core.hasPendingWork()).toBe(true);
     fx.proxy.release();
     const result = await creating;
-    expect(origin.core.store.getOutbox(result.envelopeId)!.state).toBe("accepted");
+    expect(coreInternals(origin.core).store.getOutbox(result.envelopeId)!.state).toBe("accepted");
     expect(origin.core.getTask(result.taskId).deliveryEvidence.relayAcceptance).toBe("accepted");
     // The relay really holds it: the worker receives exactly that envelope.
     await worker.core.refresh();
@@ -127,13 +129,13 @@ describe("createTask", () => {
     ];
     const before = requestsOf(fx.proxy, origin.name).length;
     for (const [input, path] of cases) {
-      const { error } = await thrown(() => origin.core.createTask(input));
+      const { error } = await raised(() => origin.core.createTask(input));
       expectCode(error, "INVALID_REQUEST");
       expect(error.details.path).toBe(path);
       expect(error.retryable).toBe(false);
     }
     expect(origin.core.listTasks()).toEqual([]);
-    expect(origin.core.store.stats().tasks).toBe(0);
+    expect(coreInternals(origin.core).store.stats().tasks).toBe(0);
     expect(origin.core.hasPendingWork()).toBe(false);
     expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
   });
@@ -153,7 +155,7 @@ describe("createTask", () => {
     const creating = failure(origin.core.createTask({ to: to(worker), task: "the worker leaves while this is in flight" }));
     await fx.proxy.waitFor((stats) => stats.held === 1);
     // Resolved while registered; gone by the time the send reaches the relay.
-    await worker.core.session.disconnect();
+    await coreInternals(worker.core).session.disconnect();
     fx.proxy.release();
     const error = await creating;
     expectCode(error, "TARGET_NOT_REGISTERED");
@@ -259,7 +261,7 @@ describe("lifecycle origin ↔ worker", () => {
     const created = eventsOf(origin.core.getTask(taskId), "task.created")[0]!;
     expect(worker.host.insertedIds()).toEqual([created.eventId]);
     expect(worker.host.wakes).toEqual([]);
-    expect(worker.core.store.getOperation(taskId, `delivery_evidence:${created.eventId}:wake_accepted:confirmed`)).toBeUndefined();
+    expect(coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "wake_accepted", "confirmed"))).toBeUndefined();
     expect(sentEnvelopes(fx.proxy, worker.name).filter((sent) => sent.inner?.payload?.stage === "wake_accepted")).toEqual([]);
     let view = origin.core.getTask(taskId);
     expect(receiptStages(view, created.eventId)).toEqual(["pi_inserted:confirmed"]);
@@ -289,8 +291,8 @@ describe("lifecycle origin ↔ worker", () => {
     const report = await worker.core.refresh();
     expect(report.failures.get("presentation")).toBeDefined();
     const created = eventsOf(worker.core.getTask(taskId), "task.created")[0]!;
-    expect(worker.core.store.getOperation(taskId, `delivery_evidence:${created.eventId}:wake_accepted:confirmed`)).toBeUndefined();
-    expect(worker.core.store.getOperation(taskId, `delivery_evidence:${created.eventId}:pi_inserted:confirmed`)).toBeDefined();
+    expect(coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "wake_accepted", "confirmed"))).toBeUndefined();
+    expect(coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "pi_inserted", "confirmed"))).toBeDefined();
     throwing = false;
     await passes(worker, origin);
     expect(worker.host.insertedIds()).toEqual([created.eventId]);
@@ -402,7 +404,7 @@ describe("message", () => {
     expect(sentEnvelopes(fx.proxy, third.name)).toEqual([]);
     // A lifetime whose session was rebound underneath it (a new endpoint) is lost as a whole: its
     // tasks belong to the old endpoint, so it refuses with RELAY_REBIND_REQUIRED (relay loss).
-    await worker.core.session.rebind();
+    await coreInternals(worker.core).session.rebind();
     const outsider = await failure(worker.core.message({ taskId, type: "information", message: "from a new endpoint" }));
     expectCode(outsider, "RELAY_REBIND_REQUIRED");
     expect(outsider.retryable).toBe(false);
@@ -418,7 +420,7 @@ describe("done", () => {
     await settle();
     const states: string[] = [];
     worker.core.onChange(() => {
-      const state = worker.core.store.getTask(taskId)?.terminalDelivery.state;
+      const state = worker.core.findTask(taskId)?.terminalDelivery.state;
       if (state !== undefined && states.at(-1) !== state) states.push(state);
     });
     expect(worker.core.getTask(taskId).terminalDelivery).toEqual({ state: "not_submitted" });
@@ -464,7 +466,7 @@ describe("done", () => {
     expect(worker.core.getTask(taskId).terminalDelivery).toEqual(pending as never);
     const retry = await worker.core.done({ taskId, status: "failed", summary: "could not finish" });
     expect(retry.terminalDelivery).toMatchObject({ state: "accepted", intentId: pending.intentId, envelopeId: pending.envelopeId });
-    expect(worker.core.store.getOutbox(pending.envelopeId)!.acceptance!.duplicate).toBe(true);
+    expect(coreInternals(worker.core).store.getOutbox(pending.envelopeId)!.acceptance!.duplicate).toBe(true);
     const attempts = requestsOf(fx.proxy, worker.name, "send").filter((request) => (request.body as any).envelope.envelopeId === pending.envelopeId);
     expect(attempts).toHaveLength(2);
     expect(attempts[1]!.text).toBe(attempts[0]!.text);
@@ -527,7 +529,7 @@ describe("done", () => {
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "the parent will leave" });
     await settle();
     const originEndpoint = to(origin);
-    await origin.core.session.disconnect();
+    await coreInternals(origin.core).session.disconnect();
     const before = Date.now();
     const result = await worker.core.done({ taskId, status: "completed", summary: "nobody to tell" });
     const blocked = result.terminalDelivery as Record<string, any>;
@@ -603,7 +605,7 @@ describe("cancel", () => {
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "the worker will leave" });
     await settle();
     const target = to(worker);
-    await worker.core.session.disconnect();
+    await coreInternals(worker.core).session.disconnect();
     const result = await origin.core.cancel({ taskId });
     expect(result.status).toBe("cancelled");
     expect(result.delivery).toBe("blocked");
@@ -615,21 +617,21 @@ describe("cancel", () => {
 
 // -------------------------------------------------------------------------------------------------
 
-describe("acknowledgeParent", () => {
+describe("acknowledge", () => {
   test("origin only, terminal only without any state change", async () => {
     const { origin, worker, settle } = await pair();
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "not finished yet" });
     await settle();
-    expectCode(await failure(worker.core.acknowledgeParent(taskId)), "NOT_ORIGIN");
+    expectCode(await failure(worker.core.acknowledge({ taskId: taskId })), "NOT_ORIGIN");
     let commits = 0;
     origin.core.onChange(() => (commits += 1));
     const before = origin.core.getTask(taskId);
-    const error = await failure(origin.core.acknowledgeParent(taskId));
+    const error = await failure(origin.core.acknowledge({ taskId: taskId }));
     expectCode(error, "TASK_NOT_TERMINAL");
     expect(error.retryable).toBe(false);
     expect(commits).toBe(0);
     expect(origin.core.getTask(taskId).events).toEqual(before.events);
-    expect(origin.core.store.getOperation(taskId, "parent_acknowledgment")).toBeUndefined();
+    expect(coreInternals(origin.core).store.getOperation(taskId, "parent_acknowledgment")).toBeUndefined();
     expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.type === "task.parent_acknowledged")).toEqual([]);
   });
 
@@ -639,8 +641,8 @@ describe("acknowledgeParent", () => {
     await settle();
     await worker.core.done({ taskId, status: "completed", summary: "ok" });
     await settle();
-    const results = await Promise.all([origin.core.acknowledgeParent(taskId), origin.core.acknowledgeParent(taskId), origin.core.acknowledgeParent(taskId)]);
-    const retry = await origin.core.acknowledgeParent(taskId);
+    const results = await Promise.all([origin.core.acknowledge({ taskId: taskId }), origin.core.acknowledge({ taskId: taskId }), origin.core.acknowledge({ taskId: taskId })]);
+    const retry = await origin.core.acknowledge({ taskId: taskId });
     const ids = new Set([...results, retry].map((result) => result.eventId));
     expect(ids.size).toBe(1);
     const [eventId] = [...ids];
@@ -670,7 +672,7 @@ describe("acknowledgeParent", () => {
     expect(origin.host.insertedIds()).not.toContain(completed.eventId);
     expect(origin.core.receive().map((item) => (item.kind === "local" ? item.event.eventId : item.delivery.envelopeId))).toContain(completed.eventId);
     const wakesBefore = origin.host.wakes.length;
-    await origin.core.acknowledgeParent(taskId);
+    await origin.core.acknowledge({ taskId: taskId });
     origin.host.busy = false;
     await settle();
     expect(origin.host.insertedIds()).toContain(completed.eventId);
@@ -792,7 +794,7 @@ describe("receive, hasPendingWork and onChange", () => {
     fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const creating = origin.core.createTask({ to: to(worker), task: "pending work" });
     await fx.proxy.waitFor((stats) => stats.held === 1);
-    expect(origin.core.store.pendingOutboxCount()).toBe(1);
+    expect(coreInternals(origin.core).store.pendingOutboxCount()).toBe(1);
     expect(origin.core.hasPendingWork()).toBe(true);
     fx.proxy.release();
     const { taskId } = await creating;
@@ -800,7 +802,7 @@ describe("receive, hasPendingWork and onChange", () => {
     // Deliveries: held by a busy worker.
     worker.host.busy = true;
     await passes(worker);
-    expect(worker.core.store.pendingDeliveryCount()).toBe(1);
+    expect(coreInternals(worker.core).store.pendingDeliveryCount()).toBe(1);
     expect(worker.core.hasPendingWork()).toBe(true);
     worker.host.busy = false;
     await settle();
@@ -809,9 +811,9 @@ describe("receive, hasPendingWork and onChange", () => {
     origin.host.busy = true;
     await worker.core.message({ taskId, type: "information", message: "news" });
     await passes(origin);
-    expect(origin.core.store.pendingOutboxCount()).toBe(0);
-    expect(origin.core.store.pendingDeliveryCount()).toBe(0);
-    expect(origin.core.store.stats().localPresentations).toBe(1);
+    expect(coreInternals(origin.core).store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(origin.core).store.pendingDeliveryCount()).toBe(0);
+    expect(coreInternals(origin.core).store.stats().localPresentations).toBe(1);
     expect(origin.core.hasPendingWork()).toBe(true);
     origin.host.busy = false;
     await settle();
@@ -822,14 +824,14 @@ describe("receive, hasPendingWork and onChange", () => {
   test("onChange fires after each commit with the committed state, not for rollbacks, and stops on unsubscribe", async () => {
     const { origin, worker } = await pair();
     const seen: number[] = [];
-    const unsubscribe = origin.core.onChange(() => seen.push(origin.core.store.stats().tasks));
+    const unsubscribe = origin.core.onChange(() => seen.push(coreInternals(origin.core).store.stats().tasks));
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "observe me" });
     expect(seen.length).toBeGreaterThan(0);
     expect(seen.every((tasks) => tasks === 1)).toBe(true);
     const count = seen.length;
     expect(() =>
-      origin.core.store.transaction(() => {
-        origin.core.store.setStatus(taskId, "failed");
+      coreInternals(origin.core).store.transaction(() => {
+        coreInternals(origin.core).store.setStatus(taskId, "failed");
         throw new Error("roll back");
       }),
     ).toThrow("roll back");
@@ -886,13 +888,13 @@ describe("close", () => {
       ["message", () => origin.core.message({ taskId, type: "information", message: "x" })],
       ["done", () => origin.core.done({ taskId, status: "completed", summary: "x" })],
       ["cancel", () => origin.core.cancel({ taskId })],
-      ["acknowledgeParent", () => origin.core.acknowledgeParent(taskId)],
+      ["acknowledge", () => origin.core.acknowledge({ taskId: taskId })],
       ["reassignTask", () => origin.core.reassignTask(taskId)],
       ["refresh", () => origin.core.refresh()],
     ];
     const before = requestsOf(fx.proxy, origin.name).length;
     for (const [name, call] of calls) {
-      const { error, synchronous } = await thrown(call);
+      const { error, synchronous } = await raised(call);
       expectCode(error, "RELAY_CLOSED");
       expect([name, synchronous]).toEqual([name, true]);
     }
@@ -909,7 +911,7 @@ describe("close", () => {
     const creating = origin.core.createTask({ to: to(worker), task: "in flight at close" });
     const outcome = failure(creating.finally(() => (settledAt = performance.now())));
     await fx.proxy.waitFor((stats) => stats.held === 1);
-    expect(origin.core.store.stats().tasks).toBe(2);
+    expect(coreInternals(origin.core).store.stats().tasks).toBe(2);
     let commitsAfterClose = 0;
     const started = performance.now();
     await origin.core.close();
@@ -922,13 +924,13 @@ describe("close", () => {
     const error = await outcome;
     expectCode(error, "RELAY_CLOSED");
     expect(error.details.taskId).toBeDefined();
-    expect(origin.core.store.stats()).toMatchObject({ tasks: 0, events: 0, pendingOutbox: 0, records: 0 });
+    expect(coreInternals(origin.core).store.stats()).toMatchObject({ tasks: 0, events: 0, pendingOutbox: 0, records: 0 });
     expect(origin.core.listTasks()).toEqual([]);
     // The held request reaching the relay later changes nothing here.
     fx.proxy.release();
     await Bun.sleep(50);
     expect(commitsAfterClose).toBe(0);
-    expect(origin.core.store.stats().records).toBe(0);
+    expect(coreInternals(origin.core).store.stats().records).toBe(0);
   });
 
   // An operation whose own envelope waits behind older mail when the lifetime closes must not be
@@ -971,7 +973,7 @@ describe("close", () => {
       const pass = worker.refresh().catch((error: unknown) => error);
       const item = await insertCalled.promise;
       expect(item.taskId).toBe(taskId);
-      expect(worker.store.stats().tasks).toBe(1);
+      expect(coreInternals(worker).store.stats().tasks).toBe(1);
       const sendsBefore = requestsOf(fx.proxy, name, "send").length;
       const acksBefore = requestsOf(fx.proxy, name, "acknowledge").length;
       let commits = 0;
@@ -985,8 +987,8 @@ describe("close", () => {
       const commitsAtClose = commits;
       await Bun.sleep(50);
       expect(commits).toBe(commitsAtClose);
-      expect(worker.store.stats().records).toBe(0);
-      expect(worker.store.getEvidence(item.eventId)).toBeUndefined();
+      expect(coreInternals(worker).store.stats().records).toBe(0);
+      expect(coreInternals(worker).store.getEvidence(item.eventId)).toBeUndefined();
       // Nothing the pass would have done after the insertion reached the relay.
       expect(requestsOf(fx.proxy, name, "send")).toHaveLength(sendsBefore);
       expect(requestsOf(fx.proxy, name, "acknowledge")).toHaveLength(acksBefore);
@@ -994,7 +996,7 @@ describe("close", () => {
     } finally {
       inserting.resolve(false);
       await worker.close();
-      worker.session.close();
+      coreInternals(worker).session.close();
     }
   });
 });
@@ -1008,7 +1010,7 @@ describe("caller cancellation", () => {
     await settle();
     const controller = new AbortController();
     controller.abort();
-    const before = { events: origin.core.getTask(taskId).events.length, records: origin.core.store.stats().records, requests: requestsOf(fx.proxy, origin.name).length };
+    const before = { events: origin.core.getTask(taskId).events.length, records: coreInternals(origin.core).store.stats().records, requests: requestsOf(fx.proxy, origin.name).length };
     const calls: (() => Promise<unknown>)[] = [
       () => origin.core.createTask({ to: to(worker), task: "aborted" }, { signal: controller.signal }),
       () => origin.core.message({ taskId, type: "information", message: "aborted" }, { signal: controller.signal }),
@@ -1022,7 +1024,7 @@ describe("caller cancellation", () => {
     }
     expect(origin.core.getTask(taskId).events).toHaveLength(before.events);
     expect(origin.core.getTask(taskId).status).toBe("active");
-    expect(origin.core.store.stats().records).toBe(before.records);
+    expect(coreInternals(origin.core).store.stats().records).toBe(before.records);
     expect(origin.core.hasPendingWork()).toBe(false);
     expect(worker.core.getTask(taskId).terminalDelivery).toEqual({ state: "not_submitted" });
     expect(requestsOf(fx.proxy, origin.name)).toHaveLength(before.requests);

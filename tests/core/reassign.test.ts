@@ -8,15 +8,16 @@
  * worker lifetime (a fresh TaskCore with a fresh store on the rebound session).
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
-import { eventsOf, expectCode, failure, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
-import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
+import { failure } from "../../kit/async.ts";
+import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);
@@ -27,7 +28,7 @@ async function party(): Promise<Party> {
   const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000 });
   fx.defer(async () => {
     await created.core.close();
-    created.core.session.close();
+    coreInternals(created.core).session.close();
   });
   return created;
 }
@@ -42,9 +43,9 @@ interface Successor {
 /** Ends the worker's lifetime and binds its session again: a new generation and endpoint. */
 async function rebindWorker(worker: Party, prepare?: (core: TaskCore) => void): Promise<Successor> {
   await worker.core.close();
-  const binding = await worker.core.session.rebind();
+  const binding = await coreInternals(worker.core).session.rebind();
   const host = createMemoryHost();
-  const core = createTaskCore({ store: createTaskStore(), session: worker.core.session, host });
+  const core = createTaskCore({ store: createTaskStore(), session: coreInternals(worker.core).session, host });
   prepare?.(core);
   fx.defer(() => core.close());
   return { core, host, endpoint: binding.endpoint, name: worker.name };
@@ -100,7 +101,7 @@ describe("reassignTask refusals", () => {
       when: (request) => (request.body as any).callerSession === origin.name,
     });
     expectCode(await failure(origin.core.message({ taskId, type: "information", message: "conflicting" })), "ENVELOPE_CONFLICT");
-    expect(origin.core.store.listQuarantine().map((entry) => [entry.errorCode, entry.targetKey])).toEqual([["ENVELOPE_CONFLICT", endpointKey(oldTarget)]]);
+    expect(coreInternals(origin.core).store.listQuarantine().map((entry) => [entry.errorCode, entry.targetKey])).toEqual([["ENVELOPE_CONFLICT", endpointKey(oldTarget)]]);
     const refused = await failure(origin.core.reassignTask(taskId));
     expectCode(refused, "REASSIGNMENT_REFUSED");
     expect(origin.core.getTask(taskId).target).toEqual(oldTarget);
@@ -115,7 +116,7 @@ describe("reassignTask refusals", () => {
     const { origin, worker, taskId, oldTarget } = await setup();
     // The worker's session ends without a successor (disconnect, no new generation yet).
     await worker.core.close();
-    await worker.core.session.disconnect();
+    await coreInternals(worker.core).session.disconnect();
     await loseTarget(origin, taskId);
     const refused = await failure(origin.core.reassignTask(taskId));
     expectCode(refused, "REASSIGNMENT_REFUSED");
@@ -123,9 +124,9 @@ describe("reassignTask refusals", () => {
     expect(origin.core.getTask(taskId).target).toEqual(oldTarget);
     expect(eventsOf(origin.core.getTask(taskId), "task.reassigned")).toEqual([]);
     // The same Pi session binds again: the retired endpoint now resolves to its successor.
-    const binding = await worker.core.session.rebind();
+    const binding = await coreInternals(worker.core).session.rebind();
     const host = createMemoryHost();
-    const successor = createTaskCore({ store: createTaskStore(), session: worker.core.session, host });
+    const successor = createTaskCore({ store: createTaskStore(), session: coreInternals(worker.core).session, host });
     fx.defer(() => successor.close());
     const moved = await origin.core.reassignTask(taskId);
     expect(moved.target).toEqual(binding.endpoint);
@@ -156,7 +157,7 @@ describe("reassignTask to the successor lifetime", () => {
     const successor = await rebindWorker(worker);
     expect(successor.endpoint.id).not.toBe(oldTarget.id);
     await loseTarget(origin, taskId, "lost message");
-    const quarantine = origin.core.store.listQuarantine();
+    const quarantine = coreInternals(origin.core).store.listQuarantine();
     expect(quarantine.map((entry) => [entry.errorCode, entry.targetKey])).toEqual([["TARGET_NOT_REGISTERED", endpointKey(oldTarget)]]);
 
     const result = await origin.core.reassignTask(taskId);
@@ -170,7 +171,7 @@ describe("reassignTask to the successor lifetime", () => {
     expect(reassigned[0]!.target).toEqual(successor.endpoint);
 
     // The assignment envelope: {task, event, history} to the successor; no origin-local events.
-    const envelope = origin.core.store.getOutbox(result.envelopeId)!.envelope;
+    const envelope = coreInternals(origin.core).store.getEnvelope(result.envelopeId)!;
     expect(envelope.target).toEqual(successor.endpoint);
     expect(envelope.payload.kind).toBe("assignment");
     const inner = envelope.payload.payload as { task: { target: TaskEndpoint }; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
@@ -221,19 +222,19 @@ describe("reassignTask to the successor lifetime", () => {
   test("a lifetime that already holds the task follows the reassignment and skips carried events it holds", async () => {
     const { origin, worker, taskId, oldTarget } = await setup("known task");
     // What the old lifetime held, handed to the next one (a worker that kept its task state).
-    const kept = worker.core.store.getStoredTask(taskId)!;
-    const keptEvents = [...worker.core.store.getEvents(taskId)];
+    const kept = coreInternals(worker.core).store.getStoredTask(taskId)!;
+    const keptEvents = [...coreInternals(worker.core).store.getEvents(taskId)];
     expect(keptEvents.map((event) => event.type)).toEqual(["task.created"]);
     const successor = await rebindWorker(worker, (core) =>
-      core.store.transaction(() => {
-        core.store.putTask(kept.record, "target");
-        for (const event of keptEvents) core.store.appendEvent(event);
+      coreInternals(core).store.transaction(() => {
+        coreInternals(core).store.putTask(kept.record, "target");
+        for (const event of keptEvents) coreInternals(core).store.appendEvent(event);
       }),
     );
     await loseTarget(origin, taskId);
     const result = await origin.core.reassignTask(taskId);
     let appended = 0;
-    successor.core.onChange(() => (appended = successor.core.store.stats().events));
+    successor.core.onChange(() => (appended = coreInternals(successor.core).store.stats().events));
     await settle([origin, asParty(successor)]);
     const view = successor.core.getTask(taskId);
     expect(view.target).toEqual(successor.endpoint);
@@ -276,7 +277,7 @@ describe("reassignment size bounds", () => {
     await loseTarget(origin, taskId);
     const result = await origin.core.reassignTask(taskId);
     expect(result.historyTruncated).toBe(true);
-    const inner = origin.core.store.getOutbox(result.envelopeId)!.envelope.payload.payload as { task: unknown; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
+    const inner = coreInternals(origin.core).store.getEnvelope(result.envelopeId)!.payload.payload as { task: unknown; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
     expect(inner.historyTruncated).toBe(true);
     const all = origin.core.getTask(taskId).events.filter((event) => event.type !== "task.delivery_receipt" && event.eventId !== result.eventId);
     // A non-empty suffix of the history: the newest events, in order.
@@ -332,7 +333,7 @@ describe("reassignment size bounds", () => {
     const after = origin.core.getTask(taskId);
     expect(after.target).toEqual(oldTarget);
     expect(after.events).toEqual(before.events);
-    expect(origin.core.store.localPresentations()).toEqual([]);
+    expect(coreInternals(origin.core).store.localPresentations()).toEqual([]);
     expect(sentEnvelopes(fx.proxy, origin.name)).toHaveLength(sendsBefore);
   });
 });

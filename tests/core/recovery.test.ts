@@ -1,18 +1,20 @@
 /**
- * createConfiguredTaskCore against the real relay (started through its CLI): relay-loss recovery
+ * createRecoveringTaskCore against the real relay (started through its CLI): relay-loss recovery
  * after a real relay restart, and the failures that must never trigger it.
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
-import type { TaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type TaskTimers } from "../../src/core/timers.ts";
+import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
+import { type TaskCore, coreInternals } from "../../src/core/task-core.ts";
+import type { TaskTimers } from "../../src/core/timers.ts";
+import { createVirtualTimers } from "../../kit/virtual-timers.ts";
 import { errorSpec } from "../../src/protocol/errors.ts";
 import { configHoldMaxMs, RELAY_PROFILE } from "../../src/protocol/limits.ts";
 import { createParty, type Party, settle } from "../helpers/core-pair.ts";
-import { expectCode, failure, requestsOf, thrown } from "../helpers/core-kit.ts";
-import { createFaultProxy } from "../helpers/fault-proxy.ts";
-import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
-import { startRelayProcess } from "../helpers/relay-process.ts";
+import { failure, raised } from "../../kit/async.ts";
+import { expectCode, requestsOf } from "../helpers/core-kit.ts";
+import { createFaultProxy } from "../../kit/fault-proxy.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import { startRelayProcess } from "../../kit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);
@@ -20,7 +22,7 @@ setDefaultTimeout(10_000);
 const fx = useRelayFixture({ proxy: true });
 
 interface Configured {
-  readonly configured: ConfiguredTaskCore;
+  readonly configured: RecoveringTaskCore;
   readonly host: MemoryHost;
   readonly name: string;
   readonly recovered: RecoveryInfo[];
@@ -32,7 +34,7 @@ async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Conf
   const host = createMemoryHost();
   const recovered: RecoveryInfo[] = [];
   const name = `configured-${crypto.randomUUID()}`;
-  const core = createConfiguredTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info), ...(timers === undefined ? {} : { timers }) });
+  const core = createRecoveringTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info), ...(timers === undefined ? {} : { timers }) });
   fx.defer(() => core.close());
   await core.run((current) => current.connect());
   return { configured: core, host, name, recovered, party: () => ({ name, core: core.current(), host }) };
@@ -42,7 +44,7 @@ async function worker(url = fx.proxy.url): Promise<Party> {
   const created = await createParty({ url, requestTimeoutMs: 4_000 });
   fx.defer(async () => {
     await created.core.close();
-    created.core.session.close();
+    coreInternals(created.core).session.close();
   });
   return created;
 }
@@ -118,21 +120,21 @@ describe("relay-loss recovery", () => {
     const fresh = origin.configured.current();
     expect(fresh).not.toBe(lost);
     expect(lost.closed()).toBe(true);
-    expect(lost.store.stats().records).toBe(0);
+    expect(coreInternals(lost).store.stats().records).toBe(0);
     expect(fresh.endpoint()).toEqual(info.endpoint);
     expect(fresh.listTasks()).toEqual([]);
-    for (const taskId of [active.taskId, finished.taskId, incoming.taskId]) expectCode((await thrown(() => fresh.getTask(taskId))).error, "UNKNOWN_TASK");
+    for (const taskId of [active.taskId, finished.taskId, incoming.taskId]) expectCode((await raised(() => fresh.getTask(taskId))).error, "UNKNOWN_TASK");
 
     // Old-lifetime handles cannot reach the new store.
     let freshCommits = 0;
     fresh.onChange(() => (freshCommits += 1));
-    const stale = await thrown(() => lost.createTask({ to: target, task: "from the old lifetime" }));
+    const stale = await raised(() => lost.createTask({ to: target, task: "from the old lifetime" }));
     expectCode(stale.error, "RELAY_CLOSED");
     expect(stale.synchronous).toBe(true);
-    expectCode((await thrown(() => lost.refresh())).error, "RELAY_CLOSED");
+    expectCode((await raised(() => lost.refresh())).error, "RELAY_CLOSED");
     await Bun.sleep(50);
     expect(freshCommits).toBe(0);
-    expect(fresh.store.stats().records).toBe(0);
+    expect(coreInternals(fresh).store.stats().records).toBe(0);
 
     // The new lifetime works, and nothing is recorded lost twice.
     await origin.configured.refresh();
@@ -282,14 +284,14 @@ describe("failures that never trigger recovery", () => {
 describe("configuration", () => {
   test("without WOLFPACK_SESSION_NAME there is no relay identity: RELAY_SESSION_REQUIRED", async () => {
     for (const env of [{}, { WOLFPACK_SESSION_NAME: "" }, { WOLFPACK_SESSION_NAME: "   " }]) {
-      const { error, synchronous } = await thrown(() => createConfiguredTaskCore({ url: fx.relay.url, env }));
+      const { error, synchronous } = await raised(() => createRecoveringTaskCore({ url: fx.relay.url, env }));
       expectCode(error, "RELAY_SESSION_REQUIRED");
       expect(synchronous).toBe(true);
       expect(error.retryable).toBe(false);
     }
     // With a name it binds on first use (the name is the caller session on the wire).
     const name = `named-${crypto.randomUUID()}`;
-    const core = createConfiguredTaskCore({ url: fx.proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
+    const core = createRecoveringTaskCore({ url: fx.proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
     fx.defer(() => core.close());
     const endpoint = await core.run((current: TaskCore) => current.connect());
     expect(endpoint.id.length).toBeGreaterThan(0);

@@ -10,9 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isAlive, listSpawned } from "../../src/cli/spawned.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
-import { expectNoProblems, field, sessionEndpoint, toolCalls } from "../helpers/pi-kit.ts";
+import { expectNoProblems, field, toolCalls } from "../helpers/pi-kit.ts";
+import { sessionEndpoint } from "../../kit/session-control.ts";
 import { type PiProcess, startPi } from "../helpers/pi-process.ts";
-import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { WORKER_NAME } from "./scripts/spawning-origin.ts";
 
 setDefaultTimeout(60_000);

@@ -7,12 +7,11 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { activePollIntervalMs, RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import {
   archiveRecords,
   called,
   callCount,
-  deferred,
   eventMessages,
   expectEachEventOnce,
   expectNoProblems,
@@ -22,13 +21,14 @@ import {
   lastSeen,
   allSeen,
   toolCalls,
-  waitForEndpoint,
   wakeMessages,
   WAKE_MESSAGE,
   EVENT_MESSAGE,
 } from "../helpers/pi-kit.ts";
+import { deferred } from "../../kit/async.ts";
+import { waitForEndpoint } from "../../kit/session-control.ts";
 import { STOP_GRACE_MS, type PiProcess, type PiProcessOptions, type ScriptTurn, startPi } from "../helpers/pi-process.ts";
-import { startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
+import { startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
 setDefaultTimeout(60_000);

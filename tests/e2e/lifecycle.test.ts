@@ -6,13 +6,14 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
-import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls, waitForEndpoint } from "../helpers/pi-kit.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls } from "../helpers/pi-kit.ts";
+import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type PiProcess, type PiProcessOptions, type RpcRecord, runPiOnce, startPi } from "../helpers/pi-process.ts";
-import { REPO_ROOT, startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
+import { REPO_ROOT, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 import { REPLY } from "./scripts/says-ok.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
@@ -23,7 +24,7 @@ const SAYS_OK = join(REPO_ROOT, "tests", "e2e", "scripts", "says-ok.ts");
 let relay: RelayProcess;
 const spawned: PiProcess[] = [];
 const proxies: FaultProxy[] = [];
-const cores: ConfiguredTaskCore[] = [];
+const cores: RecoveringTaskCore[] = [];
 
 function pi(options: Omit<PiProcessOptions, "relayUrl"> & { relayUrl?: string }): PiProcess {
   const started = startPi({ relayUrl: relay.url, ...options });
@@ -38,8 +39,8 @@ function proxy(): FaultProxy {
 }
 
 /** An in-process endpoint (the configured core without a Pi) to address tasks to. */
-async function plainEndpoint(session: string): Promise<{ core: ConfiguredTaskCore; endpoint: TaskEndpoint }> {
-  const core = createConfiguredTaskCore({ url: relay.url, callerSession: session });
+async function plainEndpoint(session: string): Promise<{ core: RecoveringTaskCore; endpoint: TaskEndpoint }> {
+  const core = createRecoveringTaskCore({ url: relay.url, callerSession: session });
   cores.push(core);
   const endpoint = await core.run((current) => current.connect());
   return { core, endpoint };

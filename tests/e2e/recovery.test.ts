@@ -19,11 +19,11 @@ import {
   nextBoard,
   statusTexts,
   toolCalls,
-  waitForEndpoint,
   allSeen,
 } from "../helpers/pi-kit.ts";
+import { waitForEndpoint } from "../../kit/session-control.ts";
 import { STOP_GRACE_MS, type PiProcess, type PiProcessOptions, startPi } from "../helpers/pi-process.ts";
-import { freePort, startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
+import { freePort, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 import { idlePollIntervalMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 

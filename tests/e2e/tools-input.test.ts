@@ -5,7 +5,7 @@
  * proxy between Pi and the relay).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import {
   maxSummaryChars,
   maxTaskTextChars,
@@ -16,10 +16,12 @@ import {
   waitTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
-import { deferred, expectNoProblems, field, toolCalls, waitForEndpoint, type ToolCall } from "../helpers/pi-kit.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { expectNoProblems, field, toolCalls, type ToolCall } from "../helpers/pi-kit.ts";
+import { deferred } from "../../kit/async.ts";
+import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type PiProcess, startPi } from "../helpers/pi-process.ts";
-import { startRelayProcess, type RelayProcess } from "../helpers/relay-process.ts";
+import { startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
 setDefaultTimeout(60_000);
@@ -68,7 +70,7 @@ const CASES: readonly Case[] = [
 
 let relay: RelayProcess;
 let gate: FaultProxy;
-let target: ConfiguredTaskCore;
+let target: RecoveringTaskCore;
 let origin: PiProcess;
 let outcome: Promise<{ calls: ToolCall[]; inbox: ToolCall; relayOperations: string[]; targetMail: number; fractional: ToolCall; code: number }>;
 
@@ -112,7 +114,7 @@ async function probe() {
 beforeAll(async () => {
   relay = await startRelayProcess();
   gate = createFaultProxy({ target: relay.url });
-  target = createConfiguredTaskCore({ url: relay.url, callerSession: "input-target" });
+  target = createRecoveringTaskCore({ url: relay.url, callerSession: "input-target" });
   outcome = probe();
   outcome.catch(() => undefined);
 });

@@ -12,7 +12,7 @@ import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
 import { isAlive } from "../../src/cli/spawned.ts";
 import { stopPids } from "../../src/cli/stop.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
-import { freePort, REPO_ROOT } from "../helpers/relay-process.ts";
+import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
 import { countMatches, describeWithTmux, footerOf, startTui, type Tui } from "../helpers/tui-kit.ts";
 
 setDefaultTimeout(60_000);

@@ -6,11 +6,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import piTasks from "../../extensions/pi-tasks/index.ts";
 import { EVENT_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
+import { createRecoveringTaskCore, type RecoveringTaskCore } from "../../src/core/recovering.ts";
 import { idlePollIntervalMs, requestDeadlineDefaultMs } from "../../src/protocol/limits.ts";
 import { startRelayServer, type RelayServer } from "../../src/relay-server/server.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
-import { sessionEndpoint } from "../helpers/pi-kit.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { eventually, withUnhandledRejections } from "../../kit/async.ts";
+import { waitForEndpoint } from "../../kit/session-control.ts";
 
 type Handler = (event: unknown, ctx: unknown) => unknown;
 
@@ -84,7 +85,7 @@ async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], stri
 let relay: RelayServer;
 let proxy: FaultProxy;
 const loaded: FakePi[] = [];
-const cores: ConfiguredTaskCore[] = [];
+const cores: RecoveringTaskCore[] = [];
 
 beforeAll(async () => {
   relay = await startRelayServer({ host: "127.0.0.1", port: 0, env: {} });
@@ -114,14 +115,7 @@ function operationsSince(from: number): string[] {
   return proxy.requests().slice(from).map((request) => request.operation);
 }
 
-async function registered(session: string) {
-  for (let attempt = 0; attempt < 100; attempt += 1) {
-    const endpoint = await sessionEndpoint(relay.url, session);
-    if (endpoint !== undefined) return endpoint;
-    await Bun.sleep(20);
-  }
-  throw new Error(`${session} never registered`);
-}
+const registered = (session: string) => waitForEndpoint(relay.url, session, { timeoutMs: 3_000, pollMs: 20 });
 
 describe("the factory", () => {
   test("registers eleven tools, /tasks and its handlers, and starts nothing before session_start", async () => {
@@ -176,19 +170,13 @@ describe("immediate refreshes (§6 #2 at the hook boundary)", () => {
 
   test("handlers never throw or return a rejection while the relay is down", async () => {
     const fake = await load({ WOLFPACK_SESSION_NAME: "down", PI_TASKS_RELAY_URL: "http://127.0.0.1:9" });
-    const rejections: unknown[] = [];
-    const listener = (reason: unknown) => rejections.push(reason);
-    process.on("unhandledRejection", listener);
-    try {
+    const rejections = await withUnhandledRejections(async () => {
       for (const hook of ["turn_end", "agent_end", "agent_settled", "message_end"]) {
         for (const result of await fake.emit(hook, { message: { role: "assistant" } })) expect(result).toBeUndefined();
       }
-      await Bun.sleep(300);
-    } finally {
-      process.off("unhandledRejection", listener);
-    }
+    }, 300);
     expect(rejections).toEqual([]);
-    await waitUntil(() => fake.statuses.some((text) => text === "tasks: relay unreachable at http://127.0.0.1:9; retrying"));
+    expect(await eventually(() => fake.statuses.some((text) => text === "tasks: relay unreachable at http://127.0.0.1:9; retrying"), 3_000)).toBe(true);
   });
 });
 
@@ -199,7 +187,7 @@ describe("§6 #7: shutdown in the middle of a pass", () => {
     await Bun.sleep(250);
     proxy.push({ operation: "receive", kind: "hold", times: Infinity });
     // Mail waits: the doorbell (or the 1 s worker cadence) starts a pass that gets held.
-    const origin = createConfiguredTaskCore({ url: relay.url, callerSession: "held-origin" });
+    const origin = createRecoveringTaskCore({ url: relay.url, callerSession: "held-origin" });
     cores.push(origin);
     await origin.run((core) => core.createTask({ to, task: "arrives during shutdown" }));
     await proxy.waitFor((stats) => stats.held >= 1, 5_000);
@@ -242,7 +230,7 @@ describe("the tool_call gate handler", () => {
 describe("without WOLFPACK_SESSION_NAME", () => {
   test("a generated name from the project directory works, and the footer shows it with the counts", async () => {
     const fake = await load({ PI_TASKS_RELAY_URL: proxy.url });
-    const named = await waitUntil(() => fake.statuses.find((text) => text?.startsWith("tasks: lifecycle-project-")));
+    const named = await eventually(() => fake.statuses.find((text) => text?.startsWith("tasks: lifecycle-project-")), 3_000);
     expect(named).toMatch(/^tasks: lifecycle-project-[0-9a-z]{6} · idle$/);
     const session = named!.slice("tasks: ".length, -" · idle".length);
     const endpoint = await registered(session);
@@ -251,13 +239,3 @@ describe("without WOLFPACK_SESSION_NAME", () => {
     expect(endpoint.id.length).toBeGreaterThan(0);
   });
 });
-
-async function waitUntil<T>(probe: () => T | undefined | false, timeoutMs = 3_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error("waitUntil: condition not met");
-    await Bun.sleep(20);
-  }
-}

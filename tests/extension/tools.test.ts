@@ -23,7 +23,7 @@ function harness(fake: FakeCore = fakeCore()): Harness {
   const state: Harness = { tools: {}, fake, runs: [], refreshes: 0, outcome: {} };
   const recording = new Proxy(fake.core, {
     get(target, property, receiver) {
-      if (typeof property === "string" && ["createTask", "message", "done", "cancel", "acknowledgeParent"].includes(property)) {
+      if (typeof property === "string" && ["createTask", "message", "done", "cancel", "acknowledge"].includes(property)) {
         return async () => {
           state.runs.push(property);
           if (state.outcome.error !== undefined) throw state.outcome.error;

@@ -8,34 +8,22 @@
  * local store) is a local fault, driven on the fake relay.
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import type { LossRecord } from "../../src/core/host.ts";
-import { createTaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers } from "../../src/core/timers.ts";
+import { createTaskCore, coreInternals } from "../../src/core/task-core.ts";
+import { createVirtualTimers } from "../../kit/virtual-timers.ts";
 import { capacityCooldownMs, leaseRenewMarginMs, maxResponseBodyBytes, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../helpers/fault-proxy.ts";
-import {
-  closeParties,
-  createJumpClock,
-  createJumpTimers,
-  createObservedParty,
-  drain,
-  expectAllPresentedOnce,
-  expectFrontierBelowPending,
-  expectOneTerminalWinner,
-  failure,
-  type JumpClock,
-  type JumpTimers,
-  type ObservedParty,
-  relayBacklog,
-  withUnhandledRejections,
-  settlesWithin,
-} from "../helpers/fault-kit.ts";
+import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
+import { failure, settlesWithin, withUnhandledRejections } from "../../kit/async.ts";
+import { drain, relayBacklog } from "../../kit/drain.ts";
+import type { JumpTimers } from "../../kit/jump-timers.ts";
+import type { ObservedParty } from "../../kit/observed-party.ts";
+import { expectAllPresentedOnce, expectFrontierBelowPending, expectOneTerminalWinner, faultRig, faultSetup } from "../helpers/fault-kit.ts";
 import { createFakeRelay } from "../helpers/fake-relay.ts";
-import { createMemoryHost } from "../helpers/memory-host.ts";
-import { startRelayProcess } from "../helpers/relay-process.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
+import { startRelayProcess } from "../../kit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(30_000);
@@ -44,34 +32,7 @@ const REQUEST_TIMEOUT_MS = 500;
 
 const fx = useRelayFixture({ proxy: false });
 
-function newProxy(target = fx.relay.url): FaultProxy {
-  const proxy = createFaultProxy({ target });
-  fx.defer(() => proxy.stop());
-  return proxy;
-}
-
-interface Rig {
-  readonly proxy: FaultProxy;
-  readonly timers: JumpTimers;
-  readonly clock: JumpClock;
-  readonly origin: ObservedParty;
-  readonly worker: ObservedParty;
-}
-
-async function party(url: string, timers: JumpTimers, clock: JumpClock, extra: { leaseMs?: number; now?: () => number } = {}): Promise<ObservedParty> {
-  const created = await createObservedParty({ url, requestTimeoutMs: REQUEST_TIMEOUT_MS, timers, clock, ...extra });
-  fx.defer(() => closeParties([created]));
-  return created;
-}
-
-async function rig(): Promise<Rig> {
-  const proxy = newProxy();
-  const timers = createJumpTimers();
-  const clock = createJumpClock();
-  const origin = await party(proxy.url, timers, clock);
-  const worker = await party(proxy.url, timers, clock);
-  return { proxy, timers, clock, origin, worker };
-}
+const rig = () => faultRig(fx, REQUEST_TIMEOUT_MS);
 
 // -- request filters ------------------------------------------------------------------------------
 
@@ -103,10 +64,10 @@ async function finish(r: { origin: ObservedParty; worker: ObservedParty; timers:
   await drain([r.origin, r.worker], { timers: r.timers });
   expectAllPresentedOnce(r.origin, r.worker);
   for (const side of [r.origin, r.worker]) {
-    expectFrontierBelowPending(side.core.store);
-    expectOneTerminalWinner(side.core.store);
-    expect(side.core.store.pendingOutboxCount()).toBe(0);
-    expect(side.core.store.pendingDeliveryCount()).toBe(0);
+    expectFrontierBelowPending(coreInternals(side.core).store);
+    expectOneTerminalWinner(coreInternals(side.core).store);
+    expect(coreInternals(side.core).store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(side.core).store.pendingDeliveryCount()).toBe(0);
     expect(await relayBacklog(side.core)).toBe(0);
   }
 }
@@ -125,11 +86,11 @@ describe("lost replies", () => {
     expect(typeof taskId).toBe("string");
     // Uncertain, not refused: the task exists and its envelope waits for a retry.
     expect(r.origin.core.getTask(taskId).status).toBe("active");
-    expect(r.origin.core.store.getOutbox(envelopeId)?.state).toBe("pending");
+    expect(coreInternals(r.origin.core).store.getOutbox(envelopeId)?.state).toBe("pending");
 
     const report = await r.origin.core.refresh();
     expect(report.retried).toBe(1);
-    const entry = r.origin.core.store.getOutbox(envelopeId)!;
+    const entry = coreInternals(r.origin.core).store.getOutbox(envelopeId)!;
     expect(entry.state).toBe("accepted");
     expect(entry.acceptance?.duplicate).toBe(true);
     const sends = sendsOf(r.proxy, envelopeId);
@@ -153,12 +114,12 @@ describe("lost replies", () => {
     expect(first.failures.get("ack")?.code).toBeDefined();
     expect(first.failures.get("ack")!.retryable).toBe(true);
     // The relay already removed it, but locally the ACK is still owed.
-    expect(r.worker.core.store.getDelivery(created.envelopeId)?.ackRequested).toBe(true);
-    expectFrontierBelowPending(r.worker.core.store);
+    expect(coreInternals(r.worker.core).store.getDelivery(created.envelopeId)?.ackRequested).toBe(true);
+    expectFrontierBelowPending(coreInternals(r.worker.core).store);
 
     const second = await r.worker.core.refresh();
     expect(second.acknowledged).toBe(1);
-    expect(r.worker.core.store.getDelivery(created.envelopeId)).toBeUndefined();
+    expect(coreInternals(r.worker.core).store.getDelivery(created.envelopeId)).toBeUndefined();
     const acks = acksOf(r.proxy, created.envelopeId);
     expect(acks.length).toBe(2);
     expect(acks[1]!.text).toBe(acks[0]!.text);
@@ -225,8 +186,8 @@ describe("capacity", () => {
       expect(r.origin.core.getTask(taskId).status).toBe("completed");
       expect(r.worker.core.getTask(taskId).status).toBe("completed");
     }
-    expect(r.origin.core.session.status()).toBe("ready");
-    expect(r.worker.core.session.status()).toBe("ready");
+    expect(coreInternals(r.origin.core).session.status()).toBe("ready");
+    expect(coreInternals(r.worker.core).session.status()).toBe("ready");
     await finish(r);
     expect(r.origin.host.inserted.filter((item) => item.event.type === "task.completed").length).toBe(taskIds.length);
   });
@@ -243,7 +204,7 @@ describe("capacity", () => {
     const envelopeId = error.details.envelopeId as string;
     let passes = 0;
     const started = Date.now();
-    while (r.origin.core.store.getOutbox(envelopeId)?.state !== "accepted" && Date.now() - started < retryAfterMs * 2) {
+    while (coreInternals(r.origin.core).store.getOutbox(envelopeId)?.state !== "accepted" && Date.now() - started < retryAfterMs * 2) {
       await r.origin.core.refresh();
       passes += 1;
       await Bun.sleep(250);
@@ -265,7 +226,7 @@ describe("relay loss", () => {
     const hosts = { origin: createMemoryHost(), worker: createMemoryHost() };
     const recovered: { origin: number; worker: number } = { origin: 0, worker: 0 };
     const make = (side: "origin" | "worker") =>
-      createConfiguredTaskCore({
+      createRecoveringTaskCore({
         // Direct, not through the proxy: while the relay is down the connection is refused.
         url: first.url,
         callerSession: `restart-${side}-${crypto.randomUUID().slice(0, 8)}`,
@@ -319,15 +280,13 @@ describe("relay loss", () => {
 
 describe("isolation of one undeliverable envelope", () => {
   test("an envelope held by capacity never blocks mail to other targets, receive, timeouts or lease renewal", async () => {
-    const proxy = newProxy();
-    const timers = createJumpTimers();
-    const clock = createJumpClock();
+    const { proxy, timers, clock, party } = faultSetup(fx, REQUEST_TIMEOUT_MS);
     // A lease whose renewal falls due RENEW_DUE_MS after each connect (renewal starts when less
     // than requestTimeoutMs + leaseRenewMarginMs remains).
     const RENEW_DUE_MS = 300;
-    const a = await party(proxy.url, timers, clock, { leaseMs: REQUEST_TIMEOUT_MS + leaseRenewMarginMs + RENEW_DUE_MS });
-    const b = await party(proxy.url, timers, clock);
-    const c = await party(proxy.url, timers, clock);
+    const a = await party({ leaseMs: REQUEST_TIMEOUT_MS + leaseRenewMarginMs + RENEW_DUE_MS });
+    const b = await party();
+    const c = await party();
     const toB = await a.core.createTask({ to: b.core.endpoint()!, task: "work for b" });
     const toC = await a.core.createTask({ to: c.core.endpoint()!, task: "work for c" });
     const timed = await a.core.createTask({ to: b.core.endpoint()!, task: "will time out", timeoutMs: taskTimeoutMinMs });
@@ -367,7 +326,7 @@ describe("isolation of one undeliverable envelope", () => {
     expect(a.core.getTask(toB.taskId).status).toBe("completed");
     expect(a.core.getTask(timed.taskId).status).toBe("timed_out");
     expect(report.failures.get("retry")?.code).toBe("RELAY_CAPACITY");
-    expect(a.core.store.getOutbox(stuckId)?.state).toBe("pending");
+    expect(coreInternals(a.core).store.getOutbox(stuckId)?.state).toBe("pending");
     expect(sendsOf(proxy, stuckId).length).toBe(2);
     const presentedAtA = a.host.inserted.map((item) => item.event.type);
     expect(presentedAtA).toEqual(expect.arrayContaining(["task.answer", "task.completed", "task.timed_out"]));
@@ -403,7 +362,7 @@ describe("slow and broken replies", () => {
     await Bun.sleep(50);
 
     await r.origin.core.refresh();
-    expect(r.origin.core.store.getOutbox(envelopeId)?.acceptance?.duplicate).toBe(true);
+    expect(coreInternals(r.origin.core).store.getOutbox(envelopeId)?.acceptance?.duplicate).toBe(true);
     await finish(r);
     expect(r.worker.host.inserted.filter((item) => item.taskId === taskId).length).toBe(1);
     expect(sendsOf(r.proxy, envelopeId).length).toBe(2);
@@ -428,15 +387,15 @@ describe("slow and broken replies", () => {
       { name: "descending cursors", rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => (reply.value.deliveries.reverse(), reply) }, code: "INVALID_INBOX" },
       { name: "a wrong nextCursor", rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => ((reply.value.nextCursor = "999"), reply) }, code: "INVALID_INBOX" },
     ];
-    const before = r.worker.core.store.checkpoint();
+    const before = coreInternals(r.worker.core).store.checkpoint();
     for (const { name, rule, code } of cases) {
       r.proxy.push({ ...rule, when: fromEndpoint(to) } as Parameters<FaultProxy["push"]>[0]);
       const report = await r.worker.core.refresh();
       expect({ name, code: report.failures.get("intake")?.code }).toEqual({ name, code });
-      expect(r.worker.core.store.checkpoint()).toEqual(before);
-      expect(r.worker.core.store.pendingDeliveryCount()).toBe(0);
+      expect(coreInternals(r.worker.core).store.checkpoint()).toEqual(before);
+      expect(coreInternals(r.worker.core).store.pendingDeliveryCount()).toBe(0);
       expect(r.worker.host.inserted.length).toBe(0);
-      expect(r.worker.core.session.status()).toBe("ready");
+      expect(coreInternals(r.worker.core).session.status()).toBe("ready");
     }
     await finish(r);
     expect(r.worker.host.inserted.map((item) => (item.event.payload as { task: string }).task)).toEqual(["one", "two"]);
@@ -467,10 +426,10 @@ describe("slow and broken replies", () => {
         payload: { taskId: first.taskId, kind: "canonical_event", payload: {} },
         createdAt: new Date().toISOString(),
       };
-      await r.origin.core.session.send(envelope);
-      const page = await r.worker.core.session.receive(r.worker.core.store.checkpoint().highWater);
+      await coreInternals(r.origin.core).session.send(envelope);
+      const page = await coreInternals(r.worker.core).session.receive(coreInternals(r.worker.core).store.checkpoint().highWater);
       const cursor = page.deliveries.find((delivery) => delivery.envelopeId === envelope.envelopeId)!.cursor;
-      await r.worker.core.session.acknowledge(envelope.envelopeId);
+      await coreInternals(r.worker.core).session.acknowledge(envelope.envelopeId);
       return cursor;
     }
     const reserve = (envelope: unknown, cursor: string) => (reply: { value: { deliveries: unknown[] } }) => {
@@ -492,14 +451,14 @@ describe("slow and broken replies", () => {
     r.worker.host.busy = true;
     const third = await r.origin.core.createTask({ to: worker, task: "third" });
     await r.worker.core.refresh();
-    const held = r.worker.core.store.getDelivery(third.envelopeId)!;
+    const held = coreInternals(r.worker.core).store.getDelivery(third.envelopeId)!;
     expect(held).toBeDefined();
     const gap2 = await gapCursor();
     const fourth = await r.origin.core.createTask({ to: worker, task: "fourth" });
-    r.proxy.push({ operation: "receive", kind: "rewrite", when: fromEndpoint(worker), rewrite: reserve(held.envelope, gap2) });
+    r.proxy.push({ operation: "receive", kind: "rewrite", when: fromEndpoint(worker), rewrite: reserve(coreInternals(r.worker.core).store.deliveryEnvelope(third.envelopeId), gap2) });
     await r.worker.core.refresh();
-    expect(r.worker.core.store.getDelivery(third.envelopeId)?.cursor).toBe(held.cursor);
-    expectFrontierBelowPending(r.worker.core.store);
+    expect(coreInternals(r.worker.core).store.getDelivery(third.envelopeId)?.cursor).toBe(held.cursor);
+    expectFrontierBelowPending(coreInternals(r.worker.core).store);
     r.worker.host.busy = false;
     await finish(r);
     for (const task of [first, second, third, fourth]) {
@@ -525,7 +484,7 @@ describe("shutdown", () => {
       await settlesWithin(r.worker.core.close(), "close with a held receive");
       expect(["resolved", "RELAY_CLOSED", "ABORTED"]).toContain(await settlesWithin(pass, "the closed pass"));
       r.proxy.release();
-      expect(r.worker.core.store.stats().records).toBe(0);
+      expect(coreInternals(r.worker.core).store.stats().records).toBe(0);
 
       // A send delayed at the proxy: it reaches the relay after the origin closed.
       const origin = r.origin.core.endpoint()!;
@@ -537,8 +496,8 @@ describe("shutdown", () => {
       expect(late.retryable || late.code === "RELAY_CLOSED").toBe(true);
       await r.proxy.waitFor((stats) => (stats.operations.send?.forwarded ?? 0) >= 2);
       await Bun.sleep(50);
-      expect(r.origin.core.store.stats().records).toBe(0);
-      expect(r.worker.core.store.stats().records).toBe(0);
+      expect(coreInternals(r.origin.core).store.stats().records).toBe(0);
+      expect(coreInternals(r.worker.core).store.stats().records).toBe(0);
       // New work is fenced.
       expect(() => r.origin.core.refresh()).toThrow();
       expect((await failure(Promise.resolve().then(() => r.origin.core.createTask({ to: worker, task: "x" })))).code).toBe("RELAY_CLOSED");

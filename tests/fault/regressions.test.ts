@@ -11,11 +11,11 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
-import { createConfiguredTaskCore } from "../../src/core/configured.ts";
-import { makeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
+import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
 import type { PresentationHost } from "../../src/core/host.ts";
-import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../src/core/timers.ts";
+import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
@@ -32,24 +32,20 @@ import type { TaskEndpoint, TaskEvent, TaskRecord } from "../../src/protocol/sch
 import type { RelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
-import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../helpers/fault-proxy.ts";
-import {
-  closeParties,
-  createJumpClock,
-  createJumpTimers,
-  createObservedParty,
-  drain,
-  expectAllPresentedOnce,
-  expectFrontierBelowPending,
-  failure,
-  type JumpClock,
-  type JumpTimers,
-  type ObservedParty,
-  settlesWithin,
-} from "../helpers/fault-kit.ts";
-import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
-import { REPO_ROOT } from "../helpers/relay-process.ts";
+import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
+import { deferred, failure, settlesWithin } from "../../kit/async.ts";
+import { drain } from "../../kit/drain.ts";
+import { createJumpTimers } from "../../kit/jump-timers.ts";
+import { closeParties, createObservedParty } from "../../kit/observed-party.ts";
+import { expectAllPresentedOnce, expectFrontierBelowPending, faultRig } from "../helpers/fault-kit.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
+
+/** A wire envelope object, as a rogue sender would build it. */
+function forged(...args: Parameters<typeof encodeEnvelope>): Record<string, unknown> {
+  return JSON.parse(encodeEnvelope(...args).text) as Record<string, unknown>;
+}
 
 setDefaultTimeout(30_000);
 
@@ -148,27 +144,7 @@ const eventsOfType = (core: TaskCore, taskId: string, type: string): TaskEvent[]
 
 const fx = useRelayFixture({ proxy: false });
 
-interface Rig {
-  readonly proxy: FaultProxy;
-  readonly timers: JumpTimers;
-  readonly clock: JumpClock;
-  readonly origin: ObservedParty;
-  readonly worker: ObservedParty;
-  party(extra?: { leaseMs?: number; now?: () => number }): Promise<ObservedParty>;
-}
-
-async function rig(): Promise<Rig> {
-  const proxy = createFaultProxy({ target: fx.relay.url });
-  fx.defer(() => proxy.stop());
-  const timers = createJumpTimers();
-  const clock = createJumpClock();
-  const party = async (extra: { leaseMs?: number; now?: () => number } = {}) => {
-    const created = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS, timers, clock, ...extra });
-    fx.defer(() => closeParties([created]));
-    return created;
-  };
-  return { proxy, timers, clock, origin: await party(), worker: await party(), party };
-}
+const rig = () => faultRig(fx, REQUEST_TIMEOUT_MS);
 
 type Body = { envelope?: { envelopeId?: string; source?: TaskEndpoint; target?: TaskEndpoint; payload?: { kind?: string; payload?: { task?: { task?: string } } } }; endpoint?: TaskEndpoint; callerSession?: string };
 const body = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
@@ -180,15 +156,6 @@ const relayError = (code: string, extra: Record<string, unknown> = {}, epoch: st
   ...(epoch === undefined ? {} : { epoch }),
   error: { code, message: code, ...extra },
 });
-
-
-function deferred<T>(): { promise: Promise<T>; resolve(value: T): void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((settle) => {
-    resolve = settle;
-  });
-  return { promise, resolve };
-}
 
 // =============================================================================================
 
@@ -209,7 +176,7 @@ describe("reference §6 failure history", () => {
 
     const requestsBefore = w.relay.requests.length;
     const rows = () => {
-      const { rowReads: _reads, rowParses: _parses, ...rest } = w.origin.core.store.stats();
+      const { rowReads: _reads, rowParses: _parses, cachedBytes: _cached, ...rest } = coreInternals(w.origin.core).store.stats();
       return JSON.stringify(rest);
     };
     const rowsBefore = rows();
@@ -226,12 +193,12 @@ describe("reference §6 failure history", () => {
     expect(eventsOfType(w.origin.core, two.taskId, "task.parent_acknowledged")).toEqual([]);
 
     // A parent ACK of one terminal task touches only that task.
-    const ack = await w.drive(w.origin.core.acknowledgeParent(one.taskId));
+    const ack = await w.drive(w.origin.core.acknowledge({ taskId: one.taskId }));
     expect(eventsOfType(w.origin.core, one.taskId, "task.parent_acknowledged").map((event) => event.eventId)).toEqual([ack.eventId]);
     expect(eventsOfType(w.origin.core, two.taskId, "task.parent_acknowledged")).toEqual([]);
-    const again = await w.drive(w.origin.core.acknowledgeParent(one.taskId));
+    const again = await w.drive(w.origin.core.acknowledge({ taskId: one.taskId }));
     expect(again.eventId).toBe(ack.eventId);
-    const other = await w.drive(w.origin.core.acknowledgeParent(two.taskId));
+    const other = await w.drive(w.origin.core.acknowledge({ taskId: two.taskId }));
     expect(other.eventId).not.toBe(ack.eventId);
     expect(eventsOfType(w.origin.core, one.taskId, "task.parent_acknowledged").length).toBe(1);
     expect(eventsOfType(w.origin.core, two.taskId, "task.parent_acknowledged").length).toBe(1);
@@ -287,7 +254,7 @@ describe("reference §6 failure history", () => {
     expect(refused.retryable).toBe(false);
     expect(refused.details.taskId).toBeUndefined();
     expect(w.origin.core.listTasks()).toEqual([]);
-    expect(w.origin.core.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(w.origin.core).store.pendingOutboxCount()).toBe(0);
 
     // The target vanished between resolve and send: the task exists, failed locally, never retried.
     const to = w.worker.core.endpoint()!;
@@ -354,7 +321,7 @@ describe("reference §6 failure history", () => {
     const proxy = createFaultProxy({ target: fx.relay.url });
     fx.defer(() => proxy.stop());
     const host = createMemoryHost();
-    const core = createConfiguredTaskCore({ url: proxy.url, callerSession: `startup-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
+    const core = createRecoveringTaskCore({ url: proxy.url, callerSession: `startup-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
     fx.defer(() => core.close());
     proxy.push({ operation: "connect", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", {}, undefined) });
     const first = await failure(core.run((current) => current.connect()));
@@ -392,7 +359,7 @@ describe("reference §6 failure history", () => {
       await w.drive(pass);
       await w.timers.advance(200);
       expect(replyAt).toBeGreaterThan(0);
-      expect(w.worker.core.store.stats().records).toBe(0);
+      expect(coreInternals(w.worker.core).store.stats().records).toBe(0);
       expect(w.worker.host.inserted).toEqual([]);
       expect(() => w.worker.core.refresh()).toThrow();
     }
@@ -415,8 +382,8 @@ describe("reference §6 failure history", () => {
       expect(await w.drive(message)).toBeInstanceOf(TaskError);
       await w.timers.advance(500);
       expect(acked).toBe(1);
-      expect(w.worker.core.store.stats().records).toBe(0);
-      expect(w.origin.core.store.stats().records).toBe(0);
+      expect(coreInternals(w.worker.core).store.stats().records).toBe(0);
+      expect(coreInternals(w.origin.core).store.stats().records).toBe(0);
       expect(w.worker.host.inserted.length).toBe(1);
       expect(w.origin.host.inserted.length).toBe(0);
     }
@@ -443,8 +410,8 @@ describe("reference §6 failure history", () => {
       insertion.resolve(true);
       await w.drive(closing);
       await w.drive(pass);
-      expect(w.worker.core.store.stats().records).toBe(0);
-      expect(w.worker.core.store.getEvidence("anything")).toBeUndefined();
+      expect(coreInternals(w.worker.core).store.stats().records).toBe(0);
+      expect(coreInternals(w.worker.core).store.getEvidence("anything")).toBeUndefined();
       const wakesBefore = host.wakes.length;
       await w.timers.advance(500);
       expect(host.wakes.length).toBe(wakesBefore);
@@ -454,7 +421,7 @@ describe("reference §6 failure history", () => {
   test("regression #8: two endpoints' stores never share state; one core never sends another's envelope", async () => {
     const w = await fakeWorld();
     const third = await w.party("third");
-    expect(w.origin.core.store).not.toBe(w.worker.core.store);
+    expect(coreInternals(w.origin.core).store).not.toBe(coreInternals(w.worker.core).store);
     // The origin's envelope to the third party is stuck in a capacity cooldown.
     let refuse = true;
     w.relay.hook("send", ({ session }) => {
@@ -470,14 +437,14 @@ describe("reference §6 failure history", () => {
     await w.pass(w.worker);
     await w.pass(third);
     expect(sendsBySession().slice(before).every((session) => session !== "origin")).toBe(true);
-    expect(w.origin.core.store.pendingOutboxCount()).toBe(1);
-    expect(w.worker.core.store.getOutbox(stuck.details.envelopeId as string)).toBeUndefined();
-    expect(third.core.store.getOutbox(stuck.details.envelopeId as string)).toBeUndefined();
+    expect(coreInternals(w.origin.core).store.pendingOutboxCount()).toBe(1);
+    expect(coreInternals(w.worker.core).store.getOutbox(stuck.details.envelopeId as string)).toBeUndefined();
+    expect(coreInternals(third.core).store.getOutbox(stuck.details.envelopeId as string)).toBeUndefined();
     expect(w.origin.core.findTask(own.taskId)).toBeUndefined();
     expect(w.worker.core.findTask(stuck.details.taskId as string)).toBeUndefined();
     // Closing one lifetime clears only its own store.
     await w.drive(w.worker.core.close());
-    expect(w.worker.core.store.stats().records).toBe(0);
+    expect(coreInternals(w.worker.core).store.stats().records).toBe(0);
     expect(w.origin.core.findTask(stuck.details.taskId as string)?.status).toBe("active");
     expect(third.core.findTask(own.taskId)?.status).toBe("active");
   });
@@ -497,16 +464,16 @@ describe("reference §6 failure history", () => {
     // The renewal sends the lifetime's generation, so the relay keeps the same registration.
     expect(new Set(renewals.map((request) => (request.body as { generation: string }).generation)).size).toBe(1);
     expect(party.core.endpoint()).toEqual(first);
-    const status = await party.core.session.transport.sessionStatus(party.name);
+    const status = await coreInternals(party.core).session.transport.sessionStatus(party.name);
     expect((status.taskEndpoint as TaskEndpoint).id).toBe(first.id);
-    expect(party.core.session.status()).toBe("ready");
+    expect(coreInternals(party.core).session.status()).toBe("ready");
   });
 
   test("regression #10: the lease is renewed inside the margin window (requestTimeoutMs + leaseRenewMarginMs before it ends), not after", async () => {
     const r = await rig();
     let offset = 0;
     const party = await r.party({ now: () => Date.now() + offset });
-    const binding = party.core.session.binding()!;
+    const binding = coreInternals(party.core).session.binding()!;
     const renewAt = binding.leaseDeadline - (REQUEST_TIMEOUT_MS + leaseRenewMarginMs);
     const connects = () => r.proxy.requests().filter((request) => request.operation === "connect" && body(request).callerSession === party.name).length;
     const base = connects();
@@ -520,7 +487,7 @@ describe("reference §6 failure history", () => {
     await party.core.connect();
     offset = 0;
     await party.core.refresh();
-    const renewed = party.core.session.binding()!;
+    const renewed = coreInternals(party.core).session.binding()!;
     expect({ early, inside: connects() - base, endpoint: renewed.endpoint }).toEqual({ early: 0, inside: 1, endpoint: binding.endpoint });
     // The renewal happened while the old lease was still valid.
     expect(renewAt).toBeLessThan(binding.leaseDeadline);
@@ -568,7 +535,7 @@ describe("reference §6 failure history", () => {
       await w.timers.advance(capacityCooldownMs);
       await w.pass(w.origin);
     }
-    const quarantined = w.origin.core.store.listQuarantine().map((entry) => entry.envelopeId);
+    const quarantined = coreInternals(w.origin.core).store.listQuarantine().map((entry) => entry.envelopeId);
     expect(quarantined.length).toBe(2);
     for (const id of quarantined) expect(sent.filter((item) => item === id).length).toBe(1);
     w.origin.host.busy = false;
@@ -613,7 +580,7 @@ describe("reference §6 failure history", () => {
     const gone = await r.party();
     const task = await r.origin.core.createTask({ to: gone.core.endpoint()!, task: "to a leaver" });
     await gone.core.refresh();
-    await gone.core.session.disconnect();
+    await coreInternals(gone.core).session.disconnect();
     const blocked = await failure(r.origin.core.message({ taskId: task.taskId, type: "information", message: "never arrives" }));
     expect(blocked.code).toBe("TARGET_NOT_REGISTERED");
     expect(blocked.retryable).toBe(false);
@@ -625,12 +592,12 @@ describe("reference §6 failure history", () => {
       await r.origin.core.refresh();
     }
     expect(sendsOf(r.proxy, blocked.details.envelopeId as string).length).toBe(1);
-    expect(r.origin.core.store.getQuarantine(blocked.details.envelopeId as string)?.errorCode).toBe("TARGET_NOT_REGISTERED");
-    expect(r.origin.core.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(r.origin.core).store.getQuarantine(blocked.details.envelopeId as string)?.errorCode).toBe("TARGET_NOT_REGISTERED");
+    expect(coreInternals(r.origin.core).store.pendingOutboxCount()).toBe(0);
 
     // Endpoint rotation (a relay reset of a configured core): the new lifetime starts empty.
     const host = createMemoryHost();
-    const rotating = createConfiguredTaskCore({ url: r.proxy.url, callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers: r.timers });
+    const rotating = createRecoveringTaskCore({ url: r.proxy.url, callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers: r.timers });
     fx.defer(() => rotating.close());
     const old = await rotating.run((core) => core.connect());
     const held = await rotating.run((core) => core.createTask({ to: r.worker.core.endpoint()!, task: "before rotation" }));
@@ -650,8 +617,8 @@ describe("reference §6 failure history", () => {
     }
     const oldSource = r.proxy.requests().slice(mark).filter((request) => request.operation === "send" && body(request).envelope?.source?.id === old.id);
     expect(oldSource).toEqual([]);
-    expect(fresh.store.checkpoint()).toEqual({ frontier: "0", highWater: "0" });
-    expect(fresh.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(fresh).store.checkpoint()).toEqual({ frontier: "0", highWater: "0" });
+    expect(coreInternals(fresh).store.pendingOutboxCount()).toBe(0);
     expect(fresh.listTasks()).toEqual([]);
   });
 
@@ -667,7 +634,7 @@ describe("reference §6 failure history", () => {
     expect(w.worker.host.wakes.length).toBe(1);
     failAck = false;
     await w.pass(w.worker);
-    expect(w.worker.core.store.pendingDeliveryCount()).toBe(0);
+    expect(coreInternals(w.worker.core).store.pendingDeliveryCount()).toBe(0);
 
     // Wake not observed: inserted once, woken once when the wake works.
     w.worker.host.refuseWake = true;
@@ -691,14 +658,14 @@ describe("reference §6 failure history", () => {
       await w.pass(w.worker);
       await w.timers.advance(capacityCooldownMs);
     }
-    expect(w.worker.core.store.pendingDeliveryCount()).toBeGreaterThan(0);
+    expect(coreInternals(w.worker.core).store.pendingDeliveryCount()).toBeGreaterThan(0);
     failReceipts = false;
     await w.settle();
     const ids = w.worker.host.insertedIds();
     for (const eventId of [question.eventId!, info.eventId!, last.eventId!]) expect(ids.filter((id) => id === eventId).length).toBe(1);
     expect(new Set(ids).size).toBe(ids.length);
     expect(w.worker.host.wakes.flat().filter((item) => item.eventId === question.eventId).length).toBe(1);
-    expect(w.worker.core.store.pendingDeliveryCount()).toBe(0);
+    expect(coreInternals(w.worker.core).store.pendingDeliveryCount()).toBe(0);
   });
 
   test("regression #15: done/ack retries reuse their ids, a conflicting status is rejected, an ACK before terminal is rejected without mutation", async () => {
@@ -731,12 +698,12 @@ describe("reference §6 failure history", () => {
 
     // ACK before terminal: rejected, nothing written, nothing sent.
     const snapshot = () => {
-      const { rowReads: _reads, rowParses: _parses, ...rest } = w.origin.core.store.stats();
+      const { rowReads: _reads, rowParses: _parses, cachedBytes: _cached, ...rest } = coreInternals(w.origin.core).store.stats();
       return JSON.stringify([rest, w.origin.core.getTask(created.taskId)]);
     };
     const before = snapshot();
     const sendsBefore = sent.length;
-    const early = await failure(w.drive(w.origin.core.acknowledgeParent(created.taskId)));
+    const early = await failure(w.drive(w.origin.core.acknowledge({ taskId: created.taskId })));
     expect(early.code).toBe("TASK_NOT_TERMINAL");
     expect(early.retryable).toBe(false);
     expect(snapshot()).toBe(before);
@@ -746,13 +713,13 @@ describe("reference §6 failure history", () => {
     await w.pass(w.origin);
     expect(w.origin.core.getTask(created.taskId).status).toBe("completed");
     failing = "origin";
-    const ackFailed = await failure(w.drive(w.origin.core.acknowledgeParent(created.taskId)));
+    const ackFailed = await failure(w.drive(w.origin.core.acknowledge({ taskId: created.taskId })));
     expect(ackFailed.retryable).toBe(true);
     failing = undefined;
-    const ack = await w.drive(w.origin.core.acknowledgeParent(created.taskId));
+    const ack = await w.drive(w.origin.core.acknowledge({ taskId: created.taskId }));
     const acks = eventsOfType(w.origin.core, created.taskId, "task.parent_acknowledged");
     expect(acks.map((event) => event.eventId)).toEqual([ack.eventId]);
-    const ackEnvelope = w.origin.core.store.getOperation(created.taskId, "parent_acknowledgment")!.envelopeIds[0]!;
+    const ackEnvelope = coreInternals(w.origin.core).store.getOperation(created.taskId, "parent_acknowledgment")!.envelopeIds[0]!;
     const originSends = sent.filter((entry) => entry.session === "origin" && entry.envelopeId === ackEnvelope);
     expect(originSends.length).toBe(2);
     // The origin's own terminal calls conflict the same way.
@@ -774,7 +741,7 @@ describe("reference §6 failure history", () => {
     expect(w.worker.core.getTask(created.taskId).role).toBe("target");
     expect(w.worker.core.getTask(created.taskId).deliveryEvidence.piInsertion).toBe("confirmed");
     await w.drive(w.worker.core.close());
-    expect(w.worker.core.store.stats().records).toBe(0);
+    expect(coreInternals(w.worker.core).store.stats().records).toBe(0);
     // A new lifetime for the same session: a fresh endpoint, nothing known, nothing replayed.
     const next = await w.party("worker");
     expect(next.core.endpoint()!.id).not.toBe(w.worker.core.endpoint()!.id);
@@ -796,23 +763,23 @@ describe("reference §6 failure history", () => {
     // The origin canonicalizes the completion and echoes it to the worker: not model-visible there.
     await w.pass(w.origin);
     await w.pass(w.worker);
-    const pending = w.worker.core.store.getDelivery(held.envelopeId)!;
+    const pending = coreInternals(w.worker.core).store.getDelivery(held.envelopeId)!;
     expect(pending.stage).toBe("recorded");
     // The later, non-visible echo was archived and ACKed; the held assignment was not.
     const atRelay = w.relay.mailbox(to.id);
     expect(atRelay.map((item) => item.envelopeId)).toEqual([held.envelopeId]);
-    const checkpoint = w.worker.core.store.checkpoint();
+    const checkpoint = coreInternals(w.worker.core).store.checkpoint();
     expect(BigInt(checkpoint.highWater)).toBeGreaterThan(BigInt(pending.cursor));
     expect(BigInt(checkpoint.frontier)).toBeLessThan(BigInt(pending.cursor));
-    expectFrontierBelowPending(w.worker.core.store);
+    expectFrontierBelowPending(coreInternals(w.worker.core).store);
     for (let round = 0; round < 3; round += 1) {
       await w.pass(w.worker);
-      expect(BigInt(w.worker.core.store.checkpoint().frontier)).toBeLessThan(BigInt(pending.cursor));
+      expect(BigInt(coreInternals(w.worker.core).store.checkpoint().frontier)).toBeLessThan(BigInt(pending.cursor));
     }
     w.worker.host.busy = false;
     await w.pass(w.worker);
-    expect(w.worker.core.store.pendingDeliveryCount()).toBe(0);
-    expect(w.worker.core.store.checkpoint().frontier).toBe(w.worker.core.store.checkpoint().highWater);
+    expect(coreInternals(w.worker.core).store.pendingDeliveryCount()).toBe(0);
+    expect(coreInternals(w.worker.core).store.checkpoint().frontier).toBe(coreInternals(w.worker.core).store.checkpoint().highWater);
     expect(w.relay.mailbox(to.id)).toEqual([]);
   });
 
@@ -828,7 +795,7 @@ describe("reference §6 failure history", () => {
     const assignment = sendsOf(r.proxy, envelopeId);
     expect(assignment.length).toBe(2);
     expect(JSON.stringify(body(assignment[1]!).envelope)).toBe(JSON.stringify(body(assignment[0]!).envelope));
-    expect(r.origin.core.store.getOutbox(envelopeId)?.acceptance?.duplicate).toBe(true);
+    expect(coreInternals(r.origin.core).store.getOutbox(envelopeId)?.acceptance?.duplicate).toBe(true);
 
     await r.worker.core.refresh();
     const terminal = (request: ProxyRequest) => {
@@ -847,8 +814,8 @@ describe("reference §6 failure history", () => {
     expect(intents.length).toBe(2);
     expect(JSON.stringify(body(intents[1]!).envelope)).toBe(JSON.stringify(body(intents[0]!).envelope));
     await drain([r.origin, r.worker], { timers: r.timers });
-    expect(r.origin.core.store.listQuarantine()).toEqual([]);
-    expect(r.worker.core.store.listQuarantine()).toEqual([]);
+    expect(coreInternals(r.origin.core).store.listQuarantine()).toEqual([]);
+    expect(coreInternals(r.worker.core).store.listQuarantine()).toEqual([]);
     expect(r.origin.core.getTask(taskId).status).toBe("completed");
     expectAllPresentedOnce(r.origin, r.worker);
   });
@@ -879,7 +846,7 @@ describe("reference §6 failure history", () => {
         to: w.worker,
         envelope: () => {
           const task = forgedTask({});
-          return makeEnvelope(self, worker, task.taskId, "assignment", { task, event: makeEvent(task, "task.created", "1", now, { task: task.task }) }, now) as unknown as Record<string, unknown>;
+          return forged(self, worker, task.taskId, "assignment", { task, event: makeEvent(task, "task.created", "1", now, { task: task.task }) }, now);
         },
         code: "INVALID_ASSIGNMENT",
       },
@@ -889,14 +856,14 @@ describe("reference §6 failure history", () => {
         envelope: () => {
           const task = forgedTask({ origin: self });
           const event = { ...makeEvent(task, "task.created", "1", now, { task: task.task }), target: self };
-          return makeEnvelope(self, worker, task.taskId, "assignment", { task, event }, now) as unknown as Record<string, unknown>;
+          return forged(self, worker, task.taskId, "assignment", { task, event }, now);
         },
         code: "INVALID_ASSIGNMENT",
       },
       {
         name: "an intent from someone who is not the task's target",
         to: w.origin,
-        envelope: () => makeEnvelope(self, origin, real.taskId, "intent", makeIntent(real.taskId, "task.completed", { summary: "forged" }), now) as unknown as Record<string, unknown>,
+        envelope: () => forged(self, origin, real.taskId, "intent", makeIntent(real.taskId, "task.completed", { summary: "forged" }), now),
         code: "UNAUTHORIZED_INTENT",
       },
       {
@@ -905,7 +872,7 @@ describe("reference §6 failure history", () => {
         envelope: () => {
           const task = w.worker.core.getTask(real.taskId);
           const event = makeEvent(task, "task.cancelled", "99", now, { summary: "forged cancel" });
-          return makeEnvelope(self, worker, real.taskId, "canonical_event", event, now) as unknown as Record<string, unknown>;
+          return forged(self, worker, real.taskId, "canonical_event", event, now);
         },
         code: "INVALID_EVENT",
       },
@@ -913,14 +880,14 @@ describe("reference §6 failure history", () => {
     for (const { name, to, envelope, code } of cases) {
       const tasksBefore = JSON.stringify(to.core.listTasks());
       const insertedBefore = to.host.inserted.length;
-      await w.drive(rogue.core.session.send(envelope()));
+      await w.drive(coreInternals(rogue.core).session.send(envelope()));
       const report = await w.pass(to);
       expect({ name, code: report.failures.get("intake")?.code }).toEqual({ name, code });
       expect(JSON.stringify(to.core.listTasks())).toBe(tasksBefore);
       expect(to.host.inserted.length).toBe(insertedBefore);
       // Rejected deliveries are ACKed: the inbox does not stall.
       expect(w.relay.mailbox(to.core.endpoint()!.id)).toEqual([]);
-      expect(to.core.store.pendingDeliveryCount()).toBe(0);
+      expect(coreInternals(to.core).store.pendingDeliveryCount()).toBe(0);
     }
     expect(w.worker.core.getTask(real.taskId).status).toBe("active");
     expect(w.origin.core.getTask(real.taskId).status).toBe("active");
@@ -938,7 +905,7 @@ describe("reference §6 failure history", () => {
       const report = await r.worker.core.refresh();
       expect(report.failures.get("intake")?.code).toBe("RELAY_CAPACITY");
     }
-    expect(r.worker.core.session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
+    expect(coreInternals(r.worker.core).session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
     expect((await r.worker.core.refresh()).failures.size).toBe(0);
 
     // Replies that are not a confirmed acceptance leave the envelope pending.
@@ -953,17 +920,17 @@ describe("reference §6 failure history", () => {
       const error = await failure(r.origin.core.createTask({ to, task: name }));
       expect({ name, code: error.code }).toEqual({ name, code });
       const envelopeId = error.details.envelopeId as string;
-      expect(r.origin.core.store.getOutbox(envelopeId)?.state).toBe("pending");
+      expect(coreInternals(r.origin.core).store.getOutbox(envelopeId)?.state).toBe("pending");
       expect(r.origin.core.getTask(error.details.taskId as string).deliveryEvidence.relayAcceptance).toBe("pending");
       taskIds.push(error.details.taskId as string);
       await drain([r.origin, r.worker], { timers: r.timers });
-      expect(r.origin.core.store.getOutbox(envelopeId)?.state).toBe("accepted");
+      expect(coreInternals(r.origin.core).store.getOutbox(envelopeId)?.state).toBe("accepted");
     }
     for (const taskId of taskIds) expect(r.worker.host.inserted.filter((item) => item.taskId === taskId).length).toBe(1);
 
     // 401 is RELAY_AUTH_REQUIRED: reported, never a reset or a recovery.
     const host = createMemoryHost();
-    const configured = createConfiguredTaskCore({ url: r.proxy.url, callerSession: `auth-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
+    const configured = createRecoveringTaskCore({ url: r.proxy.url, callerSession: `auth-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
     fx.defer(() => configured.close());
     const bound = await configured.run((core) => core.connect());
     r.proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when: fromEndpoint(bound) });
@@ -982,7 +949,7 @@ describe("reference §6 failure history", () => {
     const worker = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS });
     fx.defer(() => closeParties([worker]));
     const host = createMemoryHost();
-    const configured = createConfiguredTaskCore({ url: proxy.url, callerSession: `successor-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
+    const configured = createRecoveringTaskCore({ url: proxy.url, callerSession: `successor-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
     fx.defer(() => configured.close());
     const created = await configured.run((core) => core.createTask({ to: worker.core.endpoint()!, task: "before the reset" }));
     const old = configured.current();
@@ -1006,9 +973,9 @@ describe("reference §6 failure history", () => {
     expect(configured.session.status()).toBe("ready");
     expect(configured.session.binding()).toEqual(newBinding);
     expect(successor.listTasks()).toEqual([]);
-    expect(successor.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(successor).store.pendingOutboxCount()).toBe(0);
     expect(old.closed()).toBe(true);
-    expect(old.store.stats().records).toBe(0);
+    expect(coreInternals(old).store.stats().records).toBe(0);
     // Old handles are fenced.
     expect(() => old.refresh()).toThrow();
     expect((await failure(Promise.resolve().then(() => old.createTask({ to: worker.core.endpoint()!, task: "from the past" })))).code).toBe("RELAY_CLOSED");
@@ -1027,7 +994,7 @@ describe("reference §6 failure history", () => {
     const host = createMemoryHost();
     let recoveries = 0;
     const timers = createJumpTimers();
-    const configured = createConfiguredTaskCore({
+    const configured = createRecoveringTaskCore({
       url: proxy.url,
       callerSession: `policy-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -1097,7 +1064,7 @@ describe("reference §6 failure history", () => {
       const pass = w.origin.core.refresh();
       for (let tries = 0; tries < 100 && wakeCalls === 0; tries += 1) await w.timers.advance(1);
       expect(wakeCalls).toBe(1);
-      await w.drive(w.origin.core.acknowledgeParent(created.taskId));
+      await w.drive(w.origin.core.acknowledge({ taskId: created.taskId }));
       wakeGate.resolve(true);
       await w.drive(pass);
       for (let round = 0; round < 3; round += 1) await w.settle(1);
@@ -1119,12 +1086,12 @@ describe("reference §6 failure history", () => {
       };
       await w.pass(w.origin);
       expect(wakeCalls).toBe(1);
-      await w.drive(w.origin.core.acknowledgeParent(created.taskId));
+      await w.drive(w.origin.core.acknowledge({ taskId: created.taskId }));
       for (let round = 0; round < 3; round += 1) await w.settle(1);
       const completion = eventsOfType(w.origin.core, created.taskId, "task.completed")[0]!;
       expect(w.origin.host.insertedIds().filter((id) => id === completion.eventId).length).toBe(1);
       expect(wakeCalls).toBe(1);
-      expect(w.origin.core.store.localPresentations()).toEqual([]);
+      expect(coreInternals(w.origin.core).store.localPresentations()).toEqual([]);
     }
     // Worker side: the wake_accepted receipt flush is deferred while the parent ACK arrives.
     {
@@ -1139,13 +1106,13 @@ describe("reference §6 failure history", () => {
       await w.pass(w.worker);
       const cancelled = eventsOfType(w.origin.core, created.taskId, "task.cancelled")[0]!;
       expect(w.worker.host.wakes.flat().filter((item) => item.eventId === cancelled.eventId).length).toBe(1);
-      await w.drive(w.origin.core.acknowledgeParent(created.taskId));
+      await w.drive(w.origin.core.acknowledge({ taskId: created.taskId }));
       await w.pass(w.worker);
       failReceipts = false;
       await w.settle();
       expect(w.worker.host.insertedIds().filter((id) => id === cancelled.eventId).length).toBe(1);
       expect(w.worker.host.wakes.flat().filter((item) => item.eventId === cancelled.eventId).length).toBe(1);
-      expect(w.worker.core.store.pendingDeliveryCount()).toBe(0);
+      expect(coreInternals(w.worker.core).store.pendingDeliveryCount()).toBe(0);
       await w.pass(w.origin);
       expect(w.origin.core.getTask(created.taskId).deliveryEvidence.receiverReceipt).toBe("confirmed");
     }

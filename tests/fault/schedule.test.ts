@@ -22,8 +22,8 @@
  * A failing run reports its seed; `SCHEDULE_SEED=<seed> SCHEDULE_RUNS=1` replays it.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../src/core/timers.ts";
+import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow } from "../../src/protocol/events.ts";
 import { capacityCooldownMs, maxFetchedUnacknowledgedDeliveries, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
@@ -31,20 +31,13 @@ import type { TaskEndpoint, TaskEnvelope, TaskEvent } from "../../src/protocol/s
 import type { RelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
-import { createFaultProxy, type FaultProxy } from "../helpers/fault-proxy.ts";
-import {
-  closeParties,
-  createJumpClock,
-  createJumpTimers,
-  createObservedParty,
-  drain,
-  type ObservedParty,
-  relayBacklog,
-  visibleAtOrigin,
-  visibleAtTarget,
-} from "../helpers/fault-kit.ts";
-import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { drain, relayBacklog } from "../../kit/drain.ts";
+import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
+import { closeParties, createObservedParty, type ObservedParty } from "../../kit/observed-party.ts";
+import { audienceOf, authorsFromReplies, expectedPresentations, type IntentAuthors, intentAuthors } from "../helpers/presentation-oracle.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 setDefaultTimeout(90_000);
 
@@ -108,7 +101,7 @@ interface Side {
 }
 
 function checkPassInvariants(side: Side, relayCursors: readonly bigint[] | undefined, violations: string[], where: string): void {
-  const store = side.core.store;
+  const store = coreInternals(side.core).store;
   const frontier = BigInt(store.checkpoint().frontier);
   for (const row of store.deliveries()) {
     if (BigInt(row.cursor) <= frontier) violations.push(`${where}: ${side.name} frontier ${frontier} passes pending delivery at ${row.cursor}`);
@@ -127,13 +120,13 @@ function checkPassReport(side: Side, report: { failures: ReadonlyMap<string, Tas
   }
 }
 
-/** Final invariants after a full drain (faults off, presentable hosts). */
-function checkFinal(sides: readonly Side[], violations: string[]): void {
+/** Final invariants after a full drain (faults off, presentable hosts); `authors`: the intents seen sent. */
+function checkFinal(sides: readonly Side[], authors: IntentAuthors, violations: string[]): void {
   for (const side of sides) {
     const ids = side.host.insertedIds();
     const dup = ids.filter((id, index) => ids.indexOf(id) !== index);
     if (dup.length > 0) violations.push(`${side.name} inserted ${dup.length} event(s) twice: ${dup.join(",")}`);
-    const store = side.core.store;
+    const store = coreInternals(side.core).store;
     if (store.pendingOutboxCount() > 0) violations.push(`${side.name} still has ${store.pendingOutboxCount()} pending envelopes`);
     if (store.pendingDeliveryCount() > 0) violations.push(`${side.name} still has ${store.pendingDeliveryCount()} pending deliveries`);
     if (store.localPresentations().length > 0) violations.push(`${side.name} still has local presentations`);
@@ -149,11 +142,11 @@ function checkFinal(sides: readonly Side[], violations: string[]): void {
   }
   const inserted = new Map(sides.map((side) => [side.name, new Set(side.host.insertedIds())]));
   for (const origin of sides) {
-    for (const task of origin.core.store.listTasks()) {
+    for (const task of coreInternals(origin.core).store.listTasks()) {
       if (task.role !== "origin") continue;
       const target = sides.find((side) => side.core.endpoint()?.id === task.target.id);
       if (target === undefined) continue;
-      const copy = target.core.store.getTask(task.taskId);
+      const copy = coreInternals(target.core).store.getTask(task.taskId);
       if (copy === undefined) {
         violations.push(`task ${task.taskId} never reached ${target.name}`);
         continue;
@@ -161,22 +154,27 @@ function checkFinal(sides: readonly Side[], violations: string[]): void {
       if (copy.status !== task.status) violations.push(`task ${task.taskId}: origin ${task.status}, target ${copy.status}`);
       // The target's terminal intent, once accepted, is canonical exactly once: as the terminal
       // winner or as a later `task.late_terminal`.
-      const intent = target.core.store.getOperation(task.taskId, "terminal_intent");
-      if (intent !== undefined && target.core.store.getOutbox(intent.envelopeIds[0]!)?.state === "accepted") {
+      const intent = coreInternals(target.core).store.getOperation(task.taskId, "terminal_intent");
+      if (intent !== undefined && coreInternals(target.core).store.getOutbox(intent.envelopeIds[0]!)?.state === "accepted") {
         const canonical = task.events.filter((event) => (event.payload as { intentId?: unknown }).intentId === intent.logicalId);
         const types = canonical.map((event) => event.type);
         if (!(types.length === 1 && (types[0] === intent.logicalType || types[0] === "task.late_terminal"))) {
           violations.push(`task ${task.taskId}: terminal intent ${intent.logicalType} became [${types.join(",")}]`);
         }
       }
-      for (const event of task.events) {
-        if (visibleAtTarget(event, target.core.store) && !inserted.get(target.name)!.has(event.eventId)) {
-          violations.push(`${event.type} ${event.eventId} of ${task.taskId} never inserted at target ${target.name}`);
-        }
-        if (visibleAtOrigin(event) && !inserted.get(origin.name)!.has(event.eventId)) {
-          violations.push(`${event.type} ${event.eventId} of ${task.taskId} never inserted at origin ${origin.name}`);
-        }
+      const events = new Map(task.events.map((event) => [event.eventId, event]));
+      const describe = (eventId: string) => `${events.get(eventId)!.type} ${eventId} of ${task.taskId}`;
+      let expected: ReturnType<typeof expectedPresentations>;
+      try {
+        expected = expectedPresentations([task], authors);
+      } catch (error) {
+        violations.push(`task ${task.taskId}: ${error instanceof Error ? error.message : String(error)}`);
+        continue;
       }
+      for (const id of expected.atTarget) if (!inserted.get(target.name)!.has(id)) violations.push(`${describe(id)} never inserted at target ${target.name}`);
+      for (const id of expected.atOrigin) if (!inserted.get(origin.name)!.has(id)) violations.push(`${describe(id)} never inserted at origin ${origin.name}`);
+      for (const id of expected.neverAtTarget) if (inserted.get(target.name)!.has(id)) violations.push(`${describe(id)} inserted at target ${target.name}, which must not see it`);
+      for (const id of expected.neverAtOrigin) if (inserted.get(origin.name)!.has(id)) violations.push(`${describe(id)} inserted at origin ${origin.name}, which must not see it`);
     }
   }
 }
@@ -212,13 +210,16 @@ function receiptEventOf(envelope: Record<string, unknown>): string | undefined {
  * needs an accepted confirmed receipt of its event; a canonicalized intent needs its fan-out
  * accepted. Returns a violation text or undefined.
  */
-function ackViolation(store: TaskStore, envelopeId: string, receiptAccepted: (eventId: string) => boolean, fanoutAccepted: (envelopeId: string) => boolean): string | undefined {
+function ackViolation(store: TaskStore, authors: IntentAuthors, envelopeId: string, receiptAccepted: (eventId: string) => boolean, fanoutAccepted: (envelopeId: string) => boolean): string | undefined {
   const row = store.getDelivery(envelopeId);
   if (row === undefined) return `ACK of untracked delivery ${envelopeId}`;
-  const data = row.data as { eventId?: string; taskId?: string; visible?: boolean; requires?: string[] };
+  const data = row.data as { eventId?: string; taskId?: string; requires?: string[] };
   if (row.stage === "tracked" || row.stage === "recorded") return `ACK of ${row.stage} delivery ${envelopeId} before presentation`;
-  if (row.stage === "presented" && data.visible === true && data.taskId !== undefined && store.getStoredTask(data.taskId)?.role === "target") {
-    if (data.eventId === undefined || !receiptAccepted(data.eventId)) return `ACK of ${envelopeId} (event ${data.eventId}) before its receipt was accepted`;
+  const task = data.taskId === undefined ? undefined : store.getStoredTask(data.taskId);
+  if (row.stage === "presented" && task?.role === "target") {
+    const event = data.eventId === undefined ? undefined : store.getEvent(data.eventId);
+    if (event === undefined) return `ACK of presented delivery ${envelopeId} whose event ${data.eventId} is unknown`;
+    if (audienceOf(event, task.record, authors).target && !receiptAccepted(event.eventId)) return `ACK of ${envelopeId} (event ${event.eventId}) before its receipt was accepted`;
   }
   if (row.stage === "canonicalized") {
     for (const id of data.requires ?? []) if (!fanoutAccepted(id)) return `ACK of intent ${envelopeId} before its fan-out ${id} was accepted`;
@@ -263,6 +264,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
   const accepted: Accepted[] = [];
   const acceptedIds = new Set<string>();
   const receiptsAccepted = new Set<string>();
+  const authors = intentAuthors();
   const sides: FakeSide[] = [];
 
   function plan(operation: string): FaultPlan {
@@ -294,13 +296,14 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
     return {
       ...inner,
       async send(envelope, signal) {
+        authors.sent(envelope);
         await delay("send", signal);
         const fault = plan("send");
         if (fault?.kind === "before") throw fault.error;
         const acceptance = await inner.send(envelope, signal);
         const envelopeId = envelope.envelopeId as string;
         if (!acceptance.duplicate && !acceptedIds.has(envelopeId)) {
-          const store = side().core.store;
+          const store = coreInternals(side().core).store;
           const seq = store.getOutbox(envelopeId)?.seq ?? store.getQuarantine(envelopeId)?.seq ?? -1;
           accepted.push({ sender: side().name, target: (envelope.target as TaskEndpoint).id, envelopeId, seq });
           acceptedIds.add(envelopeId);
@@ -322,7 +325,8 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
         await delay("acknowledge", signal);
         const self = side();
         const problem = ackViolation(
-          self.core.store,
+          coreInternals(self.core).store,
+          authors,
           envelopeId,
           (eventId) => receiptsAccepted.has(`${self.name}:${eventId}`),
           (id) => acceptedIds.has(id),
@@ -439,7 +443,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
     } else if (roll < 56 && tasks.length > 0) {
       const task = rand.pick(tasks);
       const origin = sides[task.origin]!;
-      start(`ack ${origin.name} ${task.taskId.slice(0, 8)}`, origin, () => origin.core.acknowledgeParent(task.taskId));
+      start(`ack ${origin.name} ${task.taskId.slice(0, 8)}`, origin, () => origin.core.acknowledge({ taskId: task.taskId }));
     } else if (roll < 80) {
       pass(side, `step ${step}`);
     } else if (roll < 88) {
@@ -473,13 +477,13 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
     if (!drained) await timers.advance(capacityCooldownMs * 2 + 1);
   }
   if (!drained) violations.push("did not drain within 40 rounds");
-  checkFinal(sides, violations);
+  checkFinal(sides, authors, violations);
   checkFifo(accepted, violations);
   count("accepted envelopes", accepted.length);
   for (const side of sides) {
     count("inserted", side.host.inserted.length);
     count("wakes", side.host.wakes.length);
-    for (const task of side.core.store.listTasks()) {
+    for (const task of coreInternals(side.core).store.listTasks()) {
       if (task.role !== "origin") continue;
       count(`final ${task.status}`);
       for (const event of task.events) if (event.type === "task.late_terminal" || event.type === "task.parent_acknowledged") count(event.type);
@@ -536,23 +540,23 @@ function seenDeliveries(party: ObservedParty): Map<string, Seen> {
   return seen;
 }
 
-/** The event a delivery carries when it is model-visible at this (target) party. */
-function visibleEventOf(party: ObservedParty, envelope: TaskEnvelope): TaskEvent | undefined {
+/** The event a delivery carries when this (target) party's model must be shown it (the oracle). */
+function visibleEventOf(authors: IntentAuthors, envelope: TaskEnvelope): TaskEvent | undefined {
   const payload = envelope.payload;
   if (payload.kind === "assignment") return payload.payload.event;
   if (payload.kind !== "canonical_event") return undefined;
   const event = payload.payload;
-  return visibleAtTarget(event, party.core.store) ? event : undefined;
+  return audienceOf(event, { origin: envelope.source, target: envelope.target }, authors).target ? event : undefined;
 }
 
-function checkRealOrdering(parties: readonly ObservedParty[], violations: string[]): void {
+function checkRealOrdering(parties: readonly ObservedParty[], authors: IntentAuthors, violations: string[]): void {
   for (const receiver of parties) {
     const seen = [...seenDeliveries(receiver).values()].sort((a, b) => (a.cursor < b.cursor ? -1 : a.cursor > b.cursor ? 1 : 0));
     // Relay cursor order is acceptance order: per sender it must follow the sender's outbox seq.
     const last = new Map<string, number>();
     for (const item of seen) {
       const sender = parties.find((party) => party.core.endpoint()?.id === item.envelope.source.id);
-      const seq = sender?.core.store.getOutbox(item.envelope.envelopeId)?.seq;
+      const seq = sender === undefined ? undefined : coreInternals(sender.core).store.getOutbox(item.envelope.envelopeId)?.seq;
       if (sender === undefined || seq === undefined) continue;
       const previous = last.get(sender.name);
       if (previous !== undefined && seq <= previous) violations.push(`${sender.name}->${receiver.name}: seq ${seq} accepted after seq ${previous}`);
@@ -567,13 +571,13 @@ function checkRealOrdering(parties: readonly ObservedParty[], violations: string
       const envelopeId = ack.request.envelopeId as string;
       const item = byId.get(envelopeId);
       if (item === undefined) continue;
-      const event = visibleEventOf(receiver, item.envelope);
+      const event = visibleEventOf(authors, item.envelope);
       if (event !== undefined && !acceptedBefore(ack.startSeq, (envelope) => receiptEventOf(envelope) === event.eventId)) {
         violations.push(`${receiver.name}: ACK of ${event.type} ${event.eventId} before its receipt was accepted`);
       }
       if (item.envelope.payload.kind === "intent") {
         const intent = item.envelope.payload.payload;
-        const fanout = receiver.core.store.getOperation(intent.taskId, `intent:${intent.intentId}`)?.envelopeIds ?? [];
+        const fanout = coreInternals(receiver.core).store.getOperation(intent.taskId, `intent:${intent.intentId}`)?.envelopeIds ?? [];
         for (const id of fanout) {
           if (!acceptedBefore(ack.startSeq, (envelope) => envelope.envelopeId === id)) violations.push(`${receiver.name}: ACK of intent ${intent.intentId} before its fan-out was accepted`);
         }
@@ -641,7 +645,7 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
       } else if (roll < 68 && tasks.length > 0) {
         const task = rand.pick(tasks);
         trace.push(`ack ${task.taskId.slice(0, 8)}`);
-        await parties[task.origin]!.core.acknowledgeParent(task.taskId).catch(record("ack"));
+        await parties[task.origin]!.core.acknowledge({ taskId: task.taskId }).catch(record("ack"));
       } else if (roll < 75) {
         side.host.busy = !side.host.busy;
         trace.push(`p${index}.busy=${side.host.busy}`);
@@ -663,8 +667,9 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
     await drain(parties, { timers, cooldownMs: capacityCooldownMs * 2 });
     for (const side of sides) checkPassInvariants(side, undefined, violations, "drained");
     for (const party of parties) if ((await relayBacklog(party.core)) > 0) violations.push(`relay still holds mail for ${party.name}`);
-    checkFinal(sides, violations);
-    checkRealOrdering(parties, violations);
+    const authors = authorsFromReplies(parties);
+    checkFinal(sides, authors, violations);
+    checkRealOrdering(parties, authors, violations);
     count("real faulted", proxy.stats().total.faulted);
     count("real requests", proxy.stats().total.seen);
     count("real tasks", tasks.length);

@@ -11,8 +11,8 @@ import { type Subprocess, spawn } from "bun";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SESSION_LIST_PATH, SESSION_STATUS_PATH } from "../../src/protocol/limits.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "./relay-process.ts";
+import { eventually } from "../../kit/async.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 export { BUN, CLI_ENTRY, REPO_ROOT };
 
@@ -108,38 +108,6 @@ export function markedProcesses(marker: string): MarkedProcess[] {
     }
   }
   return found;
-}
-
-/** Polls until `condition()` holds; false when it did not within `timeoutMs`. */
-export async function eventually(condition: () => boolean | Promise<boolean>, timeoutMs: number, pollMs = 50): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await condition()) return true;
-    await Bun.sleep(pollMs);
-  }
-  return await condition();
-}
-
-/** Live sessions the relay lists (`GET /api/session-control/list`). */
-export async function relaySessions(url: string): Promise<{ session: string; taskEndpoint: { relay: string; id: string }; taskTransport: { leaseExpiresAt: string } }[]> {
-  const reply = await fetch(`${url}${SESSION_LIST_PATH}`);
-  const body = (await reply.json()) as { sessions?: unknown };
-  if (reply.status !== 200 || !Array.isArray(body.sessions)) throw new Error(`unexpected session list reply ${reply.status}: ${JSON.stringify(body)}`);
-  return body.sessions as never;
-}
-
-/** The relay's status body for one session, or the HTTP status when it answered otherwise. */
-export async function relaySessionStatus(url: string, session: string): Promise<{ status: number; body: any }> {
-  const reply = await fetch(`${url}${SESSION_STATUS_PATH}?session=${encodeURIComponent(session)}`);
-  return { status: reply.status, body: await reply.json().catch(() => undefined) };
-}
-
-/** A port nothing listens on (bound once by this process, then released). */
-export function closedPort(): number {
-  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = listener.port;
-  listener.stop(true);
-  return port;
 }
 
 export interface CliSandbox {
@@ -252,7 +220,7 @@ export function createCliSandbox(prefix = "pi-tasks-cli-"): CliSandbox {
             // Gone meanwhile.
           }
         }
-        await eventually(() => markedProcesses(marker).length === 0, 2_000);
+        await eventually(() => markedProcesses(marker).length === 0, 2_000, 50);
       }
       await relay?.stop("SIGKILL").catch(() => undefined);
       rmSync(dir, { recursive: true, force: true });

@@ -3,11 +3,11 @@
  * fault proxy), with in-memory presentation hosts. `settle()` runs passes on every core until
  * nothing is pending or a bound is reached.
  */
-import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 
 export interface Party {
   readonly name: string;
@@ -57,8 +57,8 @@ export async function createPair(options: PartyOptions & { workerUrl?: string })
     settle: (maxRounds) => settle([origin, worker], maxRounds),
     async close() {
       await Promise.allSettled([origin.core.close(), worker.core.close()]);
-      origin.core.session.close();
-      worker.core.session.close();
+      coreInternals(origin.core).session.close();
+      coreInternals(worker.core).session.close();
     },
   };
 }

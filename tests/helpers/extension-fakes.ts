@@ -112,7 +112,7 @@ export function fakeCore(initial: readonly TaskView[] = []): FakeCore {
     message: unexpected("message"),
     done: unexpected("done"),
     cancel: unexpected("cancel"),
-    acknowledgeParent: unexpected("acknowledgeParent"),
+    acknowledge: unexpected("acknowledge"),
   } as unknown as TaskCore;
   return {
     core,

@@ -10,7 +10,7 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { RELAY_ID } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { FEATURE_SUCCESSOR, FEATURE_WATCH, type RelayOperation } from "../../src/protocol/wire.ts";
-import type { Acceptance, Binding, Page, RelaySession, Resolution, SessionStatus, WatchResult } from "../../src/relay-client/session.ts";
+import type { Binding, InboxPage, RelaySession, Resolution, SendAcceptance, SessionStatus, WatchResult } from "../../src/relay-client/session.ts";
 import { validatePage } from "../../src/relay-client/session.ts";
 import type { RelayTransport } from "../../src/relay-client/transport.ts";
 
@@ -120,7 +120,7 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
         if (options.followSuccessor && successor !== undefined && live(successor)) return { endpoint: endpointOf(successor), successorOf: target };
         throw new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "resolve" } });
       },
-      async send(envelope, signal): Promise<Acceptance> {
+      async send(envelope, signal): Promise<SendAcceptance> {
         await bound("send", { envelope }, signal);
         const target = envelope.target as TaskEndpoint;
         const envelopeId = envelope.envelopeId as string;
@@ -138,7 +138,7 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
         receipts.set(envelopeId, { text, acceptanceId, target: target.id });
         return { envelopeId, acceptanceId, duplicate: false, forwarding: "local" };
       },
-      async receive(cursor, options = {}): Promise<Page> {
+      async receive(cursor, options = {}): Promise<InboxPage> {
         const current = await bound("receive", { cursor }, options.signal);
         const limit = options.limit ?? 50;
         const box = mailbox(current.endpoint.id);

@@ -1,44 +1,17 @@
 /**
- * Readers and small helpers for end-to-end tests of the Pi extension: the relay's session-control
- * status, what each Pi process's RPC stream says about pi-tasks (event messages, wakes, archive
- * entries, loss records, status lines) and what its scripted model saw.
+ * Readers and small helpers for end-to-end tests of the Pi extension: what each Pi process's RPC
+ * stream says about pi-tasks (event messages, wakes, archive entries, loss records, status lines)
+ * and what its scripted model saw. (The relay's session-control status: kit/session-control.ts.)
  */
 import { expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SESSION_STATUS_PATH } from "../../src/protocol/limits.ts";
-import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
 import type { PiProcess, RpcRecord, ScriptTurn } from "./pi-process.ts";
 
 export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
-
-/** The session's `taskEndpoint` from `GET /api/session-control/status`, or undefined (not 200). */
-export async function sessionEndpoint(relayUrl: string, session: string): Promise<TaskEndpoint | undefined> {
-  try {
-    const response = await fetch(`${relayUrl}${SESSION_STATUS_PATH}?session=${encodeURIComponent(session)}`);
-    if (response.status !== 200) {
-      await response.body?.cancel();
-      return undefined;
-    }
-    return ((await response.json()) as { taskEndpoint: TaskEndpoint }).taskEndpoint;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Polls the status route until the session is registered (optionally with an id other than `not`). */
-export async function waitForEndpoint(relayUrl: string, session: string, options: { timeoutMs?: number; not?: string } = {}): Promise<TaskEndpoint> {
-  const deadline = Date.now() + (options.timeoutMs ?? 15_000);
-  for (;;) {
-    const endpoint = await sessionEndpoint(relayUrl, session);
-    if (endpoint !== undefined && endpoint.id !== options.not) return endpoint;
-    if (Date.now() > deadline) throw new Error(`session ${session} did not register at ${relayUrl} within ${options.timeoutMs ?? 15_000} ms`);
-    await Bun.sleep(40);
-  }
-}
 
 export interface EventMessage {
   readonly taskId: string;
@@ -242,13 +215,4 @@ export function indexOf(pi: PiProcess, predicate: (record: RpcRecord) => boolean
 export function isCustom(record: RpcRecord, customType: string): boolean {
   const message = record.message as Record<string, unknown> | undefined;
   return record.type === "message_end" && message?.role === "custom" && message.customType === customType;
-}
-
-/** A deferred promise (for brains that wait on the test or on each other). */
-export function deferred<T = void>(): { promise: Promise<T>; resolve(value: T): void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((done) => {
-    resolve = done;
-  });
-  return { promise, resolve };
 }

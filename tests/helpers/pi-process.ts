@@ -11,15 +11,18 @@ import { type Server, type Subprocess, spawn } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SCRIPTED_MODEL_EXTENSION } from "../../src/cli/pi-cli.ts";
+import { bunPath, PACKAGE_ROOT, piCliPath, piRpcArgs, scriptedEnv } from "../../src/cli/pi-cli.ts";
+import { within } from "../../src/core/timers.ts";
 import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts";
 import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
-import { BUN, REPO_ROOT } from "./relay-process.ts";
 
-export const PI_CLI = join(REPO_ROOT, "node_modules", "@earendil-works", "pi-coding-agent", "dist", "bundle", "cli.js");
-export const SCRIPTED_MODEL = SCRIPTED_MODEL_EXTENSION;
-export const BRAIN_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "brain.ts");
+const BUN = bunPath();
+/** The installed Pi CLI (a `PI_TASKS_PI_CLI` of the runner is never followed here). */
+export const PI_CLI = piCliPath({});
+export const BRAIN_SCRIPT = join(PACKAGE_ROOT, "tests", "e2e", "scripts", "brain.ts");
+/** Pi's own start-up extras a test never wants: context files, skills, prompt templates, themes. */
+const BARE = ["-nc", "-ns", "-np", "--no-themes"];
 
 export type RpcRecord = Record<string, unknown> & { readonly type: string };
 export type { ScriptReply, ScriptTurn };
@@ -120,14 +123,15 @@ export function serveBrain(brain: Brain, turns: ScriptTurn[]): { readonly url: s
   return { url: `http://127.0.0.1:${brainServer.port}/brain/${token}`, release: () => brains.delete(token) };
 }
 
-/** A scripted Pi's environment: isolated agent dir, offline, no embedded relay, the runner's own pi-tasks identity removed. */
-export function baseEnv(agentDir: string, options: { relayUrl?: string; session?: string; worker?: boolean }): Record<string, string | undefined> {
+/**
+ * A scripted Pi's environment: isolated agent dir, the scripted environment of src/cli/pi-cli.ts
+ * (the script, offline), no embedded relay, the runner's own pi-tasks identity removed.
+ */
+export function baseEnv(agentDir: string, options: { script: string; relayUrl?: string; session?: string; worker?: boolean }): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {
     ...process.env,
     PI_CODING_AGENT_DIR: agentDir,
-    PI_OFFLINE: "1",
-    PI_SKIP_VERSION_CHECK: "1",
-    PI_TELEMETRY: "0",
+    ...scriptedEnv({ script: options.script }),
     PI_TASKS_RELAY_URL: options.relayUrl,
     WOLFPACK_SESSION_NAME: options.session,
     PI_TASK_WORKER: options.worker ? "1" : undefined,
@@ -144,13 +148,24 @@ export function baseEnv(agentDir: string, options: { relayUrl?: string; session?
   return env;
 }
 
+/** `args` without the adjacent pair `flag value` (which must be there). */
+function withoutPair(args: readonly string[], flag: string, value: string): string[] {
+  const at = args.findIndex((arg, index) => arg === flag && args[index + 1] === value);
+  if (at < 0) throw new Error(`expected \`${flag} ${value}\` in ${args.join(" ")}`);
+  return [...args.slice(0, at), ...args.slice(at + 2)];
+}
+
 /**
- * `bun cli.js` with the scripted model loaded, offline, without a session file; with this
- * repository loaded by `-e` unless `installed` (then Pi finds pi-tasks in its settings' packages).
+ * `bun cli.js` as src/cli/pi-cli.ts launches a scripted Pi (`piRpcArgs`: this package, the
+ * scripted model, offline, no session file), without Pi's start-up extras, in the mode `extra`
+ * names (none: the interactive TUI); without `-e <package>` when `installed` (Pi then finds
+ * pi-tasks in its settings' packages).
  */
 export function piArgs(extra: readonly string[], options: { installed?: boolean } = {}): string[] {
-  const extension = options.installed === true ? [] : ["-e", REPO_ROOT];
-  return [BUN, PI_CLI, "--no-session", "--offline", "--model", "faux/faux-1", "-nc", "-ns", "-np", "--no-themes", ...extension, "-e", SCRIPTED_MODEL, ...extra];
+  // Any script gives the scripted launch; the script itself travels in `PI_TASKS_TEST_SCRIPT`.
+  let launch = withoutPair(piRpcArgs({ script: BRAIN_SCRIPT }), "--mode", "rpc");
+  if (options.installed === true) launch = withoutPair(launch, "-e", PACKAGE_ROOT);
+  return [BUN, PI_CLI, ...launch, ...BARE, ...extra];
 }
 
 export function startPi(options: PiProcessOptions): PiProcess {
@@ -158,21 +173,16 @@ export function startPi(options: PiProcessOptions): PiProcess {
   const ownCwd = options.cwd === undefined;
   const cwd = options.cwd ?? mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
   const turns: ScriptTurn[] = [];
-  let script = options.script;
-  const env = baseEnv(agentDir, options);
-  let brainServed: ReturnType<typeof serveBrain> | undefined;
-  if (options.brain !== undefined) {
-    brainServed = serveBrain(options.brain, turns);
-    env.PI_TASKS_TEST_BRAIN = brainServed.url;
-    script = BRAIN_SCRIPT;
-  }
+  const script = options.brain !== undefined ? BRAIN_SCRIPT : options.script;
   if (script === undefined) throw new Error("startPi needs a script or a brain");
-  env.PI_TASKS_TEST_SCRIPT = script;
+  const env = baseEnv(agentDir, { ...options, script });
+  const brainServed = options.brain === undefined ? undefined : serveBrain(options.brain, turns);
+  if (brainServed !== undefined) env.PI_TASKS_TEST_BRAIN = brainServed.url;
   Object.assign(env, options.env);
   for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
 
   const startedAt = Date.now();
-  const child = spawn(piArgs(["--mode", "rpc", ...(options.extraArgs ?? [])]), { cwd, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const child = spawn([BUN, PI_CLI, ...piRpcArgs({ script }), ...BARE, ...(options.extraArgs ?? [])], { cwd, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
   const records: RpcRecord[] = [];
   const times: number[] = [];
   const listeners = new Set<() => void>();
@@ -259,7 +269,7 @@ export function startPi(options: PiProcessOptions): PiProcess {
         } catch {
           // already closed
         }
-        const exited = await Promise.race([child.exited, Bun.sleep(graceMs).then(() => undefined)]);
+        const exited = await within(child.exited, graceMs);
         lastStopMs = Date.now() - closedAt;
         if (exited === undefined) child.kill("SIGKILL");
       }
@@ -300,7 +310,7 @@ export interface PiOnceResult {
 export async function runPiOnce(options: PiOnceOptions): Promise<PiOnceResult> {
   const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-agent-"));
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
-  const env = { ...baseEnv(agentDir, options), PI_TASKS_TEST_SCRIPT: options.script, ...options.env };
+  const env = { ...baseEnv(agentDir, options), ...options.env };
   const modeArgs = options.mode === "print" ? ["-p", options.prompt] : ["--mode", "json", options.prompt];
   const startedAt = Date.now();
   const child = spawn(piArgs(modeArgs), { cwd, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });

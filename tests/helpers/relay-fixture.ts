@@ -3,8 +3,8 @@
  * cleanup steps that run after each test (last registered first, failures ignored).
  */
 import { afterAll, afterEach, beforeAll } from "bun:test";
-import { createFaultProxy, type FaultProxy } from "./fault-proxy.ts";
-import { type RelayProcess, startRelayProcess } from "./relay-process.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 export interface RelayFixture {
   /** The relay; assign a replacement after restarting it (e.g. on the same port). */

@@ -25,10 +25,10 @@
  *   prints a tmux keyboard warning), `remain-on-exit on` (the last screen and the exit status stay
  *   readable after Pi exits). The user's own tmux server is never touched. `stop()` kills it; so
  *   does process exit, as a safety net.
- * - Pi as `bun cli.js --no-session --offline --model faux/faux-1 -nc -ns -np --no-themes -e <repo>
- *   -e src/demo/scripted-model.ts`, the same flags as `tests/helpers/pi-process.ts` minus
- *   `--mode rpc`, with a fresh `PI_CODING_AGENT_DIR` and the offline environment
- *   (`PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 PI_TELEMETRY=0`).
+ * - Pi as `bun cli.js -e <repo> --no-session --offline -e src/demo/scripted-model.ts --model
+ *   faux/faux-1 -nc -ns -np --no-themes` (`piArgs` of `tests/helpers/pi-process.ts`: the scripted
+ *   launch of src/cli/pi-cli.ts minus `--mode rpc`), with a fresh `PI_CODING_AGENT_DIR` and the
+ *   offline environment (`PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 PI_TELEMETRY=0`).
  * - The scripted model from a scenario module (`script`) or from a `brain` function in the test
  *   process, reached over loopback HTTP through `tests/e2e/scripts/brain.ts`.
  * - First-run state: the agent dir gets a `settings.json` with `defaultProjectTrust: "never"`, so
@@ -71,7 +71,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BRAIN_SCRIPT, baseEnv, type Brain, PI_CLI, piArgs, type ScriptTurn, serveBrain } from "./pi-process.ts";
-import { BUN, REPO_ROOT } from "./relay-process.ts";
+import { eventually } from "../../kit/async.ts";
+import { BUN, REPO_ROOT } from "../../kit/relay-process.ts";
 
 export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
 
@@ -331,8 +332,7 @@ function tmuxConfig(cols: number, rows: number): string {
 
 function piEnvironment(options: TuiOptions, agentDir: string, piTasksHome: string, script: string): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {
-    ...baseEnv(agentDir, options),
-    PI_TASKS_TEST_SCRIPT: script,
+    ...baseEnv(agentDir, { ...options, script }),
     PI_TASKS_HOME: piTasksHome,
     // The pane gets the private server's TMUX; the runner's own must not leak in.
     TMUX: undefined,
@@ -366,7 +366,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true });
   writeFileSync(join(agentDir, "settings.json"), `${JSON.stringify({ defaultProjectTrust: "never", ...options.settings }, null, 2)}\n`);
   if (options.install === true) {
-    const installed = Bun.spawnSync([BUN, PI_CLI, "install", REPO_ROOT], { env: { ...process.env, PI_CODING_AGENT_DIR: agentDir, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" }, stdout: "pipe", stderr: "pipe" });
+    const installed = Bun.spawnSync([BUN, PI_CLI, "install", REPO_ROOT], { env: baseEnv(agentDir, { script: options.script ?? BRAIN_SCRIPT }), stdout: "pipe", stderr: "pipe" });
     if (installed.exitCode !== 0) {
       rmSync(root, { recursive: true, force: true });
       throw new Error(`pi install failed (${installed.exitCode}): ${installed.stderr.toString()}`);
@@ -454,18 +454,19 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   const exitStatus = async () => (await pane()).status;
   const waitForScreen: Tui["waitForScreen"] = async (match, timeoutMs = DEFAULT_WAIT_MS) => {
     const test = typeof match === "function" ? match : (text: string) => match.test(text);
-    const until = Date.now() + timeoutMs;
     let latest = "";
-    for (;;) {
-      latest = await screen();
-      if (test(latest)) return latest;
-      if (Date.now() > until) {
-        const status = await exitStatus().catch(() => undefined);
-        const exited = status === undefined ? "" : ` (Pi has exited with status ${status})`;
-        throw new Error(`screen did not match ${typeof match === "function" ? "the predicate" : String(match)} within ${timeoutMs} ms${exited}\n${describeScreen(latest)}`);
-      }
-      await Bun.sleep(POLL_MS);
-    }
+    const matched = await eventually(
+      async () => {
+        latest = await screen();
+        return test(latest) ? latest : undefined;
+      },
+      timeoutMs,
+      POLL_MS,
+    );
+    if (matched !== undefined) return matched;
+    const status = await exitStatus().catch(() => undefined);
+    const exited = status === undefined ? "" : ` (Pi has exited with status ${status})`;
+    throw new Error(`screen did not match ${typeof match === "function" ? "the predicate" : String(match)} within ${timeoutMs} ms${exited}\n${describeScreen(latest)}`);
   };
 
   const type = async (text: string) => {

@@ -3,10 +3,10 @@
  * the core's budgets, deadlines and outbox rules), and a way to settle work while time advances.
  */
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../src/core/timers.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "./fake-relay.ts";
-import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 
 export interface VirtualPair {
   timers: VirtualTimers;

@@ -1,11 +1,11 @@
 /**
  * The relay client (transport + session) against the real relay started through its CLI, directly
- * and through the fault proxy (tests/helpers/fault-proxy.ts).
+ * and through the fault proxy (kit/fault-proxy.ts).
  *
- * Covers relay-volatile-v1.md §2 (client reaction), §4 (client codes), §5 (client JWT) and
- * reference-pi-tasks.md §6 items 10 (early renewal), 12 (retryable kept), 20 (slot release, 401,
- * pending forwarding, missing profile, oversized body), 21 (late replies vs successor binding)
- * and 24 (no eager `.rejects`: every failure is captured with `.then(…, …)` first).
+ * Covers the client's reaction to a lost binding, its own error codes and its JWT (docs/wire.md),
+ * early lease renewal, retryable failures kept retryable, slot release, 401, pending forwarding,
+ * a missing profile, oversized bodies, and late replies of a retired binding against its
+ * successor. No eager `.rejects`: every failure is captured with `.then(…, …)` first.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { ERROR_REGISTRY, TaskError } from "../../src/protocol/errors.ts";
@@ -31,8 +31,8 @@ import { EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/pro
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
-import { createFaultProxy, type FaultProxy, type FaultRule } from "../helpers/fault-proxy.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
+import { createFaultProxy, type FaultProxy, type FaultRule } from "../../kit/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -94,7 +94,7 @@ function open(url: string, options: Partial<RelaySessionOptions> = {}): RelaySes
   return session;
 }
 
-/** Awaits a promise that must fail with a TaskError (never `expect(…).rejects`: see §6 item 24). */
+/** Awaits a promise that must fail with a TaskError (never an eager `expect(…).rejects`). */
 async function failure(promise: Promise<unknown>): Promise<TaskError> {
   const outcome = await promise.then(
     (value) => ({ failed: false as const, value }),
@@ -890,7 +890,7 @@ describe("binding", () => {
     expect((await session.receive("0")).deliveries).toEqual([]);
   });
 
-  test("a late reply of a retired binding cannot overwrite or retire its successor (reference §6 item 21)", async () => {
+  test("a late reply of a retired binding cannot overwrite or retire its successor", async () => {
     const proxy = newProxy();
     const session = open(proxy.url, { fetch: fetchIgnoringAbort });
     const retired = await session.connect();
@@ -1199,7 +1199,7 @@ describe("reply validation", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Advertised features (Part B §5)
+// Advertised features (docs/wire.md, our additions)
 // ---------------------------------------------------------------------------------------------
 
 describe("features", () => {
@@ -1254,7 +1254,7 @@ describe("features", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// JWT (relay-volatile-v1.md §5)
+// JWT (docs/wire.md)
 // ---------------------------------------------------------------------------------------------
 
 describe("JWT", () => {

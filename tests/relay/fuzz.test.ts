@@ -9,6 +9,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
+import { connectRequest, postBody, uniqueName, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts";
 import { isUuid } from "../../src/protocol/endpoint.ts";
 import { errorSpec, isRegisteredCode } from "../../src/protocol/errors.ts";
@@ -30,9 +32,7 @@ import {
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RECEIVE_LIMIT, RELAY_OPERATIONS, RELAY_REQUEST_KEYS, type RelayOperation } from "../../src/protocol/wire.ts";
-import { type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
-import { connectRequest, postBody, uniqueName, type WireReply, WireSession } from "../helpers/wire-client.ts";
-import { expectWireError, expectWireValue } from "./conformance.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 const SEED = 0x5eed_2026;
 /** Each fuzzed request must be answered within this time. */

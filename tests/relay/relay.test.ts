@@ -6,6 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
+import { expectWireError, expectWireValue, runRelayConformance } from "../../src/conformance/suite.ts";
+import { connectRequest, getPath, getProfile, openRawRequest, postBody, postJson, uniqueName, WireSession } from "../../src/conformance/wire-client.ts";
 import { isUuid } from "../../src/protocol/endpoint.ts";
 import { signJwt } from "../../src/protocol/jwt.ts";
 import {
@@ -23,9 +25,8 @@ import {
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../helpers/relay-process.ts";
-import { connectRequest, getPath, getProfile, openRawRequest, postBody, postJson, uniqueName, WireSession } from "../helpers/wire-client.ts";
-import { expectWireError, expectWireValue, runRelayConformance } from "./conformance.ts";
+import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 /** How long a test waits for a relay process to start or exit before it gives up. */
@@ -43,7 +44,7 @@ afterAll(async () => {
   await relay?.stop();
 });
 
-runRelayConformance(() => relay!.url);
+runRelayConformance(() => relay!.url, { features: RELAY_FEATURES });
 
 // ---------------------------------------------------------------------------------------------
 // Process control
@@ -309,9 +310,9 @@ describe("optional JWT", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("registration retention and typed 413s", () => {
-  // §2 [C]: maintenance deletes an expired registration only if it pins no mail or receipts, and
-  // the same generation keeps the endpoint id "even after expiry as long as the entry has not
-  // been reaped". Ended registrations stay known for the receipt retention window.
+  // Maintenance deletes an expired registration only if it pins no mail or receipts, and the
+  // same generation keeps the endpoint id even after expiry as long as the entry has not been
+  // reaped. Ended registrations stay known for the receipt retention window.
   test("a lapsed registration is not reaped at once: the same generation keeps its endpoint id", async () => {
     const session = await WireSession.connect(relay!.url, { label: "reap-receipts" });
     const { envelope } = await session.sendOk(session.endpoint);
@@ -324,7 +325,7 @@ describe("registration retention and typed 413s", () => {
     expect(renewed.endpoint).toEqual(session.endpoint);
   });
 
-  // Part B §3: every error body carries profile:"volatile-v1", including 413 — also for bodies
+  // Every error body carries profile:"volatile-v1", including 413 — also for bodies
   // far above the limit (the HTTP layer must not cut them first with an untyped reply).
   test("a body far above the limit still gets a typed 413", async () => {
     const reply = await postBody(relay!.url, new Uint8Array(maxRequestBodyBytes * 32));

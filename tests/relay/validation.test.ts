@@ -4,12 +4,15 @@
  * - the order of the checks: strict keys → profile → fields → binding → operation, so a bad field
  *   is reported as such even when the binding is stale (`RELAY_RESET`), unknown
  *   (`CALLER_NOT_FOUND`) or another caller's (`SOURCE_MISMATCH`);
- * - the `watch-v1` cursor (Part B), validated like the `receive` cursor (`INVALID_CURSOR`);
- * - a binding endpoint nobody registered is `REGISTRATION_EXPIRED` (§1.3 step 3), not `SOURCE_MISMATCH`;
- * - an ACK frees the mailbox's own byte budget (§3: "frees its payload charge"), shown at the
+ * - the `watch-v1` cursor (docs/wire.md, our additions), validated like the `receive` cursor (`INVALID_CURSOR`);
+ * - a binding endpoint nobody registered is `REGISTRATION_EXPIRED` (the binding check before the
+ *   owner check), not `SOURCE_MISMATCH`;
+ * - an ACK frees the mailbox's own byte budget (it "frees its payload charge"), shown at the
  *   exact edge of `relayMaxMailboxBytes`.
  */
 import { describe, expect, test } from "bun:test";
+import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
+import { connectRequest, localEndpoint, postJson, uniqueName, type WireEnvelopeValue, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";
 import {
@@ -25,8 +28,6 @@ import {
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
-import { connectRequest, localEndpoint, postJson, uniqueName, type WireEnvelopeValue, type WireReply, WireSession } from "../helpers/wire-client.ts";
-import { expectWireError, expectWireValue } from "./conformance.ts";
 
 const fixture = useRelayFixture();
 
@@ -124,7 +125,7 @@ describe("watch-v1 cursor", () => {
 });
 
 describe("binding", () => {
-  test.concurrent("an endpoint id nobody registered is REGISTRATION_EXPIRED for a known caller (§1.3 step 3)", async () => {
+  test.concurrent("an endpoint id nobody registered is REGISTRATION_EXPIRED for a known caller", async () => {
     const a = await session("unregistered-endpoint");
     for (const operation of ["health", "disconnect"]) {
       expectError(await a.call(operation, { endpoint: localEndpoint() }), "REGISTRATION_EXPIRED");

@@ -2,9 +2,10 @@
  * Virtual-time unit tests of the pass budgets, slices, deadline and cooldowns, each at its edge.
  * The relay here is an in-memory fake (unit tests only); fault tests use the real relay.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { describe, expect, test } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import type { VirtualTimers } from "../../src/core/timers.ts";
+import type { VirtualTimers } from "../../kit/virtual-timers.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
@@ -16,7 +17,7 @@ import {
   passSliceMs,
 } from "../../src/protocol/limits.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createMemoryHost } from "../helpers/memory-host.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
 
 type Pair = VirtualPair;
@@ -50,10 +51,10 @@ describe("pass budgets", () => {
     expect(report.counts.oldWorkSends).toBe(maxOldWorkSendsPerPass);
     expect(p.relay.count("send") - sendsBefore).toBe(maxScopedSendsPerPass + maxOldWorkSendsPerPass);
     expect(report.failures.get("deferral")?.code).toBe("TASK_DELIVERY_DEFERRED");
-    expect(p.worker.store.pendingOutboxCount()).toBe(total - maxScopedSendsPerPass - maxOldWorkSendsPerPass);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(total - maxScopedSendsPerPass - maxOldWorkSendsPerPass);
     // The rest leaves in creation order in the next pass.
     await pass(p.worker, p.timers);
-    expect(p.worker.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(0);
   });
 
   test(`at most ${maxOldWorkSendsPerPass} old-work sends per pass, drained in later passes`, async () => {
@@ -65,13 +66,13 @@ describe("pass budgets", () => {
       if (refuse) throw new TaskError("RELAY_UNAVAILABLE", { details: { operation: "send" } });
     });
     await pass(p.worker, p.timers);
-    expect(p.worker.store.pendingOutboxCount()).toBe(20);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(20);
     refuse = false;
     const second = await pass(p.worker, p.timers);
     expect(second.counts.scopedSends).toBe(0);
     expect(second.counts.oldWorkSends).toBe(maxOldWorkSendsPerPass);
     expect(second.retried).toBe(maxOldWorkSendsPerPass);
-    expect(p.worker.store.pendingOutboxCount()).toBe(20 - maxOldWorkSendsPerPass);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(20 - maxOldWorkSendsPerPass);
   });
 
   test(`at most ${maxAckAttemptsPerPass} ACK attempts per pass; exhaustion stops the pass before retry`, async () => {
@@ -85,11 +86,11 @@ describe("pass budgets", () => {
     expect(first.presented).toBeLessThanOrEqual(maxAckAttemptsPerPass);
     // Drain and check that no pass ever exceeded the ACK budget.
     const acks: number[] = [first.counts.ackAttempts];
-    for (let round = 0; round < 10 && p.worker.store.pendingDeliveryCount() > 0; round += 1) {
+    for (let round = 0; round < 10 && coreInternals(p.worker).store.pendingDeliveryCount() > 0; round += 1) {
       acks.push((await pass(p.worker, p.timers)).counts.ackAttempts);
     }
     expect(Math.max(...acks)).toBe(maxAckAttemptsPerPass);
-    expect(p.worker.store.pendingDeliveryCount()).toBe(0);
+    expect(coreInternals(p.worker).store.pendingDeliveryCount()).toBe(0);
   });
 
   test("a pass that exhausts the ACK budget does not retry old work", async () => {
@@ -99,7 +100,7 @@ describe("pass budgets", () => {
     // Old work: the worker's question to another origin is refused once and stays pending.
     const otherTask = await other.createTask({ to: p.worker.endpoint()!, task: "other" });
     await pass(p.worker, p.timers);
-    expect(p.worker.store.pendingDeliveryCount()).toBe(0);
+    expect(coreInternals(p.worker).store.pendingDeliveryCount()).toBe(0);
     let refuse = true;
     p.relay.hook("send", () => {
       if (refuse) throw new TaskError("RELAY_UNAVAILABLE", { details: { operation: "send" } });
@@ -114,7 +115,7 @@ describe("pass budgets", () => {
     expect(report.counts.ackAttempts).toBe(maxAckAttemptsPerPass);
     expect(report.truncated).toBe(true);
     expect(report.counts.oldWorkSends).toBe(0);
-    expect(p.worker.store.pendingOutboxCount()).toBeGreaterThan(0);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBeGreaterThan(0);
   });
 });
 
@@ -128,7 +129,7 @@ describe("unreachable relay", () => {
       if (down) throw new TaskError("RELAY_UNAVAILABLE", { details: { operation: "send" } });
     });
     await pass(p.worker, p.timers);
-    expect(p.worker.store.pendingOutboxCount()).toBe(3);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(3);
     p.relay.hook("receive", () => {
       if (down) throw new TaskError("RELAY_UNAVAILABLE", { details: { operation: "receive" } });
     });
@@ -152,7 +153,7 @@ describe("intake bound", () => {
     p.workerHost.busy = true;
     const first = await pass(p.worker, p.timers);
     expect(first.intake.fetched).toBe(maxFetchedUnacknowledgedDeliveries);
-    expect(p.worker.store.pendingDeliveryCount()).toBe(maxFetchedUnacknowledgedDeliveries);
+    expect(coreInternals(p.worker).store.pendingDeliveryCount()).toBe(maxFetchedUnacknowledgedDeliveries);
     const again = await pass(p.worker, p.timers);
     expect(again.intake.fetched).toBe(0);
     // Nothing was skipped: the relay still holds the rest.
@@ -162,7 +163,7 @@ describe("intake bound", () => {
     for (let round = 0; round < 200 && p.relay.mailbox(p.worker.endpoint()!.id).length > 0; round += 1) {
       const report = await pass(p.worker, p.timers);
       fetched += report.intake.fetched;
-      expect(p.worker.store.pendingDeliveryCount()).toBeLessThanOrEqual(maxFetchedUnacknowledgedDeliveries);
+      expect(coreInternals(p.worker).store.pendingDeliveryCount()).toBeLessThanOrEqual(maxFetchedUnacknowledgedDeliveries);
     }
     expect(fetched).toBe(total - maxFetchedUnacknowledgedDeliveries);
     expect(p.relay.mailbox(p.worker.endpoint()!.id).length).toBe(0);
@@ -245,7 +246,7 @@ describe("capacity cooldown", () => {
     expect(p.timers.pending()).toBe(0);
     expect(await sendsAt(p, refusedAt + capacityCooldownMs - 1)).toBe(0);
     expect(await sendsAt(p, refusedAt + capacityCooldownMs)).toBe(1);
-    expect(p.worker.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(0);
   });
 
   test("a longer retryAfterMs wins; a shorter one does not shorten the cooldown", async () => {

@@ -1,17 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { TaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow, isTerminalType, TASK_EVENT_TYPES, validateTaskEvent } from "../../src/protocol/events.ts";
 import { TASK_EVENT_TYPE_NAMES } from "../../src/protocol/schemas.ts";
 import { taskEvent, taskRecord } from "../helpers/fixtures.ts";
-
-function thrown(fn: () => unknown): TaskError {
-  try {
-    fn();
-  } catch (error) {
-    return error as TaskError;
-  }
-  throw new Error("expected a throw");
-}
+import { thrown } from "../../kit/async.ts";
 
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {

@@ -5,32 +5,24 @@
  * the pass deadline in presentation, the foreground old-work window, and evidence that a later
  * confirmation wins over an earlier blocked insertion.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { describe, expect, test } from "bun:test";
+import type { CoreBook } from "../../src/core/bookkeeping.ts";
 import type { CoreContext } from "../../src/core/context.ts";
 import { attemptSend, sendInOrder } from "../../src/core/outbox.ts";
 import { createWorkScope } from "../../src/core/scope.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { configHoldInitialMs, configHoldMaxMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
-import type { TaskEnvelope } from "../../src/protocol/schemas.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
-import { makeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
-import { createMemoryHost, type MemoryHost } from "../helpers/memory-host.ts";
+import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
-import { deferred } from "../helpers/core-kit.ts";
+import { deferred, failure } from "../../kit/async.ts";
 
 type Pair = VirtualPair;
 const pair = virtualPair;
 const run = settleVirtually;
-
-async function failure(promise: Promise<unknown>): Promise<TaskError> {
-  const outcome = await promise.then(
-    () => undefined,
-    (error: unknown) => error,
-  );
-  if (!(outcome instanceof TaskError)) throw new Error(`expected a TaskError, got ${String(outcome)}`);
-  return outcome;
-}
 
 type Body = { envelope?: { envelopeId?: string; payload?: { kind?: string; payload?: { type?: string; payload?: Record<string, unknown> } } } };
 const innerType = (body: Record<string, unknown>) => (body as Body).envelope?.payload?.payload?.type;
@@ -48,14 +40,14 @@ async function assigned(p: Pair): Promise<string> {
 // -------------------------------------------------------------------------------------------------
 
 describe("per-target FIFO, enforced in one place (attemptSend)", () => {
-  function context(p: Pair, core: TaskCore, store: TaskStore): CoreContext {
+  function context(p: Pair, core: TaskCore, store: TaskStore<CoreBook>): CoreContext {
     return {
       store,
-      session: core.session,
+      session: coreInternals(core).session,
       clock: Date.now,
       timers: p.timers,
       host: createMemoryHost(),
-      lifetime: new AbortController(),
+      fence: new AbortController(),
       sending: new Map(),
       withheld: new Map(),
       requestRefresh: () => undefined,
@@ -64,12 +56,12 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
     };
   }
 
-  function queue(store: TaskStore, from: TaskCore, to: TaskCore, count: number): string[] {
+  function queue(store: TaskStore<CoreBook>, from: TaskCore, to: TaskCore, count: number): string[] {
     const ids: string[] = [];
     for (let index = 0; index < count; index += 1) {
       const intent = makeIntent(`task-${index}`, "task.information", { message: `m${index}` });
-      const envelope = makeEnvelope(from.endpoint()!, to.endpoint()!, intent.taskId, "intent", intent, Date.now()) as TaskEnvelope;
-      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: intent.taskId, target: to.endpoint()!, kind: "intent", purpose: "intent", envelope });
+      const envelope = encodeEnvelope(from.endpoint()!, to.endpoint()!, intent.taskId, "intent", intent, Date.now());
+      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: intent.taskId, target: to.endpoint()!, kind: "intent", purpose: "intent", envelopeText: envelope.text });
       ids.push(envelope.envelopeId);
     }
     return ids;
@@ -77,7 +69,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
 
   test("a younger envelope is deferred while an older one to the same target is pending, naming it", async () => {
     const p = await pair();
-    const store = createTaskStore();
+    const store = createTaskStore<CoreBook>();
     const ctx = context(p, p.worker, store);
     const [older, younger] = queue(store, p.worker, p.origin, 2);
     const scope = createWorkScope({ timers: p.timers, mode: "phased" });
@@ -93,7 +85,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
 
   test("a younger envelope waits for an older one in flight, then leaves after it", async () => {
     const p = await pair();
-    const store = createTaskStore();
+    const store = createTaskStore<CoreBook>();
     const ctx = context(p, p.worker, store);
     const [older, younger] = queue(store, p.worker, p.origin, 2);
     const gate = deferred();
@@ -116,7 +108,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
 
   test("sendInOrder offers older mail first and still obeys the same rule", async () => {
     const p = await pair();
-    const store = createTaskStore();
+    const store = createTaskStore<CoreBook>();
     const ctx = context(p, p.worker, store);
     const ids = queue(store, p.worker, p.origin, 3);
     const order: string[] = [];
@@ -143,7 +135,7 @@ describe("what a refused send means for its envelope", () => {
       const error = await failure(run(p.timers, p.worker.message({ taskId, type: "information", message: "refused" })));
       expect(error.code).toBe(code);
       expect(error.details.delivery).toBe("blocked");
-      const quarantined = p.worker.store.listQuarantine();
+      const quarantined = coreInternals(p.worker).store.listQuarantine();
       expect(quarantined.map((entry) => entry.errorCode)).toEqual([code]);
       // Younger mail to the same target leaves at once.
       const later = await run(p.timers, p.worker.message({ taskId, type: "information", message: "after it" }));
@@ -152,7 +144,7 @@ describe("what a refused send means for its envelope", () => {
       const sends = p.relay.requests.filter((request) => request.operation === "send").length;
       for (let index = 0; index < 3; index += 1) await run(p.timers, p.worker.refresh());
       expect(p.relay.requests.filter((request) => request.operation === "send").length).toBe(sends);
-      expect(p.worker.store.pendingOutboxCount()).toBe(0);
+      expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(0);
     });
   }
 
@@ -168,8 +160,8 @@ describe("what a refused send means for its envelope", () => {
     });
     const error = await failure(run(p.timers, p.worker.message({ taskId, type: "information", message: "held" })));
     expect(error.code).toBe("RELAY_AUTH_REQUIRED");
-    expect(p.worker.store.listQuarantine()).toEqual([]);
-    expect(p.worker.store.pendingOutboxCount()).toBe(1);
+    expect(coreInternals(p.worker).store.listQuarantine()).toEqual([]);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(1);
     // While held, passes make no relay request at all and report the hold.
     const before = p.relay.requests.length;
     for (let index = 0; index < 5; index += 1) {
@@ -189,7 +181,7 @@ describe("what a refused send means for its envelope", () => {
     refusing = false;
     await p.timers.advance(configHoldMaxMs);
     await run(p.timers, p.worker.refresh());
-    expect(p.worker.store.pendingOutboxCount()).toBe(0);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(0);
     await run(p.timers, p.origin.refresh());
     expect(p.origin.getTask(taskId).events.some((event) => event.type === "task.information" && event.payload.message === "held")).toBe(true);
   });
@@ -289,7 +281,7 @@ describe("the foreground old-work window", () => {
     });
     const stuck = p.worker.message({ taskId, type: "information", message: "stuck" }, { signal: AbortSignal.timeout(5) });
     await failure(run(p.timers, stuck));
-    expect(p.worker.store.pendingOutboxCount()).toBe(1);
+    expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(1);
     // A new foreground message must first offer the stuck one (old work): within the window only.
     const started = p.timers.now();
     const error = await failure(run(p.timers, p.worker.message({ taskId, type: "information", message: "behind it" }), 50));

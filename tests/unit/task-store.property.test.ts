@@ -72,7 +72,7 @@ function apply(store: TaskStore, value: Op, ids: { tasks: TaskRecord[]; envelope
       if (task === undefined) return;
       const target = TARGETS[value.target]!;
       const envelope = { ...canonicalEnvelope({ ...taskEvent(task, 2), target }), target };
-      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: task.taskId, target, kind: "canonical_event", purpose: "fanout", envelope });
+      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: task.taskId, target, kind: "canonical_event", purpose: "fanout", envelopeText: JSON.stringify(envelope) });
       ids.envelopes.push(envelope.envelopeId);
       return;
     }
@@ -110,7 +110,7 @@ function apply(store: TaskStore, value: Op, ids: { tasks: TaskRecord[]; envelope
       const next = BigInt(store.checkpoint().highWater) + BigInt(value.gap);
       ids.serial += 1;
       const envelopeId = `delivery-${ids.serial}`;
-      store.trackDelivery({ cursor: next.toString(), envelopeId, envelope: { n: ids.serial }, receivedAt: 1 });
+      store.trackDelivery({ cursor: next.toString(), envelopeId, envelope: { n: ids.serial }, receivedAt: 1, stage: "tracked", data: {} });
       ids.deliveries.push({ id: envelopeId, cursor: next });
       return;
     }

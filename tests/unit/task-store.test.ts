@@ -1,25 +1,21 @@
 import { describe, expect, test } from "bun:test";
-import { TaskError } from "../../src/protocol/errors.ts";
 import { maxStoreEncodedBytes, maxStoreRecords } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
+import { canonicalJson } from "../../src/protocol/canonical-json.ts";
 import { encodedRecordBytes } from "../../src/store/rows.ts";
 import { createTaskStore, type NewOutboxEntry, type TaskStore } from "../../src/store/task-store.ts";
 import { canonicalEnvelope, endpoint, OTHER, taskEvent, taskRecord, testId, WORKER } from "../helpers/fixtures.ts";
-
-function thrown(fn: () => unknown): TaskError {
-  try {
-    fn();
-  } catch (error) {
-    if (error instanceof TaskError) return error;
-    throw error;
-  }
-  throw new Error("expected a throw");
-}
+import { thrown } from "../../kit/async.ts";
 
 function outboxFor(record: TaskRecord, target: TaskEndpoint = record.target, purpose = "fanout"): NewOutboxEntry {
   const event = { ...taskEvent(record, 2), target };
   const envelope = { ...canonicalEnvelope(event), target };
-  return { envelopeId: envelope.envelopeId, taskId: record.taskId, target, kind: "canonical_event", purpose, envelope };
+  return { envelopeId: envelope.envelopeId, taskId: record.taskId, target, kind: "canonical_event", purpose, envelopeText: canonicalJson(envelope) };
+}
+
+/** A delivery as intake tracks it (the core's stage and data are opaque to the store). */
+function delivery(cursor: string, envelopeId: string, envelope: unknown = {}) {
+  return { cursor, envelopeId, envelope, receivedAt: 1, stage: "tracked", data: {} };
 }
 
 function storeWithTask(): { store: TaskStore; record: TaskRecord } {
@@ -64,10 +60,12 @@ describe("TaskStore values", () => {
     }).toThrow(TypeError);
     const entry = outboxFor(record);
     store.putOutbox(entry);
-    const outbox = store.getOutbox(entry.envelopeId)!;
+    const envelope = store.getEnvelope(entry.envelopeId)!;
     expect(() => {
-      (outbox.envelope as { createdAt: string }).createdAt = "now";
+      (envelope as { createdAt: string }).createdAt = "now";
     }).toThrow(TypeError);
+    // The envelope is stored as the exact wire text it was given.
+    expect(store.envelopeText(entry.envelopeId)).toBe(entry.envelopeText);
   });
 
   test("values are parsed once and shared between reads", () => {
@@ -96,7 +94,7 @@ describe("TaskStore values", () => {
     const event = taskEvent(record, 2);
     expect(store.appendEvent(event)).toBe(true);
     expect(store.appendEvent(event)).toBe(false);
-    expect(thrown(() => store.appendEvent({ ...event, eventId: testId(), taskId: "missing" })).code).toBe("TASK_NOT_FOUND");
+    expect(thrown(() => store.appendEvent({ ...event, eventId: testId(), taskId: "missing" })).code).toBe("UNKNOWN_TASK");
   });
 });
 
@@ -111,7 +109,7 @@ describe("TaskStore transactions", () => {
         store.appendEvent(taskEvent(record, 2));
         store.setStatus(record.taskId, "completed");
         store.putOutbox(outboxFor(record));
-        store.trackDelivery({ cursor: "5", envelopeId: testId(), envelope: {}, receivedAt: 1 });
+        store.trackDelivery(delivery("5", testId()));
         throw failure;
       }),
     ).toThrow(failure);
@@ -208,7 +206,7 @@ describe("TaskStore events and tasks", () => {
     const sequences = ["10", "9", "9007199254740993", "9007199254740992", "2"];
     for (const sequence of sequences) store.appendEvent({ ...taskEvent(record, 1), sequence });
     expect(store.getEvents(record.taskId).map((event) => event.sequence)).toEqual(["2", "9", "10", "9007199254740992", "9007199254740993"]);
-    expect(store.lastEvent(record.taskId)!.sequence).toBe("9007199254740993");
+    expect(store.getEvents(record.taskId).at(-1)!.sequence).toBe("9007199254740993");
     expect(store.eventCount(record.taskId)).toBe(5);
   });
 
@@ -230,7 +228,7 @@ describe("TaskStore events and tasks", () => {
     const { store, record } = storeWithTask();
     store.setTarget(record.taskId, OTHER);
     expect(store.getTask(record.taskId)!.target).toEqual(OTHER);
-    expect(thrown(() => store.setTarget("missing", OTHER)).code).toBe("TASK_NOT_FOUND");
+    expect(thrown(() => store.setTarget("missing", OTHER)).code).toBe("UNKNOWN_TASK");
   });
 });
 
@@ -247,8 +245,7 @@ describe("TaskStore outbox", () => {
     expect(store.pendingOutboxAhead(elsewhere.envelopeId)).toEqual([]);
     store.markOutboxAccepted(first.envelopeId, { acceptanceId: "a", acceptedAt: 1, duplicate: false });
     expect(store.pendingOutboxAhead(third.envelopeId)).toEqual([second.envelopeId]);
-    const workerKey = store.getOutbox(second.envelopeId)!.targetKey;
-    expect(store.pendingForTarget(workerKey).map((entry) => entry.envelopeId)).toEqual([second.envelopeId, third.envelopeId]);
+    expect(store.retryHeads().map((entry) => entry.envelopeId).sort()).toEqual([second.envelopeId, elsewhere.envelopeId].sort());
     expect(store.pendingOutboxCount()).toBe(3);
   });
 
@@ -335,41 +332,25 @@ describe("TaskStore operations and terminal delivery", () => {
     expect(calls).toBe(1);
   });
 
-  test("terminalDelivery follows the reservation, outbox and quarantine", () => {
-    const store = createTaskStore();
-    const record = taskRecord();
-    store.putTask(record, "target");
-    expect(store.getTask(record.taskId)!.terminalDelivery).toEqual({ state: "not_submitted" });
-    const entry = outboxFor(record, record.origin, "intent");
+  test("withdrawing a never-sent envelope removes its row, its wire text and the reservation naming it", () => {
+    const { store, record } = storeWithTask();
+    const entry = outboxFor(record);
     store.transaction(() => {
       store.putOutbox(entry);
-      store.reserveOperation(record.taskId, "terminal_intent", () => ({ logicalId: "intent-1", logicalType: "task.completed", envelopeIds: [entry.envelopeId], createdAt: 1 }));
+      store.reserveOperation(record.taskId, "op", () => ({ logicalId: "l", logicalType: "t", envelopeIds: [entry.envelopeId], createdAt: 1 }));
     });
-    const base = { intentId: "intent-1", intentType: "task.completed", envelopeId: entry.envelopeId, origin: record.origin };
-    expect(store.getTask(record.taskId)!.terminalDelivery).toEqual({ state: "pending", ...base });
-    store.quarantineOutbox(entry.envelopeId, { errorCode: "TARGET_NOT_REGISTERED", details: { operation: "send" }, quarantinedAt: 42 });
-    expect(store.getTask(record.taskId)!.terminalDelivery).toEqual({
-      state: "delivery_blocked",
-      ...base,
-      blockedAt: 42,
-      error: { code: "TARGET_NOT_REGISTERED", retryable: false, details: { operation: "send" } },
-    });
-    const other = createTaskStore();
-    other.putTask(record, "target");
-    other.transaction(() => {
-      other.putOutbox(entry);
-      other.reserveOperation(record.taskId, "terminal_intent", () => ({ logicalId: "intent-1", logicalType: "task.completed", envelopeIds: [entry.envelopeId], createdAt: 1 }));
-    });
-    other.markOutboxAccepted(entry.envelopeId, { acceptanceId: "a", acceptedAt: 2, duplicate: false });
-    expect(other.getTask(record.taskId)!.terminalDelivery.state).toBe("accepted");
+    expect(store.discardUnsentOperation(entry.envelopeId)).toBe(true);
+    expect(store.getOutbox(entry.envelopeId)).toBeUndefined();
+    expect(store.envelopeText(entry.envelopeId)).toBeUndefined();
+    expect(store.getOperation(record.taskId, "op")).toBeUndefined();
   });
 });
 
 describe("TaskStore ACK checkpoint", () => {
   test("ACK 2 first keeps the frontier at 0; then ACK 1 moves it to 2", () => {
     const store = createTaskStore();
-    store.trackDelivery({ cursor: "1", envelopeId: "e1", envelope: {}, receivedAt: 1 });
-    store.trackDelivery({ cursor: "2", envelopeId: "e2", envelope: {}, receivedAt: 1 });
+    store.trackDelivery(delivery("1", "e1"));
+    store.trackDelivery(delivery("2", "e2"));
     expect(store.checkpoint()).toEqual({ frontier: "0", highWater: "2" });
     store.acknowledgeDelivery("e2");
     expect(store.checkpoint()).toEqual({ frontier: "0", highWater: "2" });
@@ -381,9 +362,9 @@ describe("TaskStore ACK checkpoint", () => {
     const store = createTaskStore();
     const big = "9007199254740993";
     const huge = "9".repeat(32);
-    store.trackDelivery({ cursor: "5", envelopeId: "a", envelope: {}, receivedAt: 1 });
-    store.trackDelivery({ cursor: big, envelopeId: "b", envelope: {}, receivedAt: 1 });
-    store.trackDelivery({ cursor: huge, envelopeId: "c", envelope: {}, receivedAt: 1 });
+    store.trackDelivery(delivery("5", "a"));
+    store.trackDelivery(delivery(big, "b"));
+    store.trackDelivery(delivery(huge, "c"));
     expect(store.deliveries().map((row) => row.cursor)).toEqual(["5", big, huge]);
     store.acknowledgeDelivery("a");
     expect(store.checkpoint().frontier).toBe("5");
@@ -395,24 +376,27 @@ describe("TaskStore ACK checkpoint", () => {
 
   test("cursor identity: duplicates are no-ops, going backwards or bad cursors are INVALID_CURSOR", () => {
     const store = createTaskStore();
-    expect(store.trackDelivery({ cursor: "3", envelopeId: "a", envelope: {}, receivedAt: 1 })).toBe("tracked");
-    expect(store.trackDelivery({ cursor: "3", envelopeId: "a", envelope: {}, receivedAt: 1 })).toBe("duplicate");
-    expect(thrown(() => store.trackDelivery({ cursor: "3", envelopeId: "b", envelope: {}, receivedAt: 1 })).code).toBe("INVALID_CURSOR");
-    expect(thrown(() => store.trackDelivery({ cursor: "2", envelopeId: "c", envelope: {}, receivedAt: 1 })).code).toBe("INVALID_CURSOR");
+    expect(store.trackDelivery(delivery("3", "a"))).toBe("tracked");
+    expect(store.trackDelivery(delivery("3", "a"))).toBe("duplicate");
+    expect(thrown(() => store.trackDelivery(delivery("3", "b"))).code).toBe("INVALID_CURSOR");
+    expect(thrown(() => store.trackDelivery(delivery("2", "c"))).code).toBe("INVALID_CURSOR");
     for (const bad of ["", "01", "-1", "1.5", "1".repeat(33)]) {
-      expect(thrown(() => store.trackDelivery({ cursor: bad, envelopeId: "d", envelope: {}, receivedAt: 1 })).code).toBe("INVALID_CURSOR");
+      expect(thrown(() => store.trackDelivery(delivery(bad, "d"))).code).toBe("INVALID_CURSOR");
     }
-    expect(store.trackDelivery({ cursor: "9", envelopeId: "a", envelope: {}, receivedAt: 1 })).toBe("duplicate");
+    expect(store.trackDelivery(delivery("9", "a"))).toBe("duplicate");
     expect(store.checkpoint().highWater).toBe("9");
     expect(store.pendingDeliveryCount()).toBe(1);
   });
 
-  test("delivery rows carry core stage, ACK authorisation and data", () => {
+  test("delivery rows carry the core's stage, ACK authorisation and data; what was delivered is kept beside them", () => {
     const store = createTaskStore();
-    store.trackDelivery({ cursor: "1", envelopeId: "a", envelope: { x: 1 }, receivedAt: 1 });
+    store.trackDelivery(delivery("1", "a", { x: 1 }));
     store.updateDelivery("a", { stage: "presented", data: { eventId: "e" } });
-    const row = store.updateDelivery("a", { ackRequested: true, data: { taskId: "t" } });
+    const row = store.updateDelivery("a", { ackRequested: true, data: { eventId: "e", taskId: "t" } });
     expect(row).toMatchObject({ stage: "presented", ackRequested: true, data: { eventId: "e", taskId: "t" } });
+    expect(store.deliveryEnvelope("a")).toEqual({ x: 1 });
+    store.acknowledgeDelivery("a");
+    expect(store.deliveryEnvelope("a")).toBeUndefined();
     expect(thrown(() => store.updateDelivery("missing", { stage: "x" })).code).toBe("INVALID_DELIVERY");
   });
 });
@@ -420,11 +404,11 @@ describe("TaskStore ACK checkpoint", () => {
 describe("TaskStore local presentation queue", () => {
   test("local items share intake order with deliveries and complete once", () => {
     const { store, record } = storeWithTask();
-    store.trackDelivery({ cursor: "1", envelopeId: "relay-1", envelope: {}, receivedAt: 1 });
+    store.trackDelivery(delivery("1", "relay-1"));
     const completion = taskEvent(record, 3, "task.completed", { summary: "done" });
     store.appendEvent(completion);
     const local = store.enqueueLocalPresentation(completion);
-    store.trackDelivery({ cursor: "2", envelopeId: "relay-2", envelope: {}, receivedAt: 1 });
+    store.trackDelivery(delivery("2", "relay-2"));
     const orders = [store.getDelivery("relay-1")!.order, local.order, store.getDelivery("relay-2")!.order];
     expect([...orders].sort((a, b) => a - b)).toEqual(orders);
     expect(store.enqueueLocalPresentation(completion).order).toBe(local.order);

@@ -1,5 +1,4 @@
-import { AckParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
-import { assertValid } from "../../../src/protocol/validate.ts";
+import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function ackTool(deps: ToolDeps): TaskToolDefinition {
@@ -12,8 +11,7 @@ export function ackTool(deps: ToolDeps): TaskToolDefinition {
     parameters: TOOL_PARAMETERS.agent_task_ack,
     execute: (_id, params, signal) =>
       guarded(async () => {
-        const input = assertValid(AckParams, params, { subject: "agent_task_ack" });
-        const acked = await deps.run((core) => core.acknowledgeParent(input.taskId, { signal }));
+        const acked = await deps.run((core) => core.acknowledge(params, { signal }));
         return ok(lines("## task acknowledged", `- taskId: ${acked.taskId}`, `- delivery: ${acked.delivery}`), { ...acked });
       }),
   };

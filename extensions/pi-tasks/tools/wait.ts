@@ -1,5 +1,5 @@
 import type { TaskCore } from "../../../src/core/task-core.ts";
-import { pause } from "../../../src/core/within.ts";
+import { pause } from "../../../src/core/timers.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
 import { waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutDefaultMs } from "../../../src/protocol/limits.ts";

@@ -1,8 +1,9 @@
 /**
- * The `watch-v1` doorbell: at most one outstanding watch per endpoint, woken when mail is admitted
- * to that endpoint's mailbox, when the endpoint disconnects, or when its wait elapses.
+ * The `watch-v1` doorbell of the memory store: at most one outstanding watch per endpoint, woken
+ * when mail is admitted to that endpoint's mailbox, when the endpoint disconnects or is
+ * superseded, or when its wait elapses.
  */
-import { relayWatchesPerEndpoint } from "../protocol/limits.ts";
+import { relayWatchesPerEndpoint } from "../../protocol/limits.ts";
 
 export interface Doorbell {
   /** Resolves true when rung, false on timeout, abort, replacement by a newer watch or close. */

@@ -1,13 +1,15 @@
 /**
- * Mailboxes and receipts of the relay: per-endpoint BigInt cursors (decimal strings, first "1",
- * never renumbered, sparse after ACKs), pages bounded by items and bytes, ACK by envelope id,
- * and dedupe receipts kept 15 minutes. Envelopes are held as canonical JSON text.
+ * Mailboxes and receipts of the memory store: per-endpoint BigInt cursors (decimal strings on the
+ * wire, first "1", never renumbered, sparse after ACKs), pages bounded by items and bytes, ACK by
+ * envelope id, and dedupe receipts kept 15 minutes. Envelopes are held as canonical JSON text.
+ * Nothing here awaits: each call is atomic within the process.
  */
-import { canonicalBytes, utf8Bytes } from "../protocol/canonical-json.ts";
-import { TaskError } from "../protocol/errors.ts";
-import { maxCursorDigits, receivePageMaxBytes, relayReceiptOverheadBytes, relayReceiptRetentionMs } from "../protocol/limits.ts";
-import type { TaskEndpoint } from "../protocol/schemas.ts";
-import type { Budgets, MailboxUsage } from "./admission.ts";
+import { canonicalBytes, utf8Bytes } from "../../protocol/canonical-json.ts";
+import { maxCursorDigits, receivePageMaxBytes, relayReceiptOverheadBytes, relayReceiptRetentionMs } from "../../protocol/limits.ts";
+import { cursorValue } from "../../protocol/wire.ts";
+import type { Budgets, MailboxUsage } from "./budgets.ts";
+import { violation } from "./invariant.ts";
+import type { AcknowledgeOutcome, AdmitOutcome, AdmitRequest, PageOutcome } from "./store.ts";
 
 interface MailItem {
   readonly cursor: bigint;
@@ -38,55 +40,42 @@ interface Receipt {
   state: ReceiptState;
 }
 
-export interface Acceptance {
-  readonly envelopeId: string;
-  readonly acceptanceId: string;
-  readonly duplicate: boolean;
-}
+/** What a mailbox answers a send: the (earlier, for a duplicate) acceptance or the refusal. */
+export type Admission = AdmitOutcome;
 
-export interface Page {
-  /** Page items as JSON text, `{"cursor":…,"envelope":…}` each. */
-  readonly itemsJson: string;
-  readonly count: number;
-  readonly nextCursor: string;
-  readonly hasMore: boolean;
-}
+/** A page of a mailbox, its items already JSON (`{"cursor":…,"envelope":…}` each). */
+export type MailboxPage = PageOutcome;
 
 export interface Mailboxes {
-  /** Looks up a dedupe receipt: same digest → the earlier acceptance; different → `ENVELOPE_CONFLICT`. */
-  dedupe(envelopeId: string, digest: string): Acceptance | undefined;
-  /** Admits a fresh envelope into a target mailbox (budgets reserved atomically, never evicting). */
-  admit(input: { target: TaskEndpoint; source: TaskEndpoint; envelopeId: string; digest: string; text: string; now: number }): Acceptance;
-  page(endpointId: string, after: string, limit: number): Page;
-  acknowledge(endpointId: string, envelopeId: string): { duplicate: boolean };
-  /** Highest cursor ever assigned in a mailbox ("0" when none). */
-  highestCursor(endpointId: string): string;
+  /**
+   * Dedupe, freshness, budgets and cursor of one send, in that order (`AdmitOutcome` steps 2–5);
+   * the target's liveness was checked by the caller. Calls `onAdmit(target)` once admitted.
+   */
+  admit(request: AdmitRequest): Admission;
+  page(endpointId: string, after: string, limit: number): MailboxPage;
+  acknowledge(endpointId: string, envelopeId: string): AcknowledgeOutcome;
+  /** Highest cursor ever assigned in a mailbox (0 when none). */
+  highestCursor(endpointId: string): bigint;
   /** True when an unacknowledged item with a cursor above `after` exists. */
-  hasPendingAfter(endpointId: string, after: string): boolean;
+  hasPendingAfter(endpointId: string, after: bigint): boolean;
   /** Drops a retired endpoint's mailbox and reclaims its budget. */
   drop(endpointId: string): number;
   pinsMail(endpointId: string): boolean;
   expireReceipts(now: number): number;
+  /** Every mailbox's usage (for the budget audit). */
+  usages(): IterableIterator<MailboxUsage>;
   counts(): { expiryEntries: number; mailboxes: number };
 }
 
-/** Bytes of a page item `{"cursor":"…","envelope":…}` besides the cursor digits and the envelope. */
-const pageItemOverheadBytes = utf8Bytes('{"cursor":"","envelope":}');
-
-const cursorPattern = new RegExp(`^(0|[1-9][0-9]{0,${maxCursorDigits - 1}})$`);
-
-/** The value of a request cursor; anything but a cursor string (any type, any format) is `INVALID_CURSOR`. */
-export function cursorValue(cursor: unknown): bigint {
-  if (typeof cursor !== "string" || !cursorPattern.test(cursor)) throw new TaskError("INVALID_CURSOR", { details: { cursor: String(cursor) } });
-  return BigInt(cursor);
-}
-
-/** Parses a request cursor; a malformed one or one past the highest ever assigned is `INVALID_CURSOR`. */
-export function parseCursor(cursor: unknown, highest: bigint): bigint {
+/** The value of a cursor handed to the store (the engine checked its grammar already). */
+export function storedCursor(cursor: string): bigint {
   const value = cursorValue(cursor);
-  if (value > highest) throw new TaskError("INVALID_CURSOR", { details: { cursor: String(cursor), highestCursor: highest.toString() } });
+  if (value === undefined) throw violation("cursors reach the store well formed", { cursor });
   return value;
 }
+
+/** Bytes of a page item `{"cursor":"…","envelope":}` besides the cursor digits and the envelope. */
+const pageItemOverheadBytes = utf8Bytes('{"cursor":"","envelope":}');
 
 function firstAfter(items: readonly MailItem[], cursor: bigint): number {
   let low = 0;
@@ -124,40 +113,34 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
   }
 
   return {
-    dedupe(envelopeId, digest) {
-      const receipt = receipts.get(envelopeId);
-      if (receipt === undefined) return undefined;
-      if (receipt.digest !== digest || receipt.state === "dropped") {
-        throw new TaskError("ENVELOPE_CONFLICT", { details: { envelopeId } });
+    admit({ envelopeId, digest, text, source, target, fresh, now }) {
+      const earlier = receipts.get(envelopeId);
+      if (earlier !== undefined) {
+        if (earlier.digest !== digest || earlier.state === "dropped") return { kind: "conflict" };
+        return { kind: "accepted", acceptanceId: earlier.acceptanceId, duplicate: true };
       }
-      return { envelopeId, acceptanceId: receipt.acceptanceId, duplicate: true };
-    },
-
-    admit({ target, source, envelopeId, digest, text, now }) {
+      if (!fresh) return { kind: "stale" };
       const box = mailbox(target.id);
+      const cursor = box.highest + 1n;
+      if (cursor.toString().length > maxCursorDigits) return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
       const bytes = utf8Bytes(text);
       const receiptBytes = canonicalBytes({ id: envelopeId, source, target }) + relayReceiptOverheadBytes;
-      budgets.reserve(box.usage, bytes, receiptBytes);
-      const cursor = box.highest + 1n;
-      const cursorText = cursor.toString();
-      if (cursorText.length > maxCursorDigits) {
-        budgets.releaseItem(box.usage, bytes);
-        budgets.releaseReceipt(receiptBytes);
-        throw new TaskError("RELAY_CAPACITY", { details: { budget: "cursor" } });
-      }
+      const full = budgets.reserve(box.usage, bytes, receiptBytes);
+      if (full !== undefined) return { kind: "full", ...full };
       box.highest = cursor;
       box.entries.push({ cursor, envelopeId, text, bytes });
       const acceptanceId = crypto.randomUUID();
       receipts.set(envelopeId, { envelopeId, digest, acceptanceId, targetId: target.id, cursor, acceptedAt: now, bytes: receiptBytes, state: "mailbox" });
       expiryQueue.push(envelopeId);
       onAdmit(target.id);
-      return { envelopeId, acceptanceId, duplicate: false };
+      return { kind: "accepted", acceptanceId, duplicate: false };
     },
 
     page(endpointId, after, limit) {
       const box = mailboxes.get(endpointId);
       const highest = box?.highest ?? 0n;
-      const from = parseCursor(after, highest);
+      const from = storedCursor(after);
+      if (from > highest) return { kind: "cursor-ahead", highestCursor: highest.toString() };
       const items = box?.entries ?? [];
       const parts: string[] = [];
       let bytes = 0;
@@ -173,34 +156,30 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
         last = cursorText;
         index += 1;
       }
-      return { itemsJson: `[${parts.join(",")}]`, count: parts.length, nextCursor: last, hasMore: index < items.length };
+      return { kind: "page", itemsJson: `[${parts.join(",")}]`, nextCursor: last, hasMore: index < items.length };
     },
 
     acknowledge(endpointId, envelopeId) {
       const receipt = receipts.get(envelopeId);
-      if (receipt === undefined || receipt.targetId !== endpointId || receipt.state === "dropped") {
-        throw new TaskError("INVALID_REQUEST", { message: "unknown envelope for this endpoint", details: { envelopeId } });
-      }
-      if (receipt.state === "acknowledged") return { duplicate: true };
+      if (receipt === undefined || receipt.targetId !== endpointId || receipt.state === "dropped") return { kind: "unknown" };
+      if (receipt.state === "acknowledged") return { kind: "acknowledged", duplicate: true };
       const box = mailboxes.get(endpointId);
       const items = box?.entries ?? [];
       const index = firstAfter(items, receipt.cursor - 1n);
       const item = items[index];
-      if (box === undefined || item === undefined || item.cursor !== receipt.cursor) {
-        throw new TaskError("INVALID_REQUEST", { message: "envelope is no longer in the mailbox", details: { envelopeId } });
-      }
+      if (box === undefined || item === undefined || item.cursor !== receipt.cursor) return { kind: "gone" };
       items.splice(index, 1);
       budgets.releaseItem(box.usage, item.bytes);
       receipt.state = "acknowledged";
-      return { duplicate: false };
+      return { kind: "acknowledged", duplicate: false };
     },
 
-    highestCursor: (endpointId) => (mailboxes.get(endpointId)?.highest ?? 0n).toString(),
+    highestCursor: (endpointId) => mailboxes.get(endpointId)?.highest ?? 0n,
 
     hasPendingAfter(endpointId, after) {
       const box = mailboxes.get(endpointId);
       if (box === undefined) return false;
-      return firstAfter(box.entries, BigInt(after)) < box.entries.length;
+      return firstAfter(box.entries, after) < box.entries.length;
     },
 
     drop(endpointId) {
@@ -245,6 +224,10 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
         expiryHead = 0;
       }
       return expired;
+    },
+
+    *usages() {
+      for (const box of mailboxes.values()) yield box.usage;
     },
 
     counts: () => ({ expiryEntries: expiryQueue.length - expiryHead + pinned.size, mailboxes: mailboxes.size }),

@@ -1,5 +1,8 @@
-/** The real relay through its CLI, shared with the demo; and a free loopback port. */
-export * from "../../src/demo/relay-process.ts";
+/**
+ * The real relay through its CLI (the demo's starter, re-exported) and a free loopback port, for
+ * tests and bench alike.
+ */
+export * from "../src/demo/relay-process.ts";
 
 /** A loopback port with nothing listening on it (it was free a moment ago). */
 export function freePort(): number {

@@ -51,7 +51,8 @@
  * `requests()` is the arrival log with parsed bodies and headers (to check order or tokens).
  */
 import type { Server } from "bun";
-import { KiB, maxResponseBodyBytes, RELAY_ENDPOINT_PATH, RELAY_PROFILE, RELAY_PROFILE_PATH, SESSION_STATUS_PATH } from "../../src/protocol/limits.ts";
+import { eventually } from "./async.ts";
+import { KiB, maxResponseBodyBytes, RELAY_ENDPOINT_PATH, RELAY_PROFILE, RELAY_PROFILE_PATH, SESSION_STATUS_PATH } from "../src/protocol/limits.ts";
 
 export type ProxyOperation = string;
 
@@ -495,10 +496,8 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
       return released;
     },
     async waitFor(predicate, timeoutMs = DEFAULT_WAIT_MS) {
-      const deadline = Date.now() + timeoutMs;
-      while (!predicate(snapshot())) {
-        if (Date.now() > deadline) throw new Error(`fault proxy: condition not met within ${timeoutMs} ms: ${JSON.stringify(snapshot())}`);
-        await Bun.sleep(WAIT_POLL_MS);
+      if (!(await eventually(() => predicate(snapshot()), timeoutMs, WAIT_POLL_MS))) {
+        throw new Error(`fault proxy: condition not met within ${timeoutMs} ms: ${JSON.stringify(snapshot())}`);
       }
     },
     async stop() {

@@ -1,18 +1,18 @@
 /**
- * Raw `volatile-v1` wire calls for relay tests: plain HTTP against a base URL, no pi-tasks client
- * logic in between, so the tests see exactly what the relay answers.
+ * Raw `volatile-v1` wire calls for the conformance suite and the relay tests: plain HTTP against
+ * a base URL, no pi-tasks client logic in between, so the checks see exactly what the relay
+ * answers.
  *
  * - `postJson` / `postBody` / `getPath`: one HTTP exchange, the reply parsed when it is JSON;
  * - `WireSession`: a connected session (`callerSession` + `generation` → endpoint) that issues
  *   bound operations with its binding;
  * - `makeEnvelope`: a wire envelope with a fresh `createdAt = new Date().toISOString()`;
- * - `openRawRequest`: a raw TCP request whose body is sent only partly (slow-body tests).
+ * - `openRawRequest`: a raw socket request whose body is sent only partly (slow-body tests).
  */
 import { connect as netConnect, type Socket } from "node:net";
-import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
-
-/** Default deadline of one helper request; tests that need a tighter bound pass `timeoutMs`. */
-export const WIRE_TEST_TIMEOUT_MS = 10_000;
+import { connect as tlsConnect } from "node:tls";
+import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
+import { WIRE_TEST_TIMEOUT_MS } from "./timing.ts";
 
 export interface WireEndpoint {
   readonly relay: string;
@@ -306,6 +306,10 @@ export function parseRawHttp(raw: string): RawHttpReply | undefined {
   return { status: Number(match[1]), headers, text, body: parseJson(text) };
 }
 
+/** Default ports of an origin without one. */
+const HTTP_PORT = 80;
+const HTTPS_PORT = 443;
+
 export interface RawRequestOptions {
   readonly method?: string;
   readonly path?: string;
@@ -317,16 +321,17 @@ export interface RawRequestOptions {
 }
 
 /**
- * Opens a TCP connection to the relay and sends a request head plus (part of) a body, then keeps
- * the socket open. Used to hold requests in the relay's body-read phase.
+ * Opens a TCP (for https: TLS) connection to the relay and sends a request head plus (part of) a
+ * body, then keeps the socket open. Used to hold requests in the relay's body-read phase.
  */
 export function openRawRequest(baseUrl: string, options: RawRequestOptions): RawRequest {
   const url = new URL(baseUrl);
   const host = url.hostname.replace(/^\[|\]$/g, "");
-  const port = Number(url.port);
+  const secure = url.protocol === "https:";
+  const port = url.port === "" ? (secure ? HTTPS_PORT : HTTP_PORT) : Number(url.port);
   let chunks = "";
   let isClosed = false;
-  const socket: Socket = netConnect({ host, port });
+  const socket: Socket = secure ? tlsConnect({ host, port, servername: host }) : netConnect({ host, port });
   socket.on("error", () => undefined);
   const headers: Record<string, string> = {
     host: url.host,
@@ -339,7 +344,7 @@ export function openRawRequest(baseUrl: string, options: RawRequestOptions): Raw
     .join("")}\r\n`;
   const sent = new Promise<void>((resolveSent, rejectSent) => {
     socket.once("error", rejectSent);
-    socket.once("connect", () => socket.write(head + options.body, (error) => (error ? rejectSent(error) : resolveSent())));
+    socket.once(secure ? "secureConnect" : "connect", () => socket.write(head + options.body, (error) => (error ? rejectSent(error) : resolveSent())));
   });
   sent.catch(() => undefined);
   const reply = new Promise<RawHttpReply | undefined>((resolveReply) => {

@@ -2,7 +2,7 @@
  * An in-memory PresentationHost for core tests: records what was inserted, woken and archived,
  * and can be made busy (not presentable), refuse insertions or refuse wakes.
  */
-import type { LossRecord, PresentationHost, PresentationItem } from "../../src/core/host.ts";
+import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
 
 export interface MemoryHost extends PresentationHost {
   busy: boolean;

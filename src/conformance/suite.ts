@@ -1,20 +1,26 @@
 /**
- * HTTP conformance suite of a `volatile-v1` relay (relay-volatile-v1.md §1, §3, §4 and Part B),
- * written purely against a base URL so any relay can be checked: ours, or a Wolfpack relay.
+ * HTTP conformance suite of a `volatile-v1` relay (docs/wire.md), written purely against a base
+ * URL so any relay can be checked: ours, or a Wolfpack relay. `pi-tasks conformance URL` runs it
+ * (src/cli/conformance.ts, through ./entry.ts); tests/relay/relay.test.ts runs it against ours.
  *
  * Not a test file itself: `runRelayConformance(getBaseUrl, options)` registers the `describe` /
- * `test` blocks. Part-B-only checks (features `watch-v1` and `successor-v1`, the session status
- * route, `profile` in every error body, epochs on every error) run when `options.features !==
- * false` or when the relay's profile advertises the features.
+ * `test` blocks. `options.features` names the additions the relay must have (`watch-v1`,
+ * `successor-v1`): their checks run, the others are skipped. With any addition required, the
+ * relay is held to our relay's rules too (every error body typed with `profile` and the epoch,
+ * the session status route, no per-client request bucket, a new generation frees the retired
+ * mailbox); with none, only Wolfpack's wire is checked. Replies are also checked against the
+ * reply schemas of src/protocol/wire.ts.
  *
  * Every test uses its own freshly named sessions, so the quick error-table tests run concurrently
  * (with the 5 s slow-body test among them); tests that count relay-wide state, measure time or
  * fill the admission slots run serially.
  */
 import { beforeAll, describe, expect, test } from "bun:test";
-import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts";
-import { isUuid } from "../../src/protocol/endpoint.ts";
-import { ERROR_REGISTRY, type RegisteredErrorCode } from "../../src/protocol/errors.ts";
+import type { TSchema } from "@sinclair/typebox";
+import { canonicalBytes, utf8Bytes } from "../protocol/canonical-json.ts";
+import { isUuid } from "../protocol/endpoint.ts";
+import { ERROR_REGISTRY, type RegisteredErrorCode } from "../protocol/errors.ts";
+import { HTTP_STATUS } from "../protocol/http.ts";
 import {
   envelopeMaxAgeMs,
   envelopeMaxFutureSkewMs,
@@ -42,8 +48,10 @@ import {
   WIRE_PROTOCOL_VERSION,
   watchMaxWaitMs,
   watchMinWaitMs,
-} from "../../src/protocol/limits.ts";
-import { EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH, RECEIVE_LIMIT } from "../../src/protocol/wire.ts";
+} from "../protocol/limits.ts";
+import { firstError } from "../protocol/validate.ts";
+import { EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH, RECEIVE_LIMIT, RELAY_REPLIES, WireErrorBody, WireSuccessBody } from "../protocol/wire.ts";
+import { DOORBELL_BOUND_MS, EDGE_MARGIN_MS, LONG_WATCH_MS, PROMPT_REPLY_MS, TEST_SLACK_MS } from "./timing.ts";
 import {
   type Binding,
   connectRequest,
@@ -58,14 +66,14 @@ import {
   uniqueName,
   type WireEndpoint,
   WireSession,
-} from "../helpers/wire-client.ts";
+} from "./wire-client.ts";
 
 export interface ConformanceOptions {
   /**
-   * `false`: the relay may be a plain Part A (Wolfpack) relay; Part B checks then run only if its
-   * profile advertises `features`. Default: Part B is required.
+   * The additions (`FEATURE_WATCH`, `FEATURE_SUCCESSOR`) the relay must have and advertise. Empty:
+   * a plain Wolfpack relay, checked against Wolfpack's wire only.
    */
-  readonly features?: boolean;
+  readonly features: readonly string[];
 }
 
 /** What the assertion helpers need of a reply (an HTTP `fetch` reply or a raw-socket one). */
@@ -81,7 +89,7 @@ export interface ErrorExpectation {
   readonly epoch?: string;
   /** HTTP status; default the registry's status of the code. */
   readonly status?: number;
-  /** Every error body must carry the epoch (Part B); otherwise only non-epochless codes must. */
+  /** Every error body must carry the epoch (our relay); otherwise only non-epochless codes must. */
   readonly requireEpoch?: boolean;
 }
 
@@ -91,7 +99,8 @@ function describeReply(reply: ReplyLike): string {
 
 /**
  * Asserts a typed error reply: the status, `Cache-Control: no-store`, `ok:false`,
- * `profile:"volatile-v1"`, the code, `retryable` as the §4 table says, and the epoch.
+ * `profile:"volatile-v1"`, the code, `retryable` as the error table says (docs/wire.md), the
+ * epoch, and the body's shape (`WireErrorBody`).
  * Returns `body.error`.
  */
 export function expectWireError(reply: ReplyLike, code: RegisteredErrorCode, expectation: ErrorExpectation = {}): any {
@@ -105,6 +114,7 @@ export function expectWireError(reply: ReplyLike, code: RegisteredErrorCode, exp
   expect(reply.body.error?.code, where).toBe(code);
   expect(reply.body.error.retryable, where).toBe(row.retryable);
   expect(typeof reply.body.error.message, where).toBe("string");
+  expect(firstError(WireErrorBody, reply.body), where).toBeUndefined();
   if (expectation.epoch !== undefined) {
     const mustCarry = expectation.requireEpoch === true || !EPOCHLESS_CODES.has(code);
     if (mustCarry || reply.body.epoch !== undefined) expect(reply.body.epoch, where).toBe(expectation.epoch);
@@ -112,16 +122,26 @@ export function expectWireError(reply: ReplyLike, code: RegisteredErrorCode, exp
   return reply.body.error;
 }
 
-/** Asserts a success reply of `kind` carrying the epoch and `Cache-Control: no-store`; returns `value`. */
+/** The reply value schema of each `kind`. */
+const REPLY_OF_KIND: Readonly<Record<string, TSchema>> = Object.fromEntries(
+  Object.values(RELAY_REPLIES).map((schema) => [schema.properties.kind.const, schema]),
+);
+
+/**
+ * Asserts a success reply of `kind` carrying the epoch and `Cache-Control: no-store`, shaped as
+ * `WireSuccessBody` with the reply value schema of its operation; returns `value`.
+ */
 export function expectWireValue(reply: ReplyLike, kind: string, epoch?: string): any {
   const where = `expected a ${kind} value, got ${describeReply(reply)}`;
-  expect(reply.status, where).toBe(200);
+  expect(reply.status, where).toBe(HTTP_STATUS.ok);
   expect(reply.headers.get("cache-control"), where).toBe("no-store");
   expect(reply.body?.ok, where).toBe(true);
   expect(reply.body.profile, where).toBe(RELAY_PROFILE);
   expect(isUuid(reply.body.epoch), where).toBe(true);
   if (epoch !== undefined) expect(reply.body.epoch, where).toBe(epoch);
   expect(reply.body.value?.kind, where).toBe(kind);
+  expect(firstError(WireSuccessBody, reply.body), where).toBeUndefined();
+  expect(firstError(REPLY_OF_KIND[kind]!, reply.body.value), where).toBeUndefined();
   return reply.body.value;
 }
 
@@ -147,19 +167,19 @@ function isoOffset(offsetMs: number): string {
   return new Date(Date.now() + offsetMs).toISOString();
 }
 
-export function runRelayConformance(getBaseUrl: () => string, options: ConformanceOptions = {}): void {
-  const ctx = { epoch: "", features: [] as string[] };
+/** `test`, or `test.skip` when the relay need not have what the test checks. */
+const testIf = (required: boolean) => (required ? test : test.skip);
+const concurrentIf = (required: boolean) => (required ? test.concurrent : test.skip);
+
+export function runRelayConformance(getBaseUrl: () => string, options: ConformanceOptions): void {
+  const ctx = { epoch: "" };
   const base = () => getBaseUrl();
-  const partB = () => options.features !== false || ctx.features.length > 0;
-  const hasFeature = (feature: string) => options.features !== false || ctx.features.includes(feature);
-  /** True (and a note) when a Part B check must be skipped for this relay. */
-  const skipWithout = (available: boolean, what: string) => {
-    if (!available) console.info(`[relay conformance] skipped: the relay does not advertise ${what}`);
-    return !available;
-  };
+  /** Our relay's rules beyond Wolfpack's wire (docs/wire.md, "Our additions"). */
+  const additions = () => options.features.length > 0;
+  const hasFeature = (feature: string) => options.features.includes(feature);
 
   const expectError = (reply: ReplyLike, code: RegisteredErrorCode, status?: number) =>
-    expectWireError(reply, code, { epoch: ctx.epoch, requireEpoch: partB(), ...(status === undefined ? {} : { status }) });
+    expectWireError(reply, code, { epoch: ctx.epoch, requireEpoch: additions(), ...(status === undefined ? {} : { status }) });
   const expectValue = (reply: ReplyLike, kind: string) => expectWireValue(reply, kind, ctx.epoch);
   const session = (label: string, extra: Parameters<typeof WireSession.connect>[1] = {}) => WireSession.connect(base(), { label, ...extra });
   const pair = async (label: string) => Promise.all([session(`${label}-a`), session(`${label}-b`)]);
@@ -171,14 +191,13 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
       const reply = await getProfile(base());
       if (reply.status !== 200 || reply.body?.ok !== true) throw new Error(`profile discovery failed: ${describeReply(reply)}`);
       ctx.epoch = reply.body.epoch;
-      ctx.features = Array.isArray(reply.body.features) ? reply.body.features : [];
     });
 
     // -----------------------------------------------------------------------------------------
     describe("profile and response envelope", () => {
       test("GET profile answers ok, profile, epoch, endpointPath and federation", async () => {
         const reply = await getProfile(base());
-        expect(reply.status).toBe(200);
+        expect(reply.status).toBe(HTTP_STATUS.ok);
         expect(reply.headers.get("cache-control")).toBe("no-store");
         expect(reply.body.ok).toBe(true);
         expect(reply.body.profile).toBe(RELAY_PROFILE);
@@ -188,12 +207,10 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(typeof reply.body.federation).toBe("string");
       });
 
-      test("Part B: the profile advertises features watch-v1 and successor-v1", async () => {
-        if (skipWithout(partB(), "Part B")) return;
+      testIf(additions())(`additions: the profile advertises every required feature (${options.features.join(", ")})`, async () => {
         const reply = await getProfile(base());
         expect(reply.body.features).toBeArray();
-        expect(reply.body.features).toContain(FEATURE_WATCH);
-        expect(reply.body.features).toContain(FEATURE_SUCCESSOR);
+        for (const feature of options.features) expect(reply.body.features).toContain(feature);
       });
 
       test("every success carries the epoch and Cache-Control: no-store", async () => {
@@ -220,7 +237,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
     });
 
     // -----------------------------------------------------------------------------------------
-    describe("§4 error table", () => {
+    describe("error table", () => {
       test.concurrent(
         "INVALID_REQUEST 408: a body not fully sent within relayBodyReadDeadlineMs",
         async () => {
@@ -235,7 +252,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
             slow.close();
           }
         },
-        relayBodyReadDeadlineMs + 10_000,
+        relayBodyReadDeadlineMs + TEST_SLACK_MS,
       );
 
       test.concurrent("RELAY_RESET: 409 for a different epoch on every bound operation, nothing admitted", async () => {
@@ -336,7 +353,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expectError(await a.call("resolve", { target: nowhere }), "TARGET_NOT_REGISTERED");
       });
 
-      // §1.3: resolve takes `target:{relay, id(uuid)}` and bad fields are INVALID_REQUEST, so a
+      // resolve takes `target:{relay, id(uuid)}` and bad fields are INVALID_REQUEST, so a
       // non-UUID id is refused as a field before the relay or the registration is looked at.
       test.concurrent("INVALID_REQUEST: 400 for a resolve target whose id is not a UUID (not TARGET_NOT_REGISTERED)", async () => {
         const a = await session("resolve-id");
@@ -398,7 +415,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expectValue(await second.call("health"), "health");
       });
 
-      // §1.3 owner check, in order: (3) the registration must be active (REGISTRATION_EXPIRED)
+      // The owner check, in order: (3) the registration must be active (REGISTRATION_EXPIRED)
       // before (4) its session is compared with the caller's (SOURCE_MISMATCH).
       test.concurrent("REGISTRATION_EXPIRED: 410 for another session's ended endpoint (activity is checked before the owner)", async () => {
         const [a, b] = await pair("foreign-ended");
@@ -501,7 +518,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(utf8Bytes(oversized)).toBe(maxRequestBodyBytes + 1);
         const declared = await postBody(base(), oversized);
         expectError(declared, "INVALID_REQUEST", 413);
-        // An early rejection: the relay does not keep the connection (§1.1).
+        // An early rejection: the relay does not keep the connection.
         expect(declared.headers.get("connection")).toBe("close");
         const bytes = new TextEncoder().encode(oversized);
         const chunked = new ReadableStream<Uint8Array>({
@@ -541,7 +558,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         }
       });
 
-      // §1.3: "a bad cursor or limit … gives INVALID_CURSOR" — of any type, as for the limit.
+      // A bad cursor or limit is INVALID_CURSOR — of any type, as for the limit.
       test.concurrent("INVALID_CURSOR: 400 for a cursor that is not a string", async () => {
         const a = await session("cursor-type");
         for (const cursor of [0, 1, null, true, [], ["0"], {}, { cursor: "0" }]) {
@@ -581,7 +598,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
 
       test.concurrent("ENVELOPE_EXPIRED: 400 for createdAt more than envelopeMaxFutureSkewMs ahead", async () => {
         const [a, b] = await pair("future");
-        const error = expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs + 1_000) })), "ENVELOPE_EXPIRED");
+        const error = expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs + EDGE_MARGIN_MS) })), "ENVELOPE_EXPIRED");
         expect(error.retryable).toBe(false);
         expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(10 * envelopeMaxFutureSkewMs) })), "ENVELOPE_EXPIRED");
         expect(await b.drain()).toEqual([]);
@@ -596,8 +613,8 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
 
       test.concurrent("ENVELOPE_EXPIRED edges: createdAt 1 s inside either edge is accepted", async () => {
         const [a, b] = await pair("fresh-edges");
-        const { envelope: ahead } = await a.sendOk(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs - 1_000) });
-        const { envelope: old } = await a.sendOk(b.endpoint, { createdAt: isoOffset(-envelopeMaxAgeMs + 1_000) });
+        const { envelope: ahead } = await a.sendOk(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs - EDGE_MARGIN_MS) });
+        const { envelope: old } = await a.sendOk(b.endpoint, { createdAt: isoOffset(-envelopeMaxAgeMs + EDGE_MARGIN_MS) });
         expect(idsOf(await b.drain())).toEqual([ahead.envelopeId, old.envelopeId]);
       });
 
@@ -611,8 +628,8 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         ];
         for (const reply of replies) {
           expect(reply.status, describeReply(reply)).toBe(403);
-          // A plain Wolfpack relay answers its CORS refusal untyped; Part B types every error body.
-          if (partB()) expectError(reply, "PEER_POLICY_REQUIRED");
+          // A plain Wolfpack relay answers its CORS refusal untyped; our relay types every error body.
+          if (additions()) expectError(reply, "PEER_POLICY_REQUIRED");
         }
         expect(await b.drain()).toEqual([]);
       });
@@ -632,7 +649,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         const overflow = a.envelopeTo(b.endpoint, { payload: { index: relayMaxMailboxItems } });
         const error = expectError(await a.send(overflow), "RELAY_CAPACITY");
         expect(error.retryable).toBe(true);
-        // Store budgets carry no retryAfterMs (§3); only admission overload does.
+        // Store budgets carry no retryAfterMs; only admission overload does.
         expect(error.retryAfterMs).toBeUndefined();
         const held = await b.drain();
         expect(held.length).toBe(relayMaxMailboxItems);
@@ -714,7 +731,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(expectValue(await b.acknowledge(envelope.envelopeId), "acknowledged").duplicate).toBe(false);
         // acknowledge: the envelopeId field itself is out of bounds → INVALID_REQUEST.
         expectError(await b.acknowledge(exactLength(maxWireIdChars + 1)), "INVALID_REQUEST");
-        // send: an envelope with an out-of-bounds id is a malformed envelope → SOURCE_MISMATCH (§1.3).
+        // send: an envelope with an out-of-bounds id is a malformed envelope → SOURCE_MISMATCH.
         expectError(await a.send(a.envelopeTo(b.endpoint, { envelopeId: exactLength(maxWireIdChars + 1) })), "SOURCE_MISMATCH");
         expect(await b.drain()).toEqual([]);
       });
@@ -787,14 +804,13 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(all.length).toBe(count);
       });
 
-      test("Part B: watch waitMs 0 and watchMaxWaitMs are accepted, watchMaxWaitMs + 1 is 400", async () => {
-        if (skipWithout(hasFeature(FEATURE_WATCH), FEATURE_WATCH)) return;
+      testIf(hasFeature(FEATURE_WATCH))("additions: watch waitMs 0 and watchMaxWaitMs are accepted, watchMaxWaitMs + 1 is 400", async () => {
         const a = await session("watch-bounds");
         const idle = expectValue(await a.call("watch", { cursor: "0", waitMs: watchMinWaitMs }), "watch");
         expect(idle.pending).toBe(false);
         await a.sendOk(a.endpoint);
         // With pending mail even the longest wait answers at once (the request deadline guards it).
-        const longest = expectValue(await a.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: 5_000 }), "watch");
+        const longest = expectValue(await a.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
         expect(longest.pending).toBe(true);
         for (const waitMs of [watchMaxWaitMs + 1, watchMinWaitMs - 1, 1.5, "100"]) {
           const reply = await a.call("watch", { cursor: "0", waitMs });
@@ -981,8 +997,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(acked.receipts).toBe(before.receipts + 1);
       });
 
-      test("Part B: a new generation retires the old endpoint's mailbox and reclaims its budget", async () => {
-        if (skipWithout(partB(), "Part B")) return;
+      testIf(additions())("additions: a new generation retires the old endpoint's mailbox and reclaims its budget", async () => {
         const [a, b] = await pair("health-retire");
         const store = async () => expectValue(await a.call("health"), "health").store;
         const before = await store();
@@ -995,8 +1010,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(await successor.drain()).toEqual([]);
       });
 
-      test("Part B: no per-client request bucket on loopback (240 quick requests are all served)", async () => {
-        if (skipWithout(partB(), "Part B")) return;
+      testIf(additions())("additions: no per-client request bucket on loopback (240 quick requests are all served)", async () => {
         const a = await session("no-bucket");
         const replies = await inBatches(240, 8, () => a.call("health"));
         expect(replies.filter((reply) => reply.status !== 200).map(describeReply)).toEqual([]);
@@ -1004,9 +1018,8 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
     });
 
     // -----------------------------------------------------------------------------------------
-    describe("Part B additions", () => {
-      test("watch with no mail and waitMs 300 answers pending:false after the wait", async () => {
-        if (skipWithout(hasFeature(FEATURE_WATCH), FEATURE_WATCH)) return;
+    describe("additions", () => {
+      testIf(hasFeature(FEATURE_WATCH))("watch with no mail and waitMs 300 answers pending:false after the wait", async () => {
         const a = await session("watch-idle");
         const waitMs = 300;
         const reply = await a.call("watch", { cursor: "0", waitMs });
@@ -1016,14 +1029,13 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expect(reply.elapsedMs).toBeGreaterThanOrEqual(waitMs - 5);
       });
 
-      test("a watch started before a send answers pending:true within 200 ms of the acceptance", async () => {
-        if (skipWithout(hasFeature(FEATURE_WATCH), FEATURE_WATCH)) return;
+      testIf(hasFeature(FEATURE_WATCH))("a watch started before a send answers pending:true within 200 ms of the acceptance", async () => {
         const [a, b] = await pair("watch-wake");
         let settled = false;
         // A wait far longer than the 200 ms bound: if the doorbell did not ring, the watch would
         // only answer when this wait elapses.
-        const waitMs = 3_000;
-        const watching = b.call("watch", { cursor: "0", waitMs }, { timeoutMs: waitMs + 5_000 }).finally(() => {
+        const waitMs = LONG_WATCH_MS;
+        const watching = b.call("watch", { cursor: "0", waitMs }, { timeoutMs: waitMs + PROMPT_REPLY_MS }).finally(() => {
           settled = true;
         });
         await sleep(150);
@@ -1034,16 +1046,15 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         const value = expectValue(woke, "watch");
         expect(value.pending).toBe(true);
         expect(value.highestCursor).toBe("1");
-        expect(woke.receivedAt - sent.receivedAt).toBeLessThan(200);
+        expect(woke.receivedAt - sent.receivedAt).toBeLessThan(DOORBELL_BOUND_MS);
         // The doorbell delivered nothing and acknowledged nothing.
         expect(cursorsOf(await b.drain())).toEqual(["1"]);
       });
 
-      test("a watch with pending mail answers at once and never acknowledges", async () => {
-        if (skipWithout(hasFeature(FEATURE_WATCH), FEATURE_WATCH)) return;
+      testIf(hasFeature(FEATURE_WATCH))("a watch with pending mail answers at once and never acknowledges", async () => {
         const [a, b] = await pair("watch-pending");
         const { envelope } = await a.sendOk(b.endpoint);
-        const value = expectValue(await b.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: 5_000 }), "watch");
+        const value = expectValue(await b.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
         expect(value).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
         // Nothing after cursor 1: not pending.
         expect(expectValue(await b.call("watch", { cursor: "1", waitMs: watchMinWaitMs }), "watch").pending).toBe(false);
@@ -1056,8 +1067,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         });
       });
 
-      test.concurrent("resolve followSuccessor:true on a retired endpoint answers the live successor", async () => {
-        if (skipWithout(hasFeature(FEATURE_SUCCESSOR), FEATURE_SUCCESSOR)) return;
+      concurrentIf(hasFeature(FEATURE_SUCCESSOR))("resolve followSuccessor:true on a retired endpoint answers the live successor", async () => {
         const name = uniqueName("successor");
         const asker = await session("successor-asker");
         const first = await session("successor", { callerSession: name });
@@ -1081,13 +1091,12 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expectError(await asker.call("resolve", { target: first.endpoint, followSuccessor: true }), "TARGET_NOT_REGISTERED");
       });
 
-      test.concurrent("GET session status: 200 with the live registration, 404 CALLER_NOT_FOUND otherwise", async () => {
-        if (skipWithout(partB(), "the session status route")) return;
+      concurrentIf(additions())("GET session status: 200 with the live registration, 404 CALLER_NOT_FOUND otherwise", async () => {
         const statusOf = (name: string) => getPath(base(), `${SESSION_STATUS_PATH}?session=${encodeURIComponent(name)}`);
         const name = uniqueName("status");
         const a = await session("status", { callerSession: name });
         const live = await statusOf(name);
-        expect(live.status).toBe(200);
+        expect(live.status).toBe(HTTP_STATUS.ok);
         expect(live.headers.get("cache-control")).toBe("no-store");
         expect(live.body).toEqual({
           session: name,
@@ -1153,7 +1162,7 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
           const { envelope } = await a.sendOk(a.endpoint);
           expect(idsOf(await a.drain())).toEqual([envelope.envelopeId]);
         },
-        relayBodyReadDeadlineMs + 10_000,
+        relayBodyReadDeadlineMs + TEST_SLACK_MS,
       );
     });
   });

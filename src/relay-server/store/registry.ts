@@ -1,5 +1,6 @@
 /**
- * Relay registrations (Part B §1: no session broker; `callerSession` is the session name).
+ * Relay registrations of the memory store (no session broker: `callerSession` is the session
+ * name, docs/wire.md).
  *
  * - `connect` with the same generation renews the lease and keeps the endpoint id, even after
  *   expiry while the entry is not reaped; a new generation mints a new endpoint and supersedes
@@ -11,18 +12,14 @@
  *   the same generation renews it with its endpoint id, and a superseded one resolves to its
  *   successor (`successor-v1`).
  */
-import { canonicalBytes } from "../protocol/canonical-json.ts";
-import { TaskError } from "../protocol/errors.ts";
+import { canonicalBytes } from "../../protocol/canonical-json.ts";
 import {
-  RELAY_ID,
   relayMaxMetadataBytes,
   relayMaxRegistrations,
   relayRegistrationOverheadBytes,
   relayRegistrationRetentionMs,
-} from "../protocol/limits.ts";
-import type { TaskEndpoint } from "../protocol/schemas.ts";
-
-export type RegistrationState = "active" | "disconnected" | "superseded";
+} from "../../protocol/limits.ts";
+import { type ConnectOutcome, type ConnectRequest, isLive, type RegistrationState } from "./store.ts";
 
 export interface Registration {
   readonly endpointId: string;
@@ -38,17 +35,16 @@ export interface Registration {
 }
 
 export interface Registry {
-  connect(input: { session: string; generation: string; leaseMs: number; now: number }): Registration;
+  connect(request: ConnectRequest): ConnectOutcome;
   get(endpointId: string): Registration | undefined;
   current(session: string): Registration | undefined;
-  isLive(registration: Registration, now: number): boolean;
   disconnect(registration: Registration, now: number): void;
   /** The live successor of a superseded endpoint (following a chain of generations). */
   successor(endpointId: string, now: number): Registration | undefined;
   /** Removes registrations that are expired (or retired past retention) and pin no mail. */
   reap(now: number, pinsMail: (endpointId: string) => boolean): string[];
-  endpointOf(registration: Registration): TaskEndpoint;
-  sessions(): string[];
+  /** Every session's current registration. */
+  currents(): IterableIterator<Registration>;
   counts(): { registrations: number; sessions: number; metadataBytes: number };
 }
 
@@ -57,20 +53,22 @@ export function createRegistry(): Registry {
   const bySession = new Map<string, string>();
   let metadataBytes = 0;
 
-  function isLive(registration: Registration, now: number): boolean {
-    return registration.state === "active" && registration.leaseExpiresAt > now;
-  }
-
-  function mint(session: string, generation: string, leaseExpiresAt: number): Registration {
+  /** A new registration, or undefined when the registration budget is spent. */
+  function mint(session: string, generation: string, leaseExpiresAt: number): Registration | undefined {
     const endpointId = crypto.randomUUID();
     const size = canonicalBytes({ endpointId, session, generation }) + relayRegistrationOverheadBytes;
-    if (byEndpoint.size + 1 > relayMaxRegistrations || metadataBytes + size > relayMaxMetadataBytes) {
-      throw new TaskError("RELAY_CAPACITY", { details: { budget: "registrations", registrations: byEndpoint.size, metadataBytes } });
-    }
+    if (byEndpoint.size + 1 > relayMaxRegistrations || metadataBytes + size > relayMaxMetadataBytes) return undefined;
     const registration: Registration = { endpointId, session, generation, leaseExpiresAt, state: "active", metadataBytes: size };
     byEndpoint.set(endpointId, registration);
     metadataBytes += size;
     return registration;
+  }
+
+  function* currents(): IterableIterator<Registration> {
+    for (const endpointId of bySession.values()) {
+      const registration = byEndpoint.get(endpointId);
+      if (registration !== undefined) yield registration;
+    }
   }
 
   function remove(registration: Registration): void {
@@ -89,29 +87,29 @@ export function createRegistry(): Registry {
         current.leaseExpiresAt = leaseExpiresAt;
         current.state = "active";
         delete current.retiredAt;
-        return current;
+        return { kind: "connected", registration: current };
       }
       // A late connect of a retired generation must not take over from its successor.
       for (const registration of byEndpoint.values()) {
         if (registration.session === session && registration.generation === generation && registration.state === "superseded") {
-          throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "generation was superseded" } });
+          return { kind: "generation-retired" };
         }
       }
       const next = mint(session, generation, leaseExpiresAt);
+      if (next === undefined) return { kind: "full", details: { registrations: byEndpoint.size, metadataBytes } };
       if (current !== undefined) {
         current.state = "superseded";
         current.retiredAt = now;
         current.successorId = next.endpointId;
       }
       bySession.set(session, next.endpointId);
-      return next;
+      return { kind: "connected", registration: next };
     },
     get: (endpointId) => byEndpoint.get(endpointId),
     current(session) {
       const id = bySession.get(session);
       return id === undefined ? undefined : byEndpoint.get(id);
     },
-    isLive,
     disconnect(registration, now) {
       registration.leaseExpiresAt = now;
       registration.state = "disconnected";
@@ -138,8 +136,7 @@ export function createRegistry(): Registry {
       }
       return reaped;
     },
-    endpointOf: (registration) => ({ relay: RELAY_ID, id: registration.endpointId }),
-    sessions: () => [...bySession.keys()],
+    currents,
     counts: () => ({ registrations: byEndpoint.size, sessions: bySession.size, metadataBytes }),
   };
 }

@@ -1,0 +1,20 @@
+/**
+ * Time bounds of the conformance suite itself (how long a check waits), not relay limits: those
+ * are imported from src/protocol/limits.ts.
+ */
+import { msPerSecond } from "../protocol/limits.ts";
+
+/** Default deadline of one helper request; a check that needs a tighter bound passes `timeoutMs`. */
+export const WIRE_TEST_TIMEOUT_MS = 10 * msPerSecond;
+/** What a test allows on top of the longest wait it provokes (e.g. the body-read deadline). */
+export const TEST_SLACK_MS = 10 * msPerSecond;
+/** Deadline of a request that asks to wait long but must be answered at once. */
+export const PROMPT_REPLY_MS = 5 * msPerSecond;
+/** How far inside a time window a value is clearly inside (freshness edges). */
+export const EDGE_MARGIN_MS = msPerSecond;
+/** A parked watch answers within this time of the acceptance that rang its doorbell. */
+export const DOORBELL_BOUND_MS = msPerSecond / 5;
+/** A watch wait far longer than `DOORBELL_BOUND_MS`: only a doorbell answers it in time. */
+export const LONG_WATCH_MS = 3 * msPerSecond;
+/** Per-test deadline of a `pi-tasks conformance` run (a check's own longer deadline wins). */
+export const CONFORMANCE_TEST_TIMEOUT_MS = 30 * msPerSecond;

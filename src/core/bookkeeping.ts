@@ -1,0 +1,92 @@
+/**
+ * The core's bookkeeping, typed in one place: what it keeps in the store beside tasks and events.
+ *
+ * - outbox purposes: what an envelope is for;
+ * - inbox stages and data: how far a relay delivery got, and what intake learned from it;
+ * - operation keys: the idempotency key of each operation of a task (one reservation per key);
+ * - cooldown keys: capacity cooldowns per envelope and per ACK.
+ * The store treats all of these as opaque; only the core reads and writes them.
+ */
+import type { ReceiptStage, ReceiptState } from "../protocol/schemas.ts";
+import type { Bookkeeping, DeliveryRow, OperationReservation, OutboxEntry, TaskStore } from "../store/task-store.ts";
+
+/** What an outbox envelope is for. */
+export type OutboxPurpose = "assignment" | "intent" | "terminal" | "fanout" | "receipt";
+
+/**
+ * How far a tracked relay delivery got:
+ * - `tracked`: stored as received, not judged yet;
+ * - `recorded`: an assignment or canonical event recorded, waiting for presentation;
+ * - `presented`: presented or archived, waiting for its receipts to ship;
+ * - `canonicalized`: a worker's intent canonicalized, waiting for its fan-out;
+ * - `rejected`: invalid; reported and ACKed without processing.
+ */
+export type InboxStage = "tracked" | "recorded" | "presented" | "canonicalized" | "rejected";
+
+/** What intake learned from a delivery (by kind). */
+export type InboxData =
+  | { readonly kind: "unjudged" }
+  | {
+      readonly kind: "assignment" | "canonical_event";
+      readonly taskId: string;
+      readonly eventId: string;
+      /** Model-visible here (insert and wake) rather than archived. */
+      readonly visible: boolean;
+      /** Envelopes that must be accepted (or, for receipts, blocked for good) before the ACK. */
+      readonly requires: readonly string[];
+    }
+  | { readonly kind: "intent"; readonly taskId: string; readonly eventId: string; readonly requires: readonly string[] }
+  | { readonly kind: "rejected"; readonly error: { readonly code: string; readonly message: string } };
+
+/** The data of a delivery that names a recorded event (assignment, canonical event or intent). */
+export type RecordedData = Extract<InboxData, { readonly eventId: string }>;
+
+export const UNJUDGED: InboxData = { kind: "unjudged" };
+
+/** Envelopes a delivery waits for before its ACK. */
+export function requiredOf(data: InboxData): readonly string[] {
+  return "requires" in data ? data.requires : [];
+}
+
+/** The idempotency key of one operation of a task. */
+export type OperationKey =
+  | `assignment:${string}`
+  | `intent:${string}`
+  | `receipt:${string}:${ReceiptStage}:${ReceiptState}`
+  | "terminal_intent"
+  | "origin_terminal"
+  | "origin_cancellation"
+  | "parent_acknowledgment";
+
+export const OPERATION = {
+  /** The envelope carrying an assignment event (`task.created` / `task.reassigned`). */
+  assignment: (eventId: string): OperationKey => `assignment:${eventId}`,
+  /** The canonicalization of one worker intent at the origin. */
+  intent: (intentId: string): OperationKey => `intent:${intentId}`,
+  /** One delivery receipt (per event, stage and state). */
+  receipt: (eventId: string, stage: ReceiptStage, state: ReceiptState): OperationKey => `receipt:${eventId}:${stage}:${state}`,
+  /** The worker's one terminal intent. */
+  terminalIntent: "terminal_intent",
+  /** The origin's own terminal event. */
+  originTerminal: "origin_terminal",
+  originCancellation: "origin_cancellation",
+  parentAcknowledgment: "parent_acknowledgment",
+} as const;
+
+export interface CoreBook extends Bookkeeping {
+  readonly purpose: OutboxPurpose;
+  readonly stage: InboxStage;
+  readonly data: InboxData;
+  readonly operation: OperationKey;
+}
+
+export type CoreStore = TaskStore<CoreBook>;
+export type CoreDelivery = DeliveryRow<InboxStage, InboxData>;
+export type CoreOutboxEntry = OutboxEntry<OutboxPurpose>;
+export type CoreReservation = OperationReservation<OperationKey>;
+
+/** Capacity cooldown keys (per envelope, per ACK). */
+export const COOLDOWN = {
+  envelope: (envelopeId: string) => `envelope:${envelopeId}`,
+  ack: (envelopeId: string) => `ack:${envelopeId}`,
+} as const;

@@ -1,0 +1,141 @@
+/**
+ * The operations of the side that assigned a task (the origin): create it, message the worker,
+ * finish it itself, cancel it, acknowledge its outcome. The origin owns the task's canonical status:
+ * every event it authors is canonical at once and fanned out to the worker.
+ */
+import { sameEndpoint } from "../protocol/endpoint.ts";
+import { TaskError } from "../protocol/errors.ts";
+import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
+import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
+import type { CancelParams, MessageParams, SendParams, TaskEndpoint, TaskEvent, TaskEventType, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
+import { OPERATION } from "./bookkeeping.ts";
+import { appendCanonical } from "./canonical.ts";
+import { assertOpen, type CoreContext, isClosed } from "./context.ts";
+import { makeEvent } from "./envelopes.ts";
+import { fanOut, queueEnvelope } from "./outbox.ts";
+import type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult } from "./results.ts";
+import { deliveryOf, fenced, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
+import { terminalDelivery } from "./views.ts";
+
+/** Appends an origin-authored canonical event and fans it out to the worker (no local echo). */
+function originEvent(context: CoreContext, task: TaskRecord, type: TaskEventType, payload: Record<string, unknown>): { event: TaskEvent; envelopeId: string } {
+  const event = appendCanonical(context.store, task, type, payload, context.clock());
+  return { event, envelopeId: fanOut(context, undefined, task, event, false) };
+}
+
+/** Records a definitively undeliverable assignment: the task exists and fails locally with the relay's reason. */
+function failUndeliverable(context: CoreContext, task: TaskRecord, error: TaskError): void {
+  const { store } = context;
+  store.transaction(() => {
+    if (store.getStoredTask(task.taskId)?.record.status !== "active") return;
+    appendCanonical(store, task, "task.failed", { summary: "The assignment could not be delivered.", error: { code: error.code, message: error.message, retryable: false } }, context.clock());
+  });
+}
+
+export async function createTask(context: CoreContext, self: TaskEndpoint, params: SendParams, signal: AbortSignal | undefined): Promise<CreateResult> {
+  const { store } = context;
+  // A definitive refusal here means no task is created.
+  const { endpoint: target } = await context.session.resolve(params.to, { signal: fenced(context, signal) });
+  assertOpen(context, "createTask");
+  if (sameEndpoint(target, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target } });
+  const createdAt = context.clock();
+  const task: TaskRecord = {
+    taskId: crypto.randomUUID(),
+    protocolVersion: TASK_PROTOCOL_VERSION,
+    origin: self,
+    target,
+    task: params.task,
+    createdAt,
+    expiresAt: createdAt + (params.timeoutMs ?? taskTimeoutDefaultMs),
+    status: "active",
+  };
+  const created = makeEvent(task, "task.created", "1", createdAt, { task: task.task });
+  const envelopeId = store.transaction(() => {
+    store.putTask(task, "origin");
+    store.appendEvent(created);
+    return queueEnvelope(context, {
+      taskId: task.taskId,
+      from: self,
+      to: target,
+      kind: "assignment",
+      inner: { task, event: created },
+      purpose: "assignment",
+      operation: { key: OPERATION.assignment(created.eventId), logicalId: created.eventId, logicalType: created.type },
+    });
+  });
+  const outcome = await shipOwn(context, signal, envelopeId);
+  if (outcome.state === "quarantined" && !isClosed(context)) failUndeliverable(context, task, outcome.error);
+  requireAccepted(outcome, task.taskId);
+  return { taskId: task.taskId, envelopeId, target };
+}
+
+export async function originMessage(context: CoreContext, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
+  const payload = { message: params.message, ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }) };
+  const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, `task.${params.type}`, payload));
+  requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);
+  return { taskId: task.taskId, eventId: event.eventId, envelopeId, authority: "origin" };
+}
+
+export async function originDone(context: CoreContext, task: TaskRecord, status: TerminalStatus, payload: Record<string, unknown>, signal: AbortSignal | undefined): Promise<DoneResult> {
+  const type = `task.${status}` as const;
+  const { record } = await reserveAndShip(context, signal, task.taskId, OPERATION.originTerminal, () => {
+    const terminal = isTerminalStatus(context.store.getStoredTask(task.taskId)!.record.status);
+    const { event, envelopeId } = terminal ? originEvent(context, task, "task.late_terminal", { ...payload, lateType: type }) : originEvent(context, task, type, payload);
+    return { logicalId: event.eventId, logicalType: event.type, envelopeId };
+  });
+  if (record.logicalType !== type && record.logicalType !== "task.late_terminal") {
+    throw new TaskError("TERMINAL_INTENT_CONFLICT", { details: { taskId: task.taskId, existingType: record.logicalType, requestedType: type } });
+  }
+  const snapshot = context.store.getTask(task.taskId)!;
+  return {
+    taskId: task.taskId,
+    requestedStatus: status,
+    observedCanonicalStatus: snapshot.status,
+    terminalDelivery: terminalDelivery(context.store, snapshot),
+    authority: "origin",
+    canonicalEvent: { type: record.logicalType, eventId: record.logicalId },
+  };
+}
+
+export async function cancel(context: CoreContext, self: TaskEndpoint, params: CancelParams, signal: AbortSignal | undefined): Promise<CancelResult> {
+  const task = requireOrigin(context, params.taskId, self);
+  const { record, outcome } = await reserveAndShip(
+    context,
+    signal,
+    task.taskId,
+    OPERATION.originCancellation,
+    () => {
+      const { event, envelopeId } = originEvent(context, task, "task.cancelled", { summary: params.reason ?? "Cancelled by the origin." });
+      return { logicalId: event.eventId, logicalType: event.type, envelopeId };
+    },
+    (existing) => {
+      const status = context.store.getStoredTask(task.taskId)!.record.status;
+      if (existing === undefined && isTerminalStatus(status)) throw new TaskError("TASK_TERMINAL", { details: { taskId: task.taskId, status } });
+    },
+  );
+  requireSettled(outcome, { taskId: task.taskId, status: "cancelled" });
+  const warnings =
+    outcome.state === "quarantined" ? [{ code: outcome.error.code, message: outcome.error.message, retryable: false as const, delivery: "blocked" as const, target: task.target }] : [];
+  return { taskId: task.taskId, status: "cancelled", eventId: record.logicalId, delivery: deliveryOf(outcome), warnings };
+}
+
+export async function acknowledge(context: CoreContext, self: TaskEndpoint, taskId: string, signal: AbortSignal | undefined): Promise<AckResult> {
+  const task = requireOrigin(context, taskId, self);
+  const { record, outcome } = await reserveAndShip(
+    context,
+    signal,
+    taskId,
+    OPERATION.parentAcknowledgment,
+    () => {
+      const terminal = [...context.store.getEvents(taskId)].reverse().find((event) => eventTypeRow(event.type).terminalStatus !== null)!;
+      const { event, envelopeId } = originEvent(context, task, "task.parent_acknowledged", { acknowledgedEventId: terminal.eventId });
+      return { logicalId: event.eventId, logicalType: event.type, envelopeId };
+    },
+    () => {
+      const current = context.store.getStoredTask(taskId)!.record;
+      if (!isTerminalStatus(current.status)) throw new TaskError("TASK_NOT_TERMINAL", { details: { taskId, status: current.status } });
+    },
+  );
+  requireSettled(outcome, { taskId });
+  return { taskId, eventId: record.logicalId, delivery: deliveryOf(outcome) };
+}

@@ -1,0 +1,81 @@
+/**
+ * What this endpoint knows of a task, as callers read it (`TaskView`): the stored snapshot plus
+ * two facts derived from the core's bookkeeping —
+ * - `terminalDelivery` (worker side): whether its terminal intent is `not_submitted`, `pending`,
+ *   `accepted` or `delivery_blocked` (with the refusal);
+ * - `deliveryEvidence`: how far the current assignment got (relay acceptance, receipt, Pi
+ *   insertion, wake). None of it proves model execution: `modelExecution` is always `not_evidenced`.
+ */
+import { latestAssignment } from "../protocol/events.ts";
+import type { DeliveryReceiptPayload, TerminalDelivery } from "../protocol/schemas.ts";
+import type { TaskSnapshot } from "../store/task-store.ts";
+import { type CoreStore, OPERATION } from "./bookkeeping.ts";
+import { hasEvidence } from "./presentation.ts";
+
+export interface DeliveryEvidence {
+  /** The assignment envelope at the relay (origin view). */
+  readonly relayAcceptance: "accepted" | "pending" | "blocked" | "not_applicable";
+  readonly receiverReceipt: "not_confirmed" | "confirmed";
+  readonly piInsertion: "not_confirmed" | "blocked" | "confirmed";
+  readonly wakeAcceptance: "not_confirmed" | "pending" | "confirmed";
+  readonly modelExecution: "not_evidenced";
+}
+
+export interface TaskView extends TaskSnapshot {
+  readonly terminalDelivery: TerminalDelivery;
+  readonly deliveryEvidence: DeliveryEvidence;
+}
+
+/** Where an outbox envelope stands at the relay. */
+function relayState(store: CoreStore, envelopeId: string | undefined): "accepted" | "pending" | "blocked" | "not_applicable" {
+  if (envelopeId === undefined) return "not_applicable";
+  if (store.getQuarantine(envelopeId) !== undefined) return "blocked";
+  return store.getOutbox(envelopeId)?.state === "accepted" ? "accepted" : "pending";
+}
+
+export function terminalDelivery(store: CoreStore, task: TaskSnapshot): TerminalDelivery {
+  const reservation = store.getOperation(task.taskId, OPERATION.terminalIntent);
+  const envelopeId = reservation?.envelopeIds[0];
+  if (reservation === undefined || envelopeId === undefined) return { state: "not_submitted" };
+  const base = { intentId: reservation.logicalId, intentType: reservation.logicalType, envelopeId, origin: task.origin };
+  const quarantined = store.getQuarantine(envelopeId);
+  if (quarantined !== undefined) {
+    return { state: "delivery_blocked", ...base, blockedAt: quarantined.quarantinedAt, error: { code: quarantined.errorCode, retryable: false, details: quarantined.details } };
+  }
+  return { state: relayState(store, envelopeId) === "accepted" ? "accepted" : "pending", ...base };
+}
+
+const INSERTED_STAGES: ReadonlySet<string> = new Set(["pi_inserted", "wake_requested", "wake_accepted"]);
+const NOTHING: DeliveryEvidence = { relayAcceptance: "not_applicable", receiverReceipt: "not_confirmed", piInsertion: "not_confirmed", wakeAcceptance: "not_confirmed", modelExecution: "not_evidenced" };
+
+export function deliveryEvidence(store: CoreStore, task: TaskSnapshot): DeliveryEvidence {
+  const assignment = latestAssignment(task.events);
+  if (assignment === undefined) return NOTHING;
+  if (task.role === "target") {
+    return {
+      ...NOTHING,
+      receiverReceipt: "confirmed",
+      piInsertion: hasEvidence(store, assignment.eventId, "inserted") ? "confirmed" : "not_confirmed",
+      wakeAcceptance: hasEvidence(store, assignment.eventId, "woken") ? "confirmed" : "not_confirmed",
+    };
+  }
+  const receipts = task.events
+    .filter((event) => event.type === "task.delivery_receipt")
+    .map((event) => event.payload as unknown as DeliveryReceiptPayload)
+    .filter((receipt) => receipt.eventId === assignment.eventId);
+  const confirmed = receipts.filter((receipt) => receipt.state === "confirmed").map((receipt) => receipt.stage);
+  const inserted = confirmed.some((stage) => INSERTED_STAGES.has(stage));
+  const blocked = receipts.some((receipt) => receipt.stage === "pi_insertion" && receipt.state === "blocked");
+  return {
+    relayAcceptance: relayState(store, store.getOperation(task.taskId, OPERATION.assignment(assignment.eventId))?.envelopeIds[0]),
+    receiverReceipt: confirmed.length > 0 ? "confirmed" : "not_confirmed",
+    // A later confirmation wins over an earlier blocked insertion.
+    piInsertion: inserted ? "confirmed" : blocked ? "blocked" : "not_confirmed",
+    wakeAcceptance: confirmed.includes("wake_accepted") ? "confirmed" : confirmed.includes("wake_requested") ? "pending" : "not_confirmed",
+    modelExecution: "not_evidenced",
+  };
+}
+
+export function viewTask(store: CoreStore, task: TaskSnapshot): TaskView {
+  return { ...task, terminalDelivery: terminalDelivery(store, task), deliveryEvidence: deliveryEvidence(store, task) };
+}

@@ -1,0 +1,30 @@
+/**
+ * pi-tasks as a library (`import … from "pi-tasks"`): the task core and its RAM store, the relay
+ * session, the recovering core the Pi extension uses, and the protocol tables. The relay server
+ * and the in-memory relay are `pi-tasks/relay`; the relay conformance suite is
+ * `pi-tasks/conformance`; the Pi extension is `pi-tasks/extension`. See docs/library.md.
+ */
+
+// The task core and its RAM store.
+export { createTaskCore, type TaskCore, type TaskCoreOptions } from "./core/task-core.ts";
+export type { AckResult, CancelResult, CreateResult, DoneResult, EnvelopeDelivery, MessageResult, OperationOptions, ReassignResult } from "./core/task-core.ts";
+export type { DeliveryEvidence, TaskView } from "./core/views.ts";
+export type { PassReport } from "./core/pass.ts";
+export type { ReceiveItem } from "./core/presentation.ts";
+export { holdingHost, type LossRecord, type PresentationHost, type PresentationItem } from "./core/host.ts";
+export { systemTimers, type TaskTimers } from "./core/timers.ts";
+export type { CoreBook, CoreStore } from "./core/bookkeeping.ts";
+export { createTaskStore, type TaskSnapshot, type TaskStore, type TaskStoreOptions } from "./store/task-store.ts";
+
+// The recovering core: one relay session, a fresh lifetime after relay loss (seed 004's configured core).
+export { createRecoveringTaskCore, type RecoveringTaskCore, type RecoveringTaskCoreOptions, type RecoveryInfo } from "./core/recovering.ts";
+
+// The relay session (seed 004's volatile task session) and its configuration.
+export { createRelaySession, type RelaySession, type RelaySessionOptions } from "./relay-client/session.ts";
+export { normaliseRelayUrl, relayConfigFromEnv, sessionNameFromEnv } from "./relay-client/config.ts";
+
+// Protocol tables.
+export { ERROR_REGISTRY, type ErrorCode, type ErrorSpec, errorSpec, sendRefusal, TaskError, toTaskError } from "./protocol/errors.ts";
+export { eventTypeRow, TASK_EVENT_TYPES, type EventTypeRow } from "./protocol/events.ts";
+export type { TaskEndpoint, TaskEnvelope, TaskEvent, TaskEventType, TaskIntent, TaskRecord, TaskStatus, TerminalDelivery } from "./protocol/schemas.ts";
+export * as limits from "./protocol/limits.ts";

@@ -1,0 +1,183 @@
+/**
+ * `RelayStore`: everything the relay keeps — registrations, mailboxes, dedupe receipts, budgets,
+ * the epoch and the `watch-v1` doorbell — behind one seam. The engine (../engine.ts) reaches
+ * state only through it, so one engine runs on the in-process store (memory.ts) or on a store
+ * that several relay processes share.
+ *
+ * Rules for every implementation:
+ * - every method returns a Promise and is atomic on its own: no caller sees a half-done call,
+ *   and calls from several relay processes serialise (in Redis: one Lua script per method);
+ * - outcomes the wire tells apart are returned as tagged values, never thrown: the engine keeps
+ *   the check order and maps outcomes to wire errors. A store throws only when it fails (the
+ *   relay answers 503 `RELAY_UNAVAILABLE`) or when an invariant breaks (`INVARIANT_VIOLATED`,
+ *   answered the same way);
+ * - cursors are decimal strings, already well formed when passed in (../../protocol/wire.ts);
+ * - `now` is the caller's clock in epoch milliseconds: leases, freshness and receipts of one
+ *   request follow one clock;
+ * - the relay owns the store it is given: closing the relay closes the store.
+ */
+import type { TaskEndpoint } from "../../protocol/schemas.ts";
+
+export type RegistrationState = "active" | "disconnected" | "superseded";
+
+/** What the engine reads of a registration. */
+export interface RegistrationView {
+  readonly endpointId: string;
+  readonly session: string;
+  readonly state: RegistrationState;
+  readonly leaseExpiresAt: number;
+}
+
+/** A registration is live while it is active and its lease has not lapsed. */
+export function isLive(registration: RegistrationView, now: number): boolean {
+  return registration.state === "active" && registration.leaseExpiresAt > now;
+}
+
+export interface ConnectRequest {
+  readonly session: string;
+  readonly generation: string;
+  readonly leaseMs: number;
+  readonly now: number;
+}
+
+/**
+ * - `connected`: the same generation renewed its registration (same endpoint id, also after its
+ *   lease lapsed or it disconnected, while not reaped), or a new generation got a new endpoint id
+ *   and the previous one was retired at once (its mailbox dropped, its watch answered);
+ * - `generation-retired`: this generation was superseded and may not connect again;
+ * - `full`: the registration budget is spent.
+ */
+export type ConnectOutcome =
+  | { readonly kind: "connected"; readonly registration: RegistrationView }
+  | { readonly kind: "generation-retired" }
+  | { readonly kind: "full"; readonly details: Readonly<Record<string, number>> };
+
+/** The two lookups of a binding check, in one call. */
+export interface BindingLookup {
+  /** The caller's session name has a registration (in any state). */
+  readonly callerKnown: boolean;
+  /** The registration of the binding's endpoint id, if known. */
+  readonly registration: RegistrationView | undefined;
+}
+
+export interface AdmitRequest {
+  readonly envelopeId: string;
+  /** SHA-256 of the envelope's canonical JSON (dedupe). */
+  readonly digest: string;
+  /** The envelope's canonical JSON, stored as is and spliced into pages. */
+  readonly text: string;
+  readonly source: TaskEndpoint;
+  /** A local endpoint (the engine refuses other relays first). */
+  readonly target: TaskEndpoint;
+  /** Whether `createdAt` is inside the freshness window at `now` (only new admissions need it). */
+  readonly fresh: boolean;
+  readonly now: number;
+}
+
+export type CapacityBudget = "mailbox" | "active" | "receipts" | "cursor";
+
+/**
+ * The outcome of one atomic admission, decided in this order:
+ * 1. `target-not-live`: the target has no live registration;
+ * 2. dedupe by envelope id: the same digest answers the earlier acceptance with
+ *    `duplicate:true`; another digest, or an envelope whose mailbox was dropped, is `conflict`;
+ * 3. `stale`: a new envelope that is not `fresh`;
+ * 4. `full`: a budget (mailbox items/bytes, relay-wide items/bytes, receipts count/bytes) or the
+ *    mailbox's cursor space is spent — nothing is reserved and nothing evicted;
+ * 5. `accepted`: all budgets reserved, the next cursor of the mailbox assigned, the receipt kept
+ *    and the target's doorbell rung.
+ */
+export type AdmitOutcome =
+  | { readonly kind: "accepted"; readonly acceptanceId: string; readonly duplicate: boolean }
+  | { readonly kind: "target-not-live" }
+  | { readonly kind: "conflict" }
+  | { readonly kind: "stale" }
+  | { readonly kind: "full"; readonly budget: CapacityBudget; readonly details: Readonly<Record<string, number>> };
+
+/** Items after `after` up to `limit` and the page byte budget, as page JSON; `cursor-ahead` past the highest cursor. */
+export type PageOutcome =
+  | { readonly kind: "page"; readonly itemsJson: string; readonly nextCursor: string; readonly hasMore: boolean }
+  | { readonly kind: "cursor-ahead"; readonly highestCursor: string };
+
+/**
+ * - `acknowledged`: the item left the mailbox and freed its mailbox and relay-wide budget;
+ *   `duplicate:true` when it was acknowledged before, within the receipt window;
+ * - `unknown`: no receipt, another endpoint's envelope, or one whose mailbox was dropped;
+ * - `gone`: the receipt exists but the item is no longer in the mailbox.
+ */
+export type AcknowledgeOutcome =
+  | { readonly kind: "acknowledged"; readonly duplicate: boolean }
+  | { readonly kind: "unknown" }
+  | { readonly kind: "gone" };
+
+export interface WatchRequest {
+  readonly endpointId: string;
+  readonly after: string;
+  readonly waitMs: number;
+  readonly signal?: AbortSignal;
+  /** Called once, right before the watch starts waiting (the HTTP layer frees its request slot). */
+  readonly onPark?: () => void;
+}
+
+/**
+ * The doorbell. Answers at once when mail after `after` is pending; else waits until mail is
+ * admitted to the endpoint, the endpoint disconnects or is superseded, a newer watch of the
+ * endpoint replaces this one (at most `relayWatchesPerEndpoint`), the wait elapses, the signal
+ * aborts or the store closes — then answers the state at that moment. (A shared store subscribes
+ * before it looks, e.g. Redis pub/sub on a channel per endpoint, so no ring is lost in between.)
+ */
+export type WatchOutcome =
+  | { readonly kind: "watch"; readonly pending: boolean; readonly highestCursor: string }
+  | { readonly kind: "cursor-ahead"; readonly highestCursor: string };
+
+export interface MaintenanceReport {
+  /** Registrations removed: ended past `relayRegistrationRetentionMs` and pinning no mail. */
+  readonly reaped: number;
+  /** Receipts removed: past `relayReceiptRetentionMs` and no longer pinned by a mailbox item. */
+  readonly expiredReceipts: number;
+}
+
+export interface StoreUsage {
+  readonly activeItems: number;
+  readonly activeBytes: number;
+  readonly receipts: number;
+  readonly receiptBytes: number;
+  readonly registrations: number;
+  readonly sessions: number;
+  readonly metadataBytes: number;
+  readonly expiryEntries: number;
+  readonly watching: number;
+}
+
+export interface RelayStore {
+  /** The epoch of this store's state: a fresh store has a fresh epoch; it never changes while the state lives. */
+  epoch(): Promise<string>;
+
+  // -- registrations ----------------------------------------------------------------------------
+  connect(request: ConnectRequest): Promise<ConnectOutcome>;
+  /** The caller's session and the binding endpoint's registration, for the engine's binding checks. */
+  binding(session: string, endpointId: string): Promise<BindingLookup>;
+  registration(endpointId: string): Promise<RegistrationView | undefined>;
+  /** The live successor of an endpoint retired by newer generations of its session (`successor-v1`). */
+  successor(endpointId: string, now: number): Promise<RegistrationView | undefined>;
+  /** Ends the lease now; accepted mail stays; a parked watch of the endpoint is answered. */
+  disconnect(endpointId: string, now: number): Promise<void>;
+  /** A session's current registration (in any state). */
+  sessionRegistration(session: string): Promise<RegistrationView | undefined>;
+  /** The current registration of every session whose registration is live. */
+  liveRegistrations(now: number): Promise<RegistrationView[]>;
+
+  // -- mail -------------------------------------------------------------------------------------
+  /** One atomic admission (see `AdmitOutcome`): two relays racing on one mailbox never over-admit nor share a cursor. */
+  admit(request: AdmitRequest): Promise<AdmitOutcome>;
+  page(endpointId: string, after: string, limit: number): Promise<PageOutcome>;
+  acknowledge(endpointId: string, envelopeId: string): Promise<AcknowledgeOutcome>;
+  watch(request: WatchRequest): Promise<WatchOutcome>;
+
+  // -- upkeep -----------------------------------------------------------------------------------
+  /** Reaps registrations, expires receipts and checks the budget invariants. */
+  maintain(now: number): Promise<MaintenanceReport>;
+  usage(): Promise<StoreUsage>;
+  /** Answers every parked watch and releases the store's resources. */
+  close(): Promise<void>;
+}
