@@ -19,6 +19,7 @@
  * forward between passes without waiting); request deadlines are short so timeouts are quick.
  * `docs/reliability.md` gets the table and how each fault is injected.
  */
+import { encodedEnvelope } from "../src/protocol/wire.ts";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRecoveringTaskCore } from "../src/core/recovering.ts";
@@ -32,7 +33,8 @@ import { tryDrain } from "../kit/drain.ts";
 import { createFaultProxy, type FaultProxy, type FaultRule, type ProxyRequest } from "../kit/fault-proxy.ts";
 import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../kit/jump-timers.ts";
 import { createMemoryHost, type MemoryHost } from "../kit/memory-host.ts";
-import { closeParties, createObservedParty } from "../kit/observed-party.ts";
+import { createObservedParty } from "../kit/observed-party.ts";
+import { closeParties } from "../kit/party.ts";
 import { type ObservedReply, observingFetch } from "../kit/observing-fetch.ts";
 
 /** Tasks per fault (each: a createTask, a message, a done). */
@@ -482,7 +484,7 @@ const duplicateDelivery: FaultSpec = {
           payload: { taskId: crypto.randomUUID(), kind: "canonical_event", payload: {} },
           createdAt: new Date().toISOString(),
         };
-        await coreInternals(rig.origin.core()).session.send(envelope);
+        await coreInternals(rig.origin.core()).session.send(encodedEnvelope(envelope));
         const page = await coreInternals(rig.worker.core()).session.receive(coreInternals(rig.worker.core()).store.checkpoint().highWater);
         const cursor = page.deliveries.find((delivery) => delivery.envelopeId === envelope.envelopeId)!.cursor;
         await coreInternals(rig.worker.core()).session.acknowledge(envelope.envelopeId);

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: every performance figure of pi-tasks from one run on this machine, each beside
- * its goal and its Wolfpack anchor (`relay-volatile-v1.md` §6). Writes `bench/results.json` and
+ * its goal and its Wolfpack anchor (Wolfpack's published relay figures). Writes `bench/results.json` and
  * `docs/performance.md`; exits non-zero only when an integrity check fails (loss, duplicates, a
  * relay left holding mail) — a missed performance goal is reported, not fatal.
  *
@@ -35,7 +35,7 @@ export const GOALS = {
   piInsertP95Ms: 150,
 } as const;
 
-/** Wolfpack's figures (relay-volatile-v1.md §6). */
+/** Wolfpack's published relay figures (Apple M3 Pro, 11 CPUs). */
 export const ANCHORS = {
   acceptanceP95: "6–9 ms p95",
   deliveryAck: "≈ 4,810 ms p95 (5 s poll)",

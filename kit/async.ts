@@ -4,7 +4,7 @@
  * `within` (src/core/timers.ts), whose timer never outlives the wait.
  *
  * Error capture goes through `.then(…, …)`, never Bun's eager rejects-matcher, which starves
- * same-process HTTP (reference §6 item 24).
+ * same-process HTTP (docs/failure-history.md #24).
  */
 import { within } from "../src/core/timers.ts";
 import { TaskError } from "../src/protocol/errors.ts";
@@ -60,6 +60,11 @@ export async function raised(call: () => unknown): Promise<{ error: TaskError; s
     return { error: expectTaskError(error), synchronous: true };
   }
   return { error: await failure(Promise.resolve(result)), synchronous: false };
+}
+
+/** Lets pending promise callbacks run (fake timers do not advance microtasks by themselves). */
+export async function flushMicrotasks(rounds = 20): Promise<void> {
+  for (let index = 0; index < rounds; index += 1) await Promise.resolve();
 }
 
 /** Whether a promise has settled by now (after letting pending callbacks run for `waitMs`). */

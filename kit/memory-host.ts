@@ -1,6 +1,6 @@
 /**
- * An in-memory PresentationHost for core tests: records what was inserted, woken and archived,
- * and can be made busy (not presentable), refuse insertions or refuse wakes.
+ * An in-memory PresentationHost (a Pi stand-in for TaskCores in tests and bench): records what was
+ * inserted, woken and archived, and can be made busy (not presentable), refuse insertions or wakes.
  */
 import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
 

@@ -1,5 +1,6 @@
 /** Deterministic timers for tests: time moves only through `advance`. */
 import type { TaskTimers } from "../src/core/timers.ts";
+import { flushMicrotasks } from "./async.ts";
 
 export interface VirtualTimers extends TaskTimers {
   /** Moves time forward, firing due timeouts in order; awaits their continuations. */
@@ -12,9 +13,7 @@ export function createVirtualTimers(start = 0): VirtualTimers {
   let current = start;
   let serial = 0;
   const waiting: { at: number; serial: number; fire: () => void }[] = [];
-  const flush = async () => {
-    for (let round = 0; round < 10; round += 1) await Promise.resolve();
-  };
+  const flush = () => flushMicrotasks(10);
   return {
     now: () => current,
     elapsed: (since) => current - since,

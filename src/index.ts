@@ -16,10 +16,10 @@ export { systemTimers, type TaskTimers } from "./core/timers.ts";
 export type { CoreBook, CoreStore } from "./core/bookkeeping.ts";
 export { createTaskStore, type TaskSnapshot, type TaskStore, type TaskStoreOptions } from "./store/task-store.ts";
 
-// The recovering core: one relay session, a fresh lifetime after relay loss (seed 004's configured core).
+// The recovering core: one relay session, a fresh lifetime after relay loss (the "configured task core" of the Wolfpack design).
 export { createRecoveringTaskCore, type RecoveringTaskCore, type RecoveringTaskCoreOptions, type RecoveryInfo } from "./core/recovering.ts";
 
-// The relay session (seed 004's volatile task session) and its configuration.
+// The relay session (the volatile task session) and its configuration.
 export { createRelaySession, type RelaySession, type RelaySessionOptions } from "./relay-client/session.ts";
 export { normaliseRelayUrl, relayConfigFromEnv, sessionNameFromEnv } from "./relay-client/config.ts";
 
@@ -28,3 +28,6 @@ export { ERROR_REGISTRY, type ErrorCode, type ErrorSpec, errorSpec, sendRefusal,
 export { eventTypeRow, TASK_EVENT_TYPES, type EventTypeRow } from "./protocol/events.ts";
 export type { TaskEndpoint, TaskEnvelope, TaskEvent, TaskEventType, TaskIntent, TaskRecord, TaskStatus, TerminalDelivery } from "./protocol/schemas.ts";
 export * as limits from "./protocol/limits.ts";
+
+// The in-memory relay fixture (the real relay answering a fetch function; also in `pi-tasks/relay`).
+export { createInMemoryRelay, type InMemoryRelay } from "./relay-server/in-memory.ts";

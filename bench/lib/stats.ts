@@ -13,18 +13,15 @@ export interface Summary {
   readonly mean: number;
 }
 
-/** Nearest-rank percentile (`q` in 0..100) of unsorted samples; NaN for no samples. */
-export function percentile(samples: readonly number[], q: number): number {
-  if (samples.length === 0) return Number.NaN;
-  const sorted = [...samples].sort((a, b) => a - b);
-  const rank = Math.max(1, Math.ceil((q / 100) * sorted.length));
-  return sorted[Math.min(sorted.length, rank) - 1]!;
+/** Nearest-rank percentile (`q` in 0..100) of samples sorted ascending (at least one). */
+function nearestRank(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((q / 100) * sorted.length))) - 1]!;
 }
 
 export function summarize(samples: readonly number[]): Summary {
   if (samples.length === 0) return { count: 0, min: Number.NaN, p50: Number.NaN, p95: Number.NaN, p99: Number.NaN, max: Number.NaN, mean: Number.NaN };
   const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number) => sorted[Math.min(sorted.length, Math.max(1, Math.ceil((q / 100) * sorted.length))) - 1]!;
+  const at = (q: number) => nearestRank(sorted, q);
   return {
     count: sorted.length,
     min: sorted[0]!,

@@ -2,6 +2,7 @@
  * Wire values the bench builds itself: bound sessions on a relay and raw `volatile-v1` envelopes
  * with a payload of a given size (what a TaskCore would send, without the task layer).
  */
+import type { EncodedEnvelope } from "../../src/protocol/wire.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
 import { WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -36,6 +37,15 @@ export function envelopeWithText(source: TaskEndpoint, target: TaskEndpoint, tex
     payload: { taskId, kind: "canonical_event", payload: { taskId, type: "task.information", message: text } },
     createdAt: new Date().toISOString(),
   };
+}
+
+/**
+ * An envelope encoded for `RelaySession.send`. The core encodes each envelope once when it makes
+ * it; a harness sending prepared envelopes plays that part with one `JSON.stringify`, as the raw
+ * fetch client does, so the two clients pay the same encoding cost.
+ */
+export function encodedForSend(envelope: { readonly envelopeId: string }): EncodedEnvelope {
+  return { envelopeId: envelope.envelopeId, text: JSON.stringify(envelope) };
 }
 
 export function canonicalSize(value: unknown): number {

@@ -12,7 +12,7 @@ import { KiB, RELAY_ENDPOINT_PATH, RELAY_PROFILE, msPerSecond } from "../../src/
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { boundEndpoint, startFakePi } from "../lib/fake-pi.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
-import { boundSession, envelopeWithText, filler } from "../lib/wire.ts";
+import { boundSession, encodedForSend, envelopeWithText, filler } from "../lib/wire.ts";
 
 const RATE_PER_SECOND = 10;
 const SAMPLES = 150;
@@ -67,7 +67,7 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
       await probe.session.resolve(sink.endpoint);
       if (record) resolves.push(now() - at);
       at = now();
-      await probe.session.send(envelopeWithText(probe.endpoint, sink.endpoint, text));
+      await probe.session.send(encodedForSend(envelopeWithText(probe.endpoint, sink.endpoint, text)));
       if (record) sends.push(now() - at);
       const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(probe.endpoint, rawSink.endpoint, text) });
       at = now();

@@ -14,7 +14,7 @@ import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { now } from "../lib/stats.ts";
-import { boundSession, canonicalSize, envelopeWithText, filler } from "../lib/wire.ts";
+import { boundSession, canonicalSize, encodedForSend, envelopeWithText, filler } from "../lib/wire.ts";
 
 /** Envelopes per run. */
 const ENVELOPES = 6_000;
@@ -84,7 +84,7 @@ async function sessionClient(url: string, role: string): Promise<Client> {
   };
   return {
     endpoint,
-    send: (envelope) => wrap((s) => s.send(envelope)).then(() => undefined),
+    send: (envelope) => wrap((s) => s.send(encodedForSend(envelope as { envelopeId: string }))).then(() => undefined),
     receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: [...page.deliveries], nextCursor: page.nextCursor })),
     acknowledge: (envelopeId) => wrap((s) => s.acknowledge(envelopeId)).then(() => undefined),
     watch: (cursor, waitMs) => wrap((s) => s.watch(cursor, waitMs)).then(() => undefined),

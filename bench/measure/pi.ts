@@ -7,18 +7,14 @@
  * Pi's RPC stdout) of the `message_end` record of the task's `pi-tasks-event` − the moment
  * `createTask` returned with the relay's acceptance; Pi's own message timestamp is reported too.
  */
-import { coreInternals } from "../../src/core/task-core.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EVENT_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { createTaskCore } from "../../src/core/task-core.ts";
 import { type RpcRecord, startPiRpc } from "../../src/demo/pi-rpc.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { workerShutdownGraceMs } from "../../src/protocol/limits.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
-import { createTaskStore } from "../../src/store/task-store.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
+import { closeParties, createParty } from "../../kit/party.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { benchName } from "../lib/wire.ts";
@@ -62,7 +58,8 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
   const workerName = benchName("pi-worker");
   const started = Date.now();
   const worker = startPiRpc({ session: workerName, relayUrl: relay.url, worker: true, cwd, script: SCENARIO, env: { WOLFPACK_JWT_SECRET: "" } });
-  const origin = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: relay.url, callerSession: benchName("pi-origin") }), host: createMemoryHost() });
+  const originParty = await createParty({ url: relay.url, name: benchName("pi-origin"), connect: false });
+  const origin = originParty.core;
   try {
     const to = await waitForEndpoint(relay.url, workerName, { timeoutMs: REGISTRATION_TIMEOUT_MS, pollMs: 20 });
     const piStartMs = Date.now() - started;
@@ -95,8 +92,7 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
       piStartMs,
     };
   } finally {
-    await origin.close().catch(() => undefined);
-    coreInternals(origin).session.close();
+    await closeParties([originParty]);
     await worker.stop(workerShutdownGraceMs).catch(() => undefined);
     await relay.stop().catch(() => undefined);
     rmSync(cwd, { recursive: true, force: true });

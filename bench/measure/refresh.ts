@@ -9,13 +9,11 @@
  */
 import { coreInternals } from "../../src/core/task-core.ts";
 import { makeEvent } from "../../src/core/envelopes.ts";
-import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
 import { maxStoreRecords, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
-import { createTaskStore } from "../../src/store/task-store.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
+import { closeParties, createParty } from "../../kit/party.ts";
 import { now, roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { benchName, boundSession } from "../lib/wire.ts";
 
@@ -96,14 +94,11 @@ export async function measureRefresh(options: { quick?: boolean } = {}): Promise
     requests += 1;
     return fetch(input, init);
   }) as typeof fetch;
-  const make = (fetchImpl?: typeof fetch) =>
-    createTaskCore({
-      store: createTaskStore(),
-      session: createRelaySession({ url: relay.url, callerSession: benchName("refresh"), ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }) }),
-      host: createMemoryHost(),
-    });
-  const full = make(counting);
-  const empty = make();
+  const parties = [
+    await createParty({ url: relay.url, name: benchName("refresh"), fetch: counting, connect: false }),
+    await createParty({ url: relay.url, name: benchName("refresh"), connect: false }),
+  ];
+  const [full, empty] = parties.map((party) => party.core) as [TaskCore, TaskCore];
   const worker = await boundSession(relay.url, "refresh-target");
   try {
     await full.connect();
@@ -134,10 +129,7 @@ export async function measureRefresh(options: { quick?: boolean } = {}): Promise
       pendingAfter: full.hasPendingWork() ? 1 : 0,
     };
   } finally {
-    await full.close().catch(() => undefined);
-    await empty.close().catch(() => undefined);
-    coreInternals(full).session.close();
-    coreInternals(empty).session.close();
+    await closeParties(parties);
     worker.session.close();
     await relay.stop().catch(() => undefined);
   }

@@ -131,7 +131,8 @@ function namedSession(args: readonly string[], command: string, withRelay = true
 }
 
 function overview(): string {
-  const rows = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(8)} ${command.summary}`);
+  const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
+  const rows = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)} ${command.summary}`);
   return [`usage: pi-tasks <command> [options]   (pi-tasks <command> --help for one command)`, "", "commands:", ...rows, "", ENVIRONMENT, ""].join("\n");
 }
 

@@ -6,6 +6,7 @@
 import { CanonicalText, canonicalJson, utf8Bytes } from "../protocol/canonical-json.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxRelayPayloadBytes, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
+import type { EncodedEnvelope } from "../protocol/wire.ts";
 import type { EnvelopeKind, ReceiverIntentType, TaskEndpoint, TaskEvent, TaskEventType, TaskIntent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
 
 export function newId(): string {
@@ -25,11 +26,6 @@ export function makeIntent(taskId: string, type: ReceiverIntentType, payload: Re
   return { intentId: newId(), taskId, type, payload };
 }
 
-/** An envelope as stored and sent: its id and its canonical JSON text. */
-export interface EncodedEnvelope {
-  readonly envelopeId: string;
-  readonly text: string;
-}
 
 /** Canonical payload text of a task envelope, size-checked against the 48 KiB payload bound. */
 export function encodePayload(taskId: string, kind: EnvelopeKind, inner: TaskWirePayload["payload"]): string {

@@ -19,6 +19,7 @@ import { sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
 import { capacityCooldownMs } from "../protocol/limits.ts";
 import type { EnvelopeKind, TaskEndpoint, TaskEvent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
 import type { SendAcceptance } from "../relay-client/session.ts";
+import { invariant } from "../store/rows.ts";
 import { COOLDOWN, type CoreOutboxEntry, type OperationKey, type OutboxPurpose } from "./bookkeeping.ts";
 import { type CoreContext, isClosed } from "./context.ts";
 import { encodeEnvelope } from "./envelopes.ts";
@@ -194,8 +195,10 @@ function refused(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry,
 async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry, budget: SendBudget): Promise<SendOutcome> {
   const { store, session } = context;
   const envelopeId = entry.envelopeId;
+  const text = store.envelopeText(envelopeId);
+  invariant(text !== undefined, "an outbox entry has its envelope", { envelopeId });
   store.markOutboxAttempted(envelopeId);
-  const request = session.send(store.getEnvelope(envelopeId) as unknown as Record<string, unknown>, scope.signalFor(budget));
+  const request = session.send({ envelopeId, text }, scope.signalFor(budget));
   context.sending.set(envelopeId, request);
   let acceptance: SendAcceptance;
   try {

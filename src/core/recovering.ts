@@ -1,5 +1,5 @@
 /**
- * `createRecoveringTaskCore()` (seed 004's "configured task core"): a TaskCore that owns its relay
+ * `createRecoveringTaskCore()` (the Wolfpack design's "configured task core"): a TaskCore that owns its relay
  * session and a fresh RAM store per lifetime, and replaces its lifetime after relay loss.
  *
  * Only a structured `RELAY_RESET` or `RELAY_REBIND_REQUIRED` triggers replacement: the old

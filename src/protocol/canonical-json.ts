@@ -2,7 +2,7 @@
  * Canonical JSON, shared by the relay server (envelope dedupe digests) and the client
  * (byte-identical retries, payload size checks).
  *
- * Rules (relay-volatile-v1.md §3): object keys sorted in default JS (UTF-16 code unit) order,
+ * Rules (docs/wire.md, "Request rules"): object keys sorted in default JS (UTF-16 code unit) order,
  * `undefined` members dropped, array holes and `undefined` array items written as `null`,
  * non-finite numbers rejected, primitives serialized with `JSON.stringify`.
  */

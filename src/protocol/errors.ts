@@ -41,7 +41,7 @@ function spec(cls: string, message: string, flags: Flags = {}): ErrorSpec {
 }
 
 export const ERROR_REGISTRY = Object.freeze({
-  // -- relay wire codes (relay-volatile-v1.md §4) ----------------------------------------------
+  // -- relay wire codes (docs/wire.md, "Errors") -------------------------------------------------
   RELAY_CAPACITY: spec("capacity", "The relay is at capacity; try again later.", { retryable: true, httpStatus: 503 }),
   RELAY_UNAVAILABLE: spec("unavailable", "The relay is unavailable; the outcome is unknown.", { retryable: true, httpStatus: 503 }),
   PEER_UNREACHABLE: spec("unavailable", "The peer relay could not be reached; forwarding is pending or unknown.", { retryable: true, httpStatus: 503 }),

@@ -1,5 +1,5 @@
 /**
- * HS256 JSON Web Tokens for the optional Wolfpack JWT (relay-volatile-v1.md §5), on WebCrypto.
+ * HS256 JSON Web Tokens for the optional Wolfpack JWT (docs/wire.md, "Request rules"), on WebCrypto.
  * The client mints a fresh short-lived token per request; the relay verifies them.
  */
 import { TaskError } from "./errors.ts";

@@ -1,9 +1,8 @@
 /**
  * Every bound of pi-tasks, named once with its unit.
  *
- * Sources: seed 004 (the memory-owned lifecycle), `relay-volatile-v1.md` (the wire and the relay
- * budgets) and `reference-pi-tasks.md` (tool bounds). No other module may repeat these numbers;
- * import the constant instead.
+ * The wire's bounds are listed in docs/wire.md ("Limits"), the task and tool bounds in
+ * docs/protocol.md. No other module may repeat these numbers; import the constant instead.
  */
 
 export const KiB = 1024;
@@ -25,7 +24,7 @@ export const TASK_PROTOCOL_VERSION = "pi-tasks/v2" as const;
 export const RELAY_ENDPOINT_PATH = "/api/task-relay/volatile-v1" as const;
 /** Relay profile discovery path. */
 export const RELAY_PROFILE_PATH = "/api/task-relay/profile" as const;
-/** Session-control status path (Part B §2). */
+/** Session-control status path (docs/wire.md, "Our additions"). */
 export const SESSION_STATUS_PATH = "/api/session-control/status" as const;
 /** Session-control list path (live registrations; Wolfpack exposes the same route). */
 export const SESSION_LIST_PATH = "/api/session-control/list" as const;
@@ -173,7 +172,7 @@ export const waitTimeoutDefaultMs = taskTimeoutDefaultMs;
 export const maxSequenceDigits = 32;
 
 // ---------------------------------------------------------------------------------------------
-// The standalone relay (relay-server) — relay-volatile-v1.md §1.1, §3 and Part B
+// The standalone relay (relay-server) — docs/wire.md, "Request rules", "Limits" and "Our additions"
 // ---------------------------------------------------------------------------------------------
 
 /** A request body must be read completely within this time (else 408). */

@@ -219,18 +219,23 @@ export type TaskIntent = Static<typeof TaskIntent>;
 // Relay wire envelope and the three task payload kinds
 // ---------------------------------------------------------------------------------------------
 
-/** The relay's view of an envelope: exactly these keys, payload is any JSON. */
-export const WireEnvelope = Type.Object(
-  {
-    envelopeId: WireId,
-    protocolVersion: Type.Literal(WIRE_PROTOCOL_VERSION),
-    source: TaskEndpoint,
-    target: TaskEndpoint,
-    payload: Type.Unknown(),
-    createdAt: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
-  },
-  strict,
-);
+/** A relay envelope carrying `payload`: exactly these keys. */
+function envelopeSchema<Payload extends TSchema>(payload: Payload) {
+  return Type.Object(
+    {
+      envelopeId: WireId,
+      protocolVersion: Type.Literal(WIRE_PROTOCOL_VERSION),
+      source: TaskEndpoint,
+      target: TaskEndpoint,
+      payload,
+      createdAt: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+    },
+    strict,
+  );
+}
+
+/** The relay's view of an envelope: its payload is any JSON. */
+export const WireEnvelope = envelopeSchema(Type.Unknown());
 export type WireEnvelope = Static<typeof WireEnvelope>;
 
 export const EnvelopeKind = Type.Union([Type.Literal("assignment"), Type.Literal("intent"), Type.Literal("canonical_event")]);
@@ -255,17 +260,7 @@ export const TaskWirePayload = Type.Union([AssignmentWirePayload, IntentWirePayl
 export type TaskWirePayload = Static<typeof TaskWirePayload>;
 
 /** A pi-tasks envelope as it travels: the wire envelope with a task payload. */
-export const TaskEnvelope = Type.Object(
-  {
-    envelopeId: WireId,
-    protocolVersion: Type.Literal(WIRE_PROTOCOL_VERSION),
-    source: TaskEndpoint,
-    target: TaskEndpoint,
-    payload: TaskWirePayload,
-    createdAt: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
-  },
-  strict,
-);
+export const TaskEnvelope = envelopeSchema(TaskWirePayload);
 export type TaskEnvelope = Static<typeof TaskEnvelope>;
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
  * TypeCompiler (src/relay-server/checkers.ts); the client checks replies with `checkValue`.
  */
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import { canonicalJson } from "./canonical-json.ts";
 import {
   leaseMaxMs,
   leaseMinMs,
@@ -104,6 +105,27 @@ export const RELAY_REQUESTS = {
 export const RELAY_REQUEST_KEYS: Readonly<Record<RelayOperation, ReadonlySet<string>>> = Object.fromEntries(
   RELAY_OPERATIONS.map((operation) => [operation, new Set(Object.keys(RELAY_REQUESTS[operation].properties))]),
 ) as never;
+
+/** An envelope as stored and sent: its id and its JSON text, encoded once when it was made. */
+export interface EncodedEnvelope {
+  readonly envelopeId: string;
+  readonly text: string;
+}
+
+/** Encodes an envelope value (canonical JSON), for callers that built it as an object. */
+export function encodedEnvelope(envelope: { readonly envelopeId: string }): EncodedEnvelope {
+  return { envelopeId: envelope.envelopeId, text: canonicalJson(envelope) };
+}
+
+/**
+ * A request's JSON text. An envelope's stored text is spliced in as the `envelope` member, byte for
+ * byte: a send serializes only its few header fields, never the envelope again.
+ */
+export function requestText(fields: Record<string, unknown>, envelopeText?: string): string {
+  const head = JSON.stringify(fields);
+  if (envelopeText === undefined) return head;
+  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"envelope":${envelopeText}}`;
+}
 
 export function isRelayOperation(value: unknown): value is RelayOperation {
   return typeof value === "string" && (RELAY_OPERATIONS as readonly string[]).includes(value);

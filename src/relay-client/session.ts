@@ -20,7 +20,7 @@ import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
 import { leaseDefaultMs, leaseRenewMarginMs, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
-import { compareCursors, FEATURE_SUCCESSOR, FEATURE_WATCH, RELAY_REPLIES, type RelayOperation } from "../protocol/wire.ts";
+import { compareCursors, type EncodedEnvelope, FEATURE_SUCCESSOR, FEATURE_WATCH, RELAY_REPLIES, type RelayOperation, requestText } from "../protocol/wire.ts";
 import type { RelayAuth } from "./auth.ts";
 import { createRelayTransport, type RelayTransport, type SuccessReply } from "./transport.ts";
 
@@ -90,7 +90,8 @@ export interface RelaySession {
   lease(signal?: AbortSignal): Promise<Binding>;
   rebind(signal?: AbortSignal): Promise<Binding>;
   resolve(target: TaskEndpoint, options?: { followSuccessor?: boolean; signal?: AbortSignal }): Promise<Resolution>;
-  send(envelope: Record<string, unknown>, signal?: AbortSignal): Promise<SendAcceptance>;
+  /** Sends an envelope already encoded (its text goes into the request as is: no re-serialization). */
+  send(envelope: EncodedEnvelope, signal?: AbortSignal): Promise<SendAcceptance>;
   receive(cursor: string, options?: { limit?: number; signal?: AbortSignal }): Promise<InboxPage>;
   acknowledge(envelopeId: string, signal?: AbortSignal): Promise<{ duplicate: boolean }>;
   watch(cursor: string, waitMs: number, signal?: AbortSignal): Promise<WatchResult>;
@@ -183,7 +184,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     return error;
   }
 
-  async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0): Promise<Record<string, unknown>> {
+  async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0, envelopeText?: string): Promise<Record<string, unknown>> {
     const binding = await ensureBound(operation, signal);
     const callFence = bindingFence;
     const body = {
@@ -196,7 +197,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     };
     let reply: SuccessReply;
     try {
-      reply = await transport.post(operation, body, {
+      reply = await transport.post(operation, requestText(body, envelopeText), {
         signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]),
         extraDeadlineMs,
       });
@@ -230,7 +231,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     };
     let reply: SuccessReply;
     try {
-      reply = await transport.post("connect", body, { signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]) });
+      reply = await transport.post("connect", requestText(body), { signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]) });
     } catch (error) {
       throw judge(error, operation, callFence, previous?.epoch);
     }
@@ -313,7 +314,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     },
     async send(envelope, signal) {
       const details = { envelopeId: envelope.envelopeId };
-      const value = replyOf("send", await call("send", { envelope }, signal), "INVALID_ACCEPTANCE", details);
+      const value = replyOf("send", await call("send", {}, signal, 0, envelope.text), "INVALID_ACCEPTANCE", details);
       if (value.envelopeId !== envelope.envelopeId) throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
       if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
       return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };

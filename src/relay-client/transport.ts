@@ -7,6 +7,7 @@
  * reserved slots, so ACKs and lease renewal are never starved. Waiters queue FIFO. A waiter
  * aborted by its caller sent nothing and fails with retryable `ABORTED`.
  */
+import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
 import ky, { type KyInstance } from "ky";
 import PQueue from "p-queue";
 import { utf8Bytes } from "../protocol/canonical-json.ts";
@@ -67,8 +68,11 @@ export interface LaneUsage {
 export interface RelayTransport {
   readonly baseUrl: string;
   readonly requestTimeoutMs: number;
-  /** POSTs one relay operation; resolves with the success reply or throws a mapped TaskError. */
-  post(operation: RelayOperation, body: Record<string, unknown>, options?: RequestOptions): Promise<SuccessReply>;
+  /**
+   * POSTs one relay operation whose JSON text the caller built (the session splices a stored
+   * envelope's text in as is); resolves with the success reply or throws a mapped TaskError.
+   */
+  post(operation: RelayOperation, bodyText: string, options?: RequestOptions): Promise<SuccessReply>;
   /** GET /api/task-relay/profile. */
   profile(options?: RequestOptions): Promise<Record<string, unknown>>;
   /** GET /api/session-control/status?session=NAME (our relay, and Wolfpack's session control). */
@@ -104,37 +108,14 @@ function retryAfterFrom(body: unknown, headers: Headers): number | undefined {
   return undefined;
 }
 
+const REPLY_READ_ERRORS: CappedReadErrors = {
+  tooLarge: (bytes) => new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes } }),
+  aborted: (signal) => signal.reason,
+};
+
 /** Reads a response body as text within the response cap (counted per chunk while streaming). */
 async function readCapped(response: Response, signal: AbortSignal): Promise<string> {
-  const declared = response.headers.get("content-length");
-  if (declared !== null && Number(declared) > maxResponseBodyBytes) {
-    await response.body?.cancel().catch(() => undefined);
-    throw new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes: Number(declared) } });
-  }
-  if (response.body === null) return "";
-  // A declared length (already within the cap) is read natively in one piece.
-  if (declared !== null) return new TextDecoder().decode(await response.arrayBuffer());
-  const reader = response.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const onAbort = () => reader.cancel().catch(() => undefined);
-  signal.addEventListener("abort", onAbort, { once: true });
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (signal.aborted) throw signal.reason;
-      if (done) break;
-      total += value.byteLength;
-      if (total > maxResponseBodyBytes) {
-        await reader.cancel().catch(() => undefined);
-        throw new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes: total } });
-      }
-      chunks.push(value);
-    }
-  } finally {
-    signal.removeEventListener("abort", onAbort);
-  }
-  return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
+  return new TextDecoder().decode(await readCappedBody(response, maxResponseBodyBytes, signal, REPLY_READ_ERRORS));
 }
 
 /** Maps a reply (status + parsed body) to a success or a registry error. */
@@ -300,8 +281,7 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   return {
     baseUrl,
     requestTimeoutMs,
-    async post(operation, body, requestOptions = {}) {
-      const text = JSON.stringify(body);
+    async post(operation, text, requestOptions = {}) {
       const bytes = utf8Bytes(text);
       if (bytes > maxRequestBodyBytes) {
         throw new TaskError("PAYLOAD_TOO_LARGE", { details: { operation, bytes, maxBytes: maxRequestBodyBytes } });

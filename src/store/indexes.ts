@@ -23,6 +23,9 @@ export const STORE_TABLES = [
 ] as const;
 export type StoreTable = (typeof STORE_TABLES)[number];
 
+/** Tables `indexRow` reads; rows of the others (envelope text among them) are never parsed on write. */
+export const INDEXED_TABLES: ReadonlySet<StoreTable> = new Set<StoreTable>(["task", "event", "outbox", "operation", "delivery", "local", "rotation"]);
+
 interface EventKey {
   readonly sequence: bigint;
   readonly eventId: string;

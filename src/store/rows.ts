@@ -27,7 +27,10 @@ export interface RowEngineOptions<Table extends string> {
   readonly tables: readonly Table[];
   readonly maxRecords: number;
   readonly maxEncodedBytes: number;
+  /** Called for each change of a row in `indexed` tables, with the parsed values (the indexes). */
   readonly apply: ApplyHook<Table>;
+  /** Tables whose changes `apply` sees; rows of other tables are stored and bounded, never parsed on write. */
+  readonly indexed: ReadonlySet<Table>;
 }
 
 export interface RowStats {
@@ -146,7 +149,8 @@ export function createRowEngine<Table extends string>(options: RowEngineOptions<
   function apply(table: Table, key: string, text: string | undefined, nextValue?: unknown): void {
     const map = rows(table);
     const previousText = map.get(key);
-    const previousValue = previousText === undefined ? undefined : parsed(table, key, previousText);
+    const indexed = options.indexed.has(table);
+    const previousValue = previousText === undefined || !indexed ? undefined : parsed(table, key, previousText);
     if (previousText !== undefined) {
       records -= 1;
       encodedBytes -= encodedRecordBytes(key, previousText);
@@ -159,6 +163,7 @@ export function createRowEngine<Table extends string>(options: RowEngineOptions<
       map.set(key, text);
     }
     checkCounters();
+    if (!indexed) return;
     const next = text === undefined ? undefined : (nextValue ?? JSON.parse(text));
     options.apply(table, key, previousValue, next);
   }

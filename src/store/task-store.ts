@@ -16,7 +16,7 @@ import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxCursorDigits, maxStoreEncodedBytes, maxStoreRecords } from "../protocol/limits.ts";
 import type { EnvelopeKind, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
-import { emptyIndexes, type IndexSnapshot, indexRow, STORE_TABLES, type StoreTable, snapshotIndexes } from "./indexes.ts";
+import { emptyIndexes, INDEXED_TABLES, type IndexSnapshot, indexRow, STORE_TABLES, type StoreTable, snapshotIndexes } from "./indexes.ts";
 import { createRowEngine, invariant, type RowStats } from "./rows.ts";
 
 export type { IndexSnapshot } from "./indexes.ts";
@@ -296,7 +296,7 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
 
   const limits = resolveOptions(options);
   let indexes = emptyIndexes();
-  const rows = createRowEngine<StoreTable>({ tables: STORE_TABLES, ...limits, apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next) });
+  const rows = createRowEngine<StoreTable>({ tables: STORE_TABLES, indexed: INDEXED_TABLES, ...limits, apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next) });
 
   // Counters live outside rows; their changes are undone through the row engine's log.
   let outboxSeq = 0;
@@ -618,7 +618,7 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
 
     debugIndexes() {
       const recomputed = emptyIndexes();
-      for (const table of STORE_TABLES) {
+      for (const table of INDEXED_TABLES) {
         for (const key of rows.keys(table)) indexRow(recomputed, table, key, undefined, rows.peek(table, key));
       }
       return { actual: snapshotIndexes(indexes), recomputed: snapshotIndexes(recomputed) };

@@ -2,11 +2,10 @@
  * `pi-tasks spawn --task-worker`: a real scripted Pi worker becomes ready and outlives the
  * command; status/list show it; its log holds Pi's RPC output once it works on a task.
  */
-import { coreInternals } from "../../src/core/task-core.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { createParty, type Party } from "../helpers/core-pair.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, markedProcesses, running } from "../helpers/cli-kit.ts";
 import { eventually } from "../../kit/async.ts";
 import { relaySessionStatus } from "../../kit/session-control.ts";
@@ -18,11 +17,8 @@ let sandbox: CliSandbox | undefined;
 let origin: Party | undefined;
 
 afterEach(async () => {
-  if (origin !== undefined) {
-    await origin.core.close().catch(() => undefined);
-    coreInternals(origin.core).session.close();
-    origin = undefined;
-  }
+  if (origin !== undefined) await closeParties([origin]);
+  origin = undefined;
   await sandbox?.cleanup();
   sandbox = undefined;
 });

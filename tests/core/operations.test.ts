@@ -9,7 +9,8 @@ import type { PresentationHost, PresentationItem } from "../../src/core/host.ts"
 import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createParty, type Party, settle } from "../helpers/core-pair.ts";
+import { settle } from "../../kit/drain.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { deferred, failure, raised, settledYet } from "../../kit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
 import { createMemoryHost } from "../../kit/memory-host.ts";
@@ -20,11 +21,7 @@ setDefaultTimeout(10_000);
 const fx = useRelayFixture({ proxy: true });
 const opened: Party[] = [];
 
-afterEach(async () => {
-  const parties = opened.splice(0);
-  await Promise.allSettled(parties.map((party) => party.core.close()));
-  for (const party of parties) coreInternals(party.core).session.close();
-});
+afterEach(() => closeParties(opened.splice(0)));
 
 async function party(): Promise<Party> {
   const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000 });

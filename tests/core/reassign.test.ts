@@ -14,7 +14,8 @@ import { endpointKey } from "../../src/protocol/endpoint.ts";
 import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createParty, type Party, settle } from "../helpers/core-pair.ts";
+import { settle } from "../../kit/drain.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { failure } from "../../kit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
@@ -26,10 +27,7 @@ const fx = useRelayFixture({ proxy: true });
 
 async function party(): Promise<Party> {
   const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000 });
-  fx.defer(async () => {
-    await created.core.close();
-    coreInternals(created.core).session.close();
-  });
+  fx.defer(() => closeParties([created]));
   return created;
 }
 

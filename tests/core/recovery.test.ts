@@ -9,7 +9,8 @@ import type { TaskTimers } from "../../src/core/timers.ts";
 import { createVirtualTimers } from "../../kit/virtual-timers.ts";
 import { errorSpec } from "../../src/protocol/errors.ts";
 import { configHoldMaxMs, RELAY_PROFILE } from "../../src/protocol/limits.ts";
-import { createParty, type Party, settle } from "../helpers/core-pair.ts";
+import { settle } from "../../kit/drain.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { failure, raised } from "../../kit/async.ts";
 import { expectCode, requestsOf } from "../helpers/core-kit.ts";
 import { createFaultProxy } from "../../kit/fault-proxy.ts";
@@ -42,10 +43,7 @@ async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Conf
 
 async function worker(url = fx.proxy.url): Promise<Party> {
   const created = await createParty({ url, requestTimeoutMs: 4_000 });
-  fx.defer(async () => {
-    await created.core.close();
-    coreInternals(created.core).session.close();
-  });
+  fx.defer(() => closeParties([created]));
   return created;
 }
 
@@ -174,10 +172,11 @@ describe("relay-loss recovery", () => {
 // -------------------------------------------------------------------------------------------------
 
 describe("failures that never trigger recovery", () => {
-  async function steady(timers?: TaskTimers) {
-    const origin = await configured(fx.proxy.url, timers);
-    const peer = await worker();
-    const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "survives transient failures" }));
+  /** An origin with one active task to a peer (both on `url`), and a check that it never recovered. */
+  async function steady(options: { url?: string; timers?: TaskTimers; task?: string } = {}) {
+    const origin = await configured(options.url ?? fx.proxy.url, options.timers);
+    const peer = await worker(options.url ?? fx.proxy.url);
+    const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: options.task ?? "survives transient failures" }));
     const core = origin.configured.current();
     const endpoint = core.endpoint()!;
     const expectUnchanged = async () => {
@@ -197,7 +196,7 @@ describe("failures that never trigger recovery", () => {
 
   test("capacity (429), authentication (401) and profile failures; configuration refusals hold relay work, then it resumes", async () => {
     const timers = createVirtualTimers();
-    const { origin, expectUnchanged } = await steady(timers);
+    const { origin, expectUnchanged } = await steady({ timers });
     /** A configuration refusal holds: the next pass makes no relay request; after the hold, work resumes. */
     const expectHeldThenResume = async (code: string) => {
       if (!errorSpec(code).holdsSending) return;
@@ -255,11 +254,7 @@ describe("failures that never trigger recovery", () => {
   test("an unreachable relay: RELAY_UNAVAILABLE", async () => {
     const door = createFaultProxy({ target: fx.relay.url });
     fx.defer(() => door.stop());
-    const origin = await configured(door.url);
-    const peer = await worker(door.url);
-    const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "the relay goes away" }));
-    const core = origin.configured.current();
-    const endpoint = core.endpoint()!;
+    const { origin, task, expectUnchanged } = await steady({ url: door.url, task: "the relay goes away" });
 
     await door.stop();
     const report = await origin.configured.refresh();
@@ -268,13 +263,7 @@ describe("failures that never trigger recovery", () => {
     expectCode(sendError, "RELAY_UNAVAILABLE");
     expect(sendError.retryable).toBe(true);
 
-    await origin.configured.settled();
-    expect(origin.configured.recovering()).toBe(false);
-    expect(origin.recovered).toEqual([]);
-    expect(origin.host.losses).toEqual([]);
-    expect(origin.configured.current()).toBe(core);
-    expect(core.endpoint()).toEqual(endpoint);
-    expect(core.getTask(task.taskId).status).toBe("active");
+    await expectUnchanged();
     expect(requestsOf(fx.proxy, origin.name)).toEqual([]);
   });
 });

@@ -14,7 +14,6 @@ import {
   callCount,
   eventMessages,
   expectEachEventOnce,
-  expectNoProblems,
   field,
   indexOf,
   isCustom,
@@ -24,10 +23,13 @@ import {
   wakeMessages,
   WAKE_MESSAGE,
   EVENT_MESSAGE,
+  expectCleanStops,
+  scenario,
+  stopAll,
 } from "../helpers/pi-kit.ts";
 import { deferred } from "../../kit/async.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
-import { STOP_GRACE_MS, type PiProcess, type PiProcessOptions, type ScriptTurn, startPi } from "../helpers/pi-process.ts";
+import { type PiProcess, type PiProcessOptions, type ScriptTurn, startPi } from "../helpers/pi-process.ts";
 import { startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
@@ -77,12 +79,6 @@ function sentTaskIds(turn: ScriptTurn): string[] {
 }
 
 /** Keeps a scenario's rejection from being unhandled until a test awaits it. */
-function scenario<T>(run: () => Promise<T>): Promise<T> {
-  const promise = run();
-  promise.catch(() => undefined);
-  return promise;
-}
-
 // -----------------------------------------------------------------------------------------------
 // Scenarios
 // -----------------------------------------------------------------------------------------------
@@ -350,7 +346,7 @@ async function busyTarget() {
   return { origin, target, receivesDuringBusy, ...done };
 }
 
-/** §6 #23: the origin acks (after agent_task_wait) before the completion is presented. */
+/** history #23: the origin acks (after agent_task_wait) before the completion is presented. */
 async function ackBeforePresentation() {
   const worker = pi({
     session: "early-ack-worker",
@@ -436,7 +432,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(spawned.map((process) => process.stop()));
+  await stopAll(spawned);
   await Promise.all(proxies.map((proxy) => proxy.stop()));
   await relay?.stop();
 });
@@ -508,7 +504,7 @@ describe("origin ↔ worker", () => {
     }
   });
 
-  test("§6 #3: the worker is woken through the follow-up queue within a couple of seconds", async () => {
+  test("history #3: the worker is woken through the follow-up queue within a couple of seconds", async () => {
     const { origin, worker } = await happy;
     const sent = indexOf(origin, (record) => record.type === "tool_execution_end" && record.toolName === "agent_task_send");
     const woken = indexOf(worker, (record) => isCustom(record, WAKE_MESSAGE));
@@ -519,12 +515,7 @@ describe("origin ↔ worker", () => {
 
   test("both processes exit 0 on stdin close, promptly, with no extension errors", async () => {
     const { origin, worker, codes, stopMs } = await happy;
-    expect(codes).toEqual({ origin: 0, worker: 0 });
-    // Exited by itself within the stop grace (a hang is killed and fails the exit code).
-    expect(stopMs.origin!).toBeLessThan(STOP_GRACE_MS);
-    expect(stopMs.worker!).toBeLessThan(STOP_GRACE_MS);
-    expectNoProblems(origin, "origin");
-    expectNoProblems(worker, "worker");
+    expectCleanStops({ origin, worker }, { codes, stopMs });
   });
 });
 
@@ -549,7 +540,7 @@ describe("question → answer → completion", () => {
     expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false]);
   });
 
-  test("§6 #2: with turn_end/agent_end/agent_settled refreshes around a burst of messages, nothing is inserted or woken twice", async () => {
+  test("history #2: with turn_end/agent_end/agent_settled refreshes around a burst of messages, nothing is inserted or woken twice", async () => {
     const { origin, worker, entries } = await qa;
     await expectEachEventOnce(origin, "origin", entries.origin);
     await expectEachEventOnce(worker, "worker", entries.worker);
@@ -623,7 +614,7 @@ describe("two tasks in flight to one worker", () => {
     await expectEachEventOnce(worker, "worker", entries.worker);
   });
 
-  test("§6 #1: the inbox is read-only and each terminal task needs its own ack", async () => {
+  test("history #1: the inbox is read-only and each terminal task needs its own ack", async () => {
     const { origin } = await two;
     const [inbox] = toolCalls(origin, "agent_task_inbox");
     const tasks = inbox!.details.tasks as { taskId: string; status: string; events: { type: string }[] }[];
@@ -650,7 +641,7 @@ describe("two tasks in flight to one worker", () => {
     expect(eventOf(origin, "task.cancelled")).toEqual([]);
   });
 
-  test("gate §6 #16: after agent_task_done, sibling and later ordinary tools are blocked unless another assignment is active; a done retry stays allowed", async () => {
+  test("gate, history #16: after agent_task_done, sibling and later ordinary tools are blocked unless another assignment is active; a done retry stays allowed", async () => {
     const { worker, files } = await two;
     const bash = toolCalls(worker, "bash");
     const byFile = (name: string) => bash.find((call) => String(call.args.command).includes(name))!;
@@ -688,7 +679,7 @@ describe("a busy target", () => {
     expect(toolCalls(target, "bash").map((call) => call.isError)).toEqual([false]);
   });
 
-  test("§6 #14: background passes during the busy turn never re-send the queued insertion or wake", async () => {
+  test("history #14: background passes during the busy turn never re-send the queued insertion or wake", async () => {
     const { target, origin, receivesDuringBusy, entries, codes } = await busy;
     expect(receivesDuringBusy).toBeGreaterThanOrEqual(3);
     await expectEachEventOnce(target, "target", entries.target);
@@ -698,7 +689,7 @@ describe("a busy target", () => {
   });
 });
 
-describe("§6 #23: parent ACK before the completion is presented", () => {
+describe("history #23: parent ACK before the completion is presented", () => {
   test("the origin acks after agent_task_wait; afterwards exactly one wake follows, and it does not carry the acknowledged completion", async () => {
     const { origin, ackIndex } = await earlyAck;
     const [wait] = toolCalls(origin, "agent_task_wait");

@@ -10,7 +10,7 @@ import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/cor
 import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls } from "../helpers/pi-kit.ts";
+import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls, scenario, stopAll } from "../helpers/pi-kit.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type PiProcess, type PiProcessOptions, type RpcRecord, runPiOnce, startPi } from "../helpers/pi-process.ts";
 import { REPO_ROOT, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
@@ -46,15 +46,9 @@ async function plainEndpoint(session: string): Promise<{ core: RecoveringTaskCor
   return { core, endpoint };
 }
 
-function scenario<T>(run: () => Promise<T>): Promise<T> {
-  const promise = run();
-  promise.catch(() => undefined);
-  return promise;
-}
-
 const UNHANDLED = /unhandled|rejection|uncaught/i;
 
-/** §6 #7: stdin closes while the worker's pass waits on a held relay receive. */
+/** history #7: stdin closes while the worker's pass waits on a held relay receive. */
 async function shutdownMidPass() {
   const gate = proxy();
   const worker = pi({ session: "shutdown-worker", relayUrl: gate.url, worker: true, brain: () => ({ text: "idle" }) });
@@ -205,13 +199,13 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await Promise.all(spawned.map((process) => process.stop()));
+  await stopAll(spawned);
   await Promise.all(cores.map((core) => core.close()));
   await Promise.all(proxies.map((created) => created.stop()));
   await relay?.stop();
 });
 
-describe("shutdown in the middle of a pass (§6 #7)", () => {
+describe("shutdown in the middle of a pass (history #7)", () => {
   test("Pi exits 0 promptly although a relay request is held", async () => {
     const { code, stopMs } = await shutdown;
     expect(code).toBe(0);

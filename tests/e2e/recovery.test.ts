@@ -20,9 +20,12 @@ import {
   statusTexts,
   toolCalls,
   allSeen,
+  expectCleanStops,
+  scenario,
+  stopAll,
 } from "../helpers/pi-kit.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
-import { STOP_GRACE_MS, type PiProcess, type PiProcessOptions, startPi } from "../helpers/pi-process.ts";
+import { type PiProcess, type PiProcessOptions, startPi } from "../helpers/pi-process.ts";
 import { freePort, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 import { idlePollIntervalMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -43,12 +46,6 @@ async function relayOn(port?: number): Promise<RelayProcess> {
   const relay = await startRelayProcess(port === undefined ? {} : { port });
   relays.push(relay);
   return relay;
-}
-
-function scenario<T>(run: () => Promise<T>): Promise<T> {
-  const promise = run();
-  promise.catch(() => undefined);
-  return promise;
 }
 
 
@@ -178,7 +175,7 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
-  await Promise.all(spawned.map((process) => process.stop()));
+  await stopAll(spawned);
   await Promise.all(relays.map((relay) => relay.stop()));
 });
 
@@ -190,7 +187,7 @@ describe("relay restart mid-task", () => {
     expect(workerAfter.relay).toBe(workerBefore.relay);
   });
 
-  test("§6 #22: the origin gets one non-waking pi-tasks-relay-loss message per active task: failed, RELAY_STATE_LOST, remote outcome unknown", async () => {
+  test("history #22: the origin gets one non-waking pi-tasks-relay-loss message per active task: failed, RELAY_STATE_LOST, remote outcome unknown", async () => {
     const { origin, quiet } = await restart;
     const sent = toolCalls(origin, "agent_task_send").slice(0, 2).map((call) => String(call.details.taskId));
     const losses = lossMessages(origin);
@@ -255,16 +252,11 @@ describe("relay restart mid-task", () => {
   test("nothing hangs: both processes exit 0 promptly on stdin close, without extension errors", async () => {
     const { origin, worker, codes, stopMs, relayExit } = await restart;
     expect(relayExit).toBe(0);
-    expect(codes).toEqual({ origin: 0, worker: 0 });
-    // Exited by itself within the stop grace (a hang is killed and fails the exit code).
-    expect(stopMs.origin!).toBeLessThan(STOP_GRACE_MS);
-    expect(stopMs.worker!).toBeLessThan(STOP_GRACE_MS);
-    expectNoProblems(origin, "origin");
-    expectNoProblems(worker, "worker");
+    expectCleanStops({ origin, worker }, { codes, stopMs });
   });
 });
 
-describe("§6 #6: relay down at startup", () => {
+describe("history #6: relay down at startup", () => {
   test("the warning status names the failure while the relay is down, and turns still complete without extension errors", async () => {
     const { worker, ordinary, downStatus } = await late;
     expect(downStatus.worker).toMatch(/^tasks: relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/);

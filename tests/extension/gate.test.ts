@@ -141,7 +141,7 @@ describe("an assignment authorises work only when incorporated", () => {
   });
 });
 
-describe("agent_task_done (§6 #16)", () => {
+describe("agent_task_done (history #16)", () => {
   test("preflighting done closes its task before sibling calls of the same batch are checked", () => {
     const task = taskView();
     const { gate, incorporate } = setup([task]);

@@ -152,7 +152,7 @@ describe("the factory", () => {
   });
 });
 
-describe("immediate refreshes (§6 #2 at the hook boundary)", () => {
+describe("immediate refreshes (history #2 at the hook boundary)", () => {
   for (const hook of ["turn_end", "agent_end", "agent_settled"]) {
     test(`${hook} runs a pass at once, not at the ${idlePollIntervalMs} ms idle cadence`, async () => {
       const session = `hook-${hook}`;
@@ -180,7 +180,7 @@ describe("immediate refreshes (§6 #2 at the hook boundary)", () => {
   });
 });
 
-describe("§6 #7: shutdown in the middle of a pass", () => {
+describe("history #7: shutdown in the middle of a pass", () => {
   test("session_shutdown returns promptly although the pass's receive is held; afterwards nothing is written or sent", async () => {
     const fake = await load({ WOLFPACK_SESSION_NAME: "held-worker", PI_TASKS_RELAY_URL: proxy.url, PI_TASK_WORKER: "1" });
     const to = await registered("held-worker");

@@ -3,7 +3,8 @@ import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, LOSS_M
 import { renderEvent, renderWake } from "../../extensions/pi-tasks/render.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
-import { assignmentOf, flushMicrotasks, presentationItem, taskView } from "../helpers/extension-fakes.ts";
+import { assignmentOf, presentationItem, taskView } from "../helpers/extension-fakes.ts";
+import { flushMicrotasks } from "../../kit/async.ts";
 
 type Options = { triggerTurn?: boolean; deliverAs?: "steer" | "followUp" | "nextTurn" };
 

@@ -5,7 +5,7 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";
-import { flushMicrotasks } from "../helpers/extension-fakes.ts";
+import { flushMicrotasks } from "../../kit/async.ts";
 
 const REPORT: PassReport = {
   intake: { fetched: 0, redriven: 0, timedOut: 0 },
@@ -139,7 +139,7 @@ describe("refresh scheduler", () => {
     h.scheduler.stop();
   });
 
-  test("§6 #7: stop() ends the chain; a pass in flight at stop reports nothing and arms nothing", async () => {
+  test("history #7: stop() ends the chain; a pass in flight at stop reports nothing and arms nothing", async () => {
     const h = harness();
     h.next = "hold";
     h.scheduler.start();

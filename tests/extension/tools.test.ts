@@ -6,7 +6,8 @@ import { createTaskStore } from "../../src/store/task-store.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { maxTaskTextChars, taskTimeoutMinMs, waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { TOOL_PARAMETERS } from "../../src/protocol/schemas.ts";
-import { ACCEPTED_DELIVERY, assignmentOf, BLOCKED_DELIVERY, type FakeCore, fakeCore, flushMicrotasks, PENDING_DELIVERY, taskView } from "../helpers/extension-fakes.ts";
+import { ACCEPTED_DELIVERY, assignmentOf, BLOCKED_DELIVERY, type FakeCore, fakeCore, PENDING_DELIVERY, taskView } from "../helpers/extension-fakes.ts";
+import { flushMicrotasks } from "../../kit/async.ts";
 import { WORKER } from "../helpers/fixtures.ts";
 
 interface Harness {

@@ -1,12 +1,13 @@
 /**
  * Fault tests: TaskCores against the REAL relay (its CLI) through the fault proxy.
  *
- * Every test ends with a drain (faults off) and checks what ARCHITECTURE.md promises: nothing
+ * Every test ends with a drain (faults off) and checks what docs/architecture.md promises: nothing
  * lost, nothing inserted twice, retries byte-identical, the frontier below every pending delivery.
  * Request deadlines are short (`REQUEST_TIMEOUT_MS`) so timeouts are quick; capacity cooldowns are
  * skipped with jump timers except where the cooldown itself is under test. The last block (a full
  * local store) is a local fault, driven on the fake relay.
  */
+import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import type { LossRecord } from "../../src/core/host.ts";
@@ -426,7 +427,7 @@ describe("slow and broken replies", () => {
         payload: { taskId: first.taskId, kind: "canonical_event", payload: {} },
         createdAt: new Date().toISOString(),
       };
-      await coreInternals(r.origin.core).session.send(envelope);
+      await coreInternals(r.origin.core).session.send(encodedEnvelope(envelope));
       const page = await coreInternals(r.worker.core).session.receive(coreInternals(r.worker.core).store.checkpoint().highWater);
       const cursor = page.deliveries.find((delivery) => delivery.envelopeId === envelope.envelopeId)!.cursor;
       await coreInternals(r.worker.core).session.acknowledge(envelope.envelopeId);

@@ -1,6 +1,6 @@
 /**
  * Named regression tests: one per failure mode of the reference implementation's history
- * (reference-pi-tasks.md §6, items 1–24), each at the level where it lives in this project —
+ * (docs/failure-history.md, items 1–24), each at the level where it lives in this project —
  * the TaskCore, its store, the relay client or the relay. Items whose full story is in the Pi
  * extension (tool surface, hooks, a real Pi) test the core part here; a comment says what the
  * extension tests will add.
@@ -8,6 +8,7 @@
  * Fast cases run on the in-memory fake relay with virtual timers; cases about HTTP, leases,
  * replies and resets run on the real relay (its CLI) through the fault proxy.
  */
+import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -36,8 +37,7 @@ import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/
 import { deferred, failure, settlesWithin } from "../../kit/async.ts";
 import { drain } from "../../kit/drain.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { closeParties, createObservedParty } from "../../kit/observed-party.ts";
-import { expectAllPresentedOnce, expectFrontierBelowPending, faultRig } from "../helpers/fault-kit.ts";
+import { expectAllPresentedOnce, expectFrontierBelowPending, faultRig, faultSetup } from "../helpers/fault-kit.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
@@ -159,7 +159,7 @@ const relayError = (code: string, extra: Record<string, unknown> = {}, epoch: st
 
 // =============================================================================================
 
-describe("reference §6 failure history", () => {
+describe("failure history (docs/failure-history.md)", () => {
   // Extension tests will add: agent_task_inbox is read-only at the tool boundary (no `ack` flag).
   test("regression #1: reading tasks and the inbox never ACKs; two distinct terminal tasks are acknowledged one by one", async () => {
     const w = await fakeWorld();
@@ -880,7 +880,7 @@ describe("reference §6 failure history", () => {
     for (const { name, to, envelope, code } of cases) {
       const tasksBefore = JSON.stringify(to.core.listTasks());
       const insertedBefore = to.host.inserted.length;
-      await w.drive(coreInternals(rogue.core).session.send(envelope()));
+      await w.drive(coreInternals(rogue.core).session.send(encodedEnvelope(envelope() as { envelopeId: string })));
       const report = await w.pass(to);
       expect({ name, code: report.failures.get("intake")?.code }).toEqual({ name, code });
       expect(JSON.stringify(to.core.listTasks())).toBe(tasksBefore);
@@ -944,10 +944,8 @@ describe("reference §6 failure history", () => {
   });
 
   test("regression #21: late replies and old handles never touch a successor binding or lifetime", async () => {
-    const proxy = createFaultProxy({ target: fx.relay.url });
-    fx.defer(() => proxy.stop());
-    const worker = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS });
-    fx.defer(() => closeParties([worker]));
+    const { proxy, party } = faultSetup(fx, REQUEST_TIMEOUT_MS);
+    const worker = await party();
     const host = createMemoryHost();
     const configured = createRecoveringTaskCore({ url: proxy.url, callerSession: `successor-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
     fx.defer(() => configured.close());
@@ -987,10 +985,8 @@ describe("reference §6 failure history", () => {
   });
 
   test("regression #22: only RELAY_RESET / RELAY_REBIND_REQUIRED trigger recovery; transient, auth, capacity, abort, profile and malformed failures never do", async () => {
-    const proxy = createFaultProxy({ target: fx.relay.url });
-    fx.defer(() => proxy.stop());
-    const worker = await createObservedParty({ url: proxy.url, requestTimeoutMs: REQUEST_TIMEOUT_MS });
-    fx.defer(() => closeParties([worker]));
+    const { proxy, party } = faultSetup(fx, REQUEST_TIMEOUT_MS);
+    const worker = await party();
     const host = createMemoryHost();
     let recoveries = 0;
     const timers = createJumpTimers();

@@ -8,7 +8,7 @@
  *    (RELAY_TIMEOUT / RELAY_UNAVAILABLE with mayHaveBeenDelivered) and delays on virtual time.
  * 2. `REAL_RUNS` smaller runs against the real relay (its CLI) through the fault proxy.
  *
- * Each run then drains with faults off and checks the invariants of ARCHITECTURE.md:
+ * Each run then drains with faults off and checks the invariants of docs/architecture.md:
  * - no model-visible event lost or inserted twice within a lifetime;
  * - mail to one target accepted by the relay in creation order (outbox `seq`);
  * - the ACK frontier below every pending delivery (and every delivery the relay still holds),
@@ -34,7 +34,8 @@ import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import { drain, relayBacklog } from "../../kit/drain.ts";
 import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
-import { closeParties, createObservedParty, type ObservedParty } from "../../kit/observed-party.ts";
+import { createObservedParty, type ObservedParty } from "../../kit/observed-party.ts";
+import { closeParties } from "../../kit/party.ts";
 import { audienceOf, authorsFromReplies, expectedPresentations, type IntentAuthors, intentAuthors } from "../helpers/presentation-oracle.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
@@ -295,12 +296,13 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
   function faulty(inner: RelaySession, side: () => FakeSide): RelaySession {
     return {
       ...inner,
-      async send(envelope, signal) {
+      async send(encoded, signal) {
+        const envelope = JSON.parse(encoded.text) as Record<string, unknown>;
         authors.sent(envelope);
         await delay("send", signal);
         const fault = plan("send");
         if (fault?.kind === "before") throw fault.error;
-        const acceptance = await inner.send(envelope, signal);
+        const acceptance = await inner.send(encoded, signal);
         const envelopeId = envelope.envelopeId as string;
         if (!acceptance.duplicate && !acceptedIds.has(envelopeId)) {
           const store = coreInternals(side().core).store;

@@ -7,11 +7,12 @@
  * can show that nothing it started is left, and `cleanup()` stops them by pid even when a test
  * failed half way.
  */
-import { type Subprocess, spawn } from "bun";
+import type { Subprocess } from "bun";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually } from "../../kit/async.ts";
+import { runToExit } from "./run-to-exit.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 export { BUN, CLI_ENTRY, REPO_ROOT };
@@ -63,6 +64,17 @@ export function jsonOf(run: CliRun): any {
   return JSON.parse(lines[0]!);
 }
 
+/** A process's state letter from Linux `/proc/<pid>/stat` (`R`, `S`, `Z` for a zombie…), or undefined. */
+export function processState(pid: number): string | undefined {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.charAt(stat.lastIndexOf(")") + 2) || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether a process exists and is not a zombie. */
 export function running(pid: number): boolean {
   try {
@@ -70,12 +82,8 @@ export function running(pid: number): boolean {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return false;
-  }
+  const state = processState(pid);
+  return state !== undefined && state !== "Z";
 }
 
 export interface MarkedProcess {
@@ -159,28 +167,20 @@ export function createCliSandbox(prefix = "pi-tasks-cli-"): CliSandbox {
   }
 
   async function run(args: readonly string[], options: CliRunOptions = {}): Promise<CliRun> {
-    const startedAt = Date.now();
-    const child = spawn([...(options.command ?? [BUN, CLI_ENTRY]), ...args], { cwd: REPO_ROOT, env: env(options.env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-    children.add(child);
-    const stdout = new Response(child.stdout).text();
-    const stderr = new Response(child.stderr).text();
     const timeoutMs = options.timeoutMs ?? CLI_RUN_TIMEOUT_MS;
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill("SIGKILL");
-    }, timeoutMs);
-    const poller = options.whileRunning === undefined ? undefined : setInterval(options.whileRunning, 20);
-    try {
-      const code = await child.exited;
-      const result = { code, stdout: await stdout, stderr: await stderr, elapsedMs: Date.now() - startedAt };
-      if (timedOut) throw new Error(`pi-tasks ${args.join(" ")} did not finish within ${timeoutMs} ms: ${JSON.stringify(result)}`);
-      return result;
-    } finally {
-      clearTimeout(timer);
-      if (poller !== undefined) clearInterval(poller);
-      children.delete(child);
-    }
+    const exited = await runToExit([...(options.command ?? [BUN, CLI_ENTRY]), ...args], {
+      cwd: REPO_ROOT,
+      env: env(options.env),
+      timeoutMs,
+      whileRunning: options.whileRunning,
+      onSpawn(child) {
+        children.add(child);
+        void child.exited.then(() => children.delete(child));
+      },
+    });
+    const result = { code: exited.code, stdout: exited.stdout, stderr: exited.stderr, elapsedMs: exited.exitedAt - exited.startedAt };
+    if (exited.killed) throw new Error(`pi-tasks ${args.join(" ")} did not finish within ${timeoutMs} ms: ${JSON.stringify(result)}`);
+    return result;
   }
 
   function spawnedRecords(): string[] {

@@ -144,8 +144,3 @@ export function presentationItem(task: TaskView, event: TaskEvent = assignmentOf
     ...overrides,
   };
 }
-
-/** Lets pending promise callbacks run (fake timers do not advance microtasks by themselves). */
-export async function flushMicrotasks(rounds = 20): Promise<void> {
-  for (let index = 0; index < rounds; index += 1) await Promise.resolve();
-}

@@ -5,7 +5,6 @@
  * Hooks let a test fail or delay any operation; delays use the test's TaskTimers.
  */
 import type { TaskTimers } from "../../src/core/timers.ts";
-import { canonicalJson } from "../../src/protocol/canonical-json.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { RELAY_ID } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -121,10 +120,10 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
         throw new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "resolve" } });
       },
       async send(envelope, signal): Promise<SendAcceptance> {
-        await bound("send", { envelope }, signal);
-        const target = envelope.target as TaskEndpoint;
-        const envelopeId = envelope.envelopeId as string;
-        const text = canonicalJson(envelope);
+        const { envelopeId, text } = envelope;
+        const value = JSON.parse(text) as { target: TaskEndpoint };
+        await bound("send", { envelope: value }, signal);
+        const target = value.target;
         const receipt = receipts.get(envelopeId);
         if (receipt !== undefined) {
           if (receipt.text !== text) throw new TaskError("ENVELOPE_CONFLICT", { details: { operation: "send" } });

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
-import type { PiProcess, RpcRecord, ScriptTurn } from "./pi-process.ts";
+import { type PiProcess, type RpcRecord, type ScriptTurn, STOP_GRACE_MS } from "./pi-process.ts";
 
 export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
 
@@ -118,6 +118,25 @@ export async function expectEachEventOnce(pi: PiProcess, label: string, entries?
 /** Extension errors or corrupt stdout lines must never appear. */
 export function expectNoProblems(pi: PiProcess, label: string): void {
   expect({ label, problems: pi.problems() }).toEqual({ label, problems: [] });
+}
+
+/**
+ * Each process (by name) exited 0 by itself within the stop grace after its stdin closed (a hang
+ * is killed and fails its exit code), without extension errors.
+ */
+export function expectCleanStops(processes: Record<string, PiProcess>, stopped: { codes: Record<string, number>; stopMs: Record<string, number | undefined> }): void {
+  expect(stopped.codes).toEqual(Object.fromEntries(Object.keys(processes).map((name) => [name, 0])));
+  for (const [name, pi] of Object.entries(processes)) {
+    expect(stopped.stopMs[name]!).toBeLessThan(STOP_GRACE_MS);
+    expectNoProblems(pi, name);
+  }
+}
+
+/** Starts a scenario now; its failure surfaces where a test awaits it (never as an unhandled rejection). */
+export function scenario<T>(run: () => Promise<T>): Promise<T> {
+  const promise = run();
+  promise.catch(() => undefined);
+  return promise;
 }
 
 /** The value of `- name: value` in a rendered message. */

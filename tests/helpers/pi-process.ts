@@ -16,6 +16,7 @@ import { within } from "../../src/core/timers.ts";
 import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts";
 import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
+import { runToExit } from "./run-to-exit.ts";
 
 const BUN = bunPath();
 /** The installed Pi CLI (a `PI_TASKS_PI_CLI` of the runner is never followed here). */
@@ -28,19 +29,25 @@ export type RpcRecord = Record<string, unknown> & { readonly type: string };
 export type { ScriptReply, ScriptTurn };
 export type Brain = (turn: ScriptTurn) => ScriptReply | Promise<ScriptReply>;
 
-export interface PiProcessOptions {
-  /** `WOLFPACK_SESSION_NAME` (omit to test the missing-name path). */
+/** A scripted Pi as the tests start it (RPC here, the TUI in tests/helpers/tui-kit.ts). */
+export interface ScriptedPiOptions {
+  /** `WOLFPACK_SESSION_NAME` (omitted: unset, never inherited from the runner). */
   readonly session?: string;
-  /** `PI_TASKS_RELAY_URL` (omitted: the variable is unset). */
+  /** `PI_TASKS_RELAY_URL` (omitted: unset, never inherited from the runner). */
   readonly relayUrl?: string;
   /** Absolute path of the scenario module for the scripted model. */
   readonly script?: string;
   /** The model as a function in the test process (instead of `script`). */
   readonly brain?: Brain;
+  /** `PI_TASK_WORKER=1`. */
   readonly worker?: boolean;
   /** Working directory (default: a fresh temporary project directory, removed on stop). */
   readonly cwd?: string;
+  /** Extra environment for Pi; `undefined` values unset a variable. Applied last. */
   readonly env?: Record<string, string | undefined>;
+}
+
+export interface PiProcessOptions extends ScriptedPiOptions {
   readonly extraArgs?: readonly string[];
 }
 
@@ -312,20 +319,9 @@ export async function runPiOnce(options: PiOnceOptions): Promise<PiOnceResult> {
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
   const env = { ...baseEnv(agentDir, options), ...options.env };
   const modeArgs = options.mode === "print" ? ["-p", options.prompt] : ["--mode", "json", options.prompt];
-  const startedAt = Date.now();
-  const child = spawn(piArgs(modeArgs), { cwd, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const stdout = new Response(child.stdout).text();
-  const stderr = new Response(child.stderr).text();
-  let killed = false;
-  const timer = setTimeout(() => {
-    killed = true;
-    child.kill("SIGKILL");
-  }, options.timeoutMs ?? 15_000);
-  const code = await child.exited;
-  const exitedAt = Date.now();
-  clearTimeout(timer);
-  const ms = exitedAt - startedAt;
+  const exited = await runToExit(piArgs(modeArgs), { cwd, env, timeoutMs: options.timeoutMs ?? 15_000 });
   rmSync(agentDir, { recursive: true, force: true });
   rmSync(cwd, { recursive: true, force: true });
-  return { code, killed, stdout: await stdout, stderr: await stderr, ms, exitedAt };
+  const { code, killed, stdout, stderr, exitedAt } = exited;
+  return { code, killed, stdout, stderr, ms: exitedAt - exited.startedAt, exitedAt };
 }

@@ -67,11 +67,12 @@
  * autocomplete menu).
  */
 import { describe, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BRAIN_SCRIPT, baseEnv, type Brain, PI_CLI, piArgs, type ScriptTurn, serveBrain } from "./pi-process.ts";
+import { BRAIN_SCRIPT, baseEnv, PI_CLI, piArgs, type ScriptedPiOptions, type ScriptTurn, serveBrain } from "./pi-process.ts";
 import { eventually } from "../../kit/async.ts";
+import { processState } from "./cli-kit.ts";
 import { BUN, REPO_ROOT } from "../../kit/relay-process.ts";
 
 export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
@@ -125,21 +126,7 @@ export function describeWithTmux(label: string, body: () => void): void {
 // Options and handle
 // ---------------------------------------------------------------------------------------------
 
-export interface TuiOptions {
-  /** Scenario module (absolute path) for the scripted model. */
-  readonly script?: string;
-  /** The model as a function in this test process (instead of `script`). */
-  readonly brain?: Brain;
-  /** `WOLFPACK_SESSION_NAME` (omitted: unset, never inherited from the runner). */
-  readonly session?: string;
-  /** `PI_TASKS_RELAY_URL` (omitted: unset, never inherited from the runner). */
-  readonly relayUrl?: string;
-  /** `PI_TASK_WORKER=1`. */
-  readonly worker?: boolean;
-  /** Working directory (default: a fresh temporary project directory, removed on stop). */
-  readonly cwd?: string;
-  /** Extra environment for Pi; `undefined` values unset a variable. Applied last. */
-  readonly env?: Record<string, string | undefined>;
+export interface TuiOptions extends ScriptedPiOptions {
   /** Extra Pi CLI arguments, after the kit's own (e.g. `["--approve"]`, `["-e", path]`). */
   readonly args?: readonly string[];
   /** Extra keys for the agent dir's `settings.json` (e.g. `{ tuiMode: "regular" }`). */
@@ -288,16 +275,6 @@ async function tmuxOk(socket: string, args: readonly string[]): Promise<string> 
   return result.stdout;
 }
 
-/** Whether `pid` has exited but was not reaped yet (Linux `/proc`; false where unknown). */
-function isZombie(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-  } catch {
-    return false;
-  }
-}
 
 /** Servers still running, killed synchronously if the test process exits without `stop()`. */
 const liveSockets = new Set<string>();
@@ -404,7 +381,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   };
   const pane = async () => {
     const state = await display();
-    if (state.status !== undefined || !isZombie(state.pid)) return state;
+    if (state.status !== undefined || processState(state.pid) !== "Z") return state;
     // Pi exited but tmux has not reaped it: tmux 3.3a sometimes misses the SIGCHLD (here about
     // one exit in three), leaving Pi a zombie and the pane without an exit status (often already
     // marked dead, from the pty's EOF). SIGCHLD to the kit's own tmux server makes it reap Pi.

@@ -27,12 +27,13 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
+import { eventually, failure, settlesWithin } from "../../kit/async.ts";
 import { createFaultProxy, type FaultProxy, type FaultRule } from "../../kit/fault-proxy.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { freePort, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -94,17 +95,6 @@ function open(url: string, options: Partial<RelaySessionOptions> = {}): RelaySes
   return session;
 }
 
-/** Awaits a promise that must fail with a TaskError (never an eager `expect(…).rejects`). */
-async function failure(promise: Promise<unknown>): Promise<TaskError> {
-  const outcome = await promise.then(
-    (value) => ({ failed: false as const, value }),
-    (error: unknown) => ({ failed: true as const, error }),
-  );
-  if (!outcome.failed) throw new Error(`expected a failure, got ${JSON.stringify(outcome.value)}`);
-  if (!(outcome.error instanceof TaskError)) throw outcome.error;
-  return outcome.error;
-}
-
 /** Asserts the code, the operation, the registry message and (optionally) `retryable`. */
 function expectFailure(error: TaskError, code: keyof typeof ERROR_REGISTRY, operation: string, retryable?: boolean): void {
   expect({ code: error.code, operation: error.details.operation }).toEqual({ code, operation });
@@ -123,38 +113,11 @@ function settle<T>(promise: Promise<T>): Promise<T | TaskError> {
   );
 }
 
-function envelopeTo(session: RelaySession, target?: TaskEndpoint, payload: unknown = { text: "hello" }): Record<string, unknown> & { envelopeId: string } {
+function envelopeTo(session: RelaySession, target?: TaskEndpoint, payload: unknown = { text: "hello" }): EncodedEnvelope {
   const me = session.binding()!.endpoint;
-  return {
-    envelopeId: crypto.randomUUID(),
-    protocolVersion: WIRE_PROTOCOL_VERSION,
-    source: me,
-    target: target ?? me,
-    payload,
-    createdAt: new Date().toISOString(),
-  };
-}
-
-/** Fails (instead of hanging into the test timeout) when `promise` does not settle within `ms`. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`did not settle within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Polls `condition` until true; fails after `timeoutMs`. */
-async function until(condition: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await Bun.sleep(2);
-  }
+  const envelopeId = crypto.randomUUID();
+  const envelope = { envelopeId, protocolVersion: WIRE_PROTOCOL_VERSION, source: me, target: target ?? me, payload, createdAt: new Date().toISOString() };
+  return { envelopeId, text: JSON.stringify(envelope) };
 }
 
 /** A lease whose renewal window (less than deadline + leaseRenewMarginMs left) opens RENEW_AFTER_MS after connect. */
@@ -185,12 +148,6 @@ function httpStatusOf(code: keyof typeof ERROR_REGISTRY): number {
 }
 
 /** A port nothing listens on (bound once, then released). */
-async function closedPortUrl(): Promise<string> {
-  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
-  const port = server.port;
-  await server.stop(true);
-  return `http://127.0.0.1:${port}`;
-}
 
 /** A fetch that ignores its abort signal: a reply is delivered even after the client gave up. */
 const fetchIgnoringAbort = (async (input: string | URL | Request, init?: RequestInit) => {
@@ -222,7 +179,7 @@ describe("request lanes", () => {
     expect(session.transport.usage()).toEqual({ ordinary: maxInFlightRequests, reserved: 0, waiting: extra });
 
     // While every ordinary slot hangs, an acknowledge still reaches the relay and completes.
-    expect(await within(session.acknowledge(mail[0]!.envelopeId), QUICK_MS)).toEqual({ duplicate: false });
+    expect(await settlesWithin(session.acknowledge(mail[0]!.envelopeId), "the request", QUICK_MS)).toEqual({ duplicate: false });
     expect(proxy.stats().operations.acknowledge).toEqual({ seen: 1, forwarded: 1, faulted: 0 });
 
     // Hold acknowledges too: only the reserved slots go out; the next one waits.
@@ -257,7 +214,7 @@ describe("request lanes", () => {
     skew = RENEW_AFTER_MS + 1_000;
     const next = settle(session.receive("0"));
     await proxy.waitFor((stats) => (stats.operations.connect?.forwarded ?? 0) === 2, QUICK_MS);
-    await until(() => session.binding()!.leaseDeadline > bound.leaseDeadline, QUICK_MS);
+    expect(await eventually(() => session.binding()!.leaseDeadline > bound.leaseDeadline, QUICK_MS)).toBe(true);
     expect(session.binding()!.endpoint).toEqual(bound.endpoint);
     expect(session.transport.usage()).toEqual({ ordinary: maxInFlightRequests, reserved: 0, waiting: 1 });
     proxy.release();
@@ -277,7 +234,7 @@ describe("request lanes", () => {
     const queued: Array<Promise<unknown>> = [];
     for (const limit of marks) {
       queued.push(settle(session.receive("0", { limit })));
-      await until(() => session.transport.usage().waiting === queued.length);
+      expect(await eventually(() => session.transport.usage().waiting === queued.length, 5_000)).toBe(true);
     }
     await Bun.sleep(LEAK_WINDOW_MS);
     expect(proxy.stats().held).toBe(maxInFlightRequests);
@@ -318,7 +275,7 @@ describe("request lanes", () => {
     await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
     const queued = new AbortController();
     const queuedCall = failure(session.receive("0", { limit: 7, signal: queued.signal }));
-    await until(() => session.transport.usage().waiting === 1);
+    expect(await eventually(() => session.transport.usage().waiting === 1, 5_000)).toBe(true);
     queued.abort();
     const queuedError = await queuedCall;
     expectFailure(queuedError, "ABORTED", "receive", true);
@@ -392,7 +349,7 @@ describe("request deadline", () => {
     proxy.push({ operation: "send", kind: "delay", ms: SHORT_DEADLINE_MS * 2 });
     const envelope = envelopeTo(session);
     const started = performance.now();
-    const error = await within(failure(session.send(envelope)), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const error = await settlesWithin(failure(session.send(envelope)), "the request", SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
     const elapsed = performance.now() - started;
     expectFailure(error, "RELAY_TIMEOUT", "send", true);
     expect(error.details.mayHaveBeenDelivered).toBe(true);
@@ -411,7 +368,7 @@ describe("request deadline", () => {
     await session.connect();
     proxy.push({ operation: "health", kind: "hang" });
     const started = performance.now();
-    const error = await within(failure(session.health()), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const error = await settlesWithin(failure(session.health()), "the request", SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
     const elapsed = performance.now() - started;
     expectFailure(error, "RELAY_TIMEOUT", "health", true);
     expect(error.details.mayHaveBeenDelivered).toBe(true);
@@ -426,7 +383,7 @@ describe("request deadline", () => {
     await session.connect();
     proxy.push({ operation: "receive", kind: "slow-body", ms: SHORT_DEADLINE_MS * 3 });
     const started = performance.now();
-    const error = await within(failure(session.receive("0")), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const error = await settlesWithin(failure(session.receive("0")), "the request", SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
     expectFailure(error, "RELAY_TIMEOUT", "receive", true);
     expect(performance.now() - started).toBeLessThan(SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
     expect(session.transport.usage()).toEqual({ ordinary: 0, reserved: 0, waiting: 0 });
@@ -436,7 +393,7 @@ describe("request deadline", () => {
     const neverSettles = (() => new Promise<Response>(() => undefined)) as unknown as typeof fetch;
     const transport = createRelayTransport({ baseUrl: "http://127.0.0.1:1", fetch: neverSettles, requestTimeoutMs: SHORT_DEADLINE_MS });
     const started = performance.now();
-    const error = await within(failure(transport.post("send", { operation: "send" })), SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const error = await settlesWithin(failure(transport.post("send", JSON.stringify({ operation: "send" }))), "the request", SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
     const elapsed = performance.now() - started;
     expectFailure(error, "RELAY_TIMEOUT", "send", true);
     expect(error.details.mayHaveBeenDelivered).toBe(true);
@@ -567,9 +524,9 @@ describe("error mapping", () => {
   });
 
   test("connection refused is retryable RELAY_UNAVAILABLE naming its operation", async () => {
-    const url = await closedPortUrl();
+    const url = `http://127.0.0.1:${freePort()}`;
     const transport = createRelayTransport({ baseUrl: url, requestTimeoutMs: SHORT_DEADLINE_MS * 3 });
-    const posted = await failure(transport.post("send", { operation: "send" }));
+    const posted = await failure(transport.post("send", JSON.stringify({ operation: "send" })));
     expectFailure(posted, "RELAY_UNAVAILABLE", "send", true);
     expect(posted.details.mayHaveBeenDelivered).toBe(true);
     transport.close();
@@ -1310,7 +1267,7 @@ describe("JWT", () => {
     }) as unknown as typeof fetch;
     for (const baseUrl of ["https://relay.example.org", "http://127.0.0.1:1"]) {
       const transport = createRelayTransport({ baseUrl, auth, fetch: capture });
-      await transport.post("health", { operation: "health" });
+      await transport.post("health", JSON.stringify({ operation: "health" }));
       transport.close();
     }
     expect(captured[0]).toBeNull();

@@ -26,6 +26,7 @@ import {
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
+import { settlesWithin } from "../../kit/async.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -61,17 +62,6 @@ function spawnRelayCli(env: Record<string, string | undefined> = {}) {
   });
 }
 
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** A secret of exactly `length` characters. */
 function secretOf(length: number): string {
@@ -92,7 +82,7 @@ describe("relay process", () => {
           stdout += decoder.decode(chunk.value, { stream: true });
         }
       };
-      await withTimeout(readLine(), PROCESS_TIMEOUT_MS, "the readiness line");
+      await settlesWithin(readLine(), "the readiness line", PROCESS_TIMEOUT_MS);
       const line = stdout.slice(0, stdout.indexOf("\n"));
       const ready = JSON.parse(line);
       expect(ready.url).toMatch(/^http:\/\/127\.0\.0\.1:[0-9]+$/);
@@ -103,7 +93,7 @@ describe("relay process", () => {
       expect(profile.body.epoch).toBe(ready.epoch);
       // Nothing else is ever written to stdout, up to and including shutdown.
       child.kill("SIGTERM");
-      expect(await withTimeout(child.exited, PROCESS_TIMEOUT_MS, "exit")).toBe(0);
+      expect(await settlesWithin(child.exited, "exit", PROCESS_TIMEOUT_MS)).toBe(0);
       for (;;) {
         const chunk = await reader.read();
         if (chunk.done) break;
@@ -126,12 +116,12 @@ describe("relay process", () => {
         await sleep(100);
         const started = performance.now();
         proc.process.kill(signal);
-        const code = await withTimeout(proc.process.exited, PROCESS_TIMEOUT_MS, `exit after ${signal}`);
+        const code = await settlesWithin(proc.process.exited, `exit after ${signal}`, PROCESS_TIMEOUT_MS);
         const elapsed = performance.now() - started;
         expect(code).toBe(0);
         expect(elapsed).toBeLessThan(relayShutdownGraceMs);
-        await withTimeout(slow.reply, PROCESS_TIMEOUT_MS, "the slow request's socket to close");
-        await withTimeout(watch, PROCESS_TIMEOUT_MS, "the parked watch to end");
+        await settlesWithin(slow.reply, "the slow request's socket to close", PROCESS_TIMEOUT_MS);
+        await settlesWithin(watch, "the parked watch to end", PROCESS_TIMEOUT_MS);
       } finally {
         proc.process.kill("SIGKILL");
       }
@@ -226,7 +216,7 @@ describe("optional JWT", () => {
     for (const short of [secretOf(jwtMinSecretChars - 1), `   ${secretOf(jwtMinSecretChars - 1)}   `]) {
       const child = spawnRelayCli({ WOLFPACK_JWT_SECRET: short });
       try {
-        const code = await withTimeout(child.exited, PROCESS_TIMEOUT_MS, "the refused relay to exit");
+        const code = await settlesWithin(child.exited, "the refused relay to exit", PROCESS_TIMEOUT_MS);
         expect(code).not.toBe(0);
         const stdout = await new Response(child.stdout).text();
         const stderr = await new Response(child.stderr).text();

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { ERROR_REGISTRY, errorSpec, sendRefusal, TaskError, toTaskError } from "../../src/protocol/errors.ts";
 
-// relay-volatile-v1.md §4: code → [HTTP status, retryable].
+// docs/wire.md, "Errors": code → [HTTP status, retryable].
 const WIRE_TABLE: Record<string, [number, boolean]> = {
   RELAY_CAPACITY: [503, true],
   RELAY_UNAVAILABLE: [503, true],

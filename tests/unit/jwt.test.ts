@@ -1,5 +1,5 @@
 /**
- * HS256 JWT for the optional Wolfpack auth (relay-volatile-v1.md §5): the client's fresh tokens
+ * HS256 JWT for the optional Wolfpack auth (docs/wire.md): the client's fresh tokens
  * and the relay's verifier, checked against an independent HS256 signer written here.
  */
 import { describe, expect, test } from "bun:test";

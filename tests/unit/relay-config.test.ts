@@ -1,5 +1,5 @@
 /**
- * Where the client finds the relay (relay-volatile-v1.md §2 "URL"): `PI_TASKS_RELAY_URL` (a bare
+ * Where the client finds the relay (docs/operations.md): `PI_TASKS_RELAY_URL` (a bare
  * origin) wins, else `http://127.0.0.1:${WOLFPACK_PORT ?? DEFAULT_RELAY_PORT}`; plain HTTP only on
  * loopback (`127.0.0.1`, `[::1]`, `localhost`), HTTPS to any host.
  */

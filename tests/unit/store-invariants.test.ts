@@ -37,6 +37,7 @@ describe("index invariants", () => {
     let breakNext = false;
     const rows = createRowEngine<"t">({
       tables: ["t"],
+      indexed: new Set(["t"]),
       maxRecords: 10,
       maxEncodedBytes: 10_000,
       apply: () => {

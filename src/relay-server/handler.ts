@@ -1,0 +1,251 @@
+/**
+ * The relay's HTTP handling, independent of any socket: routes, middleware (origin, OPTIONS,
+ * optional JWT, client gate, bounded admission) and the request rules (no query strings on relay
+ * paths, exact `application/json`, body ≤ 64 KiB read within 5 s, strict UTF-8, JSON object with a
+ * known operation). Every error body carries `profile:"volatile-v1"` and the epoch; any failure
+ * that is not a wire code (an internal one such as `INVARIANT_VIOLATED` included) is answered 503
+ * `RELAY_UNAVAILABLE`. It also runs the engine's periodic maintenance. server.ts puts it on a
+ * socket (`Bun.serve`); in-memory.ts calls it directly. See docs/wire.md.
+ */
+import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
+import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
+import { HTTP_STATUS } from "../protocol/http.ts";
+import { type JwtClaimsOptions, jwtClaimsFromEnv, readJwtSecret, verifyJwt } from "../protocol/jwt.ts";
+import {
+  maxRequestBodyBytes,
+  RELAY_ENDPOINT_PATH,
+  RELAY_PROFILE,
+  RELAY_PROFILE_PATH,
+  relayBodyReadDeadlineMs,
+  relayMaintenanceIntervalMs,
+  SESSION_LIST_PATH,
+  SESSION_STATUS_PATH,
+} from "../protocol/limits.ts";
+import { isRelayOperation, type SessionListBody, type WireErrorBody } from "../protocol/wire.ts";
+import { createClientGate } from "./client-gate.ts";
+import { createRelayEngine, type RelayEngine } from "./engine.ts";
+import { createRequestSlots } from "./request-slots.ts";
+import type { RelayStore } from "./store/store.ts";
+
+
+export interface RelayHandlerOptions {
+  /** Client addresses or IPv4 CIDRs allowed besides loopback. */
+  readonly allow?: readonly string[];
+  /** Environment for the optional JWT (`WOLFPACK_JWT_SECRET`, `…_ISSUER`, `…_AUDIENCE`). */
+  readonly env?: Record<string, string | undefined>;
+  /** Clock for leases, freshness and receipts (tests). */
+  readonly now?: () => number;
+  /** Where the relay keeps its state; default a new memory store (a fresh epoch). */
+  readonly store?: RelayStore;
+}
+
+export interface RelayHandler {
+  readonly epoch: string;
+  readonly engine: RelayEngine;
+  /** Answers one HTTP request; `peer` is the client's address (for the client gate). */
+  handle(request: Request, peer: string | undefined): Promise<Response>;
+  /** Stops maintenance and closes the engine (and its store). */
+  close(): Promise<void>;
+}
+
+const JSON_HEADERS = { "content-type": "application/json", "cache-control": "no-store" } as const;
+const EARLY_HEADERS = { ...JSON_HEADERS, connection: "close" } as const;
+
+/** HTTP status of a wire error; body-size and body-time rejections keep INVALID_REQUEST. */
+function statusOf(error: TaskError): number {
+  const override = error.details.httpStatus;
+  if (typeof override === "number") return override;
+  return errorSpec(error.code).httpStatus ?? HTTP_STATUS.unavailable;
+}
+
+function errorBody(error: TaskError, epoch: string): WireErrorBody {
+  const retryAfterMs = error.details.retryAfterMs;
+  const problem = error.details.problem;
+  const message = typeof problem === "string" && !error.message.includes(problem) ? `${error.message} (${problem})` : error.message;
+  return {
+    ok: false,
+    profile: RELAY_PROFILE,
+    epoch,
+    error: {
+      code: error.code,
+      message,
+      retryable: error.retryable,
+      ...(error.details.mayHaveBeenDelivered === true ? { mayHaveBeenDelivered: true as const } : {}),
+      ...(typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0 ? { retryAfterMs } : {}),
+    },
+  };
+}
+
+/** Errors the relay may put on the wire; anything else is an internal failure. */
+function wireError(error: unknown): TaskError {
+  const failure = toTaskError(error);
+  if (failure.code !== "TASK_ERROR" && errorSpec(failure.code).httpStatus !== undefined) return failure;
+  return new TaskError("RELAY_UNAVAILABLE", { details: { mayHaveBeenDelivered: true } });
+}
+
+function rejection(code: string, httpStatus: number, problem: string): TaskError {
+  return new TaskError(code, { details: { httpStatus, problem } });
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+function tooLarge(): TaskError {
+  return rejection("INVALID_REQUEST", HTTP_STATUS.payloadTooLarge, `body is larger than ${maxRequestBodyBytes} bytes`);
+}
+
+function tooSlow(): TaskError {
+  return rejection("INVALID_REQUEST", HTTP_STATUS.requestTimeout, `body not read within ${relayBodyReadDeadlineMs} ms`);
+}
+
+const REQUEST_READ_ERRORS: CappedReadErrors = { tooLarge: () => tooLarge(), aborted: () => tooSlow() };
+
+/** Reads the body within the deadline and size limit, as strict UTF-8. */
+async function readBody(request: Request): Promise<string> {
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), relayBodyReadDeadlineMs);
+  let bytes: Uint8Array;
+  try {
+    bytes = await readCappedBody(request, maxRequestBodyBytes, deadline.signal, REQUEST_READ_ERRORS);
+  } finally {
+    clearTimeout(timer);
+  }
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    throw rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not strict UTF-8");
+  }
+}
+
+function isJsonContentType(value: string | null): boolean {
+  if (value === null) return false;
+  return value.split(";")[0]!.trim().toLowerCase() === "application/json";
+}
+
+export async function createRelayHandler(options: RelayHandlerOptions = {}): Promise<RelayHandler> {
+  const env = options.env ?? process.env;
+  const secret = readJwtSecret(env);
+  const claims: JwtClaimsOptions = jwtClaimsFromEnv(env);
+  const engine = await createRelayEngine({
+    ...(options.now === undefined ? {} : { now: options.now }),
+    ...(options.store === undefined ? {} : { store: options.store }),
+  });
+  const slots = createRequestSlots();
+  const gate = createClientGate(options.allow ?? []);
+  const epoch = engine.epoch;
+
+  const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS) =>
+    new Response(JSON.stringify(body), { status, headers });
+  const fail = (error: unknown, early = false, extra: Record<string, string> = {}) => {
+    const failure = wireError(error);
+    return respond(errorBody(failure, epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
+  };
+
+  async function authorised(request: Request): Promise<boolean> {
+    if (secret === undefined) return true;
+    const header = request.headers.get("authorization") ?? "";
+    const match = /^bearer\s+(\S+)$/i.exec(header.trim());
+    if (match === null) return false;
+    return (await verifyJwt(secret, match[1]!, claims)).ok;
+  }
+
+  async function relayPost(request: Request, url: URL, releaseSlot: () => void): Promise<Response> {
+    if (request.method !== "POST") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use POST"), true);
+    if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
+    if (!isJsonContentType(request.headers.get("content-type"))) {
+      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "content-type must be application/json"), true);
+    }
+    let text: string;
+    try {
+      text = await readBody(request);
+    } catch (error) {
+      return fail(error, true);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not JSON"));
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not a JSON object"));
+    }
+    const body = parsed as Record<string, unknown>;
+    if (!isRelayOperation(body.operation)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "unknown operation"));
+    try {
+      const result = await engine.handle(body.operation, body, { signal: request.signal, releaseSlot });
+      const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
+      return new Response(`{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${epoch}","value":${valueJson}}`, { status: HTTP_STATUS.ok, headers: JSON_HEADERS });
+    } catch (error) {
+      return fail(error);
+    }
+  }
+
+  async function routeGet(request: Request, url: URL): Promise<Response> {
+    if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
+    if (url.pathname === RELAY_PROFILE_PATH) {
+      if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
+      return respond(engine.profile(), HTTP_STATUS.ok);
+    }
+    if (url.pathname === SESSION_LIST_PATH) return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
+    const names = [...url.searchParams.keys()];
+    const session = url.searchParams.get("session");
+    if (session === null || session === "" || names.length !== 1) {
+      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "exactly one query parameter `session` is required"));
+    }
+    return respond(await engine.sessionStatus(session), HTTP_STATUS.ok);
+  }
+
+  const routes: ReadonlySet<string> = new Set([RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH, SESSION_LIST_PATH]);
+
+  async function handle(request: Request, peer: string | undefined): Promise<Response> {
+    const url = new URL(request.url);
+    if (!routes.has(url.pathname)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.notFound, "no such route"), true);
+    if (request.headers.get("origin") !== null) return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
+    if (request.method === "OPTIONS") return new Response(null, { status: HTTP_STATUS.noContent, headers: { "cache-control": "no-store" } });
+    if (!(await authorised(request))) {
+      return fail(rejection("RELAY_AUTH_REQUIRED", HTTP_STATUS.unauthorized, "unauthorized"), true, { "www-authenticate": 'Bearer realm="wolfpack"' });
+    }
+    if (!gate.allows(peer, request.headers.get("x-forwarded-for"))) {
+      return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "client address is not allowed"), true);
+    }
+    let release: () => void;
+    try {
+      release = slots.enter();
+    } catch (error) {
+      return fail(error, true);
+    }
+    try {
+      if (url.pathname === RELAY_ENDPOINT_PATH) return await relayPost(request, url, release);
+      return await routeGet(request, url);
+    } catch (error) {
+      return fail(error);
+    } finally {
+      release();
+    }
+  }
+
+  // One maintenance run at a time (a shared store may take longer than the period). Its failure
+  // (a broken invariant among them) cannot be answered to anyone, so it goes to stderr as one
+  // JSON line; stdout carries only the readiness line.
+  let maintaining = false;
+  const maintenance = setInterval(() => {
+    if (maintaining) return;
+    maintaining = true;
+    engine
+      .maintain()
+      .catch((error: unknown) => process.stderr.write(`${JSON.stringify({ event: "maintenance-failed", error: toTaskError(error).toJSON() })}\n`))
+      .finally(() => {
+        maintaining = false;
+      });
+  }, relayMaintenanceIntervalMs);
+  maintenance.unref();
+  return {
+    epoch,
+    engine,
+    handle,
+    async close() {
+      clearInterval(maintenance);
+      await engine.close();
+    },
+  };
+}
