@@ -2,7 +2,7 @@
  * An in-memory PresentationHost (a Pi stand-in for TaskCores in tests and bench): records what was
  * inserted, woken and archived, and can be made busy (not presentable), refuse insertions or wakes.
  */
-import type { LossRecord, PresentationHost, PresentationItem } from "../src/core/host.ts";
+import type { LossRecord, PresentationHost, PresentationItem, RejectionRecord } from "../src/core/host.ts";
 
 export interface MemoryHost extends PresentationHost {
   busy: boolean;
@@ -12,6 +12,7 @@ export interface MemoryHost extends PresentationHost {
   readonly wakes: PresentationItem[][];
   readonly archived: PresentationItem[];
   readonly losses: LossRecord[];
+  readonly rejections: RejectionRecord[];
   /** Event ids inserted, in order. */
   insertedIds(): string[];
 }
@@ -25,6 +26,7 @@ export function createMemoryHost(): MemoryHost {
     wakes: [],
     archived: [],
     losses: [],
+    rejections: [],
     canPresent: () => !host.busy,
     insert(item) {
       if (host.refuseInsert) return false;
@@ -41,6 +43,9 @@ export function createMemoryHost(): MemoryHost {
     },
     recordLoss(records) {
       host.losses.push(...records);
+    },
+    recordRejection(record) {
+      host.rejections.push(record);
     },
     insertedIds: () => host.inserted.map((item) => item.eventId),
   };

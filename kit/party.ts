@@ -4,6 +4,7 @@
  */
 import { coreInternals, createTaskCore, type TaskCore } from "../src/core/task-core.ts";
 import type { TaskTimers } from "../src/core/timers.ts";
+import type { TrustOptions } from "../src/core/trust.ts";
 import { createRelaySession } from "../src/relay-client/session.ts";
 import { createTaskStore } from "../src/store/task-store.ts";
 import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
@@ -28,6 +29,8 @@ export interface PartyOptions {
   readonly fetch?: typeof fetch;
   /** Connect before returning (default true). */
   readonly connect?: boolean;
+  /** Identity and peers (default: this process's in-memory identity, trusting only itself). */
+  readonly trust?: TrustOptions;
 }
 
 let serial = 0;
@@ -50,6 +53,7 @@ export async function createParty(options: PartyOptions): Promise<Party> {
     host,
     ...(options.timers === undefined ? {} : { timers: options.timers }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.trust === undefined ? {} : { trust: options.trust }),
   });
   if (options.connect !== false) await core.connect();
   return { name, core, host };

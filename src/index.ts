@@ -23,6 +23,14 @@ export { createRecoveringTaskCore, type RecoveringTaskCore, type RecoveringTaskC
 export { createRelaySession, type RelaySession, type RelaySessionOptions } from "./relay-client/session.ts";
 export { normaliseRelayUrl, relayConfigFromEnv, sessionNameFromEnv } from "./relay-client/config.ts";
 
+// Trust: identities, peers, signatures (docs/security.md).
+export { type PairingRequest, processLocalTrust, type Signer, type TrustOptions } from "./core/trust.ts";
+export { homeTrust, type HomeTrustOptions } from "./trust/home.ts";
+export { ensureIdentity, identityPath, loadIdentity } from "./trust/identity.ts";
+export { fingerprintOf, generateIdentity, type Identity, isPublicKeyText } from "./trust/keys.ts";
+export { addPeer, createPeerBook, listPeers, type Peer, type PeerBook, removePeer } from "./trust/peers.ts";
+export { signPayload, verifyPayload } from "./trust/signing.ts";
+
 // Protocol tables.
 export { ERROR_REGISTRY, type ErrorCode, type ErrorSpec, errorSpec, sendRefusal, TaskError, toTaskError } from "./protocol/errors.ts";
 export { eventTypeRow, TASK_EVENT_TYPES, type EventTypeRow } from "./protocol/events.ts";

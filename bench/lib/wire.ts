@@ -2,9 +2,10 @@
  * Wire values the bench builds itself: bound sessions on a relay and raw `volatile-v1` envelopes
  * with a payload of a given size (what a TaskCore would send, without the task layer).
  */
-import type { EncodedEnvelope } from "../../src/protocol/wire.ts";
+import { type EncodedEnvelope, mintBindingSecret } from "../../src/protocol/wire.ts";
+import { WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
-import { WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
 
@@ -19,6 +20,17 @@ export async function boundSession(url: string, role: string, fetchImpl?: typeof
   const session = createRelaySession({ url, callerSession: benchName(role), ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }) });
   const binding = await session.connect();
   return { session, endpoint: binding.endpoint };
+}
+
+/**
+ * A registration of a raw `fetch` client, protected like our client's (`binding-secret-v1`, which
+ * our relay offers): `base` holds the fields every bound request carries, the secret among them.
+ * A `RelaySession` keeps its secret to itself, so a raw client cannot borrow its binding.
+ */
+export async function rawBinding(url: string, role: string): Promise<{ base: Record<string, unknown>; endpoint: TaskEndpoint }> {
+  const wire = await WireSession.connect(url, { callerSession: benchName(role), bindingSecret: mintBindingSecret() });
+  const base = { profile: RELAY_PROFILE, ...wire.binding, bindingSecret: wire.bindingSecret };
+  return { base, endpoint: wire.endpoint };
 }
 
 /** Text of `chars` ASCII characters. */

@@ -8,11 +8,11 @@
  * `RelaySession.send` of a 1 KiB envelope, and the same send as a raw `fetch` POST. createTask =
  * resolve + send through the client + the core's own work (validation, store transaction, envelope).
  */
-import { KiB, RELAY_ENDPOINT_PATH, RELAY_PROFILE, msPerSecond } from "../../src/protocol/limits.ts";
+import { KiB, RELAY_ENDPOINT_PATH, msPerSecond } from "../../src/protocol/limits.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { boundEndpoint, startFakePi } from "../lib/fake-pi.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
-import { boundSession, encodedForSend, envelopeWithText, filler } from "../lib/wire.ts";
+import { boundSession, encodedForSend, envelopeWithText, filler, rawBinding } from "../lib/wire.ts";
 
 const RATE_PER_SECOND = 10;
 const SAMPLES = 150;
@@ -43,11 +43,11 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
   const sink = await boundSession(relay.url, "acceptance-sink");
   const rawSink = await boundSession(relay.url, "acceptance-raw-sink");
   const probe = await boundSession(relay.url, "acceptance-probe");
+  const rawProbe = await rawBinding(relay.url, "acceptance-raw-probe");
   try {
     await boundEndpoint(origin);
     const text = filler(TASK_TEXT_CHARS);
-    const probeBinding = probe.session.binding()!;
-    const rawBase = { operation: "send", profile: RELAY_PROFILE, epoch: probeBinding.epoch, callerSession: probeBinding.callerSession, endpoint: probe.endpoint };
+    const rawBase = { operation: "send", ...rawProbe.base };
     const created: number[] = [];
     const resolves: number[] = [];
     const sends: number[] = [];
@@ -69,7 +69,7 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
       at = now();
       await probe.session.send(encodedForSend(envelopeWithText(probe.endpoint, sink.endpoint, text)));
       if (record) sends.push(now() - at);
-      const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(probe.endpoint, rawSink.endpoint, text) });
+      const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(rawProbe.endpoint, rawSink.endpoint, text) });
       at = now();
       const response = await fetch(`${relay.url}${RELAY_ENDPOINT_PATH}`, { method: "POST", body, headers: { "content-type": "application/json" } });
       await response.text();

@@ -7,25 +7,30 @@
  * Two clients drive the same workload: the real client (`RelaySession`: ky + p-queue + reply
  * validation, what a TaskCore uses) and a raw `fetch` client, which shows what the relay itself
  * sustains when the client costs next to nothing.
+ *
+ * With `hooks` (bench/measure/signed-cycles.ts), each sender prepares each envelope before its send
+ * (e.g. signs its payload) and the receiver checks each received payload before its ACK (e.g.
+ * verifies it), inside the timed loop.
  */
-import { KiB, RELAY_ENDPOINT_PATH, RELAY_PROFILE, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { KiB, RELAY_ENDPOINT_PATH, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { childCpuMs, ownCpuMs } from "../lib/cpu.ts";
 import { now } from "../lib/stats.ts";
-import { boundSession, canonicalSize, encodedForSend, envelopeWithText, filler } from "../lib/wire.ts";
+import { boundSession, canonicalSize, encodedForSend, envelopeWithText, filler, rawBinding } from "../lib/wire.ts";
 
 /** Envelopes per run. */
 const ENVELOPES = 6_000;
 const QUICK_ENVELOPES = 120;
 const WARMUP_ENVELOPES = 400;
 const QUICK_WARMUP_ENVELOPES = 20;
-const SENDERS = 4;
+export const SENDERS = 4;
 /** Sends each sender keeps in flight. */
 const SENDS_IN_FLIGHT = 4;
 /** Task text per envelope. */
-const TEXT_CHARS = KiB;
+export const TEXT_CHARS = KiB;
 /**
  * Flow control: senders keep at most this many envelopes accepted-or-in-flight but not yet ACKed
  * (the receiver's mailbox bound), so they do not flood a full mailbox with refused sends.
@@ -37,9 +42,12 @@ const CAPACITY_BACKOFF_MS = 2;
 const RECEIVER_WATCH_MS = 1_000;
 /** A run that takes longer than this has stalled. */
 const RUN_TIMEOUT_MS = 60_000;
+const MICROS_PER_MS = 1_000;
 
 export interface CycleRun {
   readonly client: "session" | "raw";
+  /** Whether senders signed and the receiver verified each payload (the hooks' `signed`). */
+  readonly signed: boolean;
   readonly envelopes: number;
   readonly seconds: number;
   readonly cyclesPerSecond: number;
@@ -48,6 +56,22 @@ export interface CycleRun {
   readonly lost: number;
   readonly duplicates: number;
   readonly relayActiveItemsAfter: number;
+  /** Received payloads that did not verify (signed runs; must be 0). */
+  readonly verifyFailures: number;
+  /** CPU per cycle of the bench process (all clients), µs. */
+  readonly clientCpuUsPerCycle: number;
+  /** CPU per cycle of the relay process (10 ms resolution over the run), µs; -1 when unreadable. */
+  readonly relayCpuUsPerCycle: number;
+}
+
+/** Per-cycle work a run adds on both sides (the signed-cycles comparison). */
+export interface CycleHooks {
+  /** Whether `prepare` signs and `check` verifies. */
+  readonly signed: boolean;
+  /** Runs on each envelope sender `senderIndex` is about to send (may add to its payload). */
+  prepare(envelope: Record<string, unknown>, senderIndex: number): void;
+  /** Runs on each received payload before its ACK; false counts a verify failure. */
+  check(payload: unknown): boolean;
 }
 
 export interface CyclesResult {
@@ -61,7 +85,7 @@ export interface CyclesResult {
 interface Client {
   readonly endpoint: TaskEndpoint;
   send(envelope: Record<string, unknown>): Promise<void>;
-  receive(cursor: string): Promise<{ deliveries: { cursor: string; envelopeId: string }[]; nextCursor: string }>;
+  receive(cursor: string): Promise<{ deliveries: { cursor: string; envelopeId: string; payload: unknown }[]; nextCursor: string }>;
   acknowledge(envelopeId: string): Promise<void>;
   watch(cursor: string, waitMs: number): Promise<void>;
   requests(): number;
@@ -85,7 +109,7 @@ async function sessionClient(url: string, role: string): Promise<Client> {
   return {
     endpoint,
     send: (envelope) => wrap((s) => s.send(encodedForSend(envelope as { envelopeId: string }))).then(() => undefined),
-    receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: [...page.deliveries], nextCursor: page.nextCursor })),
+    receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: page.deliveries.map((item) => ({ cursor: item.cursor, envelopeId: item.envelopeId, payload: item.envelope.payload })), nextCursor: page.nextCursor })),
     acknowledge: (envelopeId) => wrap((s) => s.acknowledge(envelopeId)).then(() => undefined),
     watch: (cursor, waitMs) => wrap((s) => s.watch(cursor, waitMs)).then(() => undefined),
     requests: () => requests,
@@ -94,10 +118,7 @@ async function sessionClient(url: string, role: string): Promise<Client> {
 }
 
 async function rawClient(url: string, role: string): Promise<Client> {
-  const { session, endpoint } = await boundSession(url, role);
-  const binding = session.binding()!;
-  session.close();
-  const base = { profile: RELAY_PROFILE, epoch: binding.epoch, callerSession: binding.callerSession, endpoint };
+  const { base, endpoint } = await rawBinding(url, role);
   const target = `${url}${RELAY_ENDPOINT_PATH}`;
   let requests = 1;
   async function post(fields: Record<string, unknown>): Promise<Record<string, any>> {
@@ -113,7 +134,7 @@ async function rawClient(url: string, role: string): Promise<Client> {
     send: (envelope) => post({ operation: "send", envelope }).then(() => undefined),
     receive: (cursor) =>
       post({ operation: "receive", cursor, limit: receivePageMaxItems }).then((value) => ({
-        deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string } }[]).map((item) => ({ cursor: item.cursor, envelopeId: item.envelope.envelopeId })),
+        deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string; payload: unknown } }[]).map((item) => ({ cursor: item.cursor, envelopeId: item.envelope.envelopeId, payload: item.envelope.payload })),
         nextCursor: value.nextCursor as string,
       })),
     acknowledge: (envelopeId) => post({ operation: "acknowledge", envelopeId }).then(() => undefined),
@@ -123,7 +144,7 @@ async function rawClient(url: string, role: string): Promise<Client> {
   };
 }
 
-async function runCycles(url: string, kind: "session" | "raw", total: number): Promise<CycleRun> {
+export async function runCycles(url: string, kind: "session" | "raw", total: number, hooks?: CycleHooks, relayPid?: number): Promise<CycleRun> {
   const make = kind === "session" ? sessionClient : rawClient;
   const receiver = await make(url, "cycle-receiver");
   const senders = await Promise.all(Array.from({ length: SENDERS }, (_, index) => make(url, `cycle-sender-${index}`)));
@@ -132,7 +153,10 @@ async function runCycles(url: string, kind: "session" | "raw", total: number): P
   const received = new Map<string, number>();
   let capacityRefusals = 0;
   let acknowledged = 0;
+  let verifyFailures = 0;
   let failure: unknown;
+  const relayCpuAtStart = relayPid === undefined ? undefined : childCpuMs(relayPid);
+  const cpuAtStart = ownCpuMs();
   const started = now();
   const deadline = Date.now() + RUN_TIMEOUT_MS;
   // The window: a slot per envelope from before its send until its ACK.
@@ -156,6 +180,7 @@ async function runCycles(url: string, kind: "session" | "raw", total: number): P
         next += 1;
         await acquire();
         const envelope = envelopeWithText(sender.endpoint, receiver.endpoint, text);
+        hooks?.prepare(envelope, senderIndex);
         for (;;) {
           try {
             await sender.send(envelope);
@@ -183,13 +208,19 @@ async function runCycles(url: string, kind: "session" | "raw", total: number): P
       await receiver.watch(cursor, RECEIVER_WATCH_MS);
       continue;
     }
-    for (const delivery of page.deliveries) received.set(delivery.envelopeId, (received.get(delivery.envelopeId) ?? 0) + 1);
+    for (const delivery of page.deliveries) {
+      received.set(delivery.envelopeId, (received.get(delivery.envelopeId) ?? 0) + 1);
+      if (hooks !== undefined && !hooks.check(delivery.payload)) verifyFailures += 1;
+    }
     await Promise.all(page.deliveries.map((delivery) => receiver.acknowledge(delivery.envelopeId)));
     acknowledged += page.deliveries.length;
     release(page.deliveries.length);
     cursor = page.nextCursor;
   }
   const seconds = (now() - started) / 1000;
+  const clientCpuMs = ownCpuMs() - cpuAtStart;
+  const relayCpuAtEnd = relayPid === undefined ? undefined : childCpuMs(relayPid);
+  const relayCpuMs = relayCpuAtStart === undefined || relayCpuAtEnd === undefined ? undefined : relayCpuAtEnd - relayCpuAtStart;
   await sent;
   if (failure !== undefined) throw failure;
   const lost = [...accepted].filter((id) => !received.has(id)).length;
@@ -197,7 +228,22 @@ async function runCycles(url: string, kind: "session" | "raw", total: number): P
   const clients = [receiver, ...senders];
   const requests = clients.reduce((sum, client) => sum + client.requests(), 0);
   for (const client of clients) client.close();
-  return { client: kind, envelopes: total, seconds: Math.round(seconds * 1000) / 1000, cyclesPerSecond: Math.round(total / seconds), requests, capacityRefusals, lost, duplicates, relayActiveItemsAfter: -1 };
+  const perCycleUs = (ms: number) => Math.round((ms * MICROS_PER_MS) / total);
+  return {
+    client: kind,
+    signed: hooks?.signed === true,
+    envelopes: total,
+    seconds: Math.round(seconds * 1000) / 1000,
+    cyclesPerSecond: Math.round(total / seconds),
+    requests,
+    capacityRefusals,
+    lost,
+    duplicates,
+    relayActiveItemsAfter: -1,
+    verifyFailures,
+    clientCpuUsPerCycle: perCycleUs(clientCpuMs),
+    relayCpuUsPerCycle: relayCpuMs === undefined ? -1 : perCycleUs(relayCpuMs),
+  };
 }
 
 async function activeItems(url: string): Promise<number> {
@@ -210,11 +256,11 @@ async function activeItems(url: string): Promise<number> {
 }
 
 /** Runs on a fresh relay: a relay keeps a dedupe receipt per accepted envelope for 15 minutes. */
-async function onFreshRelay(kind: "session" | "raw", total: number, warmup: number): Promise<CycleRun> {
+export async function onFreshRelay(kind: "session" | "raw", total: number, warmup: number, hooks?: CycleHooks): Promise<CycleRun> {
   const relay = await startRelayProcess();
   try {
-    await runCycles(relay.url, kind, warmup);
-    const run = await runCycles(relay.url, kind, total);
+    await runCycles(relay.url, kind, warmup, hooks);
+    const run = await runCycles(relay.url, kind, total, hooks, relay.process.pid);
     return { ...run, relayActiveItemsAfter: await activeItems(relay.url) };
   } finally {
     await relay.stop().catch(() => undefined);

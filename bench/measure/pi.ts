@@ -14,6 +14,7 @@ import { EVENT_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { type RpcRecord, startPiRpc } from "../../src/demo/pi-rpc.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { workerShutdownGraceMs } from "../../src/protocol/limits.ts";
+import { homeTrust } from "../../src/trust/home.ts";
 import { closeParties, createParty } from "../../kit/party.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { roundSummary, type Summary, summarize } from "../lib/stats.ts";
@@ -56,9 +57,11 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
   const relay = await startRelayProcess();
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-bench-"));
   const workerName = benchName("pi-worker");
+  // Origin and worker share one pi-tasks home: one user, one identity, no pairing dialog.
+  const home = join(cwd, "pi-tasks-home");
   const started = Date.now();
-  const worker = startPiRpc({ session: workerName, relayUrl: relay.url, worker: true, cwd, script: SCENARIO, env: { WOLFPACK_JWT_SECRET: "" } });
-  const originParty = await createParty({ url: relay.url, name: benchName("pi-origin"), connect: false });
+  const worker = startPiRpc({ session: workerName, relayUrl: relay.url, worker: true, cwd, script: SCENARIO, env: { WOLFPACK_JWT_SECRET: "", PI_TASKS_HOME: home } });
+  const originParty = await createParty({ url: relay.url, name: benchName("pi-origin"), connect: false, trust: homeTrust(home) });
   const origin = originParty.core;
   try {
     const to = await waitForEndpoint(relay.url, workerName, { timeoutMs: REGISTRATION_TIMEOUT_MS, pollMs: 20 });

@@ -6,12 +6,12 @@
  * reply validation), to show what the client stack costs, and the echo reading its bodies the way
  * the relay does (a ReadableStream reader), to show what that costs.
  */
-import { maxInFlightRequests, RELAY_ENDPOINT_PATH, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { maxInFlightRequests, RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { startEcho } from "../lib/processes.ts";
 import { now, pool, roundSummary, type Summary, summarize } from "../lib/stats.ts";
-import { boundSession } from "../lib/wire.ts";
+import { boundSession, rawBinding } from "../lib/wire.ts";
 
 /** Requests per round and per server (after the warm-up). */
 const REQUESTS_PER_ROUND = 2_500;
@@ -104,8 +104,8 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
   const relay = await startRelayProcess();
   const { session } = await boundSession(relay.url, "rate");
   try {
-    const binding = session.binding()!;
-    const base = { profile: RELAY_PROFILE, epoch: binding.epoch, callerSession: binding.callerSession, endpoint: binding.endpoint };
+    // The raw loops' own registration (protected like the session's), with as empty a mailbox.
+    const { base } = await rawBinding(relay.url, "rate-raw");
     const receiveBody = JSON.stringify({ operation: "receive", ...base, cursor: "0", limit: 50 });
     const healthBody = JSON.stringify({ operation: "health", ...base });
     const relayUrl = `${relay.url}${RELAY_ENDPOINT_PATH}`;

@@ -1,15 +1,17 @@
 /**
- * The `/tasks` board for people: who this session is, which relay it uses (and whether pi-tasks
- * started it), and one line per task with the peer's session name and the state in plain words.
- * `/tasks <id>` prints one task in detail.
+ * The `/tasks` board for people: who this session is (its name and identity fingerprint), which
+ * relay it uses (and whether pi-tasks started it), mail the trust gate rejected, and one line per
+ * task with the peer's session name, its signer and the state in plain words. `/tasks <id>` prints
+ * one task in detail.
  */
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
+import type { Signer } from "../../src/core/trust.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { age, taskTitle, taskWords } from "./describe.ts";
 import type { SessionInfo } from "./lifecycle.ts";
-import { evidenceLines, terminalLines } from "./render.ts";
+import { evidenceLines, signerWords, terminalLines } from "./render.ts";
 
 /** Session names of endpoints, by `endpointKey` (from the relay's session list and spawn records). */
 export type PeerNames = ReadonlyMap<string, string>;
@@ -46,16 +48,38 @@ function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): str
   return `session: ${info.session.name}${how} · ${bound}`;
 }
 
+/** Who signed the other side's mail, short: `alice ✓`, `own identity ✓`, `unverified`, `key 3f2a:… (unpaired)`. */
+export function signerShort(signer: Signer | undefined): string {
+  if (signer === undefined) return "no key yet";
+  if (!signer.verified) return "UNVERIFIED";
+  if (signer.self) return "own identity ✓";
+  if (signer.peerName !== undefined) return `${signer.peerName} ✓`;
+  return `key ${signer.fingerprint} (unpaired)`;
+}
+
 function taskLine(task: TaskView, names: PeerNames, now: number): string {
-  const peer = task.role === "origin" ? `to ${peerName(task.target, names)}` : `from ${peerName(task.origin, names)}`;
+  const peer = `${task.role === "origin" ? `to ${peerName(task.target, names)}` : `from ${peerName(task.origin, names)}`} [${signerShort(task.peer)}]`;
   const questions = openQuestions(task);
   const oldest = questions[0];
   const words = oldest === undefined ? taskWords(task) : `${taskWords(task)} (${age(now - oldest.occurredAt)})`;
   return `  ${task.taskId.slice(0, SHORT_ID_CHARS)}  ${peer} — ${words} — "${taskTitle(task, TITLE_CHARS)}"`;
 }
 
+function identityLine(info: SessionInfo): string {
+  return `identity: ${info.identity.fingerprint} (${info.identity.publicKey}) · pair with \`pi-tasks peers add NAME KEY\``;
+}
+
+/** Rejected mail by code, or nothing when none was rejected. */
+export function rejectionLines(rejections: Readonly<Record<string, number>>): string[] {
+  const entries = Object.entries(rejections).filter(([, count]) => count > 0);
+  if (entries.length === 0) return [];
+  const total = entries.reduce((sum, [, count]) => sum + count, 0);
+  const parts = entries.sort(([a], [b]) => a.localeCompare(b)).map(([code, count]) => `${count} ${code}`);
+  return [`rejected mail: ${total} (${parts.join(", ")}) — never shown to the model; archived as pi-tasks-rejected entries`];
+}
+
 /** The board: header lines, then one line per task (newest last). */
-export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint | undefined, tasks: readonly TaskView[], names: PeerNames, now: number): string[] {
+export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint | undefined, tasks: readonly TaskView[], names: PeerNames, now: number, rejections: Readonly<Record<string, number>> = {}): string[] {
   if (info === undefined) return ["pi-tasks is starting…"];
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
@@ -63,7 +87,9 @@ export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint
   return [
     "pi-tasks",
     sessionLine(info, endpoint),
+    identityLine(info),
     relayLine(info),
+    ...rejectionLines(rejections),
     counts.join(" · "),
     ...tasks.map((task) => taskLine(task, names, now)),
     ...(tasks.length > 0 ? ["Details: /tasks <task id>"] : []),
@@ -84,6 +110,7 @@ export function detailLines(task: TaskView, names: PeerNames, now: number): stri
     `task ${task.taskId}`,
     `  ${task.role === "origin" ? "you assigned it" : "assigned to you"}: ${taskWords(task)}`,
     `  from ${peerName(task.origin, names)} to ${peerName(task.target, names)}`,
+    `  ${task.role === "origin" ? "worker" : "origin"} signer: ${signerWords(task.peer)}`,
     `  status ${task.status}; created ${age(now - task.createdAt)} ago; expires in ${age(task.expiresAt - now)}`,
     ...terminalLines(task).map((line) => `  ${line}`),
     "  delivery evidence:",

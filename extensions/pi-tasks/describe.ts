@@ -11,6 +11,12 @@ function acknowledged(task: TaskView): boolean {
   return task.events.some((event) => event.type === "task.parent_acknowledged");
 }
 
+/** The current assignment was refused by a key this origin does not trust (the task stays active). */
+function refusedUnverified(task: TaskView): boolean {
+  const assignment = latestAssignment(task.events);
+  return task.events.some((event) => event.type === "task.refused" && event.payload.eventId === assignment?.eventId && event.payload.verified !== true);
+}
+
 function originWords(task: TaskView): string {
   const evidence = task.deliveryEvidence;
   switch (task.status) {
@@ -25,6 +31,7 @@ function originWords(task: TaskView): string {
   }
   if (openQuestions(task).length > 0) return "question waiting for you";
   if (awaitedAnswers(task).length > 0) return "waiting for the worker's answer";
+  if (refusedUnverified(task)) return "refused by the worker (unverified: it does not trust your identity) — pair, or cancel";
   if (evidence.relayAcceptance === "blocked") return "could not be delivered to the worker";
   if (evidence.relayAcceptance === "pending") return "sending to the worker";
   if (evidence.piInsertion === "confirmed") return "worker is working on it";

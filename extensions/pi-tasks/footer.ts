@@ -16,16 +16,26 @@ function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
-/** `tasks: <session> · 2 active · 1 question` (or `· idle`). */
-export function healthyLabel(session: string, tasks: readonly TaskView[]): string {
+/** Mail rejected this lifetime (the trust gate's and intake's rejections). */
+export function rejectedCount(rejections: Readonly<Record<string, number>>): number {
+  return Object.values(rejections).reduce((sum, count) => sum + count, 0);
+}
+
+/** `tasks: <session> · 2 active · 1 question · 3 rejected` (or `· idle`). */
+export function healthyLabel(session: string, tasks: readonly TaskView[], rejections: Readonly<Record<string, number>> = {}): string {
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
+  const rejected = rejectedCount(rejections);
   const parts = [session];
   if (active > 0) parts.push(`${active} active`);
   if (questions > 0) parts.push(plural(questions, "question"));
   if (active === 0 && questions === 0) parts.push("idle");
+  if (rejected > 0) parts.push(`${rejected} rejected`);
   return `tasks: ${parts.join(" · ")}`;
 }
+
+/** Trust-gate codes: mail that was forged, altered, misrouted, stale or replayed. */
+const FORGERY_CODES: ReadonlySet<string> = new Set(["SIGNATURE_INVALID", "NOT_ADDRESSED", "NOT_AUTHORIZED", "STALE_EVENT", "REPLAYED_EVENT"]);
 
 /** Failure kinds in the order their label matters most. */
 const PRIORITY: readonly FailureKind[] = ["lease", "intake", "send", "fanout", "receipt", "retry", "ack", "repair", "presentation", "deferral"];
@@ -59,12 +69,22 @@ export function errorWords(error: TaskError, kind: FailureKind | undefined, rela
       return "tasks: task memory is full; finish or acknowledge tasks";
     case "TASK_DELIVERY_DEFERRED":
       return `tasks: delivery deferred (${reason(error)}); retrying`;
+    case "SESSION_PROTECTED":
+      return "tasks: another process holds this session name on the relay; retrying when its lease ends";
+    case "UNKNOWN_PEER":
+      return "tasks: refused mail from an unpaired key — pair with `pi-tasks peers add` (see /tasks)";
+    case "UNSIGNED_EVENT":
+      return "tasks: refused unsigned mail from an older pi-tasks (PI_TASKS_TRUST=unsigned accepts it) — see /tasks";
+    case "PEERS_INVALID":
+    case "IDENTITY_INVALID":
+      return `tasks: ${error.message}`;
     case "INVALID_RESPONSE":
     case "INVALID_INBOX":
     case "INVALID_ACCEPTANCE":
     case "INVALID_CONNECTION":
       return `tasks: the relay sent a malformed reply (${error.code}); retrying`;
   }
+  if (kind === "intake" && FORGERY_CODES.has(error.code)) return `tasks: rejected forged or replayed mail (${error.code}) — see /tasks`;
   if (kind === "intake") return `tasks: rejected an invalid delivery (${error.code}) — see /tasks`;
   if (kind === "send" || kind === "fanout" || kind === "receipt" || kind === "retry") {
     return `tasks: a message could not be delivered (${error.code}) — see /tasks`;

@@ -14,6 +14,7 @@
  * - footer.ts     the status line: counts when healthy, true failure labels
  * - board.ts      the `/tasks` board and `/tasks <id>` details; describe.ts: states in plain words
  * - peers.ts      session names of peer endpoints (display only)
+ * - trust.ts      identity, paired peers, PI_TASKS_TRUST and the pairing dialog (the human decides)
  * - render.ts     the text the model reads
  * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
  */
@@ -33,6 +34,8 @@ function contextView(ctx: ExtensionContext): PiContextView {
     branch: () => ctx.sessionManager.getBranch(),
     setStatus: (key, text) => ctx.ui.setStatus(key, text),
     notify: (message, level) => ctx.ui.notify(message, level),
+    // Pairing asks a person: only the interactive TUI has one (RPC dialogs go to a program).
+    ...(ctx.mode === "tui" && ctx.hasUI ? { confirm: (title: string, message: string, timeoutMs: number) => ctx.ui.confirm(title, message, { timeout: timeoutMs }) } : {}),
   };
 }
 
@@ -92,7 +95,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     if (info !== undefined) await peers.refresh(info);
     const tasks = core.listTasks();
     const wanted = args.trim();
-    if (wanted === "") return boardLines(info, core.endpoint(), tasks, peers.names(), Date.now());
+    if (wanted === "") return boardLines(info, core.endpoint(), tasks, peers.names(), Date.now(), core.rejections());
     const found = findByPrefix(tasks, wanted);
     if (!Array.isArray(found)) return detailLines(found, peers.names(), Date.now());
     return found.length === 0 ? [`pi-tasks: no task ${wanted}`] : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];

@@ -11,11 +11,12 @@ import type { PassReport } from "../../src/core/pass.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
-import { type Env, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
+import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
 import { failureLabel, healthyLabel, STARTING_LABEL, STATUS_KEY } from "./footer.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { createPiPresenter, type PiPresenter, type PresenterDeps } from "./presenter.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
+import { createExtensionTrust } from "./trust.ts";
 
 /** What the lifecycle needs from Pi's context (captured fresh at each session_start). */
 export interface PiContextView {
@@ -25,6 +26,8 @@ export interface PiContextView {
   branch(): readonly unknown[];
   setStatus(key: string, text: string | undefined): void;
   notify(message: string, level: "info" | "warning" | "error"): void;
+  /** The interactive TUI's confirm dialog; undefined in RPC, print and json modes. */
+  readonly confirm?: (title: string, message: string, timeoutMs: number) => Promise<boolean>;
 }
 
 export interface LifecycleDeps {
@@ -41,6 +44,8 @@ export interface LifecycleDeps {
 /** Who this session is on which relay (for the footer, `/tasks` and the spawn tool). */
 export interface SessionInfo {
   readonly session: SessionName;
+  /** This session's signing identity (shared by every Pi with the same PI_TASKS_HOME). */
+  readonly identity: { readonly publicKey: string; readonly fingerprint: string };
   readonly relay: RelayInUse;
   readonly env: Env;
   readonly cwd: string;
@@ -101,15 +106,26 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     const state = running;
     if (state === undefined) return;
     if (state.failure !== undefined) return setStatus(state.failure);
-    setStatus(healthyLabel(state.info.session.name, state.configured.current().listTasks()));
+    const core = state.configured.current();
+    setStatus(healthyLabel(state.info.session.name, core.listTasks(), core.rejections()));
   }
 
   async function boot(view: PiContextView, token: number): Promise<void> {
     const stale = () => token !== generation;
     const session = sessionNameFromEnv(deps.env, view.cwd);
+    let state: Running | undefined;
+    const confirm = view.confirm;
+    const trust = createExtensionTrust({
+      env: deps.env,
+      home: piTasksHome(deps.env),
+      claimedName: session.name,
+      dialog: confirm === undefined ? undefined : { confirm, notify: (message, level) => safe(() => view.notify(message, level)) },
+      onDecided: () => state?.scheduler.request(),
+    });
     const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfigFromEnv(deps.env) });
     if (stale()) return;
-    const info: SessionInfo = { session, relay, env: deps.env, cwd: view.cwd };
+    const identity = { publicKey: trust.identity.publicKey, fingerprint: trust.identity.fingerprint };
+    const info: SessionInfo = { session, identity, relay, env: deps.env, cwd: view.cwd };
     const presenter = createPiPresenter({
       sendMessage: deps.sendMessage,
       appendEntry: deps.appendEntry,
@@ -123,8 +139,8 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
         }
       },
     });
-    let state: Running | undefined;
     const configured = (deps.createCore ?? createRecoveringTaskCore)({
+      trust,
       env: deps.env,
       callerSession: session.name,
       url: relay.url,

@@ -3,14 +3,15 @@
  * (inserted while Pi is idle with nothing queued, without starting a turn), followed by one hidden
  * `pi-tasks-wake` message that starts the turn. Non-visible events are archived as
  * `pi-tasks-event-record` entries; relay loss writes one non-waking `pi-tasks-relay-loss` message
- * per task.
+ * per task; mail the trust gate (or validation) rejected is archived as a `pi-tasks-rejected`
+ * entry — never shown to the model.
  *
  * Evidence: an insertion counts when its entry is in the session branch; a wake counts when Pi
  * emits its `message_end` within `wakeObservationMs`. Our own queued-message count covers what
  * `ctx.hasPendingMessages()` ignores (extension messages).
  */
 import { nanoid } from "nanoid";
-import type { LossRecord, PresentationHost, PresentationItem } from "../../src/core/host.ts";
+import type { LossRecord, PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
 import { insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
 import { renderEvent, renderWake } from "./render.ts";
@@ -19,6 +20,7 @@ export const EVENT_MESSAGE = "pi-tasks-event";
 export const WAKE_MESSAGE = "pi-tasks-wake";
 export const EVENT_RECORD = "pi-tasks-event-record";
 export const LOSS_MESSAGE = "pi-tasks-relay-loss";
+export const REJECTED_RECORD = "pi-tasks-rejected";
 
 export interface PiMessage {
   readonly customType: string;
@@ -80,7 +82,7 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
 
     insert(item: PresentationItem) {
       deps.sendMessage(
-        { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task), display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } },
+        { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } },
         { triggerTurn: false, deliverAs: "followUp" },
       );
       const seen = observedInBranch(item.eventId);
@@ -118,6 +120,10 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
 
     archive(item: PresentationItem) {
       deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, event: item.event });
+    },
+
+    recordRejection(record: RejectionRecord) {
+      deps.appendEntry(REJECTED_RECORD, { envelopeId: record.envelopeId, code: record.code, message: record.message, details: record.details });
     },
 
     recordLoss(records: readonly LossRecord[]) {

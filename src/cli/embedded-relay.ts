@@ -5,9 +5,9 @@
  * - Only for the default loopback relay (`WOLFPACK_PORT` or 18790), never for `PI_TASKS_RELAY_URL`,
  *   and never with `PI_TASKS_EMBEDDED_RELAY=0`. Anything answering on the port (Wolfpack, a user's
  *   own relay, another service) means no relay is started.
- * - One per port: the starter holds `$PI_TASKS_HOME/relays/<port>.lock` (created exclusively, naming
- *   its pid) while it starts the relay; others wait for the relay to answer. A lock whose pid is gone
- *   is stale and taken over.
+ * - One per port: the starter holds `$PI_TASKS_HOME/relays/<port>.lock` (the shared lock file of
+ *   src/trust/file-lock.ts, naming its pid) while it starts the relay; others wait for the relay to
+ *   answer. A lock whose pid is gone is stale and taken over at once.
  * - The relay's output goes to `$PI_TASKS_HOME/relays/<port>.log`; `<port>.json` records its pid,
  *   so `/tasks` can say that pi-tasks started it and `pi-tasks relay stop` can stop it.
  * - Only session start decides: a relay that goes away later is an outage, never restarted here.
@@ -19,6 +19,7 @@ import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { RELAY_PROFILE, relayProbeMs, relayReadyTimeoutMs, relayStartPollMs } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
+import { lockHeldByLiveProcess, tryLock } from "../trust/file-lock.ts";
 import { bunPath, CLI_ENTRY } from "./pi-cli.ts";
 import { isAlive } from "./spawned.ts";
 import { stopPids } from "./stop.ts";
@@ -92,24 +93,6 @@ async function answers(url: string, fetcher: typeof fetch): Promise<{ answered: 
   }
 }
 
-/** Takes the start lock for `port`; false when a live process holds it. A stale lock is taken over. */
-function takeLock(lock: string): boolean {
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    try {
-      const fd = openSync(lock, "wx");
-      writeFileSync(fd, String(process.pid));
-      closeSync(fd);
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      const holder = Number(readFileSync(lock, "utf8").trim());
-      if (Number.isInteger(holder) && holder > 0 && isAlive(holder)) return false;
-      rmSync(lock, { force: true });
-    }
-  }
-  return false;
-}
-
 async function waitForRelay(url: string, fetcher: typeof fetch, alive: () => boolean): Promise<boolean> {
   const deadline = Date.now() + relayReadyTimeoutMs;
   while (Date.now() < deadline && alive()) {
@@ -149,16 +132,11 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
   }
   if (!config.embedded) return { url: config.url, state: "absent", problem: "no relay answers and PI_TASKS_EMBEDDED_RELAY=0" };
   const files = paths(env, port);
-  if (!takeLock(files.lock)) {
+  // The start lock for the port; a lock whose holder is gone is taken over at once.
+  const lock = tryLock(files.lock, { staleMs: 0 });
+  if (lock === undefined) {
     // Another Pi is starting it: use it once it answers.
-    const holder = () => {
-      try {
-        return isAlive(Number(readFileSync(files.lock, "utf8").trim()));
-      } catch {
-        return false;
-      }
-    };
-    const up = await waitForRelay(config.url, fetcher, holder);
+    const up = await waitForRelay(config.url, fetcher, () => lockHeldByLiveProcess(files.lock));
     const record = existing();
     return up
       ? { url: config.url, state: "running", ...(record === undefined ? {} : { record }) }
@@ -177,7 +155,7 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
   } catch (error) {
     return { url: config.url, state: "absent", problem: toTaskError(error).message };
   } finally {
-    rmSync(files.lock, { force: true });
+    lock.release();
   }
 }
 

@@ -10,6 +10,8 @@ import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { DEFAULT_RELAY_PORT, relayDefaultHost, workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
 import { conformanceCommand } from "./conformance.ts";
 import { demoCommand } from "./demo.ts";
+import { identityCommand } from "./identity.ts";
+import { PEERS_SUBCOMMANDS, peersCommand } from "./peers.ts";
 import { relayCommand } from "./relay.ts";
 import { killSession, sessionList, sessionStatus } from "./sessions.ts";
 import { spawnWorker } from "./spawn.ts";
@@ -20,10 +22,15 @@ type Outcome = { value: unknown; json: boolean } | number;
 interface Command {
   readonly usage: string;
   readonly summary: string;
+  /** The environment line of its `--help` (default: ENVIRONMENT). */
+  readonly environment?: string;
+  /** Subcommands with their own `--help` (`pi-tasks <command> <subcommand> --help`). */
+  readonly subcommands?: Readonly<Record<string, { readonly usage: string; readonly summary: string }>>;
   run(args: readonly string[], env: Env): Promise<Outcome>;
 }
 
 const ENVIRONMENT = "environment: PI_TASKS_RELAY_URL, WOLFPACK_PORT, WOLFPACK_JWT_SECRET, PI_TASKS_HOME, PI_TASKS_EMBEDDED_RELAY";
+const HOME_ENVIRONMENT = "environment: PI_TASKS_HOME, the directory of identity.json and peers.json (default $PI_CODING_AGENT_DIR/pi-tasks, else ~/.pi/agent/pi-tasks)";
 
 function usage(message: string): TaskError {
   return new TaskError("CLI_USAGE", { message });
@@ -110,13 +117,26 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary: "check a relay against the volatile-v1 wire (docs/wire.md); exits 0 only when every check passes",
     run: (args, env) => conformanceCommand(args, env),
   },
+  identity: {
+    usage: "pi-tasks identity [--json]",
+    summary: "this installation's identity (created on first use): public key, fingerprint, and how a peer pairs with it",
+    environment: HOME_ENVIRONMENT,
+    run: (args, env) => identityCommand(args, env),
+  },
+  peers: {
+    usage: Object.values(PEERS_SUBCOMMANDS).map((sub) => sub.usage).join("\n       "),
+    summary: "the peers this identity trusts: pair (add), unpair (remove), list",
+    environment: HOME_ENVIRONMENT,
+    subcommands: PEERS_SUBCOMMANDS,
+    run: (args, env) => peersCommand(args, env),
+  },
   help: {
     usage: "pi-tasks help [COMMAND]",
     summary: "show this text, or one command's usage",
     async run(args) {
       const topic = args[0];
       if (topic !== undefined && !Object.hasOwn(COMMANDS, topic)) throw usage(`unknown command ${topic}`);
-      process.stdout.write(topic === undefined ? overview() : commandHelp(topic));
+      process.stdout.write(topic === undefined ? overview() : commandHelp(topic, args.slice(1)));
       return 0;
     },
   },
@@ -136,9 +156,12 @@ function overview(): string {
   return [`usage: pi-tasks <command> [options]   (pi-tasks <command> --help for one command)`, "", "commands:", ...rows, "", ENVIRONMENT, ""].join("\n");
 }
 
-function commandHelp(name: string): string {
+/** A command's usage, or its subcommand's when `args` starts with one. */
+function commandHelp(name: string, args: readonly string[] = []): string {
   const command = COMMANDS[name]!;
-  return [`usage: ${command.usage}`, "", command.summary, "", ENVIRONMENT, ""].join("\n");
+  const first = args[0];
+  const sub = first !== undefined && command.subcommands !== undefined && Object.hasOwn(command.subcommands, first) ? command.subcommands[first]! : command;
+  return [`usage: ${sub.usage}`, "", sub.summary, "", command.environment ?? ENVIRONMENT, ""].join("\n");
 }
 
 function isParseError(error: unknown): error is Error {
@@ -154,7 +177,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (name === "--help" || name === "-h") return await COMMANDS.help!.run([], process.env).then(() => 0);
     if (command === undefined) throw usage(`unknown command ${name}`);
     if (args.includes("--help") || args.includes("-h")) {
-      process.stdout.write(commandHelp(name));
+      process.stdout.write(commandHelp(name, args));
       return 0;
     }
     const outcome = await command.run(args, process.env);
@@ -168,7 +191,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     // The relay's stdout carries only its readiness line; its failures are one JSON line on stderr.
     else if (name === "relay") process.stderr.write(`${JSON.stringify(body)}\n`);
     else process.stderr.write(`pi-tasks${command === undefined ? "" : ` ${name}`}: ${failure.code}: ${failure.message}\n`);
-    if (failure.code === "CLI_USAGE" && !json && name !== "relay") process.stderr.write(command === undefined ? overview() : commandHelp(name));
+    if (failure.code === "CLI_USAGE" && !json && name !== "relay") process.stderr.write(command === undefined ? overview() : commandHelp(name, args));
     return failure.code === "CLI_USAGE" ? 2 : 1;
   }
 }

@@ -5,7 +5,7 @@
  *
  * Not a test file itself: `runRelayConformance(getBaseUrl, options)` registers the `describe` /
  * `test` blocks. `options.features` names the additions the relay must have (`watch-v1`,
- * `successor-v1`): their checks run, the others are skipped. With any addition required, the
+ * `successor-v1`, `binding-secret-v1`): their checks run, the others are skipped. With any addition required, the
  * relay is held to our relay's rules too (every error body typed with `profile` and the epoch,
  * the session status route, no per-client request bucket, a new generation frees the retired
  * mailbox); with none, only Wolfpack's wire is checked. Replies are also checked against the
@@ -22,6 +22,7 @@ import { isUuid } from "../protocol/endpoint.ts";
 import { ERROR_REGISTRY, type RegisteredErrorCode } from "../protocol/errors.ts";
 import { HTTP_STATUS } from "../protocol/http.ts";
 import {
+  bindingSecretMinChars,
   envelopeMaxAgeMs,
   envelopeMaxFutureSkewMs,
   KiB,
@@ -44,13 +45,24 @@ import {
   relayMaxConcurrentRequests,
   relayMaxMailboxItems,
   relayOverloadRetryAfterMs,
+  SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
   WIRE_PROTOCOL_VERSION,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "../protocol/limits.ts";
 import { firstError } from "../protocol/validate.ts";
-import { EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH, RECEIVE_LIMIT, RELAY_REPLIES, WireErrorBody, WireSuccessBody } from "../protocol/wire.ts";
+import {
+  EPOCHLESS_CODES,
+  FEATURE_BINDING_SECRET,
+  FEATURE_SUCCESSOR,
+  FEATURE_WATCH,
+  mintBindingSecret,
+  RECEIVE_LIMIT,
+  RELAY_REPLIES,
+  WireErrorBody,
+  WireSuccessBody,
+} from "../protocol/wire.ts";
 import { DOORBELL_BOUND_MS, EDGE_MARGIN_MS, LONG_WATCH_MS, PROMPT_REPLY_MS, TEST_SLACK_MS } from "./timing.ts";
 import {
   type Binding,
@@ -70,7 +82,7 @@ import {
 
 export interface ConformanceOptions {
   /**
-   * The additions (`FEATURE_WATCH`, `FEATURE_SUCCESSOR`) the relay must have and advertise. Empty:
+   * The additions (`FEATURE_WATCH`, `FEATURE_SUCCESSOR`, `FEATURE_BINDING_SECRET`) the relay must have and advertise. Empty:
    * a plain Wolfpack relay, checked against Wolfpack's wire only.
    */
   readonly features: readonly string[];
@@ -1108,6 +1120,180 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
         expectError(await statusOf(uniqueName("status-ghost")), "CALLER_NOT_FOUND");
         expectValue(await successor.disconnect(), "disconnected");
         expectError(await statusOf(name), "CALLER_NOT_FOUND");
+      });
+    });
+
+    // -----------------------------------------------------------------------------------------
+    describe("binding-secret-v1", () => {
+      const secured = hasFeature(FEATURE_BINDING_SECRET);
+      /** A session protected by a secret of its own choosing (`extra.bindingSecret` to pick it). */
+      const protectedSession = (label: string, extra: Parameters<typeof WireSession.connect>[1] = {}) =>
+        session(label, { bindingSecret: mintBindingSecret(), ...extra });
+      /** `owner`'s bound request as any process could send it: with `secret` in place of the owner's (`undefined`: none). */
+      const asOwner = (owner: WireSession, operation: string, fields: Record<string, unknown>, secret: string | undefined) =>
+        postJson(base(), { ...owner.request(operation, fields), bindingSecret: secret });
+      /** A connect under `owner`'s name: a new generation and no secret unless `fields` say otherwise. */
+      const connectAs = (owner: WireSession, fields: Record<string, unknown>) =>
+        postJson(base(), { ...connectRequest({ callerSession: owner.callerSession, generation: crypto.randomUUID() }), ...fields });
+      const statusOf = (name: string) => getPath(base(), `${SESSION_STATUS_PATH}?session=${encodeURIComponent(name)}`);
+      /** A 403 SESSION_PROTECTED whose retryAfterMs is within the holder's lease. */
+      const expectProtected = (reply: ReplyLike, label: string) => {
+        expect(reply.status, label).toBe(HTTP_STATUS.forbidden);
+        const error = expectError(reply, "SESSION_PROTECTED");
+        expect(error.retryAfterMs, label).toBeGreaterThan(0);
+        expect(error.retryAfterMs, label).toBeLessThanOrEqual(leaseDefaultMs);
+      };
+
+      concurrentIf(secured)("connect with the client's bindingSecret protects the registration; no reply or route ever carries the secret", async () => {
+        const secret = mintBindingSecret();
+        const reply = await postJson(base(), connectRequest({ callerSession: uniqueName("secret-shown"), generation: crypto.randomUUID(), bindingSecret: secret }));
+        const value = expectValue(reply, "connected");
+        expect(Object.keys(value)).not.toContain("bindingSecret");
+        expect(reply.text).not.toContain(secret);
+        const a = await protectedSession("secret-shown");
+        // A plain registration is unprotected; renewed with a secret, it is protected by it.
+        const plain = await session("secret-plain");
+        expectValue(await plain.call("health"), "health");
+        const renewed = await plain.renew({ bindingSecret: secret });
+        expect(Object.keys(expectValue(renewed, "connected"))).not.toContain("bindingSecret");
+        expect(renewed.text).not.toContain(secret);
+        expectError(await plain.call("health"), "BINDING_SECRET_REQUIRED");
+        expectValue(await plain.call("health", { bindingSecret: secret }), "health");
+        const shown = [
+          await a.renew(),
+          await statusOf(a.callerSession),
+          await getPath(base(), SESSION_LIST_PATH),
+          await a.call("health"),
+          await a.call("resolve", { target: a.endpoint }),
+        ];
+        for (const shownReply of shown) {
+          expect(shownReply.status, shownReply.text).toBe(HTTP_STATUS.ok);
+          expect(shownReply.text).not.toContain(a.bindingSecret!);
+        }
+        // Protected: a bound operation without the secret is refused.
+        expectError(await a.call("health", { bindingSecret: undefined }), "BINDING_SECRET_REQUIRED");
+      });
+
+      concurrentIf(secured)("every bound operation on a protected registration: no secret 401 BINDING_SECRET_REQUIRED, a wrong one 403 BINDING_SECRET_INVALID; nothing is read, acknowledged or ended", async () => {
+        const sender = await session("secret-sender");
+        const [owner, other] = await Promise.all([protectedSession("secret-owner"), protectedSession("secret-other")]);
+        const { envelope } = await sender.sendOk(owner.endpoint);
+        const operations: Record<string, Record<string, unknown>> = {
+          resolve: { target: sender.endpoint },
+          send: { envelope: owner.envelopeTo(sender.endpoint) },
+          receive: { cursor: "0" },
+          acknowledge: { envelopeId: envelope.envelopeId },
+          health: {},
+          disconnect: {},
+          ...(hasFeature(FEATURE_WATCH) ? { watch: { cursor: "0", waitMs: watchMinWaitMs } } : {}),
+        };
+        for (const [operation, fields] of Object.entries(operations)) {
+          const missing = await asOwner(owner, operation, fields, undefined);
+          expect(missing.status, operation).toBe(HTTP_STATUS.unauthorized);
+          expectError(missing, "BINDING_SECRET_REQUIRED");
+          expect(missing.headers.get("www-authenticate"), operation).toBe(FEATURE_BINDING_SECRET);
+          for (const secret of [mintBindingSecret(), other.bindingSecret]) {
+            const wrong = await asOwner(owner, operation, fields, secret);
+            expect(wrong.status, operation).toBe(HTTP_STATUS.forbidden);
+            expectError(wrong, "BINDING_SECRET_INVALID");
+          }
+        }
+        // Nothing happened: the owner is live and its mail unacknowledged; nobody sent as it.
+        expect(idsOf(await owner.drain())).toEqual([envelope.envelopeId]);
+        expect(expectValue(await owner.acknowledge(envelope.envelopeId), "acknowledged").duplicate).toBe(false);
+        expect(await sender.drain()).toEqual([]);
+        expectValue(await other.call("health"), "health");
+      });
+
+      concurrentIf(secured)("a secret on an unprotected registration is 403 BINDING_SECRET_INVALID", async () => {
+        const plain = await session("secret-unasked");
+        expectError(await plain.call("health", { bindingSecret: mintBindingSecret() }), "BINDING_SECRET_INVALID");
+        expectValue(await plain.call("health"), "health");
+      });
+
+      concurrentIf(secured)("connect under a live protected registration's name without its secret: 403 SESSION_PROTECTED with retryAfterMs within its lease; it keeps its endpoint and mail", async () => {
+        const sender = await session("protected-sender");
+        const owner = await protectedSession("protected-owner");
+        const { envelope } = await sender.sendOk(owner.endpoint);
+        const attempts: Record<string, Record<string, unknown>> = {
+          "a new generation": {},
+          "a new generation with another secret": { bindingSecret: mintBindingSecret() },
+          "the same generation": { generation: owner.generation },
+          "the same generation with another secret": { generation: owner.generation, bindingSecret: mintBindingSecret() },
+        };
+        for (const [label, fields] of Object.entries(attempts)) expectProtected(await connectAs(owner, fields), label);
+        expect((await statusOf(owner.callerSession)).body.taskEndpoint).toEqual(owner.endpoint);
+        expect(idsOf(await owner.drain())).toEqual([envelope.envelopeId]);
+        expect(expectValue(await owner.acknowledge(envelope.envelopeId), "acknowledged").duplicate).toBe(false);
+      });
+
+      concurrentIf(secured)("a connect repeated with the same secret (as after a lost reply) succeeds and keeps the registration; with another secret it is SESSION_PROTECTED", async () => {
+        const sender = await session("retry-sender");
+        const owner = await protectedSession("retry-owner");
+        const { envelope } = await sender.sendOk(owner.endpoint);
+        // The reply to the first connect never arrived: the client sends the very same connect again, at once.
+        for (const attempt of ["first retry", "second retry"]) {
+          const again = expectValue(await owner.renew(), "connected");
+          expect(again.endpoint, attempt).toEqual(owner.endpoint);
+          expect(Date.parse(again.leaseExpiresAt), attempt).toBeGreaterThanOrEqual(Date.parse(owner.leaseExpiresAt));
+        }
+        expectProtected(await owner.renew({ bindingSecret: mintBindingSecret() }), "the same generation with another secret");
+        // Still the one registration, protected by the owner's secret, with its mail.
+        expect((await statusOf(owner.callerSession)).body.taskEndpoint).toEqual(owner.endpoint);
+        expectError(await asOwner(owner, "health", {}, mintBindingSecret()), "BINDING_SECRET_INVALID");
+        expect(idsOf(await owner.drain())).toEqual([envelope.envelopeId]);
+        expect(expectValue(await owner.acknowledge(envelope.envelopeId), "acknowledged").duplicate).toBe(false);
+      });
+
+      concurrentIf(secured)("the holder renews and replaces its registration (new generation) with its own secret; the retired generation cannot come back", async () => {
+        const owner = await protectedSession("holder");
+        expect(expectValue(await owner.renew(), "connected").endpoint).toEqual(owner.endpoint);
+        expectProtected(await owner.renew({ bindingSecret: undefined }), "a renewal without the secret");
+        expectValue(await owner.call("health"), "health");
+        const successor = await protectedSession("holder", { callerSession: owner.callerSession, bindingSecret: owner.bindingSecret });
+        expect(successor.endpoint.id).not.toBe(owner.endpoint.id);
+        expect((await statusOf(owner.callerSession)).body.taskEndpoint).toEqual(successor.endpoint);
+        expectError(await owner.call("health"), "REGISTRATION_EXPIRED");
+        expectError(await owner.renew(), "REGISTRATION_EXPIRED");
+        expectError(await successor.call("health", { bindingSecret: undefined }), "BINDING_SECRET_REQUIRED");
+        expectValue(await successor.call("health"), "health");
+        expectProtected(await connectAs(owner, { bindingSecret: mintBindingSecret() }), "another secret after the replacement");
+      });
+
+      concurrentIf(secured)("once a protected registration ended, a new generation may take the name; reviving the same generation needs the secret", async () => {
+        const first = await protectedSession("ended");
+        expectValue(await first.disconnect(), "disconnected");
+        const missing = await first.renew({ bindingSecret: undefined });
+        expect(missing.status).toBe(HTTP_STATUS.unauthorized);
+        expectError(missing, "BINDING_SECRET_REQUIRED");
+        expectError(await first.renew({ bindingSecret: mintBindingSecret() }), "BINDING_SECRET_INVALID");
+        expect(expectValue(await first.renew(), "connected").endpoint).toEqual(first.endpoint);
+        expectValue(await first.disconnect(), "disconnected");
+        const taker = await session("ended", { callerSession: first.callerSession });
+        expect(taker.endpoint.id).not.toBe(first.endpoint.id);
+        expectError(await first.renew(), "REGISTRATION_EXPIRED");
+        // A lapsed lease frees the name too, for a client with another secret.
+        const lapsing = await protectedSession("lapsed", { leaseMs: leaseMinMs });
+        await sleep(leaseMinMs + 20);
+        const next = await protectedSession("lapsed", { callerSession: lapsing.callerSession });
+        expect(next.endpoint.id).not.toBe(lapsing.endpoint.id);
+      });
+
+      concurrentIf(secured)("malformed binding-secret fields are 400 INVALID_REQUEST: a connect secret is a string of at least bindingSecretMinChars characters; previousSecret is no field", async () => {
+        const owner = await protectedSession("secret-fields");
+        const connect = () => connectRequest({ callerSession: uniqueName("secret-fields-c"), generation: crypto.randomUUID() });
+        const tooShort = exactLength(bindingSecretMinChars - 1);
+        for (const bindingSecret of [true, false, 1, null, "", tooShort, exactLength(maxWireIdChars + 1)]) {
+          const reply = await postJson(base(), { ...connect(), bindingSecret });
+          expectError(reply, "INVALID_REQUEST");
+          expect(reply.text).not.toContain(tooShort);
+        }
+        expectValue(await postJson(base(), { ...connect(), bindingSecret: exactLength(bindingSecretMinChars) }), "connected");
+        expectError(await postJson(base(), { ...connect(), bindingSecret: mintBindingSecret(), previousSecret: mintBindingSecret() }), "INVALID_REQUEST");
+        for (const bindingSecret of [true, 7, "", exactLength(maxWireIdChars + 1)]) {
+          expectError(await owner.call("health", { bindingSecret }), "INVALID_REQUEST");
+        }
+        expectValue(await owner.call("health"), "health");
       });
     });
 

@@ -5,7 +5,7 @@
  *
  * - `postJson` / `postBody` / `getPath`: one HTTP exchange, the reply parsed when it is JSON;
  * - `WireSession`: a connected session (`callerSession` + `generation` → endpoint) that issues
- *   bound operations with its binding;
+ *   bound operations with its binding (and, for a protected registration, its `bindingSecret`);
  * - `makeEnvelope`: a wire envelope with a fresh `createdAt = new Date().toISOString()`;
  * - `openRawRequest`: a raw socket request whose body is sent only partly (slow-body tests).
  */
@@ -142,6 +142,11 @@ export interface ConnectOptions {
   readonly protocolVersions?: readonly number[];
   readonly label?: string;
   readonly headers?: Record<string, string>;
+  /**
+   * `binding-secret-v1`: the client's own secret (e.g. `mintBindingSecret()`), which protects the
+   * registration and lets a connect of the same client renew or replace a live protected one.
+   */
+  readonly bindingSecret?: string;
 }
 
 export function connectRequest(options: ConnectOptions & { callerSession: string; generation: string }): Record<string, unknown> {
@@ -153,6 +158,7 @@ export function connectRequest(options: ConnectOptions & { callerSession: string
     protocolVersions: options.protocolVersions ?? [WIRE_PROTOCOL_VERSION],
     ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
     ...(options.epoch === undefined ? {} : { epoch: options.epoch }),
+    ...(options.bindingSecret === undefined ? {} : { bindingSecret: options.bindingSecret }),
   };
 }
 
@@ -189,6 +195,8 @@ export class WireSession {
     public endpoint: WireEndpoint,
     public leaseExpiresAt: string,
     private readonly headers: Record<string, string>,
+    /** The secret this session connected with (`binding-secret-v1`), if any; the relay never sends it back. */
+    readonly bindingSecret: string | undefined,
   ) {}
 
   static async connect(baseUrl: string, options: ConnectOptions = {}): Promise<WireSession> {
@@ -196,16 +204,19 @@ export class WireSession {
     const generation = options.generation ?? crypto.randomUUID();
     const reply = await postJson(baseUrl, connectRequest({ ...options, callerSession, generation }), { headers: options.headers });
     const value = valueOf("connect", reply);
-    return new WireSession(baseUrl, callerSession, generation, reply.body.epoch, value.endpoint, value.leaseExpiresAt, options.headers ?? {});
+    return new WireSession(baseUrl, callerSession, generation, reply.body.epoch, value.endpoint, value.leaseExpiresAt, options.headers ?? {}, options.bindingSecret);
   }
 
   get binding(): Binding {
     return { epoch: this.epoch, callerSession: this.callerSession, endpoint: this.endpoint };
   }
 
-  /** The full request body of a bound operation (binding first, then `fields`, which may override it). */
+  /**
+   * The full request body of a bound operation (binding and secret first, then `fields`, which may
+   * override them; `bindingSecret: undefined` leaves the secret out).
+   */
   request(operation: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
-    return { operation, profile: RELAY_PROFILE, ...this.binding, ...fields };
+    return { operation, profile: RELAY_PROFILE, ...this.binding, ...(this.bindingSecret === undefined ? {} : { bindingSecret: this.bindingSecret }), ...fields };
   }
 
   call(operation: string, fields: Record<string, unknown> = {}, options: RequestOptions = {}): Promise<WireReply> {
@@ -217,9 +228,14 @@ export class WireSession {
     return valueOf(operation, await this.call(operation, fields, options));
   }
 
-  /** Re-sends `connect` with this session's name and generation (a renewal). */
+  /**
+   * Re-sends `connect` with this session's name and generation (a renewal, or a retry after a lost
+   * reply); a protected session sends its secret again unless `options` say otherwise
+   * (`bindingSecret: undefined` leaves it out).
+   */
   renew(options: Omit<ConnectOptions, "callerSession" | "generation"> = {}): Promise<WireReply> {
-    return postJson(this.baseUrl, connectRequest({ ...options, callerSession: this.callerSession, generation: this.generation }), {
+    const own = this.bindingSecret === undefined ? {} : { bindingSecret: this.bindingSecret };
+    return postJson(this.baseUrl, connectRequest({ ...own, ...options, callerSession: this.callerSession, generation: this.generation }), {
       headers: this.headers,
     });
   }

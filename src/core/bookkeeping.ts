@@ -11,7 +11,7 @@ import type { ReceiptStage, ReceiptState } from "../protocol/schemas.ts";
 import type { Bookkeeping, DeliveryRow, OperationReservation, OutboxEntry, TaskStore } from "../store/task-store.ts";
 
 /** What an outbox envelope is for. */
-export type OutboxPurpose = "assignment" | "intent" | "terminal" | "fanout" | "receipt";
+export type OutboxPurpose = "assignment" | "intent" | "terminal" | "fanout" | "receipt" | "refusal";
 
 /**
  * How far a tracked relay delivery got:
@@ -73,11 +73,22 @@ export const OPERATION = {
   parentAcknowledgment: "parent_acknowledgment",
 } as const;
 
+/**
+ * The keys bound to a task by the trust gate: the origin's at assignment, the worker's at its first
+ * signed intent (reset by a reassignment). `unverified`: unsigned mail was accepted for it.
+ */
+export interface TaskTrust {
+  readonly originKey?: string;
+  readonly workerKey?: string;
+  readonly unverified?: true;
+}
+
 export interface CoreBook extends Bookkeeping {
   readonly purpose: OutboxPurpose;
   readonly stage: InboxStage;
   readonly data: InboxData;
   readonly operation: OperationKey;
+  readonly meta: TaskTrust;
 }
 
 export type CoreStore = TaskStore<CoreBook>;

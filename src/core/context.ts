@@ -8,6 +8,7 @@ import type { CoreStore } from "./bookkeeping.ts";
 import type { Hold } from "./hold.ts";
 import type { PresentationHost } from "./host.ts";
 import type { TaskTimers } from "./timers.ts";
+import type { TrustState } from "./trust.ts";
 
 export interface CoreContext {
   readonly store: CoreStore;
@@ -17,6 +18,8 @@ export interface CoreContext {
   /** Drives deadlines, slices and cooldowns. */
   readonly timers: TaskTimers;
   readonly host: PresentationHost;
+  /** Who this core is and whom it trusts; the gate's per-lifetime memory. */
+  readonly trust: TrustState;
   /** Aborted when the lifetime closes: nothing of it may mutate state afterwards. */
   readonly fence: AbortController;
   /** Sends in flight by envelope id: concurrent same-id sends join instead of retransmitting. */

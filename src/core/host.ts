@@ -5,6 +5,7 @@
 import type { TaskEvent } from "../protocol/schemas.ts";
 import type { TaskError } from "../protocol/errors.ts";
 import type { TaskRole, TaskSnapshot } from "../store/task-store.ts";
+import type { Signer } from "./trust.ts";
 
 export interface PresentationItem {
   /** `relay`: a delivery from the relay; `local`: the origin's own view of an event it created. */
@@ -20,6 +21,16 @@ export interface PresentationItem {
   readonly task: TaskSnapshot;
   /** The relay envelope, for relay items. */
   readonly envelopeId?: string;
+  /** The task's other party as the trust gate knows it (unknown when no key is bound yet). */
+  readonly peer?: Signer;
+}
+
+/** A delivery intake rejected (the trust gate or validation): never presented, ACKed, recorded. */
+export interface RejectionRecord {
+  readonly envelopeId: string;
+  readonly code: string;
+  readonly message: string;
+  readonly details: Readonly<Record<string, unknown>>;
 }
 
 export interface LossRecord {
@@ -38,6 +49,8 @@ export interface PresentationHost {
   archive(item: PresentationItem): void | Promise<void>;
   /** Records, without waking the model, that these tasks failed locally because relay state was lost. */
   recordLoss(records: readonly LossRecord[]): void | Promise<void>;
+  /** Records (an archive entry; never the model) that a delivery was rejected. Optional. */
+  recordRejection?(record: RejectionRecord): void | Promise<void>;
 }
 
 /** A host that presents nothing: visible items stay held (useful before Pi is ready). */

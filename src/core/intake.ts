@@ -7,17 +7,22 @@
  *   to the target and queued for local presentation (never a self-addressed envelope);
  * - canonical events (origin → me): appended once, status follows terminal events;
  * - expired active tasks I originated become `task.timed_out`.
- * A delivery that fails validation is rejected (reported, then ACKed): it never stalls the inbox.
+ * Every delivery passes the trust gate first (trust.ts). A delivery that fails the gate or
+ * validation is rejected (counted, reported, recorded by the host, then ACKed): it never stalls the
+ * inbox. An unknown key's assignment is refused back to its sender (`task.refused`), so the origin
+ * learns why; one the local human is still deciding on stays tracked and unACKed.
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { eventTypeRow, isAssignmentType, isTerminalStatus, validateTaskEvent } from "../protocol/events.ts";
+import { eventTypeRow, isAssignmentType, isTerminalStatus, latestAssignment, validateTaskEvent } from "../protocol/events.ts";
 import { type AssignmentPayload, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import { type CoreDelivery, type CoreStore, type InboxData, type InboxStage, OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, me } from "./context.ts";
-import { fanOut } from "./outbox.ts";
+import { makeIntent } from "./envelopes.ts";
+import { fanOut, queueEnvelope } from "./outbox.ts";
+import { admit, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
 
 function invalid(code: string, problem: string, details: Record<string, unknown> = {}): TaskError {
@@ -88,11 +93,12 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
 }
 
 /** Creates the canonical event of a validated intent (first terminal wins) and its fan-out. */
-function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, intent: TaskIntent): { event: TaskEvent; fanout?: string } {
+function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, intent: TaskIntent, signer: Signer): { event: TaskEvent; fanout?: string } {
   const { store } = context;
   const now = context.clock();
   const row = eventTypeRow(intent.type);
   const payload = { intentId: intent.intentId, ...intent.payload };
+  if (intent.type === "task.refused") return { event: canonicalRefusal(context, task, payload, signer) };
   if (row.originLocal) return { event: appendCanonical(store, task, intent.type, payload, now) };
   if (row.terminalStatus !== null && isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
     const event = appendCanonical(store, task, "task.late_terminal", { ...payload, lateType: intent.type }, now);
@@ -106,7 +112,41 @@ function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, i
   return { event, fanout: fanOut(context, scope, task, event, true) };
 }
 
-function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope): InboxData {
+/** The signature this origin put on an assignment it sent (to match a refusal against). */
+function assignmentSignature(store: CoreStore, taskId: string, eventId: string): string | undefined {
+  const envelopeId = store.getOperation(taskId, OPERATION.assignment(eventId))?.envelopeIds[0];
+  return envelopeId === undefined ? undefined : store.getEnvelope(envelopeId)?.payload.signature?.sig;
+}
+
+/**
+ * A worker's refusal of the task's current assignment. It must name the signature this origin put
+ * on that assignment (else it refuses something the relay substituted: NOT_AUTHORIZED). Signed by
+ * a key this origin trusts, it is verified: the task fails (an origin-authored `task.failed`, first
+ * terminal wins, not forwarded). Signed by an unknown key — the usual case, since the worker did
+ * not pair with us either, but also what a relay could forge — it is advice: the task stays active,
+ * and the origin's model and human read who claims to refuse and why. Only the origin sees it.
+ */
+function canonicalRefusal(context: CoreContext, task: TaskRecord, payload: Record<string, unknown>, signer: Signer): TaskEvent {
+  const { store } = context;
+  const now = context.clock();
+  const current = latestAssignment(store.getEvents(task.taskId));
+  ensure(current !== undefined && current.eventId === payload.eventId, "INVALID_INTENT", "the refusal names another assignment than the current one");
+  const ours = assignmentSignature(store, task.taskId, current.eventId);
+  if (ours === undefined || ours !== payload.assignmentSig) {
+    throw new TaskError("NOT_AUTHORIZED", { details: { taskId: task.taskId, problem: "the refusal names an assignment signature this origin did not make" } });
+  }
+  const verified = signer.verified && (signer.self || signer.peerName !== undefined);
+  const refusedBy = signer.verified ? { key: signer.key, fingerprint: signer.fingerprint, ...(signer.claimedName === undefined ? {} : { claimedName: signer.claimedName }) } : undefined;
+  const refusal = appendCanonical(store, task, "task.refused", { ...payload, verified, ...(refusedBy === undefined ? {} : { refusedBy }) }, now);
+  if (verified && !isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
+    const message = `The worker refused the assignment (${String(payload.reason)}).`;
+    appendCanonical(store, task, "task.failed", { summary: message, error: { code: "ASSIGNMENT_REFUSED", message, retryable: false } }, now);
+  }
+  store.enqueueLocalPresentation(refusal);
+  return refusal;
+}
+
+function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope, signer: Signer): InboxData {
   const { store } = context;
   const intent = assertValid(TaskIntent, envelope.payload.payload, { code: "INVALID_INTENT", pathPrefix: "/payload/payload" });
   ensure(intent.taskId === envelope.payload.taskId, "INVALID_INTENT", "task ids disagree");
@@ -127,7 +167,7 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
     return { kind: "intent", taskId: intent.taskId, eventId: existing.logicalId, requires: existing.envelopeIds };
   }
   return store.transaction(() => {
-    const { event, fanout } = canonicalOf(context, scope, task, intent);
+    const { event, fanout } = canonicalOf(context, scope, task, intent, signer);
     const requires = fanout === undefined ? [] : [fanout];
     store.reserveOperation(task.taskId, key, () => ({ logicalId: event.eventId, logicalType: event.type, envelopeIds: requires, createdAt: event.occurredAt }));
     return { kind: "intent", taskId: task.taskId, eventId: event.eventId, requires };
@@ -169,20 +209,61 @@ function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { sta
   const envelope = assertValid(TaskEnvelope, context.store.deliveryEnvelope(row.envelopeId), { code: "INVALID_DELIVERY" });
   const self: TaskEndpoint = me(context);
   ensure(sameEndpoint(envelope.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
+  const signer = admit(context.store, context.trust, envelope, self, context.clock());
   switch (envelope.payload.kind) {
     case "assignment":
       return { stage: "recorded", data: recordAssignment(context, envelope, envelope.payload.payload) };
     case "intent":
-      return { stage: "canonicalized", data: canonicalizeIntent(context, scope, envelope) };
+      return { stage: "canonicalized", data: canonicalizeIntent(context, scope, envelope, signer) };
     case "canonical_event":
       return { stage: "recorded", data: recordCanonical(context, envelope) };
   }
 }
 
 /**
+ * Tells the sender of a refused assignment why (a signed `task.refused` intent), so its task fails
+ * with a reason instead of waiting for a timeout. Best effort: it is one envelope, never retried
+ * past the usual outbox rules; the relay bounds how many an unknown sender can provoke.
+ */
+function refuseAssignment(context: CoreContext, scope: WorkScope, row: CoreDelivery, error: TaskError): void {
+  const raw = context.store.deliveryEnvelope(row.envelopeId) as TaskEnvelope;
+  const assignment = raw.payload.payload as AssignmentPayload;
+  const signature = raw.payload.signature;
+  if (signature === undefined) return;
+  // Naming the refused assignment's signature lets the origin tell our refusal of its assignment
+  // from a refusal of something the relay substituted.
+  const intent = makeIntent(raw.payload.taskId, "task.refused", { eventId: assignment.event.eventId, assignmentSig: signature.sig, reason: error.code });
+  const envelopeId = queueEnvelope(context, { taskId: raw.payload.taskId, from: me(context), to: raw.source, kind: "intent", inner: intent, purpose: "refusal" });
+  scope.required.push(envelopeId);
+}
+
+/** Rejects a delivery for good: counted, recorded by the host, marked for its ACK. */
+function reject(context: CoreContext, scope: WorkScope, row: CoreDelivery, error: TaskError): void {
+  const { store } = context;
+  countRejection(context.trust, error.code);
+  if (error.details.refuseAssignment === true) {
+    try {
+      refuseAssignment(context, scope, row, error);
+    } catch (raw) {
+      scope.fail("intake", toTaskError(raw).withDetails({ envelopeId: row.envelopeId, refusal: true }));
+    }
+  }
+  try {
+    store.updateDelivery(row.envelopeId, { stage: "rejected", ackRequested: true, data: { kind: "rejected", error: { code: error.code, message: error.message } } });
+  } catch (full) {
+    // No room even to mark it rejected: it stays tracked and is judged again when there is room.
+    scope.fail("intake", toTaskError(full).withDetails({ envelopeId: row.envelopeId }));
+    return;
+  }
+  const recorded = context.host.recordRejection?.({ envelopeId: row.envelopeId, code: error.code, message: error.message, details: error.details });
+  if (recorded instanceof Promise) recorded.catch((failure: unknown) => scope.fail("presentation", toTaskError(failure).withDetails({ envelopeId: row.envelopeId })));
+}
+
+/**
  * Validates and records one tracked delivery in its own transaction, setting its stage. Never
  * throws for a bad delivery (it is rejected and reported); relay-loss errors propagate; a full
- * store (`TASK_CAPACITY`) leaves the delivery tracked and unACKed.
+ * store (`TASK_CAPACITY`), a malformed peers.json (`PEERS_INVALID`) or a pairing the human has not
+ * decided (`PAIRING_PENDING`) leaves the delivery tracked and unACKed, to be judged again later.
  */
 export function recordDelivery(context: CoreContext, scope: WorkScope, row: CoreDelivery): void {
   const { store } = context;
@@ -193,15 +274,12 @@ export function recordDelivery(context: CoreContext, scope: WorkScope, row: Core
     const error = toTaskError(raw);
     if (error.spec.relayLoss) throw error;
     scope.required.length = required;
+    if (error.code === "PAIRING_PENDING") return;
     scope.fail("intake", error.withDetails({ envelopeId: row.envelopeId, cursor: row.cursor }));
-    // Full local memory is not the delivery's fault: it stays tracked and unACKed (the relay keeps
-    // it) and is re-driven when there is room, instead of being rejected, ACKed and lost.
-    if (error.code === "TASK_CAPACITY") return;
-    try {
-      store.updateDelivery(row.envelopeId, { stage: "rejected", ackRequested: true, data: { kind: "rejected", error: { code: error.code, message: error.message } } });
-    } catch (full) {
-      // No room even to mark it rejected: it stays tracked and is judged again when there is room.
-      scope.fail("intake", toTaskError(full).withDetails({ envelopeId: row.envelopeId }));
-    }
+    // Full local memory, or a peers.json the user must repair, is not the delivery's fault: it
+    // stays tracked and unACKed (the relay keeps it) and is judged again on a later pass, instead of
+    // being rejected, ACKed and lost.
+    if (error.code === "TASK_CAPACITY" || error.code === "PEERS_INVALID") return;
+    reject(context, scope, row, error);
   }
 }

@@ -45,7 +45,7 @@ export interface QueuedEnvelope {
 export function queueEnvelope(context: CoreContext, spec: QueuedEnvelope): string {
   const { store } = context;
   const createdAt = context.clock();
-  const encoded = encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt);
+  const encoded = encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt, context.trust.options);
   store.transaction(() => {
     store.putOutbox({ envelopeId: encoded.envelopeId, taskId: spec.taskId, target: spec.to, kind: spec.kind, purpose: spec.purpose, envelopeText: encoded.text });
     const operation = spec.operation;

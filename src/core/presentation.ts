@@ -20,13 +20,14 @@ import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType } from "../protocol/events.ts";
 import { maxAckAttemptsPerPass, wakeObservationMs } from "../protocol/limits.ts";
 import type { ReceiptStage, ReceiptState, TaskEvent } from "../protocol/schemas.ts";
-import type { LocalPresentation } from "../store/task-store.ts";
+import type { LocalPresentation, TaskRole } from "../store/task-store.ts";
 import { type CoreDelivery, type CoreStore, OPERATION, type RecordedData } from "./bookkeeping.ts";
 import { type CoreContext, me, rethrowRelayLoss } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
 import type { PresentationItem } from "./host.ts";
 import { queueEnvelope, withdrawUnsent } from "./outbox.ts";
 import type { WorkScope } from "./scope.ts";
+import { describeKey, peerOfTask } from "./trust.ts";
 
 export type ReceiveItem =
   | { readonly kind: "relay"; readonly delivery: CoreDelivery; readonly order: number }
@@ -44,11 +45,20 @@ export function receiveItems(store: CoreStore): ReceiveItem[] {
 
 /** Whether the origin's own view of an event it created is model-visible (else archived). */
 export function visibleLocally(event: TaskEvent): boolean {
-  const row = eventTypeRow(event.type);
-  return row.modelVisible && !row.originLocal;
+  return eventTypeRow(event.type).modelVisible;
 }
 
-function toItem(store: CoreStore, item: ReceiveItem): PresentationItem | undefined {
+function toItem(context: CoreContext, item: ReceiveItem): PresentationItem | undefined {
+  const { store } = context;
+  const peerOf = (taskId: string, role: TaskRole, event?: TaskEvent) => {
+    // A refusal names its own signer (no worker key is bound to a task its worker refused).
+    const refusedBy = event?.type === "task.refused" ? (event.payload.refusedBy as { key?: unknown; claimedName?: unknown } | undefined) : undefined;
+    const peer =
+      typeof refusedBy?.key === "string"
+        ? describeKey(context.trust, refusedBy.key, typeof refusedBy.claimedName === "string" ? refusedBy.claimedName : undefined)
+        : peerOfTask(store, context.trust, taskId, role);
+    return peer === undefined ? {} : { peer };
+  };
   if (item.kind === "relay") {
     const data = item.delivery.data;
     if (!("eventId" in data)) return undefined;
@@ -56,11 +66,11 @@ function toItem(store: CoreStore, item: ReceiveItem): PresentationItem | undefin
     const task = store.getTask(data.taskId);
     if (event === undefined || task === undefined) return undefined;
     const visible = "visible" in data && data.visible;
-    return { kind: "relay", order: item.order, taskId: data.taskId, eventId: data.eventId, event, role: task.role, visible, task, envelopeId: item.delivery.envelopeId };
+    return { kind: "relay", order: item.order, taskId: data.taskId, eventId: data.eventId, event, role: task.role, visible, task, envelopeId: item.delivery.envelopeId, ...peerOf(data.taskId, task.role) };
   }
   const task = store.getTask(item.event.taskId);
   if (task === undefined) return undefined;
-  return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event), task };
+  return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event), task, ...peerOf(item.event.taskId, task.role, item.event) };
 }
 
 /** Rewrites the envelopes a presented delivery waits for before its ACK. */
@@ -208,7 +218,7 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
 
   for (const entry of receiveItems(store)) {
     if (context.fence.signal.aborted || scope.expired()) return completed;
-    const item = toItem(store, entry);
+    const item = toItem(context, entry);
     if (item === undefined) {
       if (entry.kind === "local") store.completeLocalPresentation(entry.event.eventId);
       continue;

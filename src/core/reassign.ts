@@ -67,6 +67,9 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
     }
     const history = store.getEvents(taskId).filter((item) => !eventTypeRow(item.type).originLocal);
     store.setTarget(taskId, successor);
+    // A new executor binds its own key with its first signed intent.
+    const { workerKey: _previous, ...meta } = store.getTaskMeta(taskId) ?? {};
+    store.setTaskMeta(taskId, meta);
     const moved = store.getStoredTask(taskId)!.record;
     const reassigned = appendCanonical(store, moved, "task.reassigned", { task: moved.task, previousTarget: before.target }, context.clock());
     const base = { task: moved, event: reassigned };

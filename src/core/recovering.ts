@@ -8,6 +8,7 @@
  * new generation and an empty store. Transient, auth, capacity, abort, profile and malformed
  * failures never trigger it. Old tasks are not adopted by the successor.
  */
+import type { TrustOptions } from "./trust.ts";
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
 import { shutdownDisconnectMs } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
@@ -36,6 +37,8 @@ export interface RecoveringTaskCoreOptions {
   readonly onRefreshRequested?: () => void;
   /** Called after a lost lifetime was replaced by a fresh endpoint. */
   readonly onRecovered?: (info: RecoveryInfo) => void;
+  /** The identity and peers every lifetime signs and judges with (see TaskCoreOptions.trust). */
+  readonly trust?: TrustOptions;
 }
 
 export interface RecoveryInfo {
@@ -173,6 +176,7 @@ export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}
       ...(options.clock === undefined ? {} : { clock: options.clock }),
       ...(options.timers === undefined ? {} : { timers: options.timers }),
       ...(options.onRefreshRequested === undefined ? {} : { onRefreshRequested: options.onRefreshRequested }),
+      ...(options.trust === undefined ? {} : { trust: options.trust }),
     });
   const recovery = createLossRecovery(session, host, lifetime, options.onRecovered);
   let closed = false;

@@ -26,6 +26,7 @@ import { createWorkScope } from "./scope.ts";
 import { bound, roleOf } from "./ship.ts";
 import { targetDone, targetMessage } from "./target-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
+import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
 export type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
@@ -42,6 +43,11 @@ export interface TaskCoreOptions {
   readonly host?: PresentationHost;
   /** Called when an operation wants a background refresh (the owner schedules it). */
   readonly onRefreshRequested?: () => void;
+  /**
+   * The identity that signs what this core sends and the peers it trusts (src/core/trust.ts).
+   * Default: one in-memory identity per process, trusting only itself.
+   */
+  readonly trust?: TrustOptions;
 }
 
 export interface TaskCore {
@@ -69,6 +75,8 @@ export interface TaskCore {
   cursor(): string;
   /** Whether this lifetime recorded the model-visible insertion of an event. */
   insertionRecorded(eventId: string): boolean;
+  /** Mail this lifetime rejected (the trust gate's and intake's), counted by code. */
+  rejections(): Readonly<Record<string, number>>;
   onChange(listener: () => void): () => void;
   /** Runs a phased pass; concurrent calls share it and requests during it coalesce into one trailing pass. */
   refresh(options?: OperationOptions): Promise<PassReport>;
@@ -153,6 +161,7 @@ function createContext(options: TaskCoreOptions): CoreContext {
     clock: options.clock ?? Date.now,
     timers: options.timers ?? systemTimers,
     host: options.host ?? holdingHost,
+    trust: createTrustState(options.trust ?? processLocalTrust()),
     fence: new AbortController(),
     sending: new Map(),
     withheld: new Map(),
@@ -206,10 +215,11 @@ function operations(context: CoreContext, track: Track) {
 }
 
 /** What callers read: task views, the presentation queue and the questions the extension asks. */
-function reads(store: CoreStore) {
+function reads(context: CoreContext) {
+  const { store } = context;
   const view = (taskId: string): TaskView | undefined => {
     const task = store.getTask(taskId);
-    return task === undefined ? undefined : viewTask(store, task);
+    return task === undefined ? undefined : viewTask(store, task, context.trust);
   };
   return {
     getTask(taskId: string): TaskView {
@@ -218,7 +228,7 @@ function reads(store: CoreStore) {
       return found;
     },
     findTask: view,
-    listTasks: () => store.listTasks().map((task) => viewTask(store, task)),
+    listTasks: () => store.listTasks().map((task) => viewTask(store, task, context.trust)),
     receive: () => receiveItems(store),
     completeLocalPresentation: (eventId: string) => store.completeLocalPresentation(eventId),
     hasPendingWork: () => store.pendingOutboxCount() > 0 || store.pendingDeliveryCount() > 0 || store.stats().localPresentations > 0,
@@ -226,6 +236,7 @@ function reads(store: CoreStore) {
     activeTaskIds: () => store.activeTaskIds(),
     cursor: () => store.checkpoint().highWater,
     insertionRecorded: (eventId: string) => hasEvidence(store, eventId, "inserted"),
+    rejections: () => Object.fromEntries(context.trust.rejections),
     onChange: (listener: () => void) => store.onChange(listener),
   };
 }
@@ -245,7 +256,7 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
   const core: TaskCore = {
     endpoint: () => context.session.binding()?.endpoint,
     ...operations(context, track),
-    ...reads(context.store),
+    ...reads(context),
     refresh() {
       assertOpen(context, "refresh");
       return pass();

@@ -11,6 +11,7 @@ import type { DeliveryReceiptPayload, TerminalDelivery } from "../protocol/schem
 import type { TaskSnapshot } from "../store/task-store.ts";
 import { type CoreStore, OPERATION } from "./bookkeeping.ts";
 import { hasEvidence } from "./presentation.ts";
+import { peerOfTask, type Signer, type TrustState } from "./trust.ts";
 
 export interface DeliveryEvidence {
   /** The assignment envelope at the relay (origin view). */
@@ -24,6 +25,8 @@ export interface DeliveryEvidence {
 export interface TaskView extends TaskSnapshot {
   readonly terminalDelivery: TerminalDelivery;
   readonly deliveryEvidence: DeliveryEvidence;
+  /** The other party as the trust gate knows it: its key, fingerprint and peer name, or unverified. */
+  readonly peer?: Signer;
 }
 
 /** Where an outbox envelope stands at the relay. */
@@ -76,6 +79,7 @@ export function deliveryEvidence(store: CoreStore, task: TaskSnapshot): Delivery
   };
 }
 
-export function viewTask(store: CoreStore, task: TaskSnapshot): TaskView {
-  return { ...task, terminalDelivery: terminalDelivery(store, task), deliveryEvidence: deliveryEvidence(store, task) };
+export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState): TaskView {
+  const peer = peerOfTask(store, trust, task.taskId, task.role);
+  return { ...task, terminalDelivery: terminalDelivery(store, task), deliveryEvidence: deliveryEvidence(store, task), ...(peer === undefined ? {} : { peer }) };
 }

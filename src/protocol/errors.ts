@@ -64,6 +64,10 @@ export const ERROR_REGISTRY = Object.freeze({
   STORE_UNAVAILABLE: spec("unavailable", "The relay store is unavailable.", { retryable: true, httpStatus: 503 }),
   INVARIANT_VIOLATED: spec("internal", "An internal invariant of the relay was violated (a bug); the relay answers RELAY_UNAVAILABLE."),
   RELAY_AUTH_REQUIRED: spec("auth", "Relay authentication is required (WOLFPACK_JWT_SECRET).", { holdsSending: true, httpStatus: 401 }),
+  // binding-secret-v1 (our relay): a bound operation must carry the registration's secret.
+  BINDING_SECRET_REQUIRED: spec("auth", "This endpoint's registration requires its binding secret, and the request carries none.", { rebind: true, httpStatus: 401 }),
+  BINDING_SECRET_INVALID: spec("forbidden", "The request's binding secret is not this endpoint registration's.", { rebind: true, httpStatus: 403 }),
+  SESSION_PROTECTED: spec("forbidden", "A live registration holds this session name; only its holder may re-register it until its lease ends.", { retryable: true, httpStatus: 403 }),
 
   // -- client codes ---------------------------------------------------------------------------
   RELAY_REBIND_REQUIRED: spec("reset", "The relay binding was retired; a fresh endpoint must be bound.", { relayLoss: true }),
@@ -110,6 +114,26 @@ export const ERROR_REGISTRY = Object.freeze({
   TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
   PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
   PI_TASK_WORKER_COORDINATION_FORBIDDEN: spec("gate", "A task worker may not send, cancel or acknowledge tasks."),
+
+  // -- trust gate: a received event that fails a check is rejected, counted and ACKed ---------
+  SIGNATURE_INVALID: spec("rejected", "The event's signature does not verify (forged or altered on the way)."),
+  NOT_ADDRESSED: spec("rejected", "The event is signed for another endpoint or task."),
+  NOT_AUTHORIZED: spec("rejected", "The signer may not send this kind of event for this task."),
+  STALE_EVENT: spec("rejected", "The event was signed more than 24 hours ago or more than 60 seconds in the future."),
+  REPLAYED_EVENT: spec("rejected", "The event was already received in another envelope (a replay)."),
+  UNSIGNED_EVENT: spec("rejected", "The event is unsigned (an older pi-tasks); set PI_TASKS_TRUST=unsigned to accept such peers as unverified."),
+  UNKNOWN_PEER: spec("rejected", "The signer is neither this identity nor a paired peer (pair with `pi-tasks peers add NAME KEY`)."),
+  ASSIGNMENT_REFUSED: spec("refused", "The worker refused the assignment: it does not trust this identity (pair both sides with `pi-tasks peers add`)."),
+  PAIRING_PENDING: spec("pending", "The signer is unknown; the local human has not yet decided whether to pair with it.", { retryable: true }),
+  // -- identity and peers ---------------------------------------------------------------------
+  IDENTITY_INVALID: spec("config", "The identity file is unreadable or invalid (identity.json in PI_TASKS_HOME)."),
+  INVALID_PEER_KEY: spec("invalid", "Not an Ed25519 public key (expected ed25519:<base64url of 32 bytes>)."),
+  INVALID_PEER_NAME: spec("invalid", "A peer name is 1–64 characters of letters, digits, '.', '_' or '-'."),
+  PEER_CONFLICT: spec("conflict", "This peer name or key is already paired differently; remove it first."),
+  PEER_NOT_FOUND: spec("not-found", "No peer of that name."),
+  PEERS_BUSY: spec("busy", "Another process is changing peers.json; try again.", { retryable: true }),
+  PEERS_INVALID: spec("config", "peers.json is unreadable or invalid."),
+  PEERS_FULL: spec("capacity", "peers.json holds the most peers allowed; remove one first."),
 
   // -- CLI codes ------------------------------------------------------------------------------
   TASK_WORKER_PREFLIGHT_FAILED: spec("preflight", "The worker could not be started: a preflight check failed."),

@@ -12,6 +12,7 @@ import {
   LateTerminalPayload,
   ParentAcknowledgedPayload,
   ReassignedPayload,
+  RefusedPayload,
   TASK_EVENT_TYPE_NAMES,
   TaskEvent,
   type TaskEventType,
@@ -58,6 +59,10 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
   "task.parent_acknowledged": row("task.parent_acknowledged", { ...archived, payload: ParentAcknowledgedPayload }),
   "task.late_terminal": row("task.late_terminal", { ...archived, payload: LateTerminalPayload }),
   "task.reassigned": row("task.reassigned", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false, payload: ReassignedPayload }),
+  // A worker's refusal of an assignment (its trust gate refused the origin), shown at the origin;
+  // never forwarded, since the worker holds no task. It is not terminal by itself: the origin fails
+  // the task (a task.failed of its own) only when a key it trusts signed the refusal.
+  "task.refused": row("task.refused", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: RefusedPayload }),
 });
 
 export function isKnownEventType(type: unknown): type is TaskEventType {

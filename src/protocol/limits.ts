@@ -228,6 +228,41 @@ export const relayWatchesPerEndpoint = 1;
 export const relayDefaultHost = "127.0.0.1";
 
 // ---------------------------------------------------------------------------------------------
+// Trust: identity, signed events, the trust gate, peers
+// ---------------------------------------------------------------------------------------------
+
+/** Domain separation prefix of every signed task event (followed by a NUL byte). */
+export const SIGNATURE_DOMAIN = "pi-tasks-v1" as const;
+/** A signed event older than this (by its signed time) is stale. */
+export const signatureMaxAgeMs = 24 * 60 * 60_000;
+/** A signed event dated more than this into the future is stale. */
+export const signatureMaxFutureSkewMs = 60_000;
+/** Signed event ids remembered per endpoint lifetime to detect replays (oldest forgotten first). */
+export const replayWindowEvents = 4_096;
+/** Verified public keys kept parsed (oldest dropped first). */
+export const verifyKeyCacheEntries = 256;
+/** Most peers in peers.json. */
+export const maxPeers = 256;
+/** Longest peer name, in characters. */
+export const maxPeerNameChars = 64;
+/** Longest claimed (unverified) sender name carried next to a signature, in characters. */
+export const maxClaimedNameChars = 64;
+/** How long a peers.json change waits for another process's lock before PEERS_BUSY. */
+export const peersLockWaitMs = 2_000;
+/** A peers.json lock older than this whose holder is gone is taken over. */
+export const peersLockStaleMs = 10_000;
+/** How often a peers.json change asks again for a lock another process holds. */
+export const peersLockPollMs = 25;
+/** How long the interactive pairing dialog waits for the human before refusing. */
+export const pairingDialogTimeoutMs = 120_000;
+/** Room kept under the payload bound for a signature block (key, time, endpoints, signature, claimed name). */
+export const signatureReserveBytes = KiB;
+/** Random bytes of the binding secret our client picks (binding-secret-v1; 43 base64url characters). */
+export const bindingSecretBytes = 32;
+/** Shortest binding secret a relay accepts on connect (binding-secret-v1), in characters. */
+export const bindingSecretMinChars = 32;
+
+// ---------------------------------------------------------------------------------------------
 // Units
 // ---------------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import {
   maxArtifactFieldChars,
   maxArtifacts,
+  maxClaimedNameChars,
   maxErrorMessageChars,
   maxPathChars,
   maxReasonChars,
@@ -103,6 +104,7 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.parent_acknowledged",
   "task.late_terminal",
   "task.reassigned",
+  "task.refused",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -197,6 +199,44 @@ export const LateTerminalPayload = Type.Object(
 );
 export const ReassignedPayload = Type.Object({ task: TaskText, previousTarget: TaskEndpoint }, strict);
 
+/** The worker's refusal of an assignment (intent payload; the canonical payload adds who refused). */
+export const RefusedPayload = Type.Object(
+  {
+    ...intentIdField,
+    /** The assignment event refused. */
+    eventId: Id,
+    /** The signature (`sig`) of the refused assignment, as the worker received it. */
+    assignmentSig: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+    /** Why: the trust gate's code (e.g. UNKNOWN_PEER). */
+    reason: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+    /** Added by the origin: whether a key it trusts signed the refusal (then the task failed). */
+    verified: Type.Optional(Type.Boolean()),
+    /** Added by the origin: the refusing key and its fingerprint, as verified. */
+    refusedBy: Type.Optional(Type.Object({ key: Type.String({ minLength: 1, maxLength: maxWireIdChars }), fingerprint: Type.String({ minLength: 1, maxLength: maxWireIdChars }), claimedName: Type.Optional(Type.String({ minLength: 1, maxLength: maxClaimedNameChars })) }, strict)),
+  },
+  strict,
+);
+
+// ---------------------------------------------------------------------------------------------
+// Signatures (src/trust/signing.ts)
+// ---------------------------------------------------------------------------------------------
+
+/** A signature block next to a wire payload: the signer, the signed time and endpoints, the signature. */
+export const SignatureBlock = Type.Object(
+  {
+    v: Type.Literal(1),
+    key: Type.String({ pattern: "^ed25519:[A-Za-z0-9_-]{43}$" }),
+    at: Type.String({ minLength: 1, maxLength: 64 }),
+    from: TaskEndpoint,
+    to: TaskEndpoint,
+    sig: Type.String({ pattern: "^[A-Za-z0-9_-]{86}$" }),
+    /** The sender's claimed name: unsigned, untrusted, shown only as a claim. */
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: maxClaimedNameChars })),
+  },
+  strict,
+);
+export type SignatureBlock = Static<typeof SignatureBlock>;
+
 // ---------------------------------------------------------------------------------------------
 // Intents (receiver → origin requests; never authoritative)
 // ---------------------------------------------------------------------------------------------
@@ -209,6 +249,7 @@ export const ReceiverIntentType = Type.Union([
   Type.Literal("task.failed"),
   Type.Literal("task.cancelled"),
   Type.Literal("task.delivery_receipt"),
+  Type.Literal("task.refused"),
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 
@@ -253,9 +294,10 @@ export const AssignmentPayload = Type.Object(
 );
 export type AssignmentPayload = Static<typeof AssignmentPayload>;
 
-export const AssignmentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("assignment"), payload: AssignmentPayload }, strict);
-export const IntentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("intent"), payload: TaskIntent }, strict);
-export const CanonicalWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("canonical_event"), payload: TaskEvent }, strict);
+const signature = Type.Optional(SignatureBlock);
+export const AssignmentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("assignment"), payload: AssignmentPayload, signature }, strict);
+export const IntentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("intent"), payload: TaskIntent, signature }, strict);
+export const CanonicalWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("canonical_event"), payload: TaskEvent, signature }, strict);
 export const TaskWirePayload = Type.Union([AssignmentWirePayload, IntentWirePayload, CanonicalWirePayload]);
 export type TaskWirePayload = Static<typeof TaskWirePayload>;
 

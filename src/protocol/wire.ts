@@ -15,6 +15,8 @@
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import { canonicalJson } from "./canonical-json.ts";
 import {
+  bindingSecretBytes,
+  bindingSecretMinChars,
   leaseMaxMs,
   leaseMinMs,
   maxCursorDigits,
@@ -59,6 +61,8 @@ export function compareCursors(a: string, b: string): number {
 // ---------------------------------------------------------------------------------------------
 
 export const WireString = Type.String({ minLength: minWireIdChars, maxLength: maxWireIdChars });
+/** A binding secret chosen by a client on connect (`binding-secret-v1`): `bindingSecretMinChars`..`maxWireIdChars` characters. */
+export const BindingSecret = Type.String({ minLength: bindingSecretMinChars, maxLength: maxWireIdChars });
 
 export const RELAY_OPERATIONS = ["connect", "resolve", "send", "receive", "acknowledge", "disconnect", "health", "watch"] as const;
 export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
@@ -69,9 +73,12 @@ export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
  * What a schema cannot say the relay checks right after it, still before any binding check:
  * `epoch` is a UUID, `protocolVersions` includes 2, the `resolve` target id is a UUID
  * (`INVALID_REQUEST`), and `cursor` / `limit` are well formed (`INVALID_CURSOR`, so they are
- * `Unknown` here). A malformed binding `endpoint` is `SOURCE_MISMATCH`, a binding check.
+ * `Unknown` here). A malformed binding `endpoint` is `SOURCE_MISMATCH`, a binding check. The
+ * binding's `bindingSecret` (`binding-secret-v1`: the secret the client chose when it connected
+ * the protected registration) may be any wire string; a wrong one is `BINDING_SECRET_INVALID`, also
+ * a binding check.
  */
-const bindingFields = { epoch: Type.String(), callerSession: WireString, endpoint: Type.Unknown() };
+const bindingFields = { epoch: Type.String(), callerSession: WireString, endpoint: Type.Unknown(), bindingSecret: Type.Optional(WireString) };
 const base = { operation: Type.String(), profile: Type.String() };
 /** The `resolve` target `{relay, id}`; `id` must also be a UUID. */
 const ResolveTarget = Type.Object({ relay: Type.String(), id: Type.String() }, strict);
@@ -85,6 +92,9 @@ export const RELAY_REQUESTS = {
       protocolVersions: Type.Array(Type.Integer(), { minItems: minProtocolVersionsItems, maxItems: maxProtocolVersionsItems }),
       leaseMs: Type.Optional(Type.Integer({ minimum: leaseMinMs, maximum: leaseMaxMs })),
       epoch: Type.Optional(Type.String()),
+      // binding-secret-v1: the client's own secret; protects this registration, and proves the
+      // live protected one of this name to be the same client's.
+      bindingSecret: Type.Optional(BindingSecret),
     },
     strict,
   ),
@@ -225,6 +235,12 @@ export type SessionListBody = Static<typeof SessionListBody>;
 /** Additions a relay may advertise in the profile's `features`. */
 export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
+export const FEATURE_BINDING_SECRET = "binding-secret-v1";
+
+/** A fresh binding secret for a client to choose (`binding-secret-v1`): `bindingSecretBytes` random bytes, base64url without padding. */
+export function mintBindingSecret(): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(bindingSecretBytes))).toString("base64url");
+}
 
 /** Codes a relay may send without an epoch (client rule, docs/wire.md). */
 export const EPOCHLESS_CODES: ReadonlySet<string> = new Set(["RELAY_CAPACITY", "RELAY_UNAVAILABLE", "INVALID_REQUEST", "PEER_POLICY_REQUIRED"]);

@@ -12,6 +12,14 @@
  *   consistency, …): `INVALID_CONNECTION`, `INVALID_ACCEPTANCE`, `INVALID_INBOX`,
  *   `INVALID_TARGET`, `INVALID_RESPONSE`. Features come from the profile and are used only when
  *   advertised.
+ * - `binding-secret-v1`, when advertised: the session picks its own secret once
+ *   (`bindingSecretBytes` random bytes, base64url) and sends it on every connect (`bindingSecret`)
+ *   and every bound operation, so its registration is protected and every connect of its own — a
+ *   renewal, a rebind, a retry after a lost reply — is let through by the relay at once. The
+ *   secret stays in this closure only — not in `Binding`, never in an error's details, never
+ *   logged — and is dropped on close; a relay without the feature is never sent it. A connect
+ *   refused `SESSION_PROTECTED` (another process's live registration holds the name; retryable,
+ *   with `retryAfterMs`) is surfaced as is.
  */
 import type { Static } from "@sinclair/typebox";
 import { nanoid } from "nanoid";
@@ -20,7 +28,17 @@ import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
 import { leaseDefaultMs, leaseRenewMarginMs, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
-import { compareCursors, type EncodedEnvelope, FEATURE_SUCCESSOR, FEATURE_WATCH, RELAY_REPLIES, type RelayOperation, requestText } from "../protocol/wire.ts";
+import {
+  compareCursors,
+  type EncodedEnvelope,
+  FEATURE_BINDING_SECRET,
+  FEATURE_SUCCESSOR,
+  FEATURE_WATCH,
+  mintBindingSecret,
+  RELAY_REPLIES,
+  type RelayOperation,
+  requestText,
+} from "../protocol/wire.ts";
 import type { RelayAuth } from "./auth.ts";
 import { createRelayTransport, type RelayTransport, type SuccessReply } from "./transport.ts";
 
@@ -147,6 +165,12 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
   let generation: string = nanoid();
   let bound: Binding | undefined;
   let features: ReadonlySet<string> | undefined;
+  /**
+   * This session's binding secret (`binding-secret-v1`), chosen here once for the session's life:
+   * sent on connect and with every bound operation when the relay advertises the feature;
+   * dropped on close.
+   */
+  let secret: string | undefined = mintBindingSecret();
   /** Aborted when the binding is retired or the session closes: fences in-flight calls. */
   let bindingFence = new AbortController();
   let connecting: Promise<Binding> | undefined;
@@ -184,6 +208,11 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     return error;
   }
 
+  /** The secret to send, when the relay advertises `binding-secret-v1` (never to one that does not). */
+  function secretField(): { bindingSecret?: string } {
+    return secret !== undefined && features?.has(FEATURE_BINDING_SECRET) === true ? { bindingSecret: secret } : {};
+  }
+
   async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0, envelopeText?: string): Promise<Record<string, unknown>> {
     const binding = await ensureBound(operation, signal);
     const callFence = bindingFence;
@@ -193,6 +222,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       epoch: binding.epoch,
       callerSession,
       endpoint: binding.endpoint,
+      ...secretField(),
       ...fields,
     };
     let reply: SuccessReply;
@@ -228,6 +258,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       protocolVersions: [WIRE_PROTOCOL_VERSION],
       leaseMs,
       ...(previous === undefined ? {} : { epoch: previous.epoch }),
+      ...secretField(),
     };
     let reply: SuccessReply;
     try {
@@ -347,6 +378,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     close() {
       if (status === "closed") return;
       status = "closed";
+      secret = undefined;
       bindingFence.abort(new TaskError("RELAY_CLOSED"));
       transport.close();
     },

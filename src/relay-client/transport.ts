@@ -124,8 +124,11 @@ function interpret(status: number, body: unknown, headers: Headers): SuccessRepl
     const retryAfterMs = retryAfterFrom(body, headers);
     throw new TaskError("RELAY_CAPACITY", { details: { httpStatus: status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) } });
   }
-  if (status === HTTP_UNAUTHORIZED) throw new TaskError("RELAY_AUTH_REQUIRED", { details: { httpStatus: status } });
   const relayBody = isRecord(body) && body.profile === RELAY_PROFILE;
+  // A 401 is the JWT's, unless a relay error body names another code (BINDING_SECRET_REQUIRED).
+  if (status === HTTP_UNAUTHORIZED && !(relayBody && isRecord(body.error) && typeof body.error.code === "string" && body.error.code !== "RELAY_AUTH_REQUIRED")) {
+    throw new TaskError("RELAY_AUTH_REQUIRED", { details: { httpStatus: status } });
+  }
   // A gateway or proxy failure in front of the relay is transient, not a profile mismatch.
   if (!relayBody && isServerErrorStatus(status)) {
     throw new TaskError("RELAY_UNAVAILABLE", { details: { httpStatus: status, mayHaveBeenDelivered: true, problem: "server error without a relay body" } });

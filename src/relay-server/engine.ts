@@ -7,8 +7,11 @@
  *    limit INVALID_CURSOR);
  * 4. binding, in order: epoch → RELAY_RESET; endpoint malformed or not local →
  *    SOURCE_MISMATCH; caller → CALLER_NOT_FOUND; registration unknown or not active →
- *    REGISTRATION_EXPIRED; registration of another caller → SOURCE_MISMATCH. `connect` has no
- *    binding, only the epoch comparison;
+ *    REGISTRATION_EXPIRED; registration of another caller → SOURCE_MISMATCH; the binding secret
+ *    of a protected registration missing → BINDING_SECRET_REQUIRED, wrong (or any for an
+ *    unprotected one) → BINDING_SECRET_INVALID. `connect` has no binding, only the epoch
+ *    comparison (and the protection of the session's current registration, judged in the store
+ *    against the connect's own `bindingSecret`);
  * 5. the operation (send's envelope checks among them).
  * It maps the store's outcomes to wire errors, knows nothing of HTTP and nothing of which store
  * it runs on.
@@ -30,6 +33,7 @@ import { type TaskEndpoint, WireEnvelope } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
 import {
   cursorValue,
+  FEATURE_BINDING_SECRET,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
   type ProfileBody,
@@ -40,11 +44,12 @@ import {
   type RelayValue,
   type SessionStatusBody,
 } from "../protocol/wire.ts";
+import { secretDigest } from "./binding-secret.ts";
 import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
 import { isLive, type RegistrationView, type RelayStore, type StoreUsage } from "./store/store.ts";
 
-export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR] as const;
+export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
 
 /** A success the HTTP layer serialises; `rawValueJson` is spliced in as is (receive pages). */
@@ -151,7 +156,8 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
   /**
    * The binding checks of every operation but connect, in order; returns the caller's live
    * registration. The registration must be active before its owner is compared, so another
-   * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH.
+   * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH;
+   * the secret is judged last, once the request names a live registration of its own caller.
    */
   async function bind(request: Record<string, unknown>): Promise<RegistrationView> {
     checkEpoch(request.epoch);
@@ -160,11 +166,14 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
       throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
     }
     const session = request.callerSession as string;
-    const { callerKnown, registration } = await store.binding(session, endpoint.id);
+    const presented = request.bindingSecret === undefined ? undefined : secretDigest(request.bindingSecret as string);
+    const { callerKnown, registration, secret } = await store.binding(session, endpoint.id, presented);
     if (!callerKnown) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
     if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
     if (!isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
     if (registration.session !== session) throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
+    if (secret === "missing") throw new TaskError("BINDING_SECRET_REQUIRED");
+    if (secret === "mismatch") throw new TaskError("BINDING_SECRET_INVALID");
     return registration;
   }
 
@@ -251,18 +260,36 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     throw new TaskError("TARGET_NOT_REGISTERED", { details: { target } });
   }
 
+  /**
+   * `binding-secret-v1`: the connect's `bindingSecret` is the client's own (the schema holds it to
+   * `bindingSecretMinChars`); only its digest goes to the store, which decides in one call whether
+   * it may take the name. The reply never carries a secret.
+   */
   async function connect(request: Record<string, unknown>): Promise<RelayValue> {
     // Runs before the registration is looked at; the fields were checked already.
     if (request.epoch !== undefined) checkEpoch(request.epoch);
+    const secret = request.bindingSecret as string | undefined;
+    const at = now();
     const outcome = await store.connect({
       session: request.callerSession as string,
       generation: request.generation as string,
       leaseMs: (request.leaseMs as number | undefined) ?? leaseDefaultMs,
-      now: now(),
+      now: at,
+      ...(secret === undefined ? {} : { secretDigest: secretDigest(secret) }),
     });
     switch (outcome.kind) {
       case "connected":
-        return { kind: "connected", endpoint: endpointOf(outcome.registration), leaseExpiresAt: new Date(outcome.registration.leaseExpiresAt).toISOString() };
+        return {
+          kind: "connected",
+          endpoint: endpointOf(outcome.registration),
+          leaseExpiresAt: new Date(outcome.registration.leaseExpiresAt).toISOString(),
+        };
+      case "session-protected":
+        throw new TaskError("SESSION_PROTECTED", { details: { retryAfterMs: Math.max(0, outcome.leaseExpiresAt - at) } });
+      case "secret-missing":
+        throw new TaskError("BINDING_SECRET_REQUIRED");
+      case "secret-mismatch":
+        throw new TaskError("BINDING_SECRET_INVALID");
       case "generation-retired":
         throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "generation was superseded" } });
       case "full":

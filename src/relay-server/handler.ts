@@ -21,7 +21,7 @@ import {
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
-import { isRelayOperation, type SessionListBody, type WireErrorBody } from "../protocol/wire.ts";
+import { FEATURE_BINDING_SECRET, isRelayOperation, type SessionListBody, type WireErrorBody } from "../protocol/wire.ts";
 import { createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
 import { createRequestSlots } from "./request-slots.ts";
@@ -50,6 +50,9 @@ export interface RelayHandler {
 
 const JSON_HEADERS = { "content-type": "application/json", "cache-control": "no-store" } as const;
 const EARLY_HEADERS = { ...JSON_HEADERS, connection: "close" } as const;
+/** A 401 names its challenge (RFC 9110): the JWT's, or for a missing binding secret the feature's. */
+const JWT_CHALLENGE = { "www-authenticate": 'Bearer realm="wolfpack"' } as const;
+const BINDING_SECRET_CHALLENGE = { "www-authenticate": FEATURE_BINDING_SECRET } as const;
 
 /** HTTP status of a wire error; body-size and body-time rejections keep INVALID_REQUEST. */
 function statusOf(error: TaskError): number {
@@ -176,7 +179,7 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
       const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
       return new Response(`{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${epoch}","value":${valueJson}}`, { status: HTTP_STATUS.ok, headers: JSON_HEADERS });
     } catch (error) {
-      return fail(error);
+      return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
     }
   }
 
@@ -203,7 +206,7 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     if (request.headers.get("origin") !== null) return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
     if (request.method === "OPTIONS") return new Response(null, { status: HTTP_STATUS.noContent, headers: { "cache-control": "no-store" } });
     if (!(await authorised(request))) {
-      return fail(rejection("RELAY_AUTH_REQUIRED", HTTP_STATUS.unauthorized, "unauthorized"), true, { "www-authenticate": 'Bearer realm="wolfpack"' });
+      return fail(rejection("RELAY_AUTH_REQUIRED", HTTP_STATUS.unauthorized, "unauthorized"), true, JWT_CHALLENGE);
     }
     if (!gate.allows(peer, request.headers.get("x-forwarded-for"))) {
       return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "client address is not allowed"), true);

@@ -18,6 +18,7 @@ export const STORE_TABLES = [
   "checkpoint",
   "local",
   "evidence",
+  "meta",
   "cooldown",
   "rotation",
 ] as const;

@@ -34,6 +34,8 @@ export interface Bookkeeping {
   readonly data: unknown;
   /** The key of an idempotent operation of a task. */
   readonly operation: string;
+  /** What the core keeps per task beside its record (e.g. the keys bound to it). */
+  readonly meta: unknown;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -242,6 +244,10 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   enqueueLocalPresentation(event: TaskEvent): LocalPresentation;
   localPresentations(): LocalPresentation[];
   completeLocalPresentation(eventId: string): boolean;
+
+  // per-task core metadata (opaque to the store)
+  getTaskMeta(taskId: string): B["meta"] | undefined;
+  setTaskMeta(taskId: string, meta: B["meta"]): void;
 
   // presentation evidence per event (inserted, woken, archived, …) for this lifetime
   getEvidence(eventId: string): Evidence | undefined;
@@ -607,6 +613,10 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
 
     // -- evidence ----------------------------------------------------------------------------------
 
+    getTaskMeta: (taskId) => rows.read<B["meta"]>("meta", taskId),
+    setTaskMeta(taskId, meta) {
+      rows.write("meta", taskId, meta);
+    },
     getEvidence: (eventId) => rows.read<Evidence>("evidence", eventId),
     recordEvidence(eventId, patch) {
       return mutate(() => {

@@ -12,7 +12,7 @@ import { performanceMarkdown } from "../../bench/report.ts";
 // Starts relays, echo servers and a real Pi: raised well above the suite's default.
 setDefaultTimeout(180_000);
 
-const FIGURE_IDS = ["baseline", "relay-ratio", "cycles-session", "cycles-raw", "acceptance", "delivery-watch", "delivery-poll", "outage", "memory", "refresh", "pi"];
+const FIGURE_IDS = ["baseline", "relay-ratio", "cycles-session", "cycles-raw", "sign-verify", "cycles-signed", "acceptance", "delivery-watch", "delivery-poll", "outage", "memory", "refresh", "pi"];
 
 describe("bench (quick)", () => {
   test("every measurement runs, every figure has a number, a verdict and a method; loss and duplicate checks hold", async () => {
@@ -31,6 +31,17 @@ describe("bench (quick)", () => {
       expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter }).toEqual({ lost: 0, duplicates: 0, left: 0 });
       expect(run.envelopes).toBeGreaterThan(0);
     }
+    for (const cost of [m.signing.assignment, m.signing.intent]) {
+      expect({ kind: cost.kind, failures: cost.verifyFailures, samples: cost.signVerifyUs.count }).toEqual({ kind: cost.kind, failures: 0, samples: m.signing.samples });
+    }
+    expect(m.signedCycles.rounds.length).toBeGreaterThan(0);
+    for (const round of m.signedCycles.rounds) {
+      expect([round.unsigned.signed, round.signed.signed]).toEqual([false, true]);
+      for (const run of [round.unsigned, round.signed]) {
+        expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter, verifyFailures: run.verifyFailures }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
+      }
+    }
+    expect(m.signedCycles.envelopeBytes.signed).toBeGreaterThan(m.signedCycles.envelopeBytes.unsigned);
     for (const run of [m.delivery.watch, m.delivery.poll]) {
       expect({ unacknowledged: run.unacknowledged, duplicates: run.duplicateInsertions }).toEqual({ unacknowledged: 0, duplicates: 0 });
       expect(run.ackMs.count).toBe(run.samples);

@@ -2,6 +2,7 @@
  * `pi-tasks spawn --task-worker`: a real scripted Pi worker becomes ready and outlives the
  * command; status/list show it; its log holds Pi's RPC output once it works on a task.
  */
+import { homeTrust } from "../../src/trust/home.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -106,7 +107,8 @@ describe("pi-tasks spawn --task-worker", () => {
 
     // Give the worker a task: its Pi wakes, records the assignment and asks its question; all of
     // that is Pi's RPC output, which only the log file carries.
-    origin = await createParty({ url: relay.url });
+    // The same user: the origin signs with the identity of the worker's PI_TASKS_HOME.
+    origin = await createParty({ url: relay.url, trust: homeTrust(sandbox.stateDir) });
     const created = await origin.core.createTask({ to: out.taskEndpoint, task: "Create hello.txt with the greeting I give you." });
     expect(created.target).toEqual(out.taskEndpoint);
     const logged = await eventually(() => {

@@ -11,7 +11,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
-import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, signatureReserveBytes, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { settle } from "../../kit/drain.ts";
@@ -313,11 +313,11 @@ describe("reassignment size bounds", () => {
     let tooLong = maxTaskTextChars + 1;
     while (tooLong - length > 1) {
       const middle = (length + tooLong) >>> 1;
-      if (model(middle, "task.created", {}) <= maxRelayPayloadBytes - 48) length = middle;
+      if (model(middle, "task.created", {}) <= maxRelayPayloadBytes - 48 - signatureReserveBytes) length = middle;
       else tooLong = middle;
     }
     expect(length).toBeLessThanOrEqual(maxTaskTextChars);
-    expect(model(length, "task.reassigned", { previousTarget: { relay: RELAY_ID, id: crypto.randomUUID() } })).toBeGreaterThan(maxRelayPayloadBytes);
+    expect(model(length, "task.reassigned", { previousTarget: { relay: RELAY_ID, id: crypto.randomUUID() } }) + signatureReserveBytes).toBeGreaterThan(maxRelayPayloadBytes);
 
     const { origin, worker, taskId, oldTarget } = await setup(unit.repeat(length));
     for (let index = 0; index < 3; index += 1) await origin.core.message({ taskId, type: "information", message: "x".repeat(maxTaskTextChars) });

@@ -26,6 +26,7 @@ import {
   expectCleanStops,
   scenario,
   stopAll,
+  sendThenAckBrain,
 } from "../helpers/pi-kit.ts";
 import { deferred } from "../../kit/async.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
@@ -101,12 +102,7 @@ async function happyPath() {
   const to = await waitForEndpoint(relay.url, "happy-worker");
   const origin = pi({
     session: "happy-origin",
-    brain: (turn) => {
-      if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Write hello.txt containing a greeting." } }] };
-      const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
-      return { text: "ok" };
-    },
+    brain: sendThenAckBrain(to, "Write hello.txt containing a greeting."),
   });
   origin.prompt("Delegate writing hello.txt to the worker.");
   await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack", 20_000);

@@ -294,9 +294,10 @@ describe("the status line", () => {
     const { board, boards, widgets, turns, code } = await status;
     expect(board[0]).toBe("pi-tasks");
     expect(board[1]).toMatch(/^session: status-worker · endpoint wolfpack-pi-tasks-v2\/[0-9a-f-]{36}$/);
-    expect(board[2]).toMatch(/^relay: http:\/\/127\.0\.0\.1:\d+ \(from PI_TASKS_RELAY_URL\)$/);
-    expect(board[3]).toBe("0 tasks · 0 active");
-    expect(board).toHaveLength(4);
+    expect(board[2]).toMatch(/^identity: [0-9a-f]{4}(:[0-9a-f]{4}){3} \(ed25519:[A-Za-z0-9_-]{43}\) · pair with `pi-tasks peers add NAME KEY`$/);
+    expect(board[3]).toMatch(/^relay: http:\/\/127\.0\.0\.1:\d+ \(from PI_TASKS_RELAY_URL\)$/);
+    expect(board[4]).toBe("0 tasks · 0 active");
+    expect(board).toHaveLength(5);
     expect(boards).toBe(1);
     expect(widgets).toBe(0);
     expect(turns).toBe(0);
@@ -309,12 +310,13 @@ describe("/tasks", () => {
     const { lines, detail, turnsBefore, turnsAfter, origin, code } = await boardRun;
     const sent = toolCalls(origin, "agent_task_send").map((call) => String(call.details.taskId));
     expect(sent).toHaveLength(2);
-    expect(lines[3]).toBe("2 tasks · 2 active");
+    expect(lines[4]).toBe("2 tasks · 2 active");
     for (const [index, taskId] of sent.entries()) {
       const line = lines.find((candidate) => candidate.startsWith(`  ${taskId.slice(0, 8)}`));
       expect(line).toBeDefined();
       // The target is a plain relay client named board-target: the relay's session list names it.
-      expect(line).toContain("to board-target — ");
+      // No signed mail came back from it yet: no key is bound to the task.
+      expect(line).toContain("to board-target [no key yet] — ");
       expect(line).toContain(["First board task.", "Second board task."][index]!);
       expect(line).not.toContain("terminal=");
     }

@@ -244,7 +244,7 @@ describe("relay restart mid-task", () => {
     expect(lost).not.toContain(fresh[0]!.taskId);
     for (const [name, lines] of Object.entries(boards)) {
       const rows = lines.filter((line) => line.startsWith("  "));
-      expect({ name, counts: lines[3], rows: rows.length }).toEqual({ name, counts: "1 task · 0 active", rows: 1 });
+      expect({ name, counts: lines[4], rows: rows.length }).toEqual({ name, counts: "1 task · 0 active", rows: 1 });
       expect(rows[0]!.trim().startsWith(fresh[0]!.taskId.slice(0, 8))).toBe(true);
     }
   });

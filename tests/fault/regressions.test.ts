@@ -14,6 +14,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
+import { processLocalTrust } from "../../src/core/trust.ts";
 import type { PresentationHost } from "../../src/core/host.ts";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
 import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
@@ -42,9 +43,13 @@ import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
-/** A wire envelope object, as a rogue sender would build it. */
+/**
+ * A wire envelope object, as a rogue sender would build it — signed with this process's identity,
+ * which every party here trusts: the trust gate lets it through, so intake's own checks are tested.
+ */
 function forged(...args: Parameters<typeof encodeEnvelope>): Record<string, unknown> {
-  return JSON.parse(encodeEnvelope(...args).text) as Record<string, unknown>;
+  const [source, target, taskId, kind, inner, createdAtMs] = args;
+  return JSON.parse(encodeEnvelope(source, target, taskId, kind, inner, createdAtMs, processLocalTrust()).text) as Record<string, unknown>;
 }
 
 setDefaultTimeout(30_000);

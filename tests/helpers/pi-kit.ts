@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
+import type { ScriptReply } from "../../src/demo/scripted-model.ts";
 import { type PiProcess, type RpcRecord, type ScriptTurn, STOP_GRACE_MS } from "./pi-process.ts";
 
 export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
@@ -234,4 +235,19 @@ export function indexOf(pi: PiProcess, predicate: (record: RpcRecord) => boolean
 export function isCustom(record: RpcRecord, customType: string): boolean {
   const message = record.message as Record<string, unknown> | undefined;
   return record.type === "message_end" && message?.role === "custom" && message.customType === customType;
+}
+
+/**
+ * An origin brain that sends one task to `to`, then acknowledges its completion (and otherwise
+ * says "ok"); `extra` answers turns first (e.g. questions), when it returns a reply.
+ */
+export function sendThenAckBrain(to: unknown, task: string, extra?: (turn: ScriptTurn) => ScriptReply | undefined): (turn: ScriptTurn) => ScriptReply {
+  return (turn) => {
+    if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task } }] };
+    const answered = extra?.(turn);
+    if (answered !== undefined) return answered;
+    const completed = lastSeen(turn, "## task completed");
+    if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+    return { text: "ok" };
+  };
 }

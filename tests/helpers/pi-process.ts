@@ -45,6 +45,11 @@ export interface ScriptedPiOptions {
   readonly cwd?: string;
   /** Extra environment for Pi; `undefined` values unset a variable. Applied last. */
   readonly env?: Record<string, string | undefined>;
+  /**
+   * `PI_TASKS_HOME`: whose identity this Pi signs with. Default: one home shared by every Pi of
+   * this test process (one user, as most tests want); give another to make a second user.
+   */
+  readonly home?: string;
 }
 
 export interface PiProcessOptions extends ScriptedPiOptions {
@@ -130,11 +135,24 @@ export function serveBrain(brain: Brain, turns: ScriptTurn[]): { readonly url: s
   return { url: `http://127.0.0.1:${brainServer.port}/brain/${token}`, release: () => brains.delete(token) };
 }
 
+let sharedHome: string | undefined;
+
+/** The pi-tasks home every Pi of this test process shares unless told otherwise (one identity). */
+export function sharedTestHome(): string {
+  if (sharedHome === undefined) {
+    const home = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
+    process.once("exit", () => rmSync(home, { recursive: true, force: true }));
+    sharedHome = home;
+  }
+  return sharedHome;
+}
+
 /**
  * A scripted Pi's environment: isolated agent dir, the scripted environment of src/cli/pi-cli.ts
- * (the script, offline), no embedded relay, the runner's own pi-tasks identity removed.
+ * (the script, offline), no embedded relay, and the test's pi-tasks home (never the runner's own
+ * identity or session).
  */
-export function baseEnv(agentDir: string, options: { script: string; relayUrl?: string; session?: string; worker?: boolean }): Record<string, string | undefined> {
+export function baseEnv(agentDir: string, options: { script: string; relayUrl?: string; session?: string; worker?: boolean; home?: string }): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {
     ...process.env,
     PI_CODING_AGENT_DIR: agentDir,
@@ -145,9 +163,8 @@ export function baseEnv(agentDir: string, options: { script: string; relayUrl?: 
     WOLFPACK_JWT_SECRET: "",
     // Tests name their relay; none starts an embedded relay unless it asks (env override).
     PI_TASKS_EMBEDDED_RELAY: "0",
-    PI_TASKS_HOME: undefined,
+    PI_TASKS_HOME: options.home ?? sharedTestHome(),
   };
-  delete env.PI_TASKS_HOME;
   // Never inherit the runner's own pi-tasks identity.
   if (options.session === undefined) delete env.WOLFPACK_SESSION_NAME;
   if (options.relayUrl === undefined) delete env.PI_TASKS_RELAY_URL;

@@ -15,6 +15,8 @@ export interface VirtualPair {
   worker: TaskCore;
   originHost: MemoryHost;
   workerHost: MemoryHost;
+  /** The wall clock both cores stamp with (a fixed start, 1 ms per call). */
+  clock: () => number;
 }
 
 export async function virtualPair(): Promise<VirtualPair> {
@@ -28,7 +30,7 @@ export async function virtualPair(): Promise<VirtualPair> {
   const worker = createTaskCore({ store: createTaskStore(), session: relay.session("worker"), timers, clock, host: workerHost });
   await origin.connect();
   await worker.connect();
-  return { timers, relay, origin, worker, originHost, workerHost };
+  return { timers, relay, origin, worker, originHost, workerHost, clock };
 }
 
 /** Settles a promise while advancing virtual time in steps (up to `maxMs`). */

@@ -27,7 +27,7 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
@@ -651,6 +651,9 @@ describe("binding", () => {
     expect(renewal!.epoch).toBe(relay.epoch);
     expect(renewal!.generation).toBe(initial!.generation);
     expect(renewal!.leaseMs).toBe(leaseMs);
+    // binding-secret-v1: the renewal carries the secret the session chose, as every connect of it does.
+    expect(typeof initial!.bindingSecret).toBe("string");
+    expect(renewal!.bindingSecret).toBe(initial!.bindingSecret);
     // The renewal precedes the operation that triggered it.
     expect(proxy.requests().at(-1)!.operation).toBe("receive");
     expect(proxy.requests().at(-2)!.operation).toBe("connect");
@@ -659,6 +662,35 @@ describe("binding", () => {
     expect(renewed.epoch).toBe(first.epoch);
     expect(renewed.leaseDeadline).toBeGreaterThan(first.leaseDeadline);
     expect(session.status()).toBe("ready");
+  });
+
+  test("the binding secret comes from no reply: a connect reply naming one changes nothing; a lost renewal reply is retried with the same secret", async () => {
+    const proxy = newProxy();
+    let skew = 0;
+    const requestTimeoutMs = 1_000;
+    const session = open(proxy.url, { leaseMs: leaseFor(requestTimeoutMs), requestTimeoutMs, now: () => Date.now() + skew });
+    const planted = "p".repeat(64);
+    proxy.push({ operation: "connect", kind: "rewrite", rewrite: (body) => ({ ...body, value: { ...body.value, bindingSecret: planted } }) });
+    const first = await session.connect();
+    await session.receive("0");
+    const sent = () => proxy.requests().filter((request) => request.method === "POST").map((request) => request.body as Record<string, unknown>);
+    const own = sent()[0]!.bindingSecret;
+    expect(sent().map((body) => body.bindingSecret)).toEqual([own, own]);
+    expect(own).not.toBe(planted);
+
+    // Inside the renewal window the renewal's reply is lost: the operation fails retryable, and
+    // the next one renews again, same generation and secret, and the relay lets it through.
+    skew = RENEW_AFTER_MS + 500;
+    proxy.push({ operation: "connect", kind: "drop-reply" });
+    expectFailure(await failure(session.receive("0")), "RELAY_UNAVAILABLE", "connect", true);
+    expect(session.status()).toBe("ready");
+    await session.receive("0");
+    const connects = sent().filter((body) => body.operation === "connect");
+    expect(connects.length).toBe(3);
+    expect(new Set(connects.map((body) => body.generation)).size).toBe(1);
+    expect(connects.map((body) => body.bindingSecret)).toEqual([own, own, own]);
+    expect(session.binding()!.endpoint).toEqual(first.endpoint);
+    expect(sent().at(-1)!.bindingSecret).toBe(own);
   });
 
   test("an epoch change in a success reply retires the binding: RELAY_RESET, in-flight calls aborted, later calls need a rebind without touching the network", async () => {
@@ -759,7 +791,8 @@ describe("binding", () => {
   });
 
   test("each reset-set code retires the binding", async () => {
-    const codes = ["RELAY_RESET", "REGISTRATION_EXPIRED", "SOURCE_MISMATCH", "CALLER_NOT_FOUND", "CALLER_DEAD"] as const;
+    // BINDING_SECRET_REQUIRED comes as a typed 401: not mistaken for the JWT's RELAY_AUTH_REQUIRED.
+    const codes = ["RELAY_RESET", "REGISTRATION_EXPIRED", "SOURCE_MISMATCH", "CALLER_NOT_FOUND", "CALLER_DEAD", "BINDING_SECRET_REQUIRED", "BINDING_SECRET_INVALID"] as const;
     const proxy = newProxy();
     for (const code of codes) {
       const session = open(proxy.url);
@@ -879,7 +912,9 @@ describe("binding", () => {
   });
 
   test("a competing controller's binding retires the old handle, and the old handle cannot touch the successor", async () => {
+    // Unprotected registrations (a relay without binding-secret-v1): a second process may take the name.
     const proxy = newProxy();
+    proxy.push({ operation: "profile", kind: "rewrite", times: Infinity, rewrite: (body) => ({ ...body, features: [] }) });
     const name = sessionName("shared");
     const old = open(proxy.url, { callerSession: name });
     const oldBinding = await old.connect();
@@ -1163,7 +1198,7 @@ describe("features", () => {
   test("watch and resolve({followSuccessor}) work against our relay, which advertises them", async () => {
     const watcher = open(relay.url);
     await watcher.connect();
-    expect([...watcher.features()].sort()).toEqual([FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
+    expect([...watcher.features()].sort()).toEqual([FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
     expect(await watcher.watch("0", 0)).toEqual({ pending: false, highestCursor: "0" });
     await watcher.send(envelopeTo(watcher));
     expect(await watcher.watch("0", 0)).toEqual({ pending: true, highestCursor: "1" });

@@ -95,7 +95,7 @@ describe("pass budgets", () => {
 
   test("a pass that exhausts the ACK budget does not retry old work", async () => {
     const p = await pair();
-    const other = createTaskCore({ store: createTaskStore(), session: p.relay.session("other"), timers: p.timers, host: createMemoryHost() });
+    const other = createTaskCore({ store: createTaskStore(), session: p.relay.session("other"), timers: p.timers, clock: p.clock, host: createMemoryHost() });
     await other.connect();
     // Old work: the worker's question to another origin is refused once and stays pending.
     const otherTask = await other.createTask({ to: p.worker.endpoint()!, task: "other" });

@@ -87,11 +87,14 @@ describe("error registry", () => {
         "ABORTED",
         "INVALID_ACCEPTANCE",
         "INVALID_RESPONSE",
+        "PAIRING_PENDING",
+        "PEERS_BUSY",
         "PEER_UNREACHABLE",
         "RELAY_BUSY",
         "RELAY_CAPACITY",
         "RELAY_TIMEOUT",
         "RELAY_UNAVAILABLE",
+        "SESSION_PROTECTED",
         "STORE_UNAVAILABLE",
         "TASKS_STARTING",
         "TASK_DELIVERY_DEFERRED",
@@ -133,7 +136,7 @@ describe("error registry", () => {
     const loss = Object.entries(ERROR_REGISTRY).filter(([, row]) => row.relayLoss).map(([code]) => code).sort();
     expect(loss).toEqual(["RELAY_REBIND_REQUIRED", "RELAY_RESET"]);
     const rebind = Object.entries(ERROR_REGISTRY).filter(([, row]) => row.rebind).map(([code]) => code).sort();
-    expect(rebind).toEqual(["CALLER_DEAD", "CALLER_NOT_FOUND", "REGISTRATION_EXPIRED", "RELAY_RESET", "SOURCE_MISMATCH"]);
+    expect(rebind).toEqual(["BINDING_SECRET_INVALID", "BINDING_SECRET_REQUIRED", "CALLER_DEAD", "CALLER_NOT_FOUND", "REGISTRATION_EXPIRED", "RELAY_RESET", "SOURCE_MISMATCH"]);
   });
 });
 

@@ -7,7 +7,7 @@ import { thrown } from "../../kit/async.ts";
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {
     expect(Object.keys(TASK_EVENT_TYPES).sort()).toEqual([...TASK_EVENT_TYPE_NAMES].sort());
-    expect(TASK_EVENT_TYPE_NAMES.length).toBe(12);
+    expect(TASK_EVENT_TYPE_NAMES.length).toBe(13);
     for (const [type, row] of Object.entries(TASK_EVENT_TYPES)) expect(row.type).toBe(type as never);
   });
 
@@ -31,6 +31,7 @@ describe("TASK_EVENT_TYPES", () => {
       "task.parent_acknowledged": [false, null, false, false, false],
       "task.late_terminal": [false, null, false, false, false],
       "task.reassigned": [true, null, false, false, false],
+      "task.refused": [true, null, false, true, true],
     });
     expect(isTerminalType("task.timed_out")).toBe(true);
     expect(isTerminalType("task.late_terminal")).toBe(false);

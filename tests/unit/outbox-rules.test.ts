@@ -16,6 +16,7 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { configHoldInitialMs, configHoldMaxMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
+import { createTrustState, processLocalTrust } from "../../src/core/trust.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
 import { deferred, failure } from "../../kit/async.ts";
@@ -47,6 +48,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
       clock: Date.now,
       timers: p.timers,
       host: createMemoryHost(),
+      trust: createTrustState(processLocalTrust()),
       fence: new AbortController(),
       sending: new Map(),
       withheld: new Map(),

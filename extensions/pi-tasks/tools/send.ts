@@ -13,6 +13,7 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition {
       "Use agent_task_send with the worker's taskEndpoint {relay, id} exactly as agent_task_spawn or agent_task_workers reported it; never derive an endpoint from a name.",
       "Put complete instructions in agent_task_send.task: the worker sees only that text. After sending, keep doing useful work; you will be woken when the worker asks a question or finishes — do not poll agent_task_status or agent_task_inbox to wait.",
       "If agent_task_send fails with a taskId in its details, the task exists: inspect it with agent_task_status instead of sending it again.",
+      "A '## task refused by the worker' event after agent_task_send means the worker does not trust your identity: tell your operator; pairing (pi-tasks peers add) is their decision, never yours.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_send,
     execute: (_id, params, signal) =>

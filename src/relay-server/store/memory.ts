@@ -3,6 +3,7 @@
  * Every method runs to completion without awaiting, so each is atomic within the process (the
  * async signatures are the seam's, for stores that do I/O).
  */
+import { matchSecret } from "../binding-secret.ts";
 import { createBudgets } from "./budgets.ts";
 import { createDoorbell } from "./doorbell.ts";
 import { createMailboxes, storedCursor } from "./mailbox.ts";
@@ -30,8 +31,13 @@ export function createMemoryStore(): RelayStore {
       return outcome;
     },
 
-    async binding(session, endpointId) {
-      return { callerKnown: registry.current(session) !== undefined, registration: registry.get(endpointId) };
+    async binding(session, endpointId, secretDigest) {
+      const registration = registry.get(endpointId);
+      return {
+        callerKnown: registry.current(session) !== undefined,
+        registration,
+        secret: registration === undefined ? "ok" : matchSecret(registration.secretDigest, secretDigest),
+      };
     },
 
     registration: async (endpointId) => registry.get(endpointId),

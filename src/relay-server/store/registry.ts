@@ -11,6 +11,12 @@
  *   window of the receipts it may pin; maintenance then reaps it unless it pins mail. Meanwhile
  *   the same generation renews it with its endpoint id, and a superseded one resolves to its
  *   successor (`successor-v1`).
+ * - A protected registration (`binding-secret-v1`) keeps the digest of the secret its client
+ *   chose; while it is live only a connect carrying that secret may renew or replace it, and after
+ *   it ended only such a connect may revive it with the same generation (a new generation may take
+ *   the name). The
+ *   digest (64 characters) fits in `relayRegistrationOverheadBytes`, so protection costs no
+ *   metadata budget of its own.
  */
 import { canonicalBytes } from "../../protocol/canonical-json.ts";
 import {
@@ -19,6 +25,7 @@ import {
   relayRegistrationOverheadBytes,
   relayRegistrationRetentionMs,
 } from "../../protocol/limits.ts";
+import { sameDigest } from "../binding-secret.ts";
 import { type ConnectOutcome, type ConnectRequest, isLive, type RegistrationState } from "./store.ts";
 
 export interface Registration {
@@ -31,6 +38,8 @@ export interface Registration {
   retiredAt?: number;
   /** The registration that superseded this one. */
   successorId?: string;
+  /** SHA-256 (hex) of the binding secret of a protected registration; never leaves the store. */
+  secretDigest?: string;
   readonly metadataBytes: number;
 }
 
@@ -54,11 +63,19 @@ export function createRegistry(): Registry {
   let metadataBytes = 0;
 
   /** A new registration, or undefined when the registration budget is spent. */
-  function mint(session: string, generation: string, leaseExpiresAt: number): Registration | undefined {
+  function mint(session: string, generation: string, leaseExpiresAt: number, secretDigest: string | undefined): Registration | undefined {
     const endpointId = crypto.randomUUID();
     const size = canonicalBytes({ endpointId, session, generation }) + relayRegistrationOverheadBytes;
     if (byEndpoint.size + 1 > relayMaxRegistrations || metadataBytes + size > relayMaxMetadataBytes) return undefined;
-    const registration: Registration = { endpointId, session, generation, leaseExpiresAt, state: "active", metadataBytes: size };
+    const registration: Registration = {
+      endpointId,
+      session,
+      generation,
+      leaseExpiresAt,
+      state: "active",
+      metadataBytes: size,
+      ...(secretDigest === undefined ? {} : { secretDigest }),
+    };
     byEndpoint.set(endpointId, registration);
     metadataBytes += size;
     return registration;
@@ -77,16 +94,35 @@ export function createRegistry(): Registry {
     if (bySession.get(registration.session) === registration.endpointId) bySession.delete(registration.session);
   }
 
+  /**
+   * The refusal of a connect that does not carry the secret of the session's protected current
+   * registration, or undefined when the connect may go on (see `ConnectOutcome`, step 1).
+   */
+  function protection(current: Registration | undefined, request: ConnectRequest): ConnectOutcome | undefined {
+    if (current?.secretDigest === undefined) return undefined;
+    const presented = request.secretDigest;
+    if (presented !== undefined && sameDigest(current.secretDigest, presented)) return undefined;
+    if (isLive(current, request.now)) return { kind: "session-protected", leaseExpiresAt: current.leaseExpiresAt };
+    const revives = current.generation === request.generation && current.state !== "superseded";
+    if (!revives) return undefined;
+    return { kind: presented === undefined ? "secret-missing" : "secret-mismatch" };
+  }
+
   return {
-    connect({ session, generation, leaseMs, now }) {
+    connect(request) {
+      const { session, generation, leaseMs, now, secretDigest } = request;
       const leaseExpiresAt = now + leaseMs;
       const currentId = bySession.get(session);
       const current = currentId === undefined ? undefined : byEndpoint.get(currentId);
+      const refusal = protection(current, request);
+      if (refusal !== undefined) return refusal;
       if (current !== undefined && current.generation === generation && current.state !== "superseded") {
         // Same generation: renew, same endpoint id — even after expiry or disconnect, until reaped.
         current.leaseExpiresAt = leaseExpiresAt;
         current.state = "active";
         delete current.retiredAt;
+        // A protected one already holds this digest (step 1); an unprotected one becomes protected.
+        if (secretDigest !== undefined) current.secretDigest = secretDigest;
         return { kind: "connected", registration: current };
       }
       // A late connect of a retired generation must not take over from its successor.
@@ -95,7 +131,7 @@ export function createRegistry(): Registry {
           return { kind: "generation-retired" };
         }
       }
-      const next = mint(session, generation, leaseExpiresAt);
+      const next = mint(session, generation, leaseExpiresAt, secretDigest);
       if (next === undefined) return { kind: "full", details: { registrations: byEndpoint.size, metadataBytes } };
       if (current !== undefined) {
         current.state = "superseded";

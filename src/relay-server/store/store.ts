@@ -12,6 +12,10 @@
  *   relay answers 503 `RELAY_UNAVAILABLE`) or when an invariant breaks (`INVARIANT_VIOLATED`,
  *   answered the same way);
  * - cursors are decimal strings, already well formed when passed in (../../protocol/wire.ts);
+ * - binding secrets (`binding-secret-v1`) reach a store only as digests (../binding-secret.ts):
+ *   it keeps the digest of a protected registration's secret (the one its client chose) and
+ *   compares digests in constant time; `RegistrationView` has no digest, so the engine never
+ *   reads one;
  * - `now` is the caller's clock in epoch milliseconds: leases, freshness and receipts of one
  *   request follow one clock;
  * - the relay owns the store it is given: closing the relay closes the store.
@@ -38,19 +42,39 @@ export interface ConnectRequest {
   readonly generation: string;
   readonly leaseMs: number;
   readonly now: number;
+  /** The digest of the connect's `bindingSecret` (`binding-secret-v1`), the secret its client chose. */
+  readonly secretDigest?: string;
 }
 
 /**
- * - `connected`: the same generation renewed its registration (same endpoint id, also after its
- *   lease lapsed or it disconnected, while not reaped), or a new generation got a new endpoint id
- *   and the previous one was retired at once (its mailbox dropped, its watch answered);
- * - `generation-retired`: this generation was superseded and may not connect again;
- * - `full`: the registration budget is spent.
+ * Decided in this order:
+ * 1. a protected current registration of the session (`binding-secret-v1`) whose digest the
+ *    request's `secretDigest` does not equal (none, or another): `session-protected` while it is
+ *    live (with its lease end); `secret-missing` / `secret-mismatch` when the same generation would
+ *    revive it after it ended; otherwise the name is free. An equal digest is the same client: its
+ *    renewal, its rebind, or its retry after a lost reply, all allowed;
+ * 2. `connected`: the same generation renewed its registration (same endpoint id, also after its
+ *    lease lapsed or it disconnected, while not reaped), or a new generation got a new endpoint id
+ *    and the previous one was retired at once (its mailbox dropped, its watch answered). With
+ *    `secretDigest` the registration is protected by that digest afterwards (a renewed protected
+ *    one already held it); without it a new endpoint is unprotected and a renewal stays so;
+ * 3. `generation-retired`: this generation was superseded and may not connect again;
+ * 4. `full`: the registration budget is spent.
  */
 export type ConnectOutcome =
   | { readonly kind: "connected"; readonly registration: RegistrationView }
+  | { readonly kind: "session-protected"; readonly leaseExpiresAt: number }
+  | { readonly kind: "secret-missing" }
+  | { readonly kind: "secret-mismatch" }
   | { readonly kind: "generation-retired" }
   | { readonly kind: "full"; readonly details: Readonly<Record<string, number>> };
+
+/**
+ * A bound request's secret against its endpoint's registration: `ok` when the registration is
+ * unprotected and the request carries none, or the digests are equal; `missing` when a protected
+ * registration gets none; `mismatch` for another secret, or any secret for an unprotected one.
+ */
+export type SecretMatch = "ok" | "missing" | "mismatch";
 
 /** The two lookups of a binding check, in one call. */
 export interface BindingLookup {
@@ -58,6 +82,8 @@ export interface BindingLookup {
   readonly callerKnown: boolean;
   /** The registration of the binding's endpoint id, if known. */
   readonly registration: RegistrationView | undefined;
+  /** The request's secret against that registration (`ok` when there is none). */
+  readonly secret: SecretMatch;
 }
 
 export interface AdmitRequest {
@@ -155,8 +181,11 @@ export interface RelayStore {
 
   // -- registrations ----------------------------------------------------------------------------
   connect(request: ConnectRequest): Promise<ConnectOutcome>;
-  /** The caller's session and the binding endpoint's registration, for the engine's binding checks. */
-  binding(session: string, endpointId: string): Promise<BindingLookup>;
+  /**
+   * The caller's session and the binding endpoint's registration, for the engine's binding checks;
+   * `secretDigest` is the digest of the request's `bindingSecret`, if it carries one.
+   */
+  binding(session: string, endpointId: string, secretDigest?: string): Promise<BindingLookup>;
   registration(endpointId: string): Promise<RegistrationView | undefined>;
   /** The live successor of an endpoint retired by newer generations of its session (`successor-v1`). */
   successor(endpointId: string, now: number): Promise<RegistrationView | undefined>;

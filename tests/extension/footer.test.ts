@@ -1,0 +1,30 @@
+/**
+ * The footer's words (extensions/pi-tasks/footer.ts): counts when healthy, refused mail counted,
+ * and a label per trust refusal that says what happened and the fix.
+ */
+import { describe, expect, test } from "bun:test";
+import { errorWords, healthyLabel, rejectedCount } from "../../extensions/pi-tasks/footer.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { taskView } from "../helpers/extension-fakes.ts";
+
+describe("the healthy footer", () => {
+  test("counts active tasks and refused mail; nothing refused adds nothing", () => {
+    const tasks = [taskView({ status: "active" })];
+    expect(healthyLabel("s", tasks)).toBe("tasks: s · 1 active");
+    expect(healthyLabel("s", tasks, { UNKNOWN_PEER: 1, SIGNATURE_INVALID: 2 })).toBe("tasks: s · 1 active · 3 rejected");
+    expect(healthyLabel("s", [], {})).toBe("tasks: s · idle");
+    expect(rejectedCount({ A: 2, B: 0 })).toBe(2);
+  });
+});
+
+describe("trust refusals in words", () => {
+  test("forged, misrouted, unauthorised, stale and replayed mail reads as such; unpaired and unsigned mail name the fix", () => {
+    for (const code of ["SIGNATURE_INVALID", "NOT_ADDRESSED", "NOT_AUTHORIZED", "STALE_EVENT", "REPLAYED_EVENT"]) {
+      expect(errorWords(new TaskError(code), "intake", undefined)).toBe(`tasks: rejected forged or replayed mail (${code}) — see /tasks`);
+    }
+    expect(errorWords(new TaskError("UNKNOWN_PEER"), "intake", undefined)).toContain("pi-tasks peers add");
+    expect(errorWords(new TaskError("UNSIGNED_EVENT"), "intake", undefined)).toContain("PI_TASKS_TRUST=unsigned");
+    expect(errorWords(new TaskError("SESSION_PROTECTED"), "lease", undefined)).toContain("another process holds this session name");
+    expect(errorWords(new TaskError("INVALID_EVENT"), "intake", undefined)).toBe("tasks: rejected an invalid delivery (INVALID_EVENT) — see /tasks");
+  });
+});

@@ -1,0 +1,313 @@
+/**
+ * The trust gate (src/core/trust.ts) and what intake does with its verdicts (src/core/intake.ts):
+ * its bounds at their edges (freshness, the replay window), unknown keys (refused back to the
+ * sender, or waiting for the human), paired peers, key binding per task, unsigned mail (refused,
+ * or accepted as unverified on opt-in), and a malformed peers.json (mail waits, never lost).
+ * Flows run on the real relay in memory (src/relay-server/in-memory.ts).
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { encodeEnvelope, makeEvent } from "../../src/core/envelopes.ts";
+import { coreInternals } from "../../src/core/task-core.ts";
+import { admit, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
+import type { CoreBook } from "../../src/core/bookkeeping.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint, TaskEnvelope } from "../../src/protocol/schemas.ts";
+import { encodedEnvelope } from "../../src/protocol/wire.ts";
+import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
+import { createTaskStore } from "../../src/store/task-store.ts";
+import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
+import { thrown } from "../../kit/async.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { ORIGIN, taskRecord, WORKER } from "../helpers/fixtures.ts";
+
+const opened: { relays: InMemoryRelay[]; parties: Party[] } = { relays: [], parties: [] };
+
+afterEach(async () => {
+  await closeParties(opened.parties.splice(0));
+  for (const relay of opened.relays.splice(0)) await relay.stop();
+});
+
+/** A trust configuration: `identity`, trusting the given peers by name. */
+function trustOf(identity: Identity, peers: Record<string, Identity> = {}, extra: Partial<TrustOptions> = {}): TrustOptions {
+  return { identity, peerName: (key) => Object.entries(peers).find(([, peer]) => peer.publicKey === key)?.[0], ...extra };
+}
+
+async function relay(): Promise<InMemoryRelay> {
+  const created = await createInMemoryRelay();
+  opened.relays.push(created);
+  return created;
+}
+
+async function party(on: InMemoryRelay, trust: TrustOptions): Promise<Party> {
+  const created = await createParty({ url: on.url, fetch: on.fetch, trust });
+  opened.parties.push(created);
+  return created;
+}
+
+// -------------------------------------------------------------------------------------------------
+// The gate's bounds, on the gate itself
+// -------------------------------------------------------------------------------------------------
+
+describe("the gate's bounds at their edges", () => {
+  const alice = generateIdentity().identity;
+  const store = () => createTaskStore<CoreBook>();
+
+  /** A signed assignment from ORIGIN to WORKER, signed at `atMs`. */
+  function assignment(atMs: number, envelopeId?: string): TaskEnvelope {
+    const task = taskRecord({ createdAt: atMs });
+    const event = makeEvent(task, "task.created", "1", atMs, { task: task.task });
+    const text = encodeEnvelope(ORIGIN, WORKER, task.taskId, "assignment", { task, event }, atMs, { identity: alice }).text;
+    const envelope = JSON.parse(text) as TaskEnvelope;
+    return envelopeId === undefined ? envelope : { ...envelope, envelopeId };
+  }
+
+  test(`fresh: signed exactly ${signatureMaxAgeMs} ms ago or ${signatureMaxFutureSkewMs} ms ahead passes; 1 ms more is STALE_EVENT`, () => {
+    const now = Date.UTC(2026, 0, 1);
+    const trust = () => createTrustState(trustOf(alice));
+    expect(admit(store(), trust(), assignment(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
+    expect(admit(store(), trust(), assignment(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(thrown(() => admit(store(), trust(), assignment(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => admit(store(), trust(), assignment(now + signatureMaxFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
+  });
+
+  test(`replays: the same envelope again passes (a redelivery); another envelope with a seen event is REPLAYED_EVENT for the last ${replayWindowEvents} events`, () => {
+    const now = Date.now();
+    const trust = createTrustState(trustOf(alice));
+    const first = assignment(now);
+    expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
+    expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
+    const copy = { ...first, envelopeId: crypto.randomUUID() };
+    expect(thrown(() => admit(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
+    // Fill the window: with replayWindowEvents - 1 more, the first is still remembered …
+    for (let index = 1; index < replayWindowEvents; index += 1) admit(store(), trust, assignment(now), WORKER, now);
+    expect(trust.seen.size).toBe(replayWindowEvents);
+    expect(thrown(() => admit(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
+    // … one more pushes it out of the bounded window.
+    admit(store(), trust, assignment(now), WORKER, now);
+    expect(trust.seen.size).toBe(replayWindowEvents);
+    expect(admit(store(), trust, copy, WORKER, now).verified).toBe(true);
+  });
+
+  test("order: a bad signature is SIGNATURE_INVALID before anything else; a good one for another endpoint is NOT_ADDRESSED", () => {
+    const now = Date.now();
+    const envelope = assignment(now);
+    const tampered = { ...envelope, payload: { ...envelope.payload, taskId: crypto.randomUUID() } } as TaskEnvelope;
+    const trust = createTrustState(trustOf(generateIdentity().identity));
+    // Unknown signer AND a bad signature: the signature is judged first.
+    expect(thrown(() => admit(store(), trust, tampered, WORKER, now)).code).toBe("SIGNATURE_INVALID");
+    const other: TaskEndpoint = { relay: WORKER.relay, id: crypto.randomUUID() };
+    expect(thrown(() => admit(store(), createTrustState(trustOf(alice)), envelope, other, now)).code).toBe("NOT_ADDRESSED");
+    // The relay claims another sender than the one that signed.
+    const resent = { ...envelope, source: { relay: ORIGIN.relay, id: crypto.randomUUID() } };
+    expect(thrown(() => admit(store(), createTrustState(trustOf(alice)), resent, WORKER, now)).code).toBe("NOT_ADDRESSED");
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+// Flows through intake
+// -------------------------------------------------------------------------------------------------
+
+describe("unknown keys", () => {
+  test("an unpaired origin's assignment is refused: never presented, counted, recorded; the origin learns why, unverified (the task stays active)", async () => {
+    const on = await relay();
+    const workerIdentity = generateIdentity().identity;
+    const worker = await party(on, trustOf(workerIdentity));
+    const originIdentity = generateIdentity().identity;
+    const origin = await party(on, trustOf(originIdentity, {}, { claimedName: "alice" }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "delete the logs" });
+    await worker.core.refresh();
+    expect(worker.host.inserted).toEqual([]);
+    expect(worker.core.findTask(taskId)).toBeUndefined();
+    expect(worker.core.rejections()).toEqual({ UNKNOWN_PEER: 1 });
+    expect(worker.host.rejections.map((record) => [record.code, record.details.fingerprint, record.details.claimedName])).toEqual([["UNKNOWN_PEER", originIdentity.fingerprint, "alice"]]);
+    expect(coreInternals(worker.core).store.pendingDeliveryCount()).toBe(0);
+
+    await origin.core.refresh();
+    const task = origin.core.getTask(taskId);
+    // The refusal is signed by a key the origin does not trust either: a relay could have forged
+    // it, so it is advice, not a failure.
+    expect(task.status).toBe("active");
+    const refused = task.events.find((event) => event.type === "task.refused")!;
+    expect(refused.payload).toMatchObject({ reason: "UNKNOWN_PEER", verified: false, refusedBy: { key: workerIdentity.publicKey, fingerprint: workerIdentity.fingerprint } });
+    expect(origin.host.insertedIds()).toContain(refused.eventId);
+    expect(origin.core.rejections()).toEqual({});
+  });
+
+  test("a refusal signed by a key the origin trusts is verified: the task fails with ASSIGNMENT_REFUSED", async () => {
+    const on = await relay();
+    const workerIdentity = generateIdentity().identity;
+    const worker = await party(on, trustOf(workerIdentity));
+    const origin = await party(on, trustOf(generateIdentity().identity, { bob: workerIdentity }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await origin.core.refresh();
+    const task = origin.core.getTask(taskId);
+    expect(task.status).toBe("failed");
+    expect(task.events.map((event) => event.type)).toEqual(["task.created", "task.refused", "task.failed"]);
+    expect(task.events.at(-1)!.payload).toMatchObject({ error: { code: "ASSIGNMENT_REFUSED", retryable: false } });
+    // The model reads the refusal once; the failure it caused is not a second message.
+    expect(origin.host.inserted.filter((item) => item.taskId === taskId).map((item) => item.event.type)).toEqual(["task.refused"]);
+  });
+
+  test("a refusal naming another assignment signature than the origin's (a relay substituted it) is NOT_AUTHORIZED and changes nothing", async () => {
+    const on = await relay();
+    const a = generateIdentity().identity;
+    const b = generateIdentity().identity;
+    const origin = await party(on, trustOf(a, { bob: b }));
+    const worker = await party(on, trustOf(b, { alice: a }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await origin.core.refresh();
+    const assignment = origin.core.getTask(taskId).events[0]!;
+    // Signed by the task's own worker key, for the current assignment — but the signature it names
+    // is not the one the origin made (what a worker refusing a substituted copy would send).
+    const intent = { intentId: crypto.randomUUID(), taskId, type: "task.refused", payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" } };
+    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: b });
+    await coreInternals(worker.core).session.send(forged);
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).status).toBe("active");
+    expect(origin.core.getTask(taskId).events.map((event) => event.type)).not.toContain("task.refused");
+    expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+  });
+
+  test("while the local human decides, the mail waits unACKed and unpresented; once paired it is presented", async () => {
+    const on = await relay();
+    const workerIdentity = generateIdentity().identity;
+    const originIdentity = generateIdentity().identity;
+    const paired: Record<string, Identity> = {};
+    const asked: PairingRequest[] = [];
+    const worker = await party(on, {
+      ...trustOf(workerIdentity),
+      peerName: (key) => Object.entries(paired).find(([, peer]) => peer.publicKey === key)?.[0],
+      decideUnknown: (request) => {
+        asked.push(request);
+        return "pending";
+      },
+    });
+    const origin = await party(on, trustOf(originIdentity, { worker: workerIdentity }, { claimedName: "alice" }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await worker.core.refresh();
+    expect(asked.map((request) => [request.fingerprint, request.claimedName, request.kind])).toEqual([
+      [originIdentity.fingerprint, "alice", "assignment"],
+      [originIdentity.fingerprint, "alice", "assignment"],
+    ]);
+    expect(worker.host.inserted).toEqual([]);
+    expect(worker.core.rejections()).toEqual({});
+    expect(coreInternals(worker.core).store.pendingDeliveryCount()).toBe(1);
+
+    paired.alice = originIdentity;
+    await worker.core.refresh();
+    expect(worker.host.inserted.map((item) => item.event.type)).toEqual(["task.created"]);
+    expect(worker.host.inserted[0]!.peer).toMatchObject({ verified: true, peerName: "alice", fingerprint: originIdentity.fingerprint });
+    expect(worker.core.getTask(taskId).peer).toMatchObject({ peerName: "alice" });
+  });
+});
+
+describe("paired peers and bound keys", () => {
+  test("paired both ways, a task completes; each side names the other's key", async () => {
+    const on = await relay();
+    const a = generateIdentity().identity;
+    const b = generateIdentity().identity;
+    const origin = await party(on, trustOf(a, { bob: b }));
+    const worker = await party(on, trustOf(b, { alice: a }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await worker.core.done({ taskId, status: "completed", summary: "done" });
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).status).toBe("completed");
+    expect(origin.core.getTask(taskId).peer).toMatchObject({ peerName: "bob", fingerprint: b.fingerprint });
+    expect(worker.core.getTask(taskId).peer).toMatchObject({ peerName: "alice", fingerprint: a.fingerprint });
+    expect([origin.core.rejections(), worker.core.rejections()]).toEqual([{}, {}]);
+  });
+
+  test("an intent signed by another trusted key than the task's bound worker key is NOT_AUTHORIZED", async () => {
+    const on = await relay();
+    const a = generateIdentity().identity;
+    const b = generateIdentity().identity;
+    const c = generateIdentity().identity;
+    const origin = await party(on, trustOf(a, { bob: b, carol: c }));
+    const worker = await party(on, trustOf(b, { alice: a }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).peer).toMatchObject({ peerName: "bob" });
+    // carol (trusted by the origin, but not this task's worker) forges a completion from the
+    // worker's endpoint — as a relay could, since the envelope's source is the relay's word.
+    const intent = { intentId: crypto.randomUUID(), taskId, type: "task.completed", payload: { summary: "not mine" } };
+    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: c });
+    await coreInternals(worker.core).session.send(forged);
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).status).toBe("active");
+    expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+  });
+});
+
+describe("unsigned mail", () => {
+  async function unsignedAssignment(opt: boolean) {
+    const on = await relay();
+    const identity = generateIdentity().identity;
+    const worker = await party(on, trustOf(identity, {}, { acceptUnsigned: opt }));
+    const origin = await party(on, trustOf(identity));
+    const task = taskRecord({ origin: origin.core.endpoint()!, target: worker.core.endpoint()!, createdAt: Date.now(), expiresAt: Date.now() + 60_000 });
+    const event = makeEvent(task, "task.created", "1", Date.now(), { task: task.task });
+    await coreInternals(origin.core).session.send(encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, task.taskId, "assignment", { task, event }, Date.now()));
+    await worker.core.refresh();
+    return { worker, origin, task };
+  }
+
+  test("refused by default (UNSIGNED_EVENT), never presented", async () => {
+    const { worker } = await unsignedAssignment(false);
+    expect(worker.core.rejections()).toEqual({ UNSIGNED_EVENT: 1 });
+    expect(worker.host.inserted).toEqual([]);
+  });
+
+  test("with the opt-in, accepted and marked unverified wherever it appears", async () => {
+    const { worker, task } = await unsignedAssignment(true);
+    expect(worker.core.rejections()).toEqual({});
+    expect(worker.host.inserted.map((item) => item.peer)).toEqual([{ verified: false }]);
+    expect(worker.core.getTask(task.taskId).peer).toEqual({ verified: false });
+  });
+
+  test("even with the opt-in, a task whose party signed before takes no unsigned mail", async () => {
+    const on = await relay();
+    const identity = generateIdentity().identity;
+    const origin = await party(on, trustOf(identity));
+    const worker = await party(on, trustOf(identity, {}, { acceptUnsigned: true }));
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    const stored = coreInternals(worker.core).store.getStoredTask(taskId)!.record;
+    const cancel = makeEvent(stored, "task.cancelled", "9", Date.now(), { summary: "forged" });
+    await coreInternals(origin.core).session.send(encodedEnvelope(JSON.parse(encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, taskId, "canonical_event", cancel, Date.now()).text)));
+    await worker.core.refresh();
+    expect(worker.core.getTask(taskId).status).toBe("active");
+    expect(worker.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+  });
+});
+
+describe("a malformed peers.json", () => {
+  test("mail from a peer waits (tracked, unACKed, reported) until the file is readable again, then is presented", async () => {
+    const on = await relay();
+    const a = generateIdentity().identity;
+    const b = generateIdentity().identity;
+    let broken = true;
+    const worker = await party(on, {
+      identity: b,
+      peerName: (key) => {
+        if (broken) throw new TaskError("PEERS_INVALID");
+        return key === a.publicKey ? "alice" : undefined;
+      },
+    });
+    const origin = await party(on, trustOf(a, { bob: b }));
+    await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    const report = await worker.core.refresh();
+    expect(report.failures.get("intake")?.code).toBe("PEERS_INVALID");
+    expect(coreInternals(worker.core).store.pendingDeliveryCount()).toBe(1);
+    expect(worker.host.inserted).toEqual([]);
+    expect(worker.core.rejections()).toEqual({});
+    broken = false;
+    await worker.core.refresh();
+    expect(worker.host.inserted.map((item) => item.event.type)).toEqual(["task.created"]);
+  });
+});
