@@ -126,6 +126,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
     branch: () => branch,
     setStatus: () => undefined,
     notify: () => undefined,
+    abort: () => undefined,
   };
   lifecycle!.start(context);
   Object.assign(pi, {

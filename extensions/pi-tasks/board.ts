@@ -6,11 +6,11 @@
  */
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
-import type { Signer } from "../../src/core/trust.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { age, taskTitle, taskWords } from "./describe.ts";
+import { age, signerShort, taskTitle, taskWords } from "./describe.ts";
 import type { SessionInfo } from "./lifecycle.ts";
+import { questionLines, waitingQuestions } from "./questions.ts";
 import { evidenceLines, signerWords, terminalLines } from "./render.ts";
 
 /** Session names of endpoints, by `endpointKey` (from the relay's session list and spawn records). */
@@ -48,15 +48,6 @@ function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): str
   return `session: ${info.session.name}${how} · ${bound}`;
 }
 
-/** Who signed the other side's mail, short: `alice ✓`, `own identity ✓`, `unverified`, `key 3f2a:… (unpaired)`. */
-export function signerShort(signer: Signer | undefined): string {
-  if (signer === undefined) return "no key yet";
-  if (!signer.verified) return "UNVERIFIED";
-  if (signer.self) return "own identity ✓";
-  if (signer.peerName !== undefined) return `${signer.peerName} ✓`;
-  return `key ${signer.fingerprint} (unpaired)`;
-}
-
 function taskLine(task: TaskView, names: PeerNames, now: number): string {
   const peer = `${task.role === "origin" ? `to ${peerName(task.target, names)}` : `from ${peerName(task.origin, names)}`} [${signerShort(task.peer)}]`;
   const questions = openQuestions(task);
@@ -78,7 +69,7 @@ export function rejectionLines(rejections: Readonly<Record<string, number>>): st
   return [`rejected mail: ${total} (${parts.join(", ")}) — never shown to the model; archived as pi-tasks-rejected entries`];
 }
 
-/** The board: header lines, then one line per task (newest last). */
+/** The board: header lines, questions waiting for the person, then one line per task (newest last). */
 export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint | undefined, tasks: readonly TaskView[], names: PeerNames, now: number, rejections: Readonly<Record<string, number>> = {}): string[] {
   if (info === undefined) return ["pi-tasks is starting…"];
   const active = tasks.filter((task) => task.status === "active").length;
@@ -90,6 +81,7 @@ export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint
     identityLine(info),
     relayLine(info),
     ...rejectionLines(rejections),
+    ...questionLines(waitingQuestions(tasks), now),
     counts.join(" · "),
     ...tasks.map((task) => taskLine(task, names, now)),
     ...(tasks.length > 0 ? ["Details: /tasks <task id>"] : []),

@@ -4,6 +4,7 @@
  */
 import { awaitedAnswers, openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
+import type { Signer } from "../../src/core/trust.ts";
 import { latestAssignment } from "../../src/protocol/events.ts";
 import { msPerSecond } from "../../src/protocol/limits.ts";
 
@@ -64,6 +65,15 @@ export function taskTitle(task: TaskView, maxChars: number): string {
   const assignment = latestAssignment(task.events);
   const text = (typeof assignment?.payload.task === "string" ? assignment.payload.task : task.task).split("\n")[0]!.trim();
   return text.length > maxChars ? `${text.slice(0, maxChars - 1)}…` : text;
+}
+
+/** Who signed the other side's mail, short: `alice ✓`, `own identity ✓`, `unverified`, `key 3f2a:… (unpaired)`. */
+export function signerShort(signer: Signer | undefined): string {
+  if (signer === undefined) return "no key yet";
+  if (!signer.verified) return "UNVERIFIED";
+  if (signer.self) return "own identity ✓";
+  if (signer.peerName !== undefined) return `${signer.peerName} ✓`;
+  return `key ${signer.fingerprint} (unpaired)`;
 }
 
 /** A duration for people: `12s`, `4m`, `2h`. */

@@ -21,14 +21,14 @@ export function rejectedCount(rejections: Readonly<Record<string, number>>): num
   return Object.values(rejections).reduce((sum, count) => sum + count, 0);
 }
 
-/** `tasks: <session> · 2 active · 1 question · 3 rejected` (or `· idle`). */
+/** `tasks: <session> · 2 active · 1 question waiting · 3 rejected` (or `· idle`). */
 export function healthyLabel(session: string, tasks: readonly TaskView[], rejections: Readonly<Record<string, number>> = {}): string {
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
   const rejected = rejectedCount(rejections);
   const parts = [session];
   if (active > 0) parts.push(`${active} active`);
-  if (questions > 0) parts.push(plural(questions, "question"));
+  if (questions > 0) parts.push(`${plural(questions, "question")} waiting`);
   if (active === 0 && questions === 0) parts.push("idle");
   if (rejected > 0) parts.push(`${rejected} rejected`);
   return `tasks: ${parts.join(" · ")}`;

@@ -15,6 +15,7 @@
  * - board.ts      the `/tasks` board and `/tasks <id>` details; describe.ts: states in plain words
  * - peers.ts      session names of peer endpoints (display only)
  * - trust.ts      identity, paired peers, PI_TASKS_TRUST and the pairing dialog (the human decides)
+ * - questions.ts  questions for the person: announced, listed on /tasks, answered with /tasks answer
  * - render.ts     the text the model reads
  * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
  */
@@ -22,6 +23,7 @@ import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@e
 import { boardLines, detailLines, findByPrefix } from "./board.ts";
 import { createTasksRuntime, type PiContextView } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
+import { answerCommand } from "./questions.ts";
 import { createTaskTools, errorResult } from "./tools/index.ts";
 
 const BOARD_MESSAGE = "pi-tasks-board";
@@ -34,6 +36,7 @@ function contextView(ctx: ExtensionContext): PiContextView {
     branch: () => ctx.sessionManager.getBranch(),
     setStatus: (key, text) => ctx.ui.setStatus(key, text),
     notify: (message, level) => ctx.ui.notify(message, level),
+    abort: () => ctx.abort(),
     // Pairing asks a person: only the interactive TUI has one (RPC dialogs go to a program).
     ...(ctx.mode === "tui" && ctx.hasUI ? { confirm: (title: string, message: string, timeoutMs: number) => ctx.ui.confirm(title, message, { timeout: timeoutMs }) } : {}),
   };
@@ -109,12 +112,24 @@ export default function piTasks(pi: ExtensionAPI): void {
     else quietly(() => pi.sendMessage({ customType: BOARD_MESSAGE, content: text, display: true }, { triggerTurn: false }));
   }
 
+  /** `/tasks answer …`: the person answers a waiting question (dialogs where Pi has a UI). */
+  async function answer(words: string[], ctx: ExtensionCommandContext): Promise<string[]> {
+    await life.ready();
+    const dialog = ctx.hasUI
+      ? { select: (title: string, options: string[]) => ctx.ui.select(title, options), input: (title: string, placeholder: string) => ctx.ui.input(title, placeholder) }
+      : undefined;
+    const lines = await answerCommand(words, { current: () => life.current(), run: (operation) => life.run(operation), dialog });
+    life.requestRefresh();
+    return lines;
+  }
+
   pi.registerCommand("tasks", {
-    description: "pi-tasks board: this session, its relay and every task in plain words; /tasks <id> for one task's details",
+    description: "pi-tasks board: this session, its relay, questions waiting for you and every task in plain words; /tasks <id> for one task; /tasks answer [<question id>] [<text>] to answer a question",
     handler: async (args, ctx) => {
       let lines: string[];
       try {
-        lines = await board(args);
+        const words = args.trim().split(/\s+/).filter((word) => word !== "");
+        lines = words[0] === "answer" ? await answer(words.slice(1), ctx) : await board(args);
       } catch (error) {
         lines = [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
       }

@@ -16,6 +16,7 @@ import { failureLabel, healthyLabel, STARTING_LABEL, STATUS_KEY } from "./footer
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { createPiPresenter, type PiPresenter, type PresenterDeps } from "./presenter.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
+import { announceQuestions } from "./questions.ts";
 import { createExtensionTrust } from "./trust.ts";
 
 /** What the lifecycle needs from Pi's context (captured fresh at each session_start). */
@@ -26,9 +27,14 @@ export interface PiContextView {
   branch(): readonly unknown[];
   setStatus(key: string, text: string | undefined): void;
   notify(message: string, level: "info" | "warning" | "error"): void;
+  /** Aborts the running turn. */
+  abort(): void;
   /** The interactive TUI's confirm dialog; undefined in RPC, print and json modes. */
   readonly confirm?: (title: string, message: string, timeoutMs: number) => Promise<boolean>;
 }
+
+/** `PI_TASKS_CANCEL_ABORTS=1`: a cancel also aborts this (non-worker) session's running turn. */
+export const CANCEL_ABORTS_VARIABLE = "PI_TASKS_CANCEL_ABORTS";
 
 export interface LifecycleDeps {
   readonly env: Env;
@@ -77,6 +83,8 @@ interface Running {
   readonly watch: MailWatch;
   /** The failure label of the last pass (undefined when healthy). */
   failure: string | undefined;
+  /** Questions already announced to the person at this Pi (by event id). */
+  readonly announced: Set<string>;
 }
 
 export function createLifecycle(deps: LifecycleDeps): Lifecycle {
@@ -127,6 +135,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     const identity = { publicKey: trust.identity.publicKey, fingerprint: trust.identity.fingerprint };
     const info: SessionInfo = { session, identity, relay, env: deps.env, cwd: view.cwd };
     const presenter = createPiPresenter({
+      abortOnCancel: isWorker(deps.env) || deps.env[CANCEL_ABORTS_VARIABLE] === "1",
       sendMessage: deps.sendMessage,
       appendEntry: deps.appendEntry,
       session: () => {
@@ -171,6 +180,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
         if (state === undefined) return;
         state.failure = failureLabel(report, info.relay.url);
         footer();
+        announceQuestions(configured.current().listTasks(), state.announced, (message) => safe(() => view.notify(message, "info")));
         // The first pass binds the session: the doorbell need not wait for its next check.
         state.watch.nudge();
       },
@@ -188,7 +198,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
         () => undefined,
       ),
     });
-    state = { info, presenter, configured, scheduler, watch, failure: undefined };
+    state = { info, presenter, configured, scheduler, watch, failure: undefined, announced: new Set() };
     if (relay.problem !== undefined && relay.state === "absent") state.failure = failureLabel(new TaskError("RELAY_UNAVAILABLE", { message: relay.problem }), relay.url);
     running = state;
     footer();

@@ -9,10 +9,17 @@
  * Evidence: an insertion counts when its entry is in the session branch; a wake counts when Pi
  * emits its `message_end` within `wakeObservationMs`. Our own queued-message count covers what
  * `ctx.hasPendingMessages()` ignores (extension messages).
+ *
+ * A cancel reaching a busy worker does not wait: it is queued as a steer (read after the current
+ * tool batch) and, for gate workers or with `PI_TASKS_CANCEL_ABORTS=1`, the running turn is
+ * aborted. Within `cancelAbortGraceMs` the presenter reports what happened (`aborted` when the
+ * turn ended, else `busy`); if the steer was dropped with the turn, the cancel is appended to the
+ * session without starting a turn.
  */
 import { nanoid } from "nanoid";
 import type { LossRecord, PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
-import { insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
+import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
+import type { CancelOutcome } from "../../src/protocol/schemas.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
 import { renderEvent, renderWake } from "./render.ts";
 
@@ -34,6 +41,8 @@ export interface PiSessionView {
   hasPendingMessages(): boolean;
   /** The current branch, oldest first. */
   branch(): readonly unknown[];
+  /** Aborts the running turn (Pi's `ctx.abort()`). */
+  abort(): void;
 }
 
 export interface PresenterDeps {
@@ -41,6 +50,8 @@ export interface PresenterDeps {
   appendEntry(customType: string, data: unknown): void;
   /** The live session, or undefined while none is bound. */
   session(): PiSessionView | undefined;
+  /** A cancel aborts the worker's running turn (gate workers by default), besides steering it. */
+  readonly abortOnCancel: boolean;
 }
 
 export interface PiPresenter extends PresentationHost {
@@ -61,7 +72,16 @@ export function insertedEventId(entry: unknown): string | undefined {
   return isRecord(details) && typeof details.eventId === "string" ? details.eventId : undefined;
 }
 
+/** The `pi-tasks-event` message of an item. */
+function eventMessage(item: PresentationItem): PiMessage {
+  return { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } };
+}
+
+/** How often a cancelled worker's idleness is checked during the grace period. */
+const CANCEL_POLL_MS = 50;
+
 export function createPiPresenter(deps: PresenterDeps): PiPresenter {
+  const watches = new Set<ReturnType<typeof setInterval>>();
   const wakeWaiters = new Map<string, (seen: boolean) => void>();
   const queuedWakes = new Set<string>();
   const insertedEvents = new Set<string>();
@@ -81,10 +101,7 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     },
 
     insert(item: PresentationItem) {
-      deps.sendMessage(
-        { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } },
-        { triggerTurn: false, deliverAs: "followUp" },
-      );
+      deps.sendMessage(eventMessage(item), { triggerTurn: false, deliverAs: "followUp" });
       const seen = observedInBranch(item.eventId);
       if (seen) insertedEvents.add(item.eventId);
       return seen;
@@ -120,6 +137,26 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
 
     archive(item: PresentationItem) {
       deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, event: item.event });
+    },
+
+    interrupt(item: PresentationItem, report: (outcome: CancelOutcome) => void) {
+      const session = deps.session();
+      if (session === undefined) return false;
+      deps.sendMessage(eventMessage(item), { triggerTurn: true, deliverAs: "steer" });
+      if (deps.abortOnCancel) session.abort();
+      const started = Date.now();
+      const watch = setInterval(() => {
+        const live = deps.session();
+        const idle = live?.isIdle() === true;
+        if (!idle && Date.now() - started < cancelAbortGraceMs) return;
+        clearInterval(watch);
+        watches.delete(watch);
+        // The steer may have been dropped with the aborted turn: the model must still read it.
+        if (idle && !observedInBranch(item.eventId)) deps.sendMessage(eventMessage(item), { triggerTurn: false });
+        report(idle ? "aborted" : "busy");
+      }, CANCEL_POLL_MS);
+      watches.add(watch);
+      return true;
     },
 
     recordRejection(record: RejectionRecord) {
@@ -164,6 +201,8 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     inserted: (eventId) => insertedEvents.has(eventId) || observedInBranch(eventId),
     reset: () => insertedEvents.clear(),
     dispose() {
+      for (const watch of watches) clearInterval(watch);
+      watches.clear();
       for (const settle of [...wakeWaiters.values()]) settle(false);
       queuedWakes.clear();
     },

@@ -11,6 +11,7 @@ import type { DeliveryEvidence } from "../../src/core/views.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import type { ErrorShape } from "../../src/protocol/errors.ts";
+import { maxDelegationDepth } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { TaskSnapshot } from "../../src/store/task-store.ts";
 
@@ -72,6 +73,45 @@ function refusalLines(payload: Record<string, unknown>, taskId: string): string[
   ];
 }
 
+const CANCEL_OUTCOME_WORDS: Readonly<Record<string, string>> = {
+  aborted: "turn aborted: the worker stopped its running turn",
+  idle: "the worker was already idle",
+  busy: "the worker was still busy after the grace period",
+};
+
+/** Where a delegated task sits in its chain (shown to the worker that may delegate onward). */
+function lineageLines(task: TaskSnapshot): string[] {
+  const lineage = task.lineage;
+  if (lineage === undefined || lineage.depth <= 2) return [];
+  return [`Delegated onward (session ${lineage.depth} of a chain of at most ${maxDelegationDepth}); root task ${lineage.rootTaskId}.`, ""];
+}
+
+/** How to answer a question; a coordinator may instead raise it on its own parent task. */
+function answerHint(task: TaskSnapshot, event: TaskEvent): string[] {
+  const hint = `Answer with agent_task_message: taskId ${task.taskId}, type "answer", inReplyTo ${event.eventId}.`;
+  const parent = task.role === "origin" ? task.lineage?.parentTaskId : undefined;
+  if (parent === undefined) return [hint];
+  return [hint, `If only the task's owner can answer, raise it: agent_task_message taskId ${parent}, type "question", raisesQuestion ${event.eventId} — the answer comes back down to this worker by itself.`];
+}
+
+function raisedLines(payload: Record<string, unknown>): string[] {
+  const raises = payload.raises as { taskId?: string; eventId?: string } | undefined;
+  return raises === undefined ? [] : [field("raisedFrom", `question ${raises.eventId} of sub-task ${raises.taskId}`)];
+}
+
+/** An answer to a question this session raised for a sub-task: pi-tasks already passed it down. */
+function forwardedLines(task: TaskSnapshot, payload: Record<string, unknown>): string[] {
+  const question = task.events.find((event) => event.eventId === payload.inReplyTo);
+  const raises = question?.payload.raises as { taskId?: string; eventId?: string } | undefined;
+  if (raises === undefined) return [];
+  return ["", `pi-tasks already delivered this answer to the sub-task's worker (task ${raises.taskId}, question ${raises.eventId}); do not send it again.`];
+}
+
+function relayLines(payload: Record<string, unknown>): string[] {
+  const relayed = payload.relayedFrom as { taskId?: string; eventId?: string } | undefined;
+  return relayed === undefined ? [] : [field("relayedFrom", `answer ${relayed.eventId} on task ${relayed.taskId}`)];
+}
+
 /** The `pi-tasks-event` message content for one event, from this endpoint's point of view. */
 export function renderEvent(event: TaskEvent, task: TaskSnapshot, peer?: Signer): string {
   const body = renderEventBody(event, task);
@@ -96,21 +136,19 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot): string {
         "",
         String(payload.task),
         "",
-        `Work on this task now. Ask the origin with agent_task_message (type "question", taskId ${task.taskId}) if something is unclear.`,
+        ...lineageLines(task),
+        `Work on this task now. Ask the origin with agent_task_message (type "question", taskId ${task.taskId}) if something is unclear; report progress with type "progress".`,
         `Your last action is agent_task_done with taskId ${task.taskId} and status completed, failed or cancelled; put changed source paths in result.changedFiles.`,
       ].join("\n");
     }
     case "task.question":
-      return [
-        "## task question",
-        ...head,
-        "",
-        String(payload.message),
-        "",
-        `Answer with agent_task_message: taskId ${task.taskId}, type "answer", inReplyTo ${event.eventId}.`,
-      ].join("\n");
+      return ["## task question", ...head, ...raisedLines(payload), "", String(payload.message), "", ...answerHint(task, event)].join("\n");
     case "task.answer":
-      return ["## task answer", ...head, field("inReplyTo", payload.inReplyTo), "", String(payload.message)].join("\n");
+      return ["## task answer", ...head, field("inReplyTo", payload.inReplyTo), ...relayLines(payload), "", String(payload.message), ...forwardedLines(task, payload)].join("\n");
+    case "task.progress":
+      return ["## task progress", ...head, ...(typeof payload.percent === "number" ? [field("percent", payload.percent)] : []), "", String(payload.message), "", "Progress only: nothing to do unless it changes your plans."].join("\n");
+    case "task.cancel_outcome":
+      return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)].join("\n");
     case "task.information":
       return ["## task information", ...head, "", String(payload.message)].join("\n");
     case "task.completed":
@@ -173,6 +211,10 @@ export function renderTask(task: TaskView, words?: string): string {
     field("expiresAt", iso(task.expiresAt)),
     field("lastEvent", last === undefined ? "none" : `${last.type} (${last.eventId})`),
     field("terminalDelivery", task.terminalDelivery.state),
+    ...(task.attention === undefined ? [] : [field("attention", task.attention)]),
+    ...(task.progress === undefined ? [] : [field("progress", `${task.progress.percent === undefined ? "" : `${task.progress.percent}% — `}${task.progress.message} (${iso(task.progress.at)})`)]),
+    ...(task.cancelOutcome === undefined ? [] : [field("cancelOutcome", CANCEL_OUTCOME_WORDS[task.cancelOutcome])]),
+    ...(task.lineage === undefined ? [] : [field("lineage", `root ${task.lineage.rootTaskId}, depth ${task.lineage.depth}${task.lineage.parentTaskId === undefined ? "" : `, parent ${task.lineage.parentTaskId}`}`)]),
     "- delivery evidence:",
     ...evidenceLines(task.deliveryEvidence).map((line) => `  - ${line}`),
   ].join("\n");

@@ -56,7 +56,8 @@ export type OperationKey =
   | "terminal_intent"
   | "origin_terminal"
   | "origin_cancellation"
-  | "parent_acknowledgment";
+  | "parent_acknowledgment"
+  | `cancel_outcome:${string}`;
 
 export const OPERATION = {
   /** The envelope carrying an assignment event (`task.created` / `task.reassigned`). */
@@ -71,6 +72,8 @@ export const OPERATION = {
   originTerminal: "origin_terminal",
   originCancellation: "origin_cancellation",
   parentAcknowledgment: "parent_acknowledgment",
+  /** The worker's one report of what its Pi did with a cancel event. */
+  cancelOutcome: (eventId: string): OperationKey => `cancel_outcome:${eventId}`,
 } as const;
 
 /**

@@ -32,6 +32,8 @@ export interface CoreContext {
   boundEndpoint: TaskEndpoint | undefined;
   /** A configuration refusal holding all relay work (see hold.ts). */
   hold: Hold | undefined;
+  /** When each task's progress was last shown to the model (origin side; rate limit). */
+  readonly progressShownAt: Map<string, number>;
 }
 
 export function isClosed(context: CoreContext): boolean {

@@ -2,7 +2,7 @@
  * The presentation host: how the core puts task events in front of a model. The Pi extension
  * implements it with custom messages; tests implement it in memory. The core never imports Pi.
  */
-import type { TaskEvent } from "../protocol/schemas.ts";
+import type { CancelOutcome, TaskEvent } from "../protocol/schemas.ts";
 import type { TaskError } from "../protocol/errors.ts";
 import type { TaskRole, TaskSnapshot } from "../store/task-store.ts";
 import type { Signer } from "./trust.ts";
@@ -51,6 +51,13 @@ export interface PresentationHost {
   recordLoss(records: readonly LossRecord[]): void | Promise<void>;
   /** Records (an archive entry; never the model) that a delivery was rejected. Optional. */
   recordRejection?(record: RejectionRecord): void | Promise<void>;
+  /**
+   * Puts a cancel in front of a busy model now — a steer after its current tool batch, and an
+   * abort of the running turn where the host does that — instead of waiting until it is idle.
+   * True when the cancel was handed over; `report` is called once with what the run did within
+   * the grace period. Optional: without it a cancel waits like any event.
+   */
+  interrupt?(item: PresentationItem, report: (outcome: CancelOutcome) => void): boolean | Promise<boolean>;
 }
 
 /** A host that presents nothing: visible items stay held (useful before Pi is ready). */

@@ -18,9 +18,11 @@ import { eventTypeRow, isAssignmentType, isTerminalStatus, latestAssignment, val
 import { type AssignmentPayload, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import { type CoreDelivery, type CoreStore, type InboxData, type InboxStage, OPERATION } from "./bookkeeping.ts";
+import { openQuestions } from "./attention.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, me } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
+import { checkLineage } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import { admit, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
@@ -73,6 +75,7 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   ensure((event.payload as { task?: unknown }).task === task.task, "INVALID_ASSIGNMENT", "event and task text disagree");
   ensure(task.status === "active", "INVALID_ASSIGNMENT", "the assigned task is not active");
   ensure(event.type === "task.reassigned" || payload.history === undefined, "INVALID_ASSIGNMENT", "only a reassignment carries history");
+  checkLineage(task);
   const history = validateHistory(task, payload.history ?? []);
   store.transaction(() => {
     const known = store.getStoredTask(task.taskId);
@@ -82,7 +85,7 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
       // Only a new assignment event (a reassignment) moves a known task; a re-served copy of an
       // assignment already recorded is no news and must not reopen a task that ended since.
       if (store.getEvent(event.eventId) === undefined) {
-        store.setTarget(task.taskId, task.target);
+        store.setTarget(task.taskId, task.target, task.lineage);
         if (known.record.status !== task.status) store.setStatus(task.taskId, task.status);
       }
     }
@@ -99,7 +102,12 @@ function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, i
   const row = eventTypeRow(intent.type);
   const payload = { intentId: intent.intentId, ...intent.payload };
   if (intent.type === "task.refused") return { event: canonicalRefusal(context, task, payload, signer) };
-  if (row.originLocal) return { event: appendCanonical(store, task, intent.type, payload, now) };
+  if (row.originLocal) {
+    // Never forwarded: shown here only (progress and cancel outcomes without a wake).
+    const event = appendCanonical(store, task, intent.type, payload, now);
+    if (row.modelVisible) store.enqueueLocalPresentation(event);
+    return { event };
+  }
   if (row.terminalStatus !== null && isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
     const event = appendCanonical(store, task, "task.late_terminal", { ...payload, lateType: intent.type }, now);
     return { event, fanout: fanOut(context, scope, task, event, true) };
@@ -183,7 +191,25 @@ export function visibleAtTarget(store: CoreStore, event: TaskEvent): boolean {
   return !(typeof intentId === "string" && store.getIntent(intentId) !== undefined);
 }
 
-function recordCanonical(context: CoreContext, envelope: TaskEnvelope): InboxData {
+/**
+ * An answer to a question this session raised for a sub-task's worker goes down to that worker,
+ * bound to its original question (this session is the sub-task's origin: the answer is canonical
+ * at once). The delivery's ACK waits for it. Nothing happens when the sub-task ended or its
+ * question was answered meanwhile.
+ */
+function relayAnswerDown(context: CoreContext, scope: WorkScope, answer: TaskEvent): string[] {
+  const { store } = context;
+  if (answer.type !== "task.answer") return [];
+  const raises = store.getEvent(String(answer.payload.inReplyTo))?.payload.raises as { taskId?: unknown; eventId?: unknown } | undefined;
+  if (typeof raises?.taskId !== "string" || typeof raises.eventId !== "string") return [];
+  const child = store.getTask(raises.taskId);
+  if (child === undefined || child.role !== "origin" || !openQuestions(child).some((question) => question.eventId === raises.eventId)) return [];
+  const payload = { message: answer.payload.message, inReplyTo: raises.eventId, relayedFrom: { taskId: answer.taskId, eventId: answer.eventId } };
+  const relayed = appendCanonical(store, child, "task.answer", payload, context.clock());
+  return [fanOut(context, scope, child, relayed, false)];
+}
+
+function recordCanonical(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope): InboxData {
   const { store } = context;
   const event = validateTaskEvent(envelope.payload.payload, { code: "INVALID_EVENT", pathPrefix: "/payload/payload" });
   ensure(event.taskId === envelope.payload.taskId, "INVALID_EVENT", "task ids disagree");
@@ -197,11 +223,12 @@ function recordCanonical(context: CoreContext, envelope: TaskEnvelope): InboxDat
   ensure(sameEndpoint(envelope.source, stored.record.origin) && sameEndpoint(event.source, stored.record.origin), "INVALID_EVENT", "canonical events come only from the task's origin");
   ensure(!isAssignmentType(event.type), "INVALID_EVENT", "assignment events travel as assignments");
   const terminal = eventTypeRow(event.type).terminalStatus;
-  store.transaction(() => {
+  const requires = store.transaction(() => {
     store.appendEvent(event);
     if (terminal !== null && stored.record.status === "active") store.setStatus(event.taskId, terminal);
+    return relayAnswerDown(context, scope, event);
   });
-  return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: visibleAtTarget(store, event), requires: [] };
+  return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: visibleAtTarget(store, event), requires };
 }
 
 /** Judges a delivery by its kind: what it is, and the stage it reaches. */
@@ -216,7 +243,7 @@ function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { sta
     case "intent":
       return { stage: "canonicalized", data: canonicalizeIntent(context, scope, envelope, signer) };
     case "canonical_event":
-      return { stage: "recorded", data: recordCanonical(context, envelope) };
+      return { stage: "recorded", data: recordCanonical(context, scope, envelope) };
   }
 }
 

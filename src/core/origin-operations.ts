@@ -12,6 +12,7 @@ import { OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import { assertOpen, type CoreContext, isClosed } from "./context.ts";
 import { makeEvent } from "./envelopes.ts";
+import { lineageFor } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult } from "./results.ts";
 import { deliveryOf, fenced, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
@@ -38,9 +39,12 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
   const { endpoint: target } = await context.session.resolve(params.to, { signal: fenced(context, signal) });
   assertOpen(context, "createTask");
   if (sameEndpoint(target, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target } });
+  const taskId = crypto.randomUUID();
+  // Refused here (cycle, depth) means nothing is created or sent.
+  const lineage = lineageFor(context, self, target, taskId, params);
   const createdAt = context.clock();
   const task: TaskRecord = {
-    taskId: crypto.randomUUID(),
+    taskId,
     protocolVersion: TASK_PROTOCOL_VERSION,
     origin: self,
     target,
@@ -48,6 +52,7 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
     createdAt,
     expiresAt: createdAt + (params.timeoutMs ?? taskTimeoutDefaultMs),
     status: "active",
+    lineage,
   };
   const created = makeEvent(task, "task.created", "1", createdAt, { task: task.task });
   const envelopeId = store.transaction(() => {
@@ -70,6 +75,10 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
 }
 
 export async function originMessage(context: CoreContext, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
+  if (params.type === "progress" || params.raisesQuestion !== undefined || params.percent !== undefined) {
+    const path = params.type === "progress" ? "/type" : params.raisesQuestion !== undefined ? "/raisesQuestion" : "/percent";
+    throw new TaskError("INVALID_REQUEST", { message: "progress and raised questions come from the session working on the task, not from its origin", details: { path, taskId: task.taskId } });
+  }
   const payload = { message: params.message, ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }) };
   const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, `task.${params.type}`, payload));
   requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);

@@ -18,11 +18,11 @@
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType } from "../protocol/events.ts";
-import { maxAckAttemptsPerPass, wakeObservationMs } from "../protocol/limits.ts";
-import type { ReceiptStage, ReceiptState, TaskEvent } from "../protocol/schemas.ts";
+import { maxAckAttemptsPerPass, maxProgressPresentationsPerPass, progressMinIntervalMs, wakeObservationMs } from "../protocol/limits.ts";
+import type { CancelOutcome, ReceiptStage, ReceiptState, TaskEvent } from "../protocol/schemas.ts";
 import type { LocalPresentation, TaskRole } from "../store/task-store.ts";
 import { type CoreDelivery, type CoreStore, OPERATION, type RecordedData } from "./bookkeeping.ts";
-import { type CoreContext, me, rethrowRelayLoss } from "./context.ts";
+import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
 import type { PresentationItem } from "./host.ts";
 import { queueEnvelope, withdrawUnsent } from "./outbox.ts";
@@ -208,15 +208,83 @@ async function insert(context: CoreContext, scope: WorkScope, item: Presentation
   return false;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Progress (origin) and cancels (worker): presented on their own terms
+// ---------------------------------------------------------------------------------------------
+
+/** The newest queued progress event of each task: older ones are superseded (archived). */
+function newestProgress(entries: readonly ReceiveItem[]): Map<string, string> {
+  const newest = new Map<string, string>();
+  for (const entry of entries) if (entry.kind === "local" && entry.event.type === "task.progress") newest.set(entry.event.taskId, entry.event.eventId);
+  return newest;
+}
+
+/**
+ * Whether a progress event is shown to the model now (inserted without a wake) rather than archived:
+ * only the newest of its task, at most `maxProgressPresentationsPerPass` per pass, at most one per
+ * task every `progressMinIntervalMs`, and only while the model can take input. Status shows the
+ * newest progress either way.
+ */
+function progressShown(context: CoreContext, item: PresentationItem, newest: ReadonlyMap<string, string>, shownThisPass: number, presentable: boolean): boolean {
+  if (!presentable || newest.get(item.taskId) !== item.eventId || shownThisPass >= maxProgressPresentationsPerPass) return false;
+  const last = context.progressShownAt.get(item.taskId);
+  return last === undefined || context.timers.now() - last >= progressMinIntervalMs;
+}
+
+/** A cancel arriving at the worker: the one event that interrupts a busy model. */
+function isCancelAtWorker(item: PresentationItem): boolean {
+  return item.kind === "relay" && item.role === "target" && item.event.type === "task.cancelled";
+}
+
+/** Tells the origin (once per cancel) what the worker's Pi did with it. */
+function reportCancelOutcome(context: CoreContext, scope: WorkScope | undefined, item: PresentationItem, outcome: CancelOutcome): void {
+  if (isClosed(context)) return;
+  const { store } = context;
+  const key = OPERATION.cancelOutcome(item.eventId);
+  try {
+    const envelopeId = store.transaction(() => {
+      if (store.getOperation(item.taskId, key) !== undefined) return undefined;
+      const intent = makeIntent(item.taskId, "task.cancel_outcome", { cancelEventId: item.eventId, outcome });
+      return queueEnvelope(context, { taskId: item.taskId, from: me(context), to: item.task.origin, kind: "intent", inner: intent, purpose: "intent", operation: { key, logicalId: intent.intentId, logicalType: intent.type } });
+    });
+    if (envelopeId !== undefined) scope?.required.push(envelopeId);
+  } catch (error) {
+    rethrowRelayLoss(error);
+    scope?.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "cancel outcome" }));
+  }
+  if (scope === undefined) context.requestRefresh();
+}
+
+/** Hands a cancel to a busy model through the host; true when handed over (then it is complete). */
+async function interrupt(context: CoreContext, scope: WorkScope, item: PresentationItem): Promise<boolean> {
+  if (hasEvidence(context.store, item.eventId, "inserted")) return finish(context, scope, item);
+  if (!mark(context, scope, item.eventId, "inserted", 1)) return false;
+  let handed = false;
+  try {
+    handed = await context.host.interrupt!(item, (outcome) => reportCancelOutcome(context, undefined, item, outcome));
+  } catch (error) {
+    scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "interrupt" }));
+  }
+  if (context.fence.signal.aborted) return false;
+  if (!handed) {
+    mark(context, scope, item.eventId, "inserted", 0);
+    return false;
+  }
+  return tryReceipt(context, scope, item, "pi_inserted", "confirmed").ok && finish(context, scope, item);
+}
+
 /** The presentation phase of one pass. Returns how many items were completed. */
 export async function presentInbox(context: CoreContext, scope: WorkScope): Promise<number> {
   const { store, host } = context;
   let held = false;
   let completed = 0;
+  let progressThisPass = 0;
   let relayRoom = Math.max(0, maxAckAttemptsPerPass - scope.counts().ackAttempts);
   const toWake: { item: PresentationItem; receipt?: string }[] = [];
+  const entries = receiveItems(store);
+  const newest = newestProgress(entries);
 
-  for (const entry of receiveItems(store)) {
+  for (const entry of entries) {
     if (context.fence.signal.aborted || scope.expired()) return completed;
     const item = toItem(context, entry);
     if (item === undefined) {
@@ -225,9 +293,16 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
     }
     // Presentation stops at the remaining ACK budget: each completed relay item needs one ACK.
     if (item.kind === "relay" && relayRoom === 0) break;
-    if (!item.visible) {
+    const presentable = !held && host.canPresent();
+    const progress = item.event.type === "task.progress";
+    if (!item.visible || (progress && !progressShown(context, item, newest, progressThisPass, presentable))) {
       if (item.kind === "relay") relayRoom -= 1;
       if (await archive(context, scope, item)) completed += 1;
+      continue;
+    }
+    if (isCancelAtWorker(item) && !presentable && host.interrupt !== undefined) {
+      relayRoom -= 1;
+      if (await interrupt(context, scope, item)) completed += 1;
       continue;
     }
     // A wake needs wakeObservationMs of the pass: without them, visible items wait for the next pass.
@@ -242,7 +317,12 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
       held = true;
       continue;
     }
-    if (hasEvidence(store, item.eventId, "woken") || wakeSuppressed(store, item)) {
+    if (progress) {
+      progressThisPass += 1;
+      context.progressShownAt.set(item.taskId, context.timers.now());
+    }
+    if (isCancelAtWorker(item)) reportCancelOutcome(context, scope, item, "idle");
+    if (hasEvidence(store, item.eventId, "woken") || wakeSuppressed(store, item) || !eventTypeRow(item.event.type).wakes) {
       if (tryReceipt(context, scope, item, "pi_inserted", "confirmed").ok && finish(context, scope, item)) completed += 1;
       continue;
     }

@@ -66,7 +66,8 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
       throw refuse(taskId, "the task was already reassigned or is no longer active");
     }
     const history = store.getEvents(taskId).filter((item) => !eventTypeRow(item.type).originLocal);
-    store.setTarget(taskId, successor);
+    const lineage = current.lineage === undefined ? undefined : { ...current.lineage, chain: [...current.lineage.chain.slice(0, -1), successor] };
+    store.setTarget(taskId, successor, lineage);
     // A new executor binds its own key with its first signed intent.
     const { workerKey: _previous, ...meta } = store.getTaskMeta(taskId) ?? {};
     store.setTaskMeta(taskId, meta);

@@ -5,7 +5,9 @@
  * status reuses it, another status is refused.
  */
 import { TaskError } from "../protocol/errors.ts";
+import { maxProgressChars } from "../protocol/limits.ts";
 import type { MessageParams, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
+import { openQuestions } from "./attention.ts";
 import { OPERATION } from "./bookkeeping.ts";
 import type { CoreContext } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
@@ -14,10 +16,43 @@ import type { DoneResult, MessageResult } from "./results.ts";
 import { requireAccepted, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
 import { terminalDelivery } from "./views.ts";
 
+/**
+ * A question raised on this (parent) task for a question a sub-task's worker asked here: it must be
+ * an open question of a task this session delegated from `parent`. Its answer goes back down.
+ */
+function raisedFrom(context: CoreContext, parent: TaskRecord, questionId: string): { taskId: string; eventId: string } {
+  const { store } = context;
+  const question = store.getEvent(questionId);
+  const child = question === undefined ? undefined : store.getTask(question.taskId);
+  const refuse = (problem: string) => new TaskError("INVALID_REQUEST", { message: `raisesQuestion: ${problem}`, details: { path: "/raisesQuestion", raisesQuestion: questionId } });
+  if (question === undefined || child === undefined || question.type !== "task.question") throw refuse("no such question");
+  if (child.role !== "origin" || child.lineage?.parentTaskId !== parent.taskId) throw refuse("the question's task was not delegated from this task");
+  if (!openQuestions(child).some((open) => open.eventId === questionId)) throw refuse("the question is answered or its task ended");
+  return { taskId: child.taskId, eventId: questionId };
+}
+
+/** The intent payload of a worker message (question, answer, information or progress). */
+function messagePayload(context: CoreContext, task: TaskRecord, params: MessageParams): Record<string, unknown> {
+  if (params.percent !== undefined && params.type !== "progress") {
+    throw new TaskError("INVALID_REQUEST", { message: "percent belongs to a progress report", details: { path: "/percent" } });
+  }
+  if (params.raisesQuestion !== undefined && params.type !== "question") {
+    throw new TaskError("INVALID_REQUEST", { message: "only a question raises a sub-task's question", details: { path: "/raisesQuestion" } });
+  }
+  if (params.type === "progress") {
+    if (params.message.length > maxProgressChars) throw new TaskError("INVALID_REQUEST", { message: `a progress message is at most ${maxProgressChars} characters`, details: { path: "/message" } });
+    return { message: params.message, ...(params.percent === undefined ? {} : { percent: params.percent }) };
+  }
+  return {
+    message: params.message,
+    ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }),
+    ...(params.raisesQuestion === undefined ? {} : { raises: raisedFrom(context, task, params.raisesQuestion) }),
+  };
+}
+
 export async function targetMessage(context: CoreContext, self: TaskEndpoint, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
   const { store } = context;
-  const payload = { message: params.message, ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }) };
-  const intent = makeIntent(task.taskId, `task.${params.type}`, payload);
+  const intent = makeIntent(task.taskId, `task.${params.type}`, messagePayload(context, task, params));
   const envelopeId = store.transaction(() => {
     const queued = queueEnvelope(context, { taskId: task.taskId, from: self, to: task.origin, kind: "intent", inner: intent, purpose: "intent" });
     store.putIntent(intent, queued);

@@ -168,6 +168,7 @@ function createContext(options: TaskCoreOptions): CoreContext {
     requestRefresh: () => options.onRefreshRequested?.(),
     boundEndpoint: undefined,
     hold: undefined,
+    progressShownAt: new Map(),
   };
 }
 

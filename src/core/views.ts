@@ -7,7 +7,8 @@
  *   insertion, wake). None of it proves model execution: `modelExecution` is always `not_evidenced`.
  */
 import { latestAssignment } from "../protocol/events.ts";
-import type { DeliveryReceiptPayload, TerminalDelivery } from "../protocol/schemas.ts";
+import type { CancelOutcome, DeliveryReceiptPayload, TaskEvent, TerminalDelivery } from "../protocol/schemas.ts";
+import { openQuestions } from "./attention.ts";
 import type { TaskSnapshot } from "../store/task-store.ts";
 import { type CoreStore, OPERATION } from "./bookkeeping.ts";
 import { hasEvidence } from "./presentation.ts";
@@ -22,9 +23,24 @@ export interface DeliveryEvidence {
   readonly modelExecution: "not_evidenced";
 }
 
+/** Why a task waits for this side: `needs_input` while a question waits for this side's answer. */
+export type Attention = "needs_input";
+
+/** The newest progress a worker reported. */
+export interface ProgressView {
+  readonly message: string;
+  readonly percent?: number;
+  readonly at: number;
+  readonly eventId: string;
+}
+
 export interface TaskView extends TaskSnapshot {
   readonly terminalDelivery: TerminalDelivery;
   readonly deliveryEvidence: DeliveryEvidence;
+  readonly attention?: Attention;
+  readonly progress?: ProgressView;
+  /** What the worker's Pi did with this task's cancel (origin side, once reported). */
+  readonly cancelOutcome?: CancelOutcome;
   /** The other party as the trust gate knows it: its key, fingerprint and peer name, or unverified. */
   readonly peer?: Signer;
 }
@@ -79,7 +95,29 @@ export function deliveryEvidence(store: CoreStore, task: TaskSnapshot): Delivery
   };
 }
 
+function latestOf(task: TaskSnapshot, type: TaskEvent["type"]): TaskEvent | undefined {
+  for (let index = task.events.length - 1; index >= 0; index -= 1) if (task.events[index]!.type === type) return task.events[index];
+  return undefined;
+}
+
+function progressOf(task: TaskSnapshot): ProgressView | undefined {
+  const event = latestOf(task, "task.progress");
+  if (event === undefined) return undefined;
+  const percent = event.payload.percent;
+  return { message: String(event.payload.message), ...(typeof percent === "number" ? { percent } : {}), at: event.occurredAt, eventId: event.eventId };
+}
+
 export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState): TaskView {
   const peer = peerOfTask(store, trust, task.taskId, task.role);
-  return { ...task, terminalDelivery: terminalDelivery(store, task), deliveryEvidence: deliveryEvidence(store, task), ...(peer === undefined ? {} : { peer }) };
+  const progress = progressOf(task);
+  const outcome = latestOf(task, "task.cancel_outcome")?.payload.outcome as CancelOutcome | undefined;
+  return {
+    ...task,
+    terminalDelivery: terminalDelivery(store, task),
+    deliveryEvidence: deliveryEvidence(store, task),
+    ...(peer === undefined ? {} : { peer }),
+    ...(openQuestions(task).length > 0 ? { attention: "needs_input" as const } : {}),
+    ...(progress === undefined ? {} : { progress }),
+    ...(outcome === undefined ? {} : { cancelOutcome: outcome }),
+  };
 }

@@ -11,6 +11,8 @@ import {
   DeliveryReceiptPayload,
   LateTerminalPayload,
   ParentAcknowledgedPayload,
+  CancelOutcomePayload,
+  ProgressPayload,
   ReassignedPayload,
   RefusedPayload,
   TASK_EVENT_TYPE_NAMES,
@@ -24,8 +26,10 @@ import { assertValid, type ValueModule } from "./validate.ts";
 
 export interface EventTypeRow {
   readonly type: TaskEventType;
-  /** Presented to the receiving side's model (inserted and woken) rather than archived. */
+  /** Presented to the receiving side's model (inserted) rather than archived. */
   readonly modelVisible: boolean;
+  /** A visible event also wakes the model (starts a turn); progress and cancel outcomes do not. */
+  readonly wakes: boolean;
   /** The canonical status this event sets, or null when it is not terminal. */
   readonly terminalStatus: Exclude<TaskStatus, "active"> | null;
   /** Question / answer / information: either participant may author it. */
@@ -38,8 +42,8 @@ export interface EventTypeRow {
   readonly payload: TSchema;
 }
 
-function row(type: TaskEventType, flags: Omit<EventTypeRow, "type">): EventTypeRow {
-  return Object.freeze({ type, ...flags });
+function row(type: TaskEventType, flags: Omit<EventTypeRow, "type" | "wakes"> & { wakes?: boolean }): EventTypeRow {
+  return Object.freeze({ type, ...flags, wakes: flags.wakes ?? flags.modelVisible });
 }
 
 const conversation = { modelVisible: true, terminalStatus: null, conversational: true, originLocal: false, receiverIntent: true } as const;
@@ -63,6 +67,10 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
   // never forwarded, since the worker holds no task. It is not terminal by itself: the origin fails
   // the task (a task.failed of its own) only when a key it trusts signed the refusal.
   "task.refused": row("task.refused", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: RefusedPayload }),
+  // A worker's progress: shown at the origin without waking it (coalesced, rate-limited), never forwarded.
+  "task.progress": row("task.progress", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: ProgressPayload }),
+  // What the worker's Pi did with a cancel (aborted, idle, still busy): shown at the origin without waking it.
+  "task.cancel_outcome": row("task.cancel_outcome", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: CancelOutcomePayload }),
 });
 
 export function isKnownEventType(type: unknown): type is TaskEventType {

@@ -263,6 +263,28 @@ export const bindingSecretBytes = 32;
 export const bindingSecretMinChars = 32;
 
 // ---------------------------------------------------------------------------------------------
+// Delegation beyond one hop, progress, cancel (issue 13)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The most sessions in one delegation chain, its owner included (lower-only): A→B→C has 3, so
+ * with the default C may not delegate onward (DELEGATION_DEPTH_EXCEEDED).
+ */
+export const maxDelegationDepth = 3;
+/** At the origin, a task's progress is shown to the model at most once per this interval (else archived). */
+export const progressMinIntervalMs = 10_000;
+/** At the origin, at most this many progress events are shown to the model per pass (the rest archived). */
+export const maxProgressPresentationsPerPass = 1;
+/** A progress report's `percent` runs from 0 to this. */
+export const maxProgressPercent = 100;
+/** Longest progress message, in characters. */
+export const maxProgressChars = 1_200;
+/** After a cancel reaches a busy worker, how long it may take to become idle before it counts as still busy. */
+export const cancelAbortGraceMs = 5_000;
+/** Most task ids one `agent_task_wait` call waits on. */
+export const maxWaitTasks = 32;
+
+// ---------------------------------------------------------------------------------------------
 // Units
 // ---------------------------------------------------------------------------------------------
 

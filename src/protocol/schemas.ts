@@ -11,6 +11,10 @@ import {
   maxArtifactFieldChars,
   maxArtifacts,
   maxClaimedNameChars,
+  maxDelegationDepth,
+  maxProgressChars,
+  maxProgressPercent,
+  maxWaitTasks,
   maxErrorMessageChars,
   maxPathChars,
   maxReasonChars,
@@ -76,6 +80,23 @@ export type TerminalStatus = Static<typeof TerminalStatus>;
 // Task record and events
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Where a task sits in a delegation chain: its root task, its parent (when delegated onward), the
+ * owner (the root origin, whose human is responsible for the chain) and the sessions of the chain
+ * from the owner to this task's target (`depth` of them).
+ */
+export const Lineage = Type.Object(
+  {
+    rootTaskId: Id,
+    parentTaskId: Type.Optional(Id),
+    depth: Type.Integer({ minimum: 2, maximum: maxDelegationDepth }),
+    owner: Type.Object({ endpoint: TaskEndpoint, key: Type.String({ minLength: 1, maxLength: maxWireIdChars }) }, strict),
+    chain: Type.Array(TaskEndpoint, { minItems: 2, maxItems: maxDelegationDepth }),
+  },
+  strict,
+);
+export type Lineage = Static<typeof Lineage>;
+
 export const TaskRecord = Type.Object(
   {
     taskId: Id,
@@ -86,6 +107,7 @@ export const TaskRecord = Type.Object(
     createdAt: Millis,
     expiresAt: Millis,
     status: TaskStatus,
+    lineage: Type.Optional(Lineage),
   },
   strict,
 );
@@ -105,6 +127,8 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.late_terminal",
   "task.reassigned",
   "task.refused",
+  "task.progress",
+  "task.cancel_outcome",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -168,8 +192,15 @@ const terminalFields = {
 const intentIdField = { intentId: Type.Optional(Id) };
 
 export const CreatedPayload = Type.Object({ task: TaskText }, strict);
-export const ConversationPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id) }, strict);
-export const AnswerPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Id }, strict);
+/** A question or answer of another task this one is bound to (questions raised up a chain). */
+const TaskEventRef = Type.Object({ taskId: Id, eventId: Id }, strict);
+export const ConversationPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef) }, strict);
+export const AnswerPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Id, relayedFrom: Type.Optional(TaskEventRef) }, strict);
+export const ProgressPayload = Type.Object({ ...intentIdField, message: Type.String({ minLength: 1, maxLength: maxProgressChars }), percent: Type.Optional(Type.Integer({ minimum: 0, maximum: maxProgressPercent })) }, strict);
+export const CancelOutcome = Type.Union([Type.Literal("aborted"), Type.Literal("idle"), Type.Literal("busy")]);
+export type CancelOutcome = Static<typeof CancelOutcome>;
+/** What a worker's Pi did with a cancel: its turn aborted, it was already idle, or it was still busy after the grace period. */
+export const CancelOutcomePayload = Type.Object({ ...intentIdField, cancelEventId: Id, outcome: CancelOutcome }, strict);
 export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields }, strict);
 export type TerminalPayload = Static<typeof TerminalPayload>;
 export const TimedOutPayload = Type.Object({ expiresAt: Millis }, strict);
@@ -250,6 +281,8 @@ export const ReceiverIntentType = Type.Union([
   Type.Literal("task.cancelled"),
   Type.Literal("task.delivery_receipt"),
   Type.Literal("task.refused"),
+  Type.Literal("task.progress"),
+  Type.Literal("task.cancel_outcome"),
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 
@@ -337,15 +370,30 @@ export const SendParams = Type.Object(
     to: TaskEndpoint,
     task: TaskText,
     timeoutMs: Type.Optional(wholeNumber(taskTimeoutMinMs, taskTimeoutMaxMs)),
+    /** The task this one is delegated from (default: the one active task this session works on, if any). */
+    parentTaskId: Type.Optional(Id),
+    /** A root task unrelated to the tasks this session works on (no parent, no inherited lineage). */
+    independent: Type.Optional(Type.Boolean()),
   },
   strict,
 );
 export type SendParams = Static<typeof SendParams>;
 
-export const MessageType = Type.Union([Type.Literal("question"), Type.Literal("answer"), Type.Literal("information")]);
+export const MessageType = Type.Union([Type.Literal("question"), Type.Literal("answer"), Type.Literal("information"), Type.Literal("progress")]);
 export type MessageType = Static<typeof MessageType>;
 
-export const MessageParams = Type.Object({ taskId: Id, type: MessageType, message: TaskText, inReplyTo: Type.Optional(Id) }, strict);
+export const MessageParams = Type.Object(
+  {
+    taskId: Id,
+    type: MessageType,
+    message: TaskText,
+    inReplyTo: Type.Optional(Id),
+    /** A question of a sub-task this question raises on its parent task (its answer goes back down). */
+    raisesQuestion: Type.Optional(Id),
+    percent: Type.Optional(wholeNumber(0, maxProgressPercent)),
+  },
+  strict,
+);
 export type MessageParams = Static<typeof MessageParams>;
 
 export const DoneParams = Type.Object({ taskId: Id, status: TerminalStatus, ...terminalFields }, strict);
@@ -364,7 +412,12 @@ export const InboxParams = Type.Object({}, strict);
 export type InboxParams = Static<typeof InboxParams>;
 
 export const WaitParams = Type.Object(
-  { taskId: Id, timeoutMs: Type.Optional(wholeNumber(waitTimeoutMinMs, waitTimeoutMaxMs)) },
+  {
+    taskId: Type.Optional(Id),
+    /** Wait until any of these is terminal (1–32 ids); give this or taskId. */
+    taskIds: Type.Optional(Type.Array(Id, { minItems: 1, maxItems: maxWaitTasks, uniqueItems: true })),
+    timeoutMs: Type.Optional(wholeNumber(waitTimeoutMinMs, waitTimeoutMaxMs)),
+  },
   strict,
 );
 export type WaitParams = Static<typeof WaitParams>;

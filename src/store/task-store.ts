@@ -15,7 +15,7 @@
 import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxCursorDigits, maxStoreEncodedBytes, maxStoreRecords } from "../protocol/limits.ts";
-import type { EnvelopeKind, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
+import type { EnvelopeKind, Lineage, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
 import { emptyIndexes, INDEXED_TABLES, type IndexSnapshot, indexRow, STORE_TABLES, type StoreTable, snapshotIndexes } from "./indexes.ts";
 import { createRowEngine, invariant, type RowStats } from "./rows.ts";
 
@@ -180,7 +180,8 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   putTask(record: TaskRecord, role: TaskRole): boolean;
   getStoredTask(taskId: string): StoredTask | undefined;
   setStatus(taskId: string, status: TaskStatus): void;
-  setTarget(taskId: string, target: TaskEndpoint): void;
+  /** Moves a task to another target (a reassignment), with the lineage that names it. */
+  setTarget(taskId: string, target: TaskEndpoint, lineage?: Lineage): void;
   appendEvent(event: TaskEvent): boolean;
   getEvent(eventId: string): TaskEvent | undefined;
   getEvents(taskId: string): readonly TaskEvent[];
@@ -391,10 +392,10 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         if (stored.record.status !== status) rows.write("task", taskId, { ...stored, record: { ...stored.record, status } });
       });
     },
-    setTarget(taskId, target) {
+    setTarget(taskId, target, lineage) {
       mutate(() => {
         const stored = requireTask(taskId);
-        rows.write("task", taskId, { ...stored, record: { ...stored.record, target } });
+        rows.write("task", taskId, { ...stored, record: { ...stored.record, target, ...(lineage === undefined ? {} : { lineage }) } });
       });
     },
     appendEvent(event) {

@@ -66,6 +66,13 @@ function payloadFacts(wire: SignablePayload): { id: string; type: string; inRepl
   return { id, type: text(event.type), inReplyTo: text(record(event.payload).inReplyTo) };
 }
 
+/** An assignment's lineage as canonical JSON (other kinds carry none). */
+function lineageText(wire: SignablePayload): string {
+  if (wire.kind !== "assignment") return "";
+  const lineage = record(record(wire.payload).task).lineage;
+  return lineage === undefined ? "" : canonicalJson(lineage);
+}
+
 /** SHA-256 of the canonical JSON of `{taskId, kind, payload}` (an already canonical payload text is embedded as is). */
 export function payloadDigest(wire: SignablePayload): Uint8Array {
   return createHash("sha256").update(canonicalJson({ taskId: wire.taskId, kind: wire.kind, payload: wire.payload })).digest();
@@ -118,7 +125,7 @@ export function factsOf(wire: SignablePayload, block: SignatureBlock): SignedFac
     at: block.at,
     supersedes: "",
     generation: "",
-    lineage: "",
+    lineage: lineageText(wire),
   };
 }
 

@@ -721,8 +721,10 @@ describe("receive, hasPendingWork and onChange", () => {
     // 1: a worker question → a local item at the origin.
     await worker.core.message({ taskId, type: "question", message: "first" });
     await passes(origin);
-    // 2: a task the worker assigns to the origin → a relay item at the origin.
-    const reverse = await worker.core.createTask({ to: to(origin), task: "worker → origin" });
+    // 2: a task a third session assigns to the origin → a relay item at the origin. (The worker
+    // could not: the origin is in its task's chain, DELEGATION_CYCLE.)
+    const third = await party();
+    const reverse = await third.core.createTask({ to: to(origin), task: "third → origin" });
     await passes(origin);
     // 3: another worker message → a second local item.
     await worker.core.message({ taskId, type: "information", message: "third" });
@@ -730,7 +732,7 @@ describe("receive, hasPendingWork and onChange", () => {
 
     const items = origin.core.receive();
     const describe = items.map((item) => (item.kind === "local" ? `local:${item.event.type}` : `relay:${item.delivery.envelopeId}`));
-    const assignment = requestsOf(fx.proxy, worker.name, "send")
+    const assignment = requestsOf(fx.proxy, third.name, "send")
       .map((request) => (request.body as any).envelope)
       .find((envelope) => envelope.payload.kind === "assignment" && envelope.payload.taskId === reverse.taskId);
     expect(describe).toEqual(["local:task.question", `relay:${assignment.envelopeId}`, "local:task.information"]);

@@ -50,6 +50,7 @@ async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], stri
     hasUI: true,
     isIdle: () => true,
     hasPendingMessages: () => false,
+    abort: () => undefined,
     sessionManager: { getBranch: () => branch },
     ui: {
       setStatus: (_key: string, text: string | undefined) => {

@@ -20,7 +20,7 @@ function harness(): Harness {
   const sent: Harness["sent"] = [];
   const appended: Harness["appended"] = [];
   const branch: unknown[] = [];
-  const state = { idle: true, pending: false, bound: true, recordInserts: true, failSend: false };
+  const state = { idle: true, pending: false, bound: true, recordInserts: true, failSend: false, aborts: 0, abortOnCancel: false };
   const presenter = createPiPresenter({
     sendMessage(message, options) {
       if (state.failSend) throw new Error("Extension runtime not initialized");
@@ -31,7 +31,8 @@ function harness(): Harness {
     appendEntry(customType, data) {
       appended.push({ customType, data });
     },
-    session: () => (state.bound ? { isIdle: () => state.idle, hasPendingMessages: () => state.pending, branch: () => branch } : undefined),
+    session: () => (state.bound ? { isIdle: () => state.idle, hasPendingMessages: () => state.pending, branch: () => branch, abort: () => void (state.aborts += 1) } : undefined),
+    abortOnCancel: state.abortOnCancel,
   });
   return { presenter, sent, appended, branch, state };
 }

@@ -289,6 +289,25 @@ describe("agent_task_wait", () => {
     expectError(result, "ABORTED", true);
   });
 
+  test("taskIds: returns when any finishes, naming which finished and which are still open", async () => {
+    const first = taskView({ role: "origin" });
+    const second = taskView({ role: "origin" });
+    const third = taskView({ role: "origin", status: "completed" });
+    const h = harness(fakeCore([first, second, third]));
+    const result = await h.tools.agent_task_wait!.execute("call", { taskIds: [first.taskId, second.taskId, third.taskId] }, undefined);
+    expect(result.isError).toBeUndefined();
+    expect(result.details).toMatchObject({ finished: [third.taskId], open: [first.taskId, second.taskId], timedOut: false });
+    expect(text(result)).toContain("## 1 of 3 tasks finished");
+    expect(text(result)).toContain(`still open: ${first.taskId} (active), ${second.taskId} (active)`);
+  });
+
+  test("taskId and taskIds together, or neither, is INVALID_REQUEST", async () => {
+    const task = taskView({ role: "origin" });
+    const h = harness(fakeCore([task]));
+    expectError(await h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, taskIds: [task.taskId] }, undefined), "INVALID_REQUEST", false);
+    expectError(await h.tools.agent_task_wait!.execute("call", {}, undefined), "INVALID_REQUEST", false);
+  });
+
   test("a task already terminal returns at once", async () => {
     const task = taskView({ role: "origin", status: "failed" });
     const h = harness(fakeCore([task]));

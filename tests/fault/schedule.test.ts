@@ -414,7 +414,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
       const short = rand.chance(0.2);
       const n = (created += 1);
       start(`create ${side.name}->${target.name} #${n}${short ? " short" : ""}`, side, () =>
-        side.core.createTask({ to: target.core.endpoint()!, task: `task ${n}`, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) }),
+        side.core.createTask({ to: target.core.endpoint()!, task: `task ${n}`, independent: true, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) }),
         (value) => {
           const taskId = (value as { taskId?: string }).taskId;
           if (taskId !== undefined) tasks.push({ taskId, origin: side.index, target: target.index });
@@ -623,7 +623,7 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
       const roll = rand.int(100);
       if (roll < 25) {
         trace.push(`create p${index}`);
-        const outcome = await side.core.createTask({ to: other.core.endpoint()!, task: `real ${step}`, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) }).then(
+        const outcome = await side.core.createTask({ to: other.core.endpoint()!, task: `real ${step}`, independent: true, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) }).then(
           (value) => value.taskId,
           (raw) => record(`create p${index}`)(raw).details.taskId as string | undefined,
         );

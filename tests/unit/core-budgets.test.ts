@@ -86,7 +86,8 @@ describe("pass budgets", () => {
     expect(first.presented).toBeLessThanOrEqual(maxAckAttemptsPerPass);
     // Drain and check that no pass ever exceeded the ACK budget.
     const acks: number[] = [first.counts.ackAttempts];
-    for (let round = 0; round < 10 && coreInternals(p.worker).store.pendingDeliveryCount() > 0; round += 1) {
+    // Each presented cancel also reports its outcome (one more intent each): allow passes for those.
+    for (let round = 0; round < 20 && coreInternals(p.worker).store.pendingDeliveryCount() > 0; round += 1) {
       acks.push((await pass(p.worker, p.timers)).counts.ackAttempts);
     }
     expect(Math.max(...acks)).toBe(maxAckAttemptsPerPass);

@@ -7,7 +7,7 @@ import { thrown } from "../../kit/async.ts";
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {
     expect(Object.keys(TASK_EVENT_TYPES).sort()).toEqual([...TASK_EVENT_TYPE_NAMES].sort());
-    expect(TASK_EVENT_TYPE_NAMES.length).toBe(13);
+    expect(TASK_EVENT_TYPE_NAMES.length).toBe(15);
     for (const [type, row] of Object.entries(TASK_EVENT_TYPES)) expect(row.type).toBe(type as never);
   });
 
@@ -15,23 +15,25 @@ describe("TASK_EVENT_TYPES", () => {
     const flags = Object.fromEntries(
       Object.entries(TASK_EVENT_TYPES).map(([type, row]) => [
         type,
-        [row.modelVisible, row.terminalStatus, row.conversational, row.originLocal, row.receiverIntent],
+        [row.modelVisible, row.terminalStatus, row.conversational, row.originLocal, row.receiverIntent, row.wakes],
       ]),
     );
     expect(flags).toEqual({
-      "task.created": [true, null, false, false, false],
-      "task.information": [true, null, true, false, true],
-      "task.question": [true, null, true, false, true],
-      "task.answer": [true, null, true, false, true],
-      "task.completed": [true, "completed", false, false, true],
-      "task.failed": [true, "failed", false, false, true],
-      "task.cancelled": [true, "cancelled", false, false, true],
-      "task.timed_out": [true, "timed_out", false, false, false],
-      "task.delivery_receipt": [false, null, false, true, true],
-      "task.parent_acknowledged": [false, null, false, false, false],
-      "task.late_terminal": [false, null, false, false, false],
-      "task.reassigned": [true, null, false, false, false],
-      "task.refused": [true, null, false, true, true],
+      "task.created": [true, null, false, false, false, true],
+      "task.information": [true, null, true, false, true, true],
+      "task.question": [true, null, true, false, true, true],
+      "task.answer": [true, null, true, false, true, true],
+      "task.completed": [true, "completed", false, false, true, true],
+      "task.failed": [true, "failed", false, false, true, true],
+      "task.cancelled": [true, "cancelled", false, false, true, true],
+      "task.timed_out": [true, "timed_out", false, false, false, true],
+      "task.delivery_receipt": [false, null, false, true, true, false],
+      "task.parent_acknowledged": [false, null, false, false, false, false],
+      "task.late_terminal": [false, null, false, false, false, false],
+      "task.reassigned": [true, null, false, false, false, true],
+      "task.refused": [true, null, false, true, true, true],
+      "task.progress": [true, null, false, true, true, false],
+      "task.cancel_outcome": [true, null, false, true, true, false],
     });
     expect(isTerminalType("task.timed_out")).toBe(true);
     expect(isTerminalType("task.late_terminal")).toBe(false);
@@ -40,10 +42,10 @@ describe("TASK_EVENT_TYPES", () => {
   test("unknown types are a typed UNKNOWN_EVENT error", () => {
     expect(thrown(() => eventTypeRow("task.assigned")).code).toBe("UNKNOWN_EVENT");
     const record = taskRecord();
-    const event = { ...taskEvent(record, 2), type: "task.progress" };
+    const event = { ...taskEvent(record, 2), type: "task.teleported" };
     const error = thrown(() => validateTaskEvent(event));
     expect(error.code).toBe("UNKNOWN_EVENT");
-    expect(error.details.type).toBe("task.progress");
+    expect(error.details.type).toBe("task.teleported");
   });
 
   test("payloads are checked per type, strictly", () => {

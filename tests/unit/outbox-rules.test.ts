@@ -55,6 +55,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
       requestRefresh: () => undefined,
       boundEndpoint: undefined,
       hold: undefined,
+      progressShownAt: new Map(),
     };
   }
 

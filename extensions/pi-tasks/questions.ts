@@ -1,0 +1,102 @@
+/**
+ * Questions for the human: every question waiting for this side's answer is announced to the
+ * person at this Pi (a notification, once per question), listed by `/tasks` with its age, and can
+ * be answered by them with `/tasks answer [question id] [text]` — in the interactive TUI or over
+ * RPC a missing choice or text is asked with a dialog. The answer is bound to its question
+ * (`inReplyTo`), exactly as if the model had sent it.
+ */
+import { openQuestions } from "../../src/core/attention.ts";
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import type { TaskEvent } from "../../src/protocol/schemas.ts";
+import { age, signerShort } from "./describe.ts";
+
+const QUOTE_CHARS = 120;
+const SHORT_ID_CHARS = 8;
+
+export interface OpenQuestion {
+  readonly task: TaskView;
+  readonly question: TaskEvent;
+}
+
+/** Every question waiting for this side's answer, oldest first. */
+export function waitingQuestions(tasks: readonly TaskView[]): OpenQuestion[] {
+  return tasks.flatMap((task) => openQuestions(task).map((question) => ({ task, question }))).sort((a, b) => a.question.occurredAt - b.question.occurredAt);
+}
+
+function quote(text: unknown): string {
+  const value = String(text).replaceAll("\n", " ");
+  return value.length > QUOTE_CHARS ? `${value.slice(0, QUOTE_CHARS - 1)}…` : value;
+}
+
+/** One line per waiting question (for `/tasks`). */
+export function questionLines(questions: readonly OpenQuestion[], now: number): string[] {
+  if (questions.length === 0) return [];
+  return [
+    `questions waiting for you (${questions.length}):`,
+    ...questions.map(({ task, question }) => `  ${question.eventId.slice(0, SHORT_ID_CHARS)}  task ${task.taskId.slice(0, SHORT_ID_CHARS)} [${signerShort(task.peer)}], ${age(now - question.occurredAt)} ago: "${quote(question.payload.message)}"`),
+    "Answer: /tasks answer <question id> <text> (or let your agent answer)",
+  ];
+}
+
+/** The notification a person gets when a question arrives. */
+export function questionNotice({ task, question }: OpenQuestion): string {
+  return `pi-tasks: question on task ${task.taskId.slice(0, SHORT_ID_CHARS)} [${signerShort(task.peer)}]: "${quote(question.payload.message)}" — answer with /tasks answer ${question.eventId.slice(0, SHORT_ID_CHARS)} <text>, or let your agent answer.`;
+}
+
+/** Announces each newly waiting question once (the set remembers what was announced). */
+export function announceQuestions(tasks: readonly TaskView[], announced: Set<string>, notify: (message: string) => void): void {
+  for (const open of waitingQuestions(tasks)) {
+    if (announced.has(open.question.eventId)) continue;
+    announced.add(open.question.eventId);
+    notify(questionNotice(open));
+  }
+}
+
+export interface AnswerDialog {
+  select(title: string, options: string[]): Promise<string | undefined>;
+  input(title: string, placeholder: string): Promise<string | undefined>;
+}
+
+export interface AnswerDeps {
+  readonly current: () => TaskCore;
+  readonly run: <T>(operation: (core: TaskCore) => Promise<T>) => Promise<T>;
+  /** A person to ask for a missing choice or text (undefined without a UI). */
+  readonly dialog: AnswerDialog | undefined;
+}
+
+function usage(problem: string): TaskError {
+  return new TaskError("CLI_USAGE", { message: `${problem} — usage: /tasks answer [<question id>] [<answer text>]` });
+}
+
+async function pickQuestion(questions: readonly OpenQuestion[], prefix: string | undefined, dialog: AnswerDialog | undefined): Promise<OpenQuestion | undefined> {
+  if (prefix !== undefined) {
+    const matches = questions.filter((open) => open.question.eventId.startsWith(prefix));
+    if (matches.length === 1) return matches[0];
+    throw usage(matches.length === 0 ? `no waiting question ${prefix}` : `${prefix} matches ${matches.length} questions; give more of the id`);
+  }
+  if (questions.length === 1) return questions[0];
+  if (dialog === undefined) throw usage(`${questions.length} questions are waiting; name one`);
+  const labels = questions.map((open) => `${open.question.eventId.slice(0, SHORT_ID_CHARS)}: ${quote(open.question.payload.message)}`);
+  const chosen = await dialog.select("pi-tasks: which question do you answer?", labels);
+  return chosen === undefined ? undefined : questions[labels.indexOf(chosen)];
+}
+
+/**
+ * `/tasks answer [<question id>] [<text>]`: the person answers a waiting question. Returns the
+ * lines to show (what was sent, or why nothing was).
+ */
+export async function answerCommand(args: readonly string[], deps: AnswerDeps): Promise<string[]> {
+  const questions = waitingQuestions(deps.current().listTasks());
+  if (questions.length === 0) return ["pi-tasks: no question is waiting for you"];
+  const [first, ...rest] = args;
+  const named = first !== undefined && questions.some((open) => open.question.eventId.startsWith(first));
+  const open = await pickQuestion(questions, named ? first : undefined, deps.dialog);
+  if (open === undefined) return ["pi-tasks: no question chosen; nothing was sent"];
+  const written = (named ? rest : args).join(" ").trim();
+  const text = written !== "" ? written : ((await deps.dialog?.input(`pi-tasks: your answer to "${quote(open.question.payload.message)}"`, "answer"))?.trim() ?? "");
+  if (text === "") return ["pi-tasks: no answer given; nothing was sent"];
+  const { task, question } = open;
+  await deps.run((core) => core.message({ taskId: task.taskId, type: "answer", message: text, inReplyTo: question.eventId }));
+  return [`pi-tasks: answered question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`];
+}
