@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
 import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, LOSS_MESSAGE, type PiMessage, type PiPresenter, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { renderEvent, renderWake } from "../../extensions/pi-tasks/render.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
+import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { assignmentOf, presentationItem, taskView } from "../helpers/extension-fakes.ts";
 import { flushMicrotasks } from "../../kit/async.ts";
 
@@ -13,14 +13,14 @@ interface Harness {
   readonly sent: { message: PiMessage; options: Options }[];
   readonly appended: { customType: string; data: unknown }[];
   readonly branch: unknown[];
-  state: { idle: boolean; pending: boolean; bound: boolean; recordInserts: boolean; failSend: boolean };
+  state: { idle: boolean; pending: boolean; bound: boolean; recordInserts: boolean; failSend: boolean; aborts: number; abortOnCancel: boolean };
 }
 
-function harness(): Harness {
+function harness(shared: Partial<Harness["state"]> = {}): Harness {
   const sent: Harness["sent"] = [];
   const appended: Harness["appended"] = [];
   const branch: unknown[] = [];
-  const state = { idle: true, pending: false, bound: true, recordInserts: true, failSend: false, aborts: 0, abortOnCancel: false };
+  const state = { idle: true, pending: false, bound: true, recordInserts: true, failSend: false, aborts: 0, abortOnCancel: false, ...shared };
   const presenter = createPiPresenter({
     sendMessage(message, options) {
       if (state.failSend) throw new Error("Extension runtime not initialized");
@@ -235,5 +235,49 @@ describe("the assignment text the presenter inserts", () => {
     expect(content).toContain(task.taskId);
     expect(content).toContain(assignmentOf(task).eventId);
     expect(content).toContain("rename the module");
+  });
+});
+
+describe("interrupt (a cancel reaching a busy worker)", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  function cancelItem() {
+    const task = taskView({ role: "target", status: "cancelled", events: [{ type: "task.cancelled", payload: { summary: "no longer needed" } }] });
+    return presentationItem(task, task.events.find((event) => event.type === "task.cancelled")!, { kind: "relay", envelopeId: crypto.randomUUID() });
+  }
+
+  test("steers at once, aborts a gate worker's turn, and reports `aborted` when the turn ends within the grace period", async () => {
+    const h = harness({ idle: false, abortOnCancel: true });
+    const outcomes: string[] = [];
+    expect(await h.presenter.interrupt!(cancelItem(), (outcome) => outcomes.push(outcome))).toBe(true);
+    expect(h.sent.map((entry) => entry.options)).toEqual([{ triggerTurn: true, deliverAs: "steer" }]);
+    expect(h.state.aborts).toBe(1);
+    jest.advanceTimersByTime(200);
+    expect(outcomes).toEqual([]);
+    h.state.idle = true;
+    jest.advanceTimersByTime(100);
+    expect(outcomes).toEqual(["aborted"]);
+  });
+
+  test("a steer dropped with the aborted turn is appended without a turn, so the model still reads the cancel", async () => {
+    const h = harness({ idle: false, recordInserts: false });
+    const outcomes: string[] = [];
+    await h.presenter.interrupt!(cancelItem(), (outcome) => outcomes.push(outcome));
+    h.state.idle = true;
+    jest.advanceTimersByTime(100);
+    expect(outcomes).toEqual(["aborted"]);
+    expect(h.sent.map((entry) => entry.options)).toEqual([{ triggerTurn: true, deliverAs: "steer" }, { triggerTurn: false }]);
+  });
+
+  test(`without an abort (not a gate worker), still busy after ${cancelAbortGraceMs} ms is \`busy\``, async () => {
+    const h = harness({ idle: false });
+    const outcomes: string[] = [];
+    await h.presenter.interrupt!(cancelItem(), (outcome) => outcomes.push(outcome));
+    expect(h.state.aborts).toBe(0);
+    jest.advanceTimersByTime(cancelAbortGraceMs - 100);
+    expect(outcomes).toEqual([]);
+    jest.advanceTimersByTime(200);
+    expect(outcomes).toEqual(["busy"]);
   });
 });

@@ -1,0 +1,237 @@
+/**
+ * Delegation beyond one hop, in the core (src/core/lineage.ts, intake.ts, presentation.ts), on
+ * the real relay in memory: lineage inherited by a coordinator's sub-task, the depth cap and the
+ * cycle guard (refused before anything is created), a question raised up the chain and its answer
+ * relayed back down, progress shown without a wake (newest only, rate-limited), and a cancel
+ * handed to a busy worker with its outcome reported to the origin.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import type { PresentationHost, PresentationItem } from "../../src/core/host.ts";
+import { coreInternals, createTaskCore } from "../../src/core/task-core.ts";
+import { encodeEnvelope, makeEvent } from "../../src/core/envelopes.ts";
+import { processLocalTrust } from "../../src/core/trust.ts";
+import { maxDelegationDepth, maxProgressPresentationsPerPass, progressMinIntervalMs } from "../../src/protocol/limits.ts";
+import type { CancelOutcome, TaskRecord } from "../../src/protocol/schemas.ts";
+import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
+import { createTaskStore } from "../../src/store/task-store.ts";
+import { failure } from "../../kit/async.ts";
+import { createJumpTimers } from "../../kit/jump-timers.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
+
+const opened: { relays: InMemoryRelay[]; parties: { core: Party["core"] }[] } = { relays: [], parties: [] };
+
+afterEach(async () => {
+  await closeParties(opened.parties.splice(0));
+  for (const relay of opened.relays.splice(0)) await relay.stop();
+});
+
+async function relay(): Promise<InMemoryRelay> {
+  const created = await createInMemoryRelay();
+  opened.relays.push(created);
+  return created;
+}
+
+async function parties(on: InMemoryRelay, count: number): Promise<Party[]> {
+  const created: Party[] = [];
+  for (let index = 0; index < count; index += 1) created.push(await createParty({ url: on.url, fetch: on.fetch }));
+  opened.parties.push(...created);
+  return created;
+}
+
+/** One pass on each party, in order, `rounds` times. */
+async function passes(list: readonly Party[], rounds = 1): Promise<void> {
+  for (let round = 0; round < rounds; round += 1) for (const party of list) await party.core.refresh();
+}
+
+describe("lineage", () => {
+  test("a coordinator's sub-task inherits the chain; the cap refuses the session past it and a cycle is refused, creating nothing", async () => {
+    const on = await relay();
+    const [a, b, c, d] = await parties(on, 4);
+    const root = await a!.core.createTask({ to: b!.core.endpoint()!, task: "root" });
+    await passes([b!]);
+    const child = await b!.core.createTask({ to: c!.core.endpoint()!, task: "child" });
+    const record = b!.core.getTask(child.taskId).lineage!;
+    expect(record).toEqual({
+      rootTaskId: root.taskId,
+      parentTaskId: root.taskId,
+      depth: 3,
+      owner: { endpoint: a!.core.endpoint()!, key: processLocalTrust().identity.publicKey },
+      chain: [a!.core.endpoint()!, b!.core.endpoint()!, c!.core.endpoint()!],
+    });
+    expect(maxDelegationDepth).toBe(3);
+    await passes([c!]);
+    expect(c!.core.getTask(child.taskId).lineage).toEqual(record);
+
+    const tasksBefore = [c!.core.listTasks().length, d!.core.listTasks().length];
+    const deep = await failure(c!.core.createTask({ to: d!.core.endpoint()!, task: "too deep" }));
+    expect(deep.code).toBe("DELEGATION_DEPTH_EXCEEDED");
+    expect(deep.details).toMatchObject({ depth: 4, maxDepth: 3, rootTaskId: root.taskId });
+    const cycle = await failure(b!.core.createTask({ to: a!.core.endpoint()!, task: "back to the owner" }));
+    expect(cycle.code).toBe("DELEGATION_CYCLE");
+    await passes([a!, d!]);
+    expect([c!.core.listTasks().length, d!.core.listTasks().length]).toEqual(tasksBefore);
+    expect(a!.core.listTasks().map((task) => task.taskId)).toEqual([root.taskId]);
+    // An explicitly independent task is a new root, so it is not a cycle.
+    const independent = await b!.core.createTask({ to: a!.core.endpoint()!, task: "unrelated", independent: true });
+    expect(b!.core.getTask(independent.taskId).lineage).toMatchObject({ rootTaskId: independent.taskId, depth: 2 });
+  });
+
+  test("a session working on several tasks must name the parent (or send independent)", async () => {
+    const on = await relay();
+    const [a, b, c] = await parties(on, 3);
+    await a!.core.createTask({ to: b!.core.endpoint()!, task: "one" });
+    const second = await a!.core.createTask({ to: b!.core.endpoint()!, task: "two" });
+    await passes([b!]);
+    const ambiguous = await failure(b!.core.createTask({ to: c!.core.endpoint()!, task: "which?" }));
+    expect(ambiguous).toMatchObject({ code: "INVALID_REQUEST", details: { path: "/parentTaskId" } });
+    const named = await b!.core.createTask({ to: c!.core.endpoint()!, task: "this one", parentTaskId: second.taskId });
+    expect(b!.core.getTask(named.taskId).lineage?.parentTaskId).toBe(second.taskId);
+  });
+
+  test("the receiver refuses a forged lineage (a cycle, or a depth past the cap)", async () => {
+    const on = await relay();
+    const [a, b] = await parties(on, 2);
+    const self = a!.core.endpoint()!;
+    const target = b!.core.endpoint()!;
+    const owner = { endpoint: self, key: processLocalTrust().identity.publicKey };
+    const forge = async (lineage: TaskRecord["lineage"]) => {
+      const now = Date.now();
+      const task: TaskRecord = { taskId: crypto.randomUUID(), protocolVersion: "pi-tasks/v2", origin: self, target, task: "forged", createdAt: now, expiresAt: now + 60_000, status: "active", ...(lineage === undefined ? {} : { lineage }) };
+      const event = makeEvent(task, "task.created", "1", now, { task: task.task });
+      await coreInternals(a!.core).session.send(encodeEnvelope(self, target, task.taskId, "assignment", { task, event }, now, processLocalTrust()));
+    };
+    await forge({ rootTaskId: "r", parentTaskId: "p", depth: 3, owner: { endpoint: target, key: owner.key }, chain: [target, self, target] });
+    await forge({ rootTaskId: "r", depth: 3, owner, chain: [self, { relay: self.relay, id: crypto.randomUUID() }, target] });
+    await passes([b!]);
+    expect(b!.core.listTasks()).toEqual([]);
+    expect(b!.core.rejections()).toEqual({ DELEGATION_CYCLE: 1, INVALID_ASSIGNMENT: 1 });
+  });
+});
+
+describe("questions up the chain", () => {
+  test("C asks; B raises it on A's task; A's answer reaches C bound to C's question, once, without B's model resending it", async () => {
+    const on = await relay();
+    const [a, b, c] = await parties(on, 3);
+    const root = await a!.core.createTask({ to: b!.core.endpoint()!, task: "root" });
+    await passes([b!]);
+    const child = await b!.core.createTask({ to: c!.core.endpoint()!, task: "child" });
+    await passes([c!]);
+    await c!.core.message({ taskId: child.taskId, type: "question", message: "Which colour?" });
+    await passes([b!]);
+    const asked = b!.core.getTask(child.taskId).events.find((event) => event.type === "task.question")!;
+    expect(b!.core.getTask(child.taskId).attention).toBe("needs_input");
+
+    await b!.core.message({ taskId: root.taskId, type: "question", message: "C asks: which colour?", raisesQuestion: asked.eventId });
+    await passes([a!]);
+    const raised = a!.core.getTask(root.taskId).events.find((event) => event.type === "task.question")!;
+    expect(raised.payload.raises).toEqual({ taskId: child.taskId, eventId: asked.eventId });
+    expect(a!.core.getTask(root.taskId).attention).toBe("needs_input");
+
+    await a!.core.message({ taskId: root.taskId, type: "answer", message: "Blue.", inReplyTo: raised.eventId });
+    await passes([b!, c!], 2);
+    const answers = c!.core.getTask(child.taskId).events.filter((event) => event.type === "task.answer");
+    expect(answers.map((event) => event.payload)).toEqual([{ message: "Blue.", inReplyTo: asked.eventId, relayedFrom: { taskId: root.taskId, eventId: expect.any(String) } }]);
+    expect(c!.host.inserted.filter((item) => item.event.type === "task.answer")).toHaveLength(1);
+    expect(b!.core.getTask(child.taskId).attention).toBeUndefined();
+    expect(a!.core.getTask(root.taskId).attention).toBeUndefined();
+  });
+
+  test("raising is refused for a question that is not an open question of a sub-task of this task", async () => {
+    const on = await relay();
+    const [a, b, c] = await parties(on, 3);
+    const root = await a!.core.createTask({ to: b!.core.endpoint()!, task: "root" });
+    await passes([b!]);
+    const independent = await b!.core.createTask({ to: c!.core.endpoint()!, task: "unrelated", independent: true });
+    await passes([c!]);
+    await c!.core.message({ taskId: independent.taskId, type: "question", message: "?" });
+    await passes([b!]);
+    const question = b!.core.getTask(independent.taskId).events.find((event) => event.type === "task.question")!;
+    const refused = await failure(b!.core.message({ taskId: root.taskId, type: "question", message: "?", raisesQuestion: question.eventId }));
+    expect(refused).toMatchObject({ code: "INVALID_REQUEST", details: { path: "/raisesQuestion" } });
+    // The origin side never raises or reports progress.
+    expect((await failure(a!.core.message({ taskId: root.taskId, type: "progress", message: "50%" }))).details.path).toBe("/type");
+  });
+});
+
+describe("progress", () => {
+  test(`50 reports: none wakes the origin; at most ${maxProgressPresentationsPerPass} shown per pass and one per ${progressMinIntervalMs} ms; the newest is what the view shows`, async () => {
+    const on = await relay();
+    const timers = createJumpTimers();
+    const [origin, worker] = [await createParty({ url: on.url, fetch: on.fetch, timers }), await createParty({ url: on.url, fetch: on.fetch, timers })];
+    opened.parties.push(origin, worker);
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "long job" });
+    await passes([worker, origin]);
+    const wakesBefore = origin.host.wakes.length;
+    for (let index = 1; index <= 50; index += 1) await worker.core.message({ taskId, type: "progress", message: `step ${index} of 50`, percent: index * 2 });
+    await passes([origin]);
+    const shown = () => origin.host.inserted.filter((item) => item.event.type === "task.progress");
+    expect(shown().map((item) => item.event.payload.message)).toEqual(["step 50 of 50"]);
+    expect(origin.core.getTask(taskId).progress).toMatchObject({ message: "step 50 of 50", percent: 100 });
+    // Within the interval a newer report is archived, not shown; after it, the newest is shown.
+    await worker.core.message({ taskId, type: "progress", message: "late 1" });
+    await passes([origin]);
+    expect(shown()).toHaveLength(1);
+    expect(origin.host.archived.filter((item) => item.event.type === "task.progress").length).toBe(50);
+    timers.jump(progressMinIntervalMs);
+    await worker.core.message({ taskId, type: "progress", message: "late 2" });
+    await passes([origin]);
+    expect(shown().map((item) => item.event.payload.message)).toEqual(["step 50 of 50", "late 2"]);
+    expect(origin.host.wakes.length).toBe(wakesBefore);
+    // Never forwarded back to the worker.
+    expect(worker.core.getTask(taskId).events.some((event) => event.type === "task.progress")).toBe(false);
+  });
+});
+
+describe("cancel", () => {
+  /** A worker whose host is busy and hands cancels over through `interrupt`, reporting `outcome`. */
+  async function busyWorker(on: InMemoryRelay, outcome: CancelOutcome) {
+    const memory = createMemoryHost();
+    const interrupted: PresentationItem[] = [];
+    const host: PresentationHost = {
+      ...memory,
+      canPresent: () => false,
+      interrupt(item, report) {
+        interrupted.push(item);
+        queueMicrotask(() => report(outcome));
+        return true;
+      },
+    };
+    const session = createRelaySession({ url: on.url, fetch: on.fetch, callerSession: `busy-${crypto.randomUUID()}` });
+    const core = createTaskCore({ store: createTaskStore(), session, host });
+    await core.connect();
+    opened.parties.push({ core });
+    return { core, interrupted };
+  }
+
+  test("a cancel reaches a busy worker at once (interrupt) and the origin learns its outcome, without a wake", async () => {
+    const on = await relay();
+    const [origin] = await parties(on, 1);
+    const worker = await busyWorker(on, "aborted");
+    const { taskId } = await origin!.core.createTask({ to: worker.core.endpoint()!, task: "sleep 60" });
+    await worker.core.refresh();
+    await origin!.core.refresh();
+    await origin!.core.cancel({ taskId });
+    await worker.core.refresh();
+    expect(worker.interrupted.map((item) => item.event.type)).toEqual(["task.cancelled"]);
+    // The outcome is reported once the host calls back (a later pass ships it).
+    await worker.core.refresh();
+    const wakesBefore = origin!.host.wakes.length;
+    await origin!.core.refresh();
+    const task = origin!.core.getTask(taskId);
+    expect(task.cancelOutcome).toBe("aborted");
+    expect(origin!.host.inserted.filter((item) => item.event.type === "task.cancel_outcome")).toHaveLength(1);
+    expect(origin!.host.wakes.length).toBe(wakesBefore);
+  });
+
+  test("a cancel presented to an idle worker reports `idle`", async () => {
+    const on = await relay();
+    const [origin, worker] = await parties(on, 2);
+    const { taskId } = await origin!.core.createTask({ to: worker!.core.endpoint()!, task: "quick" });
+    await passes([worker!, origin!]);
+    await origin!.core.cancel({ taskId });
+    await passes([worker!, origin!]);
+    expect(origin!.core.getTask(taskId).cancelOutcome).toBe("idle");
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * Questions for the person (extensions/pi-tasks/questions.ts): announced once each, listed by
+ * `/tasks` with their age, and answered with `/tasks answer` — bound to the question, with a
+ * dialog for whatever the person left out.
+ */
+import { describe, expect, test } from "bun:test";
+import { announceQuestions, answerCommand, questionLines, waitingQuestions } from "../../extensions/pi-tasks/questions.ts";
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { taskView } from "../helpers/extension-fakes.ts";
+import { failure } from "../../kit/async.ts";
+
+/** An origin-side task whose worker asked `message` (a question canonicalized from its intent). */
+function asked(message: string): TaskView {
+  return taskView({ role: "origin", events: [{ type: "task.question", payload: { intentId: crypto.randomUUID(), message } }] });
+}
+
+function questionOf(task: TaskView) {
+  return task.events.find((event) => event.type === "task.question")!;
+}
+
+function deps(tasks: TaskView[], dialog?: { select?: string; input?: string }) {
+  const sent: unknown[] = [];
+  const asks: string[] = [];
+  const core = { listTasks: () => tasks, message: async (input: unknown) => void sent.push(input) } as unknown as TaskCore;
+  return {
+    sent,
+    asks,
+    deps: {
+      current: () => core,
+      run: <T>(operation: (value: TaskCore) => Promise<T>) => operation(core),
+      dialog:
+        dialog === undefined
+          ? undefined
+          : {
+              select: async (title: string, options: string[]) => {
+                asks.push(`select: ${title}`);
+                return options.find((option) => option.includes(dialog.select ?? ""));
+              },
+              input: async (title: string) => {
+                asks.push(`input: ${title}`);
+                return dialog.input;
+              },
+            },
+    },
+  };
+}
+
+describe("announcing and listing", () => {
+  test("each waiting question is announced once, and /tasks lists it with its age and how to answer", () => {
+    const task = asked("Which database?");
+    const notices: string[] = [];
+    const announced = new Set<string>();
+    announceQuestions([task], announced, (message) => notices.push(message));
+    announceQuestions([task], announced, (message) => notices.push(message));
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toContain('"Which database?"');
+    expect(notices[0]).toContain(`/tasks answer ${questionOf(task).eventId.slice(0, 8)}`);
+    const lines = questionLines(waitingQuestions([task]), questionOf(task).occurredAt + 12_000);
+    expect(lines[0]).toBe("questions waiting for you (1):");
+    expect(lines[1]).toContain('12s ago: "Which database?"');
+    expect(lines.at(-1)).toContain("/tasks answer");
+  });
+});
+
+describe("/tasks answer", () => {
+  test("with an id and text: sends the answer bound to that question", async () => {
+    const task = asked("Which database?");
+    const { deps: d, sent } = deps([task]);
+    const lines = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres", "15"], d);
+    expect(sent).toEqual([{ taskId: task.taskId, type: "answer", message: "Postgres 15", inReplyTo: questionOf(task).eventId }]);
+    expect(lines[0]).toContain("answered question");
+  });
+
+  test("the one waiting question needs no id; missing text is asked with an input dialog", async () => {
+    const task = asked("Which colour?");
+    const { deps: d, sent, asks } = deps([task], { input: "blue" });
+    await answerCommand([], d);
+    expect(asks).toEqual(['input: pi-tasks: your answer to "Which colour?"']);
+    expect(sent).toEqual([{ taskId: task.taskId, type: "answer", message: "blue", inReplyTo: questionOf(task).eventId }]);
+  });
+
+  test("several questions: chosen with a select dialog, or named; without a UI the person must name one", async () => {
+    const first = asked("First?");
+    const second = asked("Second?");
+    const picked = deps([first, second], { select: "Second?", input: "two" });
+    await answerCommand([], picked.deps);
+    expect(picked.sent).toEqual([{ taskId: second.taskId, type: "answer", message: "two", inReplyTo: questionOf(second).eventId }]);
+    const headless = deps([first, second]);
+    expect((await failure(answerCommand(["text"], headless.deps))).code).toBe("CLI_USAGE");
+    expect(headless.sent).toEqual([]);
+  });
+
+  test("nothing waiting, a cancelled dialog or an empty answer sends nothing", async () => {
+    expect(await answerCommand([], deps([]).deps)).toEqual(["pi-tasks: no question is waiting for you"]);
+    const task = asked("?");
+    const silent = deps([task], { input: "" });
+    expect(await answerCommand([], silent.deps)).toEqual(["pi-tasks: no answer given; nothing was sent"]);
+    expect(silent.sent).toEqual([]);
+  });
+});
