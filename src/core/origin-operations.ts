@@ -35,13 +35,14 @@ function failUndeliverable(context: CoreContext, task: TaskRecord, error: TaskEr
 
 export async function createTask(context: CoreContext, self: TaskEndpoint, params: SendParams, signal: AbortSignal | undefined): Promise<CreateResult> {
   const { store } = context;
+  if (sameEndpoint(params.to, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
+  const taskId = crypto.randomUUID();
+  // Refused here (cycle, depth) means no relay request, nothing created or sent. (A resolve without
+  // followSuccessor answers exactly the endpoint it was given, so the chain is checked against it.)
+  const lineage = lineageFor(context, self, params.to, taskId, params);
   // A definitive refusal here means no task is created.
   const { endpoint: target } = await context.session.resolve(params.to, { signal: fenced(context, signal) });
   assertOpen(context, "createTask");
-  if (sameEndpoint(target, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target } });
-  const taskId = crypto.randomUUID();
-  // Refused here (cycle, depth) means nothing is created or sent.
-  const lineage = lineageFor(context, self, target, taskId, params);
   const createdAt = context.clock();
   const task: TaskRecord = {
     taskId,

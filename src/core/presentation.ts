@@ -220,15 +220,17 @@ function newestProgress(entries: readonly ReceiveItem[]): Map<string, string> {
 }
 
 /**
- * Whether a progress event is shown to the model now (inserted without a wake) rather than archived:
- * only the newest of its task, at most `maxProgressPresentationsPerPass` per pass, at most one per
- * task every `progressMinIntervalMs`, and only while the model can take input. Status shows the
- * newest progress either way.
+ * What happens to a progress event now: `show` (inserted without a wake), `wait` (the newest of an
+ * active task, kept queued until the model can take it, the pass has room and
+ * `progressMinIntervalMs` has passed since its task's last one) or `archive` (superseded by a newer
+ * one, or its task ended). At most `maxProgressPresentationsPerPass` are shown per pass; status
+ * shows the newest either way, and a waiting one never holds other items.
  */
-function progressShown(context: CoreContext, item: PresentationItem, newest: ReadonlyMap<string, string>, shownThisPass: number, presentable: boolean): boolean {
-  if (!presentable || newest.get(item.taskId) !== item.eventId || shownThisPass >= maxProgressPresentationsPerPass) return false;
+function progressVerdict(context: CoreContext, item: PresentationItem, newest: ReadonlyMap<string, string>, shownThisPass: number, presentable: boolean): "show" | "wait" | "archive" {
+  if (newest.get(item.taskId) !== item.eventId || item.task.status !== "active") return "archive";
   const last = context.progressShownAt.get(item.taskId);
-  return last === undefined || context.timers.now() - last >= progressMinIntervalMs;
+  const rested = last === undefined || context.timers.now() - last >= progressMinIntervalMs;
+  return presentable && rested && shownThisPass < maxProgressPresentationsPerPass ? "show" : "wait";
 }
 
 /** A cancel arriving at the worker: the one event that interrupts a busy model. */
@@ -295,7 +297,9 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
     if (item.kind === "relay" && relayRoom === 0) break;
     const presentable = !held && host.canPresent();
     const progress = item.event.type === "task.progress";
-    if (!item.visible || (progress && !progressShown(context, item, newest, progressThisPass, presentable))) {
+    const verdict = progress ? progressVerdict(context, item, newest, progressThisPass, presentable) : "show";
+    if (verdict === "wait") continue;
+    if (!item.visible || verdict === "archive") {
       if (item.kind === "relay") relayRoom -= 1;
       if (await archive(context, scope, item)) completed += 1;
       continue;

@@ -169,13 +169,19 @@ describe("progress", () => {
     const shown = () => origin.host.inserted.filter((item) => item.event.type === "task.progress");
     expect(shown().map((item) => item.event.payload.message)).toEqual(["step 50 of 50"]);
     expect(origin.core.getTask(taskId).progress).toMatchObject({ message: "step 50 of 50", percent: 100 });
-    // Within the interval a newer report is archived, not shown; after it, the newest is shown.
+    const archived = () => origin.host.archived.filter((item) => item.event.type === "task.progress").length;
+    expect(archived()).toBe(49);
+    // Within the interval a newer report waits (queued, never holding other events) …
     await worker.core.message({ taskId, type: "progress", message: "late 1" });
     await passes([origin]);
     expect(shown()).toHaveLength(1);
-    expect(origin.host.archived.filter((item) => item.event.type === "task.progress").length).toBe(50);
-    timers.jump(progressMinIntervalMs);
+    expect(origin.core.hasPendingWork()).toBe(true);
+    // … a newer one supersedes it (archived) …
     await worker.core.message({ taskId, type: "progress", message: "late 2" });
+    await passes([origin]);
+    expect(archived()).toBe(50);
+    // … and once the interval passed, the newest is shown.
+    timers.jump(progressMinIntervalMs);
     await passes([origin]);
     expect(shown().map((item) => item.event.payload.message)).toEqual(["step 50 of 50", "late 2"]);
     expect(origin.host.wakes.length).toBe(wakesBefore);
