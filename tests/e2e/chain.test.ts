@@ -19,10 +19,9 @@
  * Waits on what the product must do are soft where they can be: a broken product fails the
  * assertions below rather than a timeout inside a scenario.
  */
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { eventually } from "../../kit/async.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
+import type { FaultProxy } from "../../kit/fault-proxy.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import {
   allSeen,
@@ -39,26 +38,20 @@ import {
   notifications,
   scenario,
   statusTexts,
-  stopAll,
+  usePiFixture,
   toolCalls,
   wakeMessages,
 } from "../helpers/pi-kit.ts";
 import { REJECTED_RECORD } from "../../extensions/pi-tasks/presenter.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { type PiProcess, type PiProcessOptions, type RpcRecord, startPi } from "../helpers/pi-process.ts";
+import type { PiProcess, RpcRecord } from "../helpers/pi-process.ts";
 import { maxDelegationDepth } from "../../src/protocol/limits.ts";
 
 setDefaultTimeout(60_000);
 
-let relay: RelayProcess;
-const spawned: PiProcess[] = [];
-const proxies: FaultProxy[] = [];
+const fx = usePiFixture();
 
-function pi(options: Omit<PiProcessOptions, "relayUrl"> & { relayUrl?: string }): PiProcess {
-  const started = startPi({ relayUrl: relay.url, ...options });
-  spawned.push(started);
-  return started;
-}
+const pi = fx.pi;
 
 /** Settle time after a scenario's last step: longer than one active poll, so late duplicates show. */
 const SETTLE_MS = 1_500;
@@ -169,7 +162,7 @@ async function chainQuestion() {
       return { text: "finished" };
     },
   });
-  const toC = await waitForEndpoint(relay.url, "chain-c");
+  const toC = await waitForEndpoint(fx.relay.url, "chain-c");
   const b = pi({
     session: "chain-b",
     brain: (turn) => {
@@ -200,7 +193,7 @@ async function chainQuestion() {
       return { text: "waiting for my worker" };
     },
   });
-  const toB = await waitForEndpoint(relay.url, "chain-b");
+  const toB = await waitForEndpoint(fx.relay.url, "chain-b");
   const a = pi({
     session: "chain-a",
     // A's model never answers: it ends its turn; the person answers.
@@ -291,11 +284,10 @@ async function refusedSend(sender: PiProcess, proxy: FaultProxy, prompt: string)
 
 async function depthAndCycle() {
   // B and C reach the relay through observing proxies: what they send is on record.
-  const proxyB = createFaultProxy({ target: relay.url });
-  const proxyC = createFaultProxy({ target: relay.url });
-  proxies.push(proxyB, proxyC);
+  const proxyB = fx.proxy();
+  const proxyC = fx.proxy();
   const d = pi({ session: "cap-d", brain: () => ({ text: "nothing to do" }) });
-  const toD = await waitForEndpoint(relay.url, "cap-d");
+  const toD = await waitForEndpoint(fx.relay.url, "cap-d");
   // C is no gate worker: it may try to delegate onward.
   const c = pi({
     session: "cap-c",
@@ -311,7 +303,7 @@ async function depthAndCycle() {
       return { text: "working on it" };
     },
   });
-  const toC = await waitForEndpoint(relay.url, "cap-c");
+  const toC = await waitForEndpoint(fx.relay.url, "cap-c");
   let toA: TaskEndpoint | undefined;
   const b = pi({
     session: "cap-b",
@@ -335,7 +327,7 @@ async function depthAndCycle() {
       return { text: "waiting for my worker" };
     },
   });
-  const toB = await waitForEndpoint(relay.url, "cap-b");
+  const toB = await waitForEndpoint(fx.relay.url, "cap-b");
   const a = pi({
     session: "cap-a",
     brain: (turn) => {
@@ -345,7 +337,7 @@ async function depthAndCycle() {
       return { text: "ok" };
     },
   });
-  toA = await waitForEndpoint(relay.url, "cap-a");
+  toA = await waitForEndpoint(fx.relay.url, "cap-a");
   a.prompt("Delegate the release notes.");
   // B delegated onward to C; C got its assignment; both models ended their turns.
   const cAssigned = await c.waitFor(isEvent("## task assignment"), 20_000);
@@ -389,7 +381,7 @@ async function progress() {
       return { text: "finished" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "progress-worker");
+  const to = await waitForEndpoint(fx.relay.url, "progress-worker");
   const origin = pi({
     session: "progress-origin",
     brain: (turn) => {
@@ -439,7 +431,7 @@ async function cancelAbort() {
       return { text: "the build finished" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "abort-worker");
+  const to = await waitForEndpoint(fx.relay.url, "abort-worker");
   const origin = pi({
     session: "abort-origin",
     brain: (turn) => {
@@ -489,18 +481,12 @@ let progressRun: ReturnType<typeof progress>;
 let cancelRun: ReturnType<typeof cancelAbort>;
 
 beforeAll(async () => {
-  relay = await startRelayProcess();
   chain = scenario(chainQuestion);
   cap = scenario(depthAndCycle);
   progressRun = scenario(progress);
   cancelRun = scenario(cancelAbort);
 });
 
-afterAll(async () => {
-  await stopAll(spawned);
-  for (const proxy of proxies) await proxy.stop();
-  await relay?.stop();
-});
 
 // -----------------------------------------------------------------------------------------------
 // Tests

@@ -3,11 +3,10 @@
  * its CLI, and scripted models (`brain` functions in this process). The scenarios run concurrently
  * against one relay; each named test asserts one property of a scenario's recorded outcome.
  */
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { activePollIntervalMs, RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import {
   archiveRecords,
   called,
@@ -25,26 +24,19 @@ import {
   EVENT_MESSAGE,
   expectCleanStops,
   scenario,
-  stopAll,
+  usePiFixture,
   sendThenAckBrain,
 } from "../helpers/pi-kit.ts";
 import { deferred } from "../../kit/async.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
-import { type PiProcess, type PiProcessOptions, type ScriptTurn, startPi } from "../helpers/pi-process.ts";
-import { startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
+import type { PiProcess, ScriptTurn } from "../helpers/pi-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
 setDefaultTimeout(60_000);
 
-let relay: RelayProcess;
-const spawned: PiProcess[] = [];
-const proxies: FaultProxy[] = [];
+const fx = usePiFixture();
 
-function pi(options: Omit<PiProcessOptions, "relayUrl"> & { relayUrl?: string }): PiProcess {
-  const started = startPi({ relayUrl: relay.url, ...options });
-  spawned.push(started);
-  return started;
-}
+const pi = fx.pi;
 
 /** Settle time after a scenario's last step: longer than one active poll, so late duplicates show. */
 const SETTLE_MS = 1_500;
@@ -99,7 +91,7 @@ async function happyPath() {
       return { text: "finished" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "happy-worker");
+  const to = await waitForEndpoint(fx.relay.url, "happy-worker");
   const origin = pi({
     session: "happy-origin",
     brain: sendThenAckBrain(to, "Write hello.txt containing a greeting."),
@@ -133,7 +125,7 @@ async function questionAnswer() {
       return { text: "finished" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "qa-worker");
+  const to = await waitForEndpoint(fx.relay.url, "qa-worker");
   const origin = pi({
     session: "qa-origin",
     brain: (turn) => {
@@ -183,7 +175,7 @@ async function cancellation() {
       return { text: "nothing assigned" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "cancel-worker");
+  const to = await waitForEndpoint(fx.relay.url, "cancel-worker");
   const origin = pi({
     session: "cancel-origin",
     brain: async (turn) => {
@@ -255,7 +247,7 @@ async function twoTasks() {
       return { text: "all done" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "two-worker");
+  const to = await waitForEndpoint(fx.relay.url, "two-worker");
   const origin = pi({
     session: "two-origin",
     brain: (turn) => {
@@ -295,8 +287,7 @@ async function twoTasks() {
 
 /** A target busy in a long bash call gets the assignment once, after its turn. */
 async function busyTarget() {
-  const proxy = createFaultProxy({ target: relay.url });
-  proxies.push(proxy);
+  const proxy = fx.proxy();
   // Not a gated worker: an ordinary Pi may run bash without an assignment and still be a target.
   const target = pi({
     session: "busy-target",
@@ -312,7 +303,7 @@ async function busyTarget() {
       return { text: "long job finished" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "busy-target");
+  const to = await waitForEndpoint(fx.relay.url, "busy-target");
   const origin = pi({
     session: "busy-origin",
     brain: (turn) => {
@@ -323,7 +314,7 @@ async function busyTarget() {
     },
   });
   // Both are up before the long call starts, so most of it overlaps the delivered assignment.
-  await waitForEndpoint(relay.url, "busy-origin");
+  await waitForEndpoint(fx.relay.url, "busy-origin");
   target.prompt("Run the long job.");
   await target.waitFor((record) => record.type === "tool_execution_start" && record.toolName === "bash");
   origin.prompt("Delegate a quick task.");
@@ -355,7 +346,7 @@ async function ackBeforePresentation() {
       return { text: "finished" };
     },
   });
-  const to = await waitForEndpoint(relay.url, "early-ack-worker");
+  const to = await waitForEndpoint(fx.relay.url, "early-ack-worker");
   const origin = pi({
     session: "early-ack-origin",
     brain: (turn) => {
@@ -395,8 +386,8 @@ async function gateBeforeAssignment() {
   };
   const worker = pi({ session: "gate-worker", worker: true, brain: probe });
   const ordinary = pi({ session: "gate-ordinary", brain: probe });
-  await waitForEndpoint(relay.url, "gate-worker");
-  await waitForEndpoint(relay.url, "gate-ordinary");
+  await waitForEndpoint(fx.relay.url, "gate-worker");
+  await waitForEndpoint(fx.relay.url, "gate-ordinary");
   worker.prompt("Try your tools.");
   ordinary.prompt("Try your tools.");
   await Promise.all([worker, ordinary].map((process) => process.waitFor((record) => record.type === "agent_settled", 15_000)));
@@ -417,7 +408,6 @@ let earlyAck: ReturnType<typeof ackBeforePresentation>;
 let gate: ReturnType<typeof gateBeforeAssignment>;
 
 beforeAll(async () => {
-  relay = await startRelayProcess();
   happy = scenario(happyPath);
   qa = scenario(questionAnswer);
   cancel = scenario(cancellation);
@@ -427,11 +417,6 @@ beforeAll(async () => {
   gate = scenario(gateBeforeAssignment);
 });
 
-afterAll(async () => {
-  await stopAll(spawned);
-  await Promise.all(proxies.map((proxy) => proxy.stop()));
-  await relay?.stop();
-});
 
 function prompts(process: PiProcess): number {
   return process.records.filter((record) => record.type === "response" && record.command === "prompt").length;

@@ -9,11 +9,10 @@ import { join } from "node:path";
 import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls, scenario, stopAll } from "../helpers/pi-kit.ts";
+import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls, scenario, usePiFixture } from "../helpers/pi-kit.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
-import { type PiProcess, type PiProcessOptions, type RpcRecord, runPiOnce, startPi } from "../helpers/pi-process.ts";
-import { REPO_ROOT, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
+import { type RpcRecord, runPiOnce } from "../helpers/pi-process.ts";
+import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { REPLY } from "./scripts/says-ok.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
@@ -21,26 +20,16 @@ setDefaultTimeout(60_000);
 
 const SAYS_OK = join(REPO_ROOT, "tests", "e2e", "scripts", "says-ok.ts");
 
-let relay: RelayProcess;
-const spawned: PiProcess[] = [];
-const proxies: FaultProxy[] = [];
+const fx = usePiFixture();
 const cores: RecoveringTaskCore[] = [];
 
-function pi(options: Omit<PiProcessOptions, "relayUrl"> & { relayUrl?: string }): PiProcess {
-  const started = startPi({ relayUrl: relay.url, ...options });
-  spawned.push(started);
-  return started;
-}
+const pi = fx.pi;
 
-function proxy(): FaultProxy {
-  const created = createFaultProxy({ target: relay.url });
-  proxies.push(created);
-  return created;
-}
+const proxy = fx.proxy;
 
 /** An in-process endpoint (the configured core without a Pi) to address tasks to. */
 async function plainEndpoint(session: string): Promise<{ core: RecoveringTaskCore; endpoint: TaskEndpoint }> {
-  const core = createRecoveringTaskCore({ url: relay.url, callerSession: session });
+  const core = createRecoveringTaskCore({ url: fx.relay.url, callerSession: session });
   cores.push(core);
   const endpoint = await core.run((current) => current.connect());
   return { core, endpoint };
@@ -52,7 +41,7 @@ const UNHANDLED = /unhandled|rejection|uncaught/i;
 async function shutdownMidPass() {
   const gate = proxy();
   const worker = pi({ session: "shutdown-worker", relayUrl: gate.url, worker: true, brain: () => ({ text: "idle" }) });
-  const workerEndpoint = await waitForEndpoint(relay.url, "shutdown-worker");
+  const workerEndpoint = await waitForEndpoint(fx.relay.url, "shutdown-worker");
   // Let the first passes finish, then hold every receive at the proxy.
   await Bun.sleep(300);
   gate.push({ operation: "receive", kind: "hold", times: Infinity });
@@ -108,7 +97,7 @@ async function noSessionName() {
 async function statusLine() {
   const gate = proxy();
   const worker = pi({ session: "status-worker", relayUrl: gate.url, worker: true, brain: () => ({ text: "idle" }) });
-  await waitForEndpoint(relay.url, "status-worker");
+  await waitForEndpoint(fx.relay.url, "status-worker");
   await Bun.sleep(200);
   const mark = worker.records.length;
   const refusals = gate.push({ operation: "receive", kind: "capacity", times: 2 });
@@ -190,7 +179,6 @@ let status: ReturnType<typeof statusLine>;
 let boardRun: ReturnType<typeof board>;
 
 beforeAll(async () => {
-  relay = await startRelayProcess();
   shutdown = scenario(shutdownMidPass);
   nameless = scenario(noSessionName);
   status = scenario(statusLine);
@@ -199,10 +187,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await stopAll(spawned);
   await Promise.all(cores.map((core) => core.close()));
-  await Promise.all(proxies.map((created) => created.stop()));
-  await relay?.stop();
 });
 
 describe("shutdown in the middle of a pass (history #7)", () => {

@@ -3,14 +3,16 @@
  * stream says about pi-tasks (event messages, wakes, archive entries, loss records, status lines)
  * and what its scripted model saw. (The relay's session-control status: kit/session-control.ts.)
  */
-import { expect } from "bun:test";
+import { afterAll, beforeAll, expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
 import type { ScriptReply } from "../../src/demo/scripted-model.ts";
-import { type PiProcess, type RpcRecord, type ScriptTurn, STOP_GRACE_MS } from "./pi-process.ts";
+import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { type PiProcess, type PiProcessOptions, type RpcRecord, type ScriptTurn, STOP_GRACE_MS, startPi } from "./pi-process.ts";
 
 export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
 
@@ -249,5 +251,53 @@ export function sendThenAckBrain(to: unknown, task: string, extra?: (turn: Scrip
     const completed = lastSeen(turn, "## task completed");
     if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
     return { text: "ok" };
+  };
+}
+
+/** One real relay per test file, the Pis and fault proxies the file starts, all stopped after it. */
+export interface PiFixture {
+  /** The relay (started in the fixture's beforeAll, which runs before the file's own). */
+  readonly relay: RelayProcess;
+  /** A scripted Pi on the relay (stopped after the file). */
+  pi(options: Omit<PiProcessOptions, "relayUrl"> & { relayUrl?: string }): PiProcess;
+  /** A fault proxy in front of the relay (stopped after the file). */
+  proxy(): FaultProxy;
+  /** Runs `step` after the file, before the relay stops. */
+  defer(step: () => unknown): void;
+}
+
+export function usePiFixture(): PiFixture {
+  let relay: RelayProcess | undefined;
+  const spawned: PiProcess[] = [];
+  const proxies: FaultProxy[] = [];
+  const steps: (() => unknown)[] = [];
+  beforeAll(async () => {
+    relay = await startRelayProcess();
+  });
+  afterAll(async () => {
+    await stopAll(spawned);
+    for (const step of steps.reverse()) await Promise.resolve().then(step).catch(() => undefined);
+    await Promise.all(proxies.map((created) => created.stop()));
+    await relay?.stop();
+  });
+  const live = (): RelayProcess => {
+    if (relay === undefined) throw new Error("the Pi fixture is used before its beforeAll ran");
+    return relay;
+  };
+  return {
+    get relay() {
+      return live();
+    },
+    pi(options) {
+      const started = startPi({ relayUrl: live().url, ...options });
+      spawned.push(started);
+      return started;
+    },
+    proxy() {
+      const created = createFaultProxy({ target: live().url });
+      proxies.push(created);
+      return created;
+    },
+    defer: (step) => steps.push(step),
   };
 }
