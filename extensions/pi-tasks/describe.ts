@@ -20,6 +20,7 @@ function refusedUnverified(task: TaskView): boolean {
 
 function originWords(task: TaskView): string {
   const evidence = task.deliveryEvidence;
+  if (task.attention === "orphaned") return "orphaned — its worker is gone: reassign or cancel it";
   switch (task.status) {
     case "completed":
       return acknowledged(task) ? "done, acknowledged" : "done — verify and acknowledge";
@@ -28,8 +29,10 @@ function originWords(task: TaskView): string {
     case "cancelled":
       return acknowledged(task) ? "cancelled, acknowledged" : "cancelled";
     case "timed_out":
+      if (task.outcome !== "unknown") return `finished after its timeout (${task.outcome})${acknowledged(task) ? ", acknowledged" : " — verify and acknowledge"}`;
       return acknowledged(task) ? "timed out, acknowledged" : "timed out — the worker's outcome is unknown";
   }
+  if (task.attention === "indeterminate") return "reconnecting with the worker after a relay restart";
   if (openQuestions(task).length > 0) return "question waiting for you";
   if (awaitedAnswers(task).length > 0) return "waiting for the worker's answer";
   if (refusedUnverified(task)) return "refused by the worker (unverified: it does not trust your identity) — pair, or cancel";
@@ -42,6 +45,7 @@ function originWords(task: TaskView): string {
 
 function workerWords(task: TaskView): string {
   const delivery = task.terminalDelivery;
+  if (task.status === "active" && task.attention === "indeterminate") return "reconnecting with the origin after a relay restart";
   if (task.status === "active") {
     if (delivery.state === "delivery_blocked") return `result could not be delivered (${delivery.error.code})`;
     if (delivery.state === "pending") return "sending the result";

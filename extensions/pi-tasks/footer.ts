@@ -26,8 +26,12 @@ export function healthyLabel(session: string, tasks: readonly TaskView[], reject
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
   const rejected = rejectedCount(rejections);
+  const orphaned = tasks.filter((task) => task.attention === "orphaned").length;
+  const reconnecting = tasks.filter((task) => task.attention === "indeterminate" && task.status === "active").length;
   const parts = [session];
   if (active > 0) parts.push(`${active} active`);
+  if (orphaned > 0) parts.push(`${orphaned} orphaned`);
+  if (reconnecting > 0) parts.push(`${reconnecting} reconnecting`);
   if (questions > 0) parts.push(`${plural(questions, "question")} waiting`);
   if (active === 0 && questions === 0) parts.push("idle");
   if (rejected > 0) parts.push(`${rejected} rejected`);

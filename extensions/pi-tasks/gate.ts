@@ -23,6 +23,7 @@ export const COORDINATION_TOOLS: ReadonlySet<string> = new Set([
   "agent_task_send",
   "agent_task_cancel",
   "agent_task_ack",
+  "agent_task_reassign",
   "agent_task_spawn",
   "agent_task_workers",
   "agent_task_stop",

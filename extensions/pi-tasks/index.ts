@@ -16,6 +16,7 @@
  * - peers.ts      session names of peer endpoints (display only)
  * - trust.ts      identity, paired peers, PI_TASKS_TRUST and the pairing dialog (the human decides)
  * - questions.ts  questions for the person: announced, listed on /tasks, answered with /tasks answer
+ * - reassign.ts   /tasks reassign: the person moves an orphaned task to another worker
  * - render.ts     the text the model reads
  * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
  */
@@ -24,6 +25,7 @@ import { boardLines, detailLines, findByPrefix } from "./board.ts";
 import { createTasksRuntime, type PiContextView } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
 import { answerCommand } from "./questions.ts";
+import { reassignCommand } from "./reassign.ts";
 import { createTaskTools, errorResult } from "./tools/index.ts";
 
 const BOARD_MESSAGE = "pi-tasks-board";
@@ -124,12 +126,15 @@ export default function piTasks(pi: ExtensionAPI): void {
   }
 
   pi.registerCommand("tasks", {
-    description: "pi-tasks board: this session, its relay, questions waiting for you and every task in plain words; /tasks <id> for one task; /tasks answer [<question id>] [<text>] to answer a question",
+    description:
+      "pi-tasks board: this session, its relay, questions waiting for you and every task in plain words; /tasks <id> for one task; /tasks answer [<question id>] [<text>] to answer a question; /tasks reassign <task id> [<session>] to move an orphaned task",
     handler: async (args, ctx) => {
       let lines: string[];
       try {
         const words = args.trim().split(/\s+/).filter((word) => word !== "");
-        lines = words[0] === "answer" ? await answer(words.slice(1), ctx) : await board(args);
+        if (words[0] === "answer") lines = await answer(words.slice(1), ctx);
+        else if (words[0] === "reassign") lines = await reassignCommand(words.slice(1), { current: () => life.current(), run: (operation) => life.run(operation), info: () => life.info() });
+        else lines = await board(args);
       } catch (error) {
         lines = [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
       }

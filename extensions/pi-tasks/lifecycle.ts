@@ -35,6 +35,8 @@ export interface PiContextView {
 
 /** `PI_TASKS_CANCEL_ABORTS=1`: a cancel also aborts this (non-worker) session's running turn. */
 export const CANCEL_ABORTS_VARIABLE = "PI_TASKS_CANCEL_ABORTS";
+/** `PI_TASKS_AUTO_REASSIGN=1`: an orphaned task moves by itself to its worker's restarted session. */
+export const AUTO_REASSIGN_VARIABLE = "PI_TASKS_AUTO_REASSIGN";
 
 export interface LifecycleDeps {
   readonly env: Env;
@@ -150,6 +152,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     });
     const configured = (deps.createCore ?? createRecoveringTaskCore)({
       trust,
+      autoReassign: deps.env[AUTO_REASSIGN_VARIABLE] === "1",
       env: deps.env,
       callerSession: session.name,
       url: relay.url,

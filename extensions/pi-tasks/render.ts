@@ -144,9 +144,33 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot): string {
     case "task.question":
       return ["## task question", ...head, ...raisedLines(payload), "", String(payload.message), "", ...answerHint(task, event)].join("\n");
     case "task.answer":
-      return ["## task answer", ...head, field("inReplyTo", payload.inReplyTo), ...relayLines(payload), "", String(payload.message), ...forwardedLines(task, payload)].join("\n");
+      return ["## task answer", ...head, field("inReplyTo", payload.inReplyTo), ...relayLines(payload), ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]), "", String(payload.message), ...forwardedLines(task, payload)].join("\n");
     case "task.progress":
       return ["## task progress", ...head, ...(typeof payload.percent === "number" ? [field("percent", payload.percent)] : []), "", String(payload.message), "", "Progress only: nothing to do unless it changes your plans."].join("\n");
+    case "task.correction": {
+      const earlier = task.events.find((candidate) => candidate.eventId === payload.supersedes);
+      return [
+        payload.withdrawn === true ? "## task withdrawal" : "## task correction",
+        ...head,
+        field("supersedes", `${String(payload.supersedes)}${earlier === undefined ? "" : ` (${earlier.type})`}`),
+        ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]),
+        ...(payload.result === undefined ? [] : [field("result", payload.result)]),
+        "",
+        String(payload.message),
+        "",
+        payload.withdrawn === true ? "The earlier answer or result is withdrawn: do not rely on it." : "This replaces the earlier answer or result; the earlier one stays recorded as superseded.",
+      ].join("\n");
+    }
+    case "task.orphaned":
+      return [
+        "## task orphaned",
+        ...head,
+        field("worker", formatEndpoint(payload.target as TaskSnapshot["target"])),
+        field("notRegisteredSince", iso(Number(payload.since))),
+        "",
+        "Its worker is gone: its Pi stopped or lost the relay. Nothing more will come from it.",
+        `Reassign the task with agent_task_reassign (taskId ${task.taskId}; pass a new worker's taskEndpoint as \`to\`, or omit it if the same worker session restarts), or cancel it.`,
+      ].join("\n");
     case "task.cancel_outcome":
       return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)].join("\n");
     case "task.information":
@@ -160,6 +184,18 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot): string {
           ? `Verify the outcome yourself, then call agent_task_ack with taskId ${task.taskId}.`
           : "Stop working on this task.";
       return [`## task ${status}`, ...head, field("status", status), ...resultLines(payload), "", next].join("\n");
+    }
+    case "task.late_terminal": {
+      const late = String(payload.lateType ?? "").slice("task.".length);
+      return [
+        "## task finished after its timeout",
+        ...head,
+        field("status", `${task.status} (first outcome stands)`),
+        field("lateResult", late),
+        ...resultLines(payload),
+        "",
+        `The worker ${late} the task after it had timed out: its effect is real. Verify it, then acknowledge with agent_task_ack (taskId ${task.taskId}).`,
+      ].join("\n");
     }
     case "task.timed_out": {
       const next =
@@ -211,9 +247,11 @@ export function renderTask(task: TaskView, words?: string): string {
     field("expiresAt", iso(task.expiresAt)),
     field("lastEvent", last === undefined ? "none" : `${last.type} (${last.eventId})`),
     field("terminalDelivery", task.terminalDelivery.state),
+    field("outcome", task.outcome),
     ...(task.attention === undefined ? [] : [field("attention", task.attention)]),
     ...(task.progress === undefined ? [] : [field("progress", `${task.progress.percent === undefined ? "" : `${task.progress.percent}% — `}${task.progress.message} (${iso(task.progress.at)})`)]),
     ...(task.cancelOutcome === undefined ? [] : [field("cancelOutcome", CANCEL_OUTCOME_WORDS[task.cancelOutcome])]),
+    ...Object.entries(task.superseded).map(([earlier, by]) => field("superseded", `${earlier} by ${by}`)),
     ...(task.lineage === undefined ? [] : [field("lineage", `root ${task.lineage.rootTaskId}, depth ${task.lineage.depth}${task.lineage.parentTaskId === undefined ? "" : `, parent ${task.lineage.parentTaskId}`}`)]),
     "- delivery evidence:",
     ...evidenceLines(task.deliveryEvidence).map((line) => `  - ${line}`),

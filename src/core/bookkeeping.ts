@@ -77,13 +77,23 @@ export const OPERATION = {
 } as const;
 
 /**
- * The keys bound to a task by the trust gate: the origin's at assignment, the worker's at its first
- * signed intent (reset by a reassignment). `unverified`: unsigned mail was accepted for it.
+ * What the core keeps per task beside its record:
+ * - the keys bound by the trust gate: the origin's at assignment, the worker's at its first signed
+ *   intent (reset by a reassignment); `unverified`: unsigned mail was accepted for it;
+ * - `peerSession`: the other party's session name, as its verified mail claimed it (to find its
+ *   new endpoint after a relay restart);
+ * - `reconnectingSince`: after a relay restart, since when this task waits to find its peer again;
+ * - `lostSince` / `orphanedAt` (origin): since when its worker is not registered, and when the
+ *   task was declared orphaned (a reassignment clears both).
  */
-export interface TaskTrust {
+export interface TaskMeta {
   readonly originKey?: string;
   readonly workerKey?: string;
   readonly unverified?: true;
+  readonly peerSession?: string;
+  readonly reconnectingSince?: number;
+  readonly lostSince?: number;
+  readonly orphanedAt?: number;
 }
 
 export interface CoreBook extends Bookkeeping {
@@ -91,7 +101,7 @@ export interface CoreBook extends Bookkeeping {
   readonly stage: InboxStage;
   readonly data: InboxData;
   readonly operation: OperationKey;
-  readonly meta: TaskTrust;
+  readonly meta: TaskMeta;
 }
 
 export type CoreStore = TaskStore<CoreBook>;

@@ -34,6 +34,10 @@ export interface CoreContext {
   hold: Hold | undefined;
   /** When each task's progress was last shown to the model (origin side; rate limit). */
   readonly progressShownAt: Map<string, number>;
+  /** Orphaned tasks move by themselves to their lost worker's live successor. */
+  readonly autoReassign: boolean;
+  /** When each task's peer was last probed or looked up (timers clock; rate limit). */
+  readonly probedAt: Map<string, number>;
 }
 
 export function isClosed(context: CoreContext): boolean {

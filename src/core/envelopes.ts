@@ -24,8 +24,9 @@ export function makeEvent(task: TaskRecord, type: TaskEventType, sequence: strin
   return { eventId: newId(), taskId: task.taskId, type, sequence, source: task.origin, target: task.target, occurredAt, payload };
 }
 
-export function makeIntent(taskId: string, type: ReceiverIntentType, payload: Record<string, unknown>): TaskIntent {
-  return { intentId: newId(), taskId, type, payload };
+/** A worker's intent; `generation` is the generation of the assignment it answers (absent: 1). */
+export function makeIntent(taskId: string, type: ReceiverIntentType, payload: Record<string, unknown>, generation?: number): TaskIntent {
+  return { intentId: newId(), taskId, type, payload, ...(generation === undefined ? {} : { generation }) };
 }
 
 

@@ -22,6 +22,7 @@ import { openQuestions } from "./attention.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, me } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
+import { checkIntentCorrection } from "./corrections.ts";
 import { checkLineage } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import { admit, countRejection, type Signer } from "./trust.ts";
@@ -85,7 +86,7 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
       // Only a new assignment event (a reassignment) moves a known task; a re-served copy of an
       // assignment already recorded is no news and must not reopen a task that ended since.
       if (store.getEvent(event.eventId) === undefined) {
-        store.setTarget(task.taskId, task.target, task.lineage);
+        store.updateTask(task.taskId, { target: task.target, ...(task.lineage === undefined ? {} : { lineage: task.lineage }), ...(task.generation === undefined ? {} : { generation: task.generation }) });
         if (known.record.status !== task.status) store.setStatus(task.taskId, task.status);
       }
     }
@@ -112,6 +113,7 @@ function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, i
     const event = appendCanonical(store, task, "task.late_terminal", { ...payload, lateType: intent.type }, now);
     return { event, fanout: fanOut(context, scope, task, event, true) };
   }
+  if (intent.type === "task.correction") checkIntentCorrection(store, task.taskId, payload);
   if (intent.type === "task.answer") {
     const question = store.getEvent(String(intent.payload.inReplyTo));
     ensure(question !== undefined && question.taskId === task.taskId && question.type === "task.question", "INVALID_INTENT", "inReplyTo does not name a question of this task");
@@ -148,7 +150,7 @@ function canonicalRefusal(context: CoreContext, task: TaskRecord, payload: Recor
   const refusal = appendCanonical(store, task, "task.refused", { ...payload, verified, ...(refusedBy === undefined ? {} : { refusedBy }) }, now);
   if (verified && !isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
     const message = `The worker refused the assignment (${String(payload.reason)}).`;
-    appendCanonical(store, task, "task.failed", { summary: message, error: { code: "ASSIGNMENT_REFUSED", message, retryable: false } }, now);
+    appendCanonical(store, task, "task.failed", { summary: message, noEffect: true, error: { code: "ASSIGNMENT_REFUSED", message, retryable: false } }, now);
   }
   store.enqueueLocalPresentation(refusal);
   return refusal;
@@ -161,6 +163,10 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   const stored = store.getStoredTask(intent.taskId);
   if (stored === undefined) throw new TaskError("UNKNOWN_TASK", { details: { taskId: intent.taskId } });
   const task = stored.record;
+  // Mail of a previous executor (before a reassignment) never counts, whoever sends it.
+  if (stored.role === "origin" && (intent.generation ?? 1) < (task.generation ?? 1)) {
+    throw new TaskError("STALE_GENERATION", { details: { taskId: task.taskId, generation: intent.generation ?? 1, current: task.generation ?? 1 } });
+  }
   const authorised = stored.role === "origin" && sameEndpoint(envelope.source, task.target) && sameEndpoint(envelope.target, task.origin);
   if (!authorised) throw new TaskError("UNAUTHORIZED_INTENT", { details: { taskId: intent.taskId, source: envelope.source } });
   const row = eventTypeRow(intent.type);
@@ -259,7 +265,7 @@ function refuseAssignment(context: CoreContext, scope: WorkScope, row: CoreDeliv
   if (signature === undefined) return;
   // Naming the refused assignment's signature lets the origin tell our refusal of its assignment
   // from a refusal of something the relay substituted.
-  const intent = makeIntent(raw.payload.taskId, "task.refused", { eventId: assignment.event.eventId, assignmentSig: signature.sig, reason: error.code });
+  const intent = makeIntent(raw.payload.taskId, "task.refused", { eventId: assignment.event.eventId, assignmentSig: signature.sig, reason: error.code }, assignment.task.generation);
   const envelopeId = queueEnvelope(context, { taskId: raw.payload.taskId, from: me(context), to: raw.source, kind: "intent", inner: intent, purpose: "refusal" });
   scope.required.push(envelopeId);
 }

@@ -12,6 +12,7 @@ import { OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import { assertOpen, type CoreContext, isClosed } from "./context.ts";
 import { makeEvent } from "./envelopes.ts";
+import { correctionFields } from "./corrections.ts";
 import { lineageFor } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult } from "./results.ts";
@@ -29,7 +30,7 @@ function failUndeliverable(context: CoreContext, task: TaskRecord, error: TaskEr
   const { store } = context;
   store.transaction(() => {
     if (store.getStoredTask(task.taskId)?.record.status !== "active") return;
-    appendCanonical(store, task, "task.failed", { summary: "The assignment could not be delivered.", error: { code: error.code, message: error.message, retryable: false } }, context.clock());
+    appendCanonical(store, task, "task.failed", { summary: "The assignment could not be delivered.", noEffect: true, error: { code: error.code, message: error.message, retryable: false } }, context.clock());
   });
 }
 
@@ -80,7 +81,7 @@ export async function originMessage(context: CoreContext, task: TaskRecord, para
     const path = params.type === "progress" ? "/type" : params.raisesQuestion !== undefined ? "/raisesQuestion" : "/percent";
     throw new TaskError("INVALID_REQUEST", { message: "progress and raised questions come from the session working on the task, not from its origin", details: { path, taskId: task.taskId } });
   }
-  const payload = { message: params.message, ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }) };
+  const payload = { message: params.message, ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }), ...correctionFields(params) };
   const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, `task.${params.type}`, payload));
   requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);
   return { taskId: task.taskId, eventId: event.eventId, envelopeId, authority: "origin" };

@@ -1,13 +1,15 @@
 /**
  * The phased refresh pass, read top to bottom:
  *
- *   lease → intake → presentation → shipping → acknowledgement → retry
+ *   lease → intake → presentation → shipping → acknowledgement → retry → peers
  *
  * One work scope carries the shared budgets (56 scoped + 8 old-work sends, 48 ACK attempts,
  * 2,000 ms overall, 250 ms slices for retry and ACK repair). Intake and presentation send nothing;
  * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
  * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
- * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets.
+ * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
+ * peers asks whether the workers of active tasks are still registered (orphans.ts). Neither retry
+ * nor peers runs when the pass found the relay unreachable.
  * While a configuration refusal holds relay work (hold.ts), a pass makes no relay request at all.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
@@ -17,6 +19,7 @@ import { checkEndpoint, type CoreContext, isClosed, rethrowRelayLoss } from "./c
 import { activeHold, endHold, noteRefusal } from "./hold.ts";
 import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
+import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
 
@@ -269,6 +272,15 @@ export async function retryOldWork(context: CoreContext, scope: WorkScope): Prom
 }
 
 // ---------------------------------------------------------------------------------------------
+// peers: are the workers of active tasks still there? (orphans.ts)
+// ---------------------------------------------------------------------------------------------
+
+async function followPeers(context: CoreContext, scope: WorkScope): Promise<void> {
+  await probeWorkers(context, scope);
+  if (context.autoReassign && !isClosed(context)) await reassignOrphans(context, scope);
+}
+
+// ---------------------------------------------------------------------------------------------
 // the pass
 // ---------------------------------------------------------------------------------------------
 
@@ -298,6 +310,7 @@ export async function runPhasedPass(context: CoreContext, scope: WorkScope): Pro
       // Old work is retried even on empty, held or failed passes while budget remains — but not
       // when this pass already found the relay unreachable: those requests could only fail too.
       if (!truncated && !isClosed(context) && !scope.unreachable) retried = await retryOldWork(context, scope);
+      if (!truncated && !isClosed(context) && !scope.unreachable) await followPeers(context, scope);
     }
     truncated ||= scope.expired();
   } finally {

@@ -43,8 +43,12 @@ export function receiveItems(store: CoreStore): ReceiveItem[] {
   return [...relay, ...local].sort((a, b) => a.order - b.order);
 }
 
-/** Whether the origin's own view of an event it created is model-visible (else archived). */
-export function visibleLocally(event: TaskEvent): boolean {
+/**
+ * Whether the origin's own view of an event it created is model-visible (else archived). A worker's
+ * result that arrived after the task timed out is shown once: it settles the outcome.
+ */
+export function visibleLocally(event: TaskEvent, status?: string): boolean {
+  if (event.type === "task.late_terminal") return status === "timed_out" && typeof event.payload.intentId === "string";
   return eventTypeRow(event.type).modelVisible;
 }
 
@@ -70,7 +74,7 @@ function toItem(context: CoreContext, item: ReceiveItem): PresentationItem | und
   }
   const task = store.getTask(item.event.taskId);
   if (task === undefined) return undefined;
-  return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event), task, ...peerOf(item.event.taskId, task.role, item.event) };
+  return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event, task.status), task, ...peerOf(item.event.taskId, task.role, item.event) };
 }
 
 /** Rewrites the envelopes a presented delivery waits for before its ACK. */
@@ -88,7 +92,7 @@ export function reserveReceipt(context: CoreContext, scope: WorkScope, item: Pre
   const key = OPERATION.receipt(item.eventId, stage, state);
   const existing = store.getOperation(item.taskId, key);
   if (existing !== undefined) return existing.envelopeIds[0];
-  const intent = makeIntent(item.taskId, "task.delivery_receipt", { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) });
+  const intent = makeIntent(item.taskId, "task.delivery_receipt", { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) }, item.task.generation);
   const envelopeId = store.transaction(() => {
     const queued = queueEnvelope(context, {
       taskId: item.taskId,
@@ -246,7 +250,7 @@ function reportCancelOutcome(context: CoreContext, scope: WorkScope | undefined,
   try {
     const envelopeId = store.transaction(() => {
       if (store.getOperation(item.taskId, key) !== undefined) return undefined;
-      const intent = makeIntent(item.taskId, "task.cancel_outcome", { cancelEventId: item.eventId, outcome });
+      const intent = makeIntent(item.taskId, "task.cancel_outcome", { cancelEventId: item.eventId, outcome }, item.task.generation);
       return queueEnvelope(context, { taskId: item.taskId, from: me(context), to: item.task.origin, kind: "intent", inner: intent, purpose: "intent", operation: { key, logicalId: intent.intentId, logicalType: intent.type } });
     });
     if (envelopeId !== undefined) scope?.required.push(envelopeId);
@@ -326,7 +330,9 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
       context.progressShownAt.set(item.taskId, context.timers.now());
     }
     if (isCancelAtWorker(item)) reportCancelOutcome(context, scope, item, "idle");
-    if (hasEvidence(store, item.eventId, "woken") || wakeSuppressed(store, item) || !eventTypeRow(item.event.type).wakes) {
+    // A late result is shown (and wakes) although late terminals are otherwise archived.
+    const wakes = item.event.type === "task.late_terminal" || eventTypeRow(item.event.type).wakes;
+    if (hasEvidence(store, item.eventId, "woken") || wakeSuppressed(store, item) || !wakes) {
       if (tryReceipt(context, scope, item, "pi_inserted", "confirmed").ok && finish(context, scope, item)) completed += 1;
       continue;
     }

@@ -1,8 +1,11 @@
 /**
- * Reassignment (origin only): move an active task off a target the relay says is gone
- * (`TARGET_NOT_REGISTERED`) to that target's live successor (`successor-v1`), carrying the task's
- * history (the newest events that fit the 48 KiB payload; `historyTruncated` when some did not).
- * The loss and the target are re-checked inside the commit: one loss allows one reassignment.
+ * Reassignment (origin only): move an active task off a target that is gone — a send refused with
+ * `TARGET_NOT_REGISTERED`, or the task declared orphaned (orphans.ts) — to another endpoint (`to`),
+ * or by default to the lost target's live successor (`successor-v1`: a respawned worker of the same
+ * session), carrying the task's history (the newest events that fit the 48 KiB payload;
+ * `historyTruncated` when some did not). The task gets a new generation: mail of the previous
+ * executor is refused from then on (`STALE_GENERATION`). The loss and the target are re-checked
+ * inside the commit: one loss allows one reassignment.
  */
 import { endpointKey, sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
@@ -22,6 +25,7 @@ function refuse(taskId: string, reason: string, details: Record<string, unknown>
 }
 
 function lossEvidence(context: CoreContext, task: TaskRecord): boolean {
+  if (context.store.getTaskMeta(task.taskId)?.orphanedAt !== undefined) return true;
   const lostKey = endpointKey(task.target);
   return context.store.listQuarantine().some((entry) => entry.targetKey === lostKey && entry.errorCode === "TARGET_NOT_REGISTERED");
 }
@@ -38,14 +42,16 @@ function fitHistory(taskId: string, base: Record<string, unknown>, history: read
   return { kept, truncated: kept.length < history.length };
 }
 
-async function liveSuccessor(context: CoreContext, taskId: string, lost: TaskEndpoint, self: TaskEndpoint, signal: AbortSignal | undefined): Promise<TaskEndpoint> {
+/** The endpoint a task moves to: the one named (it must be live), else the lost target's live successor. */
+async function newTarget(context: CoreContext, taskId: string, lost: TaskEndpoint, self: TaskEndpoint, to: TaskEndpoint | undefined, signal: AbortSignal | undefined): Promise<TaskEndpoint> {
   let successor: TaskEndpoint;
   try {
-    successor = (await context.session.resolve(lost, { followSuccessor: true, ...(signal === undefined ? {} : { signal }) })).endpoint;
+    const options = { ...(to === undefined ? { followSuccessor: true } : {}), ...(signal === undefined ? {} : { signal }) };
+    successor = (await context.session.resolve(to ?? lost, options)).endpoint;
   } catch (error) {
     const failure = toTaskError(error);
     if (failure.spec.relayLoss) throw failure;
-    throw refuse(taskId, "the lost target has no live successor", { cause: failure.code });
+    throw refuse(taskId, to === undefined ? "the lost target has no live successor" : "the named target is not registered", { cause: failure.code });
   }
   assertOpen(context, "reassignTask");
   if (sameEndpoint(successor, self)) throw refuse(taskId, "the target resolves to this endpoint itself");
@@ -53,12 +59,12 @@ async function liveSuccessor(context: CoreContext, taskId: string, lost: TaskEnd
   return successor;
 }
 
-export async function reassignTask(context: CoreContext, self: TaskEndpoint, taskId: string, signal: AbortSignal | undefined): Promise<ReassignResult> {
+export async function reassignTask(context: CoreContext, self: TaskEndpoint, taskId: string, to: TaskEndpoint | undefined, signal: AbortSignal | undefined): Promise<ReassignResult> {
   const { store } = context;
   const before = requireOrigin(context, taskId, self);
   if (before.status !== "active") throw refuse(taskId, "the task is not active", { status: before.status });
-  if (!lossEvidence(context, before)) throw refuse(taskId, "no send to the current target was refused with TARGET_NOT_REGISTERED");
-  const successor = await liveSuccessor(context, taskId, before.target, self, signal);
+  if (!lossEvidence(context, before)) throw refuse(taskId, "its target is not known to be lost (no TARGET_NOT_REGISTERED refusal, not orphaned)");
+  const successor = await newTarget(context, taskId, before.target, self, to, signal);
   const { event, envelopeId, truncated } = store.transaction(() => {
     // Re-checked inside the commit: one loss allows one reassignment, even when calls race.
     const current = store.getStoredTask(taskId)!.record;
@@ -67,9 +73,10 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
     }
     const history = store.getEvents(taskId).filter((item) => !eventTypeRow(item.type).originLocal);
     const lineage = current.lineage === undefined ? undefined : { ...current.lineage, chain: [...current.lineage.chain.slice(0, -1), successor] };
-    store.setTarget(taskId, successor, lineage);
-    // A new executor binds its own key with its first signed intent.
-    const { workerKey: _previous, ...meta } = store.getTaskMeta(taskId) ?? {};
+    // A new generation: mail of the previous executor is refused from now on.
+    store.updateTask(taskId, { target: successor, generation: (current.generation ?? 1) + 1, ...(lineage === undefined ? {} : { lineage }) });
+    // A new executor binds its own key (and session) with its first signed intent.
+    const { workerKey: _key, peerSession: _session, lostSince: _lost, orphanedAt: _orphaned, ...meta } = store.getTaskMeta(taskId) ?? {};
     store.setTaskMeta(taskId, meta);
     const moved = store.getStoredTask(taskId)!.record;
     const reassigned = appendCanonical(store, moved, "task.reassigned", { task: moved.task, previousTarget: before.target }, context.clock());

@@ -39,6 +39,8 @@ export interface RecoveringTaskCoreOptions {
   readonly onRecovered?: (info: RecoveryInfo) => void;
   /** The identity and peers every lifetime signs and judges with (see TaskCoreOptions.trust). */
   readonly trust?: TrustOptions;
+  /** See TaskCoreOptions.autoReassign. */
+  readonly autoReassign?: boolean;
 }
 
 export interface RecoveryInfo {
@@ -177,6 +179,7 @@ export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}
       ...(options.timers === undefined ? {} : { timers: options.timers }),
       ...(options.onRefreshRequested === undefined ? {} : { onRefreshRequested: options.onRefreshRequested }),
       ...(options.trust === undefined ? {} : { trust: options.trust }),
+      ...(options.autoReassign === undefined ? {} : { autoReassign: options.autoReassign }),
     });
   const recovery = createLossRecovery(session, host, lifetime, options.onRecovered);
   let closed = false;

@@ -8,6 +8,7 @@ import { TaskError } from "../protocol/errors.ts";
 import { maxProgressChars } from "../protocol/limits.ts";
 import type { MessageParams, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
 import { openQuestions } from "./attention.ts";
+import { correctionFields } from "./corrections.ts";
 import { OPERATION } from "./bookkeeping.ts";
 import type { CoreContext } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
@@ -47,12 +48,13 @@ function messagePayload(context: CoreContext, task: TaskRecord, params: MessageP
     message: params.message,
     ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }),
     ...(params.raisesQuestion === undefined ? {} : { raises: raisedFrom(context, task, params.raisesQuestion) }),
+    ...correctionFields(params),
   };
 }
 
 export async function targetMessage(context: CoreContext, self: TaskEndpoint, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
   const { store } = context;
-  const intent = makeIntent(task.taskId, `task.${params.type}`, messagePayload(context, task, params));
+  const intent = makeIntent(task.taskId, `task.${params.type}`, messagePayload(context, task, params), task.generation);
   const envelopeId = store.transaction(() => {
     const queued = queueEnvelope(context, { taskId: task.taskId, from: self, to: task.origin, kind: "intent", inner: intent, purpose: "intent" });
     store.putIntent(intent, queued);
@@ -71,7 +73,7 @@ export async function targetDone(context: CoreContext, self: TaskEndpoint, task:
     task.taskId,
     OPERATION.terminalIntent,
     () => {
-      const intent = makeIntent(task.taskId, type, payload);
+      const intent = makeIntent(task.taskId, type, payload, task.generation);
       const envelopeId = queueEnvelope(context, { taskId: task.taskId, from: self, to: task.origin, kind: "intent", inner: intent, purpose: "terminal" });
       store.putIntent(intent, envelopeId);
       return { logicalId: intent.intentId, logicalType: type, envelopeId };

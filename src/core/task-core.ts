@@ -26,6 +26,7 @@ import { createWorkScope } from "./scope.ts";
 import { bound, roleOf } from "./ship.ts";
 import { targetDone, targetMessage } from "./target-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
+import { checkCorrection } from "./corrections.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
@@ -48,6 +49,8 @@ export interface TaskCoreOptions {
    * Default: one in-memory identity per process, trusting only itself.
    */
   readonly trust?: TrustOptions;
+  /** Orphaned tasks move by themselves to their lost worker's live successor (default false). */
+  readonly autoReassign?: boolean;
 }
 
 export interface TaskCore {
@@ -60,7 +63,8 @@ export interface TaskCore {
   cancel(input: unknown, options?: OperationOptions): Promise<CancelResult>;
   /** The origin's acknowledgement of a terminal task (`{taskId}`). */
   acknowledge(input: unknown, options?: OperationOptions): Promise<AckResult>;
-  reassignTask(taskId: string, options?: OperationOptions): Promise<ReassignResult>;
+  /** Moves an orphaned task (or one whose target is gone) to `to`, else to its target's live successor. */
+  reassignTask(taskId: string, options?: OperationOptions & { readonly to?: TaskEndpoint }): Promise<ReassignResult>;
   getTask(taskId: string): TaskView;
   findTask(taskId: string): TaskView | undefined;
   listTasks(): TaskView[];
@@ -169,6 +173,8 @@ function createContext(options: TaskCoreOptions): CoreContext {
     boundEndpoint: undefined,
     hold: undefined,
     progressShownAt: new Map(),
+    probedAt: new Map(),
+    autoReassign: options.autoReassign === true,
   };
 }
 
@@ -181,6 +187,7 @@ function operations(context: CoreContext, track: Track) {
     const self = await bound(context, signal);
     const { task, role } = roleOf(context, params.taskId, self);
     checkReply(context, task, params);
+    checkCorrection(context.store, task.taskId, role, params);
     return role === "origin" ? originMessage(context, task, params, signal) : targetMessage(context, self, task, params, signal);
   }
 
@@ -211,7 +218,8 @@ function operations(context: CoreContext, track: Track) {
         const params = assertValid(AckParams, input, { subject: "agent_task_ack" });
         return acknowledge(context, await bound(context, opts.signal), params.taskId, opts.signal);
       }),
-    reassignTask: (taskId: string, opts: OperationOptions = {}) => track("reassignTask", async () => reassignTask(context, await bound(context, opts.signal), taskId, opts.signal)),
+    reassignTask: (taskId: string, opts: OperationOptions & { readonly to?: TaskEndpoint } = {}) =>
+      track("reassignTask", async () => reassignTask(context, await bound(context, opts.signal), taskId, opts.to, opts.signal)),
   };
 }
 

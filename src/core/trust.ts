@@ -22,7 +22,7 @@ import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from 
 import type { SignatureBlock, TaskEndpoint, TaskEnvelope } from "../protocol/schemas.ts";
 import { fingerprintOf, generateIdentity, type Identity } from "../trust/keys.ts";
 import { factsOf, type SignedFacts, verifyPayload } from "../trust/signing.ts";
-import type { CoreStore, TaskTrust } from "./bookkeeping.ts";
+import type { CoreStore, TaskMeta } from "./bookkeeping.ts";
 
 /** An unknown key's assignment (or intent), put to the local human. */
 export interface PairingRequest {
@@ -111,7 +111,7 @@ function askHuman(trust: TrustState, envelope: TaskEnvelope, signer: Extract<Sig
 /** The bound key a kind of mail must carry for its task, and the binding it sets. */
 function authorize(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, facts: SignedFacts, signer: Extract<Signer, { verified: true }>): void {
   const taskId = facts.taskId;
-  const meta: TaskTrust = store.getTaskMeta(taskId) ?? {};
+  const meta: TaskMeta = store.getTaskMeta(taskId) ?? {};
   const role = store.getStoredTask(taskId)?.role;
   const refuse = (bound: string) => rejection("NOT_AUTHORIZED", { taskId, kind: facts.kind, type: facts.type, bound, fingerprint: signer.fingerprint });
   if (facts.kind === "intent") {
@@ -119,7 +119,7 @@ function authorize(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, 
     if (meta.workerKey !== undefined && meta.workerKey !== signer.key) throw refuse("worker");
     if (facts.type === "task.refused") return;
     if (!known(signer)) throw askHuman(trust, envelope, signer);
-    if (meta.workerKey === undefined) store.setTaskMeta(taskId, { ...meta, workerKey: signer.key });
+    if (meta.workerKey === undefined) store.setTaskMeta(taskId, { ...meta, workerKey: signer.key, ...sessionOf(signer) });
     return;
   }
   if (role === "origin") {
@@ -133,7 +133,12 @@ function authorize(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, 
     return;
   }
   if (!known(signer)) throw askHuman(trust, envelope, signer);
-  if (meta.originKey === undefined) store.setTaskMeta(taskId, { ...meta, originKey: signer.key });
+  if (meta.originKey === undefined) store.setTaskMeta(taskId, { ...meta, originKey: signer.key, ...sessionOf(signer) });
+}
+
+/** The peer's session name its verified mail claims (to find it again after a relay restart). */
+function sessionOf(signer: Extract<Signer, { verified: true }>): { peerSession?: string } {
+  return signer.claimedName === undefined ? {} : { peerSession: signer.claimedName };
 }
 
 function checkFresh(facts: SignedFacts, now: number): void {

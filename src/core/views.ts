@@ -9,8 +9,9 @@
 import { latestAssignment } from "../protocol/events.ts";
 import type { CancelOutcome, DeliveryReceiptPayload, TaskEvent, TerminalDelivery } from "../protocol/schemas.ts";
 import { openQuestions } from "./attention.ts";
+import { supersededBy } from "./corrections.ts";
 import type { TaskSnapshot } from "../store/task-store.ts";
-import { type CoreStore, OPERATION } from "./bookkeeping.ts";
+import { type CoreStore, OPERATION, type TaskMeta } from "./bookkeeping.ts";
 import { hasEvidence } from "./presentation.ts";
 import { peerOfTask, type Signer, type TrustState } from "./trust.ts";
 
@@ -23,8 +24,47 @@ export interface DeliveryEvidence {
   readonly modelExecution: "not_evidenced";
 }
 
-/** Why a task waits for this side: `needs_input` while a question waits for this side's answer. */
-export type Attention = "needs_input";
+/**
+ * Why a task needs someone's attention: `orphaned` (its worker is lost: reassign or cancel),
+ * `needs_input` (a question waits for this side's answer), `indeterminate` (its outcome is unknown:
+ * it timed out without a late result, or it is reconnecting after a relay restart).
+ */
+export type Attention = "orphaned" | "needs_input" | "indeterminate";
+
+/** What is known of a task's effect, beside its canonical status (first terminal wins). */
+export type Outcome = "unknown" | "succeeded" | "failed" | "cancelled" | "no_effect";
+
+const OUTCOME_OF_TYPE: Readonly<Record<string, Outcome>> = { "task.completed": "succeeded", "task.failed": "failed", "task.cancelled": "cancelled" };
+
+/** The worker's result that arrived after the task timed out (it settles the outcome). */
+export function lateResult(task: TaskSnapshot): TaskEvent | undefined {
+  if (task.status !== "timed_out") return undefined;
+  return task.events.find((event) => event.type === "task.late_terminal" && typeof event.payload.intentId === "string");
+}
+
+export function outcomeOf(task: TaskSnapshot): Outcome {
+  switch (task.status) {
+    case "active":
+      return "unknown";
+    case "completed":
+      return "succeeded";
+    case "cancelled":
+      return "cancelled";
+    case "failed":
+      return task.events.some((event) => event.type === "task.failed" && event.payload.noEffect === true) ? "no_effect" : "failed";
+    case "timed_out": {
+      const late = lateResult(task);
+      return late === undefined ? "unknown" : (OUTCOME_OF_TYPE[String(late.payload.lateType)] ?? "unknown");
+    }
+  }
+}
+
+function attentionOf(task: TaskSnapshot, meta: TaskMeta | undefined): Attention | undefined {
+  if (task.status === "active" && meta?.orphanedAt !== undefined) return "orphaned";
+  if (openQuestions(task).length > 0) return "needs_input";
+  if (meta?.reconnectingSince !== undefined || (task.status === "timed_out" && outcomeOf(task) === "unknown")) return "indeterminate";
+  return undefined;
+}
 
 /** The newest progress a worker reported. */
 export interface ProgressView {
@@ -37,10 +77,13 @@ export interface ProgressView {
 export interface TaskView extends TaskSnapshot {
   readonly terminalDelivery: TerminalDelivery;
   readonly deliveryEvidence: DeliveryEvidence;
+  readonly outcome: Outcome;
   readonly attention?: Attention;
   readonly progress?: ProgressView;
   /** What the worker's Pi did with this task's cancel (origin side, once reported). */
   readonly cancelOutcome?: CancelOutcome;
+  /** Answers and results their author corrected or withdrew: event id → the correction's event id. */
+  readonly superseded: Readonly<Record<string, string>>;
   /** The other party as the trust gate knows it: its key, fingerprint and peer name, or unverified. */
   readonly peer?: Signer;
 }
@@ -95,6 +138,10 @@ export function deliveryEvidence(store: CoreStore, task: TaskSnapshot): Delivery
   };
 }
 
+function withAttention(attention: Attention | undefined): { attention?: Attention } {
+  return attention === undefined ? {} : { attention };
+}
+
 function latestOf(task: TaskSnapshot, type: TaskEvent["type"]): TaskEvent | undefined {
   for (let index = task.events.length - 1; index >= 0; index -= 1) if (task.events[index]!.type === type) return task.events[index];
   return undefined;
@@ -116,7 +163,9 @@ export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState
     terminalDelivery: terminalDelivery(store, task),
     deliveryEvidence: deliveryEvidence(store, task),
     ...(peer === undefined ? {} : { peer }),
-    ...(openQuestions(task).length > 0 ? { attention: "needs_input" as const } : {}),
+    outcome: outcomeOf(task),
+    superseded: supersededBy(task.events),
+    ...withAttention(attentionOf(task, store.getTaskMeta(task.taskId))),
     ...(progress === undefined ? {} : { progress }),
     ...(outcome === undefined ? {} : { cancelOutcome: outcome }),
   };

@@ -12,6 +12,8 @@ import {
   LateTerminalPayload,
   ParentAcknowledgedPayload,
   CancelOutcomePayload,
+  CorrectionPayload,
+  OrphanedPayload,
   ProgressPayload,
   ReassignedPayload,
   RefusedPayload,
@@ -70,6 +72,10 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
   // A worker's progress: shown at the origin without waking it (coalesced, rate-limited), never forwarded.
   "task.progress": row("task.progress", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: ProgressPayload }),
   // What the worker's Pi did with a cancel (aborted, idle, still busy): shown at the origin without waking it.
+  // The origin's own record that the worker is gone: shown once, with one wake; never forwarded.
+  "task.orphaned": row("task.orphaned", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: false, payload: OrphanedPayload }),
+  // An author's correction or withdrawal of an earlier answer or result; the original stays, superseded.
+  "task.correction": row("task.correction", { modelVisible: true, terminalStatus: null, conversational: true, originLocal: false, receiverIntent: true, payload: CorrectionPayload }),
   "task.cancel_outcome": row("task.cancel_outcome", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: CancelOutcomePayload }),
 });
 

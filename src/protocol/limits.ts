@@ -285,6 +285,21 @@ export const cancelAbortGraceMs = 5_000;
 export const maxWaitTasks = 32;
 
 // ---------------------------------------------------------------------------------------------
+// Outcomes under failure: orphans, reconnection after a relay restart (issue 14)
+// ---------------------------------------------------------------------------------------------
+
+/** How often the origin asks the relay whether an active task's worker is still registered. */
+export const orphanProbeIntervalMs = 5_000;
+/**
+ * A worker not registered for this long (probe after probe) makes its task orphaned. With the
+ * probe interval this bounds detection: orphaned at most orphanAfterMs + orphanProbeIntervalMs
+ * after the relay dropped the registration (at once on disconnect, at lease expiry after a crash).
+ */
+export const orphanAfterMs = 10_000;
+/** Most registration probes (and reconnection lookups) per pass. */
+export const maxPeerProbesPerPass = 8;
+
+// ---------------------------------------------------------------------------------------------
 // Units
 // ---------------------------------------------------------------------------------------------
 

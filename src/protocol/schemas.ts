@@ -108,6 +108,8 @@ export const TaskRecord = Type.Object(
     expiresAt: Millis,
     status: TaskStatus,
     lineage: Type.Optional(Lineage),
+    /** 1 at creation, one more per reassignment: mail of an older generation is refused. */
+    generation: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   strict,
 );
@@ -129,6 +131,8 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.refused",
   "task.progress",
   "task.cancel_outcome",
+  "task.orphaned",
+  "task.correction",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -183,8 +187,14 @@ export const TaskFailure = Type.Object(
 );
 export type TaskFailure = Static<typeof TaskFailure>;
 
+/** The author's word on an answer or result: `interim` (more may follow) or `final`. It closes nothing. */
+export const Finality = Type.Union([Type.Literal("interim"), Type.Literal("final")]);
+
 const terminalFields = {
   summary: Summary,
+  finality: Type.Optional(Finality),
+  /** Set by the origin when the task provably never ran (refused, undeliverable). */
+  noEffect: Type.Optional(Type.Literal(true)),
   result: Type.Optional(JsonObject),
   error: Type.Optional(TaskFailure),
   artifacts: Type.Optional(Type.Array(Artifact, { maxItems: maxArtifacts })),
@@ -195,10 +205,20 @@ export const CreatedPayload = Type.Object({ task: TaskText }, strict);
 /** A question or answer of another task this one is bound to (questions raised up a chain). */
 const TaskEventRef = Type.Object({ taskId: Id, eventId: Id }, strict);
 export const ConversationPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef) }, strict);
-export const AnswerPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Id, relayedFrom: Type.Optional(TaskEventRef) }, strict);
+export const AnswerPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Id, relayedFrom: Type.Optional(TaskEventRef), finality: Type.Optional(Finality) }, strict);
+/**
+ * A correction (or withdrawal) of an answer or result its author gave earlier (`supersedes`): the
+ * original stays stored and is shown as superseded.
+ */
+export const CorrectionPayload = Type.Object(
+  { ...intentIdField, supersedes: Id, message: TaskText, result: Type.Optional(JsonObject), withdrawn: Type.Optional(Type.Literal(true)), finality: Type.Optional(Finality) },
+  strict,
+);
 export const ProgressPayload = Type.Object({ ...intentIdField, message: Type.String({ minLength: 1, maxLength: maxProgressChars }), percent: Type.Optional(Type.Integer({ minimum: 0, maximum: maxProgressPercent })) }, strict);
 export const CancelOutcome = Type.Union([Type.Literal("aborted"), Type.Literal("idle"), Type.Literal("busy")]);
 export type CancelOutcome = Static<typeof CancelOutcome>;
+/** The origin's record that a task's worker is gone (not registered since `since`). */
+export const OrphanedPayload = Type.Object({ since: Millis, target: TaskEndpoint }, strict);
 /** What a worker's Pi did with a cancel: its turn aborted, it was already idle, or it was still busy after the grace period. */
 export const CancelOutcomePayload = Type.Object({ ...intentIdField, cancelEventId: Id, outcome: CancelOutcome }, strict);
 export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields }, strict);
@@ -283,10 +303,11 @@ export const ReceiverIntentType = Type.Union([
   Type.Literal("task.refused"),
   Type.Literal("task.progress"),
   Type.Literal("task.cancel_outcome"),
+  Type.Literal("task.correction"),
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 
-export const TaskIntent = Type.Object({ intentId: Id, taskId: Id, type: ReceiverIntentType, payload: JsonObject }, strict);
+export const TaskIntent = Type.Object({ intentId: Id, taskId: Id, type: ReceiverIntentType, payload: JsonObject, generation: Type.Optional(Type.Integer({ minimum: 1 })) }, strict);
 export type TaskIntent = Static<typeof TaskIntent>;
 
 // ---------------------------------------------------------------------------------------------
@@ -379,7 +400,7 @@ export const SendParams = Type.Object(
 );
 export type SendParams = Static<typeof SendParams>;
 
-export const MessageType = Type.Union([Type.Literal("question"), Type.Literal("answer"), Type.Literal("information"), Type.Literal("progress")]);
+export const MessageType = Type.Union([Type.Literal("question"), Type.Literal("answer"), Type.Literal("information"), Type.Literal("progress"), Type.Literal("correction")]);
 export type MessageType = Static<typeof MessageType>;
 
 export const MessageParams = Type.Object(
@@ -391,6 +412,14 @@ export const MessageParams = Type.Object(
     /** A question of a sub-task this question raises on its parent task (its answer goes back down). */
     raisesQuestion: Type.Optional(Id),
     percent: Type.Optional(wholeNumber(0, maxProgressPercent)),
+    /** A correction: the earlier answer or result (event id) it corrects or withdraws. */
+    supersedes: Type.Optional(Id),
+    /** A correction that withdraws what it supersedes (its message says why). */
+    withdraw: Type.Optional(Type.Boolean()),
+    /** A correction of a result: the corrected result. */
+    result: Type.Optional(JsonObject),
+    /** An answer or correction: `interim` or `final`. */
+    finality: Type.Optional(Finality),
   },
   strict,
 );
@@ -422,6 +451,9 @@ export const WaitParams = Type.Object(
 );
 export type WaitParams = Static<typeof WaitParams>;
 
+export const ReassignParams = Type.Object({ taskId: Id, to: Type.Optional(TaskEndpoint) }, strict);
+export type ReassignParams = Static<typeof ReassignParams>;
+
 /** A worker's session name: letters, digits, `.`, `_` and `-`, starting with a letter or digit. */
 export const WorkerName = Type.String({ minLength: 1, maxLength: maxWorkerNameChars, pattern: "^[A-Za-z0-9][A-Za-z0-9._-]*$" });
 
@@ -450,6 +482,7 @@ export const TOOL_PARAMETERS = {
   agent_task_status: StatusParams,
   agent_task_inbox: InboxParams,
   agent_task_wait: WaitParams,
+  agent_task_reassign: ReassignParams,
   agent_task_spawn: SpawnParams,
   agent_task_workers: WorkersParams,
   agent_task_stop: StopParams,

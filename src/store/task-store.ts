@@ -15,7 +15,7 @@
 import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxCursorDigits, maxStoreEncodedBytes, maxStoreRecords } from "../protocol/limits.ts";
-import type { EnvelopeKind, Lineage, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
+import type { EnvelopeKind, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
 import { emptyIndexes, INDEXED_TABLES, type IndexSnapshot, indexRow, STORE_TABLES, type StoreTable, snapshotIndexes } from "./indexes.ts";
 import { createRowEngine, invariant, type RowStats } from "./rows.ts";
 
@@ -43,6 +43,9 @@ export interface Bookkeeping {
 // ---------------------------------------------------------------------------------------------
 
 export type TaskRole = "origin" | "target";
+
+/** The fields of a task record that may change after it was created. */
+export type TaskRecordPatch = Partial<Pick<TaskRecord, "origin" | "target" | "lineage" | "generation">>;
 
 export interface StoredTask {
   readonly record: TaskRecord;
@@ -180,8 +183,8 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   putTask(record: TaskRecord, role: TaskRole): boolean;
   getStoredTask(taskId: string): StoredTask | undefined;
   setStatus(taskId: string, status: TaskStatus): void;
-  /** Moves a task to another target (a reassignment), with the lineage that names it. */
-  setTarget(taskId: string, target: TaskEndpoint, lineage?: Lineage): void;
+  /** Changes where a task lives: its endpoints, lineage or generation (reassignment, relay restart). */
+  updateTask(taskId: string, patch: TaskRecordPatch): void;
   appendEvent(event: TaskEvent): boolean;
   getEvent(eventId: string): TaskEvent | undefined;
   getEvents(taskId: string): readonly TaskEvent[];
@@ -392,10 +395,10 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         if (stored.record.status !== status) rows.write("task", taskId, { ...stored, record: { ...stored.record, status } });
       });
     },
-    setTarget(taskId, target, lineage) {
+    updateTask(taskId, patch) {
       mutate(() => {
         const stored = requireTask(taskId);
-        rows.write("task", taskId, { ...stored, record: { ...stored.record, target, ...(lineage === undefined ? {} : { lineage }) } });
+        rows.write("task", taskId, { ...stored, record: { ...stored.record, ...patch } });
       });
     },
     appendEvent(event) {

@@ -66,6 +66,13 @@ function payloadFacts(wire: SignablePayload): { id: string; type: string; inRepl
   return { id, type: text(event.type), inReplyTo: text(record(event.payload).inReplyTo) };
 }
 
+/** The generation an assignment (its task record) or an intent carries, as decimal text. */
+function generationText(wire: SignablePayload): string {
+  const inner = record(wire.payload);
+  const generation = wire.kind === "assignment" ? record(inner.task).generation : wire.kind === "intent" ? inner.generation : undefined;
+  return typeof generation === "number" ? String(generation) : "";
+}
+
 /** An assignment's lineage as canonical JSON (other kinds carry none). */
 function lineageText(wire: SignablePayload): string {
   if (wire.kind !== "assignment") return "";
@@ -124,7 +131,7 @@ export function factsOf(wire: SignablePayload, block: SignatureBlock): SignedFac
     ...payloadFacts(wire),
     at: block.at,
     supersedes: "",
-    generation: "",
+    generation: generationText(wire),
     lineage: lineageText(wire),
   };
 }

@@ -61,9 +61,9 @@ describe("before any assignment", () => {
     expect(gate.waiting()).toBe(true);
   });
 
-  test("send, cancel, ack, spawn, workers and stop are forbidden outright (named, not read from the set)", () => {
+  test("send, cancel, ack, reassign, spawn, workers and stop are forbidden outright (named, not read from the set)", () => {
     const { gate } = setup();
-    const named = ["agent_task_send", "agent_task_cancel", "agent_task_ack", "agent_task_spawn", "agent_task_workers", "agent_task_stop"];
+    const named = ["agent_task_send", "agent_task_cancel", "agent_task_ack", "agent_task_reassign", "agent_task_spawn", "agent_task_workers", "agent_task_stop"];
     for (const tool of named) expect({ tool, code: code(gate.check(tool, { taskId: "x" })) }).toEqual({ tool, code: FORBIDDEN });
     expect([...COORDINATION_TOOLS].sort()).toEqual([...named].sort());
   });

@@ -119,7 +119,7 @@ function operationsSince(from: number): string[] {
 const registered = (session: string) => waitForEndpoint(relay.url, session, { timeoutMs: 3_000, pollMs: 20 });
 
 describe("the factory", () => {
-  test("registers eleven tools, /tasks and its handlers, and starts nothing before session_start", async () => {
+  test("registers twelve tools, /tasks and its handlers, and starts nothing before session_start", async () => {
     proxy.resetStats();
     const handlers: string[] = [];
     const tools: string[] = [];
@@ -140,6 +140,7 @@ describe("the factory", () => {
       "agent_task_done",
       "agent_task_inbox",
       "agent_task_message",
+      "agent_task_reassign",
       "agent_task_send",
       "agent_task_spawn",
       "agent_task_status",

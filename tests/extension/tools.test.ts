@@ -68,7 +68,7 @@ const TO = WORKER;
 afterEach(() => jest.useRealTimers());
 
 describe("the tool surface", () => {
-  test("eleven agent_task_* tools with strict parameter schemas", () => {
+  test("twelve agent_task_* tools with strict parameter schemas", () => {
     const { tools } = harness();
     expect(Object.keys(tools).sort()).toEqual(Object.keys(TOOL_PARAMETERS).sort());
     for (const tool of Object.values(tools)) {

@@ -4,6 +4,8 @@
  * everything else throws so a test notices when a module starts depending on more.
  */
 import type { PresentationItem } from "../../src/core/host.ts";
+import { outcomeOf } from "../../src/core/views.ts";
+import { supersededBy } from "../../src/core/corrections.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent, TaskEventType, TerminalDelivery } from "../../src/protocol/schemas.ts";
@@ -24,10 +26,11 @@ export function taskView(options: ViewOptions = {}): TaskView {
   const record = taskRecord({ status: options.status ?? "active", ...(options.task === undefined ? {} : { task: options.task }) });
   const events: TaskEvent[] = [taskEvent(record, 1, "task.created")];
   for (const [index, extra] of (options.events ?? []).entries()) events.push(taskEvent(record, index + 2, extra.type, extra.payload));
+  const snapshot = { ...record, role: options.role ?? "target", events } as const;
   return {
-    ...record,
-    role: options.role ?? "target",
-    events,
+    ...snapshot,
+    outcome: outcomeOf(snapshot),
+    superseded: supersededBy(events),
     terminalDelivery: options.terminalDelivery ?? { state: "not_submitted" },
     deliveryEvidence: { relayAcceptance: "not_applicable", receiverReceipt: "confirmed", piInsertion: "confirmed", wakeAcceptance: "confirmed", modelExecution: "not_evidenced" },
   };

@@ -13,6 +13,8 @@
  * - every other event is the origin's own (`createTask`, `message`, `cancel`, `acknowledge`).
  * A model-visible event must be shown exactly once to each side that did not author it — both
  * sides for the clock's — and never to the target that authored it (its copy is an echo).
+ * One archived type is shown too: a worker's result that arrived after the clock timed the task
+ * out (`task.late_terminal` of a worker's intent) is for the origin's model — it settles the outcome.
  */
 import { TASK_EVENT_TYPES } from "../../src/protocol/events.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
@@ -57,11 +59,19 @@ export interface Audience {
 
 const NOBODY: Audience = { origin: false, target: false };
 
+/** A worker's result recorded after the task's first terminal event, which was the clock's timeout. */
+function lateAfterTimeout(event: TaskEvent, events: readonly TaskEvent[]): boolean {
+  if (event.type !== "task.late_terminal" || typeof (event.payload as { intentId?: unknown }).intentId !== "string") return false;
+  const first = events.find((candidate) => TASK_EVENT_TYPES[candidate.type].terminalStatus !== null);
+  return first !== undefined && CLOCK_TYPES.has(first.type);
+}
+
 /**
  * The audience of one event of a task whose origin and target are given. Throws when the event
  * records an intent nobody was seen sending (the test's observation has a hole).
  */
-export function audienceOf(event: TaskEvent, task: { readonly origin: TaskEndpoint; readonly target: TaskEndpoint }, authors: IntentAuthors): Audience {
+export function audienceOf(event: TaskEvent, task: { readonly origin: TaskEndpoint; readonly target: TaskEndpoint; readonly events?: readonly TaskEvent[] }, authors: IntentAuthors): Audience {
+  if (lateAfterTimeout(event, task.events ?? [])) return { origin: true, target: false };
   if (!TASK_EVENT_TYPES[event.type].modelVisible) return NOBODY;
   if (CLOCK_TYPES.has(event.type)) return { origin: true, target: true };
   const intentId = (event.payload as { intentId?: unknown }).intentId;

@@ -56,6 +56,8 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
       boundEndpoint: undefined,
       hold: undefined,
       progressShownAt: new Map(),
+      probedAt: new Map(),
+      autoReassign: false,
     };
   }
 

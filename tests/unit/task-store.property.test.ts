@@ -66,7 +66,7 @@ function apply(store: TaskStore, value: Op, ids: { tasks: TaskRecord[]; envelope
       if (task !== undefined) store.setStatus(task.taskId, STATUSES[value.status]!);
       return;
     case "retarget":
-      if (task !== undefined) store.setTarget(task.taskId, TARGETS[value.target]!);
+      if (task !== undefined) store.updateTask(task.taskId, { target: TARGETS[value.target]! });
       return;
     case "outbox": {
       if (task === undefined) return;

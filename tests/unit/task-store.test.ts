@@ -224,11 +224,11 @@ describe("TaskStore events and tasks", () => {
     expect(store.listTasks().map((task) => task.role).sort()).toEqual(["origin", "target"]);
   });
 
-  test("setTarget moves the task", () => {
+  test("updateTask moves the task and changes its generation; a missing task is UNKNOWN_TASK", () => {
     const { store, record } = storeWithTask();
-    store.setTarget(record.taskId, OTHER);
-    expect(store.getTask(record.taskId)!.target).toEqual(OTHER);
-    expect(thrown(() => store.setTarget("missing", OTHER)).code).toBe("UNKNOWN_TASK");
+    store.updateTask(record.taskId, { target: OTHER, generation: 2 });
+    expect(store.getTask(record.taskId)).toMatchObject({ target: OTHER, generation: 2, origin: record.origin });
+    expect(thrown(() => store.updateTask("missing", { target: OTHER })).code).toBe("UNKNOWN_TASK");
   });
 });
 

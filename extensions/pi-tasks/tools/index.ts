@@ -4,6 +4,7 @@ import { cancelTool } from "./cancel.ts";
 import { doneTool } from "./done.ts";
 import { inboxTool } from "./inbox.ts";
 import { messageTool } from "./message.ts";
+import { reassignTool } from "./reassign.ts";
 import { sendTool } from "./send.ts";
 import type { TaskToolDefinition, ToolDeps } from "./shared.ts";
 import { spawnTool } from "./spawn.ts";
@@ -16,5 +17,5 @@ export type { TaskToolDefinition, ToolContext, ToolDeps, ToolResult } from "./sh
 export { errorResult } from "./shared.ts";
 
 export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
-  return [sendTool, messageTool, doneTool, ackTool, cancelTool, statusTool, inboxTool, waitTool, spawnTool, workersTool, stopTool].map((tool) => tool(deps));
+  return [sendTool, messageTool, doneTool, ackTool, cancelTool, reassignTool, statusTool, inboxTool, waitTool, spawnTool, workersTool, stopTool].map((tool) => tool(deps));
 }

@@ -1,0 +1,107 @@
+/**
+ * Orphans (origin side): a task whose worker's registration is gone — its Pi died, its lease
+ * expired, it disconnected — is not left waiting for its timeout. Every `orphanProbeIntervalMs` the
+ * origin asks the relay to resolve each active task's worker (at most `maxPeerProbesPerPass` per
+ * pass); `TARGET_NOT_REGISTERED` probe after probe for `orphanAfterMs` makes the task orphaned: its
+ * attention says so, and the model gets one `task.orphaned` record (one wake) offering reassignment.
+ * A registration seen again before that clears the suspicion.
+ *
+ * With `autoReassign`, an orphaned task moves by itself to the lost worker's live successor (a
+ * respawned worker of the same session name, `successor-v1`), carrying its history.
+ */
+import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { maxPeerProbesPerPass, orphanAfterMs, orphanProbeIntervalMs } from "../protocol/limits.ts";
+import type { StoredTask } from "../store/task-store.ts";
+import { appendCanonical } from "./canonical.ts";
+import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
+import { reassignTask } from "./reassign.ts";
+import type { WorkScope } from "./scope.ts";
+
+/** Active tasks this origin assigned that are due a probe (not orphaned, not reconnecting). */
+function due(context: CoreContext): StoredTask[] {
+  const { store } = context;
+  const now = context.timers.now();
+  return store
+    .activeTaskIds()
+    .map((taskId) => store.getStoredTask(taskId)!)
+    .filter((stored) => {
+      if (stored.role !== "origin") return false;
+      const meta = store.getTaskMeta(stored.record.taskId);
+      if (meta?.orphanedAt !== undefined || meta?.reconnectingSince !== undefined) return false;
+      const last = context.probedAt.get(stored.record.taskId);
+      return last === undefined || now - last >= orphanProbeIntervalMs;
+    });
+}
+
+/** Records one probe's answer: a registration seen clears the suspicion; gone long enough orphans. */
+function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean): void {
+  const { store } = context;
+  const taskId = stored.record.taskId;
+  const now = context.clock();
+  store.transaction(() => {
+    const meta = store.getTaskMeta(taskId) ?? {};
+    if (registered) {
+      if (meta.lostSince === undefined) return;
+      const { lostSince: _cleared, ...rest } = meta;
+      store.setTaskMeta(taskId, rest);
+      return;
+    }
+    const lostSince = meta.lostSince ?? now;
+    if (now - lostSince < orphanAfterMs) {
+      if (meta.lostSince === undefined) store.setTaskMeta(taskId, { ...meta, lostSince });
+      return;
+    }
+    store.setTaskMeta(taskId, { ...meta, lostSince, orphanedAt: now });
+    store.enqueueLocalPresentation(appendCanonical(store, stored.record, "task.orphaned", { since: lostSince, target: stored.record.target }, now));
+  });
+}
+
+/** The probe phase: asks the relay about the workers of due tasks. Returns how many were probed. */
+export async function probeWorkers(context: CoreContext, scope: WorkScope): Promise<number> {
+  let probed = 0;
+  for (const stored of due(context)) {
+    if (probed >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
+    context.probedAt.set(stored.record.taskId, context.timers.now());
+    probed += 1;
+    let registered: boolean;
+    try {
+      await context.session.resolve(stored.record.target, { signal: scope.signal });
+      registered = true;
+    } catch (raw) {
+      rethrowRelayLoss(raw);
+      const error = toTaskError(raw);
+      if (error.code !== "TARGET_NOT_REGISTERED") {
+        scope.fail("peers", error.withDetails({ taskId: stored.record.taskId }));
+        continue;
+      }
+      registered = false;
+    }
+    if (isClosed(context)) break;
+    noteProbe(context, stored, registered);
+  }
+  return probed;
+}
+
+/** With `autoReassign`: each orphaned task whose lost worker has a live successor moves to it. */
+export async function reassignOrphans(context: CoreContext, scope: WorkScope): Promise<number> {
+  const { store } = context;
+  let moved = 0;
+  for (const taskId of store.activeTaskIds()) {
+    if (scope.expired() || isClosed(context)) break;
+    const stored = store.getStoredTask(taskId)!;
+    if (stored.role !== "origin" || store.getTaskMeta(taskId)?.orphanedAt === undefined) continue;
+    const last = context.probedAt.get(taskId);
+    if (last !== undefined && context.timers.now() - last < orphanProbeIntervalMs) continue;
+    context.probedAt.set(taskId, context.timers.now());
+    try {
+      await reassignTask(context, me(context), taskId, undefined, scope.signal);
+      moved += 1;
+    } catch (raw) {
+      rethrowRelayLoss(raw);
+      const error = toTaskError(raw);
+      // No live successor yet is the normal case while a respawned worker starts: try later.
+      if (!(error instanceof TaskError && error.code === "REASSIGNMENT_REFUSED")) scope.fail("peers", error.withDetails({ taskId }));
+    }
+  }
+  return moved;
+}
