@@ -2,7 +2,7 @@
  * An in-memory PresentationHost (a Pi stand-in for TaskCores in tests and bench): records what was
  * inserted, woken and archived, and can be made busy (not presentable), refuse insertions or wakes.
  */
-import type { LossRecord, PresentationHost, PresentationItem, RejectionRecord } from "../src/core/host.ts";
+import type { PresentationHost, PresentationItem, RejectionRecord } from "../src/core/host.ts";
 
 export interface MemoryHost extends PresentationHost {
   busy: boolean;
@@ -11,7 +11,6 @@ export interface MemoryHost extends PresentationHost {
   readonly inserted: PresentationItem[];
   readonly wakes: PresentationItem[][];
   readonly archived: PresentationItem[];
-  readonly losses: LossRecord[];
   readonly rejections: RejectionRecord[];
   /** Event ids inserted, in order. */
   insertedIds(): string[];
@@ -25,7 +24,6 @@ export function createMemoryHost(): MemoryHost {
     inserted: [],
     wakes: [],
     archived: [],
-    losses: [],
     rejections: [],
     canPresent: () => !host.busy,
     insert(item) {
@@ -40,9 +38,6 @@ export function createMemoryHost(): MemoryHost {
     },
     archive(item) {
       host.archived.push(item);
-    },
-    recordLoss(records) {
-      host.losses.push(...records);
     },
     recordRejection(record) {
       host.rejections.push(record);

@@ -160,13 +160,14 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       onRefreshRequested: () => state?.scheduler.request(),
       onRecovered: (recovered: RecoveryInfo) => {
         if (state === undefined || stale()) return;
-        deps.gate.reset();
-        presenter.reset();
         state.failure = undefined;
         footer();
+        const count = recovered.reconnecting;
         safe(() =>
           view.notify(
-            `pi-tasks: relay state was lost; bound a fresh endpoint ${formatEndpoint(recovered.endpoint)}; ${recovered.failedTasks} active task${recovered.failedTasks === 1 ? "" : "s"} marked failed locally (remote outcome unknown).`,
+            recovered.relayForgot
+              ? `pi-tasks: the relay restarted and lost its mail; bound a fresh endpoint ${formatEndpoint(recovered.endpoint)}; ${count === 0 ? "no task needs to reconnect" : `${count} task${count === 1 ? "" : "s"} reconnecting with ${count === 1 ? "its peer" : "their peers"} (nothing is lost: what the peers lack is sent again)`}.`
+              : `pi-tasks: this session's relay registration was replaced; bound a fresh endpoint ${formatEndpoint(recovered.endpoint)}; tasks continue from it.`,
             "warning",
           ),
         );

@@ -2,8 +2,7 @@
  * The Pi presentation host: model-visible task events become `pi-tasks-event` custom messages
  * (inserted while Pi is idle with nothing queued, without starting a turn), followed by one hidden
  * `pi-tasks-wake` message that starts the turn. Non-visible events are archived as
- * `pi-tasks-event-record` entries; relay loss writes one non-waking `pi-tasks-relay-loss` message
- * per task; mail the trust gate (or validation) rejected is archived as a `pi-tasks-rejected`
+ * `pi-tasks-event-record` entries; mail the trust gate (or validation) rejected is archived as a `pi-tasks-rejected`
  * entry — never shown to the model.
  *
  * Evidence: an insertion counts when its entry is in the session branch; a wake counts when Pi
@@ -17,7 +16,7 @@
  * session without starting a turn.
  */
 import { nanoid } from "nanoid";
-import type { LossRecord, PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
+import type { PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
 import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import type { CancelOutcome } from "../../src/protocol/schemas.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
@@ -26,7 +25,6 @@ import { renderEvent, renderWake } from "./render.ts";
 export const EVENT_MESSAGE = "pi-tasks-event";
 export const WAKE_MESSAGE = "pi-tasks-wake";
 export const EVENT_RECORD = "pi-tasks-event-record";
-export const LOSS_MESSAGE = "pi-tasks-relay-loss";
 export const REJECTED_RECORD = "pi-tasks-rejected";
 
 export interface PiMessage {
@@ -60,8 +58,6 @@ export interface PiPresenter extends PresentationHost {
   queued(): number;
   /** Events whose `pi-tasks-event` insertion this lifetime observed. */
   inserted(eventId: string): boolean;
-  /** Forgets the observed insertions of a replaced lifetime (relay-loss recovery). */
-  reset(): void;
   dispose(): void;
 }
 
@@ -163,30 +159,6 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
       deps.appendEntry(REJECTED_RECORD, { envelopeId: record.envelopeId, code: record.code, message: record.message, details: record.details });
     },
 
-    recordLoss(records: readonly LossRecord[]) {
-      for (const record of records) {
-        const { task, error } = record;
-        deps.sendMessage(
-          {
-            customType: LOSS_MESSAGE,
-            content: [
-              "## task relay state lost",
-              `- taskId: ${task.taskId}`,
-              `- role: ${task.role}`,
-              "- status: failed (locally, in the discarded lifetime)",
-              `- error: ${error.code}`,
-              "- remoteOutcome: unknown",
-              "",
-              "The relay lost its state; this task's outcome on the other side is unknown. Do not assume it ran or did not run.",
-            ].join("\n"),
-            display: true,
-            details: { taskId: task.taskId, role: task.role, status: "failed", error: error.toJSON(), remoteOutcome: "unknown" },
-          },
-          { triggerTurn: false },
-        );
-      }
-    },
-
     onMessageEnd(message) {
       if (!isRecord(message) || message.role !== "custom") return;
       const details = message.details;
@@ -199,7 +171,6 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
 
     queued: () => queuedWakes.size,
     inserted: (eventId) => insertedEvents.has(eventId) || observedInBranch(eventId),
-    reset: () => insertedEvents.clear(),
     dispose() {
       for (const watch of watches) clearInterval(watch);
       watches.clear();

@@ -61,8 +61,7 @@ export function encodePayload(taskId: string, kind: EnvelopeKind, inner: TaskWir
  * Encodes an envelope once: its payload (signed by `signer`, at `createdAtMs`) is serialized once
  * and spliced in. Without a signer the envelope is unsigned (only tests forge such mail).
  */
-export function encodeEnvelope(source: TaskEndpoint, target: TaskEndpoint, taskId: string, kind: EnvelopeKind, inner: TaskWirePayload["payload"], createdAtMs: number, signer?: EnvelopeSigner): EncodedEnvelope {
-  const envelopeId = newId();
+export function encodeEnvelope(source: TaskEndpoint, target: TaskEndpoint, taskId: string, kind: EnvelopeKind, inner: TaskWirePayload["payload"], createdAtMs: number, signer?: EnvelopeSigner, envelopeId: string = newId()): EncodedEnvelope {
   const signing = signer === undefined ? undefined : { signer, from: source, to: target, atMs: createdAtMs };
   const payload = new CanonicalText(encodePayload(taskId, kind, inner, signing));
   const text = canonicalJson({

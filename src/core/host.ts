@@ -3,7 +3,6 @@
  * implements it with custom messages; tests implement it in memory. The core never imports Pi.
  */
 import type { CancelOutcome, TaskEvent } from "../protocol/schemas.ts";
-import type { TaskError } from "../protocol/errors.ts";
 import type { TaskRole, TaskSnapshot } from "../store/task-store.ts";
 import type { Signer } from "./trust.ts";
 
@@ -33,11 +32,6 @@ export interface RejectionRecord {
   readonly details: Readonly<Record<string, unknown>>;
 }
 
-export interface LossRecord {
-  readonly task: TaskSnapshot;
-  readonly error: TaskError;
-}
-
 export interface PresentationHost {
   /** True while the model may be given new input now (idle, nothing queued). */
   canPresent(): boolean;
@@ -47,8 +41,6 @@ export interface PresentationHost {
   wake(items: readonly PresentationItem[]): boolean | Promise<boolean>;
   /** Archives a non-visible event without waking the model (before its relay ACK). */
   archive(item: PresentationItem): void | Promise<void>;
-  /** Records, without waking the model, that these tasks failed locally because relay state was lost. */
-  recordLoss(records: readonly LossRecord[]): void | Promise<void>;
   /** Records (an archive entry; never the model) that a delivery was rejected. Optional. */
   recordRejection?(record: RejectionRecord): void | Promise<void>;
   /**
@@ -66,5 +58,4 @@ export const holdingHost: PresentationHost = {
   insert: () => false,
   wake: () => false,
   archive: () => undefined,
-  recordLoss: () => undefined,
 };

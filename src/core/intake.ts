@@ -24,6 +24,7 @@ import { type CoreContext, me } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
 import { checkIntentCorrection } from "./corrections.ts";
 import { checkLineage } from "./lineage.ts";
+import { followMovedPeer } from "./reconnect.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import { admit, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
@@ -243,6 +244,8 @@ function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { sta
   const self: TaskEndpoint = me(context);
   ensure(sameEndpoint(envelope.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
   const signer = admit(context.store, context.trust, envelope, self, context.clock());
+  // Verified mail from the peer's new endpoint (after a relay restart) moves the task first.
+  followMovedPeer(context, scope, envelope, signer);
   switch (envelope.payload.kind) {
     case "assignment":
       return { stage: "recorded", data: recordAssignment(context, envelope, envelope.payload.payload) };

@@ -160,6 +160,8 @@ export async function attemptSend(context: CoreContext, scope: WorkScope, envelo
     const hold = activeHold(context);
     if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
     const entry = store.getOutbox(envelopeId)!;
+    // After a relay restart the task's mail waits until its peer is found again (reconnect.ts).
+    if (store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined) return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
     const until = coolingDown(context, entry);
     if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
     if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
@@ -198,7 +200,9 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutbox
   const text = store.envelopeText(envelopeId);
   invariant(text !== undefined, "an outbox entry has its envelope", { envelopeId });
   store.markOutboxAttempted(envelopeId);
-  const request = session.send({ envelopeId, text }, scope.signalFor(budget));
+  // Sent only from the endpoint it names (a rebind while it waits defers it for re-addressing).
+  const source = context.boundEndpoint;
+  const request = session.send({ envelopeId, text, ...(source === undefined ? {} : { source }) }, scope.signalFor(budget));
   context.sending.set(envelopeId, request);
   let acceptance: SendAcceptance;
   try {

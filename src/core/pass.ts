@@ -8,7 +8,8 @@
  * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
  * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
  * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
- * peers asks whether the workers of active tasks are still registered (orphans.ts). Neither retry
+ * peers finds the peers of tasks again after a relay restart (reconnect.ts) and asks whether the
+ * workers of active tasks are still registered (orphans.ts). Neither retry
  * nor peers runs when the pass found the relay unreachable.
  * While a configuration refusal holds relay work (hold.ts), a pass makes no relay request at all.
  */
@@ -20,6 +21,7 @@ import { activeHold, endHold, noteRefusal } from "./hold.ts";
 import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
+import { reconnectPeers } from "./reconnect.ts";
 import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
 
@@ -276,6 +278,8 @@ export async function retryOldWork(context: CoreContext, scope: WorkScope): Prom
 // ---------------------------------------------------------------------------------------------
 
 async function followPeers(context: CoreContext, scope: WorkScope): Promise<void> {
+  // Mail re-addressed to peers found again is shipped at once (it was queued in this scope).
+  if ((await reconnectPeers(context, scope)) > 0) await shipRequired(context, scope);
   await probeWorkers(context, scope);
   if (context.autoReassign && !isClosed(context)) await reassignOrphans(context, scope);
 }

@@ -1,12 +1,11 @@
 /**
- * `createRecoveringTaskCore()` (the Wolfpack design's "configured task core"): a TaskCore that owns its relay
- * session and a fresh RAM store per lifetime, and replaces its lifetime after relay loss.
+ * `createRecoveringTaskCore()` (the Wolfpack design's "configured task core"): a TaskCore that owns
+ * its relay session and its RAM store, and survives the loss of the relay's state.
  *
- * Only a structured `RELAY_RESET` or `RELAY_REBIND_REQUIRED` triggers replacement: the old
- * lifetime is fenced and discarded, every active task is reported to the host as locally failed
- * with `RELAY_STATE_LOST` (remote outcome unknown, no wake), and a fresh endpoint is bound with a
- * new generation and an empty store. Transient, auth, capacity, abort, profile and malformed
- * failures never trigger it. Old tasks are not adopted by the successor.
+ * Only a structured `RELAY_RESET` or `RELAY_REBIND_REQUIRED` triggers recovery: a fresh endpoint is
+ * bound (a new generation of the session) and the same lifetime is re-homed on it — its tasks stay
+ * in RAM, and each finds its peer again and re-sends what the peer may lack (reconnect.ts).
+ * Transient, auth, capacity, abort, profile and malformed failures never trigger it.
  */
 import type { TrustOptions } from "./trust.ts";
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
@@ -17,9 +16,9 @@ import { relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelaySession, type RelaySession } from "../relay-client/session.ts";
 import { createTaskStore } from "../store/task-store.ts";
 import type { CoreBook } from "./bookkeeping.ts";
-import { holdingHost, type LossRecord, type PresentationHost } from "./host.ts";
+import { holdingHost, type PresentationHost } from "./host.ts";
 import type { PassReport } from "./pass.ts";
-import { createTaskCore, type TaskCore } from "./task-core.ts";
+import { createTaskCore, rehomeCore, type TaskCore } from "./task-core.ts";
 import { type TaskTimers, within } from "./timers.ts";
 
 export interface RecoveringTaskCoreOptions {
@@ -46,7 +45,10 @@ export interface RecoveringTaskCoreOptions {
 export interface RecoveryInfo {
   readonly endpoint: TaskEndpoint;
   readonly previousEndpoint: TaskEndpoint | undefined;
-  readonly failedTasks: number;
+  /** Tasks that now look for their peer's new endpoint. */
+  readonly reconnecting: number;
+  /** The relay's epoch changed (it restarted and forgot all mail), as opposed to a rebind on the same relay state. */
+  readonly relayForgot: boolean;
   readonly cause: TaskError;
 }
 
@@ -82,20 +84,16 @@ function sessionFor(options: RecoveringTaskCoreOptions): RelaySession {
   });
 }
 
-/** One non-waking loss record per active task of a lost lifetime: failed locally, remote outcome unknown. */
-function lossRecords(lost: TaskCore, cause: TaskError): LossRecord[] {
-  const error = new TaskError("RELAY_STATE_LOST", { details: { cause: cause.code, remoteOutcome: "unknown" } });
-  return lost
-    .listTasks()
-    .filter((task) => task.status === "active")
-    .map((task) => ({ task: { ...task, status: "failed" }, error: error.withDetails({ taskId: task.taskId }) }));
-}
-
 interface LossRecovery {
   current(): TaskCore;
-  /** Starts (or joins) the recovery from a relay loss. */
-  schedule(cause: TaskError): Promise<void>;
-  /** The current lifetime once no recovery is running (finishing a pending rebind first). */
+  /**
+   * Starts (or joins) the recovery from a relay loss; `seen` is the count of recoveries when the
+   * failing operation began (a loss from before the last recovery is already handled).
+   */
+  schedule(cause: TaskError, seen?: number): Promise<void>;
+  /** Recoveries completed so far. */
+  recoveries(): number;
+  /** The lifetime once no recovery is running (finishing a pending rebind first). */
   ready(): Promise<TaskCore>;
   settled(): Promise<void>;
   recovering(): boolean;
@@ -103,40 +101,42 @@ interface LossRecovery {
 }
 
 /**
- * The recovery state machine: a lost lifetime is fenced and discarded, its active tasks recorded
- * lost, a fresh lifetime made, then bound (a failed bind is retried by the next call, without
- * recording the loss again).
+ * The recovery state machine: after a relay loss the session binds a fresh endpoint and the same
+ * lifetime is re-homed on it — its tasks stay, and each looks for its peer again (reconnect.ts).
+ * A failed bind is retried by the next call.
  */
-function createLossRecovery(session: RelaySession, host: PresentationHost, lifetime: () => TaskCore, onRecovered: ((info: RecoveryInfo) => void) | undefined): LossRecovery {
-  let core = lifetime();
+function createLossRecovery(session: RelaySession, core: TaskCore, onRecovered: ((info: RecoveryInfo) => void) | undefined): LossRecovery {
   let closed = false;
   let recovery: Promise<void> | undefined;
-  /** A lost lifetime was discarded but the fresh endpoint is not bound yet. */
+  /** A loss was seen but the fresh endpoint is not bound yet. */
   let rebindPending = false;
   let lossCause: TaskError | undefined;
-  let lostEndpoint: TaskEndpoint | undefined;
-  let failedCount = 0;
+  let previousEndpoint: TaskEndpoint | undefined;
+  /** Completed recoveries: a loss seen by an operation that began before one is already handled. */
+  let recoveries = 0;
+  /** The epoch of the last binding this recovery made (the first binding's comes with the loss). */
+  let knownEpoch: string | undefined;
 
   async function recover(cause: TaskError): Promise<void> {
-    const lost = core;
-    if (!rebindPending && !lost.closed()) {
-      lostEndpoint = lost.endpoint();
-      const records = lossRecords(lost, cause);
-      failedCount = records.length;
-      lossCause = cause;
-      await lost.close();
-      core = lifetime();
+    if (!rebindPending) {
       rebindPending = true;
-      await host.recordLoss(records);
+      lossCause = cause;
+      previousEndpoint = core.endpoint();
     }
     if (closed) return;
     const binding = await session.rebind();
     rebindPending = false;
-    onRecovered?.({ endpoint: binding.endpoint, previousEndpoint: lostEndpoint, failedTasks: failedCount, cause: lossCause! });
+    recoveries += 1;
+    const boundEpoch = lossCause!.details.boundEpoch ?? knownEpoch;
+    knownEpoch = binding.epoch;
+    // Unknown epoch: assume the relay forgot (re-sending to a relay that remembers only risks a conflict).
+    const relayForgot = boundEpoch === undefined || boundEpoch !== binding.epoch;
+    const reconnecting = rehomeCore(core, binding.endpoint, relayForgot);
+    onRecovered?.({ endpoint: binding.endpoint, previousEndpoint, reconnecting, relayForgot, cause: lossCause! });
   }
 
-  function schedule(cause: TaskError): Promise<void> {
-    if (closed) return Promise.resolve();
+  function schedule(cause: TaskError, seen = recoveries): Promise<void> {
+    if (closed || seen !== recoveries) return Promise.resolve();
     if (recovery === undefined) {
       const attempt = recover(cause).finally(() => {
         if (recovery === attempt) recovery = undefined;
@@ -149,6 +149,7 @@ function createLossRecovery(session: RelaySession, host: PresentationHost, lifet
   return {
     current: () => core,
     schedule,
+    recoveries: () => recoveries,
     async ready() {
       if (closed) throw new TaskError("RELAY_CLOSED");
       if (recovery !== undefined) await recovery.catch(() => undefined);
@@ -159,7 +160,7 @@ function createLossRecovery(session: RelaySession, host: PresentationHost, lifet
       while (recovery !== undefined) await recovery.catch(() => undefined);
     },
     recovering: () => recovery !== undefined || rebindPending,
-    /** Stops recovering and closes the current lifetime (a running recovery binds nothing more). */
+    /** Stops recovering and closes the lifetime (a running recovery binds nothing more). */
     async close() {
       closed = true;
       await core.close();
@@ -170,8 +171,7 @@ function createLossRecovery(session: RelaySession, host: PresentationHost, lifet
 export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}): RecoveringTaskCore {
   const session = sessionFor(options);
   const host = options.host ?? holdingHost;
-  const lifetime = () =>
-    createTaskCore({
+  const core = createTaskCore({
       store: createTaskStore<CoreBook>(),
       session,
       host,
@@ -181,18 +181,19 @@ export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}
       ...(options.trust === undefined ? {} : { trust: options.trust }),
       ...(options.autoReassign === undefined ? {} : { autoReassign: options.autoReassign }),
     });
-  const recovery = createLossRecovery(session, host, lifetime, options.onRecovered);
+  const recovery = createLossRecovery(session, core, options.onRecovered);
   let closed = false;
   // Fire and forget: the retiring call rethrows its own error to its caller.
   session.onRetire((error) => void recovery.schedule(error).catch(() => undefined));
 
   async function run<T>(operation: (current: TaskCore) => Promise<T>): Promise<T> {
     const current = await recovery.ready();
+    const seen = recovery.recoveries();
     try {
       return await operation(current);
     } catch (raw) {
       const error = toTaskError(raw);
-      if (isRelayLoss(error)) recovery.schedule(error).catch(() => undefined);
+      if (isRelayLoss(error)) recovery.schedule(error, seen).catch(() => undefined);
       throw raw;
     }
   }

@@ -27,6 +27,7 @@ import { bound, roleOf } from "./ship.ts";
 import { targetDone, targetMessage } from "./target-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
+import { rehome } from "./reconnect.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
@@ -96,6 +97,18 @@ export interface TaskCoreInternals {
 }
 
 const internals = new WeakMap<TaskCore, TaskCoreInternals>();
+const contexts = new WeakMap<TaskCore, CoreContext>();
+
+/**
+ * After a relay loss (the session rebound to `endpoint`), keeps this core's tasks and moves them
+ * to the new endpoint; after a restart (`relayForgot`) each looks for its peer again
+ * (reconnect.ts). Returns how many look.
+ */
+export function rehomeCore(core: TaskCore, endpoint: TaskEndpoint, relayForgot = true): number {
+  const context = contexts.get(core);
+  if (context === undefined) throw new TaskError("TASK_ERROR", { message: "not a TaskCore made by createTaskCore" });
+  return isClosed(context) ? 0 : rehome(context, endpoint, relayForgot);
+}
 
 export function coreInternals(core: TaskCore): TaskCoreInternals {
   const found = internals.get(core);
@@ -158,6 +171,15 @@ function terminalPayload(params: DoneParams): Record<string, unknown> {
   };
 }
 
+/**
+ * The trust a core runs with. Its signatures claim its relay session name unless told otherwise:
+ * after a relay restart peers look that name up to find it again (reconnect.ts).
+ */
+function trustFor(options: TaskCoreOptions): TrustOptions {
+  const trust = options.trust ?? processLocalTrust();
+  return trust.claimedName === undefined ? { ...trust, claimedName: options.session.callerSession } : trust;
+}
+
 function createContext(options: TaskCoreOptions): CoreContext {
   return {
     store: options.store,
@@ -165,7 +187,7 @@ function createContext(options: TaskCoreOptions): CoreContext {
     clock: options.clock ?? Date.now,
     timers: options.timers ?? systemTimers,
     host: options.host ?? holdingHost,
-    trust: createTrustState(options.trust ?? processLocalTrust()),
+    trust: createTrustState(trustFor(options)),
     fence: new AbortController(),
     sending: new Map(),
     withheld: new Map(),
@@ -279,5 +301,6 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     },
   };
   internals.set(core, { store: context.store, session: context.session });
+  contexts.set(core, context);
   return core;
 }

@@ -298,6 +298,11 @@ export const orphanProbeIntervalMs = 5_000;
 export const orphanAfterMs = 10_000;
 /** Most registration probes (and reconnection lookups) per pass. */
 export const maxPeerProbesPerPass = 8;
+/**
+ * After a relay restart, how long a task looks for its peer's new endpoint (by its session name)
+ * before the origin declares it orphaned; the worker keeps looking, its task marked indeterminate.
+ */
+export const reconnectTimeoutMs = 30_000;
 
 // ---------------------------------------------------------------------------------------------
 // Units

@@ -14,6 +14,7 @@
  */
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import { canonicalJson } from "./canonical-json.ts";
+import type { TaskEndpoint } from "./schemas.ts";
 import {
   bindingSecretBytes,
   bindingSecretMinChars,
@@ -120,6 +121,11 @@ export const RELAY_REQUEST_KEYS: Readonly<Record<RelayOperation, ReadonlySet<str
 export interface EncodedEnvelope {
   readonly envelopeId: string;
   readonly text: string;
+  /**
+   * The endpoint the envelope names as its source. When given, the session sends it only while
+   * that endpoint is bound (after a rebind it must be re-addressed first).
+   */
+  readonly source?: TaskEndpoint;
 }
 
 /** Encodes an envelope value (canonical JSON), for callers that built it as an object. */

@@ -213,8 +213,12 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     return secret !== undefined && features?.has(FEATURE_BINDING_SECRET) === true ? { bindingSecret: secret } : {};
   }
 
-  async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0, envelopeText?: string): Promise<Record<string, unknown>> {
+  async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0, envelope?: EncodedEnvelope): Promise<Record<string, unknown>> {
     const binding = await ensureBound(operation, signal);
+    if (envelope?.source !== undefined && !sameEndpoint(envelope.source, binding.endpoint)) {
+      // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
+      throw new TaskError("TASK_DELIVERY_DEFERRED", { details: { operation, envelopeId: envelope.envelopeId, reason: "the envelope names an endpoint that is no longer bound" } });
+    }
     const callFence = bindingFence;
     const body = {
       operation,
@@ -227,7 +231,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     };
     let reply: SuccessReply;
     try {
-      reply = await transport.post(operation, requestText(body, envelopeText), {
+      reply = await transport.post(operation, requestText(body, envelope?.text), {
         signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]),
         extraDeadlineMs,
       });
@@ -345,7 +349,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     },
     async send(envelope, signal) {
       const details = { envelopeId: envelope.envelopeId };
-      const value = replyOf("send", await call("send", {}, signal, 0, envelope.text), "INVALID_ACCEPTANCE", details);
+      const value = replyOf("send", await call("send", {}, signal, 0, envelope), "INVALID_ACCEPTANCE", details);
       if (value.envelopeId !== envelope.envelopeId) throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
       if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
       return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };

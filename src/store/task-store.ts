@@ -215,6 +215,13 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   listQuarantine(): QuarantineEntry<B["purpose"]>[];
   /** Withdraws a pending envelope that never reached the wire, and any reservation naming it. */
   discardUnsentOperation(envelopeId: string): boolean;
+  /** A task's outbox envelopes (pending and accepted), oldest first. */
+  outboxOf(taskId: string): OutboxEntry<B["purpose"]>[];
+  /**
+   * Re-addresses an outbox envelope under the same id (after a relay restart: the new relay never
+   * saw the id): its new wire text and target; it is pending and unattempted again.
+   */
+  reencodeOutbox(envelopeId: string, target: TaskEndpoint, envelopeText: string): void;
 
   // cooldowns (the key is the caller's)
   setCooldown(key: string, cooldown: Cooldown): void;
@@ -241,6 +248,8 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   updateDelivery(envelopeId: string, patch: { stage?: B["stage"]; ackRequested?: boolean; data?: B["data"] }): DeliveryRow<B["stage"], B["data"]>;
   /** Forgets an acknowledged delivery; the frontier advances over the contiguous acknowledged run. */
   acknowledgeDelivery(envelopeId: string): boolean;
+  /** Forgets every tracked delivery and resets the checkpoint to "0" (a new relay's mailbox). */
+  resetInbox(): void;
   pendingDeliveryCount(): number;
   checkpoint(): Checkpoint;
 
@@ -468,6 +477,23 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         if (!entry.attempted) rows.write("outbox", envelopeId, { ...entry, attempted: true });
       });
     },
+    outboxOf(taskId) {
+      const entries: Entry[] = [];
+      for (const envelopeId of rows.keys("outbox")) {
+        const entry = rows.peek<Entry>("outbox", envelopeId)!;
+        if (entry.taskId === taskId) entries.push(entry);
+      }
+      return entries.sort((a, b) => a.seq - b.seq);
+    },
+    reencodeOutbox(envelopeId, target, envelopeText) {
+      mutate(() => {
+        const { acceptance: _dropped, ...entry } = requireOutbox(envelopeId);
+        const targetKey = endpointKey(target);
+        rows.writeText("envelope", envelopeId, envelopeText);
+        rows.write("outbox", envelopeId, { ...entry, target, targetKey, state: "pending", attempted: false } satisfies Entry);
+        dropRotationIfIdle(entry.targetKey);
+      });
+    },
     markOutboxAccepted(envelopeId, acceptance) {
       mutate(() => {
         const entry = requireOutbox(envelopeId);
@@ -583,6 +609,15 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         const removed = rows.remove("delivery", envelopeId);
         if (removed) rows.remove("inbound", envelopeId);
         return removed;
+      });
+    },
+    resetInbox() {
+      mutate(() => {
+        for (const envelopeId of [...rows.keys("delivery")]) {
+          rows.remove("delivery", envelopeId);
+          rows.remove("inbound", envelopeId);
+        }
+        rows.remove("checkpoint", CHECKPOINT_KEY);
       });
     },
     pendingDeliveryCount: () => indexes.deliveriesByCursor.length,

@@ -1,7 +1,6 @@
 import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
-import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, LOSS_MESSAGE, type PiMessage, type PiPresenter, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
+import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, type PiMessage, type PiPresenter, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { renderEvent, renderWake } from "../../extensions/pi-tasks/render.ts";
-import { TaskError } from "../../src/protocol/errors.ts";
 import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { assignmentOf, presentationItem, taskView } from "../helpers/extension-fakes.ts";
 import { flushMicrotasks } from "../../kit/async.ts";
@@ -111,15 +110,6 @@ describe("insert", () => {
     expect(presenter.inserted(item.eventId)).toBe(true);
   });
 
-  test("observed insertions belong to their lifetime: reset() (relay-loss recovery) forgets them", () => {
-    const { presenter, branch } = harness();
-    const item = presentationItem(taskView());
-    presenter.onMessageEnd({ role: "custom", customType: EVENT_MESSAGE, details: { eventId: item.eventId } });
-    branch.push(...Array.from({ length: insertionScanEntries + 5 }, () => ({ type: "message" })));
-    presenter.reset();
-    expect(presenter.inserted(item.eventId)).toBe(false);
-  });
-
   test("insertedEventId recognises only pi-tasks-event custom messages", () => {
     expect(insertedEventId({ type: "custom_message", customType: EVENT_MESSAGE, details: { eventId: "e1" } })).toBe("e1");
     expect(insertedEventId({ type: "custom", customType: EVENT_MESSAGE, data: { eventId: "e1" } })).toBeUndefined();
@@ -205,25 +195,7 @@ describe("archive and loss records", () => {
     expect(appended).toEqual([{ customType: EVENT_RECORD, data: { taskId: task.taskId, eventId: item.eventId, event: item.event } }]);
   });
 
-  test("recordLoss writes one non-waking pi-tasks-relay-loss message per task, readable by the model", () => {
-    const { presenter, sent } = harness();
-    const tasks = [taskView({ role: "origin" }), taskView({ role: "target" })];
-    const error = new TaskError("RELAY_STATE_LOST", { details: { cause: "RELAY_RESET", remoteOutcome: "unknown" } });
-    presenter.recordLoss(tasks.map((task) => ({ task: { ...task, status: "failed" }, error: error.withDetails({ taskId: task.taskId }) })));
-    expect(sent).toHaveLength(2);
-    for (const [index, { message, options }] of sent.entries()) {
-      const task = tasks[index]!;
-      expect(message.customType).toBe(LOSS_MESSAGE);
-      expect(options.triggerTurn).toBe(false);
-      expect(options.deliverAs).toBeUndefined();
-      expect(message.content).toContain(`- taskId: ${task.taskId}`);
-      expect(message.content).toContain(`- role: ${task.role}`);
-      expect(message.content).toContain("- error: RELAY_STATE_LOST");
-      expect(message.content).toContain("- remoteOutcome: unknown");
-      expect(message.content).toContain("failed");
-      expect(message.details).toMatchObject({ taskId: task.taskId, role: task.role, status: "failed", error: { code: "RELAY_STATE_LOST" }, remoteOutcome: "unknown" });
-    }
-  });
+
 });
 
 describe("the assignment text the presenter inserts", () => {

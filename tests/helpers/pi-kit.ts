@@ -7,14 +7,14 @@ import { afterAll, beforeAll, expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
+import { EVENT_MESSAGE, EVENT_RECORD, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
 import type { ScriptReply } from "../../src/demo/scripted-model.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { type PiProcess, type PiProcessOptions, type RpcRecord, type ScriptTurn, STOP_GRACE_MS, startPi } from "./pi-process.ts";
 
-export { EVENT_MESSAGE, EVENT_RECORD, LOSS_MESSAGE, STATUS_KEY, WAKE_MESSAGE };
+export { EVENT_MESSAGE, EVENT_RECORD, STATUS_KEY, WAKE_MESSAGE };
 
 export interface EventMessage {
   readonly taskId: string;
@@ -56,9 +56,6 @@ export function archiveRecords(pi: PiProcess): { taskId: string; eventId: string
   });
 }
 
-export function lossMessages(pi: PiProcess): Record<string, unknown>[] {
-  return pi.customMessages(LOSS_MESSAGE);
-}
 
 /** Every `setStatus` text for the pi-tasks key, in order (undefined = cleared). */
 export function statusTexts(pi: PiProcess): (string | undefined)[] {

@@ -1,0 +1,202 @@
+/**
+ * Tasks survive a relay restart. Both Pis keep their RAM; after `RELAY_RESET` each binds a fresh
+ * endpoint and the core re-homes the same lifetime on it (`rehome`): its own side of every task
+ * moves to the new endpoint, the old relay's deliveries and cursors are forgotten, and every task
+ * with a peer waits to find that peer again (`reconnectingSince`, attention `indeterminate`).
+ *
+ * A peer is found again either way (`movePeer`):
+ * - by name: the peer's session name (from its verified mail) is looked up on the relay, at most
+ *   `maxPeerProbesPerPass` per pass, each task every `orphanProbeIntervalMs`;
+ * - by its mail: mail signed by the task's bound peer key arriving from a new endpoint.
+ * Then every envelope of the task to that peer — pending or accepted by the old relay — is
+ * re-addressed under its own id and sent again (the new relay never saw it; the peer dedupes by
+ * event and intent ids, so nothing is presented or applied twice). Events keep their ids and
+ * payloads; their endpoints name the parties' current endpoints. An origin that cannot find its
+ * worker within `reconnectTimeoutMs` declares the task orphaned (orphans.ts); a worker keeps
+ * looking for its origin.
+ */
+import { sameEndpoint } from "../protocol/endpoint.ts";
+import { toTaskError } from "../protocol/errors.ts";
+import { maxPeerProbesPerPass, orphanProbeIntervalMs, reconnectTimeoutMs } from "../protocol/limits.ts";
+import type { AssignmentPayload, Lineage, TaskEndpoint, TaskEnvelope, TaskEvent, TaskRecord } from "../protocol/schemas.ts";
+import { isRecord } from "../protocol/validate.ts";
+import type { StoredTask } from "../store/task-store.ts";
+import { appendCanonical } from "./canonical.ts";
+import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
+import { encodeEnvelope } from "./envelopes.ts";
+import type { WorkScope } from "./scope.ts";
+import type { Signer } from "./trust.ts";
+
+/**
+ * A task's lineage with one party moved from `from` to `to`: the chain must end with the task's
+ * current origin and target (lineage.ts). Ancestors further up keep the endpoints on record.
+ */
+function relocated(lineage: Lineage | undefined, from: TaskEndpoint, to: TaskEndpoint): { lineage?: Lineage } {
+  if (lineage === undefined) return {};
+  const move = (endpoint: TaskEndpoint) => (sameEndpoint(endpoint, from) ? to : endpoint);
+  return { lineage: { ...lineage, chain: lineage.chain.map(move), owner: { ...lineage.owner, endpoint: move(lineage.owner.endpoint) } } };
+}
+
+/** Whether a task still has something to settle with its peer after a restart. */
+function needsPeer(context: CoreContext, stored: StoredTask): boolean {
+  if (stored.record.status === "active") return true;
+  return context.store.outboxOf(stored.record.taskId).some((entry) => entry.state === "pending");
+}
+
+/**
+ * Moves this lifetime to a fresh endpoint after a relay loss. Returns how many tasks now look for
+ * their peer.
+ *
+ * `relayForgot` (the epoch changed: a restarted relay) — every peer moved too and the relay lost
+ * all mail: each task waits to find its peer again, then re-sends everything. Otherwise (only this
+ * side was rebound, e.g. its registration was reaped or retired) the peers stay where they were and
+ * the relay still holds what it accepted: pending mail is re-addressed from the new endpoint at once.
+ */
+export function rehome(context: CoreContext, self: TaskEndpoint, relayForgot = true): number {
+  const { store } = context;
+  const previous = context.boundEndpoint;
+  context.boundEndpoint = self;
+  if (previous === undefined || sameEndpoint(previous, self)) return 0;
+  const now = context.clock();
+  let reconnecting = 0;
+  store.transaction(() => {
+    for (const task of store.listTasks()) {
+      const stored = store.getStoredTask(task.taskId)!;
+      store.updateTask(task.taskId, { ...(stored.role === "origin" ? { origin: self } : { target: self }), ...relocated(stored.record.lineage, previous, self) });
+      if (!needsPeer(context, stored)) continue;
+      if (!relayForgot) {
+        movePeer(context, undefined, task.taskId, stored.role === "origin" ? stored.record.target : stored.record.origin, "pending");
+        continue;
+      }
+      store.setTaskMeta(task.taskId, { ...store.getTaskMeta(task.taskId), reconnectingSince: now });
+      reconnecting += 1;
+    }
+    store.resetInbox();
+  });
+  context.hold = undefined;
+  context.probedAt.clear();
+  return reconnecting;
+}
+
+/** An event as it travels now: its parties' current endpoints (same id, same payload). */
+function readdressed(event: TaskEvent, task: TaskRecord): TaskEvent {
+  return { ...event, source: task.origin, target: task.target };
+}
+
+/** An envelope's inner payload, re-addressed for the task's current endpoints. */
+function innerNow(envelope: TaskEnvelope, task: TaskRecord): TaskEnvelope["payload"]["payload"] {
+  const inner = envelope.payload.payload;
+  if (envelope.payload.kind === "canonical_event") return readdressed(inner as TaskEvent, task);
+  if (envelope.payload.kind !== "assignment") return inner;
+  const assignment = inner as AssignmentPayload;
+  return {
+    ...assignment,
+    task: { ...task, status: assignment.task.status },
+    event: readdressed(assignment.event, task),
+    ...(assignment.history === undefined ? {} : { history: assignment.history.map((event) => readdressed(event, task)) }),
+  };
+}
+
+/**
+ * The peer of a task was found at `endpoint`: records it (the former one stays in the events'
+ * history only), ends the wait, and re-addresses the task's envelopes to the peer — every one
+ * (`all`: the relay that accepted some of them forgot them) or only those still `pending`.
+ */
+export function movePeer(context: CoreContext, scope: WorkScope | undefined, taskId: string, endpoint: TaskEndpoint, which: "all" | "pending" = "all"): void {
+  const { store } = context;
+  const stored = store.getStoredTask(taskId)!;
+  const former = stored.role === "origin" ? stored.record.target : stored.record.origin;
+  store.updateTask(taskId, { ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }), ...relocated(stored.record.lineage, former, endpoint) });
+  const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, ...meta } = store.getTaskMeta(taskId) ?? {};
+  store.setTaskMeta(taskId, meta);
+  const task = store.getStoredTask(taskId)!.record;
+  const self = stored.role === "origin" ? task.origin : task.target;
+  const now = context.clock();
+  for (const entry of store.outboxOf(taskId)) {
+    if (which === "pending" && entry.state !== "pending") continue;
+    const envelope = store.getEnvelope(entry.envelopeId);
+    if (envelope === undefined) continue;
+    const encoded = encodeEnvelope(self, endpoint, taskId, envelope.payload.kind, innerNow(envelope, task), now, context.trust.options, entry.envelopeId);
+    store.reencodeOutbox(entry.envelopeId, endpoint, encoded.text);
+    scope?.required.push(entry.envelopeId);
+  }
+}
+
+/**
+ * Mail signed by a task's bound peer key from another endpoint than the one on record — for a task
+ * looking for its peer, or claiming the peer's session name: the peer moved (a relay restart or a
+ * rebind). Unsigned mail never moves a peer.
+ */
+export function followMovedPeer(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope, signer: Signer): void {
+  if (!signer.verified) return;
+  const { store } = context;
+  const stored = store.getStoredTask(envelope.payload.taskId);
+  if (stored === undefined) return;
+  const meta = store.getTaskMeta(stored.record.taskId);
+  // A task looking for its peer follows the peer's key; otherwise the mail must also come from the
+  // peer's own session (it was rebound on the same relay state and we did not notice).
+  if (meta?.reconnectingSince === undefined && (meta?.peerSession === undefined || signer.claimedName !== meta.peerSession)) return;
+  const bound = stored.role === "origin" ? meta?.workerKey : meta?.originKey;
+  const current = stored.role === "origin" ? stored.record.target : stored.record.origin;
+  if (bound !== signer.key || sameEndpoint(current, envelope.source)) return;
+  movePeer(context, scope, stored.record.taskId, envelope.source);
+}
+
+/** The endpoint a session name is registered with now, or undefined. */
+async function lookUp(context: CoreContext, session: string, signal: AbortSignal): Promise<TaskEndpoint | undefined> {
+  const status = await context.session.transport.sessionStatus(session, { signal });
+  const endpoint = status.taskEndpoint;
+  return isRecord(endpoint) && typeof endpoint.relay === "string" && typeof endpoint.id === "string" ? { relay: endpoint.relay, id: endpoint.id } : undefined;
+}
+
+/** An origin that waited `reconnectTimeoutMs` in vain: the task is orphaned (once). */
+function giveUp(context: CoreContext, stored: StoredTask, since: number): void {
+  const { store } = context;
+  if (stored.record.status !== "active") {
+    const { reconnectingSince: _stop, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
+    store.setTaskMeta(stored.record.taskId, meta);
+    return;
+  }
+  const now = context.clock();
+  store.transaction(() => {
+    const { reconnectingSince: _stop, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
+    store.setTaskMeta(stored.record.taskId, { ...meta, lostSince: since, orphanedAt: now });
+    store.enqueueLocalPresentation(appendCanonical(store, stored.record, "task.orphaned", { since, target: stored.record.target }, now));
+  });
+}
+
+/** The reconnection phase: looks up the peers of tasks still waiting. Returns how many were found. */
+export async function reconnectPeers(context: CoreContext, scope: WorkScope): Promise<number> {
+  const { store } = context;
+  let lookups = 0;
+  let found = 0;
+  for (const task of store.listTasks()) {
+    if (lookups >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
+    const meta = store.getTaskMeta(task.taskId);
+    const since = meta?.reconnectingSince;
+    if (since === undefined) continue;
+    const stored = store.getStoredTask(task.taskId)!;
+    if (stored.role === "origin" && context.clock() - since >= reconnectTimeoutMs) {
+      giveUp(context, stored, since);
+      continue;
+    }
+    const last = context.probedAt.get(task.taskId);
+    if (meta?.peerSession === undefined || (last !== undefined && context.timers.now() - last < orphanProbeIntervalMs)) continue;
+    context.probedAt.set(task.taskId, context.timers.now());
+    lookups += 1;
+    let endpoint: TaskEndpoint | undefined;
+    try {
+      endpoint = await lookUp(context, meta.peerSession, scope.signal);
+    } catch (raw) {
+      rethrowRelayLoss(raw);
+      const error = toTaskError(raw);
+      // Not registered (yet): the peer has not rebound on the new relay; look again later.
+      if (error.code !== "CALLER_NOT_FOUND") scope.fail("peers", error.withDetails({ taskId: task.taskId }));
+      continue;
+    }
+    if (isClosed(context) || endpoint === undefined) continue;
+    store.transaction(() => movePeer(context, scope, task.taskId, endpoint));
+    found += 1;
+  }
+  return found;
+}
