@@ -17,6 +17,7 @@
  * - trust.ts      identity, paired peers, PI_TASKS_TRUST and the pairing dialog (the human decides)
  * - questions.ts  questions for the person: announced, listed on /tasks, answered with /tasks answer
  * - reassign.ts   /tasks reassign: the person moves an orphaned task to another worker
+ * - audit.ts      /tasks audit: one timeline joining both sides' views, gaps named
  * - render.ts     the text the model reads
  * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
  */
@@ -26,6 +27,7 @@ import { createTasksRuntime, type PiContextView } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
 import { answerCommand } from "./questions.ts";
 import { reassignCommand } from "./reassign.ts";
+import { auditCommand } from "./audit.ts";
 import { createTaskTools, errorResult } from "./tools/index.ts";
 
 const BOARD_MESSAGE = "pi-tasks-board";
@@ -127,13 +129,17 @@ export default function piTasks(pi: ExtensionAPI): void {
 
   pi.registerCommand("tasks", {
     description:
-      "pi-tasks board: this session, its relay, questions waiting for you and every task in plain words; /tasks <id> for one task; /tasks answer [<question id>] [<text>] to answer a question; /tasks reassign <task id> [<session>] to move an orphaned task",
+      "pi-tasks board: this session, its relay, questions waiting for you and every task in plain words; /tasks <id> for one task; /tasks answer [<question id>] [<text>] to answer a question; /tasks reassign <task id> [<session>] to move an orphaned task; /tasks audit <task id> [--json] for one timeline of both sides' views",
     handler: async (args, ctx) => {
       let lines: string[];
       try {
         const words = args.trim().split(/\s+/).filter((word) => word !== "");
         if (words[0] === "answer") lines = await answer(words.slice(1), ctx);
         else if (words[0] === "reassign") lines = await reassignCommand(words.slice(1), { current: () => life.current(), run: (operation) => life.run(operation), info: () => life.info() });
+        else if (words[0] === "audit") {
+          await life.ready();
+          lines = await auditCommand(words.slice(1), { current: () => life.current(), requestRefresh: () => life.requestRefresh(), appendEntry: (type, data) => pi.appendEntry(type, data) });
+        }
         else lines = await board(args);
       } catch (error) {
         lines = [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];

@@ -8,6 +8,7 @@
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { DEFAULT_RELAY_PORT, relayDefaultHost, workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
+import { auditCommand } from "./audit.ts";
 import { conformanceCommand } from "./conformance.ts";
 import { demoCommand } from "./demo.ts";
 import { identityCommand } from "./identity.ts";
@@ -116,6 +117,12 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     usage: "pi-tasks conformance URL [--features watch-v1,successor-v1] [--json]",
     summary: "check a relay against the volatile-v1 wire (docs/wire.md); exits 0 only when every check passes",
     run: (args, env) => conformanceCommand(args, env),
+  },
+  audit: {
+    usage: "pi-tasks audit TASK_ID [--sessions DIR] [--json]",
+    summary: "one timeline of a task from this machine's Pi session files: both sides' views joined (from /tasks audit in the origin's Pi), gaps named",
+    environment: "environment: PI_CODING_AGENT_SESSION_DIR, else PI_CODING_AGENT_DIR/sessions, else ~/.pi/agent/sessions",
+    run: (args, env) => auditCommand(args, env, (text) => process.stdout.write(text)),
   },
   identity: {
     usage: "pi-tasks identity [--json]",

@@ -25,6 +25,7 @@ import { makeIntent } from "./envelopes.ts";
 import { checkIntentCorrection } from "./corrections.ts";
 import { checkLineage } from "./lineage.ts";
 import { followMovedPeer } from "./reconnect.ts";
+import { answerAudit } from "./audit.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import { admit, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
@@ -233,6 +234,12 @@ function recordCanonical(context: CoreContext, scope: WorkScope, envelope: TaskE
   const requires = store.transaction(() => {
     store.appendEvent(event);
     if (terminal !== null && stored.record.status === "active") store.setStatus(event.taskId, terminal);
+    // The origin asks for this side's view: answered at once (audit.ts).
+    if (event.type === "task.audit_requested") {
+      const answer = answerAudit(context, store.getStoredTask(event.taskId)!, event);
+      scope.required.push(answer);
+      return [answer];
+    }
     return relayAnswerDown(context, scope, event);
   });
   return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: visibleAtTarget(store, event), requires };

@@ -28,6 +28,7 @@ import { targetDone, targetMessage } from "./target-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";
+import { type AuditReport, auditReport, requestAudit } from "./audit.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
@@ -66,6 +67,13 @@ export interface TaskCore {
   acknowledge(input: unknown, options?: OperationOptions): Promise<AckResult>;
   /** Moves an orphaned task (or one whose target is gone) to `to`, else to its target's live successor. */
   reassignTask(taskId: string, options?: OperationOptions & { readonly to?: TaskEndpoint }): Promise<ReassignResult>;
+  /**
+   * The origin asks the task's worker for its view (sent by the next pass; the worker answers at
+   * once). Returns the request's event id. See audit.ts.
+   */
+  requestAudit(taskId: string): string;
+  /** One timeline of the task joining this side's log with the worker's newest view, gaps named. */
+  audit(taskId: string): AuditReport;
   getTask(taskId: string): TaskView;
   findTask(taskId: string): TaskView | undefined;
   listTasks(): TaskView[];
@@ -259,6 +267,11 @@ function reads(context: CoreContext) {
       return found;
     },
     findTask: view,
+    audit: (taskId: string) => auditReport(context, taskId),
+    requestAudit: (taskId: string) => {
+      if (isClosed(context)) throw new TaskError("RELAY_CLOSED");
+      return requestAudit(context, taskId);
+    },
     listTasks: () => store.listTasks().map((task) => viewTask(store, task, context.trust)),
     receive: () => receiveItems(store),
     completeLocalPresentation: (eventId: string) => store.completeLocalPresentation(eventId),

@@ -68,6 +68,11 @@ export const ERROR_REGISTRY = Object.freeze({
   BINDING_SECRET_REQUIRED: spec("auth", "This endpoint's registration requires its binding secret, and the request carries none.", { rebind: true, httpStatus: 401 }),
   BINDING_SECRET_INVALID: spec("forbidden", "The request's binding secret is not this endpoint registration's.", { rebind: true, httpStatus: 403 }),
   SESSION_PROTECTED: spec("forbidden", "A live registration holds this session name; only its holder may re-register it until its lease ends.", { retryable: true, httpStatus: 403 }),
+  // The Redis store (docs/multi-machine.md). Internal: no HTTP status, so a failing store call is
+  // answered 503 RELAY_UNAVAILABLE; at start-up the relay exits with it.
+  REDIS_UNAVAILABLE: spec("unavailable", "The relay's Redis store cannot be reached or did not answer in time.", { retryable: true }),
+  REDIS_PERSISTENT: spec("config", "The Redis store persists to disk (save or appendonly), or its configuration cannot be read; a volatile-v1 relay is memory-only, so it refuses unless started with --allow-persistent-store."),
+  REDIS_EVICTS: spec("config", "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it."),
 
   // -- client codes ---------------------------------------------------------------------------
   RELAY_REBIND_REQUIRED: spec("reset", "The relay binding was retired; a fresh endpoint must be bound.", { relayLoss: true }),

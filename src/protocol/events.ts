@@ -11,6 +11,8 @@ import {
   DeliveryReceiptPayload,
   LateTerminalPayload,
   ParentAcknowledgedPayload,
+  AuditRequestedPayload,
+  AuditViewPayload,
   CancelOutcomePayload,
   CorrectionPayload,
   OrphanedPayload,
@@ -76,6 +78,10 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
   "task.orphaned": row("task.orphaned", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: false, payload: OrphanedPayload }),
   // An author's correction or withdrawal of an earlier answer or result; the original stays, superseded.
   "task.correction": row("task.correction", { modelVisible: true, terminalStatus: null, conversational: true, originLocal: false, receiverIntent: true, payload: CorrectionPayload }),
+  // The origin asks the worker for its view (archived at the worker, which answers at once).
+  "task.audit_requested": row("task.audit_requested", { ...archived, payload: AuditRequestedPayload }),
+  // The worker's view of the task, kept in the origin's log for `audit`; never forwarded, never shown.
+  "task.audit_view": row("task.audit_view", { modelVisible: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: AuditViewPayload }),
   "task.cancel_outcome": row("task.cancel_outcome", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: CancelOutcomePayload }),
 });
 

@@ -296,6 +296,12 @@ export const orphanProbeIntervalMs = 5_000;
  * after the relay dropped the registration (at once on disconnect, at lease expiry after a crash).
  */
 export const orphanAfterMs = 10_000;
+/** Most events a worker puts in its audit view (the newest; the count of older ones is given). */
+export const maxAuditEntries = 256;
+/** The shortest task id prefix `pi-tasks audit` accepts (the board shows 8 characters). */
+export const minTaskIdPrefixChars = 8;
+/** How long `/tasks audit` waits for the worker's view before printing without it. */
+export const auditWaitMs = 6_000;
 /** Most registration probes (and reconnection lookups) per pass. */
 export const maxPeerProbesPerPass = 8;
 /**
@@ -356,3 +362,20 @@ export const shutdownDisconnectMs = 1_000;
 export const diagnosticTailChars = 2_000;
 /** The demo must see the origin acknowledge the completed task within this time. */
 export const demoTimeoutMs = 90_000;
+
+// ---------------------------------------------------------------------------------------------
+// The Redis relay store (`pi-tasks relay --store redis://…`) — docs/multi-machine.md
+// ---------------------------------------------------------------------------------------------
+
+/** Port of a `redis://` or `rediss://` store URL that names none (Redis's own default). */
+export const redisDefaultPort = 6379;
+/** Connecting to Redis (at start-up, and again after the connection was lost) gives up after this. */
+export const redisConnectTimeoutMs = 2_000;
+/** A store call Redis has not answered within this fails (the relay answers `RELAY_UNAVAILABLE`). */
+export const redisCommandTimeoutMs = 5_000;
+/**
+ * The cursor space of a mailbox in Redis: a cursor is a sorted-set score there, exact up to 2^53 − 1
+ * (the in-process store's space is `maxCursorDigits` digits). Beyond it the mailbox is full
+ * (budget `cursor`), as in memory.
+ */
+export const redisMaxCursor = Number.MAX_SAFE_INTEGER;

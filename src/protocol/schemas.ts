@@ -23,6 +23,7 @@ import {
   maxTaskIdChars,
   maxTaskTextChars,
   maxWireIdChars,
+  maxAuditEntries,
   maxWorkerNameChars,
   minWireIdChars,
   TASK_PROTOCOL_VERSION,
@@ -133,6 +134,8 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.cancel_outcome",
   "task.orphaned",
   "task.correction",
+  "task.audit_requested",
+  "task.audit_view",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -219,6 +222,23 @@ export const CancelOutcome = Type.Union([Type.Literal("aborted"), Type.Literal("
 export type CancelOutcome = Static<typeof CancelOutcome>;
 /** The origin's record that a task's worker is gone (not registered since `since`). */
 export const OrphanedPayload = Type.Object({ since: Millis, target: TaskEndpoint }, strict);
+/** The origin asks the worker for its view of the task (audit.ts). */
+export const AuditRequestedPayload = Type.Object({}, strict);
+/** One event as a side holds it: enough to join two views into one timeline. */
+export const AuditEntry = Type.Object({ eventId: Id, type: TaskEventTypeSchema, sequence: Sequence, occurredAt: Millis }, strict);
+export type AuditEntry = Static<typeof AuditEntry>;
+/** The worker's view: its status and its newest `maxAuditEntries` events (`omitted` older ones left out). */
+export const AuditViewPayload = Type.Object(
+  {
+    ...intentIdField,
+    requestEventId: Id,
+    status: TaskStatus,
+    events: Type.Array(AuditEntry, { maxItems: maxAuditEntries }),
+    omitted: Type.Integer({ minimum: 0 }),
+  },
+  strict,
+);
+export type AuditViewPayload = Static<typeof AuditViewPayload>;
 /** What a worker's Pi did with a cancel: its turn aborted, it was already idle, or it was still busy after the grace period. */
 export const CancelOutcomePayload = Type.Object({ ...intentIdField, cancelEventId: Id, outcome: CancelOutcome }, strict);
 export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields }, strict);
@@ -304,6 +324,7 @@ export const ReceiverIntentType = Type.Union([
   Type.Literal("task.progress"),
   Type.Literal("task.cancel_outcome"),
   Type.Literal("task.correction"),
+  Type.Literal("task.audit_view"),
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 

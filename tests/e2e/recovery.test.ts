@@ -89,7 +89,9 @@ async function relayRestart() {
   const originBefore = await waitForEndpoint(first.url, "restart-origin");
   origin.prompt("Delegate the banner.");
   await origin.waitFor(() => eventMessages(origin).some((message) => message.type === "task.question"), 20_000);
-  await origin.waitFor((record) => record.type === "agent_settled", 15_000);
+  // The turn the question woke has ended (not just the turn that sent the task).
+  const idle = (process: PiProcess) => process.records.findLast((record) => record.type === "agent_start" || record.type === "agent_settled")?.type === "agent_settled";
+  await origin.waitFor(() => origin.turns.some((turn) => lastSeen(turn, "## task question") !== undefined) && idle(origin), 15_000);
   await worker.waitFor((record) => record.type === "agent_settled", 15_000);
 
   const marks = { origin: origin.records.length, worker: worker.records.length, originTurns: origin.turns.length };
@@ -125,11 +127,17 @@ async function relayRestart() {
     process.prompt("/tasks");
     boards[name] = await nextBoard(process, from);
   }
+  // The person audits the task: the origin asks the worker for its view over the new relay.
+  const taskId = eventMessages(worker).find((message) => message.type === "task.created")!.taskId;
+  const auditFrom = origin.records.length;
+  origin.prompt(`/tasks audit ${taskId.slice(0, 8)}`);
+  const audited = await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("audit of task"), 15_000, auditFrom);
+  const audit = String(audited.message).split("\n");
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const statusAtEnd = { origin: statusTexts(origin).at(-1), worker: statusTexts(worker).at(-1) };
   const codes = { origin: await origin.stop(), worker: await worker.stop() };
   const stopMs = { origin: origin.stopMs(), worker: worker.stopMs() };
-  return { origin, worker, workerBefore: target, workerAfter, originBefore, originAfter, relayExit, outageStatus, quiet, boards, entries, statusAtEnd, codes, stopMs, marks };
+  return { origin, worker, workerBefore: target, workerAfter, originBefore, originAfter, relayExit, outageStatus, quiet, boards, audit, entries, statusAtEnd, codes, stopMs, marks };
 }
 
 async function startFailure() {
@@ -217,6 +225,18 @@ describe("relay restart mid-task", () => {
       expect(rows[0]!.trim().startsWith(taskId.slice(0, 8))).toBe(true);
       expect(rows[0]).toMatch(/ — (done|completed), acknowledged/);
     }
+  });
+
+  test("/tasks audit joins both sides' views over the new relay: every event the worker should hold, it holds", async () => {
+    const { audit, worker } = await restart;
+    const taskId = eventMessages(worker).find((message) => message.type === "task.created")!.taskId;
+    expect(audit[0]).toBe(`audit of task ${taskId} — sides: origin, worker`);
+    const rows = audit.filter((line) => line.startsWith("  #"));
+    // Created, question, answer, completed and the ACK travelled to the worker across the restart.
+    for (const type of ["task.created", "task.question", "task.answer", "task.completed", "task.parent_acknowledged"]) {
+      expect({ type, row: rows.find((line) => line.includes(` ${type} `)) }).toEqual({ type, row: expect.stringContaining("held by origin, worker") });
+    }
+    expect(audit.at(-1)).toBe("no gaps: every side holds what it should");
   });
 
   test("nothing hangs: both processes exit 0 promptly on stdin close, without extension errors", async () => {

@@ -7,7 +7,7 @@ import { thrown } from "../../kit/async.ts";
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {
     expect(Object.keys(TASK_EVENT_TYPES).sort()).toEqual([...TASK_EVENT_TYPE_NAMES].sort());
-    expect(TASK_EVENT_TYPE_NAMES.length).toBe(17);
+    expect(TASK_EVENT_TYPE_NAMES.length).toBe(19);
     for (const [type, row] of Object.entries(TASK_EVENT_TYPES)) expect(row.type).toBe(type as never);
   });
 
@@ -36,6 +36,8 @@ describe("TASK_EVENT_TYPES", () => {
       "task.cancel_outcome": [true, null, false, true, true, false],
       "task.orphaned": [true, null, false, true, false, true],
       "task.correction": [true, null, true, false, true, true],
+      "task.audit_requested": [false, null, false, false, false, false],
+      "task.audit_view": [false, null, false, true, true, false],
     });
     expect(isTerminalType("task.timed_out")).toBe(true);
     expect(isTerminalType("task.late_terminal")).toBe(false);

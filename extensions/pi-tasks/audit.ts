@@ -1,0 +1,69 @@
+/**
+ * `/tasks audit <task id> [--json]`: one timeline of a task joining this side's log with the
+ * worker's view, gaps named (src/core/audit.ts). At the origin it asks the worker for its view over
+ * the relay and waits up to `auditWaitMs` for the answer; without one the gap says so. A worker
+ * prints its own log. The report is also kept in the session (`pi-tasks-audit` entry, never shown
+ * to the model) so `pi-tasks audit` can read it later.
+ */
+import { type AuditReport, auditLines, joinAudit, auditEntry } from "../../src/core/audit.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { auditWaitMs } from "../../src/protocol/limits.ts";
+import { findByPrefix } from "./board.ts";
+
+/** The custom entry type of a kept audit report. */
+export const AUDIT_ENTRY = "pi-tasks-audit";
+
+export interface AuditDeps {
+  readonly current: () => TaskCore;
+  readonly requestRefresh: () => void;
+  readonly appendEntry: (customType: string, data: unknown) => void;
+  /** Test seam: how long to wait for the worker's view (default `auditWaitMs`). */
+  readonly waitMs?: number;
+}
+
+function usage(problem: string): TaskError {
+  return new TaskError("CLI_USAGE", { message: `${problem} — usage: /tasks audit <task id> [--json]` });
+}
+
+/** Resolves when the report has the worker's view, or after `waitMs` (whichever comes first). */
+function viewArrives(core: TaskCore, taskId: string, waitMs: number): Promise<AuditReport> {
+  const hasView = () => !core.audit(taskId).gaps.some((gap) => gap.kind === "no-view");
+  return new Promise((resolve) => {
+    let stop = () => undefined as void;
+    const timer = setTimeout(() => finish(), waitMs);
+    const finish = () => {
+      clearTimeout(timer);
+      stop();
+      resolve(core.audit(taskId));
+    };
+    stop = core.onChange(() => {
+      if (hasView()) finish();
+    });
+    if (hasView()) finish();
+  });
+}
+
+export async function auditCommand(words: readonly string[], deps: AuditDeps): Promise<string[]> {
+  const json = words.includes("--json");
+  const rest = words.filter((word) => word !== "--json");
+  const [prefix] = rest;
+  if (prefix === undefined || rest.length > 1) throw usage("name the task");
+  const core = deps.current();
+  const found = findByPrefix(core.listTasks(), prefix);
+  if (Array.isArray(found)) throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
+  let report: AuditReport;
+  if (found.role === "origin") {
+    const requested = core.requestAudit(found.taskId);
+    deps.requestRefresh();
+    report = await viewArrives(core, found.taskId, deps.waitMs ?? auditWaitMs);
+    // A view older than this request is still shown; the gap names the missing fresh one.
+    if (!core.getTask(found.taskId).events.some((event) => event.type === "task.audit_view" && event.payload.requestEventId === requested)) {
+      report = { ...report, gaps: [...report.gaps.filter((gap) => gap.kind !== "no-view"), { kind: "no-view", side: "worker", text: `no fresh view from the worker within ${deps.waitMs ?? auditWaitMs} ms (asked; it may be offline)` }] };
+    }
+  } else {
+    report = joinAudit(found.taskId, [{ label: "worker", status: found.status, events: found.events.map(auditEntry) }, { label: "origin", missing: "only the origin can join both views (run /tasks audit in the origin's Pi)" }]);
+  }
+  deps.appendEntry(AUDIT_ENTRY, report);
+  return json ? [JSON.stringify(report)] : auditLines(report);
+}
