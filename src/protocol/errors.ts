@@ -115,7 +115,6 @@ export const ERROR_REGISTRY = Object.freeze({
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
   TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),
-  RELAY_STATE_LOST: spec("lost", "The relay state was lost; the task failed locally and its remote outcome is unknown."),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
   INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),
   TASKS_STARTING: spec("starting", "pi-tasks is still starting (finding or starting its relay); try again in a moment.", { retryable: true }),
