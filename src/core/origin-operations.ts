@@ -8,15 +8,15 @@ import { TaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
 import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
 import type { CancelParams, MessageParams, SendParams, TaskEndpoint, TaskEvent, TaskEventType, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
-import { OPERATION } from "./bookkeeping.ts";
+import { COOLDOWN, OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
-import { assertOpen, type CoreContext, isClosed } from "./context.ts";
+import { type CoreContext, isClosed } from "./context.ts";
 import { makeEvent } from "./envelopes.ts";
 import { correctionFields } from "./corrections.ts";
 import { lineageFor } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
 import type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult } from "./results.ts";
-import { deliveryOf, fenced, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
+import { deliveryOf, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
 import { terminalDelivery } from "./views.ts";
 
 /** Appends an origin-authored canonical event and fans it out to the worker (no local echo). */
@@ -25,12 +25,15 @@ function originEvent(context: CoreContext, task: TaskRecord, type: TaskEventType
   return { event, envelopeId: fanOut(context, undefined, task, event, false) };
 }
 
-/** Records a definitively undeliverable assignment: the task exists and fails locally with the relay's reason. */
-function failUndeliverable(context: CoreContext, task: TaskRecord, error: TaskError): void {
+/**
+ * An assignment the relay refused for good (unknown target, too large, …): seed 004 says no task
+ * exists then, so it is forgotten — with its envelope and any cooldown of it.
+ */
+function discardRefused(context: CoreContext, taskId: string, envelopeId: string): void {
   const { store } = context;
   store.transaction(() => {
-    if (store.getStoredTask(task.taskId)?.record.status !== "active") return;
-    appendCanonical(store, task, "task.failed", { summary: "The assignment could not be delivered.", noEffect: true, error: { code: error.code, message: error.message, retryable: false } }, context.clock());
+    store.clearCooldown(COOLDOWN.envelope(envelopeId));
+    store.discardTask(taskId);
   });
 }
 
@@ -38,12 +41,11 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
   const { store } = context;
   if (sameEndpoint(params.to, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
   const taskId = crypto.randomUUID();
-  // Refused here (cycle, depth) means no relay request, nothing created or sent. (A resolve without
-  // followSuccessor answers exactly the endpoint it was given, so the chain is checked against it.)
+  // Refused here (cycle, depth) means no relay request, nothing created or sent.
   const lineage = lineageFor(context, self, params.to, taskId, params);
-  // A definitive refusal here means no task is created.
-  const { endpoint: target } = await context.session.resolve(params.to, { signal: fenced(context, signal) });
-  assertOpen(context, "createTask");
+  // One round trip: the send's own target check is the resolve. Accepted → the task exists; refused
+  // for good → it is forgotten (no task); an uncertain outcome keeps it, its assignment pending.
+  const target = params.to;
   const createdAt = context.clock();
   const task: TaskRecord = {
     taskId,
@@ -71,7 +73,11 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
     });
   });
   const outcome = await shipOwn(context, signal, envelopeId);
-  if (outcome.state === "quarantined" && !isClosed(context)) failUndeliverable(context, task, outcome.error);
+  if (outcome.state === "quarantined") {
+    if (!isClosed(context)) discardRefused(context, task.taskId, envelopeId);
+    // No task exists: the error names none.
+    throw outcome.error.withDetails({ envelopeId, delivery: "blocked", created: false });
+  }
   requireAccepted(outcome, task.taskId);
   return { taskId: task.taskId, envelopeId, target };
 }

@@ -215,6 +215,13 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   listQuarantine(): QuarantineEntry<B["purpose"]>[];
   /** Withdraws a pending envelope that never reached the wire, and any reservation naming it. */
   discardUnsentOperation(envelopeId: string): boolean;
+  /**
+   * Forgets a task as if it had never been created — its record, events, meta, evidence, local
+   * presentations, intents, reservations and every outbox or quarantined envelope of it (an
+   * assignment the relay refused for good: seed 004 says no task exists then). Returns whether it
+   * existed.
+   */
+  discardTask(taskId: string): boolean;
   /** A task's outbox envelopes (pending and accepted), oldest first. */
   outboxOf(taskId: string): OutboxEntry<B["purpose"]>[];
   /**
@@ -523,6 +530,32 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         const opKey = indexes.operationByEnvelope.get(envelopeId);
         if (opKey !== undefined) rows.remove("operation", opKey);
         dropRotationIfIdle(entry.targetKey);
+        return true;
+      });
+    },
+
+    discardTask(taskId) {
+      return mutate(() => {
+        if (!rows.has("task", taskId)) return false;
+        for (const eventId of (indexes.eventsByTask.get(taskId) ?? []).map((item) => item.eventId)) {
+          rows.remove("event", eventId);
+          rows.remove("evidence", eventId);
+          rows.remove("local", eventId);
+        }
+        for (const table of ["outbox", "quarantine"] as const) {
+          for (const envelopeId of [...rows.keys(table)]) {
+            const entry = rows.peek<{ taskId: string; targetKey: string }>(table, envelopeId)!;
+            if (entry.taskId !== taskId) continue;
+            rows.remove(table, envelopeId);
+            rows.remove("envelope", envelopeId);
+            dropRotationIfIdle(entry.targetKey);
+          }
+        }
+        const prefix = operationKey(taskId, "");
+        for (const key of [...rows.keys("operation")]) if (key.startsWith(prefix)) rows.remove("operation", key);
+        for (const intentId of [...rows.keys("intent")]) if (rows.peek<StoredIntent>("intent", intentId)!.intent.taskId === taskId) rows.remove("intent", intentId);
+        rows.remove("meta", taskId);
+        rows.remove("task", taskId);
         return true;
       });
     },

@@ -137,34 +137,35 @@ describe("createTask", () => {
     expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
   });
 
-  test("an unregistered target is TARGET_NOT_REGISTERED and creates no task", async () => {
+  test("an unregistered target is TARGET_NOT_REGISTERED and creates no task: one send, refused, nothing kept", async () => {
     const origin = await party();
+    const before = requestsOf(fx.proxy, origin.name).length;
     const error = await failure(origin.core.createTask({ to: { relay: RELAY_ID, id: crypto.randomUUID() }, task: "nobody is there" }));
     expectCode(error, "TARGET_NOT_REGISTERED");
     expect(error.retryable).toBe(false);
+    expect(error.details).toMatchObject({ created: false, delivery: "blocked" });
+    expect(error.details.taskId).toBeUndefined();
     expect(origin.core.listTasks()).toEqual([]);
-    expect(sentEnvelopes(fx.proxy, origin.name)).toEqual([]);
+    // One round trip: the send's own target check (no separate resolve).
+    expect(requestsOf(fx.proxy, origin.name).slice(before).map((request) => request.operation)).toEqual(["send"]);
+    const { store } = coreInternals(origin.core);
+    expect({ pending: store.pendingOutboxCount(), quarantined: store.listQuarantine().length, records: store.stats().records }).toEqual({ pending: 0, quarantined: 0, records: 0 });
+    // Never re-sent.
+    await origin.core.refresh();
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment")).toHaveLength(1);
   });
 
-  test("an assignment the relay refuses for good leaves a locally failed task and reports its id", async () => {
+  test("a worker that leaves while the assignment is in flight: refused for good, no task is left behind", async () => {
     const { origin, worker } = await pair();
     fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
     const creating = failure(origin.core.createTask({ to: to(worker), task: "the worker leaves while this is in flight" }));
     await fx.proxy.waitFor((stats) => stats.held === 1);
-    // Resolved while registered; gone by the time the send reaches the relay.
     await coreInternals(worker.core).session.disconnect();
     fx.proxy.release();
     const error = await creating;
     expectCode(error, "TARGET_NOT_REGISTERED");
-    expect(error.retryable).toBe(false);
-    expect(error.details.delivery).toBe("blocked");
-    const taskId = error.details.taskId as string;
-    const view = origin.core.getTask(taskId);
-    expect(view.status).toBe("failed");
-    expect(view.events.map((event) => event.type)).toEqual(["task.created", "task.failed"]);
-    expect(view.events[1]!.payload).toMatchObject({ error: { code: "TARGET_NOT_REGISTERED", retryable: false } });
-    expect(view.deliveryEvidence.relayAcceptance).toBe("blocked");
-    // Quarantined: never re-sent.
+    expect(error.details).toMatchObject({ created: false, delivery: "blocked" });
+    expect(origin.core.listTasks()).toEqual([]);
     await origin.core.refresh();
     expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment")).toHaveLength(1);
     expect(origin.core.hasPendingWork()).toBe(false);
