@@ -8,7 +8,7 @@
  * - presented: the worker inserted the task's `task.created` and each message; the origin inserted
  *   the task's terminal event.
  * - reported (two columns): not presented, but the sender's model was told — lost to relay reset
- *   (`RELAY_STATE_LOST` after a relay restart: accepted mail is lost by design with a memory-only
+ *   (kept at 0 since both Pis keep their tasks and re-send after a restart; a memory-only
  *   relay), or ended with a lifetime that was shut down (`task.timed_out` at the origin, or the
  *   failed call).
  * - refused: the operation failed definitively and created nothing (the caller was told).
@@ -23,11 +23,11 @@ import { encodedEnvelope } from "../src/protocol/wire.ts";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRecoveringTaskCore } from "../src/core/recovering.ts";
-import { type TaskCore, coreInternals } from "../src/core/task-core.ts";
+import { type TaskCore, coreInternals, rehomeCore } from "../src/core/task-core.ts";
 import { startRelayProcess, type RelayProcess } from "../src/demo/relay-process.ts";
 import { toTaskError } from "../src/protocol/errors.ts";
 import { eventTypeRow } from "../src/protocol/events.ts";
-import { activePollIntervalMs, capacityCooldownMs, maxResponseBodyBytes, orphanProbeIntervalMs, taskTimeoutMinMs } from "../src/protocol/limits.ts";
+import { activePollIntervalMs, capacityCooldownMs, maxResponseBodyBytes, orphanAfterMs, orphanProbeIntervalMs, taskTimeoutMinMs } from "../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../src/protocol/schemas.ts";
 import { tryDrain } from "../kit/drain.ts";
 import { createFaultProxy, type FaultProxy, type FaultRule, type ProxyRequest } from "../kit/fault-proxy.ts";
@@ -246,16 +246,17 @@ function insertionCounts(host: MemoryHost): Map<string, number> {
   return counts;
 }
 
-function presentedItem(rig: Rig, item: Item): boolean {
+/** `workers`: every worker lifetime that held the tasks (a reassignment adds one). */
+function presentedItem(rig: Rig, item: Item, workers: readonly Party[] = [rig.worker]): boolean {
   if (item.kind === "done") {
     // The origin's model sees the canonical terminal event of the task.
     return rig.origin.host.inserted.some((entry) => entry.taskId === item.taskId && eventTypeRow(entry.event.type).terminalStatus !== null);
   }
-  return item.eventId !== undefined && rig.worker.host.insertedIds().includes(item.eventId);
+  return item.eventId !== undefined && workers.some((worker) => worker.host.insertedIds().includes(item.eventId!));
 }
 
-function account(fault: string, injection: string, rig: Rig, ledger: Ledger, requests: number, faulted: number, checks: FaultRow["checks"], note: string): FaultRow {
-  const accepted = acceptedIds([rig.origin, rig.worker]);
+function account(fault: string, injection: string, rig: Rig, ledger: Ledger, requests: number, faulted: number, checks: FaultRow["checks"], note: string, workers: readonly Party[] = [rig.worker]): FaultRow {
+  const accepted = acceptedIds([rig.origin, ...workers]);
   let presented = 0;
   let reported = 0;
   let lostToRelayReset = 0;
@@ -264,14 +265,14 @@ function account(fault: string, injection: string, rig: Rig, ledger: Ledger, req
   for (const item of ledger.items) {
     if (item.envelopeId !== undefined && accepted.has(item.envelopeId)) acceptedCount += 1;
     if (item.refused) refused += 1;
-    else if (presentedItem(rig, item)) presented += 1;
+    else if (presentedItem(rig, item, workers)) presented += 1;
     else if (item.reported !== undefined) {
       reported += 1;
       if (item.reported === "RELAY_STATE_LOST") lostToRelayReset += 1;
     }
   }
   let duplicated = 0;
-  for (const host of [rig.origin.host, rig.worker.host]) for (const count of insertionCounts(host).values()) duplicated += count - 1;
+  for (const host of [rig.origin.host, ...workers.map((worker) => worker.host)]) for (const count of insertionCounts(host).values()) duplicated += count - 1;
   const offered = ledger.items.length;
   const lost = offered - presented - reported - refused;
   const ok = lost === 0 && duplicated === 0 && faulted > 0 && checks.every((check) => check.ok);
@@ -654,6 +655,262 @@ const shutdownMidPass: FaultSpec = {
   },
 };
 
+// ---------------------------------------------------------------------------------------------
+// Outcomes under failure (issue 14): a lost worker, a worker that returns after reassignment,
+// a result that arrives after the timeout
+// ---------------------------------------------------------------------------------------------
+
+/** The bound on orphan detection, in passes at the active cadence (simulated time). */
+const ORPHAN_BOUND_PASSES = (orphanAfterMs + orphanProbeIntervalMs) / activePollIntervalMs;
+
+/** Passes at the active cadence (timers and record clock move together) until `done()`; the passes used, or undefined. */
+async function atCadence(rig: Rig, parties: readonly Party[], done: () => boolean, limit: number): Promise<number | undefined> {
+  for (let passes = 1; passes <= limit; passes += 1) {
+    rig.timers.jump(activePollIntervalMs);
+    rig.clock.jump(activePollIntervalMs);
+    for (const party of parties) await party.refresh().catch(() => undefined);
+    if (done()) return passes;
+  }
+  return undefined;
+}
+
+/** The start of these rows: tasks with one message each, taken in by the worker's model. */
+async function delegate(rig: Rig, ledger: Ledger, tasks: number, label: string, extra: Record<string, unknown> = {}): Promise<{ taskIds: string[]; tookIn: boolean }> {
+  const to = rig.worker.core().endpoint()!;
+  const taskIds: string[] = [];
+  for (let index = 0; index < tasks; index += 1) {
+    const task = await ledger.offerTask(rig, to, `${label} ${index}`, extra);
+    if (task.taskId === undefined) continue;
+    taskIds.push(task.taskId);
+    await ledger.offerMessage(rig, task.taskId, `message: ${label} ${index}`);
+  }
+  const drained = await drain(rig);
+  const tookIn = ledger.items.every((item) => item.kind === "done" || (item.eventId !== undefined && rig.worker.host.insertedIds().includes(item.eventId)));
+  return { taskIds, tookIn: drained && tookIn };
+}
+
+/**
+ * Origin passes at the active cadence until the origin has just probed its worker (a successful
+ * `resolve`): the registration dropped right after is the worst case for the orphan bound.
+ */
+async function justProbed(rig: Rig): Promise<boolean> {
+  const probes = () => rig.origin.replies.filter((entry) => entry.operation === "resolve" && entry.reply?.ok === true).length;
+  const before = probes();
+  return (await atCadence(rig, [rig.origin], () => probes() > before, ORPHAN_BOUND_PASSES)) !== undefined;
+}
+
+const allOrphaned = (rig: Rig, taskIds: readonly string[]) => () => taskIds.every((taskId) => rig.origin.core().findTask(taskId)?.attention === "orphaned");
+
+/** Each task's orphan record: one event, inserted once, woken once. */
+function orphanToldOnce(rig: Rig, taskIds: readonly string[]): boolean {
+  return taskIds.every((taskId) => {
+    const events = rig.origin.core().getTask(taskId).events.filter((event) => event.type === "task.orphaned");
+    const inserted = rig.origin.host.inserted.filter((entry) => entry.taskId === taskId && entry.event.type === "task.orphaned");
+    const woken = rig.origin.host.wakes.flat().filter((entry) => entry.taskId === taskId && entry.event.type === "task.orphaned");
+    return events.length === 1 && inserted.length === 1 && woken.length === 1;
+  });
+}
+
+/** Moves every task to `to`; how many moved. */
+async function reassignAll(rig: Rig, taskIds: readonly string[], to: TaskEndpoint): Promise<number> {
+  let moved = 0;
+  for (const taskId of taskIds) {
+    if (await rig.origin.core().reassignTask(taskId, { to }).then(() => true, () => false)) moved += 1;
+  }
+  return moved;
+}
+
+/** The new worker holds each task under generation 2 with every event the origin forwards. */
+function carriedHistory(rig: Rig, worker: Party, taskIds: readonly string[]): boolean {
+  return taskIds.every((taskId) => {
+    const origin = rig.origin.core().getTask(taskId);
+    const held = worker.core().findTask(taskId);
+    if (held === undefined || origin.generation !== 2 || held.generation !== 2) return false;
+    const ids = new Set(held.events.map((event) => event.eventId));
+    return origin.events.filter((event) => !eventTypeRow(event.type).originLocal).every((event) => ids.has(event.eventId));
+  });
+}
+
+const workerKilled: FaultSpec = {
+  name: "worker killed mid-task",
+  injection: `after each task and its message reached the worker's model, the worker's Pi dies: its lifetime is closed and the relay drops its registration (a disconnect; a crash drops it at lease expiry, and the bound counts from then). The origin runs passes at the ${activePollIntervalMs / 1000} s active cadence (jump timers and record clock) until each task is \`orphaned\` — required within orphanAfterMs + orphanProbeIntervalMs = ${(orphanAfterMs + orphanProbeIntervalMs) / 1000} s of simulated time (${ORPHAN_BOUND_PASSES} passes) — and shown once; then it reassigns every task (\`reassignTask(taskId, {to})\`) to a fresh worker lifetime, which receives the history, finishes each task, and the origin acknowledges them.`,
+  async run({ relay, tasks }) {
+    const rig = await makeRig(relay);
+    const extra: Party[] = [];
+    try {
+      const ledger = createLedger();
+      const { taskIds, tookIn } = await delegate(rig, ledger, tasks, "to a worker that dies");
+      const probed = await justProbed(rig);
+      await coreInternals(rig.worker.core()).session.disconnect().catch(() => undefined);
+      await rig.worker.close();
+      const passes = await atCadence(rig, [rig.origin], allOrphaned(rig, taskIds), 2 * ORPHAN_BOUND_PASSES);
+      const orphaned = taskIds.filter((taskId) => rig.origin.core().getTask(taskId).attention === "orphaned").length;
+      // The pass after presents the last records; later passes must not repeat them.
+      for (let pass = 0; pass < 3; pass += 1) {
+        rig.timers.jump(orphanProbeIntervalMs);
+        await rig.origin.refresh().catch(() => undefined);
+      }
+      const toldOnce = orphanToldOnce(rig, taskIds);
+
+      const fresh = await plainParty("worker", rig.proxy.url, rig.timers, rig.clock);
+      extra.push(fresh);
+      const next: Rig = { ...rig, worker: fresh };
+      const moved = await reassignAll(rig, taskIds, fresh.core().endpoint()!);
+      const handedOver = await drain(next);
+      const carried = carriedHistory(rig, fresh, taskIds);
+      for (const taskId of taskIds) await ledger.offerDone(next, taskId);
+      const finished = await drain(next);
+      for (const taskId of taskIds) await rig.origin.core().acknowledge({ taskId }).catch(() => undefined);
+      const acknowledgedDrained = await drain(next);
+      const completed = taskIds.every((taskId) => {
+        const view = rig.origin.core().getTask(taskId);
+        return view.status === "completed" && view.outcome === "succeeded" && view.attention === undefined;
+      });
+      const acknowledged = taskIds.every((taskId) => fresh.core().getTask(taskId).events.some((event) => event.type === "task.parent_acknowledged"));
+      return account(
+        this.name,
+        this.injection,
+        rig,
+        ledger,
+        rig.proxy.stats().total.seen,
+        orphaned,
+        [
+          { name: "taken in before the death", ok: tookIn && probed },
+          { name: "orphaned within orphanAfterMs + orphanProbeIntervalMs", ok: passes !== undefined && passes <= ORPHAN_BOUND_PASSES },
+          { name: "orphan shown once per task (one record, one wake)", ok: toldOnce },
+          { name: "reassigned under generation 2 with its history", ok: moved === taskIds.length && carried },
+          { name: "completed by the new worker, attention cleared", ok: completed },
+          { name: "acknowledged", ok: acknowledged },
+          { name: "drained", ok: handedOver && finished && acknowledgedDrained },
+        ],
+        `${orphaned} tasks orphaned after ${passes ?? "more than " + 2 * ORPHAN_BOUND_PASSES} passes (${((passes ?? 0) * activePollIntervalMs) / 1000} s simulated), reassigned and completed by a fresh worker`,
+        [rig.worker, fresh],
+      );
+    } finally {
+      for (const party of extra) await party.close().catch(() => undefined);
+      await closeRig(rig);
+    }
+  },
+};
+
+const zombieWorker: FaultSpec = {
+  name: "zombie worker",
+  injection:
+    "the worker's registration is gone (its session disconnects) while its Pi keeps its tasks in RAM; the origin orphans the tasks at the active cadence and reassigns them to a fresh worker (generation 2). Then the old worker comes back — bound again on the same relay state (`rebind`) with its lifetime re-homed (`rehomeCore`), as the recovering core does — and reports every task completed with its generation-1 intents before the new worker says anything; then the new worker finishes them.",
+  async run({ relay, tasks }) {
+    const rig = await makeRig(relay);
+    const extra: Party[] = [];
+    try {
+      const ledger = createLedger();
+      const { taskIds, tookIn } = await delegate(rig, ledger, tasks, "to a worker that comes back");
+      const zombie = rig.worker;
+      const session = coreInternals(zombie.core()).session;
+      await session.disconnect().catch(() => undefined);
+      const passes = await atCadence(rig, [rig.origin], allOrphaned(rig, taskIds), 2 * ORPHAN_BOUND_PASSES);
+      const fresh = await plainParty("worker", rig.proxy.url, rig.timers, rig.clock);
+      extra.push(fresh);
+      const next: Rig = { ...rig, worker: fresh };
+      const moved = await reassignAll(rig, taskIds, fresh.core().endpoint()!);
+
+      // The old worker returns and reports, before the new worker said anything.
+      const back = await session.rebind();
+      rehomeCore(zombie.core(), back.endpoint, false);
+      const zombieSummary = (taskId: string) => `zombie result ${taskId.slice(0, 8)}`;
+      let sent = 0;
+      for (const taskId of taskIds) {
+        const result = await zombie.core().done({ taskId, status: "completed", summary: zombieSummary(taskId) }).catch(() => undefined);
+        if (result?.terminalDelivery.state === "accepted") sent += 1;
+      }
+      await rig.origin.refresh().catch(() => undefined);
+      const refusedFirst = rig.origin.core().rejections().STALE_GENERATION ?? 0;
+
+      // The new worker takes the tasks in, then finishes them.
+      const handedOver = (await tryDrain([rig.origin, fresh, zombie], { timers: rig.timers, rounds: DRAIN_ROUNDS })) !== undefined;
+      for (const taskId of taskIds) await ledger.offerDone(next, taskId);
+      const drained = handedOver && (await tryDrain([rig.origin, fresh, zombie], { timers: rig.timers, rounds: DRAIN_ROUNDS })) !== undefined;
+      const stale = rig.origin.core().rejections().STALE_GENERATION ?? 0;
+      const recorded = rig.origin.host.rejections.filter((rejection) => rejection.code === "STALE_GENERATION").length;
+      const isZombie = (payload: Record<string, unknown>) => typeof payload.summary === "string" && payload.summary.startsWith("zombie result");
+      const shown = rig.origin.host.inserted.some((entry) => isZombie(entry.event.payload));
+      const kept = taskIds.some((taskId) => rig.origin.core().getTask(taskId).events.some((event) => isZombie(event.payload)));
+      const fromNew = taskIds.every((taskId) => {
+        const view = rig.origin.core().getTask(taskId);
+        const terminal = view.events.filter((event) => eventTypeRow(event.type).terminalStatus !== null || event.type === "task.late_terminal");
+        return view.status === "completed" && view.generation === 2 && terminal.length === 1 && terminal[0]!.payload.summary === `done ${taskId.slice(0, 8)}`;
+      });
+      return account(
+        this.name,
+        this.injection,
+        rig,
+        ledger,
+        rig.proxy.stats().total.seen,
+        stale,
+        [
+          { name: "taken in before the loss", ok: tookIn },
+          { name: "orphaned and reassigned (generation 2)", ok: passes !== undefined && moved === taskIds.length },
+          { name: "the old worker's done reached the relay", ok: sent === taskIds.length },
+          { name: "refused STALE_GENERATION and counted, once per done", ok: refusedFirst === taskIds.length && stale === taskIds.length && recorded === taskIds.length },
+          { name: "never presented, never recorded", ok: !shown && !kept },
+          { name: "the result comes from the new generation", ok: fromNew },
+          { name: "drained", ok: drained },
+        ],
+        `${stale} generation-1 completions refused; every result came from the reassigned worker`,
+        [zombie, fresh],
+      );
+    } finally {
+      for (const party of extra) await party.close().catch(() => undefined);
+      await closeRig(rig);
+    }
+  },
+};
+
+/** A worker's result that reached the origin after the task timed out (shown once: it settles the outcome). */
+function isLateResult(event: { readonly type: string; readonly payload: Record<string, unknown> }): boolean {
+  return event.type === "task.late_terminal" && typeof event.payload.intentId === "string";
+}
+
+const completionAfterTimeout: FaultSpec = {
+  name: "completion after timeout",
+  injection: `every task is sent with the minimum timeout (${taskTimeoutMinMs / 1000} s); after the worker took it and its message in, the origin's record clock passes the deadline and its pass times the task out (\`task.timed_out\`, shown to its model; outcome unknown, attention indeterminate). Only then does the worker — not yet aware of it — report each task completed.`,
+  async run({ relay, tasks }) {
+    const rig = await makeRig(relay);
+    try {
+      const ledger = createLedger();
+      const { taskIds, tookIn } = await delegate(rig, ledger, tasks, "finished after its timeout", { timeoutMs: taskTimeoutMinMs });
+      rig.clock.jump(taskTimeoutMinMs);
+      await rig.origin.refresh().catch(() => undefined);
+      const view = (taskId: string) => rig.origin.core().getTask(taskId);
+      const insertedOf = (taskId: string, match: (event: { type: string; payload: Record<string, unknown> }) => boolean) =>
+        rig.origin.host.inserted.filter((entry) => entry.taskId === taskId && match(entry.event));
+      const timedOut = taskIds.filter((taskId) => view(taskId).status === "timed_out").length;
+      const indeterminate = taskIds.every((taskId) => view(taskId).outcome === "unknown" && view(taskId).attention === "indeterminate" && insertedOf(taskId, (event) => event.type === "task.timed_out").length === 1);
+      const unaware = taskIds.every((taskId) => rig.worker.core().getTask(taskId).status === "active");
+      for (const taskId of taskIds) await ledger.offerDone(rig, taskId);
+      const drained = await drain(rig);
+      for (let pass = 0; pass < 3; pass += 1) await rig.origin.refresh().catch(() => undefined);
+      const settled = taskIds.every((taskId) => {
+        const current = view(taskId);
+        return current.status === "timed_out" && current.outcome === "succeeded" && current.attention === undefined && !current.events.some((event) => event.type === "task.completed");
+      });
+      const shownOnce = taskIds.every((taskId) => {
+        const late = insertedOf(taskId, isLateResult);
+        const woken = rig.origin.host.wakes.flat().filter((entry) => entry.taskId === taskId && isLateResult(entry.event));
+        return late.length === 1 && late[0]!.event.payload.lateType === "task.completed" && woken.length === 1;
+      });
+      return account(this.name, this.injection, rig, ledger, rig.proxy.stats().total.seen, timedOut, [
+        { name: "taken in before the timeout", ok: tookIn },
+        { name: "timed out: outcome unknown, attention indeterminate, shown", ok: timedOut === taskIds.length && indeterminate },
+        { name: "the worker completed without knowing", ok: unaware },
+        { name: "outcome settled, status stays timed_out", ok: settled },
+        { name: "late result shown once", ok: shownOnce },
+        { name: "drained", ok: drained },
+      ], `${timedOut} tasks timed out at the origin, then completed: outcome succeeded, status timed_out, the late result shown once`);
+    } finally {
+      await closeRig(rig);
+    }
+  },
+};
+
 export function faultSpecs(quick: boolean): FaultSpec[] {
   return [
     relayRestart,
@@ -708,6 +965,9 @@ export function faultSpecs(quick: boolean): FaultSpec[] {
     duplicateDelivery,
     workerBusy(quick ? QUICK_BUSY_MS : BUSY_MS),
     shutdownMidPass,
+    workerKilled,
+    zombieWorker,
+    completionAfterTimeout,
   ];
 }
 
@@ -780,7 +1040,7 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
     `Generated by \`npm run faults\` (\`bench/faults.ts\`) on ${matrix.date.slice(0, 10)} in ${matrix.durationSeconds} s. Each fault runs the same workload between two TaskCores with in-memory Pi hosts, on the real relay (CLI child process) behind the fault proxy (\`kit/fault-proxy.ts\`): ${matrix.tasksPerFault} tasks, each sent by the origin (\`createTask\`), followed by one origin message, and finished by the worker (\`done\`) — ${matrix.tasksPerFault * 3} offered sends — then the fault is healed and both sides drain.`,
   );
   lines.push("");
-  lines.push("Columns: **offered** createTask/message/done calls; **accepted** of those whose envelope the relay accepted (as seen in the replies that reached the client); **presented** inserted into the receiving model (the worker's `task.created` and message, the origin's terminal event); **twice** events inserted more than once within a lifetime; **lost to relay reset** accepted mail the relay lost when it restarted, reported to both models as `RELAY_STATE_LOST` (not silent loss); **ended with lifetime** mail to or from a lifetime that was shut down, reported to the sender's model (the origin's `task.timed_out`, or the failed call itself); **refused** failed definitively, nothing created (the caller was told); **lost** = offered − presented − lost to relay reset − ended with lifetime − refused: silent loss; **requests** every request that reached the proxy; **hits** requests the fault actually hit. The run fails (exit 1) on any loss, any double insertion, a fault that never hit, or a failed check.");
+  lines.push("Columns: **offered** createTask/message/done calls; **accepted** of those whose envelope the relay accepted (as seen in the replies that reached the client); **presented** inserted into the receiving model (the worker's `task.created` and message, the origin's terminal event); **twice** events inserted more than once within a lifetime; **lost to relay reset** accepted mail lost with a relay restart and never re-sent (0: both Pis keep their tasks, find each other again and re-send what the new relay never saw); **ended with lifetime** mail to or from a lifetime that was shut down, reported to the sender's model (the origin's `task.timed_out`, or the failed call itself); **refused** failed definitively, nothing created (the caller was told); **lost** = offered − presented − lost to relay reset − ended with lifetime − refused: silent loss; **requests** every request that reached the proxy; **hits** requests the fault actually hit. The run fails (exit 1) on any loss, any double insertion, a fault that never hit, or a failed check.");
   lines.push("");
   lines.push("| fault | offered | accepted | presented | twice | lost to relay reset | ended with lifetime | refused | lost | requests | hits | verdict |");
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -790,7 +1050,7 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
     );
   }
   lines.push("");
-  lines.push("Relay restart loses accepted mail by design (the relay is memory-only): those items are counted as **lost to relay reset — reported as `RELAY_STATE_LOST`** (both sides record their active tasks as failed locally, remote outcome unknown), never as silent loss. Only the **lost** column is silent loss, and it must be 0.");
+  lines.push("A relay restart loses the relay's memory by design, not the tasks: both Pis keep them in RAM, bind fresh endpoints, find each other again by session name and re-send what the new relay never saw (docs/protocol.md, \"Outcomes under failure\"). Only the **lost** column is silent loss, and it must be 0.");
   lines.push("");
   lines.push("## How each fault is injected");
   lines.push("");

@@ -5,9 +5,10 @@
  * the 1 s active cadence). The outage is the proxy answering every request 503 without a relay
  * body (a gateway failure: `RELAY_UNAVAILABLE`, transient) for 15 s; the relay keeps its state.
  *
- * During the outage the origin offers 300 sends, evenly spaced: half are new tasks
- * (`createTask`: the target is resolved first, so nothing is queued when that fails), half are
- * messages on the active tasks (`message`: written to the outbox, then retried by the passes).
+ * During the outage the origin offers 300 sends, evenly spaced: half are new tasks (`createTask`:
+ * its one send fails uncertain — a gateway 503 may have reached the relay — so the task is kept
+ * with its assignment pending), half are messages on the active tasks (`message`: written to the
+ * outbox). The passes retry both after the outage.
  * Every request any party makes in the window is counted (client-side log; the proxy's count is
  * reported beside it). After the outage the passes drain the queued messages; the drain time and
  * the presentation at the workers (each message exactly once) are checked.
@@ -43,8 +44,10 @@ export interface OutageResult {
     readonly byOperation: Record<string, number>;
     readonly byParty: Record<string, number>;
     readonly accepted: number;
-    readonly refusedNewTasks: number;
-    readonly queuedMessages: number;
+    /** New tasks whose createTask failed uncertain (kept, their assignment pending). */
+    readonly pendingNewTasks: number;
+    /** Envelopes waiting in the origin's outbox when the outage ends (assignments and messages). */
+    readonly queued: number;
   };
   readonly afterOutage: {
     readonly drainMs: number;
@@ -82,7 +85,7 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
     const from = now();
     const messageTexts: { text: string; worker: number }[] = [];
     let accepted = 0;
-    let refusedNewTasks = 0;
+    let pendingNewTasks = 0;
     const spacing = outageMs / offered;
     const pending: Promise<unknown>[] = [];
     for (let index = 0; index < offered; index += 1) {
@@ -92,7 +95,7 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
         pending.push(
           origin.lifecycle.run((core) => core.createTask({ to: targets[slot]!, task: text })).then(
             () => (accepted += 1),
-            () => (refusedNewTasks += 1),
+            () => (pendingNewTasks += 1),
           ),
         );
       } else {
@@ -120,7 +123,7 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
       requests += count;
       for (const [operation, value] of Object.entries(party.log.byOperation(from, to))) byOperation[operation] = (byOperation[operation] ?? 0) + value;
     });
-    const queuedMessages = coreInternals(origin.core()).store.pendingOutboxCount();
+    const queued = coreInternals(origin.core()).store.pendingOutboxCount();
 
     // After the outage: the passes drain the queue at their real cadence.
     const presentedMessages = () =>
@@ -148,8 +151,8 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
         byOperation,
         byParty,
         accepted,
-        refusedNewTasks,
-        queuedMessages,
+        pendingNewTasks,
+        queued,
       },
       afterOutage: {
         drainMs: Math.round(drainMs),

@@ -9,7 +9,7 @@ import type { MessageParams, TaskEvent } from "../protocol/schemas.ts";
 import type { CoreStore } from "./bookkeeping.ts";
 
 /** What may be corrected or withdrawn. */
-const CORRECTABLE: ReadonlySet<string> = new Set(["task.answer", "task.completed", "task.failed", "task.correction"]);
+const CORRECTABLE: ReadonlySet<string> = new Set(["task.answer", "task.completed", "task.failed", "task.late_terminal", "task.correction"]);
 
 function refuse(message: string, path: string, details: Record<string, unknown> = {}): TaskError {
   return new TaskError("INVALID_REQUEST", { message, details: { path, ...details } });

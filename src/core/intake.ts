@@ -98,6 +98,13 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   return { kind: "assignment", taskId: task.taskId, eventId: event.eventId, visible: true, requires: [] };
 }
 
+function clearOrphan(store: CoreStore, taskId: string): void {
+  const meta = store.getTaskMeta(taskId);
+  if (meta?.orphanedAt === undefined && meta?.lostSince === undefined) return;
+  const { orphanedAt: _back, lostSince: _seen, ...rest } = meta;
+  store.setTaskMeta(taskId, rest);
+}
+
 /** Creates the canonical event of a validated intent (first terminal wins) and its fan-out. */
 function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, intent: TaskIntent, signer: Signer): { event: TaskEvent; fanout?: string } {
   const { store } = context;
@@ -165,12 +172,15 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   const stored = store.getStoredTask(intent.taskId);
   if (stored === undefined) throw new TaskError("UNKNOWN_TASK", { details: { taskId: intent.taskId } });
   const task = stored.record;
-  // Mail of a previous executor (before a reassignment) never counts, whoever sends it.
-  if (stored.role === "origin" && (intent.generation ?? 1) < (task.generation ?? 1)) {
+  // Mail of a previous executor (before a reassignment) never counts. A reassignment back to the
+  // same endpoint (its session re-homed there) keeps that executor: its older mail still counts.
+  if (stored.role === "origin" && (intent.generation ?? 1) < (task.generation ?? 1) && !sameEndpoint(envelope.source, task.target)) {
     throw new TaskError("STALE_GENERATION", { details: { taskId: task.taskId, generation: intent.generation ?? 1, current: task.generation ?? 1 } });
   }
   const authorised = stored.role === "origin" && sameEndpoint(envelope.source, task.target) && sameEndpoint(envelope.target, task.origin);
   if (!authorised) throw new TaskError("UNAUTHORIZED_INTENT", { details: { taskId: intent.taskId, source: envelope.source } });
+  // Mail from the worker ends an orphan: it is evidently alive (e.g. back on its renewed endpoint).
+  clearOrphan(store, task.taskId);
   const row = eventTypeRow(intent.type);
   ensure(row.receiverIntent, "INVALID_INTENT", `${intent.type} is not a receiver intent`);
   ensure(!("intentId" in intent.payload), "INVALID_INTENT", "intent payload must not carry intentId");
@@ -250,9 +260,10 @@ function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { sta
   const envelope = assertValid(TaskEnvelope, context.store.deliveryEnvelope(row.envelopeId), { code: "INVALID_DELIVERY" });
   const self: TaskEndpoint = me(context);
   ensure(sameEndpoint(envelope.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
+  const before = context.store.getTaskMeta(envelope.payload.taskId);
   const signer = admit(context.store, context.trust, envelope, self, context.clock());
   // Verified mail from the peer's new endpoint (after a relay restart) moves the task first.
-  followMovedPeer(context, scope, envelope, signer);
+  followMovedPeer(context, scope, envelope, signer, before);
   switch (envelope.payload.kind) {
     case "assignment":
       return { stage: "recorded", data: recordAssignment(context, envelope, envelope.payload.payload) };

@@ -17,7 +17,10 @@ import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { reassignTask } from "./reassign.ts";
 import type { WorkScope } from "./scope.ts";
 
-/** Active tasks this origin assigned that are due a probe (not orphaned, not reconnecting). */
+/**
+ * Active tasks this origin assigned that are due a probe (not reconnecting). Orphaned ones are
+ * probed too: a worker that comes back on the same endpoint (a renewed lease) ends the orphan.
+ */
 function due(context: CoreContext): StoredTask[] {
   const { store } = context;
   const now = context.timers.now();
@@ -27,7 +30,7 @@ function due(context: CoreContext): StoredTask[] {
     .filter((stored) => {
       if (stored.role !== "origin") return false;
       const meta = store.getTaskMeta(stored.record.taskId);
-      if (meta?.orphanedAt !== undefined || meta?.reconnectingSince !== undefined) return false;
+      if (meta?.reconnectingSince !== undefined) return false;
       const last = context.probedAt.get(stored.record.taskId);
       return last === undefined || now - last >= orphanProbeIntervalMs;
     });
@@ -41,11 +44,12 @@ function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean
   store.transaction(() => {
     const meta = store.getTaskMeta(taskId) ?? {};
     if (registered) {
-      if (meta.lostSince === undefined) return;
-      const { lostSince: _cleared, ...rest } = meta;
+      if (meta.lostSince === undefined && meta.orphanedAt === undefined) return;
+      const { lostSince: _cleared, orphanedAt: _back, ...rest } = meta;
       store.setTaskMeta(taskId, rest);
       return;
     }
+    if (meta.orphanedAt !== undefined) return;
     const lostSince = meta.lostSince ?? now;
     if (now - lostSince < orphanAfterMs) {
       if (meta.lostSince === undefined) store.setTaskMeta(taskId, { ...meta, lostSince });
@@ -82,6 +86,9 @@ export async function probeWorkers(context: CoreContext, scope: WorkScope): Prom
   return probed;
 }
 
+/** The `probedAt` key of a task's automatic reassignment attempts (apart from its probes). */
+const reassignAttemptKey = (taskId: string) => `reassign:${taskId}`;
+
 /** With `autoReassign`: each orphaned task whose lost worker has a live successor moves to it. */
 export async function reassignOrphans(context: CoreContext, scope: WorkScope): Promise<number> {
   const { store } = context;
@@ -90,9 +97,10 @@ export async function reassignOrphans(context: CoreContext, scope: WorkScope): P
     if (scope.expired() || isClosed(context)) break;
     const stored = store.getStoredTask(taskId)!;
     if (stored.role !== "origin" || store.getTaskMeta(taskId)?.orphanedAt === undefined) continue;
-    const last = context.probedAt.get(taskId);
+    const key = reassignAttemptKey(taskId);
+    const last = context.probedAt.get(key);
     if (last !== undefined && context.timers.now() - last < orphanProbeIntervalMs) continue;
-    context.probedAt.set(taskId, context.timers.now());
+    context.probedAt.set(key, context.timers.now());
     try {
       await reassignTask(context, me(context), taskId, undefined, scope.signal);
       moved += 1;

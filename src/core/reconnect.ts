@@ -26,6 +26,7 @@ import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { encodeEnvelope } from "./envelopes.ts";
 import type { WorkScope } from "./scope.ts";
 import type { Signer } from "./trust.ts";
+import type { TaskMeta } from "./bookkeeping.ts";
 
 /**
  * A task's lineage with one party moved from `from` to `to`: the chain must end with the task's
@@ -125,14 +126,18 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
 /**
  * Mail signed by a task's bound peer key from another endpoint than the one on record — for a task
  * looking for its peer, or claiming the peer's session name: the peer moved (a relay restart or a
- * rebind). Unsigned mail never moves a peer.
+ * rebind). Unsigned mail never moves a peer. `before` is the task's meta from before this mail
+ * passed the gate: outside a reconnection, a key the gate binds on this very mail (after a
+ * reassignment) moves nothing.
  */
-export function followMovedPeer(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope, signer: Signer): void {
+export function followMovedPeer(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope, signer: Signer, before: TaskMeta | undefined): void {
   if (!signer.verified) return;
   const { store } = context;
   const stored = store.getStoredTask(envelope.payload.taskId);
   if (stored === undefined) return;
-  const meta = store.getTaskMeta(stored.record.taskId);
+  // A task looking for its peer after a restart may bind the peer's key on this very mail (its first
+  // signed intent never reached us before the restart); otherwise only a key bound before counts.
+  const meta = before?.reconnectingSince !== undefined ? store.getTaskMeta(stored.record.taskId) : before;
   // A task looking for its peer follows the peer's key; otherwise the mail must also come from the
   // peer's own session (it was rebound on the same relay state and we did not notice).
   if (meta?.reconnectingSince === undefined && (meta?.peerSession === undefined || signer.claimedName !== meta.peerSession)) return;
