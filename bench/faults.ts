@@ -370,7 +370,8 @@ const relayRestart: FaultSpec = {
     const rig = await makeRig(relay, true);
     try {
       const ledger = createLedger();
-      const half = Math.max(1, Math.floor(tasks / 2));
+      // At least two: the second is never taken in before the restart (found with the first's peer).
+      const half = Math.max(2, Math.floor(tasks / 2));
       const to = () => rig.worker.core().endpoint()!;
       const before: string[] = [];
       for (let index = 0; index < half; index += 1) {
@@ -387,8 +388,10 @@ const relayRestart: FaultSpec = {
       // Each side meets the new epoch (RELAY_RESET), rebinds, looks its peer up and re-sends.
       const reconnected = (await tryDrain([rig.origin, rig.worker], { timers: rig.timers, rounds: DRAIN_ROUNDS, cooldownMs: orphanProbeIntervalMs })) !== undefined;
       const rebound = rig.origin.core().endpoint()!.id !== endpoints[0] && rig.worker.core().endpoint()!.id !== endpoints[1];
+      // What the new relay never saw arrives with the re-sends: let them land, then finish every task.
+      await drain(rig);
       for (const taskId of before) if (rig.worker.core().findTask(taskId) !== undefined) await ledger.offerDone(rig, taskId);
-      const drained = await workload(rig, ledger, tasks - half, () => undefined);
+      const drained = await workload(rig, ledger, Math.max(0, tasks - half), () => undefined);
       const completed = before.every((taskId) => rig.origin.core().findTask(taskId)?.status === "completed");
       // The fault hit both sides: each met the new epoch and rebound.
       const hits = [rig.origin, rig.worker].filter((party, index) => party.core().endpoint()!.id !== endpoints[index]).length;

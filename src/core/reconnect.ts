@@ -7,7 +7,9 @@
  * A peer is found again either way (`movePeer`):
  * - by name: the peer's session name (from its verified mail) is looked up on the relay, at most
  *   `maxPeerProbesPerPass` per pass, each task every `orphanProbeIntervalMs`;
- * - by its mail: mail signed by the task's bound peer key arriving from a new endpoint.
+ * - by its mail: mail signed by the task's bound peer key arriving from a new endpoint;
+ * - with another task: a peer found for one task is found for every task that looked for the same
+ *   former endpoint (a task the peer never answered has no name or key to go by).
  * Then every envelope of the task to that peer — pending or accepted by the old relay — is
  * re-addressed under its own id and sent again (the new relay never saw it; the peer dedupes by
  * event and intent ids, so nothing is presented or applied twice). Events keep their ids and
@@ -124,6 +126,20 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
 }
 
 /**
+ * A peer found at `endpoint` is found for every task still looking for the same former endpoint
+ * (one peer lifetime): those never heard from it by name or key move with it.
+ */
+function moveSamePeer(context: CoreContext, scope: WorkScope | undefined, former: TaskEndpoint, endpoint: TaskEndpoint): void {
+  const { store } = context;
+  for (const task of store.listTasks()) {
+    if (store.getTaskMeta(task.taskId)?.reconnectingSince === undefined) continue;
+    const stored = store.getStoredTask(task.taskId)!;
+    const peer = stored.role === "origin" ? stored.record.target : stored.record.origin;
+    if (sameEndpoint(peer, former)) movePeer(context, scope, task.taskId, endpoint);
+  }
+}
+
+/**
  * Mail signed by a task's bound peer key from another endpoint than the one on record — for a task
  * looking for its peer, or claiming the peer's session name: the peer moved (a relay restart or a
  * rebind). Unsigned mail never moves a peer. `before` is the task's meta from before this mail
@@ -145,6 +161,7 @@ export function followMovedPeer(context: CoreContext, scope: WorkScope, envelope
   const current = stored.role === "origin" ? stored.record.target : stored.record.origin;
   if (bound !== signer.key || sameEndpoint(current, envelope.source)) return;
   movePeer(context, scope, stored.record.taskId, envelope.source);
+  moveSamePeer(context, scope, current, envelope.source);
 }
 
 /** The endpoint a session name is registered with now, or undefined. */
@@ -200,7 +217,11 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
       continue;
     }
     if (isClosed(context) || endpoint === undefined) continue;
-    store.transaction(() => movePeer(context, scope, task.taskId, endpoint));
+    const former = stored.role === "origin" ? stored.record.target : stored.record.origin;
+    store.transaction(() => {
+      movePeer(context, scope, task.taskId, endpoint);
+      moveSamePeer(context, scope, former, endpoint);
+    });
     found += 1;
   }
   return found;
