@@ -232,7 +232,8 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     let reply: SuccessReply;
     try {
       reply = await transport.post(operation, requestText(body, envelope?.text), {
-        signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]),
+        ...(signal === undefined ? {} : { signal }),
+        fence: callFence.signal,
         extraDeadlineMs,
       });
     } catch (error) {
@@ -266,7 +267,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     };
     let reply: SuccessReply;
     try {
-      reply = await transport.post("connect", requestText(body), { signal: signal === undefined ? callFence.signal : AbortSignal.any([signal, callFence.signal]) });
+      reply = await transport.post("connect", requestText(body), { ...(signal === undefined ? {} : { signal }), fence: callFence.signal });
     } catch (error) {
       throw judge(error, operation, callFence, previous?.epoch);
     }

@@ -48,6 +48,8 @@ export interface TransportOptions {
 
 export interface RequestOptions {
   readonly signal?: AbortSignal;
+  /** A second signal that stops the request like `signal` (the session's binding fence). */
+  readonly fence?: AbortSignal;
   /** Extra time on top of the request deadline (a `watch` waits on the server). */
   readonly extraDeadlineMs?: number;
 }
@@ -87,6 +89,8 @@ export interface RelayTransport {
 const RESERVED_OPERATIONS: ReadonlySet<TransportOperation> = new Set(["acknowledge", "connect"]);
 const FORCED_RETRYABLE: ReadonlySet<string> = new Set(["RELAY_CAPACITY", "RELAY_UNAVAILABLE", "PEER_UNREACHABLE"]);
 const HTTP_TOO_MANY_REQUESTS = HTTP_STATUS.tooManyRequests;
+/** UTF-8 bytes one UTF-16 code unit can take (a surrogate pair is two units for four bytes). */
+const MAX_UTF8_BYTES_PER_UNIT = 3;
 const HTTP_UNAUTHORIZED = HTTP_STATUS.unauthorized;
 
 export function validateDeadline(value: number | undefined): number {
@@ -200,6 +204,9 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
 
   type Decode<T> = (status: number, parsed: unknown, headers: Headers) => T;
 
+  /** Stops for every request in flight (close() runs them). */
+  const inflight = new Set<(reason: unknown) => void>();
+
   async function exchange<T>(
     operation: TransportOperation,
     run: (signal: AbortSignal) => Promise<Response>,
@@ -208,30 +215,39 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   ): Promise<T> {
     if (closing.signal.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation } });
     const callerSignal = requestOptions.signal;
+    const fence = requestOptions.fence;
     const deadlineMs = requestTimeoutMs + (requestOptions.extraDeadlineMs ?? 0);
-    const waitSignal = callerSignal === undefined ? closing.signal : AbortSignal.any([closing.signal, callerSignal]);
+    // One controller per request, stopped by whichever comes first: the deadline, the caller's
+    // signal, the fence, or close(). Its stop also settles the exchange for a fetch that ignores
+    // its signal. (Listeners, not AbortSignal.any: this is the client's hot path.)
+    const controller = new AbortController();
+    let expire: (reason: unknown) => void = () => undefined;
+    const expired = new Promise<never>((_, reject) => {
+      expire = reject;
+    });
+    expired.catch(() => undefined);
+    const stop = (reason: unknown) => {
+      if (controller.signal.aborted) return;
+      controller.abort(reason);
+      expire(reason);
+    };
+    const onCaller = () => stop(callerSignal!.reason);
+    const onFence = () => stop(fence!.reason);
+    if (callerSignal?.aborted) stop(callerSignal.reason);
+    else callerSignal?.addEventListener("abort", onCaller, { once: true });
+    if (fence?.aborted) stop(fence.reason);
+    else fence?.addEventListener("abort", onFence, { once: true });
+    inflight.add(stop);
     let started = false;
     try {
       return await laneFor(operation).add(
         async () => {
           started = true;
-          // One deadline timer per request, cleared on settle and unref'd (a finished request must
-          // not keep the process alive). It aborts the fetch and, for a fetch that ignores its
-          // signal, also settles the exchange itself.
-          const deadline = new AbortController();
-          let expire: (reason: unknown) => void = () => undefined;
-          const expired = new Promise<never>((_, reject) => {
-            expire = reject;
-          });
-          const timer = setTimeout(() => {
-            const reason = new DOMException("request deadline", "TimeoutError");
-            deadline.abort(reason);
-            expire(reason);
-          }, deadlineMs);
+          // The deadline covers the request and its whole body, not the wait for a lane; the
+          // timer is cleared on settle and unref'd (a finished request keeps nothing alive).
+          const timer = setTimeout(() => stop(new DOMException("request deadline", "TimeoutError")), deadlineMs);
           timer.unref?.();
-          const onWaitAbort = () => expire(waitSignal.reason);
-          waitSignal.addEventListener("abort", onWaitAbort, { once: true });
-          const signal = AbortSignal.any([deadline.signal, waitSignal]);
+          const signal = controller.signal;
           let response: Response;
           let text: string;
           try {
@@ -243,7 +259,6 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
             ({ reply: response, body: text } = await Promise.race([exchanged, expired]));
           } finally {
             clearTimeout(timer);
-            waitSignal.removeEventListener("abort", onWaitAbort);
           }
           let parsed: unknown;
           try {
@@ -256,10 +271,14 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
           return decode(response.status, parsed, response.headers);
         },
         // A waiter aborted (or closed) while queued is removed and never sends.
-        { signal: waitSignal },
+        { signal: controller.signal },
       );
     } catch (error) {
       throw mapFailure(error, operation, started, callerSignal);
+    } finally {
+      inflight.delete(stop);
+      callerSignal?.removeEventListener("abort", onCaller);
+      fence?.removeEventListener("abort", onFence);
     }
   }
 
@@ -285,7 +304,8 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     baseUrl,
     requestTimeoutMs,
     async post(operation, text, requestOptions = {}) {
-      const bytes = utf8Bytes(text);
+      // A UTF-16 unit is at most 3 UTF-8 bytes: short texts need no byte count.
+      const bytes = text.length * MAX_UTF8_BYTES_PER_UNIT <= maxRequestBodyBytes ? 0 : utf8Bytes(text);
       if (bytes > maxRequestBodyBytes) {
         throw new TaskError("PAYLOAD_TOO_LARGE", { details: { operation, bytes, maxBytes: maxRequestBodyBytes } });
       }
@@ -328,7 +348,9 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     usage: () => ({ ordinary: ordinary.pending, reserved: reserved.pending, waiting: ordinary.size + reserved.size }),
     close() {
       if (closing.signal.aborted) return;
-      closing.abort(new TaskError("RELAY_CLOSED"));
+      const reason = new TaskError("RELAY_CLOSED");
+      closing.abort(reason);
+      for (const stop of [...inflight]) stop(reason);
     },
   };
 }
