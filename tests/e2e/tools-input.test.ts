@@ -155,15 +155,16 @@ describe("every tool with invalid input", () => {
     expect(fractional.isError).toBe(true);
   });
 
-  test("changes no state: the inbox stays empty, no envelope reaches the relay, the target gets nothing", async () => {
+  test("changes no state: the inbox stays empty, only the unregistered send reaches the relay (refused), the target gets nothing", async () => {
     const { inbox, relayOperations, targetMail, code } = await outcome;
     expect(inbox.name).toBe("agent_task_inbox");
     expect(inbox.isError).toBe(false);
     expect(inbox.text).toContain("(no tasks)");
     expect(inbox.details.tasks).toEqual([]);
-    expect(relayOperations.filter((operation) => operation === "send")).toEqual([]);
-    // Only the unregistered target was looked up (a definitive rejection creates no task).
-    expect(relayOperations.filter((operation) => operation === "resolve")).toHaveLength(1);
+    // Only the send to the unregistered target reached the relay (refused: no task is created), and
+    // nothing was looked up separately (createTask is one round trip).
+    expect(relayOperations.filter((operation) => operation === "send")).toHaveLength(1);
+    expect(relayOperations.filter((operation) => operation === "resolve")).toEqual([]);
     expect(targetMail).toBe(0);
     expect(code).toBe(0);
     expectNoProblems(origin, "origin");
