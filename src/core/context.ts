@@ -38,6 +38,8 @@ export interface CoreContext {
   readonly autoReassign: boolean;
   /** When each task's peer was last probed or looked up (timers clock; rate limit). */
   readonly probedAt: Map<string, number>;
+  /** When a request last found the relay unreachable (timers clock), until one reaches it (outage.ts). */
+  unreachableAt: number | undefined;
 }
 
 export function isClosed(context: CoreContext): boolean {

@@ -24,6 +24,7 @@ import { COOLDOWN, type CoreOutboxEntry, type OperationKey, type OutboxPurpose }
 import { type CoreContext, isClosed } from "./context.ts";
 import { encodeEnvelope } from "./envelopes.ts";
 import { activeHold, endHold, noteRefusal } from "./hold.ts";
+import { noteReached, outageHold } from "./outage.ts";
 import type { Slice, WorkScope } from "./scope.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -159,6 +160,8 @@ export async function attemptSend(context: CoreContext, scope: WorkScope, envelo
     if (ahead.length > 0) return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
     const hold = activeHold(context);
     if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
+    const outage = outageHold(context);
+    if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
     const entry = store.getOutbox(envelopeId)!;
     // After a relay restart the task's mail waits until its peer is found again (reconnect.ts).
     if (store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined) return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
@@ -216,6 +219,7 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutbox
   }
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
   endHold(context);
+  noteReached(context);
   store.transaction(() => {
     store.markOutboxAccepted(envelopeId, { acceptanceId: acceptance.acceptanceId, acceptedAt: context.clock(), duplicate: acceptance.duplicate });
     store.clearCooldown(COOLDOWN.envelope(envelopeId));

@@ -22,6 +22,7 @@ import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
+import { noteFailure, noteReached, showsUnreachable } from "./outage.ts";
 import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
 
@@ -38,13 +39,11 @@ export interface PassReport {
   readonly truncated: boolean;
 }
 
-/** Failures that say the relay could not be reached at all (not a refusal of one request). */
-const UNREACHABLE: ReadonlySet<string> = new Set(["RELAY_UNAVAILABLE", "RELAY_TIMEOUT"]);
-
 /** Reports a lease or receive failure, noting when it shows the relay unreachable or starts a hold. */
 function relayFailure(context: CoreContext, scope: WorkScope, kind: FailureKind, error: unknown): void {
   const failure = toTaskError(error);
-  if (UNREACHABLE.has(failure.code)) scope.unreachable = true;
+  if (showsUnreachable(failure)) scope.unreachable = true;
+  noteFailure(context, failure);
   noteRefusal(context, failure);
   scope.fail(kind, failure);
 }
@@ -94,6 +93,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
     if (isClosed(context)) break;
     // The relay answered: whatever held relay work is fixed (a cached lease proves nothing).
     endHold(context);
+    noteReached(context);
     let full = false;
     for (const delivery of page.deliveries) {
       // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.

@@ -13,6 +13,7 @@ import type { CoreReservation, OperationKey } from "./bookkeeping.ts";
 import { assertOpen, checkEndpoint, type CoreContext, isClosed } from "./context.ts";
 import { type SendOutcome, sendInOrder } from "./outbox.ts";
 import { createWorkScope } from "./scope.ts";
+import { outageHold } from "./outage.ts";
 
 /** How an operation's own envelope fared at the relay. */
 export type EnvelopeDelivery = "accepted" | "pending" | "blocked";
@@ -76,7 +77,8 @@ export async function shipOwn(context: CoreContext, signal: AbortSignal | undefi
     return await sendInOrder(context, scope, envelopeId, "scoped");
   } finally {
     scope.dispose();
-    if (!isClosed(context)) context.requestRefresh();
+    // While the outage hold lasts the next scheduled pass probes anyway: no extra pass per operation.
+    if (!isClosed(context) && outageHold(context) === undefined) context.requestRefresh();
   }
 }
 

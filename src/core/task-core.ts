@@ -204,6 +204,7 @@ function createContext(options: TaskCoreOptions): CoreContext {
     hold: undefined,
     progressShownAt: new Map(),
     probedAt: new Map(),
+    unreachableAt: undefined,
     autoReassign: options.autoReassign === true,
   };
 }

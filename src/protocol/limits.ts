@@ -119,6 +119,11 @@ export const configHoldMaxMs = 60_000;
 
 /** Poll interval while a task is active, the outbox is pending or a gated worker waits. */
 export const activePollIntervalMs = 1_000;
+/**
+ * After a request found the relay unreachable, sends wait this long instead of each trying the
+ * network (one background pass at the active cadence probes meanwhile); see src/core/outage.ts.
+ */
+export const unreachableHoldMs = activePollIntervalMs;
 /** Poll interval otherwise. */
 export const idlePollIntervalMs = 5_000;
 /** `agent_task_wait` re-check backoff: first delay, doubling up to the maximum. */

@@ -3,13 +3,14 @@
  * relay restart (the tasks stay and find their peers again), and the failures that must never
  * trigger it.
  */
+import { coreInternals } from "../../src/core/task-core.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createVirtualTimers } from "../../kit/virtual-timers.ts";
 import { errorSpec } from "../../src/protocol/errors.ts";
-import { configHoldMaxMs, orphanProbeIntervalMs, reconnectTimeoutMs, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { configHoldMaxMs, orphanProbeIntervalMs, reconnectTimeoutMs, RELAY_PROFILE, unreachableHoldMs } from "../../src/protocol/limits.ts";
 import { settle, tryDrain } from "../../kit/drain.ts";
 import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
@@ -274,7 +275,28 @@ describe("failures that never trigger recovery", () => {
     await expectUnchanged();
   });
 
-  test("an unreachable relay: RELAY_UNAVAILABLE", async () => {
+  test("the outage hold: after a pass found the relay unreachable, sends wait without a request for unreachableHoldMs; a pass that reaches the relay sends them", async () => {
+    const timers = createJumpTimers();
+    const { origin, peer, task, expectUnchanged } = await steady({ timers });
+    fx.proxy.push({ operation: "receive", kind: "drop-reply", when: onlyFor(origin.name) });
+    expectCode((await origin.configured.refresh()).failures.get("intake"), "RELAY_UNAVAILABLE");
+    const before = requestsOf(fx.proxy, origin.name).length;
+    const held = await failure(origin.configured.run((core) => core.message({ taskId: task.taskId, type: "information", message: "held" })));
+    expectCode(held, "TASK_DELIVERY_DEFERRED");
+    expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
+    // Past the hold a send tries the network again.
+    timers.jump(unreachableHoldMs);
+    const tried = await origin.configured.run((core) => core.message({ taskId: task.taskId, type: "information", message: "tried" }));
+    expect(coreInternals(origin.configured.current()).store.getOutbox(tried.envelopeId)?.state).toBe("accepted");
+    // The next pass reaches the relay and sends what waited, in order.
+    await origin.configured.refresh();
+    await peer.core.refresh();
+    const heard = peer.core.getTask(task.taskId).events.filter((event) => event.type === "task.information").map((event) => event.payload.message);
+    expect(heard).toEqual(["held", "tried"]);
+    await expectUnchanged();
+  });
+
+  test("an unreachable relay: RELAY_UNAVAILABLE, then sends are held", async () => {
     const door = createFaultProxy({ target: fx.relay.url });
     fx.defer(() => door.stop());
     const { origin, task, expectUnchanged } = await steady({ url: door.url, task: "the relay goes away" });
@@ -282,9 +304,12 @@ describe("failures that never trigger recovery", () => {
     await door.stop();
     const report = await origin.configured.refresh();
     expectCode(report.failures.get("intake"), "RELAY_UNAVAILABLE");
+    // The pass just found the relay unreachable: the message is queued without trying the network
+    // (the outage hold, src/core/outage.ts); the passes send it once the relay answers again.
     const sendError = await failure(origin.configured.run((current) => current.message({ taskId: task.taskId, type: "information", message: "anyone?" })));
-    expectCode(sendError, "RELAY_UNAVAILABLE");
+    expectCode(sendError, "TASK_DELIVERY_DEFERRED");
     expect(sendError.retryable).toBe(true);
+    expect(String(sendError.details.reason)).toContain("unreachable");
 
     await expectUnchanged();
     expect(requestsOf(fx.proxy, origin.name)).toEqual([]);

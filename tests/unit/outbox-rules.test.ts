@@ -58,6 +58,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
       progressShownAt: new Map(),
       probedAt: new Map(),
       autoReassign: false,
+    unreachableAt: undefined,
     };
   }
 
