@@ -8,7 +8,7 @@
  * aborted by its caller sent nothing and fails with retryable `ABORTED`.
  */
 import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
-import ky, { type KyInstance } from "ky";
+import ky, { type KyInstance, type Options } from "ky";
 import PQueue from "p-queue";
 import { utf8Bytes } from "../protocol/canonical-json.ts";
 import { isUuid } from "../protocol/endpoint.ts";
@@ -112,6 +112,14 @@ function retryAfterFrom(body: unknown, headers: Headers): number | undefined {
   return undefined;
 }
 
+const JSON_CONTENT = { "content-type": "application/json" } as const;
+
+/** ky options carrying a request's stop signal to the fetch below (see `ky.create`). */
+function relaySignal(signal: AbortSignal): Options {
+  // Not a declared ky option: ky passes unknown options to fetch as they are.
+  return { relaySignal: signal } as Options;
+}
+
 const REPLY_READ_ERRORS: CappedReadErrors = {
   tooLarge: (bytes) => new TaskError("INVALID_RESPONSE", { details: { problem: "response body too large", bytes } }),
   aborted: (signal) => signal.reason,
@@ -174,12 +182,15 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   const closing = new AbortController();
   const ordinary = new PQueue({ concurrency: maxInFlightRequests });
   const reserved = new PQueue({ concurrency: reservedRequestSlots });
+  const baseFetch = options.fetch ?? fetch;
   const http: KyInstance = ky.create({
     prefixUrl: baseUrl,
     retry: 0,
     timeout: false,
     throwHttpErrors: false,
-    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    // Each request's stop signal travels as the option `relaySignal`, which ky hands to fetch as an
+    // unknown option: ky then joins no signal of its own per request (this is the hot path).
+    fetch: (input: Request | URL | string, init?: RequestInit) => baseFetch(input, { signal: (init as { relaySignal?: AbortSignal } | undefined)?.relaySignal ?? null }),
     // The JWT hook exists only when a secret is configured (no per-request cost otherwise).
     ...(options.auth === undefined
       ? {}
@@ -311,20 +322,20 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
       }
       return exchange(
         operation,
-        (signal) => http.post(RELAY_ENDPOINT_PATH.slice(1), { body: text, headers: { "content-type": "application/json" }, signal }),
+        (signal) => http.post(RELAY_ENDPOINT_PATH.slice(1), { body: text, headers: JSON_CONTENT, ...relaySignal(signal) }),
         interpret,
         requestOptions,
       );
     },
     async profile(requestOptions = {}) {
-      const reply = await exchange("profile", (signal) => http.get(RELAY_PROFILE_PATH.slice(1), { signal }), interpret, requestOptions);
+      const reply = await exchange("profile", (signal) => http.get(RELAY_PROFILE_PATH.slice(1), relaySignal(signal)), interpret, requestOptions);
       return reply.body;
     },
     sessionStatus(session, requestOptions = {}) {
       const path = `${SESSION_STATUS_PATH.slice(1)}?session=${encodeURIComponent(session)}`;
       return exchange(
         "session-status",
-        (signal) => http.get(path, { signal }),
+        (signal) => http.get(path, relaySignal(signal)),
         (status, parsed, headers) => {
           if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
           interpret(status, parsed, headers);
@@ -336,7 +347,7 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     sessionList(requestOptions = {}) {
       return exchange(
         "session-list",
-        (signal) => http.get(SESSION_LIST_PATH.slice(1), { signal }),
+        (signal) => http.get(SESSION_LIST_PATH.slice(1), relaySignal(signal)),
         (status, parsed, headers) => {
           if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions)) return parsed.sessions.filter(isRecord);
           interpret(status, parsed, headers);
