@@ -70,6 +70,8 @@ export interface ReportInput {
   readonly durationSeconds: number;
   readonly figures: readonly Figure[];
   readonly checks: readonly { readonly name: string; readonly ok: boolean; readonly detail: string }[];
+  /** Measurements that could not run on this machine, with the reason. */
+  readonly skipped?: readonly { readonly name: string; readonly reason: string }[];
 }
 
 export function performanceMarkdown(input: ReportInput): string {
@@ -91,6 +93,7 @@ export function performanceMarkdown(input: ReportInput): string {
   lines.push("Integrity checks of the same run:");
   lines.push("");
   for (const check of input.checks) lines.push(`- ${check.ok ? "ok" : "FAILED"}: ${check.name} — ${check.detail}`);
+  for (const skip of input.skipped ?? []) lines.push(`- skipped: ${skip.name} — ${skip.reason}`);
   lines.push("");
   lines.push("## How each figure is measured");
   lines.push("");

@@ -18,6 +18,7 @@ import { type DeliveryResult, measureDelivery } from "./measure/delivery.ts";
 import { measureMemory, type MemoryResult } from "./measure/memory.ts";
 import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
+import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigures } from "./measure/redis.ts";
 import { measureRefresh, type RefreshResult } from "./measure/refresh.ts";
 import { measureSignedCycles, type SignedCyclesResult } from "./measure/signed-cycles.ts";
 import { measureSigning, type SigningResult } from "./measure/signing.ts";
@@ -48,6 +49,8 @@ export const GOALS = {
   bytesPerQueuedEnvelope: 2_000,
   refreshPassMs: 1,
   piInsertP95Ms: 150,
+  /** Issue 15: cycles/s through two relays sharing Redis ÷ one relay on the in-process store. */
+  redisCyclesRatio: 0.5,
 } as const;
 
 /** Wolfpack's published relay figures (Apple M3 Pro, 11 CPUs). */
@@ -76,7 +79,10 @@ export interface BenchResults {
     readonly memory: MemoryResult;
     readonly refresh: RefreshResult;
     readonly pi: PiResult;
+    readonly redis: RedisMeasurement;
   };
+  /** Measurements that could not run here, with the reason. */
+  readonly skipped: readonly { readonly name: string; readonly reason: string }[];
   /** Seconds each measurement took. */
   readonly timings: Record<string, number>;
 }
@@ -222,6 +228,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       anchor: ANCHORS.insertion,
       how: "a real Pi 1.6 worker (RPC mode under Bun, this extension, the scripted model answering with text) and a TaskCore origin on the relay child process; one task at a time once the worker settled; from `createTask` returning to the arrival of the worker's `message_end` RPC record of that task's `pi-tasks-event` (Pi's own message timestamp beside it).",
     },
+    ...redisFigures(m.redis, GOALS, ANCHORS),
   ];
 }
 
@@ -277,6 +284,7 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
     { name: "outage: queued messages all presented once after the outage", ok: o.afterOutage.drained && o.afterOutage.lost === 0 && o.afterOutage.duplicatePresentations === 0, detail: `drained ${o.afterOutage.drained}, presented ${o.afterOutage.messagesPresented}, lost ${o.afterOutage.lost}, duplicates ${o.afterOutage.duplicatePresentations}` },
     { name: "refresh: one request per pass, nothing pending", ok: r.requestsPerPass === 1 && r.pendingAfter === 0, detail: `${r.requestsPerPass} request/pass, pending ${r.pendingAfter}` },
     { name: "real Pi: every task inserted exactly once", ok: pi.missing === 0 && pi.duplicateInsertions === 0, detail: `missing ${pi.missing}, duplicates ${pi.duplicateInsertions}` },
+    ...redisChecks(m.redis),
   ];
 }
 
@@ -305,7 +313,9 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     memory: await step("memory", () => measureMemory({ quick })),
     refresh: await step("refresh", () => measureRefresh({ quick })),
     pi: await step("pi", () => measurePi({ quick })),
+    redis: await step("redis", () => measureRedis({ quick })),
   };
+  if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));
   return {
     machine: machineFacts(startLoad),
@@ -313,6 +323,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     durationSeconds: Math.round((performance.now() - started) / 100) / 10,
     figures: list,
     checks: integrity(measurements),
+    skipped: isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : [],
     measurements,
     timings,
   };

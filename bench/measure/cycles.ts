@@ -144,9 +144,20 @@ async function rawClient(url: string, role: string): Promise<Client> {
   };
 }
 
-export async function runCycles(url: string, kind: "session" | "raw", total: number, hooks?: CycleHooks, relayPid?: number): Promise<CycleRun> {
+export interface CycleOptions {
+  readonly hooks?: CycleHooks;
+  /** The relay process, for its CPU per cycle. */
+  readonly relayPid?: number;
+  /** The receiver's relay when it is another than the senders' (relays sharing a store). */
+  readonly receiverUrl?: string;
+  /** ACKs of a page the receiver sends at once (default: the whole page). */
+  readonly ackLanes?: number;
+}
+
+export async function runCycles(url: string, kind: "session" | "raw", total: number, options: CycleOptions = {}): Promise<CycleRun> {
+  const { hooks, relayPid } = options;
   const make = kind === "session" ? sessionClient : rawClient;
-  const receiver = await make(url, "cycle-receiver");
+  const receiver = await make(options.receiverUrl ?? url, "cycle-receiver");
   const senders = await Promise.all(Array.from({ length: SENDERS }, (_, index) => make(url, `cycle-sender-${index}`)));
   const text = filler(TEXT_CHARS);
   const accepted = new Set<string>();
@@ -212,7 +223,10 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
       received.set(delivery.envelopeId, (received.get(delivery.envelopeId) ?? 0) + 1);
       if (hooks !== undefined && !hooks.check(delivery.payload)) verifyFailures += 1;
     }
-    await Promise.all(page.deliveries.map((delivery) => receiver.acknowledge(delivery.envelopeId)));
+    const lanes = options.ackLanes ?? page.deliveries.length;
+    for (let start = 0; start < page.deliveries.length; start += lanes) {
+      await Promise.all(page.deliveries.slice(start, start + lanes).map((delivery) => receiver.acknowledge(delivery.envelopeId)));
+    }
     acknowledged += page.deliveries.length;
     release(page.deliveries.length);
     cursor = page.nextCursor;
@@ -246,7 +260,7 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
   };
 }
 
-async function activeItems(url: string): Promise<number> {
+export async function activeItems(url: string): Promise<number> {
   const { session } = await boundSession(url, "cycle-health");
   try {
     return Number((await session.health()).activeItems);
@@ -259,8 +273,8 @@ async function activeItems(url: string): Promise<number> {
 export async function onFreshRelay(kind: "session" | "raw", total: number, warmup: number, hooks?: CycleHooks): Promise<CycleRun> {
   const relay = await startRelayProcess();
   try {
-    await runCycles(relay.url, kind, warmup, hooks);
-    const run = await runCycles(relay.url, kind, total, hooks, relay.process.pid);
+    await runCycles(relay.url, kind, warmup, { hooks });
+    const run = await runCycles(relay.url, kind, total, { hooks, relayPid: relay.process.pid });
     return { ...run, relayActiveItemsAfter: await activeItems(relay.url) };
   } finally {
     await relay.stop().catch(() => undefined);

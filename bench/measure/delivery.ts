@@ -59,12 +59,22 @@ async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<Deli
     },
   });
   const url = proxy?.url ?? relay.url;
+  try {
+    return await deliveryBetween({ origin: url, worker: url }, mode, samples);
+  } finally {
+    await proxy?.stop().catch(() => undefined);
+    await relay.stop().catch(() => undefined);
+  }
+}
+
+/** The measurement itself, with the origin on one relay URL and the worker on another (or the same). */
+export async function deliveryBetween(urls: { readonly origin: string; readonly worker: string }, mode: DeliveryRun["mode"], samples: number): Promise<DeliveryRun> {
   const insertedAt = new Map<string, number>();
   let origin: FakePi | undefined;
   let worker: FakePi | undefined;
   try {
-    worker = startFakePi({ url, worker: true, onInsert: (insertion) => insertedAt.set(insertion.taskId, insertion.at) });
-    origin = startFakePi({ url });
+    worker = startFakePi({ url: urls.worker, worker: true, onInsert: (insertion) => insertedAt.set(insertion.taskId, insertion.at) });
+    origin = startFakePi({ url: urls.origin });
     const to = await boundEndpoint(worker);
     await boundEndpoint(origin);
     const featuresSeen = [...coreInternals(worker.core()).session.features()];
@@ -107,8 +117,6 @@ async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<Deli
   } finally {
     await origin?.stop().catch(() => undefined);
     await worker?.stop().catch(() => undefined);
-    await proxy?.stop().catch(() => undefined);
-    await relay.stop().catch(() => undefined);
   }
 }
 

@@ -13,11 +13,11 @@ import { startRelayServer } from "../../src/relay-server/server.ts";
 import { round } from "../lib/stats.ts";
 import { benchName } from "../lib/wire.ts";
 
-const TARGETS = 16;
+export const TARGETS = 16;
 /** Envelopes per target mailbox (16 × 250 = 4,000, under the relay's 4,096 active items). */
-const PER_TARGET = 250;
-const QUICK_TARGETS = 2;
-const QUICK_PER_TARGET = 50;
+export const PER_TARGET = 250;
+export const QUICK_TARGETS = 2;
+export const QUICK_PER_TARGET = 50;
 const TRIALS = 3;
 const QUICK_TRIALS = 1;
 const TEXT_CHARS = KiB;
@@ -56,34 +56,51 @@ async function connect(relay: Handle, role: string): Promise<{ session: string; 
   return { session, endpoint: value.endpoint };
 }
 
+/** A relay's registered source and target mailboxes, and the queueing of envelopes into them. */
+export interface MemoryWorkload {
+  /** Sends `targets × perTarget` envelopes with a 1 KiB text, round robin over the targets; resolves with the count. */
+  queue(): Promise<number>;
+}
+
+/** Registers a source and `targets` sinks on the relay, then (`queue`) sends to them through its engine. */
+export async function memoryWorkload(relay: Handle & { readonly epoch: string }, targets: number, perTarget: number): Promise<MemoryWorkload> {
+  const source = await connect(relay, "memory-source");
+  const sinks: TaskEndpoint[] = [];
+  for (let index = 0; index < targets; index += 1) sinks.push((await connect(relay, `memory-sink-${index}`)).endpoint);
+  return {
+    async queue() {
+      const total = targets * perTarget;
+      for (let index = 0; index < total; index += 1) {
+        const taskId = crypto.randomUUID();
+        const text = `${index}:`.padEnd(TEXT_CHARS, "x");
+        const body = JSON.stringify({
+          operation: "send",
+          profile: RELAY_PROFILE,
+          epoch: relay.epoch,
+          callerSession: source.session,
+          endpoint: source.endpoint,
+          envelope: {
+            envelopeId: crypto.randomUUID(),
+            protocolVersion: WIRE_PROTOCOL_VERSION,
+            source: source.endpoint,
+            target: sinks[index % targets]!,
+            payload: { taskId, kind: "canonical_event", payload: { taskId, type: "task.information", message: text } },
+            createdAt: new Date().toISOString(),
+          },
+        });
+        await relay.engine.handle("send", JSON.parse(body) as Record<string, unknown>);
+      }
+      return total;
+    },
+  };
+}
+
 async function trial(targets: number, perTarget: number): Promise<{ perEnvelope: number; encoded: number; before: number; after: number }> {
   const relay = await startRelayServer({ port: 0 });
   try {
-    const source = await connect(relay, "memory-source");
-    const sinks: TaskEndpoint[] = [];
-    for (let index = 0; index < targets; index += 1) sinks.push((await connect(relay, `memory-sink-${index}`)).endpoint);
+    const workload = await memoryWorkload(relay, targets, perTarget);
     const before = heapAfterGc();
-    const total = targets * perTarget;
-    for (let index = 0; index < total; index += 1) {
-      const taskId = crypto.randomUUID();
-      const text = `${index}:`.padEnd(TEXT_CHARS, "x");
-      const body = JSON.stringify({
-        operation: "send",
-        profile: RELAY_PROFILE,
-        epoch: relay.epoch,
-        callerSession: source.session,
-        endpoint: source.endpoint,
-        envelope: {
-          envelopeId: crypto.randomUUID(),
-          protocolVersion: WIRE_PROTOCOL_VERSION,
-          source: source.endpoint,
-          target: sinks[index % targets]!,
-          payload: { taskId, kind: "canonical_event", payload: { taskId, type: "task.information", message: text } },
-          createdAt: new Date().toISOString(),
-        },
-      });
-      await relay.engine.handle("send", JSON.parse(body) as Record<string, unknown>);
-    }
+    const total = await workload.queue();
     const after = heapAfterGc();
     const usage = await relay.engine.usage();
     if (usage.activeItems !== total) throw new Error(`memory: ${usage.activeItems} of ${total} envelopes queued`);

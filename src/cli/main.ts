@@ -14,6 +14,7 @@ import { demoCommand } from "./demo.ts";
 import { identityCommand } from "./identity.ts";
 import { PEERS_SUBCOMMANDS, peersCommand } from "./peers.ts";
 import { relayCommand } from "./relay.ts";
+import { REDIS_PASSWORD_VARIABLE } from "../relay-server/store/redis/url.ts";
 import { killSession, sessionList, sessionStatus } from "./sessions.ts";
 import { spawnWorker } from "./spawn.ts";
 
@@ -45,9 +46,11 @@ function integer(value: string | undefined, flag: string): number | undefined {
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   relay: {
-    usage: `pi-tasks relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
-    summary: "run the memory-only volatile-v1 relay (--port 0 picks a free port), or stop the relay pi-tasks started on a port",
-    run: (args, env) => relayCommand(args, { stdout: (line) => process.stdout.write(line), env }),
+    usage: `pi-tasks relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
+    summary:
+      "run the memory-only volatile-v1 relay (--port 0 picks a free port; --store redis://… shares its state with relays on other machines, docs/multi-machine.md), or stop the relay pi-tasks started on a port",
+    environment: `${ENVIRONMENT}, ${REDIS_PASSWORD_VARIABLE} (the Redis password when the --store URL carries none)`,
+    run: (args, env) => relayCommand(args, { stdout: (line) => process.stdout.write(line), stderr: (line) => process.stderr.write(line), env }),
   },
   spawn: {
     usage: `pi-tasks spawn --task-worker --name NAME --project-dir DIR [--model provider/id] [--relay URL]\n       [--readiness-timeout-ms ${workerReadinessTimeoutDefaultMs}] [--script MODULE] [--json]`,

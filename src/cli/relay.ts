@@ -1,9 +1,14 @@
 /**
- * `pi-tasks relay [--host 127.0.0.1] [--port 18790] [--allow ADDR[,ADDR…]]`
+ * `pi-tasks relay [--host 127.0.0.1] [--port 18790] [--allow ADDR[,ADDR…]] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]`
  *
  * Starts the memory-only relay. When ready it prints exactly one JSON line
- * `{"event":"listening","url":…,"epoch":…,"profile":"volatile-v1"}` on stdout; SIGTERM and SIGINT
- * stop it and exit 0 within 2 s.
+ * `{"event":"listening","url":…,"epoch":…,"profile":"volatile-v1"}` on stdout (with `"store":URL`
+ * when its state lives in Redis); SIGTERM and SIGINT stop it and exit 0 within 2 s.
+ *
+ * `--store redis://…` (or `rediss://…`, TLS) keeps the state in a Redis that relays on other
+ * machines share (docs/multi-machine.md); the default is the in-process store. A Redis that cannot
+ * be reached within 2 s, persists to disk (unless `--allow-persistent-store`) or may evict keys is
+ * refused before the relay listens: one JSON line on stderr, exit 1; a malformed URL exits 2.
  *
  * `pi-tasks relay stop [--port 18790] [--json]` stops the relay pi-tasks started itself on that
  * port (the embedded relay; see embedded-relay.ts), and nothing else.
@@ -12,10 +17,13 @@ import { parseArgs } from "node:util";
 import { TaskError } from "../protocol/errors.ts";
 import { DEFAULT_RELAY_PORT, MAX_TCP_PORT, RELAY_PROFILE, relayDefaultHost, relayShutdownGraceMs } from "../protocol/limits.ts";
 import { startRelayServer } from "../relay-server/server.ts";
+import { createRedisStore, type RedisStore } from "../relay-server/store/redis/index.ts";
 import { stopEmbeddedRelay } from "./embedded-relay.ts";
 
 export interface RelayCommandIo {
   readonly stdout: (line: string) => void;
+  /** Operator notices (e.g. a persistent Redis allowed by the flag), one JSON line each. */
+  readonly stderr?: (line: string) => void;
   readonly env: Record<string, string | undefined>;
 }
 
@@ -38,20 +46,49 @@ async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise
   return { value: { ok: true, port, pid: result.pid, stopped: true }, json: values.json === true };
 }
 
+/** The Redis store of `--store`: connected, its configuration checked, its epoch read. */
+function openStore(url: string, allowPersistentStore: boolean, io: RelayCommandIo): Promise<RedisStore> {
+  return createRedisStore({
+    url,
+    env: io.env,
+    allowPersistentStore,
+    onNotice: (message) => io.stderr?.(`${JSON.stringify({ event: "store-notice", message })}\n`),
+  });
+}
+
 /** Runs the relay until a signal (resolves with the exit code), or stops the embedded relay. */
 export async function relayCommand(argv: readonly string[], io: RelayCommandIo): Promise<number | { value: unknown; json: boolean }> {
   if (argv[0] === "stop") return stopCommand(argv.slice(1), io);
   const { values, positionals } = parseArgs({
     args: [...argv],
-    options: { host: { type: "string" }, port: { type: "string" }, allow: { type: "string", multiple: true }, json: { type: "boolean" } },
+    options: {
+      host: { type: "string" },
+      port: { type: "string" },
+      allow: { type: "string", multiple: true },
+      store: { type: "string" },
+      "allow-persistent-store": { type: "boolean" },
+      json: { type: "boolean" },
+    },
     allowPositionals: true,
     strict: true,
   });
   if (positionals.length > 0) throw new TaskError("CLI_USAGE", { message: `unexpected argument ${positionals[0]}` });
+  if (values["allow-persistent-store"] === true && values.store === undefined) {
+    throw new TaskError("CLI_USAGE", { message: "--allow-persistent-store applies to a --store redis://… only" });
+  }
   const allow = (values.allow ?? []).flatMap((entry) => entry.split(",")).map((entry) => entry.trim()).filter(Boolean);
-  const server = await startRelayServer({ host: values.host ?? relayDefaultHost, port: parsePort(values.port), allow, env: io.env });
-  io.stdout(`${JSON.stringify({ event: "listening", url: server.url, epoch: server.epoch, profile: RELAY_PROFILE })}\n`);
-  return new Promise<number>((resolve) => {
+  const port = parsePort(values.port);
+  const store = values.store === undefined ? undefined : await openStore(values.store, values["allow-persistent-store"] === true, io);
+  let server: Awaited<ReturnType<typeof startRelayServer>>;
+  try {
+    server = await startRelayServer({ host: values.host ?? relayDefaultHost, port, allow, env: io.env, ...(store === undefined ? {} : { store }) });
+  } catch (error) {
+    await store?.close();
+    throw error;
+  }
+  // The signal handlers are in place before the readiness line: a supervisor may stop the relay as
+  // soon as it reads that line.
+  const stopped = new Promise<number>((resolve) => {
     let stopping = false;
     const stop = () => {
       if (stopping) return;
@@ -66,4 +103,6 @@ export async function relayCommand(argv: readonly string[], io: RelayCommandIo):
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });
+  io.stdout(`${JSON.stringify({ event: "listening", url: server.url, epoch: server.epoch, profile: RELAY_PROFILE, ...(store === undefined ? {} : { store: store.target }) })}\n`);
+  return stopped;
 }

@@ -47,7 +47,7 @@ import {
 import { secretDigest } from "./binding-secret.ts";
 import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
-import { isLive, type RegistrationView, type RelayStore, type StoreUsage } from "./store/store.ts";
+import { isLive, isStateReplaced, type RegistrationView, type RelayStore, type StoreUsage } from "./store/store.ts";
 
 export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
@@ -69,6 +69,7 @@ export interface RelayEngineOptions {
 }
 
 export interface RelayEngine {
+  /** The epoch of the state the relay serves now (a shared store's state can be replaced: store.ts). */
   readonly epoch: string;
   handle(operation: RelayOperation, request: Record<string, unknown>, context?: EngineContext): Promise<EngineResult>;
   profile(): ProfileBody;
@@ -146,11 +147,31 @@ function endpointOf(registration: RegistrationView): TaskEndpoint {
 export async function createRelayEngine(options: RelayEngineOptions = {}): Promise<RelayEngine> {
   const now = options.now ?? Date.now;
   const store = options.store ?? createMemoryStore();
-  const epoch = await store.epoch();
+  let epoch = await store.epoch();
 
-  /** A (well-formed) epoch other than this relay's is RELAY_RESET. */
-  function checkEpoch(value: unknown): void {
+  /** Reads the store's epoch anew (a shared store's state may have been replaced; see store.ts). */
+  async function adoptEpoch(): Promise<void> {
+    epoch = await store.epoch();
+  }
+
+  /**
+   * A (well-formed) epoch other than the state's is RELAY_RESET. One this relay has not seen is
+   * checked with the store first: another relay sharing it may have seen its new state already.
+   */
+  async function checkEpoch(value: unknown): Promise<void> {
+    if (value === epoch) return;
+    await adoptEpoch();
     if (value !== epoch) throw new TaskError("RELAY_RESET", { details: { epoch, mayHaveBeenDelivered: true } });
+  }
+
+  /** Store work; when the store finds its state replaced, the relay adopts the new epoch before the reset is answered. */
+  async function guarded<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (isStateReplaced(error)) await adoptEpoch();
+      throw error;
+    }
   }
 
   /**
@@ -160,7 +181,7 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
    * the secret is judged last, once the request names a live registration of its own caller.
    */
   async function bind(request: Record<string, unknown>): Promise<RegistrationView> {
-    checkEpoch(request.epoch);
+    await checkEpoch(request.epoch);
     const endpoint = request.endpoint;
     if (!isRecord(endpoint) || endpoint.relay !== RELAY_ID || !isUuid(endpoint.id) || Object.keys(endpoint).length !== 2) {
       throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
@@ -266,8 +287,10 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
    * it may take the name. The reply never carries a secret.
    */
   async function connect(request: Record<string, unknown>): Promise<RelayValue> {
-    // Runs before the registration is looked at; the fields were checked already.
-    if (request.epoch !== undefined) checkEpoch(request.epoch);
+    // Runs before the registration is looked at; the fields were checked already. A connect without
+    // an epoch is judged against the state as it is now (a shared store may have been replaced).
+    if (request.epoch !== undefined) await checkEpoch(request.epoch);
+    else await adoptEpoch();
     const secret = request.bindingSecret as string | undefined;
     const at = now();
     const outcome = await store.connect({
@@ -349,24 +372,29 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
   }
 
   return {
-    epoch,
+    get epoch() {
+      return epoch;
+    },
     async handle(operation, request, context = {}) {
       checkRequest(operation, request);
-      return operate(operation, request, context);
+      return guarded(() => operate(operation, request, context));
     },
     profile: () => ({ ok: true, profile: RELAY_PROFILE, epoch, endpointPath: RELAY_ENDPOINT_PATH, federation: "disabled", features: [...RELAY_FEATURES] }),
+    // The session-control routes carry no epoch of the caller's: they answer the state as it is now.
     async sessionStatus(session) {
-      const registration = await store.sessionRegistration(session);
+      await adoptEpoch();
+      const registration = await guarded(() => store.sessionRegistration(session));
       if (registration === undefined || !isLive(registration, now())) throw new TaskError("CALLER_NOT_FOUND", { details: { session } });
       return status(registration);
     },
     async sessionList() {
-      return (await store.liveRegistrations(now())).map(status);
+      await adoptEpoch();
+      return (await guarded(() => store.liveRegistrations(now()))).map(status);
     },
     async maintain() {
-      await store.maintain(now());
+      await guarded(() => store.maintain(now()));
     },
     close: () => store.close(),
-    usage: () => store.usage(),
+    usage: () => guarded(() => store.usage()),
   };
 }

@@ -134,13 +134,11 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
   });
   const slots = createRequestSlots();
   const gate = createClientGate(options.allow ?? []);
-  const epoch = engine.epoch;
-
   const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS) =>
     new Response(JSON.stringify(body), { status, headers });
   const fail = (error: unknown, early = false, extra: Record<string, string> = {}) => {
     const failure = wireError(error);
-    return respond(errorBody(failure, epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
+    return respond(errorBody(failure, engine.epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
   };
 
   async function authorised(request: Request): Promise<boolean> {
@@ -177,7 +175,7 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     try {
       const result = await engine.handle(body.operation, body, { signal: request.signal, releaseSlot });
       const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
-      return new Response(`{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${epoch}","value":${valueJson}}`, { status: HTTP_STATUS.ok, headers: JSON_HEADERS });
+      return new Response(`{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}`, { status: HTTP_STATUS.ok, headers: JSON_HEADERS });
     } catch (error) {
       return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
     }
@@ -243,7 +241,9 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
   }, relayMaintenanceIntervalMs);
   maintenance.unref();
   return {
-    epoch,
+    get epoch() {
+      return engine.epoch;
+    },
     engine,
     handle,
     async close() {

@@ -36,7 +36,9 @@ export async function createInMemoryRelay(options: InMemoryRelayOptions = {}): P
   return {
     url: IN_MEMORY_RELAY_URL,
     fetch: relayFetch as typeof fetch,
-    epoch: handler.epoch,
+    get epoch() {
+      return handler.epoch;
+    },
     engine: handler.engine,
     stop: () => handler.close(),
   };

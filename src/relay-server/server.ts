@@ -37,7 +37,9 @@ export async function startRelayServer(options: RelayServerOptions = {}): Promis
   return {
     url: `http://${urlHost}:${port}`,
     port,
-    epoch: handler.epoch,
+    get epoch() {
+      return handler.epoch;
+    },
     engine: handler.engine,
     async stop() {
       await handler.close();

@@ -66,7 +66,6 @@
  * `footer()` returns the lines below the editor's bottom rule (so it includes an open
  * autocomplete menu).
  */
-import { describe, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -74,6 +73,8 @@ import { BRAIN_SCRIPT, baseEnv, PI_CLI, piArgs, type ScriptedPiOptions, type Scr
 import { eventually } from "../../kit/async.ts";
 import { processState } from "./cli-kit.ts";
 import { BUN, REPO_ROOT } from "../../kit/relay-process.ts";
+import { packageBinary, packageMissingReason } from "../../kit/debian-package.ts";
+import { describeWithPackage } from "./requires-package.ts";
 
 export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
 
@@ -84,12 +85,9 @@ export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
 /** The Debian package that provides tmux. */
 export const TMUX_PACKAGE = "tmux";
 
-let tmuxPath: string | null | undefined;
-
 /** Absolute path of `tmux` on PATH, or undefined. */
 export function tmuxBinary(): string | undefined {
-  if (tmuxPath === undefined) tmuxPath = Bun.which("tmux");
-  return tmuxPath ?? undefined;
+  return packageBinary("tmux");
 }
 
 export function tmuxAvailable(): boolean {
@@ -98,7 +96,7 @@ export function tmuxAvailable(): boolean {
 
 /** Why TUI tests cannot run here, or undefined when they can. */
 export function tmuxMissingReason(): string | undefined {
-  return tmuxAvailable() ? undefined : `tmux is not installed (install the Debian package \`${TMUX_PACKAGE}\`: apt-get install -y ${TMUX_PACKAGE})`;
+  return packageMissingReason("tmux", TMUX_PACKAGE);
 }
 
 /**
@@ -107,19 +105,7 @@ export function tmuxMissingReason(): string | undefined {
  * but with `PI_TASKS_CI=1` (CI installs packages) a failing test takes its place instead.
  */
 export function describeWithTmux(label: string, body: () => void): void {
-  const missing = tmuxMissingReason();
-  if (missing === undefined) {
-    describe(label, body);
-  } else if (process.env.PI_TASKS_CI === "1") {
-    describe(label, () => {
-      test("tmux is installed (PI_TASKS_CI=1)", () => {
-        throw new Error(missing);
-      });
-    });
-  } else {
-    console.warn(`skip: ${label}: ${missing}`);
-    describe.skip(label, body);
-  }
+  describeWithPackage(label, "tmux", TMUX_PACKAGE, body);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,20 +1,19 @@
 /**
- * The `RelayStore` seam (src/relay-server/store/): the memory store's atomic admission and
- * epoch, the budget invariants (`INVARIANT_VIOLATED` on a double release or a drifted total), and
- * that the relay answers such an internal failure 503 `RELAY_UNAVAILABLE`, never with the code
- * itself, when a store is injected into `startRelayServer`.
+ * The `RelayStore` seam (src/relay-server/store/): the memory store against the store contract
+ * (tests/helpers/store-contract.ts) and its epoch, the budget invariants (`INVARIANT_VIOLATED` on
+ * a double release or a drifted total), and that the relay answers such an internal failure 503
+ * `RELAY_UNAVAILABLE`, never with the code itself, when a store is injected into `startRelayServer`.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
-import { canonicalJson } from "../../src/protocol/canonical-json.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
-import { leaseMaxMs, RELAY_ID, relayMaxMailboxItems, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
-import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { relayMaxMailboxItems } from "../../src/protocol/limits.ts";
 import { type RelayServer, startRelayServer } from "../../src/relay-server/server.ts";
 import { createBudgets } from "../../src/relay-server/store/budgets.ts";
 import { createMemoryStore } from "../../src/relay-server/store/memory.ts";
-import type { AdmitRequest, RelayStore } from "../../src/relay-server/store/store.ts";
+import type { RelayStore } from "../../src/relay-server/store/store.ts";
+import { describeRelayStore } from "../helpers/store-contract.ts";
 
 /** Matches the `INVARIANT_VIOLATED` error of `rule`. */
 const violated = (rule: string) => expect.objectContaining({ code: "INVARIANT_VIOLATED", retryable: false, details: expect.objectContaining({ rule }) });
@@ -49,62 +48,15 @@ describe("budget invariants", () => {
 });
 
 describe("memory store", () => {
-  const endpoint = (id: string): TaskEndpoint => ({ relay: RELAY_ID, id });
-
-  async function connected(store: RelayStore, session: string): Promise<TaskEndpoint> {
-    const outcome = await store.connect({ session, generation: crypto.randomUUID(), leaseMs: leaseMaxMs, now: Date.now() });
-    if (outcome.kind !== "connected") throw new Error(`connect: ${outcome.kind}`);
-    return endpoint(outcome.registration.endpointId);
-  }
-
-  function admission(source: TaskEndpoint, target: TaskEndpoint): AdmitRequest {
-    const envelope = { envelopeId: crypto.randomUUID(), protocolVersion: WIRE_PROTOCOL_VERSION, source, target, payload: {}, createdAt: new Date().toISOString() };
-    const text = canonicalJson(envelope);
-    return { envelopeId: envelope.envelopeId, digest: text, text, source, target, fresh: true, now: Date.now() };
-  }
-
   test("a fresh store has a fresh epoch", async () => {
     const [a, b] = [createMemoryStore(), createMemoryStore()];
     expect(await a.epoch()).not.toBe(await b.epoch());
     expect(await a.epoch()).toBe(await a.epoch());
   });
-
-  test("admissions racing on one mailbox never over-admit nor share a cursor", async () => {
-    const store = createMemoryStore();
-    const source = await connected(store, "racer-source");
-    const target = await connected(store, "racer-target");
-    const outcomes = await Promise.all(Array.from({ length: relayMaxMailboxItems + 20 }, () => store.admit(admission(source, target))));
-    expect(outcomes.filter((outcome) => outcome.kind === "accepted").length).toBe(relayMaxMailboxItems);
-    expect(outcomes.filter((outcome) => outcome.kind === "full").every((outcome) => outcome.kind === "full" && outcome.budget === "mailbox")).toBe(true);
-    const page = await store.page(target.id, "0", relayMaxMailboxItems);
-    if (page.kind !== "page") throw new Error(page.kind);
-    const cursors = (JSON.parse(page.itemsJson) as { cursor: string }[]).map((item) => item.cursor);
-    expect(new Set(cursors).size).toBe(cursors.length);
-    expect((await store.usage()).activeItems).toBe(relayMaxMailboxItems);
-    await store.maintain(Date.now());
-  });
-
-  test("dedupe, conflict, staleness and a dead target are outcomes in that order; an acknowledgement frees the budgets", async () => {
-    const store = createMemoryStore();
-    const source = await connected(store, "order-source");
-    const target = await connected(store, "order-target");
-    const request = admission(source, target);
-    const accepted = await store.admit(request);
-    expect(accepted).toMatchObject({ kind: "accepted", duplicate: false });
-    expect(await store.admit({ ...request, fresh: false })).toEqual({ ...accepted, duplicate: true } as never);
-    expect(await store.admit({ ...request, digest: "another" })).toEqual({ kind: "conflict" });
-    expect(await store.admit({ ...admission(source, target), fresh: false })).toEqual({ kind: "stale" });
-    expect(await store.admit(admission(source, endpoint(crypto.randomUUID())))).toEqual({ kind: "target-not-live" });
-    expect(await store.acknowledge(target.id, request.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
-    expect(await store.acknowledge(target.id, request.envelopeId)).toEqual({ kind: "acknowledged", duplicate: true });
-    expect(await store.acknowledge(source.id, request.envelopeId)).toEqual({ kind: "unknown" });
-    expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0, receipts: 1 });
-    // Liveness comes first: a resend to a target that went away is not answered from the receipt.
-    await store.disconnect(target.id, Date.now());
-    expect(await store.admit(request)).toEqual({ kind: "target-not-live" });
-    await store.maintain(Date.now());
-  });
 });
+
+// The cases every store passes (the Redis store runs them too: tests/redis/store.test.ts).
+describeRelayStore("memory", async () => createMemoryStore());
 
 describe("a relay on an injected store", () => {
   let relay: RelayServer | undefined;

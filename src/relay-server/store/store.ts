@@ -18,9 +18,24 @@
  *   reads one;
  * - `now` is the caller's clock in epoch milliseconds: leases, freshness and receipts of one
  *   request follow one clock;
- * - the relay owns the store it is given: closing the relay closes the store.
+ * - the relay owns the store it is given: closing the relay closes the store;
+ * - a shared store's state can be lost under the relay (Redis restarted without persistence: a new
+ *   epoch). `epoch()` then reads the epoch of the state as it is now, and any other call that finds
+ *   its state replaced has no effect and throws `stateReplaced()` (`RELAY_RESET`); the engine then
+ *   adopts the new epoch, so every client sees a reset, exactly as after a relay restart.
  */
+import { TaskError } from "../../protocol/errors.ts";
 import type { TaskEndpoint } from "../../protocol/schemas.ts";
+
+/** What a shared store throws when its state was replaced since the relay last read the epoch. */
+export function stateReplaced(): TaskError {
+  return new TaskError("RELAY_RESET", { details: { mayHaveBeenDelivered: true, stateReplaced: true } });
+}
+
+/** Whether an error is a store's `stateReplaced()`. */
+export function isStateReplaced(error: unknown): boolean {
+  return error instanceof TaskError && error.code === "RELAY_RESET" && error.details.stateReplaced === true;
+}
 
 export type RegistrationState = "active" | "disconnected" | "superseded";
 
@@ -176,7 +191,10 @@ export interface StoreUsage {
 }
 
 export interface RelayStore {
-  /** The epoch of this store's state: a fresh store has a fresh epoch; it never changes while the state lives. */
+  /**
+   * The epoch of this store's state: a fresh store has a fresh epoch; it never changes while the
+   * state lives. A shared store reads it where the state lives (creating it for a new, empty state).
+   */
   epoch(): Promise<string>;
 
   // -- registrations ----------------------------------------------------------------------------

@@ -1,0 +1,292 @@
+/**
+ * The Redis `RelayStore` (`pi-tasks relay --store redis://…`, docs/multi-machine.md): the relay's
+ * whole state in one Redis that several relay processes share, so every relay rule holds across
+ * them. Each method is one Lua script (scripts.ts), atomic however many relays race; the
+ * `watch-v1` doorbell is pub/sub (doorbell.ts); the epoch is a key, so a restarted relay process
+ * keeps its state and its epoch, while a Redis restarted without persistence is a new epoch.
+ *
+ * `createRedisStore` connects (bounded), refuses a Redis that persists to disk or evicts keys
+ * (guard.ts) and reads or creates the epoch. A store call whose Redis is gone or slow fails with
+ * `REDIS_UNAVAILABLE` (answered 503 `RELAY_UNAVAILABLE`); the next call connects anew.
+ */
+import { canonicalBytes } from "../../../protocol/canonical-json.ts";
+import { redisCommandTimeoutMs, redisConnectTimeoutMs, relayReceiptOverheadBytes, relayRegistrationOverheadBytes } from "../../../protocol/limits.ts";
+import { violation } from "../invariant.ts";
+import {
+  type AcknowledgeOutcome,
+  type AdmitOutcome,
+  type CapacityBudget,
+  type ConnectOutcome,
+  type PageOutcome,
+  type RegistrationState,
+  type RegistrationView,
+  type RelayStore,
+  type SecretMatch,
+  stateReplaced,
+  type WatchOutcome,
+  type WatchRequest,
+} from "../store.ts";
+import { createRedisDoorbell } from "./doorbell.ts";
+import { guardRedisConfig } from "./guard.ts";
+import { DEFAULT_REDIS_PREFIX, KEYS, redisKey } from "./keys.ts";
+import { createRedisLink, errorReply, type RedisLink } from "./link.ts";
+import { type RedisScript, SCRIPTS } from "./scripts.ts";
+import { parseRedisUrl, type RedisTarget } from "./url.ts";
+
+export { REDIS_PASSWORD_VARIABLE } from "./url.ts";
+
+export interface RedisStoreOptions {
+  /** `redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]`, or `rediss://…` for TLS. */
+  readonly url: string;
+  /** The password when the URL carries none (else `PI_TASKS_REDIS_PASSWORD` of `env`). */
+  readonly password?: string;
+  readonly env?: Record<string, string | undefined>;
+  /** Start even when Redis persists to disk, or its configuration cannot be read (guard.ts). */
+  readonly allowPersistentStore?: boolean;
+  /** Key prefix; relays sharing a Redis and a prefix share one state. Default `{pi-tasks}`. */
+  readonly prefix?: string;
+  /** Messages for the operator at start-up (e.g. a persistence allowed by the flag). */
+  readonly onNotice?: (message: string) => void;
+  readonly connectTimeoutMs?: number;
+  readonly commandTimeoutMs?: number;
+}
+
+export interface RedisStore extends RelayStore {
+  /** The store's URL without credentials. */
+  readonly target: string;
+}
+
+type Reply = readonly string[];
+
+function asReply(value: unknown, script: RedisScript): Reply {
+  if (!Array.isArray(value) || value.length === 0 || !value.every((item) => typeof item === "string")) {
+    throw violation("a store script answers a list of strings", { script: script.name, reply: Array.isArray(value) ? `an array of ${value.length}` : typeof value });
+  }
+  return value as Reply;
+}
+
+/** `[id, session, state, lease]` from `at` on. */
+function viewAt(reply: Reply, at: number): RegistrationView {
+  return { endpointId: reply[at]!, session: reply[at + 1]!, state: reply[at + 2] as RegistrationState, leaseExpiresAt: Number(reply[at + 3]) };
+}
+
+/** `name, value, …` pairs from `at` on, values as numbers. */
+function numbersFrom(reply: Reply, at: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (let index = at; index + 1 < reply.length; index += 2) out[reply[index]!] = Number(reply[index + 1]);
+  return out;
+}
+
+function stringsFrom(reply: Reply, at: number): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let index = at; index + 1 < reply.length; index += 2) out[reply[index]!] = reply[index + 1]!;
+  return out;
+}
+
+export async function createRedisStore(options: RedisStoreOptions): Promise<RedisStore> {
+  const target: RedisTarget = parseRedisUrl(options.url, options.env ?? {}, options.password);
+  const prefix = options.prefix ?? DEFAULT_REDIS_PREFIX;
+  const timeouts = { connectTimeoutMs: options.connectTimeoutMs ?? redisConnectTimeoutMs, commandTimeoutMs: options.commandTimeoutMs ?? redisCommandTimeoutMs };
+  const link: RedisLink = createRedisLink(target, timeouts);
+  const epochKey = redisKey(prefix, KEYS.epoch);
+  /**
+   * The epoch the relay knows; every script checks it against the key (see scripts.ts). A call
+   * already on its way when it moves (another request read a new epoch) runs on the new state; its
+   * reply then carries the new epoch too, so its client resets as it must.
+   */
+  let known: string;
+
+  async function evaluate(script: RedisScript, args: readonly string[]): Promise<unknown> {
+    try {
+      return await link.send("EVALSHA", [script.sha, "1", epochKey, ...args]);
+    } catch (error) {
+      // Not cached (a fresh or restarted Redis): EVAL runs the same script and caches it.
+      if (!errorReply(error)?.startsWith("NOSCRIPT")) throw error;
+      return await link.send("EVAL", [script.source, "1", epochKey, ...args]);
+    }
+  }
+
+  /** Runs a method's script; a replaced state throws `stateReplaced()` (nothing was done). */
+  async function run(script: RedisScript, ...args: string[]): Promise<Reply> {
+    const reply = asReply(await evaluate(script, [known, prefix, ...args]), script);
+    if (reply[0] === "replaced") throw stateReplaced();
+    return reply;
+  }
+
+  function found(reply: Reply): RegistrationView | undefined {
+    return reply[0] === "found" ? viewAt(reply, 1) : undefined;
+  }
+
+  async function readEpoch(): Promise<string> {
+    const reply = await evaluate(SCRIPTS.epoch, [crypto.randomUUID(), prefix]);
+    if (typeof reply !== "string") throw violation("the epoch script answers a string", { reply: String(reply) });
+    known = reply;
+    return reply;
+  }
+
+  try {
+    await link.client();
+    await guardRedisConfig(target, link.send, { allowPersistentStore: options.allowPersistentStore === true, notice: options.onNotice ?? (() => undefined) });
+    await readEpoch();
+  } catch (error) {
+    link.close();
+    throw error;
+  }
+  const doorbell = createRedisDoorbell(target, timeouts, (endpointId) => redisKey(prefix, KEYS.bell, endpointId));
+
+  async function look(endpointId: string, after: string, mode: "park" | "first" | "final"): Promise<WatchOutcome & { serial: number }> {
+    const reply = await run(SCRIPTS.look, endpointId, after, mode);
+    if (reply[0] === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: reply[1]!, serial: 0 };
+    return { kind: "watch", pending: reply[1] === "1", highestCursor: reply[2]!, serial: Number(reply[3]) };
+  }
+
+  /** Parked and answering watches, so `close` lets them answer before the connection goes. */
+  const watches = new Set<Promise<WatchOutcome>>();
+
+  async function watch({ endpointId, after, waitMs, signal, onPark }: WatchRequest): Promise<WatchOutcome> {
+    // Subscribed before the first look: a ring published after it is never missed.
+    const listener = await doorbell.listen(endpointId);
+    try {
+      const parks = waitMs > 0;
+      const first = await look(endpointId, after, parks ? "park" : "first");
+      if (first.kind === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: first.highestCursor };
+      if (first.pending || !parks) return { kind: "watch", pending: first.pending, highestCursor: first.highestCursor };
+      onPark?.();
+      await listener.wait(first.serial, waitMs, signal);
+      const final = await look(endpointId, after, "final");
+      return final.kind === "watch" ? { kind: "watch", pending: final.pending, highestCursor: final.highestCursor } : final;
+    } finally {
+      listener.release();
+    }
+  }
+
+  return {
+    target: target.display,
+    epoch: readEpoch,
+
+    async connect(request): Promise<ConnectOutcome> {
+      const endpointId = crypto.randomUUID();
+      const size = canonicalBytes({ endpointId, session: request.session, generation: request.generation }) + relayRegistrationOverheadBytes;
+      const reply = await run(
+        SCRIPTS.connect,
+        request.session,
+        request.generation,
+        String(request.now + request.leaseMs),
+        String(request.now),
+        request.secretDigest ?? "",
+        endpointId,
+        String(size),
+      );
+      switch (reply[0]) {
+        case "connected":
+          return { kind: "connected", registration: viewAt(reply, 1) };
+        case "session-protected":
+          return { kind: "session-protected", leaseExpiresAt: Number(reply[1]) };
+        case "secret-missing":
+          return { kind: "secret-missing" };
+        case "secret-mismatch":
+          return { kind: "secret-mismatch" };
+        case "generation-retired":
+          return { kind: "generation-retired" };
+        default:
+          return { kind: "full", details: numbersFrom(reply, 1) };
+      }
+    },
+
+    async binding(session, endpointId, secretDigest) {
+      const reply = await run(SCRIPTS.binding, session, endpointId, secretDigest ?? "");
+      return { callerKnown: reply[1] === "1", secret: reply[2] as SecretMatch, registration: reply.length > 3 ? viewAt(reply, 3) : undefined };
+    },
+
+    registration: async (endpointId) => found(await run(SCRIPTS.registration, endpointId)),
+    successor: async (endpointId, now) => found(await run(SCRIPTS.successor, endpointId, String(now))),
+
+    async disconnect(endpointId, now) {
+      await run(SCRIPTS.disconnect, endpointId, String(now));
+    },
+
+    sessionRegistration: async (session) => found(await run(SCRIPTS.session, session)),
+
+    async liveRegistrations(now) {
+      const reply = await run(SCRIPTS.live, String(now));
+      const views: RegistrationView[] = [];
+      for (let at = 1; at + 3 < reply.length; at += 4) views.push(viewAt(reply, at));
+      return views;
+    },
+
+    async admit(request): Promise<AdmitOutcome> {
+      const receiptBytes = canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
+      const reply = await run(
+        SCRIPTS.admit,
+        request.envelopeId,
+        request.digest,
+        request.text,
+        request.target.id,
+        String(receiptBytes),
+        request.fresh ? "1" : "0",
+        String(request.now),
+        crypto.randomUUID(),
+      );
+      switch (reply[0]) {
+        case "accepted":
+          return { kind: "accepted", acceptanceId: reply[1]!, duplicate: reply[2] === "1" };
+        case "target-not-live":
+          return { kind: "target-not-live" };
+        case "conflict":
+          return { kind: "conflict" };
+        case "stale":
+          return { kind: "stale" };
+        default:
+          return { kind: "full", budget: reply[1] as CapacityBudget, details: numbersFrom(reply, 2) };
+      }
+    },
+
+    async page(endpointId, after, limit): Promise<PageOutcome> {
+      const reply = await run(SCRIPTS.page, endpointId, after, String(limit));
+      if (reply[0] === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: reply[1]! };
+      return { kind: "page", itemsJson: reply[1]!, nextCursor: reply[2]!, hasMore: reply[3] === "1" };
+    },
+
+    async acknowledge(endpointId, envelopeId): Promise<AcknowledgeOutcome> {
+      const reply = await run(SCRIPTS.acknowledge, endpointId, envelopeId);
+      if (reply[0] === "acknowledged") return { kind: "acknowledged", duplicate: reply[1] === "1" };
+      return { kind: reply[0] === "gone" ? "gone" : "unknown" };
+    },
+
+    watch(request) {
+      const watching = watch(request);
+      watches.add(watching);
+      void watching.finally(() => watches.delete(watching)).catch(() => undefined);
+      return watching;
+    },
+
+    async maintain(now) {
+      const reply = await run(SCRIPTS.maintain, String(now));
+      if (reply[0] === "violation") throw violation(reply[1]!, stringsFrom(reply, 2));
+      return { reaped: Number(reply[1]), expiredReceipts: Number(reply[2]) };
+    },
+
+    async usage() {
+      const reply = await run(SCRIPTS.usage);
+      const [activeItems, activeBytes, receipts, receiptBytes, registrations, sessions, metadataBytes, expiryEntries] = reply.slice(1).map(Number) as number[];
+      return {
+        activeItems: activeItems!,
+        activeBytes: activeBytes!,
+        receipts: receipts!,
+        receiptBytes: receiptBytes!,
+        registrations: registrations!,
+        sessions: sessions!,
+        metadataBytes: metadataBytes!,
+        expiryEntries: expiryEntries!,
+        watching: doorbell.waiting(),
+      };
+    },
+
+    async close() {
+      // Parked watches are answered with the state, then the connection goes.
+      doorbell.close();
+      await Promise.allSettled([...watches]);
+      link.close();
+    },
+  };
+}

@@ -1,0 +1,366 @@
+/**
+ * The `RelayStore` contract (src/relay-server/store/store.ts) as tests any store must pass: the
+ * in-process store (tests/relay/store.test.ts) and the Redis store (tests/redis/store.test.ts) run
+ * the same cases, so both keep one semantic. Each test gets a fresh, empty store from `open` and
+ * closes it afterwards. Times are the caller's clock (`now` per call), so retention is tested by
+ * passing a later `now`, never by waiting.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { canonicalJson, sha256Hex } from "../../src/protocol/canonical-json.ts";
+import {
+  leaseMaxMs,
+  RELAY_ID,
+  receivePageMaxBytes,
+  relayMaxActiveItems,
+  relayMaxMailboxItems,
+  relayMaxRegistrations,
+  relayReceiptRetentionMs,
+  relayRegistrationRetentionMs,
+  WIRE_PROTOCOL_VERSION,
+} from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { secretDigest } from "../../src/relay-server/binding-secret.ts";
+import type { AdmitRequest, RelayStore } from "../../src/relay-server/store/store.ts";
+
+const endpoint = (id: string): TaskEndpoint => ({ relay: RELAY_ID, id });
+
+export async function connected(store: RelayStore, session: string, options: { generation?: string; now?: number; leaseMs?: number; secret?: string } = {}): Promise<TaskEndpoint> {
+  const outcome = await store.connect({
+    session,
+    generation: options.generation ?? crypto.randomUUID(),
+    leaseMs: options.leaseMs ?? leaseMaxMs,
+    now: options.now ?? Date.now(),
+    ...(options.secret === undefined ? {} : { secretDigest: secretDigest(options.secret) }),
+  });
+  if (outcome.kind !== "connected") throw new Error(`connect: ${outcome.kind}`);
+  return endpoint(outcome.registration.endpointId);
+}
+
+/** An admission of a fresh envelope (its digest the real one) with a payload of `payloadChars` characters after a few multi-byte ones. */
+export async function admission(source: TaskEndpoint, target: TaskEndpoint, options: { now?: number; payloadChars?: number } = {}): Promise<AdmitRequest> {
+  const envelope = {
+    envelopeId: crypto.randomUUID(),
+    protocolVersion: WIRE_PROTOCOL_VERSION,
+    source,
+    target,
+    payload: { text: `é✓😀${"x".repeat(options.payloadChars ?? 0)}` },
+    createdAt: new Date().toISOString(),
+  };
+  const text = canonicalJson(envelope);
+  return { envelopeId: envelope.envelopeId, digest: await sha256Hex(text), text, source, target, fresh: true, now: options.now ?? Date.now() };
+}
+
+async function pageOf(store: RelayStore, target: TaskEndpoint, after = "0", limit = relayMaxMailboxItems) {
+  const page = await store.page(target.id, after, limit);
+  if (page.kind !== "page") throw new Error(`page: ${page.kind}`);
+  const items = JSON.parse(page.itemsJson) as { cursor: string; envelope: { envelopeId: string } }[];
+  return { ...page, items, cursors: items.map((item) => item.cursor), ids: items.map((item) => item.envelope.envelopeId) };
+}
+
+export function describeRelayStore(label: string, open: () => Promise<RelayStore>): void {
+  describe(`RelayStore contract: ${label}`, () => {
+    const opened: RelayStore[] = [];
+    afterEach(async () => {
+      await Promise.all(opened.splice(0).map((store) => store.close()));
+    });
+    async function fresh(): Promise<RelayStore> {
+      const store = await open();
+      opened.push(store);
+      return store;
+    }
+
+    test("the epoch is stable while the state lives", async () => {
+      const store = await fresh();
+      const epoch = await store.epoch();
+      expect(epoch).toMatch(/^[0-9a-f-]{36}$/);
+      await connected(store, "epoch-a");
+      expect(await store.epoch()).toBe(epoch);
+    });
+
+    test("admissions racing on one mailbox never over-admit nor share a cursor", async () => {
+      const store = await fresh();
+      const source = await connected(store, "racer-source");
+      const target = await connected(store, "racer-target");
+      const requests = await Promise.all(Array.from({ length: relayMaxMailboxItems + 20 }, () => admission(source, target)));
+      const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
+      expect(outcomes.filter((outcome) => outcome.kind === "accepted").length).toBe(relayMaxMailboxItems);
+      expect(outcomes.filter((outcome) => outcome.kind !== "accepted").every((outcome) => outcome.kind === "full" && outcome.budget === "mailbox")).toBe(true);
+      const page = await pageOf(store, target);
+      expect(new Set(page.cursors).size).toBe(relayMaxMailboxItems);
+      expect(page.cursors.at(-1)).toBe(String(relayMaxMailboxItems));
+      expect((await store.usage()).activeItems).toBe(relayMaxMailboxItems);
+      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0 });
+    });
+
+    test("dedupe, conflict, staleness and a dead target are outcomes in that order; an acknowledgement frees the budgets", async () => {
+      const store = await fresh();
+      const source = await connected(store, "order-source");
+      const target = await connected(store, "order-target");
+      const request = await admission(source, target);
+      const accepted = await store.admit(request);
+      expect(accepted).toMatchObject({ kind: "accepted", duplicate: false });
+      expect(await store.admit({ ...request, fresh: false })).toEqual({ ...accepted, duplicate: true } as never);
+      expect(await store.admit({ ...request, digest: "another" })).toEqual({ kind: "conflict" });
+      expect(await store.admit({ ...(await admission(source, target)), fresh: false })).toEqual({ kind: "stale" });
+      expect(await store.admit(await admission(source, endpoint(crypto.randomUUID())))).toEqual({ kind: "target-not-live" });
+      const sent = await store.usage();
+      expect(sent).toMatchObject({ activeItems: 1, activeBytes: Buffer.byteLength(request.text), receipts: 1 });
+      expect(await store.acknowledge(target.id, request.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
+      expect(await store.acknowledge(target.id, request.envelopeId)).toEqual({ kind: "acknowledged", duplicate: true });
+      expect(await store.acknowledge(source.id, request.envelopeId)).toEqual({ kind: "unknown" });
+      expect(await store.acknowledge(target.id, "never-sent")).toEqual({ kind: "unknown" });
+      expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0, receipts: 1, receiptBytes: sent.receiptBytes });
+      // Liveness comes first: a resend to a target that went away is not answered from the receipt.
+      await store.disconnect(target.id, Date.now());
+      expect(await store.admit(request)).toEqual({ kind: "target-not-live" });
+      await store.maintain(Date.now());
+    });
+
+    test("pages: after a cursor, at most `limit` items, hasMore, sparse cursors after acknowledgements, and a cursor ahead of the mailbox", async () => {
+      const store = await fresh();
+      const source = await connected(store, "page-source");
+      const target = await connected(store, "page-target");
+      const sent: string[] = [];
+      const texts: string[] = [];
+      for (let index = 0; index < 5; index += 1) {
+        const request = await admission(source, target);
+        await store.admit(request);
+        sent.push(request.envelopeId);
+        texts.push(request.text);
+      }
+      const first = await pageOf(store, target, "0", 2);
+      expect(first).toMatchObject({ cursors: ["1", "2"], nextCursor: "2", hasMore: true });
+      expect(first.ids).toEqual(sent.slice(0, 2));
+      const rest = await pageOf(store, target, "2", 10);
+      expect(rest).toMatchObject({ cursors: ["3", "4", "5"], nextCursor: "5", hasMore: false });
+      const empty = await pageOf(store, target, "5", 10);
+      expect(empty).toMatchObject({ itemsJson: "[]", nextCursor: "5", hasMore: false });
+      expect(await store.page(target.id, "6", 10)).toEqual({ kind: "cursor-ahead", highestCursor: "5" });
+      expect(await store.page(target.id, "1".repeat(32), 10)).toEqual({ kind: "cursor-ahead", highestCursor: "5" });
+      await store.acknowledge(target.id, sent[1]!);
+      await store.acknowledge(target.id, sent[3]!);
+      expect((await pageOf(store, target, "0", 10)).cursors).toEqual(["1", "3", "5"]);
+      // An item's envelope is the admitted text, spliced in as is.
+      expect(first.itemsJson).toBe(`[{"cursor":"1","envelope":${texts[0]}},{"cursor":"2","envelope":${texts[1]}}]`);
+    });
+
+    test("a page is cut at the page byte budget, with hasMore", async () => {
+      const store = await fresh();
+      const source = await connected(store, "bytes-source");
+      const target = await connected(store, "bytes-target");
+      const sizes: number[] = [];
+      for (let index = 0; index < 8; index += 1) {
+        const request = await admission(source, target, { payloadChars: 40_000 + index });
+        await store.admit(request);
+        // What a page charges for an item: `{"cursor":"N","envelope":TEXT}` in bytes.
+        sizes.push(Buffer.byteLength(`{"cursor":"${index + 1}","envelope":}`) + Buffer.byteLength(request.text));
+      }
+      let fits = 0;
+      for (let total = sizes[0]!; total <= receivePageMaxBytes; total += sizes[fits]!) fits += 1;
+      const page = await pageOf(store, target, "0", 50);
+      expect(fits).toBeLessThan(sizes.length);
+      expect(page.items.length).toBe(fits);
+      expect(page).toMatchObject({ hasMore: true, nextCursor: String(fits) });
+    });
+
+    test("registrations: a renewal keeps the endpoint, a new generation supersedes (mailbox dropped, receipts conflict), a late old generation is retired", async () => {
+      const store = await fresh();
+      const now = Date.now();
+      const source = await connected(store, "gen-source");
+      const first = await connected(store, "gen", { generation: "g1", now });
+      expect(await connected(store, "gen", { generation: "g1", now: now + 1 })).toEqual(first);
+      const queued = await admission(source, first);
+      await store.admit(queued);
+      expect((await store.usage()).activeItems).toBe(1);
+      await store.disconnect(first.id, now + 2);
+      expect(await store.registration(first.id)).toMatchObject({ state: "disconnected", leaseExpiresAt: now + 2 });
+      // The same generation revives its disconnected registration.
+      expect(await connected(store, "gen", { generation: "g1", now: now + 3 })).toEqual(first);
+      const second = await connected(store, "gen", { generation: "g2", now: now + 4 });
+      expect(second.id).not.toBe(first.id);
+      expect(await store.registration(first.id)).toMatchObject({ endpointId: first.id, session: "gen", state: "superseded" });
+      expect(await store.sessionRegistration("gen")).toMatchObject({ endpointId: second.id, state: "active" });
+      expect(await store.successor(first.id, now + 5)).toMatchObject({ endpointId: second.id });
+      expect(await store.successor(second.id, now + 5)).toBeUndefined();
+      // The old mailbox is gone with its budget; its envelope is a conflict now (it can never be received).
+      expect((await store.usage()).activeItems).toBe(0);
+      expect(await store.admit({ ...queued, target: second })).toEqual({ kind: "conflict" });
+      expect(await store.acknowledge(first.id, queued.envelopeId)).toEqual({ kind: "unknown" });
+      expect(await store.connect({ session: "gen", generation: "g1", leaseMs: leaseMaxMs, now: now + 6 })).toEqual({ kind: "generation-retired" });
+      const third = await connected(store, "gen", { generation: "g3", now: now + 7 });
+      expect(await store.successor(first.id, now + 8)).toMatchObject({ endpointId: third.id });
+      await store.disconnect(third.id, now + 9);
+      expect(await store.successor(first.id, now + 10)).toBeUndefined();
+      expect(await store.sessionRegistration("nobody")).toBeUndefined();
+      expect(await store.registration(crypto.randomUUID())).toBeUndefined();
+    });
+
+    test("binding: the caller is known by its session; the registration and its secret are judged", async () => {
+      const store = await fresh();
+      const plain = await connected(store, "bind-plain");
+      const guarded = await connected(store, "bind-guarded", { secret: "s".repeat(40) });
+      expect(await store.binding("bind-plain", plain.id)).toMatchObject({ callerKnown: true, secret: "ok", registration: { endpointId: plain.id, session: "bind-plain", state: "active" } });
+      expect(await store.binding("bind-plain", plain.id, secretDigest("x".repeat(40)))).toMatchObject({ secret: "mismatch" });
+      expect(await store.binding("bind-guarded", guarded.id)).toMatchObject({ secret: "missing" });
+      expect(await store.binding("bind-guarded", guarded.id, secretDigest("s".repeat(40)))).toMatchObject({ secret: "ok" });
+      expect(await store.binding("bind-guarded", guarded.id, secretDigest("t".repeat(40)))).toMatchObject({ secret: "mismatch" });
+      expect(await store.binding("nobody", crypto.randomUUID())).toEqual({ callerKnown: false, registration: undefined, secret: "ok" });
+    });
+
+    test("binding-secret-v1: a protected live registration refuses other connects; after its lease, the same generation needs the secret and a new one may take the name", async () => {
+      const store = await fresh();
+      const now = Date.now();
+      const secret = "p".repeat(40);
+      const owner = await connected(store, "prot", { generation: "g1", now, leaseMs: 1_000, secret });
+      expect(await store.connect({ session: "prot", generation: "g2", leaseMs: 1_000, now: now + 1 })).toEqual({ kind: "session-protected", leaseExpiresAt: now + 1_000 });
+      expect(await connected(store, "prot", { generation: "g1", now: now + 2, leaseMs: 1_000, secret })).toEqual(owner);
+      const lapsed = now + 5_000;
+      expect(await store.connect({ session: "prot", generation: "g1", leaseMs: 1_000, now: lapsed })).toEqual({ kind: "secret-missing" });
+      expect(await store.connect({ session: "prot", generation: "g1", leaseMs: 1_000, now: lapsed, secretDigest: secretDigest("q".repeat(40)) })).toEqual({ kind: "secret-mismatch" });
+      const taken = await connected(store, "prot", { generation: "g9", now: lapsed });
+      expect(taken.id).not.toBe(owner.id);
+      // The new registration is unprotected: another generation may replace it at once.
+      expect((await connected(store, "prot", { generation: "g10", now: lapsed + 1 })).id).not.toBe(taken.id);
+    });
+
+    test("live registrations and session lookups follow leases", async () => {
+      const store = await fresh();
+      const now = Date.now();
+      const a = await connected(store, "live-a", { now, leaseMs: 1_000 });
+      const b = await connected(store, "live-b", { now, leaseMs: 5_000 });
+      const names = async (at: number) => (await store.liveRegistrations(at)).map((registration) => registration.session).sort();
+      expect(await names(now + 1)).toEqual(["live-a", "live-b"]);
+      expect(await names(now + 2_000)).toEqual(["live-b"]);
+      await store.disconnect(b.id, now + 3);
+      expect(await names(now + 4)).toEqual(["live-a"]);
+      expect((await store.liveRegistrations(now + 1)).find((registration) => registration.endpointId === a.id)).toMatchObject({ endpointId: a.id, session: "live-a", state: "active", leaseExpiresAt: now + 1_000 });
+    });
+
+    test("maintain: receipts expire after retention unless an item pins them; ended registrations are reaped unless they pin mail", async () => {
+      const store = await fresh();
+      const now = Date.now();
+      const source = await connected(store, "keep-source", { now });
+      const target = await connected(store, "keep-target", { now });
+      const acked = await admission(source, target, { now });
+      const pinned = await admission(source, target, { now });
+      await store.admit(acked);
+      await store.admit(pinned);
+      await store.acknowledge(target.id, acked.envelopeId);
+      const gone = await connected(store, "keep-gone", { now, leaseMs: 1_000 });
+      const before = await store.usage();
+      expect(before).toMatchObject({ receipts: 2, registrations: 3, sessions: 3, expiryEntries: 2 });
+      expect(await store.maintain(now + relayReceiptRetentionMs - 1)).toEqual({ reaped: 0, expiredReceipts: 0 });
+      const later = now + relayReceiptRetentionMs + relayRegistrationRetentionMs;
+      // keep-gone's lease ended long ago: reaped. The source and target are reaped too (their leases
+      // ended), except the target, whose mailbox still holds the pinned envelope.
+      expect(await store.maintain(later)).toEqual({ reaped: 2, expiredReceipts: 1 });
+      expect(await store.registration(gone.id)).toBeUndefined();
+      expect(await store.binding("keep-gone", gone.id)).toEqual({ callerKnown: false, registration: undefined, secret: "ok" });
+      expect(await store.registration(target.id)).toMatchObject({ session: "keep-target" });
+      const after = await store.usage();
+      expect(after).toMatchObject({ receipts: 1, registrations: 1, sessions: 1, activeItems: 1 });
+      expect(after.receiptBytes).toBeLessThan(before.receiptBytes);
+      expect(after.metadataBytes).toBeLessThan(before.metadataBytes);
+      // The pinned receipt still answers a resend as a duplicate; acknowledged, it expires next time.
+      expect(await store.admit({ ...pinned, now: later })).toMatchObject({ kind: "target-not-live" });
+      expect(await store.acknowledge(target.id, pinned.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
+      expect(await store.maintain(later + 1)).toEqual({ reaped: 1, expiredReceipts: 1 });
+      expect(await store.usage()).toMatchObject({ receipts: 0, receiptBytes: 0, registrations: 0, sessions: 0, metadataBytes: 0, activeItems: 0, activeBytes: 0, expiryEntries: 0 });
+    });
+
+    test("budgets: relay-wide items across mailboxes, and registrations, are refused when spent", async () => {
+      const store = await fresh();
+      const source = await connected(store, "wide-source");
+      const targets = await Promise.all(Array.from({ length: relayMaxActiveItems / relayMaxMailboxItems + 1 }, (_, index) => connected(store, `wide-${index}`)));
+      const full = targets.slice(0, -1);
+      const requests = await Promise.all(full.flatMap((target) => Array.from({ length: relayMaxMailboxItems }, () => admission(source, target))));
+      const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
+      expect(outcomes.every((outcome) => outcome.kind === "accepted")).toBe(true);
+      expect(await store.admit(await admission(source, targets.at(-1)!))).toEqual({ kind: "full", budget: "active", details: { items: relayMaxActiveItems, bytes: (await store.usage()).activeBytes } });
+      const registered = (await store.usage()).registrations;
+      const more = await Promise.all(Array.from({ length: relayMaxRegistrations - registered + 1 }, (_, index) => store.connect({ session: `many-${index}`, generation: "g", leaseMs: leaseMaxMs, now: Date.now() })));
+      expect(more.filter((outcome) => outcome.kind === "connected").length).toBe(relayMaxRegistrations - registered);
+      expect(more.filter((outcome) => outcome.kind === "full")).toEqual([{ kind: "full", details: { registrations: relayMaxRegistrations, metadataBytes: (await store.usage()).metadataBytes } }]);
+      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0 });
+    });
+
+    describe("watch (the doorbell)", () => {
+      test("answers at once with pending mail, or cursor-ahead; waitMs 0 never parks", async () => {
+        const store = await fresh();
+        const source = await connected(store, "bell-source");
+        const target = await connected(store, "bell-target");
+        let parked = 0;
+        const onPark = () => (parked += 1);
+        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 0, onPark })).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        await store.admit(await admission(source, target));
+        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 10_000, onPark })).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
+        expect(await store.watch({ endpointId: target.id, after: "2", waitMs: 10_000, onPark })).toEqual({ kind: "cursor-ahead", highestCursor: "1" });
+        expect(parked).toBe(0);
+      });
+
+      test("a parked watch is rung by an admission, and by a disconnect; it never acknowledges", async () => {
+        const store = await fresh();
+        const source = await connected(store, "ring-source");
+        const target = await connected(store, "ring-target");
+        let parked = 0;
+        const watching = store.watch({ endpointId: target.id, after: "0", waitMs: 10_000, onPark: () => (parked += 1) });
+        await waitUntil(() => parked === 1);
+        expect((await store.usage()).watching).toBe(1);
+        await store.admit(await admission(source, target));
+        expect(await watching).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
+        expect((await pageOf(store, target)).cursors).toEqual(["1"]);
+        const again = store.watch({ endpointId: target.id, after: "1", waitMs: 10_000 });
+        await waitUntil(async () => (await store.usage()).watching === 1);
+        await store.disconnect(target.id, Date.now());
+        expect(await again).toEqual({ kind: "watch", pending: false, highestCursor: "1" });
+        expect((await store.usage()).watching).toBe(0);
+      });
+
+      test("a newer watch of the endpoint answers the older one; the wait elapses; an abort answers at once", async () => {
+        const store = await fresh();
+        const target = await connected(store, "many-watch");
+        const older = store.watch({ endpointId: target.id, after: "0", waitMs: 10_000 });
+        await waitUntil(async () => (await store.usage()).watching === 1);
+        const abort = new AbortController();
+        const newer = store.watch({ endpointId: target.id, after: "0", waitMs: 10_000, signal: abort.signal });
+        expect(await older).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        abort.abort();
+        expect(await newer).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        const started = Date.now();
+        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 50 })).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+      });
+
+      test("a new generation of the session answers its old endpoint's watch (its mailbox is gone)", async () => {
+        const store = await fresh();
+        const source = await connected(store, "drop-source");
+        const old = await connected(store, "drop", { generation: "g1" });
+        await store.admit(await admission(source, old));
+        const watching = store.watch({ endpointId: old.id, after: "1", waitMs: 10_000 });
+        await waitUntil(async () => (await store.usage()).watching === 1);
+        await connected(store, "drop", { generation: "g2" });
+        expect(await watching).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+      });
+
+      test("closing the store answers its parked watches", async () => {
+        const store = await open();
+        const target = await connected(store, "close-watch");
+        const watching = store.watch({ endpointId: target.id, after: "0", waitMs: 10_000 });
+        await waitUntil(async () => (await store.usage()).watching === 1);
+        const closedAt = Date.now();
+        await store.close();
+        expect(await watching).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        // Answered at once, not when its wait elapsed.
+        expect(Date.now() - closedAt).toBeLessThan(5_000);
+      });
+    });
+  });
+}
+
+async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await Bun.sleep(5);
+  }
+}

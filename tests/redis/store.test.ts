@@ -1,0 +1,170 @@
+/**
+ * The Redis `RelayStore` against a real `redis-server`: the store contract every store passes
+ * (tests/helpers/store-contract.ts, the same cases as the in-process store), then what only a
+ * shared store has — two stores on one Redis are one state, a replaced state (Redis restarted
+ * empty) is a new epoch, a Redis that goes away fails calls as `REDIS_UNAVAILABLE` and serves again
+ * when it is back, and scripts Redis forgot are loaded again.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { failure } from "../../kit/async.ts";
+import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
+import { createRedisStore, REDIS_PASSWORD_VARIABLE, type RedisStore } from "../../src/relay-server/store/redis/index.ts";
+import { isStateReplaced } from "../../src/relay-server/store/store.ts";
+import { admission, connected, describeRelayStore } from "../helpers/store-contract.ts";
+import { describeWithPackage } from "../helpers/requires-package.ts";
+
+describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
+  let redis: RedisProcess;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  /** A store on its own key prefix: a fresh, empty state on the shared server. */
+  const open = (prefix = `{t-${crypto.randomUUID()}}`) => createRedisStore({ url: redis.url, prefix });
+
+  describeRelayStore("redis", () => open());
+
+  test("two stores on one Redis and prefix are one state: one epoch, one mailbox, one cursor sequence", async () => {
+    const prefix = `{shared-${crypto.randomUUID()}}`;
+    const [a, b] = await Promise.all([open(prefix), open(prefix)]);
+    try {
+      expect(await a.epoch()).toBe(await b.epoch());
+      const source = await connected(a, "shared-source");
+      const target = await connected(b, "shared-target");
+      const outcomes = await Promise.all(
+        Array.from({ length: 40 }, async (_, index) => (index % 2 === 0 ? a : b).admit(await admission(source, target))),
+      );
+      expect(outcomes.every((outcome) => outcome.kind === "accepted")).toBe(true);
+      const page = await a.page(target.id, "0", 50);
+      if (page.kind !== "page") throw new Error(page.kind);
+      expect((JSON.parse(page.itemsJson) as { cursor: string }[]).map((item) => item.cursor)).toEqual(Array.from({ length: 40 }, (_, index) => String(index + 1)));
+      expect(await b.usage()).toMatchObject({ activeItems: 40, registrations: 2 });
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("a newer watch parked through another store of the same state answers the older one", async () => {
+    const prefix = `{watches-${crypto.randomUUID()}}`;
+    const [a, b] = await Promise.all([open(prefix), open(prefix)]);
+    try {
+      const target = await connected(a, "two-watches");
+      let parked = 0;
+      const older = a.watch({ endpointId: target.id, after: "0", waitMs: 10_000, onPark: () => (parked += 1) });
+      while (parked === 0) await Bun.sleep(2);
+      const startedAt = Date.now();
+      const newer = b.watch({ endpointId: target.id, after: "0", waitMs: 10_000 });
+      expect(await older).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+      expect(Date.now() - startedAt).toBeLessThan(5_000);
+      expect((await a.usage()).watching).toBe(0);
+      expect((await b.usage()).watching).toBe(1);
+      await a.admit(await admission(await connected(a, "two-watches-source"), target));
+      expect(await newer).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test("a password-protected Redis: the password from the URL or PI_TASKS_REDIS_PASSWORD; a wrong or missing one is a clear refusal", async () => {
+    const password = "p@ss w:rd/%";
+    const guarded = await startRedis({ password });
+    try {
+      const viaUrl = await createRedisStore({ url: guarded.url });
+      const viaEnv = await createRedisStore({ url: guarded.plainUrl, env: { [REDIS_PASSWORD_VARIABLE]: password } });
+      expect(await viaEnv.epoch()).toBe(await viaUrl.epoch());
+      await Promise.all([viaUrl.close(), viaEnv.close()]);
+      for (const env of [{ [REDIS_PASSWORD_VARIABLE]: "wrong" }, {}]) {
+        const error = await failure(createRedisStore({ url: guarded.plainUrl, env }));
+        expect(error.code).toBe("REDIS_UNAVAILABLE");
+        expect(error.message).toBe(
+          `Redis at ${guarded.plainUrl}/0 accepts connections but the Redis handshake failed: check the credentials (a password in the URL or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`,
+        );
+      }
+    } finally {
+      await guarded.stop();
+    }
+  });
+
+  test("a state replaced under the store (its epoch key gone) fails calls with no effect until the epoch is read anew", async () => {
+    const prefix = `{replaced-${crypto.randomUUID()}}`;
+    const store = await open(prefix);
+    try {
+      const before = await store.epoch();
+      await connected(store, "replaced");
+      await redis.command("DEL", [`${prefix}:epoch`]);
+      const error = await failure(store.connect({ session: "after", generation: "g", leaseMs: 1_000, now: Date.now() }));
+      expect(isStateReplaced(error)).toBe(true);
+      expect(error).toMatchObject({ code: "RELAY_RESET", details: { mayHaveBeenDelivered: true } });
+      // Nothing was written by the refused call.
+      expect(await redis.command("HEXISTS", [`${prefix}:sessions`, "after"])).toBe(0);
+      const after = await store.epoch();
+      expect(after).not.toBe(before);
+      expect(await store.epoch()).toBe(after);
+      expect((await store.usage()).registrations).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("scripts Redis forgot (SCRIPT FLUSH, a restart) are loaded again", async () => {
+    const store = await open();
+    try {
+      await connected(store, "flush-a");
+      await redis.command("SCRIPT", ["FLUSH"]);
+      await connected(store, "flush-b");
+      expect((await store.usage()).sessions).toBe(2);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("a Redis that stops answering fails calls with REDIS_UNAVAILABLE within the command timeout; answering again, the store serves again", async () => {
+    const commandTimeoutMs = 300;
+    const store: RedisStore = await createRedisStore({ url: redis.url, prefix: `{hung-${crypto.randomUUID()}}`, commandTimeoutMs });
+    try {
+      const target = await connected(store, "hung");
+      redis.pause();
+      const startedAt = Date.now();
+      const error = await failure(store.registration(target.id)).finally(() => redis.resume());
+      expect(error).toMatchObject({ code: "REDIS_UNAVAILABLE", retryable: true });
+      expect(Date.now() - startedAt).toBeLessThan(commandTimeoutMs * 10);
+      expect(await store.registration(target.id)).toMatchObject({ session: "hung" });
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("a Redis that is killed fails calls, parked watches included, with REDIS_UNAVAILABLE at once; a new, empty one is a replaced state", async () => {
+    const store = await open();
+    try {
+      const target = await connected(store, "killed");
+      const before = await store.epoch();
+      let parked = false;
+      const watching = failure(store.watch({ endpointId: target.id, after: "0", waitMs: 20_000, onPark: () => (parked = true) }));
+      while (!parked) await Bun.sleep(2);
+      const killedAt = Date.now();
+      await redis.kill();
+      expect(await watching).toMatchObject({ code: "REDIS_UNAVAILABLE", retryable: true });
+      expect(Date.now() - killedAt).toBeLessThan(5_000);
+      const error = await failure(store.registration(target.id));
+      expect(error).toMatchObject({ code: "REDIS_UNAVAILABLE", retryable: true });
+      expect(error.message).toContain("cannot be reached");
+      await redis.restart();
+      expect(isStateReplaced(await failure(store.registration(target.id)))).toBe(true);
+      expect(await store.epoch()).not.toBe(before);
+      expect(await store.registration(target.id)).toBeUndefined();
+      // The doorbell subscribes anew on the new Redis.
+      const again = await connected(store, "killed-again");
+      let parkedAgain = false;
+      const ringing = store.watch({ endpointId: again.id, after: "0", waitMs: 20_000, onPark: () => (parkedAgain = true) });
+      while (!parkedAgain) await Bun.sleep(2);
+      await store.admit(await admission(await connected(store, "killed-source"), again));
+      expect(await ringing).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
+    } finally {
+      await store.close();
+    }
+  });
+});
