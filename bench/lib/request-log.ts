@@ -9,6 +9,8 @@ import { now } from "./stats.ts";
 export interface LoggedRequest {
   readonly operation: string;
   readonly envelopeId?: string;
+  /** An `ack-batch-v1` acknowledge: every id it carries. */
+  readonly envelopeIds?: readonly string[];
   readonly startedAt: number;
   /** Monotonic time the reply body was read (or the failure surfaced). */
   endedAt: number;
@@ -32,11 +34,12 @@ export interface RequestLog {
   onAck(listener: (envelopeId: string, at: number) => void): void;
 }
 
-function operationOf(input: string | URL | Request, text: string): { operation: string; envelopeId?: string } {
+function operationOf(input: string | URL | Request, text: string): { operation: string; envelopeId?: string; envelopeIds?: readonly string[] } {
   if (text.length > 0) {
     try {
-      const body = JSON.parse(text) as { operation?: unknown; envelopeId?: unknown; envelope?: { envelopeId?: unknown } };
+      const body = JSON.parse(text) as { operation?: unknown; envelopeId?: unknown; envelopeIds?: unknown; envelope?: { envelopeId?: unknown } };
       const operation = typeof body.operation === "string" ? body.operation : "other";
+      if (Array.isArray(body.envelopeIds)) return { operation, envelopeIds: body.envelopeIds.filter((id): id is string => typeof id === "string") };
       const envelopeId = typeof body.envelopeId === "string" ? body.envelopeId : typeof body.envelope?.envelopeId === "string" ? body.envelope.envelopeId : undefined;
       return envelopeId === undefined ? { operation } : { operation, envelopeId };
     } catch {
@@ -76,9 +79,12 @@ export function createRequestLog(): RequestLog {
     entry.endedAt = now();
     entry.status = response.status;
     entry.ok = response.status === 200 && reply.startsWith('{"ok":true');
-    if (entry.ok && entry.operation === "acknowledge" && entry.envelopeId !== undefined && !acked.has(entry.envelopeId)) {
-      acked.set(entry.envelopeId, entry.endedAt);
-      for (const listener of listeners) listener(entry.envelopeId, entry.endedAt);
+    if (entry.ok && entry.operation === "acknowledge") {
+      for (const envelopeId of entry.envelopeIds ?? (entry.envelopeId === undefined ? [] : [entry.envelopeId])) {
+        if (acked.has(envelopeId)) continue;
+        acked.set(envelopeId, entry.endedAt);
+        for (const listener of listeners) listener(envelopeId, entry.endedAt);
+      }
     }
     return new Response(reply, { status: response.status, headers: response.headers });
   };

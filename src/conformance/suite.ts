@@ -22,6 +22,7 @@ import { isUuid } from "../protocol/endpoint.ts";
 import { ERROR_REGISTRY, type RegisteredErrorCode } from "../protocol/errors.ts";
 import { HTTP_STATUS } from "../protocol/http.ts";
 import {
+  ackBatchMaxItems,
   bindingSecretMinChars,
   envelopeMaxAgeMs,
   envelopeMaxFutureSkewMs,
@@ -55,6 +56,7 @@ import { firstError } from "../protocol/validate.ts";
 import {
   EPOCHLESS_CODES,
   FEATURE_BINDING_SECRET,
+  FEATURE_ACK_BATCH,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
   mintBindingSecret,
@@ -82,7 +84,7 @@ import {
 
 export interface ConformanceOptions {
   /**
-   * The additions (`FEATURE_WATCH`, `FEATURE_SUCCESSOR`, `FEATURE_BINDING_SECRET`) the relay must have and advertise. Empty:
+   * The additions (`FEATURE_WATCH`, `FEATURE_SUCCESSOR`, `FEATURE_BINDING_SECRET`, `FEATURE_ACK_BATCH`) the relay must have and advertise. Empty:
    * a plain Wolfpack relay, checked against Wolfpack's wire only.
    */
   readonly features: readonly string[];
@@ -136,7 +138,9 @@ export function expectWireError(reply: ReplyLike, code: RegisteredErrorCode, exp
 
 /** The reply value schema of each `kind`. */
 const REPLY_OF_KIND: Readonly<Record<string, TSchema>> = Object.fromEntries(
-  Object.values(RELAY_REPLIES).map((schema) => [schema.properties.kind.const, schema]),
+  Object.values(RELAY_REPLIES)
+    .flatMap((schema: TSchema): TSchema[] => ("anyOf" in schema ? (schema.anyOf as TSchema[]) : [schema]))
+    .map((schema) => [schema.properties.kind.const, schema]),
 );
 
 /**
@@ -1077,6 +1081,42 @@ export function runRelayConformance(getBaseUrl: () => string, options: Conforman
           pending: false,
           highestCursor: "1",
         });
+      });
+
+      concurrentIf(hasFeature(FEATURE_ACK_BATCH))("ack-batch-v1: one acknowledge with envelopeIds answers each id's outcome in order; the mailbox is empty after", async () => {
+        const [a, b] = await pair("ack-batch");
+        const sent = [await a.sendOk(b.endpoint), await a.sendOk(b.endpoint), await a.sendOk(b.endpoint)].map(({ envelope }) => envelope.envelopeId as string);
+        expect(idsOf(await b.drain())).toEqual(sent);
+        const first = expectValue(await b.call("acknowledge", { envelopeIds: [sent[0], sent[1]] }), "acknowledged-batch");
+        expect(first.results).toEqual([
+          { envelopeId: sent[0], outcome: "acknowledged" },
+          { envelopeId: sent[1], outcome: "acknowledged" },
+        ]);
+        const unknown = crypto.randomUUID();
+        const second = expectValue(await b.call("acknowledge", { envelopeIds: [sent[0], sent[2], unknown] }), "acknowledged-batch");
+        expect(second.results).toEqual([
+          { envelopeId: sent[0], outcome: "duplicate" },
+          { envelopeId: sent[2], outcome: "acknowledged" },
+          { envelopeId: unknown, outcome: "unknown" },
+        ]);
+        expect(await b.drain()).toEqual([]);
+        // Another endpoint's envelope is unknown to this one.
+        const [c, d] = await pair("ack-batch-other");
+        const { envelope } = await c.sendOk(d.endpoint);
+        expect(expectValue(await b.call("acknowledge", { envelopeIds: [envelope.envelopeId] }), "acknowledged-batch").results).toEqual([{ envelopeId: envelope.envelopeId, outcome: "unknown" }]);
+        expect(idsOf(await d.drain())).toEqual([envelope.envelopeId]);
+      });
+
+      concurrentIf(hasFeature(FEATURE_ACK_BATCH))("ack-batch-v1: both forms, an empty or oversized list, or an id twice is 400 INVALID_REQUEST and acknowledges nothing", async () => {
+        const [a, b] = await pair("ack-batch-bad");
+        const { envelope } = await a.sendOk(b.endpoint);
+        const id = envelope.envelopeId as string;
+        const tooMany = [id, ...Array.from({ length: ackBatchMaxItems }, () => crypto.randomUUID())];
+        for (const fields of [{ envelopeId: id, envelopeIds: [id] }, {}, { envelopeIds: [] }, { envelopeIds: tooMany }, { envelopeIds: [id, id] }, { envelopeIds: [id, 7] }]) {
+          expectError(await b.call("acknowledge", fields), "INVALID_REQUEST", HTTP_STATUS.badRequest);
+        }
+        expect(idsOf(await b.drain())).toEqual([id]);
+        expectValue(await b.acknowledge(id), "acknowledged");
       });
 
       concurrentIf(hasFeature(FEATURE_SUCCESSOR))("resolve followSuccessor:true on a retired endpoint answers the live successor", async () => {

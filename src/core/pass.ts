@@ -15,6 +15,7 @@
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
+import { FEATURE_ACK_BATCH } from "../protocol/wire.ts";
 import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNJUDGED } from "./bookkeeping.ts";
 import { checkEndpoint, type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { activeHold, endHold, noteRefusal } from "./hold.ts";
@@ -171,33 +172,69 @@ function ackEligible(context: CoreContext, row: CoreDelivery): boolean {
   return false;
 }
 
+/** The relay no longer holds it (acknowledged before, or dropped): nothing left to ACK. */
+function ackGone(context: CoreContext, scope: WorkScope, envelopeId: string, error: TaskError): void {
+  context.store.acknowledgeDelivery(envelopeId);
+  scope.fail("ack", error.withDetails({ envelopeId }));
+}
+
+/** An ACK request failed: a capacity refusal cools its envelopes down; the failure is reported. */
+function ackFailed(context: CoreContext, scope: WorkScope, envelopeIds: readonly string[], error: TaskError): void {
+  if (error.code === "RELAY_CAPACITY") {
+    for (const envelopeId of envelopeIds) context.store.setCooldown(COOLDOWN.ack(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+  }
+  noteRefusal(context, error);
+  scope.fail("ack", error.withDetails({ envelopeId: envelopeIds[0], ...(envelopeIds.length > 1 ? { envelopeIds } : {}) }));
+}
+
+/** The relay acknowledged it: the delivery leaves the inbox. */
+function acked(context: CoreContext, envelopeId: string): void {
+  context.store.transaction(() => {
+    context.store.acknowledgeDelivery(envelopeId);
+    context.store.clearCooldown(COOLDOWN.ack(envelopeId));
+  });
+}
+
 async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: string): Promise<boolean> {
-  const { store, session } = context;
   try {
-    await session.acknowledge(envelopeId, scope.signal);
+    await context.session.acknowledge(envelopeId, scope.signal);
   } catch (raw) {
     const error = toTaskError(raw);
     if (isClosed(context)) return false;
     rethrowRelayLoss(error);
     if (error.code === "INVALID_REQUEST") {
-      // The relay no longer holds it (acknowledged before, or dropped): nothing left to ACK.
-      store.acknowledgeDelivery(envelopeId);
-      scope.fail("ack", error.withDetails({ envelopeId }));
+      ackGone(context, scope, envelopeId, error);
       return true;
     }
-    if (error.code === "RELAY_CAPACITY") store.setCooldown(COOLDOWN.ack(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
-    noteRefusal(context, error);
-    scope.fail("ack", error.withDetails({ envelopeId }));
+    ackFailed(context, scope, [envelopeId], error);
     return false;
   }
   // A reply that arrives after the lifetime closed must not advance anything.
   if (isClosed(context)) return false;
   endHold(context);
-  store.transaction(() => {
-    store.acknowledgeDelivery(envelopeId);
-    store.clearCooldown(COOLDOWN.ack(envelopeId));
-  });
+  acked(context, envelopeId);
   return true;
+}
+
+/** `ack-batch-v1`: one request for every admitted ACK; returns how many left the inbox. */
+async function sendAckBatch(context: CoreContext, scope: WorkScope, envelopeIds: readonly string[]): Promise<number> {
+  let results;
+  try {
+    results = await context.session.acknowledgeBatch(envelopeIds, scope.signal);
+  } catch (raw) {
+    const error = toTaskError(raw);
+    if (isClosed(context)) return 0;
+    rethrowRelayLoss(error);
+    ackFailed(context, scope, envelopeIds, error);
+    return 0;
+  }
+  if (isClosed(context)) return 0;
+  endHold(context);
+  for (const { envelopeId, outcome } of results) {
+    if (outcome === "acknowledged" || outcome === "duplicate") acked(context, envelopeId);
+    else ackGone(context, scope, envelopeId, new TaskError("INVALID_REQUEST", { message: `the relay does not hold this envelope (${outcome})`, details: { operation: "acknowledge", outcome } }));
+  }
+  return results.length;
 }
 
 async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly CoreDelivery[], slice?: Slice): Promise<{ acked: number; exhausted: boolean }> {
@@ -220,6 +257,8 @@ async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly C
     scope.attempted.add(identity);
     admitted.push(row.envelopeId);
   }
+  // A relay with ack-batch-v1 takes them in one request; any other gets one ACK per envelope.
+  if (admitted.length > 1 && context.session.features().has(FEATURE_ACK_BATCH)) return { acked: await sendAckBatch(context, scope, admitted), exhausted };
   const results = await Promise.all(admitted.map((envelopeId) => sendAck(context, scope, envelopeId)));
   return { acked: results.filter(Boolean).length, exhausted };
 }

@@ -98,6 +98,8 @@ export const maxScopedSendsPerPass = 56;
 export const maxOldWorkSendsPerPass = 8;
 /** ACK attempts (including repair) one pass may make. */
 export const maxAckAttemptsPerPass = 48;
+/** `ack-batch-v1`: the most envelope ids one `acknowledge` request may carry (a pass's ACK budget). */
+export const ackBatchMaxItems = maxAckAttemptsPerPass;
 /** Fetching pauses while this many relay deliveries are fetched but unacknowledged. */
 export const maxFetchedUnacknowledgedDeliveries = 200;
 /** Overall deadline of one background pass. */

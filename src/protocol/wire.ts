@@ -22,6 +22,7 @@ import {
   leaseMinMs,
   maxCursorDigits,
   maxProtocolVersionsItems,
+  ackBatchMaxItems,
   maxWireIdChars,
   minProtocolVersionsItems,
   minWireIdChars,
@@ -103,7 +104,16 @@ export const RELAY_REQUESTS = {
   // The envelope is checked by the send operation itself: malformed is SOURCE_MISMATCH.
   send: Type.Object({ ...base, ...bindingFields, envelope: Type.Unknown() }, strict),
   receive: Type.Object({ ...base, ...bindingFields, cursor: Type.Unknown(), limit: Type.Optional(Type.Unknown()) }, strict),
-  acknowledge: Type.Object({ ...base, ...bindingFields, envelopeId: WireString }, strict),
+  // Exactly one of `envelopeId` and (with `ack-batch-v1`) `envelopeIds`, distinct; checked after the schema.
+  acknowledge: Type.Object(
+    {
+      ...base,
+      ...bindingFields,
+      envelopeId: Type.Optional(WireString),
+      envelopeIds: Type.Optional(Type.Array(WireString, { minItems: 1, maxItems: ackBatchMaxItems })),
+    },
+    strict,
+  ),
   disconnect: Type.Object({ ...base, ...bindingFields }, strict),
   health: Type.Object({ ...base, ...bindingFields }, strict),
   watch: Type.Object(
@@ -172,6 +182,13 @@ export const AcceptedValue = Type.Object({
 export const WireDelivery = Type.Object({ cursor: Cursor, envelope: Type.Object({ envelopeId: NonEmpty }) });
 export const PageValue = Type.Object({ kind: Type.Literal("page"), deliveries: Type.Array(WireDelivery), nextCursor: Cursor, hasMore: Type.Boolean() });
 export const AcknowledgedValue = Type.Object({ kind: Type.Literal("acknowledged"), duplicate: Type.Boolean() });
+/** `ack-batch-v1`: what became of each id, in request order. */
+export const AckOutcome = Type.Union([Type.Literal("acknowledged"), Type.Literal("duplicate"), Type.Literal("unknown"), Type.Literal("gone")]);
+export type AckOutcome = Static<typeof AckOutcome>;
+export const AcknowledgedBatchValue = Type.Object({
+  kind: Type.Literal("acknowledged-batch"),
+  results: Type.Array(Type.Object({ envelopeId: Type.String(), outcome: AckOutcome }), { maxItems: ackBatchMaxItems }),
+});
 export const DisconnectedValue = Type.Object({ kind: Type.Literal("disconnected") });
 export const HealthValue = Type.Object({ kind: Type.Literal("health"), store: Type.Record(Type.String(), Type.Unknown()) });
 /** `watch-v1`. */
@@ -182,7 +199,7 @@ export const RELAY_REPLIES = {
   resolve: ResolvedValue,
   send: AcceptedValue,
   receive: PageValue,
-  acknowledge: AcknowledgedValue,
+  acknowledge: Type.Union([AcknowledgedValue, AcknowledgedBatchValue]),
   disconnect: DisconnectedValue,
   health: HealthValue,
   watch: WatchValue,
@@ -242,6 +259,7 @@ export type SessionListBody = Static<typeof SessionListBody>;
 export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
 export const FEATURE_BINDING_SECRET = "binding-secret-v1";
+export const FEATURE_ACK_BATCH = "ack-batch-v1";
 
 /** A fresh binding secret for a client to choose (`binding-secret-v1`): `bindingSecretBytes` random bytes, base64url without padding. */
 export function mintBindingSecret(): string {

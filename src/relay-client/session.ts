@@ -34,6 +34,8 @@ import {
   FEATURE_BINDING_SECRET,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
+  FEATURE_ACK_BATCH,
+  type AckOutcome,
   mintBindingSecret,
   RELAY_REPLIES,
   type RelayOperation,
@@ -112,6 +114,12 @@ export interface RelaySession {
   send(envelope: EncodedEnvelope, signal?: AbortSignal): Promise<SendAcceptance>;
   receive(cursor: string, options?: { limit?: number; signal?: AbortSignal }): Promise<InboxPage>;
   acknowledge(envelopeId: string, signal?: AbortSignal): Promise<{ duplicate: boolean }>;
+  /**
+   * `ack-batch-v1` (only when the relay advertises it; else `INCOMPATIBLE_PROTOCOL` before any
+   * request): acknowledges up to `ackBatchMaxItems` distinct ids in one request; each id's outcome
+   * in order (`unknown` / `gone`: the relay does not hold it for this endpoint).
+   */
+  acknowledgeBatch(envelopeIds: readonly string[], signal?: AbortSignal): Promise<readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[]>;
   watch(cursor: string, waitMs: number, signal?: AbortSignal): Promise<WatchResult>;
   health(signal?: AbortSignal): Promise<Record<string, unknown>>;
   disconnect(signal?: AbortSignal): Promise<void>;
@@ -362,7 +370,18 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     },
     async acknowledge(envelopeId, signal) {
       const value = replyOf("acknowledge", await call("acknowledge", { envelopeId }, signal), "INVALID_RESPONSE");
+      if (value.kind !== "acknowledged") throw malformed("INVALID_RESPONSE", "acknowledge", "a batch answer to a single acknowledgement");
       return { duplicate: value.duplicate };
+    },
+    async acknowledgeBatch(envelopeIds, signal) {
+      await ensureBound("acknowledge", signal);
+      if (!session.features().has(FEATURE_ACK_BATCH)) throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: FEATURE_ACK_BATCH } });
+      const value = replyOf("acknowledge", await call("acknowledge", { envelopeIds }, signal), "INVALID_RESPONSE");
+      // The answer must name exactly the ids asked for, in order.
+      if (value.kind !== "acknowledged-batch" || value.results.length !== envelopeIds.length || value.results.some((result, index) => result.envelopeId !== envelopeIds[index])) {
+        throw malformed("INVALID_RESPONSE", "acknowledge", "the batch answer does not name the ids asked for, in order");
+      }
+      return value.results;
     },
     async watch(cursor, waitMs, signal) {
       await ensureBound("watch", signal);

@@ -33,6 +33,8 @@ import { type TaskEndpoint, WireEnvelope } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
 import {
   cursorValue,
+  type AckOutcome,
+  FEATURE_ACK_BATCH,
   FEATURE_BINDING_SECRET,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
@@ -49,7 +51,7 @@ import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
 import { isLive, isStateReplaced, type RegistrationView, type RelayStore, type StoreUsage } from "./store/store.ts";
 
-export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET] as const;
+export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET, FEATURE_ACK_BATCH] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
 
 /** A success the HTTP layer serialises; `rawValueJson` is spliced in as is (receive pages). */
@@ -126,6 +128,13 @@ function checkFields(operation: RelayOperation, request: Record<string, unknown>
     case "watch":
       requestCursor(request.cursor);
       return;
+    case "acknowledge": {
+      // One of the two forms (`envelopeIds` is ack-batch-v1), never both; a batch names each id once.
+      const ids = request.envelopeIds as string[] | undefined;
+      if ((ids === undefined) === (request.envelopeId === undefined)) throw invalid("/envelopeId", "give exactly one of envelopeId and envelopeIds");
+      if (ids !== undefined && new Set(ids).size !== ids.length) throw invalid("/envelopeIds", "an envelope id appears twice");
+      return;
+    }
     default:
       return;
   }
@@ -246,6 +255,16 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     return { rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}` };
   }
 
+  /** `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none fails the request. */
+  async function acknowledgeBatch(owner: RegistrationView, envelopeIds: readonly string[]): Promise<RelayValue> {
+    const results: { envelopeId: string; outcome: AckOutcome }[] = [];
+    for (const envelopeId of envelopeIds) {
+      const outcome = await store.acknowledge(owner.endpointId, envelopeId);
+      results.push({ envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind });
+    }
+    return { kind: "acknowledged-batch", results };
+  }
+
   async function acknowledge(owner: RegistrationView, envelopeId: string): Promise<RelayValue> {
     const outcome = await store.acknowledge(owner.endpointId, envelopeId);
     switch (outcome.kind) {
@@ -360,6 +379,7 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
       case "receive":
         return receive(owner, request.cursor as string, pageLimit(request.limit));
       case "acknowledge":
+        if (request.envelopeIds !== undefined) return { value: await acknowledgeBatch(owner, request.envelopeIds as string[]) };
         return { value: await acknowledge(owner, request.envelopeId as string) };
       case "disconnect":
         await store.disconnect(owner.endpointId, now());

@@ -9,7 +9,7 @@ import type { PresentationHost, PresentationItem } from "../../src/core/host.ts"
 import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { settle } from "../../kit/drain.ts";
+import { relayBacklog, settle } from "../../kit/drain.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { deferred, failure, raised, settledYet } from "../../kit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
@@ -713,6 +713,37 @@ describe("timeouts", () => {
 
 // -------------------------------------------------------------------------------------------------
 
+describe("acknowledgements (ack-batch-v1)", () => {
+  test("a pass ACKs everything it took in with one request when the relay advertises ack-batch-v1", async () => {
+    const { origin, worker } = await pair();
+    const created = [];
+    for (let index = 0; index < 3; index += 1) created.push(await origin.core.createTask({ to: to(worker), task: `batched ${index}` }));
+    const before = requestsOf(fx.proxy, worker.name, "acknowledge").length;
+    await worker.core.refresh();
+    const acks = requestsOf(fx.proxy, worker.name, "acknowledge").slice(before).map((request) => request.body as { envelopeId?: string; envelopeIds?: string[] });
+    expect(acks).toHaveLength(1);
+    expect(acks[0]!.envelopeIds?.slice().sort()).toEqual(created.map((result) => result.envelopeId).sort());
+    expect(worker.core.hasPendingWork()).toBe(false);
+    expect(await relayBacklog(worker.core)).toBe(0);
+  });
+
+  test("a batch answer naming an id unknown: that delivery leaves the inbox too (reported), the rest are acknowledged", async () => {
+    const { origin, worker } = await pair();
+    await origin.core.createTask({ to: to(worker), task: "one" });
+    await origin.core.createTask({ to: to(worker), task: "two" });
+    // The relay answers the batch for the first id as unknown (as if acknowledged long ago).
+    fx.proxy.push({
+      operation: "acknowledge",
+      kind: "rewrite",
+      when: (request: { body: unknown }) => (request.body as { callerSession?: string }).callerSession === worker.name,
+      rewrite: (reply: { value: { results: { outcome: string }[] } }) => ((reply.value.results[0]!.outcome = "unknown"), reply),
+    } as never);
+    const report = await worker.core.refresh();
+    expect(report.failures.get("ack")?.code).toBe("INVALID_REQUEST");
+    expect(worker.core.hasPendingWork()).toBe(false);
+  });
+});
+
 describe("receive, hasPendingWork and onChange", () => {
   test("receive() merges relay items and local items by intake order; completeLocalPresentation removes one", async () => {
     const { origin, worker, settle } = await pair();
@@ -766,7 +797,7 @@ describe("receive, hasPendingWork and onChange", () => {
     const echo = eventsOf(origin.core.getTask(taskId), "task.information").find((event) => (event.payload as { intentId?: string }).intentId === mine.intentId)!;
     const second = await origin.core.message({ taskId, type: "information", message: "visible two" });
     const envelopeOf = (eventId: string) => sentEnvelopes(fx.proxy, origin.name).find((sent) => sent.inner?.eventId === eventId)!.envelopeId;
-    const acked = () => requestsOf(fx.proxy, worker.name, "acknowledge").map((request) => (request.body as { envelopeId: string }).envelopeId);
+    const acked = () => requestsOf(fx.proxy, worker.name, "acknowledge").flatMap((request) => (request.body as { envelopeId?: string; envelopeIds?: string[] }).envelopeIds ?? [(request.body as { envelopeId: string }).envelopeId]);
 
     await passes(worker);
     expect(worker.host.inserted.map((item) => item.eventId)).toEqual([eventsOf(worker.core.getTask(taskId), "task.created")[0]!.eventId]);

@@ -36,14 +36,14 @@ const rig = () => faultRig(fx, REQUEST_TIMEOUT_MS);
 
 // -- request filters ------------------------------------------------------------------------------
 
-type Body = { envelope?: { envelopeId?: string; target?: TaskEndpoint; payload?: { kind?: string; taskId?: string } }; envelopeId?: string; endpoint?: TaskEndpoint };
+type Body = { envelope?: { envelopeId?: string; target?: TaskEndpoint; payload?: { kind?: string; taskId?: string } }; envelopeId?: string; envelopeIds?: string[]; endpoint?: TaskEndpoint };
 
 const body = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
 const isAssignment = (request: ProxyRequest) => body(request).envelope?.payload?.kind === "assignment";
 const sendsOf = (proxy: FaultProxy, envelopeId: string) =>
   proxy.requests().filter((request) => request.operation === "send" && body(request).envelope?.envelopeId === envelopeId);
 const acksOf = (proxy: FaultProxy, envelopeId: string) =>
-  proxy.requests().filter((request) => request.operation === "acknowledge" && body(request).envelopeId === envelopeId);
+  proxy.requests().filter((request) => request.operation === "acknowledge" && (body(request).envelopeId === envelopeId || (body(request).envelopeIds ?? []).includes(envelopeId)));
 const fromEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => body(request).endpoint?.id === endpoint.id;
 const toEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => body(request).envelope?.target?.id === endpoint.id;
 

@@ -167,6 +167,10 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
         if (receipts.get(envelopeId)?.target === current.endpoint.id) return { duplicate: true };
         throw new TaskError("INVALID_REQUEST", { details: { operation: "acknowledge" } });
       },
+      // A relay without ack-batch-v1 (like plain Wolfpack): one ACK per envelope.
+      async acknowledgeBatch() {
+        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: "ack-batch-v1" } });
+      },
       async watch(): Promise<WatchResult> {
         throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "watch" } });
       },

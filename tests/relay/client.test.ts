@@ -27,7 +27,7 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
@@ -1198,7 +1198,7 @@ describe("features", () => {
   test("watch and resolve({followSuccessor}) work against our relay, which advertises them", async () => {
     const watcher = open(relay.url);
     await watcher.connect();
-    expect([...watcher.features()].sort()).toEqual([FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
+    expect([...watcher.features()].sort()).toEqual([FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
     expect(await watcher.watch("0", 0)).toEqual({ pending: false, highestCursor: "0" });
     await watcher.send(envelopeTo(watcher));
     expect(await watcher.watch("0", 0)).toEqual({ pending: true, highestCursor: "1" });
@@ -1210,6 +1210,29 @@ describe("features", () => {
     const plain = await failure(watcher.resolve(retired.endpoint));
     expectFailure(plain, "TARGET_NOT_REGISTERED", "resolve", false);
     expect(watcher.status()).toBe("ready");
+  });
+
+  test("acknowledgeBatch (ack-batch-v1): each id's outcome in order; an answer that names other ids is INVALID_RESPONSE", async () => {
+    const receiver = open(relay.url);
+    await receiver.connect();
+    const first = envelopeTo(receiver);
+    const second = envelopeTo(receiver);
+    await receiver.send(first);
+    await receiver.send(second);
+    const stranger = crypto.randomUUID();
+    expect(await receiver.acknowledgeBatch([first.envelopeId, stranger])).toEqual([
+      { envelopeId: first.envelopeId, outcome: "acknowledged" },
+      { envelopeId: stranger, outcome: "unknown" },
+    ]);
+    const proxy = newProxy();
+    proxy.push({ operation: "acknowledge", kind: "rewrite", rewrite: (body) => ((body.value as { results: unknown[] }).results.reverse(), body) });
+    const viaProxy = open(proxy.url);
+    await viaProxy.connect();
+    await viaProxy.send(envelopeTo(viaProxy));
+    const page = await viaProxy.receive("0");
+    const ids = [page.deliveries[0]!.envelopeId, crypto.randomUUID()];
+    expectFailure(await failure(viaProxy.acknowledgeBatch(ids)), "INVALID_RESPONSE", "acknowledge", true);
+    expect((await receiver.acknowledgeBatch([second.envelopeId, first.envelopeId])).map((result) => result.outcome)).toEqual(["acknowledged", "duplicate"]);
   });
 
   test("a watch may wait longer than requestTimeoutMs: its wait extends the deadline", async () => {
@@ -1236,9 +1259,11 @@ describe("features", () => {
     expect(session.features().size).toBe(0);
     expectFailure(await failure(session.watch("0", 0)), "INCOMPATIBLE_PROTOCOL", "watch", false);
     expectFailure(await failure(session.resolve(bound.endpoint, { followSuccessor: true })), "INCOMPATIBLE_PROTOCOL", "resolve", false);
+    expectFailure(await failure(session.acknowledgeBatch([crypto.randomUUID(), crypto.randomUUID()])), "INCOMPATIBLE_PROTOCOL", "acknowledge", false);
     await Bun.sleep(LEAK_WINDOW_MS);
     expect(seen(proxy, "watch")).toBe(0);
     expect(seen(proxy, "resolve")).toBe(0);
+    expect(seen(proxy, "acknowledge")).toBe(0);
     // Part A behaviour still works.
     expect(await session.resolve(bound.endpoint)).toEqual({ endpoint: bound.endpoint });
     expect(session.status()).toBe("ready");
