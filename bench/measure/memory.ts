@@ -3,8 +3,8 @@
  * full synchronous GC before and after queueing envelopes (unacknowledged) spread over several
  * target mailboxes (each mailbox holds at most `relayMaxMailboxItems`). Requests are handed to the
  * relay engine as the HTTP layer does (the body text parsed with `JSON.parse`), without sockets, so
- * the heap holds only what the relay keeps: the canonical envelope text, its mailbox item, its
- * dedupe receipt and their index entries. Median of a few trials on fresh relays.
+ * the heap holds only what the relay keeps: the canonical envelope text, the one object that is
+ * its mailbox item and its dedupe receipt, and their index entries. Median of a few trials on fresh relays.
  */
 import { heapStats } from "bun:jsc";
 import { KiB, RELAY_PROFILE, relayMaxActiveItems, relayMaxMailboxItems, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";

@@ -266,6 +266,10 @@ export const pairingDialogTimeoutMs = 120_000;
 export const signatureReserveBytes = KiB;
 /** Random bytes of the binding secret our client picks (binding-secret-v1; 43 base64url characters). */
 export const bindingSecretBytes = 32;
+/** The relay's random key for acceptance ids (a keyed hash of the envelope id, so none is stored). */
+export const ACCEPTANCE_KEY_BYTES = 32;
+/** Bytes of a UUID. */
+export const UUID_BYTES = 16;
 /** Shortest binding secret a relay accepts on connect (binding-secret-v1), in characters. */
 export const bindingSecretMinChars = 32;
 

@@ -5,39 +5,42 @@
  * Nothing here awaits: each call is atomic within the process.
  */
 import { canonicalBytes, utf8Bytes } from "../../protocol/canonical-json.ts";
-import { maxCursorDigits, receivePageMaxBytes, relayReceiptOverheadBytes, relayReceiptRetentionMs } from "../../protocol/limits.ts";
+import { createHash, createHmac } from "node:crypto";
+import { ACCEPTANCE_KEY_BYTES, UUID_BYTES, RELAY_ID, maxCursorDigits, receivePageMaxBytes, relayReceiptOverheadBytes, relayReceiptRetentionMs } from "../../protocol/limits.ts";
 import { cursorValue } from "../../protocol/wire.ts";
 import type { Budgets, MailboxUsage } from "./budgets.ts";
 import { violation } from "./invariant.ts";
 import type { AcknowledgeOutcome, AdmitOutcome, AdmitRequest, PageOutcome } from "./store.ts";
 
-interface MailItem {
-  readonly cursor: bigint;
+type ReceiptState = "mailbox" | "acknowledged" | "dropped";
+
+/**
+ * One accepted envelope: its mailbox item while it is queued and its dedupe receipt for 15
+ * minutes, in one object (the relay stores each envelope once, as the text it is sent as). The
+ * acceptance id is derived from the envelope id (`acceptanceIdOf`), not stored.
+ */
+interface Accepted {
+  /** The mailbox cursor (a number: exact below 2^53, which `admit` keeps it under). */
+  readonly cursor: number;
   readonly envelopeId: string;
-  /** Canonical JSON of the envelope, spliced into pages as is. */
-  readonly text: string;
-  /** Canonical bytes of the envelope (what the budgets charge). */
-  readonly bytes: number;
+  /** Canonical JSON of the envelope, spliced into pages as is; dropped once it leaves the mailbox. */
+  text: string | undefined;
+  /**
+   * SHA-256 of the text, kept only once the text is dropped (while queued a resend is compared
+   * with the text itself).
+   */
+  digest: string | undefined;
+  /** The target mailbox's endpoint id (the mailbox's own string, shared). */
+  readonly targetId: string;
+  readonly acceptedAt: number;
+  state: ReceiptState;
 }
 
 interface Mailbox {
   readonly endpointId: string;
-  readonly entries: MailItem[];
+  readonly entries: Accepted[];
   readonly usage: MailboxUsage;
   highest: bigint;
-}
-
-type ReceiptState = "mailbox" | "acknowledged" | "dropped";
-
-interface Receipt {
-  readonly envelopeId: string;
-  readonly digest: string;
-  readonly acceptanceId: string;
-  readonly targetId: string;
-  readonly cursor: bigint;
-  readonly acceptedAt: number;
-  readonly bytes: number;
-  state: ReceiptState;
 }
 
 /** What a mailbox answers a send: the (earlier, for a duplicate) acceptance or the refusal. */
@@ -74,10 +77,37 @@ export function storedCursor(cursor: string): bigint {
   return value;
 }
 
+/** Cursors stay numbers the store compares exactly; past this the mailbox's cursor space is spent. */
+const MAX_EXACT_CURSOR = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** A UUID (version 8, RFC 9562 variant) from the first 16 bytes of a digest. */
+function uuidFromDigest(digest: Uint8Array): string {
+  const bytes = digest.subarray(0, UUID_BYTES);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x80;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = Buffer.from(bytes).toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** The SHA-256 (hex) of an accepted envelope's canonical text: kept once the text is dropped, else computed (resends only). */
+function digestOf(accepted: Accepted): string {
+  return accepted.digest ?? createHash("sha256").update(accepted.text!).digest("hex");
+}
+
+/**
+ * What a receipt costs the receipt budget: its id and both endpoints, canonical, plus the fixed
+ * overhead. Both endpoints are this relay's, with UUID ids of the same length as the target's.
+ */
+function receiptBytesOf(envelopeId: string, targetId: string): number {
+  const endpoint = { relay: RELAY_ID, id: targetId };
+  return canonicalBytes({ id: envelopeId, source: endpoint, target: endpoint }) + relayReceiptOverheadBytes;
+}
+
 /** Bytes of a page item `{"cursor":"…","envelope":}` besides the cursor digits and the envelope. */
 const pageItemOverheadBytes = utf8Bytes('{"cursor":"","envelope":}');
 
-function firstAfter(items: readonly MailItem[], cursor: bigint): number {
+function firstAfter(items: readonly Accepted[], after: bigint): number {
+  const cursor = Number(after);
   let low = 0;
   let high = items.length;
   while (low < high) {
@@ -90,7 +120,10 @@ function firstAfter(items: readonly MailItem[], cursor: bigint): number {
 
 export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) => void): Mailboxes {
   const mailboxes = new Map<string, Mailbox>();
-  const receipts = new Map<string, Receipt>();
+  const receipts = new Map<string, Accepted>();
+  /** Acceptance ids are a keyed hash of the envelope id: the same id always gets the same one. */
+  const acceptanceKey = crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES));
+  const acceptanceIdOf = (envelopeId: string) => uuidFromDigest(createHmac("sha256", acceptanceKey).update(envelopeId).digest());
   /** Receipt ids in acceptance order, for expiry. */
   const expiryQueue: string[] = [];
   let expiryHead = 0;
@@ -106,34 +139,34 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
     return found;
   }
 
-  function deleteReceipt(receipt: Receipt): void {
+  function deleteReceipt(receipt: Accepted): void {
     receipts.delete(receipt.envelopeId);
     pinned.delete(receipt.envelopeId);
-    budgets.releaseReceipt(receipt.bytes);
+    budgets.releaseReceipt(receiptBytesOf(receipt.envelopeId, receipt.targetId));
   }
 
   return {
-    admit({ envelopeId, digest, text, source, target, fresh, now }) {
+    admit({ envelopeId, digest, text, target, fresh, now }) {
       const earlier = receipts.get(envelopeId);
       if (earlier !== undefined) {
-        if (earlier.digest !== digest || earlier.state === "dropped") return { kind: "conflict" };
-        return { kind: "accepted", acceptanceId: earlier.acceptanceId, duplicate: true };
+        if (earlier.state === "dropped" || digestOf(earlier) !== digest) return { kind: "conflict" };
+        return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: true };
       }
       if (!fresh) return { kind: "stale" };
       const box = mailbox(target.id);
       const cursor = box.highest + 1n;
-      if (cursor.toString().length > maxCursorDigits) return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
+      if (cursor.toString().length > maxCursorDigits || cursor > MAX_EXACT_CURSOR) return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
       const bytes = utf8Bytes(text);
-      const receiptBytes = canonicalBytes({ id: envelopeId, source, target }) + relayReceiptOverheadBytes;
+      const receiptBytes = receiptBytesOf(envelopeId, box.endpointId);
       const full = budgets.reserve(box.usage, bytes, receiptBytes);
       if (full !== undefined) return { kind: "full", ...full };
       box.highest = cursor;
-      box.entries.push({ cursor, envelopeId, text, bytes });
-      const acceptanceId = crypto.randomUUID();
-      receipts.set(envelopeId, { envelopeId, digest, acceptanceId, targetId: target.id, cursor, acceptedAt: now, bytes: receiptBytes, state: "mailbox" });
+      const accepted: Accepted = { cursor: Number(cursor), envelopeId, text, digest: undefined, targetId: box.endpointId, acceptedAt: now, state: "mailbox" };
+      box.entries.push(accepted);
+      receipts.set(envelopeId, accepted);
       expiryQueue.push(envelopeId);
       onAdmit(target.id);
-      return { kind: "accepted", acceptanceId, duplicate: false };
+      return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: false };
     },
 
     page(endpointId, after, limit) {
@@ -149,10 +182,10 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       while (index < items.length && parts.length < limit) {
         const item = items[index]!;
         const cursorText = item.cursor.toString();
-        const pageBytes = pageItemOverheadBytes + cursorText.length + item.bytes;
+        const pageBytes = pageItemOverheadBytes + cursorText.length + utf8Bytes(item.text!);
         if (bytes + pageBytes > receivePageMaxBytes) break;
         bytes += pageBytes;
-        parts.push(`{"cursor":"${cursorText}","envelope":${item.text}}`);
+        parts.push(`{"cursor":"${cursorText}","envelope":${item.text!}}`);
         last = cursorText;
         index += 1;
       }
@@ -165,12 +198,14 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       if (receipt.state === "acknowledged") return { kind: "acknowledged", duplicate: true };
       const box = mailboxes.get(endpointId);
       const items = box?.entries ?? [];
-      const index = firstAfter(items, receipt.cursor - 1n);
+      const index = firstAfter(items, BigInt(receipt.cursor - 1));
       const item = items[index];
       if (box === undefined || item === undefined || item.cursor !== receipt.cursor) return { kind: "gone" };
       items.splice(index, 1);
-      budgets.releaseItem(box.usage, item.bytes);
+      budgets.releaseItem(box.usage, utf8Bytes(item.text!));
       receipt.state = "acknowledged";
+      receipt.digest = digestOf(receipt);
+      receipt.text = undefined;
       return { kind: "acknowledged", duplicate: false };
     },
 
@@ -186,9 +221,9 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       const box = mailboxes.get(endpointId);
       if (box === undefined) return 0;
       for (const item of box.entries) {
-        budgets.releaseItem(box.usage, item.bytes);
-        const receipt = receipts.get(item.envelopeId);
-        if (receipt !== undefined) receipt.state = "dropped";
+        budgets.releaseItem(box.usage, utf8Bytes(item.text!));
+        item.state = "dropped";
+        item.text = undefined;
       }
       const dropped = box.entries.length;
       mailboxes.delete(endpointId);
