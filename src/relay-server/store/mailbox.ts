@@ -1,7 +1,8 @@
 /**
- * Mailboxes and receipts of the memory store: per-endpoint BigInt cursors (decimal strings on the
- * wire, first "1", never renumbered, sparse after ACKs), pages bounded by items and bytes, ACK by
- * envelope id, and dedupe receipts kept 15 minutes. Envelopes are held as canonical JSON text.
+ * Mailboxes and receipts of the memory store: per-endpoint cursors (decimal strings on the wire,
+ * first "1", never renumbered, sparse after ACKs), pages bounded by items and bytes, ACK by
+ * envelope id, and dedupe receipts kept 15 minutes. Each envelope is held once, as the canonical
+ * JSON text it is sent as, in one object that is both its mailbox item and its receipt.
  * Nothing here awaits: each call is atomic within the process.
  */
 import { canonicalBytes, utf8Bytes } from "../../protocol/canonical-json.ts";
