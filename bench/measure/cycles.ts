@@ -1,6 +1,7 @@
 /**
  * Envelope cycles: several senders to one receiver through the real relay (child process), each
- * cycle = send (accepted) + receive (paged) + acknowledge, with a 1 KiB text payload. Every
+ * cycle = send (accepted) + receive (paged) + acknowledge (one `ack-batch-v1` request per page,
+ * which our relay advertises), with a 1 KiB text payload. Every
  * envelope id is checked: each accepted envelope is received exactly once and acknowledged (zero
  * loss, zero duplicates), and the relay holds nothing at the end.
  *
@@ -12,7 +13,7 @@
  * (e.g. signs its payload) and the receiver checks each received payload before its ACK (e.g.
  * verifies it), inside the timed loop.
  */
-import { KiB, RELAY_ENDPOINT_PATH, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { ackBatchMaxItems, KiB, RELAY_ENDPOINT_PATH, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";
@@ -87,6 +88,8 @@ interface Client {
   send(envelope: Record<string, unknown>): Promise<void>;
   receive(cursor: string): Promise<{ deliveries: { cursor: string; envelopeId: string; payload: unknown }[]; nextCursor: string }>;
   acknowledge(envelopeId: string): Promise<void>;
+  /** `ack-batch-v1` when the relay advertises it (ours does): one request for up to `ackBatchMaxItems` ids. */
+  acknowledgeBatch(envelopeIds: readonly string[]): Promise<void>;
   watch(cursor: string, waitMs: number): Promise<void>;
   requests(): number;
   close(): void;
@@ -111,6 +114,7 @@ async function sessionClient(url: string, role: string): Promise<Client> {
     send: (envelope) => wrap((s) => s.send(encodedForSend(envelope as { envelopeId: string }))).then(() => undefined),
     receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: page.deliveries.map((item) => ({ cursor: item.cursor, envelopeId: item.envelopeId, payload: item.envelope.payload })), nextCursor: page.nextCursor })),
     acknowledge: (envelopeId) => wrap((s) => s.acknowledge(envelopeId)).then(() => undefined),
+    acknowledgeBatch: (envelopeIds) => wrap((s) => s.acknowledgeBatch(envelopeIds)).then(() => undefined),
     watch: (cursor, waitMs) => wrap((s) => s.watch(cursor, waitMs)).then(() => undefined),
     requests: () => requests,
     close: () => session.close(),
@@ -138,6 +142,7 @@ async function rawClient(url: string, role: string): Promise<Client> {
         nextCursor: value.nextCursor as string,
       })),
     acknowledge: (envelopeId) => post({ operation: "acknowledge", envelopeId }).then(() => undefined),
+    acknowledgeBatch: (envelopeIds) => post({ operation: "acknowledge", envelopeIds }).then(() => undefined),
     watch: (cursor, waitMs) => post({ operation: "watch", cursor, waitMs }).then(() => undefined),
     requests: () => requests,
     close: () => undefined,
@@ -152,6 +157,8 @@ export interface CycleOptions {
   readonly receiverUrl?: string;
   /** ACKs of a page the receiver sends at once (default: the whole page). */
   readonly ackLanes?: number;
+  /** ACK each envelope on its own (a relay without `ack-batch-v1`) instead of one batch per page. */
+  readonly singleAcks?: boolean;
 }
 
 export async function runCycles(url: string, kind: "session" | "raw", total: number, options: CycleOptions = {}): Promise<CycleRun> {
@@ -223,9 +230,12 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
       received.set(delivery.envelopeId, (received.get(delivery.envelopeId) ?? 0) + 1);
       if (hooks !== undefined && !hooks.check(delivery.payload)) verifyFailures += 1;
     }
-    const lanes = options.ackLanes ?? page.deliveries.length;
-    for (let start = 0; start < page.deliveries.length; start += lanes) {
-      await Promise.all(page.deliveries.slice(start, start + lanes).map((delivery) => receiver.acknowledge(delivery.envelopeId)));
+    const ids = page.deliveries.map((delivery) => delivery.envelopeId);
+    if (options.singleAcks === true) {
+      const lanes = options.ackLanes ?? ids.length;
+      for (let start = 0; start < ids.length; start += lanes) await Promise.all(ids.slice(start, start + lanes).map((id) => receiver.acknowledge(id)));
+    } else {
+      for (let start = 0; start < ids.length; start += ackBatchMaxItems) await receiver.acknowledgeBatch(ids.slice(start, start + ackBatchMaxItems));
     }
     acknowledged += page.deliveries.length;
     release(page.deliveries.length);

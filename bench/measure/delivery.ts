@@ -20,7 +20,7 @@ import { filler } from "../lib/wire.ts";
 
 const RATE_PER_SECOND = 10;
 const WATCH_SAMPLES = 60;
-const POLL_SAMPLES = 100;
+const POLL_SAMPLES = 60;
 const QUICK_SAMPLES = 6;
 const TASK_TEXT_CHARS = KiB;
 /** How long to wait for the last ACKs after the last send. */

@@ -21,7 +21,7 @@ import { type CycleHooks, type CycleRun, onFreshRelay, SENDERS, TEXT_CHARS } fro
 import { envelopeWithText, filler } from "../lib/wire.ts";
 
 /** Rounds of (unsigned, signed); odd, so the median is one round's ratio. */
-const ROUNDS = 5;
+const ROUNDS = 3;
 const QUICK_ROUNDS = 1;
 /** Envelopes per run. */
 const ENVELOPES = 2_000;

@@ -228,7 +228,7 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
       throw invalid("/envelope/payload", `canonical payload is larger than ${maxRelayPayloadBytes} bytes`);
     }
     const text = canonicalJson({ ...wire, payload: new CanonicalText(payloadText) });
-    const digest = await sha256Hex(text);
+    const digest = sha256Hex(text);
     checkLocal(wire.target);
     const at = now();
     const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;

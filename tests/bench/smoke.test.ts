@@ -14,7 +14,28 @@ import { REDIS_BINARY } from "../../kit/redis-process.ts";
 // Starts relays, echo servers and a real Pi: raised well above the suite's default.
 setDefaultTimeout(180_000);
 
-const FIGURE_IDS = ["baseline", "relay-ratio", "cycles-session", "cycles-raw", "sign-verify", "cycles-signed", "acceptance", "delivery-watch", "delivery-poll", "outage", "memory", "refresh", "pi"];
+const FIGURE_IDS = [
+  "baseline",
+  "relay-ratio",
+  "cycles-session",
+  "cycles-raw",
+  "sign-verify",
+  "cycles-signed",
+  "acceptance",
+  // Issue 16: every goal a ratio of two figures of the same run.
+  "cycles-per-echo",
+  "create-per-post",
+  "delivery-per-post",
+  "memory-ratio",
+  "refresh-ratio",
+  "pi-per-post",
+  "delivery-watch",
+  "delivery-poll",
+  "outage",
+  "memory",
+  "refresh",
+  "pi",
+];
 /** The Redis store's rows (issue 15), measured when `redis-server` is installed, else reported as skipped. */
 const REDIS_FIGURE_IDS = ["redis-cycles-ratio", "redis-delivery-watch", "redis-memory"];
 const redisInstalled = packageBinary(REDIS_BINARY) !== undefined;
