@@ -40,6 +40,8 @@ export interface CoreContext {
   readonly probedAt: Map<string, number>;
   /** When a request last found the relay unreachable (timers clock), until one reaches it (outage.ts). */
   unreachableAt: number | undefined;
+  /** Tasks looking for their peer after a relay restart (their meta has `reconnectingSince`; reconnect.ts). */
+  readonly reconnecting: Set<string>;
 }
 
 export function isClosed(context: CoreContext): boolean {

@@ -28,10 +28,7 @@ function parentOf(context: CoreContext, parentTaskId: string | undefined): Store
     }
     return stored;
   }
-  const working = store
-    .activeTaskIds()
-    .map((taskId) => store.getStoredTask(taskId)!)
-    .filter((stored) => stored.role === "target");
+  const working = store.activeTaskIds("target").map((taskId) => store.getStoredTask(taskId)!);
   if (working.length > 1) {
     throw new TaskError("INVALID_REQUEST", {
       message: "this session works on several tasks: name the one this send is delegated from with parentTaskId (or send it as independent: true)",

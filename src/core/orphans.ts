@@ -1,14 +1,15 @@
 /**
  * Orphans (origin side): a task whose worker's registration is gone — its Pi died, its lease
  * expired, it disconnected — is not left waiting for its timeout. Every `orphanProbeIntervalMs` the
- * origin asks the relay to resolve each active task's worker (at most `maxPeerProbesPerPass` per
- * pass); `TARGET_NOT_REGISTERED` probe after probe for `orphanAfterMs` makes the task orphaned: its
- * attention says so, and the model gets one `task.orphaned` record (one wake) offering reassignment.
+ * origin asks the relay to resolve the workers of its active tasks — one probe per worker endpoint
+ * answers for all its tasks, at most `maxPeerProbesPerPass` per pass. `TARGET_NOT_REGISTERED` probe
+ * after probe for `orphanAfterMs` makes the task orphaned: its attention says so, and the model gets one `task.orphaned` record (one wake) offering reassignment.
  * A registration seen again before that clears the suspicion.
  *
  * With `autoReassign`, an orphaned task moves by itself to the lost worker's live successor (a
  * respawned worker of the same session name, `successor-v1`), carrying its history.
  */
+import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxPeerProbesPerPass, orphanAfterMs, orphanProbeIntervalMs } from "../protocol/limits.ts";
 import type { StoredTask } from "../store/task-store.ts";
@@ -18,23 +19,29 @@ import { reassignTask } from "./reassign.ts";
 import type { WorkScope } from "./scope.ts";
 
 /**
- * Active tasks this origin assigned that are due a probe (not reconnecting). Orphaned ones are
- * probed too: a worker that comes back on the same endpoint (a renewed lease) ends the orphan.
+ * Active tasks this origin assigned that are due a probe (not reconnecting), grouped by worker
+ * endpoint: one probe answers for every task of that worker. Orphaned ones are probed too: a worker
+ * that comes back on the same endpoint (a renewed lease) ends the orphan.
  */
-function due(context: CoreContext): StoredTask[] {
+function due(context: CoreContext): Map<string, StoredTask[]> {
   const { store } = context;
   const now = context.timers.now();
-  return store
-    .activeTaskIds()
-    .map((taskId) => store.getStoredTask(taskId)!)
-    .filter((stored) => {
-      if (stored.role !== "origin") return false;
-      const meta = store.getTaskMeta(stored.record.taskId);
-      if (meta?.reconnectingSince !== undefined) return false;
-      const last = context.probedAt.get(stored.record.taskId);
-      return last === undefined || now - last >= orphanProbeIntervalMs;
-    });
+  const byWorker = new Map<string, StoredTask[]>();
+  for (const taskId of store.activeTaskIds("origin")) {
+    if (context.reconnecting.has(taskId)) continue;
+    const stored = store.getStoredTask(taskId)!;
+    const key = probeKey(stored);
+    const last = context.probedAt.get(key);
+    if (last !== undefined && now - last < orphanProbeIntervalMs) continue;
+    const tasks = byWorker.get(key);
+    if (tasks === undefined) byWorker.set(key, [stored]);
+    else tasks.push(stored);
+  }
+  return byWorker;
 }
+
+/** The `probedAt` key of a worker endpoint's registration probes. */
+const probeKey = (stored: StoredTask) => `probe:${endpointKey(stored.record.target)}`;
 
 /** Records one probe's answer: a registration seen clears the suspicion; gone long enough orphans. */
 function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean): void {
@@ -63,25 +70,25 @@ function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean
 /** The probe phase: asks the relay about the workers of due tasks. Returns how many were probed. */
 export async function probeWorkers(context: CoreContext, scope: WorkScope): Promise<number> {
   let probed = 0;
-  for (const stored of due(context)) {
+  for (const [key, tasks] of due(context)) {
     if (probed >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
-    context.probedAt.set(stored.record.taskId, context.timers.now());
+    context.probedAt.set(key, context.timers.now());
     probed += 1;
     let registered: boolean;
     try {
-      await context.session.resolve(stored.record.target, { signal: scope.signal });
+      await context.session.resolve(tasks[0]!.record.target, { signal: scope.signal });
       registered = true;
     } catch (raw) {
       rethrowRelayLoss(raw);
       const error = toTaskError(raw);
       if (error.code !== "TARGET_NOT_REGISTERED") {
-        scope.fail("peers", error.withDetails({ taskId: stored.record.taskId }));
+        scope.fail("peers", error.withDetails({ taskId: tasks[0]!.record.taskId }));
         continue;
       }
       registered = false;
     }
     if (isClosed(context)) break;
-    noteProbe(context, stored, registered);
+    for (const stored of tasks) noteProbe(context, stored, registered);
   }
   return probed;
 }

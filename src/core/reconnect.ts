@@ -72,6 +72,7 @@ export function rehome(context: CoreContext, self: TaskEndpoint, relayForgot = t
         continue;
       }
       store.setTaskMeta(task.taskId, { ...store.getTaskMeta(task.taskId), reconnectingSince: now });
+      context.reconnecting.add(task.taskId);
       reconnecting += 1;
     }
     store.resetInbox();
@@ -112,6 +113,7 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
   store.updateTask(taskId, { ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }), ...relocated(stored.record.lineage, former, endpoint) });
   const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, ...meta } = store.getTaskMeta(taskId) ?? {};
   store.setTaskMeta(taskId, meta);
+  context.reconnecting.delete(taskId);
   const task = store.getStoredTask(taskId)!.record;
   const self = stored.role === "origin" ? task.origin : task.target;
   const now = context.clock();
@@ -131,11 +133,10 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
  */
 function moveSamePeer(context: CoreContext, scope: WorkScope | undefined, former: TaskEndpoint, endpoint: TaskEndpoint): void {
   const { store } = context;
-  for (const task of store.listTasks()) {
-    if (store.getTaskMeta(task.taskId)?.reconnectingSince === undefined) continue;
-    const stored = store.getStoredTask(task.taskId)!;
+  for (const taskId of [...context.reconnecting]) {
+    const stored = store.getStoredTask(taskId)!;
     const peer = stored.role === "origin" ? stored.record.target : stored.record.origin;
-    if (sameEndpoint(peer, former)) movePeer(context, scope, task.taskId, endpoint);
+    if (sameEndpoint(peer, former)) movePeer(context, scope, taskId, endpoint);
   }
 }
 
@@ -174,6 +175,7 @@ async function lookUp(context: CoreContext, session: string, signal: AbortSignal
 /** An origin that waited `reconnectTimeoutMs` in vain: the task is orphaned (once). */
 function giveUp(context: CoreContext, stored: StoredTask, since: number): void {
   const { store } = context;
+  context.reconnecting.delete(stored.record.taskId);
   if (stored.record.status !== "active") {
     const { reconnectingSince: _stop, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
     store.setTaskMeta(stored.record.taskId, meta);
@@ -192,19 +194,23 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
   const { store } = context;
   let lookups = 0;
   let found = 0;
-  for (const task of store.listTasks()) {
+  // Only the tasks still looking (a set kept beside their meta): a pass never walks the whole store.
+  for (const taskId of [...context.reconnecting]) {
     if (lookups >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
-    const meta = store.getTaskMeta(task.taskId);
+    const meta = store.getTaskMeta(taskId);
     const since = meta?.reconnectingSince;
-    if (since === undefined) continue;
-    const stored = store.getStoredTask(task.taskId)!;
+    if (since === undefined) {
+      context.reconnecting.delete(taskId);
+      continue;
+    }
+    const stored = store.getStoredTask(taskId)!;
     if (stored.role === "origin" && context.clock() - since >= reconnectTimeoutMs) {
       giveUp(context, stored, since);
       continue;
     }
-    const last = context.probedAt.get(task.taskId);
+    const last = context.probedAt.get(taskId);
     if (meta?.peerSession === undefined || (last !== undefined && context.timers.now() - last < orphanProbeIntervalMs)) continue;
-    context.probedAt.set(task.taskId, context.timers.now());
+    context.probedAt.set(taskId, context.timers.now());
     lookups += 1;
     let endpoint: TaskEndpoint | undefined;
     try {
@@ -213,13 +219,13 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
       rethrowRelayLoss(raw);
       const error = toTaskError(raw);
       // Not registered (yet): the peer has not rebound on the new relay; look again later.
-      if (error.code !== "CALLER_NOT_FOUND") scope.fail("peers", error.withDetails({ taskId: task.taskId }));
+      if (error.code !== "CALLER_NOT_FOUND") scope.fail("peers", error.withDetails({ taskId: taskId }));
       continue;
     }
     if (isClosed(context) || endpoint === undefined) continue;
     const former = stored.role === "origin" ? stored.record.target : stored.record.origin;
     store.transaction(() => {
-      movePeer(context, scope, task.taskId, endpoint);
+      movePeer(context, scope, taskId, endpoint);
       moveSamePeer(context, scope, former, endpoint);
     });
     found += 1;

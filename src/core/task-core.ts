@@ -205,6 +205,7 @@ function createContext(options: TaskCoreOptions): CoreContext {
     progressShownAt: new Map(),
     probedAt: new Map(),
     unreachableAt: undefined,
+    reconnecting: new Set(),
     autoReassign: options.autoReassign === true,
   };
 }

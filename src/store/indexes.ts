@@ -77,6 +77,8 @@ function removeSorted<T>(items: T[], item: T, compare: (a: T, b: T) => number, w
 export interface Indexes {
   eventsByTask: Map<string, EventKey[]>;
   activeTasks: Set<string>;
+  /** The active tasks this endpoint works on (role `target`), a subset of `activeTasks`. */
+  activeWorking: Set<string>;
   pendingByTarget: Map<string, SeqKey[]>;
   pendingTargetOf: Map<string, string>;
   operationByEnvelope: Map<string, string>;
@@ -89,6 +91,7 @@ export function emptyIndexes(): Indexes {
   return {
     eventsByTask: new Map(),
     activeTasks: new Set(),
+    activeWorking: new Set(),
     pendingByTarget: new Map(),
     pendingTargetOf: new Map(),
     operationByEnvelope: new Map(),
@@ -101,6 +104,7 @@ export function emptyIndexes(): Indexes {
 /** The fields of rows the indexes read (the row shapes live in task-store.ts). */
 interface TaskRow {
   readonly record: { readonly status: string };
+  readonly role: string;
 }
 interface EventRow {
   readonly eventId: string;
@@ -148,8 +152,16 @@ function indexOutbox(indexes: Indexes, key: string, before: OutboxRow | undefine
 export function indexRow(indexes: Indexes, table: StoreTable, key: string, previous: unknown, next: unknown): void {
   switch (table) {
     case "task": {
-      if ((previous as TaskRow | undefined)?.record.status === "active") indexes.activeTasks.delete(key);
-      if ((next as TaskRow | undefined)?.record.status === "active") indexes.activeTasks.add(key);
+      const before = previous as TaskRow | undefined;
+      const after = next as TaskRow | undefined;
+      if (before?.record.status === "active") {
+        indexes.activeTasks.delete(key);
+        indexes.activeWorking.delete(key);
+      }
+      if (after?.record.status === "active") {
+        indexes.activeTasks.add(key);
+        if (after.role === "target") indexes.activeWorking.add(key);
+      }
       return;
     }
     case "event":
@@ -192,6 +204,7 @@ export function indexRow(indexes: Indexes, table: StoreTable, key: string, previ
 export interface IndexSnapshot {
   readonly eventsByTask: Record<string, string[]>;
   readonly activeTasks: string[];
+  readonly activeWorking: string[];
   readonly pendingByTarget: Record<string, string[]>;
   readonly operationByEnvelope: Record<string, string>;
   readonly deliveriesByCursor: string[];
@@ -205,6 +218,7 @@ export function snapshotIndexes(indexes: Indexes): IndexSnapshot {
   return {
     eventsByTask: sortedRecord(indexes.eventsByTask, (list: EventKey[]) => list.map((item) => item.eventId)),
     activeTasks: [...indexes.activeTasks].sort(),
+    activeWorking: [...indexes.activeWorking].sort(),
     pendingByTarget: sortedRecord(indexes.pendingByTarget, (list: SeqKey[]) => list.map((item) => item.envelopeId)),
     operationByEnvelope: sortedRecord(indexes.operationByEnvelope, (value: string) => value),
     deliveriesByCursor: indexes.deliveriesByCursor.map((item) => item.envelopeId),

@@ -191,7 +191,8 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   eventCount(taskId: string): number;
   getTask(taskId: string): TaskSnapshot | undefined;
   listTasks(): TaskSnapshot[];
-  activeTaskIds(): string[];
+  /** Ids of the active tasks; with `role`, only those this endpoint is the origin or the target of. */
+  activeTaskIds(role?: TaskRole): string[];
   hasActiveTasks(): boolean;
 
   // outbox
@@ -434,7 +435,11 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         .map((taskId) => snapshot(taskId)!)
         .sort((a, b) => a.createdAt - b.createdAt || (a.taskId < b.taskId ? -1 : a.taskId > b.taskId ? 1 : 0));
     },
-    activeTaskIds: () => [...indexes.activeTasks],
+    activeTaskIds(role) {
+      if (role === "target") return [...indexes.activeWorking];
+      if (role === "origin") return [...indexes.activeTasks].filter((taskId) => !indexes.activeWorking.has(taskId));
+      return [...indexes.activeTasks];
+    },
     hasActiveTasks: () => indexes.activeTasks.size > 0,
 
     // -- outbox ----------------------------------------------------------------------------------

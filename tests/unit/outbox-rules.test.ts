@@ -59,6 +59,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
       probedAt: new Map(),
       autoReassign: false,
     unreachableAt: undefined,
+    reconnecting: new Set(),
     };
   }
 
