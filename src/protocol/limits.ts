@@ -184,6 +184,8 @@ export const maxSequenceDigits = 32;
 
 /** A request body must be read completely within this time (else 408). */
 export const relayBodyReadDeadlineMs = 5_000;
+/** How often the relay fails body reads past `relayBodyReadDeadlineMs` (a read may take this much longer). */
+export const relayBodyReadSweepMs = 250;
 /** `createdAt` more than this far in the future is `ENVELOPE_EXPIRED`. */
 export const envelopeMaxFutureSkewMs = 30_000;
 /** `createdAt` this old or older is `ENVELOPE_EXPIRED`. */

@@ -22,6 +22,8 @@ function stripMapped(address: string): string {
 }
 
 export function isLoopback(address: string): boolean {
+  // The usual loopback peers first (checked on every request).
+  if (address === "127.0.0.1" || address === "::1" || address === "::ffff:127.0.0.1") return true;
   const plain = stripMapped(address);
   return plain === "::1" || (plain.startsWith("127.") && IPV4.test(plain));
 }
