@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { activePollIntervalMs, RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
 import {
+  bannerWorkerBrain,
   archiveRecords,
   called,
   callCount,
@@ -110,20 +111,7 @@ async function questionAnswer() {
   const worker = pi({
     session: "qa-worker",
     worker: true,
-    brain: (turn) => {
-      const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
-      if (taskId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "agent_task_message", '"question"')) {
-        return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which colour should the banner be?" } }] };
-      }
-      const answer = lastSeen(turn, "## task answer");
-      if (answer === undefined) return { text: "waiting for the answer" };
-      if (!called(turn, "agent_task_done")) {
-        const colour = answer.split("\n\n")[1]?.trim();
-        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `banner painted ${colour}` } }] };
-      }
-      return { text: "finished" };
-    },
+    brain: bannerWorkerBrain(),
   });
   const to = await waitForEndpoint(fx.relay.url, "qa-worker");
   const origin = pi({

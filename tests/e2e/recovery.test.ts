@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import {
+  bannerWorkerBrain,
   called,
   eventMessages,
   expectEachEventOnce,
@@ -55,20 +56,7 @@ async function relayRestart() {
     session: "restart-worker",
     relayUrl: first.url,
     worker: true,
-    brain: (turn) => {
-      const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
-      if (taskId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "agent_task_message", '"question"')) {
-        return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which colour should the banner be?" } }] };
-      }
-      const answer = lastSeen(turn, "## task answer");
-      if (answer === undefined) return { text: "waiting for the answer" };
-      if (!called(turn, "agent_task_done")) {
-        const colour = answer.split("\n\n")[1]?.trim();
-        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `banner painted ${colour}` } }] };
-      }
-      return { text: "finished" };
-    },
+    brain: bannerWorkerBrain(),
   });
   const target = await waitForEndpoint(first.url, "restart-worker");
   const origin = pi({

@@ -251,6 +251,27 @@ export function sendThenAckBrain(to: unknown, task: string, extra?: (turn: Scrip
   };
 }
 
+/**
+ * A worker brain that asks the banner question once assigned, waits for the answer and completes
+ * with it (`banner painted <answer>`).
+ */
+export function bannerWorkerBrain(): (turn: ScriptTurn) => ScriptReply {
+  return (turn) => {
+    const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
+    if (taskId === undefined) return { text: "nothing assigned" };
+    if (!called(turn, "agent_task_message", '"question"')) {
+      return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which colour should the banner be?" } }] };
+    }
+    const answer = lastSeen(turn, "## task answer");
+    if (answer === undefined) return { text: "waiting for the answer" };
+    if (!called(turn, "agent_task_done")) {
+      const colour = answer.split("\n\n")[1]?.trim();
+      return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `banner painted ${colour}` } }] };
+    }
+    return { text: "finished" };
+  };
+}
+
 /** One real relay per test file, the Pis and fault proxies the file starts, all stopped after it. */
 export interface PiFixture {
   /** The relay (started in the fixture's beforeAll, which runs before the file's own). */
