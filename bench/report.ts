@@ -72,6 +72,8 @@ export interface ReportInput {
   readonly checks: readonly { readonly name: string; readonly ok: boolean; readonly detail: string }[];
   /** Measurements that could not run on this machine, with the reason. */
   readonly skipped?: readonly { readonly name: string; readonly reason: string }[];
+  /** Whole sections appended after the figures (e.g. the growth curves), already Markdown. */
+  readonly sections?: readonly string[];
 }
 
 export function performanceMarkdown(input: ReportInput): string {
@@ -107,6 +109,10 @@ export function performanceMarkdown(input: ReportInput): string {
       lines.push(`- **${figure.label}** — measured in this run: ${figure.evidence ?? "no breakdown measured"}`);
       if (figure.reason !== undefined) lines.push(`  Reason (profiled): ${figure.reason}`);
     }
+  }
+  for (const section of input.sections ?? []) {
+    lines.push("");
+    lines.push(section.trimEnd());
   }
   lines.push("");
   return lines.join("\n");

@@ -18,6 +18,7 @@ import { type DeliveryResult, measureDelivery } from "./measure/delivery.ts";
 import { measureMemory, type MemoryResult } from "./measure/memory.ts";
 import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
+import { type GrowthResult, growthMarkdown, measureGrowth } from "./measure/growth.ts";
 import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigures } from "./measure/redis.ts";
 import { measureRefresh, type RefreshResult } from "./measure/refresh.ts";
 import { measureSignedCycles, type SignedCyclesResult } from "./measure/signed-cycles.ts";
@@ -86,7 +87,10 @@ export interface BenchResults {
     readonly refresh: RefreshResult;
     readonly pi: PiResult;
     readonly redis: RedisMeasurement;
+    readonly growth: GrowthResult;
   };
+  /** Markdown sections after the figures (the growth curves). */
+  readonly sections: readonly string[];
   /** Measurements that could not run here, with the reason. */
   readonly skipped: readonly { readonly name: string; readonly reason: string }[];
   /** Seconds each measurement took. */
@@ -367,6 +371,7 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
     { name: "refresh: one request per pass, nothing pending", ok: r.requestsPerPass === 1 && r.pendingAfter === 0, detail: `${r.requestsPerPass} request/pass, pending ${r.pendingAfter}` },
     { name: "real Pi: every task inserted exactly once", ok: pi.missing === 0 && pi.duplicateInsertions === 0, detail: `missing ${pi.missing}, duplicates ${pi.duplicateInsertions}` },
     ...redisChecks(m.redis),
+    ...m.growth.checks.map((check) => ({ name: `growth: ${check.name}`, ok: check.ok, detail: check.detail })),
   ];
 }
 
@@ -396,6 +401,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     refresh: await step("refresh", () => measureRefresh({ quick })),
     pi: await step("pi", () => measurePi({ quick })),
     redis: await step("redis", () => measureRedis({ quick })),
+    growth: await step("growth", () => measureGrowth({ quick })),
   };
   if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));
@@ -406,6 +412,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     figures: list,
     checks: integrity(measurements),
     skipped: isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : [],
+    sections: [growthMarkdown(measurements.growth)],
     measurements,
     timings,
   };

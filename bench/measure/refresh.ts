@@ -26,7 +26,8 @@ const QUICK_PASSES = 10;
 const WARMUP_PASSES = 50;
 const QUICK_WARMUP_PASSES = 3;
 /** Characters of each archived message. */
-const MESSAGE_CHARS = 200;
+/** Characters of each archived message. */
+export const ARCHIVED_MESSAGE_CHARS = 200;
 
 export interface RefreshResult {
   readonly archivedEvents: number;
@@ -42,7 +43,8 @@ export interface RefreshResult {
   readonly pendingAfter: number;
 }
 
-function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eventsPerTask: number): void {
+/** Writes `tasks` terminal tasks of `eventsPerTask` events each (created, messages, completed) through the store API. */
+export function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eventsPerTask: number): void {
   const origin = core.endpoint()!;
   const store = coreInternals(core).store;
   const at = Date.now();
@@ -61,7 +63,7 @@ function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eventsPerT
       store.putTask(record, "origin");
       store.appendEvent(makeEvent(record, "task.created", "1", at, { task: record.task }));
       for (let sequence = 2; sequence < eventsPerTask; sequence += 1) {
-        store.appendEvent(makeEvent(record, "task.information", String(sequence), at, { message: `message ${sequence} `.padEnd(MESSAGE_CHARS, "m") }));
+        store.appendEvent(makeEvent(record, "task.information", String(sequence), at, { message: `message ${sequence} `.padEnd(ARCHIVED_MESSAGE_CHARS, "m") }));
       }
       store.appendEvent(makeEvent(record, "task.completed", String(eventsPerTask), at, { summary: "done" }));
       store.setStatus(record.taskId, "completed");

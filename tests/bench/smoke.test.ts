@@ -54,6 +54,12 @@ describe("bench (quick)", () => {
     for (const check of results.checks) expect({ check: check.name, ok: check.ok, detail: check.detail }).toEqual({ check: check.name, ok: true, detail: check.detail });
 
     const m = results.measurements;
+    // Issue 16's growth curves: each with points, a stated slope, and a table in the report.
+    expect(m.growth.curves.map((curve) => curve.id)).toEqual(["growth-relay-cycles", "growth-delivery-p95", "growth-registration-bytes", "growth-refresh", "growth-create-p95", "growth-refresh-active"]);
+    for (const curve of m.growth.curves) {
+      expect({ id: curve.id, points: curve.points.length > 1, slope: curve.slope.length > 0 }).toEqual({ id: curve.id, points: true, slope: true });
+      expect(performanceMarkdown(results)).toContain(curve.title);
+    }
     for (const run of [m.cycles.session, m.cycles.raw]) {
       expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter }).toEqual({ lost: 0, duplicates: 0, left: 0 });
       expect(run.envelopes).toBeGreaterThan(0);
