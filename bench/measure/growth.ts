@@ -24,7 +24,7 @@
  * its inverse, the cost per cycle): < 0.2 flat, 0.2–1.2 ≈ linear, > 1.2 super-linear (a finding).
  */
 import { ARCHIVED_MESSAGE_CHARS, archive } from "./refresh.ts";
-import { heapStats } from "bun:jsc";
+import { heapAfterGc } from "./memory.ts";
 import { coreInternals, type TaskCore } from "../../src/core/task-core.ts";
 import { type RelayProcess, startRelayProcess } from "../../src/demo/relay-process.ts";
 import { mintBindingSecret } from "../../src/protocol/wire.ts";
@@ -510,12 +510,6 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
 // Relay memory per registration
 // ---------------------------------------------------------------------------------------------
 
-function heapAfterGc(): number {
-  Bun.gc(true);
-  Bun.gc(true);
-  return heapStats().heapSize;
-}
-
 /** Registers `count` sessions through the engine, as the HTTP layer hands a parsed connect to it. */
 async function connectThroughEngine(engine: RelayEngine, count: number): Promise<void> {
   for (let index = 0; index < count; index += 1) {
@@ -537,12 +531,12 @@ async function memoryTrial(sizes: readonly number[]): Promise<{ perRegistration:
   const perRegistration: number[] = [];
   let charged = 0;
   try {
-    const base = heapAfterGc();
+    const base = await heapAfterGc();
     let registered = 0;
     for (const size of sizes) {
       await connectThroughEngine(engine, size - registered);
       registered = size;
-      perRegistration.push((heapAfterGc() - base) / size);
+      perRegistration.push(((await heapAfterGc()) - base) / size);
       charged = (await engine.usage()).metadataBytes / size;
     }
   } finally {

@@ -33,8 +33,15 @@ export interface MemoryResult {
   readonly heapAfterBytes: number;
 }
 
-function heapAfterGc(): number {
+/** Settles between collections, so native objects' finalizers (hashes among them) have run. */
+const GC_SETTLE_MS = 20;
+
+/** The JS heap after full collections (and their finalizers). */
+export async function heapAfterGc(): Promise<number> {
   Bun.gc(true);
+  await Bun.sleep(GC_SETTLE_MS);
+  Bun.gc(true);
+  await Bun.sleep(GC_SETTLE_MS);
   Bun.gc(true);
   return heapStats().heapSize;
 }
@@ -99,9 +106,9 @@ async function trial(targets: number, perTarget: number): Promise<{ perEnvelope:
   const relay = await startRelayServer({ port: 0 });
   try {
     const workload = await memoryWorkload(relay, targets, perTarget);
-    const before = heapAfterGc();
+    const before = await heapAfterGc();
     const total = await workload.queue();
-    const after = heapAfterGc();
+    const after = await heapAfterGc();
     const usage = await relay.engine.usage();
     if (usage.activeItems !== total) throw new Error(`memory: ${usage.activeItems} of ${total} envelopes queued`);
     return { perEnvelope: (after - before) / total, encoded: usage.activeBytes / total, before, after };

@@ -108,16 +108,22 @@ export async function measureRefresh(options: { quick?: boolean } = {}): Promise
     archive(full, worker.endpoint, tasks, eventsPerTask);
     const stats = coreInternals(full).store.stats();
     const archivedEvents = full.listTasks().reduce((sum, task) => sum + task.events.length, 0);
-    const emptySamples = await timePasses(empty, passes, warmup);
+    // Interleaved (a full pass, a bare receive, an empty pass, in turn), so the machine's drift
+    // weighs on all three alike and their ratios hold within the run.
+    await timePasses(empty, 0, warmup);
     const before = requests;
-    const fullSamples = await timePasses(full, passes, warmup);
-    const requestsPerPass = (requests - before) / (passes + warmup);
+    await timePasses(full, 0, warmup);
+    const fullSamples: number[] = [];
+    const emptySamples: number[] = [];
     const receives: number[] = [];
     for (let index = 0; index < passes; index += 1) {
+      fullSamples.push(...(await timePasses(full, 1, 0)));
       const at = now();
       await coreInternals(empty).session.receive("0");
       receives.push(now() - at);
+      emptySamples.push(...(await timePasses(empty, 1, 0)));
     }
+    const requestsPerPass = (requests - before) / (passes + warmup);
     return {
       archivedEvents,
       tasks,
