@@ -257,11 +257,12 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
 
   /** `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none fails the request. */
   async function acknowledgeBatch(owner: RegistrationView, envelopeIds: readonly string[]): Promise<RelayValue> {
-    const results: { envelopeId: string; outcome: AckOutcome }[] = [];
-    for (const envelopeId of envelopeIds) {
-      const outcome = await store.acknowledge(owner.endpointId, envelopeId);
-      results.push({ envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind });
-    }
+    // Issued together (a shared store pipelines them); the ids are distinct, so their order is free.
+    const outcomes = await Promise.all(envelopeIds.map((envelopeId) => store.acknowledge(owner.endpointId, envelopeId)));
+    const results = envelopeIds.map((envelopeId, index): { envelopeId: string; outcome: AckOutcome } => {
+      const outcome = outcomes[index]!;
+      return { envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind };
+    });
     return { kind: "acknowledged-batch", results };
   }
 
