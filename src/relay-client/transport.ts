@@ -113,6 +113,8 @@ function retryAfterFrom(body: unknown, headers: Headers): number | undefined {
 }
 
 const JSON_CONTENT = { "content-type": "application/json" } as const;
+/** One decoder for every reply (a decoder per reply showed in the client's profile). */
+const replyDecoder = new TextDecoder();
 
 /** ky options carrying a request's stop signal to the fetch below (see `ky.create`). */
 function relaySignal(signal: AbortSignal): Options {
@@ -127,7 +129,7 @@ const REPLY_READ_ERRORS: CappedReadErrors = {
 
 /** Reads a response body as text within the response cap (counted per chunk while streaming). */
 async function readCapped(response: Response, signal: AbortSignal): Promise<string> {
-  return new TextDecoder().decode(await readCappedBody(response, maxResponseBodyBytes, signal, REPLY_READ_ERRORS));
+  return replyDecoder.decode(await readCappedBody(response, maxResponseBodyBytes, signal, REPLY_READ_ERRORS));
 }
 
 /** Maps a reply (status + parsed body) to a success or a registry error. */
