@@ -109,7 +109,7 @@ export const ERROR_REGISTRY = Object.freeze({
   TASK_TERMINAL: spec("state", "The task is already terminal."),
   TERMINAL_INTENT_CONFLICT: spec("conflict", "A different terminal outcome was already submitted for this task."),
   TASK_CAPACITY: spec("capacity", "This endpoint's task memory is full (records or bytes)."),
-  TASK_DELIVERY_DEFERRED: spec("deferred", "Delivery is deferred by budget, cooldown or older mail to the same target.", { retryable: true }),
+  TASK_DELIVERY_DEFERRED: spec("deferred", "Delivery is deferred (budget, cooldown, older mail to the same target, or a relay unreachable moments ago); the envelope is queued and a later pass sends it.", { retryable: true }),
   STALE_GENERATION: spec("rejected", "The mail belongs to an older generation of the task (its executor was replaced); it is refused."),
   DELEGATION_DEPTH_EXCEEDED: spec("refused", "Delegating onward would make the chain longer than the depth cap (3 sessions by default); nothing was created."),
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
