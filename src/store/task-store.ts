@@ -420,7 +420,8 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
     },
     appendEvent(event) {
       return mutate(() => {
-        requireTask(event.taskId);
+        // Only its existence: reading the task would parse the row just written.
+        if (!rows.has("task", event.taskId)) throw new TaskError("UNKNOWN_TASK", { details: { taskId: event.taskId } });
         if (rows.has("event", event.eventId)) return false;
         rows.write("event", event.eventId, event);
         return true;
