@@ -5,7 +5,7 @@
  * prints its own log. The report is also kept in the session (`pi-tasks-audit` entry, never shown
  * to the model) so `pi-tasks audit` can read it later.
  */
-import { type AuditReport, auditLines, joinAudit, auditEntry } from "../../src/core/audit.ts";
+import { type AuditReport, auditEntry, auditLines, joinAudit } from "../../src/core/audit.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { auditWaitMs } from "../../src/protocol/limits.ts";
@@ -26,21 +26,19 @@ function usage(problem: string): TaskError {
   return new TaskError("CLI_USAGE", { message: `${problem} — usage: /tasks audit <task id> [--json]` });
 }
 
-/** Resolves when the report has the worker's view, or after `waitMs` (whichever comes first). */
-function viewArrives(core: TaskCore, taskId: string, waitMs: number): Promise<AuditReport> {
-  const hasView = () => !core.audit(taskId).gaps.some((gap) => gap.kind === "no-view");
+/** Resolves true once `answered()` holds (checked on every store change), false after `waitMs`. */
+function answeredWithin(core: TaskCore, answered: () => boolean, waitMs: number): Promise<boolean> {
+  if (answered()) return Promise.resolve(true);
   return new Promise((resolve) => {
-    let stop = () => undefined as void;
-    const timer = setTimeout(() => finish(), waitMs);
-    const finish = () => {
+    const finish = (result: boolean) => {
       clearTimeout(timer);
-      stop();
-      resolve(core.audit(taskId));
+      unsubscribe();
+      resolve(result);
     };
-    stop = core.onChange(() => {
-      if (hasView()) finish();
+    const timer = setTimeout(() => finish(false), waitMs);
+    const unsubscribe = core.onChange(() => {
+      if (answered()) finish(true);
     });
-    if (hasView()) finish();
   });
 }
 
@@ -56,10 +54,13 @@ export async function auditCommand(words: readonly string[], deps: AuditDeps): P
   if (found.role === "origin") {
     const requested = core.requestAudit(found.taskId);
     deps.requestRefresh();
-    report = await viewArrives(core, found.taskId, deps.waitMs ?? auditWaitMs);
+    const waitMs = deps.waitMs ?? auditWaitMs;
+    const answered = () => core.getTask(found.taskId).events.some((event) => event.type === "task.audit_view" && event.payload.requestEventId === requested);
+    const fresh = await answeredWithin(core, answered, waitMs);
+    report = core.audit(found.taskId);
     // A view older than this request is still shown; the gap names the missing fresh one.
-    if (!core.getTask(found.taskId).events.some((event) => event.type === "task.audit_view" && event.payload.requestEventId === requested)) {
-      report = { ...report, gaps: [...report.gaps.filter((gap) => gap.kind !== "no-view"), { kind: "no-view", side: "worker", text: `no fresh view from the worker within ${deps.waitMs ?? auditWaitMs} ms (asked; it may be offline)` }] };
+    if (!fresh) {
+      report = { ...report, gaps: [...report.gaps.filter((gap) => gap.kind !== "no-view"), { kind: "no-view", side: "worker", text: `no fresh view from the worker within ${waitMs} ms (asked; it may be offline)` }] };
     }
   } else {
     report = joinAudit(found.taskId, [{ label: "worker", status: found.status, events: found.events.map(auditEntry) }, { label: "origin", missing: "only the origin can join both views (run /tasks audit in the origin's Pi)" }]);
