@@ -40,7 +40,10 @@ export interface CoreContext {
   readonly probedAt: Map<string, number>;
   /** When a request last found the relay unreachable (timers clock), until one reaches it (outage.ts). */
   unreachableAt: number | undefined;
-  /** Tasks looking for their peer after a relay restart (their meta has `reconnectingSince`; reconnect.ts). */
+  /**
+   * Tasks that may be looking for their peer after a relay restart: a superset of those whose meta
+   * has `reconnectingSince` (the meta decides; reconnect.ts drops the others lazily).
+   */
   readonly reconnecting: Set<string>;
 }
 

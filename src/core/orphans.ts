@@ -28,7 +28,7 @@ function due(context: CoreContext): Map<string, StoredTask[]> {
   const now = context.timers.now();
   const byWorker = new Map<string, StoredTask[]>();
   for (const taskId of store.activeTaskIds("origin")) {
-    if (context.reconnecting.has(taskId)) continue;
+    if (context.reconnecting.has(taskId) && store.getTaskMeta(taskId)?.reconnectingSince !== undefined) continue;
     const stored = store.getStoredTask(taskId)!;
     const key = probeKey(stored);
     const last = context.probedAt.get(key);

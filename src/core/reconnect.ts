@@ -113,7 +113,6 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
   store.updateTask(taskId, { ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }), ...relocated(stored.record.lineage, former, endpoint) });
   const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, ...meta } = store.getTaskMeta(taskId) ?? {};
   store.setTaskMeta(taskId, meta);
-  context.reconnecting.delete(taskId);
   const task = store.getStoredTask(taskId)!.record;
   const self = stored.role === "origin" ? task.origin : task.target;
   const now = context.clock();
@@ -134,6 +133,7 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
 function moveSamePeer(context: CoreContext, scope: WorkScope | undefined, former: TaskEndpoint, endpoint: TaskEndpoint): void {
   const { store } = context;
   for (const taskId of [...context.reconnecting]) {
+    if (store.getTaskMeta(taskId)?.reconnectingSince === undefined) continue;
     const stored = store.getStoredTask(taskId)!;
     const peer = stored.role === "origin" ? stored.record.target : stored.record.origin;
     if (sameEndpoint(peer, former)) movePeer(context, scope, taskId, endpoint);
@@ -175,7 +175,6 @@ async function lookUp(context: CoreContext, session: string, signal: AbortSignal
 /** An origin that waited `reconnectTimeoutMs` in vain: the task is orphaned (once). */
 function giveUp(context: CoreContext, stored: StoredTask, since: number): void {
   const { store } = context;
-  context.reconnecting.delete(stored.record.taskId);
   if (stored.record.status !== "active") {
     const { reconnectingSince: _stop, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
     store.setTaskMeta(stored.record.taskId, meta);
@@ -194,7 +193,9 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
   const { store } = context;
   let lookups = 0;
   let found = 0;
-  // Only the tasks still looking (a set kept beside their meta): a pass never walks the whole store.
+  // Only the tasks still looking: a set beside their meta, so a pass never walks the whole store.
+  // The meta decides (a move inside a transaction that rolls back leaves the task looking); the
+  // set only shrinks here, once the meta says a task stopped looking.
   for (const taskId of [...context.reconnecting]) {
     if (lookups >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
     const meta = store.getTaskMeta(taskId);
