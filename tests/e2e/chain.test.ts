@@ -24,6 +24,7 @@ import { eventually } from "../../kit/async.ts";
 import type { FaultProxy } from "../../kit/fault-proxy.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import {
+  stopEach,
   allSeen,
   archiveRecords,
   called,
@@ -81,15 +82,7 @@ async function finish<P extends Record<string, PiProcess>>(processes: P): Promis
   await Bun.sleep(SETTLE_MS);
   const entries: Record<string, Record<string, unknown>[]> = {};
   for (const [name, process] of Object.entries(processes)) entries[name] = await process.entries();
-  const codes: Record<string, number> = {};
-  const stopMs: Record<string, number | undefined> = {};
-  await Promise.all(
-    Object.entries(processes).map(async ([name, process]) => {
-      codes[name] = await process.stop();
-      stopMs[name] = process.stopMs();
-    }),
-  );
-  return { processes, entries, stopped: { codes, stopMs } };
+  return { processes, entries, stopped: await stopEach(processes) };
 }
 
 async function expectEachOnceEverywhere(finished: Finished<Record<string, PiProcess>>): Promise<void> {

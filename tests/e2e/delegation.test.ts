@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { activePollIntervalMs, RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
 import {
+  stopEach,
   bannerWorkerBrain,
   archiveRecords,
   called,
@@ -53,15 +54,7 @@ async function finish(processes: Record<string, PiProcess>): Promise<Finished> {
   await Bun.sleep(SETTLE_MS);
   const entries: Record<string, Record<string, unknown>[]> = {};
   for (const [name, process] of Object.entries(processes)) entries[name] = await process.entries();
-  const codes: Record<string, number> = {};
-  const stopMs: Record<string, number | undefined> = {};
-  await Promise.all(
-    Object.entries(processes).map(async ([name, process]) => {
-      codes[name] = await process.stop();
-      stopMs[name] = process.stopMs();
-    }),
-  );
-  return { entries, codes, stopMs };
+  return { entries, ...(await stopEach(processes)) };
 }
 
 function taskIdsSeen(turn: ScriptTurn, marker: string): string[] {

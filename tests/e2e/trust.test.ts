@@ -15,6 +15,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { REJECTED_RECORD } from "../../extensions/pi-tasks/presenter.ts";
 import {
+  stopEach,
   archiveRecords,
   called,
   EVENT_MESSAGE,
@@ -69,16 +70,8 @@ async function piTasks(home: string, args: readonly string[]): Promise<any> {
   return JSON.parse(lines[0]!);
 }
 
-async function stopEach<P extends Record<string, PiProcess>>(processes: P) {
-  const codes: Record<string, number> = {};
-  const stopMs: Record<string, number | undefined> = {};
-  await Promise.all(
-    Object.entries(processes).map(async ([name, process]) => {
-      codes[name] = await process.stop();
-      stopMs[name] = process.stopMs();
-    }),
-  );
-  return { processes, stopped: { codes, stopMs } };
+async function stopped<P extends Record<string, PiProcess>>(processes: P) {
+  return { processes, stopped: await stopEach(processes) };
 }
 
 /** Waits like `waitFor` but answers whether it happened (an assertion then says what is missing). */
@@ -213,7 +206,7 @@ async function twoUsers() {
   await happened(worker, (record) => record.type === "extension_ui_request" && record.statusText === WORKER_IDLE, 3_000, worker.records.findIndex(isParentAcked));
   await Bun.sleep(500);
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
-  const done = await stopEach({ origin, worker });
+  const done = await stopped({ origin, worker });
   return { identityA, identityB, pairedAtA, pairedAtB, peersOfA, peersOfB, origin, worker, firstTaskId, phase1, cancel, from, entries, ...done };
 }
 
@@ -237,7 +230,7 @@ async function oneUser() {
   await origin.waitFor(isAckEnd, 20_000);
   await worker.waitFor(isParentAcked, 15_000);
   const peersFile = existsSync(join(home, "peers.json"));
-  const done = await stopEach({ origin, worker });
+  const done = await stopped({ origin, worker });
   // Asked after the fact: the Pis created the identity themselves, nobody ran a setup command.
   const identity = await piTasks(home, ["identity"]);
   return { home, origin, worker, peersFile, identity, ...done };

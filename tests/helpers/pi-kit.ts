@@ -183,6 +183,19 @@ export async function stopAll(processes: readonly (PiProcess | undefined)[]): Pr
   return await Promise.all(processes.filter((pi): pi is PiProcess => pi !== undefined).map((pi) => pi.stop()));
 }
 
+/** Stops every named process at once; their exit codes and stop times (what `expectCleanStops` checks). */
+export async function stopEach(processes: Record<string, PiProcess>): Promise<{ codes: Record<string, number>; stopMs: Record<string, number | undefined> }> {
+  const codes: Record<string, number> = {};
+  const stopMs: Record<string, number | undefined> = {};
+  await Promise.all(
+    Object.entries(processes).map(async ([name, process]) => {
+      codes[name] = await process.stop();
+      stopMs[name] = process.stopMs();
+    }),
+  );
+  return { codes, stopMs };
+}
+
 /** Resolves after `ms` with nothing new matching `predicate` (from index `from`); returns the matches. */
 export async function quietFor(pi: PiProcess, ms: number, predicate: (record: RpcRecord) => boolean, from: number): Promise<RpcRecord[]> {
   await Bun.sleep(ms);
