@@ -9,10 +9,11 @@ import { type AuditReport, auditEntry, auditLines, joinAudit } from "../../src/c
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { auditWaitMs } from "../../src/protocol/limits.ts";
+import { AUDIT_ENTRY } from "../../src/protocol/session-entries.ts";
 import { findByPrefix } from "./board.ts";
 
 /** The custom entry type of a kept audit report. */
-export const AUDIT_ENTRY = "pi-tasks-audit";
+export { AUDIT_ENTRY };
 
 export interface AuditDeps {
   readonly current: () => TaskCore;

@@ -19,12 +19,12 @@ import { nanoid } from "nanoid";
 import type { PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
 import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import type { CancelOutcome } from "../../src/protocol/schemas.ts";
+import { EVENT_MESSAGE, EVENT_RECORD } from "../../src/protocol/session-entries.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
 import { renderEvent, renderWake } from "./render.ts";
 
-export const EVENT_MESSAGE = "pi-tasks-event";
+export { EVENT_MESSAGE, EVENT_RECORD };
 export const WAKE_MESSAGE = "pi-tasks-wake";
-export const EVENT_RECORD = "pi-tasks-event-record";
 export const REJECTED_RECORD = "pi-tasks-rejected";
 
 export interface PiMessage {

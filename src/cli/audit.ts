@@ -22,14 +22,11 @@ import { TaskError } from "../protocol/errors.ts";
 import { isKnownEventType } from "../protocol/events.ts";
 import { minTaskIdPrefixChars } from "../protocol/limits.ts";
 import type { AuditEntry } from "../protocol/schemas.ts";
+import { AUDIT_ENTRY, EVENT_MESSAGE, EVENT_RECORD } from "../protocol/session-entries.ts";
 import { isRecord } from "../protocol/validate.ts";
 
 type Env = Record<string, string | undefined>;
 
-/** Custom types written by the extension (extensions/pi-tasks/presenter.ts and audit.ts). */
-const EVENT_MESSAGE = "pi-tasks-event";
-const EVENT_RECORD = "pi-tasks-event-record";
-const AUDIT_ENTRY = "pi-tasks-audit";
 
 function usage(message: string): TaskError {
   return new TaskError("CLI_USAGE", { message });

@@ -4,6 +4,7 @@
  * tests a file in a temporary project, asks one question, the origin answers, verifies and
  * acknowledges). It returns a timeline in milliseconds and cleans up every process it started.
  */
+import { EVENT_MESSAGE } from "../protocol/session-entries.ts";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { customAlphabet } from "nanoid";
 import { tmpdir } from "node:os";
@@ -123,7 +124,7 @@ function statusReceipts(records: readonly RpcRecord[]): Map<string, number> {
 function timeline(startedAt: number, origin: readonly RpcRecord[], worker: readonly RpcRecord[]): TimelineEntry[] {
   const rel = (at: number | undefined) => (at === undefined ? undefined : at - startedAt);
   const receipts = statusReceipts(origin);
-  const inserted = firstTime(worker, (message) => message.role === "custom" && message.customType === "pi-tasks-event");
+  const inserted = firstTime(worker, (message) => message.role === "custom" && message.customType === EVENT_MESSAGE);
   const woken = firstTime(worker, (message) => message.role === "custom" && message.customType === "pi-tasks-wake");
   const done = callTime(worker, "agent_task_done");
   const recorded = receipts.get("receiver_recorded");
