@@ -5,8 +5,8 @@
  * JSON text it is sent as, in one object that is both its mailbox item and its receipt.
  * Nothing here awaits: each call is atomic within the process.
  */
-import { canonicalBytes, utf8Bytes } from "../../protocol/canonical-json.ts";
-import { createHash, createHmac } from "node:crypto";
+import { canonicalBytes, sha256Hex, utf8Bytes } from "../../protocol/canonical-json.ts";
+import { createHmac } from "node:crypto";
 import { ACCEPTANCE_KEY_BYTES, UUID_BYTES, RELAY_ID, maxCursorDigits, receivePageMaxBytes, relayReceiptOverheadBytes, relayReceiptRetentionMs } from "../../protocol/limits.ts";
 import { cursorValue } from "../../protocol/wire.ts";
 import type { Budgets, MailboxUsage } from "./budgets.ts";
@@ -92,7 +92,7 @@ function uuidFromDigest(digest: Uint8Array): string {
 
 /** The SHA-256 (hex) of an accepted envelope's canonical text: kept once the text is dropped, else computed (resends only). */
 function digestOf(accepted: Accepted): string {
-  return accepted.digest ?? createHash("sha256").update(accepted.text!).digest("hex");
+  return accepted.digest ?? sha256Hex(accepted.text!);
 }
 
 /**
