@@ -163,8 +163,9 @@ export async function attemptSend(context: CoreContext, scope: WorkScope, envelo
     const outage = outageHold(context);
     if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
     const entry = store.getOutbox(envelopeId)!;
-    // After a relay restart the task's mail waits until its peer is found again (reconnect.ts).
-    if (store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined) return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
+    // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
+    // set is checked first, so an ordinary send reads no meta row).
+    if (context.reconnecting.has(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined) return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
     const until = coolingDown(context, entry);
     if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
     if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
