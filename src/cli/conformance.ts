@@ -2,18 +2,19 @@
  * `pi-tasks conformance URL [--features watch-v1,successor-v1] [--json]`
  *
  * Checks the relay at URL against the `volatile-v1` wire (docs/wire.md) with the shipped
- * conformance suite (src/conformance/). `--features` names the additions the relay must have;
- * default: what its profile advertises (none for a plain Wolfpack relay, which is then checked
- * against Wolfpack's wire only). bun's test output goes to stderr; stdout gets the failed checks
- * and, last, `conformance: P passed, F failed` — or, with `--json`, one JSON object. Exits 0 only
- * when no check failed. A URL where no relay answers fails before any check runs.
+ * conformance suite (src/conformance/), run in this process (Node or Bun). `--features` names the
+ * additions the relay must have; default: what its profile advertises (none for a plain Wolfpack
+ * relay, which is then checked against Wolfpack's wire only). Each check's result goes to stderr
+ * as it ends (`(pass) group > name [12 ms]`, `(fail) …` with its message, `(skip) …`); stdout gets
+ * the failed checks and, last, `conformance: P passed, F failed` — or, with `--json`, one JSON
+ * object. Exits 0 only when no check failed. A URL where no relay answers fails before any check
+ * runs.
  */
 import { parseArgs } from "node:util";
 import { parseFeatures, runConformance } from "../conformance/runner.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { normaliseRelayUrl } from "../relay-client/config.ts";
 import { createRelayTransport } from "../relay-client/transport.ts";
-import { bunPath } from "./pi-cli.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -35,7 +36,7 @@ async function advertisedFeatures(url: string): Promise<string[]> {
   }
 }
 
-export async function conformanceCommand(args: readonly string[], env: Env): Promise<number> {
+export async function conformanceCommand(args: readonly string[], _env: Env): Promise<number> {
   const { values, positionals } = parseArgs({
     args: [...args],
     options: { features: { type: "string" }, json: { type: "boolean" } },
@@ -47,21 +48,16 @@ export async function conformanceCommand(args: readonly string[], env: Env): Pro
   const advertised = await advertisedFeatures(url);
   const features = values.features === undefined ? advertised : parseFeatures(values.features);
   const json = values.json === true;
-  const result = await runConformance({ url, features, bun: bunPath(), env, onOutput: (text) => process.stderr.write(text) });
-  if (result.passed + result.failed === 0) {
-    throw new TaskError("TASK_ERROR", {
-      message: `bun test ran no conformance check (exit code ${result.exitCode}); see its output above`,
-      details: { url, exitCode: result.exitCode },
-    });
-  }
-  // bun failing without a failed check (it should not happen) still fails the run.
-  const failed = result.exitCode !== 0 && result.failed === 0 ? 1 : result.failed;
-  const summary = { ok: failed === 0, url, features, advertised, passed: result.passed, failed, skipped: result.skipped, failures: result.failures, elapsedMs: result.elapsedMs };
+  const result = await runConformance({ url, features, onOutput: (text) => process.stderr.write(text) });
+  const { passed, failed, skipped, elapsedMs } = result;
+  const failures = result.failures.map((failure) => failure.name);
+  const failureMessages = result.failures.map((failure) => failure.message);
+  const summary = { ok: failed === 0, url, features, advertised, passed, failed, skipped, failures, failureMessages, elapsedMs };
   if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
-    for (const name of result.failures) process.stdout.write(`failed: ${name}\n`);
-    if (result.skipped > 0) process.stdout.write(`skipped: ${result.skipped} checks of additions not required (features: ${features.join(",") || "none"})\n`);
-    process.stdout.write(`conformance: ${result.passed} passed, ${failed} failed\n`);
+    for (const name of failures) process.stdout.write(`failed: ${name}\n`);
+    if (skipped > 0) process.stdout.write(`skipped: ${skipped} checks of additions not required (features: ${features.join(",") || "none"})\n`);
+    process.stdout.write(`conformance: ${passed} passed, ${failed} failed\n`);
   }
   return failed === 0 ? 0 : 1;
 }

@@ -1,20 +1,19 @@
 /**
- * Runs the conformance suite (./suite.ts through ./entry.ts) in a `bun test` child process
- * against one relay, and counts its results from bun's summary.
+ * Runs the conformance checks (./checks.ts) in-process against one relay — on Node or on Bun, with
+ * no test framework and no child process — and counts their results.
  *
- * The child runs in this directory, so it finds the suite wherever the package lives and no
- * `bunfig.toml` of the caller's working directory (this repository's sets `[test] root`) applies.
+ * The checks run in list order. Consecutive non-serial checks run concurrently, at most
+ * `CONFORMANCE_MAX_CONCURRENT_CHECKS` at a time; a serial check waits until they have all ended and
+ * runs alone. Each check has `CONFORMANCE_TEST_TIMEOUT_MS` (or its own `timeoutMs`); one that takes
+ * longer fails (its requests are not cancelled). Checks of additions the run does not require are
+ * skipped.
  */
-import { spawn } from "bun";
-import { dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { CONFORMANCE_TEST_TIMEOUT_MS } from "./timing.ts";
+import PQueue from "p-queue";
+import { conformanceChecks } from "./checks.ts";
+import { type ConformanceCheck, type ConformanceKit, checkTitle, createKit, isRequired } from "./kit.ts";
+import { CONFORMANCE_MAX_CONCURRENT_CHECKS, CONFORMANCE_TEST_TIMEOUT_MS } from "./timing.ts";
 
-export const CONFORMANCE_URL_VARIABLE = "PI_TASKS_CONFORMANCE_URL";
-/** Comma-separated features the relay must have; empty for none. */
-export const CONFORMANCE_FEATURES_VARIABLE = "PI_TASKS_CONFORMANCE_FEATURES";
-const ENTRY = fileURLToPath(new URL("./entry.ts", import.meta.url));
-
+/** `"watch-v1, successor-v1"` → the feature names; empty entries are dropped. */
 export function parseFeatures(list: string): string[] {
   return list
     .split(",")
@@ -23,66 +22,114 @@ export function parseFeatures(list: string): string[] {
 }
 
 export interface ConformanceRequest {
+  /** The relay's base URL (its profile is at `RELAY_PROFILE_PATH` below it). */
   readonly url: string;
+  /**
+   * The additions the relay must have and advertise (`watch-v1`, `successor-v1`,
+   * `binding-secret-v1`, `ack-batch-v1`): their checks run, the others are skipped. With any
+   * addition required the relay is held to our relay's rules too; with none, only to Wolfpack's wire.
+   */
   readonly features: readonly string[];
-  /** The Bun executable. */
-  readonly bun: string;
-  readonly env: Record<string, string | undefined>;
-  /** Receives bun's output as it comes (its per-test lines and failure details). */
+  /**
+   * Receives a report of each check as it ends, one or more lines each ending in a newline:
+   * `(pass) group > name [12 ms]`, `(fail) group > name [12 ms]` followed by the failure's message
+   * indented, or `(skip) group > name`.
+   */
   readonly onOutput?: (text: string) => void;
+}
+
+export interface CheckFailure {
+  /** `group > name`. */
+  readonly name: string;
+  /** What was expected and what the relay answered (or why the check could not finish). */
+  readonly message: string;
 }
 
 export interface ConformanceResult {
   readonly passed: number;
   readonly failed: number;
   readonly skipped: number;
-  /** Names of the failed checks, as bun prints them. */
-  readonly failures: string[];
+  /** The failed checks, in the order they ended. */
+  readonly failures: CheckFailure[];
   readonly elapsedMs: number;
-  /** Exit code of `bun test`. */
-  readonly exitCode: number;
-  /** bun's complete output (stdout, then stderr). */
-  readonly output: string;
 }
 
-/** One count of bun's summary (` 12 pass`); `undefined` when bun printed none. */
-function count(output: string, label: "pass" | "fail" | "skip"): number | undefined {
-  const match = new RegExp(`^\\s*(\\d+) ${label}$`, "m").exec(output);
-  return match === null ? undefined : Number(match[1]);
+interface Outcome {
+  readonly ms: number;
+  /** Set when the check failed. */
+  readonly message?: string;
 }
 
-async function collect(stream: ReadableStream<Uint8Array>, onOutput: ((text: string) => void) | undefined): Promise<string> {
-  const decoder = new TextDecoder();
-  let text = "";
-  for await (const chunk of stream) {
-    const part = decoder.decode(chunk, { stream: true });
-    text += part;
-    onOutput?.(part);
+function failureMessage(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  return error.name === "AssertionError" ? error.message : `${error.name}: ${error.message}`;
+}
+
+/** Runs one check under its deadline; never throws. */
+async function runCheck(check: ConformanceCheck, kit: ConformanceKit): Promise<Outcome> {
+  const timeoutMs = check.timeoutMs ?? CONFORMANCE_TEST_TIMEOUT_MS;
+  const startedAt = performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the check did not finish within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    await Promise.race([check.run(kit), deadline]);
+    return { ms: Math.round(performance.now() - startedAt) };
+  } catch (error) {
+    return { ms: Math.round(performance.now() - startedAt), message: failureMessage(error) };
+  } finally {
+    clearTimeout(timer);
   }
-  return text;
 }
 
+/** Counts the outcomes and reports each through `onOutput`. */
+class Tally {
+  passed = 0;
+  skipped = 0;
+  readonly failures: CheckFailure[] = [];
+  private readonly onOutput: ((text: string) => void) | undefined;
+
+  constructor(onOutput: ((text: string) => void) | undefined) {
+    this.onOutput = onOutput;
+  }
+
+  skip(check: ConformanceCheck): void {
+    this.skipped += 1;
+    this.onOutput?.(`(skip) ${checkTitle(check)}\n`);
+  }
+
+  record(check: ConformanceCheck, outcome: Outcome): void {
+    const line = `${checkTitle(check)} [${outcome.ms} ms]`;
+    if (outcome.message === undefined) {
+      this.passed += 1;
+      this.onOutput?.(`(pass) ${line}\n`);
+      return;
+    }
+    this.failures.push({ name: checkTitle(check), message: outcome.message });
+    const indented = outcome.message.replace(/^/gm, "  ");
+    this.onOutput?.(`(fail) ${line}\n${indented}\n`);
+  }
+}
+
+/** Runs every check against the relay at `request.url`; rejects only when its profile cannot be read. */
 export async function runConformance(request: ConformanceRequest): Promise<ConformanceResult> {
   const startedAt = performance.now();
-  const child = spawn([request.bun, "test", "--timeout", String(CONFORMANCE_TEST_TIMEOUT_MS), ENTRY], {
-    cwd: dirname(ENTRY),
-    env: { ...request.env, [CONFORMANCE_URL_VARIABLE]: request.url, [CONFORMANCE_FEATURES_VARIABLE]: request.features.join(",") },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, exitCode] = await Promise.all([collect(child.stdout, request.onOutput), collect(child.stderr, request.onOutput), child.exited]);
-  const output = `${stdout}${stderr}`;
-  return {
-    passed: count(output, "pass") ?? 0,
-    failed: count(output, "fail") ?? 0,
-    skipped: count(output, "skip") ?? 0,
-    failures: output
-      .split("\n")
-      .filter((line) => line.startsWith("(fail) "))
-      .map((line) => line.slice("(fail) ".length).replace(/ \[[\d.]+m?s\]$/, "")),
-    elapsedMs: Math.round(performance.now() - startedAt),
-    exitCode,
-    output,
-  };
+  const kit = await createKit(request.url, request.features);
+  const tally = new Tally(request.onOutput);
+  const queue = new PQueue({ concurrency: CONFORMANCE_MAX_CONCURRENT_CHECKS });
+  const run = async (check: ConformanceCheck) => tally.record(check, await runCheck(check, kit));
+  /** The non-serial checks started since the last serial one. */
+  let batch: Promise<void>[] = [];
+  for (const check of conformanceChecks(request.features)) {
+    if (!isRequired(check, request.features)) tally.skip(check);
+    else if (check.serial === true) {
+      await Promise.all(batch);
+      batch = [];
+      await run(check);
+    } else batch.push(queue.add(() => run(check)));
+  }
+  await Promise.all(batch);
+  const { passed, skipped, failures } = tally;
+  return { passed, failed: failures.length, skipped, failures, elapsedMs: Math.round(performance.now() - startedAt) };
 }

@@ -16,5 +16,10 @@ export const EDGE_MARGIN_MS = msPerSecond;
 export const DOORBELL_BOUND_MS = msPerSecond / 5;
 /** A watch wait far longer than `DOORBELL_BOUND_MS`: only a doorbell answers it in time. */
 export const LONG_WATCH_MS = 3 * msPerSecond;
-/** Per-test deadline of a `pi-tasks conformance` run (a check's own longer deadline wins). */
+/** Deadline of one conformance check (a check's own `timeoutMs` replaces it). */
 export const CONFORMANCE_TEST_TIMEOUT_MS = 30 * msPerSecond;
+/**
+ * How many non-serial checks run at once (a count of checks): bun test's default
+ * `--max-concurrency`, under which the suite ran when it was a bun test file.
+ */
+export const CONFORMANCE_MAX_CONCURRENT_CHECKS = 20;

@@ -85,6 +85,8 @@ export function postBody(baseUrl: string, body: string | Uint8Array | ReadableSt
     method: "POST",
     headers,
     body: payload as RequestInit["body"],
+    // Node's fetch sends a stream body only when told it may (`duplex: "half"`); Bun accepts it too.
+    ...(payload instanceof ReadableStream ? ({ duplex: "half" } as RequestInit) : {}),
     timeoutMs: options.timeoutMs,
     signal: options.signal,
   });
@@ -164,12 +166,14 @@ export function connectRequest(options: ConnectOptions & { callerSession: string
 
 /** Thrown by the helpers when the relay refuses something a test expected to succeed. */
 export class WireFailure extends Error {
-  constructor(
-    readonly operation: string,
-    readonly reply: WireReply,
-  ) {
+  readonly operation: string;
+  readonly reply: WireReply;
+
+  constructor(operation: string, reply: WireReply) {
     super(`${operation} failed: HTTP ${reply.status} ${reply.text.slice(0, 500)}`);
     this.name = "WireFailure";
+    this.operation = operation;
+    this.reply = reply;
   }
 }
 
@@ -187,24 +191,53 @@ export interface Binding {
 
 /** A session connected to a relay over the raw wire. */
 export class WireSession {
-  private constructor(
-    readonly baseUrl: string,
-    readonly callerSession: string,
-    readonly generation: string,
-    public epoch: string,
-    public endpoint: WireEndpoint,
-    public leaseExpiresAt: string,
-    private readonly headers: Record<string, string>,
-    /** The secret this session connected with (`binding-secret-v1`), if any; the relay never sends it back. */
-    readonly bindingSecret: string | undefined,
-  ) {}
+  readonly baseUrl: string;
+  readonly callerSession: string;
+  readonly generation: string;
+  epoch: string;
+  endpoint: WireEndpoint;
+  leaseExpiresAt: string;
+  private readonly headers: Record<string, string>;
+  /** The secret this session connected with (`binding-secret-v1`), if any; the relay never sends it back. */
+  readonly bindingSecret: string | undefined;
+
+  // Fields assigned one by one, not as constructor parameter properties: Node's type stripping
+  // runs this file as it is, and it has no parameter properties.
+  private constructor(state: {
+    baseUrl: string;
+    callerSession: string;
+    generation: string;
+    epoch: string;
+    endpoint: WireEndpoint;
+    leaseExpiresAt: string;
+    headers: Record<string, string>;
+    bindingSecret: string | undefined;
+  }) {
+    this.baseUrl = state.baseUrl;
+    this.callerSession = state.callerSession;
+    this.generation = state.generation;
+    this.epoch = state.epoch;
+    this.endpoint = state.endpoint;
+    this.leaseExpiresAt = state.leaseExpiresAt;
+    this.headers = state.headers;
+    this.bindingSecret = state.bindingSecret;
+  }
 
   static async connect(baseUrl: string, options: ConnectOptions = {}): Promise<WireSession> {
     const callerSession = options.callerSession ?? uniqueName(options.label ?? "session");
     const generation = options.generation ?? crypto.randomUUID();
     const reply = await postJson(baseUrl, connectRequest({ ...options, callerSession, generation }), { headers: options.headers });
     const value = valueOf("connect", reply);
-    return new WireSession(baseUrl, callerSession, generation, reply.body.epoch, value.endpoint, value.leaseExpiresAt, options.headers ?? {}, options.bindingSecret);
+    return new WireSession({
+      baseUrl,
+      callerSession,
+      generation,
+      epoch: reply.body.epoch,
+      endpoint: value.endpoint,
+      leaseExpiresAt: value.leaseExpiresAt,
+      headers: options.headers ?? {},
+      bindingSecret: options.bindingSecret,
+    });
   }
 
   get binding(): Binding {

@@ -10,7 +10,7 @@
  * conformance suite (relay.test.ts).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
+import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, getPath, postJson, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";
 import { HTTP_STATUS } from "../../src/protocol/http.ts";

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
+import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, postBody, uniqueName, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts";
 import { isUuid } from "../../src/protocol/endpoint.ts";

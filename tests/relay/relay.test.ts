@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
-import { expectWireError, expectWireValue, runRelayConformance } from "../../src/conformance/suite.ts";
+import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, getPath, getProfile, openRawRequest, postBody, postJson, uniqueName, WireSession } from "../../src/conformance/wire-client.ts";
 import { isUuid } from "../../src/protocol/endpoint.ts";
 import { signJwt } from "../../src/protocol/jwt.ts";
@@ -28,6 +28,7 @@ import {
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
 import { settlesWithin } from "../../kit/async.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { describeConformance } from "../helpers/conformance-tests.ts";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 /** How long a test waits for a relay process to start or exit before it gives up. */
@@ -45,7 +46,7 @@ afterAll(async () => {
   await relay?.stop();
 });
 
-runRelayConformance(() => relay!.url, { features: RELAY_FEATURES });
+describeConformance(() => relay!.url, RELAY_FEATURES);
 
 // ---------------------------------------------------------------------------------------------
 // Process control

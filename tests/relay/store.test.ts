@@ -5,7 +5,7 @@
  * `RELAY_UNAVAILABLE`, never with the code itself, when a store is injected into `startRelayServer`.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
+import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
 import { relayMaxMailboxItems } from "../../src/protocol/limits.ts";

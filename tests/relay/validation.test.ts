@@ -11,7 +11,7 @@
  *   exact edge of `relayMaxMailboxBytes`.
  */
 import { describe, expect, test } from "bun:test";
-import { expectWireError, expectWireValue } from "../../src/conformance/suite.ts";
+import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, localEndpoint, postJson, uniqueName, type WireEnvelopeValue, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";

@@ -1,0 +1,162 @@
+/** Our additions (docs/wire.md, "Our additions"): watch-v1, ack-batch-v1, successor-v1 and the session status route. */
+import assert from "node:assert/strict";
+import { HTTP_STATUS } from "../../protocol/http.ts";
+import { ackBatchMaxItems, RELAY_PROFILE, SESSION_STATUS_PATH, watchMaxWaitMs, watchMinWaitMs } from "../../protocol/limits.ts";
+import { FEATURE_ACK_BATCH, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../protocol/wire.ts";
+import { ANY_ADDITION, atLeast, below, type ConformanceCheck, cursorsOf, equal, idsOf, inGroup, sleep } from "../kit.ts";
+import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../timing.ts";
+import { getPath, uniqueName } from "../wire-client.ts";
+
+export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", [
+  {
+    name: "watch with no mail and waitMs 300 answers pending:false after the wait",
+    serial: true,
+    feature: FEATURE_WATCH,
+    run: async ({ expectValue, session }) => {
+      const a = await session("watch-idle");
+      const waitMs = 300;
+      const reply = await a.call("watch", { cursor: "0", waitMs });
+      const value = expectValue(reply, "watch");
+      assert.deepEqual(value, { kind: "watch", pending: false, highestCursor: "0" });
+      // Timer slack of a few ms aside, the relay held the request for the whole wait.
+      atLeast(reply.elapsedMs, waitMs - 5);
+    },
+  },
+  {
+    name: "a watch started before a send answers pending:true within 200 ms of the acceptance",
+    serial: true,
+    feature: FEATURE_WATCH,
+    run: async ({ expectValue, pair }) => {
+      const [a, b] = await pair("watch-wake");
+      let settled = false;
+      // A wait far longer than the 200 ms bound: if the doorbell did not ring, the watch would
+      // only answer when this wait elapses.
+      const waitMs = LONG_WATCH_MS;
+      const watching = b.call("watch", { cursor: "0", waitMs }, { timeoutMs: waitMs + PROMPT_REPLY_MS }).finally(() => {
+        settled = true;
+      });
+      await sleep(150);
+      equal(settled, false, "the watch answered before any mail arrived");
+      const sent = await a.send(a.envelopeTo(b.endpoint));
+      expectValue(sent, "accepted");
+      const woke = await watching;
+      const value = expectValue(woke, "watch");
+      assert.equal(value.pending, true);
+      assert.equal(value.highestCursor, "1");
+      below(woke.receivedAt - sent.receivedAt, DOORBELL_BOUND_MS);
+      // The doorbell delivered nothing and acknowledged nothing.
+      assert.deepEqual(cursorsOf(await b.drain()), ["1"]);
+    },
+  },
+  {
+    name: "a watch with pending mail answers at once and never acknowledges",
+    serial: true,
+    feature: FEATURE_WATCH,
+    run: async ({ expectValue, pair }) => {
+      const [a, b] = await pair("watch-pending");
+      const { envelope } = await a.sendOk(b.endpoint);
+      const value = expectValue(await b.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
+      assert.deepEqual(value, { kind: "watch", pending: true, highestCursor: "1" });
+      // Nothing after cursor 1: not pending.
+      assert.equal(expectValue(await b.call("watch", { cursor: "1", waitMs: watchMinWaitMs }), "watch").pending, false);
+      assert.deepEqual(idsOf(await b.drain()), [envelope.envelopeId]);
+      expectValue(await b.acknowledge(envelope.envelopeId), "acknowledged");
+      assert.deepEqual(expectValue(await b.call("watch", { cursor: "0", waitMs: watchMinWaitMs }), "watch"), {
+        kind: "watch",
+        pending: false,
+        highestCursor: "1",
+      });
+    },
+  },
+  {
+    name: "ack-batch-v1: one acknowledge with envelopeIds answers each id's outcome in order; the mailbox is empty after",
+    feature: FEATURE_ACK_BATCH,
+    run: async ({ expectValue, pair }) => {
+      const [a, b] = await pair("ack-batch");
+      const sent = [await a.sendOk(b.endpoint), await a.sendOk(b.endpoint), await a.sendOk(b.endpoint)].map(({ envelope }) => envelope.envelopeId as string);
+      assert.deepEqual(idsOf(await b.drain()), sent);
+      const first = expectValue(await b.call("acknowledge", { envelopeIds: [sent[0], sent[1]] }), "acknowledged-batch");
+      assert.deepEqual(first.results, [
+        { envelopeId: sent[0], outcome: "acknowledged" },
+        { envelopeId: sent[1], outcome: "acknowledged" },
+      ]);
+      const unknown = crypto.randomUUID();
+      const second = expectValue(await b.call("acknowledge", { envelopeIds: [sent[0], sent[2], unknown] }), "acknowledged-batch");
+      assert.deepEqual(second.results, [
+        { envelopeId: sent[0], outcome: "duplicate" },
+        { envelopeId: sent[2], outcome: "acknowledged" },
+        { envelopeId: unknown, outcome: "unknown" },
+      ]);
+      assert.deepEqual(await b.drain(), []);
+      // Another endpoint's envelope is unknown to this one.
+      const [c, d] = await pair("ack-batch-other");
+      const { envelope } = await c.sendOk(d.endpoint);
+      assert.deepEqual(expectValue(await b.call("acknowledge", { envelopeIds: [envelope.envelopeId] }), "acknowledged-batch").results, [{ envelopeId: envelope.envelopeId, outcome: "unknown" }]);
+      assert.deepEqual(idsOf(await d.drain()), [envelope.envelopeId]);
+    },
+  },
+  {
+    name: "ack-batch-v1: both forms, an empty or oversized list, or an id twice is 400 INVALID_REQUEST and acknowledges nothing",
+    feature: FEATURE_ACK_BATCH,
+    run: async ({ expectError, expectValue, pair }) => {
+      const [a, b] = await pair("ack-batch-bad");
+      const { envelope } = await a.sendOk(b.endpoint);
+      const id = envelope.envelopeId as string;
+      const tooMany = [id, ...Array.from({ length: ackBatchMaxItems }, () => crypto.randomUUID())];
+      for (const fields of [{ envelopeId: id, envelopeIds: [id] }, {}, { envelopeIds: [] }, { envelopeIds: tooMany }, { envelopeIds: [id, id] }, { envelopeIds: [id, 7] }]) {
+        expectError(await b.call("acknowledge", fields), "INVALID_REQUEST", HTTP_STATUS.badRequest);
+      }
+      assert.deepEqual(idsOf(await b.drain()), [id]);
+      expectValue(await b.acknowledge(id), "acknowledged");
+    },
+  },
+  {
+    name: "resolve followSuccessor:true on a retired endpoint answers the live successor",
+    feature: FEATURE_SUCCESSOR,
+    run: async ({ expectError, expectValue, session }) => {
+      const name = uniqueName("successor");
+      const asker = await session("successor-asker");
+      const first = await session("successor", { callerSession: name });
+      const second = await session("successor", { callerSession: name });
+      const followed = expectValue(await asker.call("resolve", { target: first.endpoint, followSuccessor: true }), "resolved");
+      assert.deepEqual(followed, { kind: "resolved", endpoint: second.endpoint, successorOf: first.endpoint });
+      expectError(await asker.call("resolve", { target: first.endpoint }), "TARGET_NOT_REGISTERED");
+      expectError(await asker.call("resolve", { target: first.endpoint, followSuccessor: false }), "TARGET_NOT_REGISTERED");
+      // A live endpoint resolves to itself, without successorOf.
+      assert.deepEqual(expectValue(await asker.call("resolve", { target: second.endpoint, followSuccessor: true }), "resolved"), {
+        kind: "resolved",
+        endpoint: second.endpoint,
+      });
+      // A chain of generations resolves to the newest one.
+      const third = await session("successor", { callerSession: name });
+      const chained = expectValue(await asker.call("resolve", { target: first.endpoint, followSuccessor: true }), "resolved");
+      assert.deepEqual(chained, { kind: "resolved", endpoint: third.endpoint, successorOf: first.endpoint });
+      // A disconnected (not superseded) endpoint has no successor.
+      expectValue(await third.disconnect(), "disconnected");
+      expectError(await asker.call("resolve", { target: third.endpoint, followSuccessor: true }), "TARGET_NOT_REGISTERED");
+      expectError(await asker.call("resolve", { target: first.endpoint, followSuccessor: true }), "TARGET_NOT_REGISTERED");
+    },
+  },
+  {
+    name: "GET session status: 200 with the live registration, 404 CALLER_NOT_FOUND otherwise",
+    feature: ANY_ADDITION,
+    run: async ({ baseUrl, epoch, expectError, expectValue, session }) => {
+      const statusOf = (name: string) => getPath(baseUrl, `${SESSION_STATUS_PATH}?session=${encodeURIComponent(name)}`);
+      const name = uniqueName("status");
+      const a = await session("status", { callerSession: name });
+      const live = await statusOf(name);
+      assert.equal(live.status, HTTP_STATUS.ok);
+      assert.equal(live.headers.get("cache-control"), "no-store");
+      assert.deepEqual(live.body, {
+        session: name,
+        taskEndpoint: a.endpoint,
+        taskTransport: { profile: RELAY_PROFILE, epoch, endpoint: a.endpoint, leaseExpiresAt: a.leaseExpiresAt },
+      });
+      const successor = await session("status", { callerSession: name });
+      assert.deepEqual((await statusOf(name)).body.taskEndpoint, successor.endpoint);
+      expectError(await statusOf(uniqueName("status-ghost")), "CALLER_NOT_FOUND");
+      expectValue(await successor.disconnect(), "disconnected");
+      expectError(await statusOf(name), "CALLER_NOT_FOUND");
+    },
+  },
+]);
