@@ -4,6 +4,8 @@
  * task with the peer's session name, its signer and the state in plain words. `/tasks <id>` prints
  * one task in detail.
  */
+import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
+import { isAlive, listSpawned, type SpawnedWorker } from "../../src/cli/spawned.ts";
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
@@ -24,22 +26,38 @@ export function peerName(endpoint: TaskEndpoint, names: PeerNames): string {
   return names.get(endpointKey(endpoint)) ?? `endpoint ${endpoint.id.slice(0, SHORT_ID_CHARS)}…`;
 }
 
+/** The relay line, as it is now: a relay pi-tasks started is checked to be still running. */
 function relayLine(info: SessionInfo): string {
   const { relay } = info;
-  const record = relay.record;
+  const recorded = relay.record;
+  const record = recorded === undefined ? undefined : embeddedRelayRecord(info.env, recorded.port);
+  if (recorded !== undefined && record === undefined) {
+    return `relay: ${relay.url} — the relay pi-tasks started (pid ${recorded.pid}) has stopped; a Pi started next starts it again`;
+  }
   switch (relay.state) {
     case "configured":
       return `relay: ${relay.url} (from PI_TASKS_RELAY_URL)`;
     case "started":
-      return `relay: ${relay.url} — started by this Pi (pid ${record?.pid}, log ${record?.log})`;
+      return `relay: ${relay.url} — started by this Pi (pid ${record?.pid}, log ${record?.log}); /tasks relay stop stops it`;
     case "running":
       if (relay.problem !== undefined) return `relay: ${relay.url} — ${relay.problem}`;
       return record === undefined
         ? `relay: ${relay.url} — already running (not started by pi-tasks)`
-        : `relay: ${relay.url} — started by pi-tasks (pid ${record.pid}, log ${record.log})`;
+        : `relay: ${relay.url} — started by pi-tasks (pid ${record.pid}, log ${record.log}); /tasks relay stop stops it`;
     case "absent":
-      return `relay: ${relay.url} — not running: ${relay.problem ?? "no relay answers"}`;
+      return `relay: ${relay.url} — not running: ${relay.problem ?? "no relay answers"}. Fix: see the relay log, set PI_TASKS_RUNTIME to a node (>= 22.19) or bun, or set PI_TASKS_RELAY_URL to a relay you run`;
   }
+}
+
+/** The workers pi-tasks spawned with this home: whether each runs, and whether it stops with this Pi. */
+export function workerLines(workers: readonly SpawnedWorker[], self: number): string[] {
+  if (workers.length === 0) return [];
+  const lifetime = (worker: SpawnedWorker) =>
+    worker.owner === undefined ? "kept: runs until stopped" : worker.owner === self ? "stops when this Pi exits" : `stops with the Pi (pid ${worker.owner}) that spawned it`;
+  return [
+    `workers spawned by pi-tasks (${workers.length}):`,
+    ...workers.map((worker) => `  ${worker.session} — ${isAlive(worker.pid) ? `running (pid ${worker.pid}), ${lifetime(worker)}` : "gone"}; log ${worker.log}`),
+  ];
 }
 
 function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): string {
@@ -57,7 +75,7 @@ function taskLine(task: TaskView, names: PeerNames, now: number): string {
 }
 
 function identityLine(info: SessionInfo): string {
-  return `identity: ${info.identity.fingerprint} (${info.identity.publicKey}) · pair with \`pi-tasks peers add NAME KEY\``;
+  return `identity: ${info.identity.fingerprint} · /tasks identity shows how to pair`;
 }
 
 /** Rejected mail by code, or nothing when none was rejected. */
@@ -70,7 +88,14 @@ export function rejectionLines(rejections: Readonly<Record<string, number>>): st
 }
 
 /** The board: header lines, questions waiting for the person, then one line per task (newest last). */
-export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint | undefined, tasks: readonly TaskView[], names: PeerNames, now: number, rejections: Readonly<Record<string, number>> = {}): string[] {
+export function boardLines(
+  info: SessionInfo | undefined,
+  endpoint: TaskEndpoint | undefined,
+  tasks: readonly TaskView[],
+  names: PeerNames,
+  now: number,
+  rejections: Readonly<Record<string, number>> = {},
+): string[] {
   if (info === undefined) return ["pi-tasks is starting…"];
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
@@ -80,6 +105,7 @@ export function boardLines(info: SessionInfo | undefined, endpoint: TaskEndpoint
     sessionLine(info, endpoint),
     identityLine(info),
     relayLine(info),
+    ...workerLines(listSpawned(info.env), process.pid),
     ...rejectionLines(rejections),
     ...questionLines(waitingQuestions(tasks), now),
     counts.join(" · "),
@@ -106,7 +132,7 @@ export function detailLines(task: TaskView, names: PeerNames, now: number): stri
     `  status ${task.status}; created ${age(now - task.createdAt)} ago; expires in ${age(task.expiresAt - now)}`,
     ...terminalLines(task).map((line) => `  ${line}`),
     "  delivery evidence:",
-    ...evidenceLines(task.deliveryEvidence).map((line) => `    ${line}`),
+    ...evidenceLines(task).map((line) => `    ${line}`),
     `  events (${visible.length}):`,
     ...visible.map((event) => eventLine(event, now)),
   ];

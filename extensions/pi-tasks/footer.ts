@@ -64,6 +64,8 @@ export function errorWords(error: TaskError, kind: FailureKind | undefined, rela
       return "tasks: the relay refuses this address — start it with --allow";
     case "INVALID_CONFIGURATION":
       return `tasks: invalid configuration — ${error.message}`;
+    case "RELAY_NOT_STARTED":
+      return `tasks: no relay — ${error.message}`;
     case "RELAY_UNAVAILABLE":
     case "RELAY_TIMEOUT":
       return `tasks: relay unreachable${at}; retrying`;
@@ -101,12 +103,21 @@ function isReport(value: unknown): value is PassReport {
   return typeof value === "object" && value !== null && "failures" in value && (value as PassReport).failures instanceof Map;
 }
 
-/** The label of a pass's most important failure, or of a thrown error; undefined when healthy. */
-export function failureLabel(outcome: PassReport | unknown, relayUrl: string | undefined): string | undefined {
-  if (!isReport(outcome)) return errorWords(toTaskError(outcome), undefined, relayUrl);
+/** Codes that say the relay did not answer. */
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set(["RELAY_UNAVAILABLE", "RELAY_TIMEOUT"]);
+
+/**
+ * The label of a pass's most important failure, or of a thrown error; undefined when healthy.
+ * `relayProblem` (why pi-tasks could not start the relay) replaces "unreachable": it names the fix.
+ */
+export function failureLabel(outcome: PassReport | unknown, relayUrl: string | undefined, relayProblem?: TaskError): string | undefined {
+  if (outcome === undefined) return undefined;
+  const words = (error: TaskError, kind: FailureKind | undefined) =>
+    relayProblem !== undefined && UNREACHABLE_CODES.has(error.code) ? errorWords(relayProblem, kind, relayUrl) : errorWords(error, kind, relayUrl);
+  if (!isReport(outcome)) return words(toTaskError(outcome), undefined);
   for (const kind of PRIORITY) {
     const failure = outcome.failures.get(kind);
-    if (failure !== undefined) return errorWords(failure, kind, relayUrl);
+    if (failure !== undefined) return words(failure, kind);
   }
   return undefined;
 }

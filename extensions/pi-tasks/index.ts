@@ -12,6 +12,7 @@
  * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)
  * - scheduler.ts  background refresh cadence and the `watch-v1` doorbell
  * - footer.ts     the status line: counts when healthy, true failure labels
+ * - commands.ts   `/tasks` and its subcommands (board, answer, reassign, audit, identity, pairing, relay)
  * - board.ts      the `/tasks` board and `/tasks <id>` details; describe.ts: states in plain words
  * - peers.ts      session names of peer endpoints (display only)
  * - trust.ts      identity, paired peers, PI_TASKS_TRUST and the pairing dialog (the human decides)
@@ -22,15 +23,18 @@
  * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
  */
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
-import { boardLines, detailLines, findByPrefix } from "./board.ts";
+import { Text } from "@earendil-works/pi-tui";
+import { type CommandDeps, TASKS_DESCRIPTION, tasksCommand } from "./commands.ts";
 import { createTasksRuntime, type PiContextView } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
-import { answerCommand } from "./questions.ts";
-import { reassignCommand } from "./reassign.ts";
-import { auditCommand } from "./audit.ts";
 import { createTaskTools, errorResult } from "./tools/index.ts";
 
-const BOARD_MESSAGE = "pi-tasks-board";
+/** The session entry that keeps a `/tasks` output in the TUI's scrollback (never in the model's context). */
+export const BOARD_ENTRY = "pi-tasks-board";
+
+interface BoardEntryData {
+  readonly lines: readonly string[];
+}
 
 function contextView(ctx: ExtensionContext): PiContextView {
   return {
@@ -90,68 +94,37 @@ export default function piTasks(pi: ExtensionAPI): void {
     });
   }
 
-  async function board(args: string): Promise<string[]> {
-    await life.ready();
-    const info = life.info();
-    let core;
-    try {
-      core = life.current();
-    } catch (error) {
-      return [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
-    }
-    if (info !== undefined) await peers.refresh(info);
-    const tasks = core.listTasks();
-    const wanted = args.trim();
-    if (wanted === "") return boardLines(info, core.endpoint(), tasks, peers.names(), Date.now(), core.rejections());
-    const found = findByPrefix(tasks, wanted);
-    if (!Array.isArray(found)) return detailLines(found, peers.names(), Date.now());
-    return found.length === 0 ? [`pi-tasks: no task ${wanted}`] : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];
-  }
-
+  /**
+   * Where `/tasks` output goes: in the TUI a session entry that stays in the scrollback (our
+   * renderer draws it; the model never sees it); over RPC a notification to the client; in print
+   * mode stdout (RPC's stdout is its JSONL stream); elsewhere the entry alone.
+   */
   function show(lines: string[], ctx: ExtensionCommandContext): void {
     const text = lines.join("\n");
-    if (ctx.hasUI) quietly(() => ctx.ui.notify(text, "info"));
-    // Print mode owns stdout for plain text (unlike RPC mode, whose stdout is the JSONL stream).
-    else if (ctx.mode === "print") quietly(() => process.stdout.write(`${text}\n`));
-    else quietly(() => pi.sendMessage({ customType: BOARD_MESSAGE, content: text, display: true }, { triggerTurn: false }));
+    if (ctx.mode === "print") quietly(() => process.stdout.write(`${text}\n`));
+    else if (ctx.hasUI && ctx.mode !== "tui") quietly(() => ctx.ui.notify(text, "info"));
+    else quietly(() => pi.appendEntry<BoardEntryData>(BOARD_ENTRY, { lines }));
   }
 
-  /** `/tasks answer …`: the person answers a waiting question (dialogs where Pi has a UI). */
-  async function answer(words: string[], ctx: ExtensionCommandContext): Promise<string[]> {
-    await life.ready();
-    const dialog = ctx.hasUI
-      ? { select: (title: string, options: string[]) => ctx.ui.select(title, options), input: (title: string, placeholder: string) => ctx.ui.input(title, placeholder) }
-      : undefined;
-    const lines = await answerCommand(words, { current: () => life.current(), run: (operation) => life.run(operation), dialog });
-    life.requestRefresh();
-    return lines;
-  }
+  pi.registerEntryRenderer<BoardEntryData>(BOARD_ENTRY, (entry) => new Text((entry.data?.lines ?? []).join("\n"), 1, 0));
 
+  const commandDeps: CommandDeps = { life, peers, appendEntry: (type, data) => pi.appendEntry(type, data) };
   pi.registerCommand("tasks", {
-    description:
-      "pi-tasks board: this session, its relay, questions waiting for you and every task in plain words; /tasks <id> for one task; /tasks answer [<question id>] [<text>] to answer a question; /tasks reassign <task id> [<session>] to move an orphaned task; /tasks audit <task id> [--json] for one timeline of both sides' views",
+    description: TASKS_DESCRIPTION,
     handler: async (args, ctx) => {
-      let lines: string[];
-      try {
-        const words = args.trim().split(/\s+/).filter((word) => word !== "");
-        if (words[0] === "answer") lines = await answer(words.slice(1), ctx);
-        else if (words[0] === "reassign") lines = await reassignCommand(words.slice(1), { current: () => life.current(), run: (operation) => life.run(operation), info: () => life.info() });
-        else if (words[0] === "audit") {
-          await life.ready();
-          lines = await auditCommand(words.slice(1), { current: () => life.current(), requestRefresh: () => life.requestRefresh(), appendEntry: (type, data) => pi.appendEntry(type, data) });
-        }
-        else lines = await board(args);
-      } catch (error) {
-        lines = [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
-      }
-      show(lines, ctx);
+      // Where Pi has a UI, a dialog asks for a missing choice or answer text.
+      const dialog = ctx.hasUI
+        ? { select: (title: string, options: string[]) => ctx.ui.select(title, options), input: (title: string, placeholder: string) => ctx.ui.input(title, placeholder) }
+        : undefined;
+      show(await tasksCommand(args, commandDeps, dialog), ctx);
+      life.requestRefresh();
     },
   });
 
   pi.on("session_start", (_event, ctx) => quietly(() => life.start(contextView(ctx))));
-  pi.on("session_shutdown", async () => {
+  pi.on("session_shutdown", async (event) => {
     try {
-      await life.stop();
+      await life.stop(event.reason);
     } catch {
       // Shutdown must always complete.
     }

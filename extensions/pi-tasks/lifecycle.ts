@@ -6,6 +6,7 @@
  * scheduler and the mail watch. Nothing here throws into Pi's event handlers.
  */
 import { ensureRelay, type RelayInUse } from "../../src/cli/embedded-relay.ts";
+import { stopOwnedWorkers } from "../../src/cli/stop.ts";
 import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
@@ -61,7 +62,8 @@ export interface SessionInfo {
 
 export interface Lifecycle {
   start(context: PiContextView): void;
-  stop(): Promise<void>;
+  /** Ends the lifetime; when Pi quits, also stops the workers this Pi spawned without keeping them. */
+  stop(reason?: string): Promise<void>;
   requestRefresh(): void;
   /** The current lifetime's core, or the typed reason there is none. */
   current(): TaskCore;
@@ -136,6 +138,9 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     if (stale()) return;
     const identity = { publicKey: trust.identity.publicKey, fingerprint: trust.identity.fingerprint };
     const info: SessionInfo = { session, identity, relay, env: deps.env, cwd: view.cwd };
+    // Why no relay runs, when pi-tasks could not start one: the footer says it (with its fix)
+    // instead of "unreachable" for as long as the relay stays out of reach.
+    const startProblem = relay.state === "absent" && relay.problem !== undefined ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
     const presenter = createPiPresenter({
       abortOnCancel: isWorker(deps.env) || deps.env[CANCEL_ABORTS_VARIABLE] === "1",
       sendMessage: deps.sendMessage,
@@ -182,7 +187,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       },
       onPass: (report: PassReport) => {
         if (state === undefined) return;
-        state.failure = failureLabel(report, info.relay.url);
+        state.failure = failureLabel(report, info.relay.url, startProblem);
         footer();
         announceQuestions(configured.current().listTasks(), state.announced, (message) => safe(() => view.notify(message, "info")));
         // The first pass binds the session: the doorbell need not wait for its next check.
@@ -190,7 +195,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       },
       onError: (error: unknown) => {
         if (state === undefined) return;
-        state.failure = failureLabel(error, info.relay.url);
+        state.failure = failureLabel(error, info.relay.url, startProblem);
         footer();
       },
     });
@@ -203,7 +208,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       ),
     });
     state = { info, presenter, configured, scheduler, watch, failure: undefined, announced: new Set() };
-    if (relay.problem !== undefined && relay.state === "absent") state.failure = failureLabel(new TaskError("RELAY_UNAVAILABLE", { message: relay.problem }), relay.url);
+    state.failure = failureLabel(startProblem, relay.url);
     running = state;
     footer();
     scheduler.start();
@@ -224,17 +229,24 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     });
   }
 
-  async function stop(): Promise<void> {
+  async function stop(reason?: string): Promise<void> {
     generation += 1;
     const state = running;
+    // Workers spawned to stop with this Pi: their holders also notice the Pi is gone, this is sooner.
+    // Best effort: Pi is exiting and has nowhere left to show a failure; a holder whose Pi is gone
+    // stops its worker by itself.
+    const workers = reason === "quit" ? stopOwnedWorkers(deps.env, process.pid).catch(() => []) : Promise.resolve([]);
     running = undefined;
     starting = undefined;
     deps.gate.reset();
-    if (state === undefined) return;
+    if (state === undefined) {
+      await workers;
+      return;
+    }
     state.scheduler.stop();
     state.watch.stop();
     state.presenter.dispose();
-    await state.configured.close().catch(() => undefined);
+    await Promise.all([state.configured.close().catch(() => undefined), workers]);
   }
 
   function current(): TaskCore {

@@ -26,7 +26,7 @@ export function createPeerDirectory(): PeerDirectory {
     async refresh(info) {
       for (const worker of listSpawned(info.env)) if (worker.taskEndpoint !== undefined) remember(worker.session, worker.taskEndpoint);
       try {
-        const listing = await sessionList(info.env, info.relay.url);
+        const listing = (await sessionList(info.env, info.relay.url)).value;
         for (const item of listing.sessions as unknown[]) {
           if (!isRecord(item) || typeof item.session !== "string" || !isRecord(item.taskEndpoint)) continue;
           const { relay, id } = item.taskEndpoint;

@@ -7,7 +7,7 @@
  */
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
-import { TaskError } from "../../src/protocol/errors.ts";
+import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import { age, signerShort } from "./describe.ts";
 
@@ -97,6 +97,21 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
   const text = written !== "" ? written : ((await deps.dialog?.input(`pi-tasks: your answer to "${quote(open.question.payload.message)}"`, "answer"))?.trim() ?? "");
   if (text === "") return ["pi-tasks: no answer given; nothing was sent"];
   const { task, question } = open;
-  await deps.run((core) => core.message({ taskId: task.taskId, type: "answer", message: text, inReplyTo: question.eventId }));
-  return [`pi-tasks: answered question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`];
+  const which = `question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`;
+  try {
+    await deps.run((core) => core.message({ taskId: task.taskId, type: "answer", message: text, inReplyTo: question.eventId }));
+  } catch (error) {
+    return [answerFailure(toTaskError(error), which)];
+  }
+  return [`pi-tasks: answered ${which}`];
+}
+
+/**
+ * What became of an answer the relay did not accept: recorded and queued (the error names its
+ * envelope), or not recorded at all (it failed before, e.g. the relay could not be reached to bind).
+ */
+function answerFailure(failure: TaskError, which: string): string {
+  if (failure.details.delivery === "pending") return `pi-tasks: your answer to ${which} is queued: the relay did not take it yet (${failure.code}); it is sent by itself when the relay answers.`;
+  if (failure.details.delivery === "blocked") return `pi-tasks: your answer to ${which} was refused by the relay (${failure.code}: ${failure.message}); it will not be sent.`;
+  return `pi-tasks: your answer to ${which} was not sent and nothing was recorded (${failure.code}: ${failure.message}); try again.`;
 }

@@ -23,7 +23,7 @@ function usage(problem: string): TaskError {
 
 async function endpointOf(session: string, info: SessionInfo | undefined): Promise<TaskEndpoint> {
   if (info === undefined) throw new TaskError("TASKS_STARTING");
-  const status = await sessionStatus(session, info.env, info.relay.url);
+  const status = (await sessionStatus(session, info.env, info.relay.url)).value;
   const endpoint = status.taskEndpoint;
   if (!isRecord(endpoint) || typeof endpoint.relay !== "string" || typeof endpoint.id !== "string") throw usage(`no task endpoint is registered for session ${session}`);
   return { relay: endpoint.relay, id: endpoint.id };

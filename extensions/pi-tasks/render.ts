@@ -9,7 +9,7 @@
 import type { Signer } from "../../src/core/trust.ts";
 import type { DeliveryEvidence } from "../../src/core/views.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
-import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { formatEndpoint, sameEndpoint } from "../../src/protocol/endpoint.ts";
 import type { ErrorShape } from "../../src/protocol/errors.ts";
 import { maxDelegationDepth } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
@@ -114,14 +114,26 @@ function relayLines(payload: Record<string, unknown>): string[] {
 
 /** The `pi-tasks-event` message content for one event, from this endpoint's point of view. */
 export function renderEvent(event: TaskEvent, task: TaskSnapshot, peer?: Signer): string {
-  const body = renderEventBody(event, task);
+  const body = renderEventBody(event, task, peer);
   if (!peerAuthored(event, task)) return body;
   // The title stays first; the frame comes before anything the peer wrote.
   const newline = body.indexOf("\n");
   return `${body.slice(0, newline)}\n${peerFrame(peer)}${body.slice(newline)}`;
 }
 
-function renderEventBody(event: TaskEvent, task: TaskSnapshot): string {
+/**
+ * Who sent an assignment, as a person reads it: the session name it claims (never verified: a name
+ * is only a claim) and who signed it; the endpoint when it claims no name.
+ */
+export function senderWords(peer: Signer | undefined, origin: TaskSnapshot["origin"]): string {
+  const claimed = peer?.verified === true ? peer.claimedName : undefined;
+  const session = claimed === undefined ? `endpoint ${formatEndpoint(origin)} (no session name given)` : `session "${claimed}" (its own claim)`;
+  if (peer === undefined || !peer.verified) return `${session}, unsigned`;
+  if (peer.self) return `${session}, signed by your own identity`;
+  return peer.peerName === undefined ? `${session}, signed by unpaired key ${peer.fingerprint}` : `${session}, signed by paired peer "${peer.peerName}"`;
+}
+
+function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | undefined): string {
   const payload = event.payload;
   const head = [field("taskId", task.taskId), field("eventId", event.eventId)];
   switch (event.type) {
@@ -131,7 +143,7 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot): string {
       return [
         title,
         ...head,
-        field("from", formatEndpoint(task.origin)),
+        field("from", senderWords(peer, task.origin)),
         field("expiresAt", iso(task.expiresAt)),
         "",
         String(payload.task),
@@ -214,17 +226,34 @@ export function renderWake(count: number): string {
   return `pi-tasks: ${count} new task event${count === 1 ? "" : "s"} above. Handle ${count === 1 ? "it" : "them"} now.`;
 }
 
-const EVIDENCE_WORDS: Readonly<Record<keyof DeliveryEvidence, string>> = {
+/** Words for what the delivery evidence shows (model execution is never evidenced by delivery; see `modelActedLine`). */
+const EVIDENCE_WORDS: Readonly<Record<Exclude<keyof DeliveryEvidence, "modelExecution">, string>> = {
   relayAcceptance: "relay accepted the assignment",
   receiverReceipt: "worker's pi-tasks received it",
   piInsertion: "inserted into the worker's Pi session",
   wakeAcceptance: "worker's model woken",
-  modelExecution: "model ran it",
 };
 
-/** Delivery evidence as readable lines (`relay accepted the assignment: accepted`). */
-export function evidenceLines(evidence: DeliveryEvidence): string[] {
-  return (Object.keys(EVIDENCE_WORDS) as (keyof DeliveryEvidence)[]).map((key) => `${EVIDENCE_WORDS[key]}: ${evidence[key].replaceAll("_", " ")}`);
+/** Event types a worker sends only when its model calls a tool on the task. */
+const MODEL_ACTS: ReadonlySet<string> = new Set(["task.information", "task.question", "task.answer", "task.progress", "task.correction"]);
+
+/**
+ * What is known of the worker's model acting on the task: its latest message or report (a tool
+ * call of its model), or the result it submitted; nothing when there is none.
+ */
+export function modelActedLine(task: TaskView): string | undefined {
+  const acted = task.events.filter((event) => MODEL_ACTS.has(event.type) && sameEndpoint(event.source, task.target)).at(-1);
+  if (acted !== undefined) return `worker's model acted on it: ${acted.type.slice("task.".length)} at ${iso(acted.occurredAt)}`;
+  if (task.terminalDelivery.state !== "not_submitted" || task.status === "completed") return "worker's model acted on it: it reported a result";
+  return undefined;
+}
+
+/** Delivery evidence as readable lines (`relay accepted the assignment: accepted`), then what the worker's model did. */
+export function evidenceLines(task: TaskView): string[] {
+  const evidence = task.deliveryEvidence;
+  const lines = (Object.keys(EVIDENCE_WORDS) as (keyof typeof EVIDENCE_WORDS)[]).map((key) => `${EVIDENCE_WORDS[key]}: ${evidence[key].replaceAll("_", " ")}`);
+  const acted = modelActedLine(task);
+  return acted === undefined ? lines : [...lines, acted];
 }
 
 /** The worker's terminal delivery, when it submitted one. */
@@ -254,10 +283,24 @@ export function renderTask(task: TaskView, words?: string): string {
     ...Object.entries(task.superseded).map(([earlier, by]) => field("superseded", `${earlier} by ${by}`)),
     ...(task.lineage === undefined ? [] : [field("lineage", `root ${task.lineage.rootTaskId}, depth ${task.lineage.depth}${task.lineage.parentTaskId === undefined ? "" : `, parent ${task.lineage.parentTaskId}`}`)]),
     "- delivery evidence:",
-    ...evidenceLines(task.deliveryEvidence).map((line) => `  - ${line}`),
+    ...evidenceLines(task).map((line) => `  - ${line}`),
   ].join("\n");
 }
 
+/** What the model should do next, for the errors whose code alone does not say it. */
+const ERROR_NEXT_STEPS: Readonly<Record<string, string>> = {
+  TARGET_NOT_REGISTERED:
+    "Endpoints change when the relay or the worker restarts. Look the worker up again with agent_task_workers (or start one with agent_task_spawn) and use its current taskEndpoint.",
+};
+
 export function renderError(error: ErrorShape): string {
-  return ["## task error", field("code", error.code), field("message", error.message), field("retryable", error.retryable), ...(Object.keys(error.details).length > 0 ? [field("details", error.details)] : [])].join("\n");
+  const next = ERROR_NEXT_STEPS[error.code];
+  return [
+    "## task error",
+    field("code", error.code),
+    field("message", error.message),
+    field("retryable", error.retryable),
+    ...(Object.keys(error.details).length > 0 ? [field("details", error.details)] : []),
+    ...(next === undefined ? [] : ["", next]),
+  ].join("\n");
 }

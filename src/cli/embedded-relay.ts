@@ -15,12 +15,13 @@
 import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { RELAY_PROFILE, relayProbeMs, relayReadyTimeoutMs, relayStartPollMs } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
 import { lockHeldByLiveProcess, tryLock } from "../trust/file-lock.ts";
-import { bunPath, CLI_ENTRY } from "./pi-cli.ts";
+import { CLI_BUNDLE, ownRuntime } from "./runtime.ts";
 import { isAlive } from "./spawned.ts";
 import { stopPids } from "./stop.ts";
 
@@ -97,21 +98,43 @@ async function waitForRelay(url: string, fetcher: typeof fetch, alive: () => boo
   const deadline = Date.now() + relayReadyTimeoutMs;
   while (Date.now() < deadline && alive()) {
     if ((await answers(url, fetcher)).relay) return true;
-    await Bun.sleep(relayStartPollMs);
+    await sleep(relayStartPollMs);
   }
   return (await answers(url, fetcher)).relay;
 }
 
-function startDetached(env: Env, port: number, log: string): number | undefined {
+/** A relay process started detached: its pid, or why it could not start; `exit()` tells whether it already ended. */
+interface StartedRelay {
+  readonly pid?: number;
+  /** Resolves with the reason when the process could not start (a missing or unexecutable runtime). */
+  readonly failed: Promise<string>;
+  /** The exit code or signal once it ended, else undefined. */
+  exit(): string | undefined;
+}
+
+/**
+ * Starts `pi-tasks relay` detached on our runtime (runtime.ts). Every failure of the child — it
+ * could not start, it crashed — is observed here and reported, never left to become an uncaught
+ * `error` event in Pi.
+ */
+function startDetached(env: Env, port: number, log: string): StartedRelay {
+  const runtime = ownRuntime(env);
   const out = openSync(log, "a");
   try {
-    const child = spawn(bunPath(), [CLI_ENTRY, "relay", "--port", String(port)], {
+    const child = spawn(runtime.command, [CLI_BUNDLE, "relay", "--port", String(port)], {
       detached: true,
       stdio: ["ignore", out, out],
-      env: Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)),
+      env: { ...Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)), ...runtime.env },
+    });
+    let ended: string | undefined;
+    const failed = new Promise<string>((resolve) => {
+      child.once("error", (error) => resolve(`${runtime.command} could not be started (${error.message})`));
+    });
+    child.once("exit", (code, signal) => {
+      ended = signal === null ? `exit code ${code}` : `signal ${signal}`;
     });
     child.unref();
-    return child.pid;
+    return { ...(child.pid === undefined ? {} : { pid: child.pid }), failed, exit: () => ended };
   } finally {
     closeSync(out);
   }
@@ -143,15 +166,22 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
       : { url: config.url, state: "absent", problem: "another Pi was starting the relay, and it did not answer" };
   }
   try {
-    const pid = startDetached(env, port, files.log);
-    if (pid === undefined) return { url: config.url, state: "absent", problem: `the relay process could not be started (see ${files.log})` };
+    const started = startDetached(env, port, files.log);
+    if (started.pid === undefined) return { url: config.url, state: "absent", problem: await started.failed };
+    const pid = started.pid;
     const record: EmbeddedRelayRecord = { pid, port, url: config.url, log: files.log, startedAt: new Date().toISOString(), startedBy: process.pid };
     writeFileSync(files.record, `${JSON.stringify(record, null, 2)}\n`);
-    if (await waitForRelay(config.url, fetcher, () => isAlive(pid))) return { url: config.url, state: "started", record };
+    if (await waitForRelay(config.url, fetcher, () => started.exit() === undefined && isAlive(pid))) return { url: config.url, state: "started", record };
     // It did not come up (port taken in the meantime, or it failed): someone else may answer now.
     const again = await answers(config.url, fetcher);
     if (again.relay) return { url: config.url, state: "running" };
-    return { url: config.url, state: "absent", problem: `the relay pi-tasks started did not answer within ${relayReadyTimeoutMs} ms (see ${files.log})` };
+    rmSync(files.record, { force: true });
+    const ended = started.exit();
+    return {
+      url: config.url,
+      state: "absent",
+      problem: ended === undefined ? `the relay pi-tasks started did not answer within ${relayReadyTimeoutMs} ms (see ${files.log})` : `the relay pi-tasks started ended at once (${ended}; see ${files.log})`,
+    };
   } catch (error) {
     return { url: config.url, state: "absent", problem: toTaskError(error).message };
   } finally {

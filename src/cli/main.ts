@@ -1,25 +1,27 @@
-#!/usr/bin/env bun
 /**
  * `pi-tasks` command line. One table row per command: its usage, its summary and how it runs.
  * `pi-tasks <command> --help` prints that command's usage and exits 0. Every command prints one
  * JSON object with `--json` (errors as `{ok:false, error:{code, message, retryable, details}}`)
  * and exits non-zero on failure; errors name the command.
  */
+import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { DEFAULT_RELAY_PORT, relayDefaultHost, workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
 import { auditCommand } from "./audit.ts";
 import { conformanceCommand } from "./conformance.ts";
-import { demoCommand } from "./demo.ts";
 import { identityCommand } from "./identity.ts";
 import { PEERS_SUBCOMMANDS, peersCommand } from "./peers.ts";
+import { fields } from "./format.ts";
 import { relayCommand } from "./relay.ts";
 import { REDIS_PASSWORD_VARIABLE } from "../relay-server/store/redis/url.ts";
 import { killSession, sessionList, sessionStatus } from "./sessions.ts";
+import { PACKAGE_ROOT } from "./runtime.ts";
 import { spawnWorker } from "./spawn.ts";
 
 type Env = Record<string, string | undefined>;
-type Outcome = { value: unknown; json: boolean } | number;
+/** A value printed as JSON with `--json`, else as `text` when there is one; or an exit code. */
+type Outcome = { value: unknown; json: boolean; text?: string } | number;
 
 interface Command {
   readonly usage: string;
@@ -83,7 +85,15 @@ const COMMANDS: Readonly<Record<string, Command>> = {
         ...(values.relay === undefined ? {} : { relay: values.relay }),
         ...(values["readiness-timeout-ms"] === undefined ? {} : { readinessTimeoutMs: integer(values["readiness-timeout-ms"], "--readiness-timeout-ms") }),
       });
-      return { value: result, json: values.json === true };
+      const text = fields([
+        ["worker", result.session],
+        ["endpoint", result.taskEndpoint.id],
+        ["relay", result.relay],
+        ["project", result.projectDir],
+        ["pid", String(result.pid)],
+        ["log", result.log],
+      ]);
+      return { value: result, json: values.json === true, text: `${text}\nStop it with: pi-tasks kill ${result.session}` };
     },
   },
   status: {
@@ -91,7 +101,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary: "a session's task endpoint",
     async run(args, env) {
       const { values, name } = namedSession(args, "status");
-      return { value: await sessionStatus(name, env, values.relay), json: values.json === true };
+      return { ...(await sessionStatus(name, env, values.relay)), json: values.json === true };
     },
   },
   list: {
@@ -100,7 +110,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     async run(args, env) {
       const { values, positionals } = parseArgs({ args: [...args], options: { relay: { type: "string" }, json: { type: "boolean" } }, allowPositionals: true, strict: true });
       if (positionals.length > 0) throw usage("list takes no session name");
-      return { value: await sessionList(env, values.relay), json: values.json === true };
+      return { ...(await sessionList(env, values.relay)), json: values.json === true };
     },
   },
   kill: {
@@ -108,13 +118,13 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary: "stop a worker pi-tasks spawned and confirm it is gone",
     async run(args, env) {
       const { values, name } = namedSession(args, "kill", false);
-      return { value: await killSession(name, env), json: values.json === true };
+      return { ...(await killSession(name, env)), json: values.json === true };
     },
   },
   demo: {
     usage: "pi-tasks demo [--model provider/id] [--json]",
     summary: "an origin Pi and a worker Pi delegate a real task end to end",
-    run: (args, env) => demoCommand(args, env),
+    run: (args, env) => runDemoCommand(args, env),
   },
   conformance: {
     usage: "pi-tasks conformance URL [--features watch-v1,successor-v1] [--json]",
@@ -151,6 +161,18 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     },
   },
 };
+
+/**
+ * The demo starts Pis and a relay with Bun's process API: it runs from a checkout under Bun
+ * (`npm run demo`), and is loaded only then (the built command line does not carry it).
+ */
+async function runDemoCommand(args: readonly string[], env: Env): Promise<number> {
+  if (process.versions.bun === undefined) {
+    throw new TaskError("CLI_USAGE", { message: "the demo runs from a checkout of pi-tasks under Bun: npm install && npm run demo" });
+  }
+  const module = (await import(join(PACKAGE_ROOT, "src", "cli", "demo.ts"))) as typeof import("./demo.ts");
+  return module.demoCommand(args, env);
+}
 
 function namedSession(args: readonly string[], command: string, withRelay = true) {
   const options: Record<string, { type: "string" | "boolean" }> = { json: { type: "boolean" }, ...(withRelay ? { relay: { type: "string" } } : {}) };
@@ -192,7 +214,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const outcome = await command.run(args, process.env);
     if (typeof outcome === "number") return outcome;
-    process.stdout.write(`${outcome.json ? JSON.stringify(outcome.value) : JSON.stringify(outcome.value, null, 2)}\n`);
+    process.stdout.write(`${outcome.json ? JSON.stringify(outcome.value) : (outcome.text ?? JSON.stringify(outcome.value, null, 2))}\n`);
     return 0;
   } catch (error) {
     const failure = isParseError(error) ? usage(error.message) : toTaskError(error);
@@ -206,6 +228,3 @@ export async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-if (import.meta.main) {
-  process.exitCode = await main(process.argv.slice(2));
-}

@@ -1,45 +1,62 @@
 /**
- * How this package starts a real Pi: the Pi 1.6 CLI under Bun (Pi 1.6 does not run on Node 20),
- * in RPC mode, with this package's extension loaded (`-e <package root>`).
+ * How this package starts a real Pi: in RPC mode, with this package's extension loaded
+ * (`-e <package root>`), by the same Pi that runs the caller where there is one.
  */
 import { existsSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { isCompiledBun, ownRuntime, PACKAGE_ROOT } from "./runtime.ts";
 
-/**
- * This package's root (what `-e` loads: its package.json names the extension). From
- * `import.meta.url`: inside Pi, extensions are loaded by jiti, which keeps `import.meta.url` but not
- * Bun's import-meta dir.
- */
-export const PACKAGE_ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
-/** The `pi-tasks` command line entry. */
-export const CLI_ENTRY = join(PACKAGE_ROOT, "src", "cli", "main.ts");
+export { PACKAGE_ROOT };
+/** The `pi-tasks` command line entry in the sources (run by Bun in this repository). */
+export const CLI_ENTRY = join(PACKAGE_ROOT, "src", "bin", "pi-tasks.ts");
 /** The scripted model extension used by the demo and tests (`faux/faux-1`). */
 export const SCRIPTED_MODEL_EXTENSION = join(PACKAGE_ROOT, "src", "demo", "scripted-model.ts");
 export const SCRIPTED_MODEL = "faux/faux-1";
+/** The variable naming the Pi CLI to start (a `cli.js`, or a `pi` program). */
+export const PI_CLI_VARIABLE = "PI_TASKS_PI_CLI";
 
 /**
- * The Bun executable for our own processes (relay, worker holder, Pi): the running one under Bun
- * (the CLI, and Pi 1.6 on this machine), else this package's `bun` dependency, else `bun` on PATH.
+ * The Bun executable for this repository's own tools (demo, tests, bench): the running one under
+ * Bun, else this package's `bun` dependency, else `bun` on PATH. Code Pi loads never uses it.
  */
 export function bunPath(): string {
-  if (process.versions.bun !== undefined) return process.execPath;
+  if (process.versions.bun !== undefined && !isCompiledBun()) return process.execPath;
   const local = join(PACKAGE_ROOT, "node_modules", ".bin", "bun");
   return existsSync(local) ? local : "bun";
 }
 
+function isPiCliScript(path: string | undefined): path is string {
+  return path !== undefined && basename(path) === "cli.js" && path.includes("pi-coding-agent") && existsSync(path);
+}
+
+/** The installed Pi CLI script beside this package (a checkout's dev dependency), if any. */
+export function installedPiCli(): string | undefined {
+  try {
+    const main = fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"));
+    const cli = join(dirname(main), "bundle", "cli.js");
+    return existsSync(cli) ? cli : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * The Pi CLI entry: `PI_TASKS_PI_CLI`; else, inside a running Pi, the CLI that runs it (so a worker
- * is the same Pi as its origin, also when the package was installed without dev dependencies);
- * else the installed `@earendil-works/pi-coding-agent`.
+ * The command that starts Pi, before Pi's own arguments:
+ * - `PI_TASKS_PI_CLI`: a script (`.js`, `.mjs`, `.ts`: run by our runtime) or a program;
+ * - inside a running Pi: that Pi — its runtime and CLI script, or the compiled program itself;
+ * - else the Pi CLI installed beside this package, else `pi` on PATH.
  */
-export function piCliPath(env: Record<string, string | undefined>): string {
-  const explicit = env.PI_TASKS_PI_CLI?.trim();
-  if (explicit) return explicit;
+export function piCommand(env: Record<string, string | undefined>): string[] {
+  const runtime = ownRuntime(env).command;
+  const named = env[PI_CLI_VARIABLE]?.trim();
+  if (named) return /\.(m?js|ts)$/.test(named) ? [runtime, named] : [named];
   const running = process.argv[1];
-  if (running !== undefined && basename(running) === "cli.js" && running.includes("pi-coding-agent") && existsSync(running)) return running;
-  const main = fileURLToPath(import.meta.resolve("@earendil-works/pi-coding-agent"));
-  return join(dirname(main), "bundle", "cli.js");
+  if (isPiCliScript(running)) return [process.execPath, running];
+  // A program compiled with Bun that loads this extension is Pi's release binary.
+  if (isCompiledBun()) return [process.execPath];
+  const installed = installedPiCli();
+  return installed === undefined ? ["pi"] : [runtime, installed];
 }
 
 export interface PiLaunch {
@@ -49,8 +66,8 @@ export interface PiLaunch {
 }
 
 /**
- * Arguments after `bun <cli.js>` for a headless RPC Pi with this extension. A real model keeps
- * Pi's session history (the historical record); a scripted one runs offline without a session file.
+ * Pi's arguments for a headless RPC Pi with this extension. A real model keeps Pi's session
+ * history (the historical record); a scripted one runs offline without a session file.
  */
 export function piRpcArgs(launch: PiLaunch): string[] {
   const args = ["--mode", "rpc", "-e", PACKAGE_ROOT];

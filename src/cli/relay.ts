@@ -1,6 +1,7 @@
 /**
  * `pi-tasks relay [--host 127.0.0.1] [--port 18790] [--allow ADDR[,ADDR…]] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]`
  *
+ * The port is `--port`, else `WOLFPACK_PORT`, else 18790 — where Pis look for the default relay.
  * Starts the memory-only relay. When ready it prints exactly one JSON line
  * `{"event":"listening","url":…,"epoch":…,"profile":"volatile-v1"}` on stdout (with `"store":URL`
  * when its state lives in Redis); SIGTERM and SIGINT stop it and exit 0 within 2 s.
@@ -15,9 +16,10 @@
  */
 import { parseArgs } from "node:util";
 import { TaskError } from "../protocol/errors.ts";
-import { DEFAULT_RELAY_PORT, MAX_TCP_PORT, RELAY_PROFILE, relayDefaultHost, relayShutdownGraceMs } from "../protocol/limits.ts";
+import { MAX_TCP_PORT, RELAY_PROFILE, relayDefaultHost, relayShutdownGraceMs } from "../protocol/limits.ts";
+import { defaultRelayPort } from "../relay-client/config.ts";
 import { startRelayServer } from "../relay-server/server.ts";
-import { createRedisStore, type RedisStore } from "../relay-server/store/redis/index.ts";
+import type { RedisStore } from "../relay-server/store/redis/index.ts";
 import { stopEmbeddedRelay } from "./embedded-relay.ts";
 
 export interface RelayCommandIo {
@@ -27,8 +29,9 @@ export interface RelayCommandIo {
   readonly env: Record<string, string | undefined>;
 }
 
-function parsePort(value: string | undefined): number {
-  if (value === undefined) return DEFAULT_RELAY_PORT;
+/** `--port`, else `WOLFPACK_PORT`, else 18790: the relay serves (and `stop` stops) where Pis look for it. */
+function parsePort(value: string | undefined, env: Record<string, string | undefined>): number {
+  if (value === undefined) return defaultRelayPort(env);
   const port = Number(value);
   if (!Number.isInteger(port) || port < 0 || port > MAX_TCP_PORT || !/^\d+$/.test(value)) {
     throw new TaskError("CLI_USAGE", { message: `--port must be an integer from 0 to ${MAX_TCP_PORT}`, details: { port: value } });
@@ -36,18 +39,23 @@ function parsePort(value: string | undefined): number {
   return port;
 }
 
-async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise<{ value: unknown; json: boolean }> {
+async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise<{ value: unknown; json: boolean; text: string }> {
   const { values } = parseArgs({ args: [...argv], options: { port: { type: "string" }, json: { type: "boolean" } }, strict: true });
-  const port = parsePort(values.port);
+  const port = parsePort(values.port, io.env);
   const result = await stopEmbeddedRelay(io.env, port);
   if (!result.stopped) {
     throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own.`, details: { port } });
   }
-  return { value: { ok: true, port, pid: result.pid, stopped: true }, json: values.json === true };
+  return { value: { ok: true, port, pid: result.pid, stopped: true }, json: values.json === true, text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}).` };
 }
 
-/** The Redis store of `--store`: connected, its configuration checked, its epoch read. */
-function openStore(url: string, allowPersistentStore: boolean, io: RelayCommandIo): Promise<RedisStore> {
+/**
+ * The Redis store of `--store`: connected, its configuration checked, its epoch read. Loaded only
+ * when asked for: its client is Bun's, so the relay on Node never imports it.
+ */
+async function openStore(url: string, allowPersistentStore: boolean, io: RelayCommandIo): Promise<RedisStore> {
+  if (process.versions.bun === undefined) throw new TaskError("REDIS_NEEDS_BUN", { details: { runtime: `node ${process.version}` } });
+  const { createRedisStore } = await import("../relay-server/store/redis/index.ts");
   return createRedisStore({
     url,
     env: io.env,
@@ -57,7 +65,7 @@ function openStore(url: string, allowPersistentStore: boolean, io: RelayCommandI
 }
 
 /** Runs the relay until a signal (resolves with the exit code), or stops the embedded relay. */
-export async function relayCommand(argv: readonly string[], io: RelayCommandIo): Promise<number | { value: unknown; json: boolean }> {
+export async function relayCommand(argv: readonly string[], io: RelayCommandIo): Promise<number | { value: unknown; json: boolean; text: string }> {
   if (argv[0] === "stop") return stopCommand(argv.slice(1), io);
   const { values, positionals } = parseArgs({
     args: [...argv],
@@ -77,7 +85,7 @@ export async function relayCommand(argv: readonly string[], io: RelayCommandIo):
     throw new TaskError("CLI_USAGE", { message: "--allow-persistent-store applies to a --store redis://… only" });
   }
   const allow = (values.allow ?? []).flatMap((entry) => entry.split(",")).map((entry) => entry.trim()).filter(Boolean);
-  const port = parsePort(values.port);
+  const port = parsePort(values.port, io.env);
   const store = values.store === undefined ? undefined : await openStore(values.store, values["allow-persistent-store"] === true, io);
   let server: Awaited<ReturnType<typeof startRelayServer>>;
   try {

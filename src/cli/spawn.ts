@@ -13,6 +13,7 @@
 import { spawn as spawnProcess, spawnSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { isUuid } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import {
@@ -28,7 +29,8 @@ import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { authFromEnv } from "../relay-client/auth.ts";
 import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelayTransport, type RelayTransport } from "../relay-client/transport.ts";
-import { bunPath, PACKAGE_ROOT, piCliPath, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
+import { piCommand, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
+import { ownRuntime, WORKER_HOST_BUNDLE } from "./runtime.ts";
 import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir } from "./spawned.ts";
 import { stopProcess } from "./stop.ts";
 import type { HostConfig } from "./worker-host.ts";
@@ -40,6 +42,8 @@ export interface SpawnOptions {
   readonly script?: string;
   readonly relay?: string;
   readonly readinessTimeoutMs?: number;
+  /** The pid of the Pi this worker stops with (absent: it runs until stopped). */
+  readonly owner?: number;
   /** Check that Pi knows `model` (default true; the origin's own model needs no check). */
   readonly checkModel?: boolean;
   readonly env: Record<string, string | undefined>;
@@ -53,6 +57,8 @@ export interface SpawnResult {
   readonly log: string;
   readonly relay: string;
   readonly projectDir: string;
+  /** The pid of the Pi it stops with; absent when it was kept. */
+  readonly owner?: number;
 }
 
 const MODEL_PATTERN = /^[^/\s]+\/\S+$/;
@@ -69,7 +75,8 @@ export function relayTransport(url: string, env: Record<string, string | undefin
 /** Whether the configured Pi lists `provider/id` among its available models. */
 function modelAvailable(model: string, env: Record<string, string | undefined>): boolean {
   const [provider, id] = [model.slice(0, model.indexOf("/")), model.slice(model.indexOf("/") + 1)];
-  const listed = spawnSync(bunPath(), [piCliPath(env), "--list-models", id], { env: env as NodeJS.ProcessEnv, encoding: "utf8", timeout: workerReadinessTimeoutDefaultMs });
+  const [command, ...prefix] = piCommand(env);
+  const listed = spawnSync(command!, [...prefix, "--list-models", id], { env: env as NodeJS.ProcessEnv, encoding: "utf8", timeout: workerReadinessTimeoutDefaultMs });
   return `${listed.stdout ?? ""}`.split("\n").some((line) => {
     const columns = line.trim().split(/\s+/);
     return columns[0] === provider && columns[1] === id;
@@ -130,9 +137,23 @@ export async function awaitRegistration(transport: RelayTransport, session: stri
   while (Date.now() < deadline && alive()) {
     const endpoint = await findSession(transport, session).catch(() => undefined);
     if (endpoint !== undefined) return endpoint;
-    await Bun.sleep(workerReadinessPollMs);
+    await sleep(workerReadinessPollMs);
   }
   return undefined;
+}
+
+/**
+ * Starts the worker holder detached (its command line carries only the command and the log; the
+ * environment, which may hold a JWT secret, is its own and passed on to Pi). A holder that cannot
+ * start is reported, never left to become an uncaught `error` event.
+ */
+function startHolder(runtime: string, config: HostConfig, cwd: string, env: Record<string, string>): Promise<{ pid: number } | { problem: string }> {
+  return new Promise((resolve) => {
+    const holder = spawnProcess(runtime, [WORKER_HOST_BUNDLE, JSON.stringify(config)], { cwd, env, detached: true, stdio: "ignore" });
+    holder.once("error", (error) => resolve({ problem: `${runtime} could not be started (${error.message})` }));
+    holder.once("spawn", () => resolve({ pid: holder.pid! }));
+    holder.unref();
+  });
 }
 
 function validateTimeout(value: number | undefined): number {
@@ -158,25 +179,21 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   };
   // The holder's command line is visible to every local user (ps): only the command and the log
   // travel there; the environment (which may hold a JWT secret) is the holder's own, passed on to Pi.
-  const hostConfig: HostConfig = { command: [bunPath(), piCliPath(options.env), ...piRpcArgs(launch)], log };
-  const holder = spawnProcess(bunPath(), [join(PACKAGE_ROOT, "src", "cli", "worker-host.ts"), JSON.stringify(hostConfig)], {
-    cwd: projectDir,
-    env,
-    detached: true,
-    stdio: "ignore",
-  });
-  holder.unref();
-  const pid = holder.pid;
-  if (pid === undefined) {
+  const owner = options.owner === undefined ? {} : { owner: options.owner };
+  const hostConfig: HostConfig = { command: [...piCommand(options.env), ...piRpcArgs(launch)], log, ...owner };
+  const runtime = ownRuntime(options.env);
+  const started = await startHolder(runtime.command, hostConfig, projectDir, { ...env, ...runtime.env });
+  if ("problem" in started) {
     transport.close();
-    throw new TaskError("TASK_WORKER_NOT_READY", { message: "The worker process could not be started.", details: { createdSession: null, log } });
+    throw new TaskError("TASK_WORKER_NOT_READY", { message: `The worker process could not be started: ${started.problem}.`, details: { createdSession: null, log } });
   }
-  saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString() });
+  const pid = started.pid;
+  saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), ...owner });
   try {
     const endpoint = await awaitRegistration(transport, options.name, readinessTimeoutMs, () => isAlive(pid));
     if (endpoint !== undefined) {
-      saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), taskEndpoint: endpoint });
-      return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir };
+      saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), taskEndpoint: endpoint, ...owner });
+      return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir, ...owner };
     }
     const exited = !isAlive(pid);
     const cleanup = await stopProcess(options.env, options.name);

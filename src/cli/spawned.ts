@@ -17,6 +17,8 @@ export interface SpawnedWorker {
   readonly createdAt: string;
   /** The endpoint it registered (absent until it did). */
   readonly taskEndpoint?: TaskEndpoint;
+  /** The pid of the Pi it stops with; absent when it was kept (or spawned from the shell). */
+  readonly owner?: number;
 }
 
 export const stateDir = piTasksHome;
@@ -72,6 +74,11 @@ export function listSpawned(env: Record<string, string | undefined>): SpawnedWor
 export function forgetSpawned(env: Record<string, string | undefined>, session: string): void {
   rmSync(join(spawnedDir(env), fileName(session)), { force: true });
   rmSync(join(stateDir(env), "agents", encodeURIComponent(session)), { recursive: true, force: true });
+}
+
+/** Where a worker holder writes Pi's RPC stream as it is (beside the readable log). */
+export function rpcLogFile(log: string): string {
+  return `${log.replace(/\.log$/, "")}.rpc.jsonl`;
 }
 
 /** Where a worker holder writes its Pi's pid (beside the log). */

@@ -3,8 +3,9 @@
  * down cleanly), wait until both processes are gone, SIGKILL what remains, and confirm.
  */
 import { readFileSync, rmSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import { processExitConfirmMs, workerReadinessPollMs } from "../protocol/limits.ts";
-import { forgetSpawned, isAlive, loadSpawned, piPidFile } from "./spawned.ts";
+import { forgetSpawned, isAlive, listSpawned, loadSpawned, piPidFile } from "./spawned.ts";
 
 export interface StopResult {
   readonly session: string;
@@ -34,7 +35,7 @@ async function gone(pids: readonly number[], withinMs: number): Promise<boolean>
   const deadline = Date.now() + withinMs;
   while (Date.now() < deadline) {
     if (pids.every((pid) => !isAlive(pid))) return true;
-    await Bun.sleep(workerReadinessPollMs);
+    await sleep(workerReadinessPollMs);
   }
   return pids.every((pid) => !isAlive(pid));
 }
@@ -63,4 +64,10 @@ export async function stopProcess(env: Record<string, string | undefined>, sessi
     rmSync(piPidFile(record.log), { force: true });
   }
   return { session, pids, confirmed };
+}
+
+/** Stops every live worker that `owner` (a Pi's pid) spawned without keeping it; resolves with their results. */
+export function stopOwnedWorkers(env: Record<string, string | undefined>, owner: number): Promise<StopResult[]> {
+  const owned = listSpawned(env).filter((worker) => worker.owner === owner && isAlive(worker.pid));
+  return Promise.all(owned.map((worker) => stopProcess(env, worker.session)));
 }

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { nanoid } from "nanoid";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bunPath, type PiLaunch, piCliPath, piRpcArgs, scriptedEnv } from "../cli/pi-cli.ts";
+import { type PiLaunch, piCommand, piRpcArgs, scriptedEnv } from "../cli/pi-cli.ts";
 import { diagnosticTailChars } from "../protocol/limits.ts";
 import { within } from "../core/timers.ts";
 
@@ -134,7 +134,7 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
     PI_TASK_WORKER: options.worker ? "1" : undefined,
     ...options.env,
   };
-  const child = spawn([bunPath(), piCliPath(env), ...piRpcArgs(options), ...(options.extraArgs ?? [])], {
+  const child = spawn([...piCommand(env), ...piRpcArgs(options), ...(options.extraArgs ?? [])], {
     cwd: options.cwd,
     env,
     stdin: "pipe",

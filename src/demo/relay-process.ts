@@ -1,5 +1,5 @@
 /**
- * Starts the real relay through its CLI (`bun src/cli/main.ts relay --port 0`) as a child process
+ * Starts the real relay through its CLI (`bun src/bin/pi-tasks.ts relay --port 0`) as a child process
  * and stops it. The demo and the tests use this, so they run exactly what a user runs.
  */
 import { type Subprocess, spawn } from "bun";

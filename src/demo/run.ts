@@ -10,6 +10,7 @@ import { customAlphabet } from "nanoid";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { awaitRegistration, relayTransport, spawnWorker } from "../cli/spawn.ts";
+import { rpcLogFile } from "../cli/spawned.ts";
 import { stopProcess } from "../cli/stop.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { demoTimeoutMs, workerReadinessTimeoutDefaultMs, workerShutdownGraceMs } from "../protocol/limits.ts";
@@ -173,7 +174,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const launch = options.model === undefined ? { script: join(SCENARIOS, "demo-worker.ts") } : { model: options.model };
     workerStarted = true;
     const spawned = await spawnWorker({ name: workerName, projectDir, relay: relay.url, env, ...launch });
-    workerLog = spawned.log;
+    // The worker's RPC stream (its log is the readable transcript beside it).
+    workerLog = rpcLogFile(spawned.log);
     worker = { session: spawned.session, taskEndpoint: spawned.taskEndpoint };
     progress(`worker ${spawned.session} registered as ${spawned.taskEndpoint.relay}/${spawned.taskEndpoint.id} (log ${spawned.log})`);
     const originName = `demo-origin-${shortName()}`;

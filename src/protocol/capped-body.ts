@@ -14,7 +14,7 @@ export interface CappedReadErrors {
 }
 
 interface Message {
-  readonly headers: Headers;
+  readonly headers: { get(name: string): string | null };
   readonly body: ReadableStream<Uint8Array> | null;
   arrayBuffer(): Promise<ArrayBuffer>;
 }

@@ -72,6 +72,7 @@ export const ERROR_REGISTRY = Object.freeze({
   // answered 503 RELAY_UNAVAILABLE; at start-up the relay exits with it.
   REDIS_UNAVAILABLE: spec("unavailable", "The relay's Redis store cannot be reached or did not answer in time.", { retryable: true }),
   REDIS_PERSISTENT: spec("config", "The Redis store persists to disk (save or appendonly), or its configuration cannot be read; a volatile-v1 relay is memory-only, so it refuses unless started with --allow-persistent-store."),
+  REDIS_NEEDS_BUN: spec("config", "The Redis store runs on Bun (its Redis client is Bun's own); start this relay with bun, or use the in-process store."),
   REDIS_EVICTS: spec("config", "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it."),
 
   // -- client codes ---------------------------------------------------------------------------
@@ -118,6 +119,8 @@ export const ERROR_REGISTRY = Object.freeze({
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
   INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),
   TASKS_STARTING: spec("starting", "pi-tasks is still starting (finding or starting its relay); try again in a moment.", { retryable: true }),
+  PAIRING_NOT_CONFIRMED: spec("usage", "Pairing was not confirmed by a person; nothing changed."),
+  RELAY_NOT_STARTED: spec("relay", "pi-tasks could not start its relay; see the relay log, or set PI_TASKS_RUNTIME to a node (>= 22.19) or bun that can run it."),
   TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
   PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
   PI_TASK_WORKER_COORDINATION_FORBIDDEN: spec("gate", "A task worker may not send, cancel or acknowledge tasks."),

@@ -357,6 +357,8 @@ export const workerReadinessTimeoutMinMs = 1_000;
 export const workerReadinessTimeoutMaxMs = 600_000;
 /** How often `spawn` asks the relay whether the worker registered. */
 export const workerReadinessPollMs = 100;
+/** How often a worker holder checks that the Pi which spawned it (and did not keep it) still runs. */
+export const workerOwnerPollMs = 1_000;
 /** A stopped worker gets this long to shut Pi down before it is killed. */
 export const workerShutdownGraceMs = 5_000;
 /** How long `kill` and cleanup wait to confirm a process is gone. */
@@ -371,6 +373,8 @@ export const relayProbeMs = 1_000;
 export const relayStartPollMs = 100;
 /** On shutdown a lifetime tells the relay it is gone (`disconnect`) within this time, best effort. */
 export const shutdownDisconnectMs = 1_000;
+/** Characters of one transcript line of a spawned worker's log (longer text is cut, marked `…`). */
+export const transcriptLineMaxChars = 360;
 /** Characters of a child process's stderr quoted in a diagnostic. */
 export const diagnosticTailChars = 2_000;
 /** The demo must see the origin acknowledge the completed task within this time. */

@@ -483,6 +483,8 @@ export const SpawnParams = Type.Object(
     name: WorkerName,
     projectDir: Type.Optional(Type.String({ minLength: 1, maxLength: maxPathChars })),
     model: Type.Optional(Type.String({ minLength: 3, maxLength: maxWireIdChars, pattern: "^[^/\\s]+/\\S+$" })),
+    /** Keep the worker running after this Pi exits (default: it stops with this Pi). */
+    keep: Type.Optional(Type.Boolean()),
   },
   strict,
 );

@@ -65,13 +65,18 @@ function embeddedAllowed(env: Env): boolean {
   throw invalid("PI_TASKS_EMBEDDED_RELAY must be 0 (never start a relay) or 1 (the default)", { PI_TASKS_EMBEDDED_RELAY: value });
 }
 
+/** The port of the default loopback relay: `WOLFPACK_PORT`, else 18790. */
+export function defaultRelayPort(env: Env): number {
+  const portText = env.WOLFPACK_PORT?.trim();
+  return portText ? parsePort(portText) : DEFAULT_RELAY_PORT;
+}
+
 export function relayConfigFromEnv(env: Env): RelayConfig {
   const explicit = env.PI_TASKS_RELAY_URL?.trim();
   if (explicit) return { url: normaliseRelayUrl(explicit), source: "PI_TASKS_RELAY_URL", embedded: false };
   const embedded = embeddedAllowed(env);
-  const portText = env.WOLFPACK_PORT?.trim();
-  const port = portText ? parsePort(portText) : DEFAULT_RELAY_PORT;
-  return { url: `http://127.0.0.1:${port}`, source: portText ? "WOLFPACK_PORT" : "default", port, embedded };
+  const port = defaultRelayPort(env);
+  return { url: `http://127.0.0.1:${port}`, source: env.WOLFPACK_PORT?.trim() ? "WOLFPACK_PORT" : "default", port, embedded };
 }
 
 export function relayUrlFromEnv(env: Env): string {

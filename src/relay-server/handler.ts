@@ -4,8 +4,11 @@
  * paths, exact `application/json`, body ≤ 64 KiB read within 5 s, strict UTF-8, JSON object with a
  * known operation). Every error body carries `profile:"volatile-v1"` and the epoch; any failure
  * that is not a wire code (an internal one such as `INVARIANT_VIOLATED` included) is answered 503
- * `RELAY_UNAVAILABLE`. It also runs the engine's periodic maintenance. server.ts puts it on a
- * socket (`Bun.serve`); in-memory.ts calls it directly. See docs/wire.md.
+ * `RELAY_UNAVAILABLE`. It also runs the engine's periodic maintenance.
+ *
+ * It reads a `RelayRequest` (a fetch `Request` is one) and answers a `RelayReply` (status, headers,
+ * text), so it runs on any socket: server.ts puts it on `Bun.serve` under Bun and on `node:http`
+ * under Node; in-memory.ts calls it directly. See docs/wire.md.
  */
 import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
@@ -40,17 +43,44 @@ export interface RelayHandlerOptions {
   readonly store?: RelayStore;
 }
 
+/** What the handler reads of a request. A fetch `Request` is one; server.ts builds one from `node:http`. */
+export interface RelayRequest {
+  /** The absolute URL. */
+  readonly url: string;
+  readonly method: string;
+  readonly headers: { get(name: string): string | null };
+  /** The body as a stream (read only when no length is declared). */
+  readonly body: ReadableStream<Uint8Array> | null;
+  arrayBuffer(): Promise<ArrayBuffer>;
+  /** Aborts when the client goes away (a long-held `watch` ends then). */
+  readonly signal: AbortSignal;
+}
+
+/** What the handler answers; each socket writes it its own way. */
+export interface RelayReply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  /** The body text (JSON), or null for none. */
+  readonly body: string | null;
+}
+
+/** A `RelayReply` as a fetch `Response` (Bun's socket, the in-memory relay). */
+export function replyResponse(reply: RelayReply): Response {
+  return new Response(reply.body, { status: reply.status, headers: reply.headers });
+}
+
 export interface RelayHandler {
   readonly epoch: string;
   readonly engine: RelayEngine;
   /** Answers one HTTP request; `peer` is the client's address (for the client gate). */
-  handle(request: Request, peer: string | undefined): Promise<Response>;
+  handle(request: RelayRequest, peer: string | undefined): Promise<RelayReply>;
   /** Stops maintenance and closes the engine (and its store). */
   close(): Promise<void>;
 }
 
 const JSON_HEADERS = { "content-type": "application/json", "cache-control": "no-store" } as const;
 const EARLY_HEADERS = { ...JSON_HEADERS, connection: "close" } as const;
+const NO_STORE = { "cache-control": "no-store" } as const;
 /** A 401 names its challenge (RFC 9110): the JWT's, or for a missing binding secret the feature's. */
 const JWT_CHALLENGE = { "www-authenticate": 'Bearer realm="wolfpack"' } as const;
 const BINDING_SECRET_CHALLENGE = { "www-authenticate": FEATURE_BINDING_SECRET } as const;
@@ -139,10 +169,10 @@ async function withinReadDeadline<T>(read: Promise<T>): Promise<T> {
 }
 
 /** Reads the body within the deadline and size limit, as strict UTF-8. */
-async function readBody(request: Request): Promise<string> {
+async function readBody(request: RelayRequest): Promise<string> {
   const declared = request.headers.get("content-length");
   let bytes: Uint8Array;
-  if (declared !== null && request.body !== null && Number(declared) <= maxRequestBodyBytes) {
+  if (declared !== null && Number(declared) <= maxRequestBodyBytes) {
     // A declared length within the limit is read natively, in one piece.
     const body = request.arrayBuffer();
     body.catch(() => undefined);
@@ -196,14 +226,13 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
   });
   const slots = createRequestSlots();
   const gate = createClientGate(options.allow ?? []);
-  const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS) =>
-    new Response(JSON.stringify(body), { status, headers });
+  const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS): RelayReply => ({ status, headers, body: JSON.stringify(body) });
   const fail = (error: unknown, early = false, extra: Record<string, string> = {}) => {
     const failure = wireError(error);
     return respond(errorBody(failure, engine.epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
   };
 
-  async function authorised(request: Request): Promise<boolean> {
+  async function authorised(request: RelayRequest): Promise<boolean> {
     if (secret === undefined) return true;
     const header = request.headers.get("authorization") ?? "";
     const match = /^bearer\s+(\S+)$/i.exec(header.trim());
@@ -211,7 +240,7 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     return (await verifyJwt(secret, match[1]!, claims)).ok;
   }
 
-  async function relayPost(request: Request, url: Route, releaseSlot: () => void): Promise<Response> {
+  async function relayPost(request: RelayRequest, url: Route, releaseSlot: () => void): Promise<RelayReply> {
     if (request.method !== "POST") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use POST"), true);
     if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
     if (!isJsonContentType(request.headers.get("content-type"))) {
@@ -237,13 +266,13 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     try {
       const result = await engine.handle(body.operation, body, { signal: request.signal, releaseSlot });
       const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
-      return new Response(`{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}`, { status: HTTP_STATUS.ok, headers: JSON_HEADERS });
+      return { status: HTTP_STATUS.ok, headers: JSON_HEADERS, body: `{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}` };
     } catch (error) {
       return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
     }
   }
 
-  async function routeGet(request: Request, url: Route): Promise<Response> {
+  async function routeGet(request: RelayRequest, url: Route): Promise<RelayReply> {
     if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
     if (url.pathname === RELAY_PROFILE_PATH) {
       if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
@@ -261,11 +290,11 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
 
   const routes: ReadonlySet<string> = new Set([RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH, SESSION_LIST_PATH]);
 
-  async function handle(request: Request, peer: string | undefined): Promise<Response> {
+  async function handle(request: RelayRequest, peer: string | undefined): Promise<RelayReply> {
     const url = routeOf(request.url);
     if (!routes.has(url.pathname)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.notFound, "no such route"), true);
     if (request.headers.get("origin") !== null) return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
-    if (request.method === "OPTIONS") return new Response(null, { status: HTTP_STATUS.noContent, headers: { "cache-control": "no-store" } });
+    if (request.method === "OPTIONS") return { status: HTTP_STATUS.noContent, headers: NO_STORE, body: null };
     if (secret !== undefined && !(await authorised(request))) {
       return fail(rejection("RELAY_AUTH_REQUIRED", HTTP_STATUS.unauthorized, "unauthorized"), true, JWT_CHALLENGE);
     }

@@ -10,7 +10,7 @@
  * ```
  */
 import type { RelayEngine } from "./engine.ts";
-import { createRelayHandler, type RelayHandlerOptions } from "./handler.ts";
+import { createRelayHandler, type RelayHandlerOptions, replyResponse } from "./handler.ts";
 
 /** The base URL every in-memory relay answers to (nothing listens there). */
 export const IN_MEMORY_RELAY_URL = "http://127.0.0.1:1";
@@ -32,7 +32,7 @@ export interface InMemoryRelay {
 export async function createInMemoryRelay(options: InMemoryRelayOptions = {}): Promise<InMemoryRelay> {
   // No JWT unless asked for: the process environment does not configure a fixture.
   const handler = await createRelayHandler({ ...options, env: options.env ?? {} });
-  const relayFetch = (input: string | URL | Request, init?: RequestInit) => handler.handle(new Request(input as string, init), IN_MEMORY_PEER);
+  const relayFetch = async (input: string | URL | Request, init?: RequestInit) => replyResponse(await handler.handle(new Request(input as string, init), IN_MEMORY_PEER));
   return {
     url: IN_MEMORY_RELAY_URL,
     fetch: relayFetch as typeof fetch,

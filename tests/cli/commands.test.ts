@@ -44,7 +44,7 @@ describe("pi-tasks relay", () => {
       // It serves the session routes the CLI uses.
       const list = await sandboxed.run(["list", "--relay", ready.url, "--json"]);
       expect(list.code).toBe(0);
-      expect(jsonOf(list)).toEqual({ ok: true, sessions: [], spawned: [] });
+      expect(jsonOf(list)).toEqual({ ok: true, relay: ready.url, sessions: [], spawned: [] });
       child.kill("SIGTERM");
       expect(await child.exited).toBe(0);
       // Nothing but the readiness line on stdout.

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fingerprintOf, generateIdentity } from "../../src/trust/keys.ts";
-import { type CliRun, type CliSandbox, createCliSandbox, jsonOf } from "../helpers/cli-kit.ts";
+import { BUN, CLI_ENTRY, type CliRun, type CliSandbox, createCliSandbox, jsonOf } from "../helpers/cli-kit.ts";
 
 setDefaultTimeout(60_000);
 
@@ -93,12 +93,12 @@ describe("pi-tasks peers", () => {
     const [bob, alice] = [key(), key()];
     expect(jsonOf(await sandboxed.run(["peers", "list", "--json"]))).toEqual({ ok: true, path: join(sandboxed.stateDir, "peers.json"), peers: [] });
 
-    const added = await sandboxed.run(["peers", "add", "bob", bob, "--json"]);
+    const added = await sandboxed.run(["peers", "add", "bob", bob, "--yes", "--json"]);
     expect(added.code).toBe(0);
     const peer = { name: "bob", key: bob, fingerprint: fingerprintOf(bob), addedAt: expect.any(String) };
     expect(jsonOf(added)).toEqual({ ok: true, peer, changed: true });
-    expect(jsonOf(await sandboxed.run(["peers", "add", "bob", bob, "--json"]))).toEqual({ ok: true, peer: jsonOf(added).peer, changed: false });
-    await sandboxed.run(["peers", "add", "alice", alice, "--json"]);
+    expect(jsonOf(await sandboxed.run(["peers", "add", "bob", bob, "--yes", "--json"]))).toEqual({ ok: true, peer: jsonOf(added).peer, changed: false });
+    await sandboxed.run(["peers", "add", "alice", alice, "--yes", "--json"]);
 
     const listed = jsonOf(await sandboxed.run(["peers", "list", "--json"]));
     expect(listed.peers.map((entry: { name: string }) => entry.name)).toEqual(["alice", "bob"]);
@@ -118,10 +118,10 @@ describe("pi-tasks peers", () => {
     expect(empty.stdout).toContain("No peers");
     expect(empty.stdout).toContain("pi-tasks peers add NAME KEY");
 
-    const paired = await sandboxed.run(["peers", "add", "bob", bob]);
+    const paired = await sandboxed.run(["peers", "add", "bob", bob, "--yes"]);
     expect({ code: paired.code, stderr: paired.stderr }).toEqual({ code: 0, stderr: "" });
     expect(paired.stdout).toBe(`Paired bob (fingerprint ${fingerprintOf(bob)}).\n`);
-    const unchanged = await sandboxed.run(["peers", "add", "bob", bob]);
+    const unchanged = await sandboxed.run(["peers", "add", "bob", bob, "--yes"]);
     expect(unchanged.stdout).toContain("nothing changed");
 
     const list = await sandboxed.run(["peers", "list"]);
@@ -140,11 +140,11 @@ describe("pi-tasks peers", () => {
     const mine = jsonOf(await sandboxed.run(["identity", "--json"]));
     const theirs = jsonOf(await sandboxed.run(["identity", "--json"], { env: other }));
     expect(theirs.publicKey).not.toBe(mine.publicKey);
-    expect(jsonOf(await sandboxed.run(["peers", "add", "other", theirs.publicKey, "--json"])).changed).toBe(true);
-    expect(jsonOf(await sandboxed.run(["peers", "add", "me", mine.publicKey, "--json"], { env: other })).changed).toBe(true);
+    expect(jsonOf(await sandboxed.run(["peers", "add", "other", theirs.publicKey, "--yes", "--json"])).changed).toBe(true);
+    expect(jsonOf(await sandboxed.run(["peers", "add", "me", mine.publicKey, "--yes", "--json"], { env: other })).changed).toBe(true);
     expect(jsonOf(await sandboxed.run(["peers", "list", "--json"], { env: other })).peers.map((entry: { key: string }) => entry.key)).toEqual([mine.publicKey]);
     // Its own key is refused on either side.
-    const own = await sandboxed.run(["peers", "add", "self", mine.publicKey, "--json"]);
+    const own = await sandboxed.run(["peers", "add", "self", mine.publicKey, "--yes", "--json"]);
     expectFailure(own, "INVALID_PEER_KEY");
     expect(jsonOf(own).error.details.problem).toBe("this is your own identity; it is always trusted");
   });
@@ -152,25 +152,25 @@ describe("pi-tasks peers", () => {
   test("wrong input is a typed error with its exit code, and changes nothing", async () => {
     const sandboxed = box();
     const [bob, other] = [key(), key()];
-    await sandboxed.run(["peers", "add", "bob", bob, "--json"]);
+    await sandboxed.run(["peers", "add", "bob", bob, "--yes", "--json"]);
     const before = peersFile(sandboxed);
     const cases: [string[], string, number][] = [
-      [["peers", "add", "carol", "ed25519:not-a-key"], "INVALID_PEER_KEY", 1],
-      [["peers", "add", "carol", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5"], "INVALID_PEER_KEY", 1],
-      [["peers", "add", "bad name", other], "INVALID_PEER_NAME", 1],
-      [["peers", "add", "x".repeat(65), other], "INVALID_PEER_NAME", 1],
-      [["peers", "add", "bob", other], "PEER_CONFLICT", 1],
-      [["peers", "add", "robert", bob], "PEER_CONFLICT", 1],
+      [["peers", "add", "carol", "ed25519:not-a-key", "--yes"], "INVALID_PEER_KEY", 1],
+      [["peers", "add", "carol", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5", "--yes"], "INVALID_PEER_KEY", 1],
+      [["peers", "add", "bad name", other, "--yes"], "INVALID_PEER_NAME", 1],
+      [["peers", "add", "x".repeat(65), other, "--yes"], "INVALID_PEER_NAME", 1],
+      [["peers", "add", "bob", other, "--yes"], "PEER_CONFLICT", 1],
+      [["peers", "add", "robert", bob, "--yes"], "PEER_CONFLICT", 1],
       [["peers", "remove", "nobody"], "PEER_NOT_FOUND", 1],
       [["peers", "remove", "bad/name"], "INVALID_PEER_NAME", 1],
       [["peers", "add", "carol"], "CLI_USAGE", 2],
       [["peers", "add"], "CLI_USAGE", 2],
-      [["peers", "add", "carol", other, "extra"], "CLI_USAGE", 2],
+      [["peers", "add", "carol", other, "--yes", "extra"], "CLI_USAGE", 2],
       [["peers", "remove"], "CLI_USAGE", 2],
       [["peers", "list", "extra"], "CLI_USAGE", 2],
       [["peers"], "CLI_USAGE", 2],
       [["peers", "rename", "bob", "rob"], "CLI_USAGE", 2],
-      [["peers", "add", "carol", other, "--bogus"], "CLI_USAGE", 2],
+      [["peers", "add", "carol", other, "--yes", "--bogus"], "CLI_USAGE", 2],
     ];
     for (const [argv, code, exit] of cases) {
       const json = await sandboxed.run([...argv, "--json"]);
@@ -180,7 +180,7 @@ describe("pi-tasks peers", () => {
       expect(text.stderr).toStartWith(`pi-tasks peers: ${code}: `);
       expect(peersFile(sandboxed)).toBe(before);
     }
-    const conflict = jsonOf(await sandboxed.run(["peers", "add", "bob", other, "--json"]));
+    const conflict = jsonOf(await sandboxed.run(["peers", "add", "bob", other, "--yes", "--json"]));
     expect(conflict.error.details).toEqual({ name: "bob", pairedFingerprint: fingerprintOf(bob), newFingerprint: fingerprintOf(other) });
   });
 
@@ -188,10 +188,42 @@ describe("pi-tasks peers", () => {
     const sandboxed = box();
     await sandboxed.run(["identity", "--json"]);
     await Bun.write(join(sandboxed.stateDir, "peers.json"), "{ broken");
-    for (const argv of [["peers", "list"], ["peers", "add", "bob", key()], ["peers", "remove", "bob"]]) {
+    for (const argv of [["peers", "list"], ["peers", "add", "bob", key(), "--yes"], ["peers", "remove", "bob"]]) {
       expectFailure(await sandboxed.run([...argv, "--json"]), "PEERS_INVALID");
     }
     expect(peersFile(sandboxed)).toBe("{ broken");
+  });
+});
+
+/** Runs `pi-tasks …args` with a controlling terminal (`script` gives it a pty) that types `typed`. */
+function onTerminal(sandboxed: CliSandbox, args: readonly string[], typed: string): Promise<CliRun> {
+  const quoted = [BUN, CLI_ENTRY, ...args].map((arg) => `'${arg.replaceAll("'", "'\\''")}'`).join(" ");
+  return sandboxed.run([], { command: ["sh", "-c", `printf '${typed}\\n' | script -qec "${quoted}" /dev/null`] });
+}
+
+describe("pairing is a person's decision (peers add asks on the terminal)", () => {
+  test("without a terminal and without --yes: refused, nothing changes", async () => {
+    const sandboxed = box();
+    expectFailure(await sandboxed.run(["peers", "add", "bob", key(), "--json"]), "PAIRING_NOT_CONFIRMED", 1);
+    expect(peersFile(sandboxed)).toBeUndefined();
+  });
+
+  test("inside a Pi model's bash tool (PI_SESSION_ID set): refused even with --yes", async () => {
+    const sandboxed = box();
+    expectFailure(await sandboxed.run(["peers", "add", "bob", key(), "--yes", "--json"], { env: { PI_SESSION_ID: "0192f1c2-model-shell" } }), "PAIRING_NOT_CONFIRMED", 1);
+    expect(peersFile(sandboxed)).toBeUndefined();
+  });
+
+  test("on a terminal it asks with the fingerprint: y pairs, anything else refuses", async () => {
+    const sandboxed = box();
+    const bob = key();
+    const refused = await onTerminal(sandboxed, ["peers", "add", "bob", bob], "n");
+    expect(refused.stdout).toContain(fingerprintOf(bob));
+    expect(refused.stdout).toContain("PAIRING_NOT_CONFIRMED");
+    expect(peersFile(sandboxed)).toBeUndefined();
+    const confirmed = await onTerminal(sandboxed, ["peers", "add", "bob", bob], "y");
+    expect(confirmed.stdout).toContain(`Paired bob (fingerprint ${fingerprintOf(bob)}).`);
+    expect(jsonOf(await sandboxed.run(["peers", "list", "--json"])).peers.map((peer: { name: string }) => peer.name)).toEqual(["bob"]);
   });
 });
 
@@ -207,7 +239,7 @@ describe("--help", () => {
     for (const argv of [["peers", "--help"], ["peers", "-h"], ["help", "peers"]]) {
       const run = await sandboxed.run(argv);
       expect({ argv, code: run.code }).toEqual({ argv, code: 0 });
-      expect(run.stdout).toStartWith("usage: pi-tasks peers add NAME KEY [--json]\n       pi-tasks peers remove NAME [--json]\n       pi-tasks peers list [--json]\n");
+      expect(run.stdout).toStartWith("usage: pi-tasks peers add NAME KEY [--yes] [--json]\n       pi-tasks peers remove NAME [--json]\n       pi-tasks peers list [--json]\n");
       expect(run.stdout).toContain("environment: PI_TASKS_HOME");
     }
     // Nothing was created by asking for help.
@@ -216,7 +248,7 @@ describe("--help", () => {
 
   test("each peers subcommand has its own --help", async () => {
     const sandboxed = box();
-    const usages: Record<string, string> = { add: "pi-tasks peers add NAME KEY [--json]", remove: "pi-tasks peers remove NAME [--json]", list: "pi-tasks peers list [--json]" };
+    const usages: Record<string, string> = { add: "pi-tasks peers add NAME KEY [--yes] [--json]", remove: "pi-tasks peers remove NAME [--json]", list: "pi-tasks peers list [--json]" };
     for (const [sub, usage] of Object.entries(usages)) {
       for (const argv of [["peers", sub, "--help"], ["peers", sub, "-h"], ["help", "peers", sub]]) {
         const run = await sandboxed.run(argv);

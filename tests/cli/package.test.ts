@@ -67,7 +67,7 @@ afterAll(() => {
 
 test("the tarball ships the library, the extension, the CLI and the docs, and no tests, kit or bench", () => {
   const installed = join(project, "node_modules", "pi-tasks");
-  for (const path of ["src/index.ts", "src/relay-server/index.ts", "src/conformance/index.ts", "extensions/pi-tasks/index.ts", "src/cli/main.ts", "docs/library.md", "README.md"]) {
+  for (const path of ["src/index.ts", "src/relay-server/index.ts", "src/conformance/index.ts", "extensions/pi-tasks/index.ts", "src/cli/main.ts", "dist/pi-tasks.js", "dist/worker-host.js", "docs/library.md", "README.md"]) {
     expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: true });
   }
   for (const path of ["tests", "kit", "bench"]) expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: false });
@@ -80,7 +80,7 @@ test("every entry point imports by package name, and a task runs end to end on t
     `
 import { createTaskCore, createTaskStore, createRelaySession, createRecoveringTaskCore, createInMemoryRelay, ERROR_REGISTRY, TASK_EVENT_TYPES, TaskError, limits } from "pi-tasks";
 import { startRelayServer, createRelayEngine, createMemoryStore } from "pi-tasks/relay";
-import { runConformance, runRelayConformance } from "pi-tasks/conformance";
+import { runConformance, conformanceChecks } from "pi-tasks/conformance";
 import manifest from "pi-tasks/package.json";
 
 const relay = await createInMemoryRelay();
@@ -106,7 +106,7 @@ await relay.stop();
 console.log(JSON.stringify({
   assigned, finished, unknownTask,
   name: manifest.name,
-  functions: [createRecoveringTaskCore, startRelayServer, createRelayEngine, createMemoryStore, runConformance, runRelayConformance].map((fn) => typeof fn),
+  functions: [createRecoveringTaskCore, startRelayServer, createRelayEngine, createMemoryStore, runConformance, conformanceChecks].map((fn) => typeof fn),
   registry: "UNKNOWN_TASK" in ERROR_REGISTRY,
   events: Object.keys(TASK_EVENT_TYPES).includes("task.created"),
   limits: typeof limits.maxInFlightRequests,
@@ -131,8 +131,8 @@ console.log(JSON.stringify({
   });
 });
 
-test("the installed CLI answers --help from the unpacked package", () => {
-  const result = run([BUN, join(project, "node_modules", "pi-tasks", "src", "cli", "main.ts"), "--help"]);
+test("the installed CLI (its built bin) answers --help from the unpacked package", () => {
+  const result = run([BUN, join(project, "node_modules", "pi-tasks", "dist", "pi-tasks.js"), "--help"]);
   expect(result.code).toBe(0);
   expect(result.stdout).toContain("conformance");
 });

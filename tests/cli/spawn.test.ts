@@ -3,6 +3,7 @@
  * command; status/list show it; its log holds Pi's RPC output once it works on a task.
  */
 import { homeTrust } from "../../src/trust/home.ts";
+import { rpcLogFile } from "../../src/cli/spawned.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
@@ -45,7 +46,7 @@ function calledTool(record: LogRecord, tool: string): boolean {
 }
 
 describe("pi-tasks spawn --task-worker", () => {
-  test("a scripted worker becomes ready, outlives the command, is listed, and logs Pi's RPC output", async () => {
+  test("a scripted worker becomes ready, outlives the command, is listed, and logs a readable transcript beside Pi's RPC output", async () => {
     sandbox = createCliSandbox();
     const relay = await sandbox.withRelay();
     const name = `worker-${crypto.randomUUID().slice(0, 8)}`;
@@ -69,7 +70,7 @@ describe("pi-tasks spawn --task-worker", () => {
     expect(running(piPid)).toBe(true);
     const processes = markedProcesses(sandbox.marker);
     const holderArgs = processes.find((entry) => entry.pid === out.pid)?.args ?? "";
-    expect(holderArgs).toContain("worker-host.ts");
+    expect(holderArgs).toContain("dist/worker-host.js");
     // The holder's command line (visible to every local user) carries no environment: no marker, no secret.
     expect(holderArgs).not.toContain(sandbox.marker);
     expect(holderArgs).not.toContain("PI_TASKS_RELAY_URL");
@@ -112,13 +113,18 @@ describe("pi-tasks spawn --task-worker", () => {
     const created = await origin.core.createTask({ to: out.taskEndpoint, task: "Create hello.txt with the greeting I give you." });
     expect(created.target).toEqual(out.taskEndpoint);
     const logged = await eventually(() => {
-      const records = logRecords(out.log);
+      const records = logRecords(rpcLogFile(out.log));
       return (
         records.some((record) => record.type === "message_end" && record.message?.role === "custom" && record.message.customType === "pi-tasks-event") &&
         records.some((record) => record.type === "message_end" && calledTool(record, "agent_task_message"))
       );
     }, 15_000, 50);
-    if (!logged) throw new Error(`the worker log never showed the task and the question:\n${readFileSync(out.log, "utf8").slice(-4_000)}`);
+    if (!logged) throw new Error(`the worker's RPC log never showed the task and the question:\n${readFileSync(rpcLogFile(out.log), "utf8").slice(-4_000)}`);
+    // The log a person reads is a transcript: what arrived, which tool the model called, no JSON.
+    const transcript = readFileSync(out.log, "utf8");
+    expect(transcript).toMatch(/^\d\d:\d\d:\d\d \[pi-tasks-event\] ## task assignment/m);
+    expect(transcript).toMatch(/^\d\d:\d\d:\d\d → agent_task_message \{"taskId":/m);
+    expect(transcript.split("\n").filter((line) => line.startsWith("{"))).toEqual([]);
     // The worker is still the same process pair.
     expect(running(out.pid)).toBe(true);
     expect(running(piPid)).toBe(true);

@@ -195,8 +195,12 @@ async function twoUsers() {
     workerRejected: worker.appendedEntries(REJECTED_RECORD).slice(phase1.rejected.length).map((entry) => entry.data as Record<string, unknown>),
   };
 
-  // Phase 2: pair through the real CLI on both sides while both Pis keep running.
-  const [pairedAtA, pairedAtB] = await Promise.all([piTasks(homeA, ["peers", "add", "worker", identityB.publicKey]), piTasks(homeB, ["peers", "add", "origin", identityA.publicKey])]);
+  // Phase 2: pair while both Pis keep running — the origin's side with the shell's CLI, the
+  // worker's side with the slash command its person types into Pi.
+  const typedFrom = worker.records.length;
+  worker.prompt(`/tasks pair origin ${identityA.publicKey}`);
+  const pairedInPi = String((await worker.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks: paired"), 10_000, typedFrom)).message);
+  const [pairedAtA, pairedAtB] = await Promise.all([piTasks(homeA, ["peers", "add", "worker", identityB.publicKey, "--yes"]), piTasks(homeB, ["peers", "add", "origin", identityA.publicKey, "--yes"])]);
   const [peersOfA, peersOfB] = await Promise.all([piTasks(homeA, ["peers", "list"]), piTasks(homeB, ["peers", "list"])]);
   const from = { origin: origin.records.length, worker: worker.records.length };
   origin.prompt(SECOND_PROMPT);
@@ -207,7 +211,7 @@ async function twoUsers() {
   await Bun.sleep(500);
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const done = await stopped({ origin, worker });
-  return { identityA, identityB, pairedAtA, pairedAtB, peersOfA, peersOfB, origin, worker, firstTaskId, phase1, cancel, from, entries, ...done };
+  return { identityA, identityB, pairedInPi, pairedAtA, pairedAtB, peersOfA, peersOfB, origin, worker, firstTaskId, phase1, cancel, from, entries, ...done };
 }
 
 /** The next notify's lines from record `from` on. */
@@ -322,7 +326,7 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
     expect(phase1.refusedMessages.map((message) => message.display)).toEqual([true]);
     const { board, detail } = phase1;
     expect(board[0]).toBe("pi-tasks");
-    expect(board[2]).toBe(`identity: ${identityA.fingerprint} (${identityA.publicKey}) · pair with \`pi-tasks peers add NAME KEY\``);
+    expect(board[2]).toBe(`identity: ${identityA.fingerprint} · /tasks identity shows how to pair`);
     expect(board).toContain("1 task · 1 active");
     const line = board.find((candidate) => candidate.startsWith(`  ${firstTaskId.slice(0, 8)}`));
     expect(line).toBeDefined();
@@ -346,8 +350,10 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
     expect(cancel.workerRejected.map((data) => ({ code: data.code, taskId: (data.details as Record<string, unknown>).taskId }))).toEqual([{ code: "UNKNOWN_TASK", taskId: firstTaskId }]);
   });
 
-  test("`pi-tasks peers add` on both sides pairs each with the other's key (no Pi restart)", async () => {
-    const { pairedAtA, pairedAtB, peersOfA, peersOfB, identityA, identityB } = await two;
+  test("`/tasks pair` in the worker's Pi and `pi-tasks peers add` at the origin pair each with the other's key (no Pi restart)", async () => {
+    const { pairedInPi, pairedAtA, pairedAtB, peersOfA, peersOfB, identityA, identityB } = await two;
+    expect(pairedInPi).toBe(`pi-tasks: paired origin (fingerprint ${identityA.fingerprint}); its mail is trusted from now on.`);
+    // The CLI then finds the same pair already made (the slash command wrote the same peers.json).
     expect({ ok: pairedAtA.ok, changed: pairedAtA.changed, name: pairedAtA.peer.name, key: pairedAtA.peer.key, fingerprint: pairedAtA.peer.fingerprint }).toEqual({
       ok: true,
       changed: true,
@@ -357,7 +363,7 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
     });
     expect({ ok: pairedAtB.ok, changed: pairedAtB.changed, name: pairedAtB.peer.name, key: pairedAtB.peer.key, fingerprint: pairedAtB.peer.fingerprint }).toEqual({
       ok: true,
-      changed: true,
+      changed: false,
       name: "origin",
       key: identityA.publicKey,
       fingerprint: identityA.fingerprint,

@@ -13,6 +13,7 @@ import { isAlive } from "../../src/cli/spawned.ts";
 import { stopPids } from "../../src/cli/stop.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
+import { describeOnHosts } from "../helpers/host-kit.ts";
 import { countMatches, describeWithTmux, footerOf, startTui, type Tui } from "../helpers/tui-kit.ts";
 
 setDefaultTimeout(60_000);
@@ -22,6 +23,7 @@ const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.t
 const DONE = "Delegated, verified, acknowledged and cleaned up.";
 
 describeWithTmux("the interactive TUI after pi install, with zero configuration", () => {
+  describeOnHosts("a new user's first delegation", (host) => {
   test("starts by itself, delegates to a worker it spawned, and shows footer, events and /tasks as a person reads them", async () => {
     const port = freePort();
     let tui: Tui | undefined;
@@ -30,6 +32,7 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
       tui = await startTui({
         script: ORIGIN_SCRIPT,
         install: true,
+        host,
         // A regular (not fullscreen) screen keeps the whole transcript in the scrollback.
         settings: { tuiMode: "regular" },
         env: { PI_TASKS_EMBEDDED_RELAY: undefined, PI_TASKS_HOME: undefined, WOLFPACK_PORT: String(port), PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
@@ -72,7 +75,7 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
       expect(board).toMatch(/ {2}[0-9a-f]{8} {2}to helper \[own identity ✓\] — done, acknowledged — "Create hello\.txt/);
       // The worker's mail reads as peer mail from a verified signer (a spawned worker shares the identity).
       expect(after).toContain("Peer mail from a session of your own identity");
-      expect(board).toMatch(/identity: [0-9a-f]{4}(:[0-9a-f]{4}){3} \(ed25519:/);
+      expect(board).toMatch(/identity: [0-9a-f]{4}(:[0-9a-f]{4}){3} · \/tasks identity shows how to pair/);
       expect(board).not.toContain("terminal=");
 
       expect(await tui.stop()).toBe(0);
@@ -82,5 +85,6 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
       await tui?.stop();
       if (relayPid !== undefined) expect(await stopPids([relayPid])).toBe(true);
     }
+  });
   });
 });

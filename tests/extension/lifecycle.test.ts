@@ -64,6 +64,7 @@ async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], stri
   const api = {
     registerTool: (definition: { name: string }) => fake.tools.set(definition.name, definition as never),
     registerCommand: (name: string, options: unknown) => fake.commands.set(name, options as never),
+    registerEntryRenderer: () => undefined,
     on: (name: string, handler: Handler) => handlers.set(name, [...(handlers.get(name) ?? []), handler]),
     sendMessage: (message: { customType: string; details?: unknown }) => {
       fake.writes.push({ kind: "message", value: message });
@@ -126,6 +127,7 @@ describe("the factory", () => {
     piTasks({
       registerTool: (definition: { name: string }) => tools.push(definition.name),
       registerCommand: (name: string) => handlers.push(`/${name}`),
+      registerEntryRenderer: () => undefined,
       on: (name: string) => handlers.push(name),
       sendMessage: () => {
         throw new Error("Extension runtime not initialized");

@@ -1,5 +1,5 @@
 /**
- * The `pi-tasks` command line as a subprocess (`bun src/cli/main.ts …`), for tests/cli.
+ * The `pi-tasks` command line as a subprocess (`bun src/bin/pi-tasks.ts …`), for tests/cli.
  *
  * A `CliSandbox` owns one temporary directory (state dir, project dir, Pi agent dir) and
  * a unique marker variable that every process the CLI starts inherits (holder, Pi, stand-ins, the
@@ -40,6 +40,8 @@ const SCRUBBED = [
   "WOLFPACK_JWT_ISSUER",
   "WOLFPACK_JWT_AUDIENCE",
   "PI_CODING_AGENT_DIR",
+  "PI_SESSION_ID",
+  "PI_TASKS_RUNTIME",
 ];
 
 export interface CliRun {

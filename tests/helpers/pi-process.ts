@@ -11,16 +11,17 @@ import { type Server, type Subprocess, spawn } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bunPath, PACKAGE_ROOT, piCliPath, piRpcArgs, scriptedEnv } from "../../src/cli/pi-cli.ts";
+import { bunPath, installedPiCli, PACKAGE_ROOT, piRpcArgs, scriptedEnv } from "../../src/cli/pi-cli.ts";
 import { within } from "../../src/core/timers.ts";
 import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts";
 import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
+import { installedPackage, NODE_BINARY, nodeHostPath, type PiHost } from "./host-kit.ts";
 import { runToExit } from "./run-to-exit.ts";
 
 const BUN = bunPath();
 /** The installed Pi CLI (a `PI_TASKS_PI_CLI` of the runner is never followed here). */
-export const PI_CLI = piCliPath({});
+export const PI_CLI = installedPiCli()!;
 export const BRAIN_SCRIPT = join(PACKAGE_ROOT, "tests", "e2e", "scripts", "brain.ts");
 /** Pi's own start-up extras a test never wants: context files, skills, prompt templates, themes. */
 const BARE = ["-nc", "-ns", "-np", "--no-themes"];
@@ -45,6 +46,12 @@ export interface ScriptedPiOptions {
   readonly cwd?: string;
   /** Extra environment for Pi; `undefined` values unset a variable. Applied last. */
   readonly env?: Record<string, string | undefined>;
+  /**
+   * Which Pi runs (tests/helpers/host-kit.ts): `bun` (default) from this checkout with `-e <repo>`,
+   * or `node`, Pi's users' host — Node ≥ 22.19, the packed package installed with `pi install`,
+   * no bun on PATH.
+   */
+  readonly host?: PiHost;
   /**
    * `PI_TASKS_HOME`: whose identity this Pi signs with. Default: one home shared by every Pi of
    * this test process (one user, as most tests want); give another to make a second user.
@@ -185,11 +192,34 @@ function withoutPair(args: readonly string[], flag: string, value: string): stri
  * names (none: the interactive TUI); without `-e <package>` when `installed` (Pi then finds
  * pi-tasks in its settings' packages).
  */
-export function piArgs(extra: readonly string[], options: { installed?: boolean } = {}): string[] {
+export function piArgs(extra: readonly string[], options: { installed?: boolean; host?: PiHost } = {}): string[] {
   // Any script gives the scripted launch; the script itself travels in `PI_TASKS_TEST_SCRIPT`.
   let launch = withoutPair(piRpcArgs({ script: BRAIN_SCRIPT }), "--mode", "rpc");
-  if (options.installed === true) launch = withoutPair(launch, "-e", PACKAGE_ROOT);
-  return [BUN, PI_CLI, ...launch, ...BARE, ...extra];
+  if (options.installed === true || options.host === "node") launch = withoutPair(launch, "-e", PACKAGE_ROOT);
+  return [...piRunner(options.host ?? "bun"), ...launch, ...BARE, ...extra];
+}
+
+/** The command that runs Pi's CLI on a host. */
+export function piRunner(host: PiHost): string[] {
+  return [host === "node" ? NODE_BINARY : BUN, PI_CLI];
+}
+
+/**
+ * `env` for Pi on `host`: on `node`, a PATH with node and no bun. The `bun` host keeps the
+ * runner's environment as it is.
+ */
+export function hostEnv(host: PiHost, env: Record<string, string | undefined>): Record<string, string | undefined> {
+  return host === "node" ? { ...env, PATH: nodeHostPath() } : env;
+}
+
+/**
+ * `pi install` of pi-tasks into `agentDir`, as a user does: this checkout on the `bun` host, the
+ * packed production install on the `node` host (each with that host's Pi).
+ */
+export function installPiTasks(agentDir: string, host: PiHost, env: Record<string, string | undefined>): void {
+  const source = host === "node" ? installedPackage() : PACKAGE_ROOT;
+  const done = Bun.spawnSync([...piRunner(host), "install", source], { env: hostEnv(host, { ...env, PI_CODING_AGENT_DIR: agentDir }), stdout: "pipe", stderr: "pipe" });
+  if (done.exitCode !== 0) throw new Error(`pi install ${source} failed (${done.exitCode}): ${done.stderr.toString()}${done.stdout.toString()}`);
 }
 
 export function startPi(options: PiProcessOptions): PiProcess {
@@ -205,8 +235,11 @@ export function startPi(options: PiProcessOptions): PiProcess {
   Object.assign(env, options.env);
   for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
 
+  const host = options.host ?? "bun";
+  if (host === "node") installPiTasks(agentDir, host, env);
+  const launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
   const startedAt = Date.now();
-  const child = spawn([BUN, PI_CLI, ...piRpcArgs({ script }), ...BARE, ...(options.extraArgs ?? [])], { cwd, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const child = spawn([...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], { cwd, env: hostEnv(host, env), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
   const records: RpcRecord[] = [];
   const times: number[] = [];
   const listeners = new Set<() => void>();

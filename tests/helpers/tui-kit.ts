@@ -69,10 +69,9 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BRAIN_SCRIPT, baseEnv, PI_CLI, piArgs, type ScriptedPiOptions, type ScriptTurn, serveBrain } from "./pi-process.ts";
+import { BRAIN_SCRIPT, baseEnv, hostEnv, installPiTasks, piArgs, type ScriptedPiOptions, type ScriptTurn, serveBrain } from "./pi-process.ts";
 import { eventually } from "../../kit/async.ts";
 import { processState } from "./cli-kit.ts";
-import { BUN, REPO_ROOT } from "../../kit/relay-process.ts";
 import { packageBinary, packageMissingReason } from "../../kit/debian-package.ts";
 import { describeWithPackage } from "./requires-package.ts";
 
@@ -328,11 +327,13 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   const cwd = options.cwd ?? join(root, "project");
   for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true });
   writeFileSync(join(agentDir, "settings.json"), `${JSON.stringify({ defaultProjectTrust: "never", ...options.settings }, null, 2)}\n`);
-  if (options.install === true) {
-    const installed = Bun.spawnSync([BUN, PI_CLI, "install", REPO_ROOT], { env: baseEnv(agentDir, { script: options.script ?? BRAIN_SCRIPT }), stdout: "pipe", stderr: "pipe" });
-    if (installed.exitCode !== 0) {
+  const host = options.host ?? "bun";
+  if (options.install === true || host === "node") {
+    try {
+      installPiTasks(agentDir, host, baseEnv(agentDir, { script: options.script ?? BRAIN_SCRIPT }));
+    } catch (error) {
       rmSync(root, { recursive: true, force: true });
-      throw new Error(`pi install failed (${installed.exitCode}): ${installed.stderr.toString()}`);
+      throw error;
     }
   }
   const configPath = join(root, "tmux.conf");
@@ -340,7 +341,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
 
   const turns: ScriptTurn[] = [];
   const brainServer = options.brain === undefined ? undefined : serveBrain(options.brain, turns);
-  const env = piEnvironment(options, agentDir, piTasksHome, options.script ?? BRAIN_SCRIPT);
+  const env = hostEnv(host, piEnvironment(options, agentDir, piTasksHome, options.script ?? BRAIN_SCRIPT));
   if (brainServer !== undefined) env.PI_TASKS_TEST_BRAIN = brainServer.url;
 
   // The server's socket lives in the instance's temporary directory (removed on stop).
@@ -382,7 +383,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
 
   // Start the server with Pi's environment (the pane inherits the server's) and Pi as the pane's
   // command, given as separate arguments so no shell parses them.
-  const started = await tmux(socket, ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", ...piArgs(options.args ?? [], { installed: options.install === true })], env);
+  const started = await tmux(socket, ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", ...piArgs(options.args ?? [], { installed: options.install === true, host })], env);
   if (started.code !== 0) {
     await cleanUp();
     throw new Error(`tmux new-session failed (${started.code}): ${started.stderr.trim()}`);

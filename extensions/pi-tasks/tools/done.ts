@@ -3,6 +3,18 @@ import { isTerminalStatus } from "../../../src/protocol/events.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { errorResult, guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
+/**
+ * What the worker's report means, in words: the origin decides a task's outcome (its first terminal
+ * event wins); the worker's report is a request until the origin's answer arrives.
+ */
+function outcomeWords(requested: string, observed: string, delivery: string): string {
+  if (isTerminalStatus(observed as never)) {
+    return observed === requested ? `the origin recorded the task as ${observed}` : `the origin had already ended the task as ${observed}; your report did not change it`;
+  }
+  const sent = delivery === "accepted" ? "your report reached the relay" : "your report is queued and sent when the relay answers";
+  return `${sent}; the origin decides the outcome (you see its decision when it arrives). Nothing more to do on this task.`;
+}
+
 export function doneTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_done",
@@ -27,7 +39,7 @@ export function doneTool(deps: ToolDeps): TaskToolDefinition {
         }
         const finished = delivery.state === "accepted" || isTerminalStatus(done.observedCanonicalStatus as never);
         return ok(
-          lines(`## task ${done.requestedStatus} reported`, `- taskId: ${done.taskId}`, `- terminalDelivery: ${delivery.state}`, `- canonical status: ${done.observedCanonicalStatus}`),
+          lines(`## task ${done.requestedStatus} reported`, `- taskId: ${done.taskId}`, `- terminalDelivery: ${delivery.state}`, `- outcome: ${outcomeWords(done.requestedStatus, done.observedCanonicalStatus, delivery.state)}`),
           { ...done },
           finished ? { terminate: true } : {},
         );

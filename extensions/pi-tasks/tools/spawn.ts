@@ -19,7 +19,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition {
     name: "agent_task_spawn",
     label: "Start worker",
     description:
-      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id).",
+      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id). It stops when this Pi exits unless keep is true.",
     promptSnippet: "agent_task_spawn: start a worker Pi and get its taskEndpoint",
     promptGuidelines: [
       "Use agent_task_spawn to start a worker when you need one, then send it work with agent_task_send using the taskEndpoint it returns; stop workers you spawned with agent_task_stop when their tasks are acknowledged.",
@@ -41,6 +41,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition {
           projectDir,
           relay: info.relay.url,
           env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
+          ...(input.keep === true ? {} : { owner: process.pid }),
           ...launch,
         });
         deps.rememberPeer(worker.session, worker.taskEndpoint);
@@ -52,6 +53,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition {
             `- projectDir: ${worker.projectDir}`,
             `- pid: ${worker.pid}`,
             `- log: ${worker.log}`,
+            `- lifetime: ${worker.owner === undefined ? "kept: it runs after this Pi exits, until agent_task_stop" : "stops when this Pi exits"}`,
             "",
             `Send it work with agent_task_send, to = ${JSON.stringify(worker.taskEndpoint)}. Stop it with agent_task_stop {name: "${worker.session}"} when you are done with it.`,
           ),

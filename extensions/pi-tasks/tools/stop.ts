@@ -22,7 +22,7 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition {
         await deps.ready();
         const info = deps.info();
         if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-        const stopped = await killSession(input.name, info.env);
+        const stopped = (await killSession(input.name, info.env)).value;
         return ok(lines("## worker stopped", `- session: ${input.name}`, `- pids: ${(stopped.pids as number[]).join(", ")}`, "- confirmed gone: yes"), { ...stopped });
       }),
   };

@@ -33,7 +33,7 @@ export function workersTool(deps: ToolDeps): TaskToolDefinition {
         await deps.ready();
         const info = deps.info();
         if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-        const listing = await sessionList(info.env, info.relay.url);
+        const listing = (await sessionList(info.env, info.relay.url)).value;
         const spawned = new Map((listing.spawned as { session: string; pid: number; alive: boolean }[]).map((worker) => [worker.session, worker]));
         const sessions = (listing.sessions as unknown[]).map(listed).filter((item): item is Listed => item !== undefined);
         const text = ["## sessions on the relay"];

@@ -1,5 +1,5 @@
 /**
- * One connection to Redis through Bun's client (`RedisClient` from "bun"), with bounded waits:
+ * One connection to Redis through Bun's client (`Bun.RedisClient`), with bounded waits:
  * connecting gives up after the connect timeout, a command after the command timeout, and both
  * fail as `REDIS_UNAVAILABLE` (the relay answers 503 `RELAY_UNAVAILABLE`). Commands are never
  * queued while disconnected and never retried: a lost connection fails the commands on it, and
@@ -9,7 +9,7 @@
  * does but the Redis handshake fails (a wrong or missing password, a database number Redis does not
  * have, or TLS where there is none).
  */
-import { RedisClient } from "bun";
+import type { RedisClient } from "bun";
 import { within } from "../../../core/timers.ts";
 import { TaskError } from "../../../protocol/errors.ts";
 import { REDIS_PASSWORD_VARIABLE, type RedisTarget } from "./url.ts";
@@ -102,7 +102,9 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
   }
 
   async function connect(): Promise<RedisClient> {
-    const client = new RedisClient(target.url, {
+    // The global, not an import of "bun": the relay's built JavaScript also runs on Node, where
+    // this store is refused before it is loaded (src/cli/relay.ts).
+    const client = new Bun.RedisClient(target.url, {
       connectionTimeout: options.connectTimeoutMs,
       autoReconnect: false,
       enableOfflineQueue: false,

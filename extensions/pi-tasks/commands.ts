@@ -1,0 +1,169 @@
+/**
+ * `/tasks` and its subcommands: what a person types in Pi. One table row per subcommand (its
+ * usage, what it does, how it runs); `/tasks help` prints the table. A slash command is typed by
+ * the person (the model cannot type one), so pairing here is a human act — the same as the shell's
+ * `pi-tasks peers add`, which a Pi package install does not put on PATH.
+ */
+import { embeddedRelayRecord, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
+import { table } from "../../src/cli/format.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
+import { piTasksHome } from "../../src/relay-client/config.ts";
+import { identityPath } from "../../src/trust/identity.ts";
+import { addPeer, listPeers, peersPath, removePeer } from "../../src/trust/peers.ts";
+import { auditCommand } from "./audit.ts";
+import { boardLines, detailLines, findByPrefix } from "./board.ts";
+import type { Lifecycle, SessionInfo } from "./lifecycle.ts";
+import type { PeerDirectory } from "./peers.ts";
+import { type AnswerDialog, answerCommand } from "./questions.ts";
+import { reassignCommand } from "./reassign.ts";
+
+export interface CommandDeps {
+  readonly life: Lifecycle;
+  readonly peers: PeerDirectory;
+  readonly appendEntry: (customType: string, data: unknown) => void;
+}
+
+interface Subcommand {
+  readonly usage: string;
+  readonly summary: string;
+  run(words: readonly string[], deps: CommandDeps, dialog: AnswerDialog | undefined): Promise<string[]>;
+}
+
+function usage(row: Subcommand, problem: string): TaskError {
+  return new TaskError("CLI_USAGE", { message: `${problem} — usage: ${row.usage}` });
+}
+
+async function started(deps: CommandDeps): Promise<SessionInfo> {
+  await deps.life.ready();
+  const info = deps.life.info();
+  if (info === undefined) deps.life.current(); // throws why pi-tasks is not running
+  return info!;
+}
+
+function identityLines(info: SessionInfo): string[] {
+  const home = piTasksHome(info.env);
+  return [
+    `pi-tasks identity: ${info.identity.fingerprint}`,
+    `  public key: ${info.identity.publicKey}`,
+    `  file:       ${identityPath(home)} (every Pi with PI_TASKS_HOME=${home} is this identity)`,
+    "To work with another user's Pi, pair once on both sides:",
+    `  in their Pi:  /tasks pair <a name for you> ${info.identity.publicKey}`,
+    "  in this Pi:   /tasks pair <a name for them> <the key their /tasks identity shows>",
+    "Compare the fingerprints over a channel you trust before you pair.",
+  ];
+}
+
+async function relayLines(words: readonly string[], deps: CommandDeps): Promise<string[]> {
+  const info = await started(deps);
+  const port = info.relay.record?.port ?? relayConfigFromEnv(info.env).port;
+  if (words[0] === "stop") {
+    if (port === undefined) throw new TaskError("SESSION_NOT_OWNED", { message: `this Pi uses ${info.relay.url} (PI_TASKS_RELAY_URL); pi-tasks stops only a relay it started` });
+    const result = await stopEmbeddedRelay(info.env, port);
+    if (!result.stopped) throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own` });
+    return [`pi-tasks: stopped the relay on port ${port} (pid ${result.pid}). Pis using it see it unreachable; the next Pi to start starts it again.`];
+  }
+  const record = port === undefined ? undefined : embeddedRelayRecord(info.env, port);
+  return [
+    `relay: ${info.relay.url}`,
+    `  ${record === undefined ? "not started by pi-tasks (or no longer running)" : `started by pi-tasks: pid ${record.pid}, since ${record.startedAt}, log ${record.log}`}`,
+    ...(record === undefined ? [] : ["  /tasks relay stop stops it"]),
+  ];
+}
+
+const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
+  answer: {
+    usage: "/tasks answer [<question id>] [<text>]",
+    summary: "answer a question a worker asked (a dialog asks for what you leave out)",
+    run: (words, deps, dialog) => deps.life.ready().then(() => answerCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), dialog })),
+  },
+  reassign: {
+    usage: "/tasks reassign <task id> [<worker session>]",
+    summary: "move an orphaned task to another worker (default: its worker's restarted session)",
+    run: (words, deps) => reassignCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), info: () => deps.life.info() }),
+  },
+  audit: {
+    usage: "/tasks audit <task id> [--json]",
+    summary: "one timeline of a task from both sides, gaps named",
+    run: async (words, deps) => {
+      await deps.life.ready();
+      return auditCommand(words, { current: () => deps.life.current(), requestRefresh: () => deps.life.requestRefresh(), appendEntry: deps.appendEntry });
+    },
+  },
+  identity: {
+    usage: "/tasks identity",
+    summary: "this installation's key and fingerprint, and how to pair",
+    run: async (_words, deps) => identityLines(await started(deps)),
+  },
+  peers: {
+    usage: "/tasks peers",
+    summary: "the identities this one trusts",
+    run: async (_words, deps) => {
+      const home = piTasksHome((await started(deps)).env);
+      const peers = listPeers(home);
+      if (peers.length === 0) return [`pi-tasks: no peers in ${peersPath(home)}; pair with /tasks pair <name> <key>`];
+      return [`pi-tasks peers (${peersPath(home)}):`, ...table(["NAME", "FINGERPRINT", "ADDED"], peers.map((peer) => [peer.name, peer.fingerprint, peer.addedAt])).split("\n")];
+    },
+  },
+  pair: {
+    usage: "/tasks pair <name> <key>",
+    summary: "trust <key> (ed25519:…, from the other side's /tasks identity) as the peer <name>",
+    run: async (words, deps) => {
+      if (words.length !== 2) throw usage(SUBCOMMANDS.pair!, "name the peer and give its key");
+      const { peer, changed } = await addPeer(piTasksHome((await started(deps)).env), words[0]!, words[1]!);
+      deps.life.requestRefresh();
+      return [changed ? `pi-tasks: paired ${peer.name} (fingerprint ${peer.fingerprint}); its mail is trusted from now on.` : `pi-tasks: ${peer.name} was already paired with this key; nothing changed.`];
+    },
+  },
+  unpair: {
+    usage: "/tasks unpair <name>",
+    summary: "stop trusting the peer <name>",
+    run: async (words, deps) => {
+      if (words.length !== 1) throw usage(SUBCOMMANDS.unpair!, "name the peer");
+      const removed = await removePeer(piTasksHome((await started(deps)).env), words[0]!);
+      return [`pi-tasks: unpaired ${removed.name} (fingerprint ${removed.fingerprint}); its mail is refused from now on.`];
+    },
+  },
+  relay: {
+    usage: "/tasks relay [stop]",
+    summary: "the relay this Pi uses; stop stops the relay pi-tasks started",
+    run: (words, deps) => relayLines(words, deps),
+  },
+  help: {
+    usage: "/tasks help",
+    summary: "this list",
+    run: async () => helpLines(),
+  },
+};
+
+export function helpLines(): string[] {
+  const rows = [["/tasks", "the board: this session, its relay, its workers, questions waiting for you, every task"], ["/tasks <task id>", "one task in detail"]];
+  for (const row of Object.values(SUBCOMMANDS)) rows.push([row.usage, row.summary]);
+  return table(["COMMAND", "WHAT IT DOES"], rows).split("\n");
+}
+
+/** The one-line description Pi shows for `/tasks`. */
+export const TASKS_DESCRIPTION = `pi-tasks: the board, or one of: ${Object.keys(SUBCOMMANDS).join(", ")} (/tasks help)`;
+
+async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
+  await deps.life.ready();
+  const info = deps.life.info();
+  const core = deps.life.current();
+  if (info !== undefined) await deps.peers.refresh(info);
+  const tasks = core.listTasks();
+  if (wanted === "") return boardLines(info, core.endpoint(), tasks, deps.peers.names(), Date.now(), core.rejections());
+  const found = findByPrefix(tasks, wanted);
+  if (!Array.isArray(found)) return detailLines(found, deps.peers.names(), Date.now());
+  return found.length === 0 ? [`pi-tasks: no task ${wanted} (/tasks help lists the commands)`] : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];
+}
+
+/** Runs `/tasks <args>`: the lines to show (an error becomes a `pi-tasks: …` line, never a throw). */
+export async function tasksCommand(args: string, deps: CommandDeps, dialog: AnswerDialog | undefined): Promise<string[]> {
+  try {
+    const words = args.trim().split(/\s+/).filter((word) => word !== "");
+    const row = words[0] === undefined || !Object.hasOwn(SUBCOMMANDS, words[0]) ? undefined : SUBCOMMANDS[words[0]];
+    return row === undefined ? await board(words.join(" "), deps) : await row.run(words.slice(1), deps, dialog);
+  } catch (error) {
+    return [`pi-tasks: ${error instanceof Error ? error.message : String(error)}`];
+  }
+}

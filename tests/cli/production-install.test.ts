@@ -1,0 +1,71 @@
+/**
+ * What Pi's installer leaves on a user's machine runs there: the package packed and installed with
+ * `npm install --omit=dev --omit=peer`, run by Node ≥ 22.19 with no bun on PATH. The relay, the
+ * CLI's `--help`, `identity`, `peers list` and `conformance` all work from that install, and
+ * nothing of what the installer omits (dev and peer dependencies) is there to be imported.
+ */
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { type Subprocess, spawn } from "bun";
+import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { installedPackage, NODE_BINARY, nodeHostMissingReason, nodeHostPath } from "../helpers/host-kit.ts";
+import { runToExit } from "../helpers/run-to-exit.ts";
+
+setDefaultTimeout(60_000);
+
+const missing = nodeHostMissingReason();
+if (missing !== undefined && process.env.PI_TASKS_CI !== "1") process.stderr.write(`skip: the production install on Node: ${missing}\n`);
+
+describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the package as Pi installs it, on Node with no bun", () => {
+  let installed: string;
+  let home: string;
+  let relay: Subprocess<"ignore", "pipe", "pipe"> | undefined;
+
+  beforeAll(() => {
+    if (missing !== undefined) throw new Error(missing);
+    installed = installedPackage();
+    home = mkdtempSync(join(tmpdir(), "pi-tasks-prod-home-"));
+  });
+  afterAll(() => {
+    relay?.kill("SIGKILL");
+    if (home !== undefined) rmSync(home, { recursive: true, force: true });
+  });
+
+  const env = () => ({ PATH: nodeHostPath(), HOME: home, PI_TASKS_HOME: join(home, "pi-tasks") });
+  const cli = (args: readonly string[]) => runToExit([NODE_BINARY, join(installed, "dist", "pi-tasks.js"), ...args], { cwd: home, env: env(), timeoutMs: 30_000 });
+
+  test("the install holds only the production dependencies: no dev or peer dependency, no bun", () => {
+    const modules = dirname(installed);
+    const names = readdirSync(modules).filter((name) => !name.startsWith("."));
+    expect(names.sort()).toEqual(["eventemitter3", "ky", "nanoid", "p-queue", "p-timeout", "pi-tasks"]);
+    for (const omitted of ["@sinclair/typebox", "typebox", "bun", "@earendil-works"]) expect({ omitted, present: existsSync(join(modules, omitted)) }).toEqual({ omitted, present: false });
+  });
+
+  test("--help, identity and peers list", async () => {
+    const help = await cli(["--help"]);
+    expect({ code: help.code, stderr: help.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(help.stdout).toContain("conformance");
+    const identity = await cli(["identity", "--json"]);
+    expect(identity.code).toBe(0);
+    expect(JSON.parse(identity.stdout)).toMatchObject({ ok: true, publicKey: expect.stringMatching(/^ed25519:/) });
+    const peers = await cli(["peers", "list", "--json"]);
+    expect(JSON.parse(peers.stdout)).toMatchObject({ ok: true, peers: [] });
+  });
+
+  test("the relay runs on Node and passes the conformance suite run from the same install", async () => {
+    relay = spawn([NODE_BINARY, join(installed, "dist", "pi-tasks.js"), "relay", "--port", "0"], { cwd: home, env: env(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const reader = relay.stdout.getReader();
+    const first = await reader.read();
+    reader.releaseLock();
+    const ready = JSON.parse(new TextDecoder().decode(first.value).split("\n")[0]!) as { event: string; url: string; profile: string };
+    expect(ready).toMatchObject({ event: "listening", profile: RELAY_PROFILE });
+    const checked = await cli(["conformance", ready.url, "--json"]);
+    const summary = JSON.parse(checked.stdout) as { ok: boolean; passed: number; failed: number; failures: string[] };
+    expect({ code: checked.code, failed: summary.failed, failures: summary.failures }).toEqual({ code: 0, failed: 0, failures: [] });
+    expect(summary.passed).toBeGreaterThan(60);
+    relay.kill("SIGTERM");
+    expect(await relay.exited).toBe(0);
+  });
+});
