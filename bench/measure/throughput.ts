@@ -9,6 +9,8 @@
 import { maxInFlightRequests, RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
 import type { RelaySession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import { CLI_BUNDLE } from "../../src/cli/runtime.ts";
+import { usersNode } from "../lib/processes.ts";
 import { startEcho } from "../lib/processes.ts";
 import { now, pool, roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { boundSession, rawBinding } from "../lib/wire.ts";
@@ -42,6 +44,12 @@ export interface ThroughputResult {
   readonly relayReceive: RateSample;
   readonly relayHealth: RateSample;
   readonly clientReceive: RateSample;
+  /** The relay as Pi's users run it (the built `dist/pi-tasks.js` on Node ≥ 22.19), when that Node is here. */
+  readonly nodeRelayReceive?: RateSample;
+  /** Median per-round ratio of the Node relay's `receive` rate to the Bun relay's (same run, same rounds). */
+  readonly nodeRelayRatio?: number;
+  /** The Node that ran it. */
+  readonly nodeVersion?: string;
   /** Median over rounds of (relay receive rate ÷ echo rate in the same round). */
   readonly ratio: number;
   readonly roundRatios: readonly number[];
@@ -102,11 +110,14 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
   const echo = await startEcho();
   const echoStream = await startEcho({ streamBody: true });
   const relay = await startRelayProcess();
+  const node = usersNode();
+  const nodeRelay = node === undefined ? undefined : await startRelayProcess({ command: [node.path, CLI_BUNDLE] });
   const { session } = await boundSession(relay.url, "rate");
   try {
     // The raw loops' own registration (protected like the session's), with as empty a mailbox.
     const { base } = await rawBinding(relay.url, "rate-raw");
     const receiveBody = JSON.stringify({ operation: "receive", ...base, cursor: "0", limit: 50 });
+    const nodeReceive = nodeRelay === undefined ? undefined : { url: `${nodeRelay.url}${RELAY_ENDPOINT_PATH}`, body: JSON.stringify({ operation: "receive", ...(await rawBinding(nodeRelay.url, "rate-raw")).base, cursor: "0", limit: 50 }) };
     const healthBody = JSON.stringify({ operation: "health", ...base });
     const relayUrl = `${relay.url}${RELAY_ENDPOINT_PATH}`;
     const echoUrl = `${echo.url}/echo`;
@@ -118,11 +129,14 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
     await rawLoop(relayUrl, receiveBody, warmup);
     await rawLoop(relayUrl, healthBody, warmup);
     await clientLoop(session, warmup);
-    const runs = { echo: [] as Awaited<ReturnType<typeof rawLoop>>[], stream: [] as Awaited<ReturnType<typeof rawLoop>>[], receive: [] as Awaited<ReturnType<typeof rawLoop>>[], health: [] as Awaited<ReturnType<typeof rawLoop>>[], client: [] as Awaited<ReturnType<typeof rawLoop>>[] };
+    if (nodeReceive !== undefined) await rawLoop(nodeReceive.url, nodeReceive.body, warmup);
+    type Run = Awaited<ReturnType<typeof rawLoop>>;
+    const runs = { echo: [] as Run[], stream: [] as Run[], receive: [] as Run[], health: [] as Run[], client: [] as Run[], node: [] as Run[] };
     for (let round = 0; round < rounds; round += 1) {
       runs.echo.push(await rawLoop(echoUrl, echoBody, perRound));
       runs.stream.push(await rawLoop(echoStreamUrl, echoBody, perRound));
       runs.receive.push(await rawLoop(relayUrl, receiveBody, perRound));
+      if (nodeReceive !== undefined) runs.node.push(await rawLoop(nodeReceive.url, nodeReceive.body, perRound));
       runs.health.push(await rawLoop(relayUrl, healthBody, perRound));
       runs.client.push(await clientLoop(session, perRound));
     }
@@ -151,10 +165,12 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
       healthRatio: medianRatio(runs.health),
       clientRatio: medianRatio(runs.client, runs.receive),
       streamBodyRatio: medianRatio(runs.stream),
+      ...(node === undefined ? {} : { nodeRelayReceive: combine(runs.node), nodeRelayRatio: medianRatio(runs.node, runs.receive), nodeVersion: node.version }),
     };
   } finally {
     session.close();
     await relay.stop().catch(() => undefined);
+    await nodeRelay?.stop().catch(() => undefined);
     await echo.stop().catch(() => undefined);
     await echoStream.stop().catch(() => undefined);
   }

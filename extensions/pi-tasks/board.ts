@@ -49,15 +49,13 @@ function relayLine(info: SessionInfo): string {
   }
 }
 
-/** The workers pi-tasks spawned with this home: whether each runs, and whether it stops with this Pi. */
-export function workerLines(workers: readonly SpawnedWorker[], self: number): string[] {
+/** The running workers pi-tasks spawned with this home, and whether each stops with this Pi. */
+export function workerLines(spawned: readonly SpawnedWorker[], self: number): string[] {
+  const workers = spawned.filter((worker) => isAlive(worker.pid));
   if (workers.length === 0) return [];
   const lifetime = (worker: SpawnedWorker) =>
     worker.owner === undefined ? "kept: runs until stopped" : worker.owner === self ? "stops when this Pi exits" : `stops with the Pi (pid ${worker.owner}) that spawned it`;
-  return [
-    `workers spawned by pi-tasks (${workers.length}):`,
-    ...workers.map((worker) => `  ${worker.session} — ${isAlive(worker.pid) ? `running (pid ${worker.pid}), ${lifetime(worker)}` : "gone"}; log ${worker.log}`),
-  ];
+  return [`workers spawned by pi-tasks (${workers.length}):`, ...workers.map((worker) => `  ${worker.session} — pid ${worker.pid}, ${lifetime(worker)}; log ${worker.log}`)];
 }
 
 function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): string {

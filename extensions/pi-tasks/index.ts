@@ -97,7 +97,8 @@ export default function piTasks(pi: ExtensionAPI): void {
   /**
    * Where `/tasks` output goes: in the TUI a session entry that stays in the scrollback (our
    * renderer draws it; the model never sees it); over RPC a notification to the client; in print
-   * mode stdout (RPC's stdout is its JSONL stream); elsewhere the entry alone.
+   * mode `process.stdout` (which Pi hands to stderr there: its stdout is the model's answer);
+   * elsewhere the entry alone.
    */
   function show(lines: string[], ctx: ExtensionCommandContext): void {
     const text = lines.join("\n");

@@ -70,7 +70,7 @@ export function insertedEventId(entry: unknown): string | undefined {
 
 /** The `pi-tasks-event` message of an item. */
 function eventMessage(item: PresentationItem): PiMessage {
-  return { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } };
+  return { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event } };
 }
 
 /** How often a cancelled worker's idleness is checked during the grace period. */
@@ -132,7 +132,7 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     },
 
     archive(item: PresentationItem) {
-      deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, event: item.event });
+      deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event });
     },
 
     interrupt(item: PresentationItem, report: (outcome: CancelOutcome) => void) {

@@ -17,7 +17,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
-import { type AuditGap, type AuditReport, type AuditSide, auditLines, joinAudit } from "../core/audit.ts";
+import { type AuditGap, type AuditReport, type AuditSide, auditLines, joinAudit, taskEntries } from "../core/audit.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { isKnownEventType } from "../protocol/events.ts";
 import { minTaskIdPrefixChars } from "../protocol/limits.ts";
@@ -68,8 +68,21 @@ interface SessionRecord {
   readonly reports: AuditReport[];
 }
 
+/** Which side of the task a Pi session was (recorded with each event since pi-tasks 0.1; "target" is the worker). */
+const ROLE_WORDS: Readonly<Record<string, string>> = { origin: "origin's", target: "worker's" };
+
+/** A session's label: its side of the task when recorded, where it ran, and its file. */
+function sessionLabel(role: string | undefined, cwd: string | undefined, file: string): string {
+  const side = role === undefined ? undefined : ROLE_WORDS[role];
+  const where = cwd === undefined ? "" : ` in ${basename(cwd)}`;
+  return `${side === undefined ? "session" : `${side} Pi session`}${where} (${file})`;
+}
+
 function readSession(path: string, matches: (taskId: string) => boolean): SessionRecord {
-  const record: SessionRecord = { label: `session ${basename(path, ".jsonl")}`, taskIds: new Set(), events: new Map(), reports: [] };
+  const file = basename(path, ".jsonl");
+  const record: SessionRecord = { label: sessionLabel(undefined, undefined, file), taskIds: new Set(), events: new Map(), reports: [] };
+  let cwd: string | undefined;
+  let role: string | undefined;
   for (const line of readFileSync(path, "utf8").split("\n")) {
     let entry: unknown;
     try {
@@ -78,7 +91,7 @@ function readSession(path: string, matches: (taskId: string) => boolean): Sessio
       continue;
     }
     if (!isRecord(entry)) continue;
-    if (entry.type === "session" && typeof entry.cwd === "string") (record as { label: string }).label = `session in ${basename(entry.cwd)} (${basename(path, ".jsonl")})`;
+    if (entry.type === "session" && typeof entry.cwd === "string") cwd = entry.cwd;
     const body = entry.type === "custom_message" ? entry.details : entry.type === "custom" ? entry.data : undefined;
     if (!isRecord(body) || typeof body.taskId !== "string" || !matches(body.taskId)) continue;
     if (entry.customType === AUDIT_ENTRY && Array.isArray(body.timeline) && Array.isArray(body.gaps)) {
@@ -89,9 +102,10 @@ function readSession(path: string, matches: (taskId: string) => boolean): Sessio
       if (event === undefined) continue;
       record.events.set(event.eventId, { ...event, taskId: body.taskId });
       record.taskIds.add(body.taskId);
+      if (typeof body.role === "string") role = body.role;
     }
   }
-  return record;
+  return { ...record, label: sessionLabel(role, cwd, file) };
 }
 
 /** The sides of a recorded report (its timeline says who held what). */
@@ -112,7 +126,9 @@ export function auditFromSessions(taskIdOrPrefix: string, dir: string): AuditRep
   const report = records.flatMap((record) => record.reports).at(-1);
   const sides: AuditSide[] = [
     ...(report === undefined ? [] : reportSides(report)),
-    ...records.filter((record) => record.events.size > 0).map((record) => ({ label: record.label, events: [...record.events.values()].map(({ taskId: _task, ...entry }) => entry), partial: true })),
+    ...records
+      .filter((record) => record.events.size > 0)
+      .map((record) => ({ label: record.label, events: taskEntries([...record.events.values()].map(({ taskId: _task, ...entry }) => entry)), partial: true })),
   ];
   const joined = joinAudit(taskId, sides);
   const noReport: AuditGap = { kind: "no-view", side: "audit", text: "no audit was recorded for this task: run /tasks audit <id> in the origin's Pi (it asks the worker for its view over the relay)" };

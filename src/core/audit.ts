@@ -135,30 +135,37 @@ export function requestAudit(context: CoreContext, taskId: string): string {
 
 /** The worker answers an audit request with its view (queued at once; the ACK waits for it). */
 export function answerAudit(context: CoreContext, stored: StoredTask, request: TaskEvent): string {
-  const events = context.store.getEvents(stored.record.taskId);
+  const events = taskEntries(context.store.getEvents(stored.record.taskId));
   const shown = events.slice(-maxAuditEntries);
   const payload: AuditViewPayload = { requestEventId: request.eventId, status: stored.record.status, events: shown.map(auditEntry), omitted: events.length - shown.length };
   const intent = makeIntent(stored.record.taskId, "task.audit_view", payload as unknown as Record<string, unknown>, stored.record.generation);
   return queueEnvelope(context, { taskId: stored.record.taskId, from: me(context), to: stored.record.origin, kind: "intent", inner: intent, purpose: "intent" });
 }
 
+/** The audit's own bookkeeping (a request, a view): about the audit, not the task, so never in its timeline. */
+const AUDIT_TYPES: ReadonlySet<string> = new Set(["task.audit_requested", "task.audit_view"]);
+
+/** The task's own events of a side, without the audit's bookkeeping. */
+export function taskEntries<E extends AuditEntry>(entries: readonly E[]): E[] {
+  return entries.filter((entry) => !AUDIT_TYPES.has(entry.type));
+}
+
 /** The origin's report: its log joined with the worker's newest view (if one came). */
 export function auditReport(context: CoreContext, taskId: string): AuditReport {
   const stored = originTask(context, taskId);
   const events = context.store.getEvents(taskId);
-  const own = events.filter((event) => event.type !== "task.audit_view");
   const view = [...events].reverse().find((event) => event.type === "task.audit_view");
-  const origin: AuditSide = { label: "origin", status: stored.record.status, events: own.map(auditEntry) };
+  const origin: AuditSide = { label: "origin", status: stored.record.status, events: taskEntries(events.map(auditEntry)) };
   if (view === undefined) {
-    const asked = own.some((event) => event.type === "task.audit_requested");
+    const asked = events.some((event) => event.type === "task.audit_requested");
     return joinAudit(taskId, [origin, { label: "worker", missing: asked ? "asked, not answered yet" : "not asked yet" }]);
   }
   const payload = view.payload as unknown as AuditViewPayload;
-  const request = own.find((event) => event.eventId === payload.requestEventId);
+  const request = events.find((event) => event.eventId === payload.requestEventId);
   const worker: AuditSide = {
     label: "worker",
     status: payload.status,
-    events: payload.events,
+    events: taskEntries(payload.events),
     omitted: payload.omitted,
     forwardedOnly: true,
     ...(request === undefined ? {} : { upToSequence: request.sequence }),
@@ -170,13 +177,18 @@ export function auditReport(context: CoreContext, taskId: string): AuditReport {
 // Text
 // ---------------------------------------------------------------------------------------------
 
-/** The report as lines a person reads: the timeline (who holds each event), then the gaps. */
+/**
+ * The report as lines a person reads: the timeline numbered 1, 2, 3… in order (the log's own
+ * sequence numbers have holes where the audit's bookkeeping was left out), who holds each event,
+ * then the gaps.
+ */
 export function auditLines(report: AuditReport): string[] {
   const lines = [`audit of task ${report.taskId} — sides: ${report.sides.join(", ")}`];
   const width = Math.max(0, ...report.timeline.map((line) => line.type.length));
-  for (const line of report.timeline) {
-    lines.push(`  #${line.sequence.padStart(3)}  ${new Date(line.occurredAt).toISOString()}  ${line.type.padEnd(width)}  held by ${line.heldBy.join(", ")}`);
-  }
+  const digits = String(report.timeline.length).length;
+  report.timeline.forEach((line, index) => {
+    lines.push(`  ${String(index + 1).padStart(digits)}.  ${new Date(line.occurredAt).toISOString()}  ${line.type.padEnd(width)}  held by ${line.heldBy.join(", ")}`);
+  });
   if (report.timeline.length === 0) lines.push("  (no events)");
   lines.push(report.gaps.length === 0 ? "no gaps: every side holds what it should" : `gaps (${report.gaps.length}):`);
   for (const gap of report.gaps) lines.push(`  - ${gap.text}`);

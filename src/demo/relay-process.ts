@@ -23,6 +23,8 @@ export interface RelayProcess {
 }
 
 export interface StartRelayOptions {
+  /** The command before `relay …` (default: Bun running the sources, `bun src/bin/pi-tasks.ts`). */
+  readonly command?: readonly string[];
   readonly port?: number;
   readonly args?: readonly string[];
   readonly env?: Record<string, string | undefined>;
@@ -30,7 +32,7 @@ export interface StartRelayOptions {
 }
 
 export async function startRelayProcess(options: StartRelayOptions = {}): Promise<RelayProcess> {
-  const child = spawn([BUN, CLI_ENTRY, "relay", "--port", String(options.port ?? 0), ...(options.args ?? [])], {
+  const child = spawn([...(options.command ?? [BUN, CLI_ENTRY]), "relay", "--port", String(options.port ?? 0), ...(options.args ?? [])], {
     cwd: REPO_ROOT,
     env: { ...process.env, WOLFPACK_JWT_SECRET: "", ...options.env },
     stdin: "ignore",

@@ -264,7 +264,13 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     const body = parsed as Record<string, unknown>;
     if (!isRelayOperation(body.operation)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "unknown operation"));
     try {
-      const result = await engine.handle(body.operation, body, { signal: request.signal, releaseSlot });
+      // The signal is read only by a held `watch` (a socket adapter may make it on demand).
+      const result = await engine.handle(body.operation, body, {
+        get signal() {
+          return request.signal;
+        },
+        releaseSlot,
+      });
       const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
       return { status: HTTP_STATUS.ok, headers: JSON_HEADERS, body: `{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}` };
     } catch (error) {

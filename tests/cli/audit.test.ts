@@ -31,11 +31,12 @@ async function parties(): Promise<[Party, Party]> {
 /** A Pi session file as Pi writes it: a header, then entries (events shown or archived, audit reports). */
 function sessionFile(dir: string, name: string, items: readonly PresentationItem[], reports: readonly AuditReport[] = []): void {
   const lines = [
-    { type: "session", id: name, cwd: `/projects/${name}`, timestamp: new Date(0).toISOString() },
+    // Both Pis ran in the same project directory (a spawned worker's default).
+    { type: "session", id: name, cwd: "/projects/app", timestamp: new Date(0).toISOString() },
     ...items.map((item) =>
       item.visible
-        ? { type: "custom_message", customType: "pi-tasks-event", content: "…", display: true, details: { taskId: item.taskId, eventId: item.eventId, event: item.event } }
-        : { type: "custom", customType: "pi-tasks-event-record", data: { taskId: item.taskId, eventId: item.eventId, event: item.event } },
+        ? { type: "custom_message", customType: "pi-tasks-event", content: "…", display: true, details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event } }
+        : { type: "custom", customType: "pi-tasks-event-record", data: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event } },
     ),
     ...reports.map((report) => ({ type: "custom", customType: "pi-tasks-audit", data: report })),
   ];
@@ -72,9 +73,15 @@ describe("pi-tasks audit", () => {
     const text = await sandbox.run(["audit", created.taskId.slice(0, 8)]);
     expect({ code: text.code, stderr: text.stderr }).toEqual({ code: 0, stderr: "" });
     const lines = text.stdout.trimEnd().split("\n");
-    expect(lines[0]).toBe(`audit of task ${created.taskId} — sides: origin, worker, session in origin-session (origin-session), session in worker-session (worker-session)`);
+    // Each session is labelled with its side of the task, so two Pis in one directory read apart.
+    const sides = "origin, worker, origin's Pi session in app (origin-session), worker's Pi session in app (worker-session)";
+    expect(lines[0]).toBe(`audit of task ${created.taskId} — sides: ${sides}`);
     const completedRow = lines.find((line) => line.includes(" task.completed "))!;
-    expect(completedRow).toContain("held by origin, worker, session in origin-session (origin-session), session in worker-session (worker-session)");
+    expect(completedRow).toContain(`held by ${sides}`);
+    // Numbered 1, 2, 3… in order; the audit's own request is not a line of the task's timeline.
+    const rows = lines.slice(1, -1);
+    expect(rows.map((line) => line.trim().split(".")[0])).toEqual(rows.map((_, index) => String(index + 1)));
+    expect(text.stdout).not.toContain("task.audit_requested");
     expect(lines.at(-1)).toBe("no gaps: every side holds what it should");
 
     const json = jsonOf(await sandbox.run(["audit", created.taskId, "--json"]));

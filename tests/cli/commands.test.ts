@@ -5,6 +5,10 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
 import { MAX_TCP_PORT, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { ensureRelay } from "../../src/cli/embedded-relay.ts";
+import { isAlive } from "../../src/cli/spawned.ts";
+import { WireSession } from "../../src/conformance/wire-client.ts";
+import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { BUN, CLI_ENTRY, type CliSandbox, createCliSandbox, jsonOf, REPO_ROOT } from "../helpers/cli-kit.ts";
 import { freePort } from "../../kit/relay-process.ts";
 
@@ -65,6 +69,73 @@ describe("pi-tasks relay", () => {
       expect(rest).toEqual([]);
       expect(JSON.parse(line!)).toMatchObject({ ok: false, error: { code: "CLI_USAGE" } });
     }
+  });
+});
+
+/** The first line `pi-tasks relay` prints (its readiness line), parsed; the process keeps running. */
+async function readinessOf(child: ReturnType<typeof spawn>): Promise<{ url: string }> {
+  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    text += new TextDecoder().decode(chunk.value);
+  }
+  reader.releaseLock();
+  return JSON.parse(text.split("\n")[0]!) as { url: string };
+}
+
+describe("pi-tasks relay follows WOLFPACK_PORT, as Pis do", () => {
+  test("without --port the relay serves on WOLFPACK_PORT; relay stop without --port stops the relay pi-tasks started there", async () => {
+    const sandboxed = box();
+    const port = freePort();
+    const child = spawn([BUN, CLI_ENTRY, "relay"], { cwd: REPO_ROOT, env: sandboxed.env({ WOLFPACK_PORT: String(port) }), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    try {
+      expect((await readinessOf(child)).url).toBe(`http://127.0.0.1:${port}`);
+    } finally {
+      child.kill("SIGTERM");
+      await child.exited;
+    }
+    // The relay a Pi starts for WOLFPACK_PORT (the embedded relay) is the one `relay stop` finds there.
+    const env = { PI_TASKS_HOME: sandboxed.stateDir, WOLFPACK_PORT: String(port), WOLFPACK_JWT_SECRET: "" };
+    const started = await ensureRelay({ env, config: relayConfigFromEnv(env) });
+    expect(started.state).toBe("started");
+    const stopped = await sandboxed.run(["relay", "stop", "--json"], { env: { WOLFPACK_PORT: String(port) } });
+    expect({ code: stopped.code, value: jsonOf(stopped) }).toEqual({ code: 0, value: { ok: true, port, pid: started.record!.pid, stopped: true } });
+    expect(isAlive(started.record!.pid)).toBe(false);
+  });
+});
+
+describe("list and status read as tables; errors name the relay", () => {
+  test("list prints a table of the sessions (and spawned workers), status the session's fields; --json keeps the objects", async () => {
+    const sandboxed = box();
+    const relay = await sandboxed.withRelay();
+    const alpha = await WireSession.connect(relay.url, { callerSession: "alpha" });
+    const list = await sandboxed.run(["list", "--relay", relay.url]);
+    expect(list.code).toBe(0);
+    const lines = list.stdout.trimEnd().split("\n");
+    expect(lines[0]).toBe(`Sessions on the relay at ${relay.url}:`);
+    expect(lines[1]).toMatch(/^SESSION\s+ENDPOINT\s+SPAWNED BY PI-TASKS$/);
+    expect(lines[2]).toMatch(new RegExp(`^alpha\\s+${alpha.endpoint.id}$`));
+    expect(list.stdout).not.toContain("{");
+    const status = await sandboxed.run(["status", "alpha", "--relay", relay.url]);
+    expect(status.stdout).toContain("session:    alpha\n");
+    expect(status.stdout).toContain(`relay:      ${relay.url}\n`);
+    expect(status.stdout).toContain(`endpoint:   ${alpha.endpoint.id}\n`);
+    expect(status.stdout).not.toContain("{");
+    expect(jsonOf(await sandboxed.run(["status", "alpha", "--relay", relay.url, "--json"]))).toMatchObject({ ok: true, session: "alpha", taskEndpoint: alpha.endpoint });
+  });
+
+  test("an unreachable relay is named with its URL; a URL that is no relay URL is refused as such, before anything is sent", async () => {
+    const sandboxed = box();
+    const url = `http://127.0.0.1:${freePort()}`;
+    const down = await sandboxed.run(["list"], { env: { PI_TASKS_RELAY_URL: url } });
+    expect(down.code).toBe(1);
+    expect(down.stderr).toStartWith(`pi-tasks list: RELAY_UNAVAILABLE: no relay answers at ${url}`);
+    const ftp = await sandboxed.run(["status", "alpha", "--relay", "ftp://x", "--json"]);
+    expect(jsonOf(ftp)).toMatchObject({ ok: false, error: { code: "INVALID_CONFIGURATION", message: expect.stringContaining("ftp://x must be https, or http on") } });
+    const path = await sandboxed.run(["list", "--relay", "http://127.0.0.1:1/api"]);
+    expect(path.stderr).toContain("INVALID_CONFIGURATION");
   });
 });
 

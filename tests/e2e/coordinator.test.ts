@@ -9,6 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isAlive, listSpawned } from "../../src/cli/spawned.ts";
+import { stopProcess } from "../../src/cli/stop.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { expectNoProblems, field, toolCalls } from "../helpers/pi-kit.ts";
 import { sessionEndpoint } from "../../kit/session-control.ts";
@@ -79,5 +80,48 @@ describe("a coordinator reaches its worker through agent_task_spawn / agent_task
     expect(spawnedRecords).toBe(0);
     expect(code).toBe(0);
     expectNoProblems(origin, "coordinator");
+  });
+});
+
+describe("workers stop with the Pi that spawned them, unless kept", () => {
+  test("on quit the origin stops the workers it spawned; the one spawned with keep: true runs on; /tasks lists both with their lifetimes", async () => {
+    const stopsWithPi = `stays-${crypto.randomUUID().slice(0, 6)}`;
+    const kept = `kept-${crypto.randomUUID().slice(0, 6)}`;
+    const lifetimeHome = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
+    const env = { PI_TASKS_HOME: lifetimeHome };
+    const pi = startPi({
+      session: "spawner",
+      relayUrl: relay.url,
+      brain: (turn) =>
+        turn.call === 1
+          ? { tools: [{ name: "agent_task_spawn", arguments: { name: stopsWithPi } }, { name: "agent_task_spawn", arguments: { name: kept, keep: true } }] }
+          : { text: "spawned" },
+      env: { ...env, PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
+    });
+    try {
+      pi.prompt("Start two workers.");
+      await pi.waitFor((record) => record.type === "agent_settled", 45_000);
+      const spawns = toolCalls(pi, "agent_task_spawn");
+      expect(spawns.map((call) => call.isError)).toEqual([false, false]);
+      // The two spawns run in parallel: read them by name.
+      const lifetimes = Object.fromEntries(spawns.map((call) => [call.details.session as string, field(call.text, "lifetime")]));
+      expect(lifetimes).toEqual({ [stopsWithPi]: "stops when this Pi exits", [kept]: "kept: it runs after this Pi exits, until agent_task_stop" });
+      const from = pi.records.length;
+      pi.prompt("/tasks");
+      const board = String((await pi.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("pi-tasks\n"), 10_000, from)).message);
+      expect(board).toContain("workers spawned by pi-tasks (2):");
+      expect(board).toMatch(new RegExp(`${stopsWithPi} — pid \\d+, stops when this Pi exits`));
+      expect(board).toMatch(new RegExp(`${kept} — pid \\d+, kept: runs until stopped`));
+      const holders = Object.fromEntries(listSpawned(env).map((worker) => [worker.session, worker.pid]));
+      expect(await pi.stop()).toBe(0);
+      // Quitting stopped the first (confirmed gone before Pi exited) and left the kept one running.
+      expect(isAlive(holders[stopsWithPi]!)).toBe(false);
+      expect(isAlive(holders[kept]!)).toBe(true);
+    } finally {
+      await pi.stop();
+      await stopProcess(env, kept);
+      await stopProcess(env, stopsWithPi);
+      rmSync(lifetimeHome, { recursive: true, force: true });
+    }
   });
 });

@@ -219,7 +219,7 @@ describe("relay restart mid-task", () => {
     const { audit, worker } = await restart;
     const taskId = eventMessages(worker).find((message) => message.type === "task.created")!.taskId;
     expect(audit[0]).toBe(`audit of task ${taskId} — sides: origin, worker`);
-    const rows = audit.filter((line) => line.startsWith("  #"));
+    const rows = audit.filter((line) => /^ +\d+\. /.test(line));
     // Created, question, answer, completed and the ACK travelled to the worker across the restart.
     for (const type of ["task.created", "task.question", "task.answer", "task.completed", "task.parent_acknowledged"]) {
       expect({ type, row: rows.find((line) => line.includes(` ${type} `)) }).toEqual({ type, row: expect.stringContaining("held by origin, worker") });

@@ -78,6 +78,14 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
       expect(board).toMatch(/identity: [0-9a-f]{4}(:[0-9a-f]{4}){3} · \/tasks identity shows how to pair/);
       expect(board).not.toContain("terminal=");
 
+      // The board stays readable: a later command's output does not replace it in the scrollback.
+      await tui.submit("/tasks identity");
+      await tui.waitForScreen((screen) => screen.includes("pi-tasks identity: "));
+      const kept = await tui.scrollback();
+      expect(countMatches(kept, `session: ${session}`) - before).toBe(1);
+      expect(kept).toContain("1 task · 0 active");
+      expect(kept).toMatch(/in their Pi: {2}\/tasks pair <a name for you> ed25519:/);
+
       expect(await tui.stop()).toBe(0);
       // The embedded relay outlives the Pi that started it: later Pis use it.
       expect(isAlive(relayPid!)).toBe(true);

@@ -79,7 +79,7 @@ describe("insert", () => {
     expect(message.customType).toBe(EVENT_MESSAGE);
     expect(message.display).toBe(true);
     expect(message.content).toBe(renderEvent(item.event, task));
-    expect(message.details).toEqual({ taskId: task.taskId, eventId: item.eventId, event: item.event });
+    expect(message.details).toEqual({ taskId: task.taskId, eventId: item.eventId, role: item.role, event: item.event });
     expect(options.triggerTurn).toBe(false);
     expect(presenter.inserted(item.eventId)).toBe(true);
   });
@@ -192,7 +192,7 @@ describe("archive and loss records", () => {
     const item = presentationItem(task, task.events[1]!, { visible: false });
     presenter.archive(item);
     expect(sent).toEqual([]);
-    expect(appended).toEqual([{ customType: EVENT_RECORD, data: { taskId: task.taskId, eventId: item.eventId, event: item.event } }]);
+    expect(appended).toEqual([{ customType: EVENT_RECORD, data: { taskId: task.taskId, eventId: item.eventId, role: item.role, event: item.event } }]);
   });
 
 

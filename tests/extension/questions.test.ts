@@ -8,6 +8,7 @@ import { announceQuestions, answerCommand, questionLines, waitingQuestions } fro
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { taskView } from "../helpers/extension-fakes.ts";
 import { failure } from "../../kit/async.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
 
 /** An origin-side task whose worker asked `message` (a question canonicalized from its intent). */
 function asked(message: string): TaskView {
@@ -98,3 +99,34 @@ describe("/tasks answer", () => {
     expect(silent.sent).toEqual([]);
   });
 });
+
+describe("/tasks answer while the relay does not take it", () => {
+  const failing = (error: TaskError) => {
+    const task = asked("Which database?");
+    const made = deps([task]);
+    const core = { listTasks: () => [task], message: async () => Promise.reject(error) } as unknown as TaskCore;
+    return { task, deps: { ...made.deps, current: () => core, run: <T>(operation: (value: TaskCore) => Promise<T>) => operation(core) } };
+  };
+
+  test("recorded and queued (the error names its envelope, pending): it says queued, sent by itself later", async () => {
+    const { task, deps: d } = failing(new TaskError("TASK_DELIVERY_DEFERRED", { details: { taskId: "t", envelopeId: "e", delivery: "pending" } }));
+    const [line] = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres"], d);
+    expect(line).toStartWith(`pi-tasks: your answer to question ${questionOf(task).eventId.slice(0, 8)}`);
+    expect(line).toContain("is queued");
+    expect(line).toContain("sent by itself when the relay answers");
+  });
+
+  test("the same relay outage before anything was recorded: not sent, nothing recorded — never 'queued', never 'unknown'", async () => {
+    const { task, deps: d } = failing(new TaskError("RELAY_UNAVAILABLE"));
+    const [line] = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres"], d);
+    expect(line).toContain("was not sent and nothing was recorded (RELAY_UNAVAILABLE");
+    expect(line).not.toContain("queued");
+  });
+
+  test("refused by the relay (blocked): it will not be sent", async () => {
+    const { task, deps: d } = failing(new TaskError("PAYLOAD_TOO_LARGE", { details: { envelopeId: "e", delivery: "blocked" } }));
+    const [line] = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres"], d);
+    expect(line).toContain("was refused by the relay (PAYLOAD_TOO_LARGE");
+  });
+});
+

@@ -154,6 +154,12 @@ describe("renderTask and renderError", () => {
     expect(fields(renderError(new TaskError("RELAY_CAPACITY").toJSON()))).toMatchObject({ retryable: "true" });
     expect(renderError(new TaskError("RELAY_CAPACITY").toJSON())).not.toContain("details");
   });
+
+  test("a send to an endpoint the relay does not know says endpoints change on restarts and how to look the worker up again", () => {
+    const text = renderError(new TaskError("TARGET_NOT_REGISTERED", { details: { taskId: "t-1" } }).toJSON());
+    expect(text).toContain("Endpoints change when the relay or the worker restarts");
+    expect(text).toContain("agent_task_workers");
+  });
 });
 
 describe("peer mail is framed as such (anti-laundering)", () => {

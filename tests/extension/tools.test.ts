@@ -174,10 +174,14 @@ describe("successful operations", () => {
     const accepted = await h.tools.agent_task_done!.execute("call", { taskId: "t-1", status: "completed", summary: "s" }, undefined);
     expect(accepted.terminate).toBe(true);
     expect(text(accepted)).toContain("terminalDelivery: accepted");
+    // The worker reads in words that the origin decides (not a canonical status it cannot change).
+    expect(text(accepted)).not.toContain("canonical status");
+    expect(text(accepted)).toContain("- outcome: your report reached the relay; the origin decides the outcome");
     h.outcome = { value: { ...base, terminalDelivery: PENDING_DELIVERY } };
     const pending = await h.tools.agent_task_done!.execute("call", { taskId: "t-1", status: "completed", summary: "s" }, undefined);
     expect(pending.terminate).toBeUndefined();
     expect(pending.isError).toBeUndefined();
+    expect(text(pending)).toContain("- outcome: your report is queued and sent when the relay answers; the origin decides the outcome");
     expect(h.refreshes).toBe(0);
   });
 

@@ -7,7 +7,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
-import { arrayBuffer } from "node:stream/consumers";
 import { msPerSecond, relayIdleTimeoutSeconds } from "../../protocol/limits.ts";
 import type { RelayHandler, RelayReply, RelayRequest } from "../handler.ts";
 import type { ListeningSocket } from "./listening.ts";
@@ -17,6 +16,23 @@ function header(message: IncomingMessage, name: string): string | null {
   const value = message.headers[name.toLowerCase()];
   if (value === undefined) return null;
   return Array.isArray(value) ? value.join(", ") : value;
+}
+
+/**
+ * A request's body (its length is declared and within the relay's limit), collected from the
+ * stream's own events. `node:stream/consumers` would go through a Blob and an async iterator per
+ * request: on the relay's hot path that cost more than the rest of the adapter.
+ */
+function bodyOf(message: IncomingMessage): Promise<ArrayBuffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    message.on("data", (chunk: Buffer) => chunks.push(chunk));
+    message.once("error", reject);
+    message.once("end", () => {
+      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      resolve(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer);
+    });
+  });
 }
 
 function relayRequest(message: IncomingMessage, response: ServerResponse, origin: string): RelayRequest {
@@ -30,7 +46,7 @@ function relayRequest(message: IncomingMessage, response: ServerResponse, origin
       if (stream === undefined) stream = message.method === "GET" || message.method === "HEAD" ? null : (Readable.toWeb(message) as ReadableStream<Uint8Array>);
       return stream;
     },
-    arrayBuffer: () => arrayBuffer(message),
+    arrayBuffer: () => bodyOf(message),
     get signal() {
       if (aborter === undefined) {
         const controller = new AbortController();
@@ -52,9 +68,9 @@ function write(response: ServerResponse, reply: RelayReply): void {
     response.end();
     return;
   }
-  const body = Buffer.from(reply.body);
-  response.writeHead(reply.status, { ...reply.headers, "content-length": String(body.byteLength) });
-  response.end(body);
+  // The body as text: Node then writes the head and the body in one write, not a writev of two.
+  response.writeHead(reply.status, { ...reply.headers, "content-length": String(Buffer.byteLength(reply.body)) });
+  response.end(reply.body);
 }
 
 function listen(server: Server, host: string, port: number): Promise<number> {
