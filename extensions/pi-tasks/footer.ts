@@ -78,7 +78,7 @@ export function errorWords(error: TaskError, kind: FailureKind | undefined, rela
     case "SESSION_PROTECTED":
       return "tasks: another process holds this session name on the relay; retrying when its lease ends";
     case "UNKNOWN_PEER":
-      return "tasks: refused mail from an unpaired key — pair with `pi-tasks peers add` (see /tasks)";
+      return "tasks: refused mail from an unpaired key — pair with /tasks pair (see /tasks)";
     case "UNSIGNED_EVENT":
       return "tasks: refused unsigned mail from an older pi-tasks (PI_TASKS_TRUST=unsigned accepts it) — see /tasks";
     case "PEERS_INVALID":

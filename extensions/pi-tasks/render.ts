@@ -69,7 +69,7 @@ function refusalLines(payload: Record<string, unknown>, taskId: string): string[
     ...(by === undefined ? [] : [field("refusedBy", `key ${by.fingerprint}${claim}`), field("refusedByKey", by.key)]),
     "",
     what,
-    "Tell your operator. Pairing is their decision, never yours: both sides run `pi-tasks identity` and `pi-tasks peers add NAME KEY` with the other's key, then you may send the task again.",
+    "Tell your operator. Pairing is their decision, never yours: each person types `/tasks identity` in their Pi and `/tasks pair NAME KEY` with the other's key, then you may send the task again.",
   ];
 }
 

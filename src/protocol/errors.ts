@@ -132,7 +132,7 @@ export const ERROR_REGISTRY = Object.freeze({
   STALE_EVENT: spec("rejected", "The event was signed more than 24 hours ago or more than 60 seconds in the future."),
   REPLAYED_EVENT: spec("rejected", "The event was already received in another envelope (a replay)."),
   UNSIGNED_EVENT: spec("rejected", "The event is unsigned (an older pi-tasks); set PI_TASKS_TRUST=unsigned to accept such peers as unverified."),
-  UNKNOWN_PEER: spec("rejected", "The signer is neither this identity nor a paired peer (pair with `pi-tasks peers add NAME KEY`)."),
+  UNKNOWN_PEER: spec("rejected", "The signer is neither this identity nor a paired peer (a person pairs with `/tasks pair NAME KEY` in Pi, or `pi-tasks peers add NAME KEY`)."),
   ASSIGNMENT_REFUSED: spec("refused", "The worker refused the assignment: it does not trust this identity (pair both sides with `pi-tasks peers add`)."),
   PAIRING_PENDING: spec("pending", "The signer is unknown; the local human has not yet decided whether to pair with it.", { retryable: true }),
   // -- identity and peers ---------------------------------------------------------------------

@@ -315,7 +315,7 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
     expect(field(content, "status")).toBe("active (refusal unverified)");
     expect(content).toContain(`cancel it with agent_task_cancel (taskId ${firstTaskId}) if you accept the refusal`);
     expect(content).toContain("Pairing is their decision, never yours");
-    expect(content).toContain("`pi-tasks peers add NAME KEY`");
+    expect(content).toContain("`/tasks pair NAME KEY`");
     // The model read it in a turn: it was woken by it, nobody prompted it.
     expect(phase1.originSeen.length).toBeGreaterThan(0);
     expect(phase1.originSeen.every((text) => text.includes("- reason: UNKNOWN_PEER") && text.includes(identityB.fingerprint))).toBe(true);

@@ -86,6 +86,8 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
       expect(kept).toContain("1 task · 0 active");
       expect(kept).toMatch(/in their Pi: {2}\/tasks pair <a name for you> ed25519:/);
 
+      // Nothing escaped into Pi on the way (Pi prints an uncaught exception before it exits).
+      expect(await tui.scrollback()).not.toMatch(/uncaught|unhandled|ENOENT/i);
       expect(await tui.stop()).toBe(0);
       // The embedded relay outlives the Pi that started it: later Pis use it.
       expect(isAlive(relayPid!)).toBe(true);

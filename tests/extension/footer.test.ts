@@ -22,7 +22,7 @@ describe("trust refusals in words", () => {
     for (const code of ["SIGNATURE_INVALID", "NOT_ADDRESSED", "NOT_AUTHORIZED", "STALE_EVENT", "REPLAYED_EVENT"]) {
       expect(errorWords(new TaskError(code), "intake", undefined)).toBe(`tasks: rejected forged or replayed mail (${code}) — see /tasks`);
     }
-    expect(errorWords(new TaskError("UNKNOWN_PEER"), "intake", undefined)).toContain("pi-tasks peers add");
+    expect(errorWords(new TaskError("UNKNOWN_PEER"), "intake", undefined)).toContain("/tasks pair");
     expect(errorWords(new TaskError("UNSIGNED_EVENT"), "intake", undefined)).toContain("PI_TASKS_TRUST=unsigned");
     expect(errorWords(new TaskError("SESSION_PROTECTED"), "lease", undefined)).toContain("another process holds this session name");
     expect(errorWords(new TaskError("INVALID_EVENT"), "intake", undefined)).toBe("tasks: rejected an invalid delivery (INVALID_EVENT) — see /tasks");

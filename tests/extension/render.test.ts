@@ -210,7 +210,7 @@ describe("peer mail is framed as such (anti-laundering)", () => {
     expect(text).toContain("the relay could forge it");
     expect(text).toContain(`agent_task_cancel (taskId ${unverified.taskId})`);
     expect(text).toContain("Pairing is their decision, never yours");
-    expect(text).toContain("pi-tasks peers add NAME KEY");
+    expect(text).toContain("/tasks pair NAME KEY");
     const verified = taskView({ role: "origin", status: "failed", events: [{ type: "task.refused", payload: refusal(true) }] });
     const sure = renderEvent(eventOf(verified, "task.refused"), verified, undefined);
     expect(fields(sure).status).toBe("failed");
