@@ -30,6 +30,8 @@ import { eventTypeRow } from "../src/protocol/events.ts";
 import { activePollIntervalMs, capacityCooldownMs, maxResponseBodyBytes, orphanAfterMs, orphanProbeIntervalMs, taskTimeoutMinMs } from "../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../src/protocol/schemas.ts";
 import { tryDrain } from "../kit/drain.ts";
+import { introduce } from "../kit/introduce.ts";
+import { clearEnvelope } from "../kit/sealed.ts";
 import { createFaultProxy, type FaultProxy, type FaultRule, type ProxyRequest } from "../kit/fault-proxy.ts";
 import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../kit/jump-timers.ts";
 import { createMemoryHost, type MemoryHost } from "../kit/memory-host.ts";
@@ -104,6 +106,16 @@ async function configuredParty(label: string, url: string, timers: JumpTimers, c
   };
 }
 
+/**
+ * The worker proves its endpoint to the origin (src/core/proofs.ts: a hello, the worker's pass
+ * answering it, the origin's pass taking the proof) before any fault is injected, so that the
+ * first assignment leaves with its createTask and the faults hit task mail, as they did before
+ * proofs — not the hello round trip a first assignment to an unknown worker now waits for.
+ */
+async function introduceParties(origin: Party, worker: Party): Promise<void> {
+  await introduce(origin.core(), worker.core(), (core) => (core === origin.core() ? origin : worker).refresh());
+}
+
 async function makeRig(relay: RelayProcess, configured = false, wrap?: (timers: JumpTimers) => FetchWrap): Promise<Rig> {
   const proxy = createFaultProxy({ target: relay.url });
   const timers = createJumpTimers();
@@ -111,6 +123,7 @@ async function makeRig(relay: RelayProcess, configured = false, wrap?: (timers: 
   const make = (label: string) => (configured ? configuredParty(label, proxy.url, timers, clock) : plainParty(label, proxy.url, timers, clock, wrap?.(timers)));
   const origin = await make("origin");
   const worker = await make("worker");
+  await introduceParties(origin, worker);
   return { proxy, timers, clock, origin, worker };
 }
 
@@ -179,7 +192,8 @@ function createLedger(): Ledger {
         if (envelopeId === undefined) item.refused = true;
         else {
           item.envelopeId = envelopeId;
-          const envelope = coreInternals(rig.origin.core()).store.getEnvelope(envelopeId);
+          const stored = coreInternals(rig.origin.core()).store.getEnvelope(envelopeId);
+          const envelope = stored === undefined ? undefined : clearEnvelope(stored);
           item.eventId = (envelope?.payload.payload as { eventId?: string } | undefined)?.eventId;
         }
       }
@@ -363,7 +377,7 @@ function ruleFault(name: string, injection: string, rules: (rig: Rig) => FaultRu
 const relayRestart: FaultSpec = {
   name: "relay restart",
   injection:
-    "configured cores (`createRecoveringTaskCore`) through the proxy; after half of the tasks the relay process is stopped and a new one started on the same port (new epoch, empty memory); the next passes fail `RELAY_RESET`, each core binds a fresh endpoint and keeps its tasks, finds its peer again by session name and re-sends what the new relay never saw; then every task is finished and the second half runs.",
+    "configured cores (`createRecoveringTaskCore`) through the proxy; after half of the tasks the relay process is stopped and a new one started on the same port (new epoch, empty memory); the next passes fail `RELAY_RESET`, each core binds a fresh endpoint and keeps its tasks, finds its peer again by session name (its new endpoint proving the task's bound key with a fresh hello: proofs hold for one relay lifetime) and re-sends what the new relay never saw; then every task is finished and the second half runs. Before the first half, the worker proved its endpoint to the origin (untimed), as in every row.",
   async run({ relay: _shared, tasks }) {
     let relay = await startRelayProcess();
     const port = relay.port;
@@ -601,6 +615,8 @@ const shutdownMidPass: FaultSpec = {
       // 2. The origin shuts down while a send is in flight (delayed at the proxy).
       const freshWorker = await plainParty("worker", rig.proxy.url, rig.timers, rig.clock);
       extra.push(freshWorker);
+      // Proven first, so the delayed send is the assignment itself (not a hello).
+      await introduceParties(rig.origin, freshWorker);
       const delayed = rig.proxy.push({ operation: "send", kind: "delay", ms: REQUEST_TIMEOUT_MS / 2, when: fromEndpoint(rig.origin.core().endpoint()!) });
       const lateLedger = createLedger();
       const late = lateLedger.offerTask(rig, freshWorker.core().endpoint()!, "sent while the origin shuts down");
@@ -613,6 +629,7 @@ const shutdownMidPass: FaultSpec = {
       // 3. Fresh lifetimes carry on (the fresh worker also takes in the late assignment).
       const freshOrigin = await plainParty("origin", rig.proxy.url, rig.timers, rig.clock);
       extra.push(freshOrigin);
+      await introduceParties(freshOrigin, freshWorker);
       const fresh: Rig = { ...rig, origin: freshOrigin, worker: freshWorker };
       const second = createLedger();
       const drained = await workload(fresh, second, Math.max(1, tasks - first), () => undefined);
@@ -757,6 +774,7 @@ const workerKilled: FaultSpec = {
 
       const fresh = await plainParty("worker", rig.proxy.url, rig.timers, rig.clock);
       extra.push(fresh);
+      await introduceParties(rig.origin, fresh);
       const next: Rig = { ...rig, worker: fresh };
       const moved = await reassignAll(rig, taskIds, fresh.core().endpoint()!);
       const handedOver = await drain(next);
@@ -812,6 +830,7 @@ const zombieWorker: FaultSpec = {
       const passes = await atCadence(rig, [rig.origin], allOrphaned(rig, taskIds), 2 * ORPHAN_BOUND_PASSES);
       const fresh = await plainParty("worker", rig.proxy.url, rig.timers, rig.clock);
       extra.push(fresh);
+      await introduceParties(rig.origin, fresh);
       const next: Rig = { ...rig, worker: fresh };
       const moved = await reassignAll(rig, taskIds, fresh.core().endpoint()!);
 
@@ -1040,7 +1059,7 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
   lines.push("# Reliability: the fault matrix");
   lines.push("");
   lines.push(
-    `Generated by \`npm run faults\` (\`bench/faults.ts\`) on ${matrix.date.slice(0, 10)} in ${matrix.durationSeconds} s. Each fault runs the same workload between two TaskCores with in-memory Pi hosts, on the real relay (CLI child process) behind the fault proxy (\`kit/fault-proxy.ts\`): ${matrix.tasksPerFault} tasks, each sent by the origin (\`createTask\`), followed by one origin message, and finished by the worker (\`done\`) — ${matrix.tasksPerFault * 3} offered sends — then the fault is healed and both sides drain.`,
+    `Generated by \`npm run faults\` (\`bench/faults.ts\`) on ${matrix.date.slice(0, 10)} in ${matrix.durationSeconds} s. Each fault runs the same workload between two TaskCores with in-memory Pi hosts, on the real relay (CLI child process) behind the fault proxy (\`kit/fault-proxy.ts\`): ${matrix.tasksPerFault} tasks, each sent by the origin (\`createTask\`), followed by one origin message, and finished by the worker (\`done\`) — ${matrix.tasksPerFault * 3} offered sends — then the fault is healed and both sides drain. Before a fault is injected, each worker proves its endpoint to its origin (a content-free hello and its answer, src/core/proofs.ts), so the faults hit task mail, not a first assignment's proof round trip; the rows' request counts include those hellos.`,
   );
   lines.push("");
   lines.push("Columns: **offered** createTask/message/done calls; **accepted** of those whose envelope the relay accepted (as seen in the replies that reached the client); **presented** inserted into the receiving model (the worker's `task.created` and message, the origin's terminal event); **twice** events inserted more than once within a lifetime; **lost to relay reset** accepted mail lost with a relay restart and never re-sent (0: both Pis keep their tasks, find each other again and re-send what the new relay never saw); **ended with lifetime** mail to or from a lifetime that was shut down, reported to the sender's model (the origin's `task.timed_out`, or the failed call itself); **refused** failed definitively, nothing created (the caller was told); **lost** = offered − presented − lost to relay reset − ended with lifetime − refused: silent loss; **requests** every request that reached the proxy; **hits** requests the fault actually hit. The run fails (exit 1) on any loss, any double insertion, a fault that never hit, or a failed check.");

@@ -21,7 +21,7 @@ import { measurePi, type PiResult } from "./measure/pi.ts";
 import { type GrowthResult, growthMarkdown, measureGrowth } from "./measure/growth.ts";
 import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigures } from "./measure/redis.ts";
 import { measureRefresh, type RefreshResult } from "./measure/refresh.ts";
-import { measureSignedCycles, type SignedCyclesResult } from "./measure/signed-cycles.ts";
+import { measureSealedCycles, measureSignedCycles, type SealedCyclesResult, type SignedCyclesResult } from "./measure/signed-cycles.ts";
 import { measureSigning, type SigningResult } from "./measure/signing.ts";
 import { measureThroughput, type ThroughputResult } from "./measure/throughput.ts";
 import { round } from "./lib/stats.ts";
@@ -29,6 +29,8 @@ import { type Figure, machineFacts, type MachineFacts, performanceMarkdown, verd
 
 /** Signed cycles/s ÷ unsigned (issue 12, "Measure"). */
 const SIGNED_CYCLES_RATIO_GOAL = 0.9;
+/** Sealed cycles/s ÷ plain (signed, in the clear): "Measure sealed ÷ plain envelope cycles". */
+const SEALED_CYCLES_RATIO_GOAL = 0.8;
 const CYCLES_PER_SECOND_GOAL = 5_000;
 const MICROS_PER_SECOND = 1_000_000;
 /**
@@ -43,6 +45,7 @@ export const GOALS = {
   relayRateRatio: 0.9,
   cyclesPerSecond: CYCLES_PER_SECOND_GOAL,
   signedCyclesRatio: SIGNED_CYCLES_RATIO_GOAL,
+  sealedCyclesRatio: SEALED_CYCLES_RATIO_GOAL,
   signVerifyP50Us: SIGN_VERIFY_BUDGET_US,
   acceptanceP95Ms: 1,
   watchDeliveryP95Ms: 50,
@@ -83,6 +86,7 @@ export interface BenchResults {
     readonly cycles: CyclesResult;
     readonly signing: SigningResult;
     readonly signedCycles: SignedCyclesResult;
+    readonly sealedCycles: SealedCyclesResult;
     readonly acceptance: AcceptanceResult;
     readonly delivery: DeliveryResult;
     readonly outage: OutageResult;
@@ -109,7 +113,7 @@ export interface BenchOptions {
 const fmt = (value: number) => (Math.abs(value) >= 100 ? Math.round(value).toLocaleString("en-US") : String(value));
 
 function figures(m: BenchResults["measurements"]): Figure[] {
-  const { throughput: t, cycles: c, signing: sg, signedCycles: sc, acceptance: a, delivery: d, outage: o, memory: mem, refresh: r, pi } = m;
+  const { throughput: t, cycles: c, signing: sg, signedCycles: sc, sealedCycles: sl, acceptance: a, delivery: d, outage: o, memory: mem, refresh: r, pi } = m;
   return [
     {
       id: "baseline",
@@ -174,6 +178,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
         "a cycle is a send plus a share of a page's receive and batched ACK; each send canonicalizes the envelope and hashes it (node:crypto, synchronous)"
     },
     ...signingFigures(c, sg, sc),
+    sealingFigure(c, sl),
     {
       id: "acceptance",
       label: "Acceptance latency p95 at 10 sends/s (`createTask`)",
@@ -182,7 +187,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       detail: `p50 ${a.createTaskMs.p50}, p99 ${a.createTaskMs.p99}, n=${a.createTaskMs.count}`,
       goal: { op: "<=", value: GOALS.acceptanceP95Ms },
       anchor: ANCHORS.acceptanceP95,
-      how: "the origin on the real extension stack (lifecycle, configured core, scheduler, watch) calls `createTask` (1 KiB task text) every 100 ms; each sample runs from the call to its return with the relay's acceptance (what `agent_task_send` reports). Breakdown probes at the same rate, between the creates: a bare `RelaySession.send` (1 KiB), and that send as a raw `fetch` POST (the raw loopback POST of the ratio rows).",
+      how: "the origin on the real extension stack (lifecycle, configured core, scheduler, watch) calls `createTask` (1 KiB task text) every 100 ms; each sample runs from the call to its return with the relay's acceptance (what `agent_task_send` reports). The worker is a TaskCore on its own session (the origin's identity, no background passes): before the warm-up it proves its endpoint to the origin (the origin's hello, one worker pass answering it, the origin's pass taking the proof; untimed) and never runs a pass again, so its mailbox holds every sample and each timed create leaves at once, sealed to the proven key (the result's `delivery` is `accepted`, checked per sample). A first assignment to a worker not yet proven answers `pending` instead and leaves with the origin's pass that takes the worker's answer: that round trip is not in this figure. Breakdown probes at the same rate, between the creates: a bare `RelaySession.send` (1 KiB), and that send as a raw `fetch` POST (the raw loopback POST of the ratio rows).",
       reason:
         "one round trip (the send's own target check; a definitive refusal discards the task) on a machine where a single raw loopback POST already takes most of 1 ms at p95 (see the raw send): the absolute goal sits at the round trip itself; the same-run ratio to the raw POST is the next row",
       evidence: `createTask p50 ${a.createTaskMs.p50} ms = the send round trip through the client (p50 ${a.breakdown.sessionSendMs.p50}, p95 ${a.breakdown.sessionSendMs.p95}) + the core's own work; the same send as a raw fetch takes p50 ${a.breakdown.rawSendMs.p50}, p95 ${a.breakdown.rawSendMs.p95} ms.`,
@@ -196,7 +201,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       detail: `p50 ${d.watch.ackMs.p50}; accepted → inserted p50 ${d.watch.insertMs.p50}, p95 ${d.watch.insertMs.p95}; n=${d.watch.ackMs.count}`,
       goal: { op: "<=", value: GOALS.watchDeliveryP95Ms },
       anchor: ANCHORS.deliveryAck,
-      how: "origin and worker on the real extension stack with their real scheduler and watch; a 1 KiB task every 100 ms; from `createTask` returning to the worker's `acknowledge` reply for that envelope (request log on the worker's fetch); insertion = the `pi-tasks-event` message reaching the (in-memory) Pi session.",
+      how: "origin and worker on the real extension stack with their real scheduler and watch; a 1 KiB task every 100 ms; from `createTask` returning to the worker's `acknowledge` reply for that envelope (request log on the worker's fetch); insertion = the `pi-tasks-event` message reaching the (in-memory) Pi session. Before the warm-up task the worker proves its endpoint to the origin (hello, answer, proof taken in; untimed), so every timed assignment leaves sealed with its `createTask` (its `delivery` is `accepted`, checked); a first assignment to a worker not yet proven adds that hello round trip before it leaves, which this figure leaves out.",
     },
     {
       id: "delivery-poll",
@@ -216,7 +221,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       detail: `${fmt(o.duringOutage.requests)} requests for ${o.offered.total} sends (${o.duringOutage.queued} queued, ${o.duringOutage.pendingNewTasks} of them new tasks); drain after the outage ${fmt(o.afterOutage.drainMs)} ms (${o.afterOutage.messagesPresented} messages presented, lost ${o.afterOutage.lost}, duplicates ${o.afterOutage.duplicatePresentations})`,
       goal: { op: "<=", value: GOALS.outageRequestsPerSend },
       anchor: ANCHORS.outage,
-      how: `origin + ${Object.keys(o.duringOutage.byParty).length - 1} workers on the real extension stack (passes and watches at their real cadence) behind the fault proxy; for ${o.outageMs / 1000} s the proxy answers every request 503 without a relay body (transient \`RELAY_UNAVAILABLE\`); meanwhile the origin offers ${o.offered.total} evenly spaced sends (${o.offered.createTask} \`createTask\`, ${o.offered.message} \`message\` on the workers' active tasks); every request of every party in the window counts (client-side log; the proxy saw ${fmt(o.duringOutage.requestsAtProxy)}).`,
+      how: `origin + ${Object.keys(o.duringOutage.byParty).length - 1} workers on the real extension stack (passes and watches at their real cadence) behind the fault proxy; for ${o.outageMs / 1000} s the proxy answers every request 503 without a relay body (transient \`RELAY_UNAVAILABLE\`); meanwhile the origin offers ${o.offered.total} evenly spaced sends (${o.offered.createTask} \`createTask\`, ${o.offered.message} \`message\` on the workers' active tasks); every request of every party in the window counts (client-side log; the proxy saw ${fmt(o.duringOutage.requestsAtProxy)}). Each worker proved its endpoint to the origin before the setup (untimed), so the new tasks go to known workers and no hello is asked in the window.`,
       evidence: `requests by operation: ${Object.entries(o.duringOutage.byOperation).map(([name, value]) => `${name} ${value}`).join(", ")}; by party: ${Object.entries(o.duringOutage.byParty).map(([name, value]) => `${name} ${value}`).join(", ")}.`,
       reason:
         "what remains are the passes' own probes (lease or receive at the 1 s active cadence, one per party); applied: a pass that finds the relay unreachable skips old-work retry and starts the outage hold — for `unreachableHoldMs` sends wait without a request (the operation answers `TASK_DELIVERY_DEFERRED`, queued) and ask for no extra pass"
@@ -254,7 +259,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       detail: `p50 ${pi.insertMs.p50}, max ${pi.insertMs.max}; by Pi's timestamp p50 ${pi.insertByPiTimestampMs.p50}, p95 ${pi.insertByPiTimestampMs.p95}; n=${pi.insertMs.count}`,
       goal: { op: "<=", value: GOALS.piInsertP95Ms },
       anchor: ANCHORS.insertion,
-      how: "a real Pi 1.6 worker (RPC mode under Bun, this extension, the scripted model answering with text) and a TaskCore origin on the relay child process; one task at a time once the worker settled; from `createTask` returning to the arrival of the worker's `message_end` RPC record of that task's `pi-tasks-event` (Pi's own message timestamp beside it).",
+      how: "a real Pi 1.6 worker (RPC mode under Bun, this extension, the scripted model answering with text) and a TaskCore origin on the relay child process; one task at a time once the worker settled; from `createTask` returning to the arrival of the worker's `message_end` RPC record of that task's `pi-tasks-event` (Pi's own message timestamp beside it). Once the worker is registered it proves its endpoint to the origin (the origin's hello, answered by the worker Pi's own pass, taken in by an origin pass; untimed, before the warm-up tasks), so every task leaves sealed with its `createTask` (its `delivery` is `accepted`, checked); a first task to a Pi not yet proven adds that hello round trip before it leaves.",
     },
     ...redisFigures(m.redis, GOALS, ANCHORS),
   ];
@@ -291,7 +296,7 @@ function ratioFigures(m: BenchResults["measurements"]): Figure[] {
       how: "the acceptance row's p95 divided by the p95 of the raw `fetch` POST of a 1 KiB send to the same relay, sampled between the creates of the same run.",
       evidence: `createTask p50 ${a.createTaskMs.p50} ms, p95 ${a.createTaskMs.p95} ms; the same send through the client p50 ${a.breakdown.sessionSendMs.p50}, p95 ${a.breakdown.sessionSendMs.p95} ms; as a raw fetch p50 ${post.p50}, p95 ${post.p95} ms.`,
       reason:
-        "one round trip now (the separate resolve is gone), but that round trip through the real client costs about twice the raw POST (ky, lanes, reply validation), and the core adds about half a millisecond of its own (the store transaction, the envelope's canonical JSON and signature, the outbox bookkeeping before and after the send); the origin also runs its background pass on the same thread between creates. What would move it: a leaner client transport, and writing the task and its envelope without re-reading rows in the same transaction",
+        "one round trip now (the separate resolve is gone), but that round trip through the real client costs about twice the raw POST (ky, lanes, reply validation), and the core adds about half a millisecond of its own (the store transaction, the envelope's canonical JSON, signature and sealing, the outbox bookkeeping before and after the send); the origin also runs its background pass on the same thread between creates. What would move it: a leaner client transport, and writing the task and its envelope without re-reading rows in the same transaction",
     },
     {
       id: "delivery-per-post",
@@ -380,14 +385,39 @@ function signingFigures(c: CyclesResult, sg: SigningResult, sc: SignedCyclesResu
   ];
 }
 
+/** Envelope cycles/s sealed ÷ plain: what sealing adds to signed mail on the real client. */
+function sealingFigure(c: CyclesResult, sl: SealedCyclesResult): Figure {
+  const order = sl.rounds.map((round) => `${round.ratio} (${round.first} first)`).join(", ");
+  const client = sl.clientCpuUsPerCycle;
+  const relay = sl.relayCpuUsPerCycle;
+  return {
+    id: "cycles-sealed",
+    label: "Envelope cycles/s sealed ÷ plain (real client; seal+sign per send, open+verify per receive)",
+    measured: sl.ratio,
+    unit: "×",
+    detail: `sealed ${fmt(sl.sealedCyclesPerSecond)} vs plain ${fmt(sl.plainCyclesPerSecond)} cycles/s (medians over the rounds); per round ${sl.rounds.map((round) => round.ratio).join(", ")}; lost ${sl.lost}, duplicates ${sl.duplicates}, open/verify failures ${sl.verifyFailures}`,
+    goal: { op: ">=", value: GOALS.sealedCyclesRatio },
+    anchor: "—",
+    how: `the real-client cycles workload above (${c.senders} \`RelaySession\` senders → 1 receiver, 1 KiB text), ${sl.rounds.length} round${sl.rounds.length === 1 ? "" : "s"} of ${fmt(sl.envelopesPerRun)} envelopes per run: each round runs the workload plain and sealed back to back, each on a fresh relay after its own warm-up, the order alternating between rounds. Plain is the signed variant of the previous row (signed mail in the clear, as before sealing). Sealed: each sender (its own Ed25519 identity) computes the payload's canonical text, signs it with \`signPayload\` as plain does, then seals the signed payload to the receiver's X25519 seal key with the core's \`sealSigned\` (what \`encodePayload\` does for sealed carriage: canonical \`{binding, payload, signature}\`, AES-256-GCM under the per-peer key, cached after its first derivation), and that text is spliced into the envelope as the core splices it (no parse); envelopes grow from ${fmt(sl.envelopeBytes.plain)} B to ${fmt(sl.envelopeBytes.sealed)} B. The receiver opens each payload with the core's \`openPayload\` (decrypt, parse, schema check of the content), checks the sender's seal-key binding on first sight of its key (cached afterwards, as \`learnSealKey\` does), then runs \`verifyPayload\`, before its ACK; all inside the timed loop. Figure: the median of the per-round ratios of cycles/s; every payload must open and verify, nothing may be lost or duplicated, every relay must end empty. CPU per cycle: the bench process (\`process.cpuUsage\`) and the relay (\`/proc/<pid>/stat\`) over each timed run.`,
+    evidence: `per round ${order}; CPU per cycle (medians over the rounds): bench process (the five clients) ${client.plain} µs plain → ${client.sealed} µs sealed, i.e. ${coreShare(client.plain, sl.plainCyclesPerSecond)} → ${coreShare(client.sealed, sl.sealedCyclesPerSecond)} of a core at the median rates; relay ${relay.plain} → ${relay.sealed} µs per cycle. The clients' added ${client.sealed - client.plain} µs per cycle is seal + open on top of sign + verify; were the clients' thread the only bottleneck, the ratio would be ${client.plain} ÷ ${client.sealed} = ${round(client.plain / client.sealed)}.`,
+    reason:
+      "sealing lands on the bench process, which runs all five clients on one JS thread already busy with signing: per send one `sealSigned` (the content `{binding, payload, signature}` and then the sealed payload serialized by the generic canonical JSON writer, AES-256-GCM with a fresh cipher and nonce, base64url of the box), per receive one `openPayload` (base64url decode, AES-256-GCM, a parse and an interpreted schema check of the content), all synchronous; the envelope grows by the box's base64url, which fetch, the relay and the reply check each pay a little for. A CPU profile (`bun --cpu-prof`) of `sealSigned` alone puts most of it in canonical JSON (a `JSON.stringify` per key and string, the key sort, an error path built for every member) and the rest in the cipher; `openPayload` splits between the cipher with its base64url and the parse with the schema check. Possible savings (changes in src/, not made here): build the two sealed texts directly in `sealSigned` (fixed keys, base64url values and an already canonical payload text; only the signature block needs the canonical writer); in `canonicalJson`, build the error path only when rejecting and skip the sort when the keys are already in order (every canonical text gains, the relay's included); check the sealed content with a compiled schema. In use a sender and its receiver are separate processes and each pays only its half. Rounds also vary with other load on the machine's cores (see the per-round ratios)",
+  };
+}
+
 function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
-  const { cycles: c, signing: sg, signedCycles: sc, delivery: d, outage: o, pi, refresh: r } = m;
+  const { cycles: c, signing: sg, signedCycles: sc, sealedCycles: sl, delivery: d, outage: o, pi, refresh: r } = m;
   return [
     { name: "cycles: zero loss, zero duplicates, relay empty", ok: [c.session, c.raw].every((run) => run.lost === 0 && run.duplicates === 0 && run.relayActiveItemsAfter === 0), detail: `session lost ${c.session.lost} dup ${c.session.duplicates} left ${c.session.relayActiveItemsAfter}; raw lost ${c.raw.lost} dup ${c.raw.duplicates} left ${c.raw.relayActiveItemsAfter}` },
     {
       name: "signing: every signed payload verifies; signed cycles lose and duplicate nothing, relays empty",
       ok: sg.assignment.verifyFailures === 0 && sg.intent.verifyFailures === 0 && sc.verifyFailures === 0 && sc.lost === 0 && sc.duplicates === 0 && sc.relayActiveItemsAfter === 0,
       detail: `per-event verify failures ${sg.assignment.verifyFailures + sg.intent.verifyFailures}; cycles (all rounds) verify failures ${sc.verifyFailures}, lost ${sc.lost}, dup ${sc.duplicates}, left ${sc.relayActiveItemsAfter}`,
+    },
+    {
+      name: "sealing: every sealed payload opens and verifies; sealed and plain cycles lose and duplicate nothing, relays empty",
+      ok: sl.verifyFailures === 0 && sl.lost === 0 && sl.duplicates === 0 && sl.relayActiveItemsAfter === 0,
+      detail: `cycles (all rounds, both variants) open/verify failures ${sl.verifyFailures}, lost ${sl.lost}, dup ${sl.duplicates}, left ${sl.relayActiveItemsAfter}`,
     },
     { name: "delivery: every assignment ACKed, none inserted twice", ok: [d.watch, d.poll].every((run) => run.unacknowledged === 0 && run.duplicateInsertions === 0), detail: `watch unacked ${d.watch.unacknowledged} dup ${d.watch.duplicateInsertions}; poll unacked ${d.poll.unacknowledged} dup ${d.poll.duplicateInsertions}` },
     { name: "outage: queued messages all presented once after the outage", ok: o.afterOutage.drained && o.afterOutage.lost === 0 && o.afterOutage.duplicatePresentations === 0, detail: `drained ${o.afterOutage.drained}, presented ${o.afterOutage.messagesPresented}, lost ${o.afterOutage.lost}, duplicates ${o.afterOutage.duplicatePresentations}` },
@@ -417,6 +447,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     cycles: await step("cycles", () => measureCycles({ quick })),
     signing: await step("signing", () => measureSigning({ quick })),
     signedCycles: await step("signed-cycles", () => measureSignedCycles({ quick })),
+    sealedCycles: await step("sealed-cycles", () => measureSealedCycles({ quick })),
     acceptance: await step("acceptance", () => measureAcceptance({ quick })),
     delivery: await step("delivery", () => measureDelivery({ quick })),
     outage: await step("outage", () => measureOutage({ quick })),

@@ -31,6 +31,8 @@ export interface PartyOptions {
   readonly connect?: boolean;
   /** Identity and peers (default: this process's in-memory identity, trusting only itself). */
   readonly trust?: TrustOptions;
+  /** The delegation depth cap (default the core's). */
+  readonly maxDepth?: number;
 }
 
 let serial = 0;
@@ -54,6 +56,7 @@ export async function createParty(options: PartyOptions): Promise<Party> {
     ...(options.timers === undefined ? {} : { timers: options.timers }),
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.trust === undefined ? {} : { trust: options.trust }),
+    ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
   });
   if (options.connect !== false) await core.connect();
   return { name, core, host };

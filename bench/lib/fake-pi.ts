@@ -9,6 +9,7 @@ import { eventually } from "../../kit/async.ts";
 import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { piTasksHome } from "../../src/relay-client/config.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createRequestLog, type RequestLog } from "./request-log.ts";
@@ -24,6 +25,8 @@ export interface Insertion {
 
 export interface FakePi {
   readonly name: string;
+  /** The pi-tasks home its trust reads (its identity): a TaskCore given `homeTrust(home)` is the same identity. */
+  readonly home: string;
   readonly lifecycle: Lifecycle;
   readonly log: RequestLog;
   /** `pi-tasks-event` messages inserted, in order. */
@@ -73,6 +76,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
   let stopped = false;
   const pi = {
     name,
+    home: piTasksHome(env),
     log,
     insertions,
     losses,

@@ -8,12 +8,16 @@ import { TASK_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { makeEvent, makeIntent } from "../../src/core/envelopes.ts";
 import type { SignablePayload } from "../../src/trust/signing.ts";
+import type { EnvelopeKind } from "../../src/protocol/schemas.ts";
+
+/** A task payload (never a hello). */
+export type TaskPayload = SignablePayload & { readonly kind: EnvelopeKind };
 
 /** Lifetime of a bench task (it never runs: only its record travels). */
 const TASK_LIFETIME_MS = 30 * 60_000;
 
 /** The `assignment` payload of a freshly created task (`task.created`) whose text is `text`. */
-export function assignmentPayload(origin: TaskEndpoint, target: TaskEndpoint, text: string, atMs: number): SignablePayload {
+export function assignmentPayload(origin: TaskEndpoint, target: TaskEndpoint, text: string, atMs: number): TaskPayload {
   const task: TaskRecord = {
     taskId: crypto.randomUUID(),
     protocolVersion: TASK_PROTOCOL_VERSION,
@@ -29,7 +33,7 @@ export function assignmentPayload(origin: TaskEndpoint, target: TaskEndpoint, te
 }
 
 /** The `intent` payload of a delivery receipt (`pi_inserted`, confirmed) for an assignment event. */
-export function receiptIntentPayload(taskId: string, eventId: string): SignablePayload {
+export function receiptIntentPayload(taskId: string, eventId: string): TaskPayload {
   const intent = makeIntent(taskId, "task.delivery_receipt", { eventId, stage: "pi_inserted", state: "confirmed" });
   return { taskId, kind: "intent", payload: intent };
 }

@@ -4,6 +4,13 @@
  * task text) from the call to its return with the relay's acceptance — what `agent_task_send`
  * reports. The worker is a registered endpoint that does not drain (its mailbox holds every sample).
  *
+ * Task content goes only to an endpoint that proved which key holds it (src/core/proofs.ts), and a
+ * raw relay session never answers the origin's hello, so the worker is a TaskCore over its own
+ * session (kit/party.ts, the origin's identity, no background passes): before the warm-up it runs
+ * one pass to answer the origin's hello, the origin takes the proof in, and the worker never runs
+ * another pass. Every timed create then leaves at once (`delivery: "accepted"`, checked), sealed to
+ * the proven key: the figure stays the one round trip of an assignment to a known worker.
+ *
  * Breakdown, sampled at the same rate between the creates: a bare `RelaySession.send` of a 1 KiB
  * envelope, and the same send as a raw `fetch` POST (the raw loopback POST the ratios compare
  * with). createTask = one send through the client + the core's own work (validation, store
@@ -11,9 +18,13 @@
  */
 import { KiB, RELAY_ENDPOINT_PATH, msPerSecond } from "../../src/protocol/limits.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
+import type { CreateResult } from "../../src/core/task-core.ts";
+import { homeTrust } from "../../src/trust/home.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { boundEndpoint, startFakePi } from "../lib/fake-pi.ts";
+import { proveEndpoint, requireSentAtOnce } from "../lib/proofs.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
-import { boundSession, encodedForSend, envelopeWithText, filler, rawBinding } from "../lib/wire.ts";
+import { benchName, boundSession, encodedForSend, envelopeWithText, filler, rawBinding } from "../lib/wire.ts";
 
 const RATE_PER_SECOND = 10;
 const SAMPLES = 100;
@@ -38,7 +49,7 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
   const warmup = quick ? QUICK_WARMUP_SENDS : WARMUP_SENDS;
   const relay = await startRelayProcess();
   const origin = startFakePi({ url: relay.url, logRequests: false });
-  const worker = await boundSession(relay.url, "acceptance-worker");
+  let worker: Party | undefined;
   // Two sinks: each mailbox holds at most relayMaxMailboxItems envelopes.
   const sink = await boundSession(relay.url, "acceptance-sink");
   const rawSink = await boundSession(relay.url, "acceptance-raw-sink");
@@ -46,6 +57,12 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
   const rawProbe = await rawBinding(relay.url, "acceptance-raw-probe");
   try {
     await boundEndpoint(origin);
+    // The worker: the origin's identity (one user, as two Pis sharing a home), its endpoint proven
+    // to the origin by one pass of its own, then no pass again (its mailbox fills with the samples).
+    worker = await createParty({ url: relay.url, name: benchName("acceptance-worker"), trust: homeTrust(origin.home) });
+    const proving = worker;
+    const to = proving.core.endpoint()!;
+    await proveEndpoint(() => origin.core(), to, { pass: () => proving.core.refresh().then(() => origin.core().refresh()) });
     const text = filler(TASK_TEXT_CHARS);
     const rawBase = { operation: "send", ...rawProbe.base };
     const created: number[] = [];
@@ -54,12 +71,16 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
     let failures = 0;
     const createOnce = async (record: boolean) => {
       const at = now();
+      let result: CreateResult;
       try {
-        await origin.lifecycle.run((core) => core.createTask({ to: worker.endpoint, task: text }));
-        if (record) created.push(now() - at);
+        result = await origin.lifecycle.run((core) => core.createTask({ to, task: text }));
       } catch {
         failures += 1;
+        return;
       }
+      const elapsed = now() - at;
+      requireSentAtOnce(result, "acceptance");
+      if (record) created.push(elapsed);
     };
     const probeOnce = async (record: boolean) => {
       let at = now();
@@ -92,7 +113,8 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
     };
   } finally {
     await origin.stop().catch(() => undefined);
-    for (const side of [worker, sink, rawSink, probe]) side.session.close();
+    if (worker !== undefined) await closeParties([worker]);
+    for (const side of [sink, rawSink, probe]) side.session.close();
     await relay.stop().catch(() => undefined);
   }
 }

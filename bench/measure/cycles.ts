@@ -10,8 +10,10 @@
  * sustains when the client costs next to nothing.
  *
  * With `hooks` (bench/measure/signed-cycles.ts), each sender prepares each envelope before its send
- * (e.g. signs its payload) and the receiver checks each received payload before its ACK (e.g.
- * verifies it), inside the timed loop.
+ * (e.g. signs its payload, or signs and seals it) and the receiver checks each received payload
+ * before its ACK (e.g. verifies it, or opens and verifies it), inside the timed loop. A hook that
+ * encodes the payload itself returns its text, which is spliced into the envelope's text as the
+ * core splices `encodePayload`'s text (no parse, no re-serialization).
  */
 import { ackBatchMaxItems, KiB, RELAY_ENDPOINT_PATH, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
@@ -47,8 +49,12 @@ const MICROS_PER_MS = 1_000;
 
 export interface CycleRun {
   readonly client: "session" | "raw";
+  /** The variant that ran (the hooks' `label`; "unsigned" without hooks). */
+  readonly variant: string;
   /** Whether senders signed and the receiver verified each payload (the hooks' `signed`). */
   readonly signed: boolean;
+  /** Whether senders sealed and the receiver opened each payload (the hooks' `sealed`). */
+  readonly sealed: boolean;
   readonly envelopes: number;
   readonly seconds: number;
   readonly cyclesPerSecond: number;
@@ -57,7 +63,7 @@ export interface CycleRun {
   readonly lost: number;
   readonly duplicates: number;
   readonly relayActiveItemsAfter: number;
-  /** Received payloads that did not verify (signed runs; must be 0). */
+  /** Received payloads that did not open or verify (runs with hooks; must be 0). */
   readonly verifyFailures: number;
   /** CPU per cycle of the bench process (all clients), µs. */
   readonly clientCpuUsPerCycle: number;
@@ -65,14 +71,30 @@ export interface CycleRun {
   readonly relayCpuUsPerCycle: number;
 }
 
-/** Per-cycle work a run adds on both sides (the signed-cycles comparison). */
+/** Per-cycle work a run adds on both sides (the signed- and sealed-cycles comparisons). */
 export interface CycleHooks {
+  /** The variant's name (a comparison's field for its runs, e.g. "signed", "sealed"). */
+  readonly label: string;
   /** Whether `prepare` signs and `check` verifies. */
   readonly signed: boolean;
-  /** Runs on each envelope sender `senderIndex` is about to send (may add to its payload). */
-  prepare(envelope: Record<string, unknown>, senderIndex: number): void;
+  /** Whether `prepare` seals and `check` opens. */
+  readonly sealed: boolean;
+  /**
+   * Runs on each envelope sender `senderIndex` is about to send: may add to its payload, or encode
+   * the payload itself and return its text (sent in place of the envelope's `payload` object).
+   */
+  prepare(envelope: Record<string, unknown>, senderIndex: number): string | undefined;
   /** Runs on each received payload before its ACK; false counts a verify failure. */
   check(payload: unknown): boolean;
+}
+
+/**
+ * The text of `envelope` with `payloadText` as its payload, spliced in as is (as the core's
+ * envelope text splices `encodePayload`'s): the rest is serialized as `encodedForSend` does.
+ */
+function envelopeTextWith(envelope: Record<string, unknown>, payloadText: string): string {
+  const rest = JSON.stringify({ ...envelope, payload: undefined });
+  return `${rest.slice(0, -1)},"payload":${payloadText}}`;
 }
 
 export interface CyclesResult {
@@ -85,7 +107,8 @@ export interface CyclesResult {
 
 interface Client {
   readonly endpoint: TaskEndpoint;
-  send(envelope: Record<string, unknown>): Promise<void>;
+  /** Sends `envelope`; with `payloadText`, that text is its payload (the object's `payload` is not sent). */
+  send(envelope: Record<string, unknown> & { envelopeId: string }, payloadText?: string): Promise<void>;
   receive(cursor: string): Promise<{ deliveries: { cursor: string; envelopeId: string; payload: unknown }[]; nextCursor: string }>;
   acknowledge(envelopeId: string): Promise<void>;
   /** `ack-batch-v1` when the relay advertises it (ours does): one request for up to `ackBatchMaxItems` ids. */
@@ -111,7 +134,8 @@ async function sessionClient(url: string, role: string): Promise<Client> {
   };
   return {
     endpoint,
-    send: (envelope) => wrap((s) => s.send(encodedForSend(envelope as { envelopeId: string }))).then(() => undefined),
+    send: (envelope, payloadText) =>
+      wrap((s) => s.send(payloadText === undefined ? encodedForSend(envelope) : { envelopeId: envelope.envelopeId, text: envelopeTextWith(envelope, payloadText) })).then(() => undefined),
     receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: page.deliveries.map((item) => ({ cursor: item.cursor, envelopeId: item.envelopeId, payload: item.envelope.payload })), nextCursor: page.nextCursor })),
     acknowledge: (envelopeId) => wrap((s) => s.acknowledge(envelopeId)).then(() => undefined),
     acknowledgeBatch: (envelopeIds) => wrap((s) => s.acknowledgeBatch(envelopeIds)).then(() => undefined),
@@ -125,9 +149,12 @@ async function rawClient(url: string, role: string): Promise<Client> {
   const { base, endpoint } = await rawBinding(url, role);
   const target = `${url}${RELAY_ENDPOINT_PATH}`;
   let requests = 1;
-  async function post(fields: Record<string, unknown>): Promise<Record<string, any>> {
+  /** POSTs `fields` (and `envelopeText` as its `envelope`, spliced in as is). */
+  async function post(fields: Record<string, unknown>, envelopeText?: string): Promise<Record<string, any>> {
     requests += 1;
-    const response = await fetch(target, { method: "POST", body: JSON.stringify({ ...fields, ...base }), headers: { "content-type": "application/json" } });
+    const fieldsText = JSON.stringify({ ...fields, ...base });
+    const body = envelopeText === undefined ? fieldsText : `${fieldsText.slice(0, -1)},"envelope":${envelopeText}}`;
+    const response = await fetch(target, { method: "POST", body, headers: { "content-type": "application/json" } });
     const reply = (await response.json()) as { ok: boolean; value: Record<string, any>; error?: { code: string } };
     if (reply.ok) return reply.value;
     if (reply.error?.code === "RELAY_CAPACITY") throw new CapacityRefusal();
@@ -135,7 +162,8 @@ async function rawClient(url: string, role: string): Promise<Client> {
   }
   return {
     endpoint,
-    send: (envelope) => post({ operation: "send", envelope }).then(() => undefined),
+    send: (envelope, payloadText) =>
+      (payloadText === undefined ? post({ operation: "send", envelope }) : post({ operation: "send" }, envelopeTextWith(envelope, payloadText))).then(() => undefined),
     receive: (cursor) =>
       post({ operation: "receive", cursor, limit: receivePageMaxItems }).then((value) => ({
         deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string; payload: unknown } }[]).map((item) => ({ cursor: item.cursor, envelopeId: item.envelope.envelopeId, payload: item.envelope.payload })),
@@ -198,10 +226,10 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
         next += 1;
         await acquire();
         const envelope = envelopeWithText(sender.endpoint, receiver.endpoint, text);
-        hooks?.prepare(envelope, senderIndex);
+        const payloadText = hooks?.prepare(envelope, senderIndex);
         for (;;) {
           try {
-            await sender.send(envelope);
+            await sender.send(envelope, payloadText);
             accepted.add(envelope.envelopeId);
             break;
           } catch (error) {
@@ -255,7 +283,9 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
   const perCycleUs = (ms: number) => Math.round((ms * MICROS_PER_MS) / total);
   return {
     client: kind,
+    variant: hooks?.label ?? "unsigned",
     signed: hooks?.signed === true,
+    sealed: hooks?.sealed === true,
     envelopes: total,
     seconds: Math.round(seconds * 1000) / 1000,
     cyclesPerSecond: Math.round(total / seconds),

@@ -8,6 +8,12 @@
  * soon as mail waits), and the same relay behind the fault proxy rewriting the profile reply to
  * drop `features` (a plain Wolfpack relay: the worker polls at the 1 s active cadence). Sends are
  * spaced 100 ms apart, so their phase against the poll is spread evenly.
+ *
+ * Task content goes only to an endpoint that proved which key holds it (src/core/proofs.ts): before
+ * the warm-up the worker proves itself to the origin (the origin's hello, answered by the worker's
+ * pass, taken in by the origin's; untimed), so every timed assignment leaves with its `createTask`
+ * (`delivery: "accepted"`, checked) and the figure stays accepted → ACK between parties that know
+ * each other. A first assignment to a new worker adds that hello round trip before its acceptance.
  */
 import { coreInternals } from "../../src/core/task-core.ts";
 import { KiB, msPerSecond } from "../../src/protocol/limits.ts";
@@ -16,6 +22,7 @@ import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { createFaultProxy } from "../../kit/fault-proxy.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
+import { introduceFakePis, requireSentAtOnce } from "../lib/proofs.ts";
 import { filler } from "../lib/wire.ts";
 
 const RATE_PER_SECOND = 10;
@@ -81,8 +88,11 @@ export async function deliveryBetween(urls: { readonly origin: string; readonly 
     const text = filler(TASK_TEXT_CHARS);
     const send = async () => {
       const created = await origin!.lifecycle.run((core) => core.createTask({ to, task: text }));
-      return { ...created, acceptedAt: now() };
+      const acceptedAt = now();
+      return { ...requireSentAtOnce(created, `delivery (${mode})`), acceptedAt };
     };
+    // The worker proves itself to the origin first (untimed): every assignment below leaves at once.
+    await introduceFakePis(origin, worker, to);
     // Warm-up: one task, so the worker has an active task (the 1 s cadence) and every path is hot.
     const first = await send();
     if (!(await eventually(() => worker!.log.ackedAt(first.envelopeId) !== undefined, WARMUP_TIMEOUT_MS, POLL_MS))) throw new Error(`${mode}: warm-up task never acknowledged`);

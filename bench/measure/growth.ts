@@ -20,6 +20,12 @@
  *   registered sinks that never answer); each sampled task goes to a worker TaskCore that
  *   completes it at once, and the origin takes the result in, so every sample sees N.
  *
+ * Proofs (src/core/proofs.ts): task content goes only to an endpoint that proved which key holds
+ * it. Every worker is proven to its origin before anything is timed — each fake-Pi pair before its
+ * warm-up deliveries, the createTask curve's worker and sinks (TaskCores that answer the origin's
+ * hello with one pass, the sinks never running another) before the warm-up and the fill — so every
+ * timed or filling createTask leaves at once (`delivery: "accepted"`, checked), as before.
+ *
  * Slopes: log–log between the first and last points with a nonzero x and value (for a rate, of
  * its inverse, the cost per cycle): < 0.2 flat, 0.2–1.2 ≈ linear, > 1.2 super-linear (a finding).
  */
@@ -42,8 +48,10 @@ import {
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createRelayEngine, type RelayEngine } from "../../src/relay-server/engine.ts";
 import { eventually } from "../../kit/async.ts";
+import { introduce } from "../../kit/introduce.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
+import { introduceFakePis, requireSentAtOnce } from "../lib/proofs.ts";
 import { now, pool, round, summarize } from "../lib/stats.ts";
 import { benchName, filler, rawBinding } from "../lib/wire.ts";
 import { runCycles, SENDERS } from "./cycles.ts";
@@ -305,7 +313,8 @@ interface DeliverySample {
 
 /**
  * Delivery latency between a fresh pair of fake Pis: createTask accepted → the worker's relay ACK
- * returned (its request log's time), one task at a time, `DELIVERY_GAP_MS` apart.
+ * returned (its request log's time), one task at a time, `DELIVERY_GAP_MS` apart. The worker
+ * proves itself to the origin first (untimed), so every assignment leaves with its createTask.
  */
 async function deliverySample(url: string, samples: number, warmup: number): Promise<DeliverySample> {
   let origin: FakePi | undefined;
@@ -316,12 +325,14 @@ async function deliverySample(url: string, samples: number, warmup: number): Pro
     const to = await boundEndpoint(worker);
     await boundEndpoint(origin);
     const watching = coreInternals(worker.core()).session.features().has("watch-v1");
+    await introduceFakePis(origin, worker, to);
     const text = filler(TASK_TEXT_CHARS);
     const ackMs: number[] = [];
     let unacknowledged = 0;
     for (let index = 0; index < warmup + samples; index += 1) {
       const created = await origin.lifecycle.run((core) => core.createTask({ to, task: text }));
       const acceptedAt = now();
+      requireSentAtOnce(created, "growth delivery");
       const log = worker.log;
       const acked = await eventually(() => log.ackedAt(created.envelopeId), DELIVERY_TIMEOUT_MS, POLL_MS);
       if (acked === undefined) unacknowledged += 1;
@@ -484,7 +495,7 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
     xUnit: "idle session",
     unit: "ms",
     points: points.map((point) => ({ x: point.idle, value: point.deliveryP95Ms })),
-    note: `${settings.rounds * settings.samplesPerRound} deliveries per point, in ${settings.rounds} round${settings.rounds === 1 ? "" : "s"} of ${settings.samplesPerRound} (after ${settings.warmup} warm-up each) between a fresh pair of fake Pis (the real extension stack), one task at a time, ${DELIVERY_GAP_MS} ms apart (delivery.ts spaces them 100 ms apart instead). Same relays and points as the cycles curve.`,
+    note: `${settings.rounds * settings.samplesPerRound} deliveries per point, in ${settings.rounds} round${settings.rounds === 1 ? "" : "s"} of ${settings.samplesPerRound} (after ${settings.warmup} warm-up each) between a fresh pair of fake Pis (the real extension stack), one task at a time, ${DELIVERY_GAP_MS} ms apart (delivery.ts spaces them 100 ms apart instead); each pair's worker proves its endpoint to the origin before its warm-up (untimed), so every assignment leaves with its createTask (checked). Same relays and points as the cycles curve.`,
   });
   const checks: GrowthCheck[] = [
     {
@@ -639,10 +650,21 @@ async function refreshCurve(url: string, quick: boolean): Promise<{ curve: Growt
 // createTask against active tasks
 // ---------------------------------------------------------------------------------------------
 
-/** Sinks enough to hold `tasks` assignments without filling a mailbox. */
-async function sinks(url: string, tasks: number): Promise<TaskEndpoint[]> {
+/**
+ * Sinks enough to hold `tasks` assignments without filling a mailbox: TaskCores (this process's
+ * identity, as the origin's) that answer the origin's hello with one pass and never run another,
+ * so the assignments wait in their mailboxes unanswered. Each is pushed to `parties` (to close).
+ */
+async function sinks(url: string, tasks: number, origin: TaskCore, parties: Party[]): Promise<TaskEndpoint[]> {
   const count = Math.ceil(tasks / (relayMaxMailboxItems / 2)) + 1;
-  return Promise.all(Array.from({ length: count }, async (_, index) => (await rawBinding(url, `growth-sink-${index}`)).endpoint));
+  const endpoints: TaskEndpoint[] = [];
+  for (let index = 0; index < count; index += 1) {
+    const sink = await createParty({ url, name: benchName(`growth-sink-${index}`) });
+    parties.push(sink);
+    await introduce(origin, sink.core);
+    endpoints.push(sink.core.endpoint()!);
+  }
+  return endpoints;
 }
 
 /**
@@ -656,6 +678,7 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
   const largest = sizes[sizes.length - 1]!;
   const origin = await createParty({ url, name: benchName("growth-origin") });
   const worker = await createParty({ url, name: benchName("growth-worker") });
+  const sinkParties: Party[] = [];
   const text = filler(TASK_TEXT_CHARS);
   const points: GrowthPoint[] = [];
   const passPoints: GrowthPoint[] = [];
@@ -664,14 +687,17 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
   const mismatches: string[] = [];
   let records = 0;
   try {
-    const parked = await sinks(url, largest);
+    const parked = await sinks(url, largest, origin.core, sinkParties);
     const to = worker.core.endpoint()!;
+    // The worker proves itself once (untimed): each sample's assignment leaves with its createTask.
+    await introduce(origin.core, worker.core);
     let filled = 0;
     /** One task to the worker, completed there and taken in by the origin; resolves with the createTask time. */
     const sample = async (): Promise<number> => {
       const at = now();
       const created = await origin.core.createTask({ to, task: text });
       const elapsed = now() - at;
+      requireSentAtOnce(created, "growth createTask");
       await worker.core.refresh();
       await worker.core.done({ taskId: created.taskId, status: "completed", summary: "done" });
       await origin.core.refresh();
@@ -680,7 +706,7 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
     for (let index = 0; index < warmup; index += 1) await sample();
     for (const size of sizes) {
       await pool(size - filled, FILL_CONCURRENCY, async (index) => {
-        await origin.core.createTask({ to: parked[(filled + index) % parked.length]!, task: text });
+        requireSentAtOnce(await origin.core.createTask({ to: parked[(filled + index) % parked.length]!, task: text }), "growth fill");
       });
       filled = size;
       const times: number[] = [];
@@ -695,7 +721,7 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
     // Each parked task holds ~5 store records and each completed sample ~13 (the store only grows).
     records = coreInternals(origin.core).store.stats().records;
   } finally {
-    await closeParties([origin, worker]);
+    await closeParties([origin, worker, ...sinkParties]);
   }
   const create = curve({
     id: "growth-create-p95",
@@ -704,7 +730,7 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
     xUnit: "active task",
     unit: "ms",
     points,
-    note: `One origin TaskCore (kit/party.ts, no background passes) on a relay process, holding N active tasks assigned to registered sinks that never answer; ${samples} timed createTask calls per point (after ${warmup} warm-up), each a 1 KiB task to a worker TaskCore that completes it at once, the origin taking the result in before the next, so each call sees N active tasks. p50 per point: ${medians.map((value) => readable(value)).join(", ")} ms.`,
+    note: `One origin TaskCore (kit/party.ts, no background passes) on a relay process, holding N active tasks assigned to registered sinks that never answer (TaskCores that proved their endpoints to the origin with one pass each, before the fill, and never run another: the assignments wait in their mailboxes); ${samples} timed createTask calls per point (after ${warmup} warm-up), each a 1 KiB task to a worker TaskCore that completes it at once, the origin taking the result in before the next, so each call sees N active tasks. The worker proved its endpoint before the warm-up (one hello round trip, untimed), so every timed assignment leaves sealed with its createTask (checked). p50 per point: ${medians.map((value) => readable(value)).join(", ")} ms.`,
   });
   const pass = curve({
     id: "growth-refresh-active",

@@ -1,13 +1,15 @@
 /**
  * Relay memory per queued 1 KiB envelope: an in-process relay (`startRelayServer`), JS heap after a
  * full synchronous GC before and after queueing envelopes (unacknowledged) spread over several
- * target mailboxes (each mailbox holds at most `relayMaxMailboxItems`). Requests are handed to the
+ * target mailboxes (each mailbox holds at most `relayMaxMailboxItems`), sent by enough sources that
+ * each stays within its fair share of a mailbox (`relaySenderMaxMailboxItems`, quotas-v1; the
+ * sources are registered before the first heap reading). Requests are handed to the
  * relay engine as the HTTP layer does (the body text parsed with `JSON.parse`), without sockets, so
  * the heap holds only what the relay keeps: the canonical envelope text, the one object that is
  * its mailbox item and its dedupe receipt, and their index entries. Median of a few trials on fresh relays.
  */
 import { heapStats } from "bun:jsc";
-import { KiB, RELAY_PROFILE, relayMaxActiveItems, relayMaxMailboxItems, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import { KiB, RELAY_PROFILE, relayMaxActiveItems, relayMaxMailboxItems, relaySenderMaxMailboxItems, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { startRelayServer } from "../../src/relay-server/server.ts";
 import { round } from "../lib/stats.ts";
@@ -69,15 +71,23 @@ export interface MemoryWorkload {
   queue(): Promise<number>;
 }
 
-/** Registers a source and `targets` sinks on the relay, then (`queue`) sends to them through its engine. */
+/**
+ * Registers `targets` sinks and enough sources on the relay, then (`queue`) sends to them through
+ * its engine: each source sends to one sink only, at most its share of that mailbox.
+ */
 export async function memoryWorkload(relay: Handle & { readonly epoch: string }, targets: number, perTarget: number): Promise<MemoryWorkload> {
-  const source = await connect(relay, "memory-source");
+  const sourcesPerTarget = Math.ceil(perTarget / relaySenderMaxMailboxItems);
+  const sources: Awaited<ReturnType<typeof connect>>[] = [];
+  for (let index = 0; index < targets * sourcesPerTarget; index += 1) sources.push(await connect(relay, `memory-source-${index}`));
   const sinks: TaskEndpoint[] = [];
   for (let index = 0; index < targets; index += 1) sinks.push((await connect(relay, `memory-sink-${index}`)).endpoint);
   return {
     async queue() {
       const total = targets * perTarget;
       for (let index = 0; index < total; index += 1) {
+        // Round robin over the sinks, as before; each sink's sources take its envelopes in turn.
+        const target = index % targets;
+        const source = sources[target * sourcesPerTarget + (Math.floor(index / targets) % sourcesPerTarget)]!;
         const taskId = crypto.randomUUID();
         const text = `${index}:`.padEnd(TEXT_CHARS, "x");
         const body = JSON.stringify({
@@ -90,7 +100,7 @@ export async function memoryWorkload(relay: Handle & { readonly epoch: string },
             envelopeId: crypto.randomUUID(),
             protocolVersion: WIRE_PROTOCOL_VERSION,
             source: source.endpoint,
-            target: sinks[index % targets]!,
+            target: sinks[target]!,
             payload: { taskId, kind: "canonical_event", payload: { taskId, type: "task.information", message: text } },
             createdAt: new Date().toISOString(),
           },

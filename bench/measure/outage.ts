@@ -12,6 +12,11 @@
  * Every request any party makes in the window is counted (client-side log; the proxy's count is
  * reported beside it). After the outage the passes drain the queued messages; the drain time and
  * the presentation at the workers (each message exactly once) are checked.
+ *
+ * Task content goes only to an endpoint that proved which key holds it (src/core/proofs.ts): each
+ * worker proves itself to the origin before the setup (untimed, before the outage), so the new
+ * tasks offered during the outage go to known workers and try their send at once, as before; no
+ * hello is asked in the window.
  */
 import { coreInternals } from "../../src/core/task-core.ts";
 import { KiB } from "../../src/protocol/limits.ts";
@@ -20,6 +25,7 @@ import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { createFaultProxy } from "../../kit/fault-proxy.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, sleepUntil } from "../lib/stats.ts";
+import { introduceFakePis } from "../lib/proofs.ts";
 import { filler } from "../lib/wire.ts";
 
 const OUTAGE_MS = 15_000;
@@ -72,6 +78,7 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
     parties.push(origin, ...workers);
     const targets = await Promise.all(workers.map((worker) => boundEndpoint(worker)));
     await boundEndpoint(origin);
+    for (const [index, worker] of workers.entries()) await introduceFakePis(origin, worker, targets[index]!);
     const text = filler(TASK_TEXT_CHARS);
     const tasks: string[] = [];
     for (const to of targets) tasks.push((await origin.lifecycle.run((core) => core.createTask({ to, task: text }))).taskId);

@@ -6,6 +6,11 @@
  * sent once the worker has settled from the previous one. Latency = arrival (on the bench's end of
  * Pi's RPC stdout) of the `message_end` record of the task's `pi-tasks-event` − the moment
  * `createTask` returned with the relay's acceptance; Pi's own message timestamp is reported too.
+ *
+ * Task content goes only to an endpoint that proved which key holds it (src/core/proofs.ts): once
+ * the worker is registered, the origin asks it (a hello the worker Pi's own passes answer) and runs
+ * its passes until the proof is in — untimed, before the warm-up tasks — so every task leaves with
+ * its `createTask` (`delivery: "accepted"`, checked) and the figure stays accepted → inserted.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +22,7 @@ import { workerShutdownGraceMs } from "../../src/protocol/limits.ts";
 import { homeTrust } from "../../src/trust/home.ts";
 import { closeParties, createParty } from "../../kit/party.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
+import { proveEndpoint, requireSentAtOnce } from "../lib/proofs.ts";
 import { roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { benchName } from "../lib/wire.ts";
 
@@ -67,12 +73,16 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
     const to = await waitForEndpoint(relay.url, workerName, { timeoutMs: REGISTRATION_TIMEOUT_MS, pollMs: 20 });
     const piStartMs = Date.now() - started;
     await origin.connect();
+    // The worker Pi proves its endpoint to the origin (its scheduler answers the hello; the
+    // origin, which runs no passes of its own, takes the answer in with these).
+    await proveEndpoint(() => origin, to, { pass: () => origin.refresh(), timeoutMs: REGISTRATION_TIMEOUT_MS, pollMs: 20 });
     const byRecord: number[] = [];
     const byTimestamp: number[] = [];
     for (let index = 0; index < warmup + tasks; index += 1) {
       const from = worker.records.length;
       const created = await origin.createTask({ to, task: `bench task ${index}: note it and wait` });
       const acceptedAt = Date.now();
+      requireSentAtOnce(created, "pi");
       const record = await worker.waitFor((candidate) => eventMessage(candidate, created.taskId) !== undefined, INSERT_TIMEOUT_MS, from);
       const message = eventMessage(record, created.taskId)!;
       if (index >= warmup) {

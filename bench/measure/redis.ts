@@ -226,7 +226,7 @@ export function redisFigures(measurement: RedisMeasurement, goals: RedisGoals, a
       detail: `p50 ${d.ackMs.p50}; accepted → inserted p50 ${d.insertMs.p50}, p95 ${d.insertMs.p95}; n=${d.ackMs.count}`,
       goal: { op: "<=", value: goals.watchDeliveryP95Ms },
       anchor: anchors.deliveryAck,
-      how: "the delivery-watch measurement (the real extension stack on both sides, a 1 KiB task every 100 ms, from `createTask` returning to the worker's `acknowledge` reply) with the origin bound to relay A and the worker to relay B, both relays on one Redis: the worker's watch parks on relay B and is rung through Redis pub/sub when relay A admits the assignment.",
+      how: "the delivery-watch measurement (the real extension stack on both sides, a 1 KiB task every 100 ms, from `createTask` returning to the worker's `acknowledge` reply) with the origin bound to relay A and the worker to relay B, both relays on one Redis: the worker's watch parks on relay B and is rung through Redis pub/sub when relay A admits the assignment. As there, the worker proves its endpoint to the origin before the warm-up (its hello and answer cross the relays too; untimed), so every timed assignment leaves with its `createTask`.",
     },
     {
       id: "redis-memory",

@@ -22,7 +22,7 @@ import { encodePayload } from "../../src/core/envelopes.ts";
 import { generateIdentity, verifySignature } from "../../src/trust/keys.ts";
 import { factsOf, payloadDigest, signedBytes, signPayload, type SignablePayload, verifyPayload } from "../../src/trust/signing.ts";
 import { now, roundSummary, type Summary, summarize } from "../lib/stats.ts";
-import { assignmentPayload, receiptIntentPayload } from "../lib/task-payloads.ts";
+import { assignmentPayload, receiptIntentPayload, type TaskPayload } from "../lib/task-payloads.ts";
 import { filler } from "../lib/wire.ts";
 
 /** Timed events per payload kind, after the warm-up. */
@@ -63,7 +63,7 @@ export interface SigningResult {
   readonly intent: SigningCost;
 }
 
-type Builder = (from: TaskEndpoint, to: TaskEndpoint, atMs: number) => SignablePayload;
+type Builder = (from: TaskEndpoint, to: TaskEndpoint, atMs: number) => TaskPayload;
 
 const micros = (startedMs: number) => (now() - startedMs) * MICROS_PER_MS;
 

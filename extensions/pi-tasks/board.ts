@@ -2,7 +2,8 @@
  * The `/tasks` board for people: who this session is (its name and identity fingerprint), which
  * relay it uses (and whether pi-tasks started it), mail the trust gate rejected, and one line per
  * task with the peer's session name, its signer and the state in plain words. `/tasks <id>` prints
- * one task in detail.
+ * one task in detail. A session name is the peer's claim (shown escaped and marked) and peer text is
+ * quoted on its line (quote.ts), so neither can add a line to the board or drive the terminal.
  */
 import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
 import { isAlive, listSpawned, type SpawnedWorker } from "../../src/cli/spawned.ts";
@@ -13,6 +14,7 @@ import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { age, signerShort, taskTitle, taskWords } from "./describe.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
+import { claimedName, inlineText, oneLine } from "./quote.ts";
 import { evidenceLines, signerWords, terminalLines } from "./render.ts";
 
 /** Session names of endpoints, by `endpointKey` (from the relay's session list and spawn records). */
@@ -21,9 +23,10 @@ export type PeerNames = ReadonlyMap<string, string>;
 const TITLE_CHARS = 48;
 const SHORT_ID_CHARS = 8;
 
-/** A peer as people read it: its session name, else a short form of its endpoint id. */
+/** A peer as people read it: the session name it claims (marked), else a short form of its endpoint id. */
 export function peerName(endpoint: TaskEndpoint, names: PeerNames): string {
-  return names.get(endpointKey(endpoint)) ?? `endpoint ${endpoint.id.slice(0, SHORT_ID_CHARS)}…`;
+  const name = names.get(endpointKey(endpoint));
+  return name === undefined ? `endpoint ${oneLine(endpoint.id.slice(0, SHORT_ID_CHARS))}…` : claimedName(name);
 }
 
 /** The relay line, as it is now: a relay pi-tasks started is checked to be still running. */
@@ -34,16 +37,21 @@ function relayLine(info: SessionInfo): string {
   if (recorded !== undefined && record === undefined) {
     return `relay: ${relay.url} — the relay pi-tasks started (pid ${recorded.pid}) has stopped; a Pi started next starts it again`;
   }
+  // A relay checked against the user's relay secret says so (docs/security.md, "The relay secret"):
+  // one found or started at start-up proved it then; a configured one proves it before it gets anything.
+  const proven = relay.secretFile === undefined ? "" : ` · verified with your relay secret ${relay.secretFile}`;
   switch (relay.state) {
     case "configured":
-      return `relay: ${relay.url} (from PI_TASKS_RELAY_URL)`;
+      return `relay: ${relay.url} (from PI_TASKS_RELAY_URL)${relay.secretFile === undefined ? "" : ` · it must prove your relay secret ${relay.secretFile} before it is sent anything`}`;
     case "started":
-      return `relay: ${relay.url} — started by this Pi (pid ${record?.pid}, log ${record?.log}); /tasks relay stop stops it`;
+      return `relay: ${relay.url} — started by this Pi (pid ${record?.pid}, log ${record?.log}); /tasks relay stop stops it${proven}`;
     case "running":
       if (relay.problem !== undefined) return `relay: ${relay.url} — ${relay.problem}`;
       return record === undefined
-        ? `relay: ${relay.url} — already running (not started by pi-tasks)`
-        : `relay: ${relay.url} — started by pi-tasks (pid ${record.pid}, log ${record.log}); /tasks relay stop stops it`;
+        ? `relay: ${relay.url} — already running (not started by pi-tasks)${proven}`
+        : `relay: ${relay.url} — started by pi-tasks (pid ${record.pid}, log ${record.log}); /tasks relay stop stops it${proven}`;
+    case "untrusted":
+      return `relay: ${relay.url} — NOT USED: ${relay.problem ?? "it cannot prove it is yours"}`;
     case "absent":
       return `relay: ${relay.url} — not running: ${relay.problem ?? "no relay answers"}. Fix: see the relay log, set PI_TASKS_RUNTIME to a node (>= 22.19) or bun, or set PI_TASKS_RELAY_URL to a relay you run`;
   }
@@ -69,7 +77,7 @@ function taskLine(task: TaskView, names: PeerNames, now: number): string {
   const questions = openQuestions(task);
   const oldest = questions[0];
   const words = oldest === undefined ? taskWords(task) : `${taskWords(task)} (${age(now - oldest.occurredAt)})`;
-  return `  ${task.taskId.slice(0, SHORT_ID_CHARS)}  ${peer} — ${words} — "${taskTitle(task, TITLE_CHARS)}"`;
+  return `  ${oneLine(task.taskId.slice(0, SHORT_ID_CHARS))}  ${peer} — ${words} — ${taskTitle(task, TITLE_CHARS)}`;
 }
 
 function identityLine(info: SessionInfo): string {
@@ -115,15 +123,14 @@ export function boardLines(
 function eventLine(event: TaskView["events"][number], now: number): string {
   const payload = event.payload as Record<string, unknown>;
   const text = typeof payload.message === "string" ? payload.message : typeof payload.summary === "string" ? payload.summary : "";
-  const short = text.length > TITLE_CHARS ? `${text.slice(0, TITLE_CHARS - 1)}…` : text;
-  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${event.type}${short === "" ? "" : ` — ${short}`}`;
+  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${oneLine(event.type)}${text === "" ? "" : ` — ${inlineText(text, TITLE_CHARS)}`}`;
 }
 
 /** One task in detail. */
 export function detailLines(task: TaskView, names: PeerNames, now: number): string[] {
   const visible = task.events.filter((event) => event.type !== "task.delivery_receipt");
   return [
-    `task ${task.taskId}`,
+    `task ${oneLine(task.taskId)}`,
     `  ${task.role === "origin" ? "you assigned it" : "assigned to you"}: ${taskWords(task)}`,
     `  from ${peerName(task.origin, names)} to ${peerName(task.target, names)}`,
     `  ${task.role === "origin" ? "worker" : "origin"} signer: ${signerWords(task.peer)}`,

@@ -7,6 +7,7 @@ import type { TaskView } from "../../src/core/task-core.ts";
 import type { Signer } from "../../src/core/trust.ts";
 import { latestAssignment } from "../../src/protocol/events.ts";
 import { msPerSecond } from "../../src/protocol/limits.ts";
+import { inlineText } from "./quote.ts";
 
 function acknowledged(task: TaskView): boolean {
   return task.events.some((event) => event.type === "task.parent_acknowledged");
@@ -64,11 +65,14 @@ export function taskWords(task: TaskView): string {
   return task.role === "origin" ? originWords(task) : workerWords(task);
 }
 
-/** The first line of the task text (what the board shows as its title). */
+/**
+ * The first line of the task text, quoted and escaped (quote.ts `inlineText`): what the board shows
+ * as its title. The origin wrote it, so it is shown as a string of its, never as words of ours.
+ */
 export function taskTitle(task: TaskView, maxChars: number): string {
   const assignment = latestAssignment(task.events);
   const text = (typeof assignment?.payload.task === "string" ? assignment.payload.task : task.task).split("\n")[0]!.trim();
-  return text.length > maxChars ? `${text.slice(0, maxChars - 1)}…` : text;
+  return inlineText(text, maxChars);
 }
 
 /** Who signed the other side's mail, short: `alice ✓`, `own identity ✓`, `unverified`, `key 3f2a:… (unpaired)`. */

@@ -66,6 +66,11 @@ export function errorWords(error: TaskError, kind: FailureKind | undefined, rela
       return `tasks: invalid configuration — ${error.message}`;
     case "RELAY_NOT_STARTED":
       return `tasks: no relay — ${error.message}`;
+    // The relay secret (docs/security.md, "The relay secret").
+    case "RELAY_NOT_PROVEN":
+      return `tasks: the relay${at} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
+    case "RELAY_SECRET_INVALID":
+      return `tasks: ${error.message}`;
     case "RELAY_UNAVAILABLE":
     case "RELAY_TIMEOUT":
       return `tasks: relay unreachable${at}; retrying`;

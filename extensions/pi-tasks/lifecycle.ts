@@ -38,6 +38,14 @@ export interface PiContextView {
 export const CANCEL_ABORTS_VARIABLE = "PI_TASKS_CANCEL_ABORTS";
 /** `PI_TASKS_AUTO_REASSIGN=1`: an orphaned task moves by itself to its worker's restarted session. */
 export const AUTO_REASSIGN_VARIABLE = "PI_TASKS_AUTO_REASSIGN";
+/** `PI_TASKS_MAX_DEPTH=2`: no onward delegation from this Pi's tasks (it lowers the cap of 3, never raises it). */
+export const MAX_DEPTH_VARIABLE = "PI_TASKS_MAX_DEPTH";
+
+/** The configured depth cap (checked by the core: INVALID_CONFIGURATION above 3 or below 2). */
+function configuredDepth(env: Env): number | undefined {
+  const text = env[MAX_DEPTH_VARIABLE]?.trim();
+  return text === undefined || text === "" ? undefined : Number(text);
+}
 
 export interface LifecycleDeps {
   readonly env: Env;
@@ -91,6 +99,18 @@ interface Running {
   readonly announced: Set<string>;
 }
 
+/** Why the relay is not used: pi-tasks could not start one, or what answers cannot prove it is the user's. */
+function relayProblem(relay: RelayInUse): TaskError | undefined {
+  if (relay.problem === undefined) return undefined;
+  if (relay.state === "untrusted") return new TaskError(relay.problemCode ?? "RELAY_NOT_PROVEN", { message: relay.problem, details: { url: relay.url } });
+  return relay.state === "absent" ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
+}
+
+/** A fetch that sends nothing: every request fails with `reason` (an untrusted relay gets nothing). */
+function refusing(reason: TaskError): typeof fetch {
+  return (() => Promise.reject(reason)) as unknown as typeof fetch;
+}
+
 export function createLifecycle(deps: LifecycleDeps): Lifecycle {
   let context: PiContextView | undefined;
   let running: Running | undefined;
@@ -139,8 +159,9 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     const identity = { publicKey: trust.identity.publicKey, fingerprint: trust.identity.fingerprint };
     const info: SessionInfo = { session, identity, relay, env: deps.env, cwd: view.cwd };
     // Why no relay runs, when pi-tasks could not start one: the footer says it (with its fix)
-    // instead of "unreachable" for as long as the relay stays out of reach.
-    const startProblem = relay.state === "absent" && relay.problem !== undefined ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
+    // instead of "unreachable" for as long as the relay stays out of reach. A relay that cannot
+    // prove it is the user's is never used: the core's every request fails with that reason.
+    const startProblem = relayProblem(relay);
     const presenter = createPiPresenter({
       abortOnCancel: isWorker(deps.env) || deps.env[CANCEL_ABORTS_VARIABLE] === "1",
       sendMessage: deps.sendMessage,
@@ -158,9 +179,11 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     const configured = (deps.createCore ?? createRecoveringTaskCore)({
       trust,
       autoReassign: deps.env[AUTO_REASSIGN_VARIABLE] === "1",
+      ...(configuredDepth(deps.env) === undefined ? {} : { maxDepth: configuredDepth(deps.env) }),
       env: deps.env,
       callerSession: session.name,
       url: relay.url,
+      ...(relay.state === "untrusted" && startProblem !== undefined ? { fetch: refusing(startProblem) } : {}),
       host: presenter,
       onRefreshRequested: () => state?.scheduler.request(),
       onRecovered: (recovered: RecoveryInfo) => {

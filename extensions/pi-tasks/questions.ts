@@ -3,13 +3,15 @@
  * person at this Pi (a notification, once per question), listed by `/tasks` with its age, and can
  * be answered by them with `/tasks answer [question id] [text]` — in the interactive TUI or over
  * RPC a missing choice or text is asked with a dialog. The answer is bound to its question
- * (`inReplyTo`), exactly as if the model had sent it.
+ * (`inReplyTo`), exactly as if the model had sent it. The question is the peer's text: it is shown
+ * quoted on one line (quote.ts), in notices, lists and dialog titles alike.
  */
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import { age, signerShort } from "./describe.ts";
+import { inlineText, oneLine } from "./quote.ts";
 
 const QUOTE_CHARS = 120;
 const SHORT_ID_CHARS = 8;
@@ -24,9 +26,14 @@ export function waitingQuestions(tasks: readonly TaskView[]): OpenQuestion[] {
   return tasks.flatMap((task) => openQuestions(task).map((question) => ({ task, question }))).sort((a, b) => a.question.occurredAt - b.question.occurredAt);
 }
 
+/** A question as people read it: the peer's text, quoted and escaped on one line. */
 function quote(text: unknown): string {
-  const value = String(text).replaceAll("\n", " ");
-  return value.length > QUOTE_CHARS ? `${value.slice(0, QUOTE_CHARS - 1)}…` : value;
+  return inlineText(text, QUOTE_CHARS);
+}
+
+/** The short form of an id the peer chose (question ids, task ids): one line, escaped. */
+function short(id: string): string {
+  return oneLine(id.slice(0, SHORT_ID_CHARS));
 }
 
 /** One line per waiting question (for `/tasks`). */
@@ -34,14 +41,14 @@ export function questionLines(questions: readonly OpenQuestion[], now: number): 
   if (questions.length === 0) return [];
   return [
     `questions waiting for you (${questions.length}):`,
-    ...questions.map(({ task, question }) => `  ${question.eventId.slice(0, SHORT_ID_CHARS)}  task ${task.taskId.slice(0, SHORT_ID_CHARS)} [${signerShort(task.peer)}], ${age(now - question.occurredAt)} ago: "${quote(question.payload.message)}"`),
+    ...questions.map(({ task, question }) => `  ${short(question.eventId)}  task ${short(task.taskId)} [${signerShort(task.peer)}], ${age(now - question.occurredAt)} ago: ${quote(question.payload.message)}`),
     "Answer: /tasks answer <question id> <text> (or let your agent answer)",
   ];
 }
 
 /** The notification a person gets when a question arrives. */
 export function questionNotice({ task, question }: OpenQuestion): string {
-  return `pi-tasks: question on task ${task.taskId.slice(0, SHORT_ID_CHARS)} [${signerShort(task.peer)}]: "${quote(question.payload.message)}" — answer with /tasks answer ${question.eventId.slice(0, SHORT_ID_CHARS)} <text>, or let your agent answer.`;
+  return `pi-tasks: question on task ${short(task.taskId)} [${signerShort(task.peer)}]: ${quote(question.payload.message)} — answer with /tasks answer ${short(question.eventId)} <text>, or let your agent answer.`;
 }
 
 /** Announces each newly waiting question once (the set remembers what was announced). */
@@ -77,7 +84,7 @@ async function pickQuestion(questions: readonly OpenQuestion[], prefix: string |
   }
   if (questions.length === 1) return questions[0];
   if (dialog === undefined) throw usage(`${questions.length} questions are waiting; name one`);
-  const labels = questions.map((open) => `${open.question.eventId.slice(0, SHORT_ID_CHARS)}: ${quote(open.question.payload.message)}`);
+  const labels = questions.map((open) => `${short(open.question.eventId)}: ${quote(open.question.payload.message)}`);
   const chosen = await dialog.select("pi-tasks: which question do you answer?", labels);
   return chosen === undefined ? undefined : questions[labels.indexOf(chosen)];
 }
@@ -94,7 +101,7 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
   const open = await pickQuestion(questions, named ? first : undefined, deps.dialog);
   if (open === undefined) return ["pi-tasks: no question chosen; nothing was sent"];
   const written = (named ? rest : args).join(" ").trim();
-  const text = written !== "" ? written : ((await deps.dialog?.input(`pi-tasks: your answer to "${quote(open.question.payload.message)}"`, "answer"))?.trim() ?? "");
+  const text = written !== "" ? written : ((await deps.dialog?.input(`pi-tasks: your answer to ${quote(open.question.payload.message)}`, "answer"))?.trim() ?? "");
   if (text === "") return ["pi-tasks: no answer given; nothing was sent"];
   const { task, question } = open;
   const which = `question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`;

@@ -5,16 +5,24 @@
  * mail only with `PI_TASKS_TRUST=unsigned`.
  *
  * Pairing is the local human's decision, never the model's: when an unknown key sends mail, the
- * interactive TUI asks with a confirm dialog (the key's fingerprint, its claimed name marked
- * unverified). Approving adds the key to peers.json; refusing, a timeout, or any mode without the
- * interactive TUI (RPC, print, json) refuses — pre-approve with `pi-tasks peers add` there.
+ * interactive TUI asks with a confirm dialog. It shows what is verified (the key's fingerprint,
+ * what the mail asks) and, on a line of its own, the claimed name escaped and marked (quote.ts), so
+ * a name cannot add a line that passes for a verified one. Approving adds the key to peers.json;
+ * refusing, a timeout, or any mode without the interactive TUI (RPC, print, json) refuses —
+ * pre-approve with `pi-tasks peers add` there.
+ *
+ * One dialog per key, and at most `maxPendingPairingDialogs` open at once: any number of fresh keys
+ * could otherwise bury the person under dialogs. Mail from a further unknown key is refused at once
+ * (the core counts it as UNKNOWN_PEER, shown in the footer and on /tasks); it is asked about when it
+ * writes again after a dialog closed.
  */
 import type { PairingRequest, TrustOptions } from "../../src/core/trust.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
-import { pairingDialogTimeoutMs } from "../../src/protocol/limits.ts";
+import { maxPendingPairingDialogs, pairingDialogTimeoutMs } from "../../src/protocol/limits.ts";
 import type { Env } from "../../src/relay-client/config.ts";
 import { homeTrust } from "../../src/trust/home.ts";
 import { addPeer, isPeerName } from "../../src/trust/peers.ts";
+import { claimedName } from "./quote.ts";
 
 /** `PI_TASKS_TRUST`: `signed` (default) refuses unsigned mail; `unsigned` accepts it as unverified. */
 export const TRUST_VARIABLE = "PI_TASKS_TRUST";
@@ -65,13 +73,14 @@ async function pairApproved(home: string, request: PairingRequest): Promise<stri
   }
 }
 
+/** The dialog's text: verified facts first, then the claim on its own line (it cannot break it). */
 function pairingMessage(request: PairingRequest): string {
-  const claim = request.claimedName === undefined ? "no name" : `"${request.claimedName}" (an unverified claim)`;
+  const claim = request.claimedName === undefined ? "no name" : claimedName(request.claimedName);
   const what = request.kind === "assignment" ? "wants to assign your agent a task" : "is sending task mail";
   return [
-    `An unpaired identity ${what}.`,
+    `An unpaired identity ${what} (its signature verified).`,
     `Key fingerprint: ${request.fingerprint} — compare it with the sender's \`pi-tasks identity\`.`,
-    `It calls itself ${claim}.`,
+    `It calls itself ${claim}; anyone can claim any name, only the fingerprint above is verified.`,
     `Pair with it? Yes adds it to peers.json; no refuses its mail.`,
   ].join("\n");
 }
@@ -107,7 +116,10 @@ export function createExtensionTrust(deps: ExtensionTrustDeps): TrustOptions {
     acceptUnsigned: acceptsUnsigned(deps.env),
     decideUnknown(request) {
       if (deps.dialog === undefined || refused.has(request.key)) return "refuse";
-      if (!asking.has(request.key)) ask(deps.dialog, request);
+      if (asking.has(request.key)) return "pending";
+      // Dialogs already fill the bound: refused quietly (and counted), never a new dialog.
+      if (asking.size >= maxPendingPairingDialogs) return "refuse";
+      ask(deps.dialog, request);
       return "pending";
     },
   });

@@ -5,25 +5,41 @@
  * - Only for the default loopback relay (`WOLFPACK_PORT` or 18790), never for `PI_TASKS_RELAY_URL`,
  *   and never with `PI_TASKS_EMBEDDED_RELAY=0`. Anything answering on the port (Wolfpack, a user's
  *   own relay, another service) means no relay is started.
- * - One per port: the starter holds `$PI_TASKS_HOME/relays/<port>.lock` (the shared lock file of
- *   src/trust/file-lock.ts, naming its pid) while it starts the relay; others wait for the relay to
- *   answer. A lock whose pid is gone is stale and taken over at once.
- * - The relay's output goes to `$PI_TASKS_HOME/relays/<port>.log`; `<port>.json` records its pid,
- *   so `/tasks` can say that pi-tasks started it and `pi-tasks relay stop` can stop it.
+ * - Only its user may use it (docs/security.md, "The relay secret"): it is started with the user's
+ *   relay secret for the port (`--secret-file`, src/trust/relay-secret.ts) and serves only clients
+ *   that prove it. Before a Pi uses what answers on the port, that must prove the secret too
+ *   (`relaySecretPlan` in relay-client/auth.ts says when): what cannot is `untrusted` — never used,
+ *   and the footer says why.
+ * - One per port and user: the starter holds `<relay secret dir>/<port>.lock` (the shared lock file
+ *   of src/trust/file-lock.ts, naming its pid) while it starts the relay — also across the user's
+ *   PI_TASKS_HOMEs; others wait for the relay to answer. A lock whose pid is gone is taken over.
+ * - The relay's output goes to `$PI_TASKS_HOME/relays/<port>.log`; `<port>.json` (mode 0600)
+ *   records its pid and a random instance nonce the relay also holds, so `/tasks` can say that
+ *   pi-tasks started it and `pi-tasks relay stop` signals that pid only after the relay on the port
+ *   proved it is that instance with that pid.
  * - Only session start decides: a relay that goes away later is an outage, never restarted here.
  */
+import { randomBytes } from "node:crypto";
 import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { RELAY_PROFILE, relayProbeMs, relayReadyTimeoutMs, relayStartPollMs } from "../protocol/limits.ts";
+import { deriveRelayKeys, instanceProof, newChallenge, proofMatches, type RelayKeys } from "../protocol/jwt.ts";
+import { RELAY_CHALLENGE_HEADER, RELAY_INSTANCE_PATH, RELAY_PROFILE, relayInstanceBytes, relayProbeMs, relayReadyTimeoutMs, relayStartPollMs } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
+import { proveRelay, type RelayProbe, type RelaySecretPlan, relaySecretPlan } from "../relay-client/auth.ts";
 import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
+import { replaceFile } from "../trust/atomic-file.ts";
 import { lockHeldByLiveProcess, tryLock } from "../trust/file-lock.ts";
+import { ensureHomeSubdirectory } from "../trust/home-dir.ts";
+import { ensureRelaySecret, ensureSecretDir, readRelaySecret, relaySecretDir, relaySecretPath } from "../trust/relay-secret.ts";
 import { CLI_BUNDLE, ownRuntime } from "./runtime.ts";
 import { isAlive } from "./spawned.ts";
 import { stopPids } from "./stop.ts";
+
+/** The embedded relay's instance nonce travels to it here (its environment, not its command line). */
+export const RELAY_INSTANCE_VARIABLE = "PI_TASKS_RELAY_INSTANCE";
 
 /** What a Pi session uses as its relay, and how it came to be. */
 export interface RelayInUse {
@@ -32,13 +48,18 @@ export interface RelayInUse {
    * - `configured`: the user named it (`PI_TASKS_RELAY_URL`);
    * - `running`: something already answered at the default URL;
    * - `started`: this process started it;
-   * - `absent`: nothing answers and pi-tasks may not (opted out) or could not start one.
+   * - `absent`: nothing answers and pi-tasks may not (opted out) or could not start one;
+   * - `untrusted`: something answers but cannot prove the user's relay secret: it is never used.
    */
-  readonly state: "configured" | "running" | "started" | "absent";
+  readonly state: "configured" | "running" | "started" | "absent" | "untrusted";
   /** The record of a relay pi-tasks started on this port (by this or an earlier Pi). */
   readonly record?: EmbeddedRelayRecord;
-  /** Why nothing was started, or why starting failed. */
+  /** Why nothing was started, or why starting failed, or why the relay is not used. */
   readonly problem?: string;
+  /** The code of an `untrusted` relay's problem (a start that failed is `RELAY_NOT_STARTED`). */
+  readonly problemCode?: "RELAY_NOT_PROVEN" | "RELAY_SECRET_INVALID";
+  /** The relay secret this relay proved it holds (its clients sign with it). */
+  readonly secretFile?: string;
 }
 
 export interface EmbeddedRelayRecord {
@@ -49,6 +70,8 @@ export interface EmbeddedRelayRecord {
   readonly startedAt: string;
   /** The pid of the Pi process that started it. */
   readonly startedBy: number;
+  /** The relay's instance nonce (base64url): the relay proves it holds it. Absent in older records. */
+  readonly instance?: string;
 }
 
 export interface EnsureRelayOptions {
@@ -58,49 +81,87 @@ export interface EnsureRelayOptions {
   readonly fetch?: typeof fetch;
 }
 
+const RECORD_MODE = 0o600;
+const INSTANCE_TEXT = new RegExp(`^[A-Za-z0-9_-]{${Math.ceil((relayInstanceBytes * 4) / 3)}}$`);
+
 function relaysDir(env: Env): string {
-  const dir = join(piTasksHome(env), "relays");
-  mkdirSync(dir, { recursive: true });
-  return dir;
+  // The home's one creator: 0700, and a home others may enter is refused (src/trust/home-dir.ts).
+  return ensureHomeSubdirectory(piTasksHome(env), "relays");
 }
 
 const paths = (env: Env, port: number) => {
   const dir = relaysDir(env);
-  return { lock: join(dir, `${port}.lock`), record: join(dir, `${port}.json`), log: join(dir, `${port}.log`) };
+  return { record: join(dir, `${port}.json`), log: join(dir, `${port}.log`) };
 };
 
-/** The record of a relay pi-tasks started on `port`, when its process is still alive. */
-export function embeddedRelayRecord(env: Env, port: number): EmbeddedRelayRecord | undefined {
+/** The start lock of a port: the user's, not one home's, so two identities start one relay. */
+const lockPath = (env: Env, port: number) => join(relaySecretDir(env), `${port}.lock`);
+
+/** The instance nonce the embedded relay was given, when it is well formed. */
+export function instanceFromEnv(env: Env): string | undefined {
+  const value = env[RELAY_INSTANCE_VARIABLE]?.trim();
+  return value !== undefined && INSTANCE_TEXT.test(value) ? value : undefined;
+}
+
+/** The record of `port` as written, whether or not its process still runs. */
+function readRecord(env: Env, port: number): EmbeddedRelayRecord | undefined {
   try {
     const value: unknown = JSON.parse(readFileSync(paths(env, port).record, "utf8"));
-    if (!isRecord(value) || typeof value.pid !== "number") return undefined;
-    const record = value as unknown as EmbeddedRelayRecord;
-    return isAlive(record.pid) ? record : undefined;
+    if (!isRecord(value) || typeof value.pid !== "number" || typeof value.url !== "string") return undefined;
+    return value as unknown as EmbeddedRelayRecord;
   } catch {
     return undefined;
   }
 }
 
-/** Whether anything answers HTTP at `url` (a relay or not); a refused connection answers false. */
-async function answers(url: string, fetcher: typeof fetch): Promise<{ answered: boolean; relay: boolean }> {
-  try {
-    const response = await fetcher(`${url}/api/task-relay/profile`, { signal: AbortSignal.timeout(relayProbeMs) });
-    const body: unknown = await response.json().catch(() => undefined);
-    return { answered: true, relay: isRecord(body) && body.profile === RELAY_PROFILE };
-  } catch (error) {
-    // A timeout means something holds the port but does not answer: do not start another.
-    const name = error instanceof Error ? error.name : "";
-    return { answered: name === "TimeoutError", relay: false };
-  }
+/** The record of a relay pi-tasks started on `port`, when its process is still alive. */
+export function embeddedRelayRecord(env: Env, port: number): EmbeddedRelayRecord | undefined {
+  const record = readRecord(env, port);
+  return record !== undefined && isAlive(record.pid) ? record : undefined;
 }
 
-async function waitForRelay(url: string, fetcher: typeof fetch, alive: () => boolean): Promise<boolean> {
+const probe = (url: string, fetcher: typeof fetch, keys?: RelayKeys): Promise<RelayProbe> => proveRelay(url, fetcher, keys, AbortSignal.timeout(relayProbeMs));
+
+/** Whether the relay at `url` proves it is the instance `instance` running as `pid` (and if not, why). */
+async function instanceProven(url: string, fetcher: typeof fetch, instance: string, pid: number): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
+  const challenge = newChallenge();
+  let body: unknown;
+  try {
+    const response = await fetcher(`${url}${RELAY_INSTANCE_PATH}`, { headers: { [RELAY_CHALLENGE_HEADER]: challenge }, signal: AbortSignal.timeout(relayProbeMs) });
+    body = await response.json().catch(() => undefined);
+  } catch {
+    return { ok: false, reason: `no relay answers at ${url}` };
+  }
+  if (!isRecord(body) || body.ok !== true || typeof body.pid !== "number" || typeof body.proof !== "string") {
+    return { ok: false, reason: `what answers at ${url} does not prove which relay it is` };
+  }
+  if (!proofMatches(instanceProof(instance, challenge, body.pid), body.proof)) return { ok: false, reason: `the relay at ${url} is not the instance the record names` };
+  if (body.pid !== pid) return { ok: false, reason: `the relay at ${url} (that instance) runs as pid ${body.pid}` };
+  return { ok: true };
+}
+
+/** Waits until a relay answers at `url` — one that proves `keys` when given — while `alive()`. */
+async function waitForRelay(url: string, fetcher: typeof fetch, alive: () => boolean, keys: RelayKeys | undefined): Promise<boolean> {
+  const ready = async () => {
+    const found = await probe(url, fetcher, keys);
+    return found.relay && (keys === undefined || found.proven);
+  };
   const deadline = Date.now() + relayReadyTimeoutMs;
   while (Date.now() < deadline && alive()) {
-    if ((await answers(url, fetcher)).relay) return true;
+    if (await ready()) return true;
     await sleep(relayStartPollMs);
   }
-  return (await answers(url, fetcher)).relay;
+  return ready();
+}
+
+/** Waits until the relay this process started answers as itself, while it runs. */
+async function waitForInstance(url: string, fetcher: typeof fetch, instance: string, pid: number, alive: () => boolean): Promise<boolean> {
+  const deadline = Date.now() + relayReadyTimeoutMs;
+  while (Date.now() < deadline && alive()) {
+    if ((await instanceProven(url, fetcher, instance, pid)).ok) return true;
+    await sleep(relayStartPollMs);
+  }
+  return alive() && (await instanceProven(url, fetcher, instance, pid)).ok;
 }
 
 /** A relay process started detached: its pid, or why it could not start; `exit()` tells whether it already ended. */
@@ -113,18 +174,19 @@ interface StartedRelay {
 }
 
 /**
- * Starts `pi-tasks relay` detached on our runtime (runtime.ts). Every failure of the child — it
- * could not start, it crashed — is observed here and reported, never left to become an uncaught
- * `error` event in Pi.
+ * Starts `pi-tasks relay` detached on our runtime (runtime.ts), with the relay secret's path on its
+ * command line and its instance nonce in its environment. Every failure of the child — it could not
+ * start, it crashed — is observed here and reported, never left to become an uncaught `error` event in Pi.
  */
-function startDetached(env: Env, port: number, log: string): StartedRelay {
+function startDetached(env: Env, port: number, log: string, secretFile: string, instance: string): StartedRelay {
   const runtime = ownRuntime(env);
   const out = openSync(log, "a");
   try {
-    const child = spawn(runtime.command, [CLI_BUNDLE, "relay", "--port", String(port)], {
+    const inherited = Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    const child = spawn(runtime.command, [CLI_BUNDLE, "relay", "--port", String(port), "--secret-file", secretFile], {
       detached: true,
       stdio: ["ignore", out, out],
-      env: { ...Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)), ...runtime.env },
+      env: { ...inherited, ...runtime.env, [RELAY_INSTANCE_VARIABLE]: instance },
     });
     let ended: string | undefined;
     const failed = new Promise<string>((resolve) => {
@@ -140,61 +202,153 @@ function startDetached(env: Env, port: number, log: string): StartedRelay {
   }
 }
 
+/** The secret a plan asks for: its keys, or why it cannot be had (undefined keys: nothing to check). */
+interface PlannedSecret {
+  readonly keys?: RelayKeys;
+  readonly problem?: TaskError;
+}
+
+function plannedSecret(plan: RelaySecretPlan | undefined): PlannedSecret {
+  if (plan === undefined || !plan.mandatory) return {};
+  try {
+    const secret = plan.create ? ensureRelaySecret(plan.file) : readRelaySecret(plan.file);
+    if (secret === undefined) throw new TaskError("RELAY_SECRET_INVALID", { message: `The relay secret ${plan.file} does not exist (PI_TASKS_RELAY_SECRET_FILE).`, details: { path: plan.file } });
+    return { keys: deriveRelayKeys(secret) };
+  } catch (error) {
+    return { problem: toTaskError(error) };
+  }
+}
+
+function untrusted(url: string, found: RelayProbe, file: string): RelayInUse {
+  const port = new URL(url).port;
+  const what = found.relay ? "a relay answers there" : `something answers there (not a ${RELAY_PROFILE} relay)`;
+  return {
+    url,
+    state: "untrusted",
+    problemCode: "RELAY_NOT_PROVEN",
+    problem:
+      `${what}, but it cannot prove it is yours: it does not hold your relay secret ${file} — another user's process, or a program on port ${port}. ` +
+      `pi-tasks sends it nothing. Fix: stop what listens on port ${port} and restart Pi (a relay you run yourself: start it with --secret-file ${file}), or set PI_TASKS_RELAY_URL to a relay you choose`,
+  };
+}
+
+/** What answered at the default URL, judged: used (`running`), or `untrusted`. */
+function judgeAnswer(env: Env, config: RelayConfig, plan: RelaySecretPlan | undefined, secret: PlannedSecret, found: RelayProbe): RelayInUse {
+  const { url } = config;
+  if (secret.problem !== undefined) return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
+  if (secret.keys !== undefined && !found.proven) return untrusted(url, found, plan!.file);
+  const record = config.port === undefined ? undefined : embeddedRelayRecord(env, config.port);
+  const problem = found.relay ? undefined : `something answers at ${url}, but it is not a ${RELAY_PROFILE} relay`;
+  return {
+    url,
+    state: "running",
+    ...(record === undefined ? {} : { record }),
+    ...(problem === undefined ? {} : { problem }),
+    ...(secret.keys === undefined ? {} : { secretFile: plan!.file }),
+  };
+}
+
+/** A relay named by `PI_TASKS_RELAY_URL`: used as it is, unless the plan says it must prove a secret. */
+async function configuredRelay(url: string, plan: RelaySecretPlan | undefined, fetcher: typeof fetch): Promise<RelayInUse> {
+  const secret = plannedSecret(plan);
+  if (secret.problem !== undefined) return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
+  if (secret.keys === undefined) return { url, state: "configured" };
+  const found = await probe(url, fetcher, secret.keys);
+  // Not up yet: the transport challenges it before it sends it anything.
+  if (found.answered && !found.proven) return untrusted(url, found, plan!.file);
+  return { url, state: "configured", secretFile: plan!.file };
+}
+
 /** The relay this Pi session will use, starting the embedded relay when the rules allow it. */
 export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInUse> {
   const { env, config } = options;
   const fetcher = options.fetch ?? fetch;
-  if (config.source === "PI_TASKS_RELAY_URL" || config.port === undefined) return { url: config.url, state: "configured" };
-  const port = config.port;
-  const existing = () => embeddedRelayRecord(env, port);
-  const probe = await answers(config.url, fetcher);
-  if (probe.answered) {
-    const record = existing();
-    const problem = probe.relay ? undefined : `something answers at ${config.url}, but it is not a ${RELAY_PROFILE} relay`;
-    return { url: config.url, state: "running", ...(record === undefined ? {} : { record }), ...(problem === undefined ? {} : { problem }) };
-  }
+  const plan = relaySecretPlan(env, config);
+  if (config.source === "PI_TASKS_RELAY_URL" || config.port === undefined) return configuredRelay(config.url, plan, fetcher);
+  const secret = plannedSecret(plan);
+  const found = await probe(config.url, fetcher, secret.keys);
+  if (found.answered) return judgeAnswer(env, config, plan, secret, found);
   if (!config.embedded) return { url: config.url, state: "absent", problem: "no relay answers and PI_TASKS_EMBEDDED_RELAY=0" };
-  const files = paths(env, port);
-  // The start lock for the port; a lock whose holder is gone is taken over at once.
-  const lock = tryLock(files.lock, { staleMs: 0 });
+  if (secret.problem !== undefined) return { url: config.url, state: "absent", problem: secret.problem.message };
+  return startEmbedded(env, { ...config, port: config.port }, plan?.file ?? relaySecretPath(env, config.port), fetcher);
+}
+
+/** Starts the relay on the port under the user's start lock (or waits for the Pi that holds it). */
+async function startEmbedded(env: Env, config: RelayConfig & { readonly port: number }, secretFile: string, fetcher: typeof fetch): Promise<RelayInUse> {
+  const { url, port } = config;
+  let keys: RelayKeys;
+  let lock: ReturnType<typeof tryLock>;
+  try {
+    keys = deriveRelayKeys(ensureRelaySecret(secretFile));
+    ensureSecretDir(relaySecretDir(env));
+    // The start lock for the port; a lock whose holder is gone is taken over at once.
+    lock = tryLock(lockPath(env, port), { staleMs: 0 });
+  } catch (error) {
+    return { url, state: "absent", problem: toTaskError(error).message };
+  }
   if (lock === undefined) {
-    // Another Pi is starting it: use it once it answers.
-    const up = await waitForRelay(config.url, fetcher, () => lockHeldByLiveProcess(files.lock));
-    const record = existing();
+    // Another Pi (of any home of this user) is starting it: use it once it answers as ours.
+    const up = await waitForRelay(url, fetcher, () => lockHeldByLiveProcess(lockPath(env, port)), keys);
+    const record = embeddedRelayRecord(env, port);
     return up
-      ? { url: config.url, state: "running", ...(record === undefined ? {} : { record }) }
-      : { url: config.url, state: "absent", problem: "another Pi was starting the relay, and it did not answer" };
+      ? { url, state: "running", secretFile, ...(record === undefined ? {} : { record }) }
+      : { url, state: "absent", problem: "another Pi was starting the relay, and it did not answer" };
   }
   try {
-    const started = startDetached(env, port, files.log);
-    if (started.pid === undefined) return { url: config.url, state: "absent", problem: await started.failed };
-    const pid = started.pid;
-    const record: EmbeddedRelayRecord = { pid, port, url: config.url, log: files.log, startedAt: new Date().toISOString(), startedBy: process.pid };
-    writeFileSync(files.record, `${JSON.stringify(record, null, 2)}\n`);
-    if (await waitForRelay(config.url, fetcher, () => started.exit() === undefined && isAlive(pid))) return { url: config.url, state: "started", record };
-    // It did not come up (port taken in the meantime, or it failed): someone else may answer now.
-    const again = await answers(config.url, fetcher);
-    if (again.relay) return { url: config.url, state: "running" };
-    rmSync(files.record, { force: true });
-    const ended = started.exit();
-    return {
-      url: config.url,
-      state: "absent",
-      problem: ended === undefined ? `the relay pi-tasks started did not answer within ${relayReadyTimeoutMs} ms (see ${files.log})` : `the relay pi-tasks started ended at once (${ended}; see ${files.log})`,
-    };
+    return await launch(env, config, secretFile, keys, fetcher);
   } catch (error) {
-    return { url: config.url, state: "absent", problem: toTaskError(error).message };
+    return { url, state: "absent", problem: toTaskError(error).message };
   } finally {
     lock.release();
   }
 }
 
-/** Stops a relay pi-tasks started on `port` (by its record); false when there is none. */
-export async function stopEmbeddedRelay(env: Env, port: number): Promise<{ stopped: boolean; pid?: number }> {
-  const record = embeddedRelayRecord(env, port);
-  if (record === undefined) return { stopped: false };
+/** Starts the relay process, records it, and waits until it answers as the instance it was given. */
+async function launch(env: Env, config: RelayConfig & { readonly port: number }, secretFile: string, keys: RelayKeys, fetcher: typeof fetch): Promise<RelayInUse> {
+  const { url, port } = config;
+  const files = paths(env, port);
+  const instance = randomBytes(relayInstanceBytes).toString("base64url");
+  const started = startDetached(env, port, files.log, secretFile, instance);
+  if (started.pid === undefined) return { url, state: "absent", problem: await started.failed };
+  const pid = started.pid;
+  const record: EmbeddedRelayRecord = { pid, port, url, log: files.log, startedAt: new Date().toISOString(), startedBy: process.pid, instance };
+  replaceFile(files.record, `${JSON.stringify(record, null, 2)}\n`, RECORD_MODE);
+  if (await waitForInstance(url, fetcher, instance, pid, () => started.exit() === undefined && isAlive(pid))) return { url, state: "started", record, secretFile };
+  // It did not come up (port taken in the meantime, or it failed): someone else may answer now.
+  rmSync(files.record, { force: true });
+  const again = await probe(url, fetcher, keys);
+  if (again.answered) return judgeAnswer(env, config, { file: secretFile, mandatory: true, create: false }, { keys }, again);
+  const ended = started.exit();
+  return {
+    url,
+    state: "absent",
+    problem: ended === undefined ? `the relay pi-tasks started did not answer within ${relayReadyTimeoutMs} ms (see ${files.log})` : `the relay pi-tasks started ended at once (${ended}; see ${files.log})`,
+  };
+}
+
+/**
+ * Stops a relay pi-tasks started on `port` (by its record); false when there is none. The recorded
+ * pid is signalled only when the relay on the port proves it is the recorded instance running as
+ * that pid: a record whose process is gone or was replaced (a pid reused by something else, another
+ * relay on the port) signals nothing — the stale record is removed and `RELAY_RECORD_STALE` says why.
+ */
+export async function stopEmbeddedRelay(env: Env, port: number, fetcher: typeof fetch = fetch): Promise<{ stopped: boolean; pid?: number }> {
+  const record = readRecord(env, port);
+  const file = paths(env, port).record;
+  if (record === undefined || !isAlive(record.pid)) {
+    rmSync(file, { force: true });
+    return { stopped: false };
+  }
+  const proof = record.instance === undefined ? { ok: false as const, reason: "the record predates instance proofs" } : await instanceProven(record.url, fetcher, record.instance, record.pid);
+  if (!proof.ok) {
+    rmSync(file, { force: true });
+    throw new TaskError("RELAY_RECORD_STALE", {
+      message: `The record of the relay pi-tasks started on port ${port} names pid ${record.pid}, but ${proof.reason}: nothing was signalled, and the stale record was removed.`,
+      details: { port, pid: record.pid, reason: proof.reason },
+    });
+  }
   const confirmed = await stopPids([record.pid]);
   if (!confirmed) throw new TaskError("TASK_ERROR", { message: `The relay process ${record.pid} could not be confirmed gone.`, details: { pid: record.pid, port } });
-  rmSync(paths(env, port).record, { force: true });
+  rmSync(file, { force: true });
   return { stopped: true, pid: record.pid };
 }

@@ -14,7 +14,7 @@ import { identityCommand } from "./identity.ts";
 import { PEERS_SUBCOMMANDS, peersCommand } from "./peers.ts";
 import { fields } from "./format.ts";
 import { relayCommand } from "./relay.ts";
-import { REDIS_PASSWORD_VARIABLE } from "../relay-server/store/redis/url.ts";
+import { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE } from "../relay-server/store/redis/url.ts";
 import { killSession, sessionList, sessionStatus } from "./sessions.ts";
 import { PACKAGE_ROOT } from "./runtime.ts";
 import { spawnWorker } from "./spawn.ts";
@@ -48,10 +48,10 @@ function integer(value: string | undefined, flag: string): number | undefined {
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   relay: {
-    usage: `pi-tasks relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
+    usage: `pi-tasks relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…] [--secret-file PATH] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
     summary:
-      "run the memory-only volatile-v1 relay (--port 0 picks a free port; --store redis://… shares its state with relays on other machines, docs/multi-machine.md), or stop the relay pi-tasks started on a port",
-    environment: `${ENVIRONMENT}, ${REDIS_PASSWORD_VARIABLE} (the Redis password when the --store URL carries none)`,
+      "run the memory-only volatile-v1 relay (--port 0 picks a free port; --secret-file admits only clients that hold that relay secret, docs/security.md; --store redis://… shares its state with relays on other machines, docs/multi-machine.md), or stop the relay pi-tasks started on a port",
+    environment: `${ENVIRONMENT}, ${REDIS_PASSWORD_FILE_VARIABLE} (a 0600 file holding the Redis password) or ${REDIS_PASSWORD_VARIABLE} (the password itself; a URL never carries one)`,
     run: (args, env) => relayCommand(args, { stdout: (line) => process.stdout.write(line), stderr: (line) => process.stderr.write(line), env }),
   },
   spawn: {

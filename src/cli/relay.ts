@@ -1,5 +1,5 @@
 /**
- * `pi-tasks relay [--host 127.0.0.1] [--port 18790] [--allow ADDR[,ADDR…]] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]`
+ * `pi-tasks relay [--host 127.0.0.1] [--port 18790] [--allow ADDR[,ADDR…]] [--secret-file PATH] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]`
  *
  * The port is `--port`, else `WOLFPACK_PORT`, else 18790 — where Pis look for the default relay.
  * Starts the memory-only relay. When ready it prints exactly one JSON line
@@ -11,16 +11,26 @@
  * be reached within 2 s, persists to disk (unless `--allow-persistent-store`) or may evict keys is
  * refused before the relay listens: one JSON line on stderr, exit 1; a malformed URL exits 2.
  *
+ * `--secret-file PATH` names a relay secret (docs/security.md, "The relay secret"; the file is read,
+ * the secret never appears on the command line): the relay then serves only clients that prove it
+ * (a relay token per request), proves itself to them, and refuses an unsafe file with
+ * `RELAY_SECRET_INVALID` before it listens. The embedded relay is started with its user's secret
+ * for the port, and with its instance nonce in `PI_TASKS_RELAY_INSTANCE` (for `relay stop`).
+ *
  * `pi-tasks relay stop [--port 18790] [--json]` stops the relay pi-tasks started itself on that
- * port (the embedded relay; see embedded-relay.ts), and nothing else.
+ * port (the embedded relay; see embedded-relay.ts), and nothing else: it signals the recorded pid
+ * only after the relay on the port proved it is that very instance with that pid; otherwise it
+ * signals nothing, removes the stale record and fails with `RELAY_RECORD_STALE`.
  */
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { TaskError } from "../protocol/errors.ts";
 import { MAX_TCP_PORT, RELAY_PROFILE, relayDefaultHost, relayShutdownGraceMs } from "../protocol/limits.ts";
 import { defaultRelayPort } from "../relay-client/config.ts";
 import { startRelayServer } from "../relay-server/server.ts";
 import type { RedisStore } from "../relay-server/store/redis/index.ts";
-import { stopEmbeddedRelay } from "./embedded-relay.ts";
+import { readRelaySecret } from "../trust/relay-secret.ts";
+import { instanceFromEnv, stopEmbeddedRelay } from "./embedded-relay.ts";
 
 export interface RelayCommandIo {
   readonly stdout: (line: string) => void;
@@ -49,6 +59,14 @@ async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise
   return { value: { ok: true, port, pid: result.pid, stopped: true }, json: values.json === true, text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}).` };
 }
 
+/** The secret of `--secret-file` (a missing file is refused like an unsafe one: the relay must not run open). */
+function secretFrom(path: string | undefined): Buffer | undefined {
+  if (path === undefined) return undefined;
+  const secret = readRelaySecret(resolve(path));
+  if (secret === undefined) throw new TaskError("RELAY_SECRET_INVALID", { message: `The relay secret ${resolve(path)} does not exist (--secret-file).`, details: { path: resolve(path) } });
+  return secret;
+}
+
 /**
  * The Redis store of `--store`: connected, its configuration checked, its epoch read. Loaded only
  * when asked for: its client is Bun's, so the relay on Node never imports it.
@@ -74,6 +92,7 @@ export async function relayCommand(argv: readonly string[], io: RelayCommandIo):
       port: { type: "string" },
       allow: { type: "string", multiple: true },
       store: { type: "string" },
+      "secret-file": { type: "string" },
       "allow-persistent-store": { type: "boolean" },
       json: { type: "boolean" },
     },
@@ -86,10 +105,20 @@ export async function relayCommand(argv: readonly string[], io: RelayCommandIo):
   }
   const allow = (values.allow ?? []).flatMap((entry) => entry.split(",")).map((entry) => entry.trim()).filter(Boolean);
   const port = parsePort(values.port, io.env);
+  const relaySecret = secretFrom(values["secret-file"]);
+  const instance = instanceFromEnv(io.env);
   const store = values.store === undefined ? undefined : await openStore(values.store, values["allow-persistent-store"] === true, io);
   let server: Awaited<ReturnType<typeof startRelayServer>>;
   try {
-    server = await startRelayServer({ host: values.host ?? relayDefaultHost, port, allow, env: io.env, ...(store === undefined ? {} : { store }) });
+    server = await startRelayServer({
+      host: values.host ?? relayDefaultHost,
+      port,
+      allow,
+      env: io.env,
+      ...(store === undefined ? {} : { store }),
+      ...(relaySecret === undefined ? {} : { relaySecret }),
+      ...(instance === undefined ? {} : { instance }),
+    });
   } catch (error) {
     await store?.close();
     throw error;

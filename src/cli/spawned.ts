@@ -1,11 +1,13 @@
 /**
  * The record of worker processes pi-tasks spawned (so `kill` touches only those): one JSON file per
- * session name under `$PI_TASKS_HOME/spawned/` (see `piTasksHome`).
+ * session name under `$PI_TASKS_HOME/spawned/` (see `piTasksHome`). Every directory it makes in the
+ * home is made by src/trust/home-dir.ts (0700; a home others may enter is refused).
  */
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { piTasksHome } from "../relay-client/config.ts";
+import { ensureHomeSubdirectory } from "../trust/home-dir.ts";
 
 export interface SpawnedWorker {
   readonly session: string;
@@ -23,8 +25,11 @@ export interface SpawnedWorker {
 
 export const stateDir = piTasksHome;
 
+/** The directory of spawn records, inside the home. */
+const SPAWNED_DIR = "spawned";
+
 function spawnedDir(env: Record<string, string | undefined>): string {
-  return join(stateDir(env), "spawned");
+  return join(stateDir(env), SPAWNED_DIR);
 }
 
 function fileName(session: string): string {
@@ -33,20 +38,15 @@ function fileName(session: string): string {
 
 /** A scripted worker's own Pi configuration directory (never the user's ~/.pi/agent). */
 export function scriptedAgentDir(env: Record<string, string | undefined>, session: string): string {
-  const dir = join(stateDir(env), "agents", encodeURIComponent(session));
-  mkdirSync(dir, { recursive: true });
-  return dir;
+  return ensureHomeSubdirectory(stateDir(env), "agents", encodeURIComponent(session));
 }
 
 export function logDir(env: Record<string, string | undefined>): string {
-  const dir = join(stateDir(env), "logs");
-  mkdirSync(dir, { recursive: true });
-  return dir;
+  return ensureHomeSubdirectory(stateDir(env), "logs");
 }
 
 export function saveSpawned(env: Record<string, string | undefined>, worker: SpawnedWorker): void {
-  const dir = spawnedDir(env);
-  mkdirSync(dir, { recursive: true });
+  const dir = ensureHomeSubdirectory(stateDir(env), SPAWNED_DIR);
   writeFileSync(join(dir, fileName(worker.session)), `${JSON.stringify(worker, null, 2)}\n`);
 }
 

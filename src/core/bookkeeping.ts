@@ -7,7 +7,7 @@
  * - cooldown keys: capacity cooldowns per envelope and per ACK.
  * The store treats all of these as opaque; only the core reads and writes them.
  */
-import type { ReceiptStage, ReceiptState } from "../protocol/schemas.ts";
+import type { ReceiptStage, ReceiptState, TaskEndpoint } from "../protocol/schemas.ts";
 import type { Bookkeeping, DeliveryRow, OperationReservation, OutboxEntry, TaskStore } from "../store/task-store.ts";
 
 /** What an outbox envelope is for. */
@@ -36,6 +36,8 @@ export type InboxData =
       readonly requires: readonly string[];
     }
   | { readonly kind: "intent"; readonly taskId: string; readonly eventId: string; readonly requires: readonly string[] }
+  /** A proof request or answer (proofs.ts): nothing to present or canonicalize. */
+  | { readonly kind: "hello" }
   | { readonly kind: "rejected"; readonly error: { readonly code: string; readonly message: string } };
 
 /** The data of a delivery that names a recorded event (assignment, canonical event or intent). */
@@ -89,6 +91,10 @@ export const OPERATION = {
 export interface TaskMeta {
   readonly originKey?: string;
   readonly workerKey?: string;
+  /** A reassignment to the lost worker's successor: the key that successor must prove (proofs.ts). */
+  readonly expectedWorkerKey?: string;
+  /** A reconnecting task's peer, looked up by name: an endpoint that has yet to prove its key. */
+  readonly candidate?: TaskEndpoint;
   readonly unverified?: true;
   readonly peerSession?: string;
   readonly reconnectingSince?: number;

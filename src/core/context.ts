@@ -7,6 +7,7 @@ import type { RelaySession } from "../relay-client/session.ts";
 import type { CoreStore } from "./bookkeeping.ts";
 import type { Hold } from "./hold.ts";
 import type { PresentationHost } from "./host.ts";
+import type { ProofBook } from "./proofs.ts";
 import type { TaskTimers } from "./timers.ts";
 import type { TrustState } from "./trust.ts";
 
@@ -20,6 +21,8 @@ export interface CoreContext {
   readonly host: PresentationHost;
   /** Who this core is and whom it trusts; the gate's per-lifetime memory. */
   readonly trust: TrustState;
+  /** Which keys hold which endpoints, and the asks under way (proofs.ts owns it). */
+  readonly proofs: ProofBook;
   /** Aborted when the lifetime closes: nothing of it may mutate state afterwards. */
   readonly fence: AbortController;
   /** Sends in flight by envelope id: concurrent same-id sends join instead of retransmitting. */
@@ -36,6 +39,8 @@ export interface CoreContext {
   readonly progressShownAt: Map<string, number>;
   /** Orphaned tasks move by themselves to their lost worker's live successor. */
   readonly autoReassign: boolean;
+  /** The most sessions a delegation chain may hold (sending and receiving; see lineage.ts). */
+  readonly maxDepth: number;
   /** When each task's peer was last probed or looked up (timers clock; rate limit). */
   readonly probedAt: Map<string, number>;
   /** When a request last found the relay unreachable (timers clock), until one reaches it (outage.ts). */

@@ -15,19 +15,20 @@
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType, isTerminalStatus, latestAssignment, validateTaskEvent } from "../protocol/events.ts";
-import { type AssignmentPayload, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
+import { type AssignmentPayload, type HelloEnvelope, RelayedEnvelope, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import { type CoreDelivery, type CoreStore, type InboxData, type InboxStage, OPERATION } from "./bookkeeping.ts";
 import { openQuestions } from "./attention.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, me } from "./context.ts";
-import { makeIntent } from "./envelopes.ts";
+import { makeIntent, openPayload } from "./envelopes.ts";
 import { checkIntentCorrection } from "./corrections.ts";
 import { checkLineage } from "./lineage.ts";
-import { followMovedPeer } from "./reconnect.ts";
+import { followMovedPeer, resumeReconnects } from "./reconnect.ts";
+import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } from "./proofs.ts";
 import { answerAudit } from "./audit.ts";
-import { fanOut, queueEnvelope } from "./outbox.ts";
-import { admit, countRejection, type Signer } from "./trust.ts";
+import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
+import { admit, admitHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
 
 function invalid(code: string, problem: string, details: Record<string, unknown> = {}): TaskError {
@@ -78,7 +79,7 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   ensure((event.payload as { task?: unknown }).task === task.task, "INVALID_ASSIGNMENT", "event and task text disagree");
   ensure(task.status === "active", "INVALID_ASSIGNMENT", "the assigned task is not active");
   ensure(event.type === "task.reassigned" || payload.history === undefined, "INVALID_ASSIGNMENT", "only a reassignment carries history");
-  checkLineage(task);
+  checkLineage(task, context.maxDepth);
   const history = validateHistory(task, payload.history ?? []);
   store.transaction(() => {
     const known = store.getStoredTask(task.taskId);
@@ -132,9 +133,9 @@ function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, i
 }
 
 /** The signature this origin put on an assignment it sent (to match a refusal against). */
-function assignmentSignature(store: CoreStore, taskId: string, eventId: string): string | undefined {
-  const envelopeId = store.getOperation(taskId, OPERATION.assignment(eventId))?.envelopeIds[0];
-  return envelopeId === undefined ? undefined : store.getEnvelope(envelopeId)?.payload.signature?.sig;
+function assignmentSignature(context: CoreContext, taskId: string, eventId: string): string | undefined {
+  const envelopeId = context.store.getOperation(taskId, OPERATION.assignment(eventId))?.envelopeIds[0];
+  return envelopeId === undefined ? undefined : outboxEnvelope(context, envelopeId)?.payload.signature?.sig;
 }
 
 /**
@@ -150,7 +151,7 @@ function canonicalRefusal(context: CoreContext, task: TaskRecord, payload: Recor
   const now = context.clock();
   const current = latestAssignment(store.getEvents(task.taskId));
   ensure(current !== undefined && current.eventId === payload.eventId, "INVALID_INTENT", "the refusal names another assignment than the current one");
-  const ours = assignmentSignature(store, task.taskId, current.eventId);
+  const ours = assignmentSignature(context, task.taskId, current.eventId);
   if (ours === undefined || ours !== payload.assignmentSig) {
     throw new TaskError("NOT_AUTHORIZED", { details: { taskId: task.taskId, problem: "the refusal names an assignment signature this origin did not make" } });
   }
@@ -255,13 +256,42 @@ function recordCanonical(context: CoreContext, scope: WorkScope, envelope: TaskE
   return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: visibleAtTarget(store, event), requires };
 }
 
+/**
+ * A delivery as the gate reads it: sealed task mail opened with this identity's seal key (the
+ * sender's seal key learned from it, once its binding verifies), or clear mail as it came.
+ */
+function opened(context: CoreContext, raw: RelayedEnvelope): { envelope: TaskEnvelope; sealed: boolean } {
+  if (!("sealed" in raw.payload)) return { envelope: assertValid(TaskEnvelope, raw, { code: "INVALID_DELIVERY" }), sealed: false };
+  const { payload, sealKey, binding } = openPayload(context.trust.options.identity, raw.payload);
+  const envelope = assertValid(TaskEnvelope, { ...raw, payload }, { code: "INVALID_DELIVERY" });
+  // The box names a seal key; it is the signer's only if the signer bound it (checked before use).
+  if (envelope.payload.signature !== undefined) learnSealKey(context, envelope.payload.signature.key, sealKey, binding);
+  return { envelope, sealed: true };
+}
+
+/** A hello: a proof request (owed an answer) or the answer to ours (a proof that releases what waited for it). */
+function judgeHello(context: CoreContext, scope: WorkScope, raw: HelloEnvelope): { stage: InboxStage; data: InboxData } {
+  const signer = admitHello(context.trust, raw, me(context), context.clock());
+  const proven = takeHello(context, raw, signer);
+  if (proven !== undefined) {
+    releaseAwaiting(context, scope, proven);
+    resumeReconnects(context, scope, proven);
+  }
+  return { stage: "canonicalized", data: { kind: "hello" } };
+}
+
 /** Judges a delivery by its kind: what it is, and the stage it reaches. */
 function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { stage: InboxStage; data: InboxData } {
-  const envelope = assertValid(TaskEnvelope, context.store.deliveryEnvelope(row.envelopeId), { code: "INVALID_DELIVERY" });
+  const raw = assertValid(RelayedEnvelope, context.store.deliveryEnvelope(row.envelopeId), { code: "INVALID_DELIVERY" });
   const self: TaskEndpoint = me(context);
-  ensure(sameEndpoint(envelope.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
+  ensure(sameEndpoint(raw.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
+  if (raw.payload.kind === "hello") return judgeHello(context, scope, raw as HelloEnvelope);
+  const { envelope, sealed } = opened(context, raw);
   const before = context.store.getTaskMeta(envelope.payload.taskId);
   const signer = admit(context.store, context.trust, envelope, self, context.clock());
+  // Signed mail always travels sealed: signed mail in the clear is an older pi-tasks, or a forgery.
+  if (signer.verified && !sealed) throw new TaskError("UNSEALED_EVENT", { details: { kind: envelope.payload.kind } });
+  takeProvenMail(context, envelope, signer);
   // Verified mail from the peer's new endpoint (after a relay restart) moves the task first.
   followMovedPeer(context, scope, envelope, signer, before);
   switch (envelope.payload.kind) {
@@ -280,14 +310,18 @@ function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { sta
  * past the usual outbox rules; the relay bounds how many an unknown sender can provoke.
  */
 function refuseAssignment(context: CoreContext, scope: WorkScope, row: CoreDelivery, error: TaskError): void {
-  const raw = context.store.deliveryEnvelope(row.envelopeId) as TaskEnvelope;
+  const raw = opened(context, context.store.deliveryEnvelope(row.envelopeId) as RelayedEnvelope).envelope;
   const assignment = raw.payload.payload as AssignmentPayload;
   const signature = raw.payload.signature;
   if (signature === undefined) return;
+  // Sealed to the refused sender's own seal key (its binding verified on opening): the refusal says
+  // only why, and the sender needs no proof from us to read it.
+  const sealKey = sealKeyOf(context, signature.key);
+  if (sealKey === undefined) return;
   // Naming the refused assignment's signature lets the origin tell our refusal of its assignment
   // from a refusal of something the relay substituted.
   const intent = makeIntent(raw.payload.taskId, "task.refused", { eventId: assignment.event.eventId, assignmentSig: signature.sig, reason: error.code }, assignment.task.generation);
-  const envelopeId = queueEnvelope(context, { taskId: raw.payload.taskId, from: me(context), to: raw.source, kind: "intent", inner: intent, purpose: "refusal" });
+  const envelopeId = queueEnvelope(context, { taskId: raw.payload.taskId, from: me(context), to: raw.source, kind: "intent", inner: intent, purpose: "refusal", carriage: { sealTo: sealKey } });
   scope.required.push(envelopeId);
 }
 

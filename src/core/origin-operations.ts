@@ -4,7 +4,7 @@
  * every event it authors is canonical at once and fanned out to the worker.
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
-import { TaskError } from "../protocol/errors.ts";
+import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
 import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
 import type { CancelParams, MessageParams, SendParams, TaskEndpoint, TaskEvent, TaskEventType, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
@@ -15,8 +15,9 @@ import { makeEvent } from "./envelopes.ts";
 import { correctionFields } from "./corrections.ts";
 import { lineageFor } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
-import type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult } from "./results.ts";
-import { deliveryOf, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
+import { provenAt, untrustedDecision } from "./proofs.ts";
+import type { AckResult, CancelResult, CreateOptions, CreateResult, DoneResult, MessageResult } from "./results.ts";
+import { askFirst, deliveryOf, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
 import { terminalDelivery } from "./views.ts";
 
 /** Appends an origin-authored canonical event and fans it out to the worker (no local echo). */
@@ -37,12 +38,13 @@ function discardRefused(context: CoreContext, taskId: string, envelopeId: string
   });
 }
 
-export async function createTask(context: CoreContext, self: TaskEndpoint, params: SendParams, signal: AbortSignal | undefined): Promise<CreateResult> {
+export async function createTask(context: CoreContext, self: TaskEndpoint, params: SendParams, options: CreateOptions): Promise<CreateResult> {
+  const signal = options.signal;
   const { store } = context;
   if (sameEndpoint(params.to, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
   const taskId = crypto.randomUUID();
   // Refused here (cycle, depth) means no relay request, nothing created or sent.
-  const lineage = lineageFor(context, self, params.to, taskId, params);
+  const lineage = lineageFor(context, self, params.to, taskId, options.lineage);
   // One round trip: the send's own target check is the resolve. Accepted → the task exists; refused
   // for good → it is forgotten (no task); an uncertain outcome keeps it, its assignment pending.
   const target = params.to;
@@ -72,6 +74,29 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
       operation: { key: OPERATION.assignment(created.eventId), logicalId: created.eventId, logicalType: created.type },
     });
   });
+  // A worker that has not proven who it is gets no content yet: it is asked (a hello, sent now); the
+  // assignment follows its proof (proofs.ts). A target the relay does not know means no task.
+  if (store.getOutbox(envelopeId)?.awaiting === true) {
+    // Proven already, yet not by a key the task may go to: a worker this identity does not trust.
+    const proof = provenAt(context, target);
+    if (proof !== undefined && untrustedDecision(context, task.taskId, target, proof.key) === "refuse") {
+      if (!isClosed(context)) discardRefused(context, task.taskId, envelopeId);
+      throw new TaskError("UNKNOWN_PEER", {
+        message: `The worker at this endpoint is signed by key ${proof.key}, which this identity has not paired with; nothing was sent to it (pairing is your operator's decision).`,
+        details: { target, key: proof.key, created: false },
+      });
+    }
+    if (proof !== undefined) return { taskId: task.taskId, envelopeId, target, delivery: "pending" };
+    try {
+      await askFirst(context, signal, target);
+    } catch (raw) {
+      const error = toTaskError(raw);
+      if (error.code !== "TARGET_NOT_REGISTERED") throw error.withDetails({ taskId: task.taskId, envelopeId, delivery: "pending" });
+      if (!isClosed(context)) discardRefused(context, task.taskId, envelopeId);
+      throw error.withDetails({ envelopeId, delivery: "blocked", created: false });
+    }
+    return { taskId: task.taskId, envelopeId, target, delivery: "pending" };
+  }
   const outcome = await shipOwn(context, signal, envelopeId);
   if (outcome.state === "quarantined") {
     if (!isClosed(context)) discardRefused(context, task.taskId, envelopeId);
@@ -79,8 +104,9 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
     throw outcome.error.withDetails({ envelopeId, delivery: "blocked", created: false });
   }
   requireAccepted(outcome, task.taskId);
-  return { taskId: task.taskId, envelopeId, target };
+  return { taskId: task.taskId, envelopeId, target, delivery: "accepted" };
 }
+
 
 export async function originMessage(context: CoreContext, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
   if (params.type === "progress" || params.raisesQuestion !== undefined || params.percent !== undefined) {

@@ -1,8 +1,10 @@
 /**
  * The outbox: the one way mail enters it, and the rules by which it leaves.
  *
- * Queueing (`queueEnvelope`, `fanOut`): an envelope is encoded once, stored with its purpose, and
- * reserved as the operation it fulfils, in the caller's transaction.
+ * Queueing (`queueEnvelope`, `fanOut`): an envelope is encoded once — sealed to its recipient's
+ * key — stored with its purpose, and reserved as the operation it fulfils, in the caller's
+ * transaction. One whose target has not yet proven the key its task expects is stored `awaiting`
+ * (its clear text is never sent) until a proof releases it (proofs.ts).
  *
  * Sending:
  * - per-target FIFO, in one place (`attemptSend`): an envelope leaves only after every older
@@ -17,12 +19,13 @@
  */
 import { sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
 import { capacityCooldownMs } from "../protocol/limits.ts";
-import type { EnvelopeKind, TaskEndpoint, TaskEvent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
+import type { EnvelopeKind, RelayedEnvelope, TaskEndpoint, TaskEnvelope, TaskEvent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
 import type { SendAcceptance } from "../relay-client/session.ts";
 import { invariant } from "../store/rows.ts";
 import { COOLDOWN, type CoreOutboxEntry, type OperationKey, type OutboxPurpose } from "./bookkeeping.ts";
 import { type CoreContext, isClosed } from "./context.ts";
-import { encodeEnvelope } from "./envelopes.ts";
+import { type Carriage, encodeEnvelope, openPayload } from "./envelopes.ts";
+import { carriageFor } from "./proofs.ts";
 import { activeHold, endHold, noteRefusal } from "./hold.ts";
 import { noteReached, outageHold } from "./outage.ts";
 import type { Slice, WorkScope } from "./scope.ts";
@@ -40,21 +43,47 @@ export interface QueuedEnvelope {
   readonly purpose: OutboxPurpose;
   /** The operation this envelope fulfils, reserved with it. */
   readonly operation?: { readonly key: OperationKey; readonly logicalId: string; readonly logicalType: string };
+  /** How it travels when the task's proofs do not decide it (a refusal to a sender this side does not trust). */
+  readonly carriage?: Carriage;
 }
 
 /** Queues one envelope for a task: encodes it once, stores it and reserves its operation. */
 export function queueEnvelope(context: CoreContext, spec: QueuedEnvelope): string {
   const { store } = context;
   const createdAt = context.clock();
-  const encoded = encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt, context.trust.options);
+  const carriage = spec.carriage ?? carriageFor(context, spec.taskId, spec.to);
+  const awaiting = carriage === "awaiting";
+  if (awaiting) checkSealedFit(context, spec, createdAt);
+  const encoded = encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt, context.trust.options, undefined, awaiting ? "clear" : carriage);
   store.transaction(() => {
-    store.putOutbox({ envelopeId: encoded.envelopeId, taskId: spec.taskId, target: spec.to, kind: spec.kind, purpose: spec.purpose, envelopeText: encoded.text });
+    store.putOutbox({ envelopeId: encoded.envelopeId, taskId: spec.taskId, target: spec.to, kind: spec.kind, purpose: spec.purpose, envelopeText: encoded.text, awaiting });
     const operation = spec.operation;
     if (operation !== undefined) {
       store.reserveOperation(spec.taskId, operation.key, () => ({ logicalId: operation.logicalId, logicalType: operation.logicalType, envelopeIds: [encoded.envelopeId], createdAt }));
     }
   });
   return encoded.envelopeId;
+}
+
+/**
+ * An envelope that waits for its target's proof is stored in the clear and sealed later; it must fit
+ * the payload bound once sealed (`PAYLOAD_TOO_LARGE` now, not after the proof). Sealed to this
+ * identity's own seal key: every seal key has the same length, so the size is exact.
+ */
+function checkSealedFit(context: CoreContext, spec: QueuedEnvelope, createdAt: number): void {
+  const own = context.trust.options.identity.seal?.().publicKey;
+  if (own === undefined) return;
+  encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt, context.trust.options, undefined, { sealTo: own });
+}
+
+/**
+ * An outbox envelope as it reads in the clear: a sealed one opened with this identity's own seal
+ * key (the sender can open what it sealed), an awaiting or legacy one as stored.
+ */
+export function outboxEnvelope(context: CoreContext, envelopeId: string): TaskEnvelope | undefined {
+  const stored = context.store.getEnvelope(envelopeId) as unknown as RelayedEnvelope | undefined;
+  if (stored === undefined || !("sealed" in stored.payload)) return stored as TaskEnvelope | undefined;
+  return { ...stored, payload: openPayload(context.trust.options.identity, stored.payload).payload } as TaskEnvelope;
 }
 
 /** Canonical fan-out of an event the origin created: to the target, plus local presentation. */
@@ -163,6 +192,8 @@ export async function attemptSend(context: CoreContext, scope: WorkScope, envelo
     const outage = outageHold(context);
     if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
     const entry = store.getOutbox(envelopeId)!;
+    // Content waits for its target to prove the key its task expects (proofs.ts asks for it).
+    if (entry.awaiting === true) return deferred(envelopeId, "waiting for the target to prove who it is", { target: entry.target });
     // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
     // set is checked first, so an ordinary send reads no meta row).
     if (context.reconnecting.has(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined) return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });

@@ -23,6 +23,7 @@ import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
+import { sayHellos } from "./proofs.ts";
 import { noteFailure, noteReached, showsUnreachable } from "./outage.ts";
 import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
@@ -130,6 +131,8 @@ function noteOutcome(scope: WorkScope, purpose: OutboxPurpose, outcome: SendOutc
 
 export async function shipRequired(context: CoreContext, scope: WorkScope): Promise<number> {
   const { store } = context;
+  // Hellos first: the answers owed, and asks for content that waits for a proof (proofs.ts).
+  await sayHellos(context, scope);
   const byTarget = new Map<string, string[]>();
   for (const envelopeId of new Set(scope.required)) {
     const entry = store.getOutbox(envelopeId);

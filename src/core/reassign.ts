@@ -18,7 +18,7 @@ import { assertOpen, type CoreContext } from "./context.ts";
 import { assignmentBytes } from "./envelopes.ts";
 import { queueEnvelope } from "./outbox.ts";
 import type { ReassignResult } from "./results.ts";
-import { requireAccepted, requireOrigin, shipOwn } from "./ship.ts";
+import { askFirst, requireAccepted, requireOrigin, shipOwn } from "./ship.ts";
 
 function refuse(taskId: string, reason: string, details: Record<string, unknown> = {}): TaskError {
   return new TaskError("REASSIGNMENT_REFUSED", { message: `The task cannot be reassigned: ${reason}.`, details: { taskId, reason, ...details } });
@@ -75,9 +75,10 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
     const lineage = current.lineage === undefined ? undefined : { ...current.lineage, chain: [...current.lineage.chain.slice(0, -1), successor] };
     // A new generation: mail of the previous executor is refused from now on.
     store.updateTask(taskId, { target: successor, generation: (current.generation ?? 1) + 1, ...(lineage === undefined ? {} : { lineage }) });
-    // A new executor binds its own key (and session) with its first signed intent.
-    const { workerKey: _key, peerSession: _session, lostSince: _lost, orphanedAt: _orphaned, ...meta } = store.getTaskMeta(taskId) ?? {};
-    store.setTaskMeta(taskId, meta);
+    // A new executor binds its own key (and session) once it proved it (proofs.ts). A successor of
+    // the lost worker must prove the lost worker's key: a stranger who took its name gets nothing.
+    const { workerKey, expectedWorkerKey: _earlier, peerSession: _session, lostSince: _lost, orphanedAt: _orphaned, ...meta } = store.getTaskMeta(taskId) ?? {};
+    store.setTaskMeta(taskId, { ...meta, ...(to === undefined && workerKey !== undefined ? { expectedWorkerKey: workerKey } : {}) });
     const moved = store.getStoredTask(taskId)!.record;
     const reassigned = appendCanonical(store, moved, "task.reassigned", { task: moved.task, previousTarget: before.target }, context.clock());
     const base = { task: moved, event: reassigned };
@@ -94,6 +95,12 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
     store.enqueueLocalPresentation(reassigned);
     return { event: reassigned, envelopeId: queued, truncated: fit.truncated };
   });
+  const result = { taskId, previousTarget: before.target, target: successor, eventId: event.eventId, envelopeId, historyTruncated: truncated };
+  // The new target gets the task's content once it proved the key the task expects (asked now).
+  if (store.getOutbox(envelopeId)?.awaiting === true) {
+    await askFirst(context, signal, successor);
+    return { ...result, delivery: "pending" };
+  }
   requireAccepted(await shipOwn(context, signal, envelopeId), taskId);
-  return { taskId, previousTarget: before.target, target: successor, eventId: event.eventId, envelopeId, historyTruncated: truncated };
+  return { ...result, delivery: "accepted" };
 }

@@ -26,6 +26,8 @@ import type { StoredTask } from "../store/task-store.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { encodeEnvelope } from "./envelopes.ts";
+import { outboxEnvelope } from "./outbox.ts";
+import { askProof, carriageFor, provenAt } from "./proofs.ts";
 import type { WorkScope } from "./scope.ts";
 import type { Signer } from "./trust.ts";
 import type { TaskMeta } from "./bookkeeping.ts";
@@ -111,17 +113,21 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
   const stored = store.getStoredTask(taskId)!;
   const former = stored.role === "origin" ? stored.record.target : stored.record.origin;
   store.updateTask(taskId, { ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }), ...relocated(stored.record.lineage, former, endpoint) });
-  const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, ...meta } = store.getTaskMeta(taskId) ?? {};
+  const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, candidate: _proven, ...meta } = store.getTaskMeta(taskId) ?? {};
   store.setTaskMeta(taskId, meta);
   const task = store.getStoredTask(taskId)!.record;
   const self = stored.role === "origin" ? task.origin : task.target;
   const now = context.clock();
+  // Sealed again to the peer's key at its new endpoint (proven: by its verified mail, or by its
+  // answer to our hello there); an endpoint not proven yet keeps the content waiting.
+  const carriage = carriageFor(context, taskId, endpoint);
   for (const entry of store.outboxOf(taskId)) {
     if (which === "pending" && entry.state !== "pending") continue;
-    const envelope = store.getEnvelope(entry.envelopeId);
+    const envelope = outboxEnvelope(context, entry.envelopeId);
     if (envelope === undefined) continue;
-    const encoded = encodeEnvelope(self, endpoint, taskId, envelope.payload.kind, innerNow(envelope, task), now, context.trust.options, entry.envelopeId);
-    store.reencodeOutbox(entry.envelopeId, endpoint, encoded.text);
+    const awaiting = carriage === "awaiting";
+    const encoded = encodeEnvelope(self, endpoint, taskId, envelope.payload.kind, innerNow(envelope, task), now, context.trust.options, entry.envelopeId, awaiting ? "clear" : carriage);
+    store.reencodeOutbox(entry.envelopeId, endpoint, encoded.text, { awaiting });
     scope?.required.push(entry.envelopeId);
   }
 }
@@ -224,12 +230,47 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
       continue;
     }
     if (isClosed(context) || endpoint === undefined) continue;
-    const former = stored.role === "origin" ? stored.record.target : stored.record.origin;
+    // A name is a claim anyone may make after a restart: the endpoint holding it gets the task's
+    // content only once it proved the task's bound key (at once when already proven).
+    store.setTaskMeta(taskId, { ...store.getTaskMeta(taskId), candidate: endpoint });
+    if (provenAt(context, endpoint) === undefined) {
+      await askProof(context, scope, endpoint).catch((raw: unknown) => scope.fail("peers", toTaskError(raw).withDetails({ taskId })));
+      continue;
+    }
+    found += resumeReconnects(context, scope, endpoint);
+  }
+  return found;
+}
+
+/**
+ * `endpoint` proved its key: every task looking for its peer whose bound peer key it proved moves
+ * there (with the tasks that looked for the same former endpoint) — when it is the candidate the
+ * task's name lookup found, or when its proof claims the peer's session name (the peer's own hello
+ * from wherever it bound: its name may be held by a stranger, src/relay-client/session.ts). The
+ * claimed name keeps another session of the same identity (another Pi of the same user) from being
+ * taken for this task's peer. Returns how many moved.
+ */
+export function resumeReconnects(context: CoreContext, scope: WorkScope, endpoint: TaskEndpoint): number {
+  const { store } = context;
+  const proof = provenAt(context, endpoint);
+  if (proof === undefined) return 0;
+  let moved = 0;
+  for (const taskId of [...context.reconnecting]) {
+    const meta = store.getTaskMeta(taskId);
+    if (meta?.reconnectingSince === undefined) continue;
+    const candidate = meta.candidate !== undefined && sameEndpoint(meta.candidate, endpoint);
+    const named = meta.peerSession !== undefined && proof.session === meta.peerSession;
+    if (!candidate && !named) continue;
+    const stored = store.getStoredTask(taskId)!;
+    const bound = stored.role === "origin" ? meta.workerKey : meta.originKey;
+    const current = stored.role === "origin" ? stored.record.target : stored.record.origin;
+    if (bound !== proof.key || sameEndpoint(current, endpoint)) continue;
+    const former = current;
     store.transaction(() => {
       movePeer(context, scope, taskId, endpoint);
       moveSamePeer(context, scope, former, endpoint);
     });
-    found += 1;
+    moved += 1;
   }
-  return found;
+  return moved;
 }

@@ -40,6 +40,8 @@ export interface RecoveringTaskCoreOptions {
   readonly trust?: TrustOptions;
   /** See TaskCoreOptions.autoReassign. */
   readonly autoReassign?: boolean;
+  /** See TaskCoreOptions.maxDepth. */
+  readonly maxDepth?: number;
 }
 
 export interface RecoveryInfo {
@@ -180,6 +182,7 @@ export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}
       ...(options.onRefreshRequested === undefined ? {} : { onRefreshRequested: options.onRefreshRequested }),
       ...(options.trust === undefined ? {} : { trust: options.trust }),
       ...(options.autoReassign === undefined ? {} : { autoReassign: options.autoReassign }),
+      ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
     });
   const recovery = createLossRecovery(session, core, options.onRecovered);
   let closed = false;

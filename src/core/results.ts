@@ -6,10 +6,26 @@ export interface OperationOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * A library caller's choice of where a new task sits (never the model's: `agent_task_send` takes
+ * exactly `{to, task, timeoutMs?}`). Default: delegated from the one task this session works on,
+ * a root task when it works on none.
+ */
+export type LineageChoice = "root" | { readonly parentTaskId: string };
+
+export interface CreateOptions extends OperationOptions {
+  readonly lineage?: LineageChoice;
+}
+
 export interface CreateResult {
   readonly taskId: string;
   readonly envelopeId: string;
   readonly target: TaskEndpoint;
+  /**
+   * `accepted`: the relay accepted the assignment. `pending`: the task exists and its content waits
+   * for the worker to prove who it is (asked now; sent once it answered — proofs.ts).
+   */
+  readonly delivery: "accepted" | "pending";
 }
 
 export interface MessageResult {
@@ -50,4 +66,6 @@ export interface ReassignResult {
   readonly eventId: string;
   readonly envelopeId: string;
   readonly historyTruncated: boolean;
+  /** As for `createTask`: `pending` while the new target has yet to prove the key the task expects. */
+  readonly delivery: "accepted" | "pending";
 }

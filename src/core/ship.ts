@@ -14,6 +14,7 @@ import { assertOpen, checkEndpoint, type CoreContext, isClosed } from "./context
 import { type SendOutcome, sendInOrder } from "./outbox.ts";
 import { createWorkScope } from "./scope.ts";
 import { outageHold } from "./outage.ts";
+import { askProof } from "./proofs.ts";
 
 /** How an operation's own envelope fared at the relay. */
 export type EnvelopeDelivery = "accepted" | "pending" | "blocked";
@@ -79,6 +80,20 @@ export async function shipOwn(context: CoreContext, signal: AbortSignal | undefi
     scope.dispose();
     // While the outage hold lasts the next scheduled pass probes anyway: no extra pass per operation.
     if (!isClosed(context) && outageHold(context) === undefined) context.requestRefresh();
+  }
+}
+
+/**
+ * Asks a not yet proven target which key holds it, in the foreground (a hello sent now; its answer
+ * releases what waits for it: proofs.ts). `TARGET_NOT_REGISTERED` is thrown: nothing can reach it.
+ */
+export async function askFirst(context: CoreContext, signal: AbortSignal | undefined, target: TaskEndpoint): Promise<void> {
+  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.fence.signal, signal] });
+  try {
+    await askProof(context, scope, target);
+  } finally {
+    scope.dispose();
+    if (!isClosed(context)) context.requestRefresh();
   }
 }
 

@@ -11,6 +11,7 @@
  * internals; tests and benchmarks that must look inside use `coreInternals(core)`.
  */
 import { TaskError } from "../protocol/errors.ts";
+import { maxDelegationDepth } from "../protocol/limits.ts";
 import { AckParams, CancelParams, DoneParams, MessageParams, SendParams, type TaskEndpoint, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import type { RelaySession } from "../relay-client/session.ts";
@@ -21,18 +22,20 @@ import { acknowledge, cancel, createTask, originDone, originMessage } from "./or
 import { type PassReport, runPhasedPass } from "./pass.ts";
 import { hasEvidence, type ReceiveItem, receiveItems } from "./presentation.ts";
 import { reassignTask } from "./reassign.ts";
-import type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
+import type { AckResult, CancelResult, CreateOptions, CreateResult, DoneResult, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
 import { createWorkScope } from "./scope.ts";
-import { bound, roleOf } from "./ship.ts";
+import { askFirst, bound, roleOf } from "./ship.ts";
 import { targetDone, targetMessage } from "./target-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";
 import { type AuditReport, auditReport, requestAudit } from "./audit.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
+import { ROOT_DEPTH } from "./lineage.ts";
+import { createProofBook, provenAt } from "./proofs.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
-export type { AckResult, CancelResult, CreateResult, DoneResult, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
+export type { AckResult, CancelResult, CreateOptions, CreateResult, DoneResult, LineageChoice, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
 export type { EnvelopeDelivery } from "./ship.ts";
 export type { DeliveryEvidence, TaskView } from "./views.ts";
 
@@ -53,13 +56,18 @@ export interface TaskCoreOptions {
   readonly trust?: TrustOptions;
   /** Orphaned tasks move by themselves to their lost worker's live successor (default false). */
   readonly autoReassign?: boolean;
+  /**
+   * The most sessions a delegation chain may hold, sending and receiving: 2 (no onward delegation)
+   * up to `maxDelegationDepth` (3), the default. Configuration lowers it, never raises it.
+   */
+  readonly maxDepth?: number;
 }
 
 export interface TaskCore {
   /** This lifetime's endpoint once bound. */
   endpoint(): TaskEndpoint | undefined;
   connect(options?: OperationOptions): Promise<TaskEndpoint>;
-  createTask(input: unknown, options?: OperationOptions): Promise<CreateResult>;
+  createTask(input: unknown, options?: CreateOptions): Promise<CreateResult>;
   message(input: unknown, options?: OperationOptions): Promise<MessageResult>;
   done(input: unknown, options?: OperationOptions): Promise<DoneResult>;
   cancel(input: unknown, options?: OperationOptions): Promise<CancelResult>;
@@ -67,6 +75,12 @@ export interface TaskCore {
   acknowledge(input: unknown, options?: OperationOptions): Promise<AckResult>;
   /** Moves an orphaned task (or one whose target is gone) to `to`, else to its target's live successor. */
   reassignTask(taskId: string, options?: OperationOptions & { readonly to?: TaskEndpoint }): Promise<ReassignResult>;
+  /**
+   * Asks an endpoint which key holds it (a content-free hello, sent now; proofs.ts) so that a first
+   * assignment to it can leave at once once it answered. Resolves with the key already proven there,
+   * else undefined (its answer arrives with a later pass). `TARGET_NOT_REGISTERED` when nothing is there.
+   */
+  prove(endpoint: TaskEndpoint, options?: OperationOptions): Promise<string | undefined>;
   /**
    * The origin asks the task's worker for its view (sent by the next pass; the worker answers at
    * once). Returns the request's event id. See audit.ts.
@@ -188,14 +202,17 @@ function trustFor(options: TaskCoreOptions): TrustOptions {
   return trust.claimedName === undefined ? { ...trust, claimedName: options.session.callerSession } : trust;
 }
 
-function createContext(options: TaskCoreOptions): CoreContext {
+/** A lifetime's shared state, fresh (a core makes one; unit tests make one to drive a phase alone). */
+export function createCoreContext(options: TaskCoreOptions): CoreContext {
+  const clock = options.clock ?? Date.now;
   return {
     store: options.store,
     session: options.session,
-    clock: options.clock ?? Date.now,
+    clock,
     timers: options.timers ?? systemTimers,
     host: options.host ?? holdingHost,
-    trust: createTrustState(trustFor(options)),
+    trust: createTrustState(trustFor(options), clock()),
+    proofs: createProofBook(),
     fence: new AbortController(),
     sending: new Map(),
     withheld: new Map(),
@@ -207,7 +224,17 @@ function createContext(options: TaskCoreOptions): CoreContext {
     unreachableAt: undefined,
     reconnecting: new Set(),
     autoReassign: options.autoReassign === true,
+    maxDepth: depthCap(options.maxDepth),
   };
+}
+
+/** The configured depth cap, checked: a whole number from 2 to `maxDelegationDepth`. */
+function depthCap(value: number | undefined): number {
+  if (value === undefined) return maxDelegationDepth;
+  if (!Number.isInteger(value) || value < ROOT_DEPTH || value > maxDelegationDepth) {
+    throw new TaskError("INVALID_CONFIGURATION", { message: `the delegation depth cap must be a whole number from ${ROOT_DEPTH} to ${maxDelegationDepth} (it may only be lowered)`, details: { maxDepth: value } });
+  }
+  return value;
 }
 
 type Track = <T>(operation: string, run: () => Promise<T>) => Promise<T>;
@@ -233,10 +260,10 @@ function operations(context: CoreContext, track: Track) {
 
   return {
     connect: (opts: OperationOptions = {}) => track("connect", () => bound(context, opts.signal)),
-    createTask: (input: unknown, opts: OperationOptions = {}) =>
+    createTask: (input: unknown, opts: CreateOptions = {}) =>
       track("createTask", async () => {
         const params = assertValid(SendParams, input, { subject: "agent_task_send" });
-        return createTask(context, await bound(context, opts.signal), params, opts.signal);
+        return createTask(context, await bound(context, opts.signal), params, opts);
       }),
     message: (input: unknown, opts: OperationOptions = {}) => track("message", () => message(input, opts.signal)),
     done: (input: unknown, opts: OperationOptions = {}) => track("done", () => done(input, opts.signal)),
@@ -252,6 +279,14 @@ function operations(context: CoreContext, track: Track) {
       }),
     reassignTask: (taskId: string, opts: OperationOptions & { readonly to?: TaskEndpoint } = {}) =>
       track("reassignTask", async () => reassignTask(context, await bound(context, opts.signal), taskId, opts.to, opts.signal)),
+    prove: (endpoint: TaskEndpoint, opts: OperationOptions = {}) =>
+      track("prove", async () => {
+        await bound(context, opts.signal);
+        const proven = provenAt(context, endpoint);
+        if (proven !== undefined) return proven.key;
+        await askFirst(context, opts.signal, endpoint);
+        return undefined;
+      }),
   };
 }
 
@@ -288,7 +323,7 @@ function reads(context: CoreContext) {
 }
 
 export function createTaskCore(options: TaskCoreOptions): TaskCore {
-  const context = createContext(options);
+  const context = createCoreContext(options);
   const active = new Set<Promise<unknown>>();
   const track: Track = (operation, run) => {
     assertOpen(context, operation);

@@ -3,6 +3,14 @@
  *
  *   verify signature → addressed to me → authorized for this kind and task → fresh → not a replay
  *
+ * The order decides what a sender learns: mail from a key that may not send it is refused as such
+ * (`NOT_AUTHORIZED` / `UNKNOWN_PEER`) even when it is also old. Fresh means signed within
+ * `signatureMaxAgeMs` (and not from the future) — and, for a task this lifetime does not hold,
+ * signed after this lifetime began (less the clock skew allowed): mail signed before a restart
+ * cannot open a task anew, whoever serves it. Replays are remembered per trusted key, in a window of
+ * `replayWindowEvents` each; a key this identity does not trust is never remembered, so strangers
+ * cannot flush the window.
+ *
  * before intake looks at it. A failure is a typed rejection (SIGNATURE_INVALID, NOT_ADDRESSED,
  * NOT_AUTHORIZED / UNKNOWN_PEER, STALE_EVENT, REPLAYED_EVENT, UNSIGNED_EVENT): intake rejects the
  * delivery (never presented, no state change, ACKed) and counts it. An unknown key's assignment
@@ -19,7 +27,7 @@
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../protocol/limits.ts";
-import type { SignatureBlock, TaskEndpoint, TaskEnvelope } from "../protocol/schemas.ts";
+import type { HelloEnvelope, SignatureBlock, TaskEndpoint, TaskEnvelope } from "../protocol/schemas.ts";
 import { fingerprintOf, generateIdentity, type Identity } from "../trust/keys.ts";
 import { factsOf, type SignedFacts, verifyPayload } from "../trust/signing.ts";
 import type { CoreStore, TaskMeta } from "./bookkeeping.ts";
@@ -31,7 +39,8 @@ export interface PairingRequest {
   /** The sender's claimed name (unverified). */
   readonly claimedName?: string;
   readonly taskId: string;
-  readonly kind: TaskEnvelope["payload"]["kind"];
+  /** What it sent: a task payload, or (at an origin about to assign) the hello of a worker it does not know. */
+  readonly kind: TaskEnvelope["payload"]["kind"] | "hello";
   readonly from: TaskEndpoint;
 }
 
@@ -59,9 +68,11 @@ export type Signer =
 /** The gate's per-lifetime memory: seen signed ids (replays) and rejection counts. */
 export interface TrustState {
   readonly options: TrustOptions;
-  /** Signed event id → the envelope that carried it, oldest first. */
-  readonly seen: Map<string, string>;
+  /** Per trusted key: signed id → the envelope that carried it, oldest first. */
+  readonly seen: Map<string, Map<string, string>>;
   readonly rejections: Map<string, number>;
+  /** When this lifetime began (wall clock, ms): what is signed earlier opens no task. */
+  readonly startedAt: number;
 }
 
 let processTrust: TrustOptions | undefined;
@@ -75,8 +86,8 @@ export function processLocalTrust(): TrustOptions {
   return processTrust;
 }
 
-export function createTrustState(options: TrustOptions): TrustState {
-  return { options, seen: new Map(), rejections: new Map() };
+export function createTrustState(options: TrustOptions, startedAt: number = Date.now()): TrustState {
+  return { options, seen: new Map(), rejections: new Map(), startedAt };
 }
 
 function rejection(code: string, details: Record<string, unknown>): TaskError {
@@ -149,15 +160,28 @@ function checkFresh(facts: SignedFacts, now: number): void {
   }
 }
 
-function checkReplay(trust: TrustState, facts: SignedFacts, envelopeId: string): void {
-  const id = `${facts.key}\u0000${facts.kind}\u0000${facts.id}`;
-  const carrier = trust.seen.get(id);
+/** Mail for a task this lifetime does not hold must be signed after the lifetime began (less the allowed skew). */
+function checkLifetime(store: CoreStore, trust: TrustState, facts: SignedFacts): void {
+  if (store.getStoredTask(facts.taskId) !== undefined) return;
+  const at = Date.parse(facts.at);
+  if (at < trust.startedAt - signatureMaxFutureSkewMs) {
+    throw rejection("STALE_EVENT", { at: facts.at, problem: "signed before this session's lifetime began, for a task it does not hold", lifetimeStartedAt: new Date(trust.startedAt).toISOString() });
+  }
+}
+
+function checkReplay(trust: TrustState, facts: SignedFacts, envelopeId: string, signer: Extract<Signer, { verified: true }>): void {
+  // Only trusted keys are remembered: a stranger's mail cannot push real ids out of the window.
+  if (!known(signer)) return;
+  const id = `${facts.kind}\u0000${facts.id}`;
+  let window = trust.seen.get(facts.key);
+  if (window === undefined) trust.seen.set(facts.key, (window = new Map()));
+  const carrier = window.get(id);
   // The same envelope again is a redelivery (an ACK was lost): intake dedupes it. Another envelope
   // carrying an event already seen is a replay.
   if (carrier !== undefined && carrier !== envelopeId) throw rejection("REPLAYED_EVENT", { id: facts.id, kind: facts.kind, firstEnvelopeId: carrier });
   if (carrier !== undefined) return;
-  trust.seen.set(id, envelopeId);
-  if (trust.seen.size > replayWindowEvents) trust.seen.delete(trust.seen.keys().next().value!);
+  window.set(id, envelopeId);
+  if (window.size > replayWindowEvents) window.delete(window.keys().next().value!);
 }
 
 function admitUnsigned(store: CoreStore, trust: TrustState, envelope: TaskEnvelope): Signer {
@@ -182,8 +206,26 @@ export function admit(store: CoreStore, trust: TrustState, envelope: TaskEnvelop
   const signer = describeKey(trust, block.key, block.name);
   authorize(store, trust, envelope, facts, signer);
   checkFresh(facts, now);
-  checkReplay(trust, facts, envelope.envelopeId);
+  checkLifetime(store, trust, facts);
+  checkReplay(trust, facts, envelope.envelopeId, signer);
   return signer;
+}
+
+/**
+ * The gate for a hello (proofs.ts): verified, addressed to me, fresh. Any key may say hello (it
+ * carries no content and asks for none); an answer counts only for an ask of this lifetime.
+ */
+export function admitHello(trust: TrustState, envelope: HelloEnvelope, self: TaskEndpoint, now: number): Extract<Signer, { verified: true }> {
+  const block = envelope.payload.signature;
+  if (!verifyPayload(envelope.payload, block)) throw rejection("SIGNATURE_INVALID", { kind: "hello", key: block.key });
+  const facts = factsOf(envelope.payload, block);
+  if (!sameEndpoint(facts.to, self) || !sameEndpoint(facts.from, envelope.source)) {
+    throw rejection("NOT_ADDRESSED", { signedTo: facts.to, signedFrom: facts.from, source: envelope.source });
+  }
+  checkFresh(facts, now);
+  // Who it is does not matter to a hello (nor to answering one): no peer lookup.
+  const own = block.key === trust.options.identity.publicKey;
+  return { verified: true, key: block.key, fingerprint: fingerprintOf(block.key), self: own, ...(block.name === undefined ? {} : { claimedName: block.name }) };
 }
 
 /** Counts a rejection by its code (shown by the footer, `/tasks` and the status tool). */
@@ -196,6 +238,7 @@ export function peerOfTask(store: CoreStore, trust: TrustState, taskId: string, 
   const meta = store.getTaskMeta(taskId);
   if (meta === undefined) return undefined;
   const key = role === "target" ? meta.originKey : meta.workerKey;
-  if (key !== undefined) return describeKey(trust, key);
+  // The session name the peer's verified mail or proof claimed (a claim, shown as one).
+  if (key !== undefined) return describeKey(trust, key, meta.peerSession);
   return meta.unverified === true ? { verified: false } : undefined;
 }

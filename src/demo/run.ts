@@ -85,6 +85,11 @@ function toolResultTime(records: readonly RpcRecord[], tool: string): number | u
   return firstTime(records, (message) => message.role === "toolResult" && (message as { toolName?: unknown }).toolName === tool);
 }
 
+function earliest(...times: (number | undefined)[]): number | undefined {
+  const known = times.filter((time): time is number => time !== undefined);
+  return known.length === 0 ? undefined : Math.min(...known);
+}
+
 function callTime(records: readonly RpcRecord[], tool: string, where: (args: Record<string, unknown>) => boolean = () => true): number | undefined {
   return firstTime(records, (message) => toolCalls(message).some((call) => call.name === tool && where(call.arguments)));
 }
@@ -130,7 +135,9 @@ function timeline(startedAt: number, origin: readonly RpcRecord[], worker: reado
   const done = callTime(worker, "agent_task_done");
   const recorded = receipts.get("receiver_recorded");
   return [
-    { step: "accepted", ms: rel(toolResultTime(origin, "agent_task_send")), note: "relay accepted the assignment" },
+    // The relay accepted the assignment before the send tool returned — and before the worker got
+    // it, which can come first (the doorbell is quicker than the tool's return): the earlier of both.
+    { step: "accepted", ms: rel(earliest(toolResultTime(origin, "agent_task_send"), inserted)), note: "relay accepted the assignment" },
     recorded === undefined
       ? { step: "receiver_recorded", ms: rel(inserted), note: "implied: the receipt that reached the origin was a later stage" }
       : { step: "receiver_recorded", ms: rel(recorded), note: "receipt at the origin" },

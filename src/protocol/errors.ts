@@ -113,12 +113,15 @@ export const ERROR_REGISTRY = Object.freeze({
   TASK_DELIVERY_DEFERRED: spec("deferred", "Delivery is deferred (budget, cooldown, older mail to the same target, or a relay unreachable moments ago); the envelope is queued and a later pass sends it.", { retryable: true }),
   STALE_GENERATION: spec("rejected", "The mail belongs to an older generation of the task (its executor was replaced); it is refused."),
   DELEGATION_DEPTH_EXCEEDED: spec("refused", "Delegating onward would make the chain longer than the depth cap (3 sessions by default); nothing was created."),
+  DELEGATION_AMBIGUOUS: spec("refused", "This session works on several tasks, so a new task has no single parent: finish or hand back all but one of them first (agent_task_done), then delegate; nothing was created."),
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
   TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
   INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),
   TASKS_STARTING: spec("starting", "pi-tasks is still starting (finding or starting its relay); try again in a moment.", { retryable: true }),
+  SEAL_INVALID: spec("rejected", "The sealed envelope cannot be opened: it is not for this identity, or it was altered."),
+  UNSEALED_EVENT: spec("rejected", "Task mail arrived in the clear; pi-tasks seals every task event to its recipient (an older pi-tasks, or a forgery)."),
   PAIRING_NOT_CONFIRMED: spec("usage", "Pairing was not confirmed by a person; nothing changed."),
   RELAY_NOT_STARTED: spec("relay", "pi-tasks could not start its relay; see the relay log, or set PI_TASKS_RUNTIME to a node (>= 22.19) or bun that can run it."),
   TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
@@ -144,6 +147,10 @@ export const ERROR_REGISTRY = Object.freeze({
   PEERS_BUSY: spec("busy", "Another process is changing peers.json; try again.", { retryable: true }),
   PEERS_INVALID: spec("config", "peers.json is unreadable or invalid."),
   PEERS_FULL: spec("capacity", "peers.json holds the most peers allowed; remove one first."),
+  // -- files of PI_TASKS_HOME and the Redis password (docs/security.md, "Files") ----------------
+  HOME_INVALID: spec("config", "The pi-tasks home directory (PI_TASKS_HOME) must be a directory of this user's alone (mode 0700); fix it with chmod 700, or use a home of your own."),
+  REDIS_PASSWORD_IN_URL: spec("usage", "A password in the --store URL is visible to every user of the machine (ps); put it in a file named by PI_TASKS_REDIS_PASSWORD_FILE (mode 0600) or in PI_TASKS_REDIS_PASSWORD instead."),
+  REDIS_PASSWORD_FILE_INVALID: spec("config", "The file PI_TASKS_REDIS_PASSWORD_FILE names must be a regular file of this user's, mode 0600, holding the Redis password."),
 
   // -- CLI codes ------------------------------------------------------------------------------
   TASK_WORKER_PREFLIGHT_FAILED: spec("preflight", "The worker could not be started: a preflight check failed."),
@@ -151,6 +158,13 @@ export const ERROR_REGISTRY = Object.freeze({
   SESSION_NOT_FOUND: spec("not-found", "No such session."),
   SESSION_NOT_OWNED: spec("forbidden", "This session was not spawned by this CLI."),
   CLI_USAGE: spec("usage", "Invalid command line."),
+
+  // -- the relay secret (issue 21; docs/security.md, "The relay secret") -----------------------
+  // Neither flag: refused at start-up, nothing is created; the transport throws it retryable once
+  // the relay proved itself before (the user's relay may answer there again).
+  RELAY_NOT_PROVEN: spec("relay", "What answers at the relay's address cannot prove it holds this user's relay secret (another user's process, or a program on the port); pi-tasks sends it nothing."),
+  RELAY_SECRET_INVALID: spec("config", "The relay secret file (or its directory) is unsafe or unreadable: it must be this user's own, not a symlink, the directory mode 0700 and the file 0600."),
+  RELAY_RECORD_STALE: spec("relay", "The record of the relay pi-tasks started names a process that did not prove it is that relay; nothing was signalled and the stale record was removed."),
 } satisfies Record<string, ErrorSpec>);
 
 export type RegisteredErrorCode = keyof typeof ERROR_REGISTRY;

@@ -1,9 +1,27 @@
 /**
- * HS256 JSON Web Tokens for the optional Wolfpack JWT (docs/wire.md, "Request rules"), on WebCrypto.
- * The client mints a fresh short-lived token per request; the relay verifies them.
+ * HS256 JSON Web Tokens, and the proofs of a relay secret (docs/wire.md, "Request rules" and "Our
+ * additions").
+ *
+ * - The optional Wolfpack JWT (`WOLFPACK_JWT_SECRET`), on WebCrypto: the client mints a fresh token
+ *   per request (60 s), the relay verifies it; as on Wolfpack, a token may be used more than once.
+ * - The relay secret (docs/security.md, "The relay secret"), on node:crypto: three keys derived
+ *   from it with HKDF, one per purpose, so no answer made with one can stand for another —
+ *   tokens (HS256, 10 s, one use: the relay remembers each `jti`), the relay's answer to a
+ *   client's challenge, and the relay's proof on each reply to a token.
  */
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto";
 import { TaskError } from "./errors.ts";
-import { jwtClockToleranceMs, jwtIdBytes, jwtMinSecretChars, jwtTokenLifetimeMs, msPerSecond } from "./limits.ts";
+import {
+  jwtClockToleranceMs,
+  jwtIdBytes,
+  jwtMinSecretChars,
+  jwtTokenLifetimeMs,
+  msPerSecond,
+  relayChallengeBytes,
+  relayTokenClockToleranceMs,
+  relayTokenIdBytes,
+  relayTokenLifetimeMs,
+} from "./limits.ts";
 
 const encoder = new TextEncoder();
 const HEADER = { alg: "HS256", typ: "JWT" } as const;
@@ -106,4 +124,120 @@ export async function verifyJwt(secret: string, token: string, options: JwtClaim
     if (!matches) return { ok: false, reason: "audience" };
   }
   return { ok: true };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The relay secret
+// ---------------------------------------------------------------------------------------------
+
+/** The `aud` of every relay token: a Wolfpack JWT verifier configured with an audience refuses it. */
+export const RELAY_TOKEN_AUDIENCE = "pi-tasks-relay";
+/** HKDF `info` of each derived key (the salt is empty: the secret is already uniformly random). */
+const KEY_INFO = { token: "pi-tasks relay token v1", challenge: "pi-tasks relay challenge v1", reply: "pi-tasks relay reply v1" } as const;
+const INSTANCE_LABEL = "pi-tasks relay instance v1";
+/** SHA-256 output, the size of every derived key. */
+const DERIVED_KEY_BYTES = 32;
+const ENCODED_HEADER = base64url(encoder.encode(JSON.stringify(HEADER)));
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+/** base64url characters of `bytes` random bytes (no padding). */
+const base64urlChars = (bytes: number) => Math.ceil((bytes * 4) / 3);
+
+/** The keys of one relay secret. Held by the relay and by every client that proves the secret. */
+export interface RelayKeys {
+  readonly token: Buffer;
+  readonly challenge: Buffer;
+  readonly reply: Buffer;
+}
+
+export function deriveRelayKeys(secret: Uint8Array): RelayKeys {
+  const derive = (info: string) => Buffer.from(hkdfSync("sha256", secret, new Uint8Array(0), info, DERIVED_KEY_BYTES));
+  return { token: derive(KEY_INFO.token), challenge: derive(KEY_INFO.challenge), reply: derive(KEY_INFO.reply) };
+}
+
+function hmac(key: Uint8Array, text: string): string {
+  return createHmac("sha256", key).update(text).digest("base64url");
+}
+
+/** Whether `actual` is `expected` (constant time; a missing or other-length value is not). */
+export function proofMatches(expected: string, actual: string | null | undefined): boolean {
+  if (typeof actual !== "string" || actual.length !== expected.length) return false;
+  return timingSafeEqual(Buffer.from(expected), Buffer.from(actual));
+}
+
+/** A fresh random challenge (base64url of `relayChallengeBytes` bytes). */
+export function newChallenge(): string {
+  return randomBytes(relayChallengeBytes).toString("base64url");
+}
+
+/** A challenge as the relay accepts it: base64url of exactly `relayChallengeBytes` bytes. */
+export function isChallenge(value: unknown): value is string {
+  return typeof value === "string" && value.length === base64urlChars(relayChallengeBytes) && BASE64URL.test(value);
+}
+
+/** The relay's answer to a client's challenge: only a holder of the secret can make it. */
+export function challengeProof(keys: RelayKeys, challenge: string): string {
+  return hmac(keys.challenge, challenge);
+}
+
+/** The relay's proof on its reply to a request that carried `token` (a reply only the secret's holder could make). */
+export function replyProof(keys: RelayKeys, token: string): string {
+  return hmac(keys.reply, token);
+}
+
+/**
+ * An embedded relay's proof that it is the instance its record names: keyed with the instance
+ * nonce, over the client's challenge and the pid it answers with.
+ */
+export function instanceProof(instance: string, challenge: string, pid: number): string {
+  return hmac(Buffer.from(instance, "base64url"), `${INSTANCE_LABEL}\0${challenge}\0${pid}`);
+}
+
+/** A fresh relay token: HS256 `{iat, exp: iat + 10, jti, aud}` signed with the token key. */
+export function signRelayToken(keys: RelayKeys, nowMs: number = Date.now()): string {
+  const iat = Math.floor(nowMs / msPerSecond);
+  const payload = { iat, exp: iat + relayTokenLifetimeMs / msPerSecond, jti: randomBytes(relayTokenIdBytes).toString("hex"), aud: RELAY_TOKEN_AUDIENCE };
+  const signingInput = `${ENCODED_HEADER}.${base64url(encoder.encode(JSON.stringify(payload)))}`;
+  return `${signingInput}.${hmac(keys.token, signingInput)}`;
+}
+
+/**
+ * The verdict on a relay token. `signed`: its signature is the secret's (so the relay proves its
+ * reply even when it refuses the token, e.g. as a replay); `expiresAtMs`: until when the relay must
+ * remember its `jti`.
+ */
+export type RelayTokenVerdict =
+  | { readonly ok: true; readonly signed: true; readonly jti: string; readonly expiresAtMs: number }
+  | { readonly ok: false; readonly signed: boolean; readonly reason: string };
+
+function relayClaimsProblem(claims: Record<string, unknown>, nowMs: number): string | undefined {
+  const { iat, exp, jti, aud } = claims;
+  if (typeof iat !== "number" || typeof exp !== "number" || !Number.isFinite(iat) || !Number.isFinite(exp)) return "time claims";
+  if (typeof jti !== "string" || !new RegExp(`^[0-9a-f]{${relayTokenIdBytes * 2}}$`).test(jti)) return "jti";
+  if (aud !== RELAY_TOKEN_AUDIENCE) return "audience";
+  // A token may not live longer than the lifetime: the relay remembers its id only that long.
+  if (exp < iat || (exp - iat) * msPerSecond > relayTokenLifetimeMs) return "lifetime";
+  if (nowMs - relayTokenClockToleranceMs >= exp * msPerSecond) return "expired";
+  if (nowMs + relayTokenClockToleranceMs < iat * msPerSecond) return "issued-in-future";
+  return undefined;
+}
+
+/** Verifies a relay token (signature in constant time, then its claims); remembering its `jti` is the relay's. */
+export function verifyRelayToken(keys: RelayKeys, token: string, nowMs: number = Date.now()): RelayTokenVerdict {
+  const segments = token.split(".");
+  if (segments.length !== 3 || !segments.every((segment) => BASE64URL.test(segment))) return { ok: false, signed: false, reason: "malformed" };
+  const [headerText, payloadText, signature] = segments as [string, string, string];
+  if (!proofMatches(hmac(keys.token, `${headerText}.${payloadText}`), signature)) return { ok: false, signed: false, reason: "signature" };
+  let claims: unknown;
+  try {
+    const header = decodeSegment(headerText) as { alg?: unknown } | null;
+    if (header?.alg !== "HS256") return { ok: false, signed: true, reason: "algorithm" };
+    claims = decodeSegment(payloadText);
+  } catch {
+    return { ok: false, signed: true, reason: "malformed" };
+  }
+  if (typeof claims !== "object" || claims === null || Array.isArray(claims)) return { ok: false, signed: true, reason: "malformed" };
+  const problem = relayClaimsProblem(claims as Record<string, unknown>, nowMs);
+  if (problem !== undefined) return { ok: false, signed: true, reason: problem };
+  const { jti, exp } = claims as { jti: string; exp: number };
+  return { ok: true, signed: true, jti, expiresAtMs: exp * msPerSecond + relayTokenClockToleranceMs };
 }

@@ -264,6 +264,35 @@ export const peersLockStaleMs = 10_000;
 export const peersLockPollMs = 25;
 /** How long the interactive pairing dialog waits for the human before refusing. */
 export const pairingDialogTimeoutMs = 120_000;
+// Sealing (src/trust/sealing.ts) and proofs of endpoints (src/core/proofs.ts)
+/** Domain separation of the seal keys: derived from an identity's key, bound to it by a signature, and their shared keys. */
+export const SEAL_DOMAIN = "pi-tasks-seal-v1" as const;
+/** Bytes of an AES-256-GCM key and of an X25519 seed. */
+export const sealKeyBytes = 32;
+/** Bytes of an AES-GCM nonce (random per envelope). */
+export const sealNonceBytes = 12;
+/** Bytes of an AES-GCM authentication tag. */
+export const sealTagBytes = 16;
+/** Room kept under the payload bound for a sealed payload's header: two seal keys, a nonce, field names. */
+export const sealHeaderReserveBytes = 512;
+/** Peers' shared keys kept derived (oldest dropped first): one X25519 agreement per peer, not per envelope. */
+export const sealSharedKeyCacheEntries = 256;
+/** Endpoint proofs and seal keys a lifetime remembers (oldest forgotten first). */
+export const maxProvenEndpoints = 1_024;
+/** A content-free proof request (hello) to an endpoint that has not answered is asked again after this. */
+export const helloRetryMs = 2_000;
+/** Hellos a pass sends (asking) and answers (replying), each: a stranger's hellos cannot take a pass. */
+export const maxHellosPerPass = 16;
+/** Proof requests of this lifetime awaiting an answer (oldest forgotten first). */
+export const maxPendingHellos = 256;
+/** How long `agent_task_send` waits for a new worker to prove who it is before it answers "pending". */
+export const sendProofWaitMs = 3_000;
+/** Between a session name and the suffix of the name it binds under when its own is held by another registration. */
+export const DERIVED_NAME_SEPARATOR = "~";
+/** Characters of the session's generation in that suffix. */
+export const DERIVED_NAME_SUFFIX_CHARS = 8;
+/** While `agent_task_send` waits for that proof, how long between two passes. */
+export const sendProofPollMs = 50;
 /** Room kept under the payload bound for a signature block (key, time, endpoints, signature, claimed name). */
 export const signatureReserveBytes = KiB;
 /** Random bytes of the binding secret our client picks (binding-secret-v1; 43 base64url characters). */
@@ -284,6 +313,8 @@ export const bindingSecretMinChars = 32;
  * with the default C may not delegate onward (DELEGATION_DEPTH_EXCEEDED).
  */
 export const maxDelegationDepth = 3;
+/** The most endpoints a received lineage may list (a size bound of the schema; the cap above is the rule). */
+export const maxLineageChainItems = 16;
 /** At the origin, a task's progress is shown to the model at most once per this interval (else archived). */
 export const progressMinIntervalMs = 10_000;
 /** At the origin, at most this many progress events are shown to the model per pass (the rest archived). */
@@ -396,3 +427,107 @@ export const redisCommandTimeoutMs = 5_000;
  * (budget `cursor`), as in memory.
  */
 export const redisMaxCursor = Number.MAX_SAFE_INTEGER;
+
+// ---------------------------------------------------------------------------------------------
+// What others wrote, as pi-tasks shows it (extensions/pi-tasks/quote.ts), and pairing dialogs —
+// docs/security.md, "Showing what peers wrote"
+// ---------------------------------------------------------------------------------------------
+
+/** Characters of a claimed name shown, escapes included (a longer one is cut and marked `…`). */
+export const maxShownClaimChars = 64;
+/** The shortest fence around quoted peer text: Markdown's own shortest code fence. */
+export const minQuoteFenceChars = 3;
+/** Pairing dialogs open at once; mail from any further unknown key is refused (and counted). */
+export const maxPendingPairingDialogs = 3;
+
+// ---------------------------------------------------------------------------------------------
+// The relay secret: who may use the embedded relay, and how a relay proves itself (issue 21) —
+// docs/security.md, "The relay secret"; docs/wire.md, "Our additions"
+// ---------------------------------------------------------------------------------------------
+
+/** Random bytes of a relay secret a Pi makes for its embedded relay (one file per user and port). */
+export const relaySecretBytes = 32;
+/** Fewest bytes a relay secret file may hold (decoded), for a secret made elsewhere. */
+export const relaySecretMinBytes = relaySecretBytes;
+/** Largest relay secret file read. */
+export const relaySecretFileMaxBytes = KiB;
+/** Lifetime of a token signed with the relay secret (`exp = iat + 10`): seconds, not a minute. */
+export const relayTokenLifetimeMs = 10_000;
+/** Clock tolerance for relay tokens (one machine's clock, or machines kept in time). */
+export const relayTokenClockToleranceMs = 2_000;
+/** Random bytes in a relay token's `jti`. */
+export const relayTokenIdBytes = 16;
+/**
+ * Token ids a relay remembers, each until its token expires, so none is accepted twice. Full of
+ * unexpired ids (over ≈ 5,000 requests per second), it answers RELAY_CAPACITY rather than forget one.
+ */
+export const relayTokenReplayEntries = 65_536;
+/** Random bytes of a challenge (the profile challenge, the instance challenge). */
+export const relayChallengeBytes = 32;
+/** Random bytes of an embedded relay's instance nonce (its record and the relay process know it). */
+export const relayInstanceBytes = 32;
+/** The relay-secret headers and the instance route of our relay (docs/wire.md, "Our additions"). */
+export const RELAY_CHALLENGE_HEADER = "x-pi-tasks-challenge" as const;
+export const RELAY_CHALLENGE_PROOF_HEADER = "x-pi-tasks-relay-proof" as const;
+export const RELAY_REPLY_PROOF_HEADER = "x-pi-tasks-reply-proof" as const;
+export const RELAY_INSTANCE_PATH = "/api/pi-tasks/relay-instance" as const;
+
+// ---------------------------------------------------------------------------------------------
+// Fair shares (issue 21, item 4: no one client can switch the relay off) — docs/wire.md, "Our
+// additions" (`quotas-v1`, `mail-expiry-v1`), and docs/operations.md, "Budgets". A sender is a
+// registration (the one identity the relay can verify); each share is a fraction of a relay-wide
+// budget above, so the shares move with the budgets.
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What one sender may hold of the relay-wide envelope budget (queued, unacknowledged): a quarter,
+ * so a runaway session leaves three quarters to everyone else and filling the relay takes four
+ * registrations. A Pi queues a few dozen envelopes while its workers receive; the busiest sender
+ * measured, the bench's origin holding 1,000 active tasks whose workers never receive (growth
+ * curve of createTask), about 1,010.
+ */
+export const relaySenderMaxActiveItems = relayMaxActiveItems / 4;
+export const relaySenderMaxActiveBytes = relayMaxActiveBytes / 4;
+/** One sender's share of one mailbox: half, so a flood from one sender leaves the other half to the target's other senders. */
+export const relaySenderMaxMailboxItems = relayMaxMailboxItems / 2;
+export const relaySenderMaxMailboxBytes = relayMaxMailboxBytes / 2;
+/**
+ * One sender's share of the receipt budget, i.e. of its sends within the receipt window (each
+ * accepted envelope holds a receipt for `relayReceiptRetentionMs`, acknowledged or not; about
+ * 1.2 KiB of the budget each): half, about 3,400 envelopes per 15 minutes (≈ 3.7/s sustained, in
+ * bursts up to that), so one sender cannot spend the receipts every other sender needs for 15
+ * minutes. The busiest sender measured, the bench's origin timing createTask beside 1,000 active
+ * tasks (growth curve), sends about 2,400 within 15 minutes.
+ */
+export const relaySenderMaxReceipts = relayMaxReceipts / 2;
+export const relaySenderMaxReceiptBytes = relayMaxReceiptBytes / 2;
+/**
+ * `retryAfterMs` of a refusal for a sender's share: room comes back when the target receives and
+ * acknowledges, which an idle Pi does within one idle poll.
+ */
+export const relayQuotaRetryAfterMs = idlePollIntervalMs;
+/**
+ * Queued mail expires this long after its acceptance if its target has not acknowledged it
+ * (`mail-expiry-v1`): an hour outlasts the longest lease (5 min) plus the 15 minutes an ended
+ * registration stays revivable, a laptop that sleeps through a meeting or a lunch break, and twice
+ * the default task timeout (30 min); it bounds how long a flood's mail holds budgets when its
+ * target never receives. An ended registration that still holds mail is reaped when its mail has
+ * expired, at the latest this long after it ended.
+ */
+export const relayMailLifetimeMs = 60 * 60_000;
+/**
+ * Under contention (the registration budget spent), a connect that needs a new registration
+ * reclaims one that makes no use of its place, in this order: an ended one that holds no mail; one
+ * that never made a bound request within `relayRegistrationGraceMs` of being made (what a process
+ * registering names makes); a live one that made no bound request for this long — a Pi polls every
+ * 5 s or watches 20 s at a time, so a minute without any request is no working Pi; last an ended
+ * one that holds mail (which then expires).
+ */
+export const relayRegistrationIdleMs = leaseDefaultMs;
+/**
+ * How long a new registration has for its first bound request before it counts as unused: a client
+ * sends one as soon as its connect is answered, within one request deadline.
+ */
+export const relayRegistrationGraceMs = requestDeadlineMaxMs;
+/** A registration's last bound request is recorded at most this often (a shared store writes no more than that). */
+export const relayActivityResolutionMs = relayMaintenanceIntervalMs;

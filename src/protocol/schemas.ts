@@ -11,7 +11,8 @@ import {
   maxArtifactFieldChars,
   maxArtifacts,
   maxClaimedNameChars,
-  maxDelegationDepth,
+  maxLineageChainItems,
+  maxRelayPayloadBytes,
   maxProgressChars,
   maxProgressPercent,
   maxWaitTasks,
@@ -90,9 +91,11 @@ export const Lineage = Type.Object(
   {
     rootTaskId: Id,
     parentTaskId: Type.Optional(Id),
-    depth: Type.Integer({ minimum: 2, maximum: maxDelegationDepth }),
+    // Bounded for size only: the depth cap (lower) is the receiver's rule, refused by name
+    // (DELEGATION_DEPTH_EXCEEDED, lineage.ts), not as a malformed delivery.
+    depth: Type.Integer({ minimum: 2, maximum: maxLineageChainItems }),
     owner: Type.Object({ endpoint: TaskEndpoint, key: Type.String({ minLength: 1, maxLength: maxWireIdChars }) }, strict),
-    chain: Type.Array(TaskEndpoint, { minItems: 2, maxItems: maxDelegationDepth }),
+    chain: Type.Array(TaskEndpoint, { minItems: 2, maxItems: maxLineageChainItems }),
   },
   strict,
 );
@@ -292,6 +295,9 @@ export const RefusedPayload = Type.Object(
 // Signatures (src/trust/signing.ts)
 // ---------------------------------------------------------------------------------------------
 
+/** An Ed25519 signature as text: 64 bytes, base64url without padding. */
+const Ed25519SignatureText = Type.String({ pattern: "^[A-Za-z0-9_-]{86}$" });
+
 /** A signature block next to a wire payload: the signer, the signed time and endpoints, the signature. */
 export const SignatureBlock = Type.Object(
   {
@@ -300,7 +306,7 @@ export const SignatureBlock = Type.Object(
     at: Type.String({ minLength: 1, maxLength: 64 }),
     from: TaskEndpoint,
     to: TaskEndpoint,
-    sig: Type.String({ pattern: "^[A-Za-z0-9_-]{86}$" }),
+    sig: Ed25519SignatureText,
     /** The sender's claimed name: unsigned, untrusted, shown only as a claim. */
     name: Type.Optional(Type.String({ minLength: 1, maxLength: maxClaimedNameChars })),
   },
@@ -376,9 +382,41 @@ export const CanonicalWirePayload = Type.Object({ taskId: Id, kind: Type.Literal
 export const TaskWirePayload = Type.Union([AssignmentWirePayload, IntentWirePayload, CanonicalWirePayload]);
 export type TaskWirePayload = Static<typeof TaskWirePayload>;
 
-/** A pi-tasks envelope as it travels: the wire envelope with a task payload. */
+/** A pi-tasks envelope as the trust gate and intake read it: the wire envelope with an (opened) task payload. */
 export const TaskEnvelope = envelopeSchema(TaskWirePayload);
 export type TaskEnvelope = Static<typeof TaskEnvelope>;
+
+// ---------------------------------------------------------------------------------------------
+// Sealed task mail and proofs of endpoints (src/trust/sealing.ts, src/core/proofs.ts)
+// ---------------------------------------------------------------------------------------------
+
+const SealKeyText = Type.String({ pattern: "^x25519:[A-Za-z0-9_-]{43}$" });
+const Base64Url = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: "^[A-Za-z0-9_-]+$" });
+
+/** What travels instead of a task payload's content and signature: `{payload, signature, binding}` sealed to the recipient. */
+export const SealedBox = Type.Object({ v: Type.Literal(1), from: SealKeyText, to: SealKeyText, nonce: Base64Url(64), box: Base64Url(maxRelayPayloadBytes) }, strict);
+export const SealedWirePayload = Type.Object({ taskId: Id, kind: EnvelopeKind, sealed: SealedBox }, strict);
+export type SealedWirePayload = Static<typeof SealedWirePayload>;
+
+/** What a sealed box holds: the payload, its signature, and the signer's binding of the seal key the box came from. */
+export const SealedContent = Type.Object({ payload: JsonObject, signature: SignatureBlock, binding: Ed25519SignatureText }, strict);
+export type SealedContent = Static<typeof SealedContent>;
+
+/**
+ * A content-free proof request or answer: "which key holds this endpoint?" answered by a signature
+ * of that key made for this request (`inReplyTo`). `taskId` carries the hello's own id (the wire
+ * needs one; it names no task). It states the sender's seal key and its binding, and nothing else.
+ */
+export const HelloPayload = Type.Object({ helloId: Id, inReplyTo: Type.Optional(Id), seal: SealKeyText, binding: Ed25519SignatureText }, strict);
+export type HelloPayload = Static<typeof HelloPayload>;
+export const HelloWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("hello"), payload: HelloPayload, signature: SignatureBlock }, strict);
+export type HelloWirePayload = Static<typeof HelloWirePayload>;
+export const HelloEnvelope = envelopeSchema(HelloWirePayload);
+export type HelloEnvelope = Static<typeof HelloEnvelope>;
+
+/** Anything pi-tasks puts on the wire: sealed task mail, a hello, or (legacy, unsigned peers only) a task payload in the clear. */
+export const RelayedEnvelope = envelopeSchema(Type.Union([SealedWirePayload, HelloWirePayload, TaskWirePayload]));
+export type RelayedEnvelope = Static<typeof RelayedEnvelope>;
 
 // ---------------------------------------------------------------------------------------------
 // Terminal delivery (receiver-side status of its terminal intent)
@@ -412,10 +450,6 @@ export const SendParams = Type.Object(
     to: TaskEndpoint,
     task: TaskText,
     timeoutMs: Type.Optional(wholeNumber(taskTimeoutMinMs, taskTimeoutMaxMs)),
-    /** The task this one is delegated from (default: the one active task this session works on, if any). */
-    parentTaskId: Type.Optional(Id),
-    /** A root task unrelated to the tasks this session works on (no parent, no inherited lineage). */
-    independent: Type.Optional(Type.Boolean()),
   },
   strict,
 );

@@ -177,6 +177,8 @@ export const AcceptedValue = Type.Object({
   acceptanceId: Type.String(),
   duplicate: Type.Boolean(),
   forwarding: Type.Union([Type.Literal("local"), Type.Literal("forwarded")]),
+  // mail-expiry-v1 (our relay): when the envelope leaves its mailbox unless acknowledged first.
+  expiresAt: Type.Optional(Type.String()),
 });
 /** One page item; the envelope is the stored one, checked by whoever takes it in. */
 export const WireDelivery = Type.Object({ cursor: Cursor, envelope: Type.Object({ envelopeId: NonEmpty }) });
@@ -260,6 +262,11 @@ export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
 export const FEATURE_BINDING_SECRET = "binding-secret-v1";
 export const FEATURE_ACK_BATCH = "ack-batch-v1";
+// Issue 21, item 4 (docs/wire.md, "Our additions"): fair shares of the relay's budgets.
+/** Per-sender quotas (refused with `RELAY_CAPACITY` and `retryAfterMs`); idle registrations reclaimed under contention. */
+export const FEATURE_QUOTAS = "quotas-v1";
+/** Queued mail expires after `relayMailLifetimeMs`; acceptances carry `expiresAt`; a resend of expired mail is `ENVELOPE_EXPIRED`. */
+export const FEATURE_MAIL_EXPIRY = "mail-expiry-v1";
 
 /** A fresh binding secret for a client to choose (`binding-secret-v1`): `bindingSecretBytes` random bytes, base64url without padding. */
 export function mintBindingSecret(): string {

@@ -19,13 +19,15 @@
  *   secret stays in this closure only — not in `Binding`, never in an error's details, never
  *   logged — and is dropped on close; a relay without the feature is never sent it. A connect
  *   refused `SESSION_PROTECTED` (another process's live registration holds the name; retryable,
- *   with `retryAfterMs`) is surfaced as is.
+ *   with `retryAfterMs`) is surfaced as is — except by `rebind`, which then binds under a derived
+ *   name (`derivedName`): a stranger that took the name while this session was away (a relay
+ *   restart) cannot lock it out; peers find it by its signed mail (src/core/reconnect.ts).
  */
 import type { Static } from "@sinclair/typebox";
 import { nanoid } from "nanoid";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
-import { leaseDefaultMs, leaseRenewMarginMs, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
+import { DERIVED_NAME_SEPARATOR, DERIVED_NAME_SUFFIX_CHARS, leaseDefaultMs, leaseRenewMarginMs, maxWireIdChars, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
 import {
@@ -155,6 +157,12 @@ function copyEndpoint(endpoint: TaskEndpoint): TaskEndpoint {
   return { relay: endpoint.relay, id: endpoint.id };
 }
 
+/** The name a session binds under when its own is held by another registration: `<name>~<8 chars of the generation>`. */
+export function derivedName(callerSession: string, generation: string): string {
+  const suffix = `${DERIVED_NAME_SEPARATOR}${generation.slice(0, DERIVED_NAME_SUFFIX_CHARS)}`;
+  return `${callerSession.slice(0, maxWireIdChars - suffix.length)}${suffix}`;
+}
+
 export function createRelaySession(options: RelaySessionOptions): RelaySession {
   const now = options.now ?? Date.now;
   const leaseMs = options.leaseMs ?? leaseDefaultMs;
@@ -166,6 +174,12 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
   });
   const url = transport.baseUrl;
   const callerSession = options.callerSession;
+  /**
+   * The name this session registers under: `callerSession`, unless a rebind found it held by
+   * another registration (`SESSION_PROTECTED`: someone else took it while this session was away)
+   * and bound under a derived name instead (`rebind`).
+   */
+  let registeredName = callerSession;
   const retireListeners = new Set<(error: TaskError) => void>();
 
   let status: SessionStatus = "unbound";
@@ -232,7 +246,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       operation,
       profile: RELAY_PROFILE,
       epoch: binding.epoch,
-      callerSession,
+      callerSession: registeredName,
       endpoint: binding.endpoint,
       ...secretField(),
       ...fields,
@@ -266,7 +280,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     const body = {
       operation: "connect",
       profile: RELAY_PROFILE,
-      callerSession,
+      callerSession: registeredName,
       generation,
       protocolVersions: [WIRE_PROTOCOL_VERSION],
       leaseMs,
@@ -290,7 +304,7 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       epoch: reply.epoch,
       endpoint: copyEndpoint(value.endpoint),
       generation,
-      callerSession,
+      callerSession: registeredName,
       url,
       // Local clock only (the relay's clock may be skewed): the lease runs at least from when the
       // request was sent, so counting from then is conservative.
@@ -340,7 +354,17 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
       bound = undefined;
       features = undefined;
       status = "unbound";
-      return singleFlight(() => doConnect(signal));
+      registeredName = callerSession;
+      try {
+        return await singleFlight(() => doConnect(signal));
+      } catch (error) {
+        if (!(error instanceof TaskError) || error.code !== "SESSION_PROTECTED" || session.status() === "closed") throw error;
+        // Another registration holds the name (a stranger took it after a restart, and renews it):
+        // bind under a name of our own instead of waiting for it forever. Peers find this session
+        // by its signed mail and hellos, which still claim `callerSession` (src/core/reconnect.ts).
+        registeredName = derivedName(callerSession, generation);
+        return await singleFlight(() => doConnect(signal));
+      }
     },
     async resolve(target, resolveOptions = {}) {
       const followSuccessor = resolveOptions.followSuccessor === true;

@@ -6,6 +6,11 @@
  * Lanes: at most 8 ordinary requests in flight; `acknowledge` and `connect` may use 2 more
  * reserved slots, so ACKs and lease renewal are never starved. Waiters queue FIFO. A waiter
  * aborted by its caller sent nothing and fails with retryable `ABORTED`.
+ *
+ * A relay that must prove the user's relay secret (auth.ts): before the first request that would
+ * carry a token — and again after the relay was out of reach — the transport challenges it on the
+ * profile; each request then carries a fresh one-use relay token, and each reply must carry the
+ * relay's proof for that token. A relay that cannot prove it gets nothing: `RELAY_NOT_PROVEN`.
  */
 import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
 import ky, { type KyInstance, type Options } from "ky";
@@ -14,6 +19,7 @@ import { utf8Bytes } from "../protocol/canonical-json.ts";
 import { isUuid } from "../protocol/endpoint.ts";
 import { errorSpec, isRegisteredCode, TaskError } from "../protocol/errors.ts";
 import { HTTP_STATUS, isServerErrorStatus, isSuccessStatus } from "../protocol/http.ts";
+import { proofMatches, replyProof, signRelayToken } from "../protocol/jwt.ts";
 import {
   maxInFlightRequests,
   maxRequestBodyBytes,
@@ -22,6 +28,7 @@ import {
   RELAY_ENDPOINT_PATH,
   RELAY_PROFILE,
   RELAY_PROFILE_PATH,
+  RELAY_REPLY_PROOF_HEADER,
   requestDeadlineDefaultMs,
   requestDeadlineMaxMs,
   requestDeadlineMinMs,
@@ -31,7 +38,7 @@ import {
 } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { EPOCHLESS_CODES, type RelayOperation } from "../protocol/wire.ts";
-import { type RelayAuth, tokenFor } from "./auth.ts";
+import { proveRelay, type RelayAuth, type RelaySecretAuth, relaySecretFor, tokenFor } from "./auth.ts";
 
 export type TransportOperation = RelayOperation | "profile" | "session-status" | "session-list";
 
@@ -42,7 +49,10 @@ export interface TransportOptions {
   readonly fetch?: typeof fetch;
   /** Per-request deadline covering the whole response body. Default 12,000 ms, allowed 1..15,000. */
   readonly requestTimeoutMs?: number;
-  /** Optional JWT configuration; tokens are sent only to plain-HTTP loopback URLs. */
+  /**
+   * Credentials: a Wolfpack JWT (sent only to plain-HTTP loopback URLs), and the relay secret this
+   * relay must prove (then every request carries a relay token instead).
+   */
   readonly auth?: RelayAuth;
 }
 
@@ -116,6 +126,67 @@ const JSON_CONTENT = { "content-type": "application/json" } as const;
 /** One decoder for every reply (a decoder per reply showed in the client's profile). */
 const replyDecoder = new TextDecoder();
 
+function withAuthorization(options: Options, authorization: string | undefined): Options {
+  return authorization === undefined ? options : { ...options, headers: { authorization } };
+}
+
+/** The relay-secret side of one transport (auth.ts): the challenge once, a token per request, the reply proofs. */
+interface RelayProofs {
+  /** A fresh relay token, once the relay proved itself (challenged now if it has not yet). */
+  token(): Promise<string>;
+  /** Throws `RELAY_NOT_PROVEN` unless `reply` carries the relay's proof for `token`. */
+  checkReply(reply: Response, token: string, operation: TransportOperation): void;
+  /** The relay must prove itself again before the next token. */
+  forget(): void;
+}
+
+/**
+ * Retryable: the user's own relay may answer on that address again, so what waits to be sent stays
+ * pending (never quarantined) and goes to a relay that proves itself.
+ */
+function notProven(relay: RelaySecretAuth, problem: string, operation?: TransportOperation): TaskError {
+  return new TaskError("RELAY_NOT_PROVEN", {
+    retryable: true,
+    message: `The relay at ${relay.url} cannot prove it is yours (${problem}; your relay secret is ${relay.file}); pi-tasks sends it nothing.`,
+    details: { url: relay.url, file: relay.file, problem, ...(operation === undefined ? {} : { operation }) },
+  });
+}
+
+function createRelayProofs(relay: RelaySecretAuth, baseUrl: string, fetcher: typeof fetch, timeoutMs: number, closing: AbortSignal): RelayProofs {
+  let proven: Promise<void> | undefined;
+  async function challenge(): Promise<void> {
+    const probe = await proveRelay(baseUrl, fetcher, relay.keys, AbortSignal.any([closing, AbortSignal.timeout(timeoutMs)]));
+    if (probe.proven) return;
+    if (closing.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation: "profile" } });
+    if (probe.failure !== undefined) {
+      const timedOut = probe.failure instanceof Error && probe.failure.name === "TimeoutError";
+      throw new TaskError(timedOut ? "RELAY_TIMEOUT" : "RELAY_UNAVAILABLE", { details: { operation: "profile", problem: "the relay's challenge went unanswered" } });
+    }
+    throw notProven(relay, probe.relay ? "it did not answer the challenge with the secret's proof" : "it is not a volatile-v1 relay");
+  }
+  return {
+    async token() {
+      if (proven === undefined) {
+        const attempt = challenge();
+        proven = attempt;
+        attempt.catch(() => {
+          if (proven === attempt) proven = undefined;
+        });
+      }
+      await proven;
+      return signRelayToken(relay.keys);
+    },
+    checkReply(reply, token, operation) {
+      if (proofMatches(replyProof(relay.keys, token), reply.headers.get(RELAY_REPLY_PROOF_HEADER))) return;
+      reply.body?.cancel().catch(() => undefined);
+      throw notProven(relay, `its ${reply.status} reply carries no proof for this request's token`, operation);
+    },
+    forget() {
+      proven = undefined;
+    },
+  };
+}
+
 /** ky options carrying a request's stop signal to the fetch below (see `ky.create`). */
 function relaySignal(signal: AbortSignal): Options {
   // Not a declared ky option: ky passes unknown options to fetch as they are.
@@ -185,6 +256,8 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   const ordinary = new PQueue({ concurrency: maxInFlightRequests });
   const reserved = new PQueue({ concurrency: reservedRequestSlots });
   const baseFetch = options.fetch ?? fetch;
+  const relaySecret = relaySecretFor(options.auth, baseUrl);
+  const jwtAuth = relaySecret === undefined && options.auth?.secret !== undefined ? options.auth : undefined;
   const http: KyInstance = ky.create({
     prefixUrl: baseUrl,
     retry: 0,
@@ -193,15 +266,15 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     // Each request's stop signal travels as the option `relaySignal`, which ky hands to fetch as an
     // unknown option: ky then joins no signal of its own per request (this is the hot path).
     fetch: (input: Request | URL | string, init?: RequestInit) => baseFetch(input, { signal: (init as { relaySignal?: AbortSignal } | undefined)?.relaySignal ?? null }),
-    // The JWT hook exists only when a secret is configured (no per-request cost otherwise).
-    ...(options.auth === undefined
+    // The JWT hook exists only when a Wolfpack secret is configured (no per-request cost otherwise).
+    ...(jwtAuth === undefined
       ? {}
       : {
           hooks: {
             beforeRequest: [
               async (request) => {
-                if (options.auth === undefined || request.headers.has("authorization")) return;
-                const token = await tokenFor(options.auth, request.url);
+                if (request.headers.has("authorization")) return;
+                const token = await tokenFor(jwtAuth, request.url);
                 if (token !== undefined) request.headers.set("authorization", `Bearer ${token}`);
               },
             ],
@@ -216,13 +289,16 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   }
 
   type Decode<T> = (status: number, parsed: unknown, headers: Headers) => T;
+  /** Sends one request; `authorization` is the relay token's header value, when there is one. */
+  type Run = (signal: AbortSignal, authorization: string | undefined) => Promise<Response>;
+  const proofs = relaySecret === undefined ? undefined : createRelayProofs(relaySecret, baseUrl, baseFetch, requestTimeoutMs, closing.signal);
 
   /** Stops for every request in flight (close() runs them). */
   const inflight = new Set<(reason: unknown) => void>();
 
   async function exchange<T>(
     operation: TransportOperation,
-    run: (signal: AbortSignal) => Promise<Response>,
+    run: Run,
     decode: Decode<T>,
     requestOptions: RequestOptions,
   ): Promise<T> {
@@ -265,7 +341,10 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
           let text: string;
           try {
             const exchanged = (async () => {
-              const reply = await run(signal);
+              // The profile goes without a token: it is how a relay proves itself first.
+              const token = proofs === undefined || operation === "profile" ? undefined : await proofs.token();
+              const reply = await run(signal, token === undefined ? undefined : `Bearer ${token}`);
+              if (token !== undefined) proofs!.checkReply(reply, token, operation);
               return { reply, body: await readCapped(reply, signal) };
             })();
             exchanged.catch(() => undefined);
@@ -304,6 +383,8 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     if (callerSignal?.aborted) {
       return new TaskError("ABORTED", { details: { operation, sent: started, ...(mayHaveBeenDelivered ? { mayHaveBeenDelivered: true } : {}) } });
     }
+    // The relay was out of reach: whatever answers next on its address must prove itself again.
+    proofs?.forget();
     const name = error instanceof Error ? error.name : "";
     if (name === "TimeoutError") {
       return new TaskError("RELAY_TIMEOUT", { details: { operation, mayHaveBeenDelivered } });
@@ -324,7 +405,8 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
       }
       return exchange(
         operation,
-        (signal) => http.post(RELAY_ENDPOINT_PATH.slice(1), { body: text, headers: JSON_CONTENT, ...relaySignal(signal) }),
+        (signal, authorization) =>
+          http.post(RELAY_ENDPOINT_PATH.slice(1), { body: text, headers: authorization === undefined ? JSON_CONTENT : { ...JSON_CONTENT, authorization }, ...relaySignal(signal) }),
         interpret,
         requestOptions,
       );
@@ -337,7 +419,7 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
       const path = `${SESSION_STATUS_PATH.slice(1)}?session=${encodeURIComponent(session)}`;
       return exchange(
         "session-status",
-        (signal) => http.get(path, relaySignal(signal)),
+        (signal, authorization) => http.get(path, withAuthorization(relaySignal(signal), authorization)),
         (status, parsed, headers) => {
           if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
           interpret(status, parsed, headers);
@@ -349,7 +431,7 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     sessionList(requestOptions = {}) {
       return exchange(
         "session-list",
-        (signal) => http.get(SESSION_LIST_PATH.slice(1), relaySignal(signal)),
+        (signal, authorization) => http.get(SESSION_LIST_PATH.slice(1), withAuthorization(relaySignal(signal), authorization)),
         (status, parsed, headers) => {
           if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions)) return parsed.sessions.filter(isRecord);
           interpret(status, parsed, headers);

@@ -15,6 +15,12 @@
  * 5. the operation (send's envelope checks among them).
  * It maps the store's outcomes to wire errors, knows nothing of HTTP and nothing of which store
  * it runs on.
+ *
+ * Fair shares (issue 21, item 4; `quotas-v1`, `mail-expiry-v1`): the store enforces them
+ * atomically; here a sender over its share becomes `RELAY_CAPACITY` with `retryAfterMs` (a
+ * transient refusal the client already cools down and retries, byte-identical), a resend of mail
+ * that expired unacknowledged `ENVELOPE_EXPIRED` (definitive: the client quarantines it), and
+ * every acceptance says when its mail expires (`expiresAt`).
  */
 import { CanonicalText, canonicalJson, sha256Hex, utf8Bytes } from "../protocol/canonical-json.ts";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
@@ -24,6 +30,8 @@ import {
   envelopeMaxFutureSkewMs,
   leaseDefaultMs,
   maxRelayPayloadBytes,
+  relayMailLifetimeMs,
+  relayQuotaRetryAfterMs,
   RELAY_ENDPOINT_PATH,
   RELAY_ID,
   RELAY_PROFILE,
@@ -36,6 +44,8 @@ import {
   type AckOutcome,
   FEATURE_ACK_BATCH,
   FEATURE_BINDING_SECRET,
+  FEATURE_MAIL_EXPIRY,
+  FEATURE_QUOTAS,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
   type ProfileBody,
@@ -49,9 +59,9 @@ import {
 import { secretDigest } from "./binding-secret.ts";
 import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
-import { isLive, isStateReplaced, type RegistrationView, type RelayStore, type StoreUsage } from "./store/store.ts";
+import { type AdmitOutcome, isLive, isStateReplaced, type RegistrationView, type RelayStore, type SenderQuota, type StoreUsage } from "./store/store.ts";
 
-export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET, FEATURE_ACK_BATCH] as const;
+export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET, FEATURE_ACK_BATCH, FEATURE_QUOTAS, FEATURE_MAIL_EXPIRY] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
 
 /** A success the HTTP layer serialises; `rawValueJson` is spliced in as is (receive pages). */
@@ -153,6 +163,39 @@ function endpointOf(registration: RegistrationView): TaskEndpoint {
   return { relay: RELAY_ID, id: registration.endpointId };
 }
 
+/** What a refusal for a sender's share says (the error message carries it as its problem). */
+const QUOTA_PROBLEM: Readonly<Record<SenderQuota, string>> = {
+  "mailbox-share": "this sender holds its share of the target's mailbox until the target acknowledges",
+  "sender-active": "this sender holds its share of the relay's queued envelopes until their targets acknowledge",
+  "sender-receipts": "this sender spent its share of the relay's receipts (its sends of the last receipt retention)",
+};
+
+/** A send's store outcome on the wire: the acceptance value, or the error it is. */
+function admission(outcome: AdmitOutcome, envelopeId: string, target: TaskEndpoint, createdAt: string): RelayValue {
+  switch (outcome.kind) {
+    case "accepted": {
+      const expiresAt = new Date(outcome.acceptedAt + relayMailLifetimeMs).toISOString();
+      return { kind: "accepted", envelopeId, acceptanceId: outcome.acceptanceId, duplicate: outcome.duplicate, forwarding: "local", expiresAt };
+    }
+    case "target-not-live":
+      throw new TaskError("TARGET_NOT_REGISTERED", { details: { target } });
+    case "conflict":
+      throw new TaskError("ENVELOPE_CONFLICT", { details: { envelopeId } });
+    case "expired":
+      throw new TaskError("ENVELOPE_EXPIRED", { details: { envelopeId, problem: "it expired unacknowledged in its target's mailbox" } });
+    case "stale":
+      throw new TaskError("ENVELOPE_EXPIRED", { details: { createdAt } });
+    case "quota":
+      // A share frees as the targets acknowledge: retryable, with a hint of when.
+      throw new TaskError("RELAY_CAPACITY", {
+        details: { budget: outcome.quota, ...outcome.details, retryAfterMs: relayQuotaRetryAfterMs, problem: QUOTA_PROBLEM[outcome.quota] },
+      });
+    case "full":
+      // Store budgets carry no retryAfterMs (the caller's backoff policy applies).
+      throw new TaskError("RELAY_CAPACITY", { details: { budget: outcome.budget, ...outcome.details } });
+  }
+}
+
 export async function createRelayEngine(options: RelayEngineOptions = {}): Promise<RelayEngine> {
   const now = options.now ?? Date.now;
   const store = options.store ?? createMemoryStore();
@@ -197,7 +240,7 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     }
     const session = request.callerSession as string;
     const presented = request.bindingSecret === undefined ? undefined : secretDigest(request.bindingSecret as string);
-    const { callerKnown, registration, secret } = await store.binding(session, endpoint.id, presented);
+    const { callerKnown, registration, secret } = await store.binding(session, endpoint.id, presented, now());
     if (!callerKnown) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
     if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
     if (!isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
@@ -234,19 +277,7 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
     // One atomic store call: concurrent identical sends coalesce on the receipt.
     const outcome = await store.admit({ envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at });
-    switch (outcome.kind) {
-      case "accepted":
-        return { kind: "accepted", envelopeId: wire.envelopeId, acceptanceId: outcome.acceptanceId, duplicate: outcome.duplicate, forwarding: "local" };
-      case "target-not-live":
-        throw new TaskError("TARGET_NOT_REGISTERED", { details: { target: wire.target } });
-      case "conflict":
-        throw new TaskError("ENVELOPE_CONFLICT", { details: { envelopeId: wire.envelopeId } });
-      case "stale":
-        throw new TaskError("ENVELOPE_EXPIRED", { details: { createdAt: wire.createdAt } });
-      case "full":
-        // Store budgets carry no retryAfterMs (the caller's backoff policy applies).
-        throw new TaskError("RELAY_CAPACITY", { details: { budget: outcome.budget, ...outcome.details } });
-    }
+    return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
   }
 
   async function receive(owner: RegistrationView, cursor: string, limit: number): Promise<EngineResult> {

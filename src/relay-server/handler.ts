@@ -1,8 +1,8 @@
 /**
  * The relay's HTTP handling, independent of any socket: routes, middleware (origin, OPTIONS,
- * optional JWT, client gate, bounded admission) and the request rules (no query strings on relay
- * paths, exact `application/json`, body ≤ 64 KiB read within 5 s, strict UTF-8, JSON object with a
- * known operation). Every error body carries `profile:"volatile-v1"` and the epoch; any failure
+ * authentication — the optional JWT and the relay secret, relay-auth.ts — client gate, bounded
+ * admission) and the request rules (no query strings on relay paths, exact `application/json`,
+ * body ≤ 64 KiB read within 5 s, strict UTF-8, JSON object with a known operation). Every error body carries `profile:"volatile-v1"` and the epoch; any failure
  * that is not a wire code (an internal one such as `INVARIANT_VIOLATED` included) is answered 503
  * `RELAY_UNAVAILABLE`. It also runs the engine's periodic maintenance.
  *
@@ -13,10 +13,10 @@
 import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
 import { HTTP_STATUS } from "../protocol/http.ts";
-import { type JwtClaimsOptions, jwtClaimsFromEnv, readJwtSecret, verifyJwt } from "../protocol/jwt.ts";
 import {
   maxRequestBodyBytes,
   RELAY_ENDPOINT_PATH,
+  RELAY_INSTANCE_PATH,
   RELAY_PROFILE,
   RELAY_PROFILE_PATH,
   relayBodyReadDeadlineMs,
@@ -28,6 +28,7 @@ import {
 import { FEATURE_BINDING_SECRET, isRelayOperation, type SessionListBody, type WireErrorBody } from "../protocol/wire.ts";
 import { createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
+import { createRelayAuth, withReplyProof } from "./relay-auth.ts";
 import { createRequestSlots } from "./request-slots.ts";
 import type { RelayStore } from "./store/store.ts";
 
@@ -41,6 +42,10 @@ export interface RelayHandlerOptions {
   readonly now?: () => number;
   /** Where the relay keeps its state; default a new memory store (a fresh epoch). */
   readonly store?: RelayStore;
+  /** The relay secret (`--secret-file`): only clients that prove it may use the relay (relay-auth.ts). */
+  readonly relaySecret?: Uint8Array;
+  /** The embedded relay's instance nonce (base64url): the instance route answers with it. */
+  readonly instance?: string;
 }
 
 /** What the handler reads of a request. A fetch `Request` is one; server.ts builds one from `node:http`. */
@@ -217,9 +222,11 @@ function isJsonContentType(value: string | null): boolean {
 }
 
 export async function createRelayHandler(options: RelayHandlerOptions = {}): Promise<RelayHandler> {
-  const env = options.env ?? process.env;
-  const secret = readJwtSecret(env);
-  const claims: JwtClaimsOptions = jwtClaimsFromEnv(env);
+  const auth = createRelayAuth({
+    env: options.env ?? process.env,
+    ...(options.relaySecret === undefined ? {} : { relaySecret: options.relaySecret }),
+    ...(options.instance === undefined ? {} : { instance: options.instance }),
+  });
   const engine = await createRelayEngine({
     ...(options.now === undefined ? {} : { now: options.now }),
     ...(options.store === undefined ? {} : { store: options.store }),
@@ -231,14 +238,6 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     const failure = wireError(error);
     return respond(errorBody(failure, engine.epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
   };
-
-  async function authorised(request: RelayRequest): Promise<boolean> {
-    if (secret === undefined) return true;
-    const header = request.headers.get("authorization") ?? "";
-    const match = /^bearer\s+(\S+)$/i.exec(header.trim());
-    if (match === null) return false;
-    return (await verifyJwt(secret, match[1]!, claims)).ok;
-  }
 
   async function relayPost(request: RelayRequest, url: Route, releaseSlot: () => void): Promise<RelayReply> {
     if (request.method !== "POST") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use POST"), true);
@@ -280,9 +279,10 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
 
   async function routeGet(request: RelayRequest, url: Route): Promise<RelayReply> {
     if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
-    if (url.pathname === RELAY_PROFILE_PATH) {
+    if (url.pathname === RELAY_PROFILE_PATH || url.pathname === RELAY_INSTANCE_PATH) {
       if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
-      return respond(engine.profile(), HTTP_STATUS.ok);
+      if (url.pathname === RELAY_INSTANCE_PATH) return respond(auth.instance(request.headers, engine.epoch), HTTP_STATUS.ok);
+      return respond(engine.profile(), HTTP_STATUS.ok, { ...JSON_HEADERS, ...auth.challengeHeaders(request.headers) });
     }
     if (url.pathname === SESSION_LIST_PATH) return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
     const query = new URL(request.url).searchParams;
@@ -294,16 +294,31 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     return respond(await engine.sessionStatus(session), HTTP_STATUS.ok);
   }
 
-  const routes: ReadonlySet<string> = new Set([RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH, SESSION_LIST_PATH]);
+  const routes: ReadonlySet<string> = new Set([
+    RELAY_ENDPOINT_PATH,
+    RELAY_PROFILE_PATH,
+    SESSION_STATUS_PATH,
+    SESSION_LIST_PATH,
+    ...(auth.instancePath === undefined ? [] : [auth.instancePath]),
+  ]);
 
   async function handle(request: RelayRequest, peer: string | undefined): Promise<RelayReply> {
     const url = routeOf(request.url);
     if (!routes.has(url.pathname)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.notFound, "no such route"), true);
     if (request.headers.get("origin") !== null) return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
     if (request.method === "OPTIONS") return { status: HTTP_STATUS.noContent, headers: NO_STORE, body: null };
-    if (secret !== undefined && !(await authorised(request))) {
-      return fail(rejection("RELAY_AUTH_REQUIRED", HTTP_STATUS.unauthorized, "unauthorized"), true, JWT_CHALLENGE);
+    // The reply proof (relay-auth.ts) goes with whatever is answered to a token of the relay secret.
+    const verdict = auth.admit(request, url.pathname);
+    const admission = verdict instanceof Promise ? await verdict : verdict;
+    if (!admission.ok) {
+      const challenge = admission.error.code === "RELAY_AUTH_REQUIRED" ? JWT_CHALLENGE : {};
+      return withReplyProof(fail(admission.error, true, challenge), admission.proof);
     }
+    return withReplyProof(await admitted(request, url, peer), admission.proof);
+  }
+
+  /** A request past the origin and auth checks: the client gate, an admission slot, then its route. */
+  async function admitted(request: RelayRequest, url: Route, peer: string | undefined): Promise<RelayReply> {
     if (!gate.allows(peer, request.headers.get("x-forwarded-for"))) {
       return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "client address is not allowed"), true);
     }

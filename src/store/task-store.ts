@@ -15,7 +15,7 @@
 import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { maxCursorDigits, maxStoreEncodedBytes, maxStoreRecords } from "../protocol/limits.ts";
-import type { EnvelopeKind, TaskEndpoint, TaskEnvelope, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
+import type { EnvelopeKind, RelayedEnvelope, TaskEndpoint, TaskEvent, TaskIntent, TaskRecord, TaskStatus } from "../protocol/schemas.ts";
 import { emptyIndexes, INDEXED_TABLES, type IndexSnapshot, indexRow, STORE_TABLES, type StoreTable, snapshotIndexes } from "./indexes.ts";
 import { createRowEngine, invariant, type RowStats } from "./rows.ts";
 
@@ -80,6 +80,8 @@ export interface OutboxEntry<Purpose extends string = string> {
   /** True once a request carrying it was admitted: it can no longer be withdrawn. */
   readonly attempted: boolean;
   readonly acceptance?: OutboxAcceptance;
+  /** Not sendable yet: it waits for something the core must learn first (its envelope is never sent as stored). */
+  readonly awaiting?: true;
 }
 
 export interface NewOutboxEntry<Purpose extends string = string> {
@@ -90,6 +92,8 @@ export interface NewOutboxEntry<Purpose extends string = string> {
   readonly purpose: Purpose;
   /** The envelope's canonical JSON: exactly what every attempt sends (same id, same `createdAt`). */
   readonly envelopeText: string;
+  /** Stored to be re-encoded before it may be sent (`reencodeOutbox` releases it). */
+  readonly awaiting?: boolean;
 }
 
 export interface QuarantineEntry<Purpose extends string = string> extends Omit<OutboxEntry<Purpose>, "state" | "acceptance"> {
@@ -198,13 +202,15 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   // outbox
   putOutbox(entry: NewOutboxEntry<B["purpose"]>): boolean;
   getOutbox(envelopeId: string): OutboxEntry<B["purpose"]> | undefined;
-  /** An outbox (or quarantined) envelope, parsed. */
-  getEnvelope(envelopeId: string): TaskEnvelope | undefined;
+  /** An outbox (or quarantined) envelope as it travels, parsed: sealed mail stays sealed (open it with `outboxEnvelope` in src/core/outbox.ts). */
+  getEnvelope(envelopeId: string): RelayedEnvelope | undefined;
   /** An outbox (or quarantined) envelope's wire text, as stored. */
   envelopeText(envelopeId: string): string | undefined;
   pendingOutboxCount(): number;
   /** Older pending envelopes to the same target, oldest first (empty when it is the head). */
   pendingOutboxAhead(envelopeId: string): string[];
+  /** The pending envelopes to one target (by endpoint key), oldest first. */
+  pendingOutboxFor(targetKey: string): OutboxEntry<B["purpose"]>[];
   /** Each target's oldest pending envelope, in fair rotation order (least recently rotated first). */
   retryHeads(): OutboxEntry<B["purpose"]>[];
   /** Moves a target to the back of the retry rotation. */
@@ -229,7 +235,7 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
    * Re-addresses an outbox envelope under the same id (after a relay restart: the new relay never
    * saw the id): its new wire text and target; it is pending and unattempted again.
    */
-  reencodeOutbox(envelopeId: string, target: TaskEndpoint, envelopeText: string): void;
+  reencodeOutbox(envelopeId: string, target: TaskEndpoint, envelopeText: string, options?: { readonly awaiting?: boolean }): void;
 
   // cooldowns (the key is the caller's)
   setCooldown(key: string, cooldown: Cooldown): void;
@@ -449,14 +455,14 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
       return mutate(() => {
         if (rows.has("outbox", entry.envelopeId) || rows.has("quarantine", entry.envelopeId)) return false;
         const seq = bump(() => outboxSeq, (value) => (outboxSeq = value));
-        const { envelopeText, ...tracking } = entry;
+        const { envelopeText, awaiting, ...tracking } = entry;
         rows.writeText("envelope", entry.envelopeId, envelopeText);
-        rows.write("outbox", entry.envelopeId, { ...tracking, targetKey: endpointKey(entry.target), seq, state: "pending", attempted: false } satisfies Entry);
+        rows.write("outbox", entry.envelopeId, { ...tracking, targetKey: endpointKey(entry.target), seq, state: "pending", attempted: false, ...(awaiting === true ? { awaiting: true } : {}) } satisfies Entry);
         return true;
       });
     },
     getOutbox: (envelopeId) => rows.read<Entry>("outbox", envelopeId),
-    getEnvelope: (envelopeId) => rows.read<TaskEnvelope>("envelope", envelopeId),
+    getEnvelope: (envelopeId) => rows.read<RelayedEnvelope>("envelope", envelopeId),
     envelopeText: (envelopeId) => rows.text("envelope", envelopeId),
     pendingOutboxCount: () => indexes.pendingTargetOf.size,
     pendingOutboxAhead(envelopeId) {
@@ -468,6 +474,9 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         ahead.push(item.envelopeId);
       }
       return ahead;
+    },
+    pendingOutboxFor(targetKey) {
+      return (indexes.pendingByTarget.get(targetKey) ?? []).map((item) => rows.read<Entry>("outbox", item.envelopeId)!);
     },
     retryHeads() {
       const heads: { entry: Entry; stamp: number }[] = [];
@@ -498,12 +507,12 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
       }
       return entries.sort((a, b) => a.seq - b.seq);
     },
-    reencodeOutbox(envelopeId, target, envelopeText) {
+    reencodeOutbox(envelopeId, target, envelopeText, options = {}) {
       mutate(() => {
-        const { acceptance: _dropped, ...entry } = requireOutbox(envelopeId);
+        const { acceptance: _dropped, awaiting: _released, ...entry } = requireOutbox(envelopeId);
         const targetKey = endpointKey(target);
         rows.writeText("envelope", envelopeId, envelopeText);
-        rows.write("outbox", envelopeId, { ...entry, target, targetKey, state: "pending", attempted: false } satisfies Entry);
+        rows.write("outbox", envelopeId, { ...entry, target, targetKey, state: "pending", attempted: false, ...(options.awaiting === true ? { awaiting: true } : {}) } satisfies Entry);
         dropRotationIfIdle(entry.targetKey);
       });
     },

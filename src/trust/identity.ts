@@ -3,29 +3,30 @@
  * first use. Every Pi (and CLI) with the same PI_TASKS_HOME is the same identity.
  *
  * - File: `{ "version": 1, "publicKey": "ed25519:…", "privateKey": "<PKCS#8, base64url>",
- *   "createdAt": "<ISO>" }`, mode 0600; the directory is created 0700 when missing.
+ *   "createdAt": "<ISO>" }`, mode 0600, in the home directory (src/trust/home-dir.ts: created
+ *   0700, refused when anyone else may enter it).
  * - Creation is race-free: the file is written complete under a temporary name and linked into
  *   place, which fails when it exists; a process that loses the race reads the winner's file. So
  *   Pis starting at once end with one identity, and nobody reads a half-written file.
- * - Reading checks everything (shape, the private key parses, it matches `publicKey`, the file is
- *   not open to group or others) and refuses with `IDENTITY_INVALID`. A bad file is never replaced
+ * - Reading checks everything (a regular file of this user's, not a symbolic link, not open to
+ *   group or others — src/trust/private-file.ts; its shape, the private key parses and matches
+ *   `publicKey`) and refuses with `IDENTITY_INVALID`. A bad file is never replaced
  *   by a new key: that would silently change who this installation is.
  * - An identity never changes while a process runs: it is cached per home directory.
  */
-import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { createFileExclusive } from "./atomic-file.ts";
+import { ensureHome } from "./home-dir.ts";
 import { generateIdentity, type Identity, identityFromPrivateKey, isPublicKeyText } from "./keys.ts";
+import { readPrivateFile } from "./private-file.ts";
 
 export const IDENTITY_FILE = "identity.json";
 const IDENTITY_VERSION = 1;
 const IDENTITY_FILE_MODE = 0o600;
-const HOME_DIRECTORY_MODE = 0o700;
-/** Permission bits of group and others: none may be set on identity.json. */
+/** Permission bits of group and others: none may be set on identity.json (it holds the private key). */
 const GROUP_OTHER_BITS = 0o077;
-const PERMISSION_BITS = 0o777;
 
 /** The identity of a home directory and where it is stored. */
 export interface StoredIdentity {
@@ -49,34 +50,14 @@ function invalid(path: string, problem: string, extra: Record<string, unknown> =
   return new TaskError("IDENTITY_INVALID", { message: `The identity file ${path} is invalid: ${problem}`, details: { path, problem, ...extra } });
 }
 
-function octal(mode: number): string {
-  return `0${(mode & PERMISSION_BITS).toString(8).padStart(3, "0")}`;
-}
-
 /** The file's text; undefined when there is no file. */
 function readIdentityText(path: string): string | undefined {
-  let mode: number;
-  try {
-    const stat = statSync(path);
-    if (!stat.isFile()) throw invalid(path, "it is not a regular file");
-    mode = stat.mode;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    if (error instanceof TaskError) throw error;
-    throw invalid(path, `it cannot be read (${(error as Error).message})`);
-  }
-  if (process.platform !== "win32" && (mode & GROUP_OTHER_BITS) !== 0) {
-    const fix = `chmod 600 ${path}`;
-    throw new TaskError("IDENTITY_INVALID", {
-      message: `The identity file ${path} is open to group or others (mode ${octal(mode)}); its private key must be yours alone: run \`${fix}\`.`,
-      details: { path, mode: octal(mode), problem: `mode ${octal(mode)} gives group or others access; run \`${fix}\``, fix },
-    });
-  }
-  try {
-    return readFileSync(path, "utf8");
-  } catch (error) {
-    throw invalid(path, `it cannot be read (${(error as Error).message})`);
-  }
+  return readPrivateFile(path, GROUP_OTHER_BITS, (refusal) =>
+    new TaskError("IDENTITY_INVALID", {
+      message: `The identity file ${path} ${refusal.problem}. Its private key must be yours alone.`,
+      details: { path, problem: refusal.problem, fix: refusal.fix, ...refusal.details },
+    }),
+  );
 }
 
 function parseIdentity(path: string, text: string): StoredIdentity {
@@ -118,6 +99,7 @@ export function loadIdentity(home: string): StoredIdentity | undefined {
 
 /** The identity of `home`, created when it has none. Throws `IDENTITY_INVALID`. */
 export function ensureIdentity(home: string): EnsuredIdentity {
+  ensureHome(home);
   const existing = loadIdentity(home);
   if (existing !== undefined) return { ...existing, created: false };
   const path = identityPath(home);
@@ -126,7 +108,6 @@ export function ensureIdentity(home: string): EnsuredIdentity {
   const text = `${JSON.stringify({ version: IDENTITY_VERSION, publicKey: identity.publicKey, privateKey: privateKeyText, createdAt }, null, 2)}\n`;
   let created: boolean;
   try {
-    mkdirSync(resolve(home), { recursive: true, mode: HOME_DIRECTORY_MODE });
     created = createFileExclusive(path, text, IDENTITY_FILE_MODE);
   } catch (error) {
     throw new TaskError("IDENTITY_INVALID", {

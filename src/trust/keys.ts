@@ -11,6 +11,7 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign, verify } from "node:crypto";
 import { TaskError } from "../protocol/errors.ts";
 import { verifyKeyCacheEntries } from "../protocol/limits.ts";
+import { deriveSealKeys, type SealKeys, sealBindingBytes } from "./sealing.ts";
 
 export const PUBLIC_KEY_PREFIX = "ed25519:";
 const RAW_PUBLIC_KEY_BYTES = 32;
@@ -23,6 +24,10 @@ export interface Identity {
   readonly publicKey: string;
   readonly fingerprint: string;
   sign(bytes: Uint8Array): Uint8Array;
+  /** Its X25519 seal keys, derived from this key (sealing.ts), made on first use. */
+  readonly seal?: () => SealKeys;
+  /** Its signature binding its seal key to it (base64url), made on first use. */
+  readonly sealBinding?: () => string;
 }
 
 /** An identity with the text of its private key (for storing it). */
@@ -68,10 +73,16 @@ function publicKeyText(key: KeyObject): string {
 
 function identityOf(privateKey: KeyObject): Identity {
   const publicKey = publicKeyText(createPublicKey(privateKey));
+  const signBytes = (bytes: Uint8Array) => new Uint8Array(sign(null, bytes, privateKey));
+  let sealKeys: SealKeys | undefined;
+  let binding: string | undefined;
+  const seal = () => (sealKeys ??= deriveSealKeys(Buffer.from((privateKey.export({ format: "jwk" }) as { d: string }).d, "base64url")));
   return Object.freeze({
     publicKey,
     fingerprint: fingerprintOf(publicKey),
-    sign: (bytes: Uint8Array) => new Uint8Array(sign(null, bytes, privateKey)),
+    sign: signBytes,
+    seal,
+    sealBinding: () => (binding ??= Buffer.from(signBytes(sealBindingBytes(seal().publicKey))).toString("base64url")),
   });
 }
 

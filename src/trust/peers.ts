@@ -2,7 +2,9 @@
  * The peers this identity trusts: `$PI_TASKS_HOME/peers.json`,
  * `{ "version": 1, "peers": { "<name>": { "key": "ed25519:…", "addedAt": "<ISO>" } } }`.
  *
- * - A missing file means no peers. A malformed one is `PEERS_INVALID` and is never overwritten.
+ * - A missing file means no peers. A malformed one is `PEERS_INVALID` and is never overwritten;
+ *   so is one that is a symbolic link, not a regular file, owned by another user or writable by
+ *   group or others (src/trust/private-file.ts): whoever controls it decides whom this identity trusts.
  * - Changes (`addPeer`, `removePeer`) run under `peers.json.lock` (src/trust/file-lock.ts): they
  *   wait up to `peersLockWaitMs` for another process (then `PEERS_BUSY`), re-read the file under
  *   the lock, and replace it atomically (mode 0600), so concurrent changes are never lost.
@@ -12,20 +14,21 @@
  * - `createPeerBook` answers "who is this key?" for the receiving side, re-reading the file only
  *   when it changed (one stat per lookup), so `pi-tasks peers add` elsewhere takes effect at once.
  */
-import { mkdirSync, readFileSync, statSync } from "node:fs";
+import { lstatSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { maxPeerNameChars, maxPeers, peersLockPollMs, peersLockStaleMs, peersLockWaitMs } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { replaceFile } from "./atomic-file.ts";
 import { lockHolder, waitForLock } from "./file-lock.ts";
+import { ensureHome } from "./home-dir.ts";
 import { loadIdentity } from "./identity.ts";
 import { fingerprintOf, isPublicKeyText } from "./keys.ts";
+import { readPrivateFile } from "./private-file.ts";
 
 export const PEERS_FILE = "peers.json";
 const PEERS_VERSION = 1;
 const PEERS_FILE_MODE = 0o600;
-const HOME_DIRECTORY_MODE = 0o700;
 const PEER_NAME_PATTERN = new RegExp(`^[A-Za-z0-9._-]{1,${maxPeerNameChars}}$`);
 /** Characters of a refused input quoted back in an error's details. */
 const QUOTED_INPUT_CHARS = 80;
@@ -101,19 +104,11 @@ function parsePeers(path: string, text: string): Map<string, PeerEntry> {
 const GROUP_OTHER_WRITE_BITS = 0o022;
 
 function readPeersAt(path: string): Map<string, PeerEntry> {
-  let text: string;
-  try {
-    const mode = statSync(path).mode;
-    if (process.platform !== "win32" && (mode & GROUP_OTHER_WRITE_BITS) !== 0) {
-      throw peersInvalid(path, `group or others may write it (mode 0${(mode & 0o777).toString(8)}), so they could add a trusted peer; run \`chmod 600 ${path}\``);
-    }
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    if (error instanceof TaskError) throw error;
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return new Map();
-    throw peersInvalid(path, `it cannot be read (${(error as Error).message})`);
-  }
-  return parsePeers(path, text);
+  const text = readPrivateFile(path, GROUP_OTHER_WRITE_BITS, (refusal) =>
+    // Whoever controls the file decides whom this identity trusts.
+    new TaskError("PEERS_INVALID", { message: `${path} ${refusal.problem}; nothing was changed.`, details: { path, problem: refusal.problem, fix: refusal.fix, ...refusal.details } }),
+  );
+  return text === undefined ? new Map() : parsePeers(path, text);
 }
 
 function asPeer(name: string, entry: PeerEntry): Peer {
@@ -134,7 +129,7 @@ export function listPeers(home: string): Peer[] {
 async function updatePeers<T>(home: string, change: (peers: Map<string, PeerEntry>) => { result: T; write: boolean }): Promise<T> {
   const path = peersPath(home);
   const lockPath = `${path}.lock`;
-  mkdirSync(resolve(home), { recursive: true, mode: HOME_DIRECTORY_MODE });
+  ensureHome(home);
   const lock = await waitForLock(lockPath, { waitMs: peersLockWaitMs, staleMs: peersLockStaleMs, pollMs: peersLockPollMs });
   if (lock === undefined) {
     const holder = lockHolder(lockPath);
@@ -205,7 +200,8 @@ export async function removePeer(home: string, name: string): Promise<Peer> {
 /** What identifies one version of peers.json: a rename gives a new inode, a change new times. */
 function versionOf(path: string): string | undefined {
   try {
-    const stat = statSync(path, { bigint: true });
+    // lstat: a link swapped for another is a change too (and is then refused by the read).
+    const stat = lstatSync(path, { bigint: true });
     return `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;

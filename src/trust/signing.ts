@@ -22,10 +22,13 @@ import { type Identity, verifySignature } from "./keys.ts";
 
 export const SIGNATURE_VERSION = 1 as const;
 
+/** What a signature is over: a task payload of a kind, or a content-free hello (proofs.ts). */
+export type SignedKind = EnvelopeKind | "hello";
+
 /** The parts of a wire payload a signature covers, before the signature is added. */
 export interface SignablePayload {
   readonly taskId: string;
-  readonly kind: EnvelopeKind;
+  readonly kind: SignedKind;
   readonly payload: unknown;
 }
 
@@ -35,8 +38,8 @@ export interface SignedFacts {
   readonly from: TaskEndpoint;
   readonly to: TaskEndpoint;
   readonly taskId: string;
-  readonly kind: EnvelopeKind;
-  /** The event id (assignment, canonical event) or intent id the payload carries. */
+  readonly kind: SignedKind;
+  /** The event id (assignment, canonical event), intent id or hello id the payload carries. */
   readonly id: string;
   readonly type: string;
   /** Signed time (ISO). */
@@ -61,6 +64,7 @@ function text(value: unknown): string {
 /** The id, type and reply reference a payload of each kind carries. */
 function payloadFacts(wire: SignablePayload): { id: string; type: string; inReplyTo: string } {
   const inner = record(wire.payload);
+  if (wire.kind === "hello") return { id: text(inner.helloId), type: "hello", inReplyTo: text(inner.inReplyTo) };
   const event = wire.kind === "assignment" ? record(inner.event) : inner;
   const id = wire.kind === "intent" ? text(inner.intentId) : text(event.eventId);
   return { id, type: text(event.type), inReplyTo: text(record(event.payload).inReplyTo) };

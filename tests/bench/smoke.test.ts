@@ -23,6 +23,7 @@ const FIGURE_IDS = [
   "cycles-raw",
   "sign-verify",
   "cycles-signed",
+  "cycles-sealed",
   "acceptance",
   // Issue 16: every goal a ratio of two figures of the same run.
   "cycles-per-echo",
@@ -77,6 +78,17 @@ describe("bench (quick)", () => {
       }
     }
     expect(m.signedCycles.envelopeBytes.signed).toBeGreaterThan(m.signedCycles.envelopeBytes.unsigned);
+    // Sealed ÷ plain: both variants signed, only the treated one sealed; every payload opens and verifies.
+    expect(m.sealedCycles.rounds.length).toBeGreaterThan(0);
+    for (const round of m.sealedCycles.rounds) {
+      expect({ plain: [round.plain.signed, round.plain.sealed], sealed: [round.sealed.signed, round.sealed.sealed] }).toEqual({ plain: [true, false], sealed: [true, true] });
+      expect([round.plain.variant, round.sealed.variant]).toEqual(["plain", "sealed"]);
+      for (const run of [round.plain, round.sealed]) {
+        expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter, verifyFailures: run.verifyFailures }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
+      }
+    }
+    expect({ lost: m.sealedCycles.lost, duplicates: m.sealedCycles.duplicates, left: m.sealedCycles.relayActiveItemsAfter, verifyFailures: m.sealedCycles.verifyFailures }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
+    expect(m.sealedCycles.envelopeBytes.sealed).toBeGreaterThan(m.sealedCycles.envelopeBytes.plain);
     for (const run of [m.delivery.watch, m.delivery.poll]) {
       expect({ unacknowledged: run.unacknowledged, duplicates: run.duplicateInsertions }).toEqual({ unacknowledged: 0, duplicates: 0 });
       expect(run.ackMs.count).toBe(run.samples);

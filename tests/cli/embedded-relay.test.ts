@@ -1,17 +1,24 @@
 /**
  * The embedded relay (src/cli/embedded-relay.ts): started only when nothing answers at the default
  * loopback URL, one per port under a lock, recorded so `/tasks` can say pi-tasks started it and
- * `pi-tasks relay stop` can stop it; never for an explicit URL, an opt-out or a busy port.
+ * `pi-tasks relay stop` can stop it; never for an explicit URL, an opt-out or a busy port. It
+ * serves only clients holding its user's relay secret, and proves itself to them (the attacks
+ * this stops are in relay-attacks.test.ts).
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
 import { isAlive } from "../../src/cli/spawned.ts";
-import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { challengeProof, deriveRelayKeys, newChallenge, type RelayKeys, replyProof, signJwt, signRelayToken } from "../../src/protocol/jwt.ts";
+import { jwtMinSecretChars, RELAY_PROFILE, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
+import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
-import { freePort } from "../../kit/relay-process.ts";
+import { createRelayTransport } from "../../src/relay-client/transport.ts";
+import { ensureRelaySecret, readRelaySecret } from "../../src/trust/relay-secret.ts";
+import { BUN, CLI_ENTRY, freePort, REPO_ROOT, startRelayProcess } from "../../kit/relay-process.ts";
+import { runToExit } from "../helpers/run-to-exit.ts";
 
 setDefaultTimeout(30_000);
 
@@ -22,7 +29,8 @@ afterEach(async () => {
 
 function home(): Record<string, string> {
   const dir = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
-  const env = { PI_TASKS_HOME: dir, WOLFPACK_JWT_SECRET: "" };
+  // The user's relay secrets live beside the home here (by default: ~/.pi/pi-tasks-relays).
+  const env = { PI_TASKS_HOME: dir, PI_TASKS_RELAY_SECRET_DIR: join(dir, "relay-secrets"), WOLFPACK_JWT_SECRET: "" };
   cleanups.push(async () => {
     await stopAll(env);
     rmSync(dir, { recursive: true, force: true });
@@ -55,9 +63,17 @@ describe("when pi-tasks starts a relay", () => {
     expect(first.record?.port).toBe(port);
     expect(isAlive(first.record!.pid)).toBe(true);
     expect(await profile(first.url)).toMatchObject({ ok: true, profile: RELAY_PROFILE });
-    // Its output goes to the log in the state directory; no lock is left behind.
+    // Its output goes to the log in the state directory; no lock is left behind (the start lock is
+    // the user's, beside the relay secrets: one start per port for all the user's homes).
     expect(readFileSync(first.record!.log, "utf8")).toContain('"event":"listening"');
-    expect(existsSync(join(env.PI_TASKS_HOME!, "relays", `${port}.lock`))).toBe(false);
+    expect(existsSync(join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.lock`))).toBe(false);
+    // It runs with the user's secret for the port (its path on the command line, never the secret)
+    // and proved it; its record (0600) holds the instance nonce `relay stop` checks.
+    expect(first.secretFile).toBe(join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`));
+    expect(statSync(first.secretFile!).mode & 0o777).toBe(0o600);
+    expect(readFileSync(`/proc/${first.record!.pid}/cmdline`, "utf8")).not.toContain(readFileSync(first.secretFile!, "utf8").trim());
+    expect(statSync(join(env.PI_TASKS_HOME!, "relays", `${port}.json`)).mode & 0o777).toBe(0o600);
+    expect(first.record!.instance).toMatch(/^[A-Za-z0-9_-]{43}$/);
 
     const later = await ensureRelay({ env, config });
     expect(later.state).toBe("running");
@@ -79,11 +95,21 @@ describe("when pi-tasks starts a relay", () => {
     expect((a.state === "running" ? a : b).record?.pid).toBe(started.record!.pid);
   });
 
+  test("two homes (identities) of one user starting at once start one relay (the user's lock), and both use it", async () => {
+    const { env, port } = defaultPort(home());
+    const other = { ...home(), PI_TASKS_RELAY_SECRET_DIR: env.PI_TASKS_RELAY_SECRET_DIR!, WOLFPACK_PORT: String(port) };
+    const [a, b] = await Promise.all([ensureRelay({ env, config: relayConfigFromEnv(env) }), ensureRelay({ env: other, config: relayConfigFromEnv(other) })]);
+    expect([a.state, b.state].sort()).toEqual(["running", "started"]);
+    expect([a.secretFile, b.secretFile]).toEqual([join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`), join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`)]);
+    const starter = a.state === "started" ? env : other;
+    cleanups.push(() => stopEmbeddedRelay(starter, port));
+  });
+
   test("a lock left by a dead process is stale and taken over", async () => {
     const { env, port } = defaultPort(home());
-    mkdirSync(join(env.PI_TASKS_HOME!, "relays"), { recursive: true });
+    mkdirSync(env.PI_TASKS_RELAY_SECRET_DIR!, { recursive: true, mode: 0o700 });
     // A pid that does not exist (far above the kernel's default pid_max).
-    writeFileSync(join(env.PI_TASKS_HOME!, "relays", `${port}.lock`), "4194303");
+    writeFileSync(join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.lock`), "4194303");
     const used = await ensureRelay({ env, config: relayConfigFromEnv(env) });
     expect(used.state).toBe("started");
   });
@@ -120,5 +146,127 @@ describe("when pi-tasks starts no relay", () => {
   test("PI_TASKS_EMBEDDED_RELAY takes only 0 or 1", () => {
     expect(() => relayConfigFromEnv({ PI_TASKS_EMBEDDED_RELAY: "no" })).toThrow("PI_TASKS_EMBEDDED_RELAY must be 0");
     expect(relayConfigFromEnv({ PI_TASKS_EMBEDDED_RELAY: "1" }).embedded).toBe(true);
+  });
+});
+
+describe("the relay secret", () => {
+  async function started(): Promise<{ env: Record<string, string>; url: string; keys: RelayKeys }> {
+    const { env } = defaultPort(home());
+    const used = await ensureRelay({ env, config: relayConfigFromEnv(env) });
+    expect(used.state).toBe("started");
+    return { env, url: used.url, keys: deriveRelayKeys(readRelaySecret(used.secretFile!)!) };
+  }
+
+  test("the embedded relay serves only requests with a relay token; its profile stays open and answers a challenge with the secret's proof", async () => {
+    const { env, url, keys } = await started();
+    const list = await fetch(`${url}/api/session-control/list`);
+    expect(list.status).toBe(401);
+    expect(((await list.json()) as { error: { code: string } }).error.code).toBe("RELAY_AUTH_REQUIRED");
+    const challenge = newChallenge();
+    const profiled = await fetch(`${url}/api/task-relay/profile`, { headers: { "x-pi-tasks-challenge": challenge } });
+    expect(profiled.status).toBe(200);
+    expect(profiled.headers.get("x-pi-tasks-relay-proof")).toBe(challengeProof(keys, challenge));
+    // A client of the user (its credentials from the environment) proves the relay, then is served;
+    // every reply carries the relay's proof for that request's token.
+    const token = signRelayToken(keys);
+    const served = await fetch(`${url}/api/session-control/list`, { headers: { authorization: `Bearer ${token}` } });
+    expect(served.status).toBe(200);
+    expect(served.headers.get("x-pi-tasks-reply-proof")).toBe(replyProof(keys, token));
+    const transport = createRelayTransport({ baseUrl: url, auth: authFromEnv(env)! });
+    expect(await transport.sessionList()).toEqual([]);
+    transport.close();
+  });
+
+  test("a token past its short lifetime is refused (typed, proved), a token of another secret is refused without a proof", async () => {
+    const { url, keys } = await started();
+    const old = signRelayToken(keys, Date.now() - relayTokenLifetimeMs - relayTokenClockToleranceMs - 1_000);
+    const expired = await fetch(`${url}/api/session-control/list`, { headers: { authorization: `Bearer ${old}` } });
+    expect(expired.status).toBe(401);
+    expect(((await expired.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "RELAY_AUTH_REQUIRED", message: expect.stringContaining("expired") });
+    expect(expired.headers.get("x-pi-tasks-reply-proof")).toBe(replyProof(keys, old));
+    const stranger = signRelayToken(deriveRelayKeys(Buffer.alloc(relaySecretBytes, 9)));
+    const refused = await fetch(`${url}/api/session-control/list`, { headers: { authorization: `Bearer ${stranger}` } });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("x-pi-tasks-reply-proof")).toBeNull();
+  });
+
+  test("with WOLFPACK_JWT_SECRET configured, the embedded relay also takes the Wolfpack JWT as before (reusable, 60 s); the user's Pis send relay tokens", async () => {
+    const jwt = "j".repeat(jwtMinSecretChars);
+    const { env } = defaultPort(home());
+    const configured = { ...env, WOLFPACK_JWT_SECRET: jwt };
+    const used = await ensureRelay({ env: configured, config: relayConfigFromEnv(configured) });
+    expect(used.state).toBe("started");
+    const token = await signJwt(jwt);
+    for (const _ of [1, 2]) expect((await fetch(`${used.url}/api/session-control/list`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    expect((await fetch(`${used.url}/api/session-control/list`)).status).toBe(401);
+    const auth = authFromEnv(configured)!;
+    expect(auth.secret).toBe(jwt);
+    expect(auth.relay?.file).toBe(used.secretFile!);
+  });
+
+  test("a relay started by hand without --secret-file behaves as before: no token needed, no proofs given", async () => {
+    const relay = await startRelayProcess();
+    cleanups.push(() => relay.stop());
+    expect((await fetch(`${relay.url}/api/session-control/list`)).status).toBe(200);
+    const profiled = await fetch(`${relay.url}/api/task-relay/profile`, { headers: { "x-pi-tasks-challenge": newChallenge() } });
+    expect(profiled.headers.get("x-pi-tasks-relay-proof")).toBeNull();
+    expect((await fetch(`${relay.url}/api/pi-tasks/relay-instance`)).status).toBe(404);
+  });
+
+  test("PI_TASKS_RELAY_SECRET_FILE: a relay named by URL must prove that secret (a relay run by hand with --secret-file does; another is untrusted)", async () => {
+    const dir = home();
+    const file = join(dir.PI_TASKS_RELAY_SECRET_DIR!, "shared.secret");
+    ensureRelaySecret(file);
+    const relay = await startRelayProcess({ args: ["--secret-file", file] });
+    cleanups.push(() => relay.stop());
+    const env = { ...dir, PI_TASKS_RELAY_URL: relay.url, PI_TASKS_RELAY_SECRET_FILE: file };
+    expect(await ensureRelay({ env, config: relayConfigFromEnv(env) })).toEqual({ url: relay.url, state: "configured", secretFile: file });
+    const otherFile = join(dir.PI_TASKS_RELAY_SECRET_DIR!, "other.secret");
+    ensureRelaySecret(otherFile);
+    const wrong = { ...env, PI_TASKS_RELAY_SECRET_FILE: otherFile };
+    const judged = await ensureRelay({ env: wrong, config: relayConfigFromEnv(wrong) });
+    expect(judged).toMatchObject({ state: "untrusted", problemCode: "RELAY_NOT_PROVEN" });
+    // Without the variable, the same URL is the user's explicit choice: used unchecked, as before.
+    const plain = { ...dir, PI_TASKS_RELAY_URL: relay.url };
+    expect(await ensureRelay({ env: plain, config: relayConfigFromEnv(plain) })).toEqual({ url: relay.url, state: "configured" });
+  });
+
+  test("a client challenges the relay once, then sends a fresh token per request; after the relay was out of reach it challenges again", async () => {
+    const dir = home();
+    const file = join(dir.PI_TASKS_RELAY_SECRET_DIR!, "4100.secret");
+    ensureRelaySecret(file);
+    const port = freePort();
+    let relay = await startRelayProcess({ port, args: ["--secret-file", file] });
+    cleanups.push(() => relay.stop());
+    const seen: string[] = [];
+    const counting = ((input: Request | URL | string, init?: RequestInit) => {
+      const request = input instanceof Request ? input : new Request(String(input), init);
+      seen.push(request.headers.get("x-pi-tasks-challenge") === null ? (request.headers.get("authorization") ?? "none") : "challenge");
+      return fetch(request, init);
+    }) as typeof fetch;
+    const auth = authFromEnv({ PI_TASKS_RELAY_URL: relay.url, PI_TASKS_RELAY_SECRET_FILE: file, WOLFPACK_JWT_SECRET: "" })!;
+    const transport = createRelayTransport({ baseUrl: relay.url, auth, fetch: counting });
+    cleanups.push(() => transport.close());
+    for (const _ of [1, 2, 3]) await transport.sessionList();
+    expect(seen[0]).toBe("challenge");
+    expect(new Set(seen.slice(1)).size).toBe(3);
+    await relay.stop();
+    expect(await transport.sessionList().catch((error: { code: string }) => error.code)).toBe("RELAY_UNAVAILABLE");
+    relay = await startRelayProcess({ port, args: ["--secret-file", file] });
+    seen.length = 0;
+    await transport.sessionList();
+    expect(seen.map((item) => (item === "challenge" ? item : "token"))).toEqual(["challenge", "token"]);
+  });
+
+  test("pi-tasks relay --secret-file refuses an unsafe or missing file before it listens (RELAY_SECRET_INVALID)", async () => {
+    const dir = home();
+    const file = join(dir.PI_TASKS_RELAY_SECRET_DIR!, "open.secret");
+    ensureRelaySecret(file);
+    chmodSync(file, 0o644);
+    for (const path of [file, join(dir.PI_TASKS_RELAY_SECRET_DIR!, "missing.secret")]) {
+      const run = await runToExit([BUN, CLI_ENTRY, "relay", "--port", "0", "--secret-file", path], { cwd: REPO_ROOT, env: { ...process.env, WOLFPACK_JWT_SECRET: "" }, timeoutMs: 10_000 });
+      expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: "" });
+      expect(run.stderr).toContain("RELAY_SECRET_INVALID");
+    }
   });
 });

@@ -93,6 +93,9 @@ const party = async (name: string) => {
 const origin = await party("origin");
 const worker = await party("worker");
 const created = await origin.core.createTask({ to: worker.core.endpoint(), task: "count the files" });
+const delivery = created.delivery;
+await worker.core.refresh();
+await origin.core.refresh();
 await worker.core.refresh();
 const assigned = worker.core.getTask(created.taskId).status;
 await worker.core.done({ taskId: created.taskId, status: "completed", summary: "42 files" });
@@ -104,7 +107,7 @@ await origin.core.close();
 await worker.core.close();
 await relay.stop();
 console.log(JSON.stringify({
-  assigned, finished, unknownTask,
+  delivery, assigned, finished, unknownTask,
   name: manifest.name,
   functions: [createRecoveringTaskCore, startRelayServer, createRelayEngine, createMemoryStore, runConformance, conformanceChecks].map((fn) => typeof fn),
   registry: "UNKNOWN_TASK" in ERROR_REGISTRY,
@@ -118,6 +121,7 @@ console.log(JSON.stringify({
   const result = run([BUN, "main.ts"]);
   expect({ code: result.code, stderr: result.stderr }).toEqual({ code: 0, stderr: "" });
   expect(JSON.parse(result.stdout.trim())).toEqual({
+    delivery: "pending",
     assigned: "active",
     finished: "completed",
     unknownTask: "UNKNOWN_TASK",

@@ -112,6 +112,12 @@ describe("pi-tasks spawn --task-worker", () => {
     origin = await createParty({ url: relay.url, trust: homeTrust(sandbox.stateDir) });
     const created = await origin.core.createTask({ to: out.taskEndpoint, task: "Create hello.txt with the greeting I give you." });
     expect(created.target).toEqual(out.taskEndpoint);
+    // The worker proves its key (it answers the origin's hello); the origin's next pass sends the task.
+    const sent = await eventually(async () => {
+      await origin!.core.refresh();
+      return origin!.core.getTask(created.taskId).deliveryEvidence.relayAcceptance === "accepted";
+    }, 15_000, 50);
+    expect(sent).toBe(true);
     const logged = await eventually(() => {
       const records = logRecords(rpcLogFile(out.log));
       return (

@@ -19,6 +19,8 @@ import { failure } from "../../kit/async.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
 import { createMemoryHost } from "../../kit/memory-host.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { sealedTo } from "../../kit/sealed.ts";
 
 const opened: { relays: InMemoryRelay[]; parties: { core: Party["core"] }[] } = { relays: [], parties: [] };
 
@@ -33,10 +35,12 @@ async function relay(): Promise<InMemoryRelay> {
   return created;
 }
 
-async function parties(on: InMemoryRelay, count: number): Promise<Party[]> {
+/** `count` parties on the relay, each introduced to every other (its key proven to each). */
+async function parties(on: InMemoryRelay, count: number, options: { maxDepth?: number } = {}): Promise<Party[]> {
   const created: Party[] = [];
-  for (let index = 0; index < count; index += 1) created.push(await createParty({ url: on.url, fetch: on.fetch }));
+  for (let index = 0; index < count; index += 1) created.push(await createParty({ url: on.url, fetch: on.fetch, ...options }));
   opened.parties.push(...created);
+  for (const from of created) for (const to of created) if (from !== to) await introduce(from.core, to.core);
   return created;
 }
 
@@ -73,21 +77,47 @@ describe("lineage", () => {
     await passes([a!, d!]);
     expect([c!.core.listTasks().length, d!.core.listTasks().length]).toEqual(tasksBefore);
     expect(a!.core.listTasks().map((task) => task.taskId)).toEqual([root.taskId]);
-    // An explicitly independent task is a new root, so it is not a cycle.
-    const independent = await b!.core.createTask({ to: a!.core.endpoint()!, task: "unrelated", independent: true });
+    // A library caller may ask for a new root task, which is not a cycle (the model cannot: the
+    // tool takes exactly {to, task, timeoutMs?}).
+    const independent = await b!.core.createTask({ to: a!.core.endpoint()!, task: "unrelated" }, { lineage: "root" });
     expect(b!.core.getTask(independent.taskId).lineage).toMatchObject({ rootTaskId: independent.taskId, depth: 2 });
   });
 
-  test("a session working on several tasks must name the parent (or send independent)", async () => {
+  test("a session working on several tasks cannot delegate (no parent to infer); a library caller may name one", async () => {
     const on = await relay();
     const [a, b, c] = await parties(on, 3);
-    await a!.core.createTask({ to: b!.core.endpoint()!, task: "one" });
+    const first = await a!.core.createTask({ to: b!.core.endpoint()!, task: "one" });
     const second = await a!.core.createTask({ to: b!.core.endpoint()!, task: "two" });
     await passes([b!]);
+    const before = c!.core.listTasks().length;
     const ambiguous = await failure(b!.core.createTask({ to: c!.core.endpoint()!, task: "which?" }));
-    expect(ambiguous).toMatchObject({ code: "INVALID_REQUEST", details: { path: "/parentTaskId" } });
-    const named = await b!.core.createTask({ to: c!.core.endpoint()!, task: "this one", parentTaskId: second.taskId });
+    expect(ambiguous).toMatchObject({ code: "DELEGATION_AMBIGUOUS", details: { working: expect.arrayContaining([first.taskId, second.taskId]) } });
+    expect(ambiguous.message).toContain("finish or hand back all but one");
+    await passes([c!]);
+    expect(c!.core.listTasks().length).toBe(before);
+    const named = await b!.core.createTask({ to: c!.core.endpoint()!, task: "this one" }, { lineage: { parentTaskId: second.taskId } });
     expect(b!.core.getTask(named.taskId).lineage?.parentTaskId).toBe(second.taskId);
+  });
+
+  test("the model's send is exactly {to, task, timeoutMs?}: naming a parent or asking for a root is refused by the schema", async () => {
+    const on = await relay();
+    const [a, b, c] = await parties(on, 3);
+    await a!.core.createTask({ to: b!.core.endpoint()!, task: "root" });
+    await passes([b!]);
+    for (const extra of [{ independent: true }, { parentTaskId: crypto.randomUUID() }]) {
+      const refused = await failure(b!.core.createTask({ to: c!.core.endpoint()!, task: "around the cap", ...extra }));
+      expect({ extra, code: refused.code }).toEqual({ extra, code: "INVALID_REQUEST" });
+    }
+  });
+
+  test("a configured depth cap lowers the chain (2: no onward delegation, on both sides) and can never raise it", async () => {
+    const on = await relay();
+    const [a, b, c] = await parties(on, 3, { maxDepth: 2 });
+    await a!.core.createTask({ to: b!.core.endpoint()!, task: "root" });
+    await passes([b!]);
+    const deep = await failure(b!.core.createTask({ to: c!.core.endpoint()!, task: "one more" }));
+    expect(deep).toMatchObject({ code: "DELEGATION_DEPTH_EXCEEDED", details: { depth: 3, maxDepth: 2 } });
+    for (const maxDepth of [4, 1, 2.5]) expect(() => createTaskCore({ store: createTaskStore(), session: coreInternals(a!.core).session, maxDepth })).toThrow(/may only be lowered/);
   });
 
   test("the receiver refuses a forged lineage (a cycle, or a depth past the cap)", async () => {
@@ -100,13 +130,18 @@ describe("lineage", () => {
       const now = Date.now();
       const task: TaskRecord = { taskId: crypto.randomUUID(), protocolVersion: "pi-tasks/v2", origin: self, target, task: "forged", createdAt: now, expiresAt: now + 60_000, status: "active", ...(lineage === undefined ? {} : { lineage }) };
       const event = makeEvent(task, "task.created", "1", now, { task: task.task });
-      await coreInternals(a!.core).session.send(encodeEnvelope(self, target, task.taskId, "assignment", { task, event }, now, processLocalTrust()));
+      await coreInternals(a!.core).session.send(encodeEnvelope(self, target, task.taskId, "assignment", { task, event }, now, processLocalTrust(), undefined, sealedTo()));
     };
     await forge({ rootTaskId: "r", parentTaskId: "p", depth: 3, owner: { endpoint: target, key: owner.key }, chain: [target, self, target] });
     await forge({ rootTaskId: "r", depth: 3, owner, chain: [self, { relay: self.relay, id: crypto.randomUUID() }, target] });
+    // Consistent in every other respect (depth = chain length, the chain ends origin → target,
+    // starts at its owner, no repeats, a parent named): only its depth is past the cap.
+    const elsewhere = () => ({ relay: self.relay, id: crypto.randomUUID() });
+    const owner4 = { endpoint: elsewhere(), key: owner.key };
+    await forge({ rootTaskId: "r4", parentTaskId: "p4", depth: maxDelegationDepth + 1, owner: owner4, chain: [owner4.endpoint, elsewhere(), self, target] });
     await passes([b!]);
     expect(b!.core.listTasks()).toEqual([]);
-    expect(b!.core.rejections()).toEqual({ DELEGATION_CYCLE: 1, INVALID_ASSIGNMENT: 1 });
+    expect(b!.core.rejections()).toEqual({ DELEGATION_CYCLE: 1, INVALID_ASSIGNMENT: 1, DELEGATION_DEPTH_EXCEEDED: 1 });
   });
 });
 
@@ -143,7 +178,7 @@ describe("questions up the chain", () => {
     const [a, b, c] = await parties(on, 3);
     const root = await a!.core.createTask({ to: b!.core.endpoint()!, task: "root" });
     await passes([b!]);
-    const independent = await b!.core.createTask({ to: c!.core.endpoint()!, task: "unrelated", independent: true });
+    const independent = await b!.core.createTask({ to: c!.core.endpoint()!, task: "unrelated" }, { lineage: "root" });
     await passes([c!]);
     await c!.core.message({ taskId: independent.taskId, type: "question", message: "?" });
     await passes([b!]);
@@ -161,6 +196,7 @@ describe("progress", () => {
     const timers = createJumpTimers();
     const [origin, worker] = [await createParty({ url: on.url, fetch: on.fetch, timers }), await createParty({ url: on.url, fetch: on.fetch, timers })];
     opened.parties.push(origin, worker);
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "long job" });
     await passes([worker, origin]);
     const wakesBefore = origin.host.wakes.length;

@@ -11,6 +11,8 @@ import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { relayBacklog, settle } from "../../kit/drain.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { isHello } from "../../kit/sealed.ts";
 import { deferred, failure, raised, settledYet } from "../../kit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
 import { createMemoryHost } from "../../kit/memory-host.ts";
@@ -32,6 +34,7 @@ async function party(): Promise<Party> {
 async function pair(): Promise<{ origin: Party; worker: Party; settle: (rounds?: number) => Promise<number> }> {
   const origin = await party();
   const worker = await party();
+  await introduce(origin.core, worker.core);
   return { origin, worker, settle: (rounds) => settle([origin, worker], rounds) };
 }
 
@@ -137,7 +140,7 @@ describe("createTask", () => {
     expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
   });
 
-  test("an unregistered target is TARGET_NOT_REGISTERED and creates no task: one send, refused, nothing kept", async () => {
+  test("an unregistered target is TARGET_NOT_REGISTERED and creates no task: one send (the ask for its proof), refused, nothing kept", async () => {
     const origin = await party();
     const before = requestsOf(fx.proxy, origin.name).length;
     const error = await failure(origin.core.createTask({ to: { relay: RELAY_ID, id: crypto.randomUUID() }, task: "nobody is there" }));
@@ -146,13 +149,16 @@ describe("createTask", () => {
     expect(error.details).toMatchObject({ created: false, delivery: "blocked" });
     expect(error.details.taskId).toBeUndefined();
     expect(origin.core.listTasks()).toEqual([]);
-    // One round trip: the send's own target check (no separate resolve).
+    // One round trip: the hello asking the target to prove its key meets the send's own target check
+    // (no separate resolve); the task's content never left.
+    const sends = () => requestsOf(fx.proxy, origin.name, "send").map((request) => isHello((request.body as { envelope?: { payload?: unknown } }).envelope));
     expect(requestsOf(fx.proxy, origin.name).slice(before).map((request) => request.operation)).toEqual(["send"]);
+    expect(sends()).toEqual([true]);
     const { store } = coreInternals(origin.core);
     expect({ pending: store.pendingOutboxCount(), quarantined: store.listQuarantine().length, records: store.stats().records }).toEqual({ pending: 0, quarantined: 0, records: 0 });
     // Never re-sent.
     await origin.core.refresh();
-    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment")).toHaveLength(1);
+    expect(sends()).toEqual([true]);
   });
 
   test("a worker that leaves while the assignment is in flight: refused for good, no task is left behind", async () => {
@@ -285,6 +291,7 @@ describe("lifecycle origin ↔ worker", () => {
         return host.wake(items);
       },
     }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "wake throws" });
     const report = await worker.core.refresh();
     expect(report.failures.get("presentation")).toBeDefined();
@@ -309,6 +316,7 @@ describe("lifecycle origin ↔ worker", () => {
         return woke;
       },
     }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: to(worker), task: "wake and ask" });
     await worker.core.refresh();
     expect(asked).toBeDefined();
@@ -756,6 +764,7 @@ describe("receive, hasPendingWork and onChange", () => {
     // 2: a task a third session assigns to the origin → a relay item at the origin. (The worker
     // could not: the origin is in its task's chain, DELEGATION_CYCLE.)
     const third = await party();
+    await introduce(third.core, origin.core);
     const reverse = await third.core.createTask({ to: to(origin), task: "third → origin" });
     await passes(origin);
     // 3: another worker message → a second local item.
@@ -1000,6 +1009,7 @@ describe("close", () => {
     const worker = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: slowHost });
     try {
       await worker.connect();
+      await introduce(origin.core, worker);
       const { taskId } = await origin.core.createTask({ to: worker.endpoint()!, task: "presented while closing" });
       const pass = worker.refresh().catch((error: unknown) => error);
       const item = await insertCalled.promise;

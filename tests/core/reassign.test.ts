@@ -9,12 +9,14 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
-import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
+import { assignmentBytes } from "../../src/core/envelopes.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
-import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, signatureReserveBytes, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { settle } from "../../kit/drain.ts";
+import { clearEnvelope, isHello } from "../../kit/sealed.ts";
+import { generateIdentity } from "../../src/trust/keys.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { failure } from "../../kit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
@@ -132,6 +134,30 @@ describe("reassignTask refusals", () => {
     expect(host.insertedIds()).toEqual([moved.eventId]);
   });
 
+  test("a stranger that took the lost worker's name is its successor, but proves another key: nothing of the task reaches it", async () => {
+    const { origin, worker, taskId } = await setup("the task text a stranger must never read");
+    await worker.core.close();
+    await coreInternals(worker.core).session.disconnect();
+    await loseTarget(origin, taskId);
+    // Its lease gone, the name is free: a stranger (a key nobody paired) registers under it.
+    const stranger = await createParty({ url: fx.proxy.url, name: worker.name, requestTimeoutMs: 4_000, trust: { identity: generateIdentity().identity, peerName: () => undefined } });
+    fx.defer(() => closeParties([stranger]));
+    // What the orphan notice suggests (and PI_TASKS_AUTO_REASSIGN does): reassign to the successor.
+    const moved = await origin.core.reassignTask(taskId);
+    expect(moved.target).toEqual(stranger.core.endpoint()!);
+    expect(moved.delivery).toBe("pending");
+    for (let round = 0; round < 3; round += 1) {
+      await stranger.core.refresh();
+      await origin.core.refresh();
+    }
+    // The stranger answered the hello with its own key, not the worker's: it got hellos only.
+    const toStranger = fx.proxy.requests().filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === stranger.core.endpoint()!.id);
+    expect(toStranger.length).toBeGreaterThan(0);
+    expect(toStranger.every((request) => isHello((request.body as any).envelope))).toBe(true);
+    expect(stranger.core.listTasks()).toEqual([]);
+    expect(origin.core.getTask(taskId)).toMatchObject({ status: "active", deliveryEvidence: { relayAcceptance: "pending" } });
+  });
+
   test("refused when the task is no longer active, even with a lost target", async () => {
     const { origin, worker, taskId } = await setup();
     await rebindWorker(worker);
@@ -169,7 +195,7 @@ describe("reassignTask to the successor lifetime", () => {
     expect(reassigned[0]!.target).toEqual(successor.endpoint);
 
     // The assignment envelope: {task, event, history} to the successor; no origin-local events.
-    const envelope = coreInternals(origin.core).store.getEnvelope(result.envelopeId)!;
+    const envelope = clearEnvelope(coreInternals(origin.core).store.getEnvelope(result.envelopeId)!);
     expect(envelope.target).toEqual(successor.endpoint);
     expect(envelope.payload.kind).toBe("assignment");
     const inner = envelope.payload.payload as { task: { target: TaskEndpoint }; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
@@ -179,6 +205,11 @@ describe("reassignTask to the successor lifetime", () => {
     const expectedHistory = view.events.filter((event) => event.type !== "task.delivery_receipt" && event.eventId !== result.eventId);
     expect(inner.history.map((event) => event.type)).toEqual(["task.created", "task.information", "task.information"]);
     expect(inner.history).toEqual(expectedHistory);
+    // Nothing of the task leaves before the successor proves its key (a stranger could hold the name).
+    expect(result.delivery).toBe("pending");
+    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.envelopeId === result.envelopeId)).toHaveLength(0);
+    await successor.core.refresh();
+    await origin.core.refresh();
     expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.envelopeId === result.envelopeId)).toHaveLength(1);
 
     // Presented locally at the origin (a visible local item), never echoed back through the relay.
@@ -258,6 +289,8 @@ describe("reassignTask to the successor lifetime", () => {
     const view = origin.core.getTask(taskId);
     expect(eventsOf(view, "task.reassigned")).toHaveLength(1);
     expect(view.target).toEqual(successor.endpoint);
+    await successor.core.refresh();
+    await origin.core.refresh();
     expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment" && sent.type === "task.reassigned")).toHaveLength(1);
     await settle([origin, asParty(successor)]);
     expect(successor.host.insertedIds()).toHaveLength(1);
@@ -275,18 +308,18 @@ describe("reassignment size bounds", () => {
     await loseTarget(origin, taskId);
     const result = await origin.core.reassignTask(taskId);
     expect(result.historyTruncated).toBe(true);
-    const inner = coreInternals(origin.core).store.getEnvelope(result.envelopeId)!.payload.payload as { task: unknown; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
+    const inner = clearEnvelope(coreInternals(origin.core).store.getEnvelope(result.envelopeId)!).payload.payload as { task: unknown; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
     expect(inner.historyTruncated).toBe(true);
     const all = origin.core.getTask(taskId).events.filter((event) => event.type !== "task.delivery_receipt" && event.eventId !== result.eventId);
     // A non-empty suffix of the history: the newest events, in order.
     expect(inner.history.length).toBeGreaterThan(0);
     expect(inner.history.length).toBeLessThan(all.length);
     expect(inner.history).toEqual(all.slice(all.length - inner.history.length));
-    // It fits, and one more (older) event would not.
-    const payloadOf = (history: TaskEvent[]) => ({ taskId, kind: "assignment", payload: { task: inner.task, event: inner.event, history, historyTruncated: true } });
-    expect(canonicalBytes(payloadOf(inner.history))).toBeLessThanOrEqual(maxRelayPayloadBytes);
+    // It fits, sealed, and one more (older) event would not.
+    const sealedBytes = (history: TaskEvent[]) => assignmentBytes(taskId, { task: inner.task, event: inner.event, history, historyTruncated: true });
+    expect(sealedBytes(inner.history)).toBeLessThanOrEqual(maxRelayPayloadBytes);
     const oneMore = all.slice(all.length - inner.history.length - 1);
-    expect(canonicalBytes(payloadOf(oneMore))).toBeGreaterThan(maxRelayPayloadBytes);
+    expect(sealedBytes(oneMore)).toBeGreaterThan(maxRelayPayloadBytes);
 
     await settle([origin, asParty(successor)]);
     const view = successor.core.getTask(taskId);
@@ -306,18 +339,19 @@ describe("reassignment size bounds", () => {
       const now = Date.now();
       const task = { taskId, protocolVersion: TASK_PROTOCOL_VERSION, origin: endpoint, target: endpoint, task: text, createdAt: now, expiresAt: now + taskTimeoutDefaultMs, status: "active" };
       const event = { eventId: crypto.randomUUID(), taskId, type, sequence: "9", source: endpoint, target: endpoint, occurredAt: now, payload: { task: text, ...extra } };
-      return canonicalBytes({ taskId, kind: "assignment", payload: { task, event } });
+      // Its size sealed, as the reassignment counts it (an upper bound of the exact size).
+      return assignmentBytes(taskId, { task, event });
     };
     // The longest text whose original assignment fits with a little room (binary search).
     let length = 1;
     let tooLong = maxTaskTextChars + 1;
     while (tooLong - length > 1) {
       const middle = (length + tooLong) >>> 1;
-      if (model(middle, "task.created", {}) <= maxRelayPayloadBytes - 48 - signatureReserveBytes) length = middle;
+      if (model(middle, "task.created", {}) <= maxRelayPayloadBytes - 48) length = middle;
       else tooLong = middle;
     }
     expect(length).toBeLessThanOrEqual(maxTaskTextChars);
-    expect(model(length, "task.reassigned", { previousTarget: { relay: RELAY_ID, id: crypto.randomUUID() } }) + signatureReserveBytes).toBeGreaterThan(maxRelayPayloadBytes);
+    expect(model(length, "task.reassigned", { previousTarget: { relay: RELAY_ID, id: crypto.randomUUID() } })).toBeGreaterThan(maxRelayPayloadBytes);
 
     const { origin, worker, taskId, oldTarget } = await setup(unit.repeat(length));
     for (let index = 0; index < 3; index += 1) await origin.core.message({ taskId, type: "information", message: "x".repeat(maxTaskTextChars) });

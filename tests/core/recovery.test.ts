@@ -14,6 +14,9 @@ import { configHoldMaxMs, orphanProbeIntervalMs, reconnectTimeoutMs, RELAY_PROFI
 import { settle, tryDrain } from "../../kit/drain.ts";
 import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { isHello } from "../../kit/sealed.ts";
+import { generateIdentity } from "../../src/trust/keys.ts";
 import { failure, raised } from "../../kit/async.ts";
 import { expectCode, requestsOf } from "../helpers/core-kit.ts";
 import { createFaultProxy } from "../../kit/fault-proxy.ts";
@@ -141,6 +144,46 @@ describe("relay-loss recovery", () => {
     expect([...origin.host.rejections, ...peer.host.rejections]).toEqual([]);
   });
 
+  test("a stranger that takes the worker's name after a restart gets no task content and does not lock the worker out: it binds under a derived name, the origin follows its hello", async () => {
+    const timers = createJumpTimers();
+    const origin = await configured(fx.proxy.url, timers);
+    const peer = await configured(fx.proxy.url, timers);
+    const parties = () => [origin.party(), peer.party()];
+    const task = await origin.configured.run((core) => core.createTask({ to: peer.configured.current().endpoint()!, task: "secret plans for the worker only" }));
+    await settle(parties());
+    expect(peer.configured.current().getTask(task.taskId).status).toBe("active");
+
+    await fx.relay.stop();
+    fx.relay = await startRelayProcess({ port: fx.relay.port });
+    // A stranger (a key nobody paired) registers the worker's name first, and holds it.
+    const stranger = await createParty({ url: fx.proxy.url, name: peer.name, timers, trust: { identity: generateIdentity().identity, peerName: () => undefined } });
+    fx.defer(() => closeParties([stranger]));
+    const strangerEndpoint = stranger.core.endpoint()!;
+
+    expectCode(await failure(origin.configured.refresh()), "RELAY_RESET");
+    expectCode(await failure(peer.configured.refresh()), "RELAY_RESET");
+    await Promise.all([origin.configured.settled(), peer.configured.settled()]);
+    // The worker was not locked out: it bound under a name derived from its own.
+    const workerBinding = peer.configured.session.binding()!;
+    expect(workerBinding.callerSession.startsWith(`${peer.name}~`)).toBe(true);
+    expect(workerBinding.endpoint.id).not.toBe(strangerEndpoint.id);
+
+    // Everyone runs passes (the stranger answers hellos, as any Pi would) until nothing is pending.
+    const drainable = [...parties().map((party) => ({ core: () => party.core, refresh: () => (party.name === origin.name ? origin.configured : peer.configured).refresh() })), { core: () => stranger.core, refresh: () => stranger.core.refresh() }];
+    expect(await tryDrain(drainable, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
+    // The origin follows the worker's hello (its bound key, claiming its session name) to the new endpoint.
+    expect(origin.configured.current().getTask(task.taskId).target).toEqual(workerBinding.endpoint);
+    await peer.configured.run((core) => core.done({ taskId: task.taskId, status: "completed", summary: "done under a derived name" }));
+    expect(await tryDrain(drainable, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
+    expect(origin.configured.current().getTask(task.taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
+    // Nothing but hellos ever went to the stranger: no task content, not even sealed.
+    const toStranger = fx.proxy.requests().filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === strangerEndpoint.id);
+    expect(toStranger.length).toBeGreaterThan(0);
+    expect(toStranger.every((request) => isHello((request.body as any).envelope))).toBe(true);
+    expect(stranger.core.listTasks()).toEqual([]);
+    expect(stranger.host.inserted).toEqual([]);
+  });
+
   test("a failed first rebind is retried by the next call; the tasks stay", async () => {
     const origin = await configured();
     const peer = await worker();
@@ -201,6 +244,7 @@ describe("failures that never trigger recovery", () => {
   async function steady(options: { url?: string; timers?: TaskTimers; task?: string } = {}) {
     const origin = await configured(options.url ?? fx.proxy.url, options.timers);
     const peer = await worker(options.url ?? fx.proxy.url);
+    await introduce(origin.configured.current(), peer.core);
     const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: options.task ?? "survives transient failures" }));
     const core = origin.configured.current();
     const endpoint = core.endpoint()!;
@@ -262,6 +306,7 @@ describe("failures that never trigger recovery", () => {
     ] as const) {
       // A fresh target each time: a capacity cooldown rightly defers younger mail to its target.
       const peer = await worker();
+      await introduce(origin.configured.current(), peer.core);
       fx.proxy.push({ operation: "send", when, ...(fault as any) });
       const error = await failure(origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: code })));
       expectCode(error, code);

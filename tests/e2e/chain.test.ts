@@ -37,6 +37,7 @@ import {
   lastSeen,
   nextBoard,
   notifications,
+  quotedText,
   scenario,
   statusTexts,
   usePiFixture,
@@ -95,9 +96,9 @@ const isEvent = (title: string) => (record: RpcRecord) => isCustom(record, EVENT
 const isParentAcked = (record: RpcRecord) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged");
 const isSettled = (record: RpcRecord) => record.type === "agent_settled";
 
-/** The text of an event after its rendered head (its first blank line), up to the next one. */
+/** The text the peer wrote in an event (its first quoted block). */
 function body(text: string | undefined): string | undefined {
-  return text?.split("\n\n")[1]?.trim();
+  return quotedText(text);
 }
 
 /** Prompts and waits (softly) until the run it starts settled. */
@@ -178,7 +179,7 @@ async function chainQuestion() {
         return {
           tools: [
             { name: "agent_task_ack", arguments: { taskId: subId } },
-            { name: "agent_task_done", arguments: { taskId: parentId, status: "completed", summary: `banner done: ${field(completed, "summary")}` } },
+            { name: "agent_task_done", arguments: { taskId: parentId, status: "completed", summary: `banner done: ${quotedText(completed)}` } },
           ],
         };
       }
@@ -583,7 +584,8 @@ describe("A → B → C: a coordinator delegates onward, raises its worker's que
     expect(toolCalls(b, "agent_task_done").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: rootTaskId, isError: false }]);
     const completed = eventMessages(a).filter((event) => event.type === "task.completed");
     expect(completed.map((event) => event.taskId)).toEqual([rootTaskId]);
-    expect(field(completed[0]!.content, "summary")).toBe(`banner done: painted the banner ${HUMAN_ANSWER}`);
+    // The summary is the worker's text: the quoted block of the completion.
+    expect(quotedText(completed[0]!.content)).toBe(`banner done: painted the banner ${HUMAN_ANSWER}`);
     expect(toolCalls(a, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: rootTaskId, isError: false }]);
     expect(archiveRecords(b).filter((record) => record.type === "task.parent_acknowledged").map((record) => record.taskId)).toEqual([rootTaskId]);
     expect(archiveRecords(c).filter((record) => record.type === "task.parent_acknowledged").map((record) => record.taskId)).toEqual([subTaskId]);
@@ -697,7 +699,8 @@ describe("progress: 50 reports in about a second", () => {
     const { origin } = await progressRun;
     const status = toolCalls(origin, "agent_task_status");
     expect(status.map((call) => call.isError)).toEqual([false]);
-    expect(field(status[0]!.text, "progress")).toMatch(new RegExp(`^100% — ${progressMessage(PROGRESS_REPORTS)} \\(\\d{4}-\\d\\d-\\d\\dT`));
+    // The worker's message is quoted (a JSON string on the line: extensions/pi-tasks/quote.ts).
+    expect(field(status[0]!.text, "progress")).toMatch(new RegExp(`^100% — "${progressMessage(PROGRESS_REPORTS)}" \\(\\d{4}-\\d\\d-\\d\\dT`));
     expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false]);
   });
 

@@ -293,20 +293,27 @@ describe("the status line", () => {
 describe("/tasks", () => {
   test("prints the board with one line per task in plain words, naming the peer session; /tasks <id> shows one task's details", async () => {
     const { lines, detail, turnsBefore, turnsAfter, origin, code } = await boardRun;
-    const sent = toolCalls(origin, "agent_task_send").map((call) => String(call.details.taskId));
-    expect(sent).toHaveLength(2);
+    // The two sends ran in one turn: their results may end in either order, so each is matched by its own task text.
+    const sends = toolCalls(origin, "agent_task_send");
+    expect(sends.map((call) => call.args.task).sort()).toEqual(["First board task.", "Second board task."]);
+    // A plain relay client never proves a key: nothing of either task left (docs/protocol.md "Sealing and proofs").
+    expect(sends.map((call) => ({ isError: call.isError, delivery: call.details.delivery }))).toEqual([
+      { isError: false, delivery: "pending" },
+      { isError: false, delivery: "pending" },
+    ]);
     expect(lines[4]).toBe("2 tasks · 2 active");
-    for (const [index, taskId] of sent.entries()) {
+    for (const call of sends) {
+      const taskId = String(call.details.taskId);
       const line = lines.find((candidate) => candidate.startsWith(`  ${taskId.slice(0, 8)}`));
       expect(line).toBeDefined();
-      // The target is a plain relay client named board-target: the relay's session list names it.
-      // No signed mail came back from it yet: no key is bound to the task.
-      expect(line).toContain("to board-target [no key yet] — ");
-      expect(line).toContain(["First board task.", "Second board task."][index]!);
+      // The target is a plain relay client named board-target: the relay's session list names it
+      // (a name it claims, marked so). No signed mail came back from it yet: no key is bound to the task.
+      expect(line).toContain("to `board-target` (unverified claim) [no key yet] — sending to the worker — ");
+      expect(line).toContain(`"${String(call.args.task)}"`);
       expect(line).not.toContain("terminal=");
     }
     expect(lines.at(-1)).toBe("Details: /tasks <task id>");
-    expect(detail[0]).toBe(`task ${sent[0]}`);
+    expect(detail[0]).toBe(`task ${sends[0]!.details.taskId}`);
     expect(detail).toContain("  delivery evidence:");
     expect(detail.some((line) => line.startsWith("    relay accepted the assignment: "))).toBe(true);
     expect(turnsAfter).toBe(turnsBefore);

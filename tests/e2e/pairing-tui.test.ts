@@ -4,6 +4,11 @@
  * waits while a confirm dialog shows the sender's fingerprint and its claimed name marked
  * unverified; the model is not called. Approving adds the key to peers.json and the task runs;
  * refusing sends the origin a `task.refused` (UNKNOWN_PEER) and the model never sees the task.
+ *
+ * The assignment leaves the origin only once the worker proved its key and the origin trusts that
+ * key (docs/protocol.md "Sealing and proofs"): so the origin's person first pairs the worker with
+ * `pi-tasks peers add worker KEY --yes`, and the origin's core runs passes until the sealed
+ * assignment left. The worker's dialog is what this file tests.
  */
 import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -11,11 +16,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { homeTrust } from "../../src/trust/home.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
-import { addPeer, peersPath } from "../../src/trust/peers.ts";
+import { peersPath } from "../../src/trust/peers.ts";
 import { eventually } from "../../kit/async.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
+import { runToExit } from "../helpers/run-to-exit.ts";
 import { describeWithTmux, startTui, type Tui } from "../helpers/tui-kit.ts";
 
 setDefaultTimeout(60_000);
@@ -34,21 +40,41 @@ function tempHome(label: string): string {
   return home;
 }
 
+/** `pi-tasks ARGS --json` through the real command line as the person whose home is `home`: its one JSON line. */
+async function piTasks(home: string, args: readonly string[]): Promise<any> {
+  const env: Record<string, string | undefined> = { ...process.env, PI_TASKS_HOME: home };
+  delete env.PI_TASKS_RELAY_URL;
+  delete env.WOLFPACK_SESSION_NAME;
+  const run = await runToExit([BUN, CLI_ENTRY, ...args, "--json"], { cwd: REPO_ROOT, env, timeoutMs: 10_000 });
+  const lines = run.stdout.split("\n").filter((line) => line.trim().length > 0);
+  if (run.code !== 0 || lines.length !== 1) throw new Error(`pi-tasks ${args.join(" ")} exited ${run.code}: ${run.stdout} ${run.stderr}`);
+  return JSON.parse(lines[0]!);
+}
+
 /** A worker TUI with its own home, an origin core with another, and the origin's task waiting at the dialog. */
 async function unpairedAssignment(session: string) {
   const relay: RelayProcess = await startRelayProcess();
   cleanup.push(() => relay.stop());
   const workerHome = tempHome("worker-home");
   const originHome = tempHome("origin-home");
-  const workerKey = ensureIdentity(workerHome).identity;
-  // The origin already trusts the worker; the worker has never heard of the origin.
-  await addPeer(originHome, "worker", workerKey.publicKey);
+  // The origin's person pairs the worker's key (read from `pi-tasks identity` on the worker's side):
+  // without it the assignment would never leave the origin. The worker has never heard of the origin.
+  const workerKey = await piTasks(workerHome, ["identity"]);
+  const paired = await piTasks(originHome, ["peers", "add", "worker", workerKey.publicKey, "--yes"]);
+  expect({ ok: paired.ok, changed: paired.changed, name: paired.peer.name }).toEqual({ ok: true, changed: true, name: "worker" });
   const tui: Tui = await startTui({ script: WORKER_SCRIPT, session, relayUrl: relay.url, env: { PI_TASKS_HOME: workerHome }, settings: { tuiMode: "regular" } });
   cleanup.push(() => tui.stop());
   const origin: Party = await createParty({ url: relay.url, trust: homeTrust(originHome, { claimedName: "alice" }) });
   cleanup.push(() => closeParties([origin]));
   const endpoint = await waitForEndpoint(relay.url, session);
   const { taskId } = await origin.core.createTask({ to: endpoint, task: "Write a haiku about relays." });
+  // Only a content-free hello left so far. The origin's passes take the worker's proof (its paired
+  // key) and send the assignment sealed to it; the relay accepting it is as far as the origin sees.
+  const left = await eventually(async () => {
+    await origin.core.refresh();
+    return origin.core.getTask(taskId).deliveryEvidence.relayAcceptance === "accepted";
+  }, 15_000, 100);
+  expect(left).toBe(true);
   const dialog = await tui.waitForScreen((screen) => screen.includes(DIALOG_TITLE), 15_000);
   return { tui, origin, taskId, workerHome, originFingerprint: ensureIdentity(originHome).identity.fingerprint, dialog };
 }
@@ -57,7 +83,7 @@ describeWithTmux("pairing in the interactive TUI", () => {
   test("the human approves: the key is paired under its claimed name, the task is presented and completed; the model was never asked", async () => {
     const { tui, origin, taskId, workerHome, originFingerprint, dialog } = await unpairedAssignment("pair-yes");
     expect(dialog).toContain(originFingerprint);
-    expect(dialog).toContain('"alice" (an unverified claim)');
+    expect(dialog).toContain("It calls itself `alice` (unverified claim)");
     // Waiting for the human: nothing reached the model.
     expect(tui.turns).toEqual([]);
     expect(dialog).not.toContain("## task assignment");
@@ -84,7 +110,10 @@ describeWithTmux("pairing in the interactive TUI", () => {
       return origin.core.getTask(taskId).status === "failed";
     }, 20_000, 200);
     expect(refused).toBe(true);
-    expect(origin.core.getTask(taskId).events.find((event) => event.type === "task.refused")?.payload).toMatchObject({ reason: "UNKNOWN_PEER" });
+    // The origin paired the worker, so the refusal is verified: it fails the task (nothing ran).
+    const events = origin.core.getTask(taskId).events;
+    expect(events.find((event) => event.type === "task.refused")?.payload).toMatchObject({ reason: "UNKNOWN_PEER", verified: true });
+    expect(events.at(-1)).toMatchObject({ type: "task.failed", payload: { noEffect: true, error: { code: "ASSIGNMENT_REFUSED" } } });
     // The pass that refused it says so and names the fix (the next quiet pass counts "1 rejected").
     const said = await eventually(async () => (await tui.footer()).some((line) => line.includes("refused mail from an unpaired key") || line.includes("1 rejected")), 10_000);
     expect(said).toBe(true);

@@ -1,14 +1,22 @@
 /**
- * End to end: signed mail between two real Pi 1.6 CLIs (`--mode rpc`) on a real relay, each with
- * its own `PI_TASKS_HOME` (two users) or both on one home (one user). Identities and pairing go
- * through the real `pi-tasks identity` / `pi-tasks peers add` command line, as a person does it.
+ * End to end: signed, sealed mail between two real Pi 1.6 CLIs (`--mode rpc`) on a real relay, each
+ * with its own `PI_TASKS_HOME` (two users) or both on one home (one user). Identities and pairing go
+ * through the real `pi-tasks identity` / `pi-tasks peers add` command line and the `/tasks pair`
+ * slash command, as people do it. Both Pis keep running through all phases.
  *
- * Unpaired, the worker's pi-tasks refuses the assignment before its model sees it (RPC has no
- * pairing dialog), archives the rejection, counts it in its footer and tells the origin why: the
- * origin's model and human read the reason. An unpaired key's refusal is unverified (a relay could
- * forge one), so the task stays active until the operator accepts the refusal and the model cancels
- * it. After `peers add` on both sides — with both Pis still running — a second task completes end
- * to end, each side naming the other by the name it paired it under.
+ * Two users, three phases (docs/protocol.md "Sealing and proofs", docs/security.md):
+ * 1. Unpaired both ways: agent_task_send first asks the worker's endpoint to prove its key (a
+ *    content-free hello). The proven key is one the origin has not paired with, so nothing of the
+ *    task leaves: the tool answers UNKNOWN_PEER naming the worker's fingerprint, the task fails
+ *    locally (no effect), and the worker sees, archives and counts nothing (a hello is not mail).
+ * 2. The origin pairs the worker (`pi-tasks peers add`), the worker still does not trust the
+ *    origin: the sealed assignment leaves and the worker's pi-tasks refuses it before its model
+ *    sees it (archived, counted in its footer, a signed `task.refused` back). The origin trusts
+ *    the refusing key, so the refusal is verified: its model is woken with it and the task fails.
+ * 3. The worker's person types `/tasks pair origin KEY` in its Pi: the third task completes end to
+ *    end, each side naming the other by the name it paired it under.
+ *
+ * One user: both Pis on one home delegate with no setup at all.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
@@ -26,6 +34,7 @@ import {
   isCustom,
   lastSeen,
   nextBoard,
+  quotedText,
   scenario,
   statusTexts,
   stopAll,
@@ -38,10 +47,10 @@ import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type Brain, type PiProcess, type PiProcessOptions, type RpcRecord, startPi } from "../helpers/pi-process.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
 
-// Both scenarios start in beforeAll and run concurrently against one relay (about 5 s together);
+// Both scenarios start in beforeAll and run concurrently against one relay (about 10 s together);
 // the first test of a scenario waits for all of it, and a broken trust gate makes the soft waits
-// of phase 1 run out first.
-setDefaultTimeout(45_000);
+// of phases 1 and 2 run out first.
+setDefaultTimeout(60_000);
 
 let relay: RelayProcess;
 const spawned: PiProcess[] = [];
@@ -84,16 +93,20 @@ async function happened(pi: PiProcess, predicate: (record: RpcRecord) => boolean
 
 const FIRST_TASK = "Trust phase one: write a short note.";
 const SECOND_TASK = "Trust phase two: write a short note.";
-const SECOND_PROMPT = "The operator paired both sides. Send the second task to the worker.";
+const THIRD_TASK = "Trust phase three: write a short note.";
+const FIRST_PROMPT = "Send the first task to the worker.";
+const SECOND_PROMPT = "The operator paired the worker's key. Send the second task to the worker.";
+const THIRD_PROMPT = "The worker's person paired this identity too. Send the third task to the worker.";
 const REFUSED = "## task refused by the worker";
-const CANCEL_PROMPT = "The operator accepts the refusal. Cancel the first task.";
-/** The worker's footer after the refused assignment and the cancel of it (two rejected envelopes). */
-const WORKER_IDLE = "tasks: trust-worker · idle · 2 rejected";
+/** The worker's footer once it refused the second assignment (and after it finished the third task). */
+const WORKER_IDLE = "tasks: trust-worker · idle · 1 rejected";
 
 const isEventMessage = (title: string) => (record: RpcRecord) => isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
 const isRejectedEntry = (record: RpcRecord) => record.type === "entry_appended" && (record.entry as { customType?: unknown }).customType === REJECTED_RECORD;
-const isAckEnd = (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack";
+const isToolEnd = (name: string) => (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === name;
+const isSettled = (record: RpcRecord) => record.type === "agent_settled";
 const isParentAcked = (record: RpcRecord) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged");
+const isStatus = (text: string) => (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "setStatus" && record.statusText === text;
 
 /** A worker that completes any assignment it sees. */
 function workerBrain(summary: string): Brain {
@@ -105,16 +118,61 @@ function workerBrain(summary: string): Brain {
   };
 }
 
+/** The origin: one task per phase prompt; it tells its operator about a failure or a refusal, and acknowledges the completion. */
+function originBrain(to: unknown): Brain {
+  return (turn) => {
+    if (lastSeen(turn, THIRD_PROMPT) !== undefined) {
+      if (!called(turn, "agent_task_send", "phase three")) return { tools: [{ name: "agent_task_send", arguments: { to, task: THIRD_TASK } }] };
+      const completed = lastSeen(turn, "## task completed");
+      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      return { text: "ok" };
+    }
+    if (lastSeen(turn, SECOND_PROMPT) !== undefined) {
+      if (!called(turn, "agent_task_send", "phase two")) return { tools: [{ name: "agent_task_send", arguments: { to, task: SECOND_TASK } }] };
+      if (lastSeen(turn, REFUSED) === undefined) return { text: "sent" };
+      return { text: "The worker refused the task: it has not paired with us. Telling my operator." };
+    }
+    if (!called(turn, "agent_task_send", "phase one")) return { tools: [{ name: "agent_task_send", arguments: { to, task: FIRST_TASK } }] };
+    return { text: "The worker's key is not paired, nothing was sent. Telling my operator." };
+  };
+}
+
 /** The message a process's model saw in a turn: every turn text containing `marker`. */
 function seenByModel(pi: PiProcess, marker: string): string[] {
   return pi.turns.flatMap((turn) => turn.messages.filter((message) => message.text.includes(marker)).map((message) => message.text));
+}
+
+/** The next notify's lines from record `from` on. */
+async function nextNotify(pi: PiProcess, from: number): Promise<string[]> {
+  const record = await pi.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify", 10_000, from);
+  return String(record.message).split("\n");
+}
+
+/** `/tasks` and `/tasks <id>` at `pi`: the board's lines and the task's detail lines. */
+async function boardAndDetail(pi: PiProcess, taskId: string): Promise<{ board: string[]; detail: string[] }> {
+  const boardFrom = pi.records.length;
+  pi.prompt("/tasks");
+  const board = await nextBoard(pi, boardFrom);
+  const detailFrom = pi.records.length;
+  pi.prompt(`/tasks ${taskId.slice(0, 8)}`);
+  return { board, detail: await nextNotify(pi, detailFrom) };
+}
+
+/** What the worker's side shows from record `from` on: what a test of "nothing reached it" checks. */
+function workerSince(worker: PiProcess, from: number) {
+  const records = worker.records.slice(from);
+  return {
+    runsStarted: records.filter((record) => record.type === "agent_start").length,
+    events: records.filter((record) => isCustom(record, EVENT_MESSAGE)).length,
+    rejected: records.filter(isRejectedEntry).map((record) => (record.entry as { data?: unknown }).data as Record<string, unknown>),
+  };
 }
 
 // -----------------------------------------------------------------------------------------------
 // Scenarios
 // -----------------------------------------------------------------------------------------------
 
-/** Two users: unpaired, the assignment is refused; paired through the CLI, the next one completes. */
+/** Two users: unpaired, nothing leaves; the origin paired, the worker refuses; both paired, it completes. */
 async function twoUsers() {
   const homeA = newHome("pi-tasks-home-origin-");
   const homeB = newHome("pi-tasks-home-worker-");
@@ -122,102 +180,68 @@ async function twoUsers() {
 
   const worker = pi({ session: "trust-worker", worker: true, home: homeB, brain: workerBrain("wrote the note") });
   const to = await waitForEndpoint(relay.url, "trust-worker");
-  const origin = pi({
-    session: "trust-origin",
-    home: homeA,
-    brain: (turn) => {
-      if (lastSeen(turn, SECOND_PROMPT) === undefined) {
-        if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: FIRST_TASK } }] };
-        const refused = lastSeen(turn, REFUSED);
-        if (refused === undefined) return { text: "sent" };
-        // The refusal is unverified: the model tells its operator and cancels only when told to.
-        if (lastSeen(turn, CANCEL_PROMPT) !== undefined && !called(turn, "agent_task_cancel")) return { tools: [{ name: "agent_task_cancel", arguments: { taskId: field(refused, "taskId")! } }] };
-        return { text: "The worker's side says it refused the task (UNKNOWN_PEER); telling my operator." };
-      }
-      if (!called(turn, "agent_task_send", "phase two")) return { tools: [{ name: "agent_task_send", arguments: { to, task: SECOND_TASK } }] };
-      const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
-      return { text: "ok" };
-    },
-  });
+  const origin = pi({ session: "trust-origin", home: homeA, brain: originBrain(to) });
 
-  // Phase 1: unpaired. Waits are soft so that a worker that (wrongly) trusted everyone fails the
-  // assertions below instead of a timeout here.
-  origin.prompt("Send the first task to the worker.");
-  const refusalArrived = await happened(origin, isEventMessage(REFUSED), 8_000);
-  const refusalAt = origin.records.findIndex(isEventMessage(REFUSED));
-  await happened(origin, (record) => record.type === "agent_settled", 8_000, Math.max(refusalAt, 0));
-  await happened(worker, isRejectedEntry, 3_000);
-  await happened(worker, (record) => record.type === "extension_ui_request" && record.method === "setStatus" && String(record.statusText).includes("rejected"), 3_000);
-  const boardFrom = origin.records.length;
-  origin.prompt("/tasks");
-  const board = await nextBoard(origin, boardFrom);
-  const firstTaskId = String(toolCalls(origin, "agent_task_send")[0]?.details.taskId);
-  const detailFrom = origin.records.length;
-  origin.prompt(`/tasks ${firstTaskId.slice(0, 8)}`);
-  const detail = await nextNotify(origin, detailFrom);
+  // Phase 1: unpaired both ways. Waits are soft so that a gate that (wrongly) let the task out fails
+  // the assertions below instead of a timeout here.
+  const start1 = { origin: origin.records.length, worker: worker.records.length };
+  origin.prompt(FIRST_PROMPT);
+  await happened(origin, isToolEnd("agent_task_send"), 10_000, start1.origin);
+  await happened(origin, isSettled, 10_000, start1.origin);
+  // Longer than an active poll: a late presentation, a hello counted as mail or a task leaving would show.
+  await Bun.sleep(1_500);
+  await happened(origin, isSettled, 10_000, origin.records.findLastIndex((record) => record.type === "agent_start"));
+  const firstTaskId = String((toolCalls(origin, "agent_task_send")[0]?.details.error as { details?: { taskId?: unknown } } | undefined)?.details?.taskId);
+  const phase1 = {
+    sends: toolCalls(origin, "agent_task_send"),
+    originEvents: eventMessages(origin),
+    worker: workerSince(worker, start1.worker),
+    workerTurns: worker.turns.length,
+    workerArchived: archiveRecords(worker),
+    workerStatus: statusTexts(worker),
+    ...(await boardAndDetail(origin, firstTaskId)),
+  };
+
+  // Phase 2: the origin's person pairs the worker with the shell's CLI; the worker still does not
+  // trust the origin. Both Pis keep running.
+  const pairedAtA = await piTasks(homeA, ["peers", "add", "worker", identityB.publicKey, "--yes"]);
+  const start2 = { origin: origin.records.length, worker: worker.records.length };
+  origin.prompt(SECOND_PROMPT);
+  const refusalArrived = await happened(origin, isEventMessage(REFUSED), 10_000, start2.origin);
+  await happened(origin, isSettled, 10_000, Math.max(origin.records.findIndex(isEventMessage(REFUSED)), start2.origin));
+  await happened(worker, isRejectedEntry, 3_000, start2.worker);
+  await happened(worker, isStatus(WORKER_IDLE), 3_000, start2.worker);
   // Longer than an active poll: a redelivery, a second refusal or a late presentation would show.
   await Bun.sleep(1_200);
-  const phase1 = {
+  const secondTaskId = String(toolCalls(origin, "agent_task_send")[1]?.details.taskId);
+  const phase2 = {
     refusalArrived,
-    workerTurns: worker.turns.length,
-    workerRunsStarted: worker.records.filter((record) => record.type === "agent_start").length,
-    workerEvents: eventMessages(worker),
-    workerArchived: archiveRecords(worker),
-    rejected: worker.appendedEntries(REJECTED_RECORD).map((entry) => entry.data as Record<string, unknown>),
-    workerStatus: statusTexts(worker),
-    originEvents: eventMessages(origin),
+    sends: toolCalls(origin, "agent_task_send").slice(1),
+    originEvents: eventMessages(origin).slice(phase1.originEvents.length),
     refusedMessages: origin.customMessages(EVENT_MESSAGE).filter((message) => String(message.content).startsWith(REFUSED)),
     originSeen: seenByModel(origin, REFUSED),
-    sends: toolCalls(origin, "agent_task_send"),
-    board,
-    detail,
+    worker: workerSince(worker, start2.worker),
+    workerStatus: statusTexts(worker),
+    ...(await boardAndDetail(origin, secondTaskId)),
   };
 
-  // The refusal was unverified, so the task stayed active. The operator accepts it: the model
-  // cancels the task, and the board shows it cancelled.
-  const cancelFrom = { origin: origin.records.length, worker: worker.records.length };
-  let boardAfter: string[] = [];
-  if (refusalArrived) {
-    origin.prompt(CANCEL_PROMPT);
-    await happened(origin, (record) => record.type === "tool_execution_end" && record.toolName === "agent_task_cancel", 8_000, cancelFrom.origin);
-    await happened(origin, (record) => record.type === "agent_settled", 8_000, cancelFrom.origin);
-    const boardFrom2 = origin.records.length;
-    origin.prompt("/tasks");
-    boardAfter = await nextBoard(origin, boardFrom2);
-    // The cancel reaches the worker, which never took the task: let its rejection show.
-    await happened(worker, isRejectedEntry, 3_000, cancelFrom.worker);
-  }
-  const cancel = {
-    calls: toolCalls(origin, "agent_task_cancel"),
-    board: boardAfter,
-    workerStarted: worker.records.slice(cancelFrom.worker).filter((record) => record.type === "agent_start").length,
-    workerRejected: worker.appendedEntries(REJECTED_RECORD).slice(phase1.rejected.length).map((entry) => entry.data as Record<string, unknown>),
-  };
-
-  // Phase 2: pair while both Pis keep running — the origin's side with the shell's CLI, the
-  // worker's side with the slash command its person types into Pi.
+  // Phase 3: the worker's person pairs the origin with the slash command typed into its Pi (no
+  // restart); the CLI then finds the same pair already made.
   const typedFrom = worker.records.length;
   worker.prompt(`/tasks pair origin ${identityA.publicKey}`);
   const pairedInPi = String((await worker.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks: paired"), 10_000, typedFrom)).message);
-  const [pairedAtA, pairedAtB] = await Promise.all([piTasks(homeA, ["peers", "add", "worker", identityB.publicKey, "--yes"]), piTasks(homeB, ["peers", "add", "origin", identityA.publicKey, "--yes"])]);
+  const pairedAtB = await piTasks(homeB, ["peers", "add", "origin", identityA.publicKey, "--yes"]);
   const [peersOfA, peersOfB] = await Promise.all([piTasks(homeA, ["peers", "list"]), piTasks(homeB, ["peers", "list"])]);
   const from = { origin: origin.records.length, worker: worker.records.length };
-  origin.prompt(SECOND_PROMPT);
-  await origin.waitFor(isAckEnd, 20_000, from.origin);
+  origin.prompt(THIRD_PROMPT);
+  await origin.waitFor(isToolEnd("agent_task_ack"), 20_000, from.origin);
   await worker.waitFor(isParentAcked, 15_000, from.worker);
   // The worker's footer catches up with its finished task at its next pass (up to an active poll later).
-  await happened(worker, (record) => record.type === "extension_ui_request" && record.statusText === WORKER_IDLE, 3_000, worker.records.findIndex(isParentAcked));
+  await happened(worker, isStatus(WORKER_IDLE), 3_000, worker.records.findIndex(isParentAcked));
   await Bun.sleep(500);
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const done = await stopped({ origin, worker });
-  return { identityA, identityB, pairedInPi, pairedAtA, pairedAtB, peersOfA, peersOfB, origin, worker, firstTaskId, phase1, cancel, from, entries, ...done };
-}
-
-/** The next notify's lines from record `from` on. */
-async function nextNotify(pi: PiProcess, from: number): Promise<string[]> {
-  const record = await pi.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify", 10_000, from);
-  return String(record.message).split("\n");
+  return { identityA, identityB, pairedInPi, pairedAtA, pairedAtB, peersOfA, peersOfB, origin, worker, firstTaskId, secondTaskId, phase1, phase2, from, entries, ...done };
 }
 
 /** One user: both Pis on the same explicit home delegate with no setup at all. */
@@ -231,7 +255,7 @@ async function oneUser() {
     brain: sendThenAckBrain(to, "Same user: write a short note."),
   });
   origin.prompt("Delegate a note to the worker.");
-  await origin.waitFor(isAckEnd, 20_000);
+  await origin.waitFor(isToolEnd("agent_task_ack"), 20_000);
   await worker.waitFor(isParentAcked, 15_000);
   const peersFile = existsSync(join(home, "peers.json"));
   const done = await stopped({ origin, worker });
@@ -259,7 +283,7 @@ afterAll(async () => {
 // Tests
 // -----------------------------------------------------------------------------------------------
 
-describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refused and the origin's model and human see why; after `pi-tasks peers add` on both sides it completes end to end", () => {
+describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task leaves; the origin paired, the worker refuses it; both paired, it completes end to end", () => {
   test("`pi-tasks identity --json` gives each home its own new identity", async () => {
     const { identityA, identityB } = await two;
     for (const identity of [identityA, identityB]) {
@@ -272,88 +296,53 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
     expect(identityA.fingerprint).not.toBe(identityB.fingerprint);
   });
 
-  test("unpaired: the worker's model never sees the task — no event message, no run started, nothing archived as a task event, not even after pairing", async () => {
+  test("unpaired: agent_task_send answers UNKNOWN_PEER naming the worker's fingerprint — nothing was sent, the task failed without effect", async () => {
+    const { phase1, identityB, firstTaskId } = await two;
+    expect(phase1.sends.map((call) => ({ task: call.args.task, isError: call.isError }))).toEqual([{ task: FIRST_TASK, isError: true }]);
+    const [send] = phase1.sends;
+    expect(send!.text.split("\n")[0]).toBe("## task error");
+    expect(field(send!.text, "code")).toBe("UNKNOWN_PEER");
+    expect(field(send!.text, "message")).toBe(`the worker at this endpoint is signed by key ${identityB.fingerprint}, which this identity has not paired with; nothing was sent to it`);
+    expect(field(send!.text, "retryable")).toBe("false");
+    const error = send!.details.error as { code?: unknown; details?: unknown };
+    expect(error.code).toBe("UNKNOWN_PEER");
+    expect(error.details).toEqual({ taskId: firstTaskId, status: "failed", noEffect: true });
+    expect(firstTaskId).toMatch(/^[0-9a-f-]{36}$/);
+    // The model read the failure in the tool's answer: the same failure is not shown (nor does it
+    // wake the model) a second time. (Had the tool answered `pending`, the event would tell it.)
+    expect(phase1.originEvents).toEqual([]);
+  });
+
+  test("unpaired: the worker's model never sees anything, and the worker archives and counts nothing (a hello is not mail)", async () => {
     const { phase1, worker } = await two;
-    expect(phase1.workerEvents).toEqual([]);
-    expect(phase1.workerArchived).toEqual([]);
+    expect(phase1.worker).toEqual({ runsStarted: 0, events: 0, rejected: [] });
     expect(phase1.workerTurns).toBe(0);
-    expect(phase1.workerRunsStarted).toBe(0);
-    // The refused assignment is never resurrected once the origin is paired.
+    expect(phase1.workerArchived).toEqual([]);
+    expect(phase1.workerStatus.filter((text) => text?.includes("rejected"))).toEqual([]);
+    expect(phase1.workerStatus.at(-1)).toBe("tasks: trust-worker · idle");
+    // Not even later: the first task's text never reached the worker.
     expect(seenByModel(worker, FIRST_TASK)).toEqual([]);
     expect(eventMessages(worker).filter((message) => message.content.includes(FIRST_TASK))).toEqual([]);
   });
 
-  test("unpaired: the worker archives one pi-tasks-rejected entry (UNKNOWN_PEER, naming the origin's key) and its footer says `1 rejected`", async () => {
-    const { phase1, identityA } = await two;
-    expect(phase1.rejected).toHaveLength(1);
-    const [rejected] = phase1.rejected;
-    expect(rejected!.code).toBe("UNKNOWN_PEER");
-    const details = rejected!.details as Record<string, unknown>;
-    expect({ key: details.key, fingerprint: details.fingerprint, claimedName: details.claimedName }).toEqual({
-      key: identityA.publicKey,
-      fingerprint: identityA.fingerprint,
-      claimedName: "trust-origin",
-    });
-    expect(phase1.workerStatus.at(-1)).toBe("tasks: trust-worker · idle · 1 rejected");
-  });
-
-  test("unpaired: the origin's model is woken with `## task refused by the worker` — reason UNKNOWN_PEER, the worker's fingerprint and key, marked unverified, and pairing left to the operator", async () => {
-    const { phase1, identityB, firstTaskId } = await two;
-    expect(phase1.refusalArrived).toBe(true);
-    expect(phase1.sends.map((call) => call.isError)).toEqual([false]);
-    expect(phase1.originEvents.map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([{ taskId: firstTaskId, type: "task.refused" }]);
-    const content = phase1.originEvents[0]!.content;
-    expect(content.split("\n")[0]).toBe(REFUSED);
-    expect(field(content, "taskId")).toBe(firstTaskId);
-    expect(field(content, "reason")).toBe("UNKNOWN_PEER");
-    expect(field(content, "refusedBy")).toBe(`key ${identityB.fingerprint} (claims to be "trust-worker", unverified)`);
-    expect(field(content, "refusedByKey")).toBe(identityB.publicKey);
-    // The frame names the refusal's own signer, an unpaired key with its claim marked unverified.
-    expect(content.split("\n")[1]).toBe(`> Peer mail from an unpaired key ${identityB.fingerprint} claiming to be "trust-worker" (unverified claim).`);
-    // An unpaired key's refusal could be forged by the relay: the task stays active until the
-    // origin's side decides (docs/security.md).
-    expect(field(content, "status")).toBe("active (refusal unverified)");
-    expect(content).toContain(`cancel it with agent_task_cancel (taskId ${firstTaskId}) if you accept the refusal`);
-    expect(content).toContain("Pairing is their decision, never yours");
-    expect(content).toContain("`/tasks pair NAME KEY`");
-    // The model read it in a turn: it was woken by it, nobody prompted it.
-    expect(phase1.originSeen.length).toBeGreaterThan(0);
-    expect(phase1.originSeen.every((text) => text.includes("- reason: UNKNOWN_PEER") && text.includes(identityB.fingerprint))).toBe(true);
-  });
-
-  test("unpaired: the origin's human sees it — the refusal is a displayed message, and /tasks lists the task to trust-worker with its task.refused event", async () => {
+  test("unpaired: the origin's /tasks lists the task to trust-worker as failed, created and failed locally", async () => {
     const { phase1, firstTaskId, identityA } = await two;
-    expect(phase1.refusedMessages.map((message) => message.display)).toEqual([true]);
     const { board, detail } = phase1;
     expect(board[0]).toBe("pi-tasks");
     expect(board[2]).toBe(`identity: ${identityA.fingerprint} · /tasks identity shows how to pair`);
-    expect(board).toContain("1 task · 1 active");
+    expect(board).toContain("1 task · 0 active");
     const line = board.find((candidate) => candidate.startsWith(`  ${firstTaskId.slice(0, 8)}`));
     expect(line).toBeDefined();
-    expect(line).toContain("  to trust-worker ");
-    expect(line).toContain("refused by the worker (unverified: it does not trust your identity) — pair, or cancel");
+    // No worker key is bound to it: the worker never sent task mail (its hello is not).
+    expect(line).toContain("  to `trust-worker` (unverified claim) [no key yet] — failed — review and acknowledge — ");
     expect(line).toContain(`"${FIRST_TASK}"`);
     expect(detail[0]).toBe(`task ${firstTaskId}`);
-    expect(detail.some((text) => text.startsWith("  status active;"))).toBe(true);
-    expect(detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, ""))).toEqual(["task.created", "task.refused"]);
+    expect(detail.some((text) => text.startsWith("  status failed;"))).toBe(true);
+    expect(detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, "").replace(/ — .*$/, ""))).toEqual(["task.created", "task.failed"]);
   });
 
-  test("unpaired: when the operator accepts the refusal the model cancels the task and /tasks shows it cancelled; the worker's model still never sees it", async () => {
-    const { cancel, firstTaskId } = await two;
-    expect(cancel.calls.map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: firstTaskId, isError: false }]);
-    expect(cancel.board).toContain("1 task · 0 active");
-    const line = cancel.board.find((candidate) => candidate.startsWith(`  ${firstTaskId.slice(0, 8)}`));
-    expect(line).toContain("  to trust-worker ");
-    expect(line).toContain(" — cancelled — ");
-    // The worker never took the task, so the cancel is rejected there too (a second rejected envelope).
-    expect(cancel.workerStarted).toBe(0);
-    expect(cancel.workerRejected.map((data) => ({ code: data.code, taskId: (data.details as Record<string, unknown>).taskId }))).toEqual([{ code: "UNKNOWN_TASK", taskId: firstTaskId }]);
-  });
-
-  test("`/tasks pair` in the worker's Pi and `pi-tasks peers add` at the origin pair each with the other's key (no Pi restart)", async () => {
-    const { pairedInPi, pairedAtA, pairedAtB, peersOfA, peersOfB, identityA, identityB } = await two;
-    expect(pairedInPi).toBe(`pi-tasks: paired origin (fingerprint ${identityA.fingerprint}); its mail is trusted from now on.`);
-    // The CLI then finds the same pair already made (the slash command wrote the same peers.json).
+  test("the origin's person pairs the worker with `pi-tasks peers add` while its Pi runs", async () => {
+    const { pairedAtA, identityB } = await two;
     expect({ ok: pairedAtA.ok, changed: pairedAtA.changed, name: pairedAtA.peer.name, key: pairedAtA.peer.key, fingerprint: pairedAtA.peer.fingerprint }).toEqual({
       ok: true,
       changed: true,
@@ -361,6 +350,71 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
       key: identityB.publicKey,
       fingerprint: identityB.fingerprint,
     });
+  });
+
+  test("the worker does not trust the origin: the second assignment leaves, and the worker refuses it before its model sees it — one pi-tasks-rejected entry (UNKNOWN_PEER, naming the origin's key and claimed name), footer `1 rejected`", async () => {
+    const { phase2, identityA, secondTaskId } = await two;
+    expect(phase2.sends.map((call) => ({ task: call.args.task, isError: call.isError, delivery: call.details.delivery, taskId: call.details.taskId }))).toEqual([
+      { task: SECOND_TASK, isError: false, delivery: "accepted", taskId: secondTaskId },
+    ]);
+    expect(phase2.sends[0]!.text).toContain("- delivery: relay acceptance only");
+    expect(phase2.worker.runsStarted).toBe(0);
+    expect(phase2.worker.events).toBe(0);
+    expect(phase2.worker.rejected).toHaveLength(1);
+    const [rejected] = phase2.worker.rejected;
+    expect(rejected!.code).toBe("UNKNOWN_PEER");
+    const details = rejected!.details as Record<string, unknown>;
+    expect({ key: details.key, fingerprint: details.fingerprint, claimedName: details.claimedName }).toEqual({
+      key: identityA.publicKey,
+      fingerprint: identityA.fingerprint,
+      claimedName: "trust-origin",
+    });
+    expect(phase2.workerStatus.at(-1)).toBe(WORKER_IDLE);
+  });
+
+  test("the origin's model is woken with `## task refused by the worker`, verified: the frame names the paired peer, reason UNKNOWN_PEER, the task failed, pairing left to the operator", async () => {
+    const { phase2, identityB, secondTaskId } = await two;
+    expect(phase2.refusalArrived).toBe(true);
+    // The refusal is the one message: the failure it caused is not a second one.
+    expect(phase2.originEvents.map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([{ taskId: secondTaskId, type: "task.refused" }]);
+    const content = phase2.originEvents[0]!.content;
+    expect(content.split("\n")[0]).toBe(REFUSED);
+    expect(content.split("\n")[1]).toBe(`> Peer mail from paired peer "worker" (key ${identityB.fingerprint}), signature verified.`);
+    expect(field(content, "taskId")).toBe(secondTaskId);
+    expect(field(content, "status")).toBe("failed");
+    expect(field(content, "reason")).toBe("UNKNOWN_PEER");
+    expect(field(content, "refusedBy")).toBe(`key ${identityB.fingerprint}, claiming the name \`trust-worker\` (unverified claim)`);
+    expect(field(content, "refusedByKey")).toBe(identityB.publicKey);
+    expect(content).toContain("The worker's pi-tasks (a key you trust) refused this assignment before its model saw it: it does not trust your identity. Nothing ran; the task failed.");
+    expect(content).not.toContain("agent_task_cancel");
+    expect(content).toContain("Pairing is their decision, never yours");
+    expect(content).toContain("`/tasks pair NAME KEY`");
+    // The model read it in a turn: it was woken by it, nobody prompted it.
+    expect(phase2.originSeen.length).toBeGreaterThan(0);
+    expect(phase2.originSeen.every((text) => text.includes("- reason: UNKNOWN_PEER") && text.includes(identityB.fingerprint))).toBe(true);
+  });
+
+  test("the origin's human sees it — the refusal is a displayed message, and /tasks lists the task to the paired worker as failed, refused (UNKNOWN_PEER), with its task.refused and task.failed events", async () => {
+    const { phase2, secondTaskId, firstTaskId } = await two;
+    expect(phase2.refusedMessages.map((message) => message.display)).toEqual([true]);
+    const { board, detail } = phase2;
+    expect(board).toContain("2 tasks · 0 active");
+    const line = board.find((candidate) => candidate.startsWith(`  ${secondTaskId.slice(0, 8)}`));
+    expect(line).toBeDefined();
+    expect(line).toContain("  to `trust-worker` (unverified claim) [worker ✓] — failed");
+    expect(line).toContain(`"${SECOND_TASK}"`);
+    expect(board.some((candidate) => candidate.startsWith(`  ${firstTaskId.slice(0, 8)}`))).toBe(true);
+    expect(detail[0]).toBe(`task ${secondTaskId}`);
+    expect(detail.some((text) => text.startsWith("  status failed;"))).toBe(true);
+    expect(detail).toContain(`  worker signer: paired peer "worker" (key ${(await two).identityB.fingerprint}), signature verified`);
+    expect(detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, "").replace(/ — .*$/, ""))).toEqual(["task.created", "task.refused", "task.failed"]);
+    // The failure the verified refusal caused (ASSIGNMENT_REFUSED, no effect) says why in its summary.
+    expect(detail.find((text) => / ago {2}task\.failed/.test(text))).toContain(`task.failed — "The worker refused the assignment (UNKNOWN_PEER`);
+  });
+
+  test("`/tasks pair` typed in the worker's Pi pairs the origin's key (no Pi restart); `pi-tasks peers add` then finds it made", async () => {
+    const { pairedInPi, pairedAtB, peersOfA, peersOfB, identityA, identityB } = await two;
+    expect(pairedInPi).toBe(`pi-tasks: paired origin (fingerprint ${identityA.fingerprint}); its mail is trusted from now on.`);
     expect({ ok: pairedAtB.ok, changed: pairedAtB.changed, name: pairedAtB.peer.name, key: pairedAtB.peer.key, fingerprint: pairedAtB.peer.fingerprint }).toEqual({
       ok: true,
       changed: false,
@@ -372,34 +426,36 @@ describe("two Pis with different PI_TASKS_HOME, unpaired: the assignment is refu
     expect(peersOfB.peers.map((peer: { name: string; key: string }) => [peer.name, peer.key])).toEqual([["origin", identityA.publicKey]]);
   });
 
-  test("paired: the second task completes end to end — the worker works on it and calls agent_task_done, the origin's model is woken with the completion and acknowledges it", async () => {
-    const { origin, worker, from, firstTaskId } = await two;
+  test("paired both ways: the third task completes end to end — the worker works on it and calls agent_task_done, the origin's model is woken with the completion and acknowledges it", async () => {
+    const { origin, worker, from, firstTaskId, secondTaskId } = await two;
     const sends = toolCalls(origin, "agent_task_send");
-    expect(sends.map((call) => call.isError)).toEqual([false, false]);
-    const secondTaskId = String(sends[1]!.details.taskId);
-    expect(secondTaskId).not.toBe(firstTaskId);
-    // The worker's model got the second task and only it.
-    expect(eventMessages(worker).map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([{ taskId: secondTaskId, type: "task.created" }]);
-    expect(eventMessages(worker)[0]!.content).toContain(SECOND_TASK);
+    expect(sends.map((call) => call.isError)).toEqual([true, false, false]);
+    const thirdTaskId = String(sends[2]!.details.taskId);
+    expect(new Set([firstTaskId, secondTaskId, thirdTaskId]).size).toBe(3);
+    expect(sends[2]!.details.delivery).toBe("accepted");
+    // The worker's model got the third task and only it.
+    expect(eventMessages(worker).map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([{ taskId: thirdTaskId, type: "task.created" }]);
+    expect(quotedText(eventMessages(worker)[0]!.content)).toBe(THIRD_TASK);
     const done = toolCalls(worker, "agent_task_done");
-    expect(done.map((call) => ({ taskId: call.args.taskId, status: call.args.status, isError: call.isError }))).toEqual([{ taskId: secondTaskId, status: "completed", isError: false }]);
+    expect(done.map((call) => ({ taskId: call.args.taskId, status: call.args.status, isError: call.isError }))).toEqual([{ taskId: thirdTaskId, status: "completed", isError: false }]);
     // The origin's model was woken with the completion and acknowledged it.
     const completed = eventMessages(origin).filter((event) => event.type === "task.completed");
-    expect(completed.map((event) => event.taskId)).toEqual([secondTaskId]);
-    expect(field(completed[0]!.content, "summary")).toBe("wrote the note");
-    expect(seenByModel(origin, "## task completed").some((text) => text.includes(secondTaskId))).toBe(true);
+    expect(completed.map((event) => event.taskId)).toEqual([thirdTaskId]);
+    expect(quotedText(completed[0]!.content)).toBe("wrote the note");
+    expect(seenByModel(origin, "## task completed").some((text) => text.includes(thirdTaskId))).toBe(true);
     const acks = toolCalls(origin, "agent_task_ack");
-    expect(acks.map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: secondTaskId, isError: false }]);
+    expect(acks.map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: thirdTaskId, isError: false }]);
     expect(acks[0]!.index).toBeGreaterThan(from.origin);
     // No new rejection once paired.
-    expect(worker.appendedEntries(REJECTED_RECORD)).toHaveLength(2);
+    expect(worker.appendedEntries(REJECTED_RECORD)).toHaveLength(1);
     expect(statusTexts(worker).at(-1)).toBe(WORKER_IDLE);
   });
 
-  test("paired: each side's rendered events open with the peer frame naming the paired peer name and its fingerprint", async () => {
+  test("paired both ways: each side's rendered events open with the peer frame naming the paired peer name and its fingerprint", async () => {
     const { origin, worker, identityA, identityB } = await two;
     const assignment = eventMessages(worker).find((event) => event.type === "task.created")!;
     expect(assignment.content.split("\n").slice(0, 2)).toEqual(["## task assignment", `> Peer mail from paired peer "origin" (key ${identityA.fingerprint}), signature verified.`]);
+    expect(field(assignment.content, "from")).toEndWith(', signed by paired peer "origin"');
     const completed = eventMessages(origin).find((event) => event.type === "task.completed")!;
     expect(completed.content.split("\n").slice(0, 2)).toEqual(["## task completed", `> Peer mail from paired peer "worker" (key ${identityB.fingerprint}), signature verified.`]);
   });
@@ -419,7 +475,7 @@ describe("two Pis sharing one PI_TASKS_HOME: everything works as before, with no
     expect(identity.created).toBe(false);
     const completed = eventMessages(origin).filter((event) => event.type === "task.completed");
     expect(completed).toHaveLength(1);
-    expect(field(completed[0]!.content, "summary")).toBe("done on my side");
+    expect(quotedText(completed[0]!.content)).toBe("done on my side");
     expect(completed[0]!.content.split("\n")[1]).toBe(`> Peer mail from a session of your own identity (key ${identity.fingerprint}), signature verified.`);
     const assignment = eventMessages(worker).filter((event) => event.type === "task.created");
     expect(assignment).toHaveLength(1);

@@ -158,7 +158,7 @@ describe("errors are isError results with code, retryable and details", () => {
 describe("successful operations", () => {
   test("send reports relay acceptance only (not execution) and names the task; the core, not the tool, requests the refresh", async () => {
     const h = harness();
-    h.outcome = { value: { taskId: "t-9", envelopeId: "e-9", target: TO } };
+    h.outcome = { value: { taskId: "t-9", envelopeId: "e-9", target: TO, delivery: "accepted" } };
     const result = await h.tools.agent_task_send!.execute("call", { to: TO, task: "do it" }, undefined);
     expect(result.isError).toBeUndefined();
     expect(text(result)).toContain("- taskId: t-9");

@@ -18,6 +18,7 @@ import { createTaskStore } from "../../src/store/task-store.ts";
 import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
 import { failure, settlesWithin, withUnhandledRejections } from "../../kit/async.ts";
 import { drain, relayBacklog, tryDrain } from "../../kit/drain.ts";
+import { introduce } from "../../kit/introduce.ts";
 import { createJumpTimers, type JumpTimers } from "../../kit/jump-timers.ts";
 import type { ObservedParty } from "../../kit/observed-party.ts";
 import { expectAllPresentedOnce, expectFrontierBelowPending, expectOneTerminalWinner, faultRig, faultSetup } from "../helpers/fault-kit.ts";
@@ -123,7 +124,7 @@ describe("lost replies", () => {
     const acks = acksOf(r.proxy, created.envelopeId);
     expect(acks.length).toBe(2);
     expect(acks[1]!.text).toBe(acks[0]!.text);
-    const repaired = repliesTo(r.worker, "acknowledge").filter((entry) => entry.reply !== undefined);
+    const repaired = repliesTo(r.worker, "acknowledge").filter((entry) => entry.reply !== undefined && (entry.request as Body).envelopeId === created.envelopeId);
     expect(repaired.map((entry) => (entry.reply!.value as { duplicate: boolean }).duplicate)).toEqual([true]);
 
     await finish(r);
@@ -242,6 +243,7 @@ describe("relay loss", () => {
     const worker = make("worker");
     fx.defer(() => Promise.allSettled([origin.close(), worker.close()]));
     const before = { origin: await origin.run((core) => core.connect()), worker: await worker.run((core) => core.connect()) };
+    await introduce(origin.current(), worker.current());
     const created = await origin.run((core) => core.createTask({ to: before.worker, task: "survives the relay" }));
     await worker.refresh();
     await origin.refresh();
@@ -530,6 +532,7 @@ describe("local store capacity", () => {
     const worker = createTaskCore({ store: createTaskStore({ maxRecords }), session: fake.session("worker"), timers, host });
     await origin.connect();
     await worker.connect();
+    await introduce(origin, worker);
     const taskIds: string[] = [];
     const thrown: string[] = [];
     let reported = 0;

@@ -17,6 +17,8 @@ import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.
 import { processLocalTrust } from "../../src/core/trust.ts";
 import type { PresentationHost } from "../../src/core/host.ts";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { clearPayload, sealedTo } from "../../kit/sealed.ts";
 import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
 import {
@@ -49,7 +51,7 @@ import { useRelayFixture } from "../helpers/relay-fixture.ts";
  */
 function forged(...args: Parameters<typeof encodeEnvelope>): Record<string, unknown> {
   const [source, target, taskId, kind, inner, createdAtMs] = args;
-  return JSON.parse(encodeEnvelope(source, target, taskId, kind, inner, createdAtMs, processLocalTrust()).text) as Record<string, unknown>;
+  return JSON.parse(encodeEnvelope(source, target, taskId, kind, inner, createdAtMs, processLocalTrust(), undefined, sealedTo()).text) as Record<string, unknown>;
 }
 
 setDefaultTimeout(30_000);
@@ -116,6 +118,7 @@ async function fakeWorld(options: { originHost?: MemoryHost; workerHost?: Memory
   }
   const origin = await party("origin", options.originHost);
   const worker = await party("worker", options.workerHost);
+  await introduce(origin.core, worker.core, (core) => drive(core.refresh()));
   const world: FakeWorld = {
     timers,
     relay,
@@ -267,12 +270,14 @@ describe("failure history (docs/failure-history.md)", () => {
     w.relay.hook("send", () => {
       if (vanish) throw new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "send" } });
     });
+    // (The store holds only the checkpoint its introduction to the worker moved.)
+    const records = coreInternals(w.origin.core).store.stats().records;
     const blocked = await failure(w.drive(w.origin.core.createTask({ to, task: "vanished" })));
     vanish = false;
     expect(blocked.code).toBe("TARGET_NOT_REGISTERED");
     expect(blocked.details).toMatchObject({ delivery: "blocked", created: false });
     expect(w.origin.core.listTasks()).toEqual([]);
-    expect(coreInternals(w.origin.core).store.stats().records).toBe(0);
+    expect(coreInternals(w.origin.core).store.stats().records).toBe(records);
 
     // Uncertain: the task stays active and its envelope is retried.
     let uncertain = true;
@@ -375,8 +380,9 @@ describe("failure history (docs/failure-history.md)", () => {
         await w.timers.timeout(100);
         acked += 1;
       });
+      const acksBefore = w.relay.count("acknowledge");
       const pass = w.worker.core.refresh().catch(() => undefined);
-      for (let tries = 0; tries < 100 && w.relay.count("acknowledge") === 0; tries += 1) await w.timers.advance(1);
+      for (let tries = 0; tries < 100 && w.relay.count("acknowledge") === acksBefore; tries += 1) await w.timers.advance(1);
       w.relay.hook("send", () => w.timers.timeout(100));
       const message = w.origin.core.message({ taskId: created.taskId, type: "information", message: "late send" }).catch((error: TaskError) => error);
       await w.timers.advance(10);
@@ -424,6 +430,7 @@ describe("failure history (docs/failure-history.md)", () => {
   test("regression #8: two endpoints' stores never share state; one core never sends another's envelope", async () => {
     const w = await fakeWorld();
     const third = await w.party("third");
+    for (const from of [w.origin, w.worker]) await introduce(from.core, third.core, (core) => w.drive(core.refresh()));
     expect(coreInternals(w.origin.core).store).not.toBe(coreInternals(w.worker.core).store);
     // The origin's envelope to the third party is stuck in a capacity cooldown.
     let refuse = true;
@@ -500,6 +507,7 @@ describe("failure history (docs/failure-history.md)", () => {
   test("regression #11: one undeliverable envelope blocks no other send, receive or timeout, and its error stays its own", async () => {
     const w = await fakeWorld();
     const lost = await w.party("lost");
+    await introduce(w.origin.core, lost.core, (core) => w.drive(core.refresh()));
     const sent: string[] = [];
     w.relay.hook("send", ({ body: request }) => {
       sent.push((request.envelope as { envelopeId: string }).envelopeId);
@@ -562,7 +570,7 @@ describe("failure history (docs/failure-history.md)", () => {
       { name: "target not registered", rule: { kind: "reply", status: 404, body: relayError("TARGET_NOT_REGISTERED", { retryable: true }) }, code: "TARGET_NOT_REGISTERED", retryable: false },
     ];
     for (const { name, rule, code, retryable } of cases) {
-      r.proxy.push({ operation: "send", ...rule, when: (request: ProxyRequest) => body(request).envelope?.payload?.payload?.task?.task === name } as Parameters<FaultProxy["push"]>[0]);
+      r.proxy.push({ operation: "send", ...rule, when: (request: ProxyRequest) => clearPayload(body(request).envelope?.payload)?.payload?.task?.task === name } as Parameters<FaultProxy["push"]>[0]);
       const error = await failure(r.origin.core.createTask({ to, task: name }));
       expect({ name, code: error.code, retryable: error.retryable, operation: error.details.operation }).toEqual({ name, code, retryable, operation: "send" });
       // A refusal for good creates no task; a retryable failure keeps one, its assignment pending.
@@ -582,6 +590,7 @@ describe("failure history (docs/failure-history.md)", () => {
   test("regression #13: TARGET_NOT_REGISTERED is quarantined and never retried; after endpoint rotation old-source envelopes and the cursor are gone", async () => {
     const r = await rig();
     const gone = await r.party();
+    await introduce(r.origin.core, gone.core);
     const task = await r.origin.core.createTask({ to: gone.core.endpoint()!, task: "to a leaver" });
     await gone.core.refresh();
     await coreInternals(gone.core).session.disconnect();
@@ -604,6 +613,7 @@ describe("failure history (docs/failure-history.md)", () => {
     const rotating = createRecoveringTaskCore({ url: r.proxy.url, callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers: r.timers });
     fx.defer(() => rotating.close());
     const old = await rotating.run((core) => core.connect());
+    await introduce(rotating.current(), r.worker.core);
     const held = await rotating.run((core) => core.createTask({ to: r.worker.core.endpoint()!, task: "before rotation" }));
     await r.worker.core.refresh();
     r.proxy.push({ operation: "send", kind: "capacity", times: Number.POSITIVE_INFINITY, when: fromEndpoint(old) });
@@ -806,7 +816,7 @@ describe("failure history (docs/failure-history.md)", () => {
 
     await r.worker.core.refresh();
     const terminal = (request: ProxyRequest) => {
-      const payload = body(request).envelope?.payload as { kind?: string; payload?: { type?: string } } | undefined;
+      const payload = clearPayload(body(request).envelope?.payload);
       return payload?.kind === "intent" && payload.payload?.type === "task.completed";
     };
     r.proxy.push({ operation: "send", kind: "drop-reply", when: terminal });
@@ -923,7 +933,7 @@ describe("failure history (docs/failure-history.md)", () => {
     ];
     const taskIds: string[] = [];
     for (const { name, rule, code } of notAccepted) {
-      r.proxy.push({ operation: "send", ...rule, when: (request: ProxyRequest) => body(request).envelope?.payload?.payload?.task?.task === name } as Parameters<FaultProxy["push"]>[0]);
+      r.proxy.push({ operation: "send", ...rule, when: (request: ProxyRequest) => clearPayload(body(request).envelope?.payload)?.payload?.task?.task === name } as Parameters<FaultProxy["push"]>[0]);
       const error = await failure(r.origin.core.createTask({ to, task: name }));
       expect({ name, code: error.code }).toEqual({ name, code });
       const envelopeId = error.details.envelopeId as string;
@@ -964,6 +974,8 @@ describe("failure history (docs/failure-history.md)", () => {
       },
     });
     fx.defer(() => configured.close());
+    await configured.run((core) => core.connect());
+    await introduce(configured.current(), worker.core);
     const created = await configured.run((core) => core.createTask({ to: worker.core.endpoint()!, task: "before the rebind" }));
     const core = configured.current();
     const oldEndpoint = core.endpoint()!;

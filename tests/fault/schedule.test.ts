@@ -33,6 +33,7 @@ import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import { drain, relayBacklog } from "../../kit/drain.ts";
+import { clearEnvelope, clearPayload, isHello } from "../../kit/sealed.ts";
 import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
 import { createObservedParty, type ObservedParty } from "../../kit/observed-party.ts";
 import { closeParties } from "../../kit/party.ts";
@@ -200,7 +201,7 @@ function checkFifo(accepted: readonly Accepted[], violations: string[]): void {
 
 /** The receipt's event id, when an envelope carries a delivery receipt intent. */
 function receiptEventOf(envelope: Record<string, unknown>): string | undefined {
-  const payload = (envelope as unknown as TaskEnvelope).payload;
+  const payload = clearPayload(envelope.payload);
   if (payload?.kind !== "intent") return undefined;
   const intent = payload.payload as { type?: string; payload?: { eventId?: string; state?: string } };
   return intent.type === "task.delivery_receipt" && intent.payload?.state === "confirmed" ? intent.payload.eventId : undefined;
@@ -304,7 +305,8 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
         if (fault?.kind === "before") throw fault.error;
         const acceptance = await inner.send(encoded, signal);
         const envelopeId = envelope.envelopeId as string;
-        if (!acceptance.duplicate && !acceptedIds.has(envelopeId)) {
+        // Hellos leave outside the outbox (src/core/proofs.ts): they have no place in its order.
+        if (!isHello(envelope) && !acceptance.duplicate && !acceptedIds.has(envelopeId)) {
           const store = coreInternals(side().core).store;
           const seq = store.getOutbox(envelopeId)?.seq ?? store.getQuarantine(envelopeId)?.seq ?? -1;
           accepted.push({ sender: side().name, target: (envelope.target as TaskEndpoint).id, envelopeId, seq });
@@ -414,7 +416,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
       const short = rand.chance(0.2);
       const n = (created += 1);
       start(`create ${side.name}->${target.name} #${n}${short ? " short" : ""}`, side, () =>
-        side.core.createTask({ to: target.core.endpoint()!, task: `task ${n}`, independent: true, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) }),
+        side.core.createTask({ to: target.core.endpoint()!, task: `task ${n}`, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) }, { lineage: "root" }),
         (value) => {
           const taskId = (value as { taskId?: string }).taskId;
           if (taskId !== undefined) tasks.push({ taskId, origin: side.index, target: target.index });
@@ -537,7 +539,7 @@ function seenDeliveries(party: ObservedParty): Map<string, Seen> {
   for (const entry of party.replies) {
     if (entry.operation !== "receive" || entry.reply?.ok !== true) continue;
     const deliveries = (entry.reply.value as { deliveries?: { cursor: string; envelope: TaskEnvelope }[] }).deliveries ?? [];
-    for (const delivery of deliveries) if (!seen.has(delivery.envelope.envelopeId)) seen.set(delivery.envelope.envelopeId, { envelope: delivery.envelope, cursor: BigInt(delivery.cursor) });
+    for (const delivery of deliveries) if (!seen.has(delivery.envelope.envelopeId)) seen.set(delivery.envelope.envelopeId, { envelope: clearEnvelope(delivery.envelope), cursor: BigInt(delivery.cursor) });
   }
   return seen;
 }
@@ -623,7 +625,7 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
       const roll = rand.int(100);
       if (roll < 25) {
         trace.push(`create p${index}`);
-        const outcome = await side.core.createTask({ to: other.core.endpoint()!, task: `real ${step}`, independent: true, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) }).then(
+        const outcome = await side.core.createTask({ to: other.core.endpoint()!, task: `real ${step}`, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) }, { lineage: "root" }).then(
           (value) => value.taskId,
           (raw) => record(`create p${index}`)(raw).details.taskId as string | undefined,
         );

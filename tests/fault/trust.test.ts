@@ -2,17 +2,26 @@
  * The trust gate against a malicious relay: the REAL relay behind the fault proxy, whose `rewrite`
  * rule swaps one delivery of a `receive` page (the "carrier") for an attack. Every attack rides on
  * a task between two parties that trust each other (the process identity), between a legitimate
- * message before it and one after it:
+ * message before it and one after it.
  *
- * | attack                                              | victim | code             |
- * | --------------------------------------------------- | ------ | ---------------- |
- * | a canonical event turned into a cancel              | worker | SIGNATURE_INVALID |
- * | an earlier event replayed in another envelope       | worker | REPLAYED_EVENT   |
- * | an event for another worker re-targeted here        | worker | NOT_ADDRESSED    |
- * | a canonical event with its signature stripped       | worker | UNSIGNED_EVENT   |
- * | an assignment signed by an unpaired key             | worker | UNKNOWN_PEER     |
- * | a canonical event re-signed by an unpaired key      | worker | NOT_AUTHORIZED   |
- * | a worker's `completed` flipped to `failed`          | origin | SIGNATURE_INVALID |
+ * Mail is sealed (src/trust/sealing.ts), so a relay without keys can only flip, replay or re-address
+ * boxes it cannot read, or seal forgeries of its own under keys nobody paired ("sealed" below). The
+ * gate behind the seal is tested too, by a relay handed the parties' seal keys ("opened"): it opens
+ * the carrier, doctors it and seals it again.
+ *
+ * | attack                                              | relay  | victim | code              |
+ * | --------------------------------------------------- | ------ | ------ | ----------------- |
+ * | one byte of the sealed box flipped                  | sealed | worker | SEAL_INVALID      |
+ * | an earlier sealed event replayed in another envelope| sealed | worker | REPLAYED_EVENT    |
+ * | a box for another worker re-addressed here          | sealed | worker | NOT_ADDRESSED     |
+ * | an assignment sealed and signed by an unpaired key  | sealed | worker | UNKNOWN_PEER      |
+ * | a canonical event re-signed by an unpaired key      | opened | worker | NOT_AUTHORIZED    |
+ * | a canonical event turned into a cancel              | opened | worker | SIGNATURE_INVALID |
+ * | a canonical event with its signature stripped       | opened | worker | UNSIGNED_EVENT    |
+ * | a worker's `completed` flipped to `failed`          | opened | origin | SIGNATURE_INVALID |
+ *
+ * (The parties of a test share one identity, so a box for another worker opens here and the
+ * signature's addressee refuses it; between distinct identities the box itself would not open.)
  *
  * Each time: the attack is never presented, no task state changes, the victim counts it under its
  * code (and its host records it), the legitimate mail around it is presented in order, and nothing
@@ -27,6 +36,9 @@ import { generateIdentity } from "../../src/trust/keys.ts";
 import { signPayload } from "../../src/trust/signing.ts";
 import type { ProxyRequest } from "../../kit/fault-proxy.ts";
 import { drain, relayBacklog } from "../../kit/drain.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { clearEnvelope, clearPayload, resealed, sealedTo } from "../../kit/sealed.ts";
+import type { Identity } from "../../src/trust/keys.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
@@ -41,6 +53,8 @@ interface WirePayload {
   kind: EnvelopeKind;
   payload: any;
   signature?: SignatureBlock;
+  /** A sealed payload's box (src/trust/sealing.ts) instead of `payload` and `signature`. */
+  sealed?: any;
 }
 
 interface WireEnvelope {
@@ -68,8 +82,8 @@ function sentEnvelope(envelopeId: string): WireEnvelope {
 
 /**
  * From now on, every `receive` reply to `victim` carries `attack(carrier)` in place of the carrier
- * delivery (built once, so a redelivery before the ACK is the same forgery). Returns how many
- * replies were rewritten.
+ * delivery, as it travels (built once, so a redelivery before the ACK is the same forgery). Returns
+ * how many replies were rewritten.
  */
 function substitute(victim: Party, carrierId: string, attack: (carrier: WireEnvelope) => WireEnvelope): () => number {
   const me = victim.core.endpoint()!;
@@ -101,8 +115,9 @@ async function party(): Promise<Party> {
   return created;
 }
 
-/** O assigns a task to W; W's pass presents it, O's pass takes the receipt. */
+/** O assigns a task to W (introduced first); W's pass presents it, O's pass takes the receipt. */
 async function assign(origin: Party, worker: Party, text: string): Promise<string> {
+  await introduce(origin.core, worker.core);
   const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: text });
   await worker.core.refresh();
   await origin.core.refresh();
@@ -145,13 +160,20 @@ interface WorkerStage {
 interface WorkerAttack {
   readonly name: string;
   readonly code: string;
+  /**
+   * What the relay can do: "sealed" forges on the wire as it travels (the carrier as a sealed box);
+   * "opened" is handed the carrier opened and seals its forgery again as `sealer` (default the
+   * parties' identity).
+   */
+  readonly relay: "sealed" | "opened";
+  readonly sealer?: Identity;
   /** Runs before the three messages (e.g. a second worker and its mail). */
   prepare?(stage: Omit<WorkerStage, "before">): Promise<unknown>;
-  /** The envelope the relay serves in place of the carrier. */
+  /** The envelope the relay serves in place of the carrier (as the relay holds it: sealed or opened). */
   forge(carrier: WireEnvelope, stage: WorkerStage): WireEnvelope;
   /** Rejections the origin counts (default none). */
   readonly originRejections?: Record<string, number>;
-  /** Extra checks after the drain. */
+  /** Extra checks after the drain; `forged` is the forgery opened where it can be. */
   check?(stage: WorkerStage, forged: WireEnvelope): Promise<void> | void;
 }
 
@@ -159,24 +181,38 @@ const unpaired = generateIdentity().identity;
 
 let secondWorker: { party: Party; taskId: string; message: MessageResult } | undefined;
 
+/** The forgery as it travels: an opened relay seals it again. */
+function onWire(attack: Pick<WorkerAttack, "relay" | "sealer">, forged: WireEnvelope): WireEnvelope {
+  return attack.relay === "opened" ? (resealed(forged as never, attack.sealer) as WireEnvelope) : forged;
+}
+
+/** `forge` applied to the carrier as the attack's relay holds it. */
+function forgeFrom(attack: Pick<WorkerAttack, "relay" | "sealer">, carrier: WireEnvelope, forge: (held: WireEnvelope) => WireEnvelope): WireEnvelope {
+  return onWire(attack, forge(attack.relay === "opened" ? (clearEnvelope(carrier) as WireEnvelope) : carrier));
+}
+
 const workerAttacks: WorkerAttack[] = [
   {
-    name: "forged cancel: the carrier's canonical event becomes task.cancelled, its signature kept",
-    code: "SIGNATURE_INVALID",
+    name: "flipped box: one byte of the carrier's sealed box changed",
+    code: "SEAL_INVALID",
+    relay: "sealed",
     forge: (carrier) => {
-      carrier.payload.payload.type = "task.cancelled";
-      carrier.payload.payload.payload = { summary: "forged" };
+      const box = Buffer.from(carrier.payload.sealed.box, "base64url");
+      box[0] = box[0]! ^ 0x01;
+      carrier.payload.sealed.box = box.toString("base64url");
       return carrier;
     },
   },
   {
-    name: "replay: the carrier's envelope carries a copy of the earlier 'before' event",
+    name: "replay: the carrier's envelope carries a copy of the earlier 'before' box",
     code: "REPLAYED_EVENT",
+    relay: "sealed",
     forge: (carrier, stage) => ({ ...sentEnvelope(stage.before.envelopeId), envelopeId: carrier.envelopeId }),
   },
   {
-    name: "re-target: an event the origin signed for another worker, re-addressed to this worker",
+    name: "re-target: a box the origin sealed for another worker, re-addressed to this worker",
     code: "NOT_ADDRESSED",
+    relay: "sealed",
     prepare: async (stage) => {
       const other = await party();
       stage.involve(other);
@@ -195,17 +231,11 @@ const workerAttacks: WorkerAttack[] = [
     },
   },
   {
-    name: "strip: the carrier's signature is deleted",
-    code: "UNSIGNED_EVENT",
-    forge: (carrier) => {
-      delete carrier.payload.signature;
-      return carrier;
-    },
-  },
-  {
-    name: "unpaired key, assignment: a new task from the origin's endpoint, signed by a key nobody paired",
+    name: "unpaired key, assignment: a new task from the origin's endpoint, signed and sealed by a key nobody paired",
     code: "UNKNOWN_PEER",
-    // The worker refuses it back to the origin's endpoint; the origin knows no such task.
+    relay: "sealed",
+    // The worker refuses it back to the origin's endpoint, sealed to the forger's key; the origin
+    // (here sharing the worker's identity, so it opens it as its sender could) knows no such task.
     originRejections: { UNKNOWN_TASK: 1 },
     forge: (carrier, stage) => {
       const origin = stage.origin.core.endpoint()!;
@@ -213,7 +243,7 @@ const workerAttacks: WorkerAttack[] = [
       const now = Date.now();
       const task: TaskRecord = { ...record(stage.origin.core, stage.taskId), taskId: crypto.randomUUID(), task: "a task from an unpaired key", createdAt: now, expiresAt: now + 3_600_000 };
       const event = makeEvent(task, "task.created", "1", now, { task: task.task });
-      const encoded = encodeEnvelope(origin, worker, task.taskId, "assignment", { task, event }, now, { identity: unpaired });
+      const encoded = encodeEnvelope(origin, worker, task.taskId, "assignment", { task, event }, now, { identity: unpaired }, undefined, sealedTo());
       return { ...(JSON.parse(encoded.text) as WireEnvelope), envelopeId: carrier.envelopeId };
     },
     check: (stage, forged) => {
@@ -226,18 +256,41 @@ const workerAttacks: WorkerAttack[] = [
         .filter((request) => request.operation === "send" && body(request).envelope?.payload.taskId === taskId)
         .map((request) => {
           const envelope = body(request).envelope!;
-          return { source: envelope.source.id, target: envelope.target.id, kind: envelope.payload.kind, type: envelope.payload.payload.type, reason: envelope.payload.payload.payload.reason };
+          // Sealed to the forger's key: the forger opens it.
+          const opened = clearPayload(envelope.payload, unpaired)!;
+          return { source: envelope.source.id, target: envelope.target.id, kind: opened.kind, type: opened.payload.type, reason: opened.payload.payload.reason };
         });
       expect(refusals[0]).toEqual({ source: stage.worker.core.endpoint()!.id, target: stage.origin.core.endpoint()!.id, kind: "intent", type: "task.refused", reason: "UNKNOWN_PEER" });
       expect(stage.origin.host.rejections.map((rejection) => rejection.code)).toEqual(["UNKNOWN_TASK"]);
     },
   },
   {
-    name: "unpaired key, canonical event: the carrier re-signed by a key nobody paired",
+    name: "unpaired key, canonical event: the carrier re-signed (and sealed) by a key nobody paired",
     code: "NOT_AUTHORIZED",
+    relay: "opened",
+    sealer: unpaired,
     forge: (carrier, stage) => {
       const { taskId, kind, payload } = carrier.payload;
       carrier.payload.signature = signPayload({ taskId, kind, payload }, { identity: unpaired, from: stage.origin.core.endpoint()!, to: stage.worker.core.endpoint()!, atMs: Date.now() });
+      return carrier;
+    },
+  },
+  {
+    name: "forged cancel: the carrier's canonical event becomes task.cancelled, its signature kept",
+    code: "SIGNATURE_INVALID",
+    relay: "opened",
+    forge: (carrier) => {
+      carrier.payload.payload.type = "task.cancelled";
+      carrier.payload.payload.payload = { summary: "forged" };
+      return carrier;
+    },
+  },
+  {
+    name: "strip: the carrier's signature is deleted (unsigned mail travels in the clear)",
+    code: "UNSIGNED_EVENT",
+    relay: "opened",
+    forge: (carrier) => {
+      delete carrier.payload.signature;
       return carrier;
     },
   },
@@ -259,7 +312,11 @@ describe("a malicious relay, at the worker", () => {
       const carrier = await origin.core.message({ taskId, type: "information", message: "carrier" });
       const stage: WorkerStage = { ...base, taskId, before };
       let forged: WireEnvelope | undefined;
-      const rewritten = substitute(worker, carrier.envelopeId, (envelope) => (forged = attack.forge(envelope, stage)));
+      const rewritten = substitute(worker, carrier.envelopeId, (envelope) => {
+        const wire = forgeFrom(attack, envelope, (held) => attack.forge(held, stage));
+        forged = clearEnvelope(wire) as WireEnvelope;
+        return wire;
+      });
       const after = await origin.core.message({ taskId, type: "information", message: "after" });
 
       await worker.core.refresh();
@@ -273,7 +330,7 @@ describe("a malicious relay, at the worker", () => {
       // Never presented: only the assignment and the legitimate messages, in order.
       expect(insertedFor(worker, taskId).map((item) => item.eventId)).toEqual([createdId, before.eventId!, after.eventId!]);
       expect(worker.host.insertedIds()).not.toContain(carrier.eventId!);
-      expect(worker.host.insertedIds().filter((id) => id === forged!.payload.payload.eventId).length).toBeLessThanOrEqual(1);
+      expect(worker.host.insertedIds().filter((id) => id === forged!.payload?.payload?.eventId).length).toBeLessThanOrEqual(1);
       // No state change: the task moved only by the legitimate messages.
       expect(worker.core.getTask(taskId).status).toBe("active");
       expect(eventIds(worker.core, taskId)).toEqual([...eventsBefore, before.eventId!, after.eventId!]);
@@ -286,7 +343,7 @@ describe("a malicious relay, at the worker", () => {
 // -- origin-side attack ----------------------------------------------------------------------------
 
 describe("a malicious relay, at the origin", () => {
-  test("flipped status: the worker's task.completed intent becomes task.failed, its signature kept → SIGNATURE_INVALID", async () => {
+  test("flipped status (opened): the worker's task.completed intent becomes task.failed, its signature kept → SIGNATURE_INVALID", async () => {
     const origin = await party();
     const worker = await party();
     const taskId = await assign(origin, worker, "a task whose outcome is flipped");
@@ -296,10 +353,13 @@ describe("a malicious relay, at the origin", () => {
     const done = await worker.core.done({ taskId, status: "completed", summary: "carrier-done" });
     const delivery = done.terminalDelivery;
     if (!("envelopeId" in delivery)) throw new Error(`the done intent was not shipped: ${JSON.stringify(delivery)}`);
-    const rewritten = substitute(origin, delivery.envelopeId, (carrier) => {
-      carrier.payload.payload.type = "task.failed";
-      return carrier;
-    });
+    // A relay handed the seal keys: it opens the carrier, flips the status and seals it again.
+    const rewritten = substitute(origin, delivery.envelopeId, (carrier) =>
+      forgeFrom({ relay: "opened" }, carrier, (opened) => {
+        opened.payload.payload.type = "task.failed";
+        return opened;
+      }),
+    );
     const after = await worker.core.message({ taskId, type: "information", message: "w-after" });
 
     await origin.core.refresh();

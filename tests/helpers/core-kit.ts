@@ -6,6 +6,7 @@ import type { TaskView } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
+import { clearPayload, isHello } from "../../kit/sealed.ts";
 
 export function expectCode(error: unknown, code: string): TaskError {
   if (!(error instanceof TaskError)) throw new Error(`expected TaskError ${code}, got ${String(error)}`);
@@ -33,11 +34,13 @@ export function requestsOf(proxy: FaultProxy, callerSession: string, operation?:
   });
 }
 
-/** The wire envelopes a caller sent (every attempt, duplicates included). */
+/** The task mail a caller sent (every attempt, duplicates included; hellos left out), opened as its parties read it. */
 export function sentEnvelopes(proxy: FaultProxy, callerSession: string): { envelopeId: string; kind: string; type?: string; inner: any }[] {
-  return requestsOf(proxy, callerSession, "send").map((request) => {
-    const envelope = (request.body as { envelope: any }).envelope;
-    const inner = envelope.payload.payload;
-    return { envelopeId: envelope.envelopeId, kind: envelope.payload.kind, type: inner?.type ?? inner?.event?.type, inner };
-  });
+  return requestsOf(proxy, callerSession, "send")
+    .map((request) => (request.body as { envelope: any }).envelope)
+    .filter((envelope) => !isHello(envelope))
+    .map((envelope) => {
+      const inner = clearPayload(envelope.payload)?.payload as any;
+      return { envelopeId: envelope.envelopeId, kind: envelope.payload.kind, type: inner?.type ?? inner?.event?.type, inner };
+    });
 }

@@ -7,6 +7,7 @@
  *   presentation oracle), the ACK frontier below every pending delivery, one terminal winner.
  * Parties, drains, jump timers and async helpers come from kit/.
  */
+import { introduce } from "../../kit/introduce.ts";
 import { expect } from "bun:test";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
@@ -52,10 +53,12 @@ export interface FaultRig extends FaultSetup {
   readonly worker: ObservedParty;
 }
 
-/** `faultSetup()` with an origin and a worker party. */
+/** `faultSetup()` with an origin and a worker party, the origin introduced to the worker (its key proven). */
 export async function faultRig(fx: RelayFixture, requestTimeoutMs: number): Promise<FaultRig> {
   const setup = faultSetup(fx, requestTimeoutMs);
-  return { ...setup, origin: await setup.party(), worker: await setup.party() };
+  const rig = { ...setup, origin: await setup.party(), worker: await setup.party() };
+  await introduce(rig.origin.core, rig.worker.core);
+  return rig;
 }
 
 /** Each id inserted at most once overall, each expected id exactly once, and no id of `never`. */

@@ -144,6 +144,15 @@ export function field(text: string | undefined, name: string): string | undefine
   return text?.match(new RegExp(`^- ${name}: (.+)$`, "m"))?.[1]?.trim();
 }
 
+/** What the peer wrote in a rendered event: its first quoted block, without the "│ " of each line (extensions/pi-tasks/quote.ts). */
+export function quotedText(text: string | undefined): string | undefined {
+  const lines = (text ?? "").split("\n");
+  const start = lines.findIndex((line) => line.startsWith("│ "));
+  if (start < 0) return undefined;
+  const end = lines.findIndex((line, index) => index > start && !line.startsWith("│ "));
+  return lines.slice(start, end < 0 ? undefined : end).map((line) => line.slice("│ ".length)).join("\n").trim();
+}
+
 /** The newest message the model saw that contains `marker`. */
 export function lastSeen(turn: ScriptTurn, marker: string): string | undefined {
   return [...turn.messages].reverse().find((message) => message.text.includes(marker))?.text;
@@ -278,7 +287,7 @@ export function bannerWorkerBrain(): (turn: ScriptTurn) => ScriptReply {
     const answer = lastSeen(turn, "## task answer");
     if (answer === undefined) return { text: "waiting for the answer" };
     if (!called(turn, "agent_task_done")) {
-      const colour = answer.split("\n\n")[1]?.trim();
+      const colour = quotedText(answer);
       return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `banner painted ${colour}` } }] };
     }
     return { text: "finished" };

@@ -4,7 +4,7 @@
  * which it checks.
  *
  * It uses only facts the test observes: the intents each party sent on the wire (sender endpoint
- * and intent id, from its transport or relay), the origin's canonical log (which events exist),
+ * and intent id, from its transport or relay, opened as the parties open sealed mail), the origin's canonical log (which events exist),
  * and the event-type table `TASK_EVENT_TYPES` as data (whether a type is for a model at all).
  *
  * Authorship:
@@ -19,6 +19,7 @@
 import { TASK_EVENT_TYPES } from "../../src/protocol/events.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import type { ObservedReply } from "../../kit/observing-fetch.ts";
+import { clearEnvelope } from "../../kit/sealed.ts";
 
 /** Event types no party's call creates: the origin's clock decides them, and both models are told. */
 const CLOCK_TYPES: ReadonlySet<string> = new Set(["task.timed_out"]);
@@ -34,7 +35,9 @@ export interface IntentAuthors {
 export function intentAuthors(): IntentAuthors {
   const authors = new Map<string, string>();
   return {
-    sent(envelope) {
+    sent(wire) {
+      // Sealed mail is read as its parties read it (every party of a test shares one identity by default).
+      const envelope = typeof wire === "object" && wire !== null && "payload" in wire ? clearEnvelope(wire) : wire;
       const sent = envelope as { source?: { id?: unknown }; payload?: { kind?: unknown; payload?: { intentId?: unknown } } } | undefined;
       const intentId = sent?.payload?.payload?.intentId;
       const source = sent?.source?.id;

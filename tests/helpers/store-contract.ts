@@ -11,11 +11,19 @@ import {
   leaseMaxMs,
   RELAY_ID,
   receivePageMaxBytes,
+  relayActivityResolutionMs,
+  relayMailLifetimeMs,
   relayMaxActiveItems,
   relayMaxMailboxItems,
   relayMaxRegistrations,
   relayReceiptRetentionMs,
+  relayRegistrationGraceMs,
+  relayRegistrationIdleMs,
   relayRegistrationRetentionMs,
+  relaySenderMaxActiveItems,
+  relaySenderMaxMailboxItems,
+  relaySenderMaxReceiptBytes,
+  relaySenderMaxReceipts,
   WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -34,6 +42,14 @@ export async function connected(store: RelayStore, session: string, options: { g
   });
   if (outcome.kind !== "connected") throw new Error(`connect: ${outcome.kind}`);
   return endpoint(outcome.registration.endpointId);
+}
+
+/** Senders enough that `items` admissions into one mailbox stay within each sender's share of it (`quotas-v1`). */
+export const sendersFor = (items: number) => Math.ceil(items / relaySenderMaxMailboxItems);
+
+/** `count` fresh registrations named `label-N`. */
+export function connectedMany(store: RelayStore, label: string, count: number, options: { now?: number } = {}): Promise<TaskEndpoint[]> {
+  return Promise.all(Array.from({ length: count }, (_, index) => connected(store, `${label}-${index}`, options)));
 }
 
 /** An admission of a fresh envelope (its digest the real one) with a payload of `payloadChars` characters after a few multi-byte ones. */
@@ -79,9 +95,10 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
 
     test("admissions racing on one mailbox never over-admit nor share a cursor", async () => {
       const store = await fresh();
-      const source = await connected(store, "racer-source");
+      // Several senders, each within its share of the mailbox, so the mailbox's own bound is what refuses.
+      const sources = await connectedMany(store, "racer-source", sendersFor(relayMaxMailboxItems) + 1);
       const target = await connected(store, "racer-target");
-      const requests = await Promise.all(Array.from({ length: relayMaxMailboxItems + 20 }, () => admission(source, target)));
+      const requests = await Promise.all(Array.from({ length: relayMaxMailboxItems + 20 }, (_, index) => admission(sources[index % sources.length]!, target)));
       const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
       expect(outcomes.filter((outcome) => outcome.kind === "accepted").length).toBe(relayMaxMailboxItems);
       expect(outcomes.filter((outcome) => outcome.kind !== "accepted").every((outcome) => outcome.kind === "full" && outcome.budget === "mailbox")).toBe(true);
@@ -89,7 +106,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       expect(new Set(page.cursors).size).toBe(relayMaxMailboxItems);
       expect(page.cursors.at(-1)).toBe(String(relayMaxMailboxItems));
       expect((await store.usage()).activeItems).toBe(relayMaxMailboxItems);
-      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0 });
+      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
     });
 
     test("dedupe, conflict, staleness and a dead target are outcomes in that order; an acknowledgement frees the budgets", async () => {
@@ -98,7 +115,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       const target = await connected(store, "order-target");
       const request = await admission(source, target);
       const accepted = await store.admit(request);
-      expect(accepted).toMatchObject({ kind: "accepted", duplicate: false });
+      expect(accepted).toMatchObject({ kind: "accepted", duplicate: false, acceptedAt: request.now });
       expect(await store.admit({ ...request, fresh: false })).toEqual({ ...accepted, duplicate: true } as never);
       expect(await store.admit({ ...request, digest: "another" })).toEqual({ kind: "conflict" });
       expect(await store.admit({ ...(await admission(source, target)), fresh: false })).toEqual({ kind: "stale" });
@@ -249,11 +266,11 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       const gone = await connected(store, "keep-gone", { now, leaseMs: 1_000 });
       const before = await store.usage();
       expect(before).toMatchObject({ receipts: 2, registrations: 3, sessions: 3, expiryEntries: 2 });
-      expect(await store.maintain(now + relayReceiptRetentionMs - 1)).toEqual({ reaped: 0, expiredReceipts: 0 });
+      expect(await store.maintain(now + relayReceiptRetentionMs - 1)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
       const later = now + relayReceiptRetentionMs + relayRegistrationRetentionMs;
       // keep-gone's lease ended long ago: reaped. The source and target are reaped too (their leases
       // ended), except the target, whose mailbox still holds the pinned envelope.
-      expect(await store.maintain(later)).toEqual({ reaped: 2, expiredReceipts: 1 });
+      expect(await store.maintain(later)).toEqual({ reaped: 2, expiredReceipts: 1, expiredMail: 0 });
       expect(await store.registration(gone.id)).toBeUndefined();
       expect(await store.binding("keep-gone", gone.id)).toEqual({ callerKnown: false, registration: undefined, secret: "ok" });
       expect(await store.registration(target.id)).toMatchObject({ session: "keep-target" });
@@ -264,24 +281,201 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       // The pinned receipt still answers a resend as a duplicate; acknowledged, it expires next time.
       expect(await store.admit({ ...pinned, now: later })).toMatchObject({ kind: "target-not-live" });
       expect(await store.acknowledge(target.id, pinned.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
-      expect(await store.maintain(later + 1)).toEqual({ reaped: 1, expiredReceipts: 1 });
+      expect(await store.maintain(later + 1)).toEqual({ reaped: 1, expiredReceipts: 1, expiredMail: 0 });
       expect(await store.usage()).toMatchObject({ receipts: 0, receiptBytes: 0, registrations: 0, sessions: 0, metadataBytes: 0, activeItems: 0, activeBytes: 0, expiryEntries: 0 });
     });
 
     test("budgets: relay-wide items across mailboxes, and registrations, are refused when spent", async () => {
       const store = await fresh();
-      const source = await connected(store, "wide-source");
-      const targets = await Promise.all(Array.from({ length: relayMaxActiveItems / relayMaxMailboxItems + 1 }, (_, index) => connected(store, `wide-${index}`)));
+      const now = Date.now();
+      const targets = await connectedMany(store, "wide", relayMaxActiveItems / relayMaxMailboxItems + 1, { now });
       const full = targets.slice(0, -1);
-      const requests = await Promise.all(full.flatMap((target) => Array.from({ length: relayMaxMailboxItems }, () => admission(source, target))));
+      // Senders enough that each stays within its shares (`quotas-v1`): the relay-wide budget is what refuses.
+      const senders = relayMaxActiveItems / relaySenderMaxActiveItems;
+      const sources = await connectedMany(store, "wide-source", senders + 1, { now });
+      // Each mailbox filled by `perMailbox` distinct senders, the senders taken in turn.
+      const perMailbox = sendersFor(relayMaxMailboxItems);
+      const sourceOf = (mailbox: number, index: number) => sources[(mailbox * perMailbox + (index % perMailbox)) % senders]!;
+      const requests = await Promise.all(full.flatMap((target, mailbox) => Array.from({ length: relayMaxMailboxItems }, (_, index) => admission(sourceOf(mailbox, index), target, { now }))));
       const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
       expect(outcomes.every((outcome) => outcome.kind === "accepted")).toBe(true);
-      expect(await store.admit(await admission(source, targets.at(-1)!))).toEqual({ kind: "full", budget: "active", details: { items: relayMaxActiveItems, bytes: (await store.usage()).activeBytes } });
+      expect(await store.admit(await admission(sources.at(-1)!, targets.at(-1)!, { now }))).toEqual({ kind: "full", budget: "active", details: { items: relayMaxActiveItems, bytes: (await store.usage()).activeBytes } });
+      // Registrations: refused once spent while every place is in use (a recent bound request each).
       const registered = (await store.usage()).registrations;
-      const more = await Promise.all(Array.from({ length: relayMaxRegistrations - registered + 1 }, (_, index) => store.connect({ session: `many-${index}`, generation: "g", leaseMs: leaseMaxMs, now: Date.now() })));
-      expect(more.filter((outcome) => outcome.kind === "connected").length).toBe(relayMaxRegistrations - registered);
-      expect(more.filter((outcome) => outcome.kind === "full")).toEqual([{ kind: "full", details: { registrations: relayMaxRegistrations, metadataBytes: (await store.usage()).metadataBytes } }]);
-      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0 });
+      const more = await Promise.all(Array.from({ length: relayMaxRegistrations - registered }, (_, index) => store.connect({ session: `many-${index}`, generation: "g", leaseMs: leaseMaxMs, now })));
+      const views = [...targets, ...sources].map((endpoint) => ({ endpointId: endpoint.id }));
+      for (const outcome of more) if (outcome.kind === "connected") views.push(outcome.registration);
+      expect(views.length).toBe(relayMaxRegistrations);
+      await Promise.all(views.map(async ({ endpointId }) => {
+        const registration = await store.registration(endpointId);
+        await store.binding(registration!.session, endpointId, undefined, now);
+      }));
+      expect(await store.connect({ session: "one-more", generation: "g", leaseMs: leaseMaxMs, now })).toEqual({ kind: "full", details: { registrations: relayMaxRegistrations, metadataBytes: (await store.usage()).metadataBytes } });
+      expect(await store.maintain(now)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
+    });
+
+    describe("fair shares (quotas-v1, mail-expiry-v1): the attacks of issue 21, item 4", () => {
+      test("a flood of never-used registrations does not deny a later connect: the first-made never-used place is reclaimed once its grace is over, its mail expired", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const source = await connected(store, "squat-source", { now });
+        await store.binding("squat-source", source.id, undefined, now);
+        const squatters = await connectedMany(store, "squatter", relayMaxRegistrations - 1, { now });
+        const queued = await admission(source, squatters[0]!, { now });
+        await store.admit(queued);
+        expect((await store.usage()).registrations).toBe(relayMaxRegistrations);
+        // Within their grace (a client's first request may still be on its way) they keep their places.
+        expect(await store.connect({ session: "legit", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationGraceMs - 1 })).toMatchObject({ kind: "full" });
+        // Then the new connect takes the place of the first-made never-used registration.
+        const later = now + relayRegistrationGraceMs;
+        const legit = await connected(store, "legit", { now: later, generation: "g" });
+        expect(await store.registration(legit.id)).toMatchObject({ session: "legit", state: "active" });
+        expect(await store.registration(squatters[0]!.id)).toBeUndefined();
+        expect(await store.sessionRegistration("squatter-0")).toBeUndefined();
+        expect((await store.usage()).registrations).toBe(relayMaxRegistrations);
+        // Its mail expired with it: the budget is free and a resend is not a duplicate.
+        expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0 });
+        expect(await store.admit({ ...queued, target: legit, now: later })).toEqual({ kind: "expired" });
+        // The used source is never the one taken; more connects take the next never-used ones.
+        await connected(store, "legit-2", { now: later + 1 });
+        expect(await store.registration(squatters[1]!.id)).toBeUndefined();
+        expect(await store.registration(source.id)).toMatchObject({ session: "squat-source" });
+        expect(await store.maintain(later + 1)).toMatchObject({ expiredMail: 0 });
+      });
+
+      test("registrations in use are kept; an ended one is reclaimed before a live one, and a live one only once idle for relayRegistrationIdleMs", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const users = await connectedMany(store, "user", relayMaxRegistrations, { now });
+        const use = (index: number, at: number) => store.binding(`user-${index}`, users[index]!.id, undefined, at);
+        await Promise.all(users.map((_, index) => use(index, now + (index === 1 ? 0 : 1))));
+        expect(await store.connect({ session: "newcomer", generation: "g", leaseMs: leaseMaxMs, now: now + 2 })).toMatchObject({ kind: "full" });
+        // A disconnected one goes first, though another was idle longer.
+        await store.disconnect(users[5]!.id, now + 3);
+        const newcomer = await connected(store, "newcomer", { now: now + 4 });
+        await store.binding("newcomer", newcomer.id, undefined, now + 4);
+        expect(await store.registration(users[5]!.id)).toBeUndefined();
+        // A binding of another caller, or one that fails, is no use of the place.
+        await store.binding("user-0", users[1]!.id, undefined, now + relayActivityResolutionMs);
+        await store.binding("user-1", users[1]!.id, secretDigest("x".repeat(40)), now + relayActivityResolutionMs);
+        expect(await store.connect({ session: "second", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationIdleMs - 1 })).toMatchObject({ kind: "full" });
+        // Idle long enough: the least recently active live one (user-1) gives way.
+        const second = await connected(store, "second", { now: now + relayRegistrationIdleMs });
+        expect(await store.registration(users[1]!.id)).toBeUndefined();
+        expect(await store.registration(users[0]!.id)).toMatchObject({ session: "user-0" });
+        // The connecting session's own current registration is never the one taken, even when it is the only idle one.
+        const later = now + relayRegistrationIdleMs + 1;
+        const others = users.map((_, index) => index).filter((index) => ![1, 2, 5].includes(index));
+        await Promise.all([...others.map((index) => use(index, later)), store.binding("newcomer", newcomer.id, undefined, later), store.binding("second", second.id, undefined, later)]);
+        expect(await store.connect({ session: "user-2", generation: "g-new", leaseMs: leaseMaxMs, now: later })).toMatchObject({ kind: "full" });
+        expect(await store.registration(users[2]!.id)).toMatchObject({ session: "user-2", state: "active" });
+      });
+
+      test("one sender holds at most its share of a mailbox; another sender still gets in; an acknowledgement frees the share", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const [flooder, other, target] = await connectedMany(store, "share", 3, { now });
+        const flood = await Promise.all(Array.from({ length: relaySenderMaxMailboxItems + 8 }, () => admission(flooder!, target!, { now })));
+        const outcomes = await Promise.all(flood.map((request) => store.admit(request)));
+        const accepted = outcomes.filter((outcome) => outcome.kind === "accepted").length;
+        expect(accepted).toBe(relaySenderMaxMailboxItems);
+        const refusal = outcomes.find((outcome) => outcome.kind !== "accepted");
+        expect(refusal).toMatchObject({ kind: "quota", quota: "mailbox-share", details: { items: relaySenderMaxMailboxItems } });
+        // Nothing was reserved for the refused ones; the other sender's mail gets in.
+        expect((await store.usage()).activeItems).toBe(relaySenderMaxMailboxItems);
+        expect(await store.admit(await admission(other!, target!, { now }))).toMatchObject({ kind: "accepted" });
+        expect(await store.acknowledge(target!.id, flood[0]!.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
+        expect(await store.admit(await admission(flooder!, target!, { now }))).toMatchObject({ kind: "accepted" });
+        expect(await store.maintain(now)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
+      });
+
+      test("one sender holds at most its share of the relay-wide envelope budget; another sender still gets in", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const flooder = await connected(store, "wide-flooder", { now });
+        const sinks = await connectedMany(store, "wide-sink", sendersFor(relaySenderMaxActiveItems) + 1, { now });
+        const flood = await Promise.all(Array.from({ length: relaySenderMaxActiveItems }, (_, index) => admission(flooder, sinks[index % sinks.length]!, { now })));
+        expect((await Promise.all(flood.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(true);
+        const bytes = (await store.usage()).activeBytes;
+        expect(await store.admit(await admission(flooder, sinks[0]!, { now }))).toEqual({ kind: "quota", quota: "sender-active", details: { items: relaySenderMaxActiveItems, bytes } });
+        const other = await connected(store, "wide-other", { now });
+        expect(await store.admit(await admission(other, sinks[0]!, { now }))).toMatchObject({ kind: "accepted" });
+        expect(await store.maintain(now)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
+      });
+
+      test("one sender's sends within the receipt retention are bounded by its share of the receipts, acknowledged or not; they free as receipts expire", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const live = (session: string, at: number) => connected(store, session, { now: at, generation: "g" });
+        const [sender, other, target] = await Promise.all(["receipts-sender", "receipts-other", "receipts-target"].map((session) => live(session, now)));
+        let sent = 0;
+        let outcome: Awaited<ReturnType<RelayStore["admit"]>>;
+        for (;;) {
+          const request = await admission(sender!, target!, { now });
+          outcome = await store.admit(request);
+          if (outcome.kind !== "accepted") break;
+          sent += 1;
+          expect(await store.acknowledge(target!.id, request.envelopeId)).toMatchObject({ kind: "acknowledged" });
+        }
+        expect(outcome).toMatchObject({ kind: "quota", quota: "sender-receipts" });
+        const used = await store.usage();
+        expect(sent).toBe(Math.min(relaySenderMaxReceipts, Math.floor(relaySenderMaxReceiptBytes / (used.receiptBytes / used.receipts))));
+        expect(await store.admit(await admission(other!, target!, { now }))).toMatchObject({ kind: "accepted" });
+        // A receipt retention later the sender's receipts are gone, and it may send again.
+        const later = now + relayReceiptRetentionMs;
+        await Promise.all(["receipts-sender", "receipts-target"].map((session) => live(session, later)));
+        expect(await store.maintain(later)).toMatchObject({ expiredReceipts: sent });
+        expect(await store.admit(await admission(sender!, target!, { now: later }))).toMatchObject({ kind: "accepted" });
+      });
+
+      test("queued mail expires relayMailLifetimeMs after acceptance: budgets and shares freed, a resend is expired, an ACK gone; its receipt stays a retention longer", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const live = (session: string, at: number) => connected(store, session, { now: at, generation: "g" });
+        const [source, target] = await Promise.all([live("expiry-source", now), live("expiry-target", now)]);
+        const old = await admission(source!, target!, { now });
+        await store.admit(old);
+        const young = await admission(source!, target!, { now: now + 1 });
+        await store.admit(young);
+        const lifetimeEnd = now + relayMailLifetimeMs;
+        // Both renewed (as clients do), so what expires is the mail itself, not a registration.
+        await Promise.all([live("expiry-source", lifetimeEnd - 1), live("expiry-target", lifetimeEnd - 1)]);
+        expect(await store.maintain(lifetimeEnd - 1)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
+        expect(await store.maintain(lifetimeEnd)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 1 });
+        expect((await pageOf(store, target!)).ids).toEqual([young.envelopeId]);
+        expect(await store.usage()).toMatchObject({ activeItems: 1, activeBytes: Buffer.byteLength(young.text), receipts: 2 });
+        expect(await store.admit({ ...old, now: lifetimeEnd })).toEqual({ kind: "expired" });
+        expect(await store.admit({ ...old, digest: "another", now: lifetimeEnd })).toEqual({ kind: "conflict" });
+        expect(await store.acknowledge(target!.id, old.envelopeId)).toEqual({ kind: "gone" });
+        // The sender's share is free again: a full share of new mail fits beside the young one.
+        const refill = await Promise.all(Array.from({ length: relaySenderMaxMailboxItems - 1 }, () => admission(source!, target!, { now: lifetimeEnd })));
+        expect((await Promise.all(refill.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(true);
+        for (const request of refill) await store.acknowledge(target!.id, request.envelopeId);
+        // The expired receipt answers a retention after the expiry, then goes.
+        expect(await store.maintain(lifetimeEnd + relayReceiptRetentionMs - 1)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 1 });
+        expect(await store.maintain(lifetimeEnd + relayReceiptRetentionMs)).toMatchObject({ expiredReceipts: 1 + refill.length, expiredMail: 0 });
+        expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0, receipts: 1 });
+      });
+
+      test("an ended registration that pins mail is reaped a mail lifetime after it ended, its mail expired", async () => {
+        const store = await fresh();
+        const now = Date.now();
+        const source = await connected(store, "pin-source", { now, leaseMs: leaseMaxMs });
+        const target = await connected(store, "pin-target", { now, leaseMs: leaseMaxMs });
+        const request = await admission(source, target, { now });
+        await store.admit(request);
+        await store.disconnect(target.id, now + 1);
+        // Past the registration retention it is kept: it pins mail (a worker away may come back for it).
+        expect(await store.maintain(now + 1 + relayRegistrationRetentionMs)).toMatchObject({ expiredMail: 0 });
+        expect(await store.registration(target.id)).toMatchObject({ state: "disconnected" });
+        const report = await store.maintain(now + 1 + relayMailLifetimeMs);
+        expect(report.expiredMail).toBe(1);
+        expect(report.reaped).toBeGreaterThanOrEqual(1);
+        expect(await store.registration(target.id)).toBeUndefined();
+        expect(await store.sessionRegistration("pin-target")).toBeUndefined();
+        expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0 });
+        expect(await store.page(target.id, "0", 10)).toEqual({ kind: "page", itemsJson: "[]", nextCursor: "0", hasMore: false });
+      });
     });
 
     describe("watch (the doorbell)", () => {

@@ -325,7 +325,8 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   const piTasksHome = join(root, "pi-tasks-home");
   const ownCwd = options.cwd === undefined;
   const cwd = options.cwd ?? join(root, "project");
-  for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true });
+  // The pi-tasks home is the user's alone (0700), or pi-tasks refuses it (src/trust/home-dir.ts).
+  for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   writeFileSync(join(agentDir, "settings.json"), `${JSON.stringify({ defaultProjectTrust: "never", ...options.settings }, null, 2)}\n`);
   const host = options.host ?? "bun";
   if (options.install === true || host === "node") {

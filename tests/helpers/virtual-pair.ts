@@ -7,6 +7,7 @@ import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timer
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "./fake-relay.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import { introduce } from "../../kit/introduce.ts";
 
 export interface VirtualPair {
   timers: VirtualTimers;
@@ -30,6 +31,10 @@ export async function virtualPair(): Promise<VirtualPair> {
   const worker = createTaskCore({ store: createTaskStore(), session: relay.session("worker"), timers, clock, host: workerHost });
   await origin.connect();
   await worker.connect();
+  // The origin knows the worker's key at its endpoint, as after its first assignment (proofs.ts).
+  await introduce(origin, worker, (core) => settleVirtually(timers, core.refresh()));
+  // Tests count requests from here on.
+  (relay.requests as unknown[]).length = 0;
   return { timers, relay, origin, worker, originHost, workerHost, clock };
 }
 

@@ -37,7 +37,8 @@ describeWithPackage("real Pi CLIs on two relays sharing one Redis", REDIS_BINARY
         const answer = lastSeen(turn, "## task answer");
         if (answer === undefined) return { text: "waiting for the answer" };
         if (!called(turn, "agent_task_done")) {
-          const machine = answer.split("\n\n")[1]?.trim();
+          // The origin's answer is quoted: its line starts with "│ " (extensions/pi-tasks/quote.ts).
+          const machine = answer.split("\n").find((line) => line.startsWith("│ "))?.slice("│ ".length);
           return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `deployed to ${machine}` } }] };
         }
         return { text: "finished" };

@@ -6,9 +6,12 @@
  * when it is back, and scripts Redis forgot are loaded again.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { failure } from "../../kit/async.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
-import { createRedisStore, REDIS_PASSWORD_VARIABLE, type RedisStore } from "../../src/relay-server/store/redis/index.ts";
+import { createRedisStore, REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE, type RedisStore } from "../../src/relay-server/store/redis/index.ts";
 import { isStateReplaced } from "../../src/relay-server/store/store.ts";
 import { admission, connected, describeRelayStore } from "../helpers/store-contract.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
@@ -68,22 +71,30 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
     }
   });
 
-  test("a password-protected Redis: the password from the URL or PI_TASKS_REDIS_PASSWORD; a wrong or missing one is a clear refusal", async () => {
+  test("a password-protected Redis: the password from PI_TASKS_REDIS_PASSWORD_FILE or PI_TASKS_REDIS_PASSWORD; in the URL, wrong or missing it is a clear refusal", async () => {
     const password = "p@ss w:rd/%";
     const guarded = await startRedis({ password });
+    const dir = mkdtempSync(join(tmpdir(), "pi-tasks-redis-password-"));
     try {
-      const viaUrl = await createRedisStore({ url: guarded.url });
+      const file = join(dir, "password");
+      writeFileSync(file, `${password}\n`, { mode: 0o600 });
+      const viaFile = await createRedisStore({ url: guarded.plainUrl, env: { [REDIS_PASSWORD_FILE_VARIABLE]: file } });
       const viaEnv = await createRedisStore({ url: guarded.plainUrl, env: { [REDIS_PASSWORD_VARIABLE]: password } });
-      expect(await viaEnv.epoch()).toBe(await viaUrl.epoch());
-      await Promise.all([viaUrl.close(), viaEnv.close()]);
+      expect(await viaEnv.epoch()).toBe(await viaFile.epoch());
+      await Promise.all([viaFile.close(), viaEnv.close()]);
+      // In the URL it would be visible in ps: refused before connecting, the password not echoed.
+      const inUrl = await failure(createRedisStore({ url: guarded.url }));
+      expect(inUrl.code).toBe("REDIS_PASSWORD_IN_URL");
+      expect(JSON.stringify(inUrl.toJSON())).not.toContain("w:rd");
       for (const env of [{ [REDIS_PASSWORD_VARIABLE]: "wrong" }, {}]) {
         const error = await failure(createRedisStore({ url: guarded.plainUrl, env }));
         expect(error.code).toBe("REDIS_UNAVAILABLE");
         expect(error.message).toBe(
-          `Redis at ${guarded.plainUrl}/0 accepts connections but the Redis handshake failed: check the credentials (a password in the URL or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`,
+          `Redis at ${guarded.plainUrl}/0 accepts connections but the Redis handshake failed: check the credentials (the password of ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`,
         );
       }
     } finally {
+      rmSync(dir, { recursive: true, force: true });
       await guarded.stop();
     }
   });
@@ -104,6 +115,26 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
       expect(after).not.toBe(before);
       expect(await store.epoch()).toBe(after);
       expect((await store.usage()).registrations).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("a state replaced under the store by another (its epoch key holding another epoch) fails calls with no effect", async () => {
+    const prefix = `{overwritten-${crypto.randomUUID()}}`;
+    const store = await open(prefix);
+    try {
+      const before = await store.epoch();
+      await connected(store, "overwritten");
+      const other = crypto.randomUUID();
+      await redis.command("SET", [`${prefix}:epoch`, other]);
+      const error = await failure(store.connect({ session: "after", generation: "g", leaseMs: 1_000, now: Date.now() }));
+      expect(isStateReplaced(error)).toBe(true);
+      expect(error).toMatchObject({ code: "RELAY_RESET", details: { mayHaveBeenDelivered: true } });
+      expect(await redis.command("HEXISTS", [`${prefix}:sessions`, "after"])).toBe(0);
+      // The epoch read anew is the other state's, kept as it is.
+      expect(await store.epoch()).toBe(other);
+      expect(other).not.toBe(before);
     } finally {
       await store.close();
     }

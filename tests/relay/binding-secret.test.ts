@@ -14,10 +14,10 @@ import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, getPath, postJson, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";
 import { HTTP_STATUS } from "../../src/protocol/http.ts";
-import { bindingSecretBytes, leaseRenewMarginMs, RELAY_PROFILE, SESSION_LIST_PATH, SESSION_STATUS_PATH, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import { bindingSecretBytes, DERIVED_NAME_SUFFIX_CHARS, leaseRenewMarginMs, RELAY_PROFILE, SESSION_LIST_PATH, SESSION_STATUS_PATH, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { type EncodedEnvelope, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH, mintBindingSecret } from "../../src/protocol/wire.ts";
-import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
+import { createRelaySession, derivedName, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { failure } from "../../kit/async.ts";
 import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
@@ -361,17 +361,25 @@ describe("compatibility", () => {
     for (const body of sent) expect(Object.keys(body)).not.toContain("bindingSecret");
   });
 
-  test("SESSION_PROTECTED on a rebind is surfaced as is (retryable, retryAfterMs); a typed 403 BINDING_SECRET_INVALID retires the binding", async () => {
+  test("SESSION_PROTECTED: a connect surfaces it as is (retryable, retryAfterMs); a rebind binds under a derived name once; a typed 403 BINDING_SECRET_INVALID retires the binding", async () => {
     const proxy = newProxy();
     const session = open(proxy.url);
-    await session.connect();
-    proxy.push({ operation: "connect", kind: "reply", status: 403, body: relayErrorBody("SESSION_PROTECTED", { retryable: true, retryAfterMs: 1_234 }) });
+    const protectedReply = { operation: "connect", kind: "reply", status: 403, body: relayErrorBody("SESSION_PROTECTED", { retryable: true, retryAfterMs: 1_234 }) } as const;
+    proxy.push(protectedReply);
+    const connecting = await failure(session.connect());
+    expect({ code: connecting.code, retryAfterMs: connecting.details.retryAfterMs, retryable: connecting.retryable }).toEqual({ code: "SESSION_PROTECTED", retryAfterMs: 1_234, retryable: true });
+    const first = await session.connect();
+    expect(first.callerSession).toBe(session.callerSession);
+    // A rebind whose name another registration holds binds under `<name>~<generation prefix>`.
+    proxy.push(protectedReply);
+    const rebound = await session.rebind();
+    expect(rebound.callerSession).toBe(derivedName(session.callerSession, rebound.generation));
+    expect(rebound.callerSession).toMatch(new RegExp(`^${session.callerSession}~.{${DERIVED_NAME_SUFFIX_CHARS}}$`));
+    expect(bodies(proxy).slice(-2).map((body) => body.callerSession)).toEqual([session.callerSession, rebound.callerSession]);
+    // Held too: surfaced as is, nothing bound.
+    proxy.push({ ...protectedReply, times: 2 });
     const rebinding = await failure(session.rebind());
-    expect({ code: rebinding.code, retryAfterMs: rebinding.details.retryAfterMs, retryable: rebinding.retryable }).toEqual({
-      code: "SESSION_PROTECTED",
-      retryAfterMs: 1_234,
-      retryable: true,
-    });
+    expect(rebinding.code).toBe("SESSION_PROTECTED");
     expect(session.status()).toBe("unbound");
     await session.connect();
     proxy.push({ operation: "receive", kind: "reply", status: 403, body: relayErrorBody("BINDING_SECRET_INVALID") });

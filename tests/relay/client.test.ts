@@ -27,7 +27,7 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
@@ -1198,7 +1198,7 @@ describe("features", () => {
   test("watch and resolve({followSuccessor}) work against our relay, which advertises them", async () => {
     const watcher = open(relay.url);
     await watcher.connect();
-    expect([...watcher.features()].sort()).toEqual([FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
+    expect([...watcher.features()].sort()).toEqual([FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
     expect(await watcher.watch("0", 0)).toEqual({ pending: false, highestCursor: "0" });
     await watcher.send(envelopeTo(watcher));
     expect(await watcher.watch("0", 0)).toEqual({ pending: true, highestCursor: "1" });

@@ -1,13 +1,14 @@
 /**
  * The in-memory relay fixture (src/relay-server/in-memory.ts) carries a whole task between two
- * cores without a socket, and the send path serializes an envelope once: its canonical text is
- * made when the envelope is created and spliced into every request byte for byte.
+ * cores without a socket, and the send path serializes an envelope once: its canonical (sealed)
+ * text is made when the envelope is created and spliced into every request byte for byte.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
 import { requestText } from "../../kit/observing-fetch.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { introduce } from "../../kit/introduce.ts";
 
 const opened: { relays: InMemoryRelay[]; parties: Party[] } = { relays: [], parties: [] };
 
@@ -22,6 +23,7 @@ async function pair(fetchFor: (relay: InMemoryRelay) => typeof fetch = (relay) =
   const origin = await createParty({ url: relay.url, fetch: fetchFor(relay) });
   const worker = await createParty({ url: relay.url, fetch: relay.fetch });
   opened.parties.push(origin, worker);
+  await introduce(origin.core, worker.core);
   return { relay, origin, worker };
 }
 
@@ -56,18 +58,19 @@ describe("an envelope is serialized once per send", () => {
     }) as typeof fetch);
     const marker = `marker-${crypto.randomUUID()}`;
 
-    // Record, while the origin creates and sends, every object serialized and every text parsed that
-    // holds the task text; afterwards keep those that hold the envelope (its id). Canonical encoding
-    // writes primitives only, so it does not show here: what shows is a re-serialization.
+    // Record, while the origin creates and sends, every object serialized and every text parsed;
+    // afterwards keep those that hold the envelope as JSON (not as an escaped string in a store row).
+    // Canonical encoding writes primitives only, so it does not show here: what
+    // shows is a re-serialization.
     const original = { stringify: JSON.stringify, parse: JSON.parse };
     const seen: { kind: "stringify" | "parse"; text: string; stack: string }[] = [];
     JSON.stringify = ((value: unknown, ...rest: unknown[]) => {
       const out = (original.stringify as (...args: unknown[]) => string)(value, ...rest);
-      if (typeof value === "object" && value !== null && typeof out === "string" && out.includes(marker)) seen.push({ kind: "stringify", text: out, stack: new Error().stack ?? "" });
+      if (typeof value === "object" && value !== null && typeof out === "string") seen.push({ kind: "stringify", text: out, stack: new Error().stack ?? "" });
       return out;
     }) as typeof JSON.stringify;
     JSON.parse = ((text: string, ...rest: unknown[]) => {
-      if (typeof text === "string" && text.includes(marker)) seen.push({ kind: "parse", text, stack: new Error().stack ?? "" });
+      if (typeof text === "string") seen.push({ kind: "parse", text, stack: new Error().stack ?? "" });
       return (original.parse as (...args: unknown[]) => unknown)(text, ...rest);
     }) as typeof JSON.parse;
     let created: { taskId: string; envelopeId: string };
@@ -77,11 +80,14 @@ describe("an envelope is serialized once per send", () => {
       JSON.stringify = original.stringify;
       JSON.parse = original.parse;
     }
-    const ofEnvelope = seen.filter((call) => call.text.includes(created.envelopeId));
+    const asJson = `"envelopeId":"${created!.envelopeId}","payload":`;
+    const ofEnvelope = seen.filter((call) => call.text.includes(asJson));
 
+    // Stored once, sealed: the task text is in no request and in no stored byte.
     const stored = coreInternals(origin.core).store.envelopeText(created.envelopeId)!;
-    expect(stored).toContain(marker);
-    const sends = bodies.filter((body) => body.includes(marker));
+    expect(stored).not.toContain(marker);
+    expect(bodies.filter((body) => body.includes(marker))).toEqual([]);
+    const sends = bodies.filter((body) => body.includes(created.envelopeId));
     expect(sends).toHaveLength(1);
     expect(sends[0]!.endsWith(`"envelope":${stored}}`)).toBe(true);
     // The in-memory relay runs in this process: the one parse is the relay reading the request.

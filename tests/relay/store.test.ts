@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
-import { relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { relayMaxMailboxItems, relaySenderMaxMailboxItems } from "../../src/protocol/limits.ts";
 import { type RelayServer, startRelayServer } from "../../src/relay-server/server.ts";
 import { createBudgets } from "../../src/relay-server/store/budgets.ts";
 import { createMemoryStore } from "../../src/relay-server/store/memory.ts";
@@ -19,26 +19,46 @@ import { describeRelayStore } from "../helpers/store-contract.ts";
 const violated = (rule: string) => expect.objectContaining({ code: "INVARIANT_VIOLATED", retryable: false, details: expect.objectContaining({ rule }) });
 
 describe("budget invariants", () => {
+  /** One item of `itemBytes` in `mailbox` from `senderId`, with a receipt of `receiptBytes`. */
+  const reservation = (mailbox: { items: number; bytes: number }, share: { items: number; bytes: number }, senderId: string, itemBytes: number, receiptBytes: number) => ({ mailbox, share, senderId, itemBytes, receiptBytes });
+
   test("a double release is INVARIANT_VIOLATED: a counter never goes negative", () => {
     const budgets = createBudgets();
     const mailbox = { items: 0, bytes: 0 };
-    expect(budgets.reserve(mailbox, 100, 50)).toBeUndefined();
-    budgets.releaseItem(mailbox, 100);
-    expect(() => budgets.releaseItem(mailbox, 100)).toThrow(violated("mailbox usage is never negative"));
-    budgets.releaseReceipt(50);
-    expect(() => budgets.releaseReceipt(50)).toThrow(violated("receipt usage is never negative"));
+    const share = { items: 0, bytes: 0 };
+    expect(budgets.reserve(reservation(mailbox, share, "a", 100, 50))).toBeUndefined();
+    budgets.releaseItem(mailbox, share, "a", 100);
+    expect(() => budgets.releaseItem(mailbox, share, "a", 100)).toThrow(violated("mailbox usage is never negative"));
+    budgets.releaseReceipt("a", 50);
+    expect(() => budgets.releaseReceipt("a", 50)).toThrow(violated("receipt usage is never negative"));
   });
 
-  test("the audit finds relay-wide usage that is not the sum of the mailboxes, and a mailbox over its bound", () => {
+  test("the audit finds relay-wide usage that is not the sum of the mailboxes, or of the senders, or a mailbox not the sum of its shares, and a mailbox over its bound", () => {
     const budgets = createBudgets();
     const first = { items: 0, bytes: 0 };
     const second = { items: 0, bytes: 0 };
-    budgets.reserve(first, 100, 50);
-    budgets.reserve(second, 200, 50);
-    budgets.audit([first, second]);
+    const [a, b] = [{ items: 0, bytes: 0 }, { items: 0, bytes: 0 }];
+    budgets.reserve(reservation(first, a, "a", 100, 50));
+    budgets.reserve(reservation(second, b, "b", 200, 50));
+    budgets.audit([{ usage: first, shares: [a] }, { usage: second, shares: [b] }]);
+    expect(budgets.senders()).toBe(2);
     // A mailbox the relay-wide counters never saw.
-    expect(() => budgets.audit([first, second, { items: 1, bytes: 10 }])).toThrow(violated("relay-wide usage is the sum of the mailboxes' usage"));
-    expect(() => budgets.audit([first, { items: relayMaxMailboxItems + 1, bytes: 0 }])).toThrow(violated("mailbox usage stays within its bound"));
+    expect(() => budgets.audit([{ usage: first, shares: [a] }, { usage: second, shares: [b] }, { usage: { items: 1, bytes: 10 }, shares: [{ items: 1, bytes: 10 }] }])).toThrow(
+      violated("relay-wide usage is the sum of the mailboxes' usage"),
+    );
+    expect(() => budgets.audit([{ usage: first, shares: [] }, { usage: second, shares: [b] }])).toThrow(violated("a mailbox's usage is the sum of its senders' shares"));
+    expect(() => budgets.audit([{ usage: first, shares: [a] }, { usage: { items: relayMaxMailboxItems + 1, bytes: 0 }, shares: [] }])).toThrow(violated("mailbox usage stays within its bound"));
+  });
+
+  test("a sender's share is reserved with the item and refused past its bound, the share named", () => {
+    const budgets = createBudgets();
+    const mailbox = { items: 0, bytes: 0 };
+    const share = { items: 0, bytes: 0 };
+    for (let index = 0; index < relaySenderMaxMailboxItems; index += 1) expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toBeUndefined();
+    expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toEqual({ kind: "quota", quota: "mailbox-share", details: { items: relaySenderMaxMailboxItems, bytes: 10 * relaySenderMaxMailboxItems } });
+    // Another sender's share of the same mailbox is its own.
+    expect(budgets.reserve(reservation(mailbox, { items: 0, bytes: 0 }, "b", 10, 50))).toBeUndefined();
+    expect(share.items).toBe(relaySenderMaxMailboxItems);
   });
 
   test("INVARIANT_VIOLATED is internal: no HTTP status of its own, never retryable", () => {

@@ -24,6 +24,7 @@ import {
   relayMaxActiveBytes,
   relayMaxMailboxBytes,
   relayMaxMailboxItems,
+  relaySenderMaxMailboxBytes,
   WIRE_PROTOCOL_VERSION,
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
@@ -143,11 +144,14 @@ describe("binding", () => {
 describe("an ACK frees the mailbox's own budget", () => {
   test("bytes: a mailbox filled to exactly relayMaxMailboxBytes refuses more; an ACK admits an envelope of the freed size again", async () => {
     const [a, b] = await pair("ack-bytes");
-    // The relay charges an envelope its canonical bytes. With a UUID envelopeId and an ISO
-    // createdAt (always 24 characters) every envelope from a to b has the same overhead.
+    // Several senders fill it, each within its share of the mailbox (quotas-v1): the mailbox's own
+    // budget is what refuses.
+    const senders = [a, ...(await Promise.all(Array.from({ length: Math.ceil(relayMaxMailboxBytes / relaySenderMaxMailboxBytes) }, (_, index) => session(`ack-bytes-${index}`))))];
+    // The relay charges an envelope its canonical bytes. With a UUID envelopeId, UUID endpoint ids
+    // and an ISO createdAt (always 24 characters) every envelope to b has the same overhead.
     const payloadOverhead = canonicalBytes({ d: "" });
     const envelopeOverhead = canonicalBytes(a.envelopeTo(b.endpoint, { payload: { d: "" } }));
-    const sized = (bytes: number): WireEnvelopeValue => a.envelopeTo(b.endpoint, { payload: { d: "x".repeat(bytes - envelopeOverhead) } });
+    const sized = (bytes: number, from = a): WireEnvelopeValue => from.envelopeTo(b.endpoint, { payload: { d: "x".repeat(bytes - envelopeOverhead) } });
     const largest = envelopeOverhead - payloadOverhead + maxRelayPayloadBytes;
     // Few, large envelopes whose sizes add up to the byte limit exactly.
     const count = Math.ceil(relayMaxMailboxBytes / largest);
@@ -163,8 +167,9 @@ describe("an ACK frees the mailbox's own budget", () => {
     expect(utf8Bytes(JSON.stringify(a.request("send", { envelope: sample })))).toBeLessThanOrEqual(maxRequestBodyBytes);
 
     const sent = await inBatches(count, 8, async (index) => {
-      const envelope = sized(sizes[index]!);
-      const reply = await a.send(envelope);
+      const from = senders[index % senders.length]!;
+      const envelope = sized(sizes[index]!, from);
+      const reply = await from.send(envelope);
       expect(canonicalBytes(envelope)).toBe(sizes[index]!);
       expectValue(reply, "accepted");
       return envelope;

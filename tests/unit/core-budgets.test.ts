@@ -18,6 +18,7 @@ import {
 } from "../../src/protocol/limits.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createMemoryHost } from "../../kit/memory-host.ts";
+import { introduce } from "../../kit/introduce.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
 
 type Pair = VirtualPair;
@@ -98,6 +99,7 @@ describe("pass budgets", () => {
     const p = await pair();
     const other = createTaskCore({ store: createTaskStore(), session: p.relay.session("other"), timers: p.timers, clock: p.clock, host: createMemoryHost() });
     await other.connect();
+    await introduce(other, p.worker, (core) => pass(core, p.timers));
     // Old work: the worker's question to another origin is refused once and stays pending.
     const otherTask = await other.createTask({ to: p.worker.endpoint()!, task: "other" });
     await pass(p.worker, p.timers);

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { generateKeyPairSync } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureIdentity, IDENTITY_FILE, identityPath, loadIdentity } from "../../src/trust/identity.ts";
@@ -31,7 +31,7 @@ function scratch(): { dir: string; home: string } {
 /** A home holding `text` as identity.json (mode 0600). */
 function homeWith(text: string): { home: string; path: string } {
   const { home } = scratch();
-  mkdirSync(home, { recursive: true });
+  mkdirSync(home, { recursive: true, mode: 0o700 });
   const path = join(home, IDENTITY_FILE);
   writeFileSync(path, text, { mode: 0o600 });
   return { home, path };
@@ -171,7 +171,37 @@ describe("a bad identity file is refused, never replaced", () => {
 
   test("identity.json that is a directory is refused", () => {
     const { home } = scratch();
-    mkdirSync(join(home, IDENTITY_FILE), { recursive: true });
+    mkdirSync(join(home, IDENTITY_FILE), { recursive: true, mode: 0o700 });
     expect(thrown(() => ensureIdentity(home)).code).toBe("IDENTITY_INVALID");
+  });
+});
+
+/** A user id that is not this process's (nobody). */
+const OTHER_UID = 65_534;
+
+describe("whose identity.json is used", () => {
+  test("one owned by another user is refused (IDENTITY_INVALID naming the owner and the fix), never used", () => {
+    const text = storedText();
+    const { home, path } = homeWith(text);
+    chownSync(path, OTHER_UID, OTHER_UID);
+    const error = thrown(() => ensureIdentity(home));
+    expect(error.code).toBe("IDENTITY_INVALID");
+    expect(error.message).toContain(`uid ${OTHER_UID}`);
+    expect(error.message).toContain(`chown ${process.getuid!()} ${path}`);
+    expect(readFileSync(path, "utf8")).toBe(text);
+    chownSync(path, process.getuid!(), process.getgid!());
+    expect(ensureIdentity(home).identity.publicKey).toBe(JSON.parse(text).publicKey);
+  });
+
+  test("a symbolic link is refused, even to a valid identity file of one's own (IDENTITY_INVALID naming the fix)", () => {
+    const { home: elsewhere, path: real } = homeWith(storedText());
+    const { home } = scratch();
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    symlinkSync(real, identityPath(home));
+    const error = thrown(() => ensureIdentity(home));
+    expect(error.code).toBe("IDENTITY_INVALID");
+    expect(error.message).toContain("symbolic link");
+    expect(String(error.details.problem)).toContain("regular file");
+    expect(loadIdentity(elsewhere)).toBeDefined();
   });
 });

@@ -1,11 +1,38 @@
 /**
  * HS256 JWT for the optional Wolfpack auth (docs/wire.md): the client's fresh tokens
- * and the relay's verifier, checked against an independent HS256 signer written here.
+ * and the relay's verifier, checked against an independent HS256 signer written here. And the
+ * relay secret's tokens and proofs (docs/security.md, "The relay secret").
  */
 import { describe, expect, test } from "bun:test";
+import { createHmac } from "node:crypto";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { jwtClaimsFromEnv, readJwtSecret, signJwt, verifyJwt } from "../../src/protocol/jwt.ts";
-import { jwtClockToleranceMs, jwtIdBytes, jwtMinSecretChars, jwtTokenLifetimeMs, msPerSecond } from "../../src/protocol/limits.ts";
+import {
+  challengeProof,
+  deriveRelayKeys,
+  instanceProof,
+  isChallenge,
+  jwtClaimsFromEnv,
+  newChallenge,
+  proofMatches,
+  readJwtSecret,
+  RELAY_TOKEN_AUDIENCE,
+  replyProof,
+  signJwt,
+  signRelayToken,
+  verifyJwt,
+  verifyRelayToken,
+} from "../../src/protocol/jwt.ts";
+import {
+  jwtClockToleranceMs,
+  jwtIdBytes,
+  jwtMinSecretChars,
+  jwtTokenLifetimeMs,
+  msPerSecond,
+  relaySecretBytes,
+  relayTokenClockToleranceMs,
+  relayTokenIdBytes,
+  relayTokenLifetimeMs,
+} from "../../src/protocol/limits.ts";
 
 const SECRET = "0123456789abcdef0123456789abcdef-test";
 const TOLERANCE_S = jwtClockToleranceMs / msPerSecond;
@@ -177,5 +204,83 @@ describe("configuration from the environment", () => {
     expect(jwtClaimsFromEnv({})).toEqual({});
     expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: " wolfpack ", WOLFPACK_JWT_AUDIENCE: " relay " })).toEqual({ issuer: "wolfpack", audience: "relay" });
     expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: "  ", WOLFPACK_JWT_AUDIENCE: "" })).toEqual({});
+  });
+});
+
+describe("relay tokens and proofs (the relay secret)", () => {
+  const keys = deriveRelayKeys(Buffer.alloc(relaySecretBytes, 7));
+  const other = deriveRelayKeys(Buffer.alloc(relaySecretBytes, 8));
+  const T0_MS = T0_S * msPerSecond;
+  const LIFETIME_MS = relayTokenLifetimeMs;
+
+  test("a relay token is HS256 {iat, exp: iat + 10 s, jti of 16 random bytes, aud}, verified with its expiry for the replay memory", () => {
+    const token = signRelayToken(keys, T0_MS + 999);
+    const [header, payload] = token.split(".");
+    expect(decode(header!)).toEqual({ alg: "HS256", typ: "JWT" });
+    const claims = decode(payload!);
+    expect(claims).toEqual({ iat: T0_S, exp: T0_S + LIFETIME_MS / msPerSecond, jti: expect.stringMatching(new RegExp(`^[0-9a-f]{${relayTokenIdBytes * 2}}$`)), aud: RELAY_TOKEN_AUDIENCE });
+    expect(verifyRelayToken(keys, token, T0_MS)).toEqual({ ok: true, signed: true, jti: claims.jti as string, expiresAtMs: T0_MS + LIFETIME_MS + relayTokenClockToleranceMs });
+    expect(signRelayToken(keys, T0_MS)).not.toBe(signRelayToken(keys, T0_MS));
+  });
+
+  test("it lives seconds, not a minute: refused once its lifetime and the tolerance passed, and before its iat", () => {
+    const token = signRelayToken(keys, T0_MS);
+    const end = T0_MS + LIFETIME_MS + relayTokenClockToleranceMs;
+    expect(verifyRelayToken(keys, token, end - 1).ok).toBe(true);
+    expect(verifyRelayToken(keys, token, end)).toEqual({ ok: false, signed: true, reason: "expired" });
+    expect(verifyRelayToken(keys, token, T0_MS - relayTokenClockToleranceMs - 1)).toEqual({ ok: false, signed: true, reason: "issued-in-future" });
+    expect(LIFETIME_MS).toBeLessThan(jwtTokenLifetimeMs);
+  });
+
+  test("another secret, a tampered token, or one that claims a longer life or no audience is refused; only a good signature counts as signed", () => {
+    const token = signRelayToken(keys, T0_MS);
+    expect(verifyRelayToken(other, token, T0_MS)).toEqual({ ok: false, signed: false, reason: "signature" });
+    const [header, payload, signature] = token.split(".") as [string, string, string];
+    const longer = b64url(JSON.stringify({ ...decode(payload), exp: T0_S + 3_600 }));
+    expect(verifyRelayToken(keys, `${header}.${longer}.${signature}`, T0_MS).signed).toBe(false);
+    const sign = (claims: unknown) => {
+      const input = `${header}.${b64url(JSON.stringify(claims))}`;
+      return `${input}.${createHmac("sha256", keys.token).update(input).digest("base64url")}`;
+    };
+    const base = decode(payload);
+    expect(verifyRelayToken(keys, sign(base), T0_MS).ok).toBe(true);
+    expect(verifyRelayToken(keys, sign({ ...base, exp: T0_S + 3_600 }), T0_MS)).toEqual({ ok: false, signed: true, reason: "lifetime" });
+    expect(verifyRelayToken(keys, sign({ ...base, aud: undefined }), T0_MS)).toEqual({ ok: false, signed: true, reason: "audience" });
+    expect(verifyRelayToken(keys, sign({ ...base, jti: "short" }), T0_MS)).toEqual({ ok: false, signed: true, reason: "jti" });
+    expect(verifyRelayToken(keys, sign({ ...base, iat: "now" }), T0_MS)).toEqual({ ok: false, signed: true, reason: "time claims" });
+    expect(verifyRelayToken(keys, "a.b", T0_MS)).toEqual({ ok: false, signed: false, reason: "malformed" });
+  });
+
+  test("each purpose has its own derived key, so no answer the relay gives to chosen input signs a token", () => {
+    const secret = Buffer.alloc(relaySecretBytes, 7);
+    expect(keys.token.equals(keys.challenge) || keys.token.equals(keys.reply) || keys.challenge.equals(keys.reply)).toBe(false);
+    expect(keys.token.equals(secret)).toBe(false);
+    // The relay's answers to chosen input never sign a token: the challenge answer is keyed apart.
+    const token = signRelayToken(keys, T0_MS);
+    const input = token.split(".").slice(0, 2).join(".");
+    expect(challengeProof(keys, input)).not.toBe(token.split(".")[2]);
+    expect(replyProof(keys, input)).not.toBe(token.split(".")[2]);
+  });
+
+  test("challenges are 32 random bytes as base64url; only the secret's holder answers one", () => {
+    const challenge = newChallenge();
+    expect(isChallenge(challenge)).toBe(true);
+    expect(isChallenge(`${challenge}x`)).toBe(false);
+    expect(isChallenge("x".repeat(challenge.length - 1) + "+")).toBe(false);
+    expect(isChallenge(undefined)).toBe(false);
+    expect(proofMatches(challengeProof(keys, challenge), challengeProof(keys, challenge))).toBe(true);
+    expect(proofMatches(challengeProof(keys, challenge), challengeProof(other, challenge))).toBe(false);
+    expect(proofMatches(challengeProof(keys, challenge), null)).toBe(false);
+    expect(proofMatches(challengeProof(keys, challenge), "short")).toBe(false);
+  });
+
+  test("an instance proof binds the nonce, the challenge and the pid", () => {
+    const nonce = Buffer.alloc(relaySecretBytes, 1).toString("base64url");
+    const challenge = newChallenge();
+    const proof = instanceProof(nonce, challenge, 4242);
+    expect(instanceProof(nonce, challenge, 4242)).toBe(proof);
+    expect(instanceProof(nonce, challenge, 4243)).not.toBe(proof);
+    expect(instanceProof(nonce, newChallenge(), 4242)).not.toBe(proof);
+    expect(instanceProof(Buffer.alloc(relaySecretBytes, 2).toString("base64url"), challenge, 4242)).not.toBe(proof);
   });
 });

@@ -5,7 +5,7 @@
  * the pass deadline in presentation, the foreground old-work window, and evidence that a later
  * confirmation wins over an earlier blocked insertion.
  */
-import { coreInternals } from "../../src/core/task-core.ts";
+import { coreInternals, createCoreContext } from "../../src/core/task-core.ts";
 import { describe, expect, test } from "bun:test";
 import type { CoreBook } from "../../src/core/bookkeeping.ts";
 import type { CoreContext } from "../../src/core/context.ts";
@@ -16,19 +16,21 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { configHoldInitialMs, configHoldMaxMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
-import { createTrustState, processLocalTrust } from "../../src/core/trust.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
 import { deferred, failure } from "../../kit/async.ts";
+import { clearPayload } from "../../kit/sealed.ts";
 
 type Pair = VirtualPair;
 const pair = virtualPair;
 const run = settleVirtually;
 
-type Body = { envelope?: { envelopeId?: string; payload?: { kind?: string; payload?: { type?: string; payload?: Record<string, unknown> } } } };
-const innerType = (body: Record<string, unknown>) => (body as Body).envelope?.payload?.payload?.type;
-const receiptStage = (body: Record<string, unknown>) => (body as Body).envelope?.payload?.payload?.payload?.stage;
-const messageText = (body: Record<string, unknown>) => (body as Body).envelope?.payload?.payload?.payload?.message;
+type Body = { envelope?: { envelopeId?: string; payload?: unknown } };
+/** The sent envelope's inner payload, opened (the mail is sealed). */
+const inner = (body: Record<string, unknown>) => clearPayload((body as Body).envelope?.payload)?.payload as { type?: string; payload?: Record<string, unknown> } | undefined;
+const innerType = (body: Record<string, unknown>) => inner(body)?.type;
+const receiptStage = (body: Record<string, unknown>) => inner(body)?.payload?.stage;
+const messageText = (body: Record<string, unknown>) => inner(body)?.payload?.message;
 
 /** Assigns one task and lets the worker present it (so it can send intents). */
 async function assigned(p: Pair): Promise<string> {
@@ -42,25 +44,7 @@ async function assigned(p: Pair): Promise<string> {
 
 describe("per-target FIFO, enforced in one place (attemptSend)", () => {
   function context(p: Pair, core: TaskCore, store: TaskStore<CoreBook>): CoreContext {
-    return {
-      store,
-      session: coreInternals(core).session,
-      clock: Date.now,
-      timers: p.timers,
-      host: createMemoryHost(),
-      trust: createTrustState(processLocalTrust()),
-      fence: new AbortController(),
-      sending: new Map(),
-      withheld: new Map(),
-      requestRefresh: () => undefined,
-      boundEndpoint: undefined,
-      hold: undefined,
-      progressShownAt: new Map(),
-      probedAt: new Map(),
-      autoReassign: false,
-    unreachableAt: undefined,
-    reconnecting: new Set(),
-    };
+    return createCoreContext({ store, session: coreInternals(core).session, timers: p.timers, host: createMemoryHost() });
   }
 
   function queue(store: TaskStore<CoreBook>, from: TaskCore, to: TaskCore, count: number): string[] {

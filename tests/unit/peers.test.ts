@@ -5,7 +5,7 @@
  * peer book seeing changes without a restart.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { maxPeerNameChars, maxPeers, peersLockStaleMs, peersLockWaitMs } from "../../src/protocol/limits.ts";
@@ -40,7 +40,7 @@ function lockPath(at: string): string {
 
 /** Writes a lock file naming `pid`, `ageMs` old. */
 function plantLock(at: string, pid: number, ageMs: number): string {
-  mkdirSync(at, { recursive: true });
+  mkdirSync(at, { recursive: true, mode: 0o700 });
   const path = lockPath(at);
   writeFileSync(path, `${pid} planted\n`);
   const when = new Date(Date.now() - ageMs);
@@ -135,7 +135,7 @@ describe("adding, listing and removing", () => {
 
   test(`at most ${maxPeers} peers (PEERS_FULL); an existing pair still answers unchanged`, async () => {
     const at = home();
-    mkdirSync(at, { recursive: true });
+    mkdirSync(at, { recursive: true, mode: 0o700 });
     const peers = Object.fromEntries(Array.from({ length: maxPeers }, (_, index) => [`p${index}`, { key: key(), addedAt: "2026-01-01T00:00:00.000Z" }]));
     writeFileSync(peersPath(at), JSON.stringify({ version: 1, peers }), { mode: 0o600 });
     const before = readFileSync(peersPath(at), "utf8");
@@ -174,14 +174,14 @@ describe("a malformed peers.json is refused and never overwritten", () => {
 
   test("a well-formed document of the same kind reads (so each case fails for its own defect)", () => {
     const at = home();
-    mkdirSync(at, { recursive: true });
+    mkdirSync(at, { recursive: true, mode: 0o700 });
     writeFileSync(peersPath(at), JSON.stringify({ version: 1, peers: { bob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" }, rob: { key: b, addedAt: "2026-01-01T00:00:00.000Z" } } }), { mode: 0o600 });
     expect(listPeers(at).map((peer) => peer.name)).toEqual(["bob", "rob"]);
   });
 
   test("a peers.json group or others may write is PEERS_INVALID (they could add a trusted peer), naming the chmod fix", () => {
     const at = home();
-    mkdirSync(at, { recursive: true });
+    mkdirSync(at, { recursive: true, mode: 0o700 });
     const text = JSON.stringify({ version: 1, peers: { bob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" } } });
     writeFileSync(peersPath(at), text, { mode: 0o600 });
     expect(listPeers(at).map((peer) => peer.name)).toEqual(["bob"]);
@@ -198,7 +198,7 @@ describe("a malformed peers.json is refused and never overwritten", () => {
   for (const [name, text] of Object.entries(cases)) {
     test(`${name}: PEERS_INVALID for reads, adds, removes and lookups; the file stays`, async () => {
       const at = home();
-      mkdirSync(at, { recursive: true });
+      mkdirSync(at, { recursive: true, mode: 0o700 });
       writeFileSync(peersPath(at), text, { mode: 0o600 });
       expect(thrown(() => listPeers(at)).code).toBe("PEERS_INVALID");
       expect(thrown(() => readPeers(at)).code).toBe("PEERS_INVALID");
@@ -307,7 +307,7 @@ describe("changes under the lock", () => {
 
   test("a lock released while a change waits is then taken", async () => {
     const at = home();
-    mkdirSync(at, { recursive: true });
+    mkdirSync(at, { recursive: true, mode: 0o700 });
     const held = tryLock(lockPath(at), { staleMs: peersLockStaleMs });
     expect(held).toBeDefined();
     const releaseAfterMs = 300;
@@ -316,5 +316,46 @@ describe("changes under the lock", () => {
     expect((await addPeer(at, "bob", key())).changed).toBe(true);
     expect(Date.now() - started).toBeGreaterThanOrEqual(releaseAfterMs - 10);
     expect(existsSync(lockPath(at))).toBe(false);
+  });
+});
+
+/** A user id that is not this process's (nobody). */
+const OTHER_UID = 65_534;
+
+describe("whose peers.json is trusted", () => {
+  const document = (peerKey: string) => JSON.stringify({ version: 1, peers: { mallory: { key: peerKey, addedAt: "2026-01-01T00:00:00.000Z" } } });
+
+  test("one owned by another user is refused (PEERS_INVALID naming the owner and the fix): its peers are not trusted", async () => {
+    const at = home();
+    mkdirSync(at, { recursive: true, mode: 0o700 });
+    const mallory = key();
+    writeFileSync(peersPath(at), document(mallory), { mode: 0o600 });
+    chownSync(peersPath(at), OTHER_UID, OTHER_UID);
+    const error = thrown(() => createPeerBook(at).lookup(mallory));
+    expect(error.code).toBe("PEERS_INVALID");
+    expect(error.message).toContain(`uid ${OTHER_UID}`);
+    expect(error.message).toContain(`chown ${process.getuid!()} ${peersPath(at)}`);
+    expect(thrown(() => listPeers(at)).code).toBe("PEERS_INVALID");
+    expect((await failure(addPeer(at, "carol", key()))).code).toBe("PEERS_INVALID");
+    expect(readFileSync(peersPath(at), "utf8")).toBe(document(mallory));
+  });
+
+  test("a symbolic link — to another user's file, or to one's own — is refused (PEERS_INVALID naming the fix)", () => {
+    const at = home();
+    mkdirSync(at, { recursive: true, mode: 0o700 });
+    const mallory = key();
+    const theirs = join(at, "..", "theirs.json");
+    writeFileSync(theirs, document(mallory), { mode: 0o600 });
+    chownSync(theirs, OTHER_UID, OTHER_UID);
+    symlinkSync(theirs, peersPath(at));
+    const error = thrown(() => createPeerBook(at).lookup(mallory));
+    expect(error.code).toBe("PEERS_INVALID");
+    expect(error.message).toContain("symbolic link");
+    expect(String(error.details.problem)).toContain("regular file");
+    rmSync(peersPath(at));
+    const mine = join(at, "..", "mine.json");
+    writeFileSync(mine, document(mallory), { mode: 0o600 });
+    symlinkSync(mine, peersPath(at));
+    expect(thrown(() => readPeers(at)).code).toBe("PEERS_INVALID");
   });
 });

@@ -6,8 +6,11 @@
  * Flows run on the real relay in memory (src/relay-server/in-memory.ts).
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { encodeEnvelope, makeEvent } from "../../src/core/envelopes.ts";
-import { coreInternals } from "../../src/core/task-core.ts";
+import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
+import { followMovedPeer } from "../../src/core/reconnect.ts";
+import { createWorkScope } from "../../src/core/scope.ts";
+import { systemTimers } from "../../src/core/timers.ts";
+import { coreInternals, createCoreContext } from "../../src/core/task-core.ts";
 import { admit, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
 import type { CoreBook } from "../../src/core/bookkeeping.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
@@ -17,7 +20,10 @@ import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
-import { thrown } from "../../kit/async.ts";
+import { failure, thrown } from "../../kit/async.ts";
+import { drain } from "../../kit/drain.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { clearEnvelope, sealedTo } from "../../kit/sealed.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { ORIGIN, taskRecord, WORKER } from "../helpers/fixtures.ts";
 
@@ -64,7 +70,8 @@ describe("the gate's bounds at their edges", () => {
 
   test(`fresh: signed exactly ${signatureMaxAgeMs} ms ago or ${signatureMaxFutureSkewMs} ms ahead passes; 1 ms more is STALE_EVENT`, () => {
     const now = Date.UTC(2026, 0, 1);
-    const trust = () => createTrustState(trustOf(alice));
+    // A lifetime that began long before: only the age bounds decide here.
+    const trust = () => createTrustState(trustOf(alice), 0);
     expect(admit(store(), trust(), assignment(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
     expect(admit(store(), trust(), assignment(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
     expect(thrown(() => admit(store(), trust(), assignment(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
@@ -74,6 +81,7 @@ describe("the gate's bounds at their edges", () => {
   test(`replays: the same envelope again passes (a redelivery); another envelope with a seen event is REPLAYED_EVENT for the last ${replayWindowEvents} events`, () => {
     const now = Date.now();
     const trust = createTrustState(trustOf(alice));
+    const window = () => trust.seen.get(alice.publicKey)?.size ?? 0;
     const first = assignment(now);
     expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
     expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
@@ -81,12 +89,44 @@ describe("the gate's bounds at their edges", () => {
     expect(thrown(() => admit(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
     // Fill the window: with replayWindowEvents - 1 more, the first is still remembered …
     for (let index = 1; index < replayWindowEvents; index += 1) admit(store(), trust, assignment(now), WORKER, now);
-    expect(trust.seen.size).toBe(replayWindowEvents);
+    expect(window()).toBe(replayWindowEvents);
     expect(thrown(() => admit(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
     // … one more pushes it out of the bounded window.
     admit(store(), trust, assignment(now), WORKER, now);
-    expect(trust.seen.size).toBe(replayWindowEvents);
+    expect(window()).toBe(replayWindowEvents);
     expect(admit(store(), trust, copy, WORKER, now).verified).toBe(true);
+  });
+
+  test("strangers cannot flush the replay window: mail of a key this identity does not trust is never remembered", () => {
+    const now = Date.now();
+    const trust = createTrustState(trustOf(alice));
+    const first = assignment(now);
+    expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
+    // A stranger signs more canonical events for tasks nobody holds than the window has room for.
+    const stranger = generateIdentity().identity;
+    for (let index = 0; index <= replayWindowEvents; index += 1) {
+      const task = taskRecord({ createdAt: now });
+      const event = makeEvent(task, "task.information", "2", now, { message: "junk" });
+      admit(store(), trust, JSON.parse(encodeEnvelope(ORIGIN, WORKER, task.taskId, "canonical_event", event, now, { identity: stranger }).text) as TaskEnvelope, WORKER, now);
+    }
+    expect(trust.seen.has(stranger.publicKey)).toBe(false);
+    // The trusted key's event is still remembered: its replay is caught.
+    expect(thrown(() => admit(store(), trust, { ...first, envelopeId: crypto.randomUUID() }, WORKER, now)).code).toBe("REPLAYED_EVENT");
+  });
+
+  test("a lifetime takes no event signed before it began for a task it does not hold (a restarted worker, an old assignment served again)", () => {
+    const now = Date.now();
+    const startedAt = now;
+    const trust = createTrustState(trustOf(alice), startedAt);
+    // Signed an hour before this lifetime began (well within the 24 h age bound).
+    const old = assignment(startedAt - 60 * 60_000);
+    expect(thrown(() => admit(store(), trust, old, WORKER, now)).details).toMatchObject({ problem: "signed before this session's lifetime began, for a task it does not hold" });
+    expect(thrown(() => admit(store(), trust, old, WORKER, now)).code).toBe("STALE_EVENT");
+    // Within the clock skew allowed it passes; and a task this lifetime holds takes its older mail.
+    expect(admit(store(), trust, assignment(startedAt - signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
+    const held = store();
+    held.putTask((old.payload.payload as { task: unknown }).task as never, "target");
+    expect(admit(held, createTrustState(trustOf(alice), startedAt), old, WORKER, now).verified).toBe(true);
   });
 
   test("order: a bad signature is SIGNATURE_INVALID before anything else; a good one for another endpoint is NOT_ADDRESSED", () => {
@@ -102,6 +142,20 @@ describe("the gate's bounds at their edges", () => {
     const resent = { ...envelope, source: { relay: ORIGIN.relay, id: crypto.randomUUID() } };
     expect(thrown(() => admit(store(), createTrustState(trustOf(alice)), resent, WORKER, now)).code).toBe("NOT_ADDRESSED");
   });
+
+  test("order: authorization before freshness — old mail of an unknown or unauthorized key is refused as such, never as stale", () => {
+    const now = Date.now();
+    const old = assignment(now - signatureMaxAgeMs - 60_000);
+    // An unknown key (the worker trusts only itself): refused as unknown, though also stale.
+    expect(thrown(() => admit(store(), createTrustState(trustOf(generateIdentity().identity), 0), old, WORKER, now)).code).toBe("UNKNOWN_PEER");
+    // A task whose origin key is bound to another key: refused as unauthorized, though also stale.
+    const bound = store();
+    bound.putTask((old.payload.payload as { task: unknown }).task as never, "target");
+    bound.setTaskMeta(old.payload.taskId, { originKey: generateIdentity().identity.publicKey });
+    expect(thrown(() => admit(bound, createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("NOT_AUTHORIZED");
+    // Only mail from a key that may send it is judged on its age.
+    expect(thrown(() => admit(store(), createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("STALE_EVENT");
+  });
 });
 
 // -------------------------------------------------------------------------------------------------
@@ -109,12 +163,41 @@ describe("the gate's bounds at their edges", () => {
 // -------------------------------------------------------------------------------------------------
 
 describe("unknown keys", () => {
-  test("an unpaired origin's assignment is refused: never presented, counted, recorded; the origin learns why, unverified (the task stays active)", async () => {
+  test("an origin sends nothing to a worker whose key it does not trust: the worker proves its key, the send is refused, no task exists, the worker never hears of it", async () => {
+    const on = await relay();
+    const workerIdentity = generateIdentity().identity;
+    const worker = await party(on, trustOf(workerIdentity));
+    const origin = await party(on, trustOf(generateIdentity().identity, {}, { claimedName: "alice" }));
+    await introduce(origin.core, worker.core);
+    const refused = await failure(origin.core.createTask({ to: worker.core.endpoint()!, task: "delete the logs" }));
+    expect(refused).toMatchObject({ code: "UNKNOWN_PEER", details: { key: workerIdentity.publicKey, created: false } });
+    expect(origin.core.listTasks()).toEqual([]);
+    await drain([origin, worker]);
+    expect(worker.core.listTasks()).toEqual([]);
+    expect(worker.host.inserted).toEqual([]);
+  });
+
+  test("a worker's key proven only after the send (its answer came later): the task fails locally, marked no effect, and its content never left", async () => {
+    const on = await relay();
+    const workerIdentity = generateIdentity().identity;
+    const worker = await party(on, trustOf(workerIdentity));
+    const origin = await party(on, trustOf(generateIdentity().identity));
+    const created = await origin.core.createTask({ to: worker.core.endpoint()!, task: "delete the logs" });
+    expect(created.delivery).toBe("pending");
+    await drain([origin, worker]);
+    const task = origin.core.getTask(created.taskId);
+    expect(task.status).toBe("failed");
+    expect(task.events.at(-1)!.payload).toMatchObject({ noEffect: true, error: { code: "UNKNOWN_PEER" } });
+    expect(worker.core.listTasks()).toEqual([]);
+  });
+
+  test("an unpaired origin's assignment is refused by the worker (the origin trusts it): never presented there, counted, recorded; the origin's task fails with the verified refusal", async () => {
     const on = await relay();
     const workerIdentity = generateIdentity().identity;
     const worker = await party(on, trustOf(workerIdentity));
     const originIdentity = generateIdentity().identity;
-    const origin = await party(on, trustOf(originIdentity, {}, { claimedName: "alice" }));
+    const origin = await party(on, trustOf(originIdentity, { bob: workerIdentity }, { claimedName: "alice" }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "delete the logs" });
     await worker.core.refresh();
     expect(worker.host.inserted).toEqual([]);
@@ -125,29 +208,35 @@ describe("unknown keys", () => {
 
     await origin.core.refresh();
     const task = origin.core.getTask(taskId);
-    // The refusal is signed by a key the origin does not trust either: a relay could have forged
-    // it, so it is advice, not a failure.
-    expect(task.status).toBe("active");
-    const refused = task.events.find((event) => event.type === "task.refused")!;
-    expect(refused.payload).toMatchObject({ reason: "UNKNOWN_PEER", verified: false, refusedBy: { key: workerIdentity.publicKey, fingerprint: workerIdentity.fingerprint } });
-    expect(origin.host.insertedIds()).toContain(refused.eventId);
-    expect(origin.core.rejections()).toEqual({});
-  });
-
-  test("a refusal signed by a key the origin trusts is verified: the task fails with ASSIGNMENT_REFUSED", async () => {
-    const on = await relay();
-    const workerIdentity = generateIdentity().identity;
-    const worker = await party(on, trustOf(workerIdentity));
-    const origin = await party(on, trustOf(generateIdentity().identity, { bob: workerIdentity }));
-    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
-    await worker.core.refresh();
-    await origin.core.refresh();
-    const task = origin.core.getTask(taskId);
     expect(task.status).toBe("failed");
     expect(task.events.map((event) => event.type)).toEqual(["task.created", "task.refused", "task.failed"]);
+    const refused = task.events.find((event) => event.type === "task.refused")!;
+    expect(refused.payload).toMatchObject({ reason: "UNKNOWN_PEER", verified: true, refusedBy: { key: workerIdentity.publicKey, fingerprint: workerIdentity.fingerprint } });
     expect(task.events.at(-1)!.payload).toMatchObject({ error: { code: "ASSIGNMENT_REFUSED", retryable: false } });
     // The model reads the refusal once; the failure it caused is not a second message.
     expect(origin.host.inserted.filter((item) => item.taskId === taskId).map((item) => item.event.type)).toEqual(["task.refused"]);
+    expect(origin.core.rejections()).toEqual({});
+  });
+
+  test("a refusal signed by another key than the task's proven worker (a relay forging one) is NOT_AUTHORIZED and changes nothing", async () => {
+    const on = await relay();
+    const a = generateIdentity().identity;
+    const b = generateIdentity().identity;
+    const stranger = generateIdentity().identity;
+    const origin = await party(on, trustOf(a, { bob: b }));
+    const worker = await party(on, trustOf(b, { alice: a }));
+    await introduce(origin.core, worker.core);
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await origin.core.refresh();
+    const assignment = origin.core.getTask(taskId).events[0]!;
+    const intent = { intentId: crypto.randomUUID(), taskId, type: "task.refused", payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" } };
+    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: stranger }, undefined, { sealTo: a.seal!().publicKey });
+    await coreInternals(worker.core).session.send(forged);
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).status).toBe("active");
+    expect(origin.core.getTask(taskId).events.map((event) => event.type)).not.toContain("task.refused");
+    expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
   });
 
   test("a refusal naming another assignment signature than the origin's (a relay substituted it) is NOT_AUTHORIZED and changes nothing", async () => {
@@ -156,6 +245,7 @@ describe("unknown keys", () => {
     const b = generateIdentity().identity;
     const origin = await party(on, trustOf(a, { bob: b }));
     const worker = await party(on, trustOf(b, { alice: a }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
     await worker.core.refresh();
     await origin.core.refresh();
@@ -163,7 +253,7 @@ describe("unknown keys", () => {
     // Signed by the task's own worker key, for the current assignment — but the signature it names
     // is not the one the origin made (what a worker refusing a substituted copy would send).
     const intent = { intentId: crypto.randomUUID(), taskId, type: "task.refused", payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" } };
-    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: b });
+    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: b }, undefined, { sealTo: a.seal!().publicKey });
     await coreInternals(worker.core).session.send(forged);
     await origin.core.refresh();
     expect(origin.core.getTask(taskId).status).toBe("active");
@@ -171,7 +261,7 @@ describe("unknown keys", () => {
     expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
   });
 
-  test("while the local human decides, the mail waits unACKed and unpresented; once paired it is presented", async () => {
+  test("while the local human decides, the mail waits unpresented; once paired it is presented", async () => {
     const on = await relay();
     const workerIdentity = generateIdentity().identity;
     const originIdentity = generateIdentity().identity;
@@ -186,6 +276,7 @@ describe("unknown keys", () => {
       },
     });
     const origin = await party(on, trustOf(originIdentity, { worker: workerIdentity }, { claimedName: "alice" }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
     await worker.core.refresh();
     await worker.core.refresh();
@@ -212,6 +303,7 @@ describe("paired peers and bound keys", () => {
     const b = generateIdentity().identity;
     const origin = await party(on, trustOf(a, { bob: b }));
     const worker = await party(on, trustOf(b, { alice: a }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
     await worker.core.refresh();
     await worker.core.done({ taskId, status: "completed", summary: "done" });
@@ -229,6 +321,7 @@ describe("paired peers and bound keys", () => {
     const c = generateIdentity().identity;
     const origin = await party(on, trustOf(a, { bob: b, carol: c }));
     const worker = await party(on, trustOf(b, { alice: a }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
     await worker.core.refresh();
     await origin.core.refresh();
@@ -242,6 +335,39 @@ describe("paired peers and bound keys", () => {
     expect(origin.core.getTask(taskId).status).toBe("active");
     expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
   });
+
+  test("a task looking for its peer follows only the key bound to it: another trusted key's mail from a new endpoint moves nothing", async () => {
+    const on = await relay();
+    const [a, b, c] = [generateIdentity().identity, generateIdentity().identity, generateIdentity().identity];
+    const origin = await party(on, trustOf(a, { bob: b, carol: c }));
+    const worker = await party(on, trustOf(b, { alice: a }));
+    const carol = await party(on, trustOf(c, { alice: a }));
+    await introduce(origin.core, worker.core);
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await drain([origin, worker]);
+    const { store, session } = coreInternals(origin.core);
+    // The relay restarted: the origin's task looks for its worker (reconnect.ts).
+    store.setTaskMeta(taskId, { ...store.getTaskMeta(taskId), reconnectingSince: Date.now() });
+    const target = origin.core.getTask(taskId).target;
+    // carol, trusted by the origin but not this task's worker, writes from her own endpoint.
+    const intent = makeIntent(taskId, "task.information", { message: "I am your worker now" });
+    const forged = encodeEnvelope(carol.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent, Date.now(), { identity: c }, undefined, sealedTo(a));
+    await coreInternals(carol.core).session.send(forged);
+    await origin.core.refresh();
+    expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+    expect(origin.core.getTask(taskId).target).toEqual(target);
+    // Behind the gate the same rule holds: following a moved peer takes its bound key only.
+    const context = createCoreContext({ store, session, trust: trustOf(a, { bob: b, carol: c }) });
+    const scope = createWorkScope({ timers: systemTimers, mode: "foreground" });
+    const envelope = clearEnvelope(JSON.parse(forged.text) as TaskEnvelope, a) as unknown as TaskEnvelope;
+    const signer = (identity: Identity) => ({ verified: true as const, key: identity.publicKey, fingerprint: identity.fingerprint, self: false });
+    followMovedPeer(context, scope, envelope, signer(c), store.getTaskMeta(taskId));
+    expect(origin.core.getTask(taskId).target).toEqual(target);
+    // The bound key's mail from that endpoint moves it (what the check guards).
+    followMovedPeer(context, scope, envelope, signer(b), store.getTaskMeta(taskId));
+    expect(origin.core.getTask(taskId).target).toEqual(carol.core.endpoint()!);
+    scope.dispose();
+  });
 });
 
 describe("unsigned mail", () => {
@@ -254,7 +380,7 @@ describe("unsigned mail", () => {
     const event = makeEvent(task, "task.created", "1", Date.now(), { task: task.task });
     await coreInternals(origin.core).session.send(encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, task.taskId, "assignment", { task, event }, Date.now()));
     await worker.core.refresh();
-    return { worker, origin, task };
+    return { worker, origin, task, identity };
   }
 
   test("refused by default (UNSIGNED_EVENT), never presented", async () => {
@@ -275,6 +401,7 @@ describe("unsigned mail", () => {
     const identity = generateIdentity().identity;
     const origin = await party(on, trustOf(identity));
     const worker = await party(on, trustOf(identity, {}, { acceptUnsigned: true }));
+    await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
     await worker.core.refresh();
     const stored = coreInternals(worker.core).store.getStoredTask(taskId)!.record;
@@ -283,6 +410,35 @@ describe("unsigned mail", () => {
     await worker.core.refresh();
     expect(worker.core.getTask(taskId).status).toBe("active");
     expect(worker.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+  });
+
+  test("an unverified task (an unsigned assignment taken under the opt-in) takes no signed canonical event: any key's cancel is NOT_AUTHORIZED", async () => {
+    const { worker, origin, task, identity } = await unsignedAssignment(true);
+    const forger = generateIdentity().identity;
+    const cancel = makeEvent(task, "task.cancelled", "2", Date.now(), { summary: "forged" });
+    const forged = encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, task.taskId, "canonical_event", cancel, Date.now(), { identity: forger }, undefined, sealedTo(identity));
+    await coreInternals(origin.core).session.send(forged);
+    await worker.core.refresh();
+    expect(worker.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+    expect(worker.core.getTask(task.taskId).status).toBe("active");
+    expect(worker.host.inserted.map((item) => item.event.type)).toEqual(["task.created"]);
+  });
+
+  test("the origin side: once the worker's key is bound, an unsigned intent is NOT_AUTHORIZED even with the opt-in", async () => {
+    const on = await relay();
+    const identity = generateIdentity().identity;
+    const origin = await party(on, trustOf(identity, {}, { acceptUnsigned: true }));
+    const worker = await party(on, trustOf(identity));
+    await introduce(origin.core, worker.core);
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
+    await worker.core.refresh();
+    await origin.core.refresh();
+    expect(coreInternals(origin.core).store.getTaskMeta(taskId)?.workerKey).toBe(identity.publicKey);
+    const intent = makeIntent(taskId, "task.completed", { summary: "unsigned" });
+    await coreInternals(worker.core).session.send(encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent, Date.now()));
+    await origin.core.refresh();
+    expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
+    expect(origin.core.getTask(taskId).status).toBe("active");
   });
 });
 
@@ -300,6 +456,8 @@ describe("a malformed peers.json", () => {
       },
     });
     const origin = await party(on, trustOf(a, { bob: b }));
+    // Answering a hello needs no peer lookup: the broken file does not stop the proof.
+    await introduce(origin.core, worker.core);
     await origin.core.createTask({ to: worker.core.endpoint()!, task: "work" });
     const report = await worker.core.refresh();
     expect(report.failures.get("intake")?.code).toBe("PEERS_INVALID");

@@ -1,13 +1,13 @@
 import { ReassignParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { awaitProof, guarded, lines, ok, PROOF_PENDING, reportedNotSent, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function reassignTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_reassign",
     label: "Reassign task",
     description:
-      "Move an orphaned task (its worker is gone) to another worker: `to` (a taskEndpoint from agent_task_spawn or agent_task_workers), or by default the lost worker's restarted session of the same name. The task keeps its history; mail from the old worker is refused from then on.",
+      "Move an orphaned task (its worker is gone) to another worker: `to` (a taskEndpoint from agent_task_spawn or agent_task_workers), or by default the lost worker's restarted session of the same name. The task keeps its history; mail from the old worker is refused from then on. Nothing of the task reaches the new worker before it proves the key the task expects.",
     promptSnippet: "agent_task_reassign: move an orphaned task to another worker",
     promptGuidelines: [
       "Use agent_task_reassign when a '## task orphaned' event says a task's worker is gone: spawn or pick a worker first and pass its taskEndpoint as `to`, or omit `to` when the same worker session was restarted.",
@@ -17,10 +17,19 @@ export function reassignTool(deps: ToolDeps): TaskToolDefinition {
       guarded(async () => {
         const input = assertValid(ReassignParams, params, { subject: "agent_task_reassign" });
         const moved = await deps.run((core) => core.reassignTask(input.taskId, { signal, ...(input.to === undefined ? {} : { to: input.to }) }));
+        const delivery = moved.delivery === "accepted" ? "accepted" : await awaitProof(deps, moved.taskId, signal);
         deps.requestRefresh();
+        if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
         return ok(
-          lines("## task reassigned", `- taskId: ${moved.taskId}`, `- previousTarget: ${moved.previousTarget.relay}/${moved.previousTarget.id}`, `- target: ${moved.target.relay}/${moved.target.id}`, `- historyTruncated: ${moved.historyTruncated}`),
-          { ...moved },
+          lines(
+            "## task reassigned",
+            `- taskId: ${moved.taskId}`,
+            `- previousTarget: ${moved.previousTarget.relay}/${moved.previousTarget.id}`,
+            `- target: ${moved.target.relay}/${moved.target.id}`,
+            `- historyTruncated: ${moved.historyTruncated}`,
+            `- ${delivery === "accepted" ? RELAY_ACCEPTANCE_ONLY : PROOF_PENDING}`,
+          ),
+          { ...moved, delivery },
         );
       }),
   };

@@ -1,13 +1,13 @@
 import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
-import { guarded, lines, ok, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { awaitProof, guarded, lines, ok, PROOF_PENDING, reportedNotSent, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function sendTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_send",
     label: "Send task",
     description:
-      "Assign a task to another Pi session (a worker) by its opaque task endpoint {relay, id}. Returns when the relay accepted the assignment — not when the worker ran it.",
+      "Assign a task to another Pi session (a worker) by its opaque task endpoint {relay, id}. Returns when the relay accepted the assignment — not when the worker ran it. A worker new to this session first proves its key; until it has, the task waits and nothing of it leaves.",
     promptSnippet: "agent_task_send: delegate a task to another Pi session's task endpoint",
     promptGuidelines: [
       "Use agent_task_send with the worker's taskEndpoint {relay, id} exactly as agent_task_spawn or agent_task_workers reported it; never derive an endpoint from a name.",
@@ -19,9 +19,18 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition {
     execute: (_id, params, signal) =>
       guarded(async () => {
         const created = await deps.run((core) => core.createTask(params, { signal }));
+        const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
+        if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
         return ok(
-          lines("## task sent", `- taskId: ${created.taskId}`, `- target: ${formatEndpoint(created.target)}`, `- ${RELAY_ACCEPTANCE_ONLY}`, "", "Keep working; you will be woken by the worker's questions and its result."),
-          { taskId: created.taskId, envelopeId: created.envelopeId, target: created.target, delivery: "accepted" },
+          lines(
+            "## task sent",
+            `- taskId: ${created.taskId}`,
+            `- target: ${formatEndpoint(created.target)}`,
+            `- ${delivery === "accepted" ? RELAY_ACCEPTANCE_ONLY : PROOF_PENDING}`,
+            "",
+            "Keep working; you will be woken by the worker's questions and its result.",
+          ),
+          { taskId: created.taskId, envelopeId: created.envelopeId, target: created.target, delivery },
         );
       }),
   };

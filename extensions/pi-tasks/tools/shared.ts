@@ -3,9 +3,12 @@
  * and how results and errors are written. Errors come back as `isError: true` results carrying
  * `code`, `retryable` and `details`, never as throws into Pi.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { TSchema } from "@sinclair/typebox";
 import type { TaskCore } from "../../../src/core/task-core.ts";
-import { toTaskError } from "../../../src/protocol/errors.ts";
+import type { TaskView } from "../../../src/core/views.ts";
+import { TaskError, toTaskError } from "../../../src/protocol/errors.ts";
+import { sendProofPollMs, sendProofWaitMs } from "../../../src/protocol/limits.ts";
 import type { TaskEndpoint, ToolName } from "../../../src/protocol/schemas.ts";
 import type { SessionInfo } from "../lifecycle.ts";
 import { renderError } from "../render.ts";
@@ -70,4 +73,47 @@ export async function guarded(work: () => Promise<ToolResult>): Promise<ToolResu
   } catch (error) {
     return errorResult(error);
   }
+}
+
+/**
+ * After a send (or a reassignment) whose content waits for the worker to prove its key: passes run
+ * until the assignment left (`accepted`), the task ended without it leaving (its view: the worker's
+ * key is not one this identity trusts), or `sendProofWaitMs` passed (`pending`: it leaves by itself
+ * once the worker answers).
+ */
+export async function awaitProof(deps: ToolDeps, taskId: string, signal: AbortSignal | undefined): Promise<"accepted" | "pending" | TaskView> {
+  const deadline = Date.now() + sendProofWaitMs;
+  for (;;) {
+    const view = await deps.run(async (core) => {
+      await core.refresh();
+      return core.getTask(taskId);
+    });
+    if (view.status !== "active") return view;
+    if (view.deliveryEvidence.relayAcceptance === "accepted") return "accepted";
+    if (Date.now() + sendProofPollMs > deadline) return "pending";
+    await sleep(sendProofPollMs, undefined, signal === undefined ? {} : { signal });
+  }
+}
+
+export const PROOF_PENDING = "delivery: pending — nothing of the task has left yet: the worker at this endpoint was asked to prove its key, and the task is sent as soon as it does.";
+
+/**
+ * The error result of a send or reassignment whose task ended before its content left (an untrusted
+ * worker key). The model reads the failure here, so the same failure waiting to be shown to it
+ * (a local item) is marked shown: it is not woken a second time for what it just read.
+ */
+export async function reportedNotSent(deps: ToolDeps, view: TaskView): Promise<ToolResult> {
+  const last = view.events.at(-1);
+  if (last !== undefined) await deps.run(async (core) => core.completeLocalPresentation(last.eventId));
+  return errorResult(notSent(view));
+}
+
+/** The error a send or reassignment reports when its task ended before its content left (an untrusted worker key). */
+function notSent(view: TaskView): TaskError {
+  const last = view.events.at(-1);
+  const error = (last?.payload as { error?: { code?: string; message?: string } } | undefined)?.error;
+  return new TaskError(error?.code ?? "TASK_ERROR", {
+    ...(error?.message === undefined ? {} : { message: error.message }),
+    details: { taskId: view.taskId, status: view.status, noEffect: true },
+  });
 }

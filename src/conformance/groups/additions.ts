@@ -1,11 +1,34 @@
-/** Our additions (docs/wire.md, "Our additions"): watch-v1, ack-batch-v1, successor-v1 and the session status route. */
+/**
+ * Our additions (docs/wire.md, "Our additions"): watch-v1, ack-batch-v1, successor-v1, the session
+ * status route, and the fair shares of quotas-v1 and mail-expiry-v1.
+ */
 import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
-import { ackBatchMaxItems, RELAY_PROFILE, SESSION_STATUS_PATH, watchMaxWaitMs, watchMinWaitMs } from "../../protocol/limits.ts";
-import { FEATURE_ACK_BATCH, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../protocol/wire.ts";
-import { ANY_ADDITION, atLeast, below, type ConformanceCheck, cursorsOf, equal, idsOf, inGroup, sleep } from "../kit.ts";
+import {
+  ackBatchMaxItems,
+  RELAY_PROFILE,
+  relayMailLifetimeMs,
+  relayMaxRegistrations,
+  relaySenderMaxActiveItems,
+  relaySenderMaxMailboxItems,
+  SESSION_STATUS_PATH,
+  watchMaxWaitMs,
+  watchMinWaitMs,
+} from "../../protocol/limits.ts";
+import { FEATURE_ACK_BATCH, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../protocol/wire.ts";
+import { above, ANY_ADDITION, atLeast, atMost, below, type ConformanceCheck, cursorsOf, equal, idsOf, inBatches, inGroup, sleep } from "../kit.ts";
 import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../timing.ts";
-import { getPath, uniqueName } from "../wire-client.ts";
+import { connectRequest, getPath, postJson, uniqueName, valueOf, type WireSession } from "../wire-client.ts";
+
+/** Requests a fair-share check keeps in flight (well under the relay's admission slots). */
+const SHARE_WIDTH = 8;
+
+/** Receives and acknowledges everything in `session`'s mailbox (a check leaves no queued mail behind). */
+async function clear(session: WireSession): Promise<number> {
+  const held = await session.drain();
+  await inBatches(held.length, SHARE_WIDTH, async (index) => valueOf("acknowledge", await session.acknowledge(held[index]!.envelope.envelopeId)));
+  return held.length;
+}
 
 export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", [
   {
@@ -135,6 +158,87 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       expectValue(await third.disconnect(), "disconnected");
       expectError(await asker.call("resolve", { target: third.endpoint, followSuccessor: true }), "TARGET_NOT_REGISTERED");
       expectError(await asker.call("resolve", { target: first.endpoint, followSuccessor: true }), "TARGET_NOT_REGISTERED");
+    },
+  },
+  {
+    name: "quotas-v1: one sender holds at most relaySenderMaxMailboxItems of a mailbox; its next send is 503 RELAY_CAPACITY with retryAfterMs, another sender's still gets in; an ACK makes room",
+    serial: true,
+    feature: FEATURE_QUOTAS,
+    run: async ({ expectError, expectValue, pair, session }) => {
+      const [flooder, target] = await pair("share");
+      const sent = await inBatches(relaySenderMaxMailboxItems, SHARE_WIDTH, async (index) => (await flooder.sendOk(target.endpoint, { payload: { index } })).envelope.envelopeId);
+      const refused = expectError(await flooder.send(flooder.envelopeTo(target.endpoint)), "RELAY_CAPACITY");
+      above(refused.retryAfterMs ?? 0, 0, "retryAfterMs of a refusal for a sender's share");
+      // The target's mailbox is not full: another sender's mail gets in.
+      const other = await session("share-other");
+      const { envelope } = await other.sendOk(target.endpoint);
+      expectValue(await target.acknowledge(sent[0]!), "acknowledged");
+      expectValue(await flooder.send(flooder.envelopeTo(target.endpoint)), "accepted");
+      const held = await target.drain();
+      assert.equal(held.length, relaySenderMaxMailboxItems + 1);
+      assert.ok(idsOf(held).includes(envelope.envelopeId), "the other sender's envelope is in the mailbox");
+      await clear(target);
+    },
+  },
+  {
+    name: "quotas-v1: one sender holds at most relaySenderMaxActiveItems queued relay-wide; its next send is 503 RELAY_CAPACITY with retryAfterMs, another sender's still gets in",
+    serial: true,
+    feature: FEATURE_QUOTAS,
+    run: async ({ expectError, expectValue, session }) => {
+      const flooder = await session("wide-share");
+      const targets = await Promise.all(Array.from({ length: Math.ceil(relaySenderMaxActiveItems / relaySenderMaxMailboxItems) + 1 }, (_, index) => session(`wide-share-${index}`)));
+      await inBatches(relaySenderMaxActiveItems, SHARE_WIDTH, (index) => flooder.sendOk(targets[index % (targets.length - 1)]!.endpoint, { payload: { index } }));
+      // The last target's mailbox is empty: what refuses is the sender's relay-wide share.
+      const last = targets.at(-1)!;
+      const refused = expectError(await flooder.send(flooder.envelopeTo(last.endpoint)), "RELAY_CAPACITY");
+      above(refused.retryAfterMs ?? 0, 0, "retryAfterMs of a refusal for a sender's share");
+      const other = await session("wide-share-other");
+      expectValue(await other.send(other.envelopeTo(last.endpoint)), "accepted");
+      let cleared = 0;
+      for (const target of targets) cleared += await clear(target);
+      assert.equal(cleared, relaySenderMaxActiveItems + 1);
+    },
+  },
+  {
+    name: "quotas-v1: with the registration budget spent, a connect takes the place of an ended registration instead of being refused",
+    serial: true,
+    feature: FEATURE_QUOTAS,
+    run: async ({ baseUrl, epoch, expectValue, session }) => {
+      const probe = await session("registry-probe");
+      const room = relayMaxRegistrations - Number(expectValue(await probe.call("health"), "health").store.registrations);
+      // Fill every place, then end the registrations (a client that went away).
+      const fillers = await inBatches(room, SHARE_WIDTH, async (index) => {
+        const callerSession = uniqueName(`registry-filler-${index}`);
+        const value = valueOf("connect", await postJson(baseUrl, connectRequest({ callerSession, generation: crypto.randomUUID() })));
+        return { callerSession, endpoint: value.endpoint };
+      });
+      const registrations = Number(expectValue(await probe.call("health"), "health").store.registrations);
+      atMost(registrations, relayMaxRegistrations);
+      await inBatches(fillers.length, SHARE_WIDTH, async (index) => {
+        const { callerSession, endpoint } = fillers[index]!;
+        return valueOf("disconnect", await postJson(baseUrl, { operation: "disconnect", profile: RELAY_PROFILE, epoch, callerSession, endpoint }));
+      });
+      // Ended registrations are kept for a while, but they no longer hold a place against a newcomer.
+      const newcomer = await session("registry-newcomer");
+      expectValue(await newcomer.call("health"), "health");
+      atMost(Number(expectValue(await probe.call("health"), "health").store.registrations), relayMaxRegistrations);
+    },
+  },
+  {
+    name: "mail-expiry-v1: an acceptance carries expiresAt, relayMailLifetimeMs after the acceptance; a duplicate carries the same",
+    feature: FEATURE_MAIL_EXPIRY,
+    run: async ({ expectValue, pair }) => {
+      const [a, b] = await pair("expires-at");
+      const before = Date.now();
+      const { envelope, accepted } = await a.sendOk(b.endpoint);
+      const after = Date.now();
+      assert.equal(typeof accepted.expiresAt, "string", "expiresAt of the acceptance");
+      const expiresAt = Date.parse(accepted.expiresAt);
+      atLeast(expiresAt, before + relayMailLifetimeMs);
+      atMost(expiresAt, after + relayMailLifetimeMs);
+      equal(expectValue(await a.send(envelope), "accepted").expiresAt, accepted.expiresAt, "expiresAt of the duplicate");
+      expectValue(await b.acknowledge(envelope.envelopeId), "acknowledged");
+      equal(expectValue(await a.send(envelope), "accepted").expiresAt, accepted.expiresAt, "expiresAt of the duplicate after the ACK");
     },
   },
   {

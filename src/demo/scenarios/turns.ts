@@ -13,13 +13,20 @@ export function field(message: Message | undefined, name: string): string | unde
   return message?.text.match(new RegExp(`^- ${name}: (.+)$`, "m"))?.[1]?.trim();
 }
 
-/** The free text of a rendered task event (after its field block). */
+/** What pi-tasks puts before every quoted line of peer text (extensions/pi-tasks/quote.ts). */
+const QUOTED_LINE = "│ ";
+
+/** The free text of a rendered task event: its first quoted block, without the quote marks. */
 export function body(message: Message | undefined): string {
-  const text = message?.text ?? "";
-  const start = text.indexOf("\n\n");
-  const rest = start < 0 ? "" : text.slice(start + 2);
-  const end = rest.indexOf("\n\n");
-  return (end < 0 ? rest : rest.slice(0, end)).trim();
+  const lines = (message?.text ?? "").split("\n");
+  const start = lines.findIndex((line) => line.startsWith(QUOTED_LINE));
+  if (start < 0) return "";
+  const end = lines.findIndex((line, index) => index > start && !line.startsWith(QUOTED_LINE));
+  return lines
+    .slice(start, end < 0 ? undefined : end)
+    .map((line) => line.slice(QUOTED_LINE.length))
+    .join("\n")
+    .trim();
 }
 
 /** Whether the model already called `tool` (optionally with arguments containing `fragment`). */

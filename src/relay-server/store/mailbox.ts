@@ -2,18 +2,36 @@
  * Mailboxes and receipts of the memory store: per-endpoint cursors (decimal strings on the wire,
  * first "1", never renumbered, sparse after ACKs), pages bounded by items and bytes, ACK by
  * envelope id, and dedupe receipts kept 15 minutes. Each envelope is held once, as the canonical
- * JSON text it is sent as, in one object that is both its mailbox item and its receipt.
- * Nothing here awaits: each call is atomic within the process.
+ * JSON text it is sent as, in one object that is both its mailbox item and its receipt. Each
+ * mailbox keeps its senders' shares (`quotas-v1`); queued mail expires `relayMailLifetimeMs` after
+ * its acceptance (`mail-expiry-v1`), and its receipt then answers a resend `expired` for another
+ * receipt retention. Nothing here awaits: each call is atomic within the process.
  */
 import { canonicalBytes, sha256Hex, utf8Bytes } from "../../protocol/canonical-json.ts";
 import { createHmac } from "node:crypto";
-import { ACCEPTANCE_KEY_BYTES, UUID_BYTES, RELAY_ID, maxCursorDigits, receivePageMaxBytes, relayReceiptOverheadBytes, relayReceiptRetentionMs } from "../../protocol/limits.ts";
+import {
+  ACCEPTANCE_KEY_BYTES,
+  UUID_BYTES,
+  RELAY_ID,
+  maxCursorDigits,
+  receivePageMaxBytes,
+  relayMailLifetimeMs,
+  relayReceiptOverheadBytes,
+  relayReceiptRetentionMs,
+} from "../../protocol/limits.ts";
 import { cursorValue } from "../../protocol/wire.ts";
-import type { Budgets, MailboxUsage } from "./budgets.ts";
+import type { Budgets, MailboxShares, MailboxUsage } from "./budgets.ts";
 import { violation } from "./invariant.ts";
 import type { AcknowledgeOutcome, AdmitOutcome, AdmitRequest, PageOutcome } from "./store.ts";
 
-type ReceiptState = "mailbox" | "acknowledged" | "dropped";
+/** Where an accepted envelope is: queued, acknowledged, dropped with its mailbox (a new generation), or expired unacknowledged. */
+type ReceiptState = "mailbox" | "acknowledged" | "dropped" | "expired";
+
+/**
+ * Expired mail is found among the receipts past their retention (the receipts queued mail pins),
+ * so mail must not expire before its receipt would.
+ */
+if (relayMailLifetimeMs < relayReceiptRetentionMs) throw new Error("relayMailLifetimeMs must be at least relayReceiptRetentionMs");
 
 /**
  * One accepted envelope: its mailbox item while it is queued and its dedupe receipt for 15
@@ -33,14 +51,20 @@ interface Accepted {
   digest: string | undefined;
   /** The target mailbox's endpoint id (the mailbox's own string, shared). */
   readonly targetId: string;
+  /** The sender's endpoint id: whose shares the item and the receipt count against. */
+  readonly sourceId: string;
   readonly acceptedAt: number;
   state: ReceiptState;
+  /** When it expired unacknowledged (state `expired`): its receipt is kept a retention from then. */
+  expiredAt?: number;
 }
 
 interface Mailbox {
   readonly endpointId: string;
   readonly entries: Accepted[];
   readonly usage: MailboxUsage;
+  /** Each sender's usage of this mailbox (`quotas-v1`); a sender holding nothing here has no entry. */
+  readonly shares: Map<string, MailboxUsage>;
   highest: bigint;
 }
 
@@ -62,12 +86,17 @@ export interface Mailboxes {
   highestCursor(endpointId: string): bigint;
   /** True when an unacknowledged item with a cursor above `after` exists. */
   hasPendingAfter(endpointId: string, after: bigint): boolean;
-  /** Drops a retired endpoint's mailbox and reclaims its budget. */
-  drop(endpointId: string): number;
+  /**
+   * Drops an endpoint's mailbox and frees its budgets: `dropped` for a retired endpoint (a resend
+   * is a conflict), `expired` for a reaped or reclaimed one (a resend is answered `expired`).
+   * Returns how many items it held.
+   */
+  drop(endpointId: string, as: "dropped" | "expired", now: number): number;
   pinsMail(endpointId: string): boolean;
-  expireReceipts(now: number): number;
-  /** Every mailbox's usage (for the budget audit). */
-  usages(): IterableIterator<MailboxUsage>;
+  /** Expires queued mail past its lifetime and receipts past their retention. */
+  expire(now: number): { expiredMail: number; expiredReceipts: number };
+  /** Every mailbox's usage with its senders' shares (for the budget audit). */
+  usages(): IterableIterator<MailboxShares>;
   counts(): { expiryEntries: number; mailboxes: number };
 }
 
@@ -107,6 +136,13 @@ function receiptBytesOf(envelopeId: string, targetId: string): number {
 /** Bytes of a page item `{"cursor":"…","envelope":}` besides the cursor digits and the envelope. */
 const pageItemOverheadBytes = utf8Bytes('{"cursor":"","envelope":}');
 
+/** Whether a receipt may go once past its retention: acknowledged or dropped, or expired a retention ago. */
+function releasable(receipt: Accepted, now: number): boolean {
+  if (receipt.state === "mailbox") return false;
+  if (receipt.state === "expired") return now - (receipt.expiredAt ?? receipt.acceptedAt) >= relayReceiptRetentionMs;
+  return true;
+}
+
 function firstAfter(items: readonly Accepted[], after: bigint): number {
   const cursor = Number(after);
   let low = 0;
@@ -128,13 +164,16 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
   /** Receipt ids in acceptance order, for expiry. */
   const expiryQueue: string[] = [];
   let expiryHead = 0;
-  /** Expired receipts still pinned by a mailbox item; re-checked each maintenance run. */
+  /**
+   * Receipts past their retention that cannot go yet — still queued (their mail expires later) or
+   * expired less than a retention ago; re-checked each maintenance run.
+   */
   const pinned = new Set<string>();
 
   function mailbox(endpointId: string): Mailbox {
     let found = mailboxes.get(endpointId);
     if (found === undefined) {
-      found = { endpointId, entries: [], usage: { items: 0, bytes: 0 }, highest: 0n };
+      found = { endpointId, entries: [], usage: { items: 0, bytes: 0 }, shares: new Map(), highest: 0n };
       mailboxes.set(endpointId, found);
     }
     return found;
@@ -143,31 +182,76 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
   function deleteReceipt(receipt: Accepted): void {
     receipts.delete(receipt.envelopeId);
     pinned.delete(receipt.envelopeId);
-    budgets.releaseReceipt(receiptBytesOf(receipt.envelopeId, receipt.targetId));
+    budgets.releaseReceipt(receipt.sourceId, receiptBytesOf(receipt.envelopeId, receipt.targetId));
+  }
+
+  /** Frees an item's budgets and its sender's share; the receipt keeps only the digest of its text. */
+  function release(box: Mailbox, item: Accepted, state: ReceiptState, now?: number): void {
+    const share = box.shares.get(item.sourceId);
+    if (share === undefined) throw violation("a queued item's sender has a share of its mailbox", { envelopeId: item.envelopeId });
+    budgets.releaseItem(box.usage, share, item.sourceId, utf8Bytes(item.text!));
+    if (share.items === 0) box.shares.delete(item.sourceId);
+    // A dropped envelope's resend is a conflict whatever its digest: only the others keep theirs.
+    if (state !== "dropped") item.digest = digestOf(item);
+    item.text = undefined;
+    item.state = state;
+    if (state === "expired") item.expiredAt = now ?? item.acceptedAt;
+  }
+
+  /** Removes a queued item from its mailbox (acknowledged or expired); false when it is no longer there. */
+  function take(item: Accepted, state: ReceiptState, now?: number): boolean {
+    const box = mailboxes.get(item.targetId);
+    const items = box?.entries ?? [];
+    const index = firstAfter(items, BigInt(item.cursor - 1));
+    if (box === undefined || items[index] !== item) return false;
+    items.splice(index, 1);
+    release(box, item, state, now);
+    return true;
+  }
+
+  /** Expires pinned mail past its lifetime and removes the receipts that may go; returns both counts. */
+  function sweepPinned(now: number): { expiredMail: number; expiredReceipts: number } {
+    let expiredMail = 0;
+    let expiredReceipts = 0;
+    for (const envelopeId of [...pinned]) {
+      const receipt = receipts.get(envelopeId);
+      if (receipt === undefined) {
+        pinned.delete(envelopeId);
+        continue;
+      }
+      if (receipt.state === "mailbox" && now - receipt.acceptedAt >= relayMailLifetimeMs && take(receipt, "expired", now)) expiredMail += 1;
+      if (releasable(receipt, now)) {
+        deleteReceipt(receipt);
+        expiredReceipts += 1;
+      }
+    }
+    return { expiredMail, expiredReceipts };
   }
 
   return {
-    admit({ envelopeId, digest, text, target, fresh, now }) {
+    admit({ envelopeId, digest, text, source, target, fresh, now }) {
       const earlier = receipts.get(envelopeId);
       if (earlier !== undefined) {
         if (earlier.state === "dropped" || digestOf(earlier) !== digest) return { kind: "conflict" };
-        return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: true };
+        if (earlier.state === "expired") return { kind: "expired" };
+        return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: true, acceptedAt: earlier.acceptedAt };
       }
       if (!fresh) return { kind: "stale" };
       const box = mailbox(target.id);
       const cursor = box.highest + 1n;
       if (cursor.toString().length > maxCursorDigits || cursor > MAX_EXACT_CURSOR) return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
-      const bytes = utf8Bytes(text);
+      const share = box.shares.get(source.id) ?? { items: 0, bytes: 0 };
       const receiptBytes = receiptBytesOf(envelopeId, box.endpointId);
-      const full = budgets.reserve(box.usage, bytes, receiptBytes);
-      if (full !== undefined) return { kind: "full", ...full };
+      const refusal = budgets.reserve({ mailbox: box.usage, share, senderId: source.id, itemBytes: utf8Bytes(text), receiptBytes });
+      if (refusal !== undefined) return refusal;
+      box.shares.set(source.id, share);
       box.highest = cursor;
-      const accepted: Accepted = { cursor: Number(cursor), envelopeId, text, digest: undefined, targetId: box.endpointId, acceptedAt: now, state: "mailbox" };
+      const accepted: Accepted = { cursor: Number(cursor), envelopeId, text, digest: undefined, targetId: box.endpointId, sourceId: source.id, acceptedAt: now, state: "mailbox" };
       box.entries.push(accepted);
       receipts.set(envelopeId, accepted);
       expiryQueue.push(envelopeId);
       onAdmit(target.id);
-      return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: false };
+      return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: false, acceptedAt: now };
     },
 
     page(endpointId, after, limit) {
@@ -197,16 +281,7 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       const receipt = receipts.get(envelopeId);
       if (receipt === undefined || receipt.targetId !== endpointId || receipt.state === "dropped") return { kind: "unknown" };
       if (receipt.state === "acknowledged") return { kind: "acknowledged", duplicate: true };
-      const box = mailboxes.get(endpointId);
-      const items = box?.entries ?? [];
-      const index = firstAfter(items, BigInt(receipt.cursor - 1));
-      const item = items[index];
-      if (box === undefined || item === undefined || item.cursor !== receipt.cursor) return { kind: "gone" };
-      items.splice(index, 1);
-      budgets.releaseItem(box.usage, utf8Bytes(item.text!));
-      receipt.state = "acknowledged";
-      receipt.digest = digestOf(receipt);
-      receipt.text = undefined;
+      if (receipt.state === "expired" || !take(receipt, "acknowledged")) return { kind: "gone" };
       return { kind: "acknowledged", duplicate: false };
     },
 
@@ -218,13 +293,14 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       return firstAfter(box.entries, after) < box.entries.length;
     },
 
-    drop(endpointId) {
+    drop(endpointId, as, now) {
       const box = mailboxes.get(endpointId);
       if (box === undefined) return 0;
       for (const item of box.entries) {
-        budgets.releaseItem(box.usage, utf8Bytes(item.text!));
-        item.state = "dropped";
-        item.text = undefined;
+        release(box, item, as, now);
+        // An expired receipt is kept a retention from now: one already past its acceptance's
+        // retention waits among the pinned ones (a younger one is pinned when the queue reaches it).
+        if (as === "expired" && now - item.acceptedAt >= relayReceiptRetentionMs) pinned.add(item.envelopeId);
       }
       const dropped = box.entries.length;
       mailboxes.delete(endpointId);
@@ -233,37 +309,30 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
 
     pinsMail: (endpointId) => (mailboxes.get(endpointId)?.entries.length ?? 0) > 0,
 
-    expireReceipts(now) {
-      let expired = 0;
-      for (const envelopeId of [...pinned]) {
-        const receipt = receipts.get(envelopeId);
-        if (receipt === undefined) pinned.delete(envelopeId);
-        else if (receipt.state !== "mailbox") {
-          deleteReceipt(receipt);
-          expired += 1;
-        }
-      }
+    expire(now) {
+      let expiredReceipts = 0;
+      // Receipts past their retention in acceptance order: gone when they may, else pinned.
       while (expiryHead < expiryQueue.length) {
         const envelopeId = expiryQueue[expiryHead]!;
         const receipt = receipts.get(envelopeId);
         if (receipt !== undefined && now - receipt.acceptedAt < relayReceiptRetentionMs) break;
         expiryHead += 1;
         if (receipt === undefined) continue;
-        if (receipt.state === "mailbox") pinned.add(envelopeId);
-        else {
+        if (releasable(receipt, now)) {
           deleteReceipt(receipt);
-          expired += 1;
-        }
+          expiredReceipts += 1;
+        } else pinned.add(envelopeId);
       }
       if (expiryHead > 0 && expiryHead * 2 >= expiryQueue.length) {
         expiryQueue.splice(0, expiryHead);
         expiryHead = 0;
       }
-      return expired;
+      const swept = sweepPinned(now);
+      return { expiredMail: swept.expiredMail, expiredReceipts: expiredReceipts + swept.expiredReceipts };
     },
 
     *usages() {
-      for (const box of mailboxes.values()) yield box.usage;
+      for (const box of mailboxes.values()) yield { usage: box.usage, shares: box.shares.values() };
     },
 
     counts: () => ({ expiryEntries: expiryQueue.length - expiryHead + pinned.size, mailboxes: mailboxes.size }),

@@ -22,22 +22,25 @@ export function createMemoryStore(): RelayStore {
 
     async connect(request) {
       const before = registry.current(request.session);
-      const outcome = registry.connect(request);
+      const outcome = registry.connect(request, (endpointId) => mailboxes.pinsMail(endpointId), (reclaimed) => {
+        // A place taken back under contention: its mail expires (its senders are told on a resend).
+        mailboxes.drop(reclaimed, "expired", request.now);
+        doorbell.ring(reclaimed);
+      });
       if (outcome.kind === "connected" && before !== undefined && before.endpointId !== outcome.registration.endpointId) {
         // The old generation is retired: its mailbox can never be received again.
-        mailboxes.drop(before.endpointId);
+        mailboxes.drop(before.endpointId, "dropped", request.now);
         doorbell.ring(before.endpointId);
       }
       return outcome;
     },
 
-    async binding(session, endpointId, secretDigest) {
+    async binding(session, endpointId, secretDigest, now) {
       const registration = registry.get(endpointId);
-      return {
-        callerKnown: registry.current(session) !== undefined,
-        registration,
-        secret: registration === undefined ? "ok" : matchSecret(registration.secretDigest, secretDigest),
-      };
+      const secret = registration === undefined ? "ok" : matchSecret(registration.secretDigest, secretDigest);
+      // Only the owner's own passing binding counts as use of the place.
+      if (now !== undefined && registration !== undefined && secret === "ok" && registration.session === session && isLive(registration, now)) registry.touch(registration, now);
+      return { callerKnown: registry.current(session) !== undefined, registration, secret };
     },
 
     registration: async (endpointId) => registry.get(endpointId),
@@ -77,10 +80,13 @@ export function createMemoryStore(): RelayStore {
     },
 
     async maintain(now) {
-      const reaped = registry.reap(now, (endpointId) => mailboxes.pinsMail(endpointId)).length;
-      const expiredReceipts = mailboxes.expireReceipts(now);
+      // Mail first: a registration whose mail expired now is reaped in the same run.
+      const { expiredMail, expiredReceipts } = mailboxes.expire(now);
+      const reaped = registry.reap(now, (endpointId) => mailboxes.pinsMail(endpointId));
+      // A reaped registration's mailbox goes with it (its mail, if any were left, expires).
+      for (const endpointId of reaped) mailboxes.drop(endpointId, "expired", now);
       budgets.audit(mailboxes.usages());
-      return { reaped, expiredReceipts };
+      return { reaped: reaped.length, expiredReceipts, expiredMail };
     },
 
     async usage() {

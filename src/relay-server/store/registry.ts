@@ -8,9 +8,17 @@
  *   must not take over from its successor).
  * - A name is alive while its current registration is active and its lease is live.
  * - An ended registration (expired, disconnected or superseded) stays known for the retention
- *   window of the receipts it may pin; maintenance then reaps it unless it pins mail. Meanwhile
- *   the same generation renews it with its endpoint id, and a superseded one resolves to its
- *   successor (`successor-v1`).
+ *   window of the receipts it may pin; maintenance then reaps it unless it pins mail, and one
+ *   that pins mail once its mail has expired, `relayMailLifetimeMs` after it ended at the latest
+ *   (no mail reaches an ended registration, so all of it is older). Meanwhile the same generation
+ *   renews it with its endpoint id, and a superseded one resolves to its successor (`successor-v1`).
+ * - Registrations are the relay's scarcest shared budget and the relay cannot tell processes apart
+ *   on loopback, so a place is kept only by use (`quotas-v1`): when a new registration finds the
+ *   budget spent, it reclaims one that makes no use of its place, never the connecting session's
+ *   own current one — an ended one holding no mail (oldest end first); else the first-made one
+ *   that never made a bound request, once `relayRegistrationGraceMs` old (what a process
+ *   registering names makes; a client's first request comes at once); else the live one idle
+ *   longest, once idle `relayRegistrationIdleMs`; else an ended one holding mail (oldest end first).
  * - A protected registration (`binding-secret-v1`) keeps the digest of the secret its client
  *   chose; while it is live only a connect carrying that secret may renew or replace it, and after
  *   it ended only such a connect may revive it with the same generation (a new generation may take
@@ -20,8 +28,12 @@
  */
 import { canonicalBytes } from "../../protocol/canonical-json.ts";
 import {
+  relayActivityResolutionMs,
+  relayMailLifetimeMs,
   relayMaxMetadataBytes,
   relayMaxRegistrations,
+  relayRegistrationGraceMs,
+  relayRegistrationIdleMs,
   relayRegistrationOverheadBytes,
   relayRegistrationRetentionMs,
 } from "../../protocol/limits.ts";
@@ -40,43 +52,103 @@ export interface Registration {
   successorId?: string;
   /** SHA-256 (hex) of the binding secret of a protected registration; never leaves the store. */
   secretDigest?: string;
+  /** When it was made. */
+  readonly madeAt: number;
+  /** When its owner last made a bound request (to `relayActivityResolutionMs`); unset: never. */
+  activeAt?: number;
   readonly metadataBytes: number;
 }
 
 export interface Registry {
-  connect(request: ConnectRequest): ConnectOutcome;
+  /**
+   * `pinsMail` tells which registrations hold mail (reclaimed last); `onReclaim` is told of a
+   * registration reclaimed to make room (it is gone from the registry by then).
+   */
+  connect(request: ConnectRequest, pinsMail: (endpointId: string) => boolean, onReclaim: (endpointId: string) => void): ConnectOutcome;
   get(endpointId: string): Registration | undefined;
   current(session: string): Registration | undefined;
   disconnect(registration: Registration, now: number): void;
+  /** Records a bound request of the registration's owner at `now`. */
+  touch(registration: Registration, now: number): void;
   /** The live successor of a superseded endpoint (following a chain of generations). */
   successor(endpointId: string, now: number): Registration | undefined;
-  /** Removes registrations that are expired (or retired past retention) and pin no mail. */
+  /**
+   * Removes registrations that ended `relayRegistrationRetentionMs` ago and pin no mail, or
+   * `relayMailLifetimeMs` ago (the caller expires what mail they still hold); returns their ids.
+   */
   reap(now: number, pinsMail: (endpointId: string) => boolean): string[];
   /** Every session's current registration. */
   currents(): IterableIterator<Registration>;
   counts(): { registrations: number; sessions: number; metadataBytes: number };
 }
 
+/** When a registration ended (meaningful once it is not live). */
+function endedAt(registration: Registration): number {
+  return registration.state === "superseded" ? (registration.retiredAt ?? registration.leaseExpiresAt) : registration.leaseExpiresAt;
+}
+
 export function createRegistry(): Registry {
   const byEndpoint = new Map<string, Registration>();
   const bySession = new Map<string, string>();
+  /** Never-used registrations, oldest first (a Map iterates in insertion order): a squatter's are found at once. */
+  const fresh = new Map<string, Registration>();
   let metadataBytes = 0;
 
-  /** A new registration, or undefined when the registration budget is spent. */
-  function mint(session: string, generation: string, leaseExpiresAt: number, secretDigest: string | undefined): Registration | undefined {
+  const fits = (size: number) => byEndpoint.size + 1 <= relayMaxRegistrations && metadataBytes + size <= relayMaxMetadataBytes;
+
+  /**
+   * The registration a new one may take the place of (see the module comment), never `keep`. It
+   * scans the registry, which happens only while the registration budget is spent.
+   */
+  function reclaimable(now: number, keep: Registration | undefined, pinsMail: (endpointId: string) => boolean): Registration | undefined {
+    let ended: Registration | undefined;
+    let pinning: Registration | undefined;
+    let idle: Registration | undefined;
+    const earlier = (a: Registration, b: Registration | undefined) => b === undefined || endedAt(a) < endedAt(b);
+    for (const registration of byEndpoint.values()) {
+      if (registration === keep) continue;
+      if (!isLive(registration, now)) {
+        if (!pinsMail(registration.endpointId)) {
+          if (earlier(registration, ended)) ended = registration;
+        } else if (earlier(registration, pinning)) pinning = registration;
+      } else if (registration.activeAt !== undefined && now - registration.activeAt >= relayRegistrationIdleMs && (idle === undefined || registration.activeAt < idle.activeAt!)) {
+        idle = registration;
+      }
+    }
+    if (ended !== undefined) return ended;
+    // Never used: the first made (a Map iterates in insertion order) once its grace is over.
+    for (const registration of fresh.values()) {
+      if (registration === keep || !isLive(registration, now)) continue;
+      if (now - registration.madeAt >= relayRegistrationGraceMs) return registration;
+      break;
+    }
+    return idle ?? pinning;
+  }
+
+  /** A new registration, reclaiming places as needed; undefined when the registration budget is spent. */
+  function mint(request: ConnectRequest, keep: Registration | undefined, pinsMail: (endpointId: string) => boolean, onReclaim: (endpointId: string) => void): Registration | undefined {
+    const { session, generation, leaseMs, now, secretDigest } = request;
     const endpointId = crypto.randomUUID();
     const size = canonicalBytes({ endpointId, session, generation }) + relayRegistrationOverheadBytes;
-    if (byEndpoint.size + 1 > relayMaxRegistrations || metadataBytes + size > relayMaxMetadataBytes) return undefined;
+    while (!fits(size)) {
+      const victim = reclaimable(now, keep, pinsMail);
+      if (victim === undefined) return undefined;
+      remove(victim);
+      onReclaim(victim.endpointId);
+    }
+    const leaseExpiresAt = now + leaseMs;
     const registration: Registration = {
       endpointId,
       session,
       generation,
       leaseExpiresAt,
       state: "active",
+      madeAt: now,
       metadataBytes: size,
       ...(secretDigest === undefined ? {} : { secretDigest }),
     };
     byEndpoint.set(endpointId, registration);
+    fresh.set(endpointId, registration);
     metadataBytes += size;
     return registration;
   }
@@ -90,6 +162,7 @@ export function createRegistry(): Registry {
 
   function remove(registration: Registration): void {
     byEndpoint.delete(registration.endpointId);
+    fresh.delete(registration.endpointId);
     metadataBytes -= registration.metadataBytes;
     if (bySession.get(registration.session) === registration.endpointId) bySession.delete(registration.session);
   }
@@ -109,7 +182,7 @@ export function createRegistry(): Registry {
   }
 
   return {
-    connect(request) {
+    connect(request, pinsMail, onReclaim) {
       const { session, generation, leaseMs, now, secretDigest } = request;
       const leaseExpiresAt = now + leaseMs;
       const currentId = bySession.get(session);
@@ -131,7 +204,7 @@ export function createRegistry(): Registry {
           return { kind: "generation-retired" };
         }
       }
-      const next = mint(session, generation, leaseExpiresAt, secretDigest);
+      const next = mint(request, current, pinsMail, onReclaim);
       if (next === undefined) return { kind: "full", details: { registrations: byEndpoint.size, metadataBytes } };
       if (current !== undefined) {
         current.state = "superseded";
@@ -151,6 +224,11 @@ export function createRegistry(): Registry {
       registration.state = "disconnected";
       registration.retiredAt = now;
     },
+    touch(registration, now) {
+      if (registration.activeAt !== undefined && now - registration.activeAt < relayActivityResolutionMs) return;
+      registration.activeAt = now;
+      fresh.delete(registration.endpointId);
+    },
     successor(endpointId, now) {
       let registration = byEndpoint.get(endpointId);
       const seen = new Set<string>();
@@ -164,9 +242,9 @@ export function createRegistry(): Registry {
     reap(now, pinsMail) {
       const reaped: string[] = [];
       for (const registration of [...byEndpoint.values()]) {
-        const endedAt = registration.state === "superseded" ? (registration.retiredAt ?? now) : registration.leaseExpiresAt;
-        const expired = now - endedAt >= relayRegistrationRetentionMs;
-        if (!expired || pinsMail(registration.endpointId)) continue;
+        if (isLive(registration, now)) continue;
+        const kept = pinsMail(registration.endpointId) ? relayMailLifetimeMs : relayRegistrationRetentionMs;
+        if (now - endedAt(registration) < kept) continue;
         remove(registration);
         reaped.push(registration.endpointId);
       }

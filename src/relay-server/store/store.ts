@@ -16,8 +16,12 @@
  *   it keeps the digest of a protected registration's secret (the one its client chose) and
  *   compares digests in constant time; `RegistrationView` has no digest, so the engine never
  *   reads one;
- * - `now` is the caller's clock in epoch milliseconds: leases, freshness and receipts of one
- *   request follow one clock;
+ * - `now` is the caller's clock in epoch milliseconds: leases, freshness, receipts, mail expiry
+ *   and registration activity of one request follow one clock;
+ * - fair shares (`quotas-v1`, `mail-expiry-v1`; limits.ts, "Fair shares"): a sender is the
+ *   registration an envelope comes from; its usage is kept beside the relay-wide budgets and
+ *   checked in the same atomic admission. Queued mail leaves its mailbox when acknowledged, when the
+ *   mailbox is dropped, or when it expires (`maintain`); each frees every budget it held;
  * - the relay owns the store it is given: closing the relay closes the store;
  * - a shared store's state can be lost under the relay (Redis restarted without persistence: a new
  *   epoch). `epoch()` then reads the epoch of the state as it is now, and any other call that finds
@@ -70,11 +74,15 @@ export interface ConnectRequest {
  *    renewal, its rebind, or its retry after a lost reply, all allowed;
  * 2. `connected`: the same generation renewed its registration (same endpoint id, also after its
  *    lease lapsed or it disconnected, while not reaped), or a new generation got a new endpoint id
- *    and the previous one was retired at once (its mailbox dropped, its watch answered). With
+ *    and the previous one was retired at once (its mailbox dropped, its watch answered). A new
+ *    endpoint that finds the registration budget spent first reclaims one registration that makes
+ *    no use of its place (`reclaimVictim` order: never used, then ended, then idle for
+ *    `relayRegistrationIdleMs`; never the session's own current one): it is removed as if reaped,
+ *    its mail expired and its watch answered. With
  *    `secretDigest` the registration is protected by that digest afterwards (a renewed protected
  *    one already held it); without it a new endpoint is unprotected and a renewal stays so;
  * 3. `generation-retired`: this generation was superseded and may not connect again;
- * 4. `full`: the registration budget is spent.
+ * 4. `full`: the registration budget is spent and nothing could be reclaimed.
  */
 export type ConnectOutcome =
   | { readonly kind: "connected"; readonly registration: RegistrationView }
@@ -101,6 +109,13 @@ export interface BindingLookup {
   readonly secret: SecretMatch;
 }
 
+/**
+ * Which share of a sender (`quotas-v1`) an admission would exceed: its share of the target's
+ * mailbox, of the relay-wide envelope budget, or of the receipt budget (its sends within the
+ * receipt window).
+ */
+export type SenderQuota = "mailbox-share" | "sender-active" | "sender-receipts";
+
 export interface AdmitRequest {
   readonly envelopeId: string;
   /** SHA-256 of the envelope's canonical JSON (dedupe). */
@@ -120,19 +135,26 @@ export type CapacityBudget = "mailbox" | "active" | "receipts" | "cursor";
 /**
  * The outcome of one atomic admission, decided in this order:
  * 1. `target-not-live`: the target has no live registration;
- * 2. dedupe by envelope id: the same digest answers the earlier acceptance with
- *    `duplicate:true`; another digest, or an envelope whose mailbox was dropped, is `conflict`;
+ * 2. dedupe by envelope id: another digest, or an envelope whose mailbox was dropped, is
+ *    `conflict`; one that expired unacknowledged (`mail-expiry-v1`) is `expired`; otherwise the
+ *    same digest answers the earlier acceptance with `duplicate:true`;
  * 3. `stale`: a new envelope that is not `fresh`;
- * 4. `full`: a budget (mailbox items/bytes, relay-wide items/bytes, receipts count/bytes) or the
- *    mailbox's cursor space is spent — nothing is reserved and nothing evicted;
- * 5. `accepted`: all budgets reserved, the next cursor of the mailbox assigned, the receipt kept
- *    and the target's doorbell rung.
+ * 4. `full` with budget `cursor`: the mailbox's cursor space is spent;
+ * 5. `quota`: the sender would exceed a share (`SenderQuota`, checked in that order) — nothing is
+ *    reserved and nothing evicted;
+ * 6. `full`: a budget (mailbox items/bytes, relay-wide items/bytes, receipts count/bytes) is
+ *    spent — nothing is reserved and nothing evicted;
+ * 7. `accepted`: all budgets and shares reserved, the next cursor of the mailbox assigned, the
+ *    receipt kept and the target's doorbell rung. `acceptedAt` is the first acceptance's time (a
+ *    duplicate's too): the mail expires `relayMailLifetimeMs` after it.
  */
 export type AdmitOutcome =
-  | { readonly kind: "accepted"; readonly acceptanceId: string; readonly duplicate: boolean }
+  | { readonly kind: "accepted"; readonly acceptanceId: string; readonly duplicate: boolean; readonly acceptedAt: number }
   | { readonly kind: "target-not-live" }
   | { readonly kind: "conflict" }
+  | { readonly kind: "expired" }
   | { readonly kind: "stale" }
+  | { readonly kind: "quota"; readonly quota: SenderQuota; readonly details: Readonly<Record<string, number>> }
   | { readonly kind: "full"; readonly budget: CapacityBudget; readonly details: Readonly<Record<string, number>> };
 
 /** Items after `after` up to `limit` and the page byte budget, as page JSON; `cursor-ahead` past the highest cursor. */
@@ -144,7 +166,7 @@ export type PageOutcome =
  * - `acknowledged`: the item left the mailbox and freed its mailbox and relay-wide budget;
  *   `duplicate:true` when it was acknowledged before, within the receipt window;
  * - `unknown`: no receipt, another endpoint's envelope, or one whose mailbox was dropped;
- * - `gone`: the receipt exists but the item is no longer in the mailbox.
+ * - `gone`: the receipt exists but the item is no longer in the mailbox (it expired).
  */
 export type AcknowledgeOutcome =
   | { readonly kind: "acknowledged"; readonly duplicate: boolean }
@@ -172,10 +194,19 @@ export type WatchOutcome =
   | { readonly kind: "cursor-ahead"; readonly highestCursor: string };
 
 export interface MaintenanceReport {
-  /** Registrations removed: ended past `relayRegistrationRetentionMs` and pinning no mail. */
+  /**
+   * Registrations removed: ended past `relayRegistrationRetentionMs` and pinning no mail, or ended
+   * past `relayMailLifetimeMs` (their mail, if any is left, expired with them).
+   */
   readonly reaped: number;
-  /** Receipts removed: past `relayReceiptRetentionMs` and no longer pinned by a mailbox item. */
+  /**
+   * Receipts removed: past `relayReceiptRetentionMs` after acceptance and no longer pinned by a
+   * mailbox item; an expired envelope's receipt `relayReceiptRetentionMs` after it expired (so a
+   * resend is answered `expired` meanwhile).
+   */
   readonly expiredReceipts: number;
+  /** Queued envelopes that expired: unacknowledged `relayMailLifetimeMs` after acceptance (`mail-expiry-v1`). */
+  readonly expiredMail: number;
 }
 
 export interface StoreUsage {
@@ -201,9 +232,12 @@ export interface RelayStore {
   connect(request: ConnectRequest): Promise<ConnectOutcome>;
   /**
    * The caller's session and the binding endpoint's registration, for the engine's binding checks;
-   * `secretDigest` is the digest of the request's `bindingSecret`, if it carries one.
+   * `secretDigest` is the digest of the request's `bindingSecret`, if it carries one. With `now`,
+   * a binding that passes (the caller's own live registration, its secret `ok`) counts as the
+   * registration's use at `now` (recorded at most every `relayActivityResolutionMs`): a used,
+   * recently active registration is not reclaimed under contention.
    */
-  binding(session: string, endpointId: string, secretDigest?: string): Promise<BindingLookup>;
+  binding(session: string, endpointId: string, secretDigest?: string, now?: number): Promise<BindingLookup>;
   registration(endpointId: string): Promise<RegistrationView | undefined>;
   /** The live successor of an endpoint retired by newer generations of its session (`successor-v1`). */
   successor(endpointId: string, now: number): Promise<RegistrationView | undefined>;
@@ -222,7 +256,7 @@ export interface RelayStore {
   watch(request: WatchRequest): Promise<WatchOutcome>;
 
   // -- upkeep -----------------------------------------------------------------------------------
-  /** Reaps registrations, expires receipts and checks the budget invariants. */
+  /** Expires queued mail past its lifetime, reaps registrations, expires receipts and checks the budget invariants. */
   maintain(now: number): Promise<MaintenanceReport>;
   usage(): Promise<StoreUsage>;
   /** Answers every parked watch and releases the store's resources. */

@@ -22,6 +22,7 @@ import {
   type RegistrationView,
   type RelayStore,
   type SecretMatch,
+  type SenderQuota,
   stateReplaced,
   type WatchOutcome,
   type WatchRequest,
@@ -33,12 +34,12 @@ import { createRedisLink, errorReply, type RedisLink } from "./link.ts";
 import { type RedisScript, SCRIPTS } from "./scripts.ts";
 import { parseRedisUrl, type RedisTarget } from "./url.ts";
 
-export { REDIS_PASSWORD_VARIABLE } from "./url.ts";
+export { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE } from "./url.ts";
 
 export interface RedisStoreOptions {
-  /** `redis://[USER[:PASSWORD]@]HOST[:PORT][/DB]`, or `rediss://…` for TLS. */
+  /** `redis://[USER@]HOST[:PORT][/DB]`, or `rediss://…` for TLS; a password in it is refused (url.ts). */
   readonly url: string;
-  /** The password when the URL carries none (else `PI_TASKS_REDIS_PASSWORD` of `env`). */
+  /** The password (else the file `PI_TASKS_REDIS_PASSWORD_FILE` of `env` names, or `PI_TASKS_REDIS_PASSWORD`). */
   readonly password?: string;
   readonly env?: Record<string, string | undefined>;
   /** Start even when Redis persists to disk, or its configuration cannot be read (guard.ts). */
@@ -193,8 +194,8 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
       }
     },
 
-    async binding(session, endpointId, secretDigest) {
-      const reply = await run(SCRIPTS.binding, session, endpointId, secretDigest ?? "");
+    async binding(session, endpointId, secretDigest, now) {
+      const reply = await run(SCRIPTS.binding, session, endpointId, secretDigest ?? "", now === undefined ? "" : String(now));
       return { callerKnown: reply[1] === "1", secret: reply[2] as SecretMatch, registration: reply.length > 3 ? viewAt(reply, 3) : undefined };
     },
 
@@ -226,16 +227,21 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
         request.fresh ? "1" : "0",
         String(request.now),
         crypto.randomUUID(),
+        request.source.id,
       );
       switch (reply[0]) {
         case "accepted":
-          return { kind: "accepted", acceptanceId: reply[1]!, duplicate: reply[2] === "1" };
+          return { kind: "accepted", acceptanceId: reply[1]!, duplicate: reply[2] === "1", acceptedAt: Number(reply[3]) };
         case "target-not-live":
           return { kind: "target-not-live" };
         case "conflict":
           return { kind: "conflict" };
+        case "expired":
+          return { kind: "expired" };
         case "stale":
           return { kind: "stale" };
+        case "quota":
+          return { kind: "quota", quota: reply[1] as SenderQuota, details: numbersFrom(reply, 2) };
         default:
           return { kind: "full", budget: reply[1] as CapacityBudget, details: numbersFrom(reply, 2) };
       }
@@ -263,7 +269,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
     async maintain(now) {
       const reply = await run(SCRIPTS.maintain, String(now));
       if (reply[0] === "violation") throw violation(reply[1]!, stringsFrom(reply, 2));
-      return { reaped: Number(reply[1]), expiredReceipts: Number(reply[2]) };
+      return { reaped: Number(reply[1]), expiredReceipts: Number(reply[2]), expiredMail: Number(reply[3]) };
     },
 
     async usage() {

@@ -12,7 +12,7 @@
 import type { RedisClient } from "bun";
 import { within } from "../../../core/timers.ts";
 import { TaskError } from "../../../protocol/errors.ts";
-import { REDIS_PASSWORD_VARIABLE, type RedisTarget } from "./url.ts";
+import { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE, type RedisTarget } from "./url.ts";
 
 export interface RedisLinkOptions {
   readonly connectTimeoutMs: number;
@@ -95,7 +95,7 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
 
   async function explain(cause: unknown): Promise<TaskError> {
     if (await acceptsTcp(target, options.connectTimeoutMs)) {
-      const hint = target.tls ? "TLS or credentials" : `credentials (a password in the URL or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`;
+      const hint = target.tls ? "TLS or credentials" : `credentials (the password of ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`;
       return unavailable(target, `accepts connections but the Redis handshake failed: check the ${hint}`, cause);
     }
     return unavailable(target, `cannot be reached (nothing accepts connections there within ${options.connectTimeoutMs} ms)`, cause);

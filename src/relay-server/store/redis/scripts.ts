@@ -9,13 +9,16 @@
  * method's arguments. Replies are arrays of strings, the outcome's kind first. Every number goes
  * in and out as a decimal string (`fmt`), never through Lua's `tostring` (which writes 1e+15).
  *
- * The rules are the memory store's (registry.ts, mailbox.ts, budgets.ts), step for step; the
- * bounds come from limits.ts, written into the sources here.
+ * The rules are the memory store's (registry.ts, mailbox.ts, budgets.ts), step for step — the
+ * fair shares (`quotas-v1`) and mail expiry (`mail-expiry-v1`) among them; the bounds come from
+ * limits.ts, written into the sources here.
  */
 import { utf8Bytes } from "../../../protocol/canonical-json.ts";
 import {
   receivePageMaxBytes,
   redisMaxCursor,
+  relayActivityResolutionMs,
+  relayMailLifetimeMs,
   relayMaxActiveBytes,
   relayMaxActiveItems,
   relayMaxMailboxBytes,
@@ -25,7 +28,15 @@ import {
   relayMaxReceipts,
   relayMaxRegistrations,
   relayReceiptRetentionMs,
+  relayRegistrationGraceMs,
+  relayRegistrationIdleMs,
   relayRegistrationRetentionMs,
+  relaySenderMaxActiveBytes,
+  relaySenderMaxActiveItems,
+  relaySenderMaxMailboxBytes,
+  relaySenderMaxMailboxItems,
+  relaySenderMaxReceiptBytes,
+  relaySenderMaxReceipts,
 } from "../../../protocol/limits.ts";
 import { KEYS } from "./keys.ts";
 
@@ -35,6 +46,9 @@ export interface RedisScript {
   /** SHA-1 of the source (EVALSHA). */
   readonly sha: string;
 }
+
+/** Registrations a reclaim reads at a time from one of its sorted sets (how much one call of a script holds Redis). */
+const RECLAIM_SCAN_PAGE = 32;
 
 /** Bytes of a page item `{"cursor":"…","envelope":}` besides the cursor digits and the envelope (as in mailbox.ts). */
 const PAGE_ITEM_OVERHEAD_BYTES = utf8Bytes('{"cursor":"","envelope":}');
@@ -64,25 +78,136 @@ local function is_live(r, now) return r.state == 'active' and tonumber(r.lease) 
 local function cursor_after(a, b) return #a > #b or (#a == #b and a > b) end
 local function retired_field(session, generation) return #session .. ':' .. session .. generation end
 local function receipt_of(packed)
-  local state, acceptance, target, cursor, accepted, bytes, digest = string.match(packed, '^(%a)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-  return { state = state, acceptance = acceptance, target = target, cursor = cursor, accepted = accepted, bytes = bytes, digest = digest }
+  local state, acceptance, target, source, cursor, accepted, bytes, digest = string.match(packed, '^(%a)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  return { state = state, acceptance = acceptance, target = target, source = source, cursor = cursor, accepted = accepted, bytes = bytes, digest = digest }
 end
 local function found(id, r) return { 'found', id, r.session, r.state, r.lease } end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return { 'replaced' } end
 `;
 
-/** Drops a retired endpoint's mailbox: frees its budgets and marks its receipts dropped. */
-const DROP = `
-local function drop(id)
-  local usage = key('${KEYS.usage}')
-  for _, envelope_id in ipairs(redis.call('ZRANGE', key('${KEYS.mailboxItems}', id), 0, -1)) do
-    redis.call('HINCRBY', usage, 'activeItems', -1)
-    redis.call('HINCRBY', usage, 'activeBytes', -redis.call('HSTRLEN', key('${KEYS.mailboxTexts}', id), envelope_id))
-    local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
-    if packed then redis.call('HSET', key('${KEYS.receipts}'), envelope_id, 'd' .. string.sub(packed, 2)) end
+/**
+ * Releasing what queued mail and receipts hold: the relay-wide counters, the mailbox's, and the
+ * sender's (its share of the mailbox and its relay-wide usage; a sender holding nothing is
+ * forgotten). `set_state` rewrites a receipt's state letter.
+ */
+const RELEASE = `
+local function forget_if_idle(source)
+  local u = redis.call('HMGET', key('${KEYS.sender}', source), 'items', 'bytes', 'receipts', 'receiptBytes')
+  if num(u[1]) == 0 and num(u[2]) == 0 and num(u[3]) == 0 and num(u[4]) == 0 then
+    redis.call('DEL', key('${KEYS.sender}', source))
+    redis.call('SREM', key('${KEYS.senders}'), source)
   end
-  redis.call('DEL', key('${KEYS.mailbox}', id), key('${KEYS.mailboxItems}', id), key('${KEYS.mailboxTexts}', id))
+end
+local function set_state(envelope_id, packed, state)
+  redis.call('HSET', key('${KEYS.receipts}'), envelope_id, state .. string.sub(packed, 2))
+end
+-- Takes a queued item out of its mailbox and frees every budget and share it held.
+local function release_item(target, envelope_id, source)
+  local bytes = redis.call('HSTRLEN', key('${KEYS.mailboxTexts}', target), envelope_id)
+  redis.call('ZREM', key('${KEYS.mailboxItems}', target), envelope_id)
+  redis.call('HDEL', key('${KEYS.mailboxTexts}', target), envelope_id)
+  redis.call('HINCRBY', key('${KEYS.mailbox}', target), 'items', -1)
+  redis.call('HINCRBY', key('${KEYS.mailbox}', target), 'bytes', -bytes)
+  local usage = key('${KEYS.usage}')
+  redis.call('HINCRBY', usage, 'activeItems', -1)
+  redis.call('HINCRBY', usage, 'activeBytes', -bytes)
+  local shares = key('${KEYS.mailboxShares}', target)
+  if redis.call('HINCRBY', shares, 'i' .. source, -1) == 0 then redis.call('HDEL', shares, 'i' .. source, 'b' .. source)
+  else redis.call('HINCRBY', shares, 'b' .. source, -bytes) end
+  redis.call('HINCRBY', key('${KEYS.sender}', source), 'items', -1)
+  redis.call('HINCRBY', key('${KEYS.sender}', source), 'bytes', -bytes)
+  forget_if_idle(source)
+end
+local function release_receipt(envelope_id, receipt)
+  redis.call('HDEL', key('${KEYS.receipts}'), envelope_id)
+  redis.call('ZREM', key('${KEYS.receiptExpiry}'), envelope_id)
+  local usage = key('${KEYS.usage}')
+  redis.call('HINCRBY', usage, 'receipts', -1)
+  redis.call('HINCRBY', usage, 'receiptBytes', -tonumber(receipt.bytes))
+  redis.call('HINCRBY', key('${KEYS.sender}', receipt.source), 'receipts', -1)
+  redis.call('HINCRBY', key('${KEYS.sender}', receipt.source), 'receiptBytes', -tonumber(receipt.bytes))
+  forget_if_idle(receipt.source)
+end
+-- Drops an endpoint's mailbox: 'd' for a retired endpoint (a resend is a conflict), 'e' for a
+-- reaped or reclaimed one (its mail expired: its receipts kept a retention from now).
+local function drop(id, state, now)
+  for _, envelope_id in ipairs(redis.call('ZRANGE', key('${KEYS.mailboxItems}', id), 0, -1)) do
+    local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
+    release_item(id, envelope_id, receipt_of(packed).source)
+    set_state(envelope_id, packed, state)
+    if state == 'e' then redis.call('ZADD', key('${KEYS.receiptExpiry}'), fmt(now), envelope_id) end
+  end
+  redis.call('DEL', key('${KEYS.mailbox}', id), key('${KEYS.mailboxItems}', id), key('${KEYS.mailboxTexts}', id), key('${KEYS.mailboxShares}', id))
   redis.call('SREM', key('${KEYS.mailboxes}'), id)
+end
+`;
+
+/** Removing a registration (reaped, or reclaimed under contention): its mailbox expires with it, its watch is answered. */
+const REMOVE = `
+local function remove_registration(id, now)
+  local r = record(key('${KEYS.registration}', id))
+  redis.call('ZREM', key('${KEYS.ends}'), id)
+  redis.call('ZREM', key('${KEYS.fresh}'), id)
+  redis.call('ZREM', key('${KEYS.seen}'), id)
+  if r then
+    local usage = key('${KEYS.usage}')
+    redis.call('DEL', key('${KEYS.registration}', id))
+    redis.call('HINCRBY', usage, 'registrations', -1)
+    redis.call('HINCRBY', usage, 'metadataBytes', -tonumber(r.size))
+    if redis.call('HGET', key('${KEYS.sessions}'), r.session) == id then redis.call('HDEL', key('${KEYS.sessions}'), r.session) end
+    local field = retired_field(r.session, r.generation)
+    if redis.call('HGET', key('${KEYS.retired}'), field) == id then redis.call('HDEL', key('${KEYS.retired}'), field) end
+  end
+  drop(id, 'e', now)
+  redis.call('PUBLISH', key('${KEYS.bell}', id), 'r')
+  return r ~= nil
+end
+-- The registration a new one may take the place of (registry.ts, reclaimable), never keep: an
+-- ended one holding no mail (oldest end first); else the first-made never-used live one once its
+-- grace is over; else the live one idle longest, once idle long enough; else an ended one holding
+-- mail. Each set is read a page at a time (a script holds Redis): the first page nearly always decides.
+local function reclaim_victim(now, keep)
+  local pinning = nil
+  local ended = function(offset) return redis.call('ZRANGEBYSCORE', key('${KEYS.ends}'), '-inf', fmt(now), 'LIMIT', fmt(offset), '${RECLAIM_SCAN_PAGE}') end
+  local fresh = function(offset) return redis.call('ZRANGE', key('${KEYS.fresh}'), offset, offset + ${RECLAIM_SCAN_PAGE - 1}) end
+  local idle = function(offset) return redis.call('ZRANGEBYSCORE', key('${KEYS.seen}'), '-inf', fmt(now - ${relayRegistrationIdleMs}), 'LIMIT', fmt(offset), '${RECLAIM_SCAN_PAGE}') end
+  -- Calls visit(id) for each id of the set, page by page, until it answers 'take' (that id is the
+  -- victim) or 'stop' (none of this set is).
+  local function scan(page, visit)
+    local offset = 0
+    repeat
+      local ids = page(offset)
+      for _, id in ipairs(ids) do
+        if id ~= keep then
+          local verdict = visit(id)
+          if verdict == 'take' then return id end
+          if verdict == 'stop' then return nil end
+        end
+      end
+      offset = offset + #ids
+    until #ids < ${RECLAIM_SCAN_PAGE}
+    return nil
+  end
+  local victim = scan(ended, function(id)
+    if num(redis.call('HGET', key('${KEYS.mailbox}', id), 'items')) == 0 then return 'take' end
+    pinning = pinning or id
+    return 'skip'
+  end)
+  if victim then return victim end
+  -- Ended ones were all seen above: below, the first live one decides.
+  victim = scan(fresh, function(id)
+    local r = record(key('${KEYS.registration}', id))
+    if not r or not is_live(r, now) then return 'skip' end
+    if now - tonumber(r.made) >= ${relayRegistrationGraceMs} then return 'take' end
+    return 'stop'
+  end)
+  if victim then return victim end
+  victim = scan(idle, function(id)
+    local r = record(key('${KEYS.registration}', id))
+    if r and is_live(r, now) then return 'take' end
+    return 'skip'
+  end)
+  return victim or pinning
 end
 `;
 
@@ -95,7 +220,7 @@ return ARGV[1]
 `;
 
 /** ARGV: 3 session, 4 generation, 5 lease end, 6 now, 7 secret digest ('' none), 8 new endpoint id, 9 its size. */
-const CONNECT = `${PRELUDE}${DROP}
+const CONNECT = `${PRELUDE}${RELEASE}${REMOVE}
 local session, generation, lease, now_text, secret, new_id = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local now, size = tonumber(now_text), tonumber(ARGV[9])
 local current_id = redis.call('HGET', key('${KEYS.sessions}'), session)
@@ -120,37 +245,57 @@ if redis.call('HEXISTS', key('${KEYS.retired}'), retired_field(session, generati
 local usage = key('${KEYS.usage}')
 local registrations = num(redis.call('HGET', usage, 'registrations'))
 local metadata = num(redis.call('HGET', usage, 'metadataBytes'))
-if registrations + 1 > ${relayMaxRegistrations} or metadata + size > ${relayMaxMetadataBytes} then
-  return { 'full', 'registrations', fmt(registrations), 'metadataBytes', fmt(metadata) }
+-- Under contention a place is taken back from a registration that makes no use of it.
+while registrations + 1 > ${relayMaxRegistrations} or metadata + size > ${relayMaxMetadataBytes} do
+  local victim = reclaim_victim(now, current_id)
+  if not victim then return { 'full', 'registrations', fmt(registrations), 'metadataBytes', fmt(metadata) } end
+  remove_registration(victim, now)
+  registrations = num(redis.call('HGET', usage, 'registrations'))
+  metadata = num(redis.call('HGET', usage, 'metadataBytes'))
 end
 local k = key('${KEYS.registration}', new_id)
-redis.call('HSET', k, 'session', session, 'generation', generation, 'lease', lease, 'state', 'active', 'size', fmt(size))
+redis.call('HSET', k, 'session', session, 'generation', generation, 'lease', lease, 'state', 'active', 'size', fmt(size), 'made', now_text)
 if secret ~= '' then redis.call('HSET', k, 'secret', secret) end
 redis.call('HINCRBY', usage, 'registrations', 1)
 redis.call('HINCRBY', usage, 'metadataBytes', size)
 redis.call('ZADD', key('${KEYS.ends}'), lease, new_id)
+-- Scored by a serial, so the oldest never-used registration is the first made (as in memory).
+redis.call('ZADD', key('${KEYS.fresh}'), fmt(redis.call('INCR', key('${KEYS.mintSerial}'))), new_id)
 if current then
   redis.call('HSET', key('${KEYS.registration}', current_id), 'state', 'superseded', 'retiredAt', now_text, 'successor', new_id)
   redis.call('ZADD', key('${KEYS.ends}'), now_text, current_id)
   redis.call('HSET', key('${KEYS.retired}'), retired_field(session, current.generation), current_id)
   -- The old generation is retired: its mailbox can never be received again.
-  drop(current_id)
+  drop(current_id, 'd', now)
   redis.call('PUBLISH', key('${KEYS.bell}', current_id), 'r')
 end
 redis.call('HSET', key('${KEYS.sessions}'), session, new_id)
 return { 'connected', new_id, session, 'active', lease }
 `;
 
-/** ARGV: 3 caller session, 4 endpoint id, 5 secret digest ('' none). */
+/**
+ * ARGV: 3 caller session, 4 endpoint id, 5 secret digest ('' none), 6 now ('' none). A binding that
+ * passes — the caller's own live registration, its secret ok — is recorded as its use (at most every
+ * relayActivityResolutionMs), which keeps it from being reclaimed.
+ */
 const BINDING = `${PRELUDE}
 local known = tostring(redis.call('HEXISTS', key('${KEYS.sessions}'), ARGV[3]))
-local r = record(key('${KEYS.registration}', ARGV[4]))
+local k = key('${KEYS.registration}', ARGV[4])
+local r = record(k)
 if not r then return { 'binding', known, 'ok' } end
 local secret, match = ARGV[5], 'ok'
 if not r.secret then
   if secret ~= '' then match = 'mismatch' end
 elseif secret == '' then match = 'missing'
 elseif not same_digest(r.secret, secret) then match = 'mismatch' end
+if ARGV[6] ~= '' and match == 'ok' and r.session == ARGV[3] then
+  local now = tonumber(ARGV[6])
+  if is_live(r, now) and (not r.active or now - tonumber(r.active) >= ${relayActivityResolutionMs}) then
+    redis.call('HSET', k, 'active', ARGV[6])
+    redis.call('ZREM', key('${KEYS.fresh}'), ARGV[4])
+    redis.call('ZADD', key('${KEYS.seen}'), ARGV[6], ARGV[4])
+  end
+end
 return { 'binding', known, match, ARGV[4], r.session, r.state, r.lease }
 `;
 
@@ -215,18 +360,42 @@ return out
 `;
 
 /**
- * ARGV: 3 envelope id, 4 digest, 5 text, 6 target id, 7 receipt bytes, 8 fresh ('1'/'0'), 9 now,
- * 10 acceptance id (used when admitted). The steps of `AdmitOutcome`, in order.
+ * The sender's shares an admission of item_bytes and receipt_bytes would exceed (budgets.ts
+ * `quotaOf`, in its order), as a reply, or nil.
  */
-const ADMIT = `${PRELUDE}
-local envelope_id, digest, text, target_id, receipt_bytes_text, now_text, acceptance = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[9], ARGV[10]
+const QUOTA = `
+local function quota_refusal(source, target, item_bytes, receipt_bytes)
+  local share = redis.call('HMGET', key('${KEYS.mailboxShares}', target), 'i' .. source, 'b' .. source)
+  local share_items, share_bytes = num(share[1]), num(share[2])
+  if share_items + 1 > ${relaySenderMaxMailboxItems} or share_bytes + item_bytes > ${relaySenderMaxMailboxBytes} then
+    return { 'quota', 'mailbox-share', 'items', fmt(share_items), 'bytes', fmt(share_bytes) }
+  end
+  local u = redis.call('HMGET', key('${KEYS.sender}', source), 'items', 'bytes', 'receipts', 'receiptBytes')
+  local items, bytes, receipts, receipt_total = num(u[1]), num(u[2]), num(u[3]), num(u[4])
+  if items + 1 > ${relaySenderMaxActiveItems} or bytes + item_bytes > ${relaySenderMaxActiveBytes} then
+    return { 'quota', 'sender-active', 'items', fmt(items), 'bytes', fmt(bytes) }
+  end
+  if receipts + 1 > ${relaySenderMaxReceipts} or receipt_total + receipt_bytes > ${relaySenderMaxReceiptBytes} then
+    return { 'quota', 'sender-receipts', 'receipts', fmt(receipts), 'bytes', fmt(receipt_total) }
+  end
+  return nil
+end
+`;
+
+/**
+ * ARGV: 3 envelope id, 4 digest, 5 text, 6 target id, 7 receipt bytes, 8 fresh ('1'/'0'), 9 now,
+ * 10 acceptance id (used when admitted), 11 source id. The steps of `AdmitOutcome`, in order.
+ */
+const ADMIT = `${PRELUDE}${QUOTA}
+local envelope_id, digest, text, target_id, receipt_bytes_text, now_text, acceptance, source = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[9], ARGV[10], ARGV[11]
 local target = redis.call('HMGET', key('${KEYS.registration}', target_id), 'state', 'lease')
 if target[1] ~= 'active' or tonumber(target[2]) <= tonumber(now_text) then return { 'target-not-live' } end
 local earlier = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
 if earlier then
   local receipt = receipt_of(earlier)
   if receipt.digest ~= digest or receipt.state == 'd' then return { 'conflict' } end
-  return { 'accepted', receipt.acceptance, '1' }
+  if receipt.state == 'e' then return { 'expired' } end
+  return { 'accepted', receipt.acceptance, '1', receipt.accepted }
 end
 if ARGV[8] ~= '1' then return { 'stale' } end
 local box = key('${KEYS.mailbox}', target_id)
@@ -235,6 +404,8 @@ local highest, items, bytes = num(counts[1]), num(counts[2]), num(counts[3])
 local cursor = highest + 1
 if cursor > ${redisMaxCursor} then return { 'full', 'cursor', 'items', fmt(items) } end
 local item_bytes, receipt_bytes = #text, tonumber(receipt_bytes_text)
+local refusal = quota_refusal(source, target_id, item_bytes, receipt_bytes)
+if refusal then return refusal end
 if items + 1 > ${relayMaxMailboxItems} or bytes + item_bytes > ${relayMaxMailboxBytes} then
   return { 'full', 'mailbox', 'items', fmt(items), 'bytes', fmt(bytes) }
 end
@@ -251,12 +422,20 @@ redis.call('HSET', box, 'highest', fmt(cursor), 'items', fmt(items + 1), 'bytes'
 -- A mailbox with a highest cursor is in the set already (dropping or reaping one deletes both).
 if highest == 0 then redis.call('SADD', key('${KEYS.mailboxes}'), target_id) end
 redis.call('HSET', usage, 'activeItems', fmt(active_items + 1), 'activeBytes', fmt(active_bytes + item_bytes), 'receipts', fmt(receipts + 1), 'receiptBytes', fmt(receipt_total + receipt_bytes))
+redis.call('HINCRBY', key('${KEYS.mailboxShares}', target_id), 'i' .. source, 1)
+redis.call('HINCRBY', key('${KEYS.mailboxShares}', target_id), 'b' .. source, item_bytes)
+local sender = key('${KEYS.sender}', source)
+redis.call('HINCRBY', sender, 'items', 1)
+redis.call('HINCRBY', sender, 'bytes', item_bytes)
+redis.call('HINCRBY', sender, 'receipts', 1)
+redis.call('HINCRBY', sender, 'receiptBytes', receipt_bytes)
+redis.call('SADD', key('${KEYS.senders}'), source)
 redis.call('ZADD', key('${KEYS.mailboxItems}', target_id), fmt(cursor), envelope_id)
 redis.call('HSET', key('${KEYS.mailboxTexts}', target_id), envelope_id, text)
-redis.call('HSET', key('${KEYS.receipts}'), envelope_id, table.concat({ 'm', acceptance, target_id, fmt(cursor), now_text, receipt_bytes_text, digest }, '|'))
+redis.call('HSET', key('${KEYS.receipts}'), envelope_id, table.concat({ 'm', acceptance, target_id, source, fmt(cursor), now_text, receipt_bytes_text, digest }, '|'))
 redis.call('ZADD', key('${KEYS.receiptExpiry}'), now_text, envelope_id)
 redis.call('PUBLISH', key('${KEYS.bell}', target_id), 'r')
-return { 'accepted', acceptance, '0' }
+return { 'accepted', acceptance, '0', now_text }
 `;
 
 /** ARGV: 3 endpoint id, 4 cursor (well formed), 5 limit. Items after the cursor within the item and byte bounds. */
@@ -295,24 +474,18 @@ return { 'page', table.concat(parts), last, more }
 `;
 
 /** ARGV: 3 endpoint id, 4 envelope id. */
-const ACKNOWLEDGE = `${PRELUDE}
+const ACKNOWLEDGE = `${PRELUDE}${RELEASE}
 local id, envelope_id = ARGV[3], ARGV[4]
 local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
 if not packed then return { 'unknown' } end
 local receipt = receipt_of(packed)
 if receipt.target ~= id or receipt.state == 'd' then return { 'unknown' } end
 if receipt.state == 'a' then return { 'acknowledged', '1' } end
+if receipt.state == 'e' then return { 'gone' } end
 local score = redis.call('ZSCORE', key('${KEYS.mailboxItems}', id), envelope_id)
 if not score or fmt(tonumber(score)) ~= receipt.cursor then return { 'gone' } end
-local bytes = redis.call('HSTRLEN', key('${KEYS.mailboxTexts}', id), envelope_id)
-redis.call('ZREM', key('${KEYS.mailboxItems}', id), envelope_id)
-redis.call('HDEL', key('${KEYS.mailboxTexts}', id), envelope_id)
-redis.call('HINCRBY', key('${KEYS.mailbox}', id), 'items', -1)
-redis.call('HINCRBY', key('${KEYS.mailbox}', id), 'bytes', -bytes)
-local usage = key('${KEYS.usage}')
-redis.call('HINCRBY', usage, 'activeItems', -1)
-redis.call('HINCRBY', usage, 'activeBytes', -bytes)
-redis.call('HSET', key('${KEYS.receipts}'), envelope_id, 'a' .. string.sub(packed, 2))
+release_item(id, envelope_id, receipt.source)
+set_state(envelope_id, packed, 'a')
 return { 'acknowledged', '0' }
 `;
 
@@ -336,58 +509,94 @@ end
 return { 'watch', pending, highest, serial }
 `;
 
-/** ARGV: 3 now. Reaps registrations, expires receipts, then audits the budgets. */
-const MAINTAIN = `${PRELUDE}
-local now = tonumber(ARGV[3])
-local usage = key('${KEYS.usage}')
-local reaped, expired = 0, 0
-for _, id in ipairs(redis.call('ZRANGEBYSCORE', key('${KEYS.ends}'), '-inf', fmt(now - ${relayRegistrationRetentionMs}))) do
-  if num(redis.call('HGET', key('${KEYS.mailbox}', id), 'items')) == 0 then
-    local r = record(key('${KEYS.registration}', id))
-    redis.call('ZREM', key('${KEYS.ends}'), id)
-    if r then
-      redis.call('DEL', key('${KEYS.registration}', id))
-      redis.call('HINCRBY', usage, 'registrations', -1)
-      redis.call('HINCRBY', usage, 'metadataBytes', -tonumber(r.size))
-      if redis.call('HGET', key('${KEYS.sessions}'), r.session) == id then redis.call('HDEL', key('${KEYS.sessions}'), r.session) end
-      local field = retired_field(r.session, r.generation)
-      if redis.call('HGET', key('${KEYS.retired}'), field) == id then redis.call('HDEL', key('${KEYS.retired}'), field) end
-      reaped = reaped + 1
+/**
+ * The budget audit of maintenance (budgets.ts `audit`): mailboxes against their items and shares,
+ * the relay-wide counters against the mailboxes and the senders. Returns a violation reply, or nil.
+ */
+const AUDIT = `
+local function audit()
+  local usage = key('${KEYS.usage}')
+  local sum_items, sum_bytes = 0, 0
+  for _, id in ipairs(redis.call('SMEMBERS', key('${KEYS.mailboxes}'))) do
+    local box = key('${KEYS.mailbox}', id)
+    local items, bytes = num(redis.call('HGET', box, 'items')), num(redis.call('HGET', box, 'bytes'))
+    if items < 0 or bytes < 0 then return { 'violation', 'mailbox usage is never negative', 'items', fmt(items), 'bytes', fmt(bytes) } end
+    if items > ${relayMaxMailboxItems} or bytes > ${relayMaxMailboxBytes} then return { 'violation', 'mailbox usage stays within its bound', 'items', fmt(items), 'bytes', fmt(bytes) } end
+    local listed = redis.call('ZCARD', key('${KEYS.mailboxItems}', id))
+    if listed ~= items then return { 'violation', 'a mailbox counts the items it holds', 'items', fmt(items), 'listed', fmt(listed) } end
+    local shares, share_items, share_bytes = redis.call('HGETALL', key('${KEYS.mailboxShares}', id)), 0, 0
+    for i = 1, #shares, 2 do
+      local value = tonumber(shares[i + 1])
+      if string.sub(shares[i], 1, 1) == 'i' then
+        if value <= 0 or value > ${relaySenderMaxMailboxItems} then return { 'violation', "a sender's share of a mailbox stays within its bound", 'items', fmt(value) } end
+        share_items = share_items + value
+      else share_bytes = share_bytes + value end
     end
-    redis.call('DEL', key('${KEYS.mailbox}', id), key('${KEYS.mailboxItems}', id), key('${KEYS.mailboxTexts}', id))
-    redis.call('SREM', key('${KEYS.mailboxes}'), id)
+    if share_items ~= items or share_bytes ~= bytes then
+      return { 'violation', "a mailbox's usage is the sum of its senders' shares", 'items', fmt(items), 'bytes', fmt(bytes), 'shareItems', fmt(share_items), 'shareBytes', fmt(share_bytes) }
+    end
+    sum_items, sum_bytes = sum_items + items, sum_bytes + bytes
   end
+  local active_items, active_bytes = num(redis.call('HGET', usage, 'activeItems')), num(redis.call('HGET', usage, 'activeBytes'))
+  if sum_items ~= active_items or sum_bytes ~= active_bytes then
+    return { 'violation', "relay-wide usage is the sum of the mailboxes' usage", 'activeItems', fmt(active_items), 'activeBytes', fmt(active_bytes), 'mailboxItems', fmt(sum_items), 'mailboxBytes', fmt(sum_bytes) }
+  end
+  local receipts, receipt_bytes = num(redis.call('HGET', usage, 'receipts')), num(redis.call('HGET', usage, 'receiptBytes'))
+  if receipts < 0 or receipt_bytes < 0 then return { 'violation', 'receipt usage is never negative', 'receipts', fmt(receipts), 'bytes', fmt(receipt_bytes) } end
+  local s = { 0, 0, 0, 0 }
+  for _, source in ipairs(redis.call('SMEMBERS', key('${KEYS.senders}'))) do
+    local u = redis.call('HMGET', key('${KEYS.sender}', source), 'items', 'bytes', 'receipts', 'receiptBytes')
+    for i = 1, 4 do
+      if num(u[i]) < 0 then return { 'violation', "a sender's usage is never negative", 'field', fmt(i), 'value', fmt(num(u[i])) } end
+      s[i] = s[i] + num(u[i])
+    end
+    if num(u[1]) > ${relaySenderMaxActiveItems} or num(u[2]) > ${relaySenderMaxActiveBytes} or num(u[3]) > ${relaySenderMaxReceipts} or num(u[4]) > ${relaySenderMaxReceiptBytes} then
+      return { 'violation', "a sender's usage stays within its shares", 'items', fmt(num(u[1])), 'bytes', fmt(num(u[2])), 'receipts', fmt(num(u[3])), 'receiptBytes', fmt(num(u[4])) }
+    end
+  end
+  if s[1] ~= active_items or s[2] ~= active_bytes or s[3] ~= receipts or s[4] ~= receipt_bytes then
+    return { 'violation', "relay-wide usage is the sum of the senders' usage", 'activeItems', fmt(active_items), 'activeBytes', fmt(active_bytes), 'receipts', fmt(receipts), 'receiptBytes', fmt(receipt_bytes), 'senderItems', fmt(s[1]), 'senderBytes', fmt(s[2]), 'senderReceipts', fmt(s[3]), 'senderReceiptBytes', fmt(s[4]) }
+  end
+  return nil
 end
--- A receipt past retention goes unless a mailbox item still pins it (then it is looked at again next time).
+`;
+
+/**
+ * ARGV: 3 now. Expires queued mail past its lifetime and receipts past their retention, reaps
+ * registrations, then audits the budgets and shares.
+ */
+const MAINTAIN = `${PRELUDE}${RELEASE}${REMOVE}${AUDIT}
+local now = tonumber(ARGV[3])
+local reaped, expired, expired_mail = 0, 0, 0
+-- Receipts past retention (an expired one's counted from its expiry): a queued one's mail expires
+-- once past its lifetime (and its receipt stays a retention from now); any other receipt goes.
 for _, envelope_id in ipairs(redis.call('ZRANGEBYSCORE', key('${KEYS.receiptExpiry}'), '-inf', fmt(now - ${relayReceiptRetentionMs}))) do
   local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
   if not packed then
     redis.call('ZREM', key('${KEYS.receiptExpiry}'), envelope_id)
-  elseif string.sub(packed, 1, 1) ~= 'm' then
-    redis.call('HDEL', key('${KEYS.receipts}'), envelope_id)
-    redis.call('ZREM', key('${KEYS.receiptExpiry}'), envelope_id)
-    redis.call('HINCRBY', usage, 'receipts', -1)
-    redis.call('HINCRBY', usage, 'receiptBytes', -tonumber(receipt_of(packed).bytes))
-    expired = expired + 1
+  else
+    local receipt = receipt_of(packed)
+    if receipt.state ~= 'm' then
+      release_receipt(envelope_id, receipt)
+      expired = expired + 1
+    elseif now - tonumber(receipt.accepted) >= ${relayMailLifetimeMs} then
+      release_item(receipt.target, envelope_id, receipt.source)
+      set_state(envelope_id, packed, 'e')
+      redis.call('ZADD', key('${KEYS.receiptExpiry}'), fmt(now), envelope_id)
+      expired_mail = expired_mail + 1
+    end
   end
 end
-local sum_items, sum_bytes = 0, 0
-for _, id in ipairs(redis.call('SMEMBERS', key('${KEYS.mailboxes}'))) do
-  local box = key('${KEYS.mailbox}', id)
-  local items, bytes = num(redis.call('HGET', box, 'items')), num(redis.call('HGET', box, 'bytes'))
-  if items < 0 or bytes < 0 then return { 'violation', 'mailbox usage is never negative', 'items', fmt(items), 'bytes', fmt(bytes) } end
-  if items > ${relayMaxMailboxItems} or bytes > ${relayMaxMailboxBytes} then return { 'violation', 'mailbox usage stays within its bound', 'items', fmt(items), 'bytes', fmt(bytes) } end
-  local listed = redis.call('ZCARD', key('${KEYS.mailboxItems}', id))
-  if listed ~= items then return { 'violation', 'a mailbox counts the items it holds', 'items', fmt(items), 'listed', fmt(listed) } end
-  sum_items, sum_bytes = sum_items + items, sum_bytes + bytes
+-- Ended registrations: reaped a retention after they ended, or a mail lifetime after when they pin mail.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', key('${KEYS.ends}'), '-inf', fmt(now - ${relayRegistrationRetentionMs}))) do
+  local ended = tonumber(redis.call('ZSCORE', key('${KEYS.ends}'), id))
+  if num(redis.call('HGET', key('${KEYS.mailbox}', id), 'items')) == 0 or now - ended >= ${relayMailLifetimeMs} then
+    if remove_registration(id, now) then reaped = reaped + 1 end
+  end
 end
-local active_items, active_bytes = num(redis.call('HGET', usage, 'activeItems')), num(redis.call('HGET', usage, 'activeBytes'))
-if sum_items ~= active_items or sum_bytes ~= active_bytes then
-  return { 'violation', "relay-wide usage is the sum of the mailboxes' usage", 'activeItems', fmt(active_items), 'activeBytes', fmt(active_bytes), 'mailboxItems', fmt(sum_items), 'mailboxBytes', fmt(sum_bytes) }
-end
-local receipts, receipt_bytes = num(redis.call('HGET', usage, 'receipts')), num(redis.call('HGET', usage, 'receiptBytes'))
-if receipts < 0 or receipt_bytes < 0 then return { 'violation', 'receipt usage is never negative', 'receipts', fmt(receipts), 'bytes', fmt(receipt_bytes) } end
-return { 'maintained', fmt(reaped), fmt(expired) }
+local violation = audit()
+if violation then return violation end
+return { 'maintained', fmt(reaped), fmt(expired), fmt(expired_mail) }
 `;
 
 /** No ARGV beyond the prefix. */
