@@ -35,7 +35,10 @@ const server = Bun.serve({
   async fetch(request) {
     const text = STREAM_BODY ? await streamedText(request) : await request.text();
     const body = JSON.parse(text);
-    return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", "cache-control": "no-store" } });
+    return new Response(JSON.stringify(body), {
+      status: 200,
+      headers: { "content-type": "application/json", "cache-control": "no-store" },
+    });
   },
 });
 process.stdout.write(`${JSON.stringify({ event: "listening", url: `http://127.0.0.1:${server.port}` })}\n`);

@@ -27,7 +27,14 @@ import { type TaskCore, coreInternals, rehomeCore } from "../src/core/task-core.
 import { startRelayProcess, type RelayProcess } from "../src/demo/relay-process.ts";
 import { toTaskError } from "../src/protocol/errors.ts";
 import { eventTypeRow } from "../src/protocol/events.ts";
-import { activePollIntervalMs, capacityCooldownMs, maxResponseBodyBytes, orphanAfterMs, orphanProbeIntervalMs, taskTimeoutMinMs } from "../src/protocol/limits.ts";
+import {
+  activePollIntervalMs,
+  capacityCooldownMs,
+  maxResponseBodyBytes,
+  orphanAfterMs,
+  orphanProbeIntervalMs,
+  taskTimeoutMinMs,
+} from "../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../src/protocol/schemas.ts";
 import { tryDrain } from "../kit/drain.ts";
 import { introduce } from "../kit/introduce.ts";
@@ -77,7 +84,14 @@ const sessionName = (label: string) => `faults-${label}-${process.pid}-${(serial
 type FetchWrap = (inner: typeof fetch) => typeof fetch;
 
 async function plainParty(label: string, url: string, timers: JumpTimers, clock: JumpClock, wrap?: FetchWrap): Promise<Party> {
-  const party = await createObservedParty({ url, name: sessionName(label), requestTimeoutMs: REQUEST_TIMEOUT_MS, timers, clock, ...(wrap === undefined ? {} : { wrapFetch: wrap }) });
+  const party = await createObservedParty({
+    url,
+    name: sessionName(label),
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    timers,
+    clock,
+    ...(wrap === undefined ? {} : { wrapFetch: wrap }),
+  });
   return {
     label,
     host: party.host,
@@ -91,7 +105,15 @@ async function plainParty(label: string, url: string, timers: JumpTimers, clock:
 async function configuredParty(label: string, url: string, timers: JumpTimers, clock: JumpClock): Promise<Party> {
   const replies: ObservedReply[] = [];
   const host = createMemoryHost();
-  const configured = createRecoveringTaskCore({ url, callerSession: sessionName(label), fetch: observingFetch(replies), requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers, clock });
+  const configured = createRecoveringTaskCore({
+    url,
+    callerSession: sessionName(label),
+    fetch: observingFetch(replies),
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    host,
+    timers,
+    clock,
+  });
   await configured.run((core) => core.connect());
   return {
     label,
@@ -120,7 +142,8 @@ async function makeRig(relay: RelayProcess, configured = false, wrap?: (timers: 
   const proxy = createFaultProxy({ target: relay.url });
   const timers = createJumpTimers();
   const clock = createJumpClock();
-  const make = (label: string) => (configured ? configuredParty(label, proxy.url, timers, clock) : plainParty(label, proxy.url, timers, clock, wrap?.(timers)));
+  const make = (label: string) =>
+    configured ? configuredParty(label, proxy.url, timers, clock) : plainParty(label, proxy.url, timers, clock, wrap?.(timers));
   const origin = await make("origin");
   const worker = await make("worker");
   await introduceParties(origin, worker);
@@ -176,7 +199,11 @@ function createLedger(): Ledger {
           item.envelopeId = error.details.envelopeId as string | undefined;
         } else item.refused = true;
       }
-      if (item.taskId !== undefined) item.eventId = rig.origin.core().findTask(item.taskId)?.events.find((event) => event.type === "task.created")?.eventId;
+      if (item.taskId !== undefined)
+        item.eventId = rig.origin
+          .core()
+          .findTask(item.taskId)
+          ?.events.find((event) => event.type === "task.created")?.eventId;
       return item;
     },
     async offerMessage(rig, taskId, text) {
@@ -269,7 +296,17 @@ function presentedItem(rig: Rig, item: Item, workers: readonly Party[] = [rig.wo
   return item.eventId !== undefined && workers.some((worker) => worker.host.insertedIds().includes(item.eventId!));
 }
 
-function account(fault: string, injection: string, rig: Rig, ledger: Ledger, requests: number, faulted: number, checks: FaultRow["checks"], note: string, workers: readonly Party[] = [rig.worker]): FaultRow {
+function account(
+  fault: string,
+  injection: string,
+  rig: Rig,
+  ledger: Ledger,
+  requests: number,
+  faulted: number,
+  checks: FaultRow["checks"],
+  note: string,
+  workers: readonly Party[] = [rig.worker],
+): FaultRow {
   const accepted = acceptedIds([rig.origin, ...workers]);
   let presented = 0;
   let reported = 0;
@@ -286,11 +323,29 @@ function account(fault: string, injection: string, rig: Rig, ledger: Ledger, req
     }
   }
   let duplicated = 0;
-  for (const host of [rig.origin.host, ...workers.map((worker) => worker.host)]) for (const count of insertionCounts(host).values()) duplicated += count - 1;
+  for (const host of [rig.origin.host, ...workers.map((worker) => worker.host)])
+    for (const count of insertionCounts(host).values()) duplicated += count - 1;
   const offered = ledger.items.length;
   const lost = offered - presented - reported - refused;
   const ok = lost === 0 && duplicated === 0 && faulted > 0 && checks.every((check) => check.ok);
-  return { fault, injection, offered, accepted: acceptedCount, presented, duplicated, reported, lostToRelayReset, endedWithLifetime: reported - lostToRelayReset, refused, lost, requests, faulted, checks, note, ok };
+  return {
+    fault,
+    injection,
+    offered,
+    accepted: acceptedCount,
+    presented,
+    duplicated,
+    reported,
+    lostToRelayReset,
+    endedWithLifetime: reported - lostToRelayReset,
+    refused,
+    lost,
+    requests,
+    faulted,
+    checks,
+    note,
+    ok,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -338,7 +393,11 @@ async function workload(rig: Rig, ledger: Ledger, tasks: number, heal: () => voi
 // The faults
 // ---------------------------------------------------------------------------------------------
 
-type Body = { envelope?: { envelopeId?: string; target?: TaskEndpoint; payload?: { kind?: string } }; envelopeId?: string; endpoint?: TaskEndpoint };
+type Body = {
+  envelope?: { envelopeId?: string; target?: TaskEndpoint; payload?: { kind?: string } };
+  envelopeId?: string;
+  endpoint?: TaskEndpoint;
+};
 const bodyOf = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
 const fromEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => bodyOf(request).endpoint?.id === endpoint.id;
 
@@ -400,7 +459,9 @@ const relayRestart: FaultSpec = {
       await relay.stop();
       relay = await startRelayProcess({ port });
       // Each side meets the new epoch (RELAY_RESET), rebinds, looks its peer up and re-sends.
-      const reconnected = (await tryDrain([rig.origin, rig.worker], { timers: rig.timers, rounds: DRAIN_ROUNDS, cooldownMs: orphanProbeIntervalMs })) !== undefined;
+      const reconnected =
+        (await tryDrain([rig.origin, rig.worker], { timers: rig.timers, rounds: DRAIN_ROUNDS, cooldownMs: orphanProbeIntervalMs })) !==
+        undefined;
       const rebound = rig.origin.core().endpoint()!.id !== endpoints[0] && rig.worker.core().endpoint()!.id !== endpoints[1];
       // What the new relay never saw arrives with the re-sends: let them land, then finish every task.
       await drain(rig);
@@ -409,12 +470,21 @@ const relayRestart: FaultSpec = {
       const completed = before.every((taskId) => rig.origin.core().findTask(taskId)?.status === "completed");
       // The fault hit both sides: each met the new epoch and rebound.
       const hits = [rig.origin, rig.worker].filter((party, index) => party.core().endpoint()!.id !== endpoints[index]).length;
-      return account(this.name, this.injection, rig, ledger, rig.proxy.stats().total.seen, hits, [
-        { name: "fresh endpoints bound", ok: rebound },
-        { name: "peers found again", ok: reconnected },
-        { name: "tasks from before the restart completed", ok: completed },
-        { name: "drained", ok: drained },
-      ], `${before.length} tasks begun before the restart: re-sent after it and completed`);
+      return account(
+        this.name,
+        this.injection,
+        rig,
+        ledger,
+        rig.proxy.stats().total.seen,
+        hits,
+        [
+          { name: "fresh endpoints bound", ok: rebound },
+          { name: "peers found again", ok: reconnected },
+          { name: "tasks from before the restart completed", ok: completed },
+          { name: "drained", ok: drained },
+        ],
+        `${before.length} tasks begun before the restart: re-sent after it and completed`,
+      );
     } finally {
       await closeRig(rig);
       await relay.stop().catch(() => undefined);
@@ -436,7 +506,8 @@ function sendRecorder(attempts: SendAttempt[]): (timers: JumpTimers) => FetchWra
       let attempt: SendAttempt | undefined;
       try {
         const body = JSON.parse(text) as { operation?: string; envelope?: { envelopeId?: string } };
-        if (body.operation === "send" && typeof body.envelope?.envelopeId === "string") attempt = { envelopeId: body.envelope.envelopeId, at: timers.now(), capacity: false };
+        if (body.operation === "send" && typeof body.envelope?.envelopeId === "string")
+          attempt = { envelopeId: body.envelope.envelopeId, at: timers.now(), capacity: false };
       } catch {
         // not a relay POST
       }
@@ -457,10 +528,16 @@ const capacityRetryAfter: FaultSpec = {
       const retryAfterMs = capacityCooldownMs + activePollIntervalMs;
       const handle = rig.proxy.push({ operation: "send", kind: "capacity", retryAfterMs, times: 6 });
       const ledger = createLedger();
-      const drained = await workload(rig, ledger, tasks, () => undefined, async () => {
-        rig.timers.jump(activePollIntervalMs);
-        for (const party of [rig.origin, rig.worker]) await party.refresh().catch(() => undefined);
-      });
+      const drained = await workload(
+        rig,
+        ledger,
+        tasks,
+        () => undefined,
+        async () => {
+          rig.timers.jump(activePollIntervalMs);
+          for (const party of [rig.origin, rig.worker]) await party.refresh().catch(() => undefined);
+        },
+      );
       // A refused envelope may be sent again only retryAfterMs after the refused attempt started.
       let early = 0;
       const refusedAt = new Map<string, number>();
@@ -469,11 +546,20 @@ const capacityRetryAfter: FaultSpec = {
         if (refused !== undefined && attempt.at < refused + retryAfterMs) early += 1;
         if (attempt.capacity) refusedAt.set(attempt.envelopeId, attempt.at);
       }
-      return account(this.name, this.injection, rig, ledger, rig.proxy.stats().total.seen, handle.hits(), [
-        { name: "no re-send before retryAfterMs", ok: early === 0 },
-        { name: "refusals seen by the client", ok: attempts.filter((attempt) => attempt.capacity).length === handle.hits() },
-        { name: "drained", ok: drained },
-      ], `${early} early re-sends of ${refusedAt.size} refused envelopes`);
+      return account(
+        this.name,
+        this.injection,
+        rig,
+        ledger,
+        rig.proxy.stats().total.seen,
+        handle.hits(),
+        [
+          { name: "no re-send before retryAfterMs", ok: early === 0 },
+          { name: "refusals seen by the client", ok: attempts.filter((attempt) => attempt.capacity).length === handle.hits() },
+          { name: "drained", ok: drained },
+        ],
+        `${early} early re-sends of ${refusedAt.size} refused envelopes`,
+      );
     } finally {
       await closeRig(rig);
     }
@@ -493,7 +579,11 @@ const duplicateDelivery: FaultSpec = {
       const delivered = () =>
         rig.worker.replies
           .filter((entry) => entry.operation === "receive")
-          .flatMap((entry) => ((entry.reply?.value as { deliveries?: { envelope: Record<string, unknown> }[] } | undefined)?.deliveries ?? []).map((item) => item.envelope));
+          .flatMap((entry) =>
+            ((entry.reply?.value as { deliveries?: { envelope: Record<string, unknown> }[] } | undefined)?.deliveries ?? []).map(
+              (item) => item.envelope,
+            ),
+          );
       /** A cursor the relay assigned but the worker's core never fetched. */
       const gapCursor = async (): Promise<string> => {
         const self = rig.origin.core().endpoint()!;
@@ -512,23 +602,38 @@ const duplicateDelivery: FaultSpec = {
         return cursor;
       };
       const ledger = createLedger();
-      const drained = await workload(rig, ledger, tasks, () => rig.proxy.clear(), async () => {
-        const old = delivered().find((envelope) => (envelope.payload as { kind?: string } | undefined)?.kind === "assignment");
-        if (old === undefined) return;
-        const cursor = await gapCursor();
-        rig.proxy.push({
-          operation: "receive",
-          kind: "rewrite",
-          when: fromEndpoint(worker),
-          rewrite: (reply: { value: { deliveries: unknown[] } }) => {
-            reply.value.deliveries.unshift({ cursor, envelope: old });
-            reserved += 1;
-            return reply;
-          },
-        });
-        await rig.worker.refresh().catch(() => undefined);
-      });
-      return account(this.name, this.injection, rig, ledger, rig.proxy.stats().total.seen, drops.hits() + reserved, [{ name: "drained", ok: drained }], `${drops.hits()} pages served twice, ${reserved} envelopes re-served under a new cursor`);
+      const drained = await workload(
+        rig,
+        ledger,
+        tasks,
+        () => rig.proxy.clear(),
+        async () => {
+          const old = delivered().find((envelope) => (envelope.payload as { kind?: string } | undefined)?.kind === "assignment");
+          if (old === undefined) return;
+          const cursor = await gapCursor();
+          rig.proxy.push({
+            operation: "receive",
+            kind: "rewrite",
+            when: fromEndpoint(worker),
+            rewrite: (reply: { value: { deliveries: unknown[] } }) => {
+              reply.value.deliveries.unshift({ cursor, envelope: old });
+              reserved += 1;
+              return reply;
+            },
+          });
+          await rig.worker.refresh().catch(() => undefined);
+        },
+      );
+      return account(
+        this.name,
+        this.injection,
+        rig,
+        ledger,
+        rig.proxy.stats().total.seen,
+        drops.hits() + reserved,
+        [{ name: "drained", ok: drained }],
+        `${drops.hits()} pages served twice, ${reserved} envelopes re-served under a new cursor`,
+      );
     } finally {
       await closeRig(rig);
     }
@@ -569,11 +674,20 @@ function workerBusy(busyMs: number): FaultSpec {
           await ledger.offerDone(rig, taskId);
         }
         const drained = await drain(rig);
-        return account(this.name, this.injection, rig, ledger, rig.proxy.stats().total.seen, passes, [
-          { name: "nothing inserted while busy", ok: insertedWhileBusy === 0 },
-          { name: "assignments recorded while busy", ok: recorded === offered.length },
-          { name: "drained", ok: drained },
-        ], `${duringBusy} requests during the busy period (${passes} passes)`);
+        return account(
+          this.name,
+          this.injection,
+          rig,
+          ledger,
+          rig.proxy.stats().total.seen,
+          passes,
+          [
+            { name: "nothing inserted while busy", ok: insertedWhileBusy === 0 },
+            { name: "assignments recorded while busy", ok: recorded === offered.length },
+            { name: "drained", ok: drained },
+          ],
+          `${duringBusy} requests during the busy period (${passes} passes)`,
+        );
       } finally {
         await closeRig(rig);
       }
@@ -596,7 +710,8 @@ const shutdownMidPass: FaultSpec = {
       const ledger = createLedger();
       const worker = rig.worker.core().endpoint()!;
       const first = Math.max(1, Math.floor(tasks / 2));
-      for (let index = 0; index < first; index += 1) await ledger.offerTask(rig, worker, `to a worker that shuts down ${index}`, { timeoutMs: taskTimeoutMinMs });
+      for (let index = 0; index < first; index += 1)
+        await ledger.offerTask(rig, worker, `to a worker that shuts down ${index}`, { timeoutMs: taskTimeoutMinMs });
       const held = rig.proxy.push({ operation: "receive", kind: "hold", when: fromEndpoint(worker) });
       const pass = rig.worker.refresh().catch(() => undefined);
       await rig.proxy.waitFor((stats) => stats.held === 1);
@@ -617,7 +732,12 @@ const shutdownMidPass: FaultSpec = {
       extra.push(freshWorker);
       // Proven first, so the delayed send is the assignment itself (not a hello).
       await introduceParties(rig.origin, freshWorker);
-      const delayed = rig.proxy.push({ operation: "send", kind: "delay", ms: REQUEST_TIMEOUT_MS / 2, when: fromEndpoint(rig.origin.core().endpoint()!) });
+      const delayed = rig.proxy.push({
+        operation: "send",
+        kind: "delay",
+        ms: REQUEST_TIMEOUT_MS / 2,
+        when: fromEndpoint(rig.origin.core().endpoint()!),
+      });
       const lateLedger = createLedger();
       const late = lateLedger.offerTask(rig, freshWorker.core().endpoint()!, "sent while the origin shuts down");
       await rig.proxy.waitFor((stats) => (stats.operations.send?.faulted ?? 0) >= 1);
@@ -695,7 +815,13 @@ async function atCadence(rig: Rig, parties: readonly Party[], done: () => boolea
 }
 
 /** The start of these rows: tasks with one message each, taken in by the worker's model. */
-async function delegate(rig: Rig, ledger: Ledger, tasks: number, label: string, extra: Record<string, unknown> = {}): Promise<{ taskIds: string[]; tookIn: boolean }> {
+async function delegate(
+  rig: Rig,
+  ledger: Ledger,
+  tasks: number,
+  label: string,
+  extra: Record<string, unknown> = {},
+): Promise<{ taskIds: string[]; tookIn: boolean }> {
   const to = rig.worker.core().endpoint()!;
   const taskIds: string[] = [];
   for (let index = 0; index < tasks; index += 1) {
@@ -705,7 +831,9 @@ async function delegate(rig: Rig, ledger: Ledger, tasks: number, label: string, 
     await ledger.offerMessage(rig, task.taskId, `message: ${label} ${index}`);
   }
   const drained = await drain(rig);
-  const tookIn = ledger.items.every((item) => item.kind === "done" || (item.eventId !== undefined && rig.worker.host.insertedIds().includes(item.eventId)));
+  const tookIn = ledger.items.every(
+    (item) => item.kind === "done" || (item.eventId !== undefined && rig.worker.host.insertedIds().includes(item.eventId)),
+  );
   return { taskIds, tookIn: drained && tookIn };
 }
 
@@ -719,12 +847,16 @@ async function justProbed(rig: Rig): Promise<boolean> {
   return (await atCadence(rig, [rig.origin], () => probes() > before, ORPHAN_BOUND_PASSES)) !== undefined;
 }
 
-const allOrphaned = (rig: Rig, taskIds: readonly string[]) => () => taskIds.every((taskId) => rig.origin.core().findTask(taskId)?.attention === "orphaned");
+const allOrphaned = (rig: Rig, taskIds: readonly string[]) => () =>
+  taskIds.every((taskId) => rig.origin.core().findTask(taskId)?.attention === "orphaned");
 
 /** Each task's orphan record: one event, inserted once, woken once. */
 function orphanToldOnce(rig: Rig, taskIds: readonly string[]): boolean {
   return taskIds.every((taskId) => {
-    const events = rig.origin.core().getTask(taskId).events.filter((event) => event.type === "task.orphaned");
+    const events = rig.origin
+      .core()
+      .getTask(taskId)
+      .events.filter((event) => event.type === "task.orphaned");
     const inserted = rig.origin.host.inserted.filter((entry) => entry.taskId === taskId && entry.event.type === "task.orphaned");
     const woken = rig.origin.host.wakes.flat().filter((entry) => entry.taskId === taskId && entry.event.type === "task.orphaned");
     return events.length === 1 && inserted.length === 1 && woken.length === 1;
@@ -735,7 +867,16 @@ function orphanToldOnce(rig: Rig, taskIds: readonly string[]): boolean {
 async function reassignAll(rig: Rig, taskIds: readonly string[], to: TaskEndpoint): Promise<number> {
   let moved = 0;
   for (const taskId of taskIds) {
-    if (await rig.origin.core().reassignTask(taskId, { to }).then(() => true, () => false)) moved += 1;
+    if (
+      await rig.origin
+        .core()
+        .reassignTask(taskId, { to })
+        .then(
+          () => true,
+          () => false,
+        )
+    )
+      moved += 1;
   }
   return moved;
 }
@@ -761,7 +902,9 @@ const workerKilled: FaultSpec = {
       const ledger = createLedger();
       const { taskIds, tookIn } = await delegate(rig, ledger, tasks, "to a worker that dies");
       const probed = await justProbed(rig);
-      await coreInternals(rig.worker.core()).session.disconnect().catch(() => undefined);
+      await coreInternals(rig.worker.core())
+        .session.disconnect()
+        .catch(() => undefined);
       await rig.worker.close();
       const passes = await atCadence(rig, [rig.origin], allOrphaned(rig, taskIds), 2 * ORPHAN_BOUND_PASSES);
       const orphaned = taskIds.filter((taskId) => rig.origin.core().getTask(taskId).attention === "orphaned").length;
@@ -781,13 +924,22 @@ const workerKilled: FaultSpec = {
       const carried = carriedHistory(rig, fresh, taskIds);
       for (const taskId of taskIds) await ledger.offerDone(next, taskId);
       const finished = await drain(next);
-      for (const taskId of taskIds) await rig.origin.core().acknowledge({ taskId }).catch(() => undefined);
+      for (const taskId of taskIds)
+        await rig.origin
+          .core()
+          .acknowledge({ taskId })
+          .catch(() => undefined);
       const acknowledgedDrained = await drain(next);
       const completed = taskIds.every((taskId) => {
         const view = rig.origin.core().getTask(taskId);
         return view.status === "completed" && view.outcome === "succeeded" && view.attention === undefined;
       });
-      const acknowledged = taskIds.every((taskId) => fresh.core().getTask(taskId).events.some((event) => event.type === "task.parent_acknowledged"));
+      const acknowledged = taskIds.every((taskId) =>
+        fresh
+          .core()
+          .getTask(taskId)
+          .events.some((event) => event.type === "task.parent_acknowledged"),
+      );
       return account(
         this.name,
         this.injection,
@@ -840,7 +992,10 @@ const zombieWorker: FaultSpec = {
       const zombieSummary = (taskId: string) => `zombie result ${taskId.slice(0, 8)}`;
       let sent = 0;
       for (const taskId of taskIds) {
-        const result = await zombie.core().done({ taskId, status: "completed", summary: zombieSummary(taskId) }).catch(() => undefined);
+        const result = await zombie
+          .core()
+          .done({ taskId, status: "completed", summary: zombieSummary(taskId) })
+          .catch(() => undefined);
         if (result?.terminalDelivery.state === "accepted") sent += 1;
       }
       await rig.origin.refresh().catch(() => undefined);
@@ -849,16 +1004,30 @@ const zombieWorker: FaultSpec = {
       // The new worker takes the tasks in, then finishes them.
       const handedOver = (await tryDrain([rig.origin, fresh, zombie], { timers: rig.timers, rounds: DRAIN_ROUNDS })) !== undefined;
       for (const taskId of taskIds) await ledger.offerDone(next, taskId);
-      const drained = handedOver && (await tryDrain([rig.origin, fresh, zombie], { timers: rig.timers, rounds: DRAIN_ROUNDS })) !== undefined;
+      const drained =
+        handedOver && (await tryDrain([rig.origin, fresh, zombie], { timers: rig.timers, rounds: DRAIN_ROUNDS })) !== undefined;
       const stale = rig.origin.core().rejections().STALE_GENERATION ?? 0;
       const recorded = rig.origin.host.rejections.filter((rejection) => rejection.code === "STALE_GENERATION").length;
-      const isZombie = (payload: Record<string, unknown>) => typeof payload.summary === "string" && payload.summary.startsWith("zombie result");
+      const isZombie = (payload: Record<string, unknown>) =>
+        typeof payload.summary === "string" && payload.summary.startsWith("zombie result");
       const shown = rig.origin.host.inserted.some((entry) => isZombie(entry.event.payload));
-      const kept = taskIds.some((taskId) => rig.origin.core().getTask(taskId).events.some((event) => isZombie(event.payload)));
+      const kept = taskIds.some((taskId) =>
+        rig.origin
+          .core()
+          .getTask(taskId)
+          .events.some((event) => isZombie(event.payload)),
+      );
       const fromNew = taskIds.every((taskId) => {
         const view = rig.origin.core().getTask(taskId);
-        const terminal = view.events.filter((event) => eventTypeRow(event.type).terminalStatus !== null || event.type === "task.late_terminal");
-        return view.status === "completed" && view.generation === 2 && terminal.length === 1 && terminal[0]!.payload.summary === `done ${taskId.slice(0, 8)}`;
+        const terminal = view.events.filter(
+          (event) => eventTypeRow(event.type).terminalStatus !== null || event.type === "task.late_terminal",
+        );
+        return (
+          view.status === "completed" &&
+          view.generation === 2 &&
+          terminal.length === 1 &&
+          terminal[0]!.payload.summary === `done ${taskId.slice(0, 8)}`
+        );
       });
       return account(
         this.name,
@@ -871,7 +1040,10 @@ const zombieWorker: FaultSpec = {
           { name: "taken in before the loss", ok: tookIn },
           { name: "orphaned and reassigned (generation 2)", ok: passes !== undefined && moved === taskIds.length },
           { name: "the old worker's done reached the relay", ok: sent === taskIds.length },
-          { name: "refused STALE_GENERATION and counted, once per done", ok: refusedFirst === taskIds.length && stale === taskIds.length && recorded === taskIds.length },
+          {
+            name: "refused STALE_GENERATION and counted, once per done",
+            ok: refusedFirst === taskIds.length && stale === taskIds.length && recorded === taskIds.length,
+          },
           { name: "never presented, never recorded", ok: !shown && !kept },
           { name: "the result comes from the new generation", ok: fromNew },
           { name: "drained", ok: drained },
@@ -905,28 +1077,47 @@ const completionAfterTimeout: FaultSpec = {
       const insertedOf = (taskId: string, match: (event: { type: string; payload: Record<string, unknown> }) => boolean) =>
         rig.origin.host.inserted.filter((entry) => entry.taskId === taskId && match(entry.event));
       const timedOut = taskIds.filter((taskId) => view(taskId).status === "timed_out").length;
-      const indeterminate = taskIds.every((taskId) => view(taskId).outcome === "unknown" && view(taskId).attention === "indeterminate" && insertedOf(taskId, (event) => event.type === "task.timed_out").length === 1);
+      const indeterminate = taskIds.every(
+        (taskId) =>
+          view(taskId).outcome === "unknown" &&
+          view(taskId).attention === "indeterminate" &&
+          insertedOf(taskId, (event) => event.type === "task.timed_out").length === 1,
+      );
       const unaware = taskIds.every((taskId) => rig.worker.core().getTask(taskId).status === "active");
       for (const taskId of taskIds) await ledger.offerDone(rig, taskId);
       const drained = await drain(rig);
       for (let pass = 0; pass < 3; pass += 1) await rig.origin.refresh().catch(() => undefined);
       const settled = taskIds.every((taskId) => {
         const current = view(taskId);
-        return current.status === "timed_out" && current.outcome === "succeeded" && current.attention === undefined && !current.events.some((event) => event.type === "task.completed");
+        return (
+          current.status === "timed_out" &&
+          current.outcome === "succeeded" &&
+          current.attention === undefined &&
+          !current.events.some((event) => event.type === "task.completed")
+        );
       });
       const shownOnce = taskIds.every((taskId) => {
         const late = insertedOf(taskId, isLateResult);
         const woken = rig.origin.host.wakes.flat().filter((entry) => entry.taskId === taskId && isLateResult(entry.event));
         return late.length === 1 && late[0]!.event.payload.lateType === "task.completed" && woken.length === 1;
       });
-      return account(this.name, this.injection, rig, ledger, rig.proxy.stats().total.seen, timedOut, [
-        { name: "taken in before the timeout", ok: tookIn },
-        { name: "timed out: outcome unknown, attention indeterminate, shown", ok: timedOut === taskIds.length && indeterminate },
-        { name: "the worker completed without knowing", ok: unaware },
-        { name: "outcome settled, status stays timed_out", ok: settled },
-        { name: "late result shown once", ok: shownOnce },
-        { name: "drained", ok: drained },
-      ], `${timedOut} tasks timed out at the origin, then completed: outcome succeeded, status timed_out, the late result shown once`);
+      return account(
+        this.name,
+        this.injection,
+        rig,
+        ledger,
+        rig.proxy.stats().total.seen,
+        timedOut,
+        [
+          { name: "taken in before the timeout", ok: tookIn },
+          { name: "timed out: outcome unknown, attention indeterminate, shown", ok: timedOut === taskIds.length && indeterminate },
+          { name: "the worker completed without knowing", ok: unaware },
+          { name: "outcome settled, status stays timed_out", ok: settled },
+          { name: "late result shown once", ok: shownOnce },
+          { name: "drained", ok: drained },
+        ],
+        `${timedOut} tasks timed out at the origin, then completed: outcome succeeded, status timed_out, the late result shown once`,
+      );
     } finally {
       await closeRig(rig);
     }
@@ -948,7 +1139,7 @@ export function faultSpecs(quick: boolean): FaultSpec[] {
     ),
     ruleFault(
       "429 burst without profile",
-      "Wolfpack's generic rate-limit reply (429 `{\"error\":\"rate limit exceeded\"}`, no `profile`) to the next 8 sends, receives and acknowledges; capacity cooldowns pass on jump timers.",
+      'Wolfpack\'s generic rate-limit reply (429 `{"error":"rate limit exceeded"}`, no `profile`) to the next 8 sends, receives and acknowledges; capacity cooldowns pass on jump timers.',
       () => [{ operation: ["send", "receive", "acknowledge"], kind: "status-429", times: 8 }],
     ),
     capacityRetryAfter,
@@ -967,8 +1158,20 @@ export function faultSpecs(quick: boolean): FaultSpec[] {
         const when = fromEndpoint(rig.worker.core().endpoint()!);
         return [
           { operation: "receive", kind: "malformed-json", times: 2, when },
-          { operation: "receive", kind: "rewrite", when, rewrite: (reply: { value: { deliveries: unknown[] } }) => (reply.value.deliveries.length > 0 && reply.value.deliveries.push(reply.value.deliveries[0]), reply) },
-          { operation: "receive", kind: "rewrite", when, rewrite: (reply: { value: { deliveries: unknown[] } }) => (reply.value.deliveries.reverse(), reply) },
+          {
+            operation: "receive",
+            kind: "rewrite",
+            when,
+            rewrite: (reply: { value: { deliveries: unknown[] } }) => (
+              reply.value.deliveries.length > 0 && reply.value.deliveries.push(reply.value.deliveries[0]), reply
+            ),
+          },
+          {
+            operation: "receive",
+            kind: "rewrite",
+            when,
+            rewrite: (reply: { value: { deliveries: unknown[] } }) => (reply.value.deliveries.reverse(), reply),
+          },
         ];
       },
     ),
@@ -1062,9 +1265,13 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
     `Generated by \`npm run faults\` (\`bench/faults.ts\`) on ${matrix.date.slice(0, 10)} in ${matrix.durationSeconds} s. Each fault runs the same workload between two TaskCores with in-memory Pi hosts, on the real relay (CLI child process) behind the fault proxy (\`kit/fault-proxy.ts\`): ${matrix.tasksPerFault} tasks, each sent by the origin (\`createTask\`), followed by one origin message, and finished by the worker (\`done\`) — ${matrix.tasksPerFault * 3} offered sends — then the fault is healed and both sides drain. Before a fault is injected, each worker proves its endpoint to its origin (a content-free hello and its answer, src/core/proofs.ts), so the faults hit task mail, not a first assignment's proof round trip; the rows' request counts include those hellos.`,
   );
   lines.push("");
-  lines.push("Columns: **offered** createTask/message/done calls; **accepted** of those whose envelope the relay accepted (as seen in the replies that reached the client); **presented** inserted into the receiving model (the worker's `task.created` and message, the origin's terminal event); **twice** events inserted more than once within a lifetime; **lost to relay reset** accepted mail lost with a relay restart and never re-sent (0: both Pis keep their tasks, find each other again and re-send what the new relay never saw); **ended with lifetime** mail to or from a lifetime that was shut down, reported to the sender's model (the origin's `task.timed_out`, or the failed call itself); **refused** failed definitively, nothing created (the caller was told); **lost** = offered − presented − lost to relay reset − ended with lifetime − refused: silent loss; **requests** every request that reached the proxy; **hits** requests the fault actually hit. The run fails (exit 1) on any loss, any double insertion, a fault that never hit, or a failed check.");
+  lines.push(
+    "Columns: **offered** createTask/message/done calls; **accepted** of those whose envelope the relay accepted (as seen in the replies that reached the client); **presented** inserted into the receiving model (the worker's `task.created` and message, the origin's terminal event); **twice** events inserted more than once within a lifetime; **lost to relay reset** accepted mail lost with a relay restart and never re-sent (0: both Pis keep their tasks, find each other again and re-send what the new relay never saw); **ended with lifetime** mail to or from a lifetime that was shut down, reported to the sender's model (the origin's `task.timed_out`, or the failed call itself); **refused** failed definitively, nothing created (the caller was told); **lost** = offered − presented − lost to relay reset − ended with lifetime − refused: silent loss; **requests** every request that reached the proxy; **hits** requests the fault actually hit. The run fails (exit 1) on any loss, any double insertion, a fault that never hit, or a failed check.",
+  );
   lines.push("");
-  lines.push("| fault | offered | accepted | presented | twice | lost to relay reset | ended with lifetime | refused | lost | requests | hits | verdict |");
+  lines.push(
+    "| fault | offered | accepted | presented | twice | lost to relay reset | ended with lifetime | refused | lost | requests | hits | verdict |",
+  );
   lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const row of matrix.rows) {
     lines.push(
@@ -1072,7 +1279,9 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
     );
   }
   lines.push("");
-  lines.push("A relay restart loses the relay's memory by design, not the tasks: both Pis keep them in RAM, bind fresh endpoints, find each other again by session name and re-send what the new relay never saw (docs/protocol.md, \"Outcomes under failure\"). Only the **lost** column is silent loss, and it must be 0.");
+  lines.push(
+    'A relay restart loses the relay\'s memory by design, not the tasks: both Pis keep them in RAM, bind fresh endpoints, find each other again by session name and re-send what the new relay never saw (docs/protocol.md, "Outcomes under failure"). Only the **lost** column is silent loss, and it must be 0.',
+  );
   lines.push("");
   lines.push("## How each fault is injected");
   lines.push("");
@@ -1092,7 +1301,14 @@ if (import.meta.main) {
   if (!quick) writeFileSync(RELIABILITY_DOC, reliabilityMarkdown(matrix));
   for (const row of matrix.rows) {
     process.stdout.write(
-      `${row.ok ? "ok    " : "FAILED"} ${row.fault.padEnd(30)} offered ${row.offered} accepted ${row.accepted} presented ${row.presented} twice ${row.duplicated} reset-lost ${row.lostToRelayReset} lifetime-ended ${row.endedWithLifetime} refused ${row.refused} lost ${row.lost} requests ${row.requests} hits ${row.faulted}${row.checks.some((check) => !check.ok) ? ` failed checks: ${row.checks.filter((check) => !check.ok).map((check) => check.name).join("; ")}` : ""}\n`,
+      `${row.ok ? "ok    " : "FAILED"} ${row.fault.padEnd(30)} offered ${row.offered} accepted ${row.accepted} presented ${row.presented} twice ${row.duplicated} reset-lost ${row.lostToRelayReset} lifetime-ended ${row.endedWithLifetime} refused ${row.refused} lost ${row.lost} requests ${row.requests} hits ${row.faulted}${
+        row.checks.some((check) => !check.ok)
+          ? ` failed checks: ${row.checks
+              .filter((check) => !check.ok)
+              .map((check) => check.name)
+              .join("; ")}`
+          : ""
+      }\n`,
     );
   }
   process.stdout.write(`faults: ${matrix.durationSeconds} s${quick ? " (quick: nothing written)" : `; wrote ${RELIABILITY_DOC}`}\n`);

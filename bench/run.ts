@@ -113,7 +113,19 @@ export interface BenchOptions {
 const fmt = (value: number) => (Math.abs(value) >= 100 ? Math.round(value).toLocaleString("en-US") : String(value));
 
 function figures(m: BenchResults["measurements"]): Figure[] {
-  const { throughput: t, cycles: c, signing: sg, signedCycles: sc, sealedCycles: sl, acceptance: a, delivery: d, outage: o, memory: mem, refresh: r, pi } = m;
+  const {
+    throughput: t,
+    cycles: c,
+    signing: sg,
+    signedCycles: sc,
+    sealedCycles: sl,
+    acceptance: a,
+    delivery: d,
+    outage: o,
+    memory: mem,
+    refresh: r,
+    pi,
+  } = m;
   return [
     {
       id: "baseline",
@@ -135,7 +147,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       how: "the same client loop and body size against the real relay (CLI child process); each round measures echo and relay back to back and the figure is the median of the per-round ratios; `receive` on an empty mailbox (also `health`). The real-client number drives the same `receive` through `RelaySession` (ky + p-queue + reply validation) instead of raw `fetch`, as a ratio to the raw-fetch loop on the same relay; a third server, the echo reading bodies through a stream reader as the relay does, runs in the same rounds.",
       evidence: `relay receive ${fmt(t.relayReceive.perSecond)} req/s vs echo ${fmt(t.echo.perSecond)} req/s; the same echo reading its bodies the way the relay does (ReadableStream reader, \`bench/echo-server.ts --stream-body\`) runs at ${t.streamBodyRatio}× of the plain echo (${fmt(t.echoStreamBody.perSecond)} req/s).`,
       reason:
-        "the relay's JS work per `receive` (≈ 8 µs in-process against ≈ 2.5 µs for the echo's parse and re-serialise: the request checks, the compiled schema check, the binding lookup, the page) lands on the same 2 cores as the client loop; rounds vary with the machine's load. Applied: declared bodies read natively under one swept deadline (no timer or AbortController per request), no URL object without a query, loopback peers and the JSON content type checked first, no JWT call without a secret, the epoch compared before any await. What would move it further: an operation router on Bun.serve's native `routes`, and one schema-and-fields check instead of two passes"
+        "the relay's JS work per `receive` (≈ 8 µs in-process against ≈ 2.5 µs for the echo's parse and re-serialise: the request checks, the compiled schema check, the binding lookup, the page) lands on the same 2 cores as the client loop; rounds vary with the machine's load. Applied: declared bodies read natively under one swept deadline (no timer or AbortController per request), no URL object without a query, loopback peers and the JSON content type checked first, no JWT call without a secret, the epoch compared before any await. What would move it further: an operation router on Bun.serve's native `routes`, and one schema-and-fields check instead of two passes",
     },
     ...(t.nodeRelayRatio === undefined || t.nodeRelayReceive === undefined
       ? []
@@ -163,7 +175,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       anchor: "10 accepted/s (normal load)",
       how: `${c.senders} \`RelaySession\` senders (4 sends in flight each, and together at most one mailbox (${relayMaxMailboxItems}) of envelopes sent but not yet ACKed) → one receiver that pages (\`receive\`, 50 per page), ACKs each envelope and waits with \`watch\` when empty; ${c.envelopeBytes}-byte envelopes (${c.payloadBytes}-byte payload with 1 KiB text); a fresh relay per run (each accepted envelope pins a 15-minute dedupe receipt). Every accepted id must be received exactly once and the relay must end empty.`,
       reason:
-        "client-bound: the five `RelaySession`s and the relay share the machine's 2 cores; a cycle is ≈ 1.1 requests (the receiver's page is acknowledged with one `ack-batch-v1` request), so the send dominates, and per request the client spends its CPU in Bun's fetch, then ky (a `Request`, a clone and merged headers on every call; ky is a required dependency and stays), then reply validation"
+        "client-bound: the five `RelaySession`s and the relay share the machine's 2 cores; a cycle is ≈ 1.1 requests (the receiver's page is acknowledged with one `ack-batch-v1` request), so the send dominates, and per request the client spends its CPU in Bun's fetch, then ky (a `Request`, a clone and merged headers on every call; ky is a required dependency and stays), then reply validation",
     },
     {
       id: "cycles-raw",
@@ -175,7 +187,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       anchor: "—",
       how: "the same workload and checks with a minimal raw `fetch` client (no ky, no queues, no reply validation): what the relay process sustains when the client costs next to nothing.",
       reason:
-        "a cycle is a send plus a share of a page's receive and batched ACK; each send canonicalizes the envelope and hashes it (node:crypto, synchronous)"
+        "a cycle is a send plus a share of a page's receive and batched ACK; each send canonicalizes the envelope and hashes it (node:crypto, synchronous)",
     },
     ...signingFigures(c, sg, sc),
     sealingFigure(c, sl),
@@ -222,9 +234,13 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       goal: { op: "<=", value: GOALS.outageRequestsPerSend },
       anchor: ANCHORS.outage,
       how: `origin + ${Object.keys(o.duringOutage.byParty).length - 1} workers on the real extension stack (passes and watches at their real cadence) behind the fault proxy; for ${o.outageMs / 1000} s the proxy answers every request 503 without a relay body (transient \`RELAY_UNAVAILABLE\`); meanwhile the origin offers ${o.offered.total} evenly spaced sends (${o.offered.createTask} \`createTask\`, ${o.offered.message} \`message\` on the workers' active tasks); every request of every party in the window counts (client-side log; the proxy saw ${fmt(o.duringOutage.requestsAtProxy)}). Each worker proved its endpoint to the origin before the setup (untimed), so the new tasks go to known workers and no hello is asked in the window.`,
-      evidence: `requests by operation: ${Object.entries(o.duringOutage.byOperation).map(([name, value]) => `${name} ${value}`).join(", ")}; by party: ${Object.entries(o.duringOutage.byParty).map(([name, value]) => `${name} ${value}`).join(", ")}.`,
+      evidence: `requests by operation: ${Object.entries(o.duringOutage.byOperation)
+        .map(([name, value]) => `${name} ${value}`)
+        .join(", ")}; by party: ${Object.entries(o.duringOutage.byParty)
+        .map(([name, value]) => `${name} ${value}`)
+        .join(", ")}.`,
       reason:
-        "what remains are the passes' own probes (lease or receive at the 1 s active cadence, one per party); applied: a pass that finds the relay unreachable skips old-work retry and starts the outage hold — for `unreachableHoldMs` sends wait without a request (the operation answers `TASK_DELIVERY_DEFERRED`, queued) and ask for no extra pass"
+        "what remains are the passes' own probes (lease or receive at the 1 s active cadence, one per party); applied: a pass that finds the relay unreachable skips old-work retry and starts the outage hold — for `unreachableHoldMs` sends wait without a request (the operation answers `TASK_DELIVERY_DEFERRED`, queued) and ask for no extra pass",
     },
     {
       id: "memory",
@@ -237,7 +253,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       how: "in-process relay (`startRelayServer`), requests handed to its engine as the HTTP layer does (body text → `JSON.parse`); JS heap (`bun:jsc` heapStats after `Bun.gc(true)`) before and after queueing the envelopes unacknowledged over 16 mailboxes; median of 3 trials after a warm-up trial.",
       evidence: `heap grows ${mem.bytesPerEnvelope} B per envelope whose canonical text is ${mem.encodedBytesPerEnvelope} B.`,
       reason:
-        "beyond the canonical text the relay keeps, per envelope, one object that is both its mailbox item and its receipt (cursor, receipt time, target), the envelope id string that keys the dedupe map, and that map's entry; applied: the acceptance id is a keyed hash of the envelope id, the digest is kept only after the text is dropped, the cursor is a number and budget sizes are recomputed"
+        "beyond the canonical text the relay keeps, per envelope, one object that is both its mailbox item and its receipt (cursor, receipt time, target), the envelope id string that keys the dedupe map, and that map's entry; applied: the acceptance id is a keyed hash of the envelope id, the digest is kept only after the text is dropped, the cursor is a number and budget sizes are recomputed",
     },
     {
       id: "refresh",
@@ -249,7 +265,8 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       anchor: "—",
       how: `a TaskCore whose store holds ${fmt(r.archivedEvents)} archived events (${r.tasks} completed tasks × ${r.archivedEvents / r.tasks} events, ${fmt(r.storeRecords)} records, ${fmt(r.storeEncodedBytes)} encoded bytes; written through the store API), \`refresh()\` timed ${r.passes}× against the real relay after a warm-up; beside it the same on an empty store and a bare \`receive\`.`,
       evidence: `the pass is one relay request (the receive: p50 ${r.receiveMs.p50} ms) plus local work; archived p50 ${r.archivedPassMs.p50} vs empty ${r.emptyPassMs.p50} ms.`,
-      reason: "the archive costs nothing measurable (compare with the empty store); what remains is one `receive` round trip through the client stack (see the cycles row for its cost).",
+      reason:
+        "the archive costs nothing measurable (compare with the empty store); what remains is one `receive` round trip through the client stack (see the cycles row for its cost).",
     },
     {
       id: "pi",
@@ -408,10 +425,20 @@ function sealingFigure(c: CyclesResult, sl: SealedCyclesResult): Figure {
 function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
   const { cycles: c, signing: sg, signedCycles: sc, sealedCycles: sl, delivery: d, outage: o, pi, refresh: r } = m;
   return [
-    { name: "cycles: zero loss, zero duplicates, relay empty", ok: [c.session, c.raw].every((run) => run.lost === 0 && run.duplicates === 0 && run.relayActiveItemsAfter === 0), detail: `session lost ${c.session.lost} dup ${c.session.duplicates} left ${c.session.relayActiveItemsAfter}; raw lost ${c.raw.lost} dup ${c.raw.duplicates} left ${c.raw.relayActiveItemsAfter}` },
+    {
+      name: "cycles: zero loss, zero duplicates, relay empty",
+      ok: [c.session, c.raw].every((run) => run.lost === 0 && run.duplicates === 0 && run.relayActiveItemsAfter === 0),
+      detail: `session lost ${c.session.lost} dup ${c.session.duplicates} left ${c.session.relayActiveItemsAfter}; raw lost ${c.raw.lost} dup ${c.raw.duplicates} left ${c.raw.relayActiveItemsAfter}`,
+    },
     {
       name: "signing: every signed payload verifies; signed cycles lose and duplicate nothing, relays empty",
-      ok: sg.assignment.verifyFailures === 0 && sg.intent.verifyFailures === 0 && sc.verifyFailures === 0 && sc.lost === 0 && sc.duplicates === 0 && sc.relayActiveItemsAfter === 0,
+      ok:
+        sg.assignment.verifyFailures === 0 &&
+        sg.intent.verifyFailures === 0 &&
+        sc.verifyFailures === 0 &&
+        sc.lost === 0 &&
+        sc.duplicates === 0 &&
+        sc.relayActiveItemsAfter === 0,
       detail: `per-event verify failures ${sg.assignment.verifyFailures + sg.intent.verifyFailures}; cycles (all rounds) verify failures ${sc.verifyFailures}, lost ${sc.lost}, dup ${sc.duplicates}, left ${sc.relayActiveItemsAfter}`,
     },
     {
@@ -419,10 +446,26 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
       ok: sl.verifyFailures === 0 && sl.lost === 0 && sl.duplicates === 0 && sl.relayActiveItemsAfter === 0,
       detail: `cycles (all rounds, both variants) open/verify failures ${sl.verifyFailures}, lost ${sl.lost}, dup ${sl.duplicates}, left ${sl.relayActiveItemsAfter}`,
     },
-    { name: "delivery: every assignment ACKed, none inserted twice", ok: [d.watch, d.poll].every((run) => run.unacknowledged === 0 && run.duplicateInsertions === 0), detail: `watch unacked ${d.watch.unacknowledged} dup ${d.watch.duplicateInsertions}; poll unacked ${d.poll.unacknowledged} dup ${d.poll.duplicateInsertions}` },
-    { name: "outage: queued messages all presented once after the outage", ok: o.afterOutage.drained && o.afterOutage.lost === 0 && o.afterOutage.duplicatePresentations === 0, detail: `drained ${o.afterOutage.drained}, presented ${o.afterOutage.messagesPresented}, lost ${o.afterOutage.lost}, duplicates ${o.afterOutage.duplicatePresentations}` },
-    { name: "refresh: one request per pass, nothing pending", ok: r.requestsPerPass === 1 && r.pendingAfter === 0, detail: `${r.requestsPerPass} request/pass, pending ${r.pendingAfter}` },
-    { name: "real Pi: every task inserted exactly once", ok: pi.missing === 0 && pi.duplicateInsertions === 0, detail: `missing ${pi.missing}, duplicates ${pi.duplicateInsertions}` },
+    {
+      name: "delivery: every assignment ACKed, none inserted twice",
+      ok: [d.watch, d.poll].every((run) => run.unacknowledged === 0 && run.duplicateInsertions === 0),
+      detail: `watch unacked ${d.watch.unacknowledged} dup ${d.watch.duplicateInsertions}; poll unacked ${d.poll.unacknowledged} dup ${d.poll.duplicateInsertions}`,
+    },
+    {
+      name: "outage: queued messages all presented once after the outage",
+      ok: o.afterOutage.drained && o.afterOutage.lost === 0 && o.afterOutage.duplicatePresentations === 0,
+      detail: `drained ${o.afterOutage.drained}, presented ${o.afterOutage.messagesPresented}, lost ${o.afterOutage.lost}, duplicates ${o.afterOutage.duplicatePresentations}`,
+    },
+    {
+      name: "refresh: one request per pass, nothing pending",
+      ok: r.requestsPerPass === 1 && r.pendingAfter === 0,
+      detail: `${r.requestsPerPass} request/pass, pending ${r.pendingAfter}`,
+    },
+    {
+      name: "real Pi: every task inserted exactly once",
+      ok: pi.missing === 0 && pi.duplicateInsertions === 0,
+      detail: `missing ${pi.missing}, duplicates ${pi.duplicateInsertions}`,
+    },
     ...redisChecks(m.redis),
     ...m.growth.checks.map((check) => ({ name: `growth: ${check.name}`, ok: check.ok, detail: check.detail })),
   ];
@@ -483,9 +526,13 @@ if (import.meta.main) {
     writeFileSync(PERFORMANCE_DOC, performanceMarkdown(results));
   }
   for (const figure of results.figures) {
-    process.stdout.write(`${figure.verdict.padEnd(7)} ${figure.label}: ${figure.measured} ${figure.unit}${figure.goal ? ` (goal ${figure.goal.op} ${figure.goal.value})` : ""}\n`);
+    process.stdout.write(
+      `${figure.verdict.padEnd(7)} ${figure.label}: ${figure.measured} ${figure.unit}${figure.goal ? ` (goal ${figure.goal.op} ${figure.goal.value})` : ""}\n`,
+    );
   }
   for (const check of results.checks) process.stdout.write(`${check.ok ? "ok     " : "FAILED "} ${check.name}: ${check.detail}\n`);
-  process.stdout.write(`bench: ${results.durationSeconds} s${quick ? " (quick: nothing written)" : `; wrote ${RESULTS_PATH} and ${PERFORMANCE_DOC}`}\n`);
+  process.stdout.write(
+    `bench: ${results.durationSeconds} s${quick ? " (quick: nothing written)" : `; wrote ${RESULTS_PATH} and ${PERFORMANCE_DOC}`}\n`,
+  );
   if (results.checks.some((check) => !check.ok)) process.exitCode = 1;
 }

@@ -28,7 +28,9 @@ export function deferred<T = void>(): Deferred<T> {
 
 function expectTaskError(error: unknown): TaskError {
   if (error instanceof TaskError) return error;
-  throw new Error(`expected a TaskError, got ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, { cause: error });
+  throw new Error(`expected a TaskError, got ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`, {
+    cause: error,
+  });
 }
 
 /** The TaskError a promise rejects with (fails the test when it resolves or rejects otherwise). */
@@ -80,7 +82,10 @@ export async function settledYet(promise: Promise<unknown>, waitMs = 20): Promis
 
 /** Resolves with the promise's value, or fails (naming `label`) when it has not settled within `ms`. */
 export async function settlesWithin<T>(promise: Promise<T>, label: string, ms = 5_000): Promise<T> {
-  const settled = await within(promise.then((value) => ({ value })), ms);
+  const settled = await within(
+    promise.then((value) => ({ value })),
+    ms,
+  );
   if (settled === undefined) throw new Error(`${label} hung for ${ms} ms`);
   return settled.value;
 }
@@ -90,7 +95,11 @@ export async function settlesWithin<T>(promise: Promise<T>, label: string, ms = 
  * resolves with that; resolves `undefined` when it did not within `timeoutMs` (probed once more
  * at the deadline).
  */
-export async function eventually<T>(probe: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs: number, pollMs = 20): Promise<T | undefined> {
+export async function eventually<T>(
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs: number,
+  pollMs = 20,
+): Promise<T | undefined> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();

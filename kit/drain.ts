@@ -47,7 +47,10 @@ export async function tryDrain(parties: readonly Drainable[], options: DrainOpti
 
 /** Parties holding one core each, as drains see them (a closed core gets no pass). */
 function drainable(parties: readonly { readonly core: TaskCore }[]): Drainable[] {
-  return parties.map((party) => ({ core: () => party.core, refresh: async () => (party.core.closed() ? undefined : await party.core.refresh()) }));
+  return parties.map((party) => ({
+    core: () => party.core,
+    refresh: async () => (party.core.closed() ? undefined : await party.core.refresh()),
+  }));
 }
 
 /** Drains parties holding one core each; returns the rounds used and throws when still pending. */

@@ -52,7 +52,14 @@
  */
 import type { Server } from "bun";
 import { eventually } from "./async.ts";
-import { KiB, maxResponseBodyBytes, RELAY_ENDPOINT_PATH, RELAY_PROFILE, RELAY_PROFILE_PATH, SESSION_STATUS_PATH } from "../src/protocol/limits.ts";
+import {
+  KiB,
+  maxResponseBodyBytes,
+  RELAY_ENDPOINT_PATH,
+  RELAY_PROFILE,
+  RELAY_PROFILE_PATH,
+  SESSION_STATUS_PATH,
+} from "../src/protocol/limits.ts";
 
 export type ProxyOperation = string;
 
@@ -83,7 +90,13 @@ export interface RewriteContext {
 export type Fault =
   | { readonly kind: "drop-reply" }
   | { readonly kind: "status-429"; readonly retryAfter?: string; readonly body?: unknown }
-  | { readonly kind: "capacity"; readonly retryAfterMs?: number; readonly epoch?: string; readonly message?: string; readonly status?: number }
+  | {
+      readonly kind: "capacity";
+      readonly retryAfterMs?: number;
+      readonly epoch?: string;
+      readonly message?: string;
+      readonly status?: number;
+    }
   | { readonly kind: "delay"; readonly ms: number }
   | { readonly kind: "hang" }
   | { readonly kind: "hold" }
@@ -157,7 +170,17 @@ export interface FaultProxyOptions {
   readonly port?: number;
 }
 
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host", "te", "upgrade", "proxy-connection"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "content-length",
+  "content-encoding",
+  "host",
+  "te",
+  "upgrade",
+  "proxy-connection",
+]);
 const JSON_HEADERS = { "content-type": "application/json", "cache-control": "no-store" } as const;
 const WAIT_POLL_MS = 5;
 const DEFAULT_WAIT_MS = 5_000;
@@ -172,7 +195,12 @@ function matches(rule: FaultRule, request: ProxyRequest): boolean {
 function operationOf(method: string, pathname: string, body: unknown): ProxyOperation {
   if (method === "GET" && pathname === RELAY_PROFILE_PATH) return "profile";
   if (method === "GET" && pathname === SESSION_STATUS_PATH) return "session-status";
-  if (pathname === RELAY_ENDPOINT_PATH && typeof body === "object" && body !== null && typeof (body as { operation?: unknown }).operation === "string") {
+  if (
+    pathname === RELAY_ENDPOINT_PATH &&
+    typeof body === "object" &&
+    body !== null &&
+    typeof (body as { operation?: unknown }).operation === "string"
+  ) {
     return (body as { operation: string }).operation;
   }
   return "other";
@@ -319,7 +347,11 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
         return droppedResponse(upstream.status, text.slice(0, Math.max(1, Math.floor(text.length / 2))));
       }
       case "status-429":
-        return jsonResponse(429, rule.body ?? { error: "rate limit exceeded" }, rule.retryAfter === undefined ? {} : { "retry-after": rule.retryAfter });
+        return jsonResponse(
+          429,
+          rule.body ?? { error: "rate limit exceeded" },
+          rule.retryAfter === undefined ? {} : { "retry-after": rule.retryAfter },
+        );
       case "capacity":
         return jsonResponse(rule.status ?? 503, {
           ok: false,
@@ -384,7 +416,9 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
       case "oversized": {
         const upstream = await forward(request, incoming.method, incoming.headers);
         const text = padReply(await upstream.text(), rule.bytes ?? maxResponseBodyBytes + KiB);
-        return rule.chunked === true ? chunkedResponse(upstream.status, text) : new Response(text, { status: upstream.status, headers: JSON_HEADERS });
+        return rule.chunked === true
+          ? chunkedResponse(upstream.status, text)
+          : new Response(text, { status: upstream.status, headers: JSON_HEADERS });
       }
       case "rewrite": {
         const upstream = await forward(request, incoming.method, incoming.headers);
@@ -395,7 +429,12 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
         } catch {
           parsed = text;
         }
-        const rewritten = rule.rewrite(parsed, { status: upstream.status, operation: request.operation, request, headers: upstream.headers });
+        const rewritten = rule.rewrite(parsed, {
+          status: upstream.status,
+          operation: request.operation,
+          request,
+          headers: upstream.headers,
+        });
         return jsonResponse(rule.status ?? upstream.status, rewritten === undefined ? parsed : rewritten);
       }
       case "reply":

@@ -92,7 +92,20 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
   let stderr = "";
 
   async function launch(): Promise<void> {
-    const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...(options.password === undefined ? [] : ["--requirepass", options.password]), ...(options.args ?? [])];
+    const args = [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+      ...(options.password === undefined ? [] : ["--requirepass", options.password]),
+      ...(options.args ?? []),
+    ];
     const started = spawn([binary, ...args], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
     child = started;
     live.add(started);
@@ -102,7 +115,9 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
     while (!(await answersPing(url))) {
       if (started.exitCode !== null || Date.now() > deadline) {
         started.kill("SIGKILL");
-        throw new Error(`redis-server did not answer PING on port ${port} within ${REDIS_READY_TIMEOUT_MS} ms (exit ${started.exitCode}): ${stderr}`);
+        throw new Error(
+          `redis-server did not answer PING on port ${port} within ${REDIS_READY_TIMEOUT_MS} ms (exit ${started.exitCode}): ${stderr}`,
+        );
       }
       await Bun.sleep(REDIS_READY_POLL_MS);
     }

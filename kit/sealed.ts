@@ -46,7 +46,11 @@ export function sealedTo(identity: Identity = processLocalTrust().identity): Exc
  * (the signer, whose binding travels inside) to `recipient`. Unsigned mail stays in the clear (only
  * signed content is sealed). What a test's hostile relay does when it is given the keys to forge with.
  */
-export function resealed<E extends { readonly payload: ClearPayload }>(envelope: E, sealer: Identity = processLocalTrust().identity, recipient: Identity = processLocalTrust().identity): E {
+export function resealed<E extends { readonly payload: ClearPayload }>(
+  envelope: E,
+  sealer: Identity = processLocalTrust().identity,
+  recipient: Identity = processLocalTrust().identity,
+): E {
   const { taskId, kind, payload, signature } = envelope.payload;
   if (signature === undefined) return envelope;
   const text = sealSigned(sealer, sealedTo(recipient).sealTo, taskId, kind, canonicalJson(payload), signature);

@@ -7,10 +7,13 @@ import type { TaskEndpoint } from "../src/protocol/schemas.ts";
 import { eventually } from "./async.ts";
 
 /** Live sessions the relay lists (`GET /api/session-control/list`). */
-export async function relaySessions(url: string): Promise<{ session: string; taskEndpoint: TaskEndpoint; taskTransport: { leaseExpiresAt: string } }[]> {
+export async function relaySessions(
+  url: string,
+): Promise<{ session: string; taskEndpoint: TaskEndpoint; taskTransport: { leaseExpiresAt: string } }[]> {
   const reply = await fetch(`${url}${SESSION_LIST_PATH}`);
   const body = (await reply.json()) as { sessions?: unknown };
-  if (reply.status !== 200 || !Array.isArray(body.sessions)) throw new Error(`unexpected session list reply ${reply.status}: ${JSON.stringify(body)}`);
+  if (reply.status !== 200 || !Array.isArray(body.sessions))
+    throw new Error(`unexpected session list reply ${reply.status}: ${JSON.stringify(body)}`);
   return body.sessions as never;
 }
 
@@ -27,7 +30,11 @@ export async function sessionEndpoint(relayUrl: string, session: string): Promis
 }
 
 /** Polls the status route until the session is registered (optionally with an id other than `not`). */
-export async function waitForEndpoint(relayUrl: string, session: string, options: { timeoutMs?: number; not?: string; pollMs?: number } = {}): Promise<TaskEndpoint> {
+export async function waitForEndpoint(
+  relayUrl: string,
+  session: string,
+  options: { timeoutMs?: number; not?: string; pollMs?: number } = {},
+): Promise<TaskEndpoint> {
   const timeoutMs = options.timeoutMs ?? 15_000;
   const found = await eventually(
     async () => {

@@ -7,7 +7,16 @@
 
 // The task core and its RAM store.
 export { createTaskCore, type TaskCore, type TaskCoreOptions } from "./core/task-core.ts";
-export type { AckResult, CancelResult, CreateResult, DoneResult, EnvelopeDelivery, MessageResult, OperationOptions, ReassignResult } from "./core/task-core.ts";
+export type {
+  AckResult,
+  CancelResult,
+  CreateResult,
+  DoneResult,
+  EnvelopeDelivery,
+  MessageResult,
+  OperationOptions,
+  ReassignResult,
+} from "./core/task-core.ts";
 export type { DeliveryEvidence, TaskView } from "./core/views.ts";
 export type { PassReport } from "./core/pass.ts";
 export type { ReceiveItem } from "./core/presentation.ts";
@@ -34,7 +43,16 @@ export { signPayload, verifyPayload } from "./trust/signing.ts";
 // Protocol tables.
 export { ERROR_REGISTRY, type ErrorCode, type ErrorSpec, errorSpec, sendRefusal, TaskError, toTaskError } from "./protocol/errors.ts";
 export { eventTypeRow, TASK_EVENT_TYPES, type EventTypeRow } from "./protocol/events.ts";
-export type { TaskEndpoint, TaskEnvelope, TaskEvent, TaskEventType, TaskIntent, TaskRecord, TaskStatus, TerminalDelivery } from "./protocol/schemas.ts";
+export type {
+  TaskEndpoint,
+  TaskEnvelope,
+  TaskEvent,
+  TaskEventType,
+  TaskIntent,
+  TaskRecord,
+  TaskStatus,
+  TerminalDelivery,
+} from "./protocol/schemas.ts";
 export * as limits from "./protocol/limits.ts";
 
 // The in-memory relay fixture (the real relay answering a fetch function; also in `pi-tasks/relay`).

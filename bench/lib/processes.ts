@@ -25,7 +25,11 @@ const ECHO_ENTRY = join(import.meta.dir, "..", "echo-server.ts");
 const READY_TIMEOUT_MS = 10_000;
 
 export async function startEcho(options: { streamBody?: boolean } = {}): Promise<EchoProcess> {
-  const child = spawn([bunPath(), ECHO_ENTRY, ...(options.streamBody ? ["--stream-body"] : [])], { stdin: "ignore", stdout: "pipe", stderr: "inherit" });
+  const child = spawn([bunPath(), ECHO_ENTRY, ...(options.streamBody ? ["--stream-body"] : [])], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
   const reader = child.stdout.getReader();
   const decoder = new TextDecoder();
   let buffered = "";

@@ -33,7 +33,8 @@ export async function proveEndpoint(origin: () => TaskCore, endpoint: TaskEndpoi
     // `prove` re-asks at most every helloRetryMs; in between it only reports what is proven.
     const key = await origin().prove(endpoint);
     if (key !== undefined) return key;
-    if (Date.now() > deadline) throw new Error(`the endpoint ${endpoint.id} did not prove itself to the origin within ${options.timeoutMs ?? PROVE_TIMEOUT_MS} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`the endpoint ${endpoint.id} did not prove itself to the origin within ${options.timeoutMs ?? PROVE_TIMEOUT_MS} ms`);
     await options.pass?.().catch(() => undefined);
     await Bun.sleep(options.pollMs ?? PROVE_POLL_MS);
   }
@@ -51,6 +52,9 @@ export async function introduceFakePis(origin: FakePi, worker: FakePi, to: TaskE
 
 /** Throws unless a timed `createTask` left at once (its target proven): what a warm-up introduction guarantees. */
 export function requireSentAtOnce(created: CreateResult, what: string): CreateResult {
-  if (created.delivery !== "accepted") throw new Error(`${what}: createTask answered delivery "${created.delivery}", not "accepted" (the worker was not proven before the timed part)`);
+  if (created.delivery !== "accepted")
+    throw new Error(
+      `${what}: createTask answered delivery "${created.delivery}", not "accepted" (the worker was not proven before the timed part)`,
+    );
   return created;
 }

@@ -34,13 +34,27 @@ export interface RequestLog {
   onAck(listener: (envelopeId: string, at: number) => void): void;
 }
 
-function operationOf(input: string | URL | Request, text: string): { operation: string; envelopeId?: string; envelopeIds?: readonly string[] } {
+function operationOf(
+  input: string | URL | Request,
+  text: string,
+): { operation: string; envelopeId?: string; envelopeIds?: readonly string[] } {
   if (text.length > 0) {
     try {
-      const body = JSON.parse(text) as { operation?: unknown; envelopeId?: unknown; envelopeIds?: unknown; envelope?: { envelopeId?: unknown } };
+      const body = JSON.parse(text) as {
+        operation?: unknown;
+        envelopeId?: unknown;
+        envelopeIds?: unknown;
+        envelope?: { envelopeId?: unknown };
+      };
       const operation = typeof body.operation === "string" ? body.operation : "other";
-      if (Array.isArray(body.envelopeIds)) return { operation, envelopeIds: body.envelopeIds.filter((id): id is string => typeof id === "string") };
-      const envelopeId = typeof body.envelopeId === "string" ? body.envelopeId : typeof body.envelope?.envelopeId === "string" ? body.envelope.envelopeId : undefined;
+      if (Array.isArray(body.envelopeIds))
+        return { operation, envelopeIds: body.envelopeIds.filter((id): id is string => typeof id === "string") };
+      const envelopeId =
+        typeof body.envelopeId === "string"
+          ? body.envelopeId
+          : typeof body.envelope?.envelopeId === "string"
+            ? body.envelope.envelopeId
+            : undefined;
       return envelopeId === undefined ? { operation } : { operation, envelopeId };
     } catch {
       return { operation: "other" };
@@ -95,7 +109,8 @@ export function createRequestLog(): RequestLog {
     countBetween: (from, to) => entries.filter((entry) => entry.startedAt >= from && entry.startedAt < to).length,
     byOperation(from = Number.NEGATIVE_INFINITY, to = Number.POSITIVE_INFINITY) {
       const out: Record<string, number> = {};
-      for (const entry of entries) if (entry.startedAt >= from && entry.startedAt < to) out[entry.operation] = (out[entry.operation] ?? 0) + 1;
+      for (const entry of entries)
+        if (entry.startedAt >= from && entry.startedAt < to) out[entry.operation] = (out[entry.operation] ?? 0) + 1;
       return out;
     },
     ackedAt: (envelopeId) => acked.get(envelopeId),

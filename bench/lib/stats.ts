@@ -19,7 +19,8 @@ function nearestRank(sorted: readonly number[], q: number): number {
 }
 
 export function summarize(samples: readonly number[]): Summary {
-  if (samples.length === 0) return { count: 0, min: Number.NaN, p50: Number.NaN, p95: Number.NaN, p99: Number.NaN, max: Number.NaN, mean: Number.NaN };
+  if (samples.length === 0)
+    return { count: 0, min: Number.NaN, p50: Number.NaN, p95: Number.NaN, p99: Number.NaN, max: Number.NaN, mean: Number.NaN };
   const sorted = [...samples].sort((a, b) => a - b);
   const at = (q: number) => nearestRank(sorted, q);
   return {

@@ -16,7 +16,11 @@ export function benchName(role: string): string {
   return `bench-${role}-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
 }
 
-export async function boundSession(url: string, role: string, fetchImpl?: typeof fetch): Promise<{ session: RelaySession; endpoint: TaskEndpoint }> {
+export async function boundSession(
+  url: string,
+  role: string,
+  fetchImpl?: typeof fetch,
+): Promise<{ session: RelaySession; endpoint: TaskEndpoint }> {
   const session = createRelaySession({ url, callerSession: benchName(role), ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }) });
   const binding = await session.connect();
   return { session, endpoint: binding.endpoint };
@@ -39,7 +43,11 @@ export function filler(chars: number): string {
 }
 
 /** A wire envelope whose payload carries `textChars` characters of text (a task text of that size). */
-export function envelopeWithText(source: TaskEndpoint, target: TaskEndpoint, text: string): Record<string, unknown> & { envelopeId: string } {
+export function envelopeWithText(
+  source: TaskEndpoint,
+  target: TaskEndpoint,
+  text: string,
+): Record<string, unknown> & { envelopeId: string } {
   const taskId = crypto.randomUUID();
   return {
     envelopeId: crypto.randomUUID(),

@@ -88,7 +88,11 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
       if (record) sends.push(now() - at);
       const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(rawProbe.endpoint, rawSink.endpoint, text) });
       at = now();
-      const response = await fetch(`${relay.url}${RELAY_ENDPOINT_PATH}`, { method: "POST", body, headers: { "content-type": "application/json" } });
+      const response = await fetch(`${relay.url}${RELAY_ENDPOINT_PATH}`, {
+        method: "POST",
+        body,
+        headers: { "content-type": "application/json" },
+      });
       await response.text();
       if (record) raws.push(now() - at);
     };

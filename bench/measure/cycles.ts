@@ -135,8 +135,18 @@ async function sessionClient(url: string, role: string): Promise<Client> {
   return {
     endpoint,
     send: (envelope, payloadText) =>
-      wrap((s) => s.send(payloadText === undefined ? encodedForSend(envelope) : { envelopeId: envelope.envelopeId, text: envelopeTextWith(envelope, payloadText) })).then(() => undefined),
-    receive: (cursor) => wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({ deliveries: page.deliveries.map((item) => ({ cursor: item.cursor, envelopeId: item.envelopeId, payload: item.envelope.payload })), nextCursor: page.nextCursor })),
+      wrap((s) =>
+        s.send(
+          payloadText === undefined
+            ? encodedForSend(envelope)
+            : { envelopeId: envelope.envelopeId, text: envelopeTextWith(envelope, payloadText) },
+        ),
+      ).then(() => undefined),
+    receive: (cursor) =>
+      wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({
+        deliveries: page.deliveries.map((item) => ({ cursor: item.cursor, envelopeId: item.envelopeId, payload: item.envelope.payload })),
+        nextCursor: page.nextCursor,
+      })),
     acknowledge: (envelopeId) => wrap((s) => s.acknowledge(envelopeId)).then(() => undefined),
     acknowledgeBatch: (envelopeIds) => wrap((s) => s.acknowledgeBatch(envelopeIds)).then(() => undefined),
     watch: (cursor, waitMs) => wrap((s) => s.watch(cursor, waitMs)).then(() => undefined),
@@ -163,10 +173,17 @@ async function rawClient(url: string, role: string): Promise<Client> {
   return {
     endpoint,
     send: (envelope, payloadText) =>
-      (payloadText === undefined ? post({ operation: "send", envelope }) : post({ operation: "send" }, envelopeTextWith(envelope, payloadText))).then(() => undefined),
+      (payloadText === undefined
+        ? post({ operation: "send", envelope })
+        : post({ operation: "send" }, envelopeTextWith(envelope, payloadText))
+      ).then(() => undefined),
     receive: (cursor) =>
       post({ operation: "receive", cursor, limit: receivePageMaxItems }).then((value) => ({
-        deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string; payload: unknown } }[]).map((item) => ({ cursor: item.cursor, envelopeId: item.envelope.envelopeId, payload: item.envelope.payload })),
+        deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string; payload: unknown } }[]).map((item) => ({
+          cursor: item.cursor,
+          envelopeId: item.envelope.envelopeId,
+          payload: item.envelope.payload,
+        })),
         nextCursor: value.nextCursor as string,
       })),
     acknowledge: (envelopeId) => post({ operation: "acknowledge", envelopeId }).then(() => undefined),
@@ -261,9 +278,11 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
     const ids = page.deliveries.map((delivery) => delivery.envelopeId);
     if (options.singleAcks === true) {
       const lanes = options.ackLanes ?? ids.length;
-      for (let start = 0; start < ids.length; start += lanes) await Promise.all(ids.slice(start, start + lanes).map((id) => receiver.acknowledge(id)));
+      for (let start = 0; start < ids.length; start += lanes)
+        await Promise.all(ids.slice(start, start + lanes).map((id) => receiver.acknowledge(id)));
     } else {
-      for (let start = 0; start < ids.length; start += ackBatchMaxItems) await receiver.acknowledgeBatch(ids.slice(start, start + ackBatchMaxItems));
+      for (let start = 0; start < ids.length; start += ackBatchMaxItems)
+        await receiver.acknowledgeBatch(ids.slice(start, start + ackBatchMaxItems));
     }
     acknowledged += page.deliveries.length;
     release(page.deliveries.length);
@@ -276,7 +295,8 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
   await sent;
   if (failure !== undefined) throw failure;
   const lost = [...accepted].filter((id) => !received.has(id)).length;
-  const duplicates = [...received.values()].reduce((sum, count) => sum + (count - 1), 0) + [...received.keys()].filter((id) => !accepted.has(id)).length;
+  const duplicates =
+    [...received.values()].reduce((sum, count) => sum + (count - 1), 0) + [...received.keys()].filter((id) => !accepted.has(id)).length;
   const clients = [receiver, ...senders];
   const requests = clients.reduce((sum, client) => sum + client.requests(), 0);
   for (const client of clients) client.close();

@@ -75,7 +75,11 @@ async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<Deli
 }
 
 /** The measurement itself, with the origin on one relay URL and the worker on another (or the same). */
-export async function deliveryBetween(urls: { readonly origin: string; readonly worker: string }, mode: DeliveryRun["mode"], samples: number): Promise<DeliveryRun> {
+export async function deliveryBetween(
+  urls: { readonly origin: string; readonly worker: string },
+  mode: DeliveryRun["mode"],
+  samples: number,
+): Promise<DeliveryRun> {
   const insertedAt = new Map<string, number>();
   let origin: FakePi | undefined;
   let worker: FakePi | undefined;
@@ -95,7 +99,8 @@ export async function deliveryBetween(urls: { readonly origin: string; readonly 
     await introduceFakePis(origin, worker, to);
     // Warm-up: one task, so the worker has an active task (the 1 s cadence) and every path is hot.
     const first = await send();
-    if (!(await eventually(() => worker!.log.ackedAt(first.envelopeId) !== undefined, WARMUP_TIMEOUT_MS, POLL_MS))) throw new Error(`${mode}: warm-up task never acknowledged`);
+    if (!(await eventually(() => worker!.log.ackedAt(first.envelopeId) !== undefined, WARMUP_TIMEOUT_MS, POLL_MS)))
+      throw new Error(`${mode}: warm-up task never acknowledged`);
     const sent: { taskId: string; envelopeId: string; acceptedAt: number }[] = [];
     const intervalMs = msPerSecond / RATE_PER_SECOND;
     const start = now() + intervalMs;

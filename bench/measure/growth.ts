@@ -186,7 +186,8 @@ function median(values: readonly number[]): number {
 /** Whether a curve's value is a cost (time, bytes) or a rate (higher is cheaper). */
 type Sense = "cost" | "rate";
 
-const formatNumber = (value: number, digits = 0): string => value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+const formatNumber = (value: number, digits = 0): string =>
+  value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: 0 });
 
 /** A value with 3 significant digits (whole numbers from 100 up). */
 function readable(value: number): string {
@@ -195,7 +196,10 @@ function readable(value: number): string {
 }
 
 /** The log–log slope of cost against x between the first and last points with nonzero x and value. */
-export function logLogSlope(points: readonly GrowthPoint[], sense: Sense = "cost"): { slope: number; first: GrowthPoint; last: GrowthPoint } | undefined {
+export function logLogSlope(
+  points: readonly GrowthPoint[],
+  sense: Sense = "cost",
+): { slope: number; first: GrowthPoint; last: GrowthPoint } | undefined {
   const usable = points.filter((point) => point.x > 0 && point.value > 0);
   if (usable.length < 2) return undefined;
   const first = usable[0]!;
@@ -210,7 +214,10 @@ function perScale(perUnit: number): number {
 }
 
 /** The slope sentence of a curve: its class and the figure that shows it. */
-export function slopeSentence(points: readonly GrowthPoint[], labels: { readonly xLabel: string; readonly xUnit: string; readonly unit: string; readonly sense?: Sense }): string {
+export function slopeSentence(
+  points: readonly GrowthPoint[],
+  labels: { readonly xLabel: string; readonly xUnit: string; readonly unit: string; readonly sense?: Sense },
+): string {
   const sense = labels.sense ?? "cost";
   const fit = logLogSlope(points, sense);
   if (fit === undefined) return "not enough points to state a slope";
@@ -229,14 +236,18 @@ export function slopeSentence(points: readonly GrowthPoint[], labels: { readonly
   const scale = perScale(perUnit);
   const per = scale === 1 ? labels.xUnit : `${formatNumber(scale)} ${labels.xLabel}`;
   const growth = `≈ ${readable(perUnit * scale)} ${labels.unit} more per ${per}`;
-  if (slope <= LINEAR_UP_TO) return `≈ linear: ${growth}, ${formatNumber(ratio, 2)}× from ${formatNumber(first.x)} to ${formatNumber(last.x)} (${shown})`;
+  if (slope <= LINEAR_UP_TO)
+    return `≈ linear: ${growth}, ${formatNumber(ratio, 2)}× from ${formatNumber(first.x)} to ${formatNumber(last.x)} (${shown})`;
   return `super-linear (a finding): ${formatNumber(ratio, 2)}× from ${formatNumber(first.x)} to ${formatNumber(last.x)} ${labels.xLabel}, ${growth} on average (${shown})`;
 }
 
 /** A curve with its slope sentence; `xUnit` names one unit of x ("registration"), `sense` defaults to cost. */
 function curve(fields: Omit<GrowthCurve, "slope"> & { readonly xUnit: string; readonly sense?: Sense }): GrowthCurve {
   const { sense, xUnit, ...rest } = fields;
-  return { ...rest, slope: slopeSentence(fields.points, { xLabel: fields.xLabel, xUnit, unit: fields.unit, ...(sense === undefined ? {} : { sense }) }) };
+  return {
+    ...rest,
+    slope: slopeSentence(fields.points, { xLabel: fields.xLabel, xUnit, unit: fields.unit, ...(sense === undefined ? {} : { sense }) }),
+  };
 }
 
 export function growthMarkdown(result: GrowthResult): string {
@@ -252,7 +263,12 @@ export function growthMarkdown(result: GrowthResult): string {
     if (item.note !== undefined) lines.push("", item.note);
   }
   const failed = result.checks.filter((check) => !check.ok);
-  lines.push("", failed.length === 0 ? `Integrity: ${result.checks.map((check) => check.name.replace(/^growth: /, "")).join("; ")} — all held.` : `Integrity FAILED: ${failed.map((check) => `${check.name} (${check.detail})`).join("; ")}.`);
+  lines.push(
+    "",
+    failed.length === 0
+      ? `Integrity: ${result.checks.map((check) => check.name.replace(/^growth: /, "")).join("; ")} — all held.`
+      : `Integrity FAILED: ${failed.map((check) => `${check.name} (${check.detail})`).join("; ")}.`,
+  );
   return `${lines.join("\n")}\n`;
 }
 
@@ -262,7 +278,11 @@ export function growthMarkdown(result: GrowthResult): string {
 
 /** One raw POST to the relay endpoint; the reply's value, or throws with its error code. */
 async function relayPost(url: string, body: Record<string, unknown>): Promise<Record<string, any>> {
-  const response = await fetch(`${url}${RELAY_ENDPOINT_PATH}`, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
+  const response = await fetch(`${url}${RELAY_ENDPOINT_PATH}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+  });
   const reply = (await response.json()) as { ok: boolean; value: Record<string, any>; error?: { code: string } };
   if (!reply.ok) throw new Error(`relay refused ${String(body.operation)}: ${reply.error?.code ?? response.status}`);
   return reply.value;
@@ -289,7 +309,10 @@ async function registerIdle(url: string, count: number): Promise<number> {
 }
 
 /** The relay's store usage (health, through a raw binding of our own). */
-async function relayUsage(url: string, probe: Record<string, unknown>): Promise<{ registrations: number; receipts: number; receiptBytes: number }> {
+async function relayUsage(
+  url: string,
+  probe: Record<string, unknown>,
+): Promise<{ registrations: number; receipts: number; receiptBytes: number }> {
   const store = (await relayPost(url, { operation: "health", ...probe })).store;
   return { registrations: Number(store.registrations), receipts: Number(store.receipts), receiptBytes: Number(store.receiptBytes) };
 }
@@ -302,7 +325,8 @@ async function requireReceiptRoom(url: string, probe: Record<string, unknown>, e
   const { receipts, receiptBytes } = await relayUsage(url, probe);
   if (receipts === 0) return;
   const room = Math.floor((relayMaxReceiptBytes - receiptBytes) / (receiptBytes / receipts));
-  if (room < envelopes) throw new Error(`growth: the relay's receipt budget has room for ${room} envelopes, the next point needs ${envelopes}`);
+  if (room < envelopes)
+    throw new Error(`growth: the relay's receipt budget has room for ${room} envelopes, the next point needs ${envelopes}`);
 }
 
 interface DeliverySample {
@@ -415,7 +439,11 @@ async function openStation(target: number | "budget", settings: RelaySettings, c
     const own = settings.runs * (SENDERS + 1) + settings.rounds * 2;
     const idle = target === "budget" ? relayMaxRegistrations - before - own : target;
     counts.refused += await registerIdle(relay.url, idle);
-    await requireReceiptRoom(relay.url, probe, settings.runs * settings.envelopes + settings.rounds * (settings.samplesPerRound + settings.warmup));
+    await requireReceiptRoom(
+      relay.url,
+      probe,
+      settings.runs * settings.envelopes + settings.rounds * (settings.samplesPerRound + settings.warmup),
+    );
     return { relay, probe, idle, rates: [], ackMs: [] };
   } catch (error) {
     await relay.stop().catch(() => undefined);
@@ -460,7 +488,12 @@ async function relayPoints(settings: RelaySettings, counts: RelayCounts): Promis
     const points: RelayPoint[] = [];
     for (const station of stations) {
       const { registrations } = await relayUsage(station.relay.url, station.probe);
-      points.push({ idle: station.idle, registrations, cyclesPerSecond: Math.round(median(station.rates)), deliveryP95Ms: round(summarize(station.ackMs).p95, 2) });
+      points.push({
+        idle: station.idle,
+        registrations,
+        cyclesPerSecond: Math.round(median(station.rates)),
+        deliveryP95Ms: round(summarize(station.ackMs).p95, 2),
+      });
     }
     return points;
   } finally {
@@ -512,7 +545,11 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
   ];
   if (!quick) {
     const full = largest.registrations === relayMaxRegistrations;
-    checks.push({ name: "growth: the largest relay point holds the whole registration budget", ok: full, detail: `${formatNumber(largest.registrations)} of ${formatNumber(relayMaxRegistrations)}` });
+    checks.push({
+      name: "growth: the largest relay point holds the whole registration budget",
+      ok: full,
+      detail: `${formatNumber(largest.registrations)} of ${formatNumber(relayMaxRegistrations)}`,
+    });
   }
   return { curves: [cycles, delivery], checks };
 }
@@ -563,7 +600,10 @@ async function memoryCurve(quick: boolean): Promise<GrowthCurve> {
   await memoryTrial([sizes[0]!]);
   const results: Awaited<ReturnType<typeof memoryTrial>>[] = [];
   for (let index = 0; index < trials; index += 1) results.push(await memoryTrial(sizes));
-  const points = sizes.map((size, index) => ({ x: size, value: Math.round(median(results.map((result) => result.perRegistration[index]!))) }));
+  const points = sizes.map((size, index) => ({
+    x: size,
+    value: Math.round(median(results.map((result) => result.perRegistration[index]!))),
+  }));
   return curve({
     id: "growth-registration-bytes",
     title: "Relay memory per registration (JS heap growth ÷ registrations), B",
@@ -584,7 +624,8 @@ async function timedPass(core: TaskCore): Promise<number> {
   const at = now();
   const report = await core.refresh();
   const elapsed = now() - at;
-  if (report.failures.size > 0) throw new Error(`growth: refresh pass failed: ${[...report.failures.values()].map((error) => error.code).join(", ")}`);
+  if (report.failures.size > 0)
+    throw new Error(`growth: refresh pass failed: ${[...report.failures.values()].map((error) => error.code).join(", ")}`);
   return elapsed;
 }
 
@@ -626,7 +667,11 @@ async function refreshCurve(url: string, quick: boolean): Promise<{ curve: Growt
       parties.push(party);
       archive(party.core, target, tasks, EVENTS_PER_ARCHIVED_TASK);
     }
-    const p50s = await interleavedPassP50s(parties.map((party) => party.core), passes, warmup);
+    const p50s = await interleavedPassP50s(
+      parties.map((party) => party.core),
+      passes,
+      warmup,
+    );
     for (const [index, events] of sizes.entries()) points.push({ x: events, value: round(p50s[index]!, 3) });
     pending = parties.filter((party) => party.core.hasPendingWork()).length;
   } finally {
@@ -743,7 +788,11 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
   });
   return {
     curves: [create, pass],
-    check: { name: "growth: createTask samples complete, active tasks stay at each point's size", ok: mismatches.length === 0, detail: [...mismatches, `origin store ${formatNumber(records)} of ${formatNumber(maxStoreRecords)} records`].join("; ") },
+    check: {
+      name: "growth: createTask samples complete, active tasks stay at each point's size",
+      ok: mismatches.length === 0,
+      detail: [...mismatches, `origin store ${formatNumber(records)} of ${formatNumber(maxStoreRecords)} records`].join("; "),
+    },
   };
 }
 

@@ -9,7 +9,14 @@
  * its mailbox item and its dedupe receipt, and their index entries. Median of a few trials on fresh relays.
  */
 import { heapStats } from "bun:jsc";
-import { KiB, RELAY_PROFILE, relayMaxActiveItems, relayMaxMailboxItems, relaySenderMaxMailboxItems, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import {
+  KiB,
+  RELAY_PROFILE,
+  relayMaxActiveItems,
+  relayMaxMailboxItems,
+  relaySenderMaxMailboxItems,
+  WIRE_PROTOCOL_VERSION,
+} from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { startRelayServer } from "../../src/relay-server/server.ts";
 import { round } from "../lib/stats.ts";
@@ -75,7 +82,11 @@ export interface MemoryWorkload {
  * Registers `targets` sinks and enough sources on the relay, then (`queue`) sends to them through
  * its engine: each source sends to one sink only, at most its share of that mailbox.
  */
-export async function memoryWorkload(relay: Handle & { readonly epoch: string }, targets: number, perTarget: number): Promise<MemoryWorkload> {
+export async function memoryWorkload(
+  relay: Handle & { readonly epoch: string },
+  targets: number,
+  perTarget: number,
+): Promise<MemoryWorkload> {
   const sourcesPerTarget = Math.ceil(perTarget / relaySenderMaxMailboxItems);
   const sources: Awaited<ReturnType<typeof connect>>[] = [];
   for (let index = 0; index < targets * sourcesPerTarget; index += 1) sources.push(await connect(relay, `memory-source-${index}`));

@@ -82,12 +82,22 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
     const text = filler(TASK_TEXT_CHARS);
     const tasks: string[] = [];
     for (const to of targets) tasks.push((await origin.lifecycle.run((core) => core.createTask({ to, task: text }))).taskId);
-    const settled = await eventually(() => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])), SETUP_TIMEOUT_MS, POLL_MS);
+    const settled = await eventually(
+      () => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])),
+      SETUP_TIMEOUT_MS,
+      POLL_MS,
+    );
     if (!settled) throw new Error("outage: the workers never received their tasks");
     await Bun.sleep(200);
 
     // The outage.
-    const outage = proxy.push({ operation: "*", kind: "reply", status: 503, body: { error: "relay outage" }, times: Number.POSITIVE_INFINITY });
+    const outage = proxy.push({
+      operation: "*",
+      kind: "reply",
+      status: 503,
+      body: { error: "relay outage" },
+      times: Number.POSITIVE_INFINITY,
+    });
     const proxyBefore = proxy.stats().total.seen;
     const from = now();
     const messageTexts: { text: string; worker: number }[] = [];
@@ -100,19 +110,23 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
       const slot = index % WORKERS;
       if (index % 2 === 0) {
         pending.push(
-          origin.lifecycle.run((core) => core.createTask({ to: targets[slot]!, task: text })).then(
-            () => (accepted += 1),
-            () => (pendingNewTasks += 1),
-          ),
+          origin.lifecycle
+            .run((core) => core.createTask({ to: targets[slot]!, task: text }))
+            .then(
+              () => (accepted += 1),
+              () => (pendingNewTasks += 1),
+            ),
         );
       } else {
         const message = `outage message ${index}`;
         messageTexts.push({ text: message, worker: slot });
         pending.push(
-          origin.lifecycle.run((core) => core.message({ taskId: tasks[slot]!, type: "information", message })).then(
-            () => (accepted += 1),
-            () => undefined,
-          ),
+          origin.lifecycle
+            .run((core) => core.message({ taskId: tasks[slot]!, type: "information", message }))
+            .then(
+              () => (accepted += 1),
+              () => undefined,
+            ),
         );
       }
     }
@@ -128,7 +142,8 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
       const count = party.log.countBetween(from, to);
       byParty[index === 0 ? "origin" : `worker${index}`] = count;
       requests += count;
-      for (const [operation, value] of Object.entries(party.log.byOperation(from, to))) byOperation[operation] = (byOperation[operation] ?? 0) + value;
+      for (const [operation, value] of Object.entries(party.log.byOperation(from, to)))
+        byOperation[operation] = (byOperation[operation] ?? 0) + value;
     });
     const queued = coreInternals(origin.core()).store.pendingOutboxCount();
 
@@ -137,15 +152,26 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
       workers.reduce((sum, worker) => sum + worker.insertions.filter((item) => item.type === "task.information").length, 0);
     const wanted = messageTexts.length;
     const drainFrom = now();
-    const drained = (await eventually(() => coreInternals(origin.core()).store.pendingOutboxCount() === 0 && presentedMessages() >= wanted, DRAIN_TIMEOUT_MS, POLL_MS)) === true;
+    const drained =
+      (await eventually(
+        () => coreInternals(origin.core()).store.pendingOutboxCount() === 0 && presentedMessages() >= wanted,
+        DRAIN_TIMEOUT_MS,
+        POLL_MS,
+      )) === true;
     const drainMs = now() - drainFrom;
     const drainRequests = parties.reduce((sum, party) => sum + party.log.countBetween(drainFrom, now()), 0);
-    const presentedIds = workers.flatMap((worker) => worker.insertions.filter((item) => item.type === "task.information").map((item) => item.eventId));
+    const presentedIds = workers.flatMap((worker) =>
+      worker.insertions.filter((item) => item.type === "task.information").map((item) => item.eventId),
+    );
     const messagesByWorker = workers.map((worker) =>
       worker
         .core()
         .listTasks()
-        .flatMap((task) => task.events.filter((event) => event.type === "task.information").map((event) => String((event.payload as { message?: unknown }).message))),
+        .flatMap((task) =>
+          task.events
+            .filter((event) => event.type === "task.information")
+            .map((event) => String((event.payload as { message?: unknown }).message)),
+        ),
     );
     const lost = messageTexts.filter((item) => !messagesByWorker[item.worker]!.includes(item.text)).length;
     return {

@@ -66,7 +66,14 @@ export async function measurePi(options: { quick?: boolean } = {}): Promise<PiRe
   // Origin and worker share one pi-tasks home: one user, one identity, no pairing dialog.
   const home = join(cwd, "pi-tasks-home");
   const started = Date.now();
-  const worker = startPiRpc({ session: workerName, relayUrl: relay.url, worker: true, cwd, script: SCENARIO, env: { WOLFPACK_JWT_SECRET: "", PI_TASKS_HOME: home } });
+  const worker = startPiRpc({
+    session: workerName,
+    relayUrl: relay.url,
+    worker: true,
+    cwd,
+    script: SCENARIO,
+    env: { WOLFPACK_JWT_SECRET: "", PI_TASKS_HOME: home },
+  });
   const originParty = await createParty({ url: relay.url, name: benchName("pi-origin"), connect: false, trust: homeTrust(home) });
   const origin = originParty.core;
   try {

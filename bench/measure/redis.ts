@@ -132,7 +132,12 @@ async function measureCyclesRatio(rounds: number, total: number, warmup: number)
       runs[store] = measured.run;
       left += measured.left;
     }
-    done.push({ first, redis: runs.redis!, memory: runs.memory!, ratio: round(runs.redis!.cyclesPerSecond / runs.memory!.cyclesPerSecond) });
+    done.push({
+      first,
+      redis: runs.redis!,
+      memory: runs.memory!,
+      ratio: round(runs.redis!.cyclesPerSecond / runs.memory!.cyclesPerSecond),
+    });
   }
   const all = done.flatMap((item) => [item.redis, item.memory]);
   return {
@@ -173,7 +178,14 @@ async function measureRedisMemory(targets: number, perTarget: number): Promise<R
     const usage = await relay.engine.usage();
     if (usage.activeItems !== total) throw new Error(`redis memory: ${usage.activeItems} of ${total} envelopes queued`);
     const version = /^redis_version:(\S+)/m.exec(String(await redis.command("INFO", ["server"])))?.[1] ?? "unknown";
-    return { envelopes: total, bytesPerEnvelope: Math.round((after - before) / total), encodedBytesPerEnvelope: round(usage.activeBytes / total, 0), usedMemoryBefore: before, usedMemoryAfter: after, version };
+    return {
+      envelopes: total,
+      bytesPerEnvelope: Math.round((after - before) / total),
+      encodedBytesPerEnvelope: round(usage.activeBytes / total, 0),
+      usedMemoryBefore: before,
+      usedMemoryAfter: after,
+      version,
+    };
   } finally {
     await relay.stop();
     await redis.stop();
@@ -184,7 +196,11 @@ export async function measureRedis(options: { quick?: boolean } = {}): Promise<R
   const missing = packageMissingReason(REDIS_BINARY, REDIS_PACKAGE);
   if (missing !== undefined) return { skipped: missing };
   const quick = options.quick === true;
-  const cycles = await measureCyclesRatio(quick ? QUICK_ROUNDS : ROUNDS, quick ? QUICK_ENVELOPES : ENVELOPES, quick ? QUICK_WARMUP_ENVELOPES : WARMUP_ENVELOPES);
+  const cycles = await measureCyclesRatio(
+    quick ? QUICK_ROUNDS : ROUNDS,
+    quick ? QUICK_ENVELOPES : ENVELOPES,
+    quick ? QUICK_WARMUP_ENVELOPES : WARMUP_ENVELOPES,
+  );
   const delivery = await measureCrossDelivery(quick ? QUICK_DELIVERY_SAMPLES : DELIVERY_SAMPLES);
   const { version, ...memory } = await measureRedisMemory(quick ? QUICK_TARGETS : TARGETS, quick ? QUICK_PER_TARGET : PER_TARGET);
   return { cycles, delivery, memory, redisVersion: version };
@@ -200,7 +216,11 @@ export interface RedisGoals {
 const fmt = (value: number) => (Math.abs(value) >= 100 ? Math.round(value).toLocaleString("en-US") : String(value));
 
 /** The Redis rows of docs/performance.md (none when the measurement was skipped). */
-export function redisFigures(measurement: RedisMeasurement, goals: RedisGoals, anchors: { readonly deliveryAck: string; readonly memory: string }): Figure[] {
+export function redisFigures(
+  measurement: RedisMeasurement,
+  goals: RedisGoals,
+  anchors: { readonly deliveryAck: string; readonly memory: string },
+): Figure[] {
   if (isSkipped(measurement)) return [];
   const { cycles: c, delivery: d, memory: m } = measurement;
   const perRound = c.rounds.map((item) => `${item.ratio} (${item.first} first)`).join(", ");

@@ -63,7 +63,11 @@ export function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eve
       store.putTask(record, "origin");
       store.appendEvent(makeEvent(record, "task.created", "1", at, { task: record.task }));
       for (let sequence = 2; sequence < eventsPerTask; sequence += 1) {
-        store.appendEvent(makeEvent(record, "task.information", String(sequence), at, { message: `message ${sequence} `.padEnd(ARCHIVED_MESSAGE_CHARS, "m") }));
+        store.appendEvent(
+          makeEvent(record, "task.information", String(sequence), at, {
+            message: `message ${sequence} `.padEnd(ARCHIVED_MESSAGE_CHARS, "m"),
+          }),
+        );
       }
       store.appendEvent(makeEvent(record, "task.completed", String(eventsPerTask), at, { summary: "done" }));
       store.setStatus(record.taskId, "completed");
@@ -78,7 +82,8 @@ async function timePasses(core: TaskCore, passes: number, warmup: number): Promi
     const at = now();
     const report = await core.refresh();
     samples.push(now() - at);
-    if (report.failures.size > 0) throw new Error(`refresh: pass failed: ${[...report.failures.values()].map((error) => error.code).join(", ")}`);
+    if (report.failures.size > 0)
+      throw new Error(`refresh: pass failed: ${[...report.failures.values()].map((error) => error.code).join(", ")}`);
   }
   return samples;
 }

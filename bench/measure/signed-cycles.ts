@@ -100,7 +100,11 @@ function senderIdentities(): Identity[] {
 
 /** Signs `wire` from the envelope's source to its target with `identity`, given the payload's canonical text. */
 function signEnvelope(envelope: Record<string, unknown>, wire: SignablePayload, identity: Identity, payloadText: string): SignatureBlock {
-  return signPayload(wire, { identity, from: envelope.source as TaskEndpoint, to: envelope.target as TaskEndpoint, atMs: Date.now() }, payloadText);
+  return signPayload(
+    wire,
+    { identity, from: envelope.source as TaskEndpoint, to: envelope.target as TaskEndpoint, atMs: Date.now() },
+    payloadText,
+  );
 }
 
 /**
@@ -186,7 +190,11 @@ interface Variant<N extends string> {
  * Rounds of the base and the treated variant on the real client, each run on a fresh relay after
  * its own warm-up, the order alternating; medians, CPU per cycle, sizes and the integrity sums.
  */
-async function compareCycles<B extends string, T extends string>(base: Variant<B>, treated: Variant<T>, options: { quick?: boolean }): Promise<CycleComparison<B, T>> {
+async function compareCycles<B extends string, T extends string>(
+  base: Variant<B>,
+  treated: Variant<T>,
+  options: { quick?: boolean },
+): Promise<CycleComparison<B, T>> {
   const quick = options.quick === true;
   const roundCount = quick ? QUICK_ROUNDS : ROUNDS;
   const total = quick ? QUICK_ENVELOPES : ENVELOPES;
@@ -205,7 +213,11 @@ async function compareCycles<B extends string, T extends string>(base: Variant<B
   const all = [...runsOf(base.name), ...runsOf(treated.name)];
   const sum = (pick: (run: CycleRun) => number) => all.reduce((total, run) => total + pick(run), 0);
   const perVariant = (pick: (run: CycleRun) => number) =>
-    ({ [base.name]: median(runsOf(base.name).map(pick)), [treated.name]: median(runsOf(treated.name).map(pick)) }) as PerVariant<B, T, number>;
+    ({ [base.name]: median(runsOf(base.name).map(pick)), [treated.name]: median(runsOf(treated.name).map(pick)) }) as PerVariant<
+      B,
+      T,
+      number
+    >;
   const sample = envelopeWithText({ relay: "r", id: crypto.randomUUID() }, { relay: "r", id: crypto.randomUUID() }, filler(TEXT_CHARS));
   const cyclesPerSecond = perVariant((run) => run.cyclesPerSecond);
   const perSecond = {
@@ -218,7 +230,11 @@ async function compareCycles<B extends string, T extends string>(base: Variant<B
     ...perSecond,
     clientCpuUsPerCycle: perVariant((run) => run.clientCpuUsPerCycle),
     relayCpuUsPerCycle: perVariant((run) => run.relayCpuUsPerCycle),
-    envelopeBytes: { [base.name]: envelopeSize(sample, base.hooks), [treated.name]: envelopeSize(sample, treated.hooks) } as PerVariant<B, T, number>,
+    envelopeBytes: { [base.name]: envelopeSize(sample, base.hooks), [treated.name]: envelopeSize(sample, treated.hooks) } as PerVariant<
+      B,
+      T,
+      number
+    >,
     envelopesPerRun: total,
     lost: sum((run) => run.lost),
     duplicates: sum((run) => run.duplicates),

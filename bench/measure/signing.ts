@@ -71,7 +71,16 @@ function measureKind(kind: string, build: Builder, samples: number, warmup: numb
   const { identity } = generateIdentity();
   const from: TaskEndpoint = { relay: "bench-relay", id: crypto.randomUUID() };
   const to: TaskEndpoint = { relay: "bench-relay", id: crypto.randomUUID() };
-  const series = { sign: [] as number[], verify: [] as number[], signVerify: [] as number[], encodeUnsigned: [] as number[], encodeSigned: [] as number[], digest: [] as number[], edSign: [] as number[], edVerify: [] as number[] };
+  const series = {
+    sign: [] as number[],
+    verify: [] as number[],
+    signVerify: [] as number[],
+    encodeUnsigned: [] as number[],
+    encodeSigned: [] as number[],
+    digest: [] as number[],
+    edSign: [] as number[],
+    edVerify: [] as number[],
+  };
   let payloadBytes = { unsigned: 0, signed: 0 };
   let verifyFailures = 0;
   for (let index = 0; index < warmup + samples; index += 1) {

@@ -117,7 +117,13 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
     // The raw loops' own registration (protected like the session's), with as empty a mailbox.
     const { base } = await rawBinding(relay.url, "rate-raw");
     const receiveBody = JSON.stringify({ operation: "receive", ...base, cursor: "0", limit: 50 });
-    const nodeReceive = nodeRelay === undefined ? undefined : { url: `${nodeRelay.url}${RELAY_ENDPOINT_PATH}`, body: JSON.stringify({ operation: "receive", ...(await rawBinding(nodeRelay.url, "rate-raw")).base, cursor: "0", limit: 50 }) };
+    const nodeReceive =
+      nodeRelay === undefined
+        ? undefined
+        : {
+            url: `${nodeRelay.url}${RELAY_ENDPOINT_PATH}`,
+            body: JSON.stringify({ operation: "receive", ...(await rawBinding(nodeRelay.url, "rate-raw")).base, cursor: "0", limit: 50 }),
+          };
     const healthBody = JSON.stringify({ operation: "health", ...base });
     const relayUrl = `${relay.url}${RELAY_ENDPOINT_PATH}`;
     const echoUrl = `${echo.url}/echo`;
@@ -131,7 +137,14 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
     await clientLoop(session, warmup);
     if (nodeReceive !== undefined) await rawLoop(nodeReceive.url, nodeReceive.body, warmup);
     type Run = Awaited<ReturnType<typeof rawLoop>>;
-    const runs = { echo: [] as Run[], stream: [] as Run[], receive: [] as Run[], health: [] as Run[], client: [] as Run[], node: [] as Run[] };
+    const runs = {
+      echo: [] as Run[],
+      stream: [] as Run[],
+      receive: [] as Run[],
+      health: [] as Run[],
+      client: [] as Run[],
+      node: [] as Run[],
+    };
     for (let round = 0; round < rounds; round += 1) {
       runs.echo.push(await rawLoop(echoUrl, echoBody, perRound));
       runs.stream.push(await rawLoop(echoStreamUrl, echoBody, perRound));
@@ -165,7 +178,9 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
       healthRatio: medianRatio(runs.health),
       clientRatio: medianRatio(runs.client, runs.receive),
       streamBodyRatio: medianRatio(runs.stream),
-      ...(node === undefined ? {} : { nodeRelayReceive: combine(runs.node), nodeRelayRatio: medianRatio(runs.node, runs.receive), nodeVersion: node.version }),
+      ...(node === undefined
+        ? {}
+        : { nodeRelayReceive: combine(runs.node), nodeRelayRatio: medianRatio(runs.node, runs.receive), nodeVersion: node.version }),
     };
   } finally {
     session.close();

@@ -50,21 +50,32 @@ export async function auditCommand(words: readonly string[], deps: AuditDeps): P
   if (prefix === undefined || rest.length > 1) throw usage("name the task");
   const core = deps.current();
   const found = findByPrefix(core.listTasks(), prefix);
-  if (Array.isArray(found)) throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
+  if (Array.isArray(found))
+    throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
   let report: AuditReport;
   if (found.role === "origin") {
     const requested = core.requestAudit(found.taskId);
     deps.requestRefresh();
     const waitMs = deps.waitMs ?? auditWaitMs;
-    const answered = () => core.getTask(found.taskId).events.some((event) => event.type === "task.audit_view" && event.payload.requestEventId === requested);
+    const answered = () =>
+      core.getTask(found.taskId).events.some((event) => event.type === "task.audit_view" && event.payload.requestEventId === requested);
     const fresh = await answeredWithin(core, answered, waitMs);
     report = core.audit(found.taskId);
     // A view older than this request is still shown; the gap names the missing fresh one.
     if (!fresh) {
-      report = { ...report, gaps: [...report.gaps.filter((gap) => gap.kind !== "no-view"), { kind: "no-view", side: "worker", text: `no fresh view from the worker within ${waitMs} ms (asked; it may be offline)` }] };
+      report = {
+        ...report,
+        gaps: [
+          ...report.gaps.filter((gap) => gap.kind !== "no-view"),
+          { kind: "no-view", side: "worker", text: `no fresh view from the worker within ${waitMs} ms (asked; it may be offline)` },
+        ],
+      };
     }
   } else {
-    report = joinAudit(found.taskId, [{ label: "worker", status: found.status, events: found.events.map(auditEntry) }, { label: "origin", missing: "only the origin can join both views (run /tasks audit in the origin's Pi)" }]);
+    report = joinAudit(found.taskId, [
+      { label: "worker", status: found.status, events: found.events.map(auditEntry) },
+      { label: "origin", missing: "only the origin can join both views (run /tasks audit in the origin's Pi)" },
+    ]);
   }
   deps.appendEntry(AUDIT_ENTRY, report);
   return json ? [JSON.stringify(report)] : auditLines(report);

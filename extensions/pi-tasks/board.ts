@@ -62,8 +62,15 @@ export function workerLines(spawned: readonly SpawnedWorker[], self: number): st
   const workers = spawned.filter((worker) => isAlive(worker.pid));
   if (workers.length === 0) return [];
   const lifetime = (worker: SpawnedWorker) =>
-    worker.owner === undefined ? "kept: runs until stopped" : worker.owner === self ? "stops when this Pi exits" : `stops with the Pi (pid ${worker.owner}) that spawned it`;
-  return [`workers spawned by pi-tasks (${workers.length}):`, ...workers.map((worker) => `  ${worker.session} — pid ${worker.pid}, ${lifetime(worker)}; log ${worker.log}`)];
+    worker.owner === undefined
+      ? "kept: runs until stopped"
+      : worker.owner === self
+        ? "stops when this Pi exits"
+        : `stops with the Pi (pid ${worker.owner}) that spawned it`;
+  return [
+    `workers spawned by pi-tasks (${workers.length}):`,
+    ...workers.map((worker) => `  ${worker.session} — pid ${worker.pid}, ${lifetime(worker)}; log ${worker.log}`),
+  ];
 }
 
 function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): string {
@@ -105,7 +112,11 @@ export function boardLines(
   if (info === undefined) return ["pi-tasks is starting…"];
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
-  const counts = [`${tasks.length} task${tasks.length === 1 ? "" : "s"}`, `${active} active`, ...(questions > 0 ? [`${questions} question${questions === 1 ? "" : "s"} waiting for you`] : [])];
+  const counts = [
+    `${tasks.length} task${tasks.length === 1 ? "" : "s"}`,
+    `${active} active`,
+    ...(questions > 0 ? [`${questions} question${questions === 1 ? "" : "s"} waiting for you`] : []),
+  ];
   return [
     "pi-tasks",
     sessionLine(info, endpoint),

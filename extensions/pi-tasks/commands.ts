@@ -58,10 +58,16 @@ async function relayLines(words: readonly string[], deps: CommandDeps): Promise<
   const info = await started(deps);
   const port = info.relay.record?.port ?? relayConfigFromEnv(info.env).port;
   if (words[0] === "stop") {
-    if (port === undefined) throw new TaskError("SESSION_NOT_OWNED", { message: `this Pi uses ${info.relay.url} (PI_TASKS_RELAY_URL); pi-tasks stops only a relay it started` });
+    if (port === undefined)
+      throw new TaskError("SESSION_NOT_OWNED", {
+        message: `this Pi uses ${info.relay.url} (PI_TASKS_RELAY_URL); pi-tasks stops only a relay it started`,
+      });
     const result = await stopEmbeddedRelay(info.env, port);
-    if (!result.stopped) throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own` });
-    return [`pi-tasks: stopped the relay on port ${port} (pid ${result.pid}). Pis using it see it unreachable; the next Pi to start starts it again.`];
+    if (!result.stopped)
+      throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own` });
+    return [
+      `pi-tasks: stopped the relay on port ${port} (pid ${result.pid}). Pis using it see it unreachable; the next Pi to start starts it again.`,
+    ];
   }
   const record = port === undefined ? undefined : embeddedRelayRecord(info.env, port);
   return [
@@ -75,19 +81,31 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
   answer: {
     usage: "/tasks answer [<question id>] [<text>]",
     summary: "answer a question a worker asked (a dialog asks for what you leave out)",
-    run: (words, deps, dialog) => deps.life.ready().then(() => answerCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), dialog })),
+    run: (words, deps, dialog) =>
+      deps.life
+        .ready()
+        .then(() => answerCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), dialog })),
   },
   reassign: {
     usage: "/tasks reassign <task id> [<worker session>]",
     summary: "move an orphaned task to another worker (default: its worker's restarted session)",
-    run: (words, deps) => reassignCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), info: () => deps.life.info() }),
+    run: (words, deps) =>
+      reassignCommand(words, {
+        current: () => deps.life.current(),
+        run: (operation) => deps.life.run(operation),
+        info: () => deps.life.info(),
+      }),
   },
   audit: {
     usage: "/tasks audit <task id> [--json]",
     summary: "one timeline of a task from both sides, gaps named",
     run: async (words, deps) => {
       await deps.life.ready();
-      return auditCommand(words, { current: () => deps.life.current(), requestRefresh: () => deps.life.requestRefresh(), appendEntry: deps.appendEntry });
+      return auditCommand(words, {
+        current: () => deps.life.current(),
+        requestRefresh: () => deps.life.requestRefresh(),
+        appendEntry: deps.appendEntry,
+      });
     },
   },
   identity: {
@@ -102,7 +120,13 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
       const home = piTasksHome((await started(deps)).env);
       const peers = listPeers(home);
       if (peers.length === 0) return [`pi-tasks: no peers in ${peersPath(home)}; pair with /tasks pair <name> <key>`];
-      return [`pi-tasks peers (${peersPath(home)}):`, ...table(["NAME", "FINGERPRINT", "ADDED"], peers.map((peer) => [peer.name, peer.fingerprint, peer.addedAt])).split("\n")];
+      return [
+        `pi-tasks peers (${peersPath(home)}):`,
+        ...table(
+          ["NAME", "FINGERPRINT", "ADDED"],
+          peers.map((peer) => [peer.name, peer.fingerprint, peer.addedAt]),
+        ).split("\n"),
+      ];
     },
   },
   pair: {
@@ -112,7 +136,11 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
       if (words.length !== 2) throw usage(SUBCOMMANDS.pair!, "name the peer and give its key");
       const { peer, changed } = await addPeer(piTasksHome((await started(deps)).env), words[0]!, words[1]!);
       deps.life.requestRefresh();
-      return [changed ? `pi-tasks: paired ${peer.name} (fingerprint ${peer.fingerprint}); its mail is trusted from now on.` : `pi-tasks: ${peer.name} was already paired with this key; nothing changed.`];
+      return [
+        changed
+          ? `pi-tasks: paired ${peer.name} (fingerprint ${peer.fingerprint}); its mail is trusted from now on.`
+          : `pi-tasks: ${peer.name} was already paired with this key; nothing changed.`,
+      ];
     },
   },
   unpair: {
@@ -137,7 +165,10 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
 };
 
 export function helpLines(): string[] {
-  const rows = [["/tasks", "the board: this session, its relay, its workers, questions waiting for you, every task"], ["/tasks <task id>", "one task in detail"]];
+  const rows = [
+    ["/tasks", "the board: this session, its relay, its workers, questions waiting for you, every task"],
+    ["/tasks <task id>", "one task in detail"],
+  ];
   for (const row of Object.values(SUBCOMMANDS)) rows.push([row.usage, row.summary]);
   return table(["COMMAND", "WHAT IT DOES"], rows).split("\n");
 }
@@ -154,13 +185,18 @@ async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
   if (wanted === "") return boardLines(info, core.endpoint(), tasks, deps.peers.names(), Date.now(), core.rejections());
   const found = findByPrefix(tasks, wanted);
   if (!Array.isArray(found)) return detailLines(found, deps.peers.names(), Date.now());
-  return found.length === 0 ? [`pi-tasks: no task ${wanted} (/tasks help lists the commands)`] : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];
+  return found.length === 0
+    ? [`pi-tasks: no task ${wanted} (/tasks help lists the commands)`]
+    : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];
 }
 
 /** Runs `/tasks <args>`: the lines to show (an error becomes a `pi-tasks: …` line, never a throw). */
 export async function tasksCommand(args: string, deps: CommandDeps, dialog: AnswerDialog | undefined): Promise<string[]> {
   try {
-    const words = args.trim().split(/\s+/).filter((word) => word !== "");
+    const words = args
+      .trim()
+      .split(/\s+/)
+      .filter((word) => word !== "");
     const row = words[0] === undefined || !Object.hasOwn(SUBCOMMANDS, words[0]) ? undefined : SUBCOMMANDS[words[0]];
     return row === undefined ? await board(words.join(" "), deps) : await row.run(words.slice(1), deps, dialog);
   } catch (error) {

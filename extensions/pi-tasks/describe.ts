@@ -16,7 +16,9 @@ function acknowledged(task: TaskView): boolean {
 /** The current assignment was refused by a key this origin does not trust (the task stays active). */
 function refusedUnverified(task: TaskView): boolean {
   const assignment = latestAssignment(task.events);
-  return task.events.some((event) => event.type === "task.refused" && event.payload.eventId === assignment?.eventId && event.payload.verified !== true);
+  return task.events.some(
+    (event) => event.type === "task.refused" && event.payload.eventId === assignment?.eventId && event.payload.verified !== true,
+  );
 }
 
 function originWords(task: TaskView): string {
@@ -30,7 +32,8 @@ function originWords(task: TaskView): string {
     case "cancelled":
       return acknowledged(task) ? "cancelled, acknowledged" : "cancelled";
     case "timed_out":
-      if (task.outcome !== "unknown") return `finished after its timeout (${task.outcome})${acknowledged(task) ? ", acknowledged" : " — verify and acknowledge"}`;
+      if (task.outcome !== "unknown")
+        return `finished after its timeout (${task.outcome})${acknowledged(task) ? ", acknowledged" : " — verify and acknowledge"}`;
       return acknowledged(task) ? "timed out, acknowledged" : "timed out — the worker's outcome is unknown";
   }
   if (task.attention === "indeterminate") return "reconnecting with the worker after a relay restart";
@@ -56,7 +59,8 @@ function workerWords(task: TaskView): string {
     return "working on it";
   }
   if (acknowledged(task)) return `${task.status.replace("_", " ")}, acknowledged by the origin`;
-  if (delivery.state === "delivery_blocked") return `${task.status.replace("_", " ")}; the result could not be delivered (${delivery.error.code})`;
+  if (delivery.state === "delivery_blocked")
+    return `${task.status.replace("_", " ")}; the result could not be delivered (${delivery.error.code})`;
   return `${task.status.replace("_", " ")} — waiting for the origin to acknowledge`;
 }
 

@@ -39,10 +39,27 @@ export function healthyLabel(session: string, tasks: readonly TaskView[], reject
 }
 
 /** Trust-gate codes: mail that was forged, altered, misrouted, stale or replayed. */
-const FORGERY_CODES: ReadonlySet<string> = new Set(["SIGNATURE_INVALID", "NOT_ADDRESSED", "NOT_AUTHORIZED", "STALE_EVENT", "REPLAYED_EVENT"]);
+const FORGERY_CODES: ReadonlySet<string> = new Set([
+  "SIGNATURE_INVALID",
+  "NOT_ADDRESSED",
+  "NOT_AUTHORIZED",
+  "STALE_EVENT",
+  "REPLAYED_EVENT",
+]);
 
 /** Failure kinds in the order their label matters most. */
-const PRIORITY: readonly FailureKind[] = ["lease", "intake", "send", "fanout", "receipt", "retry", "ack", "repair", "presentation", "deferral"];
+const PRIORITY: readonly FailureKind[] = [
+  "lease",
+  "intake",
+  "send",
+  "fanout",
+  "receipt",
+  "retry",
+  "ack",
+  "repair",
+  "presentation",
+  "deferral",
+];
 
 function reason(error: TaskError): string {
   const value = error.details.reason;
@@ -118,7 +135,9 @@ const UNREACHABLE_CODES: ReadonlySet<string> = new Set(["RELAY_UNAVAILABLE", "RE
 export function failureLabel(outcome: PassReport | unknown, relayUrl: string | undefined, relayProblem?: TaskError): string | undefined {
   if (outcome === undefined) return undefined;
   const words = (error: TaskError, kind: FailureKind | undefined) =>
-    relayProblem !== undefined && UNREACHABLE_CODES.has(error.code) ? errorWords(relayProblem, kind, relayUrl) : errorWords(error, kind, relayUrl);
+    relayProblem !== undefined && UNREACHABLE_CODES.has(error.code)
+      ? errorWords(relayProblem, kind, relayUrl)
+      : errorWords(error, kind, relayUrl);
   if (!isReport(outcome)) return words(toTaskError(outcome), undefined);
   for (const kind of PRIORITY) {
     const failure = outcome.failures.get(kind);

@@ -108,7 +108,10 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
       return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_message must name an active assignment of this worker.");
     }
     if (anyEligible(core)) return undefined;
-    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "End your turn: pi-tasks wakes you when an assignment arrives (agent_task_inbox lists your tasks).");
+    return blocked(
+      "PI_TASK_WORKER_ASSIGNMENT_REQUIRED",
+      "End your turn: pi-tasks wakes you when an assignment arrives (agent_task_inbox lists your tasks).",
+    );
   }
 
   return {

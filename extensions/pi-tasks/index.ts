@@ -46,7 +46,9 @@ function contextView(ctx: ExtensionContext): PiContextView {
     notify: (message, level) => ctx.ui.notify(message, level),
     abort: () => ctx.abort(),
     // Pairing asks a person: only the interactive TUI has one (RPC dialogs go to a program).
-    ...(ctx.mode === "tui" && ctx.hasUI ? { confirm: (title: string, message: string, timeoutMs: number) => ctx.ui.confirm(title, message, { timeout: timeoutMs }) } : {}),
+    ...(ctx.mode === "tui" && ctx.hasUI
+      ? { confirm: (title: string, message: string, timeoutMs: number) => ctx.ui.confirm(title, message, { timeout: timeoutMs }) }
+      : {}),
   };
 }
 
@@ -86,7 +88,10 @@ export default function piTasks(pi: ExtensionAPI): void {
       async execute(toolCallId, params, signal, _onUpdate, ctx) {
         try {
           const model = ctx?.model;
-          return await tool.execute(toolCallId, params, signal, { cwd: ctx?.cwd, ...(model === undefined ? {} : { model: { provider: model.provider, id: model.id } }) });
+          return await tool.execute(toolCallId, params, signal, {
+            cwd: ctx?.cwd,
+            ...(model === undefined ? {} : { model: { provider: model.provider, id: model.id } }),
+          });
         } catch (error) {
           return errorResult(error);
         }
@@ -115,7 +120,10 @@ export default function piTasks(pi: ExtensionAPI): void {
     handler: async (args, ctx) => {
       // Where Pi has a UI, a dialog asks for a missing choice or answer text.
       const dialog = ctx.hasUI
-        ? { select: (title: string, options: string[]) => ctx.ui.select(title, options), input: (title: string, placeholder: string) => ctx.ui.input(title, placeholder) }
+        ? {
+            select: (title: string, options: string[]) => ctx.ui.select(title, options),
+            input: (title: string, placeholder: string) => ctx.ui.input(title, placeholder),
+          }
         : undefined;
       show(await tasksCommand(args, commandDeps, dialog), ctx);
       life.requestRefresh();

@@ -102,7 +102,8 @@ interface Running {
 /** Why the relay is not used: pi-tasks could not start one, or what answers cannot prove it is the user's. */
 function relayProblem(relay: RelayInUse): TaskError | undefined {
   if (relay.problem === undefined) return undefined;
-  if (relay.state === "untrusted") return new TaskError(relay.problemCode ?? "RELAY_NOT_PROVEN", { message: relay.problem, details: { url: relay.url } });
+  if (relay.state === "untrusted")
+    return new TaskError(relay.problemCode ?? "RELAY_NOT_PROVEN", { message: relay.problem, details: { url: relay.url } });
   return relay.state === "absent" ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
 }
 
@@ -225,10 +226,11 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     const watch = createMailWatch({
       session: () => (stale() ? undefined : configured.session),
       cursor: () => configured.current().cursor(),
-      onMail: () => configured.refresh().then(
-        () => undefined,
-        () => undefined,
-      ),
+      onMail: () =>
+        configured.refresh().then(
+          () => undefined,
+          () => undefined,
+        ),
     });
     state = { info, presenter, configured, scheduler, watch, failure: undefined, announced: new Set() };
     state.failure = failureLabel(startProblem, relay.url);

@@ -70,7 +70,12 @@ export function insertedEventId(entry: unknown): string | undefined {
 
 /** The `pi-tasks-event` message of an item. */
 function eventMessage(item: PresentationItem): PiMessage {
-  return { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event } };
+  return {
+    customType: EVENT_MESSAGE,
+    content: renderEvent(item.event, item.task, item.peer),
+    display: true,
+    details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event },
+  };
 }
 
 /** How often a cancelled worker's idleness is checked during the grace period. */
@@ -120,7 +125,12 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
       queuedWakes.add(wakeId);
       try {
         deps.sendMessage(
-          { customType: WAKE_MESSAGE, content: renderWake(items.length), display: false, details: { wakeId, eventIds: items.map((item) => item.eventId) } },
+          {
+            customType: WAKE_MESSAGE,
+            content: renderWake(items.length),
+            display: false,
+            details: { wakeId, eventIds: items.map((item) => item.eventId) },
+          },
           { triggerTurn: true, deliverAs: "followUp" },
         );
       } catch (error) {
@@ -156,7 +166,12 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     },
 
     recordRejection(record: RejectionRecord) {
-      deps.appendEntry(REJECTED_RECORD, { envelopeId: record.envelopeId, code: record.code, message: record.message, details: record.details });
+      deps.appendEntry(REJECTED_RECORD, {
+        envelopeId: record.envelopeId,
+        code: record.code,
+        message: record.message,
+        details: record.details,
+      });
     },
 
     onMessageEnd(message) {
@@ -166,7 +181,8 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
         queuedWakes.delete(details.wakeId);
         wakeWaiters.get(details.wakeId)?.(true);
       }
-      if (message.customType === EVENT_MESSAGE && isRecord(details) && typeof details.eventId === "string") insertedEvents.add(details.eventId);
+      if (message.customType === EVENT_MESSAGE && isRecord(details) && typeof details.eventId === "string")
+        insertedEvents.add(details.eventId);
     },
 
     queued: () => queuedWakes.size,

@@ -23,7 +23,9 @@ export interface OpenQuestion {
 
 /** Every question waiting for this side's answer, oldest first. */
 export function waitingQuestions(tasks: readonly TaskView[]): OpenQuestion[] {
-  return tasks.flatMap((task) => openQuestions(task).map((question) => ({ task, question }))).sort((a, b) => a.question.occurredAt - b.question.occurredAt);
+  return tasks
+    .flatMap((task) => openQuestions(task).map((question) => ({ task, question })))
+    .sort((a, b) => a.question.occurredAt - b.question.occurredAt);
 }
 
 /** A question as people read it: the peer's text, quoted and escaped on one line. */
@@ -41,7 +43,10 @@ export function questionLines(questions: readonly OpenQuestion[], now: number): 
   if (questions.length === 0) return [];
   return [
     `questions waiting for you (${questions.length}):`,
-    ...questions.map(({ task, question }) => `  ${short(question.eventId)}  task ${short(task.taskId)} [${signerShort(task.peer)}], ${age(now - question.occurredAt)} ago: ${quote(question.payload.message)}`),
+    ...questions.map(
+      ({ task, question }) =>
+        `  ${short(question.eventId)}  task ${short(task.taskId)} [${signerShort(task.peer)}], ${age(now - question.occurredAt)} ago: ${quote(question.payload.message)}`,
+    ),
     "Answer: /tasks answer <question id> <text> (or let your agent answer)",
   ];
 }
@@ -76,11 +81,17 @@ function usage(problem: string): TaskError {
   return new TaskError("CLI_USAGE", { message: `${problem} — usage: /tasks answer [<question id>] [<answer text>]` });
 }
 
-async function pickQuestion(questions: readonly OpenQuestion[], prefix: string | undefined, dialog: AnswerDialog | undefined): Promise<OpenQuestion | undefined> {
+async function pickQuestion(
+  questions: readonly OpenQuestion[],
+  prefix: string | undefined,
+  dialog: AnswerDialog | undefined,
+): Promise<OpenQuestion | undefined> {
   if (prefix !== undefined) {
     const matches = questions.filter((open) => open.question.eventId.startsWith(prefix));
     if (matches.length === 1) return matches[0];
-    throw usage(matches.length === 0 ? `no waiting question ${prefix}` : `${prefix} matches ${matches.length} questions; give more of the id`);
+    throw usage(
+      matches.length === 0 ? `no waiting question ${prefix}` : `${prefix} matches ${matches.length} questions; give more of the id`,
+    );
   }
   if (questions.length === 1) return questions[0];
   if (dialog === undefined) throw usage(`${questions.length} questions are waiting; name one`);
@@ -101,7 +112,10 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
   const open = await pickQuestion(questions, named ? first : undefined, deps.dialog);
   if (open === undefined) return ["pi-tasks: no question chosen; nothing was sent"];
   const written = (named ? rest : args).join(" ").trim();
-  const text = written !== "" ? written : ((await deps.dialog?.input(`pi-tasks: your answer to ${quote(open.question.payload.message)}`, "answer"))?.trim() ?? "");
+  const text =
+    written !== ""
+      ? written
+      : ((await deps.dialog?.input(`pi-tasks: your answer to ${quote(open.question.payload.message)}`, "answer"))?.trim() ?? "");
   if (text === "") return ["pi-tasks: no answer given; nothing was sent"];
   const { task, question } = open;
   const which = `question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`;
@@ -118,7 +132,9 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
  * envelope), or not recorded at all (it failed before, e.g. the relay could not be reached to bind).
  */
 function answerFailure(failure: TaskError, which: string): string {
-  if (failure.details.delivery === "pending") return `pi-tasks: your answer to ${which} is queued: the relay did not take it yet (${failure.code}); it is sent by itself when the relay answers.`;
-  if (failure.details.delivery === "blocked") return `pi-tasks: your answer to ${which} was refused by the relay (${failure.code}: ${failure.message}); it will not be sent.`;
+  if (failure.details.delivery === "pending")
+    return `pi-tasks: your answer to ${which} is queued: the relay did not take it yet (${failure.code}); it is sent by itself when the relay answers.`;
+  if (failure.details.delivery === "blocked")
+    return `pi-tasks: your answer to ${which} was refused by the relay (${failure.code}: ${failure.message}); it will not be sent.`;
   return `pi-tasks: your answer to ${which} was not sent and nothing was recorded (${failure.code}: ${failure.message}); try again.`;
 }

@@ -86,7 +86,12 @@ function fenced(label: string, lines: readonly string[]): string[] {
 
 /** Peer text as a quoted block (see the header): line breaks start new quoted lines; tabs stay. */
 export function quotedBlock(label: string, text: unknown): string[] {
-  return fenced(label, String(text).split(LINE_BREAK).map((line) => escapeUnsafe(line, "\t")));
+  return fenced(
+    label,
+    String(text)
+      .split(LINE_BREAK)
+      .map((line) => escapeUnsafe(line, "\t")),
+  );
 }
 
 /** A peer's JSON value (a result, an error, artifacts) as a quoted block, indented; it still parses. */

@@ -25,7 +25,8 @@ async function endpointOf(session: string, info: SessionInfo | undefined): Promi
   if (info === undefined) throw new TaskError("TASKS_STARTING");
   const status = (await sessionStatus(session, info.env, info.relay.url)).value;
   const endpoint = status.taskEndpoint;
-  if (!isRecord(endpoint) || typeof endpoint.relay !== "string" || typeof endpoint.id !== "string") throw usage(`no task endpoint is registered for session ${session}`);
+  if (!isRecord(endpoint) || typeof endpoint.relay !== "string" || typeof endpoint.id !== "string")
+    throw usage(`no task endpoint is registered for session ${session}`);
   return { relay: endpoint.relay, id: endpoint.id };
 }
 
@@ -33,8 +34,11 @@ export async function reassignCommand(words: readonly string[], deps: ReassignDe
   const [prefix, session] = words;
   if (prefix === undefined || words.length > 2) throw usage("name the task");
   const found = findByPrefix(deps.current().listTasks(), prefix);
-  if (Array.isArray(found)) throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
+  if (Array.isArray(found))
+    throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
   const to = session === undefined ? undefined : await endpointOf(session, deps.info());
   const moved = await deps.run((core) => core.reassignTask(found.taskId, to === undefined ? {} : { to }));
-  return [`pi-tasks: task ${moved.taskId.slice(0, 8)} reassigned to ${session ?? "the restarted worker"} (${moved.target.relay}/${moved.target.id})${moved.historyTruncated ? "; its oldest history did not fit" : ""}`];
+  return [
+    `pi-tasks: task ${moved.taskId.slice(0, 8)} reassigned to ${session ?? "the restarted worker"} (${moved.target.relay}/${moved.target.id})${moved.historyTruncated ? "; its oldest history did not fit" : ""}`,
+  ];
 }

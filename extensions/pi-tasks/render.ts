@@ -98,7 +98,10 @@ function answerHint(task: TaskSnapshot, event: TaskEvent): string[] {
   const hint = `Answer with agent_task_message: taskId ${task.taskId}, type "answer", inReplyTo ${event.eventId}.`;
   const parent = task.role === "origin" ? task.lineage?.parentTaskId : undefined;
   if (parent === undefined) return [hint];
-  return [hint, `If only the task's owner can answer, raise it: agent_task_message taskId ${parent}, type "question", raisesQuestion ${event.eventId} — the answer comes back down to this worker by itself.`];
+  return [
+    hint,
+    `If only the task's owner can answer, raise it: agent_task_message taskId ${parent}, type "question", raisesQuestion ${event.eventId} — the answer comes back down to this worker by itself.`,
+  ];
 }
 
 function raisedLines(payload: Record<string, unknown>): string[] {
@@ -111,7 +114,10 @@ function forwardedLines(task: TaskSnapshot, payload: Record<string, unknown>): s
   const question = task.events.find((event) => event.eventId === payload.inReplyTo);
   const raises = question?.payload.raises as { taskId?: string; eventId?: string } | undefined;
   if (raises === undefined) return [];
-  return ["", `pi-tasks already delivered this answer to the sub-task's worker (task ${raises.taskId}, question ${raises.eventId}); do not send it again.`];
+  return [
+    "",
+    `pi-tasks already delivered this answer to the sub-task's worker (task ${raises.taskId}, question ${raises.eventId}); do not send it again.`,
+  ];
 }
 
 function relayLines(payload: Record<string, unknown>): string[] {
@@ -137,7 +143,9 @@ export function senderWords(peer: Signer | undefined, origin: TaskSnapshot["orig
   const session = claimed === undefined ? `endpoint ${formatEndpoint(origin)} (no session name given)` : `session ${claimedName(claimed)}`;
   if (peer === undefined || !peer.verified) return `${session}, unsigned`;
   if (peer.self) return `${session}, signed by your own identity`;
-  return peer.peerName === undefined ? `${session}, signed by unpaired key ${peer.fingerprint}` : `${session}, signed by paired peer "${peer.peerName}"`;
+  return peer.peerName === undefined
+    ? `${session}, signed by unpaired key ${peer.fingerprint}`
+    : `${session}, signed by paired peer "${peer.peerName}"`;
 }
 
 function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | undefined): string {
@@ -161,11 +169,36 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | un
       ].join("\n");
     }
     case "task.question":
-      return ["## task question", ...head, ...raisedLines(payload), "", ...quotedBlock("message", payload.message), "", ...answerHint(task, event)].join("\n");
+      return [
+        "## task question",
+        ...head,
+        ...raisedLines(payload),
+        "",
+        ...quotedBlock("message", payload.message),
+        "",
+        ...answerHint(task, event),
+      ].join("\n");
     case "task.answer":
-      return ["## task answer", ...head, field("inReplyTo", payload.inReplyTo), ...relayLines(payload), ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]), "", ...quotedBlock("message", payload.message), ...forwardedLines(task, payload)].join("\n");
+      return [
+        "## task answer",
+        ...head,
+        field("inReplyTo", payload.inReplyTo),
+        ...relayLines(payload),
+        ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]),
+        "",
+        ...quotedBlock("message", payload.message),
+        ...forwardedLines(task, payload),
+      ].join("\n");
     case "task.progress":
-      return ["## task progress", ...head, ...(typeof payload.percent === "number" ? [field("percent", payload.percent)] : []), "", ...quotedBlock("message", payload.message), "", "Progress only: nothing to do unless it changes your plans."].join("\n");
+      return [
+        "## task progress",
+        ...head,
+        ...(typeof payload.percent === "number" ? [field("percent", payload.percent)] : []),
+        "",
+        ...quotedBlock("message", payload.message),
+        "",
+        "Progress only: nothing to do unless it changes your plans.",
+      ].join("\n");
     case "task.correction": {
       const earlier = task.events.find((candidate) => candidate.eventId === payload.supersedes);
       return [
@@ -177,7 +210,9 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | un
         ...(payload.result === undefined ? [] : [...quotedJson("result", payload.result), ""]),
         ...quotedBlock("message", payload.message),
         "",
-        payload.withdrawn === true ? "The earlier answer or result is withdrawn: do not rely on it." : "This replaces the earlier answer or result; the earlier one stays recorded as superseded.",
+        payload.withdrawn === true
+          ? "The earlier answer or result is withdrawn: do not rely on it."
+          : "This replaces the earlier answer or result; the earlier one stays recorded as superseded.",
       ].join("\n");
     }
     case "task.orphaned":
@@ -191,7 +226,9 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | un
         `Reassign the task with agent_task_reassign (taskId ${task.taskId}; pass a new worker's taskEndpoint as \`to\`, or omit it if the same worker session restarts), or cancel it.`,
       ].join("\n");
     case "task.cancel_outcome":
-      return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)].join("\n");
+      return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)].join(
+        "\n",
+      );
     case "task.information":
       return ["## task information", ...head, "", ...quotedBlock("message", payload.message)].join("\n");
     case "task.completed":
@@ -218,7 +255,9 @@ function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | un
     }
     case "task.timed_out": {
       const next =
-        task.role === "origin" ? `The worker's outcome is unknown. Call agent_task_ack with taskId ${task.taskId} once handled.` : "Stop working on this task.";
+        task.role === "origin"
+          ? `The worker's outcome is unknown. Call agent_task_ack with taskId ${task.taskId} once handled.`
+          : "Stop working on this task.";
       return ["## task timed out", ...head, field("expiresAt", iso(Number(payload.expiresAt))), "", next].join("\n");
     }
     case "task.refused":
@@ -251,14 +290,17 @@ const MODEL_ACTS: ReadonlySet<string> = new Set(["task.information", "task.quest
 export function modelActedLine(task: TaskView): string | undefined {
   const acted = task.events.filter((event) => MODEL_ACTS.has(event.type) && sameEndpoint(event.source, task.target)).at(-1);
   if (acted !== undefined) return `worker's model acted on it: ${acted.type.slice("task.".length)} at ${iso(acted.occurredAt)}`;
-  if (task.terminalDelivery.state !== "not_submitted" || task.status === "completed") return "worker's model acted on it: it reported a result";
+  if (task.terminalDelivery.state !== "not_submitted" || task.status === "completed")
+    return "worker's model acted on it: it reported a result";
   return undefined;
 }
 
 /** Delivery evidence as readable lines (`relay accepted the assignment: accepted`), then what the worker's model did. */
 export function evidenceLines(task: TaskView): string[] {
   const evidence = task.deliveryEvidence;
-  const lines = (Object.keys(EVIDENCE_WORDS) as (keyof typeof EVIDENCE_WORDS)[]).map((key) => `${EVIDENCE_WORDS[key]}: ${evidence[key].replaceAll("_", " ")}`);
+  const lines = (Object.keys(EVIDENCE_WORDS) as (keyof typeof EVIDENCE_WORDS)[]).map(
+    (key) => `${EVIDENCE_WORDS[key]}: ${evidence[key].replaceAll("_", " ")}`,
+  );
   const acted = modelActedLine(task);
   return acted === undefined ? lines : [...lines, acted];
 }
@@ -285,10 +327,24 @@ export function renderTask(task: TaskView, words?: string): string {
     field("terminalDelivery", task.terminalDelivery.state),
     field("outcome", task.outcome),
     ...(task.attention === undefined ? [] : [field("attention", task.attention)]),
-    ...(task.progress === undefined ? [] : [field("progress", `${task.progress.percent === undefined ? "" : `${task.progress.percent}% — `}${inlineText(task.progress.message, maxProgressChars)} (${iso(task.progress.at)})`)]),
+    ...(task.progress === undefined
+      ? []
+      : [
+          field(
+            "progress",
+            `${task.progress.percent === undefined ? "" : `${task.progress.percent}% — `}${inlineText(task.progress.message, maxProgressChars)} (${iso(task.progress.at)})`,
+          ),
+        ]),
     ...(task.cancelOutcome === undefined ? [] : [field("cancelOutcome", CANCEL_OUTCOME_WORDS[task.cancelOutcome])]),
     ...Object.entries(task.superseded).map(([earlier, by]) => field("superseded", `${earlier} by ${by}`)),
-    ...(task.lineage === undefined ? [] : [field("lineage", `root ${task.lineage.rootTaskId}, depth ${task.lineage.depth}${task.lineage.parentTaskId === undefined ? "" : `, parent ${task.lineage.parentTaskId}`}`)]),
+    ...(task.lineage === undefined
+      ? []
+      : [
+          field(
+            "lineage",
+            `root ${task.lineage.rootTaskId}, depth ${task.lineage.depth}${task.lineage.parentTaskId === undefined ? "" : `, parent ${task.lineage.parentTaskId}`}`,
+          ),
+        ]),
     "- delivery evidence:",
     ...evidenceLines(task).map((line) => `  - ${line}`),
   ].join("\n");

@@ -50,7 +50,10 @@ export interface ExtensionTrustDeps {
 export function acceptsUnsigned(env: Env): boolean {
   const value = (env[TRUST_VARIABLE] ?? "").trim();
   if (!TRUST_MODES.has(value)) {
-    throw new TaskError("INVALID_CONFIGURATION", { message: `${TRUST_VARIABLE} must be "signed" or "unsigned"`, details: { variable: TRUST_VARIABLE, value } });
+    throw new TaskError("INVALID_CONFIGURATION", {
+      message: `${TRUST_VARIABLE} must be "signed" or "unsigned"`,
+      details: { variable: TRUST_VARIABLE, value },
+    });
   }
   return value === "unsigned";
 }

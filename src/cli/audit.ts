@@ -27,7 +27,6 @@ import { isRecord } from "../protocol/validate.ts";
 
 type Env = Record<string, string | undefined>;
 
-
 function usage(message: string): TaskError {
   return new TaskError("CLI_USAGE", { message });
 }
@@ -57,7 +56,14 @@ function sessionFiles(dir: string): string[] {
 }
 
 function entryOf(event: unknown): AuditEntry | undefined {
-  if (!isRecord(event) || typeof event.eventId !== "string" || !isKnownEventType(event.type) || typeof event.sequence !== "string" || typeof event.occurredAt !== "number") return undefined;
+  if (
+    !isRecord(event) ||
+    typeof event.eventId !== "string" ||
+    !isKnownEventType(event.type) ||
+    typeof event.sequence !== "string" ||
+    typeof event.occurredAt !== "number"
+  )
+    return undefined;
   return { eventId: event.eventId, type: event.type, sequence: event.sequence, occurredAt: event.occurredAt };
 }
 
@@ -120,7 +126,11 @@ export function auditFromSessions(taskIdOrPrefix: string, dir: string): AuditRep
   if (taskIdOrPrefix.length < minTaskIdPrefixChars) throw usage(`give at least ${minTaskIdPrefixChars} characters of the task id`);
   const records = sessionFiles(dir).map((path) => readSession(path, (taskId) => taskId.startsWith(taskIdOrPrefix)));
   const taskIds = new Set(records.flatMap((record) => [...record.taskIds]));
-  if (taskIds.size === 0) throw new TaskError("UNKNOWN_TASK", { message: `no Pi session under ${dir} recorded task ${taskIdOrPrefix}`, details: { taskId: taskIdOrPrefix, sessions: dir } });
+  if (taskIds.size === 0)
+    throw new TaskError("UNKNOWN_TASK", {
+      message: `no Pi session under ${dir} recorded task ${taskIdOrPrefix}`,
+      details: { taskId: taskIdOrPrefix, sessions: dir },
+    });
   if (taskIds.size > 1) throw usage(`${taskIdOrPrefix} matches ${taskIds.size} tasks; give more of the id`);
   const [taskId] = [...taskIds] as [string];
   const report = records.flatMap((record) => record.reports).at(-1);
@@ -128,15 +138,32 @@ export function auditFromSessions(taskIdOrPrefix: string, dir: string): AuditRep
     ...(report === undefined ? [] : reportSides(report)),
     ...records
       .filter((record) => record.events.size > 0)
-      .map((record) => ({ label: record.label, events: taskEntries([...record.events.values()].map(({ taskId: _task, ...entry }) => entry)), partial: true })),
+      .map((record) => ({
+        label: record.label,
+        events: taskEntries([...record.events.values()].map(({ taskId: _task, ...entry }) => entry)),
+        partial: true,
+      })),
   ];
   const joined = joinAudit(taskId, sides);
-  const noReport: AuditGap = { kind: "no-view", side: "audit", text: "no audit was recorded for this task: run /tasks audit <id> in the origin's Pi (it asks the worker for its view over the relay)" };
+  const noReport: AuditGap = {
+    kind: "no-view",
+    side: "audit",
+    text: "no audit was recorded for this task: run /tasks audit <id> in the origin's Pi (it asks the worker for its view over the relay)",
+  };
   return { ...joined, gaps: report === undefined ? [noReport] : report.gaps };
 }
 
-export async function auditCommand(args: readonly string[], env: Env, stdout: (text: string) => void): Promise<number | { value: unknown; json: boolean }> {
-  const { values, positionals } = parseArgs({ args: [...args], options: { sessions: { type: "string" }, json: { type: "boolean" } }, allowPositionals: true, strict: true });
+export async function auditCommand(
+  args: readonly string[],
+  env: Env,
+  stdout: (text: string) => void,
+): Promise<number | { value: unknown; json: boolean }> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { sessions: { type: "string" }, json: { type: "boolean" } },
+    allowPositionals: true,
+    strict: true,
+  });
   const [taskId] = positionals;
   if (taskId === undefined || positionals.length > 1) throw usage("audit needs exactly one TASK_ID");
   const report = auditFromSessions(taskId, values.sessions ?? sessionsDir(env));

@@ -56,7 +56,8 @@ export async function conformanceCommand(args: readonly string[], _env: Env): Pr
   if (json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
     for (const name of failures) process.stdout.write(`failed: ${name}\n`);
-    if (skipped > 0) process.stdout.write(`skipped: ${skipped} checks of additions not required (features: ${features.join(",") || "none"})\n`);
+    if (skipped > 0)
+      process.stdout.write(`skipped: ${skipped} checks of additions not required (features: ${features.join(",") || "none"})\n`);
     process.stdout.write(`conformance: ${passed} passed, ${failed} failed\n`);
   }
   return failed === 0 ? 0 : 1;

@@ -26,7 +26,15 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { deriveRelayKeys, instanceProof, newChallenge, proofMatches, type RelayKeys } from "../protocol/jwt.ts";
-import { RELAY_CHALLENGE_HEADER, RELAY_INSTANCE_PATH, RELAY_PROFILE, relayInstanceBytes, relayProbeMs, relayReadyTimeoutMs, relayStartPollMs } from "../protocol/limits.ts";
+import {
+  RELAY_CHALLENGE_HEADER,
+  RELAY_INSTANCE_PATH,
+  RELAY_PROFILE,
+  relayInstanceBytes,
+  relayProbeMs,
+  relayReadyTimeoutMs,
+  relayStartPollMs,
+} from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { proveRelay, type RelayProbe, type RelaySecretPlan, relaySecretPlan } from "../relay-client/auth.ts";
 import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
@@ -120,14 +128,23 @@ export function embeddedRelayRecord(env: Env, port: number): EmbeddedRelayRecord
   return record !== undefined && isAlive(record.pid) ? record : undefined;
 }
 
-const probe = (url: string, fetcher: typeof fetch, keys?: RelayKeys): Promise<RelayProbe> => proveRelay(url, fetcher, keys, AbortSignal.timeout(relayProbeMs));
+const probe = (url: string, fetcher: typeof fetch, keys?: RelayKeys): Promise<RelayProbe> =>
+  proveRelay(url, fetcher, keys, AbortSignal.timeout(relayProbeMs));
 
 /** Whether the relay at `url` proves it is the instance `instance` running as `pid` (and if not, why). */
-async function instanceProven(url: string, fetcher: typeof fetch, instance: string, pid: number): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
+async function instanceProven(
+  url: string,
+  fetcher: typeof fetch,
+  instance: string,
+  pid: number,
+): Promise<{ readonly ok: true } | { readonly ok: false; readonly reason: string }> {
   const challenge = newChallenge();
   let body: unknown;
   try {
-    const response = await fetcher(`${url}${RELAY_INSTANCE_PATH}`, { headers: { [RELAY_CHALLENGE_HEADER]: challenge }, signal: AbortSignal.timeout(relayProbeMs) });
+    const response = await fetcher(`${url}${RELAY_INSTANCE_PATH}`, {
+      headers: { [RELAY_CHALLENGE_HEADER]: challenge },
+      signal: AbortSignal.timeout(relayProbeMs),
+    });
     body = await response.json().catch(() => undefined);
   } catch {
     return { ok: false, reason: `no relay answers at ${url}` };
@@ -135,7 +152,8 @@ async function instanceProven(url: string, fetcher: typeof fetch, instance: stri
   if (!isRecord(body) || body.ok !== true || typeof body.pid !== "number" || typeof body.proof !== "string") {
     return { ok: false, reason: `what answers at ${url} does not prove which relay it is` };
   }
-  if (!proofMatches(instanceProof(instance, challenge, body.pid), body.proof)) return { ok: false, reason: `the relay at ${url} is not the instance the record names` };
+  if (!proofMatches(instanceProof(instance, challenge, body.pid), body.proof))
+    return { ok: false, reason: `the relay at ${url} is not the instance the record names` };
   if (body.pid !== pid) return { ok: false, reason: `the relay at ${url} (that instance) runs as pid ${body.pid}` };
   return { ok: true };
 }
@@ -212,7 +230,11 @@ function plannedSecret(plan: RelaySecretPlan | undefined): PlannedSecret {
   if (plan === undefined || !plan.mandatory) return {};
   try {
     const secret = plan.create ? ensureRelaySecret(plan.file) : readRelaySecret(plan.file);
-    if (secret === undefined) throw new TaskError("RELAY_SECRET_INVALID", { message: `The relay secret ${plan.file} does not exist (PI_TASKS_RELAY_SECRET_FILE).`, details: { path: plan.file } });
+    if (secret === undefined)
+      throw new TaskError("RELAY_SECRET_INVALID", {
+        message: `The relay secret ${plan.file} does not exist (PI_TASKS_RELAY_SECRET_FILE).`,
+        details: { path: plan.file },
+      });
     return { keys: deriveRelayKeys(secret) };
   } catch (error) {
     return { problem: toTaskError(error) };
@@ -233,9 +255,16 @@ function untrusted(url: string, found: RelayProbe, file: string): RelayInUse {
 }
 
 /** What answered at the default URL, judged: used (`running`), or `untrusted`. */
-function judgeAnswer(env: Env, config: RelayConfig, plan: RelaySecretPlan | undefined, secret: PlannedSecret, found: RelayProbe): RelayInUse {
+function judgeAnswer(
+  env: Env,
+  config: RelayConfig,
+  plan: RelaySecretPlan | undefined,
+  secret: PlannedSecret,
+  found: RelayProbe,
+): RelayInUse {
   const { url } = config;
-  if (secret.problem !== undefined) return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
+  if (secret.problem !== undefined)
+    return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
   if (secret.keys !== undefined && !found.proven) return untrusted(url, found, plan!.file);
   const record = config.port === undefined ? undefined : embeddedRelayRecord(env, config.port);
   const problem = found.relay ? undefined : `something answers at ${url}, but it is not a ${RELAY_PROFILE} relay`;
@@ -251,7 +280,8 @@ function judgeAnswer(env: Env, config: RelayConfig, plan: RelaySecretPlan | unde
 /** A relay named by `PI_TASKS_RELAY_URL`: used as it is, unless the plan says it must prove a secret. */
 async function configuredRelay(url: string, plan: RelaySecretPlan | undefined, fetcher: typeof fetch): Promise<RelayInUse> {
   const secret = plannedSecret(plan);
-  if (secret.problem !== undefined) return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
+  if (secret.problem !== undefined)
+    return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
   if (secret.keys === undefined) return { url, state: "configured" };
   const found = await probe(url, fetcher, secret.keys);
   // Not up yet: the transport challenges it before it sends it anything.
@@ -274,7 +304,12 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
 }
 
 /** Starts the relay on the port under the user's start lock (or waits for the Pi that holds it). */
-async function startEmbedded(env: Env, config: RelayConfig & { readonly port: number }, secretFile: string, fetcher: typeof fetch): Promise<RelayInUse> {
+async function startEmbedded(
+  env: Env,
+  config: RelayConfig & { readonly port: number },
+  secretFile: string,
+  fetcher: typeof fetch,
+): Promise<RelayInUse> {
   const { url, port } = config;
   let keys: RelayKeys;
   let lock: ReturnType<typeof tryLock>;
@@ -304,16 +339,31 @@ async function startEmbedded(env: Env, config: RelayConfig & { readonly port: nu
 }
 
 /** Starts the relay process, records it, and waits until it answers as the instance it was given. */
-async function launch(env: Env, config: RelayConfig & { readonly port: number }, secretFile: string, keys: RelayKeys, fetcher: typeof fetch): Promise<RelayInUse> {
+async function launch(
+  env: Env,
+  config: RelayConfig & { readonly port: number },
+  secretFile: string,
+  keys: RelayKeys,
+  fetcher: typeof fetch,
+): Promise<RelayInUse> {
   const { url, port } = config;
   const files = paths(env, port);
   const instance = randomBytes(relayInstanceBytes).toString("base64url");
   const started = startDetached(env, port, files.log, secretFile, instance);
   if (started.pid === undefined) return { url, state: "absent", problem: await started.failed };
   const pid = started.pid;
-  const record: EmbeddedRelayRecord = { pid, port, url, log: files.log, startedAt: new Date().toISOString(), startedBy: process.pid, instance };
+  const record: EmbeddedRelayRecord = {
+    pid,
+    port,
+    url,
+    log: files.log,
+    startedAt: new Date().toISOString(),
+    startedBy: process.pid,
+    instance,
+  };
   replaceFile(files.record, `${JSON.stringify(record, null, 2)}\n`, RECORD_MODE);
-  if (await waitForInstance(url, fetcher, instance, pid, () => started.exit() === undefined && isAlive(pid))) return { url, state: "started", record, secretFile };
+  if (await waitForInstance(url, fetcher, instance, pid, () => started.exit() === undefined && isAlive(pid)))
+    return { url, state: "started", record, secretFile };
   // It did not come up (port taken in the meantime, or it failed): someone else may answer now.
   rmSync(files.record, { force: true });
   const again = await probe(url, fetcher, keys);
@@ -322,7 +372,10 @@ async function launch(env: Env, config: RelayConfig & { readonly port: number },
   return {
     url,
     state: "absent",
-    problem: ended === undefined ? `the relay pi-tasks started did not answer within ${relayReadyTimeoutMs} ms (see ${files.log})` : `the relay pi-tasks started ended at once (${ended}; see ${files.log})`,
+    problem:
+      ended === undefined
+        ? `the relay pi-tasks started did not answer within ${relayReadyTimeoutMs} ms (see ${files.log})`
+        : `the relay pi-tasks started ended at once (${ended}; see ${files.log})`,
   };
 }
 
@@ -332,14 +385,21 @@ async function launch(env: Env, config: RelayConfig & { readonly port: number },
  * that pid: a record whose process is gone or was replaced (a pid reused by something else, another
  * relay on the port) signals nothing — the stale record is removed and `RELAY_RECORD_STALE` says why.
  */
-export async function stopEmbeddedRelay(env: Env, port: number, fetcher: typeof fetch = fetch): Promise<{ stopped: boolean; pid?: number }> {
+export async function stopEmbeddedRelay(
+  env: Env,
+  port: number,
+  fetcher: typeof fetch = fetch,
+): Promise<{ stopped: boolean; pid?: number }> {
   const record = readRecord(env, port);
   const file = paths(env, port).record;
   if (record === undefined || !isAlive(record.pid)) {
     rmSync(file, { force: true });
     return { stopped: false };
   }
-  const proof = record.instance === undefined ? { ok: false as const, reason: "the record predates instance proofs" } : await instanceProven(record.url, fetcher, record.instance, record.pid);
+  const proof =
+    record.instance === undefined
+      ? { ok: false as const, reason: "the record predates instance proofs" }
+      : await instanceProven(record.url, fetcher, record.instance, record.pid);
   if (!proof.ok) {
     rmSync(file, { force: true });
     throw new TaskError("RELAY_RECORD_STALE", {
@@ -348,7 +408,11 @@ export async function stopEmbeddedRelay(env: Env, port: number, fetcher: typeof 
     });
   }
   const confirmed = await stopPids([record.pid]);
-  if (!confirmed) throw new TaskError("TASK_ERROR", { message: `The relay process ${record.pid} could not be confirmed gone.`, details: { pid: record.pid, port } });
+  if (!confirmed)
+    throw new TaskError("TASK_ERROR", {
+      message: `The relay process ${record.pid} could not be confirmed gone.`,
+      details: { pid: record.pid, port },
+    });
   rmSync(file, { force: true });
   return { stopped: true, pid: record.pid };
 }

@@ -7,7 +7,14 @@
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const all = [header, ...rows];
   const widths = header.map((_, column) => Math.max(...all.map((row) => (row[column] ?? "").length)));
-  return all.map((row) => row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!))).join("  ").trimEnd()).join("\n");
+  return all
+    .map((row) =>
+      row
+        .map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd(widths[column]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }
 
 /** `label: value` lines, labels aligned; undefined values are left out. */

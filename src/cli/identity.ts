@@ -9,7 +9,12 @@ import { type Env, piTasksHome } from "../relay-client/config.ts";
 import { ensureIdentity } from "../trust/identity.ts";
 
 export async function identityCommand(args: readonly string[], env: Env): Promise<{ value: unknown; json: boolean } | number> {
-  const { values, positionals } = parseArgs({ args: [...args], options: { json: { type: "boolean" } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: { json: { type: "boolean" } },
+    allowPositionals: true,
+    strict: true,
+  });
   if (positionals.length > 0) throw new TaskError("CLI_USAGE", { message: `identity takes no argument (got ${positionals[0]})` });
   const { identity, path, created } = ensureIdentity(piTasksHome(env));
   const value = { ok: true, publicKey: identity.publicKey, fingerprint: identity.fingerprint, path, created };

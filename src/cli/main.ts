@@ -34,7 +34,8 @@ interface Command {
 }
 
 const ENVIRONMENT = "environment: PI_TASKS_RELAY_URL, WOLFPACK_PORT, WOLFPACK_JWT_SECRET, PI_TASKS_HOME, PI_TASKS_EMBEDDED_RELAY";
-const HOME_ENVIRONMENT = "environment: PI_TASKS_HOME, the directory of identity.json and peers.json (default $PI_CODING_AGENT_DIR/pi-tasks, else ~/.pi/agent/pi-tasks)";
+const HOME_ENVIRONMENT =
+  "environment: PI_TASKS_HOME, the directory of identity.json and peers.json (default $PI_CODING_AGENT_DIR/pi-tasks, else ~/.pi/agent/pi-tasks)";
 
 function usage(message: string): TaskError {
   return new TaskError("CLI_USAGE", { message });
@@ -52,7 +53,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary:
       "run the memory-only volatile-v1 relay (--port 0 picks a free port; --secret-file admits only clients that hold that relay secret, docs/security.md; --store redis://… shares its state with relays on other machines, docs/multi-machine.md), or stop the relay pi-tasks started on a port",
     environment: `${ENVIRONMENT}, ${REDIS_PASSWORD_FILE_VARIABLE} (a 0600 file holding the Redis password) or ${REDIS_PASSWORD_VARIABLE} (the password itself; a URL never carries one)`,
-    run: (args, env) => relayCommand(args, { stdout: (line) => process.stdout.write(line), stderr: (line) => process.stderr.write(line), env }),
+    run: (args, env) =>
+      relayCommand(args, { stdout: (line) => process.stdout.write(line), stderr: (line) => process.stderr.write(line), env }),
   },
   spawn: {
     usage: `pi-tasks spawn --task-worker --name NAME --project-dir DIR [--model provider/id] [--relay URL]\n       [--readiness-timeout-ms ${workerReadinessTimeoutDefaultMs}] [--script MODULE] [--json]`,
@@ -83,7 +85,9 @@ const COMMANDS: Readonly<Record<string, Command>> = {
         ...(values.model === undefined ? {} : { model: values.model }),
         ...(values.script === undefined ? {} : { script: values.script }),
         ...(values.relay === undefined ? {} : { relay: values.relay }),
-        ...(values["readiness-timeout-ms"] === undefined ? {} : { readinessTimeoutMs: integer(values["readiness-timeout-ms"], "--readiness-timeout-ms") }),
+        ...(values["readiness-timeout-ms"] === undefined
+          ? {}
+          : { readinessTimeoutMs: integer(values["readiness-timeout-ms"], "--readiness-timeout-ms") }),
       });
       const text = fields([
         ["worker", result.session],
@@ -108,7 +112,12 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     usage: "pi-tasks list [--relay URL] [--json]",
     summary: "registered sessions (and the workers pi-tasks spawned)",
     async run(args, env) {
-      const { values, positionals } = parseArgs({ args: [...args], options: { relay: { type: "string" }, json: { type: "boolean" } }, allowPositionals: true, strict: true });
+      const { values, positionals } = parseArgs({
+        args: [...args],
+        options: { relay: { type: "string" }, json: { type: "boolean" } },
+        allowPositionals: true,
+        strict: true,
+      });
       if (positionals.length > 0) throw usage("list takes no session name");
       return { ...(await sessionList(env, values.relay)), json: values.json === true };
     },
@@ -133,7 +142,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   },
   audit: {
     usage: "pi-tasks audit TASK_ID [--sessions DIR] [--json]",
-    summary: "one timeline of a task from this machine's Pi session files: both sides' views joined (from /tasks audit in the origin's Pi), gaps named",
+    summary:
+      "one timeline of a task from this machine's Pi session files: both sides' views joined (from /tasks audit in the origin's Pi), gaps named",
     environment: "environment: PI_CODING_AGENT_SESSION_DIR, else PI_CODING_AGENT_DIR/sessions, else ~/.pi/agent/sessions",
     run: (args, env) => auditCommand(args, env, (text) => process.stdout.write(text)),
   },
@@ -144,7 +154,9 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     run: (args, env) => identityCommand(args, env),
   },
   peers: {
-    usage: Object.values(PEERS_SUBCOMMANDS).map((sub) => sub.usage).join("\n       "),
+    usage: Object.values(PEERS_SUBCOMMANDS)
+      .map((sub) => sub.usage)
+      .join("\n       "),
     summary: "the peers this identity trusts: pair (add), unpair (remove), list",
     environment: HOME_ENVIRONMENT,
     subcommands: PEERS_SUBCOMMANDS,
@@ -175,7 +187,10 @@ async function runDemoCommand(args: readonly string[], env: Env): Promise<number
 }
 
 function namedSession(args: readonly string[], command: string, withRelay = true) {
-  const options: Record<string, { type: "string" | "boolean" }> = { json: { type: "boolean" }, ...(withRelay ? { relay: { type: "string" } } : {}) };
+  const options: Record<string, { type: "string" | "boolean" }> = {
+    json: { type: "boolean" },
+    ...(withRelay ? { relay: { type: "string" } } : {}),
+  };
   const { values, positionals } = parseArgs({ args: [...args], options, allowPositionals: true, strict: true });
   const name = positionals[0];
   if (name === undefined || positionals.length > 1) throw usage(`${command} needs exactly one session NAME`);
@@ -185,14 +200,25 @@ function namedSession(args: readonly string[], command: string, withRelay = true
 function overview(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((name) => name.length));
   const rows = Object.entries(COMMANDS).map(([name, command]) => `  ${name.padEnd(width)} ${command.summary}`);
-  return [`usage: pi-tasks <command> [options]   (pi-tasks <command> --help for one command)`, "", "commands:", ...rows, "", ENVIRONMENT, ""].join("\n");
+  return [
+    `usage: pi-tasks <command> [options]   (pi-tasks <command> --help for one command)`,
+    "",
+    "commands:",
+    ...rows,
+    "",
+    ENVIRONMENT,
+    "",
+  ].join("\n");
 }
 
 /** A command's usage, or its subcommand's when `args` starts with one. */
 function commandHelp(name: string, args: readonly string[] = []): string {
   const command = COMMANDS[name]!;
   const first = args[0];
-  const sub = first !== undefined && command.subcommands !== undefined && Object.hasOwn(command.subcommands, first) ? command.subcommands[first]! : command;
+  const sub =
+    first !== undefined && command.subcommands !== undefined && Object.hasOwn(command.subcommands, first)
+      ? command.subcommands[first]!
+      : command;
   return [`usage: ${sub.usage}`, "", sub.summary, "", command.environment ?? ENVIRONMENT, ""].join("\n");
 }
 
@@ -223,8 +249,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     // The relay's stdout carries only its readiness line; its failures are one JSON line on stderr.
     else if (name === "relay") process.stderr.write(`${JSON.stringify(body)}\n`);
     else process.stderr.write(`pi-tasks${command === undefined ? "" : ` ${name}`}: ${failure.code}: ${failure.message}\n`);
-    if (failure.code === "CLI_USAGE" && !json && name !== "relay") process.stderr.write(command === undefined ? overview() : commandHelp(name, args));
+    if (failure.code === "CLI_USAGE" && !json && name !== "relay")
+      process.stderr.write(command === undefined ? overview() : commandHelp(name, args));
     return failure.code === "CLI_USAGE" ? 2 : 1;
   }
 }
-

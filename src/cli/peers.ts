@@ -40,7 +40,10 @@ function isSubcommand(name: string | undefined): name is keyof typeof PEERS_SUBC
 }
 
 function peerTable(peers: readonly Peer[]): string {
-  return table(["NAME", "FINGERPRINT", "ADDED", "KEY"], peers.map((peer) => [peer.name, peer.fingerprint, peer.addedAt, peer.key]));
+  return table(
+    ["NAME", "FINGERPRINT", "ADDED", "KEY"],
+    peers.map((peer) => [peer.name, peer.fingerprint, peer.addedAt, peer.key]),
+  );
 }
 
 function print(text: string): number {
@@ -57,20 +60,33 @@ const MODEL_SHELL_VARIABLE = "PI_SESSION_ID";
  */
 async function confirmPairing(name: string, key: string, yes: boolean, env: Env): Promise<void> {
   const refuse = (problem: string) =>
-    new TaskError("PAIRING_NOT_CONFIRMED", { message: `${problem}: pairing is a person's decision — run it in your terminal and answer its question, or type /tasks pair in Pi`, details: { name } });
+    new TaskError("PAIRING_NOT_CONFIRMED", {
+      message: `${problem}: pairing is a person's decision — run it in your terminal and answer its question, or type /tasks pair in Pi`,
+      details: { name },
+    });
   if (env[MODEL_SHELL_VARIABLE] !== undefined) throw refuse("refused inside a Pi model's bash tool");
   if (yes) return;
   const fingerprint = isPublicKeyText(key) ? fingerprintOf(key) : undefined;
   if (fingerprint === undefined) return; // addPeer refuses the key with its own error
-  const answer = await confirmOnTerminal(`Trust key ${fingerprint} as the peer "${name}"? Compare the fingerprint with the other side's \`pi-tasks identity\`.`);
+  const answer = await confirmOnTerminal(
+    `Trust key ${fingerprint} as the peer "${name}"? Compare the fingerprint with the other side's \`pi-tasks identity\`.`,
+  );
   if (answer === undefined) throw refuse("no terminal to ask (pass --yes when you run it yourself from a script)");
   if (!answer) throw refuse("not confirmed");
 }
 
 export async function peersCommand(args: readonly string[], env: Env): Promise<Outcome> {
   const sub = args[0];
-  if (!isSubcommand(sub)) throw usage(sub === undefined || sub.startsWith("-") ? "peers needs a subcommand: add, remove or list" : `unknown peers subcommand ${sub}`);
-  const { values, positionals } = parseArgs({ args: args.slice(1), options: { json: { type: "boolean" }, yes: { type: "boolean" } }, allowPositionals: true, strict: true });
+  if (!isSubcommand(sub))
+    throw usage(
+      sub === undefined || sub.startsWith("-") ? "peers needs a subcommand: add, remove or list" : `unknown peers subcommand ${sub}`,
+    );
+  const { values, positionals } = parseArgs({
+    args: args.slice(1),
+    options: { json: { type: "boolean" }, yes: { type: "boolean" } },
+    allowPositionals: true,
+    strict: true,
+  });
   if (values.yes === true && sub !== "add") throw usage("--yes belongs to peers add");
   const json = values.json === true;
   const home = piTasksHome(env);
@@ -79,7 +95,11 @@ export async function peersCommand(args: readonly string[], env: Env): Promise<O
     await confirmPairing(positionals[0]!, positionals[1]!, values.yes === true, env);
     const { peer, changed } = await addPeer(home, positionals[0]!, positionals[1]!);
     if (json) return { value: { ok: true, peer, changed }, json };
-    return print(changed ? `Paired ${peer.name} (fingerprint ${peer.fingerprint}).` : `${peer.name} was already paired with this key (fingerprint ${peer.fingerprint}); nothing changed.`);
+    return print(
+      changed
+        ? `Paired ${peer.name} (fingerprint ${peer.fingerprint}).`
+        : `${peer.name} was already paired with this key (fingerprint ${peer.fingerprint}); nothing changed.`,
+    );
   }
   if (sub === "remove") {
     if (positionals.length !== 1) throw usage("peers remove needs exactly one NAME");
@@ -91,6 +111,7 @@ export async function peersCommand(args: readonly string[], env: Env): Promise<O
   const peers = listPeers(home);
   const path = peersPath(home);
   if (json) return { value: { ok: true, path, peers }, json };
-  if (peers.length === 0) return print(`No peers in ${path}. Pair with \`pi-tasks peers add NAME KEY\` (KEY from \`pi-tasks identity\` on the other side).`);
+  if (peers.length === 0)
+    return print(`No peers in ${path}. Pair with \`pi-tasks peers add NAME KEY\` (KEY from \`pi-tasks identity\` on the other side).`);
   return print(peerTable(peers));
 }

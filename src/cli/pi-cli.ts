@@ -78,5 +78,7 @@ export function piRpcArgs(launch: PiLaunch): string[] {
 
 /** Environment additions for a scripted Pi. */
 export function scriptedEnv(launch: PiLaunch): Record<string, string> {
-  return launch.script === undefined ? {} : { PI_TASKS_TEST_SCRIPT: launch.script, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" };
+  return launch.script === undefined
+    ? {}
+    : { PI_TASKS_TEST_SCRIPT: launch.script, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0" };
 }

@@ -54,16 +54,27 @@ async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise
   const port = parsePort(values.port, io.env);
   const result = await stopEmbeddedRelay(io.env, port);
   if (!result.stopped) {
-    throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own.`, details: { port } });
+    throw new TaskError("SESSION_NOT_OWNED", {
+      message: `pi-tasks did not start a relay on port ${port}; it stops only its own.`,
+      details: { port },
+    });
   }
-  return { value: { ok: true, port, pid: result.pid, stopped: true }, json: values.json === true, text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}).` };
+  return {
+    value: { ok: true, port, pid: result.pid, stopped: true },
+    json: values.json === true,
+    text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}).`,
+  };
 }
 
 /** The secret of `--secret-file` (a missing file is refused like an unsafe one: the relay must not run open). */
 function secretFrom(path: string | undefined): Buffer | undefined {
   if (path === undefined) return undefined;
   const secret = readRelaySecret(resolve(path));
-  if (secret === undefined) throw new TaskError("RELAY_SECRET_INVALID", { message: `The relay secret ${resolve(path)} does not exist (--secret-file).`, details: { path: resolve(path) } });
+  if (secret === undefined)
+    throw new TaskError("RELAY_SECRET_INVALID", {
+      message: `The relay secret ${resolve(path)} does not exist (--secret-file).`,
+      details: { path: resolve(path) },
+    });
   return secret;
 }
 
@@ -83,7 +94,10 @@ async function openStore(url: string, allowPersistentStore: boolean, io: RelayCo
 }
 
 /** Runs the relay until a signal (resolves with the exit code), or stops the embedded relay. */
-export async function relayCommand(argv: readonly string[], io: RelayCommandIo): Promise<number | { value: unknown; json: boolean; text: string }> {
+export async function relayCommand(
+  argv: readonly string[],
+  io: RelayCommandIo,
+): Promise<number | { value: unknown; json: boolean; text: string }> {
   if (argv[0] === "stop") return stopCommand(argv.slice(1), io);
   const { values, positionals } = parseArgs({
     args: [...argv],
@@ -103,7 +117,10 @@ export async function relayCommand(argv: readonly string[], io: RelayCommandIo):
   if (values["allow-persistent-store"] === true && values.store === undefined) {
     throw new TaskError("CLI_USAGE", { message: "--allow-persistent-store applies to a --store redis://… only" });
   }
-  const allow = (values.allow ?? []).flatMap((entry) => entry.split(",")).map((entry) => entry.trim()).filter(Boolean);
+  const allow = (values.allow ?? [])
+    .flatMap((entry) => entry.split(","))
+    .map((entry) => entry.trim())
+    .filter(Boolean);
   const port = parsePort(values.port, io.env);
   const relaySecret = secretFrom(values["secret-file"]);
   const instance = instanceFromEnv(io.env);
@@ -140,6 +157,8 @@ export async function relayCommand(argv: readonly string[], io: RelayCommandIo):
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });
-  io.stdout(`${JSON.stringify({ event: "listening", url: server.url, epoch: server.epoch, profile: RELAY_PROFILE, ...(store === undefined ? {} : { store: store.target }) })}\n`);
+  io.stdout(
+    `${JSON.stringify({ event: "listening", url: server.url, epoch: server.epoch, profile: RELAY_PROFILE, ...(store === undefined ? {} : { store: store.target }) })}\n`,
+  );
   return stopped;
 }

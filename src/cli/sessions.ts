@@ -33,11 +33,17 @@ export function atRelay(url: string, error: unknown): TaskError {
   const failure = toTaskError(error);
   if (failure.message.includes(url)) return failure;
   const unreachable = failure.code === "RELAY_UNAVAILABLE" || failure.code === "RELAY_TIMEOUT";
-  const message = unreachable ? `no relay answers at ${url} (${failure.code}); is it running? (pi-tasks relay, or start a Pi)` : `the relay at ${url} answered ${failure.code}: ${failure.message}`;
+  const message = unreachable
+    ? `no relay answers at ${url} (${failure.code}); is it running? (pi-tasks relay, or start a Pi)`
+    : `the relay at ${url} answered ${failure.code}: ${failure.message}`;
   return new TaskError(failure.code, { message, details: { ...failure.details, relay: url } });
 }
 
-async function withRelay<T>(env: Env, relay: string | undefined, work: (transport: ReturnType<typeof relayTransport>, url: string) => Promise<T>): Promise<T> {
+async function withRelay<T>(
+  env: Env,
+  relay: string | undefined,
+  work: (transport: ReturnType<typeof relayTransport>, url: string) => Promise<T>,
+): Promise<T> {
   const url = relayOf(env, relay);
   const transport = relayTransport(url, env);
   try {
@@ -57,7 +63,11 @@ export function sessionStatus(name: string, env: Env, relay?: string): Promise<P
   return withRelay(env, relay, async (transport, url) => {
     const status = (await transport.sessionStatus(name)) as unknown as Listed & Record<string, unknown>;
     const spawned = loadSpawned(env, name);
-    const value = { ok: true, ...status, ...(spawned === undefined ? {} : { spawned: { pid: spawned.pid, alive: isAlive(spawned.pid), log: spawned.log } }) };
+    const value = {
+      ok: true,
+      ...status,
+      ...(spawned === undefined ? {} : { spawned: { pid: spawned.pid, alive: isAlive(spawned.pid), log: spawned.log } }),
+    };
     const text = fields([
       ["session", status.session],
       ["relay", url],
@@ -72,26 +82,44 @@ export function sessionStatus(name: string, env: Env, relay?: string): Promise<P
 export function sessionList(env: Env, relay?: string): Promise<Printed> {
   return withRelay(env, relay, async (transport, url) => {
     const sessions = (await transport.sessionList()) as unknown as Listed[];
-    const spawned = listSpawned(env).map((worker) => ({ session: worker.session, pid: worker.pid, alive: isAlive(worker.pid), log: worker.log }));
+    const spawned = listSpawned(env).map((worker) => ({
+      session: worker.session,
+      pid: worker.pid,
+      alive: isAlive(worker.pid),
+      log: worker.log,
+    }));
     const byName = new Map(spawned.map((worker) => [worker.session, worker]));
     const rows = sessions.map((item) => {
       const worker = byName.get(item.session);
       return [item.session, item.taskEndpoint?.id ?? "", worker === undefined ? "" : spawnedWords(worker.pid, worker.log)];
     });
     const registered = new Set(sessions.map((item) => item.session));
-    for (const worker of spawned) if (!registered.has(worker.session)) rows.push([worker.session, "(not registered)", spawnedWords(worker.pid, worker.log)]);
-    const text = rows.length === 0 ? `No sessions on the relay at ${url}.` : `Sessions on the relay at ${url}:\n${table(["SESSION", "ENDPOINT", "SPAWNED BY PI-TASKS"], rows)}`;
+    for (const worker of spawned)
+      if (!registered.has(worker.session)) rows.push([worker.session, "(not registered)", spawnedWords(worker.pid, worker.log)]);
+    const text =
+      rows.length === 0
+        ? `No sessions on the relay at ${url}.`
+        : `Sessions on the relay at ${url}:\n${table(["SESSION", "ENDPOINT", "SPAWNED BY PI-TASKS"], rows)}`;
     return { value: { ok: true, relay: url, sessions, spawned }, text };
   });
 }
 
 export async function killSession(name: string, env: Env): Promise<Printed> {
   if (loadSpawned(env, name) === undefined) {
-    throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not spawn a session named ${name}; it stops only its own workers.`, details: { session: name } });
+    throw new TaskError("SESSION_NOT_OWNED", {
+      message: `pi-tasks did not spawn a session named ${name}; it stops only its own workers.`,
+      details: { session: name },
+    });
   }
   const result = await stopProcess(env, name);
   if (!result.confirmed) {
-    throw new TaskError("TASK_ERROR", { message: `The processes of ${name} could not be confirmed gone.`, details: { session: name, pids: result.pids } });
+    throw new TaskError("TASK_ERROR", {
+      message: `The processes of ${name} could not be confirmed gone.`,
+      details: { session: name, pids: result.pids },
+    });
   }
-  return { value: { ok: true, session: name, killed: true, pids: result.pids }, text: `Stopped ${name} (pids ${result.pids.join(", ")}); confirmed gone.` };
+  return {
+    value: { ok: true, session: name, killed: true, pids: result.pids },
+    text: `Stopped ${name} (pids ${result.pids.join(", ")}); confirmed gone.`,
+  };
 }

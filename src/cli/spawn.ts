@@ -64,7 +64,10 @@ export interface SpawnResult {
 const MODEL_PATTERN = /^[^/\s]+\/\S+$/;
 
 function preflight(check: string, problem: string, details: Record<string, unknown> = {}): TaskError {
-  return new TaskError("TASK_WORKER_PREFLIGHT_FAILED", { message: `Worker preflight failed (${check}): ${problem}`, details: { check, problem, ...details } });
+  return new TaskError("TASK_WORKER_PREFLIGHT_FAILED", {
+    message: `Worker preflight failed (${check}): ${problem}`,
+    details: { check, problem, ...details },
+  });
 }
 
 export function relayTransport(url: string, env: Record<string, string | undefined>): RelayTransport {
@@ -76,7 +79,11 @@ export function relayTransport(url: string, env: Record<string, string | undefin
 function modelAvailable(model: string, env: Record<string, string | undefined>): boolean {
   const [provider, id] = [model.slice(0, model.indexOf("/")), model.slice(model.indexOf("/") + 1)];
   const [command, ...prefix] = piCommand(env);
-  const listed = spawnSync(command!, [...prefix, "--list-models", id], { env: env as NodeJS.ProcessEnv, encoding: "utf8", timeout: workerReadinessTimeoutDefaultMs });
+  const listed = spawnSync(command!, [...prefix, "--list-models", id], {
+    env: env as NodeJS.ProcessEnv,
+    encoding: "utf8",
+    timeout: workerReadinessTimeoutDefaultMs,
+  });
   return `${listed.stdout ?? ""}`.split("\n").some((line) => {
     const columns = line.trim().split(/\s+/);
     return columns[0] === provider && columns[1] === id;
@@ -85,15 +92,18 @@ function modelAvailable(model: string, env: Record<string, string | undefined>):
 
 async function runPreflight(options: SpawnOptions): Promise<{ relay: string; projectDir: string; transport: RelayTransport }> {
   const { env } = options;
-  if (options.name.length === 0 || options.name.length > maxWireIdChars) throw preflight("name", `--name must have 1 to ${maxWireIdChars} characters`);
+  if (options.name.length === 0 || options.name.length > maxWireIdChars)
+    throw preflight("name", `--name must have 1 to ${maxWireIdChars} characters`);
   const projectDir = resolve(options.projectDir);
-  if (!existsSync(projectDir) || !statSync(projectDir).isDirectory()) throw preflight("project-dir", `${projectDir} is not a directory`, { projectDir });
+  if (!existsSync(projectDir) || !statSync(projectDir).isDirectory())
+    throw preflight("project-dir", `${projectDir} is not a directory`, { projectDir });
   if (options.script !== undefined && !(isAbsolute(options.script) && existsSync(options.script))) {
     throw preflight("script", `${options.script} is not an absolute path to a scenario module`);
   }
   if (options.model !== undefined) {
     if (!MODEL_PATTERN.test(options.model)) throw preflight("model", `--model must be provider/id, got ${options.model}`);
-    if (options.checkModel !== false && !modelAvailable(options.model, env)) throw preflight("model", `Pi has no configured model ${options.model} (see pi --list-models)`, { model: options.model });
+    if (options.checkModel !== false && !modelAvailable(options.model, env))
+      throw preflight("model", `Pi has no configured model ${options.model} (see pi --list-models)`, { model: options.model });
   }
   let relay: string;
   try {
@@ -108,7 +118,10 @@ async function runPreflight(options: SpawnOptions): Promise<{ relay: string; pro
   } catch (error) {
     transport.close();
     const failure = toTaskError(error);
-    throw preflight("relay", `the relay at ${relay} is not reachable as a ${RELAY_PROFILE} relay (${failure.code})`, { relay, cause: failure.code });
+    throw preflight("relay", `the relay at ${relay} is not reachable as a ${RELAY_PROFILE} relay (${failure.code})`, {
+      relay,
+      cause: failure.code,
+    });
   }
   const existing = await findSession(transport, options.name);
   const recorded = loadSpawned(env, options.name);
@@ -124,7 +137,9 @@ export async function findSession(transport: RelayTransport, session: string): P
   try {
     const status = await transport.sessionStatus(session);
     const endpoint = status.taskEndpoint as TaskEndpoint | undefined;
-    return endpoint !== undefined && typeof endpoint.relay === "string" && isUuid(endpoint.id) ? { relay: endpoint.relay, id: endpoint.id } : undefined;
+    return endpoint !== undefined && typeof endpoint.relay === "string" && isUuid(endpoint.id)
+      ? { relay: endpoint.relay, id: endpoint.id }
+      : undefined;
   } catch (error) {
     if (toTaskError(error).code === "CALLER_NOT_FOUND") return undefined;
     throw error;
@@ -132,7 +147,12 @@ export async function findSession(transport: RelayTransport, session: string): P
 }
 
 /** Polls the relay until `session` is registered; undefined when it is not within `timeoutMs` or `alive()` turns false. */
-export async function awaitRegistration(transport: RelayTransport, session: string, timeoutMs: number, alive: () => boolean): Promise<TaskEndpoint | undefined> {
+export async function awaitRegistration(
+  transport: RelayTransport,
+  session: string,
+  timeoutMs: number,
+  alive: () => boolean,
+): Promise<TaskEndpoint | undefined> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline && alive()) {
     const endpoint = await findSession(transport, session).catch(() => undefined);
@@ -147,7 +167,12 @@ export async function awaitRegistration(transport: RelayTransport, session: stri
  * environment, which may hold a JWT secret, is its own and passed on to Pi). A holder that cannot
  * start is reported, never left to become an uncaught `error` event.
  */
-function startHolder(runtime: string, config: HostConfig, cwd: string, env: Record<string, string>): Promise<{ pid: number } | { problem: string }> {
+function startHolder(
+  runtime: string,
+  config: HostConfig,
+  cwd: string,
+  env: Record<string, string>,
+): Promise<{ pid: number } | { problem: string }> {
   return new Promise((resolve) => {
     const holder = spawnProcess(runtime, [WORKER_HOST_BUNDLE, JSON.stringify(config)], { cwd, env, detached: true, stdio: "ignore" });
     holder.once("error", (error) => resolve({ problem: `${runtime} could not be started (${error.message})` }));
@@ -159,7 +184,10 @@ function startHolder(runtime: string, config: HostConfig, cwd: string, env: Reco
 function validateTimeout(value: number | undefined): number {
   const timeout = value ?? workerReadinessTimeoutDefaultMs;
   if (!Number.isInteger(timeout) || timeout < workerReadinessTimeoutMinMs || timeout > workerReadinessTimeoutMaxMs) {
-    throw preflight("readiness-timeout-ms", `--readiness-timeout-ms must be an integer from ${workerReadinessTimeoutMinMs} to ${workerReadinessTimeoutMaxMs}`);
+    throw preflight(
+      "readiness-timeout-ms",
+      `--readiness-timeout-ms must be an integer from ${workerReadinessTimeoutMinMs} to ${workerReadinessTimeoutMaxMs}`,
+    );
   }
   return timeout;
 }
@@ -168,7 +196,10 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   const readinessTimeoutMs = validateTimeout(options.readinessTimeoutMs);
   const { relay, projectDir, transport } = await runPreflight(options);
   const log = join(logDir(options.env), `${encodeURIComponent(options.name)}-${Date.now()}.log`);
-  const launch = { ...(options.model === undefined ? {} : { model: options.model }), ...(options.script === undefined ? {} : { script: options.script }) };
+  const launch = {
+    ...(options.model === undefined ? {} : { model: options.model }),
+    ...(options.script === undefined ? {} : { script: options.script }),
+  };
   const env = {
     ...(Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>),
     PI_TASK_WORKER: "1",
@@ -185,20 +216,34 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   const started = await startHolder(runtime.command, hostConfig, projectDir, { ...env, ...runtime.env });
   if ("problem" in started) {
     transport.close();
-    throw new TaskError("TASK_WORKER_NOT_READY", { message: `The worker process could not be started: ${started.problem}.`, details: { createdSession: null, log } });
+    throw new TaskError("TASK_WORKER_NOT_READY", {
+      message: `The worker process could not be started: ${started.problem}.`,
+      details: { createdSession: null, log },
+    });
   }
   const pid = started.pid;
   saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), ...owner });
   try {
     const endpoint = await awaitRegistration(transport, options.name, readinessTimeoutMs, () => isAlive(pid));
     if (endpoint !== undefined) {
-      saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), taskEndpoint: endpoint, ...owner });
+      saveSpawned(options.env, {
+        session: options.name,
+        pid,
+        projectDir,
+        relay,
+        log,
+        createdAt: new Date().toISOString(),
+        taskEndpoint: endpoint,
+        ...owner,
+      });
       return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir, ...owner };
     }
     const exited = !isAlive(pid);
     const cleanup = await stopProcess(options.env, options.name);
     throw new TaskError("TASK_WORKER_NOT_READY", {
-      message: exited ? "The worker exited before it registered its endpoint." : `The worker did not register within ${readinessTimeoutMs} ms.`,
+      message: exited
+        ? "The worker exited before it registered its endpoint."
+        : `The worker did not register within ${readinessTimeoutMs} ms.`,
       details: { createdSession: options.name, pid, log, exited, cleanup: { attempted: true, confirmed: cleanup.confirmed } },
     });
   } finally {

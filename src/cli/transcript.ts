@@ -20,7 +20,10 @@ function clock(): string {
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
   if (!Array.isArray(content)) return "";
-  return content.map((part) => (isRecord(part) && typeof part.text === "string" ? part.text : "")).filter(Boolean).join("\n");
+  return content
+    .map((part) => (isRecord(part) && typeof part.text === "string" ? part.text : ""))
+    .filter(Boolean)
+    .join("\n");
 }
 
 function assistantLines(message: Record<string, unknown>): string[] {
@@ -29,9 +32,11 @@ function assistantLines(message: Record<string, unknown>): string[] {
   for (const part of content) {
     if (!isRecord(part)) continue;
     if (part.type === "text" && typeof part.text === "string" && part.text.trim() !== "") lines.push(`assistant: ${clip(part.text)}`);
-    if (part.type === "toolCall" && typeof part.name === "string") lines.push(`→ ${part.name} ${clip(JSON.stringify(part.arguments ?? {}))}`);
+    if (part.type === "toolCall" && typeof part.name === "string")
+      lines.push(`→ ${part.name} ${clip(JSON.stringify(part.arguments ?? {}))}`);
   }
-  if (message.stopReason === "error" && typeof message.errorMessage === "string") lines.push(`assistant error: ${clip(message.errorMessage)}`);
+  if (message.stopReason === "error" && typeof message.errorMessage === "string")
+    lines.push(`assistant error: ${clip(message.errorMessage)}`);
   return lines;
 }
 

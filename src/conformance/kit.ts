@@ -263,7 +263,8 @@ export async function createKit(baseUrl: string, features: readonly string[]): P
     features,
     additions,
     hasFeature: (feature) => features.includes(feature),
-    expectError: (reply, code, status) => expectWireError(reply, code, { epoch, requireEpoch: additions, ...(status === undefined ? {} : { status }) }),
+    expectError: (reply, code, status) =>
+      expectWireError(reply, code, { epoch, requireEpoch: additions, ...(status === undefined ? {} : { status }) }),
     expectValue: (reply, kind) => expectWireValue(reply, kind, epoch),
     session,
     pair: (label) => Promise.all([session(`${label}-a`), session(`${label}-b`)]),

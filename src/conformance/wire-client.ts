@@ -75,7 +75,11 @@ export async function httpRequest(url: string, init: RequestInit & { timeoutMs?:
 }
 
 /** POSTs raw bytes or text to the relay endpoint (or `options.path`). */
-export function postBody(baseUrl: string, body: string | Uint8Array | ReadableStream<Uint8Array>, options: RequestOptions = {}): Promise<WireReply> {
+export function postBody(
+  baseUrl: string,
+  body: string | Uint8Array | ReadableStream<Uint8Array>,
+  options: RequestOptions = {},
+): Promise<WireReply> {
   const headers: Record<string, string> = { ...(options.headers ?? {}) };
   const contentType = options.contentType === undefined ? "application/json" : options.contentType;
   if (contentType !== null) headers["content-type"] = contentType;
@@ -96,7 +100,11 @@ export function postJson(baseUrl: string, value: unknown, options: RequestOption
   return postBody(baseUrl, JSON.stringify(value), options);
 }
 
-export function getPath(baseUrl: string, path: string, options: Omit<RequestOptions, "path" | "contentType"> & { method?: string } = {}): Promise<WireReply> {
+export function getPath(
+  baseUrl: string,
+  path: string,
+  options: Omit<RequestOptions, "path" | "contentType"> & { method?: string } = {},
+): Promise<WireReply> {
   return httpRequest(joinUrl(baseUrl, path), {
     method: options.method ?? "GET",
     headers: options.headers ?? {},
@@ -249,11 +257,20 @@ export class WireSession {
    * override them; `bindingSecret: undefined` leaves the secret out).
    */
   request(operation: string, fields: Record<string, unknown> = {}): Record<string, unknown> {
-    return { operation, profile: RELAY_PROFILE, ...this.binding, ...(this.bindingSecret === undefined ? {} : { bindingSecret: this.bindingSecret }), ...fields };
+    return {
+      operation,
+      profile: RELAY_PROFILE,
+      ...this.binding,
+      ...(this.bindingSecret === undefined ? {} : { bindingSecret: this.bindingSecret }),
+      ...fields,
+    };
   }
 
   call(operation: string, fields: Record<string, unknown> = {}, options: RequestOptions = {}): Promise<WireReply> {
-    return postJson(this.baseUrl, this.request(operation, fields), { ...options, headers: { ...this.headers, ...(options.headers ?? {}) } });
+    return postJson(this.baseUrl, this.request(operation, fields), {
+      ...options,
+      headers: { ...this.headers, ...(options.headers ?? {}) },
+    });
   }
 
   /** Runs a bound operation and returns its `value`; throws `WireFailure` on any error. */
@@ -282,7 +299,10 @@ export class WireSession {
   }
 
   /** Sends a fresh envelope to `target` and returns it with its acceptance; throws on refusal. */
-  async sendOk(target: WireEndpoint, options: EnvelopeOptions = {}): Promise<{ envelope: WireEnvelopeValue; accepted: any; reply: WireReply }> {
+  async sendOk(
+    target: WireEndpoint,
+    options: EnvelopeOptions = {},
+  ): Promise<{ envelope: WireEnvelopeValue; accepted: any; reply: WireReply }> {
     const envelope = this.envelopeTo(target, options);
     const reply = await this.send(envelope);
     return { envelope, accepted: valueOf("send", reply), reply };
@@ -393,7 +413,9 @@ export function openRawRequest(baseUrl: string, options: RawRequestOptions): Raw
     .join("")}\r\n`;
   const sent = new Promise<void>((resolveSent, rejectSent) => {
     socket.once("error", rejectSent);
-    socket.once(secure ? "secureConnect" : "connect", () => socket.write(head + options.body, (error) => (error ? rejectSent(error) : resolveSent())));
+    socket.once(secure ? "secureConnect" : "connect", () =>
+      socket.write(head + options.body, (error) => (error ? rejectSent(error) : resolveSent())),
+    );
   });
   sent.catch(() => undefined);
   const reply = new Promise<RawHttpReply | undefined>((resolveReply) => {

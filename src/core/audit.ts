@@ -74,7 +74,10 @@ const bySequence = (a: AuditEntry, b: AuditEntry) => Number(a.sequence) - Number
  * Joins views into one timeline. `views[0]` is the reference (the origin, or the side with the
  * most events); `undefined` views are named as gaps.
  */
-export function joinAudit(taskId: string, views: readonly (AuditSide | { readonly label: string; readonly missing: string })[]): AuditReport {
+export function joinAudit(
+  taskId: string,
+  views: readonly (AuditSide | { readonly label: string; readonly missing: string })[],
+): AuditReport {
   const gaps: AuditGap[] = [];
   const present: AuditSide[] = [];
   for (const view of views) {
@@ -91,7 +94,13 @@ export function joinAudit(taskId: string, views: readonly (AuditSide | { readonl
   }
   const timeline = [...lines.values()].map(({ entry, heldBy }) => ({ ...entry, heldBy })).sort(bySequence);
   for (const side of present) {
-    if ((side.omitted ?? 0) > 0) gaps.push({ kind: "omitted", side: side.label, count: side.omitted!, text: `the ${side.label} left ${side.omitted} older event(s) out of its view` });
+    if ((side.omitted ?? 0) > 0)
+      gaps.push({
+        kind: "omitted",
+        side: side.label,
+        count: side.omitted!,
+        text: `the ${side.label} left ${side.omitted} older event(s) out of its view`,
+      });
     const held = new Set(side.events.map((entry) => entry.eventId));
     const limit = side.upToSequence === undefined ? Number.POSITIVE_INFINITY : Number(side.upToSequence);
     const oldestShown = side.omitted ? Math.min(...side.events.map((entry) => Number(entry.sequence))) : 0;
@@ -99,13 +108,22 @@ export function joinAudit(taskId: string, views: readonly (AuditSide | { readonl
     for (const line of timeline) {
       if (held.has(line.eventId) || Number(line.sequence) > limit || Number(line.sequence) < oldestShown) continue;
       if (side.forwardedOnly === true && !travels(line)) continue;
-      gaps.push({ kind: "missing", side: side.label, eventId: line.eventId, text: `the ${side.label} never recorded ${line.type} #${line.sequence} (${line.eventId}), which the ${line.heldBy.join(" and ")} hold(s)` });
+      gaps.push({
+        kind: "missing",
+        side: side.label,
+        eventId: line.eventId,
+        text: `the ${side.label} never recorded ${line.type} #${line.sequence} (${line.eventId}), which the ${line.heldBy.join(" and ")} hold(s)`,
+      });
     }
   }
   const [reference, ...others] = present;
   for (const other of others) {
     if (reference?.status !== undefined && other.status !== undefined && other.status !== reference.status) {
-      gaps.push({ kind: "status", side: other.label, text: `the ${other.label} says ${other.status}; the ${reference.label} says ${reference.status}` });
+      gaps.push({
+        kind: "status",
+        side: other.label,
+        text: `the ${other.label} says ${other.status}; the ${reference.label} says ${reference.status}`,
+      });
     }
   }
   return { taskId, sides: views.map((view) => view.label), timeline, gaps };
@@ -118,7 +136,11 @@ export function joinAudit(taskId: string, views: readonly (AuditSide | { readonl
 function originTask(context: CoreContext, taskId: string): StoredTask {
   const stored = context.store.getStoredTask(taskId);
   if (stored === undefined) throw new TaskError("UNKNOWN_TASK", { details: { taskId } });
-  if (stored.role !== "origin") throw new TaskError("NOT_ORIGIN", { message: "only the task's origin audits it (it asks the worker for its view)", details: { taskId } });
+  if (stored.role !== "origin")
+    throw new TaskError("NOT_ORIGIN", {
+      message: "only the task's origin audits it (it asks the worker for its view)",
+      details: { taskId },
+    });
   return stored;
 }
 
@@ -137,9 +159,26 @@ export function requestAudit(context: CoreContext, taskId: string): string {
 export function answerAudit(context: CoreContext, stored: StoredTask, request: TaskEvent): string {
   const events = taskEntries(context.store.getEvents(stored.record.taskId));
   const shown = events.slice(-maxAuditEntries);
-  const payload: AuditViewPayload = { requestEventId: request.eventId, status: stored.record.status, events: shown.map(auditEntry), omitted: events.length - shown.length };
-  const intent = makeIntent(stored.record.taskId, "task.audit_view", payload as unknown as Record<string, unknown>, stored.record.generation);
-  return queueEnvelope(context, { taskId: stored.record.taskId, from: me(context), to: stored.record.origin, kind: "intent", inner: intent, purpose: "intent" });
+  const payload: AuditViewPayload = {
+    requestEventId: request.eventId,
+    status: stored.record.status,
+    events: shown.map(auditEntry),
+    omitted: events.length - shown.length,
+  };
+  const intent = makeIntent(
+    stored.record.taskId,
+    "task.audit_view",
+    payload as unknown as Record<string, unknown>,
+    stored.record.generation,
+  );
+  return queueEnvelope(context, {
+    taskId: stored.record.taskId,
+    from: me(context),
+    to: stored.record.origin,
+    kind: "intent",
+    inner: intent,
+    purpose: "intent",
+  });
 }
 
 /** The audit's own bookkeeping (a request, a view): about the audit, not the task, so never in its timeline. */
@@ -187,7 +226,9 @@ export function auditLines(report: AuditReport): string[] {
   const width = Math.max(0, ...report.timeline.map((line) => line.type.length));
   const digits = String(report.timeline.length).length;
   report.timeline.forEach((line, index) => {
-    lines.push(`  ${String(index + 1).padStart(digits)}.  ${new Date(line.occurredAt).toISOString()}  ${line.type.padEnd(width)}  held by ${line.heldBy.join(", ")}`);
+    lines.push(
+      `  ${String(index + 1).padStart(digits)}.  ${new Date(line.occurredAt).toISOString()}  ${line.type.padEnd(width)}  held by ${line.heldBy.join(", ")}`,
+    );
   });
   if (report.timeline.length === 0) lines.push("  (no events)");
   lines.push(report.gaps.length === 0 ? "no gaps: every side holds what it should" : `gaps (${report.gaps.length}):`);

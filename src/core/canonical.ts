@@ -13,7 +13,13 @@ export function nextSequence(store: CoreStore, taskId: string): string {
 }
 
 /** Appends an origin-authored canonical event; a terminal type sets the task's status. */
-export function appendCanonical(store: CoreStore, task: TaskRecord, type: TaskEventType, payload: Record<string, unknown>, occurredAt: number): TaskEvent {
+export function appendCanonical(
+  store: CoreStore,
+  task: TaskRecord,
+  type: TaskEventType,
+  payload: Record<string, unknown>,
+  occurredAt: number,
+): TaskEvent {
   const event = makeEvent(task, type, nextSequence(store, task.taskId), occurredAt, payload);
   store.appendEvent(event);
   const terminal = eventTypeRow(type).terminalStatus;

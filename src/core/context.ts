@@ -85,6 +85,9 @@ export function checkEndpoint(context: CoreContext, endpoint: TaskEndpoint): voi
     return;
   }
   if (first.relay !== endpoint.relay || first.id !== endpoint.id) {
-    throw new TaskError("RELAY_REBIND_REQUIRED", { message: "the relay session was rebound under this lifetime", details: { endpoint: first, rebound: endpoint } });
+    throw new TaskError("RELAY_REBIND_REQUIRED", {
+      message: "the relay session was rebound under this lifetime",
+      details: { endpoint: first, rebound: endpoint },
+    });
   }
 }

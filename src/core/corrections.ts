@@ -24,9 +24,17 @@ export function authoredHere(store: CoreStore, role: "origin" | "target", event:
 /** The fields only a correction takes, and a correction's target: an answer or result this side gave. */
 export function checkCorrection(store: CoreStore, taskId: string, role: "origin" | "target", params: MessageParams): void {
   if (params.type !== "correction") {
-    const stray = params.supersedes !== undefined ? "/supersedes" : params.withdraw !== undefined ? "/withdraw" : params.result !== undefined ? "/result" : undefined;
+    const stray =
+      params.supersedes !== undefined
+        ? "/supersedes"
+        : params.withdraw !== undefined
+          ? "/withdraw"
+          : params.result !== undefined
+            ? "/result"
+            : undefined;
     if (stray !== undefined) throw refuse(`${stray.slice(1)} belongs to a correction (type "correction")`, stray);
-    if (params.finality !== undefined && params.type !== "answer") throw refuse("finality belongs to an answer or a correction", "/finality");
+    if (params.finality !== undefined && params.type !== "answer")
+      throw refuse("finality belongs to an answer or a correction", "/finality");
     return;
   }
   if (params.supersedes === undefined) throw refuse("a correction names the answer or result it corrects (supersedes)", "/supersedes");
@@ -34,7 +42,8 @@ export function checkCorrection(store: CoreStore, taskId: string, role: "origin"
   if (earlier === undefined || earlier.taskId !== taskId || !CORRECTABLE.has(earlier.type)) {
     throw refuse("supersedes must name an answer, a result or a correction of this task", "/supersedes", { supersedes: params.supersedes });
   }
-  if (!authoredHere(store, role, earlier)) throw refuse("only its author corrects an answer or a result", "/supersedes", { supersedes: params.supersedes });
+  if (!authoredHere(store, role, earlier))
+    throw refuse("only its author corrects an answer or a result", "/supersedes", { supersedes: params.supersedes });
 }
 
 /** The payload of an answer or correction, with the author's optional words on it. */
@@ -50,8 +59,16 @@ export function correctionFields(params: MessageParams): Record<string, unknown>
 /** At the origin: a worker's correction must supersede something the worker said. */
 export function checkIntentCorrection(store: CoreStore, taskId: string, payload: Record<string, unknown>): void {
   const earlier = store.getEvent(String(payload.supersedes));
-  if (earlier === undefined || earlier.taskId !== taskId || !CORRECTABLE.has(earlier.type) || typeof earlier.payload.intentId !== "string") {
-    throw new TaskError("INVALID_INTENT", { message: "INVALID_INTENT: a correction supersedes an answer or result the worker gave", details: { taskId, supersedes: payload.supersedes } });
+  if (
+    earlier === undefined ||
+    earlier.taskId !== taskId ||
+    !CORRECTABLE.has(earlier.type) ||
+    typeof earlier.payload.intentId !== "string"
+  ) {
+    throw new TaskError("INVALID_INTENT", {
+      message: "INVALID_INTENT: a correction supersedes an answer or result the worker gave",
+      details: { taskId, supersedes: payload.supersedes },
+    });
   }
 }
 

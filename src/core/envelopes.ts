@@ -5,7 +5,13 @@
  */
 import { CanonicalText, canonicalJson, utf8Bytes } from "../protocol/canonical-json.ts";
 import { TaskError } from "../protocol/errors.ts";
-import { maxRelayPayloadBytes, sealHeaderReserveBytes, sealTagBytes, signatureReserveBytes, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
+import {
+  maxRelayPayloadBytes,
+  sealHeaderReserveBytes,
+  sealTagBytes,
+  signatureReserveBytes,
+  WIRE_PROTOCOL_VERSION,
+} from "../protocol/limits.ts";
 import type { EncodedEnvelope } from "../protocol/wire.ts";
 import type { Identity } from "../trust/keys.ts";
 import { signPayload } from "../trust/signing.ts";
@@ -34,7 +40,13 @@ export function isoAt(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-export function makeEvent(task: TaskRecord, type: TaskEventType, sequence: string, occurredAt: number, payload: Record<string, unknown>): TaskEvent {
+export function makeEvent(
+  task: TaskRecord,
+  type: TaskEventType,
+  sequence: string,
+  occurredAt: number,
+  payload: Record<string, unknown>,
+): TaskEvent {
   return { eventId: newId(), taskId: task.taskId, type, sequence, source: task.origin, target: task.target, occurredAt, payload };
 }
 
@@ -42,7 +54,6 @@ export function makeEvent(task: TaskRecord, type: TaskEventType, sequence: strin
 export function makeIntent(taskId: string, type: ReceiverIntentType, payload: Record<string, unknown>, generation?: number): TaskIntent {
   return { intentId: newId(), taskId, type, payload, ...(generation === undefined ? {} : { generation }) };
 }
-
 
 /** Who signs what a core sends: its identity, and the name it claims (unsigned). */
 export interface EnvelopeSigner {
@@ -66,13 +77,18 @@ interface Signing {
 
 function sizeChecked(text: string, taskId: string, kind: string): string {
   const bytes = utf8Bytes(text);
-  if (bytes > maxRelayPayloadBytes) throw new TaskError("PAYLOAD_TOO_LARGE", { details: { taskId, kind, bytes, maxBytes: maxRelayPayloadBytes } });
+  if (bytes > maxRelayPayloadBytes)
+    throw new TaskError("PAYLOAD_TOO_LARGE", { details: { taskId, kind, bytes, maxBytes: maxRelayPayloadBytes } });
   return text;
 }
 
 function signatureOf(taskId: string, kind: EnvelopeKind | "hello", inner: unknown, innerText: string, signing: Signing): SignatureBlock {
   const claimed = signing.signer.claimedName === undefined ? {} : { name: signing.signer.claimedName };
-  return signPayload({ taskId, kind, payload: inner }, { identity: signing.signer.identity, from: signing.from, to: signing.to, atMs: signing.atMs, ...claimed }, innerText);
+  return signPayload(
+    { taskId, kind, payload: inner },
+    { identity: signing.signer.identity, from: signing.from, to: signing.to, atMs: signing.atMs, ...claimed },
+    innerText,
+  );
 }
 
 /**
@@ -81,11 +97,23 @@ function signatureOf(taskId: string, kind: EnvelopeKind | "hello", inner: unknow
  * Sealed: `{taskId, kind, sealed}`, the box holding `{binding, payload, signature}`; in the clear:
  * `{taskId, kind, payload, signature?}`.
  */
-export function encodePayload(taskId: string, kind: EnvelopeKind, inner: TaskWirePayload["payload"], signing?: Signing, carriage: Carriage = "clear"): string {
+export function encodePayload(
+  taskId: string,
+  kind: EnvelopeKind,
+  inner: TaskWirePayload["payload"],
+  signing?: Signing,
+  carriage: Carriage = "clear",
+): string {
   const innerText = canonicalJson(inner);
   const signature = signing === undefined ? undefined : signatureOf(taskId, kind, inner, innerText, signing);
-  if (carriage === "clear") return sizeChecked(canonicalJson({ taskId, kind, payload: new CanonicalText(innerText), ...(signature === undefined ? {} : { signature }) }), taskId, kind);
-  if (signing === undefined || signature === undefined) throw new TaskError("SEAL_INVALID", { message: "only signed mail is sealed", details: { taskId, kind } });
+  if (carriage === "clear")
+    return sizeChecked(
+      canonicalJson({ taskId, kind, payload: new CanonicalText(innerText), ...(signature === undefined ? {} : { signature }) }),
+      taskId,
+      kind,
+    );
+  if (signing === undefined || signature === undefined)
+    throw new TaskError("SEAL_INVALID", { message: "only signed mail is sealed", details: { taskId, kind } });
   return sizeChecked(sealSigned(signing.signer.identity, carriage.sealTo, taskId, kind, innerText, signature), taskId, kind);
 }
 
@@ -94,7 +122,14 @@ export function encodePayload(taskId: string, kind: EnvelopeKind, inner: TaskWir
  * signer: its seal-key binding travels inside) to the seal key `sealTo`, holds
  * `{binding, payload, signature}`; `payloadText` is the inner payload's canonical text.
  */
-export function sealSigned(identity: Identity, sealTo: string, taskId: string, kind: EnvelopeKind, payloadText: string, signature: SignatureBlock): string {
+export function sealSigned(
+  identity: Identity,
+  sealTo: string,
+  taskId: string,
+  kind: EnvelopeKind,
+  payloadText: string,
+  signature: SignatureBlock,
+): string {
   if (identity.seal === undefined || identity.sealBinding === undefined) {
     throw new TaskError("SEAL_INVALID", { message: "only an identity with seal keys seals", details: { taskId, kind } });
   }
@@ -134,11 +169,23 @@ export function encodeEnvelope(
 }
 
 /** A hello (proofs.ts): a content-free, signed proof request, or the answer to one (`inReplyTo`). */
-export function encodeHello(source: TaskEndpoint, target: TaskEndpoint, signer: EnvelopeSigner, atMs: number, inReplyTo?: string): { helloId: string; encoded: EncodedEnvelope } {
+export function encodeHello(
+  source: TaskEndpoint,
+  target: TaskEndpoint,
+  signer: EnvelopeSigner,
+  atMs: number,
+  inReplyTo?: string,
+): { helloId: string; encoded: EncodedEnvelope } {
   const identity = signer.identity;
-  if (identity.seal === undefined || identity.sealBinding === undefined) throw new TaskError("SEAL_INVALID", { message: "only an identity with seal keys says hello" });
+  if (identity.seal === undefined || identity.sealBinding === undefined)
+    throw new TaskError("SEAL_INVALID", { message: "only an identity with seal keys says hello" });
   const helloId = newId();
-  const inner = { helloId, ...(inReplyTo === undefined ? {} : { inReplyTo }), seal: identity.seal().publicKey, binding: identity.sealBinding() };
+  const inner = {
+    helloId,
+    ...(inReplyTo === undefined ? {} : { inReplyTo }),
+    seal: identity.seal().publicKey,
+    binding: identity.sealBinding(),
+  };
   const innerText = canonicalJson(inner);
   const signature = signatureOf(helloId, "hello", inner, innerText, { signer, from: source, to: target, atMs });
   const payload = canonicalJson({ taskId: helloId, kind: "hello", payload: new CanonicalText(innerText), signature });

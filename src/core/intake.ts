@@ -15,7 +15,16 @@
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType, isTerminalStatus, latestAssignment, validateTaskEvent } from "../protocol/events.ts";
-import { type AssignmentPayload, type HelloEnvelope, RelayedEnvelope, type TaskEndpoint, TaskEnvelope, type TaskEvent, TaskIntent, type TaskRecord } from "../protocol/schemas.ts";
+import {
+  type AssignmentPayload,
+  type HelloEnvelope,
+  RelayedEnvelope,
+  type TaskEndpoint,
+  TaskEnvelope,
+  type TaskEvent,
+  TaskIntent,
+  type TaskRecord,
+} from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import { type CoreDelivery, type CoreStore, type InboxData, type InboxStage, OPERATION } from "./bookkeeping.ts";
 import { openQuestions } from "./attention.ts";
@@ -75,7 +84,11 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   ensure(sameEndpoint(task.target, self), "INVALID_ASSIGNMENT", "the task is not addressed to this endpoint");
   ensure(sameEndpoint(task.origin, envelope.source), "INVALID_ASSIGNMENT", "the envelope does not come from the task's origin");
   ensure(isAssignmentType(event.type), "INVALID_ASSIGNMENT", "assignment event is not task.created or task.reassigned");
-  ensure(sameEndpoint(event.source, task.origin) && sameEndpoint(event.target, task.target), "INVALID_ASSIGNMENT", "event endpoints disagree with the task");
+  ensure(
+    sameEndpoint(event.source, task.origin) && sameEndpoint(event.target, task.target),
+    "INVALID_ASSIGNMENT",
+    "event endpoints disagree with the task",
+  );
   ensure((event.payload as { task?: unknown }).task === task.task, "INVALID_ASSIGNMENT", "event and task text disagree");
   ensure(task.status === "active", "INVALID_ASSIGNMENT", "the assigned task is not active");
   ensure(event.type === "task.reassigned" || payload.history === undefined, "INVALID_ASSIGNMENT", "only a reassignment carries history");
@@ -85,11 +98,19 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
     const known = store.getStoredTask(task.taskId);
     if (known === undefined) store.putTask(task, "target");
     else {
-      ensure(known.role === "target" && sameEndpoint(known.record.origin, task.origin), "INVALID_ASSIGNMENT", "a known task with another origin");
+      ensure(
+        known.role === "target" && sameEndpoint(known.record.origin, task.origin),
+        "INVALID_ASSIGNMENT",
+        "a known task with another origin",
+      );
       // Only a new assignment event (a reassignment) moves a known task; a re-served copy of an
       // assignment already recorded is no news and must not reopen a task that ended since.
       if (store.getEvent(event.eventId) === undefined) {
-        store.updateTask(task.taskId, { target: task.target, ...(task.lineage === undefined ? {} : { lineage: task.lineage }), ...(task.generation === undefined ? {} : { generation: task.generation }) });
+        store.updateTask(task.taskId, {
+          target: task.target,
+          ...(task.lineage === undefined ? {} : { lineage: task.lineage }),
+          ...(task.generation === undefined ? {} : { generation: task.generation }),
+        });
         if (known.record.status !== task.status) store.setStatus(task.taskId, task.status);
       }
     }
@@ -107,7 +128,13 @@ function clearOrphan(store: CoreStore, taskId: string): void {
 }
 
 /** Creates the canonical event of a validated intent (first terminal wins) and its fan-out. */
-function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, intent: TaskIntent, signer: Signer): { event: TaskEvent; fanout?: string } {
+function canonicalOf(
+  context: CoreContext,
+  scope: WorkScope,
+  task: TaskRecord,
+  intent: TaskIntent,
+  signer: Signer,
+): { event: TaskEvent; fanout?: string } {
   const { store } = context;
   const now = context.clock();
   const row = eventTypeRow(intent.type);
@@ -126,7 +153,11 @@ function canonicalOf(context: CoreContext, scope: WorkScope, task: TaskRecord, i
   if (intent.type === "task.correction") checkIntentCorrection(store, task.taskId, payload);
   if (intent.type === "task.answer") {
     const question = store.getEvent(String(intent.payload.inReplyTo));
-    ensure(question !== undefined && question.taskId === task.taskId && question.type === "task.question", "INVALID_INTENT", "inReplyTo does not name a question of this task");
+    ensure(
+      question !== undefined && question.taskId === task.taskId && question.type === "task.question",
+      "INVALID_INTENT",
+      "inReplyTo does not name a question of this task",
+    );
   }
   const event = appendCanonical(store, task, intent.type, payload, now);
   return { event, fanout: fanOut(context, scope, task, event, true) };
@@ -150,17 +181,37 @@ function canonicalRefusal(context: CoreContext, task: TaskRecord, payload: Recor
   const { store } = context;
   const now = context.clock();
   const current = latestAssignment(store.getEvents(task.taskId));
-  ensure(current !== undefined && current.eventId === payload.eventId, "INVALID_INTENT", "the refusal names another assignment than the current one");
+  ensure(
+    current !== undefined && current.eventId === payload.eventId,
+    "INVALID_INTENT",
+    "the refusal names another assignment than the current one",
+  );
   const ours = assignmentSignature(context, task.taskId, current.eventId);
   if (ours === undefined || ours !== payload.assignmentSig) {
-    throw new TaskError("NOT_AUTHORIZED", { details: { taskId: task.taskId, problem: "the refusal names an assignment signature this origin did not make" } });
+    throw new TaskError("NOT_AUTHORIZED", {
+      details: { taskId: task.taskId, problem: "the refusal names an assignment signature this origin did not make" },
+    });
   }
   const verified = signer.verified && (signer.self || signer.peerName !== undefined);
-  const refusedBy = signer.verified ? { key: signer.key, fingerprint: signer.fingerprint, ...(signer.claimedName === undefined ? {} : { claimedName: signer.claimedName }) } : undefined;
-  const refusal = appendCanonical(store, task, "task.refused", { ...payload, verified, ...(refusedBy === undefined ? {} : { refusedBy }) }, now);
+  const refusedBy = signer.verified
+    ? { key: signer.key, fingerprint: signer.fingerprint, ...(signer.claimedName === undefined ? {} : { claimedName: signer.claimedName }) }
+    : undefined;
+  const refusal = appendCanonical(
+    store,
+    task,
+    "task.refused",
+    { ...payload, verified, ...(refusedBy === undefined ? {} : { refusedBy }) },
+    now,
+  );
   if (verified && !isTerminalStatus(store.getStoredTask(task.taskId)!.record.status)) {
     const message = `The worker refused the assignment (${String(payload.reason)}).`;
-    appendCanonical(store, task, "task.failed", { summary: message, noEffect: true, error: { code: "ASSIGNMENT_REFUSED", message, retryable: false } }, now);
+    appendCanonical(
+      store,
+      task,
+      "task.failed",
+      { summary: message, noEffect: true, error: { code: "ASSIGNMENT_REFUSED", message, retryable: false } },
+      now,
+    );
   }
   store.enqueueLocalPresentation(refusal);
   return refusal;
@@ -176,7 +227,9 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   // Mail of a previous executor (before a reassignment) never counts. A reassignment back to the
   // same endpoint (its session re-homed there) keeps that executor: its older mail still counts.
   if (stored.role === "origin" && (intent.generation ?? 1) < (task.generation ?? 1) && !sameEndpoint(envelope.source, task.target)) {
-    throw new TaskError("STALE_GENERATION", { details: { taskId: task.taskId, generation: intent.generation ?? 1, current: task.generation ?? 1 } });
+    throw new TaskError("STALE_GENERATION", {
+      details: { taskId: task.taskId, generation: intent.generation ?? 1, current: task.generation ?? 1 },
+    });
   }
   const authorised = stored.role === "origin" && sameEndpoint(envelope.source, task.target) && sameEndpoint(envelope.target, task.origin);
   if (!authorised) throw new TaskError("UNAUTHORIZED_INTENT", { details: { taskId: intent.taskId, source: envelope.source } });
@@ -196,7 +249,12 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   return store.transaction(() => {
     const { event, fanout } = canonicalOf(context, scope, task, intent, signer);
     const requires = fanout === undefined ? [] : [fanout];
-    store.reserveOperation(task.taskId, key, () => ({ logicalId: event.eventId, logicalType: event.type, envelopeIds: requires, createdAt: event.occurredAt }));
+    store.reserveOperation(task.taskId, key, () => ({
+      logicalId: event.eventId,
+      logicalType: event.type,
+      envelopeIds: requires,
+      createdAt: event.occurredAt,
+    }));
     return { kind: "intent", taskId: task.taskId, eventId: event.eventId, requires };
   });
 }
@@ -222,8 +280,13 @@ function relayAnswerDown(context: CoreContext, scope: WorkScope, answer: TaskEve
   const raises = store.getEvent(String(answer.payload.inReplyTo))?.payload.raises as { taskId?: unknown; eventId?: unknown } | undefined;
   if (typeof raises?.taskId !== "string" || typeof raises.eventId !== "string") return [];
   const child = store.getTask(raises.taskId);
-  if (child === undefined || child.role !== "origin" || !openQuestions(child).some((question) => question.eventId === raises.eventId)) return [];
-  const payload = { message: answer.payload.message, inReplyTo: raises.eventId, relayedFrom: { taskId: answer.taskId, eventId: answer.eventId } };
+  if (child === undefined || child.role !== "origin" || !openQuestions(child).some((question) => question.eventId === raises.eventId))
+    return [];
+  const payload = {
+    message: answer.payload.message,
+    inReplyTo: raises.eventId,
+    relayedFrom: { taskId: answer.taskId, eventId: answer.eventId },
+  };
   const relayed = appendCanonical(store, child, "task.answer", payload, context.clock());
   return [fanOut(context, scope, child, relayed, false)];
 }
@@ -239,7 +302,11 @@ function recordCanonical(context: CoreContext, scope: WorkScope, envelope: TaskE
     ensure(sameEndpoint(envelope.source, stored.record.origin), "UNAUTHORIZED_INTENT", "canonical events come only from the task's origin");
     return { kind: "canonical_event", taskId: event.taskId, eventId: event.eventId, visible: false, requires: [] };
   }
-  ensure(sameEndpoint(envelope.source, stored.record.origin) && sameEndpoint(event.source, stored.record.origin), "INVALID_EVENT", "canonical events come only from the task's origin");
+  ensure(
+    sameEndpoint(envelope.source, stored.record.origin) && sameEndpoint(event.source, stored.record.origin),
+    "INVALID_EVENT",
+    "canonical events come only from the task's origin",
+  );
   ensure(!isAssignmentType(event.type), "INVALID_EVENT", "assignment events travel as assignments");
   const terminal = eventTypeRow(event.type).terminalStatus;
   const requires = store.transaction(() => {
@@ -320,8 +387,21 @@ function refuseAssignment(context: CoreContext, scope: WorkScope, row: CoreDeliv
   if (sealKey === undefined) return;
   // Naming the refused assignment's signature lets the origin tell our refusal of its assignment
   // from a refusal of something the relay substituted.
-  const intent = makeIntent(raw.payload.taskId, "task.refused", { eventId: assignment.event.eventId, assignmentSig: signature.sig, reason: error.code }, assignment.task.generation);
-  const envelopeId = queueEnvelope(context, { taskId: raw.payload.taskId, from: me(context), to: raw.source, kind: "intent", inner: intent, purpose: "refusal", carriage: { sealTo: sealKey } });
+  const intent = makeIntent(
+    raw.payload.taskId,
+    "task.refused",
+    { eventId: assignment.event.eventId, assignmentSig: signature.sig, reason: error.code },
+    assignment.task.generation,
+  );
+  const envelopeId = queueEnvelope(context, {
+    taskId: raw.payload.taskId,
+    from: me(context),
+    to: raw.source,
+    kind: "intent",
+    inner: intent,
+    purpose: "refusal",
+    carriage: { sealTo: sealKey },
+  });
   scope.required.push(envelopeId);
 }
 
@@ -337,14 +417,24 @@ function reject(context: CoreContext, scope: WorkScope, row: CoreDelivery, error
     }
   }
   try {
-    store.updateDelivery(row.envelopeId, { stage: "rejected", ackRequested: true, data: { kind: "rejected", error: { code: error.code, message: error.message } } });
+    store.updateDelivery(row.envelopeId, {
+      stage: "rejected",
+      ackRequested: true,
+      data: { kind: "rejected", error: { code: error.code, message: error.message } },
+    });
   } catch (full) {
     // No room even to mark it rejected: it stays tracked and is judged again when there is room.
     scope.fail("intake", toTaskError(full).withDetails({ envelopeId: row.envelopeId }));
     return;
   }
-  const recorded = context.host.recordRejection?.({ envelopeId: row.envelopeId, code: error.code, message: error.message, details: error.details });
-  if (recorded instanceof Promise) recorded.catch((failure: unknown) => scope.fail("presentation", toTaskError(failure).withDetails({ envelopeId: row.envelopeId })));
+  const recorded = context.host.recordRejection?.({
+    envelopeId: row.envelopeId,
+    code: error.code,
+    message: error.message,
+    details: error.details,
+  });
+  if (recorded instanceof Promise)
+    recorded.catch((failure: unknown) => scope.fail("presentation", toTaskError(failure).withDetails({ envelopeId: row.envelopeId })));
 }
 
 /**

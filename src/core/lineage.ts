@@ -28,12 +28,16 @@ function parentOf(context: CoreContext, choice: LineageChoice | undefined): Stor
   if (choice !== undefined) {
     const stored = store.getStoredTask(choice.parentTaskId);
     if (stored === undefined || stored.role !== "target" || stored.record.status !== "active") {
-      throw new TaskError("INVALID_REQUEST", { message: "the parent task must be an active task this session works on", details: { parentTaskId: choice.parentTaskId } });
+      throw new TaskError("INVALID_REQUEST", {
+        message: "the parent task must be an active task this session works on",
+        details: { parentTaskId: choice.parentTaskId },
+      });
     }
     return stored;
   }
   const working = store.activeTaskIds("target").map((taskId) => store.getStoredTask(taskId)!);
-  if (working.length > 1) throw new TaskError("DELEGATION_AMBIGUOUS", { details: { working: working.map((stored) => stored.record.taskId) } });
+  if (working.length > 1)
+    throw new TaskError("DELEGATION_AMBIGUOUS", { details: { working: working.map((stored) => stored.record.taskId) } });
   return working[0];
 }
 
@@ -42,17 +46,33 @@ function lineageOf(context: CoreContext, parent: StoredTask): Lineage {
   const record = parent.record;
   if (record.lineage !== undefined) return record.lineage;
   const ownerKey = context.store.getTaskMeta(record.taskId)?.originKey ?? "";
-  return { rootTaskId: record.taskId, depth: ROOT_DEPTH, owner: { endpoint: record.origin, key: ownerKey }, chain: [record.origin, record.target] };
+  return {
+    rootTaskId: record.taskId,
+    depth: ROOT_DEPTH,
+    owner: { endpoint: record.origin, key: ownerKey },
+    chain: [record.origin, record.target],
+  };
 }
 
 /**
  * The lineage of a task `self` is about to send to `target`; throws `DELEGATION_CYCLE` or
  * `DELEGATION_DEPTH_EXCEEDED` (nothing is created or sent).
  */
-export function lineageFor(context: CoreContext, self: TaskEndpoint, target: TaskEndpoint, taskId: string, choice: LineageChoice | undefined): Lineage {
+export function lineageFor(
+  context: CoreContext,
+  self: TaskEndpoint,
+  target: TaskEndpoint,
+  taskId: string,
+  choice: LineageChoice | undefined,
+): Lineage {
   const parent = parentOf(context, choice);
   if (parent === undefined) {
-    return { rootTaskId: taskId, depth: ROOT_DEPTH, owner: { endpoint: self, key: context.trust.options.identity.publicKey }, chain: [self, target] };
+    return {
+      rootTaskId: taskId,
+      depth: ROOT_DEPTH,
+      owner: { endpoint: self, key: context.trust.options.identity.publicKey },
+      chain: [self, target],
+    };
   }
   const inherited = lineageOf(context, parent);
   if (inherited.chain.some((endpoint) => sameEndpoint(endpoint, target))) {
@@ -62,7 +82,13 @@ export function lineageFor(context: CoreContext, self: TaskEndpoint, target: Tas
   if (depth > context.maxDepth) {
     throw new TaskError("DELEGATION_DEPTH_EXCEEDED", { details: { depth, maxDepth: context.maxDepth, rootTaskId: inherited.rootTaskId } });
   }
-  return { rootTaskId: inherited.rootTaskId, parentTaskId: parent.record.taskId, depth, owner: inherited.owner, chain: [...inherited.chain, target] };
+  return {
+    rootTaskId: inherited.rootTaskId,
+    parentTaskId: parent.record.taskId,
+    depth,
+    owner: inherited.owner,
+    chain: [...inherited.chain, target],
+  };
 }
 
 /** The receiver's check of an assignment's lineage against its depth cap (typed refusals; the schema bounds its size). */
@@ -70,12 +96,16 @@ export function checkLineage(task: TaskRecord, maxDepth: number): void {
   const lineage = task.lineage;
   if (lineage === undefined) return;
   const { chain, depth } = lineage;
-  const invalid = (problem: string) => new TaskError("INVALID_ASSIGNMENT", { message: `INVALID_ASSIGNMENT: ${problem}`, details: { taskId: task.taskId, problem } });
+  const invalid = (problem: string) =>
+    new TaskError("INVALID_ASSIGNMENT", { message: `INVALID_ASSIGNMENT: ${problem}`, details: { taskId: task.taskId, problem } });
   if (depth !== chain.length) throw invalid("the lineage's depth is not the length of its chain");
   if (depth > maxDepth) throw new TaskError("DELEGATION_DEPTH_EXCEEDED", { details: { depth, maxDepth } });
-  if (!sameEndpoint(chain.at(-1)!, task.target) || !sameEndpoint(chain.at(-2)!, task.origin)) throw invalid("the lineage's chain does not end with the task's origin and target");
+  if (!sameEndpoint(chain.at(-1)!, task.target) || !sameEndpoint(chain.at(-2)!, task.origin))
+    throw invalid("the lineage's chain does not end with the task's origin and target");
   if (!sameEndpoint(chain[0]!, lineage.owner.endpoint)) throw invalid("the lineage's chain does not start at its owner");
-  if (chain.some((endpoint, index) => chain.findIndex((other) => sameEndpoint(other, endpoint)) !== index)) throw new TaskError("DELEGATION_CYCLE", { details: { chain } });
-  if ((lineage.parentTaskId === undefined) !== (depth === ROOT_DEPTH)) throw invalid("only a delegated task (depth over 2) names a parent task");
+  if (chain.some((endpoint, index) => chain.findIndex((other) => sameEndpoint(other, endpoint)) !== index))
+    throw new TaskError("DELEGATION_CYCLE", { details: { chain } });
+  if ((lineage.parentTaskId === undefined) !== (depth === ROOT_DEPTH))
+    throw invalid("only a delegated task (depth over 2) names a parent task");
   if (depth === ROOT_DEPTH && lineage.rootTaskId !== task.taskId) throw invalid("a root task is its own root");
 }

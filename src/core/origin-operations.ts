@@ -7,7 +7,16 @@ import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
 import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
-import type { CancelParams, MessageParams, SendParams, TaskEndpoint, TaskEvent, TaskEventType, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
+import type {
+  CancelParams,
+  MessageParams,
+  SendParams,
+  TaskEndpoint,
+  TaskEvent,
+  TaskEventType,
+  TaskRecord,
+  TerminalStatus,
+} from "../protocol/schemas.ts";
 import { COOLDOWN, OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed } from "./context.ts";
@@ -21,7 +30,12 @@ import { askFirst, deliveryOf, requireAccepted, requireOrigin, requireSettled, r
 import { terminalDelivery } from "./views.ts";
 
 /** Appends an origin-authored canonical event and fans it out to the worker (no local echo). */
-function originEvent(context: CoreContext, task: TaskRecord, type: TaskEventType, payload: Record<string, unknown>): { event: TaskEvent; envelopeId: string } {
+function originEvent(
+  context: CoreContext,
+  task: TaskRecord,
+  type: TaskEventType,
+  payload: Record<string, unknown>,
+): { event: TaskEvent; envelopeId: string } {
   const event = appendCanonical(context.store, task, type, payload, context.clock());
   return { event, envelopeId: fanOut(context, undefined, task, event, false) };
 }
@@ -38,10 +52,16 @@ function discardRefused(context: CoreContext, taskId: string, envelopeId: string
   });
 }
 
-export async function createTask(context: CoreContext, self: TaskEndpoint, params: SendParams, options: CreateOptions): Promise<CreateResult> {
+export async function createTask(
+  context: CoreContext,
+  self: TaskEndpoint,
+  params: SendParams,
+  options: CreateOptions,
+): Promise<CreateResult> {
   const signal = options.signal;
   const { store } = context;
-  if (sameEndpoint(params.to, self)) throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
+  if (sameEndpoint(params.to, self))
+    throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
   const taskId = crypto.randomUUID();
   // Refused here (cycle, depth) means no relay request, nothing created or sent.
   const lineage = lineageFor(context, self, params.to, taskId, options.lineage);
@@ -107,27 +127,48 @@ export async function createTask(context: CoreContext, self: TaskEndpoint, param
   return { taskId: task.taskId, envelopeId, target, delivery: "accepted" };
 }
 
-
-export async function originMessage(context: CoreContext, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
+export async function originMessage(
+  context: CoreContext,
+  task: TaskRecord,
+  params: MessageParams,
+  signal: AbortSignal | undefined,
+): Promise<MessageResult> {
   if (params.type === "progress" || params.raisesQuestion !== undefined || params.percent !== undefined) {
     const path = params.type === "progress" ? "/type" : params.raisesQuestion !== undefined ? "/raisesQuestion" : "/percent";
-    throw new TaskError("INVALID_REQUEST", { message: "progress and raised questions come from the session working on the task, not from its origin", details: { path, taskId: task.taskId } });
+    throw new TaskError("INVALID_REQUEST", {
+      message: "progress and raised questions come from the session working on the task, not from its origin",
+      details: { path, taskId: task.taskId },
+    });
   }
-  const payload = { message: params.message, ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }), ...correctionFields(params) };
+  const payload = {
+    message: params.message,
+    ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }),
+    ...correctionFields(params),
+  };
   const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, `task.${params.type}`, payload));
   requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);
   return { taskId: task.taskId, eventId: event.eventId, envelopeId, authority: "origin" };
 }
 
-export async function originDone(context: CoreContext, task: TaskRecord, status: TerminalStatus, payload: Record<string, unknown>, signal: AbortSignal | undefined): Promise<DoneResult> {
+export async function originDone(
+  context: CoreContext,
+  task: TaskRecord,
+  status: TerminalStatus,
+  payload: Record<string, unknown>,
+  signal: AbortSignal | undefined,
+): Promise<DoneResult> {
   const type = `task.${status}` as const;
   const { record } = await reserveAndShip(context, signal, task.taskId, OPERATION.originTerminal, () => {
     const terminal = isTerminalStatus(context.store.getStoredTask(task.taskId)!.record.status);
-    const { event, envelopeId } = terminal ? originEvent(context, task, "task.late_terminal", { ...payload, lateType: type }) : originEvent(context, task, type, payload);
+    const { event, envelopeId } = terminal
+      ? originEvent(context, task, "task.late_terminal", { ...payload, lateType: type })
+      : originEvent(context, task, type, payload);
     return { logicalId: event.eventId, logicalType: event.type, envelopeId };
   });
   if (record.logicalType !== type && record.logicalType !== "task.late_terminal") {
-    throw new TaskError("TERMINAL_INTENT_CONFLICT", { details: { taskId: task.taskId, existingType: record.logicalType, requestedType: type } });
+    throw new TaskError("TERMINAL_INTENT_CONFLICT", {
+      details: { taskId: task.taskId, existingType: record.logicalType, requestedType: type },
+    });
   }
   const snapshot = context.store.getTask(task.taskId)!;
   return {
@@ -140,7 +181,12 @@ export async function originDone(context: CoreContext, task: TaskRecord, status:
   };
 }
 
-export async function cancel(context: CoreContext, self: TaskEndpoint, params: CancelParams, signal: AbortSignal | undefined): Promise<CancelResult> {
+export async function cancel(
+  context: CoreContext,
+  self: TaskEndpoint,
+  params: CancelParams,
+  signal: AbortSignal | undefined,
+): Promise<CancelResult> {
   const task = requireOrigin(context, params.taskId, self);
   const { record, outcome } = await reserveAndShip(
     context,
@@ -153,16 +199,32 @@ export async function cancel(context: CoreContext, self: TaskEndpoint, params: C
     },
     (existing) => {
       const status = context.store.getStoredTask(task.taskId)!.record.status;
-      if (existing === undefined && isTerminalStatus(status)) throw new TaskError("TASK_TERMINAL", { details: { taskId: task.taskId, status } });
+      if (existing === undefined && isTerminalStatus(status))
+        throw new TaskError("TASK_TERMINAL", { details: { taskId: task.taskId, status } });
     },
   );
   requireSettled(outcome, { taskId: task.taskId, status: "cancelled" });
   const warnings =
-    outcome.state === "quarantined" ? [{ code: outcome.error.code, message: outcome.error.message, retryable: false as const, delivery: "blocked" as const, target: task.target }] : [];
+    outcome.state === "quarantined"
+      ? [
+          {
+            code: outcome.error.code,
+            message: outcome.error.message,
+            retryable: false as const,
+            delivery: "blocked" as const,
+            target: task.target,
+          },
+        ]
+      : [];
   return { taskId: task.taskId, status: "cancelled", eventId: record.logicalId, delivery: deliveryOf(outcome), warnings };
 }
 
-export async function acknowledge(context: CoreContext, self: TaskEndpoint, taskId: string, signal: AbortSignal | undefined): Promise<AckResult> {
+export async function acknowledge(
+  context: CoreContext,
+  self: TaskEndpoint,
+  taskId: string,
+  signal: AbortSignal | undefined,
+): Promise<AckResult> {
   const task = requireOrigin(context, taskId, self);
   const { record, outcome } = await reserveAndShip(
     context,

@@ -63,7 +63,9 @@ function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean
       return;
     }
     store.setTaskMeta(taskId, { ...meta, lostSince, orphanedAt: now });
-    store.enqueueLocalPresentation(appendCanonical(store, stored.record, "task.orphaned", { since: lostSince, target: stored.record.target }, now));
+    store.enqueueLocalPresentation(
+      appendCanonical(store, stored.record, "task.orphaned", { since: lostSince, target: stored.record.target }, now),
+    );
   });
 }
 

@@ -19,7 +19,15 @@
  */
 import { sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
 import { capacityCooldownMs } from "../protocol/limits.ts";
-import type { EnvelopeKind, RelayedEnvelope, TaskEndpoint, TaskEnvelope, TaskEvent, TaskRecord, TaskWirePayload } from "../protocol/schemas.ts";
+import type {
+  EnvelopeKind,
+  RelayedEnvelope,
+  TaskEndpoint,
+  TaskEnvelope,
+  TaskEvent,
+  TaskRecord,
+  TaskWirePayload,
+} from "../protocol/schemas.ts";
 import type { SendAcceptance } from "../relay-client/session.ts";
 import { invariant } from "../store/rows.ts";
 import { COOLDOWN, type CoreOutboxEntry, type OperationKey, type OutboxPurpose } from "./bookkeeping.ts";
@@ -54,12 +62,35 @@ export function queueEnvelope(context: CoreContext, spec: QueuedEnvelope): strin
   const carriage = spec.carriage ?? carriageFor(context, spec.taskId, spec.to);
   const awaiting = carriage === "awaiting";
   if (awaiting) checkSealedFit(context, spec, createdAt);
-  const encoded = encodeEnvelope(spec.from, spec.to, spec.taskId, spec.kind, spec.inner, createdAt, context.trust.options, undefined, awaiting ? "clear" : carriage);
+  const encoded = encodeEnvelope(
+    spec.from,
+    spec.to,
+    spec.taskId,
+    spec.kind,
+    spec.inner,
+    createdAt,
+    context.trust.options,
+    undefined,
+    awaiting ? "clear" : carriage,
+  );
   store.transaction(() => {
-    store.putOutbox({ envelopeId: encoded.envelopeId, taskId: spec.taskId, target: spec.to, kind: spec.kind, purpose: spec.purpose, envelopeText: encoded.text, awaiting });
+    store.putOutbox({
+      envelopeId: encoded.envelopeId,
+      taskId: spec.taskId,
+      target: spec.to,
+      kind: spec.kind,
+      purpose: spec.purpose,
+      envelopeText: encoded.text,
+      awaiting,
+    });
     const operation = spec.operation;
     if (operation !== undefined) {
-      store.reserveOperation(spec.taskId, operation.key, () => ({ logicalId: operation.logicalId, logicalType: operation.logicalType, envelopeIds: [encoded.envelopeId], createdAt }));
+      store.reserveOperation(spec.taskId, operation.key, () => ({
+        logicalId: operation.logicalId,
+        logicalType: operation.logicalType,
+        envelopeIds: [encoded.envelopeId],
+        createdAt,
+      }));
     }
   });
   return encoded.envelopeId;
@@ -88,7 +119,14 @@ export function outboxEnvelope(context: CoreContext, envelopeId: string): TaskEn
 
 /** Canonical fan-out of an event the origin created: to the target, plus local presentation. */
 export function fanOut(context: CoreContext, scope: WorkScope | undefined, task: TaskRecord, event: TaskEvent, present: boolean): string {
-  const envelopeId = queueEnvelope(context, { taskId: task.taskId, from: task.origin, to: task.target, kind: "canonical_event", inner: event, purpose: "fanout" });
+  const envelopeId = queueEnvelope(context, {
+    taskId: task.taskId,
+    from: task.origin,
+    to: task.target,
+    kind: "canonical_event",
+    inner: event,
+    purpose: "fanout",
+  });
   if (present) context.store.enqueueLocalPresentation(event);
   scope?.required.push(envelopeId);
   return envelopeId;
@@ -124,7 +162,11 @@ function deferred(envelopeId: string, reason: string, details: Record<string, un
 export function settledOutcome(context: CoreContext, envelopeId: string): SendOutcome | undefined {
   const quarantined = context.store.getQuarantine(envelopeId);
   if (quarantined !== undefined) {
-    return { state: "quarantined", envelopeId, error: new TaskError(quarantined.errorCode, { retryable: false, details: { ...quarantined.details, envelopeId } }) };
+    return {
+      state: "quarantined",
+      envelopeId,
+      error: new TaskError(quarantined.errorCode, { retryable: false, details: { ...quarantined.details, envelopeId } }),
+    };
   }
   const entry = context.store.getOutbox(envelopeId);
   if (entry === undefined) return deferred(envelopeId, "unknown envelope");
@@ -145,7 +187,8 @@ function coolingDown(context: CoreContext, entry: CoreOutboxEntry): number | und
 /** Why a scope stopped: the lifetime closed, the caller gave up, or the pass deadline passed. */
 function stopped(context: CoreContext, scope: WorkScope, envelopeId: string): SendOutcome {
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
-  if (scope.mode === "foreground" && scope.signal.aborted) return { state: "failed", envelopeId, error: new TaskError("ABORTED", { details: { envelopeId, sent: false } }) };
+  if (scope.mode === "foreground" && scope.signal.aborted)
+    return { state: "failed", envelopeId, error: new TaskError("ABORTED", { details: { envelopeId, sent: false } }) };
   return deferred(envelopeId, "pass deadline");
 }
 
@@ -174,7 +217,13 @@ function waitingOn(context: CoreContext, envelopeId: string, ahead: readonly str
  * One delivery attempt of one envelope within a scope — the one place that enforces per-target
  * FIFO. Never throws for delivery problems (they are outcomes); relay loss is rethrown.
  */
-export async function attemptSend(context: CoreContext, scope: WorkScope, envelopeId: string, budget: SendBudget, slice?: Slice): Promise<SendOutcome> {
+export async function attemptSend(
+  context: CoreContext,
+  scope: WorkScope,
+  envelopeId: string,
+  budget: SendBudget,
+  slice?: Slice,
+): Promise<SendOutcome> {
   const { store } = context;
   for (;;) {
     const settled = settledOutcome(context, envelopeId);
@@ -196,7 +245,8 @@ export async function attemptSend(context: CoreContext, scope: WorkScope, envelo
     if (entry.awaiting === true) return deferred(envelopeId, "waiting for the target to prove who it is", { target: entry.target });
     // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
     // set is checked first, so an ordinary send reads no meta row).
-    if (context.reconnecting.has(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined) return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
+    if (context.reconnecting.has(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
+      return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
     const until = coolingDown(context, entry);
     if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
     if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
@@ -253,7 +303,11 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutbox
   endHold(context);
   noteReached(context);
   store.transaction(() => {
-    store.markOutboxAccepted(envelopeId, { acceptanceId: acceptance.acceptanceId, acceptedAt: context.clock(), duplicate: acceptance.duplicate });
+    store.markOutboxAccepted(envelopeId, {
+      acceptanceId: acceptance.acceptanceId,
+      acceptedAt: context.clock(),
+      duplicate: acceptance.duplicate,
+    });
     store.clearCooldown(COOLDOWN.envelope(envelopeId));
   });
   return { state: "accepted", envelopeId };

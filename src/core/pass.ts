@@ -101,7 +101,14 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.
       let tracked: string;
       try {
-        tracked = store.trackDelivery({ cursor: delivery.cursor, envelopeId: delivery.envelopeId, envelope: delivery.envelope, receivedAt: context.clock(), stage: "tracked", data: UNJUDGED });
+        tracked = store.trackDelivery({
+          cursor: delivery.cursor,
+          envelopeId: delivery.envelopeId,
+          envelope: delivery.envelope,
+          receivedAt: context.clock(),
+          stage: "tracked",
+          data: UNJUDGED,
+        });
       } catch (error) {
         rethrowRelayLoss(error);
         // A store that cannot take it (capacity) leaves it, and everything after it, at the relay.
@@ -184,7 +191,8 @@ function ackGone(context: CoreContext, scope: WorkScope, envelopeId: string, err
 /** An ACK request failed: a capacity refusal cools its envelopes down; the failure is reported. */
 function ackFailed(context: CoreContext, scope: WorkScope, envelopeIds: readonly string[], error: TaskError): void {
   if (error.code === "RELAY_CAPACITY") {
-    for (const envelopeId of envelopeIds) context.store.setCooldown(COOLDOWN.ack(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
+    for (const envelopeId of envelopeIds)
+      context.store.setCooldown(COOLDOWN.ack(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
   }
   noteRefusal(context, error);
   scope.fail("ack", error.withDetails({ envelopeId: envelopeIds[0], ...(envelopeIds.length > 1 ? { envelopeIds } : {}) }));
@@ -235,12 +243,26 @@ async function sendAckBatch(context: CoreContext, scope: WorkScope, envelopeIds:
   endHold(context);
   for (const { envelopeId, outcome } of results) {
     if (outcome === "acknowledged" || outcome === "duplicate") acked(context, envelopeId);
-    else ackGone(context, scope, envelopeId, new TaskError("INVALID_REQUEST", { message: `the relay does not hold this envelope (${outcome})`, details: { operation: "acknowledge", outcome } }));
+    else
+      ackGone(
+        context,
+        scope,
+        envelopeId,
+        new TaskError("INVALID_REQUEST", {
+          message: `the relay does not hold this envelope (${outcome})`,
+          details: { operation: "acknowledge", outcome },
+        }),
+      );
   }
   return results.length;
 }
 
-async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly CoreDelivery[], slice?: Slice): Promise<{ acked: number; exhausted: boolean }> {
+async function ackBatch(
+  context: CoreContext,
+  scope: WorkScope,
+  rows: readonly CoreDelivery[],
+  slice?: Slice,
+): Promise<{ acked: number; exhausted: boolean }> {
   const { store } = context;
   const admitted: string[] = [];
   let exhausted = false;
@@ -249,19 +271,26 @@ async function ackBatch(context: CoreContext, scope: WorkScope, rows: readonly C
     if (scope.attempted.has(identity)) continue;
     const cooldown = store.getCooldown(COOLDOWN.ack(row.envelopeId));
     if (cooldown !== undefined && cooldown.until > context.timers.now()) {
-      scope.fail("deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK capacity cooldown" } }));
+      scope.fail(
+        "deferral",
+        new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK capacity cooldown" } }),
+      );
       continue;
     }
     if (!scope.admit("ack", slice)) {
       exhausted = true;
-      scope.fail("deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK budget, slice or deadline" } }));
+      scope.fail(
+        "deferral",
+        new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK budget, slice or deadline" } }),
+      );
       break;
     }
     scope.attempted.add(identity);
     admitted.push(row.envelopeId);
   }
   // A relay with ack-batch-v1 takes them in one request; any other gets one ACK per envelope.
-  if (admitted.length > 1 && context.session.features().has(FEATURE_ACK_BATCH)) return { acked: await sendAckBatch(context, scope, admitted), exhausted };
+  if (admitted.length > 1 && context.session.features().has(FEATURE_ACK_BATCH))
+    return { acked: await sendAckBatch(context, scope, admitted), exhausted };
   const results = await Promise.all(admitted.map((envelopeId) => sendAck(context, scope, envelopeId)));
   return { acked: results.filter(Boolean).length, exhausted };
 }

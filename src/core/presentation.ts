@@ -39,7 +39,9 @@ export function receiveItems(store: CoreStore): ReceiveItem[] {
     .deliveries()
     .filter((row) => row.stage === "recorded")
     .map((delivery) => ({ kind: "relay", delivery, order: delivery.order }));
-  const local: ReceiveItem[] = store.localPresentations().map((item: LocalPresentation) => ({ kind: "local", event: item.event, order: item.order }));
+  const local: ReceiveItem[] = store
+    .localPresentations()
+    .map((item: LocalPresentation) => ({ kind: "local", event: item.event, order: item.order }));
   return [...relay, ...local].sort((a, b) => a.order - b.order);
 }
 
@@ -56,7 +58,8 @@ function toItem(context: CoreContext, item: ReceiveItem): PresentationItem | und
   const { store } = context;
   const peerOf = (taskId: string, role: TaskRole, event?: TaskEvent) => {
     // A refusal names its own signer (no worker key is bound to a task its worker refused).
-    const refusedBy = event?.type === "task.refused" ? (event.payload.refusedBy as { key?: unknown; claimedName?: unknown } | undefined) : undefined;
+    const refusedBy =
+      event?.type === "task.refused" ? (event.payload.refusedBy as { key?: unknown; claimedName?: unknown } | undefined) : undefined;
     const peer =
       typeof refusedBy?.key === "string"
         ? describeKey(context.trust, refusedBy.key, typeof refusedBy.claimedName === "string" ? refusedBy.claimedName : undefined)
@@ -70,11 +73,32 @@ function toItem(context: CoreContext, item: ReceiveItem): PresentationItem | und
     const task = store.getTask(data.taskId);
     if (event === undefined || task === undefined) return undefined;
     const visible = "visible" in data && data.visible;
-    return { kind: "relay", order: item.order, taskId: data.taskId, eventId: data.eventId, event, role: task.role, visible, task, envelopeId: item.delivery.envelopeId, ...peerOf(data.taskId, task.role) };
+    return {
+      kind: "relay",
+      order: item.order,
+      taskId: data.taskId,
+      eventId: data.eventId,
+      event,
+      role: task.role,
+      visible,
+      task,
+      envelopeId: item.delivery.envelopeId,
+      ...peerOf(data.taskId, task.role),
+    };
   }
   const task = store.getTask(item.event.taskId);
   if (task === undefined) return undefined;
-  return { kind: "local", order: item.order, taskId: item.event.taskId, eventId: item.event.eventId, event: item.event, role: task.role, visible: visibleLocally(item.event, task.status), task, ...peerOf(item.event.taskId, task.role, item.event) };
+  return {
+    kind: "local",
+    order: item.order,
+    taskId: item.event.taskId,
+    eventId: item.event.eventId,
+    event: item.event,
+    role: task.role,
+    visible: visibleLocally(item.event, task.status),
+    task,
+    ...peerOf(item.event.taskId, task.role, item.event),
+  };
 }
 
 /** Rewrites the envelopes a presented delivery waits for before its ACK. */
@@ -86,13 +110,24 @@ function setRequired(store: CoreStore, envelopeId: string, change: (requires: re
 }
 
 /** Reserves (once per event, stage and state) a receipt intent to the task's origin. */
-export function reserveReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, stage: ReceiptStage, state: ReceiptState): string | undefined {
+export function reserveReceipt(
+  context: CoreContext,
+  scope: WorkScope,
+  item: PresentationItem,
+  stage: ReceiptStage,
+  state: ReceiptState,
+): string | undefined {
   const { store } = context;
   if (item.kind !== "relay" || item.role !== "target") return undefined;
   const key = OPERATION.receipt(item.eventId, stage, state);
   const existing = store.getOperation(item.taskId, key);
   if (existing !== undefined) return existing.envelopeIds[0];
-  const intent = makeIntent(item.taskId, "task.delivery_receipt", { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) }, item.task.generation);
+  const intent = makeIntent(
+    item.taskId,
+    "task.delivery_receipt",
+    { eventId: item.eventId, stage, state, ...(state === "blocked" ? { retryable: true } : {}) },
+    item.task.generation,
+  );
   const envelopeId = store.transaction(() => {
     const queued = queueEnvelope(context, {
       taskId: item.taskId,
@@ -149,7 +184,13 @@ function mark(context: CoreContext, scope: WorkScope, eventId: string, flag: Evi
 }
 
 /** Reserves a receipt; a store refusal is reported and answers false. */
-function tryReceipt(context: CoreContext, scope: WorkScope, item: PresentationItem, stage: ReceiptStage, state: ReceiptState): { ok: boolean; envelopeId?: string } {
+function tryReceipt(
+  context: CoreContext,
+  scope: WorkScope,
+  item: PresentationItem,
+  stage: ReceiptStage,
+  state: ReceiptState,
+): { ok: boolean; envelopeId?: string } {
   try {
     const envelopeId = reserveReceipt(context, scope, item, stage, state);
     return envelopeId === undefined ? { ok: true } : { ok: true, envelopeId };
@@ -219,7 +260,8 @@ async function insert(context: CoreContext, scope: WorkScope, item: Presentation
 /** The newest queued progress event of each task: older ones are superseded (archived). */
 function newestProgress(entries: readonly ReceiveItem[]): Map<string, string> {
   const newest = new Map<string, string>();
-  for (const entry of entries) if (entry.kind === "local" && entry.event.type === "task.progress") newest.set(entry.event.taskId, entry.event.eventId);
+  for (const entry of entries)
+    if (entry.kind === "local" && entry.event.type === "task.progress") newest.set(entry.event.taskId, entry.event.eventId);
   return newest;
 }
 
@@ -230,7 +272,13 @@ function newestProgress(entries: readonly ReceiveItem[]): Map<string, string> {
  * one, or its task ended). At most `maxProgressPresentationsPerPass` are shown per pass; status
  * shows the newest either way, and a waiting one never holds other items.
  */
-function progressVerdict(context: CoreContext, item: PresentationItem, newest: ReadonlyMap<string, string>, shownThisPass: number, presentable: boolean): "show" | "wait" | "archive" {
+function progressVerdict(
+  context: CoreContext,
+  item: PresentationItem,
+  newest: ReadonlyMap<string, string>,
+  shownThisPass: number,
+  presentable: boolean,
+): "show" | "wait" | "archive" {
   if (newest.get(item.taskId) !== item.eventId || item.task.status !== "active") return "archive";
   const last = context.progressShownAt.get(item.taskId);
   const rested = last === undefined || context.timers.now() - last >= progressMinIntervalMs;
@@ -251,7 +299,15 @@ function reportCancelOutcome(context: CoreContext, scope: WorkScope | undefined,
     const envelopeId = store.transaction(() => {
       if (store.getOperation(item.taskId, key) !== undefined) return undefined;
       const intent = makeIntent(item.taskId, "task.cancel_outcome", { cancelEventId: item.eventId, outcome }, item.task.generation);
-      return queueEnvelope(context, { taskId: item.taskId, from: me(context), to: item.task.origin, kind: "intent", inner: intent, purpose: "intent", operation: { key, logicalId: intent.intentId, logicalType: intent.type } });
+      return queueEnvelope(context, {
+        taskId: item.taskId,
+        from: me(context),
+        to: item.task.origin,
+        kind: "intent",
+        inner: intent,
+        purpose: "intent",
+        operation: { key, logicalId: intent.intentId, logicalType: intent.type },
+      });
     });
     if (envelopeId !== undefined) scope?.required.push(envelopeId);
   } catch (error) {
@@ -354,7 +410,8 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   try {
     return completed + (await wakeAndSettle(context, scope, toWake));
   } finally {
-    for (const entry of toWake) if (entry.receipt !== undefined && context.withheld.get(entry.receipt) === withheld) context.withheld.delete(entry.receipt);
+    for (const entry of toWake)
+      if (entry.receipt !== undefined && context.withheld.get(entry.receipt) === withheld) context.withheld.delete(entry.receipt);
     release();
   }
 }
@@ -379,7 +436,11 @@ function unlessAborted(wake: boolean | Promise<boolean>, signal: AbortSignal): P
 }
 
 /** Emits one wake for the inserted items and records its outcome (withdrawing unsent receipts when unobserved). */
-async function wakeAndSettle(context: CoreContext, scope: WorkScope, toWake: readonly { item: PresentationItem; receipt?: string }[]): Promise<number> {
+async function wakeAndSettle(
+  context: CoreContext,
+  scope: WorkScope,
+  toWake: readonly { item: PresentationItem; receipt?: string }[],
+): Promise<number> {
   let completed = 0;
   let woke = false;
   try {
@@ -397,6 +458,10 @@ async function wakeAndSettle(context: CoreContext, scope: WorkScope, toWake: rea
     withdrawReceipt(context, scope, entry.item, entry.receipt);
     tryReceipt(context, scope, entry.item, "pi_inserted", "confirmed");
   }
-  if (!woke) scope.fail("presentation", new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "wake not observed", events: toWake.length } }));
+  if (!woke)
+    scope.fail(
+      "presentation",
+      new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "wake not observed", events: toWake.length } }),
+    );
   return completed;
 }

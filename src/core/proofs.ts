@@ -75,7 +75,13 @@ export function learnSealKey(context: CoreContext, key: string, sealKey: string,
 /** Records that `endpoint` is held by `key` (its seal key known), and the session name it claimed. */
 export function recordProof(context: CoreContext, endpoint: TaskEndpoint, key: string, session?: string): void {
   const sealKey = context.proofs.sealKeys.get(key);
-  if (sealKey !== undefined) remember(context.proofs.proven, endpointKey(endpoint), { key, sealKey, ...(session === undefined ? {} : { session }) }, maxProvenEndpoints);
+  if (sealKey !== undefined)
+    remember(
+      context.proofs.proven,
+      endpointKey(endpoint),
+      { key, sealKey, ...(session === undefined ? {} : { session }) },
+      maxProvenEndpoints,
+    );
 }
 
 export function provenAt(context: CoreContext, endpoint: TaskEndpoint): Proof | undefined {
@@ -164,7 +170,11 @@ export async function askProof(context: CoreContext, scope: WorkScope, to: TaskE
 }
 
 /** Intake of a hello (it passed the gate): an ask is owed an answer; an answer to our ask is a proof. */
-export function takeHello(context: CoreContext, envelope: HelloEnvelope, signer: Extract<Signer, { verified: true }>): TaskEndpoint | undefined {
+export function takeHello(
+  context: CoreContext,
+  envelope: HelloEnvelope,
+  signer: Extract<Signer, { verified: true }>,
+): TaskEndpoint | undefined {
   const book = context.proofs;
   const hello = envelope.payload.payload;
   learnSealKey(context, signer.key, hello.seal, hello.binding);
@@ -237,7 +247,17 @@ function seal(context: CoreContext, envelopeId: string, carriage: Carriage): voi
   const { store } = context;
   const envelope = store.getEnvelope(envelopeId)!;
   const wire = envelope.payload as TaskEnvelope["payload"];
-  const encoded = encodeEnvelope(envelope.source, envelope.target, wire.taskId, wire.kind, wire.payload, Date.parse(envelope.createdAt), context.trust.options, envelopeId, carriage);
+  const encoded = encodeEnvelope(
+    envelope.source,
+    envelope.target,
+    wire.taskId,
+    wire.kind,
+    wire.payload,
+    Date.parse(envelope.createdAt),
+    context.trust.options,
+    envelopeId,
+    carriage,
+  );
   store.reencodeOutbox(envelopeId, envelope.target, encoded.text);
 }
 
@@ -254,7 +274,19 @@ function refuseUntrusted(context: CoreContext, taskId: string, envelopeId: strin
   store.transaction(() => {
     store.discardUnsentOperation(envelopeId);
     if (stored === undefined || stored.record.status !== "active") return;
-    const error = { code: "UNKNOWN_PEER", message: `the worker at this endpoint is signed by key ${fingerprintOf(key)}, which this identity has not paired with; nothing was sent to it`, retryable: false };
-    store.enqueueLocalPresentation(appendCanonical(store, stored.record, "task.failed", { summary: "not sent: the worker's key is not paired", noEffect: true, error }, context.clock()));
+    const error = {
+      code: "UNKNOWN_PEER",
+      message: `the worker at this endpoint is signed by key ${fingerprintOf(key)}, which this identity has not paired with; nothing was sent to it`,
+      retryable: false,
+    };
+    store.enqueueLocalPresentation(
+      appendCanonical(
+        store,
+        stored.record,
+        "task.failed",
+        { summary: "not sent: the worker's key is not paired", noEffect: true, error },
+        context.clock(),
+      ),
+    );
   });
 }

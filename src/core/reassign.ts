@@ -21,7 +21,10 @@ import type { ReassignResult } from "./results.ts";
 import { askFirst, requireAccepted, requireOrigin, shipOwn } from "./ship.ts";
 
 function refuse(taskId: string, reason: string, details: Record<string, unknown> = {}): TaskError {
-  return new TaskError("REASSIGNMENT_REFUSED", { message: `The task cannot be reassigned: ${reason}.`, details: { taskId, reason, ...details } });
+  return new TaskError("REASSIGNMENT_REFUSED", {
+    message: `The task cannot be reassigned: ${reason}.`,
+    details: { taskId, reason, ...details },
+  });
 }
 
 function lossEvidence(context: CoreContext, task: TaskRecord): boolean {
@@ -31,8 +34,13 @@ function lossEvidence(context: CoreContext, task: TaskRecord): boolean {
 }
 
 /** The newest history events that fit beside `base` in one assignment payload. */
-function fitHistory(taskId: string, base: Record<string, unknown>, history: readonly TaskEvent[]): { kept: TaskEvent[]; truncated: boolean } {
-  if (assignmentBytes(taskId, base) > maxRelayPayloadBytes) throw new TaskError("PAYLOAD_TOO_LARGE", { details: { taskId, maxBytes: maxRelayPayloadBytes } });
+function fitHistory(
+  taskId: string,
+  base: Record<string, unknown>,
+  history: readonly TaskEvent[],
+): { kept: TaskEvent[]; truncated: boolean } {
+  if (assignmentBytes(taskId, base) > maxRelayPayloadBytes)
+    throw new TaskError("PAYLOAD_TOO_LARGE", { details: { taskId, maxBytes: maxRelayPayloadBytes } });
   let kept: TaskEvent[] = [];
   for (let index = history.length - 1; index >= 0; index -= 1) {
     const candidate = [history[index]!, ...kept];
@@ -43,7 +51,14 @@ function fitHistory(taskId: string, base: Record<string, unknown>, history: read
 }
 
 /** The endpoint a task moves to: the one named (it must be live), else the lost target's live successor. */
-async function newTarget(context: CoreContext, taskId: string, lost: TaskEndpoint, self: TaskEndpoint, to: TaskEndpoint | undefined, signal: AbortSignal | undefined): Promise<TaskEndpoint> {
+async function newTarget(
+  context: CoreContext,
+  taskId: string,
+  lost: TaskEndpoint,
+  self: TaskEndpoint,
+  to: TaskEndpoint | undefined,
+  signal: AbortSignal | undefined,
+): Promise<TaskEndpoint> {
   let successor: TaskEndpoint;
   try {
     const options = { ...(to === undefined ? { followSuccessor: true } : {}), ...(signal === undefined ? {} : { signal }) };
@@ -51,7 +66,9 @@ async function newTarget(context: CoreContext, taskId: string, lost: TaskEndpoin
   } catch (error) {
     const failure = toTaskError(error);
     if (failure.spec.relayLoss) throw failure;
-    throw refuse(taskId, to === undefined ? "the lost target has no live successor" : "the named target is not registered", { cause: failure.code });
+    throw refuse(taskId, to === undefined ? "the lost target has no live successor" : "the named target is not registered", {
+      cause: failure.code,
+    });
   }
   assertOpen(context, "reassignTask");
   if (sameEndpoint(successor, self)) throw refuse(taskId, "the target resolves to this endpoint itself");
@@ -59,11 +76,18 @@ async function newTarget(context: CoreContext, taskId: string, lost: TaskEndpoin
   return successor;
 }
 
-export async function reassignTask(context: CoreContext, self: TaskEndpoint, taskId: string, to: TaskEndpoint | undefined, signal: AbortSignal | undefined): Promise<ReassignResult> {
+export async function reassignTask(
+  context: CoreContext,
+  self: TaskEndpoint,
+  taskId: string,
+  to: TaskEndpoint | undefined,
+  signal: AbortSignal | undefined,
+): Promise<ReassignResult> {
   const { store } = context;
   const before = requireOrigin(context, taskId, self);
   if (before.status !== "active") throw refuse(taskId, "the task is not active", { status: before.status });
-  if (!lossEvidence(context, before)) throw refuse(taskId, "its target is not known to be lost (no TARGET_NOT_REGISTERED refusal, not orphaned)");
+  if (!lossEvidence(context, before))
+    throw refuse(taskId, "its target is not known to be lost (no TARGET_NOT_REGISTERED refusal, not orphaned)");
   const successor = await newTarget(context, taskId, before.target, self, to, signal);
   const { event, envelopeId, truncated } = store.transaction(() => {
     // Re-checked inside the commit: one loss allows one reassignment, even when calls race.
@@ -72,15 +96,33 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
       throw refuse(taskId, "the task was already reassigned or is no longer active");
     }
     const history = store.getEvents(taskId).filter((item) => !eventTypeRow(item.type).originLocal);
-    const lineage = current.lineage === undefined ? undefined : { ...current.lineage, chain: [...current.lineage.chain.slice(0, -1), successor] };
+    const lineage =
+      current.lineage === undefined ? undefined : { ...current.lineage, chain: [...current.lineage.chain.slice(0, -1), successor] };
     // A new generation: mail of the previous executor is refused from now on.
-    store.updateTask(taskId, { target: successor, generation: (current.generation ?? 1) + 1, ...(lineage === undefined ? {} : { lineage }) });
+    store.updateTask(taskId, {
+      target: successor,
+      generation: (current.generation ?? 1) + 1,
+      ...(lineage === undefined ? {} : { lineage }),
+    });
     // A new executor binds its own key (and session) once it proved it (proofs.ts). A successor of
     // the lost worker must prove the lost worker's key: a stranger who took its name gets nothing.
-    const { workerKey, expectedWorkerKey: _earlier, peerSession: _session, lostSince: _lost, orphanedAt: _orphaned, ...meta } = store.getTaskMeta(taskId) ?? {};
+    const {
+      workerKey,
+      expectedWorkerKey: _earlier,
+      peerSession: _session,
+      lostSince: _lost,
+      orphanedAt: _orphaned,
+      ...meta
+    } = store.getTaskMeta(taskId) ?? {};
     store.setTaskMeta(taskId, { ...meta, ...(to === undefined && workerKey !== undefined ? { expectedWorkerKey: workerKey } : {}) });
     const moved = store.getStoredTask(taskId)!.record;
-    const reassigned = appendCanonical(store, moved, "task.reassigned", { task: moved.task, previousTarget: before.target }, context.clock());
+    const reassigned = appendCanonical(
+      store,
+      moved,
+      "task.reassigned",
+      { task: moved.task, previousTarget: before.target },
+      context.clock(),
+    );
     const base = { task: moved, event: reassigned };
     const fit = fitHistory(taskId, base, history);
     const queued = queueEnvelope(context, {
@@ -95,7 +137,14 @@ export async function reassignTask(context: CoreContext, self: TaskEndpoint, tas
     store.enqueueLocalPresentation(reassigned);
     return { event: reassigned, envelopeId: queued, truncated: fit.truncated };
   });
-  const result = { taskId, previousTarget: before.target, target: successor, eventId: event.eventId, envelopeId, historyTruncated: truncated };
+  const result = {
+    taskId,
+    previousTarget: before.target,
+    target: successor,
+    eventId: event.eventId,
+    envelopeId,
+    historyTruncated: truncated,
+  };
   // The new target gets the task's content once it proved the key the task expects (asked now).
   if (store.getOutbox(envelopeId)?.awaiting === true) {
     await askFirst(context, signal, successor);

@@ -67,7 +67,10 @@ export function rehome(context: CoreContext, self: TaskEndpoint, relayForgot = t
   store.transaction(() => {
     for (const task of store.listTasks()) {
       const stored = store.getStoredTask(task.taskId)!;
-      store.updateTask(task.taskId, { ...(stored.role === "origin" ? { origin: self } : { target: self }), ...relocated(stored.record.lineage, previous, self) });
+      store.updateTask(task.taskId, {
+        ...(stored.role === "origin" ? { origin: self } : { target: self }),
+        ...relocated(stored.record.lineage, previous, self),
+      });
       if (!needsPeer(context, stored)) continue;
       if (!relayForgot) {
         movePeer(context, undefined, task.taskId, stored.role === "origin" ? stored.record.target : stored.record.origin, "pending");
@@ -108,11 +111,20 @@ function innerNow(envelope: TaskEnvelope, task: TaskRecord): TaskEnvelope["paylo
  * history only), ends the wait, and re-addresses the task's envelopes to the peer — every one
  * (`all`: the relay that accepted some of them forgot them) or only those still `pending`.
  */
-export function movePeer(context: CoreContext, scope: WorkScope | undefined, taskId: string, endpoint: TaskEndpoint, which: "all" | "pending" = "all"): void {
+export function movePeer(
+  context: CoreContext,
+  scope: WorkScope | undefined,
+  taskId: string,
+  endpoint: TaskEndpoint,
+  which: "all" | "pending" = "all",
+): void {
   const { store } = context;
   const stored = store.getStoredTask(taskId)!;
   const former = stored.role === "origin" ? stored.record.target : stored.record.origin;
-  store.updateTask(taskId, { ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }), ...relocated(stored.record.lineage, former, endpoint) });
+  store.updateTask(taskId, {
+    ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }),
+    ...relocated(stored.record.lineage, former, endpoint),
+  });
   const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, candidate: _proven, ...meta } = store.getTaskMeta(taskId) ?? {};
   store.setTaskMeta(taskId, meta);
   const task = store.getStoredTask(taskId)!.record;
@@ -126,7 +138,17 @@ export function movePeer(context: CoreContext, scope: WorkScope | undefined, tas
     const envelope = outboxEnvelope(context, entry.envelopeId);
     if (envelope === undefined) continue;
     const awaiting = carriage === "awaiting";
-    const encoded = encodeEnvelope(self, endpoint, taskId, envelope.payload.kind, innerNow(envelope, task), now, context.trust.options, entry.envelopeId, awaiting ? "clear" : carriage);
+    const encoded = encodeEnvelope(
+      self,
+      endpoint,
+      taskId,
+      envelope.payload.kind,
+      innerNow(envelope, task),
+      now,
+      context.trust.options,
+      entry.envelopeId,
+      awaiting ? "clear" : carriage,
+    );
     store.reencodeOutbox(entry.envelopeId, endpoint, encoded.text, { awaiting });
     scope?.required.push(entry.envelopeId);
   }
@@ -153,7 +175,13 @@ function moveSamePeer(context: CoreContext, scope: WorkScope | undefined, former
  * passed the gate: outside a reconnection, a key the gate binds on this very mail (after a
  * reassignment) moves nothing.
  */
-export function followMovedPeer(context: CoreContext, scope: WorkScope, envelope: TaskEnvelope, signer: Signer, before: TaskMeta | undefined): void {
+export function followMovedPeer(
+  context: CoreContext,
+  scope: WorkScope,
+  envelope: TaskEnvelope,
+  signer: Signer,
+  before: TaskMeta | undefined,
+): void {
   if (!signer.verified) return;
   const { store } = context;
   const stored = store.getStoredTask(envelope.payload.taskId);
@@ -175,7 +203,9 @@ export function followMovedPeer(context: CoreContext, scope: WorkScope, envelope
 async function lookUp(context: CoreContext, session: string, signal: AbortSignal): Promise<TaskEndpoint | undefined> {
   const status = await context.session.transport.sessionStatus(session, { signal });
   const endpoint = status.taskEndpoint;
-  return isRecord(endpoint) && typeof endpoint.relay === "string" && typeof endpoint.id === "string" ? { relay: endpoint.relay, id: endpoint.id } : undefined;
+  return isRecord(endpoint) && typeof endpoint.relay === "string" && typeof endpoint.id === "string"
+    ? { relay: endpoint.relay, id: endpoint.id }
+    : undefined;
 }
 
 /** An origin that waited `reconnectTimeoutMs` in vain: the task is orphaned (once). */

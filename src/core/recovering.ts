@@ -174,16 +174,16 @@ export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}
   const session = sessionFor(options);
   const host = options.host ?? holdingHost;
   const core = createTaskCore({
-      store: createTaskStore<CoreBook>(),
-      session,
-      host,
-      ...(options.clock === undefined ? {} : { clock: options.clock }),
-      ...(options.timers === undefined ? {} : { timers: options.timers }),
-      ...(options.onRefreshRequested === undefined ? {} : { onRefreshRequested: options.onRefreshRequested }),
-      ...(options.trust === undefined ? {} : { trust: options.trust }),
-      ...(options.autoReassign === undefined ? {} : { autoReassign: options.autoReassign }),
-      ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
-    });
+    store: createTaskStore<CoreBook>(),
+    session,
+    host,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.timers === undefined ? {} : { timers: options.timers }),
+    ...(options.onRefreshRequested === undefined ? {} : { onRefreshRequested: options.onRefreshRequested }),
+    ...(options.trust === undefined ? {} : { trust: options.trust }),
+    ...(options.autoReassign === undefined ? {} : { autoReassign: options.autoReassign }),
+    ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+  });
   const recovery = createLossRecovery(session, core, options.onRecovered);
   let closed = false;
   // Fire and forget: the retiring call rethrows its own error to its caller.

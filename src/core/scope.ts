@@ -15,7 +15,18 @@ import { maxAckAttemptsPerPass, maxOldWorkSendsPerPass, maxScopedSendsPerPass, p
 import type { TaskTimers } from "./timers.ts";
 
 export type ScopeMode = "phased" | "foreground";
-export type FailureKind = "lease" | "intake" | "presentation" | "fanout" | "receipt" | "send" | "ack" | "repair" | "retry" | "deferral" | "peers";
+export type FailureKind =
+  | "lease"
+  | "intake"
+  | "presentation"
+  | "fanout"
+  | "receipt"
+  | "send"
+  | "ack"
+  | "repair"
+  | "retry"
+  | "deferral"
+  | "peers";
 
 export interface WorkScope {
   readonly mode: ScopeMode;

@@ -25,9 +25,14 @@ function raisedFrom(context: CoreContext, parent: TaskRecord, questionId: string
   const { store } = context;
   const question = store.getEvent(questionId);
   const child = question === undefined ? undefined : store.getTask(question.taskId);
-  const refuse = (problem: string) => new TaskError("INVALID_REQUEST", { message: `raisesQuestion: ${problem}`, details: { path: "/raisesQuestion", raisesQuestion: questionId } });
+  const refuse = (problem: string) =>
+    new TaskError("INVALID_REQUEST", {
+      message: `raisesQuestion: ${problem}`,
+      details: { path: "/raisesQuestion", raisesQuestion: questionId },
+    });
   if (question === undefined || child === undefined || question.type !== "task.question") throw refuse("no such question");
-  if (child.role !== "origin" || child.lineage?.parentTaskId !== parent.taskId) throw refuse("the question's task was not delegated from this task");
+  if (child.role !== "origin" || child.lineage?.parentTaskId !== parent.taskId)
+    throw refuse("the question's task was not delegated from this task");
   if (!openQuestions(child).some((open) => open.eventId === questionId)) throw refuse("the question is answered or its task ended");
   return { taskId: child.taskId, eventId: questionId };
 }
@@ -38,10 +43,17 @@ function messagePayload(context: CoreContext, task: TaskRecord, params: MessageP
     throw new TaskError("INVALID_REQUEST", { message: "percent belongs to a progress report", details: { path: "/percent" } });
   }
   if (params.raisesQuestion !== undefined && params.type !== "question") {
-    throw new TaskError("INVALID_REQUEST", { message: "only a question raises a sub-task's question", details: { path: "/raisesQuestion" } });
+    throw new TaskError("INVALID_REQUEST", {
+      message: "only a question raises a sub-task's question",
+      details: { path: "/raisesQuestion" },
+    });
   }
   if (params.type === "progress") {
-    if (params.message.length > maxProgressChars) throw new TaskError("INVALID_REQUEST", { message: `a progress message is at most ${maxProgressChars} characters`, details: { path: "/message" } });
+    if (params.message.length > maxProgressChars)
+      throw new TaskError("INVALID_REQUEST", {
+        message: `a progress message is at most ${maxProgressChars} characters`,
+        details: { path: "/message" },
+      });
     return { message: params.message, ...(params.percent === undefined ? {} : { percent: params.percent }) };
   }
   return {
@@ -52,11 +64,24 @@ function messagePayload(context: CoreContext, task: TaskRecord, params: MessageP
   };
 }
 
-export async function targetMessage(context: CoreContext, self: TaskEndpoint, task: TaskRecord, params: MessageParams, signal: AbortSignal | undefined): Promise<MessageResult> {
+export async function targetMessage(
+  context: CoreContext,
+  self: TaskEndpoint,
+  task: TaskRecord,
+  params: MessageParams,
+  signal: AbortSignal | undefined,
+): Promise<MessageResult> {
   const { store } = context;
   const intent = makeIntent(task.taskId, `task.${params.type}`, messagePayload(context, task, params), task.generation);
   const envelopeId = store.transaction(() => {
-    const queued = queueEnvelope(context, { taskId: task.taskId, from: self, to: task.origin, kind: "intent", inner: intent, purpose: "intent" });
+    const queued = queueEnvelope(context, {
+      taskId: task.taskId,
+      from: self,
+      to: task.origin,
+      kind: "intent",
+      inner: intent,
+      purpose: "intent",
+    });
     store.putIntent(intent, queued);
     return queued;
   });
@@ -64,7 +89,14 @@ export async function targetMessage(context: CoreContext, self: TaskEndpoint, ta
   return { taskId: task.taskId, intentId: intent.intentId, envelopeId, authority: "receiver" };
 }
 
-export async function targetDone(context: CoreContext, self: TaskEndpoint, task: TaskRecord, status: TerminalStatus, payload: Record<string, unknown>, signal: AbortSignal | undefined): Promise<DoneResult> {
+export async function targetDone(
+  context: CoreContext,
+  self: TaskEndpoint,
+  task: TaskRecord,
+  status: TerminalStatus,
+  payload: Record<string, unknown>,
+  signal: AbortSignal | undefined,
+): Promise<DoneResult> {
   const { store } = context;
   const type = `task.${status}` as const;
   const { outcome } = await reserveAndShip(
@@ -74,13 +106,22 @@ export async function targetDone(context: CoreContext, self: TaskEndpoint, task:
     OPERATION.terminalIntent,
     () => {
       const intent = makeIntent(task.taskId, type, payload, task.generation);
-      const envelopeId = queueEnvelope(context, { taskId: task.taskId, from: self, to: task.origin, kind: "intent", inner: intent, purpose: "terminal" });
+      const envelopeId = queueEnvelope(context, {
+        taskId: task.taskId,
+        from: self,
+        to: task.origin,
+        kind: "intent",
+        inner: intent,
+        purpose: "terminal",
+      });
       store.putIntent(intent, envelopeId);
       return { logicalId: intent.intentId, logicalType: type, envelopeId };
     },
     (existing) => {
       if (existing !== undefined && existing.logicalType !== type) {
-        throw new TaskError("TERMINAL_INTENT_CONFLICT", { details: { taskId: task.taskId, existingType: existing.logicalType, requestedType: type } });
+        throw new TaskError("TERMINAL_INTENT_CONFLICT", {
+          details: { taskId: task.taskId, existingType: existing.logicalType, requestedType: type },
+        });
       }
     },
   );
@@ -88,5 +129,11 @@ export async function targetDone(context: CoreContext, self: TaskEndpoint, task:
   const delivery = terminalDelivery(store, snapshot);
   // Retryable: the intent and envelope ids are kept for the retry.
   requireSettled(outcome, { taskId: task.taskId, terminalDelivery: delivery });
-  return { taskId: task.taskId, requestedStatus: status, observedCanonicalStatus: snapshot.status, terminalDelivery: delivery, authority: "receiver" };
+  return {
+    taskId: task.taskId,
+    requestedStatus: status,
+    observedCanonicalStatus: snapshot.status,
+    terminalDelivery: delivery,
+    authority: "receiver",
+  };
 }

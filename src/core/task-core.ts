@@ -22,7 +22,16 @@ import { acknowledge, cancel, createTask, originDone, originMessage } from "./or
 import { type PassReport, runPhasedPass } from "./pass.ts";
 import { hasEvidence, type ReceiveItem, receiveItems } from "./presentation.ts";
 import { reassignTask } from "./reassign.ts";
-import type { AckResult, CancelResult, CreateOptions, CreateResult, DoneResult, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
+import type {
+  AckResult,
+  CancelResult,
+  CreateOptions,
+  CreateResult,
+  DoneResult,
+  MessageResult,
+  OperationOptions,
+  ReassignResult,
+} from "./results.ts";
 import { createWorkScope } from "./scope.ts";
 import { askFirst, bound, roleOf } from "./ship.ts";
 import { targetDone, targetMessage } from "./target-operations.ts";
@@ -35,7 +44,17 @@ import { ROOT_DEPTH } from "./lineage.ts";
 import { createProofBook, provenAt } from "./proofs.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
-export type { AckResult, CancelResult, CreateOptions, CreateResult, DoneResult, LineageChoice, MessageResult, OperationOptions, ReassignResult } from "./results.ts";
+export type {
+  AckResult,
+  CancelResult,
+  CreateOptions,
+  CreateResult,
+  DoneResult,
+  LineageChoice,
+  MessageResult,
+  OperationOptions,
+  ReassignResult,
+} from "./results.ts";
 export type { EnvelopeDelivery } from "./ship.ts";
 export type { DeliveryEvidence, TaskView } from "./views.ts";
 
@@ -142,7 +161,10 @@ export function coreInternals(core: TaskCore): TaskCoreInternals {
 function checkReply(context: CoreContext, task: TaskRecord, params: MessageParams): void {
   const { type, inReplyTo } = params;
   if (type === "answer" && inReplyTo === undefined) {
-    throw new TaskError("INVALID_REQUEST", { message: "an answer must name the question it answers (inReplyTo)", details: { path: "/inReplyTo", problem: "missing" } });
+    throw new TaskError("INVALID_REQUEST", {
+      message: "an answer must name the question it answers (inReplyTo)",
+      details: { path: "/inReplyTo", problem: "missing" },
+    });
   }
   if (inReplyTo === undefined) return;
   const referenced = context.store.getEvent(inReplyTo);
@@ -232,7 +254,10 @@ export function createCoreContext(options: TaskCoreOptions): CoreContext {
 function depthCap(value: number | undefined): number {
   if (value === undefined) return maxDelegationDepth;
   if (!Number.isInteger(value) || value < ROOT_DEPTH || value > maxDelegationDepth) {
-    throw new TaskError("INVALID_CONFIGURATION", { message: `the delegation depth cap must be a whole number from ${ROOT_DEPTH} to ${maxDelegationDepth} (it may only be lowered)`, details: { maxDepth: value } });
+    throw new TaskError("INVALID_CONFIGURATION", {
+      message: `the delegation depth cap must be a whole number from ${ROOT_DEPTH} to ${maxDelegationDepth} (it may only be lowered)`,
+      details: { maxDepth: value },
+    });
   }
   return value;
 }
@@ -255,7 +280,9 @@ function operations(context: CoreContext, track: Track) {
     const self = await bound(context, signal);
     const { task, role } = roleOf(context, params.taskId, self);
     const payload = terminalPayload(params);
-    return role === "origin" ? originDone(context, task, params.status, payload, signal) : targetDone(context, self, task, params.status, payload, signal);
+    return role === "origin"
+      ? originDone(context, task, params.status, payload, signal)
+      : targetDone(context, self, task, params.status, payload, signal);
   }
 
   return {
@@ -333,7 +360,11 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     promise.then(forget, forget);
     return promise;
   };
-  const pass = singleFlight(() => track("refresh", () => runPhasedPass(context, createWorkScope({ timers: context.timers, mode: "phased", signals: [context.fence.signal] }))));
+  const pass = singleFlight(() =>
+    track("refresh", () =>
+      runPhasedPass(context, createWorkScope({ timers: context.timers, mode: "phased", signals: [context.fence.signal] })),
+    ),
+  );
   const core: TaskCore = {
     endpoint: () => context.session.binding()?.endpoint,
     ...operations(context, track),

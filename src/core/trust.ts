@@ -62,7 +62,14 @@ export interface TrustOptions {
 
 /** Who signed a piece of mail, as the gate judged it. */
 export type Signer =
-  | { readonly verified: true; readonly key: string; readonly fingerprint: string; readonly self: boolean; readonly peerName?: string; readonly claimedName?: string }
+  | {
+      readonly verified: true;
+      readonly key: string;
+      readonly fingerprint: string;
+      readonly self: boolean;
+      readonly peerName?: string;
+      readonly claimedName?: string;
+    }
   | { readonly verified: false };
 
 /** The gate's per-lifetime memory: seen signed ids (replays) and rejection counts. */
@@ -98,7 +105,14 @@ function rejection(code: string, details: Record<string, unknown>): TaskError {
 export function describeKey(trust: TrustState, key: string, claimedName?: string): Extract<Signer, { verified: true }> {
   const self = key === trust.options.identity.publicKey;
   const peerName = self ? undefined : trust.options.peerName(key);
-  return { verified: true, key, fingerprint: fingerprintOf(key), self, ...(peerName === undefined ? {} : { peerName }), ...(claimedName === undefined ? {} : { claimedName }) };
+  return {
+    verified: true,
+    key,
+    fingerprint: fingerprintOf(key),
+    self,
+    ...(peerName === undefined ? {} : { peerName }),
+    ...(claimedName === undefined ? {} : { claimedName }),
+  };
 }
 
 function known(signer: Extract<Signer, { verified: true }>): boolean {
@@ -115,16 +129,29 @@ function askHuman(trust: TrustState, envelope: TaskEnvelope, signer: Extract<Sig
     from: envelope.source,
   };
   const decision = trust.options.decideUnknown?.(request) ?? "refuse";
-  const details = { key: signer.key, fingerprint: signer.fingerprint, ...(signer.claimedName === undefined ? {} : { claimedName: signer.claimedName }) };
-  return decision === "pending" ? rejection("PAIRING_PENDING", details) : rejection("UNKNOWN_PEER", { ...details, refuseAssignment: envelope.payload.kind === "assignment" });
+  const details = {
+    key: signer.key,
+    fingerprint: signer.fingerprint,
+    ...(signer.claimedName === undefined ? {} : { claimedName: signer.claimedName }),
+  };
+  return decision === "pending"
+    ? rejection("PAIRING_PENDING", details)
+    : rejection("UNKNOWN_PEER", { ...details, refuseAssignment: envelope.payload.kind === "assignment" });
 }
 
 /** The bound key a kind of mail must carry for its task, and the binding it sets. */
-function authorize(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, facts: SignedFacts, signer: Extract<Signer, { verified: true }>): void {
+function authorize(
+  store: CoreStore,
+  trust: TrustState,
+  envelope: TaskEnvelope,
+  facts: SignedFacts,
+  signer: Extract<Signer, { verified: true }>,
+): void {
   const taskId = facts.taskId;
   const meta: TaskMeta = store.getTaskMeta(taskId) ?? {};
   const role = store.getStoredTask(taskId)?.role;
-  const refuse = (bound: string) => rejection("NOT_AUTHORIZED", { taskId, kind: facts.kind, type: facts.type, bound, fingerprint: signer.fingerprint });
+  const refuse = (bound: string) =>
+    rejection("NOT_AUTHORIZED", { taskId, kind: facts.kind, type: facts.type, bound, fingerprint: signer.fingerprint });
   if (facts.kind === "intent") {
     if (role !== "origin") return; // intake answers UNKNOWN_TASK / UNAUTHORIZED_INTENT
     if (meta.workerKey !== undefined && meta.workerKey !== signer.key) throw refuse("worker");
@@ -165,7 +192,11 @@ function checkLifetime(store: CoreStore, trust: TrustState, facts: SignedFacts):
   if (store.getStoredTask(facts.taskId) !== undefined) return;
   const at = Date.parse(facts.at);
   if (at < trust.startedAt - signatureMaxFutureSkewMs) {
-    throw rejection("STALE_EVENT", { at: facts.at, problem: "signed before this session's lifetime began, for a task it does not hold", lifetimeStartedAt: new Date(trust.startedAt).toISOString() });
+    throw rejection("STALE_EVENT", {
+      at: facts.at,
+      problem: "signed before this session's lifetime began, for a task it does not hold",
+      lifetimeStartedAt: new Date(trust.startedAt).toISOString(),
+    });
   }
 }
 
@@ -178,7 +209,8 @@ function checkReplay(trust: TrustState, facts: SignedFacts, envelopeId: string, 
   const carrier = window.get(id);
   // The same envelope again is a redelivery (an ACK was lost): intake dedupes it. Another envelope
   // carrying an event already seen is a replay.
-  if (carrier !== undefined && carrier !== envelopeId) throw rejection("REPLAYED_EVENT", { id: facts.id, kind: facts.kind, firstEnvelopeId: carrier });
+  if (carrier !== undefined && carrier !== envelopeId)
+    throw rejection("REPLAYED_EVENT", { id: facts.id, kind: facts.kind, firstEnvelopeId: carrier });
   if (carrier !== undefined) return;
   window.set(id, envelopeId);
   if (window.size > replayWindowEvents) window.delete(window.keys().next().value!);
@@ -189,7 +221,8 @@ function admitUnsigned(store: CoreStore, trust: TrustState, envelope: TaskEnvelo
   const taskId = envelope.payload.taskId;
   const meta = store.getTaskMeta(taskId);
   // A task whose party signed before never takes unsigned mail: that would be a way around the gate.
-  if (meta?.originKey !== undefined || meta?.workerKey !== undefined) throw rejection("NOT_AUTHORIZED", { taskId, kind: envelope.payload.kind, problem: "unsigned mail for a task with a bound key" });
+  if (meta?.originKey !== undefined || meta?.workerKey !== undefined)
+    throw rejection("NOT_AUTHORIZED", { taskId, kind: envelope.payload.kind, problem: "unsigned mail for a task with a bound key" });
   if (meta?.unverified !== true) store.setTaskMeta(taskId, { ...meta, unverified: true });
   return { verified: false };
 }
@@ -215,7 +248,12 @@ export function admit(store: CoreStore, trust: TrustState, envelope: TaskEnvelop
  * The gate for a hello (proofs.ts): verified, addressed to me, fresh. Any key may say hello (it
  * carries no content and asks for none); an answer counts only for an ask of this lifetime.
  */
-export function admitHello(trust: TrustState, envelope: HelloEnvelope, self: TaskEndpoint, now: number): Extract<Signer, { verified: true }> {
+export function admitHello(
+  trust: TrustState,
+  envelope: HelloEnvelope,
+  self: TaskEndpoint,
+  now: number,
+): Extract<Signer, { verified: true }> {
   const block = envelope.payload.signature;
   if (!verifyPayload(envelope.payload, block)) throw rejection("SIGNATURE_INVALID", { kind: "hello", key: block.key });
   const facts = factsOf(envelope.payload, block);
@@ -225,7 +263,13 @@ export function admitHello(trust: TrustState, envelope: HelloEnvelope, self: Tas
   checkFresh(facts, now);
   // Who it is does not matter to a hello (nor to answering one): no peer lookup.
   const own = block.key === trust.options.identity.publicKey;
-  return { verified: true, key: block.key, fingerprint: fingerprintOf(block.key), self: own, ...(block.name === undefined ? {} : { claimedName: block.name }) };
+  return {
+    verified: true,
+    key: block.key,
+    fingerprint: fingerprintOf(block.key),
+    self: own,
+    ...(block.name === undefined ? {} : { claimedName: block.name }),
+  };
 }
 
 /** Counts a rejection by its code (shown by the footer, `/tasks` and the status tool). */

@@ -34,7 +34,11 @@ export type Attention = "orphaned" | "needs_input" | "indeterminate";
 /** What is known of a task's effect, beside its canonical status (first terminal wins). */
 export type Outcome = "unknown" | "succeeded" | "failed" | "cancelled" | "no_effect";
 
-const OUTCOME_OF_TYPE: Readonly<Record<string, Outcome>> = { "task.completed": "succeeded", "task.failed": "failed", "task.cancelled": "cancelled" };
+const OUTCOME_OF_TYPE: Readonly<Record<string, Outcome>> = {
+  "task.completed": "succeeded",
+  "task.failed": "failed",
+  "task.cancelled": "cancelled",
+};
 
 /** The worker's result that arrived after the task timed out (it settles the outcome). */
 export function lateResult(task: TaskSnapshot): TaskEvent | undefined {
@@ -102,13 +106,24 @@ export function terminalDelivery(store: CoreStore, task: TaskSnapshot): Terminal
   const base = { intentId: reservation.logicalId, intentType: reservation.logicalType, envelopeId, origin: task.origin };
   const quarantined = store.getQuarantine(envelopeId);
   if (quarantined !== undefined) {
-    return { state: "delivery_blocked", ...base, blockedAt: quarantined.quarantinedAt, error: { code: quarantined.errorCode, retryable: false, details: quarantined.details } };
+    return {
+      state: "delivery_blocked",
+      ...base,
+      blockedAt: quarantined.quarantinedAt,
+      error: { code: quarantined.errorCode, retryable: false, details: quarantined.details },
+    };
   }
   return { state: relayState(store, envelopeId) === "accepted" ? "accepted" : "pending", ...base };
 }
 
 const INSERTED_STAGES: ReadonlySet<string> = new Set(["pi_inserted", "wake_requested", "wake_accepted"]);
-const NOTHING: DeliveryEvidence = { relayAcceptance: "not_applicable", receiverReceipt: "not_confirmed", piInsertion: "not_confirmed", wakeAcceptance: "not_confirmed", modelExecution: "not_evidenced" };
+const NOTHING: DeliveryEvidence = {
+  relayAcceptance: "not_applicable",
+  receiverReceipt: "not_confirmed",
+  piInsertion: "not_confirmed",
+  wakeAcceptance: "not_confirmed",
+  modelExecution: "not_evidenced",
+};
 
 export function deliveryEvidence(store: CoreStore, task: TaskSnapshot): DeliveryEvidence {
   const assignment = latestAssignment(task.events);
@@ -151,7 +166,12 @@ function progressOf(task: TaskSnapshot): ProgressView | undefined {
   const event = latestOf(task, "task.progress");
   if (event === undefined) return undefined;
   const percent = event.payload.percent;
-  return { message: String(event.payload.message), ...(typeof percent === "number" ? { percent } : {}), at: event.occurredAt, eventId: event.eventId };
+  return {
+    message: String(event.payload.message),
+    ...(typeof percent === "number" ? { percent } : {}),
+    at: event.occurredAt,
+    eventId: event.eventId,
+  };
 }
 
 export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState): TaskView {

@@ -18,7 +18,11 @@ export type RpcRecord = Record<string, unknown> & { readonly type: string };
  * Reads a JSONL stream (split on "\n" only, as Pi's RPC stream requires): each non-empty line
  * becomes a record (`{type:"unparsed", line}` when it is not JSON); `onChunk` runs after each chunk.
  */
-export async function readJsonLines(stream: ReadableStream<Uint8Array>, onRecord: (record: RpcRecord) => void, onChunk: () => void = () => undefined): Promise<void> {
+export async function readJsonLines(
+  stream: ReadableStream<Uint8Array>,
+  onRecord: (record: RpcRecord) => void,
+  onChunk: () => void = () => undefined,
+): Promise<void> {
   const decoder = new TextDecoder();
   let buffered = "";
   const emit = (line: string) => {
@@ -57,7 +61,12 @@ export interface RecordWait {
  * `listeners` is called; rejects after `timeoutMs`, when the process exited, or when the predicate
  * throws (a throwing predicate fails this wait, never the reader).
  */
-export function waitForRecord<R extends RpcRecord>(records: readonly R[], listeners: Set<() => void>, predicate: (record: R) => boolean, options: RecordWait): Promise<R> {
+export function waitForRecord<R extends RpcRecord>(
+  records: readonly R[],
+  listeners: Set<() => void>,
+  predicate: (record: R) => boolean,
+  options: RecordWait,
+): Promise<R> {
   return new Promise((resolve, reject) => {
     let index = Math.max(0, options.from ?? 0);
     const check = () => {
@@ -144,9 +153,13 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
   const records: PiRpc["records"] = [];
   const listeners = new Set<() => void>();
   let stderrText = "";
-  void readJsonLines(child.stdout, (record) => records.push({ ...record, receivedAt: Date.now() }), () => {
-    for (const listener of [...listeners]) listener();
-  });
+  void readJsonLines(
+    child.stdout,
+    (record) => records.push({ ...record, receivedAt: Date.now() }),
+    () => {
+      for (const listener of [...listeners]) listener();
+    },
+  );
   void readText(child.stderr, (text) => {
     stderrText += text;
   });
@@ -167,7 +180,8 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
         from,
         timeoutMs,
         exited: () => child.exitCode,
-        diagnostics: () => `last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
+        diagnostics: () =>
+          `last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
       }),
     async stop(graceMs) {
       if (child.exitCode === null) {

@@ -70,13 +70,16 @@ function messageOf(record: RpcRecord): Message | undefined {
 
 function toolCalls(message: Message | undefined): { name: string; arguments: Record<string, unknown> }[] {
   if (message?.role !== "assistant" || !Array.isArray(message.content)) return [];
-  return message.content.filter((part) => part?.type === "toolCall").map((part) => ({ name: String(part.name), arguments: (part.arguments ?? {}) as Record<string, unknown> }));
+  return message.content
+    .filter((part) => part?.type === "toolCall")
+    .map((part) => ({ name: String(part.name), arguments: (part.arguments ?? {}) as Record<string, unknown> }));
 }
 
 function firstTime(records: readonly RpcRecord[], match: (message: Message) => boolean, after = 0): number | undefined {
   for (const record of records) {
     const message = messageOf(record);
-    if (message !== undefined && match(message) && typeof message.timestamp === "number" && message.timestamp >= after) return message.timestamp;
+    if (message !== undefined && match(message) && typeof message.timestamp === "number" && message.timestamp >= after)
+      return message.timestamp;
   }
   return undefined;
 }
@@ -90,7 +93,11 @@ function earliest(...times: (number | undefined)[]): number | undefined {
   return known.length === 0 ? undefined : Math.min(...known);
 }
 
-function callTime(records: readonly RpcRecord[], tool: string, where: (args: Record<string, unknown>) => boolean = () => true): number | undefined {
+function callTime(
+  records: readonly RpcRecord[],
+  tool: string,
+  where: (args: Record<string, unknown>) => boolean = () => true,
+): number | undefined {
   return firstTime(records, (message) => toolCalls(message).some((call) => call.name === tool && where(call.arguments)));
 }
 
@@ -119,9 +126,12 @@ function statusReceipts(records: readonly RpcRecord[]): Map<string, number> {
   const stages = new Map<string, number>();
   for (const record of records) {
     if (record.type !== "tool_execution_end" || record.toolName !== "agent_task_status") continue;
-    const task = ((record.result as { details?: { task?: { events?: { type: string; occurredAt: number; payload: { stage?: string } }[] } } })?.details?.task) ?? {};
+    const task =
+      (record.result as { details?: { task?: { events?: { type: string; occurredAt: number; payload: { stage?: string } }[] } } })?.details
+        ?.task ?? {};
     for (const event of task.events ?? []) {
-      if (event.type === "task.delivery_receipt" && event.payload.stage !== undefined && !stages.has(event.payload.stage)) stages.set(event.payload.stage, event.occurredAt);
+      if (event.type === "task.delivery_receipt" && event.payload.stage !== undefined && !stages.has(event.payload.stage))
+        stages.set(event.payload.stage, event.occurredAt);
     }
   }
   return stages;
@@ -146,7 +156,10 @@ function timeline(startedAt: number, origin: readonly RpcRecord[], worker: reado
     { step: "question", ms: rel(callTime(worker, "agent_task_message", (args) => args.type === "question")) },
     { step: "answer", ms: rel(callTime(origin, "agent_task_message", (args) => args.type === "answer")) },
     { step: "done", ms: rel(done) },
-    { step: "origin woken", ms: rel(firstTime(origin, (message) => message.role === "custom" && message.customType === "pi-tasks-wake", done ?? 0)) },
+    {
+      step: "origin woken",
+      ms: rel(firstTime(origin, (message) => message.role === "custom" && message.customType === "pi-tasks-wake", done ?? 0)),
+    },
     { step: "acknowledged", ms: rel(toolResultTime(origin, "agent_task_ack")) },
   ];
 }
@@ -195,15 +208,30 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     });
     const transport = relayTransport(relay.url, env);
     const running = origin;
-    const registered = await awaitRegistration(transport, originName, workerReadinessTimeoutDefaultMs, () => running.process.exitCode === null).finally(() => transport.close());
-    if (registered === undefined) throw new TaskError("TASK_WORKER_NOT_READY", { message: "The origin Pi did not register on the relay.", details: { session: originName, stderr: running.stderr() } });
+    const registered = await awaitRegistration(
+      transport,
+      originName,
+      workerReadinessTimeoutDefaultMs,
+      () => running.process.exitCode === null,
+    ).finally(() => transport.close());
+    if (registered === undefined)
+      throw new TaskError("TASK_WORKER_NOT_READY", {
+        message: "The origin Pi did not register on the relay.",
+        details: { session: originName, stderr: running.stderr() },
+      });
     origin.prompt(originPrompt(options.model, spawned.taskEndpoint));
     progress("origin prompted; waiting for the acknowledgement");
-    const ack = await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack", options.timeoutMs ?? demoTimeoutMs);
-    if ((ack as { isError?: unknown }).isError === true) throw new TaskError("TASK_ERROR", { message: "agent_task_ack failed", details: { result: ack.result } });
-    await origin.waitFor((record) => record.type === "agent_settled", options.timeoutMs ?? demoTimeoutMs, origin.records.indexOf(ack as never)).catch(() => undefined);
+    const ack = await origin.waitFor(
+      (record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack",
+      options.timeoutMs ?? demoTimeoutMs,
+    );
+    if ((ack as { isError?: unknown }).isError === true)
+      throw new TaskError("TASK_ERROR", { message: "agent_task_ack failed", details: { result: ack.result } });
+    await origin
+      .waitFor((record) => record.type === "agent_settled", options.timeoutMs ?? demoTimeoutMs, origin.records.indexOf(ack as never))
+      .catch(() => undefined);
     const file = readFileSync(join(projectDir, "hello.txt"), "utf8").trim();
-    const taskId = String(((ack.result as { details?: { taskId?: unknown } })?.details?.taskId) ?? "");
+    const taskId = String((ack.result as { details?: { taskId?: unknown } })?.details?.taskId ?? "");
     return { ok: true, timeline: timeline(startedAt, origin.records, parseLog(workerLog)), worker, taskId, file };
   } catch (error) {
     const failure = toTaskError(error);
@@ -224,7 +252,12 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 }
 
 export function formatTimeline(result: DemoResult): string {
-  const lines = result.timeline.map((entry) => `${(entry.ms === undefined ? "—" : `${entry.ms} ms`).padStart(10)}  ${entry.step.padEnd(18)}${entry.note === undefined ? "" : ` ${entry.note}`}`);
-  const verdict = result.ok ? `ok: the origin acknowledged the completed task (hello.txt: "${result.file}")` : `failed: ${result.code}: ${result.message}`;
+  const lines = result.timeline.map(
+    (entry) =>
+      `${(entry.ms === undefined ? "—" : `${entry.ms} ms`).padStart(10)}  ${entry.step.padEnd(18)}${entry.note === undefined ? "" : ` ${entry.note}`}`,
+  );
+  const verdict = result.ok
+    ? `ok: the origin acknowledged the completed task (hello.txt: "${result.file}")`
+    : `failed: ${result.code}: ${result.message}`;
   return [...lines, verdict].join("\n");
 }

@@ -12,7 +12,9 @@ export interface ScriptTurn {
   readonly messages: readonly { readonly role: string; readonly text: string }[];
 }
 
-export type ScriptReply = { readonly text: string } | { readonly tools: readonly { readonly name: string; readonly arguments: Record<string, unknown> }[] };
+export type ScriptReply =
+  | { readonly text: string }
+  | { readonly tools: readonly { readonly name: string; readonly arguments: Record<string, unknown> }[] };
 
 function flatten(content: unknown): string {
   if (typeof content === "string") return content;
@@ -39,7 +41,10 @@ export default async function scriptedModel(pi: any): Promise<void> {
     const messages = context.messages.map((message) => ({ role: message.role, text: flatten(message.content) }));
     const reply = await script.respond({ call, messages });
     if ("tools" in reply) {
-      return fauxAssistantMessage(reply.tools.map((tool, index) => fauxToolCall(tool.name, tool.arguments as never, { id: `call-${call}-${index}` })), { stopReason: "toolUse" });
+      return fauxAssistantMessage(
+        reply.tools.map((tool, index) => fauxToolCall(tool.name, tool.arguments as never, { id: `call-${call}-${index}` })),
+        { stopReason: "toolUse" },
+      );
     }
     return fauxAssistantMessage(reply.text);
   };

@@ -9,7 +9,6 @@
 import { createHash } from "node:crypto";
 import { TaskError } from "./errors.ts";
 
-
 function reject(path: string, problem: string): never {
   throw new TaskError("INVALID_REQUEST", { details: { path, problem } });
 }

@@ -19,7 +19,12 @@ interface Message {
   arrayBuffer(): Promise<ArrayBuffer>;
 }
 
-export async function readCappedBody(message: Message, maxBytes: number, signal: AbortSignal, errors: CappedReadErrors): Promise<Uint8Array> {
+export async function readCappedBody(
+  message: Message,
+  maxBytes: number,
+  signal: AbortSignal,
+  errors: CappedReadErrors,
+): Promise<Uint8Array> {
   const declared = message.headers.get("content-length");
   if (declared !== null && Number(declared) > maxBytes) {
     await message.body?.cancel().catch(() => undefined);
@@ -43,7 +48,12 @@ export async function readCappedBody(message: Message, maxBytes: number, signal:
   }
 }
 
-async function readStream(body: ReadableStream<Uint8Array>, maxBytes: number, signal: AbortSignal, errors: CappedReadErrors): Promise<Uint8Array> {
+async function readStream(
+  body: ReadableStream<Uint8Array>,
+  maxBytes: number,
+  signal: AbortSignal,
+  errors: CappedReadErrors,
+): Promise<Uint8Array> {
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;

@@ -44,8 +44,15 @@ export const ERROR_REGISTRY = Object.freeze({
   // -- relay wire codes (docs/wire.md, "Errors") -------------------------------------------------
   RELAY_CAPACITY: spec("capacity", "The relay is at capacity; try again later.", { retryable: true, httpStatus: 503 }),
   RELAY_UNAVAILABLE: spec("unavailable", "The relay is unavailable; the outcome is unknown.", { retryable: true, httpStatus: 503 }),
-  PEER_UNREACHABLE: spec("unavailable", "The peer relay could not be reached; forwarding is pending or unknown.", { retryable: true, httpStatus: 503 }),
-  RELAY_RESET: spec("reset", "The relay was reset (epoch changed or binding retired); accepted mail may be lost.", { rebind: true, relayLoss: true, httpStatus: 409 }),
+  PEER_UNREACHABLE: spec("unavailable", "The peer relay could not be reached; forwarding is pending or unknown.", {
+    retryable: true,
+    httpStatus: 503,
+  }),
+  RELAY_RESET: spec("reset", "The relay was reset (epoch changed or binding retired); accepted mail may be lost.", {
+    rebind: true,
+    relayLoss: true,
+    httpStatus: 409,
+  }),
   DELIVERY_UNCONFIRMED: spec("blocked", "Delivery could not be confirmed and will not be retried.", { httpStatus: 409 }),
   ENVELOPE_CONFLICT: spec("conflict", "An envelope with this id but different content already exists.", { httpStatus: 409 }),
   SOURCE_MISMATCH: spec("mismatch", "The endpoint or caller does not match the relay binding.", { rebind: true, httpStatus: 409 }),
@@ -53,27 +60,52 @@ export const ERROR_REGISTRY = Object.freeze({
   TARGET_NOT_REGISTERED: spec("not-registered", "The target endpoint is not registered on the relay.", { httpStatus: 404 }),
   CALLER_NOT_FOUND: spec("not-found", "The relay does not know this caller session.", { rebind: true, httpStatus: 404 }),
   CALLER_DEAD: spec("not-found", "The caller session is not alive.", { rebind: true, httpStatus: 410 }),
-  REGISTRATION_EXPIRED: spec("expired", "This endpoint's registration expired, was disconnected or was superseded.", { rebind: true, httpStatus: 410 }),
+  REGISTRATION_EXPIRED: spec("expired", "This endpoint's registration expired, was disconnected or was superseded.", {
+    rebind: true,
+    httpStatus: 410,
+  }),
   INVALID_REQUEST: spec("invalid", "The request is invalid.", { httpStatus: 400 }),
   INVALID_CURSOR: spec("invalid", "The cursor or limit is invalid.", { httpStatus: 400 }),
   CROSS_RELAY_ENDPOINT: spec("cross-relay", "The endpoint belongs to an unknown relay.", { httpStatus: 400 }),
   ENVELOPE_EXPIRED: spec("expired", "The envelope's createdAt is outside the accepted window.", { httpStatus: 400 }),
-  PEER_POLICY_REQUIRED: spec("policy", "The client address is not allowed by the relay's peer policy.", { holdsSending: true, httpStatus: 403 }),
+  PEER_POLICY_REQUIRED: spec("policy", "The client address is not allowed by the relay's peer policy.", {
+    holdsSending: true,
+    httpStatus: 403,
+  }),
   INCOMPATIBLE_PROTOCOL: spec("profile", "The protocol version is not supported.", { holdsSending: true, httpStatus: 400 }),
   PAYLOAD_TOO_LARGE: spec("too-large", "The payload is larger than the relay allows.", { httpStatus: 413 }),
   STORE_UNAVAILABLE: spec("unavailable", "The relay store is unavailable.", { retryable: true, httpStatus: 503 }),
   INVARIANT_VIOLATED: spec("internal", "An internal invariant of the relay was violated (a bug); the relay answers RELAY_UNAVAILABLE."),
   RELAY_AUTH_REQUIRED: spec("auth", "Relay authentication is required (WOLFPACK_JWT_SECRET).", { holdsSending: true, httpStatus: 401 }),
   // binding-secret-v1 (our relay): a bound operation must carry the registration's secret.
-  BINDING_SECRET_REQUIRED: spec("auth", "This endpoint's registration requires its binding secret, and the request carries none.", { rebind: true, httpStatus: 401 }),
-  BINDING_SECRET_INVALID: spec("forbidden", "The request's binding secret is not this endpoint registration's.", { rebind: true, httpStatus: 403 }),
-  SESSION_PROTECTED: spec("forbidden", "A live registration holds this session name; only its holder may re-register it until its lease ends.", { retryable: true, httpStatus: 403 }),
+  BINDING_SECRET_REQUIRED: spec("auth", "This endpoint's registration requires its binding secret, and the request carries none.", {
+    rebind: true,
+    httpStatus: 401,
+  }),
+  BINDING_SECRET_INVALID: spec("forbidden", "The request's binding secret is not this endpoint registration's.", {
+    rebind: true,
+    httpStatus: 403,
+  }),
+  SESSION_PROTECTED: spec(
+    "forbidden",
+    "A live registration holds this session name; only its holder may re-register it until its lease ends.",
+    { retryable: true, httpStatus: 403 },
+  ),
   // The Redis store (docs/multi-machine.md). Internal: no HTTP status, so a failing store call is
   // answered 503 RELAY_UNAVAILABLE; at start-up the relay exits with it.
   REDIS_UNAVAILABLE: spec("unavailable", "The relay's Redis store cannot be reached or did not answer in time.", { retryable: true }),
-  REDIS_PERSISTENT: spec("config", "The Redis store persists to disk (save or appendonly), or its configuration cannot be read; a volatile-v1 relay is memory-only, so it refuses unless started with --allow-persistent-store."),
-  REDIS_NEEDS_BUN: spec("config", "The Redis store runs on Bun (its Redis client is Bun's own); start this relay with bun, or use the in-process store."),
-  REDIS_EVICTS: spec("config", "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it."),
+  REDIS_PERSISTENT: spec(
+    "config",
+    "The Redis store persists to disk (save or appendonly), or its configuration cannot be read; a volatile-v1 relay is memory-only, so it refuses unless started with --allow-persistent-store.",
+  ),
+  REDIS_NEEDS_BUN: spec(
+    "config",
+    "The Redis store runs on Bun (its Redis client is Bun's own); start this relay with bun, or use the in-process store.",
+  ),
+  REDIS_EVICTS: spec(
+    "config",
+    "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it.",
+  ),
 
   // -- client codes ---------------------------------------------------------------------------
   RELAY_REBIND_REQUIRED: spec("reset", "The relay binding was retired; a fresh endpoint must be bound.", { relayLoss: true }),
@@ -83,7 +115,9 @@ export const ERROR_REGISTRY = Object.freeze({
   INVALID_RESPONSE: spec("malformed", "The relay sent a malformed or oversized response.", { retryable: true }),
   RELAY_CLOSED: spec("closed", "The relay session is closed."),
   INVALID_CONNECTION: spec("malformed", "The relay's connect reply is invalid."),
-  INVALID_ACCEPTANCE: spec("malformed", "The relay's send reply is not a confirmed acceptance; a resend of the same envelope is safe.", { retryable: true }),
+  INVALID_ACCEPTANCE: spec("malformed", "The relay's send reply is not a confirmed acceptance; a resend of the same envelope is safe.", {
+    retryable: true,
+  }),
   INVALID_INBOX: spec("malformed", "The relay's receive page is invalid."),
   INVALID_TARGET: spec("invalid", "The target endpoint is invalid."),
   INVALID_RELAY_METADATA: spec("invalid", "The envelope metadata is invalid.", {}),
@@ -110,20 +144,38 @@ export const ERROR_REGISTRY = Object.freeze({
   TASK_TERMINAL: spec("state", "The task is already terminal."),
   TERMINAL_INTENT_CONFLICT: spec("conflict", "A different terminal outcome was already submitted for this task."),
   TASK_CAPACITY: spec("capacity", "This endpoint's task memory is full (records or bytes)."),
-  TASK_DELIVERY_DEFERRED: spec("deferred", "Delivery is deferred (budget, cooldown, older mail to the same target, or a relay unreachable moments ago); the envelope is queued and a later pass sends it.", { retryable: true }),
+  TASK_DELIVERY_DEFERRED: spec(
+    "deferred",
+    "Delivery is deferred (budget, cooldown, older mail to the same target, or a relay unreachable moments ago); the envelope is queued and a later pass sends it.",
+    { retryable: true },
+  ),
   STALE_GENERATION: spec("rejected", "The mail belongs to an older generation of the task (its executor was replaced); it is refused."),
-  DELEGATION_DEPTH_EXCEEDED: spec("refused", "Delegating onward would make the chain longer than the depth cap (3 sessions by default); nothing was created."),
-  DELEGATION_AMBIGUOUS: spec("refused", "This session works on several tasks, so a new task has no single parent: finish or hand back all but one of them first (agent_task_done), then delegate; nothing was created."),
+  DELEGATION_DEPTH_EXCEEDED: spec(
+    "refused",
+    "Delegating onward would make the chain longer than the depth cap (3 sessions by default); nothing was created.",
+  ),
+  DELEGATION_AMBIGUOUS: spec(
+    "refused",
+    "This session works on several tasks, so a new task has no single parent: finish or hand back all but one of them first (agent_task_done), then delegate; nothing was created.",
+  ),
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
   TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),
   INVALID_TRANSACTION: spec("invalid", "A store transaction must be synchronous and not nested across commits."),
-  TASKS_STARTING: spec("starting", "pi-tasks is still starting (finding or starting its relay); try again in a moment.", { retryable: true }),
+  TASKS_STARTING: spec("starting", "pi-tasks is still starting (finding or starting its relay); try again in a moment.", {
+    retryable: true,
+  }),
   SEAL_INVALID: spec("rejected", "The sealed envelope cannot be opened: it is not for this identity, or it was altered."),
-  UNSEALED_EVENT: spec("rejected", "Task mail arrived in the clear; pi-tasks seals every task event to its recipient (an older pi-tasks, or a forgery)."),
+  UNSEALED_EVENT: spec(
+    "rejected",
+    "Task mail arrived in the clear; pi-tasks seals every task event to its recipient (an older pi-tasks, or a forgery).",
+  ),
   PAIRING_NOT_CONFIRMED: spec("usage", "Pairing was not confirmed by a person; nothing changed."),
-  RELAY_NOT_STARTED: spec("relay", "pi-tasks could not start its relay; see the relay log, or set PI_TASKS_RUNTIME to a node (>= 22.19) or bun that can run it."),
+  RELAY_NOT_STARTED: spec(
+    "relay",
+    "pi-tasks could not start its relay; see the relay log, or set PI_TASKS_RUNTIME to a node (>= 22.19) or bun that can run it.",
+  ),
   TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
   PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
   PI_TASK_WORKER_COORDINATION_FORBIDDEN: spec("gate", "A task worker may not send, cancel or acknowledge tasks."),
@@ -134,10 +186,21 @@ export const ERROR_REGISTRY = Object.freeze({
   NOT_AUTHORIZED: spec("rejected", "The signer may not send this kind of event for this task."),
   STALE_EVENT: spec("rejected", "The event was signed more than 24 hours ago or more than 60 seconds in the future."),
   REPLAYED_EVENT: spec("rejected", "The event was already received in another envelope (a replay)."),
-  UNSIGNED_EVENT: spec("rejected", "The event is unsigned (an older pi-tasks); set PI_TASKS_TRUST=unsigned to accept such peers as unverified."),
-  UNKNOWN_PEER: spec("rejected", "The signer is neither this identity nor a paired peer (a person pairs with `/tasks pair NAME KEY` in Pi, or `pi-tasks peers add NAME KEY`)."),
-  ASSIGNMENT_REFUSED: spec("refused", "The worker refused the assignment: it does not trust this identity (pair both sides with `pi-tasks peers add`)."),
-  PAIRING_PENDING: spec("pending", "The signer is unknown; the local human has not yet decided whether to pair with it.", { retryable: true }),
+  UNSIGNED_EVENT: spec(
+    "rejected",
+    "The event is unsigned (an older pi-tasks); set PI_TASKS_TRUST=unsigned to accept such peers as unverified.",
+  ),
+  UNKNOWN_PEER: spec(
+    "rejected",
+    "The signer is neither this identity nor a paired peer (a person pairs with `/tasks pair NAME KEY` in Pi, or `pi-tasks peers add NAME KEY`).",
+  ),
+  ASSIGNMENT_REFUSED: spec(
+    "refused",
+    "The worker refused the assignment: it does not trust this identity (pair both sides with `pi-tasks peers add`).",
+  ),
+  PAIRING_PENDING: spec("pending", "The signer is unknown; the local human has not yet decided whether to pair with it.", {
+    retryable: true,
+  }),
   // -- identity and peers ---------------------------------------------------------------------
   IDENTITY_INVALID: spec("config", "The identity file is unreadable or invalid (identity.json in PI_TASKS_HOME)."),
   INVALID_PEER_KEY: spec("invalid", "Not an Ed25519 public key (expected ed25519:<base64url of 32 bytes>)."),
@@ -148,9 +211,18 @@ export const ERROR_REGISTRY = Object.freeze({
   PEERS_INVALID: spec("config", "peers.json is unreadable or invalid."),
   PEERS_FULL: spec("capacity", "peers.json holds the most peers allowed; remove one first."),
   // -- files of PI_TASKS_HOME and the Redis password (docs/security.md, "Files") ----------------
-  HOME_INVALID: spec("config", "The pi-tasks home directory (PI_TASKS_HOME) must be a directory of this user's alone (mode 0700); fix it with chmod 700, or use a home of your own."),
-  REDIS_PASSWORD_IN_URL: spec("usage", "A password in the --store URL is visible to every user of the machine (ps); put it in a file named by PI_TASKS_REDIS_PASSWORD_FILE (mode 0600) or in PI_TASKS_REDIS_PASSWORD instead."),
-  REDIS_PASSWORD_FILE_INVALID: spec("config", "The file PI_TASKS_REDIS_PASSWORD_FILE names must be a regular file of this user's, mode 0600, holding the Redis password."),
+  HOME_INVALID: spec(
+    "config",
+    "The pi-tasks home directory (PI_TASKS_HOME) must be a directory of this user's alone (mode 0700); fix it with chmod 700, or use a home of your own.",
+  ),
+  REDIS_PASSWORD_IN_URL: spec(
+    "usage",
+    "A password in the --store URL is visible to every user of the machine (ps); put it in a file named by PI_TASKS_REDIS_PASSWORD_FILE (mode 0600) or in PI_TASKS_REDIS_PASSWORD instead.",
+  ),
+  REDIS_PASSWORD_FILE_INVALID: spec(
+    "config",
+    "The file PI_TASKS_REDIS_PASSWORD_FILE names must be a regular file of this user's, mode 0600, holding the Redis password.",
+  ),
 
   // -- CLI codes ------------------------------------------------------------------------------
   TASK_WORKER_PREFLIGHT_FAILED: spec("preflight", "The worker could not be started: a preflight check failed."),
@@ -162,9 +234,18 @@ export const ERROR_REGISTRY = Object.freeze({
   // -- the relay secret (issue 21; docs/security.md, "The relay secret") -----------------------
   // Neither flag: refused at start-up, nothing is created; the transport throws it retryable once
   // the relay proved itself before (the user's relay may answer there again).
-  RELAY_NOT_PROVEN: spec("relay", "What answers at the relay's address cannot prove it holds this user's relay secret (another user's process, or a program on the port); pi-tasks sends it nothing."),
-  RELAY_SECRET_INVALID: spec("config", "The relay secret file (or its directory) is unsafe or unreadable: it must be this user's own, not a symlink, the directory mode 0700 and the file 0600."),
-  RELAY_RECORD_STALE: spec("relay", "The record of the relay pi-tasks started names a process that did not prove it is that relay; nothing was signalled and the stale record was removed."),
+  RELAY_NOT_PROVEN: spec(
+    "relay",
+    "What answers at the relay's address cannot prove it holds this user's relay secret (another user's process, or a program on the port); pi-tasks sends it nothing.",
+  ),
+  RELAY_SECRET_INVALID: spec(
+    "config",
+    "The relay secret file (or its directory) is unsafe or unreadable: it must be this user's own, not a symlink, the directory mode 0700 and the file 0600.",
+  ),
+  RELAY_RECORD_STALE: spec(
+    "relay",
+    "The record of the relay pi-tasks started names a process that did not prove it is that relay; nothing was signalled and the stale record was removed.",
+  ),
 } satisfies Record<string, ErrorSpec>);
 
 export type RegisteredErrorCode = keyof typeof ERROR_REGISTRY;

@@ -55,34 +55,106 @@ const terminal = { modelVisible: true, conversational: false, originLocal: false
 const archived = { modelVisible: false, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false } as const;
 
 export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = Object.freeze({
-  "task.created": row("task.created", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false, payload: CreatedPayload }),
+  "task.created": row("task.created", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: false,
+    receiverIntent: false,
+    payload: CreatedPayload,
+  }),
   "task.information": row("task.information", { ...conversation, payload: ConversationPayload }),
   "task.question": row("task.question", { ...conversation, payload: ConversationPayload }),
   "task.answer": row("task.answer", { ...conversation, payload: AnswerPayload }),
   "task.completed": row("task.completed", { ...terminal, terminalStatus: "completed" }),
   "task.failed": row("task.failed", { ...terminal, terminalStatus: "failed" }),
   "task.cancelled": row("task.cancelled", { ...terminal, terminalStatus: "cancelled" }),
-  "task.timed_out": row("task.timed_out", { modelVisible: true, terminalStatus: "timed_out", conversational: false, originLocal: false, receiverIntent: false, payload: TimedOutPayload }),
-  "task.delivery_receipt": row("task.delivery_receipt", { modelVisible: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: DeliveryReceiptPayload }),
+  "task.timed_out": row("task.timed_out", {
+    modelVisible: true,
+    terminalStatus: "timed_out",
+    conversational: false,
+    originLocal: false,
+    receiverIntent: false,
+    payload: TimedOutPayload,
+  }),
+  "task.delivery_receipt": row("task.delivery_receipt", {
+    modelVisible: false,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: DeliveryReceiptPayload,
+  }),
   "task.parent_acknowledged": row("task.parent_acknowledged", { ...archived, payload: ParentAcknowledgedPayload }),
   "task.late_terminal": row("task.late_terminal", { ...archived, payload: LateTerminalPayload }),
-  "task.reassigned": row("task.reassigned", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: false, receiverIntent: false, payload: ReassignedPayload }),
+  "task.reassigned": row("task.reassigned", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: false,
+    receiverIntent: false,
+    payload: ReassignedPayload,
+  }),
   // A worker's refusal of an assignment (its trust gate refused the origin), shown at the origin;
   // never forwarded, since the worker holds no task. It is not terminal by itself: the origin fails
   // the task (a task.failed of its own) only when a key it trusts signed the refusal.
-  "task.refused": row("task.refused", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: RefusedPayload }),
+  "task.refused": row("task.refused", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: RefusedPayload,
+  }),
   // A worker's progress: shown at the origin without waking it (coalesced, rate-limited), never forwarded.
-  "task.progress": row("task.progress", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: ProgressPayload }),
+  "task.progress": row("task.progress", {
+    modelVisible: true,
+    wakes: false,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: ProgressPayload,
+  }),
   // What the worker's Pi did with a cancel (aborted, idle, still busy): shown at the origin without waking it.
   // The origin's own record that the worker is gone: shown once, with one wake; never forwarded.
-  "task.orphaned": row("task.orphaned", { modelVisible: true, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: false, payload: OrphanedPayload }),
+  "task.orphaned": row("task.orphaned", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: false,
+    payload: OrphanedPayload,
+  }),
   // An author's correction or withdrawal of an earlier answer or result; the original stays, superseded.
-  "task.correction": row("task.correction", { modelVisible: true, terminalStatus: null, conversational: true, originLocal: false, receiverIntent: true, payload: CorrectionPayload }),
+  "task.correction": row("task.correction", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: true,
+    originLocal: false,
+    receiverIntent: true,
+    payload: CorrectionPayload,
+  }),
   // The origin asks the worker for its view (archived at the worker, which answers at once).
   "task.audit_requested": row("task.audit_requested", { ...archived, payload: AuditRequestedPayload }),
   // The worker's view of the task, kept in the origin's log for `audit`; never forwarded, never shown.
-  "task.audit_view": row("task.audit_view", { modelVisible: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: AuditViewPayload }),
-  "task.cancel_outcome": row("task.cancel_outcome", { modelVisible: true, wakes: false, terminalStatus: null, conversational: false, originLocal: true, receiverIntent: true, payload: CancelOutcomePayload }),
+  "task.audit_view": row("task.audit_view", {
+    modelVisible: false,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: AuditViewPayload,
+  }),
+  "task.cancel_outcome": row("task.cancel_outcome", {
+    modelVisible: true,
+    wakes: false,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: CancelOutcomePayload,
+  }),
 });
 
 export function isKnownEventType(type: unknown): type is TaskEventType {

@@ -95,7 +95,8 @@ export async function verifyJwt(secret: string, token: string, options: JwtClaim
   } catch {
     return { ok: false, reason: "malformed" };
   }
-  if (typeof header !== "object" || header === null || (header as { alg?: unknown }).alg !== "HS256") return { ok: false, reason: "algorithm" };
+  if (typeof header !== "object" || header === null || (header as { alg?: unknown }).alg !== "HS256")
+    return { ok: false, reason: "algorithm" };
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return { ok: false, reason: "malformed" };
   const valid = await crypto.subtle.verify(
     "HMAC",
@@ -195,7 +196,12 @@ export function instanceProof(instance: string, challenge: string, pid: number):
 /** A fresh relay token: HS256 `{iat, exp: iat + 10, jti, aud}` signed with the token key. */
 export function signRelayToken(keys: RelayKeys, nowMs: number = Date.now()): string {
   const iat = Math.floor(nowMs / msPerSecond);
-  const payload = { iat, exp: iat + relayTokenLifetimeMs / msPerSecond, jti: randomBytes(relayTokenIdBytes).toString("hex"), aud: RELAY_TOKEN_AUDIENCE };
+  const payload = {
+    iat,
+    exp: iat + relayTokenLifetimeMs / msPerSecond,
+    jti: randomBytes(relayTokenIdBytes).toString("hex"),
+    aud: RELAY_TOKEN_AUDIENCE,
+  };
   const signingInput = `${ENCODED_HEADER}.${base64url(encoder.encode(JSON.stringify(payload)))}`;
   return `${signingInput}.${hmac(keys.token, signingInput)}`;
 }
@@ -224,7 +230,8 @@ function relayClaimsProblem(claims: Record<string, unknown>, nowMs: number): str
 /** Verifies a relay token (signature in constant time, then its claims); remembering its `jti` is the relay's. */
 export function verifyRelayToken(keys: RelayKeys, token: string, nowMs: number = Date.now()): RelayTokenVerdict {
   const segments = token.split(".");
-  if (segments.length !== 3 || !segments.every((segment) => BASE64URL.test(segment))) return { ok: false, signed: false, reason: "malformed" };
+  if (segments.length !== 3 || !segments.every((segment) => BASE64URL.test(segment)))
+    return { ok: false, signed: false, reason: "malformed" };
   const [headerText, payloadText, signature] = segments as [string, string, string];
   if (!proofMatches(hmac(keys.token, `${headerText}.${payloadText}`), signature)) return { ok: false, signed: false, reason: "signature" };
   let claims: unknown;

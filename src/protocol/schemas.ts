@@ -210,17 +210,37 @@ const intentIdField = { intentId: Type.Optional(Id) };
 export const CreatedPayload = Type.Object({ task: TaskText }, strict);
 /** A question or answer of another task this one is bound to (questions raised up a chain). */
 const TaskEventRef = Type.Object({ taskId: Id, eventId: Id }, strict);
-export const ConversationPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef) }, strict);
-export const AnswerPayload = Type.Object({ ...intentIdField, message: TaskText, inReplyTo: Id, relayedFrom: Type.Optional(TaskEventRef), finality: Type.Optional(Finality) }, strict);
+export const ConversationPayload = Type.Object(
+  { ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef) },
+  strict,
+);
+export const AnswerPayload = Type.Object(
+  { ...intentIdField, message: TaskText, inReplyTo: Id, relayedFrom: Type.Optional(TaskEventRef), finality: Type.Optional(Finality) },
+  strict,
+);
 /**
  * A correction (or withdrawal) of an answer or result its author gave earlier (`supersedes`): the
  * original stays stored and is shown as superseded.
  */
 export const CorrectionPayload = Type.Object(
-  { ...intentIdField, supersedes: Id, message: TaskText, result: Type.Optional(JsonObject), withdrawn: Type.Optional(Type.Literal(true)), finality: Type.Optional(Finality) },
+  {
+    ...intentIdField,
+    supersedes: Id,
+    message: TaskText,
+    result: Type.Optional(JsonObject),
+    withdrawn: Type.Optional(Type.Literal(true)),
+    finality: Type.Optional(Finality),
+  },
   strict,
 );
-export const ProgressPayload = Type.Object({ ...intentIdField, message: Type.String({ minLength: 1, maxLength: maxProgressChars }), percent: Type.Optional(Type.Integer({ minimum: 0, maximum: maxProgressPercent })) }, strict);
+export const ProgressPayload = Type.Object(
+  {
+    ...intentIdField,
+    message: Type.String({ minLength: 1, maxLength: maxProgressChars }),
+    percent: Type.Optional(Type.Integer({ minimum: 0, maximum: maxProgressPercent })),
+  },
+  strict,
+);
 export const CancelOutcome = Type.Union([Type.Literal("aborted"), Type.Literal("idle"), Type.Literal("busy")]);
 export type CancelOutcome = Static<typeof CancelOutcome>;
 /** The origin's record that a task's worker is gone (not registered since `since`). */
@@ -268,7 +288,11 @@ export type DeliveryReceiptPayload = Static<typeof DeliveryReceiptPayload>;
 
 export const ParentAcknowledgedPayload = Type.Object({ acknowledgedEventId: Id }, strict);
 export const LateTerminalPayload = Type.Object(
-  { ...intentIdField, lateType: Type.Union([Type.Literal("task.completed"), Type.Literal("task.failed"), Type.Literal("task.cancelled")]), ...terminalFields },
+  {
+    ...intentIdField,
+    lateType: Type.Union([Type.Literal("task.completed"), Type.Literal("task.failed"), Type.Literal("task.cancelled")]),
+    ...terminalFields,
+  },
   strict,
 );
 export const ReassignedPayload = Type.Object({ task: TaskText, previousTarget: TaskEndpoint }, strict);
@@ -286,7 +310,16 @@ export const RefusedPayload = Type.Object(
     /** Added by the origin: whether a key it trusts signed the refusal (then the task failed). */
     verified: Type.Optional(Type.Boolean()),
     /** Added by the origin: the refusing key and its fingerprint, as verified. */
-    refusedBy: Type.Optional(Type.Object({ key: Type.String({ minLength: 1, maxLength: maxWireIdChars }), fingerprint: Type.String({ minLength: 1, maxLength: maxWireIdChars }), claimedName: Type.Optional(Type.String({ minLength: 1, maxLength: maxClaimedNameChars })) }, strict)),
+    refusedBy: Type.Optional(
+      Type.Object(
+        {
+          key: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+          fingerprint: Type.String({ minLength: 1, maxLength: maxWireIdChars }),
+          claimedName: Type.Optional(Type.String({ minLength: 1, maxLength: maxClaimedNameChars })),
+        },
+        strict,
+      ),
+    ),
   },
   strict,
 );
@@ -334,7 +367,10 @@ export const ReceiverIntentType = Type.Union([
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 
-export const TaskIntent = Type.Object({ intentId: Id, taskId: Id, type: ReceiverIntentType, payload: JsonObject, generation: Type.Optional(Type.Integer({ minimum: 1 })) }, strict);
+export const TaskIntent = Type.Object(
+  { intentId: Id, taskId: Id, type: ReceiverIntentType, payload: JsonObject, generation: Type.Optional(Type.Integer({ minimum: 1 })) },
+  strict,
+);
 export type TaskIntent = Static<typeof TaskIntent>;
 
 // ---------------------------------------------------------------------------------------------
@@ -376,9 +412,15 @@ export const AssignmentPayload = Type.Object(
 export type AssignmentPayload = Static<typeof AssignmentPayload>;
 
 const signature = Type.Optional(SignatureBlock);
-export const AssignmentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("assignment"), payload: AssignmentPayload, signature }, strict);
+export const AssignmentWirePayload = Type.Object(
+  { taskId: Id, kind: Type.Literal("assignment"), payload: AssignmentPayload, signature },
+  strict,
+);
 export const IntentWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("intent"), payload: TaskIntent, signature }, strict);
-export const CanonicalWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("canonical_event"), payload: TaskEvent, signature }, strict);
+export const CanonicalWirePayload = Type.Object(
+  { taskId: Id, kind: Type.Literal("canonical_event"), payload: TaskEvent, signature },
+  strict,
+);
 export const TaskWirePayload = Type.Union([AssignmentWirePayload, IntentWirePayload, CanonicalWirePayload]);
 export type TaskWirePayload = Static<typeof TaskWirePayload>;
 
@@ -394,7 +436,10 @@ const SealKeyText = Type.String({ pattern: "^x25519:[A-Za-z0-9_-]{43}$" });
 const Base64Url = (maxLength: number) => Type.String({ minLength: 1, maxLength, pattern: "^[A-Za-z0-9_-]+$" });
 
 /** What travels instead of a task payload's content and signature: `{payload, signature, binding}` sealed to the recipient. */
-export const SealedBox = Type.Object({ v: Type.Literal(1), from: SealKeyText, to: SealKeyText, nonce: Base64Url(64), box: Base64Url(maxRelayPayloadBytes) }, strict);
+export const SealedBox = Type.Object(
+  { v: Type.Literal(1), from: SealKeyText, to: SealKeyText, nonce: Base64Url(64), box: Base64Url(maxRelayPayloadBytes) },
+  strict,
+);
 export const SealedWirePayload = Type.Object({ taskId: Id, kind: EnvelopeKind, sealed: SealedBox }, strict);
 export type SealedWirePayload = Static<typeof SealedWirePayload>;
 
@@ -407,9 +452,15 @@ export type SealedContent = Static<typeof SealedContent>;
  * of that key made for this request (`inReplyTo`). `taskId` carries the hello's own id (the wire
  * needs one; it names no task). It states the sender's seal key and its binding, and nothing else.
  */
-export const HelloPayload = Type.Object({ helloId: Id, inReplyTo: Type.Optional(Id), seal: SealKeyText, binding: Ed25519SignatureText }, strict);
+export const HelloPayload = Type.Object(
+  { helloId: Id, inReplyTo: Type.Optional(Id), seal: SealKeyText, binding: Ed25519SignatureText },
+  strict,
+);
 export type HelloPayload = Static<typeof HelloPayload>;
-export const HelloWirePayload = Type.Object({ taskId: Id, kind: Type.Literal("hello"), payload: HelloPayload, signature: SignatureBlock }, strict);
+export const HelloWirePayload = Type.Object(
+  { taskId: Id, kind: Type.Literal("hello"), payload: HelloPayload, signature: SignatureBlock },
+  strict,
+);
 export type HelloWirePayload = Static<typeof HelloWirePayload>;
 export const HelloEnvelope = envelopeSchema(HelloWirePayload);
 export type HelloEnvelope = Static<typeof HelloEnvelope>;
@@ -455,7 +506,13 @@ export const SendParams = Type.Object(
 );
 export type SendParams = Static<typeof SendParams>;
 
-export const MessageType = Type.Union([Type.Literal("question"), Type.Literal("answer"), Type.Literal("information"), Type.Literal("progress"), Type.Literal("correction")]);
+export const MessageType = Type.Union([
+  Type.Literal("question"),
+  Type.Literal("answer"),
+  Type.Literal("information"),
+  Type.Literal("progress"),
+  Type.Literal("correction"),
+]);
 export type MessageType = Static<typeof MessageType>;
 
 export const MessageParams = Type.Object(
@@ -486,7 +543,10 @@ export type DoneParams = Static<typeof DoneParams>;
 export const AckParams = Type.Object({ taskId: Id }, strict);
 export type AckParams = Static<typeof AckParams>;
 
-export const CancelParams = Type.Object({ taskId: Id, reason: Type.Optional(Type.String({ minLength: 1, maxLength: maxReasonChars })) }, strict);
+export const CancelParams = Type.Object(
+  { taskId: Id, reason: Type.Optional(Type.String({ minLength: 1, maxLength: maxReasonChars })) },
+  strict,
+);
 export type CancelParams = Static<typeof CancelParams>;
 
 export const StatusParams = Type.Object({ taskId: Id }, strict);

@@ -80,7 +80,12 @@ export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
  * the protected registration) may be any wire string; a wrong one is `BINDING_SECRET_INVALID`, also
  * a binding check.
  */
-const bindingFields = { epoch: Type.String(), callerSession: WireString, endpoint: Type.Unknown(), bindingSecret: Type.Optional(WireString) };
+const bindingFields = {
+  epoch: Type.String(),
+  callerSession: WireString,
+  endpoint: Type.Unknown(),
+  bindingSecret: Type.Optional(WireString),
+};
 const base = { operation: Type.String(), profile: Type.String() };
 /** The `resolve` target `{relay, id}`; `id` must also be a UUID. */
 const ResolveTarget = Type.Object({ relay: Type.String(), id: Type.String() }, strict);
@@ -170,7 +175,11 @@ export const ReplyEndpoint = Type.Object({ relay: NonEmpty, id: NonEmpty });
 
 export const ConnectedValue = Type.Object({ kind: Type.Literal("connected"), endpoint: ReplyEndpoint, leaseExpiresAt: Type.String() });
 /** `successorOf` only with `successor-v1` and `followSuccessor:true`. */
-export const ResolvedValue = Type.Object({ kind: Type.Literal("resolved"), endpoint: ReplyEndpoint, successorOf: Type.Optional(ReplyEndpoint) });
+export const ResolvedValue = Type.Object({
+  kind: Type.Literal("resolved"),
+  endpoint: ReplyEndpoint,
+  successorOf: Type.Optional(ReplyEndpoint),
+});
 export const AcceptedValue = Type.Object({
   kind: Type.Literal("accepted"),
   envelopeId: Type.String(),
@@ -182,10 +191,20 @@ export const AcceptedValue = Type.Object({
 });
 /** One page item; the envelope is the stored one, checked by whoever takes it in. */
 export const WireDelivery = Type.Object({ cursor: Cursor, envelope: Type.Object({ envelopeId: NonEmpty }) });
-export const PageValue = Type.Object({ kind: Type.Literal("page"), deliveries: Type.Array(WireDelivery), nextCursor: Cursor, hasMore: Type.Boolean() });
+export const PageValue = Type.Object({
+  kind: Type.Literal("page"),
+  deliveries: Type.Array(WireDelivery),
+  nextCursor: Cursor,
+  hasMore: Type.Boolean(),
+});
 export const AcknowledgedValue = Type.Object({ kind: Type.Literal("acknowledged"), duplicate: Type.Boolean() });
 /** `ack-batch-v1`: what became of each id, in request order. */
-export const AckOutcome = Type.Union([Type.Literal("acknowledged"), Type.Literal("duplicate"), Type.Literal("unknown"), Type.Literal("gone")]);
+export const AckOutcome = Type.Union([
+  Type.Literal("acknowledged"),
+  Type.Literal("duplicate"),
+  Type.Literal("unknown"),
+  Type.Literal("gone"),
+]);
 export type AckOutcome = Static<typeof AckOutcome>;
 export const AcknowledgedBatchValue = Type.Object({
   kind: Type.Literal("acknowledged-batch"),
@@ -217,7 +236,12 @@ export type WireDelivery = Static<typeof WireDelivery>;
 const Profile = Type.Literal(RELAY_PROFILE);
 
 /** `{ok:true, profile, epoch, value}` of every successful operation. */
-export const WireSuccessBody = Type.Object({ ok: Type.Literal(true), profile: Profile, epoch: Type.String(), value: Type.Object({ kind: Type.String() }) });
+export const WireSuccessBody = Type.Object({
+  ok: Type.Literal(true),
+  profile: Profile,
+  epoch: Type.String(),
+  value: Type.Object({ kind: Type.String() }),
+});
 
 /** Every refusal: our relay always sets `epoch`; a Wolfpack relay may omit it for `EPOCHLESS_CODES`. */
 export const WireErrorBody = Type.Object({
@@ -274,4 +298,9 @@ export function mintBindingSecret(): string {
 }
 
 /** Codes a relay may send without an epoch (client rule, docs/wire.md). */
-export const EPOCHLESS_CODES: ReadonlySet<string> = new Set(["RELAY_CAPACITY", "RELAY_UNAVAILABLE", "INVALID_REQUEST", "PEER_POLICY_REQUIRED"]);
+export const EPOCHLESS_CODES: ReadonlySet<string> = new Set([
+  "RELAY_CAPACITY",
+  "RELAY_UNAVAILABLE",
+  "INVALID_REQUEST",
+  "PEER_POLICY_REQUIRED",
+]);

@@ -10,7 +10,17 @@
  *   and checks the relay's proof on every reply. Such a relay gets no Wolfpack JWT.
  */
 import { resolve } from "node:path";
-import { challengeProof, deriveRelayKeys, type JwtClaimsOptions, jwtClaimsFromEnv, newChallenge, proofMatches, type RelayKeys, readJwtSecret, signJwt } from "../protocol/jwt.ts";
+import {
+  challengeProof,
+  deriveRelayKeys,
+  type JwtClaimsOptions,
+  jwtClaimsFromEnv,
+  newChallenge,
+  proofMatches,
+  type RelayKeys,
+  readJwtSecret,
+  signJwt,
+} from "../protocol/jwt.ts";
 import { RELAY_CHALLENGE_HEADER, RELAY_CHALLENGE_PROOF_HEADER, RELAY_PROFILE, RELAY_PROFILE_PATH } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { readRelaySecret, RELAY_SECRET_FILE_VARIABLE, relaySecretExists, relaySecretPath } from "../trust/relay-secret.ts";
@@ -132,7 +142,12 @@ export interface RelayProbe {
  * token, nothing of the secret goes out: a stranger learns only that someone asked. A timeout
  * counts as answered (something holds the port but does not answer).
  */
-export async function proveRelay(url: string, fetcher: typeof fetch, keys: RelayKeys | undefined, signal: AbortSignal): Promise<RelayProbe> {
+export async function proveRelay(
+  url: string,
+  fetcher: typeof fetch,
+  keys: RelayKeys | undefined,
+  signal: AbortSignal,
+): Promise<RelayProbe> {
   const challenge = keys === undefined ? undefined : newChallenge();
   try {
     const response = await fetcher(`${url.replace(/\/+$/, "")}${RELAY_PROFILE_PATH}`, {

@@ -13,7 +13,13 @@ import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { customAlphabet } from "nanoid";
 import { TaskError } from "../protocol/errors.ts";
-import { DEFAULT_RELAY_PORT, generatedSessionSlugMaxChars, generatedSessionSuffixChars, MAX_TCP_PORT, MIN_TCP_PORT } from "../protocol/limits.ts";
+import {
+  DEFAULT_RELAY_PORT,
+  generatedSessionSlugMaxChars,
+  generatedSessionSuffixChars,
+  MAX_TCP_PORT,
+  MIN_TCP_PORT,
+} from "../protocol/limits.ts";
 import { isLoopbackHttpUrl } from "./auth.ts";
 
 export type Env = Record<string, string | undefined>;

@@ -27,7 +27,16 @@ import type { Static } from "@sinclair/typebox";
 import { nanoid } from "nanoid";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
-import { DERIVED_NAME_SEPARATOR, DERIVED_NAME_SUFFIX_CHARS, leaseDefaultMs, leaseRenewMarginMs, maxWireIdChars, RELAY_PROFILE, receivePageMaxItems, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
+import {
+  DERIVED_NAME_SEPARATOR,
+  DERIVED_NAME_SUFFIX_CHARS,
+  leaseDefaultMs,
+  leaseRenewMarginMs,
+  maxWireIdChars,
+  RELAY_PROFILE,
+  receivePageMaxItems,
+  WIRE_PROTOCOL_VERSION,
+} from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
 import {
@@ -121,7 +130,10 @@ export interface RelaySession {
    * request): acknowledges up to `ackBatchMaxItems` distinct ids in one request; each id's outcome
    * in order (`unknown` / `gone`: the relay does not hold it for this endpoint).
    */
-  acknowledgeBatch(envelopeIds: readonly string[], signal?: AbortSignal): Promise<readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[]>;
+  acknowledgeBatch(
+    envelopeIds: readonly string[],
+    signal?: AbortSignal,
+  ): Promise<readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[]>;
   watch(cursor: string, waitMs: number, signal?: AbortSignal): Promise<WatchResult>;
   health(signal?: AbortSignal): Promise<Record<string, unknown>>;
   disconnect(signal?: AbortSignal): Promise<void>;
@@ -204,7 +216,12 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
 
   function retire(operation: RelayOperation, cause: Record<string, unknown>): TaskError {
     const error = new TaskError("RELAY_RESET", {
-      details: { operation, mayHaveBeenDelivered: true, ...(bound === undefined ? {} : { priorEndpoint: bound.endpoint, boundEpoch: bound.epoch }), ...cause },
+      details: {
+        operation,
+        mayHaveBeenDelivered: true,
+        ...(bound === undefined ? {} : { priorEndpoint: bound.endpoint, boundEpoch: bound.epoch }),
+        ...cause,
+      },
     });
     if (status === "ready" || status === "unbound") {
       status = "reset";
@@ -235,11 +252,19 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     return secret !== undefined && features?.has(FEATURE_BINDING_SECRET) === true ? { bindingSecret: secret } : {};
   }
 
-  async function call(operation: RelayOperation, fields: Record<string, unknown>, signal: AbortSignal | undefined, extraDeadlineMs = 0, envelope?: EncodedEnvelope): Promise<Record<string, unknown>> {
+  async function call(
+    operation: RelayOperation,
+    fields: Record<string, unknown>,
+    signal: AbortSignal | undefined,
+    extraDeadlineMs = 0,
+    envelope?: EncodedEnvelope,
+  ): Promise<Record<string, unknown>> {
     const binding = await ensureBound(operation, signal);
     if (envelope?.source !== undefined && !sameEndpoint(envelope.source, binding.endpoint)) {
       // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
-      throw new TaskError("TASK_DELIVERY_DEFERRED", { details: { operation, envelopeId: envelope.envelopeId, reason: "the envelope names an endpoint that is no longer bound" } });
+      throw new TaskError("TASK_DELIVERY_DEFERRED", {
+        details: { operation, envelopeId: envelope.envelopeId, reason: "the envelope names an endpoint that is no longer bound" },
+      });
     }
     const callFence = bindingFence;
     const body = {
@@ -261,7 +286,8 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     } catch (error) {
       throw judge(error, operation, callFence, binding.epoch);
     }
-    if (callFence !== bindingFence || status !== "ready") throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
+    if (callFence !== bindingFence || status !== "ready")
+      throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
     if (reply.epoch !== binding.epoch) throw retire(operation, { epoch: reply.epoch });
     return reply.value;
   }
@@ -293,7 +319,8 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     } catch (error) {
       throw judge(error, operation, callFence, previous?.epoch);
     }
-    if (callFence !== bindingFence || status === "reset" || status === "closed") throw new TaskError("RELAY_RESET", { details: { operation } });
+    if (callFence !== bindingFence || status === "reset" || status === "closed")
+      throw new TaskError("RELAY_RESET", { details: { operation } });
     const value = replyOf("connect", reply.value, "INVALID_CONNECTION", {}, operation);
     if (!isUuid(value.endpoint.id)) throw malformed("INVALID_CONNECTION", operation, "the endpoint id is not a UUID");
     if (Number.isNaN(Date.parse(value.leaseExpiresAt))) throw malformed("INVALID_CONNECTION", operation, "leaseExpiresAt is not a date");
@@ -374,16 +401,22 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
           throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "resolve", feature: FEATURE_SUCCESSOR } });
         }
       }
-      const value = replyOf("resolve", await call("resolve", { target, ...(followSuccessor ? { followSuccessor: true } : {}) }, resolveOptions.signal), "INVALID_TARGET");
+      const value = replyOf(
+        "resolve",
+        await call("resolve", { target, ...(followSuccessor ? { followSuccessor: true } : {}) }, resolveOptions.signal),
+        "INVALID_TARGET",
+      );
       const endpoint = copyEndpoint(value.endpoint);
       if (sameEndpoint(endpoint, target)) return { endpoint };
-      if (followSuccessor && value.successorOf !== undefined && sameEndpoint(value.successorOf, target)) return { endpoint, successorOf: copyEndpoint(target) };
+      if (followSuccessor && value.successorOf !== undefined && sameEndpoint(value.successorOf, target))
+        return { endpoint, successorOf: copyEndpoint(target) };
       throw malformed("INVALID_TARGET", "resolve", "resolved endpoint differs from the reference", { target, resolved: endpoint });
     },
     async send(envelope, signal) {
       const details = { envelopeId: envelope.envelopeId };
       const value = replyOf("send", await call("send", {}, signal, 0, envelope), "INVALID_ACCEPTANCE", details);
-      if (value.envelopeId !== envelope.envelopeId) throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
+      if (value.envelopeId !== envelope.envelopeId)
+        throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
       if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
       return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };
     },
@@ -399,17 +432,23 @@ export function createRelaySession(options: RelaySessionOptions): RelaySession {
     },
     async acknowledgeBatch(envelopeIds, signal) {
       await ensureBound("acknowledge", signal);
-      if (!session.features().has(FEATURE_ACK_BATCH)) throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: FEATURE_ACK_BATCH } });
+      if (!session.features().has(FEATURE_ACK_BATCH))
+        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: FEATURE_ACK_BATCH } });
       const value = replyOf("acknowledge", await call("acknowledge", { envelopeIds }, signal), "INVALID_RESPONSE");
       // The answer must name exactly the ids asked for, in order.
-      if (value.kind !== "acknowledged-batch" || value.results.length !== envelopeIds.length || value.results.some((result, index) => result.envelopeId !== envelopeIds[index])) {
+      if (
+        value.kind !== "acknowledged-batch" ||
+        value.results.length !== envelopeIds.length ||
+        value.results.some((result, index) => result.envelopeId !== envelopeIds[index])
+      ) {
         throw malformed("INVALID_RESPONSE", "acknowledge", "the batch answer does not name the ids asked for, in order");
       }
       return value.results;
     },
     async watch(cursor, waitMs, signal) {
       await ensureBound("watch", signal);
-      if (!session.features().has(FEATURE_WATCH)) throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "watch", feature: FEATURE_WATCH } });
+      if (!session.features().has(FEATURE_WATCH))
+        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "watch", feature: FEATURE_WATCH } });
       const value = replyOf("watch", await call("watch", { cursor, waitMs }, signal, waitMs), "INVALID_RESPONSE");
       return { pending: value.pending, highestCursor: value.highestCursor };
     },

@@ -152,7 +152,13 @@ function notProven(relay: RelaySecretAuth, problem: string, operation?: Transpor
   });
 }
 
-function createRelayProofs(relay: RelaySecretAuth, baseUrl: string, fetcher: typeof fetch, timeoutMs: number, closing: AbortSignal): RelayProofs {
+function createRelayProofs(
+  relay: RelaySecretAuth,
+  baseUrl: string,
+  fetcher: typeof fetch,
+  timeoutMs: number,
+  closing: AbortSignal,
+): RelayProofs {
   let proven: Promise<void> | undefined;
   async function challenge(): Promise<void> {
     const probe = await proveRelay(baseUrl, fetcher, relay.keys, AbortSignal.any([closing, AbortSignal.timeout(timeoutMs)]));
@@ -160,7 +166,9 @@ function createRelayProofs(relay: RelaySecretAuth, baseUrl: string, fetcher: typ
     if (closing.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation: "profile" } });
     if (probe.failure !== undefined) {
       const timedOut = probe.failure instanceof Error && probe.failure.name === "TimeoutError";
-      throw new TaskError(timedOut ? "RELAY_TIMEOUT" : "RELAY_UNAVAILABLE", { details: { operation: "profile", problem: "the relay's challenge went unanswered" } });
+      throw new TaskError(timedOut ? "RELAY_TIMEOUT" : "RELAY_UNAVAILABLE", {
+        details: { operation: "profile", problem: "the relay's challenge went unanswered" },
+      });
     }
     throw notProven(relay, probe.relay ? "it did not answer the challenge with the secret's proof" : "it is not a volatile-v1 relay");
   }
@@ -211,20 +219,28 @@ function interpret(status: number, body: unknown, headers: Headers): SuccessRepl
   }
   const relayBody = isRecord(body) && body.profile === RELAY_PROFILE;
   // A 401 is the JWT's, unless a relay error body names another code (BINDING_SECRET_REQUIRED).
-  if (status === HTTP_UNAUTHORIZED && !(relayBody && isRecord(body.error) && typeof body.error.code === "string" && body.error.code !== "RELAY_AUTH_REQUIRED")) {
+  if (
+    status === HTTP_UNAUTHORIZED &&
+    !(relayBody && isRecord(body.error) && typeof body.error.code === "string" && body.error.code !== "RELAY_AUTH_REQUIRED")
+  ) {
     throw new TaskError("RELAY_AUTH_REQUIRED", { details: { httpStatus: status } });
   }
   // A gateway or proxy failure in front of the relay is transient, not a profile mismatch.
   if (!relayBody && isServerErrorStatus(status)) {
-    throw new TaskError("RELAY_UNAVAILABLE", { details: { httpStatus: status, mayHaveBeenDelivered: true, problem: "server error without a relay body" } });
+    throw new TaskError("RELAY_UNAVAILABLE", {
+      details: { httpStatus: status, mayHaveBeenDelivered: true, problem: "server error without a relay body" },
+    });
   }
   if (!isRecord(body)) throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "reply is not a JSON object" } });
   if (body.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { httpStatus: status } });
   const epoch = body.epoch;
-  if (epoch !== undefined && !isUuid(epoch)) throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "epoch is not a UUID" } });
+  if (epoch !== undefined && !isUuid(epoch))
+    throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "epoch is not a UUID" } });
   if (body.ok === true) {
     if (!isSuccessStatus(status) || epoch === undefined) {
-      throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "success without epoch or with an error status" } });
+      throw new TaskError("INVALID_RESPONSE", {
+        details: { httpStatus: status, problem: "success without epoch or with an error status" },
+      });
     }
     return { epoch: epoch as string, value: isRecord(body.value) ? body.value : {}, body };
   }
@@ -265,7 +281,8 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     throwHttpErrors: false,
     // Each request's stop signal travels as the option `relaySignal`, which ky hands to fetch as an
     // unknown option: ky then joins no signal of its own per request (this is the hot path).
-    fetch: (input: Request | URL | string, init?: RequestInit) => baseFetch(input, { signal: (init as { relaySignal?: AbortSignal } | undefined)?.relaySignal ?? null }),
+    fetch: (input: Request | URL | string, init?: RequestInit) =>
+      baseFetch(input, { signal: (init as { relaySignal?: AbortSignal } | undefined)?.relaySignal ?? null }),
     // The JWT hook exists only when a Wolfpack secret is configured (no per-request cost otherwise).
     ...(jwtAuth === undefined
       ? {}
@@ -291,17 +308,13 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
   type Decode<T> = (status: number, parsed: unknown, headers: Headers) => T;
   /** Sends one request; `authorization` is the relay token's header value, when there is one. */
   type Run = (signal: AbortSignal, authorization: string | undefined) => Promise<Response>;
-  const proofs = relaySecret === undefined ? undefined : createRelayProofs(relaySecret, baseUrl, baseFetch, requestTimeoutMs, closing.signal);
+  const proofs =
+    relaySecret === undefined ? undefined : createRelayProofs(relaySecret, baseUrl, baseFetch, requestTimeoutMs, closing.signal);
 
   /** Stops for every request in flight (close() runs them). */
   const inflight = new Set<(reason: unknown) => void>();
 
-  async function exchange<T>(
-    operation: TransportOperation,
-    run: Run,
-    decode: Decode<T>,
-    requestOptions: RequestOptions,
-  ): Promise<T> {
+  async function exchange<T>(operation: TransportOperation, run: Run, decode: Decode<T>, requestOptions: RequestOptions): Promise<T> {
     if (closing.signal.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation } });
     const callerSignal = requestOptions.signal;
     const fence = requestOptions.fence;
@@ -356,7 +369,11 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
           try {
             parsed = text.length === 0 ? undefined : JSON.parse(text);
           } catch {
-            if (response.status !== HTTP_TOO_MANY_REQUESTS && response.status !== HTTP_UNAUTHORIZED && !isServerErrorStatus(response.status)) {
+            if (
+              response.status !== HTTP_TOO_MANY_REQUESTS &&
+              response.status !== HTTP_UNAUTHORIZED &&
+              !isServerErrorStatus(response.status)
+            ) {
               throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: response.status, problem: "reply is not JSON" } });
             }
           }
@@ -381,7 +398,9 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     }
     if (closing.signal.aborted) return new TaskError("RELAY_CLOSED", { details: { operation } });
     if (callerSignal?.aborted) {
-      return new TaskError("ABORTED", { details: { operation, sent: started, ...(mayHaveBeenDelivered ? { mayHaveBeenDelivered: true } : {}) } });
+      return new TaskError("ABORTED", {
+        details: { operation, sent: started, ...(mayHaveBeenDelivered ? { mayHaveBeenDelivered: true } : {}) },
+      });
     }
     // The relay was out of reach: whatever answers next on its address must prove itself again.
     proofs?.forget();
@@ -406,13 +425,22 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
       return exchange(
         operation,
         (signal, authorization) =>
-          http.post(RELAY_ENDPOINT_PATH.slice(1), { body: text, headers: authorization === undefined ? JSON_CONTENT : { ...JSON_CONTENT, authorization }, ...relaySignal(signal) }),
+          http.post(RELAY_ENDPOINT_PATH.slice(1), {
+            body: text,
+            headers: authorization === undefined ? JSON_CONTENT : { ...JSON_CONTENT, authorization },
+            ...relaySignal(signal),
+          }),
         interpret,
         requestOptions,
       );
     },
     async profile(requestOptions = {}) {
-      const reply = await exchange("profile", (signal) => http.get(RELAY_PROFILE_PATH.slice(1), relaySignal(signal)), interpret, requestOptions);
+      const reply = await exchange(
+        "profile",
+        (signal) => http.get(RELAY_PROFILE_PATH.slice(1), relaySignal(signal)),
+        interpret,
+        requestOptions,
+      );
       return reply.body;
     },
     sessionStatus(session, requestOptions = {}) {

@@ -59,9 +59,24 @@ import {
 import { secretDigest } from "./binding-secret.ts";
 import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
-import { type AdmitOutcome, isLive, isStateReplaced, type RegistrationView, type RelayStore, type SenderQuota, type StoreUsage } from "./store/store.ts";
+import {
+  type AdmitOutcome,
+  isLive,
+  isStateReplaced,
+  type RegistrationView,
+  type RelayStore,
+  type SenderQuota,
+  type StoreUsage,
+} from "./store/store.ts";
 
-export const RELAY_FEATURES = [FEATURE_WATCH, FEATURE_SUCCESSOR, FEATURE_BINDING_SECRET, FEATURE_ACK_BATCH, FEATURE_QUOTAS, FEATURE_MAIL_EXPIRY] as const;
+export const RELAY_FEATURES = [
+  FEATURE_WATCH,
+  FEATURE_SUCCESSOR,
+  FEATURE_BINDING_SECRET,
+  FEATURE_ACK_BATCH,
+  FEATURE_QUOTAS,
+  FEATURE_MAIL_EXPIRY,
+] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
 
 /** A success the HTTP layer serialises; `rawValueJson` is spliced in as is (receive pages). */
@@ -141,7 +156,8 @@ function checkFields(operation: RelayOperation, request: Record<string, unknown>
     case "acknowledge": {
       // One of the two forms (`envelopeIds` is ack-batch-v1), never both; a batch names each id once.
       const ids = request.envelopeIds as string[] | undefined;
-      if ((ids === undefined) === (request.envelopeId === undefined)) throw invalid("/envelopeId", "give exactly one of envelopeId and envelopeIds");
+      if ((ids === undefined) === (request.envelopeId === undefined))
+        throw invalid("/envelopeId", "give exactly one of envelopeId and envelopeIds");
       if (ids !== undefined && new Set(ids).size !== ids.length) throw invalid("/envelopeIds", "an envelope id appears twice");
       return;
     }
@@ -175,7 +191,14 @@ function admission(outcome: AdmitOutcome, envelopeId: string, target: TaskEndpoi
   switch (outcome.kind) {
     case "accepted": {
       const expiresAt = new Date(outcome.acceptedAt + relayMailLifetimeMs).toISOString();
-      return { kind: "accepted", envelopeId, acceptanceId: outcome.acceptanceId, duplicate: outcome.duplicate, forwarding: "local", expiresAt };
+      return {
+        kind: "accepted",
+        envelopeId,
+        acceptanceId: outcome.acceptanceId,
+        duplicate: outcome.duplicate,
+        forwarding: "local",
+        expiresAt,
+      };
     }
     case "target-not-live":
       throw new TaskError("TARGET_NOT_REGISTERED", { details: { target } });
@@ -262,7 +285,8 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     if (!shape.ok) throw shape.error;
     const wire = shape.value;
     const createdAt = Date.parse(wire.createdAt);
-    if (Number.isNaN(createdAt)) throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/createdAt", problem: "not a date" } });
+    if (Number.isNaN(createdAt))
+      throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/createdAt", problem: "not a date" } });
     if (!sameEndpoint(wire.source, endpointOf(owner))) {
       throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/source", problem: "source is not the bound endpoint" } });
     }
@@ -276,7 +300,15 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     const at = now();
     const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
     // One atomic store call: concurrent identical sends coalesce on the receipt.
-    const outcome = await store.admit({ envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at });
+    const outcome = await store.admit({
+      envelopeId: wire.envelopeId,
+      digest,
+      text,
+      source: wire.source,
+      target: wire.target,
+      fresh,
+      now: at,
+    });
     return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
   }
 
@@ -431,7 +463,14 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
       checkRequest(operation, request);
       return guarded(() => operate(operation, request, context));
     },
-    profile: () => ({ ok: true, profile: RELAY_PROFILE, epoch, endpointPath: RELAY_ENDPOINT_PATH, federation: "disabled", features: [...RELAY_FEATURES] }),
+    profile: () => ({
+      ok: true,
+      profile: RELAY_PROFILE,
+      epoch,
+      endpointPath: RELAY_ENDPOINT_PATH,
+      federation: "disabled",
+      features: [...RELAY_FEATURES],
+    }),
     // The session-control routes carry no epoch of the caller's: they answer the state as it is now.
     async sessionStatus(session) {
       await adoptEpoch();

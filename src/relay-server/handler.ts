@@ -32,7 +32,6 @@ import { createRelayAuth, withReplyProof } from "./relay-auth.ts";
 import { createRequestSlots } from "./request-slots.ts";
 import type { RelayStore } from "./store/store.ts";
 
-
 export interface RelayHandlerOptions {
   /** Client addresses or IPv4 CIDRs allowed besides loopback. */
   readonly allow?: readonly string[];
@@ -233,7 +232,11 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
   });
   const slots = createRequestSlots();
   const gate = createClientGate(options.allow ?? []);
-  const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS): RelayReply => ({ status, headers, body: JSON.stringify(body) });
+  const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS): RelayReply => ({
+    status,
+    headers,
+    body: JSON.stringify(body),
+  });
   const fail = (error: unknown, early = false, extra: Record<string, string> = {}) => {
     const failure = wireError(error);
     return respond(errorBody(failure, engine.epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
@@ -271,7 +274,11 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
         releaseSlot,
       });
       const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
-      return { status: HTTP_STATUS.ok, headers: JSON_HEADERS, body: `{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}` };
+      return {
+        status: HTTP_STATUS.ok,
+        headers: JSON_HEADERS,
+        body: `{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}`,
+      };
     } catch (error) {
       return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
     }
@@ -284,7 +291,8 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
       if (url.pathname === RELAY_INSTANCE_PATH) return respond(auth.instance(request.headers, engine.epoch), HTTP_STATUS.ok);
       return respond(engine.profile(), HTTP_STATUS.ok, { ...JSON_HEADERS, ...auth.challengeHeaders(request.headers) });
     }
-    if (url.pathname === SESSION_LIST_PATH) return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
+    if (url.pathname === SESSION_LIST_PATH)
+      return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
     const query = new URL(request.url).searchParams;
     const names = [...query.keys()];
     const session = query.get("session");
@@ -305,7 +313,8 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
   async function handle(request: RelayRequest, peer: string | undefined): Promise<RelayReply> {
     const url = routeOf(request.url);
     if (!routes.has(url.pathname)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.notFound, "no such route"), true);
-    if (request.headers.get("origin") !== null) return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
+    if (request.headers.get("origin") !== null)
+      return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
     if (request.method === "OPTIONS") return { status: HTTP_STATUS.noContent, headers: NO_STORE, body: null };
     // The reply proof (relay-auth.ts) goes with whatever is answered to a token of the relay secret.
     const verdict = auth.admit(request, url.pathname);
@@ -347,7 +356,9 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     maintaining = true;
     engine
       .maintain()
-      .catch((error: unknown) => process.stderr.write(`${JSON.stringify({ event: "maintenance-failed", error: toTaskError(error).toJSON() })}\n`))
+      .catch((error: unknown) =>
+        process.stderr.write(`${JSON.stringify({ event: "maintenance-failed", error: toTaskError(error).toJSON() })}\n`),
+      )
       .finally(() => {
         maintaining = false;
       });

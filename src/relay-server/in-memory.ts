@@ -32,7 +32,8 @@ export interface InMemoryRelay {
 export async function createInMemoryRelay(options: InMemoryRelayOptions = {}): Promise<InMemoryRelay> {
   // No JWT unless asked for: the process environment does not configure a fixture.
   const handler = await createRelayHandler({ ...options, env: options.env ?? {} });
-  const relayFetch = async (input: string | URL | Request, init?: RequestInit) => replyResponse(await handler.handle(new Request(input as string, init), IN_MEMORY_PEER));
+  const relayFetch = async (input: string | URL | Request, init?: RequestInit) =>
+    replyResponse(await handler.handle(new Request(input as string, init), IN_MEMORY_PEER));
   return {
     url: IN_MEMORY_RELAY_URL,
     fetch: relayFetch as typeof fetch,

@@ -31,7 +31,14 @@ import {
   verifyJwt,
   verifyRelayToken,
 } from "../protocol/jwt.ts";
-import { RELAY_CHALLENGE_HEADER, RELAY_CHALLENGE_PROOF_HEADER, RELAY_INSTANCE_PATH, RELAY_PROFILE, RELAY_PROFILE_PATH, RELAY_REPLY_PROOF_HEADER } from "../protocol/limits.ts";
+import {
+  RELAY_CHALLENGE_HEADER,
+  RELAY_CHALLENGE_PROOF_HEADER,
+  RELAY_INSTANCE_PATH,
+  RELAY_PROFILE,
+  RELAY_PROFILE_PATH,
+  RELAY_REPLY_PROOF_HEADER,
+} from "../protocol/limits.ts";
 import { createTokenReplayCache, type TokenReplayCache } from "./token-replay.ts";
 
 export interface RelayAuthOptions {
@@ -46,7 +53,9 @@ export interface RelayAuthOptions {
 }
 
 /** The verdict on one request; `proof` is the reply proof to send with whatever is answered. */
-export type Admission = { readonly ok: true; readonly proof?: string } | { readonly ok: false; readonly error: TaskError; readonly proof?: string };
+export type Admission =
+  | { readonly ok: true; readonly proof?: string }
+  | { readonly ok: false; readonly error: TaskError; readonly proof?: string };
 
 export interface RelayAuth {
   /** The instance route, when this relay has an instance nonce. */
@@ -114,7 +123,9 @@ export function createRelayAuth(options: RelayAuthOptions): RelayAuth {
     instance(headers, epoch) {
       const challenge = headers.get(RELAY_CHALLENGE_HEADER);
       if (instanceNonce === undefined || !isChallenge(challenge)) {
-        throw new TaskError("INVALID_REQUEST", { details: { httpStatus: HTTP_STATUS.badRequest, problem: `a ${RELAY_CHALLENGE_HEADER} header is required` } });
+        throw new TaskError("INVALID_REQUEST", {
+          details: { httpStatus: HTTP_STATUS.badRequest, problem: `a ${RELAY_CHALLENGE_HEADER} header is required` },
+        });
       }
       const pid = process.pid;
       return { ok: true, profile: RELAY_PROFILE, epoch, pid, proof: instanceProof(instanceNonce, challenge, pid) };

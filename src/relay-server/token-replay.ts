@@ -6,7 +6,10 @@
  */
 import { relayTokenReplayEntries } from "../protocol/limits.ts";
 
-export type ReplayVerdict = { readonly fresh: true } | { readonly fresh: false; readonly replayed: true } | { readonly fresh: false; readonly replayed: false; readonly retryAfterMs: number };
+export type ReplayVerdict =
+  | { readonly fresh: true }
+  | { readonly fresh: false; readonly replayed: true }
+  | { readonly fresh: false; readonly replayed: false; readonly retryAfterMs: number };
 
 export interface TokenReplayCache {
   /** Records `jti` (kept until `expiresAtMs`): fresh, a replay, or no room. */

@@ -25,7 +25,15 @@ export const STORE_TABLES = [
 export type StoreTable = (typeof STORE_TABLES)[number];
 
 /** Tables `indexRow` reads; rows of the others (envelope text among them) are never parsed on write. */
-export const INDEXED_TABLES: ReadonlySet<StoreTable> = new Set<StoreTable>(["task", "event", "outbox", "operation", "delivery", "local", "rotation"]);
+export const INDEXED_TABLES: ReadonlySet<StoreTable> = new Set<StoreTable>([
+  "task",
+  "event",
+  "outbox",
+  "operation",
+  "delivery",
+  "local",
+  "rotation",
+]);
 
 interface EventKey {
   readonly sequence: bigint;
@@ -178,8 +186,10 @@ export function indexRow(indexes: Indexes, table: StoreTable, key: string, previ
     case "delivery": {
       const before = previous as { cursor: string } | undefined;
       const after = next as { cursor: string } | undefined;
-      if (before !== undefined) removeSorted(indexes.deliveriesByCursor, { cursor: BigInt(before.cursor), envelopeId: key }, byCursor, "deliveriesByCursor");
-      if (after !== undefined) insertSorted(indexes.deliveriesByCursor, { cursor: BigInt(after.cursor), envelopeId: key }, byCursor, "deliveriesByCursor");
+      if (before !== undefined)
+        removeSorted(indexes.deliveriesByCursor, { cursor: BigInt(before.cursor), envelopeId: key }, byCursor, "deliveriesByCursor");
+      if (after !== undefined)
+        insertSorted(indexes.deliveriesByCursor, { cursor: BigInt(after.cursor), envelopeId: key }, byCursor, "deliveriesByCursor");
       return;
     }
     case "local": {

@@ -80,11 +80,14 @@ export interface RowEngine<Table extends string> {
 
 /** Throws the typed internal error of a broken invariant. */
 export function invariant(condition: boolean, what: string, details: Record<string, unknown> = {}): asserts condition {
-  if (!condition) throw new TaskError("INVARIANT_VIOLATED", { message: `invariant violated: ${what}`, details: { invariant: what, ...details } });
+  if (!condition)
+    throw new TaskError("INVARIANT_VIOLATED", { message: `invariant violated: ${what}`, details: { invariant: what, ...details } });
 }
 
 function isPromiseLike(value: unknown): boolean {
-  return (typeof value === "object" || typeof value === "function") && value !== null && typeof (value as { then?: unknown }).then === "function";
+  return (
+    (typeof value === "object" || typeof value === "function") && value !== null && typeof (value as { then?: unknown }).then === "function"
+  );
 }
 
 export function createRowEngine<Table extends string>(options: RowEngineOptions<Table>): RowEngine<Table> {
@@ -107,7 +110,11 @@ export function createRowEngine<Table extends string>(options: RowEngineOptions<
   }
 
   function checkCounters(): void {
-    invariant(records >= 0 && encodedBytes >= 0 && cachedBytes >= 0, "store counters are not negative", { records, encodedBytes, cachedBytes });
+    invariant(records >= 0 && encodedBytes >= 0 && cachedBytes >= 0, "store counters are not negative", {
+      records,
+      encodedBytes,
+      cachedBytes,
+    });
     invariant(records <= options.maxRecords, "records stay within their bound", { records, maxRecords: options.maxRecords });
   }
 
@@ -231,7 +238,9 @@ export function createRowEngine<Table extends string>(options: RowEngineOptions<
       if (isPromiseLike(result)) {
         // Keep the rejection from being reported as unhandled; the caller gets our error instead.
         (result as unknown as Promise<unknown>).then(undefined, () => undefined);
-        throw new TaskError("INVALID_TRANSACTION", { message: "a store transaction must be synchronous (the callback returned a Promise)" });
+        throw new TaskError("INVALID_TRANSACTION", {
+          message: "a store transaction must be synchronous (the callback returned a Promise)",
+        });
       }
     } catch (error) {
       frames.pop();
@@ -310,6 +319,14 @@ export function createRowEngine<Table extends string>(options: RowEngineOptions<
       cachedBytes = 0;
       notify();
     },
-    stats: () => ({ records, encodedBytes, cachedBytes, maxRecords: options.maxRecords, maxEncodedBytes: options.maxEncodedBytes, rowReads, rowParses }),
+    stats: () => ({
+      records,
+      encodedBytes,
+      cachedBytes,
+      maxRecords: options.maxRecords,
+      maxEncodedBytes: options.maxEncodedBytes,
+      rowReads,
+      rowParses,
+    }),
   };
 }

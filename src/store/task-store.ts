@@ -217,7 +217,10 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   rotateRetry(targetKey: string): void;
   markOutboxAttempted(envelopeId: string): void;
   markOutboxAccepted(envelopeId: string, acceptance: OutboxAcceptance): void;
-  quarantineOutbox(envelopeId: string, reason: { errorCode: string; details: Record<string, unknown>; quarantinedAt: number }): QuarantineEntry<B["purpose"]>;
+  quarantineOutbox(
+    envelopeId: string,
+    reason: { errorCode: string; details: Record<string, unknown>; quarantinedAt: number },
+  ): QuarantineEntry<B["purpose"]>;
   getQuarantine(envelopeId: string): QuarantineEntry<B["purpose"]> | undefined;
   listQuarantine(): QuarantineEntry<B["purpose"]>[];
   /** Withdraws a pending envelope that never reached the wire, and any reservation naming it. */
@@ -253,13 +256,23 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   getIntent(intentId: string): StoredIntent | undefined;
 
   // inbound deliveries and the ACK checkpoint
-  trackDelivery(delivery: { cursor: string; envelopeId: string; envelope: unknown; receivedAt: number; stage: B["stage"]; data: B["data"] }): TrackResult;
+  trackDelivery(delivery: {
+    cursor: string;
+    envelopeId: string;
+    envelope: unknown;
+    receivedAt: number;
+    stage: B["stage"];
+    data: B["data"];
+  }): TrackResult;
   getDelivery(envelopeId: string): DeliveryRow<B["stage"], B["data"]> | undefined;
   /** What the relay delivered for a tracked delivery, parsed. */
   deliveryEnvelope(envelopeId: string): unknown;
   /** Unacknowledged deliveries in cursor order. */
   deliveries(): DeliveryRow<B["stage"], B["data"]>[];
-  updateDelivery(envelopeId: string, patch: { stage?: B["stage"]; ackRequested?: boolean; data?: B["data"] }): DeliveryRow<B["stage"], B["data"]>;
+  updateDelivery(
+    envelopeId: string,
+    patch: { stage?: B["stage"]; ackRequested?: boolean; data?: B["data"] },
+  ): DeliveryRow<B["stage"], B["data"]>;
   /** Forgets an acknowledged delivery; the frontier advances over the contiguous acknowledged run. */
   acknowledgeDelivery(envelopeId: string): boolean;
   /** Forgets every tracked delivery and resets the checkpoint to "0" (a new relay's mailbox). */
@@ -284,7 +297,19 @@ export interface TaskStore<B extends Bookkeeping = Bookkeeping> {
   debugIndexes(): { actual: IndexSnapshot; recomputed: IndexSnapshot };
 }
 
-const PERSISTENCE_OPTIONS = new Set(["path", "file", "filename", "dir", "directory", "database", "db", "persist", "persistence", "sqlite", "storage"]);
+const PERSISTENCE_OPTIONS = new Set([
+  "path",
+  "file",
+  "filename",
+  "dir",
+  "directory",
+  "database",
+  "db",
+  "persist",
+  "persistence",
+  "sqlite",
+  "storage",
+]);
 const KNOWN_OPTIONS = new Set(["maxRecords", "maxEncodedBytes"]);
 const CURSOR_PATTERN = new RegExp(`^(0|[1-9][0-9]{0,${maxCursorDigits - 1}})$`);
 const CHECKPOINT_KEY = "relay";
@@ -304,7 +329,8 @@ function resolveOptions(options: TaskStoreOptions | undefined): { maxRecords: nu
   const given = (options ?? {}) as Record<string, unknown>;
   for (const name of Object.keys(given)) {
     if (PERSISTENCE_OPTIONS.has(name)) throw new TaskError("PERSISTENCE_UNSUPPORTED", { details: { option: name } });
-    if (!KNOWN_OPTIONS.has(name)) throw new TaskError("INVALID_CONFIGURATION", { message: `unknown TaskStore option ${name}`, details: { option: name } });
+    if (!KNOWN_OPTIONS.has(name))
+      throw new TaskError("INVALID_CONFIGURATION", { message: `unknown TaskStore option ${name}`, details: { option: name } });
   }
   return {
     maxRecords: lowerOnlyBound("maxRecords", given.maxRecords, maxStoreRecords),
@@ -329,7 +355,12 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
 
   const limits = resolveOptions(options);
   let indexes = emptyIndexes();
-  const rows = createRowEngine<StoreTable>({ tables: STORE_TABLES, indexed: INDEXED_TABLES, ...limits, apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next) });
+  const rows = createRowEngine<StoreTable>({
+    tables: STORE_TABLES,
+    indexed: INDEXED_TABLES,
+    ...limits,
+    apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next),
+  });
 
   // Counters live outside rows; their changes are undone through the row engine's log.
   let outboxSeq = 0;
@@ -373,7 +404,10 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
   }
 
   function nextOrder(): number {
-    return bump(() => intakeOrder, (value) => (intakeOrder = value));
+    return bump(
+      () => intakeOrder,
+      (value) => (intakeOrder = value),
+    );
   }
 
   const store: TaskStore<B> = {
@@ -454,10 +488,20 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
     putOutbox(entry) {
       return mutate(() => {
         if (rows.has("outbox", entry.envelopeId) || rows.has("quarantine", entry.envelopeId)) return false;
-        const seq = bump(() => outboxSeq, (value) => (outboxSeq = value));
+        const seq = bump(
+          () => outboxSeq,
+          (value) => (outboxSeq = value),
+        );
         const { envelopeText, awaiting, ...tracking } = entry;
         rows.writeText("envelope", entry.envelopeId, envelopeText);
-        rows.write("outbox", entry.envelopeId, { ...tracking, targetKey: endpointKey(entry.target), seq, state: "pending", attempted: false, ...(awaiting === true ? { awaiting: true } : {}) } satisfies Entry);
+        rows.write("outbox", entry.envelopeId, {
+          ...tracking,
+          targetKey: endpointKey(entry.target),
+          seq,
+          state: "pending",
+          attempted: false,
+          ...(awaiting === true ? { awaiting: true } : {}),
+        } satisfies Entry);
         return true;
       });
     },
@@ -482,14 +526,18 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
       const heads: { entry: Entry; stamp: number }[] = [];
       for (const [targetKey, list] of indexes.pendingByTarget) {
         const head = list[0];
-        if (head !== undefined) heads.push({ entry: rows.read<Entry>("outbox", head.envelopeId)!, stamp: indexes.rotation.get(targetKey) ?? 0 });
+        if (head !== undefined)
+          heads.push({ entry: rows.read<Entry>("outbox", head.envelopeId)!, stamp: indexes.rotation.get(targetKey) ?? 0 });
       }
       heads.sort((a, b) => a.stamp - b.stamp || a.entry.seq - b.entry.seq);
       return heads.map((item) => item.entry);
     },
     rotateRetry(targetKey) {
       mutate(() => {
-        const stamp = bump(() => rotationStamp, (value) => (rotationStamp = value));
+        const stamp = bump(
+          () => rotationStamp,
+          (value) => (rotationStamp = value),
+        );
         rows.write("rotation", targetKey, { stamp });
       });
     },
@@ -512,7 +560,14 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         const { acceptance: _dropped, awaiting: _released, ...entry } = requireOutbox(envelopeId);
         const targetKey = endpointKey(target);
         rows.writeText("envelope", envelopeId, envelopeText);
-        rows.write("outbox", envelopeId, { ...entry, target, targetKey, state: "pending", attempted: false, ...(options.awaiting === true ? { awaiting: true } : {}) } satisfies Entry);
+        rows.write("outbox", envelopeId, {
+          ...entry,
+          target,
+          targetKey,
+          state: "pending",
+          attempted: false,
+          ...(options.awaiting === true ? { awaiting: true } : {}),
+        } satisfies Entry);
         dropRotationIfIdle(entry.targetKey);
       });
     },
@@ -568,7 +623,8 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
         }
         const prefix = operationKey(taskId, "");
         for (const key of [...rows.keys("operation")]) if (key.startsWith(prefix)) rows.remove("operation", key);
-        for (const intentId of [...rows.keys("intent")]) if (rows.peek<StoredIntent>("intent", intentId)!.intent.taskId === taskId) rows.remove("intent", intentId);
+        for (const intentId of [...rows.keys("intent")])
+          if (rows.peek<StoredIntent>("intent", intentId)!.intent.taskId === taskId) rows.remove("intent", intentId);
         rows.remove("meta", taskId);
         rows.remove("task", taskId);
         return true;
@@ -642,7 +698,8 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
     updateDelivery(envelopeId, patch) {
       return mutate(() => {
         const row = rows.read<Delivery>("delivery", envelopeId);
-        if (row === undefined) throw new TaskError("INVALID_DELIVERY", { message: `no tracked delivery ${envelopeId}`, details: { envelopeId } });
+        if (row === undefined)
+          throw new TaskError("INVALID_DELIVERY", { message: `no tracked delivery ${envelopeId}`, details: { envelopeId } });
         rows.write("delivery", envelopeId, {
           ...row,
           ...(patch.stage === undefined ? {} : { stage: patch.stage }),
@@ -674,7 +731,10 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
       const oldest = indexes.deliveriesByCursor[0];
       if (oldest === undefined) return { frontier: highWater, highWater };
       const frontier = rows.peek<Delivery>("delivery", oldest.envelopeId)!.prevCursor;
-      invariant(BigInt(frontier) < oldest.cursor, "the ACK frontier stays below the oldest unacknowledged delivery", { frontier, oldest: String(oldest.cursor) });
+      invariant(BigInt(frontier) < oldest.cursor, "the ACK frontier stays below the oldest unacknowledged delivery", {
+        frontier,
+        oldest: String(oldest.cursor),
+      });
       return { frontier, highWater };
     },
 
@@ -683,7 +743,8 @@ export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: T
     enqueueLocalPresentation(event) {
       return mutate(() => {
         if (!rows.has("local", event.eventId)) {
-          if (!rows.has("event", event.eventId)) throw new TaskError("INVALID_EVENT", { message: `event ${event.eventId} is not stored`, details: { eventId: event.eventId } });
+          if (!rows.has("event", event.eventId))
+            throw new TaskError("INVALID_EVENT", { message: `event ${event.eventId} is not stored`, details: { eventId: event.eventId } });
           rows.write("local", event.eventId, { order: nextOrder(), taskId: event.taskId });
         }
         const row = rows.peek<{ order: number; taskId: string }>("local", event.eventId)!;

@@ -30,17 +30,28 @@ function homeInvalid(path: string, problem: string, fix: string, extra: Record<s
 /** Why `path` (which exists) is no home of this user's alone; undefined when it is one. */
 function homeProblem(path: string): TaskError | undefined {
   const stat = statSync(path);
-  if (!stat.isDirectory()) return homeInvalid(path, "is not a directory; remove it, or set PI_TASKS_HOME to a directory of your own", `rm ${path}`);
+  if (!stat.isDirectory())
+    return homeInvalid(path, "is not a directory; remove it, or set PI_TASKS_HOME to a directory of your own", `rm ${path}`);
   if (process.platform === "win32") return undefined;
   const uid = process.getuid?.();
   if (uid !== undefined && stat.uid !== uid) {
     const fix = `chown -R ${uid} ${path} && chmod 700 ${path}`;
-    return homeInvalid(path, `belongs to uid ${stat.uid}, not to you (uid ${uid}): that user controls your key, your peers and the records pi-tasks acts on; set PI_TASKS_HOME to a directory of your own, or, if it is yours, run \`${fix}\``, fix, { owner: stat.uid, uid });
+    return homeInvalid(
+      path,
+      `belongs to uid ${stat.uid}, not to you (uid ${uid}): that user controls your key, your peers and the records pi-tasks acts on; set PI_TASKS_HOME to a directory of your own, or, if it is yours, run \`${fix}\``,
+      fix,
+      { owner: stat.uid, uid },
+    );
   }
   if ((stat.mode & GROUP_OTHER_BITS) !== 0) {
     const fix = `chmod 700 ${path}`;
     const mode = octalMode(stat.mode);
-    return homeInvalid(path, `gives group or others access (mode ${mode}): they could read its logs or plant records pi-tasks acts on; run \`${fix}\``, fix, { mode });
+    return homeInvalid(
+      path,
+      `gives group or others access (mode ${mode}): they could read its logs or plant records pi-tasks acts on; run \`${fix}\``,
+      fix,
+      { mode },
+    );
   }
   return undefined;
 }
@@ -50,7 +61,11 @@ function created(path: string): void {
     mkdirSync(path, { recursive: true, mode: HOME_DIRECTORY_MODE });
   } catch (error) {
     const reason = (error as Error).message;
-    throw new TaskError("HOME_INVALID", { message: `The pi-tasks home directory ${path} cannot be created: ${reason}`, details: { path, problem: `it cannot be created (${reason})` }, cause: error });
+    throw new TaskError("HOME_INVALID", {
+      message: `The pi-tasks home directory ${path} cannot be created: ${reason}`,
+      details: { path, problem: `it cannot be created (${reason})` },
+      cause: error,
+    });
   }
 }
 
@@ -70,7 +85,16 @@ export function ensureHomeSubdirectory(home: string, ...parts: string[]): string
   created(path);
   const stat = lstatSync(path);
   const uid = process.getuid?.();
-  if (!stat.isDirectory()) throw homeInvalid(path, "is not a directory (a symbolic link or a file); remove it, pi-tasks creates the directory again", `rm ${path}`);
-  if (uid !== undefined && stat.uid !== uid) throw homeInvalid(path, `belongs to uid ${stat.uid}, not to you (uid ${uid}); remove it, pi-tasks creates it again`, `rm -r ${path}`, { owner: stat.uid, uid });
+  if (!stat.isDirectory())
+    throw homeInvalid(
+      path,
+      "is not a directory (a symbolic link or a file); remove it, pi-tasks creates the directory again",
+      `rm ${path}`,
+    );
+  if (uid !== undefined && stat.uid !== uid)
+    throw homeInvalid(path, `belongs to uid ${stat.uid}, not to you (uid ${uid}); remove it, pi-tasks creates it again`, `rm -r ${path}`, {
+      owner: stat.uid,
+      uid,
+    });
   return path;
 }

@@ -47,16 +47,22 @@ export function identityPath(home: string): string {
 }
 
 function invalid(path: string, problem: string, extra: Record<string, unknown> = {}): TaskError {
-  return new TaskError("IDENTITY_INVALID", { message: `The identity file ${path} is invalid: ${problem}`, details: { path, problem, ...extra } });
+  return new TaskError("IDENTITY_INVALID", {
+    message: `The identity file ${path} is invalid: ${problem}`,
+    details: { path, problem, ...extra },
+  });
 }
 
 /** The file's text; undefined when there is no file. */
 function readIdentityText(path: string): string | undefined {
-  return readPrivateFile(path, GROUP_OTHER_BITS, (refusal) =>
-    new TaskError("IDENTITY_INVALID", {
-      message: `The identity file ${path} ${refusal.problem}. Its private key must be yours alone.`,
-      details: { path, problem: refusal.problem, fix: refusal.fix, ...refusal.details },
-    }),
+  return readPrivateFile(
+    path,
+    GROUP_OTHER_BITS,
+    (refusal) =>
+      new TaskError("IDENTITY_INVALID", {
+        message: `The identity file ${path} ${refusal.problem}. Its private key must be yours alone.`,
+        details: { path, problem: refusal.problem, fix: refusal.fix, ...refusal.details },
+      }),
   );
 }
 

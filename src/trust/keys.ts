@@ -37,11 +37,13 @@ export interface GeneratedIdentity {
 }
 
 function rawPublicKey(text: string): Buffer {
-  if (typeof text !== "string" || !PUBLIC_KEY_PATTERN.test(text)) throw new TaskError("INVALID_PEER_KEY", { details: { key: String(text).slice(0, 80) } });
+  if (typeof text !== "string" || !PUBLIC_KEY_PATTERN.test(text))
+    throw new TaskError("INVALID_PEER_KEY", { details: { key: String(text).slice(0, 80) } });
   const encoded = text.slice(PUBLIC_KEY_PREFIX.length);
   const raw = Buffer.from(encoded, "base64url");
   // One text per key: a non-canonical encoding (other unused low bits) is refused.
-  if (raw.length !== RAW_PUBLIC_KEY_BYTES || raw.toString("base64url") !== encoded) throw new TaskError("INVALID_PEER_KEY", { details: { key: text.slice(0, 80) } });
+  if (raw.length !== RAW_PUBLIC_KEY_BYTES || raw.toString("base64url") !== encoded)
+    throw new TaskError("INVALID_PEER_KEY", { details: { key: text.slice(0, 80) } });
   return raw;
 }
 
@@ -62,7 +64,10 @@ export function parsePublicKey(text: string): string {
 }
 
 export function fingerprintOf(publicKey: string): string {
-  const digest = createHash("sha256").update(rawPublicKey(publicKey)).digest("hex").slice(0, FINGERPRINT_BYTES * 2);
+  const digest = createHash("sha256")
+    .update(rawPublicKey(publicKey))
+    .digest("hex")
+    .slice(0, FINGERPRINT_BYTES * 2);
   return digest.match(/.{4}/g)!.join(":");
 }
 
@@ -100,7 +105,8 @@ export function identityFromPrivateKey(privateKeyText: string): Identity {
   } catch (error) {
     throw new TaskError("IDENTITY_INVALID", { details: { problem: error instanceof Error ? error.message : String(error) } });
   }
-  if (key.asymmetricKeyType !== "ed25519") throw new TaskError("IDENTITY_INVALID", { details: { problem: `not an Ed25519 key (${key.asymmetricKeyType})` } });
+  if (key.asymmetricKeyType !== "ed25519")
+    throw new TaskError("IDENTITY_INVALID", { details: { problem: `not an Ed25519 key (${key.asymmetricKeyType})` } });
   return identityOf(key);
 }
 

@@ -61,7 +61,10 @@ export function peersPath(home: string): string {
 }
 
 function peersInvalid(path: string, problem: string): TaskError {
-  return new TaskError("PEERS_INVALID", { message: `${path} is invalid: ${problem}; fix or remove it (nothing was changed).`, details: { path, problem } });
+  return new TaskError("PEERS_INVALID", {
+    message: `${path} is invalid: ${problem}; fix or remove it (nothing was changed).`,
+    details: { path, problem },
+  });
 }
 
 export function isPeerName(name: unknown): name is string {
@@ -91,7 +94,8 @@ function parsePeers(path: string, text: string): Map<string, PeerEntry> {
   for (const [name, entry] of Object.entries(value.peers)) {
     if (!PEER_NAME_PATTERN.test(name)) throw peersInvalid(path, `${JSON.stringify(name.slice(0, QUOTED_INPUT_CHARS))} is not a peer name`);
     if (!isRecord(entry) || !isPublicKeyText(entry.key)) throw peersInvalid(path, `the key of ${name} is not an Ed25519 public key text`);
-    if (typeof entry.addedAt !== "string" || Number.isNaN(Date.parse(entry.addedAt))) throw peersInvalid(path, `addedAt of ${name} is not a date`);
+    if (typeof entry.addedAt !== "string" || Number.isNaN(Date.parse(entry.addedAt)))
+      throw peersInvalid(path, `addedAt of ${name} is not a date`);
     const other = names.get(entry.key);
     if (other !== undefined) throw peersInvalid(path, `${other} and ${name} have the same key`);
     names.set(entry.key, name);
@@ -104,9 +108,15 @@ function parsePeers(path: string, text: string): Map<string, PeerEntry> {
 const GROUP_OTHER_WRITE_BITS = 0o022;
 
 function readPeersAt(path: string): Map<string, PeerEntry> {
-  const text = readPrivateFile(path, GROUP_OTHER_WRITE_BITS, (refusal) =>
-    // Whoever controls the file decides whom this identity trusts.
-    new TaskError("PEERS_INVALID", { message: `${path} ${refusal.problem}; nothing was changed.`, details: { path, problem: refusal.problem, fix: refusal.fix, ...refusal.details } }),
+  const text = readPrivateFile(
+    path,
+    GROUP_OTHER_WRITE_BITS,
+    (refusal) =>
+      // Whoever controls the file decides whom this identity trusts.
+      new TaskError("PEERS_INVALID", {
+        message: `${path} ${refusal.problem}; nothing was changed.`,
+        details: { path, problem: refusal.problem, fix: refusal.fix, ...refusal.details },
+      }),
   );
   return text === undefined ? new Map() : parsePeers(path, text);
 }
@@ -142,7 +152,10 @@ async function updatePeers<T>(home: string, change: (peers: Map<string, PeerEntr
     const peers = readPeersAt(path);
     const { result, write } = change(peers);
     if (write) {
-      const document = { version: PEERS_VERSION, peers: Object.fromEntries([...peers].map(([name, entry]) => [name, { key: entry.key, addedAt: entry.addedAt }])) };
+      const document = {
+        version: PEERS_VERSION,
+        peers: Object.fromEntries([...peers].map(([name, entry]) => [name, { key: entry.key, addedAt: entry.addedAt }])),
+      };
       replaceFile(path, `${JSON.stringify(document, null, 2)}\n`, PEERS_FILE_MODE);
     }
     return result;
@@ -178,7 +191,10 @@ export async function addPeer(home: string, name: string, key: string): Promise<
       });
     }
     if (peers.size >= maxPeers) {
-      throw new TaskError("PEERS_FULL", { message: `${peersPath(home)} already holds ${maxPeers} peers; remove one first.`, details: { name, maxPeers } });
+      throw new TaskError("PEERS_FULL", {
+        message: `${peersPath(home)} already holds ${maxPeers} peers; remove one first.`,
+        details: { name, maxPeers },
+      });
     }
     const entry: PeerEntry = { key, addedAt: new Date().toISOString() };
     peers.set(name, entry);

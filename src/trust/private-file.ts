@@ -36,13 +36,22 @@ export function octalMode(mode: number): string {
 
 function linkRefusal(path: string): PrivateFileRefusal {
   const fix = `replace the link by the file itself (a regular file of your own, mode 600) at ${path}`;
-  return { problem: `is a symbolic link; pi-tasks reads only a regular file of your own there (a link could lead to another user's file); ${fix}`, fix, details: { kind: "symbolic link" } };
+  return {
+    problem: `is a symbolic link; pi-tasks reads only a regular file of your own there (a link could lead to another user's file); ${fix}`,
+    fix,
+    details: { kind: "symbolic link" },
+  };
 }
 
 /** The problem of an open file, judged by its descriptor; undefined when it may be read. */
 function judge(fd: number, path: string, forbiddenBits: number): PrivateFileRefusal | undefined {
   const stat = fstatSync(fd);
-  if (!stat.isFile()) return { problem: `is not a regular file; remove it (pi-tasks reads only a regular file of your own there)`, fix: `rm ${path}`, details: { kind: "not a regular file" } };
+  if (!stat.isFile())
+    return {
+      problem: `is not a regular file; remove it (pi-tasks reads only a regular file of your own there)`,
+      fix: `rm ${path}`,
+      details: { kind: "not a regular file" },
+    };
   if (process.platform === "win32") return undefined;
   const uid = process.getuid?.();
   if (uid !== undefined && stat.uid !== uid) {

@@ -49,7 +49,10 @@ export function relaySecretPath(env: Env, port: number): string {
 }
 
 function invalid(path: string, problem: string, fix: string): TaskError {
-  return new TaskError("RELAY_SECRET_INVALID", { message: `The relay secret ${path} cannot be used: ${problem}; ${fix}.`, details: { path, problem, fix } });
+  return new TaskError("RELAY_SECRET_INVALID", {
+    message: `The relay secret ${path} cannot be used: ${problem}; ${fix}.`,
+    details: { path, problem, fix },
+  });
 }
 
 function octal(mode: number): string {
@@ -61,11 +64,19 @@ function checkOwnership(path: string, stat: Stats, what: "directory" | "file"): 
   if (!POSIX) return;
   const uid = process.getuid?.();
   if (uid !== undefined && stat.uid !== uid) {
-    throw invalid(path, `the ${what} belongs to uid ${stat.uid}, not to you (uid ${uid})`, `remove it, or set ${what === "file" ? RELAY_SECRET_FILE_VARIABLE : RELAY_SECRET_DIR_VARIABLE} to one of your own`);
+    throw invalid(
+      path,
+      `the ${what} belongs to uid ${stat.uid}, not to you (uid ${uid})`,
+      `remove it, or set ${what === "file" ? RELAY_SECRET_FILE_VARIABLE : RELAY_SECRET_DIR_VARIABLE} to one of your own`,
+    );
   }
   if ((stat.mode & GROUP_OTHER_BITS) !== 0) {
     const wanted = what === "file" ? "600" : "700";
-    throw invalid(path, `group or others may use the ${what} (mode ${octal(stat.mode)})`, `run \`chmod ${wanted} ${path}\` (and, if others could read the secret, remove the secret so a new one is made)`);
+    throw invalid(
+      path,
+      `group or others may use the ${what} (mode ${octal(stat.mode)})`,
+      `run \`chmod ${wanted} ${path}\` (and, if others could read the secret, remove the secret so a new one is made)`,
+    );
   }
 }
 
@@ -81,7 +92,11 @@ function parseSecret(path: string, text: string): Buffer {
   const trimmed = text.trim();
   const secret = BASE64URL_TEXT.test(trimmed) ? Buffer.from(trimmed, "base64url") : Buffer.alloc(0);
   if (secret.length < relaySecretMinBytes) {
-    throw invalid(path, `it does not hold a secret of at least ${relaySecretMinBytes} bytes as base64url text`, "remove it so a new one is made, or copy the file again");
+    throw invalid(
+      path,
+      `it does not hold a secret of at least ${relaySecretMinBytes} bytes as base64url text`,
+      "remove it so a new one is made, or copy the file again",
+    );
   }
   return secret;
 }
@@ -101,7 +116,8 @@ export function readRelaySecret(path: string): Buffer | undefined {
     const stat = fstatSync(fd);
     if (!stat.isFile()) throw invalid(path, "it is not a regular file", "remove it");
     checkOwnership(path, stat, "file");
-    if (stat.size > relaySecretFileMaxBytes) throw invalid(path, `it is larger than ${relaySecretFileMaxBytes} bytes`, "remove it so a new one is made");
+    if (stat.size > relaySecretFileMaxBytes)
+      throw invalid(path, `it is larger than ${relaySecretFileMaxBytes} bytes`, "remove it so a new one is made");
     return parseSecret(path, readFileSync(fd, "utf8"));
   } finally {
     closeSync(fd);

@@ -17,7 +17,16 @@
  * Sealing happens after signing (the signature covers the plaintext and travels inside the box);
  * opening happens before the trust gate judges the signature (src/core/intake.ts).
  */
-import { createCipheriv, createDecipheriv, createPrivateKey, createPublicKey, diffieHellman, hkdfSync, type KeyObject, randomBytes } from "node:crypto";
+import {
+  createCipheriv,
+  createDecipheriv,
+  createPrivateKey,
+  createPublicKey,
+  diffieHellman,
+  hkdfSync,
+  type KeyObject,
+  randomBytes,
+} from "node:crypto";
 import { TaskError } from "../protocol/errors.ts";
 import { SEAL_DOMAIN, sealKeyBytes, sealNonceBytes, sealSharedKeyCacheEntries, sealTagBytes } from "../protocol/limits.ts";
 
@@ -48,11 +57,16 @@ export interface SealKeys {
 }
 
 export function isSealKeyText(text: unknown): text is string {
-  return typeof text === "string" && SEAL_KEY_PATTERN.test(text) && Buffer.from(text.slice(SEAL_KEY_PREFIX.length), "base64url").toString("base64url") === text.slice(SEAL_KEY_PREFIX.length);
+  return (
+    typeof text === "string" &&
+    SEAL_KEY_PATTERN.test(text) &&
+    Buffer.from(text.slice(SEAL_KEY_PREFIX.length), "base64url").toString("base64url") === text.slice(SEAL_KEY_PREFIX.length)
+  );
 }
 
 function publicKeyObject(text: string): KeyObject {
-  if (!isSealKeyText(text)) throw new TaskError("SEAL_INVALID", { message: "not an X25519 seal key", details: { key: String(text).slice(0, 80) } });
+  if (!isSealKeyText(text))
+    throw new TaskError("SEAL_INVALID", { message: "not an X25519 seal key", details: { key: String(text).slice(0, 80) } });
   return createPublicKey({ key: { kty: "OKP", crv: "X25519", x: text.slice(SEAL_KEY_PREFIX.length) }, format: "jwk" });
 }
 
@@ -101,7 +115,8 @@ export function seal(keys: SealKeys, peer: string, taskId: string, kind: string,
  */
 export function open(keys: SealKeys, sealed: SealedBox, taskId: string, kind: string): string {
   const peer = sealed.to === keys.publicKey ? sealed.from : sealed.from === keys.publicKey ? sealed.to : undefined;
-  if (peer === undefined) throw new TaskError("SEAL_INVALID", { message: "the envelope is sealed for another key", details: { to: sealed.to } });
+  if (peer === undefined)
+    throw new TaskError("SEAL_INVALID", { message: "the envelope is sealed for another key", details: { to: sealed.to } });
   const bytes = Buffer.from(sealed.box, "base64url");
   if (bytes.length < sealTagBytes) throw new TaskError("SEAL_INVALID", { message: "the sealed box is too short" });
   try {
@@ -111,6 +126,9 @@ export function open(keys: SealKeys, sealed: SealedBox, taskId: string, kind: st
     return Buffer.concat([decipher.update(bytes.subarray(0, bytes.length - sealTagBytes)), decipher.final()]).toString("utf8");
   } catch (error) {
     if (error instanceof TaskError) throw error;
-    throw new TaskError("SEAL_INVALID", { message: "the sealed box does not authenticate (altered, or not for this task)", details: { problem: (error as Error).message } });
+    throw new TaskError("SEAL_INVALID", {
+      message: "the sealed box does not authenticate (altered, or not for this task)",
+      details: { problem: (error as Error).message },
+    });
   }
 }

@@ -86,7 +86,9 @@ function lineageText(wire: SignablePayload): string {
 
 /** SHA-256 of the canonical JSON of `{taskId, kind, payload}` (an already canonical payload text is embedded as is). */
 export function payloadDigest(wire: SignablePayload): Uint8Array {
-  return createHash("sha256").update(canonicalJson({ taskId: wire.taskId, kind: wire.kind, payload: wire.payload })).digest();
+  return createHash("sha256")
+    .update(canonicalJson({ taskId: wire.taskId, kind: wire.kind, payload: wire.payload }))
+    .digest();
 }
 
 function lengthPrefixed(parts: readonly Uint8Array[]): Uint8Array {

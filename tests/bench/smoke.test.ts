@@ -54,13 +54,25 @@ describe("bench (quick)", () => {
       expect(["met", "missed", "—"]).toContain(figure.verdict);
       expect(figure.how.length).toBeGreaterThan(20);
     }
-    for (const check of results.checks) expect({ check: check.name, ok: check.ok, detail: check.detail }).toEqual({ check: check.name, ok: true, detail: check.detail });
+    for (const check of results.checks)
+      expect({ check: check.name, ok: check.ok, detail: check.detail }).toEqual({ check: check.name, ok: true, detail: check.detail });
 
     const m = results.measurements;
     // Issue 16's growth curves: each with points, a stated slope, and a table in the report.
-    expect(m.growth.curves.map((curve) => curve.id)).toEqual(["growth-relay-cycles", "growth-delivery-p95", "growth-registration-bytes", "growth-refresh", "growth-create-p95", "growth-refresh-active"]);
+    expect(m.growth.curves.map((curve) => curve.id)).toEqual([
+      "growth-relay-cycles",
+      "growth-delivery-p95",
+      "growth-registration-bytes",
+      "growth-refresh",
+      "growth-create-p95",
+      "growth-refresh-active",
+    ]);
     for (const curve of m.growth.curves) {
-      expect({ id: curve.id, points: curve.points.length > 1, slope: curve.slope.length > 0 }).toEqual({ id: curve.id, points: true, slope: true });
+      expect({ id: curve.id, points: curve.points.length > 1, slope: curve.slope.length > 0 }).toEqual({
+        id: curve.id,
+        points: true,
+        slope: true,
+      });
       expect(performanceMarkdown(results)).toContain(curve.title);
     }
     for (const run of [m.cycles.session, m.cycles.raw]) {
@@ -68,26 +80,42 @@ describe("bench (quick)", () => {
       expect(run.envelopes).toBeGreaterThan(0);
     }
     for (const cost of [m.signing.assignment, m.signing.intent]) {
-      expect({ kind: cost.kind, failures: cost.verifyFailures, samples: cost.signVerifyUs.count }).toEqual({ kind: cost.kind, failures: 0, samples: m.signing.samples });
+      expect({ kind: cost.kind, failures: cost.verifyFailures, samples: cost.signVerifyUs.count }).toEqual({
+        kind: cost.kind,
+        failures: 0,
+        samples: m.signing.samples,
+      });
     }
     expect(m.signedCycles.rounds.length).toBeGreaterThan(0);
     for (const round of m.signedCycles.rounds) {
       expect([round.unsigned.signed, round.signed.signed]).toEqual([false, true]);
       for (const run of [round.unsigned, round.signed]) {
-        expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter, verifyFailures: run.verifyFailures }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
+        expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter, verifyFailures: run.verifyFailures }).toEqual(
+          { lost: 0, duplicates: 0, left: 0, verifyFailures: 0 },
+        );
       }
     }
     expect(m.signedCycles.envelopeBytes.signed).toBeGreaterThan(m.signedCycles.envelopeBytes.unsigned);
     // Sealed ÷ plain: both variants signed, only the treated one sealed; every payload opens and verifies.
     expect(m.sealedCycles.rounds.length).toBeGreaterThan(0);
     for (const round of m.sealedCycles.rounds) {
-      expect({ plain: [round.plain.signed, round.plain.sealed], sealed: [round.sealed.signed, round.sealed.sealed] }).toEqual({ plain: [true, false], sealed: [true, true] });
+      expect({ plain: [round.plain.signed, round.plain.sealed], sealed: [round.sealed.signed, round.sealed.sealed] }).toEqual({
+        plain: [true, false],
+        sealed: [true, true],
+      });
       expect([round.plain.variant, round.sealed.variant]).toEqual(["plain", "sealed"]);
       for (const run of [round.plain, round.sealed]) {
-        expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter, verifyFailures: run.verifyFailures }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
+        expect({ lost: run.lost, duplicates: run.duplicates, left: run.relayActiveItemsAfter, verifyFailures: run.verifyFailures }).toEqual(
+          { lost: 0, duplicates: 0, left: 0, verifyFailures: 0 },
+        );
       }
     }
-    expect({ lost: m.sealedCycles.lost, duplicates: m.sealedCycles.duplicates, left: m.sealedCycles.relayActiveItemsAfter, verifyFailures: m.sealedCycles.verifyFailures }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
+    expect({
+      lost: m.sealedCycles.lost,
+      duplicates: m.sealedCycles.duplicates,
+      left: m.sealedCycles.relayActiveItemsAfter,
+      verifyFailures: m.sealedCycles.verifyFailures,
+    }).toEqual({ lost: 0, duplicates: 0, left: 0, verifyFailures: 0 });
     expect(m.sealedCycles.envelopeBytes.sealed).toBeGreaterThan(m.sealedCycles.envelopeBytes.plain);
     for (const run of [m.delivery.watch, m.delivery.poll]) {
       expect({ unacknowledged: run.unacknowledged, duplicates: run.duplicateInsertions }).toEqual({ unacknowledged: 0, duplicates: 0 });
@@ -95,12 +123,24 @@ describe("bench (quick)", () => {
     }
     expect(m.delivery.watch.featuresSeen).toContain("watch-v1");
     expect(m.delivery.poll.featuresSeen).toEqual([]);
-    expect(m.throughput.echo.failures + m.throughput.relayReceive.failures + m.throughput.relayHealth.failures + m.throughput.clientReceive.failures).toBe(0);
+    expect(
+      m.throughput.echo.failures +
+        m.throughput.relayReceive.failures +
+        m.throughput.relayHealth.failures +
+        m.throughput.clientReceive.failures,
+    ).toBe(0);
     expect(m.acceptance.failures).toBe(0);
     expect(m.outage.duringOutage.accepted).toBe(0);
     // Every offered send waits in the outbox: messages, and new tasks kept with their assignment pending.
-    expect({ queued: m.outage.duringOutage.queued, pendingNewTasks: m.outage.duringOutage.pendingNewTasks }).toEqual({ queued: m.outage.offered.total, pendingNewTasks: m.outage.offered.createTask });
-    expect({ lost: m.outage.afterOutage.lost, duplicates: m.outage.afterOutage.duplicatePresentations, drained: m.outage.afterOutage.drained }).toEqual({ lost: 0, duplicates: 0, drained: true });
+    expect({ queued: m.outage.duringOutage.queued, pendingNewTasks: m.outage.duringOutage.pendingNewTasks }).toEqual({
+      queued: m.outage.offered.total,
+      pendingNewTasks: m.outage.offered.createTask,
+    });
+    expect({
+      lost: m.outage.afterOutage.lost,
+      duplicates: m.outage.afterOutage.duplicatePresentations,
+      drained: m.outage.afterOutage.drained,
+    }).toEqual({ lost: 0, duplicates: 0, drained: true });
     expect(m.memory.bytesPerEnvelope).toBeGreaterThan(0);
     expect(m.refresh.requestsPerPass).toBe(1);
     expect({ missing: m.pi.missing, duplicates: m.pi.duplicateInsertions }).toEqual({ missing: 0, duplicates: 0 });
@@ -117,13 +157,22 @@ describe("fault matrix (quick)", () => {
     expect(matrix.rows.length).toBe(14);
     for (const row of matrix.rows) {
       const failed = row.checks.filter((check) => !check.ok).map((check) => check.name);
-      expect({ fault: row.fault, lost: row.lost, duplicated: row.duplicated, hit: row.faulted > 0, failed }).toEqual({ fault: row.fault, lost: 0, duplicated: 0, hit: true, failed: [] });
+      expect({ fault: row.fault, lost: row.lost, duplicated: row.duplicated, hit: row.faulted > 0, failed }).toEqual({
+        fault: row.fault,
+        lost: 0,
+        duplicated: 0,
+        hit: true,
+        failed: [],
+      });
       expect(row.offered).toBeGreaterThan(0);
       expect(row.presented + row.reported + row.refused).toBe(row.offered);
     }
     // A relay restart loses nothing the two Pis still hold: every item is presented after it.
     const restart = matrix.rows.find((row) => row.fault === "relay restart")!;
-    expect({ lostToRelayReset: restart.lostToRelayReset, presented: restart.presented }).toEqual({ lostToRelayReset: 0, presented: restart.offered });
+    expect({ lostToRelayReset: restart.lostToRelayReset, presented: restart.presented }).toEqual({
+      lostToRelayReset: 0,
+      presented: restart.offered,
+    });
     for (const row of matrix.rows) expect(row.lostToRelayReset + row.endedWithLifetime).toBe(row.reported);
     expect(matrix.ok).toBe(true);
   });

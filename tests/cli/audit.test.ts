@@ -35,8 +35,18 @@ function sessionFile(dir: string, name: string, items: readonly PresentationItem
     { type: "session", id: name, cwd: "/projects/app", timestamp: new Date(0).toISOString() },
     ...items.map((item) =>
       item.visible
-        ? { type: "custom_message", customType: "pi-tasks-event", content: "…", display: true, details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event } }
-        : { type: "custom", customType: "pi-tasks-event-record", data: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event } },
+        ? {
+            type: "custom_message",
+            customType: "pi-tasks-event",
+            content: "…",
+            display: true,
+            details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event },
+          }
+        : {
+            type: "custom",
+            customType: "pi-tasks-event-record",
+            data: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event },
+          },
     ),
     ...reports.map((report) => ({ type: "custom", customType: "pi-tasks-audit", data: report })),
   ];
@@ -99,14 +109,19 @@ describe("pi-tasks audit", () => {
     const run = await sandbox.run(["audit", created.taskId, "--json"]);
     expect(run.code).toBe(0);
     const json = jsonOf(run);
-    expect(json.gaps.map((gap: { kind: string; text: string }) => [gap.kind, gap.text.includes("/tasks audit")])).toEqual([["no-view", true]]);
+    expect(json.gaps.map((gap: { kind: string; text: string }) => [gap.kind, gap.text.includes("/tasks audit")])).toEqual([
+      ["no-view", true],
+    ]);
     expect(json.timeline.map((line: { type: string }) => line.type)).toEqual(["task.created"]);
   });
 
   test("bad input: no task id, a short prefix, an unknown task — typed errors, exit 2 or 1", async () => {
     sandbox = createCliSandbox();
     const missing = await sandbox.run(["audit"]);
-    expect({ code: missing.code, said: missing.stderr.includes("CLI_USAGE: audit needs exactly one TASK_ID") }).toEqual({ code: 2, said: true });
+    expect({ code: missing.code, said: missing.stderr.includes("CLI_USAGE: audit needs exactly one TASK_ID") }).toEqual({
+      code: 2,
+      said: true,
+    });
     const short = jsonOf(await sandbox.run(["audit", "abc", "--json"]));
     expect(short.error.code).toBe("CLI_USAGE");
     const unknown = await sandbox.run(["audit", "0123456789abcdef", "--json"]);

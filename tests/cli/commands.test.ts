@@ -29,7 +29,13 @@ function box(): CliSandbox {
 describe("pi-tasks relay", () => {
   test("--port 0 prints exactly the readiness line, serves, and stops on SIGTERM with 0", async () => {
     const sandboxed = box();
-    const child = spawn([BUN, CLI_ENTRY, "relay", "--port", "0"], { cwd: REPO_ROOT, env: sandboxed.env(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const child = spawn([BUN, CLI_ENTRY, "relay", "--port", "0"], {
+      cwd: REPO_ROOT,
+      env: sandboxed.env(),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     try {
       const reader = child.stdout.getReader();
       const decoder = new TextDecoder();
@@ -43,7 +49,12 @@ describe("pi-tasks relay", () => {
       const line = text.split("\n")[0]!;
       const ready = JSON.parse(line);
       expect(Object.keys(ready)).toEqual(["event", "url", "epoch", "profile"]);
-      expect(ready).toEqual({ event: "listening", url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/), epoch: expect.stringMatching(/^[0-9a-f-]{36}$/), profile: RELAY_PROFILE });
+      expect(ready).toEqual({
+        event: "listening",
+        url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/),
+        epoch: expect.stringMatching(/^[0-9a-f-]{36}$/),
+        profile: RELAY_PROFILE,
+      });
       expect(line).toBe(JSON.stringify({ event: "listening", url: ready.url, epoch: ready.epoch, profile: RELAY_PROFILE }));
       // It serves the session routes the CLI uses.
       const list = await sandboxed.run(["list", "--relay", ready.url, "--json"]);
@@ -89,7 +100,13 @@ describe("pi-tasks relay follows WOLFPACK_PORT, as Pis do", () => {
   test("without --port the relay serves on WOLFPACK_PORT; relay stop without --port stops the relay pi-tasks started there", async () => {
     const sandboxed = box();
     const port = freePort();
-    const child = spawn([BUN, CLI_ENTRY, "relay"], { cwd: REPO_ROOT, env: sandboxed.env({ WOLFPACK_PORT: String(port) }), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const child = spawn([BUN, CLI_ENTRY, "relay"], {
+      cwd: REPO_ROOT,
+      env: sandboxed.env({ WOLFPACK_PORT: String(port) }),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     try {
       expect((await readinessOf(child)).url).toBe(`http://127.0.0.1:${port}`);
     } finally {
@@ -101,7 +118,10 @@ describe("pi-tasks relay follows WOLFPACK_PORT, as Pis do", () => {
     const started = await ensureRelay({ env, config: relayConfigFromEnv(env) });
     expect(started.state).toBe("started");
     const stopped = await sandboxed.run(["relay", "stop", "--json"], { env: { WOLFPACK_PORT: String(port) } });
-    expect({ code: stopped.code, value: jsonOf(stopped) }).toEqual({ code: 0, value: { ok: true, port, pid: started.record!.pid, stopped: true } });
+    expect({ code: stopped.code, value: jsonOf(stopped) }).toEqual({
+      code: 0,
+      value: { ok: true, port, pid: started.record!.pid, stopped: true },
+    });
     expect(isAlive(started.record!.pid)).toBe(false);
   });
 });
@@ -123,7 +143,11 @@ describe("list and status read as tables; errors name the relay", () => {
     expect(status.stdout).toContain(`relay:      ${relay.url}\n`);
     expect(status.stdout).toContain(`endpoint:   ${alpha.endpoint.id}\n`);
     expect(status.stdout).not.toContain("{");
-    expect(jsonOf(await sandboxed.run(["status", "alpha", "--relay", relay.url, "--json"]))).toMatchObject({ ok: true, session: "alpha", taskEndpoint: alpha.endpoint });
+    expect(jsonOf(await sandboxed.run(["status", "alpha", "--relay", relay.url, "--json"]))).toMatchObject({
+      ok: true,
+      session: "alpha",
+      taskEndpoint: alpha.endpoint,
+    });
   });
 
   test("an unreachable relay is named with its URL; a URL that is no relay URL is refused as such, before anything is sent", async () => {
@@ -133,7 +157,10 @@ describe("list and status read as tables; errors name the relay", () => {
     expect(down.code).toBe(1);
     expect(down.stderr).toStartWith(`pi-tasks list: RELAY_UNAVAILABLE: no relay answers at ${url}`);
     const ftp = await sandboxed.run(["status", "alpha", "--relay", "ftp://x", "--json"]);
-    expect(jsonOf(ftp)).toMatchObject({ ok: false, error: { code: "INVALID_CONFIGURATION", message: expect.stringContaining("ftp://x must be https, or http on") } });
+    expect(jsonOf(ftp)).toMatchObject({
+      ok: false,
+      error: { code: "INVALID_CONFIGURATION", message: expect.stringContaining("ftp://x must be https, or http on") },
+    });
     const path = await sandboxed.run(["list", "--relay", "http://127.0.0.1:1/api"]);
     expect(path.stderr).toContain("INVALID_CONFIGURATION");
   });
@@ -179,7 +206,11 @@ describe("help and unknown commands", () => {
     const json = await sandboxed.run(["frobnicate", "--json"]);
     expect(json.code).toBe(2);
     expect(json.stderr).toBe("");
-    expect(jsonOf(json)).toEqual({ ok: false, command: "frobnicate", error: { code: "CLI_USAGE", message: expect.stringContaining("frobnicate"), retryable: false, details: expect.any(Object) } });
+    expect(jsonOf(json)).toEqual({
+      ok: false,
+      command: "frobnicate",
+      error: { code: "CLI_USAGE", message: expect.stringContaining("frobnicate"), retryable: false, details: expect.any(Object) },
+    });
     const text = await sandboxed.run(["frobnicate"]);
     expect(text.code).toBe(2);
     expect(text.stdout).toBe("");
@@ -198,7 +229,10 @@ describe("status and list", () => {
     const list = await sandboxed.run(["list", "--json"], { env: { PI_TASKS_RELAY_URL: `http://127.0.0.1:${freePort()}` } });
     expect(list.code).toBe(1);
     expect(jsonOf(list).ok).toBe(false);
-    for (const argv of [["status", "--json"], ["list", "extra", "--json"]]) {
+    for (const argv of [
+      ["status", "--json"],
+      ["list", "extra", "--json"],
+    ]) {
       const usage = await sandboxed.run(argv);
       expect(usage.code).toBe(2);
       expect(jsonOf(usage).error.code).toBe("CLI_USAGE");

@@ -10,7 +10,17 @@ import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { type CliRun, type CliSandbox, createCliSandbox, jsonOf } from "../helpers/cli-kit.ts";
 
 /** The timeline the demo promises, in the order it prints it. */
-const STEPS = ["accepted", "receiver_recorded", "pi_inserted", "wake_accepted", "question", "answer", "done", "origin woken", "acknowledged"];
+const STEPS = [
+  "accepted",
+  "receiver_recorded",
+  "pi_inserted",
+  "wake_accepted",
+  "question",
+  "answer",
+  "done",
+  "origin woken",
+  "acknowledged",
+];
 /** Steps whose times must not decrease (receiver_recorded may be implied by a later receipt). */
 const ORDERED = ["accepted", "pi_inserted", "wake_accepted", "question", "answer", "done", "origin woken", "acknowledged"];
 

@@ -11,8 +11,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
 import { isAlive } from "../../src/cli/spawned.ts";
-import { challengeProof, deriveRelayKeys, newChallenge, type RelayKeys, replyProof, signJwt, signRelayToken } from "../../src/protocol/jwt.ts";
-import { jwtMinSecretChars, RELAY_PROFILE, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
+import {
+  challengeProof,
+  deriveRelayKeys,
+  newChallenge,
+  type RelayKeys,
+  replyProof,
+  signJwt,
+  signRelayToken,
+} from "../../src/protocol/jwt.ts";
+import {
+  jwtMinSecretChars,
+  RELAY_PROFILE,
+  relaySecretBytes,
+  relayTokenClockToleranceMs,
+  relayTokenLifetimeMs,
+} from "../../src/protocol/limits.ts";
 import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
@@ -24,7 +38,10 @@ setDefaultTimeout(30_000);
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
-  for (const step of cleanups.splice(0).reverse()) await Promise.resolve().then(step).catch(() => undefined);
+  for (const step of cleanups.splice(0).reverse())
+    await Promise.resolve()
+      .then(step)
+      .catch(() => undefined);
 });
 
 function home(): Record<string, string> {
@@ -98,9 +115,15 @@ describe("when pi-tasks starts a relay", () => {
   test("two homes (identities) of one user starting at once start one relay (the user's lock), and both use it", async () => {
     const { env, port } = defaultPort(home());
     const other = { ...home(), PI_TASKS_RELAY_SECRET_DIR: env.PI_TASKS_RELAY_SECRET_DIR!, WOLFPACK_PORT: String(port) };
-    const [a, b] = await Promise.all([ensureRelay({ env, config: relayConfigFromEnv(env) }), ensureRelay({ env: other, config: relayConfigFromEnv(other) })]);
+    const [a, b] = await Promise.all([
+      ensureRelay({ env, config: relayConfigFromEnv(env) }),
+      ensureRelay({ env: other, config: relayConfigFromEnv(other) }),
+    ]);
     expect([a.state, b.state].sort()).toEqual(["running", "started"]);
-    expect([a.secretFile, b.secretFile]).toEqual([join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`), join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`)]);
+    expect([a.secretFile, b.secretFile]).toEqual([
+      join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`),
+      join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port}.secret`),
+    ]);
     const starter = a.state === "started" ? env : other;
     cleanups.push(() => stopEmbeddedRelay(starter, port));
   });
@@ -119,7 +142,11 @@ describe("when pi-tasks starts no relay", () => {
   test("PI_TASKS_RELAY_URL names the relay: it is used as configured, nothing is probed or started", async () => {
     const env: Record<string, string> = { ...home(), PI_TASKS_RELAY_URL: "http://127.0.0.1:9" };
     let probes = 0;
-    const used = await ensureRelay({ env, config: relayConfigFromEnv(env), fetch: (async () => (probes += 1, new Response("{}"))) as unknown as typeof fetch });
+    const used = await ensureRelay({
+      env,
+      config: relayConfigFromEnv(env),
+      fetch: (async () => ((probes += 1), new Response("{}"))) as unknown as typeof fetch,
+    });
     expect(used).toEqual({ url: "http://127.0.0.1:9", state: "configured" });
     expect(probes).toBe(0);
     expect(existsSync(join(env.PI_TASKS_HOME!, "relays"))).toBe(false);
@@ -182,7 +209,10 @@ describe("the relay secret", () => {
     const old = signRelayToken(keys, Date.now() - relayTokenLifetimeMs - relayTokenClockToleranceMs - 1_000);
     const expired = await fetch(`${url}/api/session-control/list`, { headers: { authorization: `Bearer ${old}` } });
     expect(expired.status).toBe(401);
-    expect(((await expired.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "RELAY_AUTH_REQUIRED", message: expect.stringContaining("expired") });
+    expect(((await expired.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "RELAY_AUTH_REQUIRED",
+      message: expect.stringContaining("expired"),
+    });
     expect(expired.headers.get("x-pi-tasks-reply-proof")).toBe(replyProof(keys, old));
     const stranger = signRelayToken(deriveRelayKeys(Buffer.alloc(relaySecretBytes, 9)));
     const refused = await fetch(`${url}/api/session-control/list`, { headers: { authorization: `Bearer ${stranger}` } });
@@ -197,7 +227,8 @@ describe("the relay secret", () => {
     const used = await ensureRelay({ env: configured, config: relayConfigFromEnv(configured) });
     expect(used.state).toBe("started");
     const token = await signJwt(jwt);
-    for (const _ of [1, 2]) expect((await fetch(`${used.url}/api/session-control/list`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    for (const _ of [1, 2])
+      expect((await fetch(`${used.url}/api/session-control/list`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
     expect((await fetch(`${used.url}/api/session-control/list`)).status).toBe(401);
     const auth = authFromEnv(configured)!;
     expect(auth.secret).toBe(jwt);
@@ -264,7 +295,11 @@ describe("the relay secret", () => {
     ensureRelaySecret(file);
     chmodSync(file, 0o644);
     for (const path of [file, join(dir.PI_TASKS_RELAY_SECRET_DIR!, "missing.secret")]) {
-      const run = await runToExit([BUN, CLI_ENTRY, "relay", "--port", "0", "--secret-file", path], { cwd: REPO_ROOT, env: { ...process.env, WOLFPACK_JWT_SECRET: "" }, timeoutMs: 10_000 });
+      const run = await runToExit([BUN, CLI_ENTRY, "relay", "--port", "0", "--secret-file", path], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, WOLFPACK_JWT_SECRET: "" },
+        timeoutMs: 10_000,
+      });
       expect({ code: run.code, stdout: run.stdout }).toEqual({ code: 1, stdout: "" });
       expect(run.stderr).toContain("RELAY_SECRET_INVALID");
     }

@@ -42,7 +42,13 @@ describe("pi-tasks identity", () => {
     expect(first.stderr).toBe("");
     const shown = jsonOf(first);
     const path = join(sandboxed.stateDir, "identity.json");
-    expect(shown).toEqual({ ok: true, publicKey: expect.stringMatching(/^ed25519:[A-Za-z0-9_-]{43}$/), fingerprint: expect.any(String), path, created: true });
+    expect(shown).toEqual({
+      ok: true,
+      publicKey: expect.stringMatching(/^ed25519:[A-Za-z0-9_-]{43}$/),
+      fingerprint: expect.any(String),
+      path,
+      created: true,
+    });
     expect(shown.fingerprint).toBe(fingerprintOf(shown.publicKey));
     expect(statSync(path).mode & 0o777).toBe(0o600);
     expect(JSON.parse(readFileSync(path, "utf8")).publicKey).toBe(shown.publicKey);
@@ -91,13 +97,21 @@ describe("pi-tasks peers", () => {
   test("add, list and remove with --json", async () => {
     const sandboxed = box();
     const [bob, alice] = [key(), key()];
-    expect(jsonOf(await sandboxed.run(["peers", "list", "--json"]))).toEqual({ ok: true, path: join(sandboxed.stateDir, "peers.json"), peers: [] });
+    expect(jsonOf(await sandboxed.run(["peers", "list", "--json"]))).toEqual({
+      ok: true,
+      path: join(sandboxed.stateDir, "peers.json"),
+      peers: [],
+    });
 
     const added = await sandboxed.run(["peers", "add", "bob", bob, "--yes", "--json"]);
     expect(added.code).toBe(0);
     const peer = { name: "bob", key: bob, fingerprint: fingerprintOf(bob), addedAt: expect.any(String) };
     expect(jsonOf(added)).toEqual({ ok: true, peer, changed: true });
-    expect(jsonOf(await sandboxed.run(["peers", "add", "bob", bob, "--yes", "--json"]))).toEqual({ ok: true, peer: jsonOf(added).peer, changed: false });
+    expect(jsonOf(await sandboxed.run(["peers", "add", "bob", bob, "--yes", "--json"]))).toEqual({
+      ok: true,
+      peer: jsonOf(added).peer,
+      changed: false,
+    });
     await sandboxed.run(["peers", "add", "alice", alice, "--yes", "--json"]);
 
     const listed = jsonOf(await sandboxed.run(["peers", "list", "--json"]));
@@ -142,7 +156,9 @@ describe("pi-tasks peers", () => {
     expect(theirs.publicKey).not.toBe(mine.publicKey);
     expect(jsonOf(await sandboxed.run(["peers", "add", "other", theirs.publicKey, "--yes", "--json"])).changed).toBe(true);
     expect(jsonOf(await sandboxed.run(["peers", "add", "me", mine.publicKey, "--yes", "--json"], { env: other })).changed).toBe(true);
-    expect(jsonOf(await sandboxed.run(["peers", "list", "--json"], { env: other })).peers.map((entry: { key: string }) => entry.key)).toEqual([mine.publicKey]);
+    expect(
+      jsonOf(await sandboxed.run(["peers", "list", "--json"], { env: other })).peers.map((entry: { key: string }) => entry.key),
+    ).toEqual([mine.publicKey]);
     // Its own key is refused on either side.
     const own = await sandboxed.run(["peers", "add", "self", mine.publicKey, "--yes", "--json"]);
     expectFailure(own, "INVALID_PEER_KEY");
@@ -174,7 +190,12 @@ describe("pi-tasks peers", () => {
     ];
     for (const [argv, code, exit] of cases) {
       const json = await sandboxed.run([...argv, "--json"]);
-      expect({ argv, exit: json.code, code: jsonOf(json).error?.code, command: jsonOf(json).command }).toEqual({ argv, exit, code, command: "peers" });
+      expect({ argv, exit: json.code, code: jsonOf(json).error?.code, command: jsonOf(json).command }).toEqual({
+        argv,
+        exit,
+        code,
+        command: "peers",
+      });
       const text = await sandboxed.run(argv);
       expect({ argv, exit: text.code, stdout: text.stdout }).toEqual({ argv, exit, stdout: "" });
       expect(text.stderr).toStartWith(`pi-tasks peers: ${code}: `);
@@ -188,7 +209,11 @@ describe("pi-tasks peers", () => {
     const sandboxed = box();
     await sandboxed.run(["identity", "--json"]);
     await Bun.write(join(sandboxed.stateDir, "peers.json"), "{ broken");
-    for (const argv of [["peers", "list"], ["peers", "add", "bob", key(), "--yes"], ["peers", "remove", "bob"]]) {
+    for (const argv of [
+      ["peers", "list"],
+      ["peers", "add", "bob", key(), "--yes"],
+      ["peers", "remove", "bob"],
+    ]) {
       expectFailure(await sandboxed.run([...argv, "--json"]), "PEERS_INVALID");
     }
     expect(peersFile(sandboxed)).toBe("{ broken");
@@ -210,7 +235,11 @@ describe("pairing is a person's decision (peers add asks on the terminal)", () =
 
   test("inside a Pi model's bash tool (PI_SESSION_ID set): refused even with --yes", async () => {
     const sandboxed = box();
-    expectFailure(await sandboxed.run(["peers", "add", "bob", key(), "--yes", "--json"], { env: { PI_SESSION_ID: "0192f1c2-model-shell" } }), "PAIRING_NOT_CONFIRMED", 1);
+    expectFailure(
+      await sandboxed.run(["peers", "add", "bob", key(), "--yes", "--json"], { env: { PI_SESSION_ID: "0192f1c2-model-shell" } }),
+      "PAIRING_NOT_CONFIRMED",
+      1,
+    );
     expect(peersFile(sandboxed)).toBeUndefined();
   });
 
@@ -230,16 +259,26 @@ describe("pairing is a person's decision (peers add asks on the terminal)", () =
 describe("--help", () => {
   test("identity and peers answer --help (and -h, and `help COMMAND`), naming PI_TASKS_HOME", async () => {
     const sandboxed = box();
-    for (const argv of [["identity", "--help"], ["identity", "-h"], ["help", "identity"]]) {
+    for (const argv of [
+      ["identity", "--help"],
+      ["identity", "-h"],
+      ["help", "identity"],
+    ]) {
       const run = await sandboxed.run(argv);
       expect({ argv, code: run.code, stderr: run.stderr }).toEqual({ argv, code: 0, stderr: "" });
       expect(run.stdout).toStartWith("usage: pi-tasks identity [--json]");
       expect(run.stdout).toContain("environment: PI_TASKS_HOME");
     }
-    for (const argv of [["peers", "--help"], ["peers", "-h"], ["help", "peers"]]) {
+    for (const argv of [
+      ["peers", "--help"],
+      ["peers", "-h"],
+      ["help", "peers"],
+    ]) {
       const run = await sandboxed.run(argv);
       expect({ argv, code: run.code }).toEqual({ argv, code: 0 });
-      expect(run.stdout).toStartWith("usage: pi-tasks peers add NAME KEY [--yes] [--json]\n       pi-tasks peers remove NAME [--json]\n       pi-tasks peers list [--json]\n");
+      expect(run.stdout).toStartWith(
+        "usage: pi-tasks peers add NAME KEY [--yes] [--json]\n       pi-tasks peers remove NAME [--json]\n       pi-tasks peers list [--json]\n",
+      );
       expect(run.stdout).toContain("environment: PI_TASKS_HOME");
     }
     // Nothing was created by asking for help.
@@ -248,9 +287,17 @@ describe("--help", () => {
 
   test("each peers subcommand has its own --help", async () => {
     const sandboxed = box();
-    const usages: Record<string, string> = { add: "pi-tasks peers add NAME KEY [--yes] [--json]", remove: "pi-tasks peers remove NAME [--json]", list: "pi-tasks peers list [--json]" };
+    const usages: Record<string, string> = {
+      add: "pi-tasks peers add NAME KEY [--yes] [--json]",
+      remove: "pi-tasks peers remove NAME [--json]",
+      list: "pi-tasks peers list [--json]",
+    };
     for (const [sub, usage] of Object.entries(usages)) {
-      for (const argv of [["peers", sub, "--help"], ["peers", sub, "-h"], ["help", "peers", sub]]) {
+      for (const argv of [
+        ["peers", sub, "--help"],
+        ["peers", sub, "-h"],
+        ["help", "peers", sub],
+      ]) {
         const run = await sandboxed.run(argv);
         expect({ argv, code: run.code, stderr: run.stderr }).toEqual({ argv, code: 0, stderr: "" });
         expect(run.stdout).toStartWith(`usage: ${usage}\n`);

@@ -31,7 +31,19 @@ describe("pi-tasks kill", () => {
     const box = sandbox();
     const relay = await box.withRelay();
     const name = `worker-${crypto.randomUUID().slice(0, 8)}`;
-    const spawned = await box.run(["spawn", "--task-worker", "--name", name, "--project-dir", box.projectDir, "--relay", relay.url, "--script", DEMO_WORKER_SCRIPT, "--json"]);
+    const spawned = await box.run([
+      "spawn",
+      "--task-worker",
+      "--name",
+      name,
+      "--project-dir",
+      box.projectDir,
+      "--relay",
+      relay.url,
+      "--script",
+      DEMO_WORKER_SCRIPT,
+      "--json",
+    ]);
     expect(spawned.code).toBe(0);
     const worker = jsonOf(spawned);
     const piPid = Number(readFileSync(`${worker.log}.pi-pid`, "utf8").trim());
@@ -85,7 +97,10 @@ describe("pi-tasks kill", () => {
     expect(status.status).toBe(200);
     expect(status.body.taskEndpoint).toEqual(binding.endpoint);
     // Usage: exactly one name.
-    for (const argv of [["kill", "--json"], ["kill", name, "other", "--json"]]) {
+    for (const argv of [
+      ["kill", "--json"],
+      ["kill", name, "other", "--json"],
+    ]) {
       const usage = await box.run(argv);
       expect(usage.code).toBe(2);
       expect(jsonOf(usage).error.code).toBe("CLI_USAGE");

@@ -20,7 +20,10 @@ afterEach(async () => {
 /** Writes a stand-in "Pi" that appends its pid to `STANDIN_PIDS`, then runs `body`. */
 function standIn(box: CliSandbox, file: string, body: string): { cli: string; pids: string } {
   const cli = join(box.dir, file);
-  writeFileSync(cli, `import { appendFileSync } from "node:fs";\nappendFileSync(process.env.STANDIN_PIDS!, \`\${process.pid}\\n\`);\n${body}\n`);
+  writeFileSync(
+    cli,
+    `import { appendFileSync } from "node:fs";\nappendFileSync(process.env.STANDIN_PIDS!, \`\${process.pid}\\n\`);\n${body}\n`,
+  );
   return { cli, pids: join(box.dir, `${file}.pids`) };
 }
 
@@ -40,7 +43,19 @@ describe("spawn: a worker that never registers", () => {
     let recordedPiPid: number | undefined;
     const logs = join(box.stateDir, "logs");
     const run = await box.run(
-      ["spawn", "--task-worker", "--name", name, "--project-dir", box.projectDir, "--relay", relay.url, "--readiness-timeout-ms", String(workerReadinessTimeoutMinMs), "--json"],
+      [
+        "spawn",
+        "--task-worker",
+        "--name",
+        name,
+        "--project-dir",
+        box.projectDir,
+        "--relay",
+        relay.url,
+        "--readiness-timeout-ms",
+        String(workerReadinessTimeoutMinMs),
+        "--json",
+      ],
       {
         env: { PI_TASKS_PI_CLI: cli, STANDIN_PIDS: pids },
         whileRunning() {
@@ -78,7 +93,19 @@ describe("spawn: a worker that never registers", () => {
     expect((await relaySessions(relay.url)).map((entry) => entry.session)).toEqual([]);
     // The name is free again: the next spawn of it is not refused as "already running".
     const again = await box.run(
-      ["spawn", "--task-worker", "--name", name, "--project-dir", box.projectDir, "--relay", relay.url, "--readiness-timeout-ms", String(workerReadinessTimeoutMinMs), "--json"],
+      [
+        "spawn",
+        "--task-worker",
+        "--name",
+        name,
+        "--project-dir",
+        box.projectDir,
+        "--relay",
+        relay.url,
+        "--readiness-timeout-ms",
+        String(workerReadinessTimeoutMinMs),
+        "--json",
+      ],
       { env: { PI_TASKS_PI_CLI: standIn(box, "exits.ts", "process.exit(0);").cli, STANDIN_PIDS: pids } },
     );
     expect(jsonOf(again).error).toMatchObject({ code: "TASK_WORKER_NOT_READY", details: { createdSession: name, exited: true } });
@@ -92,7 +119,19 @@ describe("spawn: a worker that never registers", () => {
     const { cli, pids } = standIn(box, "crashing-pi.ts", `console.error("stand-in: no model configured");\nprocess.exit(3);`);
     const name = `worker-${crypto.randomUUID().slice(0, 8)}`;
     const run = await box.run(
-      ["spawn", "--task-worker", "--name", name, "--project-dir", box.projectDir, "--relay", relay.url, "--readiness-timeout-ms", String(workerReadinessTimeoutDefaultMs), "--json"],
+      [
+        "spawn",
+        "--task-worker",
+        "--name",
+        name,
+        "--project-dir",
+        box.projectDir,
+        "--relay",
+        relay.url,
+        "--readiness-timeout-ms",
+        String(workerReadinessTimeoutDefaultMs),
+        "--json",
+      ],
       { env: { PI_TASKS_PI_CLI: cli, STANDIN_PIDS: pids } },
     );
     const out = jsonOf(run);

@@ -37,7 +37,12 @@ function linkDependency(modules: string, name: string): void {
 }
 
 function run(args: string[]): { code: number; stdout: string; stderr: string } {
-  const child = Bun.spawnSync(args, { cwd: project, stdout: "pipe", stderr: "pipe", env: { ...process.env, PI_TASKS_RELAY_URL: undefined } });
+  const child = Bun.spawnSync(args, {
+    cwd: project,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, PI_TASKS_RELAY_URL: undefined },
+  });
   return { code: child.exitCode ?? -1, stdout: child.stdout.toString(), stderr: child.stderr.toString() };
 }
 
@@ -55,7 +60,9 @@ beforeAll(() => {
   packed = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as PackageJson;
   const required = [
     ...Object.keys(packed.dependencies ?? {}),
-    ...Object.keys(packed.peerDependencies ?? {}).filter((name) => packed.peerDependenciesMeta?.[name]?.optional !== true && !name.startsWith("@earendil-works/")),
+    ...Object.keys(packed.peerDependencies ?? {}).filter(
+      (name) => packed.peerDependenciesMeta?.[name]?.optional !== true && !name.startsWith("@earendil-works/"),
+    ),
   ];
   for (const name of required) linkDependency(modules, name);
   writeFileSync(join(project, "package.json"), JSON.stringify({ name: "scratch", private: true, type: "module" }));
@@ -67,10 +74,21 @@ afterAll(() => {
 
 test("the tarball ships the library, the extension, the CLI and the docs, and no tests, kit or bench", () => {
   const installed = join(project, "node_modules", "pi-tasks");
-  for (const path of ["src/index.ts", "src/relay-server/index.ts", "src/conformance/index.ts", "extensions/pi-tasks/index.ts", "src/cli/main.ts", "dist/pi-tasks.js", "dist/worker-host.js", "docs/library.md", "README.md"]) {
+  for (const path of [
+    "src/index.ts",
+    "src/relay-server/index.ts",
+    "src/conformance/index.ts",
+    "extensions/pi-tasks/index.ts",
+    "src/cli/main.ts",
+    "dist/pi-tasks.js",
+    "dist/worker-host.js",
+    "docs/library.md",
+    "README.md",
+  ]) {
     expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: true });
   }
-  for (const path of ["tests", "kit", "bench"]) expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: false });
+  for (const path of ["tests", "kit", "bench"])
+    expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: false });
   expect(Object.keys(packed.exports).sort()).toEqual([".", "./cli", "./conformance", "./extension", "./package.json", "./relay"]);
 });
 

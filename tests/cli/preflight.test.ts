@@ -27,7 +27,12 @@ function workerName(): string {
 }
 
 /** A sandbox with a relay, and `spawn` arguments for a scripted worker with `overrides` applied. */
-async function setup(): Promise<{ box: CliSandbox; url: string; name: string; args: (overrides?: Record<string, string | null>) => string[] }> {
+async function setup(): Promise<{
+  box: CliSandbox;
+  url: string;
+  name: string;
+  args: (overrides?: Record<string, string | null>) => string[];
+}> {
   const box = createCliSandbox();
   sandbox = box;
   const relay = await box.withRelay();
@@ -37,7 +42,13 @@ async function setup(): Promise<{ box: CliSandbox; url: string; name: string; ar
     url: relay.url,
     name,
     args(overrides = {}) {
-      const flags: Record<string, string | null> = { "--name": name, "--project-dir": box.projectDir, "--relay": relay.url, "--script": DEMO_WORKER_SCRIPT, ...overrides };
+      const flags: Record<string, string | null> = {
+        "--name": name,
+        "--project-dir": box.projectDir,
+        "--relay": relay.url,
+        "--script": DEMO_WORKER_SCRIPT,
+        ...overrides,
+      };
       return [
         "spawn",
         "--task-worker",
@@ -100,10 +111,20 @@ describe("spawn preflight", () => {
     // same spawn gets past the model check and stops at the next one (an unreachable relay).
     writeFileSync(
       join(box.agentDir, "models.json"),
-      JSON.stringify({ providers: { clitest: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "unused", models: [{ id: "tiny-1" }] } } }),
+      JSON.stringify({
+        providers: {
+          clitest: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions", apiKey: "unused", models: [{ id: "tiny-1" }] },
+        },
+      }),
     );
     const closed = `http://127.0.0.1:${freePort()}`;
-    await expectPreflight(await box.run(args({ "--script": null, "--model": "clitest/tiny-1", "--relay": closed })), box, url, name, "relay");
+    await expectPreflight(
+      await box.run(args({ "--script": null, "--model": "clitest/tiny-1", "--relay": closed })),
+      box,
+      url,
+      name,
+      "relay",
+    );
     // …and the same provider with an id it does not have is refused again.
     await expectPreflight(await box.run(args({ "--script": null, "--model": "clitest/tiny-2" })), box, url, name, "model");
   });
@@ -151,7 +172,13 @@ describe("spawn preflight", () => {
   test("--readiness-timeout-ms out of bounds", async () => {
     const { box, url, name, args } = await setup();
     for (const timeout of [workerReadinessTimeoutMinMs - 1, workerReadinessTimeoutMaxMs + 1, 0]) {
-      const out = await expectPreflight(await box.run(args({ "--readiness-timeout-ms": String(timeout) })), box, url, name, "readiness-timeout-ms");
+      const out = await expectPreflight(
+        await box.run(args({ "--readiness-timeout-ms": String(timeout) })),
+        box,
+        url,
+        name,
+        "readiness-timeout-ms",
+      );
       expect(out.error.message).toContain(String(workerReadinessTimeoutMinMs));
       expect(out.error.message).toContain(String(workerReadinessTimeoutMaxMs));
     }

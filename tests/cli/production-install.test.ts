@@ -34,13 +34,15 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
   });
 
   const env = () => ({ PATH: nodeHostPath(), HOME: home, PI_TASKS_HOME: join(home, "pi-tasks") });
-  const cli = (args: readonly string[]) => runToExit([NODE_BINARY, join(installed, "dist", "pi-tasks.js"), ...args], { cwd: home, env: env(), timeoutMs: 30_000 });
+  const cli = (args: readonly string[]) =>
+    runToExit([NODE_BINARY, join(installed, "dist", "pi-tasks.js"), ...args], { cwd: home, env: env(), timeoutMs: 30_000 });
 
   test("the install holds only the production dependencies: no dev or peer dependency, no bun", () => {
     const modules = dirname(installed);
     const names = readdirSync(modules).filter((name) => !name.startsWith("."));
     expect(names.sort()).toEqual(["eventemitter3", "ky", "nanoid", "p-queue", "p-timeout", "pi-tasks"]);
-    for (const omitted of ["@sinclair/typebox", "typebox", "bun", "@earendil-works"]) expect({ omitted, present: existsSync(join(modules, omitted)) }).toEqual({ omitted, present: false });
+    for (const omitted of ["@sinclair/typebox", "typebox", "bun", "@earendil-works"])
+      expect({ omitted, present: existsSync(join(modules, omitted)) }).toEqual({ omitted, present: false });
   });
 
   test("--help, identity and peers list", async () => {
@@ -55,7 +57,13 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
   });
 
   test("the relay runs on Node and passes the conformance suite run from the same install", async () => {
-    relay = spawn([NODE_BINARY, join(installed, "dist", "pi-tasks.js"), "relay", "--port", "0"], { cwd: home, env: env(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    relay = spawn([NODE_BINARY, join(installed, "dist", "pi-tasks.js"), "relay", "--port", "0"], {
+      cwd: home,
+      env: env(),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const reader = relay.stdout.getReader();
     const first = await reader.read();
     reader.releaseLock();

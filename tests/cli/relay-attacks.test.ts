@@ -37,7 +37,10 @@ setDefaultTimeout(30_000);
 
 const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
-  for (const step of cleanups.splice(0).reverse()) await Promise.resolve().then(step).catch(() => undefined);
+  for (const step of cleanups.splice(0).reverse())
+    await Promise.resolve()
+      .then(step)
+      .catch(() => undefined);
 });
 
 function tempDir(prefix: string): string {
@@ -53,7 +56,12 @@ function userSecrets(): string {
 
 /** A Pi's environment: its own PI_TASKS_HOME, the user's relay secrets, the default relay on `port`. */
 function piEnv(port: number, secrets: string): { PI_TASKS_HOME: string } & Record<string, string> {
-  return { PI_TASKS_HOME: tempDir("pi-tasks-home-"), PI_TASKS_RELAY_SECRET_DIR: secrets, WOLFPACK_PORT: String(port), WOLFPACK_JWT_SECRET: "" };
+  return {
+    PI_TASKS_HOME: tempDir("pi-tasks-home-"),
+    PI_TASKS_RELAY_SECRET_DIR: secrets,
+    WOLFPACK_PORT: String(port),
+    WOLFPACK_JWT_SECRET: "",
+  };
 }
 
 /** Starts the embedded relay as a Pi does, stopped after the test. */
@@ -69,7 +77,12 @@ async function embeddedRelay(env: Record<string, string>) {
 
 async function connectOutcome(url: string, env: Record<string, string>, callerSession: string, fetcher?: typeof fetch): Promise<string> {
   const auth = authFromEnv(env);
-  const session = createRelaySession({ url, callerSession, ...(auth === undefined ? {} : { auth }), ...(fetcher === undefined ? {} : { fetch: fetcher }) });
+  const session = createRelaySession({
+    url,
+    callerSession,
+    ...(auth === undefined ? {} : { auth }),
+    ...(fetcher === undefined ? {} : { fetch: fetcher }),
+  });
   try {
     await session.connect();
     return "connected";
@@ -85,7 +98,11 @@ async function connectOutcome(url: string, env: Record<string, string>, callerSe
 // ---------------------------------------------------------------------------------------------
 
 const OTHER_USER = "pitasks-intruder";
-const canSwitchUser = process.platform === "linux" && process.getuid?.() === 0 && existsSync("/usr/sbin/runuser") && spawnSync("which", ["useradd"]).status === 0;
+const canSwitchUser =
+  process.platform === "linux" &&
+  process.getuid?.() === 0 &&
+  existsSync("/usr/sbin/runuser") &&
+  spawnSync("which", ["useradd"]).status === 0;
 const mustRun = process.env.PI_TASKS_CI === "1";
 
 function ensureOtherUser(): void {
@@ -112,18 +129,20 @@ function runAsOtherUser(script: string, env: Record<string, string>): string {
 }
 
 describe("another OS user on the machine", () => {
-  test.skipIf(!canSwitchUser && !mustRun)("cannot connect to the embedded relay, while its own user's Pis can (needs root: useradd, runuser)", async () => {
-    if (!canSwitchUser) throw new Error("PI_TASKS_CI=1: this test must run (as root, with useradd and runuser)");
-    ensureOtherUser();
-    const port = freePort();
-    const secrets = userSecrets();
-    const env = piEnv(port, secrets);
-    const relay = await embeddedRelay(env);
-    // The intruder speaks the wire with pi-tasks' own client, from its own (empty) environment
-    // and with the user's secret directory named (which it cannot read).
-    const session = join(REPO_ROOT, "src", "relay-client", "session.ts");
-    const auth = join(REPO_ROOT, "src", "relay-client", "auth.ts");
-    const script = `
+  test.skipIf(!canSwitchUser && !mustRun)(
+    "cannot connect to the embedded relay, while its own user's Pis can (needs root: useradd, runuser)",
+    async () => {
+      if (!canSwitchUser) throw new Error("PI_TASKS_CI=1: this test must run (as root, with useradd and runuser)");
+      ensureOtherUser();
+      const port = freePort();
+      const secrets = userSecrets();
+      const env = piEnv(port, secrets);
+      const relay = await embeddedRelay(env);
+      // The intruder speaks the wire with pi-tasks' own client, from its own (empty) environment
+      // and with the user's secret directory named (which it cannot read).
+      const session = join(REPO_ROOT, "src", "relay-client", "session.ts");
+      const auth = join(REPO_ROOT, "src", "relay-client", "auth.ts");
+      const script = `
       import { createRelaySession } from ${JSON.stringify(session)};
       import { authFromEnv } from ${JSON.stringify(auth)};
       let auth;
@@ -134,10 +153,11 @@ describe("another OS user on the machine", () => {
       const list = await fetch(${JSON.stringify(`${relay.url}/api/session-control/list`)});
       console.log(list.status);
     `;
-    const outcome = runAsOtherUser(script, { PI_TASKS_RELAY_SECRET_DIR: secrets, WOLFPACK_PORT: String(port) }).split("\n");
-    expect(outcome).toEqual(["RELAY_AUTH_REQUIRED", "401"]);
-    expect(await connectOutcome(relay.url, env, "owner")).toBe("connected");
-  });
+      const outcome = runAsOtherUser(script, { PI_TASKS_RELAY_SECRET_DIR: secrets, WOLFPACK_PORT: String(port) }).split("\n");
+      expect(outcome).toEqual(["RELAY_AUTH_REQUIRED", "401"]);
+      expect(await connectOutcome(relay.url, env, "owner")).toBe("connected");
+    },
+  );
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -155,12 +175,23 @@ function squatter(port: number): string[] {
       const path = new URL(request.url).pathname;
       seen.push(`${request.method} ${path}${request.headers.has("authorization") ? " +token" : ""}`);
       if (path === "/api/task-relay/profile") {
-        return Response.json({ ok: true, profile: "volatile-v1", epoch, endpointPath: "/api/task-relay/volatile-v1", federation: { enabled: false }, features: [] });
+        return Response.json({
+          ok: true,
+          profile: "volatile-v1",
+          epoch,
+          endpointPath: "/api/task-relay/volatile-v1",
+          federation: { enabled: false },
+          features: [],
+        });
       }
       const body = (await request.json().catch(() => ({}))) as { operation?: string };
       const value =
         body.operation === "connect"
-          ? { kind: "connected", endpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() }, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() }
+          ? {
+              kind: "connected",
+              endpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() },
+              leaseExpiresAt: new Date(Date.now() + 60_000).toISOString(),
+            }
           : { kind: "page", deliveries: [], nextCursor: "0", hasMore: false };
       return Response.json({ ok: true, profile: "volatile-v1", epoch, value });
     },
@@ -172,7 +203,12 @@ function squatter(port: number): string[] {
 /** A Pi starting with `env` (the real lifecycle, a fake Pi context): its footer labels, once its first passes ran. */
 async function startingPi(env: Record<string, string>, findRelay?: typeof ensureRelay) {
   const statuses: (string | undefined)[] = [];
-  const { lifecycle } = createTasksRuntime({ env, sendMessage: () => undefined, appendEntry: () => undefined, ...(findRelay === undefined ? {} : { findRelay }) });
+  const { lifecycle } = createTasksRuntime({
+    env,
+    sendMessage: () => undefined,
+    appendEntry: () => undefined,
+    ...(findRelay === undefined ? {} : { findRelay }),
+  });
   cleanups.push(() => lifecycle.stop());
   lifecycle.start({
     cwd: tempDir("pi-tasks-project-"),
@@ -187,10 +223,12 @@ async function startingPi(env: Record<string, string>, findRelay?: typeof ensure
   await eventually(() => statuses.length > 1, 5_000);
   await Bun.sleep(1_500);
   // A tool's operation says the same, with the typed code.
-  const failure = await lifecycle.run((core) => core.connect()).then(
-    () => undefined,
-    (error: unknown) => toTaskError(error),
-  );
+  const failure = await lifecycle
+    .run((core) => core.connect())
+    .then(
+      () => undefined,
+      (error: unknown) => toTaskError(error),
+    );
   return { footer: statuses.at(-1) ?? "", failure, board: lifecycle.info() };
 }
 
@@ -200,10 +238,18 @@ describe("a squatter on the relay's port", () => {
     const seen = squatter(port);
     // The default relay (no WOLFPACK_PORT, no URL: port 18790) — its requests are routed to the
     // squatter's port, so the test does not take the machine's real port 18790.
-    const env: Record<string, string> = { PI_TASKS_HOME: tempDir("pi-tasks-home-"), PI_TASKS_RELAY_SECRET_DIR: userSecrets(), WOLFPACK_JWT_SECRET: "", WOLFPACK_SESSION_NAME: "victim" };
-    const routed = ((input: Request | URL | string, init?: RequestInit) => fetch(String(input instanceof Request ? input.url : input).replace(":18790/", `:${port}/`), init)) as typeof fetch;
+    const env: Record<string, string> = {
+      PI_TASKS_HOME: tempDir("pi-tasks-home-"),
+      PI_TASKS_RELAY_SECRET_DIR: userSecrets(),
+      WOLFPACK_JWT_SECRET: "",
+      WOLFPACK_SESSION_NAME: "victim",
+    };
+    const routed = ((input: Request | URL | string, init?: RequestInit) =>
+      fetch(String(input instanceof Request ? input.url : input).replace(":18790/", `:${port}/`), init)) as typeof fetch;
     const pi = await startingPi(env, (options) => ensureRelay({ ...options, fetch: routed }));
-    expect(pi.footer).toBe("tasks: the relay at http://127.0.0.1:18790 cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)");
+    expect(pi.footer).toBe(
+      "tasks: the relay at http://127.0.0.1:18790 cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)",
+    );
     expect(pi.failure?.code).toBe("RELAY_NOT_PROVEN");
     expect(pi.board?.relay.state).toBe("untrusted");
     expect(pi.board?.relay.problem).toContain("Fix: stop what listens on port 18790");
@@ -238,14 +284,21 @@ describe("a token captured from one request", () => {
     const captured: { path: string; authorization: string | null; body: string }[] = [];
     const capturing = (async (input: Request | URL | string, init?: RequestInit) => {
       const request = input instanceof Request ? input : new Request(String(input), init);
-      captured.push({ path: new URL(request.url).pathname, authorization: request.headers.get("authorization"), body: await request.clone().text() });
+      captured.push({
+        path: new URL(request.url).pathname,
+        authorization: request.headers.get("authorization"),
+        body: await request.clone().text(),
+      });
       return fetch(request, init);
     }) as typeof fetch;
     expect(await connectOutcome(relay.url, env, "owner", capturing)).toBe("connected");
     const connect = captured.find((item) => item.path === "/api/task-relay/volatile-v1")!;
     expect(connect).toBeDefined();
     // The same request again, byte for byte, and its token on another request.
-    const headers = { "content-type": "application/json", ...(connect.authorization === null ? {} : { authorization: connect.authorization }) };
+    const headers = {
+      "content-type": "application/json",
+      ...(connect.authorization === null ? {} : { authorization: connect.authorization }),
+    };
     const replayed = await fetch(`${relay.url}/api/task-relay/volatile-v1`, { method: "POST", headers, body: connect.body });
     expect(replayed.status).toBe(401);
     expect(((await replayed.json()) as { error: { code: string } }).error.code).toBe("RELAY_AUTH_REQUIRED");
@@ -256,7 +309,10 @@ describe("a token captured from one request", () => {
     const keys = deriveRelayKeys(readRelaySecret(relay.secretFile!)!);
     const token = connect.authorization!.replace(/^Bearer /, "");
     expect(verifyRelayToken(keys, token, Date.now()).ok).toBe(true);
-    expect(verifyRelayToken(keys, token, Date.now() + relayTokenLifetimeMs + relayTokenClockToleranceMs)).toMatchObject({ ok: false, reason: "expired" });
+    expect(verifyRelayToken(keys, token, Date.now() + relayTokenLifetimeMs + relayTokenClockToleranceMs)).toMatchObject({
+      ok: false,
+      reason: "expired",
+    });
   });
 
   test("a program in front of the user's relay (it forwards the challenge, answers the rest itself) is caught on its first reply", async () => {
@@ -274,7 +330,17 @@ describe("a token captured from one request", () => {
         seen.push(`${request.method} ${path}`);
         if (path === "/api/task-relay/profile") return fetch(`${relay.url}${path}`, { headers: request.headers });
         const body = (await request.json()) as { operation?: string };
-        return Response.json({ ok: true, profile: "volatile-v1", epoch: relay.epoch, value: { kind: "connected", endpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() }, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString(), operation: body.operation } });
+        return Response.json({
+          ok: true,
+          profile: "volatile-v1",
+          epoch: relay.epoch,
+          value: {
+            kind: "connected",
+            endpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() },
+            leaseExpiresAt: new Date(Date.now() + 60_000).toISOString(),
+            operation: body.operation,
+          },
+        });
       },
     });
     cleanups.push(() => middle.stop(true));
@@ -359,17 +425,27 @@ describe("two PI_TASKS_HOMEs (two identities) of one user", () => {
     const homes = [piEnv(port, secrets), piEnv(port, secrets)] as const;
     const relay = await embeddedRelay(homes[0]);
     const [origin, worker] = homes.map((env, index) =>
-      createRecoveringTaskCore({ env, callerSession: `identity-${index}`, url: relay.url, trust: homeTrust(env.PI_TASKS_HOME), host: createMemoryHost() }),
+      createRecoveringTaskCore({
+        env,
+        callerSession: `identity-${index}`,
+        url: relay.url,
+        trust: homeTrust(env.PI_TASKS_HOME),
+        host: createMemoryHost(),
+      }),
     ) as [RecoveringTaskCore, RecoveringTaskCore];
     cleanups.push(() => Promise.all([origin.close(), worker.close()]));
     await addPeer(homes[0].PI_TASKS_HOME, "worker", ensureIdentity(homes[1].PI_TASKS_HOME).identity.publicKey);
     await addPeer(homes[1].PI_TASKS_HOME, "origin", ensureIdentity(homes[0].PI_TASKS_HOME).identity.publicKey);
     const to = await worker.run((core) => core.connect());
     const created = await origin.run((core) => core.createTask({ to, task: "say hello" }));
-    const arrived = await eventually(async () => {
-      await Promise.all([origin.refresh(), worker.refresh()]);
-      return worker.current().findTask(created.taskId);
-    }, 10_000, 100);
+    const arrived = await eventually(
+      async () => {
+        await Promise.all([origin.refresh(), worker.refresh()]);
+        return worker.current().findTask(created.taskId);
+      },
+      10_000,
+      100,
+    );
     expect(arrived?.role).toBe("target");
     expect(arrived?.peer).toMatchObject({ peerName: "origin", verified: true });
   });

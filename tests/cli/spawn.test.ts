@@ -42,7 +42,9 @@ function logRecords(path: string): LogRecord[] {
 
 function calledTool(record: LogRecord, tool: string): boolean {
   const content = record.message?.role === "assistant" ? record.message.content : undefined;
-  return Array.isArray(content) && content.some((part: { type?: string; name?: string }) => part?.type === "toolCall" && part.name === tool);
+  return (
+    Array.isArray(content) && content.some((part: { type?: string; name?: string }) => part?.type === "toolCall" && part.name === tool)
+  );
 }
 
 describe("pi-tasks spawn --task-worker", () => {
@@ -50,7 +52,19 @@ describe("pi-tasks spawn --task-worker", () => {
     sandbox = createCliSandbox();
     const relay = await sandbox.withRelay();
     const name = `worker-${crypto.randomUUID().slice(0, 8)}`;
-    const spawned = await sandbox.run(["spawn", "--task-worker", "--name", name, "--project-dir", sandbox.projectDir, "--relay", relay.url, "--script", DEMO_WORKER_SCRIPT, "--json"]);
+    const spawned = await sandbox.run([
+      "spawn",
+      "--task-worker",
+      "--name",
+      name,
+      "--project-dir",
+      sandbox.projectDir,
+      "--relay",
+      relay.url,
+      "--script",
+      DEMO_WORKER_SCRIPT,
+      "--json",
+    ]);
     expect(spawned.stderr).toBe("");
     expect(spawned.code).toBe(0);
     const out = jsonOf(spawned);
@@ -113,19 +127,32 @@ describe("pi-tasks spawn --task-worker", () => {
     const created = await origin.core.createTask({ to: out.taskEndpoint, task: "Create hello.txt with the greeting I give you." });
     expect(created.target).toEqual(out.taskEndpoint);
     // The worker proves its key (it answers the origin's hello); the origin's next pass sends the task.
-    const sent = await eventually(async () => {
-      await origin!.core.refresh();
-      return origin!.core.getTask(created.taskId).deliveryEvidence.relayAcceptance === "accepted";
-    }, 15_000, 50);
+    const sent = await eventually(
+      async () => {
+        await origin!.core.refresh();
+        return origin!.core.getTask(created.taskId).deliveryEvidence.relayAcceptance === "accepted";
+      },
+      15_000,
+      50,
+    );
     expect(sent).toBe(true);
-    const logged = await eventually(() => {
-      const records = logRecords(rpcLogFile(out.log));
-      return (
-        records.some((record) => record.type === "message_end" && record.message?.role === "custom" && record.message.customType === "pi-tasks-event") &&
-        records.some((record) => record.type === "message_end" && calledTool(record, "agent_task_message"))
+    const logged = await eventually(
+      () => {
+        const records = logRecords(rpcLogFile(out.log));
+        return (
+          records.some(
+            (record) =>
+              record.type === "message_end" && record.message?.role === "custom" && record.message.customType === "pi-tasks-event",
+          ) && records.some((record) => record.type === "message_end" && calledTool(record, "agent_task_message"))
+        );
+      },
+      15_000,
+      50,
+    );
+    if (!logged)
+      throw new Error(
+        `the worker's RPC log never showed the task and the question:\n${readFileSync(rpcLogFile(out.log), "utf8").slice(-4_000)}`,
       );
-    }, 15_000, 50);
-    if (!logged) throw new Error(`the worker's RPC log never showed the task and the question:\n${readFileSync(rpcLogFile(out.log), "utf8").slice(-4_000)}`);
     // The log a person reads is a transcript: what arrived, which tool the model called, no JSON.
     const transcript = readFileSync(out.log, "utf8");
     expect(transcript).toMatch(/^\d\d:\d\d:\d\d \[pi-tasks-event\] ## task assignment/m);

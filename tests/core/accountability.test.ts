@@ -11,7 +11,14 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { coreInternals, createTaskCore, rehomeCore } from "../../src/core/task-core.ts";
-import { activePollIntervalMs, maxAuditEntries, orphanAfterMs, orphanProbeIntervalMs, RELAY_PROFILE, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import {
+  activePollIntervalMs,
+  maxAuditEntries,
+  orphanAfterMs,
+  orphanProbeIntervalMs,
+  RELAY_PROFILE,
+  taskTimeoutMinMs,
+} from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createRelaySession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
@@ -57,7 +64,14 @@ async function party(time: Time, options: { autoReassign?: boolean } = {}): Prom
   const name = `accountability-${crypto.randomUUID().slice(0, 8)}`;
   const host = createMemoryHost();
   const session = createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 });
-  const core = createTaskCore({ store: createTaskStore(), session, host, timers: time.timers, clock: time.clock, ...(options.autoReassign === true ? { autoReassign: true } : {}) });
+  const core = createTaskCore({
+    store: createTaskStore(),
+    session,
+    host,
+    timers: time.timers,
+    clock: time.clock,
+    ...(options.autoReassign === true ? { autoReassign: true } : {}),
+  });
   fx.defer(() => closeParties([{ core }]));
   await core.connect();
   return { name, core, host };
@@ -93,18 +107,29 @@ async function passUntil(time: Time, parties: readonly Party[], done: () => bool
 async function delegated(time: Time, options: { autoReassign?: boolean; timeoutMs?: number; task?: string } = {}) {
   const origin = await party(time, { autoReassign: options.autoReassign });
   const worker = await party(time);
-  const created = await origin.core.createTask({ to: worker.core.endpoint()!, task: options.task ?? "accountable work", ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }) });
+  const created = await origin.core.createTask({
+    to: worker.core.endpoint()!,
+    task: options.task ?? "accountable work",
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+  });
   await settle([origin, worker]);
   expect(worker.core.getTask(created.taskId).status).toBe("active");
   return { origin, worker, taskId: created.taskId, workerEndpoint: worker.core.endpoint()! };
 }
 
-const ofTask = (host: Party["host"], taskId: string, type: string) => host.inserted.filter((item) => item.taskId === taskId && item.event.type === type);
-const wokenOf = (host: Party["host"], taskId: string, type: string) => host.wakes.flat().filter((item) => item.taskId === taskId && item.event.type === type);
+const ofTask = (host: Party["host"], taskId: string, type: string) =>
+  host.inserted.filter((item) => item.taskId === taskId && item.event.type === type);
+const wokenOf = (host: Party["host"], taskId: string, type: string) =>
+  host.wakes.flat().filter((item) => item.taskId === taskId && item.event.type === type);
 
 /** The relay's answer to a resolve of an endpoint it does not hold. */
 function notRegistered() {
-  return { ok: false, profile: RELAY_PROFILE, epoch: fx.relay.epoch, error: { code: "TARGET_NOT_REGISTERED", message: "The target endpoint is not registered on the relay.", retryable: false } };
+  return {
+    ok: false,
+    profile: RELAY_PROFILE,
+    epoch: fx.relay.epoch,
+    error: { code: "TARGET_NOT_REGISTERED", message: "The target endpoint is not registered on the relay.", retryable: false },
+  };
 }
 
 const resolvesOf = (caller: string, target: TaskEndpoint) => (request: ProxyRequest) => {
@@ -148,7 +173,15 @@ describe("orphans", () => {
   test("a registration seen again before orphanAfterMs clears the suspicion: the clock restarts at the next loss", async () => {
     const time = jumpTime();
     const { origin, taskId, workerEndpoint } = await delegated(time);
-    const lie = (times: number) => fx.proxy.push({ operation: "resolve", kind: "reply", status: 404, body: notRegistered(), times, when: resolvesOf(origin.name, workerEndpoint) });
+    const lie = (times: number) =>
+      fx.proxy.push({
+        operation: "resolve",
+        kind: "reply",
+        status: 404,
+        body: notRegistered(),
+        times,
+        when: resolvesOf(origin.name, workerEndpoint),
+      });
     // One probe sees the worker gone, the next sees it registered.
     const first = lie(1);
     time.advance(orphanProbeIntervalMs);
@@ -395,7 +428,13 @@ describe("late outcomes", () => {
       expect(wokenOf(origin.host, taskId, "task.late_terminal")).toHaveLength(1);
       expect(worker.core.getTask(taskId).status).toBe("timed_out");
       // The late result is a result: its author may correct it.
-      await worker.core.message({ taskId, type: "correction", supersedes: late[0]!.eventId, message: "the real value is 43", result: { value: 43 } });
+      await worker.core.message({
+        taskId,
+        type: "correction",
+        supersedes: late[0]!.eventId,
+        message: "the real value is 43",
+        result: { value: 43 },
+      });
       await settle([origin, worker]);
       const corrections = eventsOf(origin.core.getTask(taskId), "task.correction");
       expect(corrections.map((event) => event.payload.supersedes)).toEqual([late[0]!.eventId]);
@@ -424,12 +463,25 @@ describe("corrections and withdrawals", () => {
     // The worker knows the canonical event from its echo.
     expect(worker.core.getTask(taskId).events.map((event) => event.eventId)).toContain(completed.eventId);
 
-    const sent = await worker.core.message({ taskId, type: "correction", supersedes: completed.eventId, message: "off by one: it is 42", result: { value: 42 }, finality: "final" });
+    const sent = await worker.core.message({
+      taskId,
+      type: "correction",
+      supersedes: completed.eventId,
+      message: "off by one: it is 42",
+      result: { value: 42 },
+      finality: "final",
+    });
     await settle([origin, worker]);
     const view = origin.core.getTask(taskId);
     const corrections = eventsOf(view, "task.correction");
     expect(corrections).toHaveLength(1);
-    expect(corrections[0]!.payload).toMatchObject({ intentId: sent.intentId, supersedes: completed.eventId, message: "off by one: it is 42", result: { value: 42 }, finality: "final" });
+    expect(corrections[0]!.payload).toMatchObject({
+      intentId: sent.intentId,
+      supersedes: completed.eventId,
+      message: "off by one: it is 42",
+      result: { value: 42 },
+      finality: "final",
+    });
     expect(view.superseded).toEqual({ [completed.eventId]: corrections[0]!.eventId });
     // The original stays, and so does first-terminal-wins.
     expect(eventsOf(view, "task.completed")).toEqual([completed]);
@@ -446,21 +498,38 @@ describe("corrections and withdrawals", () => {
     const question = eventsOf(origin.core.getTask(taskId), "task.question")[0]!;
     const answer = await origin.core.message({ taskId, type: "answer", inReplyTo: question.eventId, message: "main", finality: "interim" });
     await settle([origin, worker]);
-    const correction = await origin.core.message({ taskId, type: "correction", supersedes: answer.eventId!, message: "release, not main", finality: "final" });
+    const correction = await origin.core.message({
+      taskId,
+      type: "correction",
+      supersedes: answer.eventId!,
+      message: "release, not main",
+      finality: "final",
+    });
     await settle([origin, worker]);
 
     const held = worker.core.getTask(taskId);
     expect(eventsOf(held, "task.answer").map((event) => [event.eventId, event.payload.finality])).toEqual([[answer.eventId, "interim"]]);
-    expect(eventsOf(held, "task.correction").map((event) => [event.eventId, event.payload.finality, event.payload.supersedes])).toEqual([[correction.eventId, "final", answer.eventId]]);
+    expect(eventsOf(held, "task.correction").map((event) => [event.eventId, event.payload.finality, event.payload.supersedes])).toEqual([
+      [correction.eventId, "final", answer.eventId],
+    ]);
     expect(held.superseded).toEqual({ [answer.eventId!]: correction.eventId! });
     expect(ofTask(worker.host, taskId, "task.correction").map((item) => item.eventId)).toEqual([correction.eventId!]);
     expect(origin.core.getTask(taskId).superseded).toEqual({ [answer.eventId!]: correction.eventId! });
 
     // Withdrawing the correction itself (a correction may be superseded too).
-    const withdrawal = await origin.core.message({ taskId, type: "correction", supersedes: correction.eventId!, message: "ignore that, ask again later", withdraw: true });
+    const withdrawal = await origin.core.message({
+      taskId,
+      type: "correction",
+      supersedes: correction.eventId!,
+      message: "ignore that, ask again later",
+      withdraw: true,
+    });
     await settle([origin, worker]);
     const after = worker.core.getTask(taskId);
-    expect(eventsOf(after, "task.correction").find((event) => event.eventId === withdrawal.eventId)?.payload).toMatchObject({ withdrawn: true, supersedes: correction.eventId });
+    expect(eventsOf(after, "task.correction").find((event) => event.eventId === withdrawal.eventId)?.payload).toMatchObject({
+      withdrawn: true,
+      supersedes: correction.eventId,
+    });
     expect(after.superseded).toEqual({ [answer.eventId!]: correction.eventId!, [correction.eventId!]: withdrawal.eventId! });
   });
 
@@ -478,16 +547,26 @@ describe("corrections and withdrawals", () => {
     const workerBefore = worker.core.getTask(taskId).events;
     const sendsBefore = [sentEnvelopes(fx.proxy, origin.name).length, sentEnvelopes(fx.proxy, worker.name).length];
 
-    const byWorker = await failure(worker.core.message({ taskId, type: "correction", supersedes: answer.eventId!, message: "it was release" }));
+    const byWorker = await failure(
+      worker.core.message({ taskId, type: "correction", supersedes: answer.eventId!, message: "it was release" }),
+    );
     expectCode(byWorker, "INVALID_REQUEST");
     expect(byWorker.details.path).toBe("/supersedes");
-    const byOrigin = await failure(origin.core.message({ taskId, type: "correction", supersedes: completed.eventId, message: "the value is 2", result: { value: 2 } }));
+    const byOrigin = await failure(
+      origin.core.message({ taskId, type: "correction", supersedes: completed.eventId, message: "the value is 2", result: { value: 2 } }),
+    );
     expectCode(byOrigin, "INVALID_REQUEST");
     expect(byOrigin.details.path).toBe("/supersedes");
     // Corrections name what they correct, and only corrections take correction fields.
     expectCode(await failure(origin.core.message({ taskId, type: "correction", message: "of what?" })), "INVALID_REQUEST");
-    expectCode(await failure(origin.core.message({ taskId, type: "information", message: "x", supersedes: answer.eventId! })), "INVALID_REQUEST");
-    expectCode(await failure(origin.core.message({ taskId, type: "correction", supersedes: question.eventId, message: "not an answer or result" })), "INVALID_REQUEST");
+    expectCode(
+      await failure(origin.core.message({ taskId, type: "information", message: "x", supersedes: answer.eventId! })),
+      "INVALID_REQUEST",
+    );
+    expectCode(
+      await failure(origin.core.message({ taskId, type: "correction", supersedes: question.eventId, message: "not an answer or result" })),
+      "INVALID_REQUEST",
+    );
 
     await drain([origin, worker]);
     expect(origin.core.getTask(taskId).events).toEqual(originBefore);
@@ -521,9 +600,12 @@ describe("audit", () => {
     const report = origin.core.audit(taskId);
     expect(report.sides).toEqual(["origin", "worker"]);
     expect(report.gaps).toEqual([]);
-    const travelling = origin.core.getTask(taskId).events.filter((event) => !["task.delivery_receipt", "task.audit_requested", "task.audit_view"].includes(event.type));
+    const travelling = origin.core
+      .getTask(taskId)
+      .events.filter((event) => !["task.delivery_receipt", "task.audit_requested", "task.audit_view"].includes(event.type));
     const byId = new Map(report.timeline.map((line) => [line.eventId, line.heldBy]));
-    for (const event of travelling) expect({ type: event.type, heldBy: byId.get(event.eventId) }).toEqual({ type: event.type, heldBy: ["origin", "worker"] });
+    for (const event of travelling)
+      expect({ type: event.type, heldBy: byId.get(event.eventId) }).toEqual({ type: event.type, heldBy: ["origin", "worker"] });
     // The audit's own request is about the audit, not the task: no line of the timeline it reports.
     expect(byId.has(requestId)).toBe(false);
     expect(report.timeline.map((line) => line.type).filter((type) => type.startsWith("task.audit"))).toEqual([]);
@@ -585,7 +667,9 @@ describe("audit", () => {
     await drain([origin, worker], { timers: time.timers });
     const report = origin.core.audit(taskId);
     // The worker's view holds the task's events, not the audit's request: all but the newest maxAuditEntries left out.
-    expect(report.gaps.map((gap) => (gap.kind === "omitted" ? [gap.kind, gap.side, gap.count] : [gap.kind, gap.side]))).toEqual([["omitted", "worker", held - maxAuditEntries]]);
+    expect(report.gaps.map((gap) => (gap.kind === "omitted" ? [gap.kind, gap.side, gap.count] : [gap.kind, gap.side]))).toEqual([
+      ["omitted", "worker", held - maxAuditEntries],
+    ]);
     expect(report.timeline.filter((line) => line.heldBy.includes("worker"))).toHaveLength(maxAuditEntries);
   });
 });

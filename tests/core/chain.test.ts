@@ -91,7 +91,10 @@ describe("lineage", () => {
     await passes([b!]);
     const before = c!.core.listTasks().length;
     const ambiguous = await failure(b!.core.createTask({ to: c!.core.endpoint()!, task: "which?" }));
-    expect(ambiguous).toMatchObject({ code: "DELEGATION_AMBIGUOUS", details: { working: expect.arrayContaining([first.taskId, second.taskId]) } });
+    expect(ambiguous).toMatchObject({
+      code: "DELEGATION_AMBIGUOUS",
+      details: { working: expect.arrayContaining([first.taskId, second.taskId]) },
+    });
     expect(ambiguous.message).toContain("finish or hand back all but one");
     await passes([c!]);
     expect(c!.core.listTasks().length).toBe(before);
@@ -117,7 +120,10 @@ describe("lineage", () => {
     await passes([b!]);
     const deep = await failure(b!.core.createTask({ to: c!.core.endpoint()!, task: "one more" }));
     expect(deep).toMatchObject({ code: "DELEGATION_DEPTH_EXCEEDED", details: { depth: 3, maxDepth: 2 } });
-    for (const maxDepth of [4, 1, 2.5]) expect(() => createTaskCore({ store: createTaskStore(), session: coreInternals(a!.core).session, maxDepth })).toThrow(/may only be lowered/);
+    for (const maxDepth of [4, 1, 2.5])
+      expect(() => createTaskCore({ store: createTaskStore(), session: coreInternals(a!.core).session, maxDepth })).toThrow(
+        /may only be lowered/,
+      );
   });
 
   test("the receiver refuses a forged lineage (a cycle, or a depth past the cap)", async () => {
@@ -128,17 +134,41 @@ describe("lineage", () => {
     const owner = { endpoint: self, key: processLocalTrust().identity.publicKey };
     const forge = async (lineage: TaskRecord["lineage"]) => {
       const now = Date.now();
-      const task: TaskRecord = { taskId: crypto.randomUUID(), protocolVersion: "pi-tasks/v2", origin: self, target, task: "forged", createdAt: now, expiresAt: now + 60_000, status: "active", ...(lineage === undefined ? {} : { lineage }) };
+      const task: TaskRecord = {
+        taskId: crypto.randomUUID(),
+        protocolVersion: "pi-tasks/v2",
+        origin: self,
+        target,
+        task: "forged",
+        createdAt: now,
+        expiresAt: now + 60_000,
+        status: "active",
+        ...(lineage === undefined ? {} : { lineage }),
+      };
       const event = makeEvent(task, "task.created", "1", now, { task: task.task });
-      await coreInternals(a!.core).session.send(encodeEnvelope(self, target, task.taskId, "assignment", { task, event }, now, processLocalTrust(), undefined, sealedTo()));
+      await coreInternals(a!.core).session.send(
+        encodeEnvelope(self, target, task.taskId, "assignment", { task, event }, now, processLocalTrust(), undefined, sealedTo()),
+      );
     };
-    await forge({ rootTaskId: "r", parentTaskId: "p", depth: 3, owner: { endpoint: target, key: owner.key }, chain: [target, self, target] });
+    await forge({
+      rootTaskId: "r",
+      parentTaskId: "p",
+      depth: 3,
+      owner: { endpoint: target, key: owner.key },
+      chain: [target, self, target],
+    });
     await forge({ rootTaskId: "r", depth: 3, owner, chain: [self, { relay: self.relay, id: crypto.randomUUID() }, target] });
     // Consistent in every other respect (depth = chain length, the chain ends origin → target,
     // starts at its owner, no repeats, a parent named): only its depth is past the cap.
     const elsewhere = () => ({ relay: self.relay, id: crypto.randomUUID() });
     const owner4 = { endpoint: elsewhere(), key: owner.key };
-    await forge({ rootTaskId: "r4", parentTaskId: "p4", depth: maxDelegationDepth + 1, owner: owner4, chain: [owner4.endpoint, elsewhere(), self, target] });
+    await forge({
+      rootTaskId: "r4",
+      parentTaskId: "p4",
+      depth: maxDelegationDepth + 1,
+      owner: owner4,
+      chain: [owner4.endpoint, elsewhere(), self, target],
+    });
     await passes([b!]);
     expect(b!.core.listTasks()).toEqual([]);
     expect(b!.core.rejections()).toEqual({ DELEGATION_CYCLE: 1, INVALID_ASSIGNMENT: 1, DELEGATION_DEPTH_EXCEEDED: 1 });
@@ -167,7 +197,9 @@ describe("questions up the chain", () => {
     await a!.core.message({ taskId: root.taskId, type: "answer", message: "Blue.", inReplyTo: raised.eventId });
     await passes([b!, c!], 2);
     const answers = c!.core.getTask(child.taskId).events.filter((event) => event.type === "task.answer");
-    expect(answers.map((event) => event.payload)).toEqual([{ message: "Blue.", inReplyTo: asked.eventId, relayedFrom: { taskId: root.taskId, eventId: expect.any(String) } }]);
+    expect(answers.map((event) => event.payload)).toEqual([
+      { message: "Blue.", inReplyTo: asked.eventId, relayedFrom: { taskId: root.taskId, eventId: expect.any(String) } },
+    ]);
     expect(c!.host.inserted.filter((item) => item.event.type === "task.answer")).toHaveLength(1);
     expect(b!.core.getTask(child.taskId).attention).toBeUndefined();
     expect(a!.core.getTask(root.taskId).attention).toBeUndefined();
@@ -183,7 +215,9 @@ describe("questions up the chain", () => {
     await c!.core.message({ taskId: independent.taskId, type: "question", message: "?" });
     await passes([b!]);
     const question = b!.core.getTask(independent.taskId).events.find((event) => event.type === "task.question")!;
-    const refused = await failure(b!.core.message({ taskId: root.taskId, type: "question", message: "?", raisesQuestion: question.eventId }));
+    const refused = await failure(
+      b!.core.message({ taskId: root.taskId, type: "question", message: "?", raisesQuestion: question.eventId }),
+    );
     expect(refused).toMatchObject({ code: "INVALID_REQUEST", details: { path: "/raisesQuestion" } });
     // The origin side never raises or reports progress.
     expect((await failure(a!.core.message({ taskId: root.taskId, type: "progress", message: "50%" }))).details.path).toBe("/type");
@@ -194,13 +228,17 @@ describe("progress", () => {
   test(`50 reports: none wakes the origin; at most ${maxProgressPresentationsPerPass} shown per pass and one per ${progressMinIntervalMs} ms; the newest is what the view shows`, async () => {
     const on = await relay();
     const timers = createJumpTimers();
-    const [origin, worker] = [await createParty({ url: on.url, fetch: on.fetch, timers }), await createParty({ url: on.url, fetch: on.fetch, timers })];
+    const [origin, worker] = [
+      await createParty({ url: on.url, fetch: on.fetch, timers }),
+      await createParty({ url: on.url, fetch: on.fetch, timers }),
+    ];
     opened.parties.push(origin, worker);
     await introduce(origin.core, worker.core);
     const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "long job" });
     await passes([worker, origin]);
     const wakesBefore = origin.host.wakes.length;
-    for (let index = 1; index <= 50; index += 1) await worker.core.message({ taskId, type: "progress", message: `step ${index} of 50`, percent: index * 2 });
+    for (let index = 1; index <= 50; index += 1)
+      await worker.core.message({ taskId, type: "progress", message: `step ${index} of 50`, percent: index * 2 });
     await passes([origin]);
     const shown = () => origin.host.inserted.filter((item) => item.event.type === "task.progress");
     expect(shown().map((item) => item.event.payload.message)).toEqual(["step 50 of 50"]);

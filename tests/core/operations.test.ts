@@ -44,12 +44,18 @@ async function passes(...parties: Party[]): Promise<void> {
 }
 
 /** A party whose presentation host is the memory host with some methods replaced. */
-async function customParty(override: (host: ReturnType<typeof createMemoryHost>, core: () => TaskCore) => Partial<PresentationHost>): Promise<Party> {
+async function customParty(
+  override: (host: ReturnType<typeof createMemoryHost>, core: () => TaskCore) => Partial<PresentationHost>,
+): Promise<Party> {
   const host = createMemoryHost();
   const name = `custom-${crypto.randomUUID()}`;
   let core: TaskCore | undefined;
   const custom = { ...host, ...override(host, () => core!) } as PresentationHost;
-  core = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: custom });
+  core = createTaskCore({
+    store: createTaskStore(),
+    session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }),
+    host: custom,
+  });
   await core.connect();
   const created = { name, core, host };
   opened.push(created);
@@ -151,11 +157,20 @@ describe("createTask", () => {
     expect(origin.core.listTasks()).toEqual([]);
     // One round trip: the hello asking the target to prove its key meets the send's own target check
     // (no separate resolve); the task's content never left.
-    const sends = () => requestsOf(fx.proxy, origin.name, "send").map((request) => isHello((request.body as { envelope?: { payload?: unknown } }).envelope));
-    expect(requestsOf(fx.proxy, origin.name).slice(before).map((request) => request.operation)).toEqual(["send"]);
+    const sends = () =>
+      requestsOf(fx.proxy, origin.name, "send").map((request) => isHello((request.body as { envelope?: { payload?: unknown } }).envelope));
+    expect(
+      requestsOf(fx.proxy, origin.name)
+        .slice(before)
+        .map((request) => request.operation),
+    ).toEqual(["send"]);
     expect(sends()).toEqual([true]);
     const { store } = coreInternals(origin.core);
-    expect({ pending: store.pendingOutboxCount(), quarantined: store.listQuarantine().length, records: store.stats().records }).toEqual({ pending: 0, quarantined: 0, records: 0 });
+    expect({ pending: store.pendingOutboxCount(), quarantined: store.listQuarantine().length, records: store.stats().records }).toEqual({
+      pending: 0,
+      quarantined: 0,
+      records: 0,
+    });
     // Never re-sent.
     await origin.core.refresh();
     expect(sends()).toEqual([true]);
@@ -265,7 +280,9 @@ describe("lifecycle origin ↔ worker", () => {
     const created = eventsOf(origin.core.getTask(taskId), "task.created")[0]!;
     expect(worker.host.insertedIds()).toEqual([created.eventId]);
     expect(worker.host.wakes).toEqual([]);
-    expect(coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "wake_accepted", "confirmed"))).toBeUndefined();
+    expect(
+      coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "wake_accepted", "confirmed")),
+    ).toBeUndefined();
     expect(sentEnvelopes(fx.proxy, worker.name).filter((sent) => sent.inner?.payload?.stage === "wake_accepted")).toEqual([]);
     let view = origin.core.getTask(taskId);
     expect(receiptStages(view, created.eventId)).toEqual(["pi_inserted:confirmed"]);
@@ -296,8 +313,12 @@ describe("lifecycle origin ↔ worker", () => {
     const report = await worker.core.refresh();
     expect(report.failures.get("presentation")).toBeDefined();
     const created = eventsOf(worker.core.getTask(taskId), "task.created")[0]!;
-    expect(coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "wake_accepted", "confirmed"))).toBeUndefined();
-    expect(coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "pi_inserted", "confirmed"))).toBeDefined();
+    expect(
+      coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "wake_accepted", "confirmed")),
+    ).toBeUndefined();
+    expect(
+      coreInternals(worker.core).store.getOperation(taskId, OPERATION.receipt(created.eventId, "pi_inserted", "confirmed")),
+    ).toBeDefined();
     throwing = false;
     await passes(worker, origin);
     expect(worker.host.insertedIds()).toEqual([created.eventId]);
@@ -324,11 +345,15 @@ describe("lifecycle origin ↔ worker", () => {
     await passes(origin);
     const view = origin.core.getTask(taskId);
     const created = eventsOf(view, "task.created")[0]!;
-    const receipt = eventsOf(view, "task.delivery_receipt").find((event) => (event.payload as { stage: string }).stage === "wake_accepted")!;
+    const receipt = eventsOf(view, "task.delivery_receipt").find(
+      (event) => (event.payload as { stage: string }).stage === "wake_accepted",
+    )!;
     const question = eventsOf(view, "task.question")[0]!;
     expect((receipt.payload as { eventId: string }).eventId).toBe(created.eventId);
     expect(BigInt(receipt.sequence) < BigInt(question.sequence)).toBe(true);
-    const order = sentEnvelopes(fx.proxy, worker.name).map((sent) => (sent.type === "task.delivery_receipt" ? `receipt:${sent.inner.payload.stage}` : sent.type));
+    const order = sentEnvelopes(fx.proxy, worker.name).map((sent) =>
+      sent.type === "task.delivery_receipt" ? `receipt:${sent.inner.payload.stage}` : sent.type,
+    );
     expect(order).toEqual(["receipt:wake_accepted", "task.question"]);
   });
 });
@@ -465,7 +490,14 @@ describe("done", () => {
     await settle();
     // The relay accepts the intent, but the reply is lost on the way back.
     fx.proxy.push({ operation: "send", kind: "drop-reply", when: (request) => (request.body as any).callerSession === worker.name });
-    const lost = await failure(worker.core.done({ taskId, status: "failed", summary: "could not finish", error: { code: "E_TESTS", message: "tests fail", retryable: false } }));
+    const lost = await failure(
+      worker.core.done({
+        taskId,
+        status: "failed",
+        summary: "could not finish",
+        error: { code: "E_TESTS", message: "tests fail", retryable: false },
+      }),
+    );
     expect(lost.retryable).toBe(true);
     const pending = lost.details.terminalDelivery as { state: string; intentId: string; envelopeId: string };
     expect(pending.state).toBe("pending");
@@ -473,7 +505,9 @@ describe("done", () => {
     const retry = await worker.core.done({ taskId, status: "failed", summary: "could not finish" });
     expect(retry.terminalDelivery).toMatchObject({ state: "accepted", intentId: pending.intentId, envelopeId: pending.envelopeId });
     expect(coreInternals(worker.core).store.getOutbox(pending.envelopeId)!.acceptance!.duplicate).toBe(true);
-    const attempts = requestsOf(fx.proxy, worker.name, "send").filter((request) => (request.body as any).envelope.envelopeId === pending.envelopeId);
+    const attempts = requestsOf(fx.proxy, worker.name, "send").filter(
+      (request) => (request.body as any).envelope.envelopeId === pending.envelopeId,
+    );
     expect(attempts).toHaveLength(2);
     expect(attempts[1]!.text).toBe(attempts[0]!.text);
     await settle();
@@ -497,7 +531,9 @@ describe("done", () => {
     await settle();
     await worker.core.done({ taskId, status: "completed", summary: "after settle" });
     await settle();
-    const terminalSends = sentEnvelopes(fx.proxy, worker.name).filter((sent) => sent.kind === "intent" && sent.type !== "task.delivery_receipt");
+    const terminalSends = sentEnvelopes(fx.proxy, worker.name).filter(
+      (sent) => sent.kind === "intent" && sent.type !== "task.delivery_receipt",
+    );
     expect(new Set(terminalSends.map((sent) => sent.envelopeId)).size).toBe(1);
     expect(terminalSends.map((sent) => sent.type)).toEqual(["task.completed"]);
     const view = origin.core.getTask(taskId);
@@ -647,7 +683,11 @@ describe("acknowledge", () => {
     await settle();
     await worker.core.done({ taskId, status: "completed", summary: "ok" });
     await settle();
-    const results = await Promise.all([origin.core.acknowledge({ taskId: taskId }), origin.core.acknowledge({ taskId: taskId }), origin.core.acknowledge({ taskId: taskId })]);
+    const results = await Promise.all([
+      origin.core.acknowledge({ taskId: taskId }),
+      origin.core.acknowledge({ taskId: taskId }),
+      origin.core.acknowledge({ taskId: taskId }),
+    ]);
     const retry = await origin.core.acknowledge({ taskId: taskId });
     const ids = new Set([...results, retry].map((result) => result.eventId));
     expect(ids.size).toBe(1);
@@ -676,7 +716,9 @@ describe("acknowledge", () => {
     expect(origin.core.getTask(taskId).status).toBe("completed");
     const completed = eventsOf(origin.core.getTask(taskId), "task.completed")[0]!;
     expect(origin.host.insertedIds()).not.toContain(completed.eventId);
-    expect(origin.core.receive().map((item) => (item.kind === "local" ? item.event.eventId : item.delivery.envelopeId))).toContain(completed.eventId);
+    expect(origin.core.receive().map((item) => (item.kind === "local" ? item.event.eventId : item.delivery.envelopeId))).toContain(
+      completed.eventId,
+    );
     const wakesBefore = origin.host.wakes.length;
     await origin.core.acknowledge({ taskId: taskId });
     origin.host.busy = false;
@@ -715,7 +757,9 @@ describe("timeouts", () => {
     const after = origin.core.getTask(taskId);
     expect(after.status).toBe("timed_out");
     expect(eventsOf(after, "task.timed_out")).toHaveLength(1);
-    expect(eventsOf(after, "task.late_terminal").map((event) => (event.payload as { lateType: string }).lateType)).toEqual(["task.completed"]);
+    expect(eventsOf(after, "task.late_terminal").map((event) => (event.payload as { lateType: string }).lateType)).toEqual([
+      "task.completed",
+    ]);
   });
 });
 
@@ -728,7 +772,9 @@ describe("acknowledgements (ack-batch-v1)", () => {
     for (let index = 0; index < 3; index += 1) created.push(await origin.core.createTask({ to: to(worker), task: `batched ${index}` }));
     const before = requestsOf(fx.proxy, worker.name, "acknowledge").length;
     await worker.core.refresh();
-    const acks = requestsOf(fx.proxy, worker.name, "acknowledge").slice(before).map((request) => request.body as { envelopeId?: string; envelopeIds?: string[] });
+    const acks = requestsOf(fx.proxy, worker.name, "acknowledge")
+      .slice(before)
+      .map((request) => request.body as { envelopeId?: string; envelopeIds?: string[] });
     expect(acks).toHaveLength(1);
     expect(acks[0]!.envelopeIds?.slice().sort()).toEqual(created.map((result) => result.envelopeId).sort());
     expect(worker.core.hasPendingWork()).toBe(false);
@@ -803,10 +849,19 @@ describe("receive, hasPendingWork and onChange", () => {
     const first = await origin.core.message({ taskId, type: "information", message: "visible one" });
     const mine = await worker.core.message({ taskId, type: "information", message: "the worker's own note" });
     await passes(origin);
-    const echo = eventsOf(origin.core.getTask(taskId), "task.information").find((event) => (event.payload as { intentId?: string }).intentId === mine.intentId)!;
+    const echo = eventsOf(origin.core.getTask(taskId), "task.information").find(
+      (event) => (event.payload as { intentId?: string }).intentId === mine.intentId,
+    )!;
     const second = await origin.core.message({ taskId, type: "information", message: "visible two" });
-    const envelopeOf = (eventId: string) => sentEnvelopes(fx.proxy, origin.name).find((sent) => sent.inner?.eventId === eventId)!.envelopeId;
-    const acked = () => requestsOf(fx.proxy, worker.name, "acknowledge").flatMap((request) => (request.body as { envelopeId?: string; envelopeIds?: string[] }).envelopeIds ?? [(request.body as { envelopeId: string }).envelopeId]);
+    const envelopeOf = (eventId: string) =>
+      sentEnvelopes(fx.proxy, origin.name).find((sent) => sent.inner?.eventId === eventId)!.envelopeId;
+    const acked = () =>
+      requestsOf(fx.proxy, worker.name, "acknowledge").flatMap(
+        (request) =>
+          (request.body as { envelopeId?: string; envelopeIds?: string[] }).envelopeIds ?? [
+            (request.body as { envelopeId: string }).envelopeId,
+          ],
+      );
 
     await passes(worker);
     expect(worker.host.inserted.map((item) => item.eventId)).toEqual([eventsOf(worker.core.getTask(taskId), "task.created")[0]!.eventId]);
@@ -1006,7 +1061,11 @@ describe("close", () => {
       },
     };
     const name = `slow-${crypto.randomUUID()}`;
-    const worker = createTaskCore({ store: createTaskStore(), session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }), host: slowHost });
+    const worker = createTaskCore({
+      store: createTaskStore(),
+      session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }),
+      host: slowHost,
+    });
     try {
       await worker.connect();
       await introduce(origin.core, worker);
@@ -1051,7 +1110,11 @@ describe("caller cancellation", () => {
     await settle();
     const controller = new AbortController();
     controller.abort();
-    const before = { events: origin.core.getTask(taskId).events.length, records: coreInternals(origin.core).store.stats().records, requests: requestsOf(fx.proxy, origin.name).length };
+    const before = {
+      events: origin.core.getTask(taskId).events.length,
+      records: coreInternals(origin.core).store.stats().records,
+      requests: requestsOf(fx.proxy, origin.name).length,
+    };
     const calls: (() => Promise<unknown>)[] = [
       () => origin.core.createTask({ to: to(worker), task: "aborted" }, { signal: controller.signal }),
       () => origin.core.message({ taskId, type: "information", message: "aborted" }, { signal: controller.signal }),

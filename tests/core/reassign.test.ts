@@ -11,7 +11,14 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
 import { assignmentBytes } from "../../src/core/envelopes.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
-import { maxRelayPayloadBytes, maxTaskTextChars, RELAY_ID, RELAY_PROFILE, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import {
+  maxRelayPayloadBytes,
+  maxTaskTextChars,
+  RELAY_ID,
+  RELAY_PROFILE,
+  TASK_PROTOCOL_VERSION,
+  taskTimeoutDefaultMs,
+} from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { settle } from "../../kit/drain.ts";
@@ -97,11 +104,20 @@ describe("reassignTask refusals", () => {
       operation: "send",
       kind: "reply",
       status: 409,
-      body: { ok: false, profile: RELAY_PROFILE, epoch: fx.relay.epoch, error: { code: "ENVELOPE_CONFLICT", message: "conflict", retryable: false } },
+      body: {
+        ok: false,
+        profile: RELAY_PROFILE,
+        epoch: fx.relay.epoch,
+        error: { code: "ENVELOPE_CONFLICT", message: "conflict", retryable: false },
+      },
       when: (request) => (request.body as any).callerSession === origin.name,
     });
     expectCode(await failure(origin.core.message({ taskId, type: "information", message: "conflicting" })), "ENVELOPE_CONFLICT");
-    expect(coreInternals(origin.core).store.listQuarantine().map((entry) => [entry.errorCode, entry.targetKey])).toEqual([["ENVELOPE_CONFLICT", endpointKey(oldTarget)]]);
+    expect(
+      coreInternals(origin.core)
+        .store.listQuarantine()
+        .map((entry) => [entry.errorCode, entry.targetKey]),
+    ).toEqual([["ENVELOPE_CONFLICT", endpointKey(oldTarget)]]);
     const refused = await failure(origin.core.reassignTask(taskId));
     expectCode(refused, "REASSIGNMENT_REFUSED");
     expect(origin.core.getTask(taskId).target).toEqual(oldTarget);
@@ -140,7 +156,12 @@ describe("reassignTask refusals", () => {
     await coreInternals(worker.core).session.disconnect();
     await loseTarget(origin, taskId);
     // Its lease gone, the name is free: a stranger (a key nobody paired) registers under it.
-    const stranger = await createParty({ url: fx.proxy.url, name: worker.name, requestTimeoutMs: 4_000, trust: { identity: generateIdentity().identity, peerName: () => undefined } });
+    const stranger = await createParty({
+      url: fx.proxy.url,
+      name: worker.name,
+      requestTimeoutMs: 4_000,
+      trust: { identity: generateIdentity().identity, peerName: () => undefined },
+    });
     fx.defer(() => closeParties([stranger]));
     // What the orphan notice suggests (and PI_TASKS_AUTO_REASSIGN does): reassign to the successor.
     const moved = await origin.core.reassignTask(taskId);
@@ -151,7 +172,9 @@ describe("reassignTask refusals", () => {
       await origin.core.refresh();
     }
     // The stranger answered the hello with its own key, not the worker's: it got hellos only.
-    const toStranger = fx.proxy.requests().filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === stranger.core.endpoint()!.id);
+    const toStranger = fx.proxy
+      .requests()
+      .filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === stranger.core.endpoint()!.id);
     expect(toStranger.length).toBeGreaterThan(0);
     expect(toStranger.every((request) => isHello((request.body as any).envelope))).toBe(true);
     expect(stranger.core.listTasks()).toEqual([]);
@@ -198,7 +221,12 @@ describe("reassignTask to the successor lifetime", () => {
     const envelope = clearEnvelope(coreInternals(origin.core).store.getEnvelope(result.envelopeId)!);
     expect(envelope.target).toEqual(successor.endpoint);
     expect(envelope.payload.kind).toBe("assignment");
-    const inner = envelope.payload.payload as { task: { target: TaskEndpoint }; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
+    const inner = envelope.payload.payload as {
+      task: { target: TaskEndpoint };
+      event: TaskEvent;
+      history: TaskEvent[];
+      historyTruncated?: boolean;
+    };
     expect(inner.task.target).toEqual(successor.endpoint);
     expect(inner.event.eventId).toBe(result.eventId);
     expect(inner.historyTruncated).toBeUndefined();
@@ -237,7 +265,12 @@ describe("reassignTask to the successor lifetime", () => {
     expect(successor.host.inserted.map((item) => item.event.type)).toEqual(["task.reassigned"]);
     expect(successor.host.wakes.flat().map((item) => item.eventId)).toEqual([result.eventId]);
     evidence = origin.core.getTask(taskId).deliveryEvidence;
-    expect(evidence).toMatchObject({ receiverReceipt: "confirmed", piInsertion: "confirmed", wakeAcceptance: "confirmed", modelExecution: "not_evidenced" });
+    expect(evidence).toMatchObject({
+      receiverReceipt: "confirmed",
+      piInsertion: "confirmed",
+      wakeAcceptance: "confirmed",
+      modelExecution: "not_evidenced",
+    });
 
     // The successor is now the participant: its completion is canonical at the origin.
     await successor.core.done({ taskId, status: "completed", summary: "finished after the move" });
@@ -291,7 +324,9 @@ describe("reassignTask to the successor lifetime", () => {
     expect(view.target).toEqual(successor.endpoint);
     await successor.core.refresh();
     await origin.core.refresh();
-    expect(sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment" && sent.type === "task.reassigned")).toHaveLength(1);
+    expect(
+      sentEnvelopes(fx.proxy, origin.name).filter((sent) => sent.kind === "assignment" && sent.type === "task.reassigned"),
+    ).toHaveLength(1);
     await settle([origin, asParty(successor)]);
     expect(successor.host.insertedIds()).toHaveLength(1);
   });
@@ -308,15 +343,23 @@ describe("reassignment size bounds", () => {
     await loseTarget(origin, taskId);
     const result = await origin.core.reassignTask(taskId);
     expect(result.historyTruncated).toBe(true);
-    const inner = clearEnvelope(coreInternals(origin.core).store.getEnvelope(result.envelopeId)!).payload.payload as { task: unknown; event: TaskEvent; history: TaskEvent[]; historyTruncated?: boolean };
+    const inner = clearEnvelope(coreInternals(origin.core).store.getEnvelope(result.envelopeId)!).payload.payload as {
+      task: unknown;
+      event: TaskEvent;
+      history: TaskEvent[];
+      historyTruncated?: boolean;
+    };
     expect(inner.historyTruncated).toBe(true);
-    const all = origin.core.getTask(taskId).events.filter((event) => event.type !== "task.delivery_receipt" && event.eventId !== result.eventId);
+    const all = origin.core
+      .getTask(taskId)
+      .events.filter((event) => event.type !== "task.delivery_receipt" && event.eventId !== result.eventId);
     // A non-empty suffix of the history: the newest events, in order.
     expect(inner.history.length).toBeGreaterThan(0);
     expect(inner.history.length).toBeLessThan(all.length);
     expect(inner.history).toEqual(all.slice(all.length - inner.history.length));
     // It fits, sealed, and one more (older) event would not.
-    const sealedBytes = (history: TaskEvent[]) => assignmentBytes(taskId, { task: inner.task, event: inner.event, history, historyTruncated: true });
+    const sealedBytes = (history: TaskEvent[]) =>
+      assignmentBytes(taskId, { task: inner.task, event: inner.event, history, historyTruncated: true });
     expect(sealedBytes(inner.history)).toBeLessThanOrEqual(maxRelayPayloadBytes);
     const oneMore = all.slice(all.length - inner.history.length - 1);
     expect(sealedBytes(oneMore)).toBeGreaterThan(maxRelayPayloadBytes);
@@ -337,8 +380,26 @@ describe("reassignment size bounds", () => {
       const taskId = crypto.randomUUID();
       const text = unit.repeat(length);
       const now = Date.now();
-      const task = { taskId, protocolVersion: TASK_PROTOCOL_VERSION, origin: endpoint, target: endpoint, task: text, createdAt: now, expiresAt: now + taskTimeoutDefaultMs, status: "active" };
-      const event = { eventId: crypto.randomUUID(), taskId, type, sequence: "9", source: endpoint, target: endpoint, occurredAt: now, payload: { task: text, ...extra } };
+      const task = {
+        taskId,
+        protocolVersion: TASK_PROTOCOL_VERSION,
+        origin: endpoint,
+        target: endpoint,
+        task: text,
+        createdAt: now,
+        expiresAt: now + taskTimeoutDefaultMs,
+        status: "active",
+      };
+      const event = {
+        eventId: crypto.randomUUID(),
+        taskId,
+        type,
+        sequence: "9",
+        source: endpoint,
+        target: endpoint,
+        occurredAt: now,
+        payload: { task: text, ...extra },
+      };
       // Its size sealed, as the reassignment counts it (an upper bound of the exact size).
       return assignmentBytes(taskId, { task, event });
     };
@@ -351,10 +412,13 @@ describe("reassignment size bounds", () => {
       else tooLong = middle;
     }
     expect(length).toBeLessThanOrEqual(maxTaskTextChars);
-    expect(model(length, "task.reassigned", { previousTarget: { relay: RELAY_ID, id: crypto.randomUUID() } })).toBeGreaterThan(maxRelayPayloadBytes);
+    expect(model(length, "task.reassigned", { previousTarget: { relay: RELAY_ID, id: crypto.randomUUID() } })).toBeGreaterThan(
+      maxRelayPayloadBytes,
+    );
 
     const { origin, worker, taskId, oldTarget } = await setup(unit.repeat(length));
-    for (let index = 0; index < 3; index += 1) await origin.core.message({ taskId, type: "information", message: "x".repeat(maxTaskTextChars) });
+    for (let index = 0; index < 3; index += 1)
+      await origin.core.message({ taskId, type: "information", message: "x".repeat(maxTaskTextChars) });
     await rebindWorker(worker);
     await loseTarget(origin, taskId);
     const before = origin.core.getTask(taskId);

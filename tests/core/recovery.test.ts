@@ -41,7 +41,15 @@ async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Conf
   const host = createMemoryHost();
   const recovered: RecoveryInfo[] = [];
   const name = `configured-${crypto.randomUUID()}`;
-  const core = createRecoveringTaskCore({ url, callerSession: name, host, env: {}, requestTimeoutMs: 4_000, onRecovered: (info) => recovered.push(info), ...(timers === undefined ? {} : { timers }) });
+  const core = createRecoveringTaskCore({
+    url,
+    callerSession: name,
+    host,
+    env: {},
+    requestTimeoutMs: 4_000,
+    onRecovered: (info) => recovered.push(info),
+    ...(timers === undefined ? {} : { timers }),
+  });
   fx.defer(() => core.close());
   await core.run((current) => current.connect());
   return { configured: core, host, name, recovered, party: () => ({ name, core: core.current(), host }) };
@@ -64,7 +72,9 @@ describe("relay-loss recovery", () => {
     const workerEndpoint = peer.configured.current().endpoint()!;
     const active = await origin.configured.run((core) => core.createTask({ to: workerEndpoint, task: "active when the relay dies" }));
     const finished = await origin.configured.run((core) => core.createTask({ to: workerEndpoint, task: "finished before" }));
-    const incoming = await peer.configured.run((core) => core.createTask({ to: origin.configured.current().endpoint()!, task: "assigned to the origin" }));
+    const incoming = await peer.configured.run((core) =>
+      core.createTask({ to: origin.configured.current().endpoint()!, task: "assigned to the origin" }),
+    );
     await settle(parties());
     await peer.configured.run((core) => core.done({ taskId: finished.taskId, status: "completed", summary: "ok" }));
     await settle(parties());
@@ -75,7 +85,11 @@ describe("relay-loss recovery", () => {
     const lostEpoch = origin.configured.session.binding()!.epoch;
     // An operation of the old lifetime is in flight (held at the proxy) when the relay dies.
     fx.proxy.push({ operation: "send", kind: "hold", when: (request) => (request.body as any).callerSession === origin.name });
-    const inFlight = failure(origin.configured.run((current) => current.message({ taskId: active.taskId, type: "information", message: "in flight at the restart" })));
+    const inFlight = failure(
+      origin.configured.run((current) =>
+        current.message({ taskId: active.taskId, type: "information", message: "in flight at the restart" }),
+      ),
+    );
     await fx.proxy.waitFor((stats) => stats.held === 1);
     const wakesBefore = origin.host.wakes.length;
 
@@ -107,7 +121,12 @@ describe("relay-loss recovery", () => {
     expect(origin.configured.current()).toBe(core);
     expect(core.closed()).toBe(false);
     expect(core.endpoint()).toEqual(info.endpoint);
-    expect(core.getTask(active.taskId)).toMatchObject({ status: "active", role: "origin", attention: "indeterminate", origin: info.endpoint });
+    expect(core.getTask(active.taskId)).toMatchObject({
+      status: "active",
+      role: "origin",
+      attention: "indeterminate",
+      origin: info.endpoint,
+    });
     expect(core.getTask(incoming.taskId)).toMatchObject({ status: "active", role: "target", target: info.endpoint });
     expect(core.getTask(finished.taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
     expect(origin.host.wakes).toHaveLength(wakesBefore);
@@ -115,7 +134,10 @@ describe("relay-loss recovery", () => {
     // Both sides recover and find each other by session name; the messages sent into the dead
     // relay travel again, once.
     const rounds = await tryDrain(
-      parties().map((party) => ({ core: () => party.core, refresh: () => (party.name === origin.name ? origin.configured : peer.configured).refresh() })),
+      parties().map((party) => ({
+        core: () => party.core,
+        refresh: () => (party.name === origin.name ? origin.configured : peer.configured).refresh(),
+      })),
       { timers, cooldownMs: orphanProbeIntervalMs },
     );
     expect(rounds).toBeDefined();
@@ -125,7 +147,10 @@ describe("relay-loss recovery", () => {
     expect(core.getTask(active.taskId).target).toEqual(worker.endpoint()!);
     expect(worker.getTask(active.taskId).origin).toEqual(core.endpoint()!);
     expect(core.getTask(active.taskId).attention).toBeUndefined();
-    const heard = worker.getTask(active.taskId).events.filter((event) => event.type === "task.information").map((event) => event.payload.message);
+    const heard = worker
+      .getTask(active.taskId)
+      .events.filter((event) => event.type === "task.information")
+      .map((event) => event.payload.message);
     // The message that was on the wire when the relay died is delivered after all.
     expect(heard).toContain("in flight at the restart");
     if (messageError.code === "TASK_DELIVERY_DEFERRED") expect(heard).toContain("hello?");
@@ -149,14 +174,21 @@ describe("relay-loss recovery", () => {
     const origin = await configured(fx.proxy.url, timers);
     const peer = await configured(fx.proxy.url, timers);
     const parties = () => [origin.party(), peer.party()];
-    const task = await origin.configured.run((core) => core.createTask({ to: peer.configured.current().endpoint()!, task: "secret plans for the worker only" }));
+    const task = await origin.configured.run((core) =>
+      core.createTask({ to: peer.configured.current().endpoint()!, task: "secret plans for the worker only" }),
+    );
     await settle(parties());
     expect(peer.configured.current().getTask(task.taskId).status).toBe("active");
 
     await fx.relay.stop();
     fx.relay = await startRelayProcess({ port: fx.relay.port });
     // A stranger (a key nobody paired) registers the worker's name first, and holds it.
-    const stranger = await createParty({ url: fx.proxy.url, name: peer.name, timers, trust: { identity: generateIdentity().identity, peerName: () => undefined } });
+    const stranger = await createParty({
+      url: fx.proxy.url,
+      name: peer.name,
+      timers,
+      trust: { identity: generateIdentity().identity, peerName: () => undefined },
+    });
     fx.defer(() => closeParties([stranger]));
     const strangerEndpoint = stranger.core.endpoint()!;
 
@@ -169,7 +201,13 @@ describe("relay-loss recovery", () => {
     expect(workerBinding.endpoint.id).not.toBe(strangerEndpoint.id);
 
     // Everyone runs passes (the stranger answers hellos, as any Pi would) until nothing is pending.
-    const drainable = [...parties().map((party) => ({ core: () => party.core, refresh: () => (party.name === origin.name ? origin.configured : peer.configured).refresh() })), { core: () => stranger.core, refresh: () => stranger.core.refresh() }];
+    const drainable = [
+      ...parties().map((party) => ({
+        core: () => party.core,
+        refresh: () => (party.name === origin.name ? origin.configured : peer.configured).refresh(),
+      })),
+      { core: () => stranger.core, refresh: () => stranger.core.refresh() },
+    ];
     expect(await tryDrain(drainable, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
     // The origin follows the worker's hello (its bound key, claiming its session name) to the new endpoint.
     expect(origin.configured.current().getTask(task.taskId).target).toEqual(workerBinding.endpoint);
@@ -177,7 +215,9 @@ describe("relay-loss recovery", () => {
     expect(await tryDrain(drainable, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
     expect(origin.configured.current().getTask(task.taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
     // Nothing but hellos ever went to the stranger: no task content, not even sealed.
-    const toStranger = fx.proxy.requests().filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === strangerEndpoint.id);
+    const toStranger = fx.proxy
+      .requests()
+      .filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === strangerEndpoint.id);
     expect(toStranger.length).toBeGreaterThan(0);
     expect(toStranger.every((request) => isHello((request.body as any).envelope))).toBe(true);
     expect(stranger.core.listTasks()).toEqual([]);
@@ -214,7 +254,14 @@ describe("relay-loss recovery", () => {
     const host = createMemoryHost();
     const name = `configured-${crypto.randomUUID()}`;
     const recovered: RecoveryInfo[] = [];
-    const origin = createRecoveringTaskCore({ url: fx.proxy.url, callerSession: name, host, env: {}, clock, onRecovered: (info) => recovered.push(info) });
+    const origin = createRecoveringTaskCore({
+      url: fx.proxy.url,
+      callerSession: name,
+      host,
+      env: {},
+      clock,
+      onRecovered: (info) => recovered.push(info),
+    });
     fx.defer(() => origin.close());
     await origin.run((current) => current.connect());
     const peer = await worker();
@@ -245,7 +292,9 @@ describe("failures that never trigger recovery", () => {
     const origin = await configured(options.url ?? fx.proxy.url, options.timers);
     const peer = await worker(options.url ?? fx.proxy.url);
     await introduce(origin.configured.current(), peer.core);
-    const task = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: options.task ?? "survives transient failures" }));
+    const task = await origin.configured.run((core) =>
+      core.createTask({ to: peer.core.endpoint()!, task: options.task ?? "survives transient failures" }),
+    );
     const core = origin.configured.current();
     const endpoint = core.endpoint()!;
     const expectUnchanged = async () => {
@@ -277,7 +326,10 @@ describe("failures that never trigger recovery", () => {
     const when = onlyFor(origin.name);
     const cases: [string, () => void][] = [
       ["RELAY_CAPACITY", () => fx.proxy.push({ operation: "receive", kind: "status-429", when })],
-      ["RELAY_AUTH_REQUIRED", () => fx.proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when })],
+      [
+        "RELAY_AUTH_REQUIRED",
+        () => fx.proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when }),
+      ],
       ["RELAY_PROFILE_REQUIRED", () => fx.proxy.push({ operation: "receive", kind: "wrong-profile", when })],
       [
         "RELAY_PROFILE_REQUIRED",
@@ -286,7 +338,12 @@ describe("failures that never trigger recovery", () => {
             operation: "receive",
             kind: "reply",
             status: 409,
-            body: { ok: false, profile: RELAY_PROFILE, epoch: fx.relay.epoch, error: { code: "RELAY_PROFILE_REQUIRED", message: "x", retryable: false } },
+            body: {
+              ok: false,
+              profile: RELAY_PROFILE,
+              epoch: fx.relay.epoch,
+              error: { code: "RELAY_PROFILE_REQUIRED", message: "x", retryable: false },
+            },
             when,
           }),
       ],
@@ -326,7 +383,9 @@ describe("failures that never trigger recovery", () => {
     fx.proxy.push({ operation: "receive", kind: "drop-reply", when: onlyFor(origin.name) });
     expectCode((await origin.configured.refresh()).failures.get("intake"), "RELAY_UNAVAILABLE");
     const before = requestsOf(fx.proxy, origin.name).length;
-    const held = await failure(origin.configured.run((core) => core.message({ taskId: task.taskId, type: "information", message: "held" })));
+    const held = await failure(
+      origin.configured.run((core) => core.message({ taskId: task.taskId, type: "information", message: "held" })),
+    );
     expectCode(held, "TASK_DELIVERY_DEFERRED");
     expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
     // Past the hold a send tries the network again.
@@ -336,7 +395,10 @@ describe("failures that never trigger recovery", () => {
     // The next pass reaches the relay and sends what waited, in order.
     await origin.configured.refresh();
     await peer.core.refresh();
-    const heard = peer.core.getTask(task.taskId).events.filter((event) => event.type === "task.information").map((event) => event.payload.message);
+    const heard = peer.core
+      .getTask(task.taskId)
+      .events.filter((event) => event.type === "task.information")
+      .map((event) => event.payload.message);
     expect(heard).toEqual(["held", "tried"]);
     await expectUnchanged();
   });
@@ -351,7 +413,9 @@ describe("failures that never trigger recovery", () => {
     expectCode(report.failures.get("intake"), "RELAY_UNAVAILABLE");
     // The pass just found the relay unreachable: the message is queued without trying the network
     // (the outage hold, src/core/outage.ts); the passes send it once the relay answers again.
-    const sendError = await failure(origin.configured.run((current) => current.message({ taskId: task.taskId, type: "information", message: "anyone?" })));
+    const sendError = await failure(
+      origin.configured.run((current) => current.message({ taskId: task.taskId, type: "information", message: "anyone?" })),
+    );
     expectCode(sendError, "TASK_DELIVERY_DEFERRED");
     expect(sendError.retryable).toBe(true);
     expect(String(sendError.details.reason)).toContain("unreachable");

@@ -91,9 +91,12 @@ async function expectEachOnceEverywhere(finished: Finished<Record<string, PiProc
 }
 
 const isToolEnd = (name: string) => (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === name;
-const isNotify = (prefix: string) => (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(prefix);
-const isEvent = (title: string) => (record: RpcRecord) => isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
-const isParentAcked = (record: RpcRecord) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged");
+const isNotify = (prefix: string) => (record: RpcRecord) =>
+  record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(prefix);
+const isEvent = (title: string) => (record: RpcRecord) =>
+  isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
+const isParentAcked = (record: RpcRecord) =>
+  record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged");
 const isSettled = (record: RpcRecord) => record.type === "agent_settled";
 
 /** The text the peer wrote in an event (its first quoted block). */
@@ -149,10 +152,14 @@ async function chainQuestion() {
     brain: (turn) => {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "agent_task_message", '"question"')) return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: QUESTION } }] };
+      if (!called(turn, "agent_task_message", '"question"'))
+        return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: QUESTION } }] };
       const answer = lastSeen(turn, "## task answer");
       if (answer === undefined) return { text: "waiting for the answer" };
-      if (!called(turn, "agent_task_done")) return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `painted the banner ${body(answer)}` } }] };
+      if (!called(turn, "agent_task_done"))
+        return {
+          tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `painted the banner ${body(answer)}` } }],
+        };
       return { text: "finished" };
     },
   });
@@ -171,7 +178,12 @@ async function chainQuestion() {
         // The model follows the rendered hint; without one it uses what it knows, so the scenario
         // goes on and a test names the missing hint.
         const hint = question.match(RAISE_HINT);
-        const raise = { taskId: hint?.[1] ?? parentId, type: "question", message: RAISED, raisesQuestion: hint?.[2] ?? field(question, "eventId")! };
+        const raise = {
+          taskId: hint?.[1] ?? parentId,
+          type: "question",
+          message: RAISED,
+          raisesQuestion: hint?.[2] ?? field(question, "eventId")!,
+        };
         return { tools: [{ name: "agent_task_message", arguments: raise }] };
       }
       const completed = lastSeen(turn, "## task completed");
@@ -179,7 +191,10 @@ async function chainQuestion() {
         return {
           tools: [
             { name: "agent_task_ack", arguments: { taskId: subId } },
-            { name: "agent_task_done", arguments: { taskId: parentId, status: "completed", summary: `banner done: ${quotedText(completed)}` } },
+            {
+              name: "agent_task_done",
+              arguments: { taskId: parentId, status: "completed", summary: `banner done: ${quotedText(completed)}` },
+            },
           ],
         };
       }
@@ -194,7 +209,8 @@ async function chainQuestion() {
     brain: (turn) => {
       if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to: toB, task: CHAIN_TASK } }] };
       const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      if (completed !== undefined && !called(turn, "agent_task_ack"))
+        return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
       return { text: "I leave that question to my operator." };
     },
   });
@@ -205,7 +221,8 @@ async function chainQuestion() {
   const noticeArrived = await happened(a, isNotify(QUESTION_NOTICE), 20_000);
   const questionAt = a.records.findIndex(isEvent("## task question"));
   if (questionAt >= 0) await happened(a, isSettled, 8_000, questionAt);
-  const isWaitingFooter = (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "setStatus" && String(record.statusText).includes("question waiting");
+  const isWaitingFooter = (record: RpcRecord) =>
+    record.type === "extension_ui_request" && record.method === "setStatus" && String(record.statusText).includes("question waiting");
   await happened(a, isWaitingFooter, 3_000);
   const board = await boardOf(a);
   const prefix = notifications(a)
@@ -215,7 +232,12 @@ async function chainQuestion() {
   // `/tasks answer <id>` without text: pi-tasks asks the person with an input dialog.
   const answerFrom = a.records.length;
   a.prompt(`/tasks answer ${prefix ?? ""}`.trim());
-  const dialogArrived = await happened(a, (record) => record.type === "extension_ui_request" && record.method === "input", 8_000, answerFrom);
+  const dialogArrived = await happened(
+    a,
+    (record) => record.type === "extension_ui_request" && record.method === "input",
+    8_000,
+    answerFrom,
+  );
   const dialog = a.records.slice(answerFrom).find((record) => record.type === "extension_ui_request" && record.method === "input");
   if (dialog !== undefined) a.command({ type: "extension_ui_response", id: dialog.id, value: HUMAN_ANSWER });
   await happened(a, isNotify("pi-tasks:"), 8_000, answerFrom);
@@ -247,7 +269,10 @@ function sentEnvelopes(proxy: FaultProxy, afterSeq: number): { taskId: string; k
     .requests()
     .filter((request) => request.operation === "send" && request.seq > afterSeq)
     .map((request) => {
-      const envelope = ((request.body as { envelope?: unknown } | undefined)?.envelope ?? {}) as { target?: TaskEndpoint; payload?: { taskId?: unknown; kind?: unknown } };
+      const envelope = ((request.body as { envelope?: unknown } | undefined)?.envelope ?? {}) as {
+        target?: TaskEndpoint;
+        payload?: { taskId?: unknown; kind?: unknown };
+      };
       return { taskId: String(envelope.payload?.taskId), kind: String(envelope.payload?.kind), target: envelope.target! };
     });
 }
@@ -290,10 +315,14 @@ async function depthAndCycle() {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId === undefined) return { text: "nothing assigned" };
       if (lastSeen(turn, FINISH_NOW) !== undefined) {
-        if (!called(turn, "agent_task_done")) return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "collected the relay notes myself" } }] };
+        if (!called(turn, "agent_task_done"))
+          return {
+            tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "collected the relay notes myself" } }],
+          };
         return { text: "finished" };
       }
-      if (lastSeen(turn, DELEGATE_TO_D) !== undefined && !called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to: toD, task: "Collect the notes of one module." } }] };
+      if (lastSeen(turn, DELEGATE_TO_D) !== undefined && !called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to: toD, task: "Collect the notes of one module." } }] };
       return { text: "working on it" };
     },
   });
@@ -305,7 +334,8 @@ async function depthAndCycle() {
     brain: (turn) => {
       const parentId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (parentId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "agent_task_send", CAP_SUB_TASK)) return { tools: [{ name: "agent_task_send", arguments: { to: toC, task: CAP_SUB_TASK } }] };
+      if (!called(turn, "agent_task_send", CAP_SUB_TASK))
+        return { tools: [{ name: "agent_task_send", arguments: { to: toC, task: CAP_SUB_TASK } }] };
       if (lastSeen(turn, SEND_BACK_TO_A) !== undefined && !called(turn, "agent_task_send", "Check the notes")) {
         return { tools: [{ name: "agent_task_send", arguments: { to: toA, task: "Check the notes I collected." } }] };
       }
@@ -327,7 +357,8 @@ async function depthAndCycle() {
     brain: (turn) => {
       if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to: toB, task: CAP_TASK } }] };
       const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      if (completed !== undefined && !called(turn, "agent_task_ack"))
+        return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
       return { text: "ok" };
     },
   });
@@ -350,7 +381,23 @@ async function depthAndCycle() {
   const aBoard = await boardOf(a);
   const dBoard = await boardOf(d);
   const done = await finish({ a, b, c, d });
-  return { a, b, c, d, toA, toB, toC, toD, depth, cycle, aBoard, dBoard, allSentByB: sentEnvelopes(proxyB, 0), allSentByC: sentEnvelopes(proxyC, 0), ...done };
+  return {
+    a,
+    b,
+    c,
+    d,
+    toA,
+    toB,
+    toC,
+    toD,
+    depth,
+    cycle,
+    aBoard,
+    dBoard,
+    allSentByB: sentEnvelopes(proxyB, 0),
+    allSentByC: sentEnvelopes(proxyC, 0),
+    ...done,
+  };
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -367,11 +414,16 @@ async function progress() {
     brain: (turn) => {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId === undefined) return { text: "nothing assigned" };
-      const report = (n: number) => ({ name: "agent_task_message", arguments: { taskId, type: "progress", message: progressMessage(n), percent: n * 2 } });
+      const report = (n: number) => ({
+        name: "agent_task_message",
+        arguments: { taskId, type: "progress", message: progressMessage(n), percent: n * 2 },
+      });
       // 49 reports at once (parallel tool calls), then the 50th alone: it is the newest at the origin.
-      if (!called(turn, "agent_task_message", `"${progressMessage(1)}"`)) return { tools: Array.from({ length: PROGRESS_REPORTS - 1 }, (_, index) => report(index + 1)) };
+      if (!called(turn, "agent_task_message", `"${progressMessage(1)}"`))
+        return { tools: Array.from({ length: PROGRESS_REPORTS - 1 }, (_, index) => report(index + 1)) };
       if (!called(turn, "agent_task_message", `"${progressMessage(PROGRESS_REPORTS)}"`)) return { tools: [report(PROGRESS_REPORTS)] };
-      if (!called(turn, "agent_task_done")) return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "all 50 steps done" } }] };
+      if (!called(turn, "agent_task_done"))
+        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "all 50 steps done" } }] };
       return { text: "finished" };
     },
   });
@@ -379,7 +431,8 @@ async function progress() {
   const origin = pi({
     session: "progress-origin",
     brain: (turn) => {
-      if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Run the 50 steps; report progress." } }] };
+      if (!called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: "Run the 50 steps; report progress." } }] };
       const completed = lastSeen(turn, "## task completed");
       if (completed === undefined) return { text: "waiting" };
       const taskId = field(completed, "taskId")!;
@@ -429,10 +482,13 @@ async function cancelAbort() {
   const origin = pi({
     session: "abort-origin",
     brain: (turn) => {
-      if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Run the long build (about a minute)." } }] };
+      if (!called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: "Run the long build (about a minute)." } }] };
       const taskId = field(lastSeen(turn, "## task sent"), "taskId")!;
-      if (lastSeen(turn, CANCEL_PROMPT) !== undefined && !called(turn, "agent_task_cancel")) return { tools: [{ name: "agent_task_cancel", arguments: { taskId } }] };
-      if (lastSeen(turn, STATUS_PROMPT) !== undefined && !called(turn, "agent_task_status")) return { tools: [{ name: "agent_task_status", arguments: { taskId } }] };
+      if (lastSeen(turn, CANCEL_PROMPT) !== undefined && !called(turn, "agent_task_cancel"))
+        return { tools: [{ name: "agent_task_cancel", arguments: { taskId } }] };
+      if (lastSeen(turn, STATUS_PROMPT) !== undefined && !called(turn, "agent_task_status"))
+        return { tools: [{ name: "agent_task_status", arguments: { taskId } }] };
       return { text: "ok" };
     },
   });
@@ -464,7 +520,19 @@ async function cancelAbort() {
   const runsBeforeStatus = runs(origin);
   await promptAndSettle(origin, STATUS_PROMPT);
   const done = await finish({ origin, worker });
-  return { origin, worker, workerFrom, cancelFrom, sleepingBefore, bashEndedAfterMs, agentEndedAfterMs, sleepGone, outcomeArrived, runsBeforeStatus, ...done };
+  return {
+    origin,
+    worker,
+    workerFrom,
+    cancelFrom,
+    sleepingBefore,
+    bashEndedAfterMs,
+    agentEndedAfterMs,
+    sleepGone,
+    outcomeArrived,
+    runsBeforeStatus,
+    ...done,
+  };
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -480,7 +548,6 @@ beforeAll(async () => {
   progressRun = scenario(progress);
   cancelRun = scenario(cancelAbort);
 });
-
 
 // -----------------------------------------------------------------------------------------------
 // Tests
@@ -508,7 +575,9 @@ describe("A → B → C: a coordinator delegates onward, raises its worker's que
     expect(field(status?.text, "lineage")).toBe(`root ${rootTaskId}, depth 3, parent ${rootTaskId}`);
     const assignment = eventMessages(c).filter((event) => event.type === "task.created");
     expect(assignment.map((event) => event.taskId)).toEqual([subTaskId]);
-    expect(assignment[0]!.content).toContain(`Delegated onward (session 3 of a chain of at most ${maxDelegationDepth}); root task ${rootTaskId}.`);
+    expect(assignment[0]!.content).toContain(
+      `Delegated onward (session 3 of a chain of at most ${maxDelegationDepth}); root task ${rootTaskId}.`,
+    );
   });
 
   test("B's model reads C's question with the hint to raise it on A's task, and raises it with raisesQuestion", async () => {
@@ -530,7 +599,9 @@ describe("A → B → C: a coordinator delegates onward, raises its worker's que
     const { a, noticeArrived, prefix, board, raisedAtA, rootTaskId } = await chainIds();
     expect(noticeArrived).toBe(true);
     const notices = notifications(a).filter((message) => message.startsWith(QUESTION_NOTICE));
-    expect(notices).toEqual([`${QUESTION_NOTICE} ${rootTaskId.slice(0, 8)} [own identity ✓]: "${RAISED}" — answer with /tasks answer ${raisedAtA!.eventId.slice(0, 8)} <text>, or let your agent answer.`]);
+    expect(notices).toEqual([
+      `${QUESTION_NOTICE} ${rootTaskId.slice(0, 8)} [own identity ✓]: "${RAISED}" — answer with /tasks answer ${raisedAtA!.eventId.slice(0, 8)} <text>, or let your agent answer.`,
+    ]);
     expect(prefix).toBe(raisedAtA!.eventId.slice(0, 8));
     // While the question waited, and not any more once answered.
     const footers = statusTexts(a);
@@ -540,7 +611,9 @@ describe("A → B → C: a coordinator delegates onward, raises its worker's que
     expect(footers.at(-1)).toBe("tasks: chain-a · idle");
     const listed = board.indexOf("questions waiting for you (1):");
     expect(listed).toBeGreaterThan(-1);
-    expect(board[listed + 1]).toMatch(new RegExp(`^  ${prefix}  task ${rootTaskId.slice(0, 8)} \\[own identity ✓\\], \\d+s ago: "${escaped(RAISED)}"$`));
+    expect(board[listed + 1]).toMatch(
+      new RegExp(`^  ${prefix}  task ${rootTaskId.slice(0, 8)} \\[own identity ✓\\], \\d+s ago: "${escaped(RAISED)}"$`),
+    );
     expect(countsLine(board)).toBe("1 task · 1 active · 1 question waiting for you");
     // A's model was woken by the question and ended its turn without answering.
     expect(a.turns.some((turn) => lastSeen(turn, "## task question") !== undefined)).toBe(true);
@@ -574,21 +647,41 @@ describe("A → B → C: a coordinator delegates onward, raises its worker's que
     expect(body(answer)).toBe(HUMAN_ANSWER);
     expect(c.turns.some((turn) => lastSeen(turn, "## task answer")?.includes(HUMAN_ANSWER) === true)).toBe(true);
     const done = toolCalls(c, "agent_task_done");
-    expect(done.map((call) => ({ taskId: call.args.taskId, summary: call.args.summary, isError: call.isError }))).toEqual([{ taskId: subTaskId, summary: `painted the banner ${HUMAN_ANSWER}`, isError: false }]);
+    expect(done.map((call) => ({ taskId: call.args.taskId, summary: call.args.summary, isError: call.isError }))).toEqual([
+      { taskId: subTaskId, summary: `painted the banner ${HUMAN_ANSWER}`, isError: false },
+    ]);
   });
 
   test("B sees C's completion, acknowledges it and completes A's task; A acknowledges", async () => {
     const { a, b, c, rootTaskId, subTaskId } = await chainIds();
-    expect(eventMessages(b).filter((event) => event.type === "task.completed").map((event) => event.taskId)).toEqual([subTaskId]);
-    expect(toolCalls(b, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: subTaskId, isError: false }]);
-    expect(toolCalls(b, "agent_task_done").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: rootTaskId, isError: false }]);
+    expect(
+      eventMessages(b)
+        .filter((event) => event.type === "task.completed")
+        .map((event) => event.taskId),
+    ).toEqual([subTaskId]);
+    expect(toolCalls(b, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([
+      { taskId: subTaskId, isError: false },
+    ]);
+    expect(toolCalls(b, "agent_task_done").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([
+      { taskId: rootTaskId, isError: false },
+    ]);
     const completed = eventMessages(a).filter((event) => event.type === "task.completed");
     expect(completed.map((event) => event.taskId)).toEqual([rootTaskId]);
     // The summary is the worker's text: the quoted block of the completion.
     expect(quotedText(completed[0]!.content)).toBe(`banner done: painted the banner ${HUMAN_ANSWER}`);
-    expect(toolCalls(a, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: rootTaskId, isError: false }]);
-    expect(archiveRecords(b).filter((record) => record.type === "task.parent_acknowledged").map((record) => record.taskId)).toEqual([rootTaskId]);
-    expect(archiveRecords(c).filter((record) => record.type === "task.parent_acknowledged").map((record) => record.taskId)).toEqual([subTaskId]);
+    expect(toolCalls(a, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([
+      { taskId: rootTaskId, isError: false },
+    ]);
+    expect(
+      archiveRecords(b)
+        .filter((record) => record.type === "task.parent_acknowledged")
+        .map((record) => record.taskId),
+    ).toEqual([rootTaskId]);
+    expect(
+      archiveRecords(c)
+        .filter((record) => record.type === "task.parent_acknowledged")
+        .map((record) => record.taskId),
+    ).toEqual([subTaskId]);
   });
 
   test("each event is presented once at A, B and C, and all three stop cleanly", async () => {
@@ -603,8 +696,18 @@ describe("the depth cap and the cycle guard: refused before anything is created 
     const { depth, a } = await cap;
     const rootTaskId = String(toolCalls(a, "agent_task_send")[0]?.details.taskId);
     expect(depth.settled).toBe(true);
-    expect(depth.calls.map((call) => ({ isError: call.isError, code: field(call.text, "code"), error: (call.details.error as { details?: unknown } | undefined)?.details }))).toEqual([
-      { isError: true, code: "DELEGATION_DEPTH_EXCEEDED", error: { depth: maxDelegationDepth + 1, maxDepth: maxDelegationDepth, rootTaskId } },
+    expect(
+      depth.calls.map((call) => ({
+        isError: call.isError,
+        code: field(call.text, "code"),
+        error: (call.details.error as { details?: unknown } | undefined)?.details,
+      })),
+    ).toEqual([
+      {
+        isError: true,
+        code: "DELEGATION_DEPTH_EXCEEDED",
+        error: { depth: maxDelegationDepth + 1, maxDepth: maxDelegationDepth, rootTaskId },
+      },
     ]);
   });
 
@@ -612,7 +715,9 @@ describe("the depth cap and the cycle guard: refused before anything is created 
     const { cycle, a, toA } = await cap;
     const rootTaskId = String(toolCalls(a, "agent_task_send")[0]?.details.taskId);
     expect(cycle.settled).toBe(true);
-    expect(cycle.calls.map((call) => ({ isError: call.isError, code: field(call.text, "code") }))).toEqual([{ isError: true, code: "DELEGATION_CYCLE" }]);
+    expect(cycle.calls.map((call) => ({ isError: call.isError, code: field(call.text, "code") }))).toEqual([
+      { isError: true, code: "DELEGATION_CYCLE" },
+    ]);
     const details = (cycle.calls[0]!.details.error as { details: { target: TaskEndpoint; rootTaskId: string } }).details;
     expect(details.target.id).toBe(toA!.id);
     expect(details.rootTaskId).toBe(rootTaskId);
@@ -627,7 +732,10 @@ describe("the depth cap and the cycle guard: refused before anything is created 
     // Not a single request went out while the refused sends ran: refused before any relay request.
     expect({ depth: depth.sends, cycle: cycle.sends }).toEqual({ depth: [], cycle: [] });
     expect({ depth: depth.operations.includes("send"), cycle: cycle.operations.includes("send") }).toEqual({ depth: false, cycle: false });
-    expect({ depth: depth.operations.includes("resolve"), cycle: cycle.operations.includes("resolve") }).toEqual({ depth: false, cycle: false });
+    expect({ depth: depth.operations.includes("resolve"), cycle: cycle.operations.includes("resolve") }).toEqual({
+      depth: false,
+      cycle: false,
+    });
     // Over the whole run: C never addressed D, B addressed A only about A's task and assigned only to C.
     expect(allSentByC.filter((envelope) => envelope.target.id === toD.id)).toEqual([]);
     expect(allSentByB.filter((envelope) => envelope.kind === "assignment").map((envelope) => envelope.target.id)).toEqual([toC.id]);
@@ -638,9 +746,16 @@ describe("the depth cap and the cycle guard: refused before anything is created 
     const { d, a, dBoard, aBoard } = await cap;
     const rootTaskId = String(toolCalls(a, "agent_task_send")[0]?.details.taskId);
     expect(countsLine(dBoard)).toBe("0 tasks · 0 active");
-    expect({ events: eventMessages(d), archived: archiveRecords(d), entries: d.appendedEntries().map((entry) => entry.customType), turns: d.turns.length }).toEqual({ events: [], archived: [], entries: [], turns: 0 });
+    expect({
+      events: eventMessages(d),
+      archived: archiveRecords(d),
+      entries: d.appendedEntries().map((entry) => entry.customType),
+      turns: d.turns.length,
+    }).toEqual({ events: [], archived: [], entries: [], turns: 0 });
     expect(countsLine(aBoard)).toBe("1 task · 0 active");
-    expect([...new Set([...eventMessages(a).map((event) => event.taskId), ...archiveRecords(a).map((record) => record.taskId)])]).toEqual([rootTaskId]);
+    expect([...new Set([...eventMessages(a).map((event) => event.taskId), ...archiveRecords(a).map((record) => record.taskId)])]).toEqual([
+      rootTaskId,
+    ]);
     // Not even a refused assignment reached A's pi-tasks.
     expect(a.appendedEntries(REJECTED_RECORD)).toEqual([]);
   });
@@ -674,10 +789,16 @@ describe("progress: 50 reports in about a second", () => {
 
   test("at the origin no progress woke the model: no wake names a progress event, and its model ran only the prompt's run and the completion's", async () => {
     const { origin } = await progressRun;
-    const progressIds = new Set([...eventMessages(origin), ...archiveRecords(origin)].filter((event) => event.type === "task.progress").map((event) => event.eventId));
+    const progressIds = new Set(
+      [...eventMessages(origin), ...archiveRecords(origin)].filter((event) => event.type === "task.progress").map((event) => event.eventId),
+    );
     const completed = eventMessages(origin).filter((event) => event.type === "task.completed");
     expect(wakeMessages(origin).map((wake) => wake.eventIds)).toEqual([completed.map((event) => event.eventId)]);
-    expect(wakeMessages(origin).flatMap((wake) => wake.eventIds).filter((id) => progressIds.has(id))).toEqual([]);
+    expect(
+      wakeMessages(origin)
+        .flatMap((wake) => wake.eventIds)
+        .filter((id) => progressIds.has(id)),
+    ).toEqual([]);
     expect(runs(origin)).toBe(2);
   });
 
@@ -700,7 +821,9 @@ describe("progress: 50 reports in about a second", () => {
     const status = toolCalls(origin, "agent_task_status");
     expect(status.map((call) => call.isError)).toEqual([false]);
     // The worker's message is quoted (a JSON string on the line: extensions/pi-tasks/quote.ts).
-    expect(field(status[0]!.text, "progress")).toMatch(new RegExp(`^100% — "${progressMessage(PROGRESS_REPORTS)}" \\(\\d{4}-\\d\\d-\\d\\dT`));
+    expect(field(status[0]!.text, "progress")).toMatch(
+      new RegExp(`^100% — "${progressMessage(PROGRESS_REPORTS)}" \\(\\d{4}-\\d\\d-\\d\\dT`),
+    );
     expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false]);
   });
 

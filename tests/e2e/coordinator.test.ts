@@ -30,7 +30,12 @@ let run: Promise<{ code: number; hello: string | undefined; workerGone: boolean;
 beforeAll(async () => {
   relay = await startRelayProcess();
   home = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
-  origin = startPi({ session: "coordinator", relayUrl: relay.url, script: ORIGIN_SCRIPT, env: { PI_TASKS_HOME: home, PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT } });
+  origin = startPi({
+    session: "coordinator",
+    relayUrl: relay.url,
+    script: ORIGIN_SCRIPT,
+    env: { PI_TASKS_HOME: home, PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
+  });
   run = (async () => {
     origin.prompt("Delegate the hello.txt task to a worker you start.");
     await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_stop", 45_000);
@@ -38,7 +43,12 @@ beforeAll(async () => {
     const spawned = toolCalls(origin, "agent_task_spawn")[0]?.details as { pid?: number } | undefined;
     const hello = existsSync(join(origin.cwd, "hello.txt")) ? readFileSync(join(origin.cwd, "hello.txt"), "utf8") : undefined;
     const registeredAfterStop = (await sessionEndpoint(relay.url, WORKER_NAME)) !== undefined;
-    const result = { hello, workerGone: spawned?.pid !== undefined && !isAlive(spawned.pid), registeredAfterStop, spawnedRecords: listSpawned({ PI_TASKS_HOME: home }).length };
+    const result = {
+      hello,
+      workerGone: spawned?.pid !== undefined && !isAlive(spawned.pid),
+      registeredAfterStop,
+      spawnedRecords: listSpawned({ PI_TASKS_HOME: home }).length,
+    };
     return { ...result, code: await origin.stop() };
   })();
   run.catch(() => undefined);
@@ -94,7 +104,12 @@ describe("workers stop with the Pi that spawned them, unless kept", () => {
       relayUrl: relay.url,
       brain: (turn) =>
         turn.call === 1
-          ? { tools: [{ name: "agent_task_spawn", arguments: { name: stopsWithPi } }, { name: "agent_task_spawn", arguments: { name: kept, keep: true } }] }
+          ? {
+              tools: [
+                { name: "agent_task_spawn", arguments: { name: stopsWithPi } },
+                { name: "agent_task_spawn", arguments: { name: kept, keep: true } },
+              ],
+            }
           : { text: "spawned" },
       env: { ...env, PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
     });
@@ -105,10 +120,22 @@ describe("workers stop with the Pi that spawned them, unless kept", () => {
       expect(spawns.map((call) => call.isError)).toEqual([false, false]);
       // The two spawns run in parallel: read them by name.
       const lifetimes = Object.fromEntries(spawns.map((call) => [call.details.session as string, field(call.text, "lifetime")]));
-      expect(lifetimes).toEqual({ [stopsWithPi]: "stops when this Pi exits", [kept]: "kept: it runs after this Pi exits, until agent_task_stop" });
+      expect(lifetimes).toEqual({
+        [stopsWithPi]: "stops when this Pi exits",
+        [kept]: "kept: it runs after this Pi exits, until agent_task_stop",
+      });
       const from = pi.records.length;
       pi.prompt("/tasks");
-      const board = String((await pi.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("pi-tasks\n"), 10_000, from)).message);
+      const board = String(
+        (
+          await pi.waitFor(
+            (record) =>
+              record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("pi-tasks\n"),
+            10_000,
+            from,
+          )
+        ).message,
+      );
       expect(board).toContain("workers spawned by pi-tasks (2):");
       expect(board).toMatch(new RegExp(`${stopsWithPi} — pid \\d+, stops when this Pi exits`));
       expect(board).toMatch(new RegExp(`${kept} — pid \\d+, kept: runs until stopped`));

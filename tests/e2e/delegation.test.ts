@@ -58,7 +58,13 @@ async function finish(processes: Record<string, PiProcess>): Promise<Finished> {
 }
 
 function taskIdsSeen(turn: ScriptTurn, marker: string): string[] {
-  return [...new Set(allSeen(turn, marker).map((text) => field(text, "taskId")!).filter(Boolean))];
+  return [
+    ...new Set(
+      allSeen(turn, marker)
+        .map((text) => field(text, "taskId")!)
+        .filter(Boolean),
+    ),
+  ];
 }
 
 function sentTaskIds(turn: ScriptTurn): string[] {
@@ -78,9 +84,17 @@ async function happyPath() {
     brain: (turn) => {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "write")) return { tools: [{ name: "write", arguments: { path: "hello.txt", content: "hello from the worker\n" } }] };
+      if (!called(turn, "write"))
+        return { tools: [{ name: "write", arguments: { path: "hello.txt", content: "hello from the worker\n" } }] };
       if (!called(turn, "agent_task_done")) {
-        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "wrote hello.txt", result: { changedFiles: ["hello.txt"] } } }] };
+        return {
+          tools: [
+            {
+              name: "agent_task_done",
+              arguments: { taskId, status: "completed", summary: "wrote hello.txt", result: { changedFiles: ["hello.txt"] } },
+            },
+          ],
+        };
       }
       return { text: "finished" };
     },
@@ -110,7 +124,8 @@ async function questionAnswer() {
   const origin = pi({
     session: "qa-origin",
     brain: (turn) => {
-      if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Paint the banner; ask me for the colour." } }] };
+      if (!called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: "Paint the banner; ask me for the colour." } }] };
       const question = lastSeen(turn, "## task question");
       if (question !== undefined && !called(turn, "agent_task_message", '"answer"')) {
         const taskId = field(question, "taskId")!;
@@ -126,7 +141,8 @@ async function questionAnswer() {
         };
       }
       const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      if (completed !== undefined && !called(turn, "agent_task_ack"))
+        return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
       return { text: "ok" };
     },
   });
@@ -172,7 +188,9 @@ async function cancellation() {
   });
   origin.prompt("Delegate, then cancel.");
   await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_status", 20_000);
-  const cancelledAt = await worker.waitFor((record) => isCustom(record, EVENT_MESSAGE) && JSON.stringify(record).includes('"type":"task.cancelled"'));
+  const cancelledAt = await worker.waitFor(
+    (record) => isCustom(record, EVENT_MESSAGE) && JSON.stringify(record).includes('"type":"task.cancelled"'),
+  );
   await worker.waitFor((record) => record.type === "agent_settled", 15_000, worker.records.indexOf(cancelledAt));
   const afterCancel = worker.records.length;
   worker.prompt("Keep working on the cancelled task.");
@@ -259,9 +277,15 @@ async function twoTasks() {
     },
   });
   origin.prompt("Delegate two tasks.");
-  await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack" && toolCalls(origin, "agent_task_ack").length >= 2, 25_000);
+  await origin.waitFor(
+    (record) =>
+      record.type === "tool_execution_end" && record.toolName === "agent_task_ack" && toolCalls(origin, "agent_task_ack").length >= 2,
+    25_000,
+  );
   await worker.waitFor(() => archiveRecords(worker).filter((record) => record.type === "task.parent_acknowledged").length >= 2);
-  const files = Object.fromEntries(["allowed.txt", "sibling-a.txt", "sibling-b.txt", "later.txt"].map((name) => [name, existsSync(join(worker.cwd, name))]));
+  const files = Object.fromEntries(
+    ["allowed.txt", "sibling-a.txt", "sibling-b.txt", "later.txt"].map((name) => [name, existsSync(join(worker.cwd, name))]),
+  );
   const done = await finish({ origin, worker });
   return { origin, worker, files, ...done };
 }
@@ -276,11 +300,17 @@ async function busyTarget() {
     brain: (turn) => {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId !== undefined) {
-        if (!called(turn, "agent_task_done")) return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "done after the long job" } }] };
+        if (!called(turn, "agent_task_done"))
+          return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "done after the long job" } }] };
         return { text: "finished" };
       }
       // A long call: it ends when the test drops a release file (at most 10 s).
-      if (!called(turn, "bash")) return { tools: [{ name: "bash", arguments: { command: "for i in $(seq 1 100); do [ -f release ] && break; sleep 0.1; done; echo slept" } }] };
+      if (!called(turn, "bash"))
+        return {
+          tools: [
+            { name: "bash", arguments: { command: "for i in $(seq 1 100); do [ -f release ] && break; sleep 0.1; done; echo slept" } },
+          ],
+        };
       return { text: "long job finished" };
     },
   });
@@ -290,7 +320,8 @@ async function busyTarget() {
     brain: (turn) => {
       if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Quick task." } }] };
       const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      if (completed !== undefined && !called(turn, "agent_task_ack"))
+        return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
       return { text: "ok" };
     },
   });
@@ -302,13 +333,16 @@ async function busyTarget() {
   const sent = await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_send");
   const sentAt = origin.times[origin.records.indexOf(sent)]!;
   // Keep the target busy until background passes have fetched mail a few times.
-  const receivesAfterSend = () => proxy.requests().filter((request) => request.operation === "receive" && request.receivedAt > sentAt).length;
+  const receivesAfterSend = () =>
+    proxy.requests().filter((request) => request.operation === "receive" && request.receivedAt > sentAt).length;
   await proxy.waitFor(() => receivesAfterSend() >= 3, 8_000).catch(() => undefined);
   writeFileSync(join(target.cwd, "release"), "");
   const bashEnd = await target.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "bash", 15_000);
   const bashEndAt = target.times[target.records.indexOf(bashEnd)]!;
   // Background passes that fetched mail while the target was busy with the assignment waiting.
-  const receivesDuringBusy = proxy.requests().filter((request) => request.operation === "receive" && request.receivedAt > sentAt && request.receivedAt < bashEndAt).length;
+  const receivesDuringBusy = proxy
+    .requests()
+    .filter((request) => request.operation === "receive" && request.receivedAt > sentAt && request.receivedAt < bashEndAt).length;
   await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack", 20_000);
   const done = await finish({ origin, target });
   return { origin, target, receivesDuringBusy, ...done };
@@ -322,8 +356,10 @@ async function ackBeforePresentation() {
     brain: (turn) => {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "agent_task_message")) return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "information", message: "progress: half way" } }] };
-      if (!called(turn, "agent_task_done")) return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "all the way" } }] };
+      if (!called(turn, "agent_task_message"))
+        return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "information", message: "progress: half way" } }] };
+      if (!called(turn, "agent_task_done"))
+        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "all the way" } }] };
       return { text: "finished" };
     },
   });
@@ -331,7 +367,8 @@ async function ackBeforePresentation() {
   const origin = pi({
     session: "early-ack-origin",
     brain: (turn) => {
-      if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Report progress, then finish." } }] };
+      if (!called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: "Report progress, then finish." } }] };
       const taskId = sentTaskIds(turn)[0]!;
       if (!called(turn, "agent_task_wait")) return { tools: [{ name: "agent_task_wait", arguments: { taskId, timeoutMs: 20_000 } }] };
       if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
@@ -398,7 +435,6 @@ beforeAll(async () => {
   gate = scenario(gateBeforeAssignment);
 });
 
-
 function prompts(process: PiProcess): number {
   return process.records.filter((record) => record.type === "response" && record.command === "prompt").length;
 }
@@ -416,7 +452,9 @@ describe("origin ↔ worker", () => {
     const { worker, origin, written } = await happy;
     expect(prompts(worker)).toBe(0);
     // Everything the worker's model ever saw as user input came from pi-tasks.
-    const userTexts = worker.turns.flatMap((turn) => turn.messages.filter((message) => message.role === "user").map((message) => message.text));
+    const userTexts = worker.turns.flatMap((turn) =>
+      turn.messages.filter((message) => message.role === "user").map((message) => message.text),
+    );
     expect(userTexts.every((text) => text.startsWith("## task assignment") || text.startsWith("pi-tasks:"))).toBe(true);
     const write = toolCalls(worker, "write");
     expect(write.map((call) => call.isError)).toEqual([false]);
@@ -442,7 +480,11 @@ describe("origin ↔ worker", () => {
     expect(wakeMessages(origin).some((wake) => wake.eventIds.includes(completed!.eventId))).toBe(true);
     const acks = toolCalls(origin, "agent_task_ack");
     expect(acks.map((call) => [call.isError, call.args.taskId])).toEqual([[false, completed!.taskId]]);
-    expect(archiveRecords(worker).filter((record) => record.type === "task.parent_acknowledged").map((record) => record.taskId)).toEqual([completed!.taskId]);
+    expect(
+      archiveRecords(worker)
+        .filter((record) => record.type === "task.parent_acknowledged")
+        .map((record) => record.taskId),
+    ).toEqual([completed!.taskId]);
   });
 
   test("each event appears exactly once in each session; the worker's own echoes are archive entries, not messages", async () => {
@@ -531,9 +573,14 @@ describe("origin cancel", () => {
     expect(cancelled!.content).toContain("Stop working on this task.");
     expect(wakeMessages(worker).some((wake) => wake.eventIds.includes(cancelled!.eventId))).toBe(true);
     // The turn that saw the cancellation made no tool call.
-    const sawCancel = worker.turns.find((turn) => lastSeen(turn, "## task cancelled") !== undefined && lastSeen(turn, "Keep working") === undefined);
+    const sawCancel = worker.turns.find(
+      (turn) => lastSeen(turn, "## task cancelled") !== undefined && lastSeen(turn, "Keep working") === undefined,
+    );
     expect(sawCancel).toBeDefined();
-    const cancelIndex = indexOf(worker, (record) => isCustom(record, EVENT_MESSAGE) && JSON.stringify(record).includes('"type":"task.cancelled"'));
+    const cancelIndex = indexOf(
+      worker,
+      (record) => isCustom(record, EVENT_MESSAGE) && JSON.stringify(record).includes('"type":"task.cancelled"'),
+    );
     const before = worker.records.slice(cancelIndex, (await cancel).afterCancel);
     expect(before.filter((record) => record.type === "tool_execution_start")).toEqual([]);
   });
@@ -570,7 +617,9 @@ describe("two tasks in flight to one worker", () => {
     const acks = toolCalls(origin, "agent_task_ack");
     expect(acks.map((call) => call.isError)).toEqual([false, false]);
     expect(acks.map((call) => call.args.taskId).sort()).toEqual([...assigned].sort());
-    const parentAcks = archiveRecords(worker).filter((record) => record.type === "task.parent_acknowledged").map((record) => record.taskId);
+    const parentAcks = archiveRecords(worker)
+      .filter((record) => record.type === "task.parent_acknowledged")
+      .map((record) => record.taskId);
     expect(parentAcks.sort()).toEqual([...assigned].sort());
     await expectEachEventOnce(origin, "origin", entries.origin);
     await expectEachEventOnce(worker, "worker", entries.worker);
@@ -581,7 +630,8 @@ describe("two tasks in flight to one worker", () => {
     const [inbox] = toolCalls(origin, "agent_task_inbox");
     const tasks = inbox!.details.tasks as { taskId: string; status: string; events: { type: string }[] }[];
     expect(tasks.map((task) => task.status)).toEqual(["completed", "completed"]);
-    const acked = (details: Record<string, unknown>) => ((details.task as { events: { type: string }[] }).events ?? []).some((event) => event.type === "task.parent_acknowledged");
+    const acked = (details: Record<string, unknown>) =>
+      ((details.task as { events: { type: string }[] }).events ?? []).some((event) => event.type === "task.parent_acknowledged");
     const statuses = toolCalls(origin, "agent_task_status");
     const [firstA, firstB, secondB] = statuses;
     // Reading the inbox acknowledged nothing; acknowledging A left B unacknowledged.
@@ -596,7 +646,11 @@ describe("two tasks in flight to one worker", () => {
     const { worker, origin, files } = await two;
     for (const name of ["agent_task_send", "agent_task_cancel", "agent_task_ack"]) {
       const [call] = toolCalls(worker, name);
-      expect({ name, isError: call!.isError, reason: call!.text.split(":")[0] }).toEqual({ name, isError: true, reason: "PI_TASK_WORKER_COORDINATION_FORBIDDEN" });
+      expect({ name, isError: call!.isError, reason: call!.text.split(":")[0] }).toEqual({
+        name,
+        isError: true,
+        reason: "PI_TASK_WORKER_COORDINATION_FORBIDDEN",
+      });
     }
     expect(files["allowed.txt"]).toBe(true);
     // The forbidden cancel changed nothing: the origin still got both completions.
@@ -610,7 +664,11 @@ describe("two tasks in flight to one worker", () => {
     expect(byFile("sibling-a.txt").isError).toBe(false);
     expect(files["sibling-a.txt"]).toBe(true);
     for (const name of ["sibling-b.txt", "later.txt"]) {
-      expect({ name, isError: byFile(name).isError, blocked: byFile(name).text.startsWith("PI_TASK_WORKER_ASSIGNMENT_REQUIRED") }).toEqual({ name, isError: true, blocked: true });
+      expect({ name, isError: byFile(name).isError, blocked: byFile(name).text.startsWith("PI_TASK_WORKER_ASSIGNMENT_REQUIRED") }).toEqual({
+        name,
+        isError: true,
+        blocked: true,
+      });
       expect(files[name]).toBe(false);
     }
     const done = toolCalls(worker, "agent_task_done");
@@ -634,7 +692,9 @@ describe("a busy target", () => {
     // Presented by the refreshes at the end of the turn, not by the next 1 s poll.
     expect(target.times[inserted]! - target.times[firstSettled]!).toBeLessThan(activePollIntervalMs / 2);
     // The model's turn right after the long call did not see the assignment.
-    const afterBash = target.turns.find((turn) => turn.messages.at(-1)?.role === "toolResult" && turn.messages.at(-1)!.text.includes("slept"));
+    const afterBash = target.turns.find(
+      (turn) => turn.messages.at(-1)?.role === "toolResult" && turn.messages.at(-1)!.text.includes("slept"),
+    );
     expect(afterBash).toBeDefined();
     expect(lastSeen(afterBash!, "## task assignment")).toBeUndefined();
     expect(wakeMessages(target)).toHaveLength(1);
@@ -681,7 +741,11 @@ describe("worker gate before any assignment", () => {
     const { worker, files } = await gate;
     for (const name of ["bash", "write", "agent_task_message", "agent_task_done"]) {
       const [call] = toolCalls(worker, name);
-      expect({ name, isError: call!.isError, blocked: call!.text.startsWith("PI_TASK_WORKER_ASSIGNMENT_REQUIRED") }).toEqual({ name, isError: true, blocked: true });
+      expect({ name, isError: call!.isError, blocked: call!.text.startsWith("PI_TASK_WORKER_ASSIGNMENT_REQUIRED") }).toEqual({
+        name,
+        isError: true,
+        blocked: true,
+      });
     }
     expect(files.worker).toEqual({ bash: false, write: false });
   });
@@ -694,7 +758,11 @@ describe("worker gate before any assignment", () => {
     for (const name of ["agent_task_status", "agent_task_wait"]) {
       const [call] = toolCalls(worker, name);
       // They reached the tool: the answer is the tool's own error about the unknown task.
-      expect({ name, gated: call!.text.includes("PI_TASK_WORKER"), code: field(call!.text, "code") }).toEqual({ name, gated: false, code: "UNKNOWN_TASK" });
+      expect({ name, gated: call!.text.includes("PI_TASK_WORKER"), code: field(call!.text, "code") }).toEqual({
+        name,
+        gated: false,
+        code: "UNKNOWN_TASK",
+      });
     }
     for (const name of ["agent_task_ack", "agent_task_cancel"]) {
       const [call] = toolCalls(worker, name);
@@ -705,7 +773,8 @@ describe("worker gate before any assignment", () => {
   test("a Pi without PI_TASK_WORKER is never gated", async () => {
     const { ordinary, files, codes } = await gate;
     expect(files.ordinary).toEqual({ bash: true, write: true });
-    for (const call of toolCalls(ordinary)) expect({ name: call.name, gated: call.text.includes("PI_TASK_WORKER") }).toEqual({ name: call.name, gated: false });
+    for (const call of toolCalls(ordinary))
+      expect({ name: call.name, gated: call.text.includes("PI_TASK_WORKER") }).toEqual({ name: call.name, gated: false });
     // Coordination tools reached the tool and failed on the unknown task.
     for (const name of ["agent_task_ack", "agent_task_cancel", "agent_task_message", "agent_task_done"]) {
       expect({ name, code: field(toolCalls(ordinary, name)[0]!.text, "code") }).toEqual({ name, code: "UNKNOWN_TASK" });

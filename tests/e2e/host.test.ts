@@ -50,7 +50,8 @@ const BROKEN_RUNTIMES: readonly (readonly [string, () => string])[] = [
   ],
 ];
 
-const isStatus = (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string";
+const isStatus = (record: RpcRecord) =>
+  record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string";
 
 describeOnHosts("nothing pi-tasks starts escapes into Pi", (host) => {
   test.each(BROKEN_RUNTIMES)("the relay's runtime is %s: Pi keeps running, answers, and the footer says why", async (_kind, runtime) => {

@@ -40,8 +40,25 @@ describe.skipIf(!runs)("pi install from each source, on Node with no bun", () =>
     // git-daemon itself (not `git daemon`, which forks it): the SIGKILL below must reach the server,
     // and nothing it leaves behind may hold the runner's output open.
     const execPath = Bun.spawnSync(["git", "--exec-path"]).stdout.toString().trim();
-    daemon = spawn([join(execPath, "git-daemon"), `--base-path=${join(scratch, "git")}`, "--export-all", `--port=${gitPort}`, "--listen=127.0.0.1", "--reuseaddr", join(scratch, "git")], { stdout: "ignore", stderr: "ignore" });
-    const serving = await eventually(() => Bun.spawnSync(["git", "ls-remote", `git://127.0.0.1:${gitPort}/me/pi-tasks.git`], { stdout: "ignore", stderr: "ignore" }).exitCode === 0, 10_000, 100);
+    daemon = spawn(
+      [
+        join(execPath, "git-daemon"),
+        `--base-path=${join(scratch, "git")}`,
+        "--export-all",
+        `--port=${gitPort}`,
+        "--listen=127.0.0.1",
+        "--reuseaddr",
+        join(scratch, "git"),
+      ],
+      { stdout: "ignore", stderr: "ignore" },
+    );
+    const serving = await eventually(
+      () =>
+        Bun.spawnSync(["git", "ls-remote", `git://127.0.0.1:${gitPort}/me/pi-tasks.git`], { stdout: "ignore", stderr: "ignore" })
+          .exitCode === 0,
+      10_000,
+      100,
+    );
     if (!serving) throw new Error("git daemon did not serve the repository within 10 s");
   });
   afterAll(() => {
@@ -68,12 +85,27 @@ describe.skipIf(!runs)("pi install from each source, on Node with no bun", () =>
     const port = freePort();
     // The runner's environment (npm needs its network settings, e.g. NODE_EXTRA_CA_CERTS), without
     // anything of pi-tasks' own, and with the node host's PATH.
-    const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(PI_TASKS_|PI_TASK_WORKER|WOLFPACK_|PI_CODING_AGENT)/.test(name)));
+    const inherited = Object.fromEntries(
+      Object.entries(process.env).filter(([name]) => !/^(PI_TASKS_|PI_TASK_WORKER|WOLFPACK_|PI_CODING_AGENT)/.test(name)),
+    );
     const secrets = { PI_TASKS_RELAY_SECRET_DIR: process.env.PI_TASKS_RELAY_SECRET_DIR };
-    const env = { ...inherited, ...secrets, PATH: nodeHostPath(), PI_CODING_AGENT_DIR: agentDir, PI_OFFLINE: "1", PI_SKIP_VERSION_CHECK: "1", PI_TELEMETRY: "0", WOLFPACK_PORT: String(port) };
+    const env = {
+      ...inherited,
+      ...secrets,
+      PATH: nodeHostPath(),
+      PI_CODING_AGENT_DIR: agentDir,
+      PI_OFFLINE: "1",
+      PI_SKIP_VERSION_CHECK: "1",
+      PI_TELEMETRY: "0",
+      WOLFPACK_PORT: String(port),
+    };
     try {
       const installed = await runToExit([NODE_BINARY, PI_CLI, "install", source()], { cwd: project, env, timeoutMs: 90_000 });
-      expect({ code: installed.code, out: installed.stdout.trim().split("\n").at(-1), err: installed.code === 0 ? "" : installed.stderr }).toEqual({ code: 0, out: `Installed ${source()}`, err: "" });
+      expect({
+        code: installed.code,
+        out: installed.stdout.trim().split("\n").at(-1),
+        err: installed.code === 0 ? "" : installed.stderr,
+      }).toEqual({ code: 0, out: `Installed ${source()}`, err: "" });
       const board = await runToExit([NODE_BINARY, PI_CLI, "-p", "/tasks"], { cwd: project, env, timeoutMs: 30_000 });
       expect({ code: board.code, err: board.code === 0 ? "" : board.stderr }).toEqual({ code: 0, err: "" });
       // Pi's print mode hands an extension's process.stdout to stderr (its stdout is the model's answer).
@@ -82,7 +114,9 @@ describe.skipIf(!runs)("pi install from each source, on Node with no bun", () =>
       expect(printed).toMatch(new RegExp(`relay: http://127\\.0\\.0\\.1:${port} — started by this Pi \\(pid \\d+`));
       expect(board.stderr).not.toMatch(/uncaught|ENOENT|Cannot find module/i);
     } finally {
-      const stopped = await stopEmbeddedRelay({ ...secrets, PI_TASKS_HOME: join(agentDir, "pi-tasks") }, port).catch((error: unknown) => error);
+      const stopped = await stopEmbeddedRelay({ ...secrets, PI_TASKS_HOME: join(agentDir, "pi-tasks") }, port).catch(
+        (error: unknown) => error,
+      );
       expect(stopped).toMatchObject({ stopped: true });
     }
   });

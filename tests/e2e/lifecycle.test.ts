@@ -9,7 +9,18 @@ import { join } from "node:path";
 import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { called, expectNoProblems, field, isHealthyStatus, nextBoard, statusTexts, STATUS_KEY, toolCalls, scenario, usePiFixture } from "../helpers/pi-kit.ts";
+import {
+  called,
+  expectNoProblems,
+  field,
+  isHealthyStatus,
+  nextBoard,
+  statusTexts,
+  STATUS_KEY,
+  toolCalls,
+  scenario,
+  usePiFixture,
+} from "../helpers/pi-kit.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type RpcRecord, runPiOnce } from "../helpers/pi-process.ts";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
@@ -58,7 +69,10 @@ async function shutdownMidPass() {
   gate.release();
   await Bun.sleep(200);
   const after = worker.records.slice(mark);
-  const requestsAfter = gate.requests().filter((request) => request.receivedAt >= closedAt).map((request) => request.operation);
+  const requestsAfter = gate
+    .requests()
+    .filter((request) => request.receivedAt >= closedAt)
+    .map((request) => request.operation);
   const task = origin.current().listTasks()[0]!;
   return { worker, code, stopMs, after, requestsAfter, task };
 }
@@ -81,7 +95,12 @@ async function noSessionName() {
       return { text: "understood" };
     },
   });
-  const named = await lonely.waitFor((record) => record.type === "extension_ui_request" && record.method === "setStatus" && /^tasks: pi-tasks-project-/.test(String(record.statusText)));
+  const named = await lonely.waitFor(
+    (record) =>
+      record.type === "extension_ui_request" &&
+      record.method === "setStatus" &&
+      /^tasks: pi-tasks-project-/.test(String(record.statusText)),
+  );
   const session = String(named.statusText).slice("tasks: ".length).split(" · ")[0]!;
   const endpoint = await waitForEndpoint(gate.url, session);
   lonely.prompt("Use the task tools.");
@@ -102,8 +121,16 @@ async function statusLine() {
   const mark = worker.records.length;
   const refusals = gate.push({ operation: "receive", kind: "capacity", times: 2 });
   const isStatus = (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "setStatus";
-  const warned = await worker.waitFor((record) => isStatus(record) && typeof record.statusText === "string" && !isHealthyStatus(record.statusText), 10_000, mark);
-  const cleared = await worker.waitFor((record) => isStatus(record) && isHealthyStatus(record.statusText as string), 15_000, worker.records.indexOf(warned));
+  const warned = await worker.waitFor(
+    (record) => isStatus(record) && typeof record.statusText === "string" && !isHealthyStatus(record.statusText),
+    10_000,
+    mark,
+  );
+  const cleared = await worker.waitFor(
+    (record) => isStatus(record) && isHealthyStatus(record.statusText as string),
+    15_000,
+    worker.records.indexOf(warned),
+  );
   const boardFrom = worker.records.length;
   worker.prompt("/tasks");
   const board = await nextBoard(worker, boardFrom);
@@ -140,7 +167,9 @@ async function board() {
   const detailFrom = origin.records.length;
   const sent = toolCalls(origin, "agent_task_send").map((call) => String(call.details.taskId));
   origin.prompt(`/tasks ${sent[0]!.slice(0, 8)}`);
-  const detail = String((await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify", 10_000, detailFrom)).message).split("\n");
+  const detail = String(
+    (await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify", 10_000, detailFrom)).message,
+  ).split("\n");
   await Bun.sleep(300);
   const turnsAfter = origin.turns.length;
   const code = await origin.stop();
@@ -183,7 +212,8 @@ beforeAll(async () => {
   nameless = scenario(noSessionName);
   status = scenario(statusLine);
   boardRun = scenario(board);
-  for (const mode of ["print", "json"] as const) for (const withRelay of [false, true]) onceRuns[`${mode}:${withRelay}`] = scenario(() => runOnce(mode, withRelay));
+  for (const mode of ["print", "json"] as const)
+    for (const withRelay of [false, true]) onceRuns[`${mode}:${withRelay}`] = scenario(() => runOnce(mode, withRelay));
 });
 
 afterAll(async () => {
@@ -200,7 +230,9 @@ describe("shutdown in the middle of a pass (history #7)", () => {
 
   test("nothing is written after shutdown began: no message, archive entry, status or notify, no corrupt stdout", async () => {
     const { worker, after } = await shutdown;
-    const written = after.filter((record) => ["message_end", "entry_appended", "extension_ui_request", "extension_error", "unparsed", "agent_start"].includes(record.type));
+    const written = after.filter((record) =>
+      ["message_end", "entry_appended", "extension_ui_request", "extension_error", "unparsed", "agent_start"].includes(record.type),
+    );
     expect(written).toEqual([]);
     expectNoProblems(worker, "worker");
   });

@@ -31,7 +31,10 @@ const DIALOG_TITLE = "pi-tasks: pair with this identity?";
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
-  for (const step of cleanup.splice(0).reverse()) await Promise.resolve().then(step).catch(() => undefined);
+  for (const step of cleanup.splice(0).reverse())
+    await Promise.resolve()
+      .then(step)
+      .catch(() => undefined);
 });
 
 function tempHome(label: string): string {
@@ -62,7 +65,13 @@ async function unpairedAssignment(session: string) {
   const workerKey = await piTasks(workerHome, ["identity"]);
   const paired = await piTasks(originHome, ["peers", "add", "worker", workerKey.publicKey, "--yes"]);
   expect({ ok: paired.ok, changed: paired.changed, name: paired.peer.name }).toEqual({ ok: true, changed: true, name: "worker" });
-  const tui: Tui = await startTui({ script: WORKER_SCRIPT, session, relayUrl: relay.url, env: { PI_TASKS_HOME: workerHome }, settings: { tuiMode: "regular" } });
+  const tui: Tui = await startTui({
+    script: WORKER_SCRIPT,
+    session,
+    relayUrl: relay.url,
+    env: { PI_TASKS_HOME: workerHome },
+    settings: { tuiMode: "regular" },
+  });
   cleanup.push(() => tui.stop());
   const origin: Party = await createParty({ url: relay.url, trust: homeTrust(originHome, { claimedName: "alice" }) });
   cleanup.push(() => closeParties([origin]));
@@ -70,10 +79,14 @@ async function unpairedAssignment(session: string) {
   const { taskId } = await origin.core.createTask({ to: endpoint, task: "Write a haiku about relays." });
   // Only a content-free hello left so far. The origin's passes take the worker's proof (its paired
   // key) and send the assignment sealed to it; the relay accepting it is as far as the origin sees.
-  const left = await eventually(async () => {
-    await origin.core.refresh();
-    return origin.core.getTask(taskId).deliveryEvidence.relayAcceptance === "accepted";
-  }, 15_000, 100);
+  const left = await eventually(
+    async () => {
+      await origin.core.refresh();
+      return origin.core.getTask(taskId).deliveryEvidence.relayAcceptance === "accepted";
+    },
+    15_000,
+    100,
+  );
   expect(left).toBe(true);
   const dialog = await tui.waitForScreen((screen) => screen.includes(DIALOG_TITLE), 15_000);
   return { tui, origin, taskId, workerHome, originFingerprint: ensureIdentity(originHome).identity.fingerprint, dialog };
@@ -93,10 +106,14 @@ describeWithTmux("pairing in the interactive TUI", () => {
     const peers = JSON.parse(readFileSync(peersPath(workerHome), "utf8")) as { peers: Record<string, { key: string }> };
     expect(Object.keys(peers.peers)).toEqual(["alice"]);
 
-    const done = await eventually(async () => {
-      await origin.core.refresh();
-      return origin.core.getTask(taskId).status === "completed";
-    }, 20_000, 200);
+    const done = await eventually(
+      async () => {
+        await origin.core.refresh();
+        return origin.core.getTask(taskId).status === "completed";
+      },
+      20_000,
+      200,
+    );
     expect(done).toBe(true);
     const screen = await tui.scrollback();
     expect(screen).toContain('Peer mail from paired peer "alice"');
@@ -105,17 +122,24 @@ describeWithTmux("pairing in the interactive TUI", () => {
   test("the human refuses: the model never sees the task, and the origin's task fails with UNKNOWN_PEER", async () => {
     const { tui, origin, taskId, workerHome } = await unpairedAssignment("pair-no");
     await tui.press("Escape");
-    const refused = await eventually(async () => {
-      await origin.core.refresh();
-      return origin.core.getTask(taskId).status === "failed";
-    }, 20_000, 200);
+    const refused = await eventually(
+      async () => {
+        await origin.core.refresh();
+        return origin.core.getTask(taskId).status === "failed";
+      },
+      20_000,
+      200,
+    );
     expect(refused).toBe(true);
     // The origin paired the worker, so the refusal is verified: it fails the task (nothing ran).
     const events = origin.core.getTask(taskId).events;
     expect(events.find((event) => event.type === "task.refused")?.payload).toMatchObject({ reason: "UNKNOWN_PEER", verified: true });
     expect(events.at(-1)).toMatchObject({ type: "task.failed", payload: { noEffect: true, error: { code: "ASSIGNMENT_REFUSED" } } });
     // The pass that refused it says so and names the fix (the next quiet pass counts "1 rejected").
-    const said = await eventually(async () => (await tui.footer()).some((line) => line.includes("refused mail from an unpaired key") || line.includes("1 rejected")), 10_000);
+    const said = await eventually(
+      async () => (await tui.footer()).some((line) => line.includes("refused mail from an unpaired key") || line.includes("1 rejected")),
+      10_000,
+    );
     expect(said).toBe(true);
     expect(await tui.scrollback()).not.toContain("## task assignment");
     expect(() => readFileSync(peersPath(workerHome), "utf8")).toThrow();

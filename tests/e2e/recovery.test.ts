@@ -44,7 +44,6 @@ async function relayOn(port?: number): Promise<RelayProcess> {
   return relay;
 }
 
-
 /**
  * The worker asks a question; the relay restarts before the origin answers. Both Pis rebind, find
  * each other again by session name, and the task goes on: the answer reaches the worker, the
@@ -63,14 +62,27 @@ async function relayRestart() {
     session: "restart-origin",
     relayUrl: first.url,
     brain: (turn) => {
-      if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to: target, task: "Paint the banner; ask me for the colour." } }] };
+      if (!called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to: target, task: "Paint the banner; ask me for the colour." } }] };
       const question = lastSeen(turn, "## task question");
       // The person answers only when told to (after the restart).
-      if (question !== undefined && lastSeen(turn, "Answer the question now") !== undefined && !called(turn, "agent_task_message", '"answer"')) {
-        return { tools: [{ name: "agent_task_message", arguments: { taskId: field(question, "taskId")!, type: "answer", inReplyTo: field(question, "eventId")!, message: "blue" } }] };
+      if (
+        question !== undefined &&
+        lastSeen(turn, "Answer the question now") !== undefined &&
+        !called(turn, "agent_task_message", '"answer"')
+      ) {
+        return {
+          tools: [
+            {
+              name: "agent_task_message",
+              arguments: { taskId: field(question, "taskId")!, type: "answer", inReplyTo: field(question, "eventId")!, message: "blue" },
+            },
+          ],
+        };
       }
       const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      if (completed !== undefined && !called(turn, "agent_task_ack"))
+        return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
       return { text: "ok" };
     },
   });
@@ -78,7 +90,8 @@ async function relayRestart() {
   origin.prompt("Delegate the banner.");
   await origin.waitFor(() => eventMessages(origin).some((message) => message.type === "task.question"), 20_000);
   // The turn the question woke has ended (not just the turn that sent the task).
-  const idle = (process: PiProcess) => process.records.findLast((record) => record.type === "agent_start" || record.type === "agent_settled")?.type === "agent_settled";
+  const idle = (process: PiProcess) =>
+    process.records.findLast((record) => record.type === "agent_start" || record.type === "agent_settled")?.type === "agent_settled";
   await origin.waitFor(() => origin.turns.some((turn) => lastSeen(turn, "## task question") !== undefined) && idle(origin), 15_000);
   await worker.waitFor((record) => record.type === "agent_settled", 15_000);
 
@@ -86,7 +99,11 @@ async function relayRestart() {
   const relayExit = await first.stop();
   // While the relay is gone, the status line says so.
   await origin.waitFor(
-    (record) => record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string" && !isHealthyStatus(record.statusText),
+    (record) =>
+      record.type === "extension_ui_request" &&
+      record.method === "setStatus" &&
+      typeof record.statusText === "string" &&
+      !isHealthyStatus(record.statusText),
     10_000,
     marks.origin,
   );
@@ -94,7 +111,10 @@ async function relayRestart() {
   const second = await relayOn(first.port);
   const workerAfter = await waitForEndpoint(second.url, "restart-worker", { not: target.id, timeoutMs: 15_000 });
   const originAfter = await waitForEndpoint(second.url, "restart-origin", { not: originBefore.id, timeoutMs: 15_000 });
-  const recovered = (record: { type: string; method?: unknown; message?: unknown }) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("pi-tasks: the relay restarted");
+  const recovered = (record: { type: string; method?: unknown; message?: unknown }) =>
+    record.type === "extension_ui_request" &&
+    record.method === "notify" &&
+    String(record.message).startsWith("pi-tasks: the relay restarted");
   await origin.waitFor(recovered as never, 10_000, marks.origin);
   await worker.waitFor(recovered as never, 10_000, marks.worker);
   // Give a wrongly waking recovery time to start a turn.
@@ -110,7 +130,10 @@ async function relayRestart() {
   await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack", 40_000, answerFrom);
   await worker.waitFor((record) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged"), 15_000);
   const boards: Record<string, string[]> = {};
-  for (const [name, process] of [["origin", origin], ["worker", worker]] as const) {
+  for (const [name, process] of [
+    ["origin", origin],
+    ["worker", worker],
+  ] as const) {
     const from = process.records.length;
     process.prompt("/tasks");
     boards[name] = await nextBoard(process, from);
@@ -119,13 +142,34 @@ async function relayRestart() {
   const taskId = eventMessages(worker).find((message) => message.type === "task.created")!.taskId;
   const auditFrom = origin.records.length;
   origin.prompt(`/tasks audit ${taskId.slice(0, 8)}`);
-  const audited = await origin.waitFor((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("audit of task"), 15_000, auditFrom);
+  const audited = await origin.waitFor(
+    (record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("audit of task"),
+    15_000,
+    auditFrom,
+  );
   const audit = String(audited.message).split("\n");
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const statusAtEnd = { origin: statusTexts(origin).at(-1), worker: statusTexts(worker).at(-1) };
   const codes = { origin: await origin.stop(), worker: await worker.stop() };
   const stopMs = { origin: origin.stopMs(), worker: worker.stopMs() };
-  return { origin, worker, workerBefore: target, workerAfter, originBefore, originAfter, relayExit, outageStatus, quiet, boards, audit, entries, statusAtEnd, codes, stopMs, marks };
+  return {
+    origin,
+    worker,
+    workerBefore: target,
+    workerAfter,
+    originBefore,
+    originAfter,
+    relayExit,
+    outageStatus,
+    quiet,
+    boards,
+    audit,
+    entries,
+    statusAtEnd,
+    codes,
+    stopMs,
+    marks,
+  };
 }
 
 async function startFailure() {
@@ -137,10 +181,14 @@ async function startFailure() {
   ordinary.prompt("Say something.");
   worker.prompt("Say something.");
   const isWarning = (record: { type: string; method?: unknown; statusText?: unknown }) =>
-    record.type === "extension_ui_request" && record.method === "setStatus" && typeof record.statusText === "string" && record.statusText.startsWith("tasks: relay unreachable");
+    record.type === "extension_ui_request" &&
+    record.method === "setStatus" &&
+    typeof record.statusText === "string" &&
+    record.statusText.startsWith("tasks: relay unreachable");
   await Promise.all([worker, ordinary].map((process) => process.waitFor(isWarning as never, 10_000)));
   await Promise.all([worker, ordinary].map((process) => process.waitFor((record) => record.type === "agent_settled", 10_000)));
-  const failing = (texts: (string | undefined)[]) => texts.find((text) => text !== undefined && text !== "tasks: starting…" && !isHealthyStatus(text));
+  const failing = (texts: (string | undefined)[]) =>
+    texts.find((text) => text !== undefined && text !== "tasks: starting…" && !isHealthyStatus(text));
   const downStatus = { worker: failing(statusTexts(worker)), ordinary: failing(statusTexts(ordinary)) };
   await Bun.sleep(500);
   const relay = await relayOn(port);
@@ -179,7 +227,14 @@ describe("relay restart mid-task", () => {
       [origin, marks.origin],
       [worker, marks.worker],
     ] as const) {
-      const notes = process.records.slice(mark).filter((record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith("pi-tasks: the relay"));
+      const notes = process.records
+        .slice(mark)
+        .filter(
+          (record) =>
+            record.type === "extension_ui_request" &&
+            record.method === "notify" &&
+            String(record.message).startsWith("pi-tasks: the relay"),
+        );
       expect(notes).toHaveLength(1);
       expect(String(notes[0]!.message)).toContain("1 task reconnecting with its peer");
     }
@@ -196,7 +251,9 @@ describe("relay restart mid-task", () => {
     const answers = eventMessages(worker).filter((message) => message.type === "task.answer");
     expect(answers.map((message) => [message.taskId, message.content.includes("blue")])).toEqual([[assignment!.taskId, true]]);
     const completed = eventMessages(origin).filter((message) => message.type === "task.completed");
-    expect(completed.map((message) => [message.taskId, message.content.includes("banner painted blue")])).toEqual([[assignment!.taskId, true]]);
+    expect(completed.map((message) => [message.taskId, message.content.includes("banner painted blue")])).toEqual([
+      [assignment!.taskId, true],
+    ]);
     const acks = toolCalls(origin, "agent_task_ack");
     expect(acks.map((call) => [call.isError, call.args.taskId])).toEqual([[false, assignment!.taskId]]);
     // Nothing was presented twice although both sides re-sent what the new relay never saw.
@@ -222,7 +279,10 @@ describe("relay restart mid-task", () => {
     const rows = audit.filter((line) => /^ +\d+\. /.test(line));
     // Created, question, answer, completed and the ACK travelled to the worker across the restart.
     for (const type of ["task.created", "task.question", "task.answer", "task.completed", "task.parent_acknowledged"]) {
-      expect({ type, row: rows.find((line) => line.includes(` ${type} `)) }).toEqual({ type, row: expect.stringContaining("held by origin, worker") });
+      expect({ type, row: rows.find((line) => line.includes(` ${type} `)) }).toEqual({
+        type,
+        row: expect.stringContaining("held by origin, worker"),
+      });
     }
     expect(audit.at(-1)).toBe("no gaps: every side holds what it should");
   });

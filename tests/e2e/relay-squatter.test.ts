@@ -37,8 +37,25 @@ function squatter(port: number): { seen: string[]; stop(): void } {
     fetch(request) {
       const path = new URL(request.url).pathname;
       seen.push(`${request.method} ${path}`);
-      if (path === "/api/task-relay/profile") return Response.json({ ok: true, profile: "volatile-v1", epoch, endpointPath: "/api/task-relay/volatile-v1", federation: { enabled: false }, features: [] });
-      return Response.json({ ok: true, profile: "volatile-v1", epoch, value: { kind: "connected", endpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() }, leaseExpiresAt: new Date(Date.now() + 60_000).toISOString() } });
+      if (path === "/api/task-relay/profile")
+        return Response.json({
+          ok: true,
+          profile: "volatile-v1",
+          epoch,
+          endpointPath: "/api/task-relay/volatile-v1",
+          federation: { enabled: false },
+          features: [],
+        });
+      return Response.json({
+        ok: true,
+        profile: "volatile-v1",
+        epoch,
+        value: {
+          kind: "connected",
+          endpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() },
+          leaseExpiresAt: new Date(Date.now() + 60_000).toISOString(),
+        },
+      });
     },
   });
   return { seen, stop: () => server.stop(true) };
@@ -55,8 +72,22 @@ describeOnHosts("a squatter on the user's relay port", (host) => {
       const pi = startPi({
         host,
         session: "victim",
-        env: { WOLFPACK_PORT: String(port), PI_TASKS_EMBEDDED_RELAY: undefined, PI_TASKS_RELAY_SECRET_DIR: join(secrets.path, "relay-secrets") },
-        brain: (turn) => (called(turn, "agent_task_send") ? { text: "done" } : { tools: [{ name: "agent_task_send", arguments: { to: { relay: "wolfpack-pi-tasks-v2", id: "00000000-0000-4000-8000-0000000000aa" }, task: "x" } }] }),
+        env: {
+          WOLFPACK_PORT: String(port),
+          PI_TASKS_EMBEDDED_RELAY: undefined,
+          PI_TASKS_RELAY_SECRET_DIR: join(secrets.path, "relay-secrets"),
+        },
+        brain: (turn) =>
+          called(turn, "agent_task_send")
+            ? { text: "done" }
+            : {
+                tools: [
+                  {
+                    name: "agent_task_send",
+                    arguments: { to: { relay: "wolfpack-pi-tasks-v2", id: "00000000-0000-4000-8000-0000000000aa" }, task: "x" },
+                  },
+                ],
+              },
       });
       started.push(pi);
       const footer = `tasks: the relay at http://127.0.0.1:${port} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
@@ -64,7 +95,9 @@ describeOnHosts("a squatter on the user's relay port", (host) => {
       pi.prompt("Send a task.");
       await pi.waitFor((record) => record.type === "agent_settled", 20_000);
       const sent = toolCalls(pi, "agent_task_send");
-      expect(sent.map((call) => ({ isError: call.isError, code: call.text.includes("RELAY_NOT_PROVEN") }))).toEqual([{ isError: true, code: true }]);
+      expect(sent.map((call) => ({ isError: call.isError, code: call.text.includes("RELAY_NOT_PROVEN") }))).toEqual([
+        { isError: true, code: true },
+      ]);
       expect(statusTexts(pi).filter((text) => text?.includes("idle"))).toEqual([]);
       expect(held.seen).toEqual(["GET /api/task-relay/profile"]);
       expect(pi.problems()).toEqual([]);

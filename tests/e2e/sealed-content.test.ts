@@ -33,7 +33,12 @@ const SNAPSHOT_TIMEOUT_MS = 20_000;
 const SNAPSHOT_POLL_MS = 50;
 
 const SECRET = `sealed-secret-${crypto.randomUUID()}`;
-const PIECES = { task: `${SECRET}-in-the-task`, question: `${SECRET}-in-a-question`, answer: `${SECRET}-in-an-answer`, result: `${SECRET}-in-the-result` } as const;
+const PIECES = {
+  task: `${SECRET}-in-the-task`,
+  question: `${SECRET}-in-a-question`,
+  answer: `${SECRET}-in-an-answer`,
+  result: `${SECRET}-in-the-result`,
+} as const;
 const CLEAR_MARKER = `clear-marker-${crypto.randomUUID()}`;
 
 function trustOf(identity: Identity, peers: Record<string, Identity>): TrustOptions {
@@ -103,7 +108,9 @@ describe("the relay's memory (a heap snapshot of the real relay on Node)", () =>
 
   beforeAll(async () => {
     snapshots = mkdtempSync(join(tmpdir(), "pi-tasks-heap-"));
-    relay = await startRelayProcess({ command: [NODE_BINARY, "--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapshots}`, CLI_BUNDLE] });
+    relay = await startRelayProcess({
+      command: [NODE_BINARY, "--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapshots}`, CLI_BUNDLE],
+    });
   });
 
   afterAll(async () => {
@@ -116,7 +123,11 @@ describe("the relay's memory (a heap snapshot of the real relay on Node)", () =>
   async function snapshot(): Promise<string> {
     const before = new Set(readdirSync(snapshots));
     relay.process.kill("SIGUSR2");
-    const file = await eventually(() => readdirSync(snapshots).find((name) => name.endsWith(".heapsnapshot") && !before.has(name)), SNAPSHOT_TIMEOUT_MS, SNAPSHOT_POLL_MS);
+    const file = await eventually(
+      () => readdirSync(snapshots).find((name) => name.endsWith(".heapsnapshot") && !before.has(name)),
+      SNAPSHOT_TIMEOUT_MS,
+      SNAPSHOT_POLL_MS,
+    );
     if (file === undefined) throw new Error(`no heap snapshot within ${SNAPSHOT_TIMEOUT_MS} ms`);
     // Node writes the snapshot on its main thread: once the relay answers a request, it is complete.
     await fetch(`${relay.url}/api/task-relay/profile`);

@@ -38,23 +38,93 @@ const NO_TASK = "no-such-task";
 
 const CASES: readonly Case[] = [
   { label: "send: unknown field", tool: "agent_task_send", args: (to) => ({ to, task: "x", priority: 1 }), expect: "validation" },
-  { label: "send: unknown field inside the endpoint", tool: "agent_task_send", args: (to) => ({ to: { ...to, alias: "w" }, task: "x" }), expect: "validation" },
-  { label: "send: wrong type (endpoint as a name)", tool: "agent_task_send", args: () => ({ to: "the-worker", task: "x" }), expect: "validation" },
+  {
+    label: "send: unknown field inside the endpoint",
+    tool: "agent_task_send",
+    args: (to) => ({ to: { ...to, alias: "w" }, task: "x" }),
+    expect: "validation",
+  },
+  {
+    label: "send: wrong type (endpoint as a name)",
+    tool: "agent_task_send",
+    args: () => ({ to: "the-worker", task: "x" }),
+    expect: "validation",
+  },
   { label: "send: missing task", tool: "agent_task_send", args: (to) => ({ to }), expect: "validation" },
   { label: "send: empty task", tool: "agent_task_send", args: (to) => ({ to, task: "" }), expect: "validation" },
-  { label: "send: task too long", tool: "agent_task_send", args: (to) => ({ to, task: "x".repeat(maxTaskTextChars + 1) }), expect: "validation" },
-  { label: "send: timeoutMs below the minimum", tool: "agent_task_send", args: (to) => ({ to, task: "x", timeoutMs: taskTimeoutMinMs - 1 }), expect: "validation" },
-  { label: "send: timeoutMs above the maximum", tool: "agent_task_send", args: (to) => ({ to, task: "x", timeoutMs: taskTimeoutMaxMs + 1 }), expect: "validation" },
-  { label: "send: unregistered target", tool: "agent_task_send", args: () => ({ to: { relay: RELAY_ID, id: "00000000-0000-4000-8000-00000000dead" }, task: "x" }), expect: "TARGET_NOT_REGISTERED" },
-  { label: "message: unknown taskId", tool: "agent_task_message", args: () => ({ taskId: NO_TASK, type: "question", message: "?" }), expect: "UNKNOWN_TASK" },
-  { label: "message: unknown type", tool: "agent_task_message", args: () => ({ taskId: NO_TASK, type: "shout", message: "?" }), expect: "validation" },
-  { label: "message: missing message", tool: "agent_task_message", args: () => ({ taskId: NO_TASK, type: "question" }), expect: "validation" },
-  { label: "message: unknown field", tool: "agent_task_message", args: () => ({ taskId: NO_TASK, type: "question", message: "?", urgent: true }), expect: "validation" },
-  { label: "done: unknown taskId", tool: "agent_task_done", args: () => ({ taskId: NO_TASK, status: "completed", summary: "s" }), expect: "UNKNOWN_TASK" },
-  { label: "done: unknown status", tool: "agent_task_done", args: () => ({ taskId: NO_TASK, status: "finished", summary: "s" }), expect: "validation" },
-  { label: "done: summary too long", tool: "agent_task_done", args: () => ({ taskId: NO_TASK, status: "completed", summary: "s".repeat(maxSummaryChars + 1) }), expect: "validation" },
+  {
+    label: "send: task too long",
+    tool: "agent_task_send",
+    args: (to) => ({ to, task: "x".repeat(maxTaskTextChars + 1) }),
+    expect: "validation",
+  },
+  {
+    label: "send: timeoutMs below the minimum",
+    tool: "agent_task_send",
+    args: (to) => ({ to, task: "x", timeoutMs: taskTimeoutMinMs - 1 }),
+    expect: "validation",
+  },
+  {
+    label: "send: timeoutMs above the maximum",
+    tool: "agent_task_send",
+    args: (to) => ({ to, task: "x", timeoutMs: taskTimeoutMaxMs + 1 }),
+    expect: "validation",
+  },
+  {
+    label: "send: unregistered target",
+    tool: "agent_task_send",
+    args: () => ({ to: { relay: RELAY_ID, id: "00000000-0000-4000-8000-00000000dead" }, task: "x" }),
+    expect: "TARGET_NOT_REGISTERED",
+  },
+  {
+    label: "message: unknown taskId",
+    tool: "agent_task_message",
+    args: () => ({ taskId: NO_TASK, type: "question", message: "?" }),
+    expect: "UNKNOWN_TASK",
+  },
+  {
+    label: "message: unknown type",
+    tool: "agent_task_message",
+    args: () => ({ taskId: NO_TASK, type: "shout", message: "?" }),
+    expect: "validation",
+  },
+  {
+    label: "message: missing message",
+    tool: "agent_task_message",
+    args: () => ({ taskId: NO_TASK, type: "question" }),
+    expect: "validation",
+  },
+  {
+    label: "message: unknown field",
+    tool: "agent_task_message",
+    args: () => ({ taskId: NO_TASK, type: "question", message: "?", urgent: true }),
+    expect: "validation",
+  },
+  {
+    label: "done: unknown taskId",
+    tool: "agent_task_done",
+    args: () => ({ taskId: NO_TASK, status: "completed", summary: "s" }),
+    expect: "UNKNOWN_TASK",
+  },
+  {
+    label: "done: unknown status",
+    tool: "agent_task_done",
+    args: () => ({ taskId: NO_TASK, status: "finished", summary: "s" }),
+    expect: "validation",
+  },
+  {
+    label: "done: summary too long",
+    tool: "agent_task_done",
+    args: () => ({ taskId: NO_TASK, status: "completed", summary: "s".repeat(maxSummaryChars + 1) }),
+    expect: "validation",
+  },
   { label: "done: missing summary", tool: "agent_task_done", args: () => ({ taskId: NO_TASK, status: "completed" }), expect: "validation" },
-  { label: "done: unknown field", tool: "agent_task_done", args: () => ({ taskId: NO_TASK, status: "completed", summary: "s", files: [] }), expect: "validation" },
+  {
+    label: "done: unknown field",
+    tool: "agent_task_done",
+    args: () => ({ taskId: NO_TASK, status: "completed", summary: "s", files: [] }),
+    expect: "validation",
+  },
   { label: "ack: unknown taskId", tool: "agent_task_ack", args: () => ({ taskId: NO_TASK }), expect: "UNKNOWN_TASK" },
   { label: "ack: missing taskId", tool: "agent_task_ack", args: () => ({}), expect: "validation" },
   { label: "ack: wrong type", tool: "agent_task_ack", args: () => ({ taskId: { id: NO_TASK } }), expect: "validation" },
@@ -63,16 +133,38 @@ const CASES: readonly Case[] = [
   { label: "status: unknown taskId", tool: "agent_task_status", args: () => ({ taskId: NO_TASK }), expect: "UNKNOWN_TASK" },
   { label: "status: missing taskId", tool: "agent_task_status", args: () => ({}), expect: "validation" },
   { label: "inbox: unknown field", tool: "agent_task_inbox", args: () => ({ ack: true }), expect: "validation" },
-  { label: "wait: unknown taskId", tool: "agent_task_wait", args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMinMs }), expect: "UNKNOWN_TASK" },
-  { label: "wait: timeoutMs below the minimum", tool: "agent_task_wait", args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMinMs - 1 }), expect: "validation" },
-  { label: "wait: timeoutMs above the maximum", tool: "agent_task_wait", args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMaxMs + 1 }), expect: "validation" },
+  {
+    label: "wait: unknown taskId",
+    tool: "agent_task_wait",
+    args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMinMs }),
+    expect: "UNKNOWN_TASK",
+  },
+  {
+    label: "wait: timeoutMs below the minimum",
+    tool: "agent_task_wait",
+    args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMinMs - 1 }),
+    expect: "validation",
+  },
+  {
+    label: "wait: timeoutMs above the maximum",
+    tool: "agent_task_wait",
+    args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMaxMs + 1 }),
+    expect: "validation",
+  },
 ];
 
 let relay: RelayProcess;
 let gate: FaultProxy;
 let target: RecoveringTaskCore;
 let origin: PiProcess;
-let outcome: Promise<{ calls: ToolCall[]; inbox: ToolCall; relayOperations: string[]; targetMail: number; fractional: ToolCall; code: number }>;
+let outcome: Promise<{
+  calls: ToolCall[];
+  inbox: ToolCall;
+  relayOperations: string[];
+  targetMail: number;
+  fractional: ToolCall;
+  code: number;
+}>;
 
 async function probe() {
   const checked = deferred();

@@ -101,19 +101,24 @@ const REFUSED = "## task refused by the worker";
 /** The worker's footer once it refused the second assignment (and after it finished the third task). */
 const WORKER_IDLE = "tasks: trust-worker · idle · 1 rejected";
 
-const isEventMessage = (title: string) => (record: RpcRecord) => isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
-const isRejectedEntry = (record: RpcRecord) => record.type === "entry_appended" && (record.entry as { customType?: unknown }).customType === REJECTED_RECORD;
+const isEventMessage = (title: string) => (record: RpcRecord) =>
+  isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
+const isRejectedEntry = (record: RpcRecord) =>
+  record.type === "entry_appended" && (record.entry as { customType?: unknown }).customType === REJECTED_RECORD;
 const isToolEnd = (name: string) => (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === name;
 const isSettled = (record: RpcRecord) => record.type === "agent_settled";
-const isParentAcked = (record: RpcRecord) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged");
-const isStatus = (text: string) => (record: RpcRecord) => record.type === "extension_ui_request" && record.method === "setStatus" && record.statusText === text;
+const isParentAcked = (record: RpcRecord) =>
+  record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged");
+const isStatus = (text: string) => (record: RpcRecord) =>
+  record.type === "extension_ui_request" && record.method === "setStatus" && record.statusText === text;
 
 /** A worker that completes any assignment it sees. */
 function workerBrain(summary: string): Brain {
   return (turn) => {
     const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
     if (taskId === undefined) return { text: "nothing assigned" };
-    if (!called(turn, "agent_task_done")) return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary } }] };
+    if (!called(turn, "agent_task_done"))
+      return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary } }] };
     return { text: "finished" };
   };
 }
@@ -122,13 +127,16 @@ function workerBrain(summary: string): Brain {
 function originBrain(to: unknown): Brain {
   return (turn) => {
     if (lastSeen(turn, THIRD_PROMPT) !== undefined) {
-      if (!called(turn, "agent_task_send", "phase three")) return { tools: [{ name: "agent_task_send", arguments: { to, task: THIRD_TASK } }] };
+      if (!called(turn, "agent_task_send", "phase three"))
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: THIRD_TASK } }] };
       const completed = lastSeen(turn, "## task completed");
-      if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      if (completed !== undefined && !called(turn, "agent_task_ack"))
+        return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
       return { text: "ok" };
     }
     if (lastSeen(turn, SECOND_PROMPT) !== undefined) {
-      if (!called(turn, "agent_task_send", "phase two")) return { tools: [{ name: "agent_task_send", arguments: { to, task: SECOND_TASK } }] };
+      if (!called(turn, "agent_task_send", "phase two"))
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: SECOND_TASK } }] };
       if (lastSeen(turn, REFUSED) === undefined) return { text: "sent" };
       return { text: "The worker refused the task: it has not paired with us. Telling my operator." };
     }
@@ -190,8 +198,15 @@ async function twoUsers() {
   await happened(origin, isSettled, 10_000, start1.origin);
   // Longer than an active poll: a late presentation, a hello counted as mail or a task leaving would show.
   await Bun.sleep(1_500);
-  await happened(origin, isSettled, 10_000, origin.records.findLastIndex((record) => record.type === "agent_start"));
-  const firstTaskId = String((toolCalls(origin, "agent_task_send")[0]?.details.error as { details?: { taskId?: unknown } } | undefined)?.details?.taskId);
+  await happened(
+    origin,
+    isSettled,
+    10_000,
+    origin.records.findLastIndex((record) => record.type === "agent_start"),
+  );
+  const firstTaskId = String(
+    (toolCalls(origin, "agent_task_send")[0]?.details.error as { details?: { taskId?: unknown } } | undefined)?.details?.taskId,
+  );
   const phase1 = {
     sends: toolCalls(origin, "agent_task_send"),
     originEvents: eventMessages(origin),
@@ -229,7 +244,15 @@ async function twoUsers() {
   // restart); the CLI then finds the same pair already made.
   const typedFrom = worker.records.length;
   worker.prompt(`/tasks pair origin ${identityA.publicKey}`);
-  const pairedInPi = String((await worker.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks: paired"), 10_000, typedFrom)).message);
+  const pairedInPi = String(
+    (
+      await worker.waitFor(
+        (item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks: paired"),
+        10_000,
+        typedFrom,
+      )
+    ).message,
+  );
   const pairedAtB = await piTasks(homeB, ["peers", "add", "origin", identityA.publicKey, "--yes"]);
   const [peersOfA, peersOfB] = await Promise.all([piTasks(homeA, ["peers", "list"]), piTasks(homeB, ["peers", "list"])]);
   const from = { origin: origin.records.length, worker: worker.records.length };
@@ -241,7 +264,24 @@ async function twoUsers() {
   await Bun.sleep(500);
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const done = await stopped({ origin, worker });
-  return { identityA, identityB, pairedInPi, pairedAtA, pairedAtB, peersOfA, peersOfB, origin, worker, firstTaskId, secondTaskId, phase1, phase2, from, entries, ...done };
+  return {
+    identityA,
+    identityB,
+    pairedInPi,
+    pairedAtA,
+    pairedAtB,
+    peersOfA,
+    peersOfB,
+    origin,
+    worker,
+    firstTaskId,
+    secondTaskId,
+    phase1,
+    phase2,
+    from,
+    entries,
+    ...done,
+  };
 }
 
 /** One user: both Pis on the same explicit home delegate with no setup at all. */
@@ -302,7 +342,9 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
     const [send] = phase1.sends;
     expect(send!.text.split("\n")[0]).toBe("## task error");
     expect(field(send!.text, "code")).toBe("UNKNOWN_PEER");
-    expect(field(send!.text, "message")).toBe(`the worker at this endpoint is signed by key ${identityB.fingerprint}, which this identity has not paired with; nothing was sent to it`);
+    expect(field(send!.text, "message")).toBe(
+      `the worker at this endpoint is signed by key ${identityB.fingerprint}, which this identity has not paired with; nothing was sent to it`,
+    );
     expect(field(send!.text, "retryable")).toBe("false");
     const error = send!.details.error as { code?: unknown; details?: unknown };
     expect(error.code).toBe("UNKNOWN_PEER");
@@ -338,12 +380,20 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
     expect(line).toContain(`"${FIRST_TASK}"`);
     expect(detail[0]).toBe(`task ${firstTaskId}`);
     expect(detail.some((text) => text.startsWith("  status failed;"))).toBe(true);
-    expect(detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, "").replace(/ — .*$/, ""))).toEqual(["task.created", "task.failed"]);
+    expect(
+      detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, "").replace(/ — .*$/, "")),
+    ).toEqual(["task.created", "task.failed"]);
   });
 
   test("the origin's person pairs the worker with `pi-tasks peers add` while its Pi runs", async () => {
     const { pairedAtA, identityB } = await two;
-    expect({ ok: pairedAtA.ok, changed: pairedAtA.changed, name: pairedAtA.peer.name, key: pairedAtA.peer.key, fingerprint: pairedAtA.peer.fingerprint }).toEqual({
+    expect({
+      ok: pairedAtA.ok,
+      changed: pairedAtA.changed,
+      name: pairedAtA.peer.name,
+      key: pairedAtA.peer.key,
+      fingerprint: pairedAtA.peer.fingerprint,
+    }).toEqual({
       ok: true,
       changed: true,
       name: "worker",
@@ -354,9 +404,14 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
 
   test("the worker does not trust the origin: the second assignment leaves, and the worker refuses it before its model sees it — one pi-tasks-rejected entry (UNKNOWN_PEER, naming the origin's key and claimed name), footer `1 rejected`", async () => {
     const { phase2, identityA, secondTaskId } = await two;
-    expect(phase2.sends.map((call) => ({ task: call.args.task, isError: call.isError, delivery: call.details.delivery, taskId: call.details.taskId }))).toEqual([
-      { task: SECOND_TASK, isError: false, delivery: "accepted", taskId: secondTaskId },
-    ]);
+    expect(
+      phase2.sends.map((call) => ({
+        task: call.args.task,
+        isError: call.isError,
+        delivery: call.details.delivery,
+        taskId: call.details.taskId,
+      })),
+    ).toEqual([{ task: SECOND_TASK, isError: false, delivery: "accepted", taskId: secondTaskId }]);
     expect(phase2.sends[0]!.text).toContain("- delivery: relay acceptance only");
     expect(phase2.worker.runsStarted).toBe(0);
     expect(phase2.worker.events).toBe(0);
@@ -376,7 +431,9 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
     const { phase2, identityB, secondTaskId } = await two;
     expect(phase2.refusalArrived).toBe(true);
     // The refusal is the one message: the failure it caused is not a second one.
-    expect(phase2.originEvents.map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([{ taskId: secondTaskId, type: "task.refused" }]);
+    expect(phase2.originEvents.map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([
+      { taskId: secondTaskId, type: "task.refused" },
+    ]);
     const content = phase2.originEvents[0]!.content;
     expect(content.split("\n")[0]).toBe(REFUSED);
     expect(content.split("\n")[1]).toBe(`> Peer mail from paired peer "worker" (key ${identityB.fingerprint}), signature verified.`);
@@ -385,7 +442,9 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
     expect(field(content, "reason")).toBe("UNKNOWN_PEER");
     expect(field(content, "refusedBy")).toBe(`key ${identityB.fingerprint}, claiming the name \`trust-worker\` (unverified claim)`);
     expect(field(content, "refusedByKey")).toBe(identityB.publicKey);
-    expect(content).toContain("The worker's pi-tasks (a key you trust) refused this assignment before its model saw it: it does not trust your identity. Nothing ran; the task failed.");
+    expect(content).toContain(
+      "The worker's pi-tasks (a key you trust) refused this assignment before its model saw it: it does not trust your identity. Nothing ran; the task failed.",
+    );
     expect(content).not.toContain("agent_task_cancel");
     expect(content).toContain("Pairing is their decision, never yours");
     expect(content).toContain("`/tasks pair NAME KEY`");
@@ -407,15 +466,25 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
     expect(detail[0]).toBe(`task ${secondTaskId}`);
     expect(detail.some((text) => text.startsWith("  status failed;"))).toBe(true);
     expect(detail).toContain(`  worker signer: paired peer "worker" (key ${(await two).identityB.fingerprint}), signature verified`);
-    expect(detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, "").replace(/ — .*$/, ""))).toEqual(["task.created", "task.refused", "task.failed"]);
+    expect(
+      detail.filter((text) => /ago {2}task\.\w+/.test(text)).map((text) => text.replace(/^.* ago {2}/, "").replace(/ — .*$/, "")),
+    ).toEqual(["task.created", "task.refused", "task.failed"]);
     // The failure the verified refusal caused (ASSIGNMENT_REFUSED, no effect) says why in its summary.
-    expect(detail.find((text) => / ago {2}task\.failed/.test(text))).toContain(`task.failed — "The worker refused the assignment (UNKNOWN_PEER`);
+    expect(detail.find((text) => / ago {2}task\.failed/.test(text))).toContain(
+      `task.failed — "The worker refused the assignment (UNKNOWN_PEER`,
+    );
   });
 
   test("`/tasks pair` typed in the worker's Pi pairs the origin's key (no Pi restart); `pi-tasks peers add` then finds it made", async () => {
     const { pairedInPi, pairedAtB, peersOfA, peersOfB, identityA, identityB } = await two;
     expect(pairedInPi).toBe(`pi-tasks: paired origin (fingerprint ${identityA.fingerprint}); its mail is trusted from now on.`);
-    expect({ ok: pairedAtB.ok, changed: pairedAtB.changed, name: pairedAtB.peer.name, key: pairedAtB.peer.key, fingerprint: pairedAtB.peer.fingerprint }).toEqual({
+    expect({
+      ok: pairedAtB.ok,
+      changed: pairedAtB.changed,
+      name: pairedAtB.peer.name,
+      key: pairedAtB.peer.key,
+      fingerprint: pairedAtB.peer.fingerprint,
+    }).toEqual({
       ok: true,
       changed: false,
       name: "origin",
@@ -434,10 +503,14 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
     expect(new Set([firstTaskId, secondTaskId, thirdTaskId]).size).toBe(3);
     expect(sends[2]!.details.delivery).toBe("accepted");
     // The worker's model got the third task and only it.
-    expect(eventMessages(worker).map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([{ taskId: thirdTaskId, type: "task.created" }]);
+    expect(eventMessages(worker).map((event) => ({ taskId: event.taskId, type: event.type }))).toEqual([
+      { taskId: thirdTaskId, type: "task.created" },
+    ]);
     expect(quotedText(eventMessages(worker)[0]!.content)).toBe(THIRD_TASK);
     const done = toolCalls(worker, "agent_task_done");
-    expect(done.map((call) => ({ taskId: call.args.taskId, status: call.args.status, isError: call.isError }))).toEqual([{ taskId: thirdTaskId, status: "completed", isError: false }]);
+    expect(done.map((call) => ({ taskId: call.args.taskId, status: call.args.status, isError: call.isError }))).toEqual([
+      { taskId: thirdTaskId, status: "completed", isError: false },
+    ]);
     // The origin's model was woken with the completion and acknowledged it.
     const completed = eventMessages(origin).filter((event) => event.type === "task.completed");
     expect(completed.map((event) => event.taskId)).toEqual([thirdTaskId]);
@@ -454,10 +527,16 @@ describe("two Pis with different PI_TASKS_HOME: unpaired, nothing of the task le
   test("paired both ways: each side's rendered events open with the peer frame naming the paired peer name and its fingerprint", async () => {
     const { origin, worker, identityA, identityB } = await two;
     const assignment = eventMessages(worker).find((event) => event.type === "task.created")!;
-    expect(assignment.content.split("\n").slice(0, 2)).toEqual(["## task assignment", `> Peer mail from paired peer "origin" (key ${identityA.fingerprint}), signature verified.`]);
+    expect(assignment.content.split("\n").slice(0, 2)).toEqual([
+      "## task assignment",
+      `> Peer mail from paired peer "origin" (key ${identityA.fingerprint}), signature verified.`,
+    ]);
     expect(field(assignment.content, "from")).toEndWith(', signed by paired peer "origin"');
     const completed = eventMessages(origin).find((event) => event.type === "task.completed")!;
-    expect(completed.content.split("\n").slice(0, 2)).toEqual(["## task completed", `> Peer mail from paired peer "worker" (key ${identityB.fingerprint}), signature verified.`]);
+    expect(completed.content.split("\n").slice(0, 2)).toEqual([
+      "## task completed",
+      `> Peer mail from paired peer "worker" (key ${identityB.fingerprint}), signature verified.`,
+    ]);
   });
 
   test("each event appears once at each side, and both Pis stop cleanly", async () => {
@@ -476,11 +555,17 @@ describe("two Pis sharing one PI_TASKS_HOME: everything works as before, with no
     const completed = eventMessages(origin).filter((event) => event.type === "task.completed");
     expect(completed).toHaveLength(1);
     expect(quotedText(completed[0]!.content)).toBe("done on my side");
-    expect(completed[0]!.content.split("\n")[1]).toBe(`> Peer mail from a session of your own identity (key ${identity.fingerprint}), signature verified.`);
+    expect(completed[0]!.content.split("\n")[1]).toBe(
+      `> Peer mail from a session of your own identity (key ${identity.fingerprint}), signature verified.`,
+    );
     const assignment = eventMessages(worker).filter((event) => event.type === "task.created");
     expect(assignment).toHaveLength(1);
-    expect(assignment[0]!.content.split("\n")[1]).toBe(`> Peer mail from a session of your own identity (key ${identity.fingerprint}), signature verified.`);
-    expect(toolCalls(origin, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([{ taskId: completed[0]!.taskId, isError: false }]);
+    expect(assignment[0]!.content.split("\n")[1]).toBe(
+      `> Peer mail from a session of your own identity (key ${identity.fingerprint}), signature verified.`,
+    );
+    expect(toolCalls(origin, "agent_task_ack").map((call) => ({ taskId: call.args.taskId, isError: call.isError }))).toEqual([
+      { taskId: completed[0]!.taskId, isError: false },
+    ]);
     expect(peersFile).toBe(false);
     // Nothing was refused on either side.
     expect([...worker.appendedEntries(REJECTED_RECORD), ...origin.appendedEntries(REJECTED_RECORD)]).toEqual([]);

@@ -36,7 +36,14 @@ function info(): SessionInfo {
 }
 
 function hostileTask(): TaskView {
-  return taskView({ role: "origin", task: HOSTILE, events: [{ type: "task.question", payload: { intentId: "i", message: HOSTILE } }, { type: "task.progress", payload: { intentId: "i", message: HOSTILE } }] });
+  return taskView({
+    role: "origin",
+    task: HOSTILE,
+    events: [
+      { type: "task.question", payload: { intentId: "i", message: HOSTILE } },
+      { type: "task.progress", payload: { intentId: "i", message: HOSTILE } },
+    ],
+  });
 }
 
 /** Each text is one line, free of raw line-breaking and control characters. */

@@ -26,7 +26,14 @@ function infoWithRecord(pid: number): SessionInfo {
   const home = mkdtempSync(join(tmpdir(), "pi-tasks-board-"));
   homes.push(home);
   const port = 18_999;
-  const record: EmbeddedRelayRecord = { pid, port, url: `http://127.0.0.1:${port}`, log: join(home, "relays", `${port}.log`), startedAt: new Date(0).toISOString(), startedBy: process.pid };
+  const record: EmbeddedRelayRecord = {
+    pid,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    log: join(home, "relays", `${port}.log`),
+    startedAt: new Date(0).toISOString(),
+    startedBy: process.pid,
+  };
   mkdirSync(join(home, "relays"), { recursive: true });
   writeFileSync(join(home, "relays", `${port}.json`), JSON.stringify(record));
   return {
@@ -48,15 +55,28 @@ describe("the relay line", () => {
   test("after that relay stopped: the board says so, never 'started by this Pi' any more", () => {
     const pid = deadPid();
     const line = boardLines(infoWithRecord(pid), undefined, [], new Map(), 0).find((text) => text.startsWith("relay: "));
-    expect(line).toBe(`relay: http://127.0.0.1:18999 — the relay pi-tasks started (pid ${pid}) has stopped; a Pi started next starts it again`);
+    expect(line).toBe(
+      `relay: http://127.0.0.1:18999 — the relay pi-tasks started (pid ${pid}) has stopped; a Pi started next starts it again`,
+    );
   });
 });
 
 describe("the workers pi-tasks spawned", () => {
-  const worker = (session: string, pid: number, owner?: number): SpawnedWorker => ({ session, pid, projectDir: "/p", relay: "http://127.0.0.1:1", log: `/logs/${session}.log`, createdAt: "", ...(owner === undefined ? {} : { owner }) });
+  const worker = (session: string, pid: number, owner?: number): SpawnedWorker => ({
+    session,
+    pid,
+    projectDir: "/p",
+    relay: "http://127.0.0.1:1",
+    log: `/logs/${session}.log`,
+    createdAt: "",
+    ...(owner === undefined ? {} : { owner }),
+  });
 
   test("running ones are listed with their lifetime; gone ones are not", () => {
-    const lines = workerLines([worker("mine", process.pid, 42), worker("kept", process.pid), worker("theirs", process.pid, 7), worker("gone", deadPid(), 42)], 42);
+    const lines = workerLines(
+      [worker("mine", process.pid, 42), worker("kept", process.pid), worker("theirs", process.pid, 7), worker("gone", deadPid(), 42)],
+      42,
+    );
     expect(lines).toEqual([
       "workers spawned by pi-tasks (3):",
       `  mine — pid ${process.pid}, stops when this Pi exits; log /logs/mine.log`,

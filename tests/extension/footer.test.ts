@@ -25,6 +25,8 @@ describe("trust refusals in words", () => {
     expect(errorWords(new TaskError("UNKNOWN_PEER"), "intake", undefined)).toContain("/tasks pair");
     expect(errorWords(new TaskError("UNSIGNED_EVENT"), "intake", undefined)).toContain("PI_TASKS_TRUST=unsigned");
     expect(errorWords(new TaskError("SESSION_PROTECTED"), "lease", undefined)).toContain("another process holds this session name");
-    expect(errorWords(new TaskError("INVALID_EVENT"), "intake", undefined)).toBe("tasks: rejected an invalid delivery (INVALID_EVENT) — see /tasks");
+    expect(errorWords(new TaskError("INVALID_EVENT"), "intake", undefined)).toBe(
+      "tasks: rejected an invalid delivery (INVALID_EVENT) — see /tasks",
+    );
   });
 });

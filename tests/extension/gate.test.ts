@@ -1,7 +1,15 @@
 import { describe, expect, test } from "bun:test";
 import { COORDINATION_TOOLS, createWorkerGate, isWorker, READ_ONLY_TOOLS, type WorkerGate } from "../../extensions/pi-tasks/gate.ts";
 import { createTaskTools } from "../../extensions/pi-tasks/tools/index.ts";
-import { ACCEPTED_DELIVERY, assignmentOf, BLOCKED_DELIVERY, type FakeCore, fakeCore, PENDING_DELIVERY, taskView } from "../helpers/extension-fakes.ts";
+import {
+  ACCEPTED_DELIVERY,
+  assignmentOf,
+  BLOCKED_DELIVERY,
+  type FakeCore,
+  fakeCore,
+  PENDING_DELIVERY,
+  taskView,
+} from "../helpers/extension-fakes.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 
 const ASSIGNMENT_REQUIRED = "PI_TASK_WORKER_ASSIGNMENT_REQUIRED";
@@ -20,7 +28,10 @@ function setup(tasks: readonly TaskView[] = [], options: { enabled?: boolean; st
   const fake = fakeCore(tasks);
   const session = new Set<string>();
   const started = options.started ?? true;
-  const gate = createWorkerGate(options.enabled ?? true, { core: () => (started ? fake.core : undefined), inSession: (eventId) => session.has(eventId) });
+  const gate = createWorkerGate(options.enabled ?? true, {
+    core: () => (started ? fake.core : undefined),
+    inSession: (eventId) => session.has(eventId),
+  });
   return {
     gate,
     fake,
@@ -48,7 +59,8 @@ describe("isWorker", () => {
 describe("disabled gate (an ordinary Pi)", () => {
   test("never blocks anything, even without a lifetime", () => {
     const { gate } = setup([], { enabled: false, started: false });
-    for (const tool of ["bash", "write", "agent_task_send", "agent_task_ack", "agent_task_cancel", "agent_task_done", "agent_task_message"]) expect(gate.check(tool, {})).toBeUndefined();
+    for (const tool of ["bash", "write", "agent_task_send", "agent_task_ack", "agent_task_cancel", "agent_task_done", "agent_task_message"])
+      expect(gate.check(tool, {})).toBeUndefined();
     expect(gate.waiting()).toBe(false);
   });
 });
@@ -57,13 +69,22 @@ describe("before any assignment", () => {
   test("inbox, status and wait are allowed; everything else needs an assignment", () => {
     const { gate } = setup();
     for (const tool of READ_ONLY_TOOLS) expect(gate.check(tool, { taskId: "x" })).toBeUndefined();
-    for (const tool of ["bash", "read", "write", "edit", "agent_task_message", "agent_task_done"]) expect(code(gate.check(tool, { taskId: "x" }))).toBe(ASSIGNMENT_REQUIRED);
+    for (const tool of ["bash", "read", "write", "edit", "agent_task_message", "agent_task_done"])
+      expect(code(gate.check(tool, { taskId: "x" }))).toBe(ASSIGNMENT_REQUIRED);
     expect(gate.waiting()).toBe(true);
   });
 
   test("send, cancel, ack, reassign, spawn, workers and stop are forbidden outright (named, not read from the set)", () => {
     const { gate } = setup();
-    const named = ["agent_task_send", "agent_task_cancel", "agent_task_ack", "agent_task_reassign", "agent_task_spawn", "agent_task_workers", "agent_task_stop"];
+    const named = [
+      "agent_task_send",
+      "agent_task_cancel",
+      "agent_task_ack",
+      "agent_task_reassign",
+      "agent_task_spawn",
+      "agent_task_workers",
+      "agent_task_stop",
+    ];
     for (const tool of named) expect({ tool, code: code(gate.check(tool, { taskId: "x" })) }).toEqual({ tool, code: FORBIDDEN });
     expect([...COORDINATION_TOOLS].sort()).toEqual([...named].sort());
   });

@@ -16,7 +16,16 @@ import { waitForEndpoint } from "../../kit/session-control.ts";
 type Handler = (event: unknown, ctx: unknown) => unknown;
 
 interface FakePi {
-  readonly tools: Map<string, { execute(id: string, params: unknown, signal?: AbortSignal): Promise<{ isError?: boolean; content: { text: string }[]; details: Record<string, unknown> }> }>;
+  readonly tools: Map<
+    string,
+    {
+      execute(
+        id: string,
+        params: unknown,
+        signal?: AbortSignal,
+      ): Promise<{ isError?: boolean; content: { text: string }[]; details: Record<string, unknown> }>;
+    }
+  >;
   readonly commands: Map<string, { handler(args: string, ctx: unknown): Promise<void> }>;
   /** Everything the extension wrote into Pi, in order. */
   readonly writes: { kind: "message" | "entry" | "status" | "notify" | "widget"; value: unknown }[];
@@ -24,7 +33,14 @@ interface FakePi {
   emit(name: string, event?: Record<string, unknown>): Promise<unknown[]>;
 }
 
-const ENV_KEYS = ["WOLFPACK_SESSION_NAME", "PI_TASKS_RELAY_URL", "PI_TASK_WORKER", "WOLFPACK_PORT", "WOLFPACK_JWT_SECRET", "PI_TASKS_EMBEDDED_RELAY"] as const;
+const ENV_KEYS = [
+  "WOLFPACK_SESSION_NAME",
+  "PI_TASKS_RELAY_URL",
+  "PI_TASK_WORKER",
+  "WOLFPACK_PORT",
+  "WOLFPACK_JWT_SECRET",
+  "PI_TASKS_EMBEDDED_RELAY",
+] as const;
 
 /** Loads the real factory with `env` in `process.env` (read by the factory and at session_start). */
 async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], string>>): Promise<FakePi> {
@@ -114,7 +130,10 @@ async function load(env: Parameters<typeof loadExtension>[0]): Promise<FakePi> {
 
 /** Requests of `session`'s process reaching the relay from index `from` on. */
 function operationsSince(from: number): string[] {
-  return proxy.requests().slice(from).map((request) => request.operation);
+  return proxy
+    .requests()
+    .slice(from)
+    .map((request) => request.operation);
 }
 
 const registered = (session: string) => waitForEndpoint(relay.url, session, { timeoutMs: 3_000, pollMs: 20 });
@@ -150,7 +169,9 @@ describe("the factory", () => {
       "agent_task_wait",
       "agent_task_workers",
     ]);
-    expect(handlers.sort()).toEqual(["/tasks", "agent_end", "agent_settled", "message_end", "session_shutdown", "session_start", "tool_call", "turn_end"].sort());
+    expect(handlers.sort()).toEqual(
+      ["/tasks", "agent_end", "agent_settled", "message_end", "session_shutdown", "session_start", "tool_call", "turn_end"].sort(),
+    );
     await Bun.sleep(100);
     expect(proxy.requests()).toEqual([]);
   });
@@ -180,7 +201,9 @@ describe("immediate refreshes (history #2 at the hook boundary)", () => {
       }
     }, 300);
     expect(rejections).toEqual([]);
-    expect(await eventually(() => fake.statuses.some((text) => text === "tasks: relay unreachable at http://127.0.0.1:9; retrying"), 3_000)).toBe(true);
+    expect(
+      await eventually(() => fake.statuses.some((text) => text === "tasks: relay unreachable at http://127.0.0.1:9; retrying"), 3_000),
+    ).toBe(true);
   });
 });
 

@@ -42,7 +42,14 @@ function trustWithDialog() {
 
 function request(claimedName?: string): PairingRequest {
   const key = generateIdentity().identity.publicKey;
-  return { key, fingerprint: fingerprintOf(key), taskId: crypto.randomUUID(), kind: "assignment", from: ORIGIN, ...(claimedName === undefined ? {} : { claimedName }) };
+  return {
+    key,
+    fingerprint: fingerprintOf(key),
+    taskId: crypto.randomUUID(),
+    kind: "assignment",
+    from: ORIGIN,
+    ...(claimedName === undefined ? {} : { claimedName }),
+  };
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 10));

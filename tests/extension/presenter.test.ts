@@ -1,5 +1,13 @@
 import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
-import { createPiPresenter, EVENT_MESSAGE, EVENT_RECORD, insertedEventId, type PiMessage, type PiPresenter, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
+import {
+  createPiPresenter,
+  EVENT_MESSAGE,
+  EVENT_RECORD,
+  insertedEventId,
+  type PiMessage,
+  type PiPresenter,
+  WAKE_MESSAGE,
+} from "../../extensions/pi-tasks/presenter.ts";
 import { renderEvent, renderWake } from "../../extensions/pi-tasks/render.ts";
 import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { assignmentOf, presentationItem, taskView } from "../helpers/extension-fakes.ts";
@@ -12,25 +20,46 @@ interface Harness {
   readonly sent: { message: PiMessage; options: Options }[];
   readonly appended: { customType: string; data: unknown }[];
   readonly branch: unknown[];
-  state: { idle: boolean; pending: boolean; bound: boolean; recordInserts: boolean; failSend: boolean; aborts: number; abortOnCancel: boolean };
+  state: {
+    idle: boolean;
+    pending: boolean;
+    bound: boolean;
+    recordInserts: boolean;
+    failSend: boolean;
+    aborts: number;
+    abortOnCancel: boolean;
+  };
 }
 
 function harness(shared: Partial<Harness["state"]> = {}): Harness {
   const sent: Harness["sent"] = [];
   const appended: Harness["appended"] = [];
   const branch: unknown[] = [];
-  const state = { idle: true, pending: false, bound: true, recordInserts: true, failSend: false, aborts: 0, abortOnCancel: false, ...shared };
+  const state = {
+    idle: true,
+    pending: false,
+    bound: true,
+    recordInserts: true,
+    failSend: false,
+    aborts: 0,
+    abortOnCancel: false,
+    ...shared,
+  };
   const presenter = createPiPresenter({
     sendMessage(message, options) {
       if (state.failSend) throw new Error("Extension runtime not initialized");
       sent.push({ message, options });
       // Pi records an idle insertion synchronously as a custom_message entry.
-      if (state.recordInserts && message.customType === EVENT_MESSAGE) branch.push({ type: "custom_message", customType: message.customType, content: message.content, details: message.details });
+      if (state.recordInserts && message.customType === EVENT_MESSAGE)
+        branch.push({ type: "custom_message", customType: message.customType, content: message.content, details: message.details });
     },
     appendEntry(customType, data) {
       appended.push({ customType, data });
     },
-    session: () => (state.bound ? { isIdle: () => state.idle, hasPendingMessages: () => state.pending, branch: () => branch, abort: () => void (state.aborts += 1) } : undefined),
+    session: () =>
+      state.bound
+        ? { isIdle: () => state.idle, hasPendingMessages: () => state.pending, branch: () => branch, abort: () => void (state.aborts += 1) }
+        : undefined,
     abortOnCancel: state.abortOnCancel,
   });
   return { presenter, sent, appended, branch, state };
@@ -192,10 +221,10 @@ describe("archive and loss records", () => {
     const item = presentationItem(task, task.events[1]!, { visible: false });
     presenter.archive(item);
     expect(sent).toEqual([]);
-    expect(appended).toEqual([{ customType: EVENT_RECORD, data: { taskId: task.taskId, eventId: item.eventId, role: item.role, event: item.event } }]);
+    expect(appended).toEqual([
+      { customType: EVENT_RECORD, data: { taskId: task.taskId, eventId: item.eventId, role: item.role, event: item.event } },
+    ]);
   });
-
-
 });
 
 describe("the assignment text the presenter inserts", () => {
@@ -215,8 +244,15 @@ describe("interrupt (a cancel reaching a busy worker)", () => {
   afterEach(() => jest.useRealTimers());
 
   function cancelItem() {
-    const task = taskView({ role: "target", status: "cancelled", events: [{ type: "task.cancelled", payload: { summary: "no longer needed" } }] });
-    return presentationItem(task, task.events.find((event) => event.type === "task.cancelled")!, { kind: "relay", envelopeId: crypto.randomUUID() });
+    const task = taskView({
+      role: "target",
+      status: "cancelled",
+      events: [{ type: "task.cancelled", payload: { summary: "no longer needed" } }],
+    });
+    return presentationItem(task, task.events.find((event) => event.type === "task.cancelled")!, {
+      kind: "relay",
+      envelopeId: crypto.randomUUID(),
+    });
   }
 
   test("steers at once, aborts a gate worker's turn, and reports `aborted` when the turn ends within the grace period", async () => {

@@ -109,7 +109,9 @@ describe("/tasks answer while the relay does not take it", () => {
   };
 
   test("recorded and queued (the error names its envelope, pending): it says queued, sent by itself later", async () => {
-    const { task, deps: d } = failing(new TaskError("TASK_DELIVERY_DEFERRED", { details: { taskId: "t", envelopeId: "e", delivery: "pending" } }));
+    const { task, deps: d } = failing(
+      new TaskError("TASK_DELIVERY_DEFERRED", { details: { taskId: "t", envelopeId: "e", delivery: "pending" } }),
+    );
     const [line] = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres"], d);
     expect(line).toStartWith(`pi-tasks: your answer to question ${questionOf(task).eventId.slice(0, 8)}`);
     expect(line).toContain("is queued");
@@ -129,4 +131,3 @@ describe("/tasks answer while the relay does not take it", () => {
     expect(line).toContain("was refused by the relay (PAYLOAD_TOO_LARGE");
   });
 });
-

@@ -92,7 +92,11 @@ describe("refresh scheduler", () => {
     h.scheduler.start();
     await advance(activePollIntervalMs * 3 + 10);
     expect(h.calls).toHaveLength(4);
-    expect(h.calls.slice(1).map((at, index) => at - h.calls[index]!)).toEqual([activePollIntervalMs, activePollIntervalMs, activePollIntervalMs]);
+    expect(h.calls.slice(1).map((at, index) => at - h.calls[index]!)).toEqual([
+      activePollIntervalMs,
+      activePollIntervalMs,
+      activePollIntervalMs,
+    ]);
     expect(h.scheduler.cadenceMs()).toBe(activePollIntervalMs);
     h.busy = false;
     expect(h.scheduler.cadenceMs()).toBe(idlePollIntervalMs);
@@ -196,13 +200,24 @@ describe("timers never keep a print/json-mode Pi alive", () => {
 
 interface FakeSession {
   readonly session: RelaySession;
-  readonly watches: { cursor: string; waitMs: number; signal: AbortSignal | undefined; answer(pending: boolean): void; fail(error: unknown): void }[];
+  readonly watches: {
+    cursor: string;
+    waitMs: number;
+    signal: AbortSignal | undefined;
+    answer(pending: boolean): void;
+    fail(error: unknown): void;
+  }[];
   ready: boolean;
   features: Set<string>;
 }
 
 function fakeSession(): FakeSession {
-  const state: FakeSession = { watches: [], ready: true, features: new Set([FEATURE_WATCH]), session: undefined as unknown as RelaySession };
+  const state: FakeSession = {
+    watches: [],
+    ready: true,
+    features: new Set([FEATURE_WATCH]),
+    session: undefined as unknown as RelaySession,
+  };
   (state as { session: RelaySession }).session = {
     status: () => (state.ready ? "ready" : "unbound"),
     features: () => state.features,

@@ -53,7 +53,10 @@ function literal(text: string): unknown {
 function examples(): Example[] {
   return [...SKILL.matchAll(/(agent_task_[a-z]+) \{([^}]*)\}/g)].map((match) => {
     const args: Record<string, unknown> = {};
-    for (const part of match[2]!.split(",").map((item) => item.trim()).filter(Boolean)) {
+    for (const part of match[2]!
+      .split(",")
+      .map((item) => item.trim())
+      .filter(Boolean)) {
       const [rawKey, ...rest] = part.split(":");
       const key = rawKey!.trim().replace(/\?$/, "");
       const written = rest.length === 0 ? undefined : literal(rest.join(":"));
@@ -65,7 +68,9 @@ function examples(): Example[] {
 
 /** Every field any tool takes. */
 function toolFields(): Set<string> {
-  return new Set(Object.values(TOOL_PARAMETERS).flatMap((schema) => Object.keys((schema as { properties?: Record<string, unknown> }).properties ?? {})));
+  return new Set(
+    Object.values(TOOL_PARAMETERS).flatMap((schema) => Object.keys((schema as { properties?: Record<string, unknown> }).properties ?? {})),
+  );
 }
 
 describe("the skill's tool calls", () => {

@@ -6,7 +6,15 @@ import { createTaskStore } from "../../src/store/task-store.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { maxTaskTextChars, taskTimeoutMinMs, waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { TOOL_PARAMETERS } from "../../src/protocol/schemas.ts";
-import { ACCEPTED_DELIVERY, assignmentOf, BLOCKED_DELIVERY, type FakeCore, fakeCore, PENDING_DELIVERY, taskView } from "../helpers/extension-fakes.ts";
+import {
+  ACCEPTED_DELIVERY,
+  assignmentOf,
+  BLOCKED_DELIVERY,
+  type FakeCore,
+  fakeCore,
+  PENDING_DELIVERY,
+  taskView,
+} from "../helpers/extension-fakes.ts";
 import { flushMicrotasks } from "../../kit/async.ts";
 import { WORKER } from "../helpers/fixtures.ts";
 
@@ -54,7 +62,8 @@ function text(result: ToolResult): string {
 
 function expectError(result: ToolResult, code: string, retryable?: boolean): Record<string, unknown> {
   expect(result.isError).toBe(true);
-  const error = (result.details as { error: { code: string; retryable: boolean; message: string; details: Record<string, unknown> } }).error;
+  const error = (result.details as { error: { code: string; retryable: boolean; message: string; details: Record<string, unknown> } })
+    .error;
   expect(error.code).toBe(code);
   expect(typeof error.message).toBe("string");
   if (retryable !== undefined) expect(error.retryable).toBe(retryable);
@@ -83,11 +92,14 @@ describe("the tool surface", () => {
 describe("errors are isError results with code, retryable and details", () => {
   test("invalid input is refused before any relay request: once, by the core for relay work, by the tool for local reads", async () => {
     // A real core whose relay session must never be used.
-    const untouchable = new Proxy({}, {
-      get: () => () => {
-        throw new Error("the relay session was used");
+    const untouchable = new Proxy(
+      {},
+      {
+        get: () => () => {
+          throw new Error("the relay session was used");
+        },
       },
-    }) as RelaySession;
+    ) as RelaySession;
     const core = createTaskCore({ store: createTaskStore(), session: untouchable });
     const h = harness();
     const tools = createTaskTools({
@@ -187,7 +199,15 @@ describe("successful operations", () => {
 
   test("done whose delivery is blocked is an error with the relay's code and the blocked delivery", async () => {
     const h = harness();
-    h.outcome = { value: { taskId: "t-1", requestedStatus: "completed", observedCanonicalStatus: "active", authority: "receiver", terminalDelivery: BLOCKED_DELIVERY } };
+    h.outcome = {
+      value: {
+        taskId: "t-1",
+        requestedStatus: "completed",
+        observedCanonicalStatus: "active",
+        authority: "receiver",
+        terminalDelivery: BLOCKED_DELIVERY,
+      },
+    };
     const result = await h.tools.agent_task_done!.execute("call", { taskId: "t-1", status: "completed", summary: "s" }, undefined);
     expect(result.isError).toBe(true);
     expect(text(result)).toContain("- code: TARGET_NOT_REGISTERED");
@@ -269,7 +289,12 @@ describe("agent_task_wait", () => {
     }
     const gaps = fake.reads.slice(1).map((at, index) => at - fake.reads[index]!);
     const expected: number[] = [];
-    for (let delay = waitBackoffInitialMs; expected.reduce((sum, gap) => sum + gap, 0) + delay <= 12_000; delay = Math.min(delay * 2, waitBackoffMaxMs)) expected.push(delay);
+    for (
+      let delay = waitBackoffInitialMs;
+      expected.reduce((sum, gap) => sum + gap, 0) + delay <= 12_000;
+      delay = Math.min(delay * 2, waitBackoffMaxMs)
+    )
+      expected.push(delay);
     expect(gaps).toEqual(expected);
     expect(expected.slice(0, 4)).toEqual([waitBackoffInitialMs, waitBackoffInitialMs * 2, waitBackoffInitialMs * 4, waitBackoffMaxMs]);
     expect(h.runs).toEqual([]);
@@ -308,7 +333,11 @@ describe("agent_task_wait", () => {
   test("taskId and taskIds together, or neither, is INVALID_REQUEST", async () => {
     const task = taskView({ role: "origin" });
     const h = harness(fakeCore([task]));
-    expectError(await h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, taskIds: [task.taskId] }, undefined), "INVALID_REQUEST", false);
+    expectError(
+      await h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, taskIds: [task.taskId] }, undefined),
+      "INVALID_REQUEST",
+      false,
+    );
     expectError(await h.tools.agent_task_wait!.execute("call", {}, undefined), "INVALID_REQUEST", false);
   });
 

@@ -12,7 +12,13 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
 import { createTaskCore, coreInternals } from "../../src/core/task-core.ts";
 import { createVirtualTimers } from "../../kit/virtual-timers.ts";
-import { capacityCooldownMs, leaseRenewMarginMs, maxResponseBodyBytes, orphanProbeIntervalMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import {
+  capacityCooldownMs,
+  leaseRenewMarginMs,
+  maxResponseBodyBytes,
+  orphanProbeIntervalMs,
+  taskTimeoutMinMs,
+} from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
@@ -37,14 +43,25 @@ const rig = () => faultRig(fx, REQUEST_TIMEOUT_MS);
 
 // -- request filters ------------------------------------------------------------------------------
 
-type Body = { envelope?: { envelopeId?: string; target?: TaskEndpoint; payload?: { kind?: string; taskId?: string } }; envelopeId?: string; envelopeIds?: string[]; endpoint?: TaskEndpoint };
+type Body = {
+  envelope?: { envelopeId?: string; target?: TaskEndpoint; payload?: { kind?: string; taskId?: string } };
+  envelopeId?: string;
+  envelopeIds?: string[];
+  endpoint?: TaskEndpoint;
+};
 
 const body = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
 const isAssignment = (request: ProxyRequest) => body(request).envelope?.payload?.kind === "assignment";
 const sendsOf = (proxy: FaultProxy, envelopeId: string) =>
   proxy.requests().filter((request) => request.operation === "send" && body(request).envelope?.envelopeId === envelopeId);
 const acksOf = (proxy: FaultProxy, envelopeId: string) =>
-  proxy.requests().filter((request) => request.operation === "acknowledge" && (body(request).envelopeId === envelopeId || (body(request).envelopeIds ?? []).includes(envelopeId)));
+  proxy
+    .requests()
+    .filter(
+      (request) =>
+        request.operation === "acknowledge" &&
+        (body(request).envelopeId === envelopeId || (body(request).envelopeIds ?? []).includes(envelopeId)),
+    );
 const fromEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => body(request).endpoint?.id === endpoint.id;
 const toEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => body(request).envelope?.target?.id === endpoint.id;
 
@@ -55,7 +72,7 @@ function repliesTo(party: ObservedParty, operation: string) {
 /** Envelope ids the relay delivered to this party (every receive reply that reached it). */
 function deliveredIds(party: ObservedParty): string[] {
   return repliesTo(party, "receive").flatMap((entry) => {
-    const deliveries = ((entry.reply?.value as { deliveries?: { envelope: { envelopeId: string } }[] } | undefined)?.deliveries ?? []);
+    const deliveries = (entry.reply?.value as { deliveries?: { envelope: { envelopeId: string } }[] } | undefined)?.deliveries ?? [];
     return deliveries.map((delivery) => delivery.envelope.envelopeId);
   });
 }
@@ -97,7 +114,9 @@ describe("lost replies", () => {
     const sends = sendsOf(r.proxy, envelopeId);
     expect(sends.length).toBe(2);
     expect(JSON.stringify(body(sends[1]!).envelope)).toBe(JSON.stringify(body(sends[0]!).envelope));
-    const acceptance = repliesTo(r.origin, "send").find((entry) => (entry.request as Body).envelope?.envelopeId === envelopeId && entry.reply !== undefined);
+    const acceptance = repliesTo(r.origin, "send").find(
+      (entry) => (entry.request as Body).envelope?.envelopeId === envelopeId && entry.reply !== undefined,
+    );
     expect((acceptance?.reply?.value as { duplicate?: boolean }).duplicate).toBe(true);
 
     await finish(r);
@@ -124,7 +143,9 @@ describe("lost replies", () => {
     const acks = acksOf(r.proxy, created.envelopeId);
     expect(acks.length).toBe(2);
     expect(acks[1]!.text).toBe(acks[0]!.text);
-    const repaired = repliesTo(r.worker, "acknowledge").filter((entry) => entry.reply !== undefined && (entry.request as Body).envelopeId === created.envelopeId);
+    const repaired = repliesTo(r.worker, "acknowledge").filter(
+      (entry) => entry.reply !== undefined && (entry.request as Body).envelopeId === created.envelopeId,
+    );
     expect(repaired.map((entry) => (entry.reply!.value as { duplicate: boolean }).duplicate)).toEqual([true]);
 
     await finish(r);
@@ -172,7 +193,12 @@ describe("capacity", () => {
     const acks = r.proxy.push({ operation: "acknowledge", kind: "status-429", times: BURST, when: fromEndpoint(to) });
     await through(acks, [r.worker, r.origin]);
     await drain([r.origin, r.worker], { timers: r.timers });
-    expect(r.worker.core.listTasks().map((task) => task.taskId).sort()).toEqual([...taskIds].sort());
+    expect(
+      r.worker.core
+        .listTasks()
+        .map((task) => task.taskId)
+        .sort(),
+    ).toEqual([...taskIds].sort());
 
     // 4. A mixed burst while the worker finishes and the origin acknowledges.
     const mixed = r.proxy.push({ operation: ["send", "receive", "acknowledge"], kind: "status-429", times: 3 * BURST });
@@ -255,7 +281,10 @@ describe("relay loss", () => {
     expect(down.failures.get("intake")?.code).toBe("RELAY_UNAVAILABLE");
     expect(origin.recovering()).toBe(false);
     // The worker finishes while the relay is down: its result waits in its outbox.
-    expect((await failure(worker.run((core) => core.done({ taskId: created.taskId, status: "completed", summary: "done during the outage" })))).code).toBe("RELAY_UNAVAILABLE");
+    expect(
+      (await failure(worker.run((core) => core.done({ taskId: created.taskId, status: "completed", summary: "done during the outage" }))))
+        .code,
+    ).toBe("RELAY_UNAVAILABLE");
 
     const second = await startRelayProcess({ port: first.port });
     fx.defer(() => second.stop());
@@ -289,7 +318,6 @@ describe("relay loss", () => {
     }
   });
 });
-
 
 describe("isolation of one undeliverable envelope", () => {
   test("an envelope held by capacity never blocks mail to other targets, receive, timeouts or lease renewal", async () => {
@@ -328,7 +356,11 @@ describe("isolation of one undeliverable envelope", () => {
     timers.jump(capacityCooldownMs);
     await Bun.sleep(RENEW_DUE_MS);
     const endpointBefore = a.core.endpoint();
-    const connectsOfA = () => proxy.requests().filter((request) => request.operation === "connect" && (request.body as { callerSession?: string }).callerSession === a.name).length;
+    const connectsOfA = () =>
+      proxy
+        .requests()
+        .filter((request) => request.operation === "connect" && (request.body as { callerSession?: string }).callerSession === a.name)
+        .length;
     const connectsBefore = connectsOfA();
     const report = await a.core.refresh();
     // The lease was renewed in this pass, keeping the endpoint id.
@@ -347,7 +379,9 @@ describe("isolation of one undeliverable envelope", () => {
     // Once C takes mail again, its two messages arrive in creation order.
     proxy.clear();
     await drain([a, b, c], { timers });
-    const atC = c.host.inserted.filter((item) => item.event.type === "task.information").map((item) => (item.event.payload as { message: string }).message);
+    const atC = c.host.inserted
+      .filter((item) => item.event.type === "task.information")
+      .map((item) => (item.event.payload as { message: string }).message);
     expect(atC).toEqual(["held first", "held second"]);
     expectAllPresentedOnce(a, b);
     expectAllPresentedOnce(a, c);
@@ -391,14 +425,30 @@ describe("slow and broken replies", () => {
       { name: "not JSON", rule: { operation: "receive", kind: "malformed-json" }, code: "INVALID_RESPONSE" },
       { name: "oversized with Content-Length", rule: { operation: "receive", kind: "oversized" }, code: "INVALID_RESPONSE" },
       { name: "oversized chunked", rule: { operation: "receive", kind: "oversized", chunked: true }, code: "INVALID_RESPONSE" },
-      { name: "just over the cap", rule: { operation: "receive", kind: "oversized", bytes: maxResponseBodyBytes + 1 }, code: "INVALID_RESPONSE" },
+      {
+        name: "just over the cap",
+        rule: { operation: "receive", kind: "oversized", bytes: maxResponseBodyBytes + 1 },
+        code: "INVALID_RESPONSE",
+      },
       {
         name: "an item repeated in one page",
-        rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => (reply.value.deliveries.push(reply.value.deliveries[0]), reply) },
+        rule: {
+          operation: "receive",
+          kind: "rewrite",
+          rewrite: (reply: Reply) => (reply.value.deliveries.push(reply.value.deliveries[0]), reply),
+        },
         code: "INVALID_INBOX",
       },
-      { name: "descending cursors", rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => (reply.value.deliveries.reverse(), reply) }, code: "INVALID_INBOX" },
-      { name: "a wrong nextCursor", rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => ((reply.value.nextCursor = "999"), reply) }, code: "INVALID_INBOX" },
+      {
+        name: "descending cursors",
+        rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => (reply.value.deliveries.reverse(), reply) },
+        code: "INVALID_INBOX",
+      },
+      {
+        name: "a wrong nextCursor",
+        rule: { operation: "receive", kind: "rewrite", rewrite: (reply: Reply) => ((reply.value.nextCursor = "999"), reply) },
+        code: "INVALID_INBOX",
+      },
     ];
     const before = coreInternals(r.worker.core).store.checkpoint();
     for (const { name, rule, code } of cases) {
@@ -468,7 +518,12 @@ describe("slow and broken replies", () => {
     expect(held).toBeDefined();
     const gap2 = await gapCursor();
     const fourth = await r.origin.core.createTask({ to: worker, task: "fourth" });
-    r.proxy.push({ operation: "receive", kind: "rewrite", when: fromEndpoint(worker), rewrite: reserve(coreInternals(r.worker.core).store.deliveryEnvelope(third.envelopeId), gap2) });
+    r.proxy.push({
+      operation: "receive",
+      kind: "rewrite",
+      when: fromEndpoint(worker),
+      rewrite: reserve(coreInternals(r.worker.core).store.deliveryEnvelope(third.envelopeId), gap2),
+    });
     await r.worker.core.refresh();
     expect(coreInternals(r.worker.core).store.getDelivery(third.envelopeId)?.cursor).toBe(held.cursor);
     expectFrontierBelowPending(coreInternals(r.worker.core).store);
@@ -564,7 +619,11 @@ describe("local store capacity", () => {
   test("a full store never inserts an event twice, and a pass reports TASK_CAPACITY instead of throwing", async () => {
     for (const maxRecords of BOUNDS) {
       const outcome = await fillUp(maxRecords);
-      expect({ maxRecords, insertedTwice: outcome.insertedTwice, thrown: outcome.thrown }).toEqual({ maxRecords, insertedTwice: 0, thrown: [] });
+      expect({ maxRecords, insertedTwice: outcome.insertedTwice, thrown: outcome.thrown }).toEqual({
+        maxRecords,
+        insertedTwice: 0,
+        thrown: [],
+      });
     }
   });
 });

@@ -51,7 +51,9 @@ import { useRelayFixture } from "../helpers/relay-fixture.ts";
  */
 function forged(...args: Parameters<typeof encodeEnvelope>): Record<string, unknown> {
   const [source, target, taskId, kind, inner, createdAtMs] = args;
-  return JSON.parse(encodeEnvelope(source, target, taskId, kind, inner, createdAtMs, processLocalTrust(), undefined, sealedTo()).text) as Record<string, unknown>;
+  return JSON.parse(
+    encodeEnvelope(source, target, taskId, kind, inner, createdAtMs, processLocalTrust(), undefined, sealedTo()).text,
+  ) as Record<string, unknown>;
 }
 
 setDefaultTimeout(30_000);
@@ -93,7 +95,9 @@ function ignoringAbort(inner: RelaySession): RelaySession {
   };
 }
 
-async function fakeWorld(options: { originHost?: MemoryHost; workerHost?: MemoryHost; wrap?: (session: RelaySession) => RelaySession } = {}): Promise<FakeWorld> {
+async function fakeWorld(
+  options: { originHost?: MemoryHost; workerHost?: MemoryHost; wrap?: (session: RelaySession) => RelaySession } = {},
+): Promise<FakeWorld> {
   const timers = createVirtualTimers(1_000_000);
   const relay = createFakeRelay(timers);
   let wall = Date.UTC(2026, 10, 30, 12);
@@ -136,7 +140,13 @@ async function fakeWorld(options: { originHost?: MemoryHost; workerHost?: Memory
       for (let round = 0; round < rounds; round += 1) {
         await world.pass(origin);
         await world.pass(worker);
-        if (!origin.core.hasPendingWork() && !worker.core.hasPendingWork() && relay.mailbox(worker.core.endpoint()!.id).length === 0 && relay.mailbox(origin.core.endpoint()!.id).length === 0) return;
+        if (
+          !origin.core.hasPendingWork() &&
+          !worker.core.hasPendingWork() &&
+          relay.mailbox(worker.core.endpoint()!.id).length === 0 &&
+          relay.mailbox(origin.core.endpoint()!.id).length === 0
+        )
+          return;
         await timers.advance(capacityCooldownMs);
       }
     },
@@ -144,7 +154,8 @@ async function fakeWorld(options: { originHost?: MemoryHost; workerHost?: Memory
   return world;
 }
 
-const eventsOfType = (core: TaskCore, taskId: string, type: string): TaskEvent[] => core.getTask(taskId).events.filter((event) => event.type === type);
+const eventsOfType = (core: TaskCore, taskId: string, type: string): TaskEvent[] =>
+  core.getTask(taskId).events.filter((event) => event.type === type);
 
 // ---------------------------------------------------------------------------------------------
 // real-relay fixture
@@ -154,10 +165,20 @@ const fx = useRelayFixture({ proxy: false });
 
 const rig = () => faultRig(fx, REQUEST_TIMEOUT_MS);
 
-type Body = { envelope?: { envelopeId?: string; source?: TaskEndpoint; target?: TaskEndpoint; payload?: { kind?: string; payload?: { task?: { task?: string } } } }; endpoint?: TaskEndpoint; callerSession?: string };
+type Body = {
+  envelope?: {
+    envelopeId?: string;
+    source?: TaskEndpoint;
+    target?: TaskEndpoint;
+    payload?: { kind?: string; payload?: { task?: { task?: string } } };
+  };
+  endpoint?: TaskEndpoint;
+  callerSession?: string;
+};
 const body = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
 const fromEndpoint = (endpoint: TaskEndpoint) => (request: ProxyRequest) => body(request).endpoint?.id === endpoint.id;
-const sendsOf = (proxy: FaultProxy, envelopeId: string) => proxy.requests().filter((request) => request.operation === "send" && body(request).envelope?.envelopeId === envelopeId);
+const sendsOf = (proxy: FaultProxy, envelopeId: string) =>
+  proxy.requests().filter((request) => request.operation === "send" && body(request).envelope?.envelopeId === envelopeId);
 const relayError = (code: string, extra: Record<string, unknown> = {}, epoch: string | undefined = fx.relay.epoch) => ({
   ok: false,
   profile: RELAY_PROFILE,
@@ -250,7 +271,11 @@ describe("failure history (docs/failure-history.md)", () => {
     expect(report.presented).toBe(1);
     expect(w.worker.host.insertedIds()).toEqual([w.worker.core.getTask(created.taskId).events[0]!.eventId]);
     await w.pass(w.origin);
-    expect(w.origin.core.getTask(created.taskId).deliveryEvidence).toMatchObject({ piInsertion: "confirmed", wakeAcceptance: "confirmed", modelExecution: "not_evidenced" });
+    expect(w.origin.core.getTask(created.taskId).deliveryEvidence).toMatchObject({
+      piInsertion: "confirmed",
+      wakeAcceptance: "confirmed",
+      modelExecution: "not_evidenced",
+    });
   });
 
   test("regression #4: a definitive refusal creates no task (one send, refused); an uncertain outcome keeps an active task", async () => {
@@ -319,7 +344,8 @@ describe("failure history (docs/failure-history.md)", () => {
     const forbidden = /import\.meta\.(?:dir|dirname|filename)\b/;
     const offenders: string[] = [];
     for (const root of ["src", "extensions"]) {
-      for (const file of sourceFiles(join(REPO_ROOT, root), /\.(?:[cm]?[jt]sx?)$/)) if (forbidden.test(readFileSync(file, "utf8"))) offenders.push(relative(REPO_ROOT, file));
+      for (const file of sourceFiles(join(REPO_ROOT, root), /\.(?:[cm]?[jt]sx?)$/))
+        if (forbidden.test(readFileSync(file, "utf8"))) offenders.push(relative(REPO_ROOT, file));
     }
     expect(offenders).toEqual([]);
   });
@@ -329,7 +355,12 @@ describe("failure history (docs/failure-history.md)", () => {
     const proxy = createFaultProxy({ target: fx.relay.url });
     fx.defer(() => proxy.stop());
     const host = createMemoryHost();
-    const core = createRecoveringTaskCore({ url: proxy.url, callerSession: `startup-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
+    const core = createRecoveringTaskCore({
+      url: proxy.url,
+      callerSession: `startup-${crypto.randomUUID().slice(0, 8)}`,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      host,
+    });
     fx.defer(() => core.close());
     proxy.push({ operation: "connect", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", {}, undefined) });
     const first = await failure(core.run((current) => current.connect()));
@@ -384,7 +415,9 @@ describe("failure history (docs/failure-history.md)", () => {
       const pass = w.worker.core.refresh().catch(() => undefined);
       for (let tries = 0; tries < 100 && w.relay.count("acknowledge") === acksBefore; tries += 1) await w.timers.advance(1);
       w.relay.hook("send", () => w.timers.timeout(100));
-      const message = w.origin.core.message({ taskId: created.taskId, type: "information", message: "late send" }).catch((error: TaskError) => error);
+      const message = w.origin.core
+        .message({ taskId: created.taskId, type: "information", message: "late send" })
+        .catch((error: TaskError) => error);
       await w.timers.advance(10);
       await w.drive(Promise.all([w.worker.core.close(), w.origin.core.close()]));
       await w.drive(pass);
@@ -446,7 +479,11 @@ describe("failure history (docs/failure-history.md)", () => {
     const own = await w.drive(w.worker.core.createTask({ to: third.core.endpoint()!, task: "own" }));
     await w.pass(w.worker);
     await w.pass(third);
-    expect(sendsBySession().slice(before).every((session) => session !== "origin")).toBe(true);
+    expect(
+      sendsBySession()
+        .slice(before)
+        .every((session) => session !== "origin"),
+    ).toBe(true);
     expect(coreInternals(w.origin.core).store.pendingOutboxCount()).toBe(1);
     expect(coreInternals(w.worker.core).store.getOutbox(stuck.details.envelopeId as string)).toBeUndefined();
     expect(coreInternals(third.core).store.getOutbox(stuck.details.envelopeId as string)).toBeUndefined();
@@ -466,7 +503,8 @@ describe("failure history (docs/failure-history.md)", () => {
     const party = await r.party({ leaseMs: shortLeaseMs });
     const first = party.core.endpoint()!;
     await Bun.sleep(shortLeaseMs + 100);
-    const connectsOf = () => r.proxy.requests().filter((request) => request.operation === "connect" && body(request).callerSession === party.name);
+    const connectsOf = () =>
+      r.proxy.requests().filter((request) => request.operation === "connect" && body(request).callerSession === party.name);
     const before = connectsOf().length;
     await party.core.refresh();
     const renewals = connectsOf();
@@ -485,7 +523,8 @@ describe("failure history (docs/failure-history.md)", () => {
     const party = await r.party({ now: () => Date.now() + offset });
     const binding = coreInternals(party.core).session.binding()!;
     const renewAt = binding.leaseDeadline - (REQUEST_TIMEOUT_MS + leaseRenewMarginMs);
-    const connects = () => r.proxy.requests().filter((request) => request.operation === "connect" && body(request).callerSession === party.name).length;
+    const connects = () =>
+      r.proxy.requests().filter((request) => request.operation === "connect" && body(request).callerSession === party.name).length;
     const base = connects();
     // Well before the window (a generous margin: a loaded machine may stall): no renewal.
     offset = renewAt - 1_000 - Date.now();
@@ -514,7 +553,9 @@ describe("failure history (docs/failure-history.md)", () => {
     });
     const toWorker = await w.drive(w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "for the worker" }));
     const toLost = await w.drive(w.origin.core.createTask({ to: lost.core.endpoint()!, task: "for the lost one" }));
-    const timed = await w.drive(w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "times out", timeoutMs: taskTimeoutMinMs }));
+    const timed = await w.drive(
+      w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "times out", timeoutMs: taskTimeoutMinMs }),
+    );
     await w.pass(w.worker);
     await w.pass(lost);
     w.relay.unregister("lost");
@@ -524,7 +565,9 @@ describe("failure history (docs/failure-history.md)", () => {
     expect(blocked.retryable).toBe(false);
     expect(blocked.details.delivery).toBe("blocked");
     // A quarantined envelope blocks nothing, not even younger mail to the same target.
-    const next = await failure(w.drive(w.origin.core.message({ taskId: toLost.taskId, type: "information", message: "also undeliverable" })));
+    const next = await failure(
+      w.drive(w.origin.core.message({ taskId: toLost.taskId, type: "information", message: "also undeliverable" })),
+    );
     expect(next.code).toBe("TARGET_NOT_REGISTERED");
     // Mail to the worker leaves and reports only its own (successful) outcome.
     const fine = await w.drive(w.origin.core.message({ taskId: toWorker.taskId, type: "question", message: "still there?" }));
@@ -546,7 +589,9 @@ describe("failure history (docs/failure-history.md)", () => {
       await w.timers.advance(capacityCooldownMs);
       await w.pass(w.origin);
     }
-    const quarantined = coreInternals(w.origin.core).store.listQuarantine().map((entry) => entry.envelopeId);
+    const quarantined = coreInternals(w.origin.core)
+      .store.listQuarantine()
+      .map((entry) => entry.envelopeId);
     expect(quarantined.length).toBe(2);
     for (const id of quarantined) expect(sent.filter((item) => item === id).length).toBe(1);
     w.origin.host.busy = false;
@@ -561,18 +606,62 @@ describe("failure history (docs/failure-history.md)", () => {
       { name: "Wolfpack 429", rule: { kind: "status-429" }, code: "RELAY_CAPACITY", retryable: true },
       { name: "typed capacity", rule: { kind: "capacity" }, code: "RELAY_CAPACITY", retryable: true },
       { name: "dropped reply", rule: { kind: "drop-reply" }, code: "RELAY_UNAVAILABLE", retryable: true },
-      { name: "unavailable said non-retryable", rule: { kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", { retryable: false }) }, code: "RELAY_UNAVAILABLE", retryable: true },
-      { name: "peer unreachable said non-retryable", rule: { kind: "reply", status: 503, body: relayError("PEER_UNREACHABLE", { retryable: false }) }, code: "PEER_UNREACHABLE", retryable: true },
-      { name: "store unavailable", rule: { kind: "reply", status: 503, body: relayError("STORE_UNAVAILABLE") }, code: "STORE_UNAVAILABLE", retryable: true },
-      { name: "unknown retryable code", rule: { kind: "reply", status: 503, body: relayError("FUTURE_CODE", { retryable: true }) }, code: "FUTURE_CODE", retryable: true },
-      { name: "unknown final code", rule: { kind: "reply", status: 400, body: relayError("FUTURE_CODE", { retryable: false }) }, code: "FUTURE_CODE", retryable: false },
-      { name: "invalid request", rule: { kind: "reply", status: 400, body: relayError("INVALID_REQUEST", { retryable: true }) }, code: "INVALID_REQUEST", retryable: false },
-      { name: "target not registered", rule: { kind: "reply", status: 404, body: relayError("TARGET_NOT_REGISTERED", { retryable: true }) }, code: "TARGET_NOT_REGISTERED", retryable: false },
+      {
+        name: "unavailable said non-retryable",
+        rule: { kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", { retryable: false }) },
+        code: "RELAY_UNAVAILABLE",
+        retryable: true,
+      },
+      {
+        name: "peer unreachable said non-retryable",
+        rule: { kind: "reply", status: 503, body: relayError("PEER_UNREACHABLE", { retryable: false }) },
+        code: "PEER_UNREACHABLE",
+        retryable: true,
+      },
+      {
+        name: "store unavailable",
+        rule: { kind: "reply", status: 503, body: relayError("STORE_UNAVAILABLE") },
+        code: "STORE_UNAVAILABLE",
+        retryable: true,
+      },
+      {
+        name: "unknown retryable code",
+        rule: { kind: "reply", status: 503, body: relayError("FUTURE_CODE", { retryable: true }) },
+        code: "FUTURE_CODE",
+        retryable: true,
+      },
+      {
+        name: "unknown final code",
+        rule: { kind: "reply", status: 400, body: relayError("FUTURE_CODE", { retryable: false }) },
+        code: "FUTURE_CODE",
+        retryable: false,
+      },
+      {
+        name: "invalid request",
+        rule: { kind: "reply", status: 400, body: relayError("INVALID_REQUEST", { retryable: true }) },
+        code: "INVALID_REQUEST",
+        retryable: false,
+      },
+      {
+        name: "target not registered",
+        rule: { kind: "reply", status: 404, body: relayError("TARGET_NOT_REGISTERED", { retryable: true }) },
+        code: "TARGET_NOT_REGISTERED",
+        retryable: false,
+      },
     ];
     for (const { name, rule, code, retryable } of cases) {
-      r.proxy.push({ operation: "send", ...rule, when: (request: ProxyRequest) => clearPayload(body(request).envelope?.payload)?.payload?.task?.task === name } as Parameters<FaultProxy["push"]>[0]);
+      r.proxy.push({
+        operation: "send",
+        ...rule,
+        when: (request: ProxyRequest) => clearPayload(body(request).envelope?.payload)?.payload?.task?.task === name,
+      } as Parameters<FaultProxy["push"]>[0]);
       const error = await failure(r.origin.core.createTask({ to, task: name }));
-      expect({ name, code: error.code, retryable: error.retryable, operation: error.details.operation }).toEqual({ name, code, retryable, operation: "send" });
+      expect({ name, code: error.code, retryable: error.retryable, operation: error.details.operation }).toEqual({
+        name,
+        code,
+        retryable,
+        operation: "send",
+      });
       // A refusal for good creates no task; a retryable failure keeps one, its assignment pending.
       expect({ name, taskId: typeof error.details.taskId }).toEqual({ name, taskId: retryable ? "string" : "undefined" });
       await drain([r.origin, r.worker], { timers: r.timers });
@@ -610,16 +699,30 @@ describe("failure history (docs/failure-history.md)", () => {
 
     // Endpoint rotation (a rebind of a configured core): the same lifetime moves to the new endpoint.
     const host = createMemoryHost();
-    const rotating = createRecoveringTaskCore({ url: r.proxy.url, callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host, timers: r.timers });
+    const rotating = createRecoveringTaskCore({
+      url: r.proxy.url,
+      callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      host,
+      timers: r.timers,
+    });
     fx.defer(() => rotating.close());
     const old = await rotating.run((core) => core.connect());
     await introduce(rotating.current(), r.worker.core);
     const held = await rotating.run((core) => core.createTask({ to: r.worker.core.endpoint()!, task: "before rotation" }));
     await r.worker.core.refresh();
     r.proxy.push({ operation: "send", kind: "capacity", times: Number.POSITIVE_INFINITY, when: fromEndpoint(old) });
-    const pending = await failure(rotating.run((core) => core.message({ taskId: held.taskId, type: "information", message: "pending at rotation" })));
+    const pending = await failure(
+      rotating.run((core) => core.message({ taskId: held.taskId, type: "information", message: "pending at rotation" })),
+    );
     expect(pending.code).toBe("RELAY_CAPACITY");
-    r.proxy.push({ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()), when: fromEndpoint(old) });
+    r.proxy.push({
+      operation: "receive",
+      kind: "reply",
+      status: 409,
+      body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()),
+      when: fromEndpoint(old),
+    });
     expect((await failure(rotating.refresh())).code).toBe("RELAY_RESET");
     await rotating.settled();
     const fresh = rotating.current();
@@ -630,13 +733,21 @@ describe("failure history (docs/failure-history.md)", () => {
       r.timers.jump(capacityCooldownMs * 2);
       await rotating.refresh();
     }
-    const oldSource = r.proxy.requests().slice(mark).filter((request) => request.operation === "send" && body(request).envelope?.source?.id === old.id);
+    const oldSource = r.proxy
+      .requests()
+      .slice(mark)
+      .filter((request) => request.operation === "send" && body(request).envelope?.source?.id === old.id);
     expect(oldSource).toEqual([]);
     expect(coreInternals(fresh).store.checkpoint()).toEqual({ frontier: "0", highWater: "0" });
     expect(coreInternals(fresh).store.pendingOutboxCount()).toBe(0);
     expect(fresh.listTasks().map((task) => [task.taskId, task.origin.id])).toEqual([[held.taskId, fresh.endpoint()!.id]]);
     await r.worker.core.refresh();
-    expect(r.worker.host.inserted.filter((item) => item.taskId === held.taskId && (item.event?.payload as { message?: string } | undefined)?.message === "pending at rotation").length).toBe(1);
+    expect(
+      r.worker.host.inserted.filter(
+        (item) =>
+          item.taskId === held.taskId && (item.event?.payload as { message?: string } | undefined)?.message === "pending at rotation",
+      ).length,
+    ).toBe(1);
   });
 
   test("regression #14: a pass that repeats (ACK, receipt or wake not done yet) never inserts an item twice", async () => {
@@ -753,7 +864,9 @@ describe("failure history (docs/failure-history.md)", () => {
     const created = await w.drive(w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "only in RAM" }));
     // Not incorporated before intake.
     expect(w.worker.core.findTask(created.taskId)).toBeUndefined();
-    expect((await failure(w.drive(w.worker.core.message({ taskId: created.taskId, type: "information", message: "early" })))).code).toBe("UNKNOWN_TASK");
+    expect((await failure(w.drive(w.worker.core.message({ taskId: created.taskId, type: "information", message: "early" })))).code).toBe(
+      "UNKNOWN_TASK",
+    );
     await w.pass(w.worker);
     expect(w.worker.core.getTask(created.taskId).role).toBe("target");
     expect(w.worker.core.getTask(created.taskId).deliveryEvidence.piInsertion).toBe("confirmed");
@@ -766,7 +879,9 @@ describe("failure history (docs/failure-history.md)", () => {
     await w.pass(next);
     expect(next.core.listTasks()).toEqual([]);
     expect(next.host.inserted).toEqual([]);
-    expect((await failure(w.drive(next.core.done({ taskId: created.taskId, status: "completed", summary: "from history" })))).code).toBe("UNKNOWN_TASK");
+    expect((await failure(w.drive(next.core.done({ taskId: created.taskId, status: "completed", summary: "from history" })))).code).toBe(
+      "UNKNOWN_TASK",
+    );
   });
 
   test("regression #17: an auto-ACKed later delivery never moves the frontier past an unacknowledged earlier one", async () => {
@@ -863,7 +978,14 @@ describe("failure history (docs/failure-history.md)", () => {
         to: w.worker,
         envelope: () => {
           const task = forgedTask({});
-          return forged(self, worker, task.taskId, "assignment", { task, event: makeEvent(task, "task.created", "1", now, { task: task.task }) }, now);
+          return forged(
+            self,
+            worker,
+            task.taskId,
+            "assignment",
+            { task, event: makeEvent(task, "task.created", "1", now, { task: task.task }) },
+            now,
+          );
         },
         code: "INVALID_ASSIGNMENT",
       },
@@ -917,7 +1039,12 @@ describe("failure history (docs/failure-history.md)", () => {
     const r = await rig();
     const to = r.worker.core.endpoint()!;
     // More sequential capacity refusals than there are slots: none leaks.
-    r.proxy.push({ operation: "receive", kind: "status-429", times: 2 * (maxInFlightRequests + reservedRequestSlots), when: fromEndpoint(to) });
+    r.proxy.push({
+      operation: "receive",
+      kind: "status-429",
+      times: 2 * (maxInFlightRequests + reservedRequestSlots),
+      when: fromEndpoint(to),
+    });
     for (let round = 0; round < 2 * (maxInFlightRequests + reservedRequestSlots); round += 1) {
       const report = await r.worker.core.refresh();
       expect(report.failures.get("intake")?.code).toBe("RELAY_CAPACITY");
@@ -927,13 +1054,21 @@ describe("failure history (docs/failure-history.md)", () => {
 
     // Replies that are not a confirmed acceptance leave the envelope pending.
     const notAccepted: { name: string; rule: Record<string, unknown>; code: string }[] = [
-      { name: "forwarding pending", rule: { kind: "rewrite", rewrite: (reply: { value: Record<string, unknown> }) => ((reply.value.forwarding = "pending"), reply) }, code: "INVALID_ACCEPTANCE" },
+      {
+        name: "forwarding pending",
+        rule: { kind: "rewrite", rewrite: (reply: { value: Record<string, unknown> }) => ((reply.value.forwarding = "pending"), reply) },
+        code: "INVALID_ACCEPTANCE",
+      },
       { name: "no profile", rule: { kind: "wrong-profile" }, code: "RELAY_PROFILE_REQUIRED" },
       { name: "oversized", rule: { kind: "oversized" }, code: "INVALID_RESPONSE" },
     ];
     const taskIds: string[] = [];
     for (const { name, rule, code } of notAccepted) {
-      r.proxy.push({ operation: "send", ...rule, when: (request: ProxyRequest) => clearPayload(body(request).envelope?.payload)?.payload?.task?.task === name } as Parameters<FaultProxy["push"]>[0]);
+      r.proxy.push({
+        operation: "send",
+        ...rule,
+        when: (request: ProxyRequest) => clearPayload(body(request).envelope?.payload)?.payload?.task?.task === name,
+      } as Parameters<FaultProxy["push"]>[0]);
       const error = await failure(r.origin.core.createTask({ to, task: name }));
       expect({ name, code: error.code }).toEqual({ name, code });
       const envelopeId = error.details.envelopeId as string;
@@ -947,7 +1082,12 @@ describe("failure history (docs/failure-history.md)", () => {
 
     // 401 is RELAY_AUTH_REQUIRED: reported, never a reset or a recovery.
     const host = createMemoryHost();
-    const configured = createRecoveringTaskCore({ url: r.proxy.url, callerSession: `auth-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REQUEST_TIMEOUT_MS, host });
+    const configured = createRecoveringTaskCore({
+      url: r.proxy.url,
+      callerSession: `auth-${crypto.randomUUID().slice(0, 8)}`,
+      requestTimeoutMs: REQUEST_TIMEOUT_MS,
+      host,
+    });
     fx.defer(() => configured.close());
     const bound = await configured.run((core) => core.connect());
     r.proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, when: fromEndpoint(bound) });
@@ -982,10 +1122,18 @@ describe("failure history (docs/failure-history.md)", () => {
     // A send that reaches the relay only after the binding was replaced.
     const lateMs = REQUEST_TIMEOUT_MS - 100;
     proxy.push({ operation: "send", kind: "delay", ms: lateMs, when: fromEndpoint(oldEndpoint) });
-    const late = configured.run((current) => current.message({ taskId: created.taskId, type: "information", message: "late" })).catch((error: TaskError) => error);
+    const late = configured
+      .run((current) => current.message({ taskId: created.taskId, type: "information", message: "late" }))
+      .catch((error: TaskError) => error);
     await proxy.waitFor((stats) => (stats.operations.send?.faulted ?? 0) >= 1);
     // The relay's state is kept (same epoch after the rebind): only this side moves.
-    proxy.push({ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()), when: fromEndpoint(oldEndpoint) });
+    proxy.push({
+      operation: "receive",
+      kind: "reply",
+      status: 409,
+      body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()),
+      when: fromEndpoint(oldEndpoint),
+    });
     expect((await failure(configured.refresh())).code).toBe("RELAY_RESET");
     await settlesWithin(configured.settled(), "recovery");
     const newBinding = configured.session.binding()!;
@@ -1004,7 +1152,9 @@ describe("failure history (docs/failure-history.md)", () => {
     expect(core.getTask(created.taskId).attention).toBeUndefined();
     // The message that was in flight is re-addressed from the new endpoint and arrives once.
     await drain([{ core: configured.current() }, worker]);
-    const messages = worker.host.inserted.filter((item) => item.taskId === created.taskId && (item.event?.payload as { message?: string } | undefined)?.message === "late");
+    const messages = worker.host.inserted.filter(
+      (item) => item.taskId === created.taskId && (item.event?.payload as { message?: string } | undefined)?.message === "late",
+    );
     expect(messages.length).toBe(1);
     expect(coreInternals(core).store.pendingOutboxCount()).toBe(0);
     // And the lifetime keeps working.
@@ -1061,7 +1211,13 @@ describe("failure history (docs/failure-history.md)", () => {
     // A structured reset does: a fresh endpoint is bound and the task moves to it, without a wake.
     const insertedBefore = host.inserted.length;
     const wakesBefore = host.wakes.length;
-    proxy.push({ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()), when: fromEndpoint(bound) });
+    proxy.push({
+      operation: "receive",
+      kind: "reply",
+      status: 409,
+      body: relayError("RELAY_RESET", { mayHaveBeenDelivered: true }, crypto.randomUUID()),
+      when: fromEndpoint(bound),
+    });
     expect((await failure(configured.refresh())).code).toBe("RELAY_RESET");
     await settlesWithin(configured.settled(), "recovery");
     expect(recoveries).toBe(1);
@@ -1161,7 +1317,8 @@ describe("failure history (docs/failure-history.md)", () => {
       for (const block of testBlocks(code)) {
         const calls = (block.body.match(spawnCall) ?? []).length;
         const looped = loopBodies(block.body).some((loop) => new RegExp(spawnCall.source).test(loop));
-        if ((calls > maxInFlightRequests || looped) && !raised && !block.explicitTimeout) heavy.push(`${relative(REPO_ROOT, file)}: ${block.name}`);
+        if ((calls > maxInFlightRequests || looped) && !raised && !block.explicitTimeout)
+          heavy.push(`${relative(REPO_ROOT, file)}: ${block.name}`);
       }
     }
     expect(offenders).toEqual([]);
@@ -1228,6 +1385,10 @@ function testBlocks(code: string): { name: string; body: string; explicitTimeout
     const begin = match.index ?? 0;
     const end = index + 1 < starts.length ? (starts[index + 1]!.index ?? code.length) : code.length;
     const body = code.slice(begin, end);
-    return { name: match[2]!, body, explicitTimeout: /\}\s*,\s*[1-9][\d_]*\s*\)\s*;?\s*$/.test(body.trimEnd()) || /\btimeout\s*:\s*[1-9]/.test(body) };
+    return {
+      name: match[2]!,
+      body,
+      explicitTimeout: /\}\s*,\s*[1-9][\d_]*\s*\)\s*;?\s*$/.test(body.trimEnd()) || /\btimeout\s*:\s*[1-9]/.test(body),
+    };
   });
 }

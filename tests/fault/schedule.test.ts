@@ -37,7 +37,13 @@ import { clearEnvelope, clearPayload, isHello } from "../../kit/sealed.ts";
 import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
 import { createObservedParty, type ObservedParty } from "../../kit/observed-party.ts";
 import { closeParties } from "../../kit/party.ts";
-import { audienceOf, authorsFromReplies, expectedPresentations, type IntentAuthors, intentAuthors } from "../helpers/presentation-oracle.ts";
+import {
+  audienceOf,
+  authorsFromReplies,
+  expectedPresentations,
+  type IntentAuthors,
+  intentAuthors,
+} from "../helpers/presentation-oracle.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
@@ -94,7 +100,14 @@ const EXPECTED_CODES = new Set([
   "UNKNOWN_TASK",
 ]);
 /** Failure codes a pass may report under the schedule's faults. */
-const EXPECTED_PASS_CODES = new Set(["RELAY_UNAVAILABLE", "RELAY_CAPACITY", "RELAY_TIMEOUT", "INVALID_RESPONSE", "ABORTED", "TASK_DELIVERY_DEFERRED"]);
+const EXPECTED_PASS_CODES = new Set([
+  "RELAY_UNAVAILABLE",
+  "RELAY_CAPACITY",
+  "RELAY_TIMEOUT",
+  "INVALID_RESPONSE",
+  "ABORTED",
+  "TASK_DELIVERY_DEFERRED",
+]);
 
 interface Side {
   readonly name: string;
@@ -106,19 +119,23 @@ function checkPassInvariants(side: Side, relayCursors: readonly bigint[] | undef
   const store = coreInternals(side.core).store;
   const frontier = BigInt(store.checkpoint().frontier);
   for (const row of store.deliveries()) {
-    if (BigInt(row.cursor) <= frontier) violations.push(`${where}: ${side.name} frontier ${frontier} passes pending delivery at ${row.cursor}`);
+    if (BigInt(row.cursor) <= frontier)
+      violations.push(`${where}: ${side.name} frontier ${frontier} passes pending delivery at ${row.cursor}`);
   }
   for (const cursor of relayCursors ?? []) {
     if (cursor <= frontier) violations.push(`${where}: ${side.name} frontier ${frontier} passes relay-held delivery at ${cursor}`);
   }
   const stats = store.stats();
-  if (stats.pendingDeliveries > maxFetchedUnacknowledgedDeliveries) violations.push(`${where}: ${side.name} holds ${stats.pendingDeliveries} pending deliveries`);
-  if (stats.records > stats.maxRecords || stats.encodedBytes > stats.maxEncodedBytes) violations.push(`${where}: ${side.name} store over its bound`);
+  if (stats.pendingDeliveries > maxFetchedUnacknowledgedDeliveries)
+    violations.push(`${where}: ${side.name} holds ${stats.pendingDeliveries} pending deliveries`);
+  if (stats.records > stats.maxRecords || stats.encodedBytes > stats.maxEncodedBytes)
+    violations.push(`${where}: ${side.name} store over its bound`);
 }
 
 function checkPassReport(side: Side, report: { failures: ReadonlyMap<string, TaskError> }, violations: string[], where: string): void {
   for (const [kind, error] of report.failures) {
-    if (!EXPECTED_PASS_CODES.has(error.code)) violations.push(`${where}: ${side.name} pass failure ${kind} ${error.code}: ${error.message} ${JSON.stringify(error.details)}`);
+    if (!EXPECTED_PASS_CODES.has(error.code))
+      violations.push(`${where}: ${side.name} pass failure ${kind} ${error.code}: ${error.message} ${JSON.stringify(error.details)}`);
   }
 }
 
@@ -139,7 +156,8 @@ function checkFinal(sides: readonly Side[], authors: IntentAuthors, violations: 
       if (terminals.length === 1 && task.status !== eventTypeRow(terminals[0]!.type).terminalStatus) {
         violations.push(`${side.name} task ${task.taskId} status ${task.status} disagrees with ${terminals[0]!.type}`);
       }
-      if (terminals.length === 0 && task.status !== "active") violations.push(`${side.name} task ${task.taskId} is ${task.status} without a terminal event`);
+      if (terminals.length === 0 && task.status !== "active")
+        violations.push(`${side.name} task ${task.taskId} is ${task.status} without a terminal event`);
     }
   }
   const inserted = new Map(sides.map((side) => [side.name, new Set(side.host.insertedIds())]));
@@ -173,10 +191,14 @@ function checkFinal(sides: readonly Side[], authors: IntentAuthors, violations: 
         violations.push(`task ${task.taskId}: ${error instanceof Error ? error.message : String(error)}`);
         continue;
       }
-      for (const id of expected.atTarget) if (!inserted.get(target.name)!.has(id)) violations.push(`${describe(id)} never inserted at target ${target.name}`);
-      for (const id of expected.atOrigin) if (!inserted.get(origin.name)!.has(id)) violations.push(`${describe(id)} never inserted at origin ${origin.name}`);
-      for (const id of expected.neverAtTarget) if (inserted.get(target.name)!.has(id)) violations.push(`${describe(id)} inserted at target ${target.name}, which must not see it`);
-      for (const id of expected.neverAtOrigin) if (inserted.get(origin.name)!.has(id)) violations.push(`${describe(id)} inserted at origin ${origin.name}, which must not see it`);
+      for (const id of expected.atTarget)
+        if (!inserted.get(target.name)!.has(id)) violations.push(`${describe(id)} never inserted at target ${target.name}`);
+      for (const id of expected.atOrigin)
+        if (!inserted.get(origin.name)!.has(id)) violations.push(`${describe(id)} never inserted at origin ${origin.name}`);
+      for (const id of expected.neverAtTarget)
+        if (inserted.get(target.name)!.has(id)) violations.push(`${describe(id)} inserted at target ${target.name}, which must not see it`);
+      for (const id of expected.neverAtOrigin)
+        if (inserted.get(origin.name)!.has(id)) violations.push(`${describe(id)} inserted at origin ${origin.name}, which must not see it`);
     }
   }
 }
@@ -194,7 +216,8 @@ function checkFifo(accepted: readonly Accepted[], violations: string[]): void {
   for (const entry of accepted) {
     const key = `${entry.sender}->${entry.target}`;
     const previous = last.get(key);
-    if (previous !== undefined && entry.seq <= previous) violations.push(`${key}: envelope seq ${entry.seq} accepted after seq ${previous}`);
+    if (previous !== undefined && entry.seq <= previous)
+      violations.push(`${key}: envelope seq ${entry.seq} accepted after seq ${previous}`);
     last.set(key, entry.seq);
   }
 }
@@ -212,7 +235,13 @@ function receiptEventOf(envelope: Record<string, unknown>): string | undefined {
  * needs an accepted confirmed receipt of its event; a canonicalized intent needs its fan-out
  * accepted. Returns a violation text or undefined.
  */
-function ackViolation(store: TaskStore, authors: IntentAuthors, envelopeId: string, receiptAccepted: (eventId: string) => boolean, fanoutAccepted: (envelopeId: string) => boolean): string | undefined {
+function ackViolation(
+  store: TaskStore,
+  authors: IntentAuthors,
+  envelopeId: string,
+  receiptAccepted: (eventId: string) => boolean,
+  fanoutAccepted: (envelopeId: string) => boolean,
+): string | undefined {
   const row = store.getDelivery(envelopeId);
   if (row === undefined) return `ACK of untracked delivery ${envelopeId}`;
   const data = row.data as { eventId?: string; taskId?: string; requires?: string[] };
@@ -221,10 +250,12 @@ function ackViolation(store: TaskStore, authors: IntentAuthors, envelopeId: stri
   if (row.stage === "presented" && task?.role === "target") {
     const event = data.eventId === undefined ? undefined : store.getEvent(data.eventId);
     if (event === undefined) return `ACK of presented delivery ${envelopeId} whose event ${data.eventId} is unknown`;
-    if (audienceOf(event, task.record, authors).target && !receiptAccepted(event.eventId)) return `ACK of ${envelopeId} (event ${event.eventId}) before its receipt was accepted`;
+    if (audienceOf(event, task.record, authors).target && !receiptAccepted(event.eventId))
+      return `ACK of ${envelopeId} (event ${event.eventId}) before its receipt was accepted`;
   }
   if (row.stage === "canonicalized") {
-    for (const id of data.requires ?? []) if (!fanoutAccepted(id)) return `ACK of intent ${envelopeId} before its fan-out ${id} was accepted`;
+    for (const id of data.requires ?? [])
+      if (!fanoutAccepted(id)) return `ACK of intent ${envelopeId} before its fan-out ${id} was accepted`;
   }
   return undefined;
 }
@@ -243,10 +274,7 @@ interface KnownTask {
   readonly target: number;
 }
 
-type FaultPlan =
-  | { readonly kind: "before"; readonly error: TaskError }
-  | { readonly kind: "after"; readonly error: TaskError }
-  | undefined;
+type FaultPlan = { readonly kind: "before"; readonly error: TaskError } | { readonly kind: "after"; readonly error: TaskError } | undefined;
 
 /** Coverage counters over all fake runs (printed, and checked so the schedule cannot go idle). */
 const coverage: Record<string, number> = {};
@@ -277,11 +305,16 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
     if (roll === 0) return { kind: "before", error: new TaskError("RELAY_UNAVAILABLE", { details }) };
     if (roll === 1) {
       const retryAfterMs = rand.chance(0.5) ? rand.int(capacityCooldownMs * 2) : undefined;
-      return { kind: "before", error: new TaskError("RELAY_CAPACITY", { details: { ...details, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) } }) };
+      return {
+        kind: "before",
+        error: new TaskError("RELAY_CAPACITY", { details: { ...details, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) } }),
+      };
     }
-    if (roll === 2) return { kind: "before", error: new TaskError("RELAY_TIMEOUT", { details: { ...details, mayHaveBeenDelivered: true } }) };
+    if (roll === 2)
+      return { kind: "before", error: new TaskError("RELAY_TIMEOUT", { details: { ...details, mayHaveBeenDelivered: true } }) };
     // Lost replies: the operation took effect, the reply never arrived.
-    if (roll === 3) return { kind: "after", error: new TaskError("RELAY_TIMEOUT", { details: { ...details, mayHaveBeenDelivered: true } }) };
+    if (roll === 3)
+      return { kind: "after", error: new TaskError("RELAY_TIMEOUT", { details: { ...details, mayHaveBeenDelivered: true } }) };
     return { kind: "after", error: new TaskError("RELAY_UNAVAILABLE", { details: { ...details, mayHaveBeenDelivered: true } }) };
   }
 
@@ -398,10 +431,15 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
   }
 
   function pass(side: FakeSide, where: string): void {
-    start(`${where}:refresh ${side.name}`, side, () => side.core.refresh(), (report) => {
-      checkPassReport(side, report as { failures: ReadonlyMap<string, TaskError> }, violations, where);
-      checkPassInvariants(side, relayCursors(side), violations, where);
-    });
+    start(
+      `${where}:refresh ${side.name}`,
+      side,
+      () => side.core.refresh(),
+      (report) => {
+        checkPassReport(side, report as { failures: ReadonlyMap<string, TaskError> }, violations, where);
+        checkPassInvariants(side, relayCursors(side), violations, where);
+      },
+    );
   }
 
   const tasks: KnownTask[] = [];
@@ -415,8 +453,14 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
       const target = rand.pick(others);
       const short = rand.chance(0.2);
       const n = (created += 1);
-      start(`create ${side.name}->${target.name} #${n}${short ? " short" : ""}`, side, () =>
-        side.core.createTask({ to: target.core.endpoint()!, task: `task ${n}`, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) }, { lineage: "root" }),
+      start(
+        `create ${side.name}->${target.name} #${n}${short ? " short" : ""}`,
+        side,
+        () =>
+          side.core.createTask(
+            { to: target.core.endpoint()!, task: `task ${n}`, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) },
+            { lineage: "root" },
+          ),
         (value) => {
           const taskId = (value as { taskId?: string }).taskId;
           if (taskId !== undefined) tasks.push({ taskId, origin: side.index, target: target.index });
@@ -430,7 +474,12 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
       const question = known.events.find((event) => event.type === "task.question");
       const type = question !== undefined && rand.chance(0.3) ? "answer" : rand.pick(["question", "information"] as const);
       start(`message ${author.name} ${type} ${task.taskId.slice(0, 8)}`, author, () =>
-        author.core.message({ taskId: task.taskId, type, message: `${type} at ${step}`, ...(type === "answer" ? { inReplyTo: question!.eventId } : {}) }),
+        author.core.message({
+          taskId: task.taskId,
+          type,
+          message: `${type} at ${step}`,
+          ...(type === "answer" ? { inReplyTo: question!.eventId } : {}),
+        }),
       );
     } else if (roll < 44 && tasks.length > 0) {
       // Prefer tasks the worker already has.
@@ -439,7 +488,9 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
       const worker = sides[task.target]!;
       if (worker.core.findTask(task.taskId) === undefined) continue;
       const status = rand.pick(["completed", "completed", "failed", "cancelled"] as const);
-      start(`done ${worker.name} ${status} ${task.taskId.slice(0, 8)}`, worker, () => worker.core.done({ taskId: task.taskId, status, summary: `${status} at ${step}` }));
+      start(`done ${worker.name} ${status} ${task.taskId.slice(0, 8)}`, worker, () =>
+        worker.core.done({ taskId: task.taskId, status, summary: `${status} at ${step}` }),
+      );
     } else if (roll < 50 && tasks.length > 0) {
       const task = rand.pick(tasks);
       const origin = sides[task.origin]!;
@@ -490,7 +541,8 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
     for (const task of coreInternals(side.core).store.listTasks()) {
       if (task.role !== "origin") continue;
       count(`final ${task.status}`);
-      for (const event of task.events) if (event.type === "task.late_terminal" || event.type === "task.parent_acknowledged") count(event.type);
+      for (const event of task.events)
+        if (event.type === "task.late_terminal" || event.type === "task.parent_acknowledged") count(event.type);
     }
   }
   for (const side of sides) await side.core.close();
@@ -509,13 +561,26 @@ describe("seeded fault schedule", () => {
     }
     const elapsed = performance.now() - started;
     expect(failures).toEqual([]);
-    console.log(`fault schedule: ${RUNS} fake-relay runs in ${Math.round(elapsed)} ms`, JSON.stringify(coverage, Object.keys(coverage).sort()));
+    console.log(
+      `fault schedule: ${RUNS} fake-relay runs in ${Math.round(elapsed)} ms`,
+      JSON.stringify(coverage, Object.keys(coverage).sort()),
+    );
     if (RUNS >= 100) {
       // The schedule really exercises what it claims (so it cannot go idle unnoticed).
       for (const operation of ["send", "receive", "acknowledge"]) {
-        for (const kind of ["unavailable", "capacity", "timeout", "lost-reply timeout", "lost-reply unavailable"]) expect(coverage[`fault ${operation} ${kind}`] ?? 0).toBeGreaterThan(0);
+        for (const kind of ["unavailable", "capacity", "timeout", "lost-reply timeout", "lost-reply unavailable"])
+          expect(coverage[`fault ${operation} ${kind}`] ?? 0).toBeGreaterThan(0);
       }
-      for (const key of ["ack checked", "task.late_terminal", "task.parent_acknowledged", "final completed", "final failed", "final cancelled", "final timed_out", "error TERMINAL_INTENT_CONFLICT"]) {
+      for (const key of [
+        "ack checked",
+        "task.late_terminal",
+        "task.parent_acknowledged",
+        "final completed",
+        "final failed",
+        "final cancelled",
+        "final timed_out",
+        "error TERMINAL_INTENT_CONFLICT",
+      ]) {
         expect({ key, seen: (coverage[key] ?? 0) > 0 }).toEqual({ key, seen: true });
       }
     }
@@ -539,7 +604,9 @@ function seenDeliveries(party: ObservedParty): Map<string, Seen> {
   for (const entry of party.replies) {
     if (entry.operation !== "receive" || entry.reply?.ok !== true) continue;
     const deliveries = (entry.reply.value as { deliveries?: { cursor: string; envelope: TaskEnvelope }[] }).deliveries ?? [];
-    for (const delivery of deliveries) if (!seen.has(delivery.envelope.envelopeId)) seen.set(delivery.envelope.envelopeId, { envelope: clearEnvelope(delivery.envelope), cursor: BigInt(delivery.cursor) });
+    for (const delivery of deliveries)
+      if (!seen.has(delivery.envelope.envelopeId))
+        seen.set(delivery.envelope.envelopeId, { envelope: clearEnvelope(delivery.envelope), cursor: BigInt(delivery.cursor) });
   }
   return seen;
 }
@@ -563,7 +630,8 @@ function checkRealOrdering(parties: readonly ObservedParty[], authors: IntentAut
       const seq = sender === undefined ? undefined : coreInternals(sender.core).store.getOutbox(item.envelope.envelopeId)?.seq;
       if (sender === undefined || seq === undefined) continue;
       const previous = last.get(sender.name);
-      if (previous !== undefined && seq <= previous) violations.push(`${sender.name}->${receiver.name}: seq ${seq} accepted after seq ${previous}`);
+      if (previous !== undefined && seq <= previous)
+        violations.push(`${sender.name}->${receiver.name}: seq ${seq} accepted after seq ${previous}`);
       last.set(sender.name, seq);
     }
     // Every ACK request was preceded by the accepted receipt (or fan-out) that justifies it.
@@ -583,7 +651,8 @@ function checkRealOrdering(parties: readonly ObservedParty[], authors: IntentAut
         const intent = item.envelope.payload.payload;
         const fanout = coreInternals(receiver.core).store.getOperation(intent.taskId, `intent:${intent.intentId}`)?.envelopeIds ?? [];
         for (const id of fanout) {
-          if (!acceptedBefore(ack.startSeq, (envelope) => envelope.envelopeId === id)) violations.push(`${receiver.name}: ACK of intent ${intent.intentId} before its fan-out was accepted`);
+          if (!acceptedBefore(ack.startSeq, (envelope) => envelope.envelopeId === id))
+            violations.push(`${receiver.name}: ACK of intent ${intent.intentId} before its fan-out was accepted`);
         }
       }
     }
@@ -603,12 +672,26 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
   const operations = ["send", "receive", "acknowledge"];
   proxy.push({ operation: operations, kind: "drop-reply", times: Number.POSITIVE_INFINITY, when: on(0.15) });
   proxy.push({ operation: operations, kind: "status-429", times: Number.POSITIVE_INFINITY, when: on(0.1) });
-  proxy.push({ operation: ["send", "acknowledge"], kind: "capacity", retryAfterMs: capacityCooldownMs * 2, times: Number.POSITIVE_INFINITY, when: on(0.05) });
+  proxy.push({
+    operation: ["send", "acknowledge"],
+    kind: "capacity",
+    retryAfterMs: capacityCooldownMs * 2,
+    times: Number.POSITIVE_INFINITY,
+    when: on(0.05),
+  });
   proxy.push({ operation: "receive", kind: "malformed-json", times: Number.POSITIVE_INFINITY, when: on(0.04) });
   proxy.push({ operation: operations, kind: "delay", ms: REAL_TIMEOUT_MS + 100, times: Number.POSITIVE_INFINITY, when: on(0.03) });
   try {
     for (let index = 0; index < 2; index += 1) {
-      parties.push(await createObservedParty({ url: proxy.url, name: `real-${seed}-${index}-${crypto.randomUUID().slice(0, 8)}`, requestTimeoutMs: REAL_TIMEOUT_MS, timers, clock }));
+      parties.push(
+        await createObservedParty({
+          url: proxy.url,
+          name: `real-${seed}-${index}-${crypto.randomUUID().slice(0, 8)}`,
+          requestTimeoutMs: REAL_TIMEOUT_MS,
+          timers,
+          clock,
+        }),
+      );
     }
     const sides: Side[] = parties.map((party, index) => ({ name: `p${index}`, core: party.core, host: party.host }));
     const tasks: KnownTask[] = [];
@@ -625,10 +708,15 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
       const roll = rand.int(100);
       if (roll < 25) {
         trace.push(`create p${index}`);
-        const outcome = await side.core.createTask({ to: other.core.endpoint()!, task: `real ${step}`, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) }, { lineage: "root" }).then(
-          (value) => value.taskId,
-          (raw) => record(`create p${index}`)(raw).details.taskId as string | undefined,
-        );
+        const outcome = await side.core
+          .createTask(
+            { to: other.core.endpoint()!, task: `real ${step}`, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) },
+            { lineage: "root" },
+          )
+          .then(
+            (value) => value.taskId,
+            (raw) => record(`create p${index}`)(raw).details.taskId as string | undefined,
+          );
         if (outcome !== undefined) tasks.push({ taskId: outcome, origin: index, target: 1 - index });
       } else if (roll < 40 && tasks.length > 0) {
         const task = rand.pick(tasks);
@@ -641,7 +729,9 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
         const worker = parties[task.target]!;
         if (worker.core.findTask(task.taskId) === undefined) continue;
         trace.push(`done ${task.taskId.slice(0, 8)}`);
-        await worker.core.done({ taskId: task.taskId, status: rand.pick(["completed", "failed"] as const), summary: "done" }).catch(record("done"));
+        await worker.core
+          .done({ taskId: task.taskId, status: rand.pick(["completed", "failed"] as const), summary: "done" })
+          .catch(record("done"));
       } else if (roll < 62 && tasks.length > 0) {
         const task = rand.pick(tasks);
         trace.push(`cancel ${task.taskId.slice(0, 8)}`);
@@ -705,6 +795,9 @@ describe("seeded fault schedule on the real relay", () => {
       if (violations.length > 0) failures.push(`seed ${seed}: ${violations.slice(0, 5).join(" | ")}\n  trace: ${trace.join("; ")}`);
     }
     expect(failures).toEqual([]);
-    console.log("real-relay schedule:", JSON.stringify(Object.fromEntries(Object.entries(coverage).filter(([key]) => key.startsWith("real")))));
+    console.log(
+      "real-relay schedule:",
+      JSON.stringify(Object.fromEntries(Object.entries(coverage).filter(([key]) => key.startsWith("real")))),
+    );
   });
 });

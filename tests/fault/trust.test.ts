@@ -75,7 +75,9 @@ const body = (request: ProxyRequest): Body => (request.body ?? {}) as Body;
 
 /** The envelope a party sent (from the proxy's request log), as a fresh copy. */
 function sentEnvelope(envelopeId: string): WireEnvelope {
-  const request = fx.proxy.requests().find((candidate) => candidate.operation === "send" && body(candidate).envelope?.envelopeId === envelopeId);
+  const request = fx.proxy
+    .requests()
+    .find((candidate) => candidate.operation === "send" && body(candidate).envelope?.envelopeId === envelopeId);
   if (request === undefined) throw new Error(`no send of envelope ${envelopeId} in the proxy log`);
   return structuredClone(body(request).envelope!);
 }
@@ -134,7 +136,10 @@ async function settleAll(parties: readonly Party[]): Promise<void> {
   fx.proxy.clear();
   await drain(parties);
   for (const each of parties) {
-    expect({ party: each.name, deliveries: coreInternals(each.core).store.pendingDeliveryCount() }).toEqual({ party: each.name, deliveries: 0 });
+    expect({ party: each.name, deliveries: coreInternals(each.core).store.pendingDeliveryCount() }).toEqual({
+      party: each.name,
+      deliveries: 0,
+    });
     expect({ party: each.name, outbox: coreInternals(each.core).store.pendingOutboxCount() }).toEqual({ party: each.name, outbox: 0 });
     expect({ party: each.name, backlog: await relayBacklog(each.core) }).toEqual({ party: each.name, backlog: 0 });
   }
@@ -143,7 +148,9 @@ async function settleAll(parties: readonly Party[]): Promise<void> {
 /** The victim rejected exactly the carrier, under `code`, once. */
 function expectRejected(victim: Party, carrierId: string, code: string): void {
   expect(victim.core.rejections()).toEqual({ [code]: 1 });
-  expect(victim.host.rejections.map((rejection) => ({ envelopeId: rejection.envelopeId, code: rejection.code }))).toEqual([{ envelopeId: carrierId, code }]);
+  expect(victim.host.rejections.map((rejection) => ({ envelopeId: rejection.envelopeId, code: rejection.code }))).toEqual([
+    { envelopeId: carrierId, code },
+  ]);
 }
 
 // -- worker-side attacks ---------------------------------------------------------------------------
@@ -187,7 +194,11 @@ function onWire(attack: Pick<WorkerAttack, "relay" | "sealer">, forged: WireEnve
 }
 
 /** `forge` applied to the carrier as the attack's relay holds it. */
-function forgeFrom(attack: Pick<WorkerAttack, "relay" | "sealer">, carrier: WireEnvelope, forge: (held: WireEnvelope) => WireEnvelope): WireEnvelope {
+function forgeFrom(
+  attack: Pick<WorkerAttack, "relay" | "sealer">,
+  carrier: WireEnvelope,
+  forge: (held: WireEnvelope) => WireEnvelope,
+): WireEnvelope {
   return onWire(attack, forge(attack.relay === "opened" ? (clearEnvelope(carrier) as WireEnvelope) : carrier));
 }
 
@@ -220,7 +231,11 @@ const workerAttacks: WorkerAttack[] = [
       const message = await stage.origin.core.message({ taskId, type: "information", message: "for the other worker" });
       secondWorker = { party: other, taskId, message };
     },
-    forge: (carrier, stage) => ({ ...sentEnvelope(secondWorker!.message.envelopeId), envelopeId: carrier.envelopeId, target: stage.worker.core.endpoint()! }),
+    forge: (carrier, stage) => ({
+      ...sentEnvelope(secondWorker!.message.envelopeId),
+      envelopeId: carrier.envelopeId,
+      target: stage.worker.core.endpoint()!,
+    }),
     check: (stage) => {
       const other = secondWorker!;
       // The other worker still gets its own mail, once; this worker never learns of that task.
@@ -241,9 +256,25 @@ const workerAttacks: WorkerAttack[] = [
       const origin = stage.origin.core.endpoint()!;
       const worker = stage.worker.core.endpoint()!;
       const now = Date.now();
-      const task: TaskRecord = { ...record(stage.origin.core, stage.taskId), taskId: crypto.randomUUID(), task: "a task from an unpaired key", createdAt: now, expiresAt: now + 3_600_000 };
+      const task: TaskRecord = {
+        ...record(stage.origin.core, stage.taskId),
+        taskId: crypto.randomUUID(),
+        task: "a task from an unpaired key",
+        createdAt: now,
+        expiresAt: now + 3_600_000,
+      };
       const event = makeEvent(task, "task.created", "1", now, { task: task.task });
-      const encoded = encodeEnvelope(origin, worker, task.taskId, "assignment", { task, event }, now, { identity: unpaired }, undefined, sealedTo());
+      const encoded = encodeEnvelope(
+        origin,
+        worker,
+        task.taskId,
+        "assignment",
+        { task, event },
+        now,
+        { identity: unpaired },
+        undefined,
+        sealedTo(),
+      );
       return { ...(JSON.parse(encoded.text) as WireEnvelope), envelopeId: carrier.envelopeId };
     },
     check: (stage, forged) => {
@@ -258,9 +289,21 @@ const workerAttacks: WorkerAttack[] = [
           const envelope = body(request).envelope!;
           // Sealed to the forger's key: the forger opens it.
           const opened = clearPayload(envelope.payload, unpaired)!;
-          return { source: envelope.source.id, target: envelope.target.id, kind: opened.kind, type: opened.payload.type, reason: opened.payload.payload.reason };
+          return {
+            source: envelope.source.id,
+            target: envelope.target.id,
+            kind: opened.kind,
+            type: opened.payload.type,
+            reason: opened.payload.payload.reason,
+          };
         });
-      expect(refusals[0]).toEqual({ source: stage.worker.core.endpoint()!.id, target: stage.origin.core.endpoint()!.id, kind: "intent", type: "task.refused", reason: "UNKNOWN_PEER" });
+      expect(refusals[0]).toEqual({
+        source: stage.worker.core.endpoint()!.id,
+        target: stage.origin.core.endpoint()!.id,
+        kind: "intent",
+        type: "task.refused",
+        reason: "UNKNOWN_PEER",
+      });
       expect(stage.origin.host.rejections.map((rejection) => rejection.code)).toEqual(["UNKNOWN_TASK"]);
     },
   },
@@ -271,7 +314,10 @@ const workerAttacks: WorkerAttack[] = [
     sealer: unpaired,
     forge: (carrier, stage) => {
       const { taskId, kind, payload } = carrier.payload;
-      carrier.payload.signature = signPayload({ taskId, kind, payload }, { identity: unpaired, from: stage.origin.core.endpoint()!, to: stage.worker.core.endpoint()!, atMs: Date.now() });
+      carrier.payload.signature = signPayload(
+        { taskId, kind, payload },
+        { identity: unpaired, from: stage.origin.core.endpoint()!, to: stage.worker.core.endpoint()!, atMs: Date.now() },
+      );
       return carrier;
     },
   },
@@ -370,7 +416,10 @@ describe("a malicious relay, at the origin", () => {
     expectRejected(origin, delivery.envelopeId, "SIGNATURE_INVALID");
     expect(worker.core.rejections()).toEqual({});
     // The legitimate intents became canonical events, presented in order; the terminal never did.
-    const presented = insertedFor(origin, taskId).map((item) => ({ type: item.event.type, intentId: (item.event.payload as { intentId?: string }).intentId }));
+    const presented = insertedFor(origin, taskId).map((item) => ({
+      type: item.event.type,
+      intentId: (item.event.payload as { intentId?: string }).intentId,
+    }));
     expect(presented).toEqual([
       { type: "task.information", intentId: before.intentId },
       { type: "task.information", intentId: after.intentId },
@@ -379,7 +428,11 @@ describe("a malicious relay, at the origin", () => {
     const task = origin.core.getTask(taskId);
     expect(task.status).toBe("active");
     expect(task.events.slice(0, eventsBefore.length).map((event) => event.eventId)).toEqual(eventsBefore);
-    expect(task.events.slice(eventsBefore.length).map((event) => ({ type: event.type, intentId: (event.payload as { intentId?: string }).intentId }))).toEqual(presented);
+    expect(
+      task.events
+        .slice(eventsBefore.length)
+        .map((event) => ({ type: event.type, intentId: (event.payload as { intentId?: string }).intentId })),
+    ).toEqual(presented);
     expect(worker.core.getTask(taskId).status).toBe("active");
   });
 });

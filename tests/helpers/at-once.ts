@@ -34,7 +34,12 @@ export interface ChildScript {
 export async function runAtOnce(count: number, script: ChildScript): Promise<ChildOutcome[]> {
   const startAt = Date.now() + START_DELAY_MS;
   const children = Array.from({ length: count }, (_, index) =>
-    spawn([BUN, "-e", `${script.setup}\nawait Bun.sleep(Math.max(0, ${startAt} - Date.now()));\n${script.run(index)}`], { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" }),
+    spawn([BUN, "-e", `${script.setup}\nawait Bun.sleep(Math.max(0, ${startAt} - Date.now()));\n${script.run(index)}`], {
+      cwd: REPO_ROOT,
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    }),
   );
   const deadline = setTimeout(() => {
     for (const child of children) child.kill("SIGKILL");
@@ -42,7 +47,11 @@ export async function runAtOnce(count: number, script: ChildScript): Promise<Chi
   try {
     return await Promise.all(
       children.map(async (child) => {
-        const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+        const [stdout, stderr, code] = await Promise.all([
+          new Response(child.stdout).text(),
+          new Response(child.stderr).text(),
+          child.exited,
+        ]);
         return { code, stdout, stderr };
       }),
     );

@@ -62,7 +62,8 @@ export interface CliRunOptions {
 /** The one JSON object a `--json` run printed (fails when stdout is not exactly one JSON line). */
 export function jsonOf(run: CliRun): any {
   const lines = run.stdout.split("\n").filter((line) => line.trim().length > 0);
-  if (lines.length !== 1) throw new Error(`expected one JSON line on stdout, got ${JSON.stringify(run.stdout)} (stderr ${JSON.stringify(run.stderr)})`);
+  if (lines.length !== 1)
+    throw new Error(`expected one JSON line on stdout, got ${JSON.stringify(run.stdout)} (stderr ${JSON.stringify(run.stderr)})`);
   return JSON.parse(lines[0]!);
 }
 

@@ -32,7 +32,13 @@ export function taskView(options: ViewOptions = {}): TaskView {
     outcome: outcomeOf(snapshot),
     superseded: supersededBy(events),
     terminalDelivery: options.terminalDelivery ?? { state: "not_submitted" },
-    deliveryEvidence: { relayAcceptance: "not_applicable", receiverReceipt: "confirmed", piInsertion: "confirmed", wakeAcceptance: "confirmed", modelExecution: "not_evidenced" },
+    deliveryEvidence: {
+      relayAcceptance: "not_applicable",
+      receiverReceipt: "confirmed",
+      piInsertion: "confirmed",
+      wakeAcceptance: "confirmed",
+      modelExecution: "not_evidenced",
+    },
   };
 }
 
@@ -40,7 +46,13 @@ export function assignmentOf(task: TaskView): TaskEvent {
   return task.events.find((event) => event.type === "task.created" || event.type === "task.reassigned")!;
 }
 
-export const PENDING_DELIVERY: TerminalDelivery = { state: "pending", intentId: "intent-1", intentType: "task.completed", envelopeId: "envelope-1", origin: ORIGIN };
+export const PENDING_DELIVERY: TerminalDelivery = {
+  state: "pending",
+  intentId: "intent-1",
+  intentType: "task.completed",
+  envelopeId: "envelope-1",
+  origin: ORIGIN,
+};
 export const ACCEPTED_DELIVERY: TerminalDelivery = { ...PENDING_DELIVERY, state: "accepted" };
 export const BLOCKED_DELIVERY: TerminalDelivery = {
   state: "delivery_blocked",
@@ -133,7 +145,11 @@ export function fakeCore(initial: readonly TaskView[] = []): FakeCore {
   };
 }
 
-export function presentationItem(task: TaskView, event: TaskEvent = assignmentOf(task), overrides: Partial<PresentationItem> = {}): PresentationItem {
+export function presentationItem(
+  task: TaskView,
+  event: TaskEvent = assignmentOf(task),
+  overrides: Partial<PresentationItem> = {},
+): PresentationItem {
   return {
     kind: "relay",
     order: 1,

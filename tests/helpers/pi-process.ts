@@ -159,7 +159,10 @@ export function sharedTestHome(): string {
  * (the script, offline), no embedded relay, and the test's pi-tasks home (never the runner's own
  * identity or session).
  */
-export function baseEnv(agentDir: string, options: { script: string; relayUrl?: string; session?: string; worker?: boolean; home?: string }): Record<string, string | undefined> {
+export function baseEnv(
+  agentDir: string,
+  options: { script: string; relayUrl?: string; session?: string; worker?: boolean; home?: string },
+): Record<string, string | undefined> {
   const env: Record<string, string | undefined> = {
     ...process.env,
     PI_CODING_AGENT_DIR: agentDir,
@@ -218,8 +221,13 @@ export function hostEnv(host: PiHost, env: Record<string, string | undefined>): 
  */
 export function installPiTasks(agentDir: string, host: PiHost, env: Record<string, string | undefined>): void {
   const source = host === "node" ? installedPackage() : PACKAGE_ROOT;
-  const done = Bun.spawnSync([...piRunner(host), "install", source], { env: hostEnv(host, { ...env, PI_CODING_AGENT_DIR: agentDir }), stdout: "pipe", stderr: "pipe" });
-  if (done.exitCode !== 0) throw new Error(`pi install ${source} failed (${done.exitCode}): ${done.stderr.toString()}${done.stdout.toString()}`);
+  const done = Bun.spawnSync([...piRunner(host), "install", source], {
+    env: hostEnv(host, { ...env, PI_CODING_AGENT_DIR: agentDir }),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  if (done.exitCode !== 0)
+    throw new Error(`pi install ${source} failed (${done.exitCode}): ${done.stderr.toString()}${done.stdout.toString()}`);
 }
 
 export function startPi(options: PiProcessOptions): PiProcess {
@@ -239,7 +247,13 @@ export function startPi(options: PiProcessOptions): PiProcess {
   if (host === "node") installPiTasks(agentDir, host, env);
   const launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
   const startedAt = Date.now();
-  const child = spawn([...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], { cwd, env: hostEnv(host, env), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const child = spawn([...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], {
+    cwd,
+    env: hostEnv(host, env),
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const records: RpcRecord[] = [];
   const times: number[] = [];
   const listeners = new Set<() => void>();
@@ -296,7 +310,8 @@ export function startPi(options: PiProcessOptions): PiProcess {
       waitForRecord(records, listeners, predicate, {
         from,
         timeoutMs,
-        diagnostics: () => `last records: ${JSON.stringify(records.slice(-8).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
+        diagnostics: () =>
+          `last records: ${JSON.stringify(records.slice(-8).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
       }),
     customMessages: messages,
     appendedEntries(customType) {

@@ -9,4 +9,5 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { RELAY_SECRET_DIR_VARIABLE } from "../../src/trust/relay-secret.ts";
 
-if (process.env[RELAY_SECRET_DIR_VARIABLE] === undefined) process.env[RELAY_SECRET_DIR_VARIABLE] = mkdtempSync(join(tmpdir(), "pi-tasks-test-relays-"));
+if (process.env[RELAY_SECRET_DIR_VARIABLE] === undefined)
+  process.env[RELAY_SECRET_DIR_VARIABLE] = mkdtempSync(join(tmpdir(), "pi-tasks-test-relays-"));

@@ -73,7 +73,11 @@ function lateAfterTimeout(event: TaskEvent, events: readonly TaskEvent[]): boole
  * The audience of one event of a task whose origin and target are given. Throws when the event
  * records an intent nobody was seen sending (the test's observation has a hole).
  */
-export function audienceOf(event: TaskEvent, task: { readonly origin: TaskEndpoint; readonly target: TaskEndpoint; readonly events?: readonly TaskEvent[] }, authors: IntentAuthors): Audience {
+export function audienceOf(
+  event: TaskEvent,
+  task: { readonly origin: TaskEndpoint; readonly target: TaskEndpoint; readonly events?: readonly TaskEvent[] },
+  authors: IntentAuthors,
+): Audience {
   if (lateAfterTimeout(event, task.events ?? [])) return { origin: true, target: false };
   if (!TASK_EVENT_TYPES[event.type].modelVisible) return NOBODY;
   if (CLOCK_TYPES.has(event.type)) return { origin: true, target: true };
@@ -98,7 +102,10 @@ export interface Expected {
 }
 
 /** The expectations for the given tasks of one origin (their events as the origin holds them). */
-export function expectedPresentations(tasks: Iterable<{ readonly origin: TaskEndpoint; readonly target: TaskEndpoint; readonly events: readonly TaskEvent[] }>, authors: IntentAuthors): Expected {
+export function expectedPresentations(
+  tasks: Iterable<{ readonly origin: TaskEndpoint; readonly target: TaskEndpoint; readonly events: readonly TaskEvent[] }>,
+  authors: IntentAuthors,
+): Expected {
   const expected: Expected = { atOrigin: [], atTarget: [], neverAtOrigin: [], neverAtTarget: [] };
   for (const task of tasks) {
     for (const event of task.events) {

@@ -26,7 +26,10 @@ export function useRelayFixture(options: { proxy?: boolean } = {}): RelayFixture
   afterEach(async () => {
     proxy?.clear();
     proxy?.release();
-    for (const step of steps.splice(0).reverse()) await Promise.resolve().then(step).catch(() => undefined);
+    for (const step of steps.splice(0).reverse())
+      await Promise.resolve()
+        .then(step)
+        .catch(() => undefined);
   });
   afterAll(async () => {
     await proxy?.stop();

@@ -32,7 +32,11 @@ import type { AdmitRequest, RelayStore } from "../../src/relay-server/store/stor
 
 const endpoint = (id: string): TaskEndpoint => ({ relay: RELAY_ID, id });
 
-export async function connected(store: RelayStore, session: string, options: { generation?: string; now?: number; leaseMs?: number; secret?: string } = {}): Promise<TaskEndpoint> {
+export async function connected(
+  store: RelayStore,
+  session: string,
+  options: { generation?: string; now?: number; leaseMs?: number; secret?: string } = {},
+): Promise<TaskEndpoint> {
   const outcome = await store.connect({
     session,
     generation: options.generation ?? crypto.randomUUID(),
@@ -53,7 +57,11 @@ export function connectedMany(store: RelayStore, label: string, count: number, o
 }
 
 /** An admission of a fresh envelope (its digest the real one) with a payload of `payloadChars` characters after a few multi-byte ones. */
-export async function admission(source: TaskEndpoint, target: TaskEndpoint, options: { now?: number; payloadChars?: number } = {}): Promise<AdmitRequest> {
+export async function admission(
+  source: TaskEndpoint,
+  target: TaskEndpoint,
+  options: { now?: number; payloadChars?: number } = {},
+): Promise<AdmitRequest> {
   const envelope = {
     envelopeId: crypto.randomUUID(),
     protocolVersion: WIRE_PROTOCOL_VERSION,
@@ -63,7 +71,15 @@ export async function admission(source: TaskEndpoint, target: TaskEndpoint, opti
     createdAt: new Date().toISOString(),
   };
   const text = canonicalJson(envelope);
-  return { envelopeId: envelope.envelopeId, digest: await sha256Hex(text), text, source, target, fresh: true, now: options.now ?? Date.now() };
+  return {
+    envelopeId: envelope.envelopeId,
+    digest: await sha256Hex(text),
+    text,
+    source,
+    target,
+    fresh: true,
+    now: options.now ?? Date.now(),
+  };
 }
 
 async function pageOf(store: RelayStore, target: TaskEndpoint, after = "0", limit = relayMaxMailboxItems) {
@@ -98,10 +114,16 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       // Several senders, each within its share of the mailbox, so the mailbox's own bound is what refuses.
       const sources = await connectedMany(store, "racer-source", sendersFor(relayMaxMailboxItems) + 1);
       const target = await connected(store, "racer-target");
-      const requests = await Promise.all(Array.from({ length: relayMaxMailboxItems + 20 }, (_, index) => admission(sources[index % sources.length]!, target)));
+      const requests = await Promise.all(
+        Array.from({ length: relayMaxMailboxItems + 20 }, (_, index) => admission(sources[index % sources.length]!, target)),
+      );
       const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
       expect(outcomes.filter((outcome) => outcome.kind === "accepted").length).toBe(relayMaxMailboxItems);
-      expect(outcomes.filter((outcome) => outcome.kind !== "accepted").every((outcome) => outcome.kind === "full" && outcome.budget === "mailbox")).toBe(true);
+      expect(
+        outcomes
+          .filter((outcome) => outcome.kind !== "accepted")
+          .every((outcome) => outcome.kind === "full" && outcome.budget === "mailbox"),
+      ).toBe(true);
       const page = await pageOf(store, target);
       expect(new Set(page.cursors).size).toBe(relayMaxMailboxItems);
       expect(page.cursors.at(-1)).toBe(String(relayMaxMailboxItems));
@@ -203,7 +225,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       expect((await store.usage()).activeItems).toBe(0);
       expect(await store.admit({ ...queued, target: second })).toEqual({ kind: "conflict" });
       expect(await store.acknowledge(first.id, queued.envelopeId)).toEqual({ kind: "unknown" });
-      expect(await store.connect({ session: "gen", generation: "g1", leaseMs: leaseMaxMs, now: now + 6 })).toEqual({ kind: "generation-retired" });
+      expect(await store.connect({ session: "gen", generation: "g1", leaseMs: leaseMaxMs, now: now + 6 })).toEqual({
+        kind: "generation-retired",
+      });
       const third = await connected(store, "gen", { generation: "g3", now: now + 7 });
       expect(await store.successor(first.id, now + 8)).toMatchObject({ endpointId: third.id });
       await store.disconnect(third.id, now + 9);
@@ -216,7 +240,11 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       const store = await fresh();
       const plain = await connected(store, "bind-plain");
       const guarded = await connected(store, "bind-guarded", { secret: "s".repeat(40) });
-      expect(await store.binding("bind-plain", plain.id)).toMatchObject({ callerKnown: true, secret: "ok", registration: { endpointId: plain.id, session: "bind-plain", state: "active" } });
+      expect(await store.binding("bind-plain", plain.id)).toMatchObject({
+        callerKnown: true,
+        secret: "ok",
+        registration: { endpointId: plain.id, session: "bind-plain", state: "active" },
+      });
       expect(await store.binding("bind-plain", plain.id, secretDigest("x".repeat(40)))).toMatchObject({ secret: "mismatch" });
       expect(await store.binding("bind-guarded", guarded.id)).toMatchObject({ secret: "missing" });
       expect(await store.binding("bind-guarded", guarded.id, secretDigest("s".repeat(40)))).toMatchObject({ secret: "ok" });
@@ -229,11 +257,16 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       const now = Date.now();
       const secret = "p".repeat(40);
       const owner = await connected(store, "prot", { generation: "g1", now, leaseMs: 1_000, secret });
-      expect(await store.connect({ session: "prot", generation: "g2", leaseMs: 1_000, now: now + 1 })).toEqual({ kind: "session-protected", leaseExpiresAt: now + 1_000 });
+      expect(await store.connect({ session: "prot", generation: "g2", leaseMs: 1_000, now: now + 1 })).toEqual({
+        kind: "session-protected",
+        leaseExpiresAt: now + 1_000,
+      });
       expect(await connected(store, "prot", { generation: "g1", now: now + 2, leaseMs: 1_000, secret })).toEqual(owner);
       const lapsed = now + 5_000;
       expect(await store.connect({ session: "prot", generation: "g1", leaseMs: 1_000, now: lapsed })).toEqual({ kind: "secret-missing" });
-      expect(await store.connect({ session: "prot", generation: "g1", leaseMs: 1_000, now: lapsed, secretDigest: secretDigest("q".repeat(40)) })).toEqual({ kind: "secret-mismatch" });
+      expect(
+        await store.connect({ session: "prot", generation: "g1", leaseMs: 1_000, now: lapsed, secretDigest: secretDigest("q".repeat(40)) }),
+      ).toEqual({ kind: "secret-mismatch" });
       const taken = await connected(store, "prot", { generation: "g9", now: lapsed });
       expect(taken.id).not.toBe(owner.id);
       // The new registration is unprotected: another generation may replace it at once.
@@ -250,7 +283,12 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       expect(await names(now + 2_000)).toEqual(["live-b"]);
       await store.disconnect(b.id, now + 3);
       expect(await names(now + 4)).toEqual(["live-a"]);
-      expect((await store.liveRegistrations(now + 1)).find((registration) => registration.endpointId === a.id)).toMatchObject({ endpointId: a.id, session: "live-a", state: "active", leaseExpiresAt: now + 1_000 });
+      expect((await store.liveRegistrations(now + 1)).find((registration) => registration.endpointId === a.id)).toMatchObject({
+        endpointId: a.id,
+        session: "live-a",
+        state: "active",
+        leaseExpiresAt: now + 1_000,
+      });
     });
 
     test("maintain: receipts expire after retention unless an item pins them; ended registrations are reaped unless they pin mail", async () => {
@@ -282,7 +320,16 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       expect(await store.admit({ ...pinned, now: later })).toMatchObject({ kind: "target-not-live" });
       expect(await store.acknowledge(target.id, pinned.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
       expect(await store.maintain(later + 1)).toEqual({ reaped: 1, expiredReceipts: 1, expiredMail: 0 });
-      expect(await store.usage()).toMatchObject({ receipts: 0, receiptBytes: 0, registrations: 0, sessions: 0, metadataBytes: 0, activeItems: 0, activeBytes: 0, expiryEntries: 0 });
+      expect(await store.usage()).toMatchObject({
+        receipts: 0,
+        receiptBytes: 0,
+        registrations: 0,
+        sessions: 0,
+        metadataBytes: 0,
+        activeItems: 0,
+        activeBytes: 0,
+        expiryEntries: 0,
+      });
     });
 
     test("budgets: relay-wide items across mailboxes, and registrations, are refused when spent", async () => {
@@ -296,21 +343,38 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       // Each mailbox filled by `perMailbox` distinct senders, the senders taken in turn.
       const perMailbox = sendersFor(relayMaxMailboxItems);
       const sourceOf = (mailbox: number, index: number) => sources[(mailbox * perMailbox + (index % perMailbox)) % senders]!;
-      const requests = await Promise.all(full.flatMap((target, mailbox) => Array.from({ length: relayMaxMailboxItems }, (_, index) => admission(sourceOf(mailbox, index), target, { now }))));
+      const requests = await Promise.all(
+        full.flatMap((target, mailbox) =>
+          Array.from({ length: relayMaxMailboxItems }, (_, index) => admission(sourceOf(mailbox, index), target, { now })),
+        ),
+      );
       const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
       expect(outcomes.every((outcome) => outcome.kind === "accepted")).toBe(true);
-      expect(await store.admit(await admission(sources.at(-1)!, targets.at(-1)!, { now }))).toEqual({ kind: "full", budget: "active", details: { items: relayMaxActiveItems, bytes: (await store.usage()).activeBytes } });
+      expect(await store.admit(await admission(sources.at(-1)!, targets.at(-1)!, { now }))).toEqual({
+        kind: "full",
+        budget: "active",
+        details: { items: relayMaxActiveItems, bytes: (await store.usage()).activeBytes },
+      });
       // Registrations: refused once spent while every place is in use (a recent bound request each).
       const registered = (await store.usage()).registrations;
-      const more = await Promise.all(Array.from({ length: relayMaxRegistrations - registered }, (_, index) => store.connect({ session: `many-${index}`, generation: "g", leaseMs: leaseMaxMs, now })));
+      const more = await Promise.all(
+        Array.from({ length: relayMaxRegistrations - registered }, (_, index) =>
+          store.connect({ session: `many-${index}`, generation: "g", leaseMs: leaseMaxMs, now }),
+        ),
+      );
       const views = [...targets, ...sources].map((endpoint) => ({ endpointId: endpoint.id }));
       for (const outcome of more) if (outcome.kind === "connected") views.push(outcome.registration);
       expect(views.length).toBe(relayMaxRegistrations);
-      await Promise.all(views.map(async ({ endpointId }) => {
-        const registration = await store.registration(endpointId);
-        await store.binding(registration!.session, endpointId, undefined, now);
-      }));
-      expect(await store.connect({ session: "one-more", generation: "g", leaseMs: leaseMaxMs, now })).toEqual({ kind: "full", details: { registrations: relayMaxRegistrations, metadataBytes: (await store.usage()).metadataBytes } });
+      await Promise.all(
+        views.map(async ({ endpointId }) => {
+          const registration = await store.registration(endpointId);
+          await store.binding(registration!.session, endpointId, undefined, now);
+        }),
+      );
+      expect(await store.connect({ session: "one-more", generation: "g", leaseMs: leaseMaxMs, now })).toEqual({
+        kind: "full",
+        details: { registrations: relayMaxRegistrations, metadataBytes: (await store.usage()).metadataBytes },
+      });
       expect(await store.maintain(now)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
     });
 
@@ -325,7 +389,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         await store.admit(queued);
         expect((await store.usage()).registrations).toBe(relayMaxRegistrations);
         // Within their grace (a client's first request may still be on its way) they keep their places.
-        expect(await store.connect({ session: "legit", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationGraceMs - 1 })).toMatchObject({ kind: "full" });
+        expect(
+          await store.connect({ session: "legit", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationGraceMs - 1 }),
+        ).toMatchObject({ kind: "full" });
         // Then the new connect takes the place of the first-made never-used registration.
         const later = now + relayRegistrationGraceMs;
         const legit = await connected(store, "legit", { now: later, generation: "g" });
@@ -349,7 +415,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const users = await connectedMany(store, "user", relayMaxRegistrations, { now });
         const use = (index: number, at: number) => store.binding(`user-${index}`, users[index]!.id, undefined, at);
         await Promise.all(users.map((_, index) => use(index, now + (index === 1 ? 0 : 1))));
-        expect(await store.connect({ session: "newcomer", generation: "g", leaseMs: leaseMaxMs, now: now + 2 })).toMatchObject({ kind: "full" });
+        expect(await store.connect({ session: "newcomer", generation: "g", leaseMs: leaseMaxMs, now: now + 2 })).toMatchObject({
+          kind: "full",
+        });
         // A disconnected one goes first, though another was idle longer.
         await store.disconnect(users[5]!.id, now + 3);
         const newcomer = await connected(store, "newcomer", { now: now + 4 });
@@ -358,7 +426,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         // A binding of another caller, or one that fails, is no use of the place.
         await store.binding("user-0", users[1]!.id, undefined, now + relayActivityResolutionMs);
         await store.binding("user-1", users[1]!.id, secretDigest("x".repeat(40)), now + relayActivityResolutionMs);
-        expect(await store.connect({ session: "second", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationIdleMs - 1 })).toMatchObject({ kind: "full" });
+        expect(
+          await store.connect({ session: "second", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationIdleMs - 1 }),
+        ).toMatchObject({ kind: "full" });
         // Idle long enough: the least recently active live one (user-1) gives way.
         const second = await connected(store, "second", { now: now + relayRegistrationIdleMs });
         expect(await store.registration(users[1]!.id)).toBeUndefined();
@@ -366,8 +436,14 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         // The connecting session's own current registration is never the one taken, even when it is the only idle one.
         const later = now + relayRegistrationIdleMs + 1;
         const others = users.map((_, index) => index).filter((index) => ![1, 2, 5].includes(index));
-        await Promise.all([...others.map((index) => use(index, later)), store.binding("newcomer", newcomer.id, undefined, later), store.binding("second", second.id, undefined, later)]);
-        expect(await store.connect({ session: "user-2", generation: "g-new", leaseMs: leaseMaxMs, now: later })).toMatchObject({ kind: "full" });
+        await Promise.all([
+          ...others.map((index) => use(index, later)),
+          store.binding("newcomer", newcomer.id, undefined, later),
+          store.binding("second", second.id, undefined, later),
+        ]);
+        expect(await store.connect({ session: "user-2", generation: "g-new", leaseMs: leaseMaxMs, now: later })).toMatchObject({
+          kind: "full",
+        });
         expect(await store.registration(users[2]!.id)).toMatchObject({ session: "user-2", state: "active" });
       });
 
@@ -375,7 +451,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const store = await fresh();
         const now = Date.now();
         const [flooder, other, target] = await connectedMany(store, "share", 3, { now });
-        const flood = await Promise.all(Array.from({ length: relaySenderMaxMailboxItems + 8 }, () => admission(flooder!, target!, { now })));
+        const flood = await Promise.all(
+          Array.from({ length: relaySenderMaxMailboxItems + 8 }, () => admission(flooder!, target!, { now })),
+        );
         const outcomes = await Promise.all(flood.map((request) => store.admit(request)));
         const accepted = outcomes.filter((outcome) => outcome.kind === "accepted").length;
         expect(accepted).toBe(relaySenderMaxMailboxItems);
@@ -394,10 +472,18 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const now = Date.now();
         const flooder = await connected(store, "wide-flooder", { now });
         const sinks = await connectedMany(store, "wide-sink", sendersFor(relaySenderMaxActiveItems) + 1, { now });
-        const flood = await Promise.all(Array.from({ length: relaySenderMaxActiveItems }, (_, index) => admission(flooder, sinks[index % sinks.length]!, { now })));
-        expect((await Promise.all(flood.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(true);
+        const flood = await Promise.all(
+          Array.from({ length: relaySenderMaxActiveItems }, (_, index) => admission(flooder, sinks[index % sinks.length]!, { now })),
+        );
+        expect((await Promise.all(flood.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(
+          true,
+        );
         const bytes = (await store.usage()).activeBytes;
-        expect(await store.admit(await admission(flooder, sinks[0]!, { now }))).toEqual({ kind: "quota", quota: "sender-active", details: { items: relaySenderMaxActiveItems, bytes } });
+        expect(await store.admit(await admission(flooder, sinks[0]!, { now }))).toEqual({
+          kind: "quota",
+          quota: "sender-active",
+          details: { items: relaySenderMaxActiveItems, bytes },
+        });
         const other = await connected(store, "wide-other", { now });
         expect(await store.admit(await admission(other, sinks[0]!, { now }))).toMatchObject({ kind: "accepted" });
         expect(await store.maintain(now)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
@@ -407,7 +493,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const store = await fresh();
         const now = Date.now();
         const live = (session: string, at: number) => connected(store, session, { now: at, generation: "g" });
-        const [sender, other, target] = await Promise.all(["receipts-sender", "receipts-other", "receipts-target"].map((session) => live(session, now)));
+        const [sender, other, target] = await Promise.all(
+          ["receipts-sender", "receipts-other", "receipts-target"].map((session) => live(session, now)),
+        );
         let sent = 0;
         let outcome: Awaited<ReturnType<RelayStore["admit"]>>;
         for (;;) {
@@ -448,12 +536,19 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         expect(await store.admit({ ...old, digest: "another", now: lifetimeEnd })).toEqual({ kind: "conflict" });
         expect(await store.acknowledge(target!.id, old.envelopeId)).toEqual({ kind: "gone" });
         // The sender's share is free again: a full share of new mail fits beside the young one.
-        const refill = await Promise.all(Array.from({ length: relaySenderMaxMailboxItems - 1 }, () => admission(source!, target!, { now: lifetimeEnd })));
-        expect((await Promise.all(refill.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(true);
+        const refill = await Promise.all(
+          Array.from({ length: relaySenderMaxMailboxItems - 1 }, () => admission(source!, target!, { now: lifetimeEnd })),
+        );
+        expect((await Promise.all(refill.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(
+          true,
+        );
         for (const request of refill) await store.acknowledge(target!.id, request.envelopeId);
         // The expired receipt answers a retention after the expiry, then goes.
         expect(await store.maintain(lifetimeEnd + relayReceiptRetentionMs - 1)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 1 });
-        expect(await store.maintain(lifetimeEnd + relayReceiptRetentionMs)).toMatchObject({ expiredReceipts: 1 + refill.length, expiredMail: 0 });
+        expect(await store.maintain(lifetimeEnd + relayReceiptRetentionMs)).toMatchObject({
+          expiredReceipts: 1 + refill.length,
+          expiredMail: 0,
+        });
         expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0, receipts: 1 });
       });
 
@@ -485,10 +580,21 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const target = await connected(store, "bell-target");
         let parked = 0;
         const onPark = () => (parked += 1);
-        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 0, onPark })).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 0, onPark })).toEqual({
+          kind: "watch",
+          pending: false,
+          highestCursor: "0",
+        });
         await store.admit(await admission(source, target));
-        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 10_000, onPark })).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
-        expect(await store.watch({ endpointId: target.id, after: "2", waitMs: 10_000, onPark })).toEqual({ kind: "cursor-ahead", highestCursor: "1" });
+        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 10_000, onPark })).toEqual({
+          kind: "watch",
+          pending: true,
+          highestCursor: "1",
+        });
+        expect(await store.watch({ endpointId: target.id, after: "2", waitMs: 10_000, onPark })).toEqual({
+          kind: "cursor-ahead",
+          highestCursor: "1",
+        });
         expect(parked).toBe(0);
       });
 
@@ -521,7 +627,11 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         abort.abort();
         expect(await newer).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
         const started = Date.now();
-        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 50 })).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
+        expect(await store.watch({ endpointId: target.id, after: "0", waitMs: 50 })).toEqual({
+          kind: "watch",
+          pending: false,
+          highestCursor: "0",
+        });
         expect(Date.now() - started).toBeGreaterThanOrEqual(45);
       });
 

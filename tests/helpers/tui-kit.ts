@@ -69,7 +69,16 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BRAIN_SCRIPT, baseEnv, hostEnv, installPiTasks, piArgs, type ScriptedPiOptions, type ScriptTurn, serveBrain } from "./pi-process.ts";
+import {
+  BRAIN_SCRIPT,
+  baseEnv,
+  hostEnv,
+  installPiTasks,
+  piArgs,
+  type ScriptedPiOptions,
+  type ScriptTurn,
+  serveBrain,
+} from "./pi-process.ts";
 import { eventually } from "../../kit/async.ts";
 import { processState } from "./cli-kit.ts";
 import { packageBinary, packageMissingReason } from "../../kit/debian-package.ts";
@@ -249,7 +258,12 @@ interface TmuxResult {
 async function tmux(socket: string, args: readonly string[], env?: Record<string, string | undefined>): Promise<TmuxResult> {
   const binary = tmuxBinary();
   if (binary === undefined) throw new Error(tmuxMissingReason());
-  const child = Bun.spawn([binary, "-u", "-S", socket, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", ...(env === undefined ? {} : { env }) });
+  const child = Bun.spawn([binary, "-u", "-S", socket, ...args], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    ...(env === undefined ? {} : { env }),
+  });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
 }
@@ -259,7 +273,6 @@ async function tmuxOk(socket: string, args: readonly string[]): Promise<string> 
   if (result.code !== 0) throw new Error(`tmux ${args[0]} failed (${result.code}): ${result.stderr.trim()}`);
   return result.stdout;
 }
-
 
 /** Servers still running, killed synchronously if the test process exits without `stop()`. */
 const liveSockets = new Set<string>();
@@ -362,10 +375,20 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   const screen = async () => (lastCaptured = normalizeScreen(await tmuxOk(socket, ["capture-pane", "-p", "-J", "-t", WINDOW])));
   const display = async () => {
     const fields = "#{pid}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{pane_title}";
-    const [server = "", pid = "", dead = "0", status = "", signal = "", ...title] = (await tmuxOk(socket, ["display-message", "-p", "-t", WINDOW, fields])).replace(/\n$/, "").split("\t");
+    const [server = "", pid = "", dead = "0", status = "", signal = "", ...title] = (
+      await tmuxOk(socket, ["display-message", "-p", "-t", WINDOW, fields])
+    )
+      .replace(/\n$/, "")
+      .split("\t");
     // Exit status as a shell reports it: the code, or 128 + the signal that killed Pi.
     const code = status !== "" ? Number(status) : signal !== "" ? 128 + Number(signal) : undefined;
-    return { server: Number(server), pid: Number(pid), dead: dead === "1", status: dead === "1" ? code : undefined, title: title.join("\t") };
+    return {
+      server: Number(server),
+      pid: Number(pid),
+      dead: dead === "1",
+      status: dead === "1" ? code : undefined,
+      title: title.join("\t"),
+    };
   };
   const pane = async () => {
     const state = await display();
@@ -384,7 +407,26 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
 
   // Start the server with Pi's environment (the pane inherits the server's) and Pi as the pane's
   // command, given as separate arguments so no shell parses them.
-  const started = await tmux(socket, ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", ...piArgs(options.args ?? [], { installed: options.install === true, host })], env);
+  const started = await tmux(
+    socket,
+    [
+      "-f",
+      configPath,
+      "new-session",
+      "-d",
+      "-s",
+      WINDOW,
+      "-x",
+      String(cols),
+      "-y",
+      String(rows),
+      "-c",
+      cwd,
+      "--",
+      ...piArgs(options.args ?? [], { installed: options.install === true, host }),
+    ],
+    env,
+  );
   if (started.code !== 0) {
     await cleanUp();
     throw new Error(`tmux new-session failed (${started.code}): ${started.stderr.trim()}`);
@@ -405,12 +447,16 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
       // Pi's error may sit above the visible screen; the scrollback has it.
       const history = await tmuxOk(socket, ["capture-pane", "-p", "-J", "-S", "-", "-t", WINDOW]).catch(() => last);
       await cleanUp();
-      throw new Error(`Pi exited (status ${state.status}) before it was ready\n${describeScreen(normalizeScreen(history).replace(/\n{3,}/g, "\n\n"))}`);
+      throw new Error(
+        `Pi exited (status ${state.status}) before it was ready\n${describeScreen(normalizeScreen(history).replace(/\n{3,}/g, "\n\n"))}`,
+      );
     }
     if (READY_TITLE.test(state.title) && editorRules(last.split("\n")) !== undefined) break;
     if (Date.now() > deadline) {
       await cleanUp();
-      throw new Error(`Pi was not ready within ${options.readyTimeoutMs ?? DEFAULT_READY_MS} ms (title ${JSON.stringify(state.title)})\n${describeScreen(last)}`);
+      throw new Error(
+        `Pi was not ready within ${options.readyTimeoutMs ?? DEFAULT_READY_MS} ms (title ${JSON.stringify(state.title)})\n${describeScreen(last)}`,
+      );
     }
     await Bun.sleep(POLL_MS);
   }
@@ -431,7 +477,9 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     if (matched !== undefined) return matched;
     const status = await exitStatus().catch(() => undefined);
     const exited = status === undefined ? "" : ` (Pi has exited with status ${status})`;
-    throw new Error(`screen did not match ${typeof match === "function" ? "the predicate" : String(match)} within ${timeoutMs} ms${exited}\n${describeScreen(latest)}`);
+    throw new Error(
+      `screen did not match ${typeof match === "function" ? "the predicate" : String(match)} within ${timeoutMs} ms${exited}\n${describeScreen(latest)}`,
+    );
   };
 
   const type = async (text: string) => {
@@ -459,9 +507,13 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     async submit(text, timeoutMs = 3_000) {
       await type(text);
       const wanted = text.replace(/\s+/g, "");
-      await waitForScreen((current) => (editorTextOf(current) ?? "").replace(/\s+/g, "").includes(wanted), timeoutMs).catch((error: unknown) => {
-        throw new Error(`the editor never showed the typed text ${JSON.stringify(text)}: ${error instanceof Error ? error.message : String(error)}`);
-      });
+      await waitForScreen((current) => (editorTextOf(current) ?? "").replace(/\s+/g, "").includes(wanted), timeoutMs).catch(
+        (error: unknown) => {
+          throw new Error(
+            `the editor never showed the typed text ${JSON.stringify(text)}: ${error instanceof Error ? error.message : String(error)}`,
+          );
+        },
+      );
       await press("Enter");
     },
     exitStatus,

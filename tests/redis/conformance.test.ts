@@ -20,7 +20,13 @@ const RUN_TIMEOUT_MS = 60_000;
 const KILL_AFTER_MS = 2_000;
 
 async function conformance(url: string): Promise<{ code: number; result: Record<string, unknown>; stderr: string }> {
-  const child = spawn([BUN, CLI_ENTRY, "conformance", url, "--json"], { cwd: REPO_ROOT, env: { ...process.env, WOLFPACK_JWT_SECRET: "" }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const child = spawn([BUN, CLI_ENTRY, "conformance", url, "--json"], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, WOLFPACK_JWT_SECRET: "" },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, result: JSON.parse(stdout || "{}"), stderr };
 }

@@ -32,13 +32,18 @@ describeWithPackage("real Pi CLIs on two relays sharing one Redis", REDIS_BINARY
         const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
         if (taskId === undefined) return { text: "nothing assigned" };
         if (!called(turn, "agent_task_message", '"question"')) {
-          return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which machine should I deploy to?" } }] };
+          return {
+            tools: [{ name: "agent_task_message", arguments: { taskId, type: "question", message: "Which machine should I deploy to?" } }],
+          };
         }
         const answer = lastSeen(turn, "## task answer");
         if (answer === undefined) return { text: "waiting for the answer" };
         if (!called(turn, "agent_task_done")) {
           // The origin's answer is quoted: its line starts with "│ " (extensions/pi-tasks/quote.ts).
-          const machine = answer.split("\n").find((line) => line.startsWith("│ "))?.slice("│ ".length);
+          const machine = answer
+            .split("\n")
+            .find((line) => line.startsWith("│ "))
+            ?.slice("│ ".length);
           return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: `deployed to ${machine}` } }] };
         }
         return { text: "finished" };
@@ -51,21 +56,33 @@ describeWithPackage("real Pi CLIs on two relays sharing one Redis", REDIS_BINARY
       session: "redis-origin",
       relayUrl: relayA!.url,
       brain: (turn) => {
-        if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to, task: "Deploy the build; ask me where." } }] };
+        if (!called(turn, "agent_task_send"))
+          return { tools: [{ name: "agent_task_send", arguments: { to, task: "Deploy the build; ask me where." } }] };
         const question = lastSeen(turn, "## task question");
         if (question !== undefined && !called(turn, "agent_task_message", '"answer"')) {
           const taskId = field(question, "taskId")!;
-          return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "answer", inReplyTo: field(question, "eventId")!, message: "the build box" } }] };
+          return {
+            tools: [
+              {
+                name: "agent_task_message",
+                arguments: { taskId, type: "answer", inReplyTo: field(question, "eventId")!, message: "the build box" },
+              },
+            ],
+          };
         }
         const completed = lastSeen(turn, "## task completed");
-        if (completed !== undefined && !called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+        if (completed !== undefined && !called(turn, "agent_task_ack"))
+          return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
         return { text: "ok" };
       },
     });
     started.push(origin);
     origin.prompt("Delegate the deployment.");
     await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack", SCENARIO_MS);
-    await worker.waitFor((record) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged"), SCENARIO_MS);
+    await worker.waitFor(
+      (record) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged"),
+      SCENARIO_MS,
+    );
 
     expect(eventMessages(origin).map((message) => message.type)).toEqual(["task.question", "task.completed"]);
     expect(eventMessages(origin).find((message) => message.type === "task.completed")!.content).toContain("deployed to the build box");

@@ -53,16 +53,21 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
 
   test("racing admission through both relays into one mailbox: exactly its limit admitted, one cursor each, each received once", async () => {
     const target = await WireSession.connect(relayUrl(1), { label: "race-target" });
-    const senders = await Promise.all(Array.from({ length: RACE_SENDERS }, (_, index) => WireSession.connect(relayUrl(index % 2), { label: `race-${index}` })));
+    const senders = await Promise.all(
+      Array.from({ length: RACE_SENDERS }, (_, index) => WireSession.connect(relayUrl(index % 2), { label: `race-${index}` })),
+    );
     const offered = relayMaxMailboxItems + 64;
     const accepted: string[] = [];
     const refused: string[] = [];
-    await inLanes(Array.from({ length: offered }, (_, index) => senders[index % RACE_SENDERS]!), async (sender) => {
-      const envelope = sender.envelopeTo(target.endpoint);
-      const reply = await sender.send(envelope);
-      if (reply.status === 200 && reply.body.value.duplicate === false) accepted.push(envelope.envelopeId);
-      else refused.push(`${reply.status} ${reply.body?.error?.code} ${reply.body?.error?.retryAfterMs ?? ""}`.trim());
-    });
+    await inLanes(
+      Array.from({ length: offered }, (_, index) => senders[index % RACE_SENDERS]!),
+      async (sender) => {
+        const envelope = sender.envelopeTo(target.endpoint);
+        const reply = await sender.send(envelope);
+        if (reply.status === 200 && reply.body.value.duplicate === false) accepted.push(envelope.envelopeId);
+        else refused.push(`${reply.status} ${reply.body?.error?.code} ${reply.body?.error?.retryAfterMs ?? ""}`.trim());
+      },
+    );
     expect(accepted.length).toBe(relayMaxMailboxItems);
     // Mailbox-full refusals only (an overload refusal would carry retryAfterMs).
     expect(refused).toEqual(Array.from({ length: offered - relayMaxMailboxItems }, () => "503 RELAY_CAPACITY"));
@@ -72,14 +77,20 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
     for (let page = 0; ; page += 1) {
       const reply = await postJson(relayUrl(page % 2), target.request("receive", { cursor }));
       expect(reply.status).toBe(200);
-      const value = reply.body.value as { deliveries: { cursor: string; envelope: { envelopeId: string } }[]; nextCursor: string; hasMore: boolean };
+      const value = reply.body.value as {
+        deliveries: { cursor: string; envelope: { envelopeId: string } }[];
+        nextCursor: string;
+        hasMore: boolean;
+      };
       received.push(...value.deliveries.map((delivery) => ({ cursor: delivery.cursor, envelopeId: delivery.envelope.envelopeId })));
       cursor = value.nextCursor;
       if (!value.hasMore) break;
     }
     expect(received.map((item) => item.cursor)).toEqual(Array.from({ length: relayMaxMailboxItems }, (_, index) => String(index + 1)));
     expect(received.map((item) => item.envelopeId).sort()).toEqual([...accepted].sort());
-    const acks = await inLanes(received, (item, index) => postJson(relayUrl(index % 2), target.request("acknowledge", { envelopeId: item.envelopeId })));
+    const acks = await inLanes(received, (item, index) =>
+      postJson(relayUrl(index % 2), target.request("acknowledge", { envelopeId: item.envelopeId })),
+    );
     expect(acks.map((reply) => reply.body.value?.duplicate)).toEqual(received.map(() => false));
     expect((await target.page("0")).deliveries).toEqual([]);
   });
@@ -88,9 +99,11 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
     const watcher = await WireSession.connect(relayUrl(1), { label: "watch-b" });
     const sender = await WireSession.connect(relayUrl(0), { label: "watch-a" });
     let settled = false;
-    const watching = watcher.call("watch", { cursor: "0", waitMs: LONG_WATCH_MS }, { timeoutMs: LONG_WATCH_MS + PROMPT_REPLY_MS }).finally(() => {
-      settled = true;
-    });
+    const watching = watcher
+      .call("watch", { cursor: "0", waitMs: LONG_WATCH_MS }, { timeoutMs: LONG_WATCH_MS + PROMPT_REPLY_MS })
+      .finally(() => {
+        settled = true;
+      });
     await Bun.sleep(150);
     expect(settled, "the watch answered before any mail arrived").toBe(false);
     const sent = await sender.send(sender.envelopeTo(watcher.endpoint));
@@ -126,7 +139,10 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
       expect(eventsOf(worker.core.getTask(taskId), "task.parent_acknowledged")).toHaveLength(1);
       for (const party of [origin, worker]) {
         const ids = party.host.insertedIds();
-        expect({ party: party.name, twice: ids.filter((id, index) => ids.indexOf(id) !== index) }).toEqual({ party: party.name, twice: [] });
+        expect({ party: party.name, twice: ids.filter((id, index) => ids.indexOf(id) !== index) }).toEqual({
+          party: party.name,
+          twice: [],
+        });
         expect(party.core.hasPendingWork()).toBe(false);
       }
     } finally {
@@ -156,11 +172,16 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
       expect(worker.core.endpoint()).toEqual(workerEndpoint);
       expect(origin.core.getTask(taskId).status).toBe("completed");
       expect(worker.host.insertedIds().filter((id) => id === asked.eventId)).toHaveLength(1);
-      const completions = origin.host.inserted.filter((item) => origin.core.getTask(taskId).events.some((event) => event.eventId === item.eventId && event.type === "task.completed"));
+      const completions = origin.host.inserted.filter((item) =>
+        origin.core.getTask(taskId).events.some((event) => event.eventId === item.eventId && event.type === "task.completed"),
+      );
       expect(completions).toHaveLength(1);
       for (const party of [origin, worker]) {
         const ids = party.host.insertedIds();
-        expect({ party: party.name, twice: ids.filter((id, index) => ids.indexOf(id) !== index) }).toEqual({ party: party.name, twice: [] });
+        expect({ party: party.name, twice: ids.filter((id, index) => ids.indexOf(id) !== index) }).toEqual({
+          party: party.name,
+          twice: [],
+        });
       }
     } finally {
       await closeParties(opened.splice(0));
@@ -172,7 +193,9 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
   const fx = useRedisRelays({ relays: 2 });
 
   test("is a new epoch: clients of both relays get RELAY_RESET, the relays keep running and agree on the new epoch", async () => {
-    const sessions = [0, 1].map((index) => createRelaySession({ url: fx.relays[index]!.url, callerSession: `reset-${index}-${crypto.randomUUID()}` }));
+    const sessions = [0, 1].map((index) =>
+      createRelaySession({ url: fx.relays[index]!.url, callerSession: `reset-${index}-${crypto.randomUUID()}` }),
+    );
     try {
       const before = await Promise.all(sessions.map((session) => session.connect()));
       expect(before[0]!.epoch).toBe(before[1]!.epoch);
@@ -196,22 +219,36 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
     const timers = createJumpTimers();
     const parties = [0, 1].map((index) => {
       const host = createMemoryHost();
-      const configured = createRecoveringTaskCore({ url: fx.relays[index]!.url, callerSession: `redis-reset-${index}-${crypto.randomUUID().slice(0, 8)}`, env: {}, host, timers });
+      const configured = createRecoveringTaskCore({
+        url: fx.relays[index]!.url,
+        callerSession: `redis-reset-${index}-${crypto.randomUUID().slice(0, 8)}`,
+        env: {},
+        host,
+        timers,
+      });
       return { configured, host, core: () => configured.current(), refresh: () => configured.refresh() };
     });
     const [origin, worker] = parties as [(typeof parties)[0], (typeof parties)[0]];
     try {
       await worker.configured.run((core) => core.connect());
-      const { taskId } = await origin.configured.run((core) => core.createTask({ to: worker.core().endpoint()!, task: "outlive a Redis restart" }));
+      const { taskId } = await origin.configured.run((core) =>
+        core.createTask({ to: worker.core().endpoint()!, task: "outlive a Redis restart" }),
+      );
       await tryDrain(parties, { timers });
       await fx.redis.restart();
       // Both meet the new epoch, rebind on their own relay and look each other up in the shared state.
-      await worker.configured.run((core) => core.message({ taskId, type: "information", message: "sent into the new state" })).catch(() => undefined);
+      await worker.configured
+        .run((core) => core.message({ taskId, type: "information", message: "sent into the new state" }))
+        .catch(() => undefined);
       expect(await tryDrain(parties, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
       await worker.configured.run((core) => core.done({ taskId, status: "completed", summary: "done after the Redis restart" }));
       expect(await tryDrain(parties, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
       expect(origin.core().getTask(taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
-      const heard = origin.core().getTask(taskId).events.filter((event) => event.type === "task.information").map((event) => event.payload.message);
+      const heard = origin
+        .core()
+        .getTask(taskId)
+        .events.filter((event) => event.type === "task.information")
+        .map((event) => event.payload.message);
       expect(heard).toEqual(["sent into the new state"]);
       for (const party of parties) {
         const ids = party.host.insertedIds();
@@ -238,7 +275,11 @@ describeWithPackage("a Redis out of reach", REDIS_BINARY, REDIS_PACKAGE, () => {
       expect(session.status()).toBe("ready");
       const raw = await wire.call("health");
       expect(raw.status).toBe(503);
-      expect(raw.body).toMatchObject({ ok: false, epoch: binding.epoch, error: { code: "RELAY_UNAVAILABLE", retryable: true, mayHaveBeenDelivered: true } });
+      expect(raw.body).toMatchObject({
+        ok: false,
+        epoch: binding.epoch,
+        error: { code: "RELAY_UNAVAILABLE", retryable: true, mayHaveBeenDelivered: true },
+      });
       expect(raw.text).not.toContain("REDIS");
       const status = await fetch(`${url}/api/session-control/status?session=${encodeURIComponent(wire.callerSession)}`);
       expect(status.status).toBe(503);
@@ -256,7 +297,13 @@ describeWithPackage("a Redis out of reach", REDIS_BINARY, REDIS_PACKAGE, () => {
 
 describeWithPackage("start-up refusals", REDIS_BINARY, REDIS_PACKAGE, () => {
   async function relayCli(args: readonly string[], env: Record<string, string | undefined> = {}) {
-    const child = spawn([BUN, CLI_ENTRY, "relay", "--port", "0", ...args], { cwd: REPO_ROOT, env: { ...process.env, WOLFPACK_JWT_SECRET: "", ...env }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const child = spawn([BUN, CLI_ENTRY, "relay", "--port", "0", ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, WOLFPACK_JWT_SECRET: "", ...env },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const startedAt = Date.now();
     // A relay that started prints its readiness line and keeps running: read that line, then stop it.
     const reader = child.stdout.getReader();
@@ -266,7 +313,13 @@ describeWithPackage("start-up refusals", REDIS_BINARY, REDIS_PACKAGE, () => {
     if (stdout !== "") child.kill("SIGTERM");
     const code = await child.exited;
     const stderr = await new Response(child.stderr).text();
-    return { code, stdout, stderr, elapsedMs: Date.now() - startedAt, error: stderr.trim() === "" ? undefined : JSON.parse(stderr.trim().split("\n").at(-1)!) };
+    return {
+      code,
+      stdout,
+      stderr,
+      elapsedMs: Date.now() - startedAt,
+      error: stderr.trim() === "" ? undefined : JSON.parse(stderr.trim().split("\n").at(-1)!),
+    };
   }
 
   test("an unreachable Redis, a malformed URL, a persisting, an evicting and an unreadable Redis are refused before listening, each with its reason", async () => {
@@ -288,10 +341,17 @@ describeWithPackage("start-up refusals", REDIS_BINARY, REDIS_PACKAGE, () => {
         relayCli(["--store", locked.url, "--allow-persistent-store"]),
         relayCli(["--allow-persistent-store"]),
       ]);
-      expect(unreachable).toMatchObject({ code: 1, stdout: "", error: { ok: false, command: "relay", error: { code: "REDIS_UNAVAILABLE" } } });
-      expect(unreachable.error.error.message).toBe(`Redis at ${nowhere}/0 cannot be reached (nothing accepts connections there within ${redisConnectTimeoutMs} ms)`);
+      expect(unreachable).toMatchObject({
+        code: 1,
+        stdout: "",
+        error: { ok: false, command: "relay", error: { code: "REDIS_UNAVAILABLE" } },
+      });
+      expect(unreachable.error.error.message).toBe(
+        `Redis at ${nowhere}/0 cannot be reached (nothing accepts connections there within ${redisConnectTimeoutMs} ms)`,
+      );
       expect(unreachable.elapsedMs).toBeLessThan(redisConnectTimeoutMs * 3 + 5_000);
-      for (const bad of [malformed, wrongScheme, lonelyFlag]) expect(bad).toMatchObject({ code: 2, stdout: "", error: { error: { code: "CLI_USAGE" } } });
+      for (const bad of [malformed, wrongScheme, lonelyFlag])
+        expect(bad).toMatchObject({ code: 2, stdout: "", error: { error: { code: "CLI_USAGE" } } });
       expect(malformed.stderr).not.toContain("secret");
       expect(persists).toMatchObject({ code: 1, stdout: "", error: { error: { code: "REDIS_PERSISTENT", details: { save: "60 1" } } } });
       expect(persists.error.error.message).toContain("--allow-persistent-store");

@@ -11,7 +11,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { failure } from "../../kit/async.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
-import { createRedisStore, REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE, type RedisStore } from "../../src/relay-server/store/redis/index.ts";
+import {
+  createRedisStore,
+  REDIS_PASSWORD_FILE_VARIABLE,
+  REDIS_PASSWORD_VARIABLE,
+  type RedisStore,
+} from "../../src/relay-server/store/redis/index.ts";
 import { isStateReplaced } from "../../src/relay-server/store/store.ts";
 import { admission, connected, describeRelayStore } from "../helpers/store-contract.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
@@ -43,7 +48,9 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
       expect(outcomes.every((outcome) => outcome.kind === "accepted")).toBe(true);
       const page = await a.page(target.id, "0", 50);
       if (page.kind !== "page") throw new Error(page.kind);
-      expect((JSON.parse(page.itemsJson) as { cursor: string }[]).map((item) => item.cursor)).toEqual(Array.from({ length: 40 }, (_, index) => String(index + 1)));
+      expect((JSON.parse(page.itemsJson) as { cursor: string }[]).map((item) => item.cursor)).toEqual(
+        Array.from({ length: 40 }, (_, index) => String(index + 1)),
+      );
       expect(await b.usage()).toMatchObject({ activeItems: 40, registrations: 2 });
     } finally {
       await Promise.all([a.close(), b.close()]);

@@ -39,7 +39,13 @@ describe("the Redis store URL", () => {
       database: 0,
       tls: false,
     });
-    expect(parseRedisUrl("rediss://10.0.0.5:6380/3")).toMatchObject({ url: "rediss://10.0.0.5:6380/3", display: "rediss://10.0.0.5:6380/3", port: 6380, database: 3, tls: true });
+    expect(parseRedisUrl("rediss://10.0.0.5:6380/3")).toMatchObject({
+      url: "rediss://10.0.0.5:6380/3",
+      display: "rediss://10.0.0.5:6380/3",
+      port: 6380,
+      database: 3,
+      tls: true,
+    });
     expect(parseRedisUrl("redis://[::1]:7000/")).toMatchObject({ host: "[::1]", port: 7000, database: 0 });
   });
 
@@ -84,7 +90,8 @@ describe("the Redis store URL", () => {
       expect({ text, code: error.code, problem: error.details.problem }).toEqual({ text, code: "CLI_USAGE", problem });
       expect(error.message).toContain("redis://HOST[:PORT][/DB]");
       const shown = JSON.stringify(error.toJSON());
-      for (const secret of ["hunter2", "hun", "ter2", "er2", "wd@"]) expect({ text, shown: shown.includes(secret) }).toEqual({ text, shown: false });
+      for (const secret of ["hunter2", "hun", "ter2", "er2", "wd@"])
+        expect({ text, shown: shown.includes(secret) }).toEqual({ text, shown: false });
     }
   });
 });
@@ -119,7 +126,9 @@ describe("the password file (PI_TASKS_REDIS_PASSWORD_FILE)", () => {
   });
 
   test("both the file and the variable set: INVALID_CONFIGURATION (which one wins would be a guess)", () => {
-    const error = thrown(() => parseRedisUrl("redis://host", { [REDIS_PASSWORD_FILE_VARIABLE]: passwordFile("a"), [REDIS_PASSWORD_VARIABLE]: "b" }));
+    const error = thrown(() =>
+      parseRedisUrl("redis://host", { [REDIS_PASSWORD_FILE_VARIABLE]: passwordFile("a"), [REDIS_PASSWORD_VARIABLE]: "b" }),
+    );
     expect(error.code).toBe("INVALID_CONFIGURATION");
     expect(error.message).toContain(REDIS_PASSWORD_FILE_VARIABLE);
   });

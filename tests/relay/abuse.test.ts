@@ -9,7 +9,15 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue, inBatches } from "../../src/conformance/kit.ts";
 import { connectRequest, postJson, uniqueName, WireSession } from "../../src/conformance/wire-client.ts";
-import { leaseMaxMs, relayMailLifetimeMs, relayMaxActiveItems, relayMaxMailboxItems, relayMaxRegistrations, relayRegistrationGraceMs, relayRegistrationIdleMs } from "../../src/protocol/limits.ts";
+import {
+  leaseMaxMs,
+  relayMailLifetimeMs,
+  relayMaxActiveItems,
+  relayMaxMailboxItems,
+  relayMaxRegistrations,
+  relayRegistrationGraceMs,
+  relayRegistrationIdleMs,
+} from "../../src/protocol/limits.ts";
 import { type RelayServer, startRelayServer } from "../../src/relay-server/server.ts";
 
 /** Requests the attacker keeps in flight (under the relay's admission slots, so none is refused for them). */
@@ -36,14 +44,19 @@ async function startRelay(): Promise<RelayServer> {
 const session = (url: string, label: string) => WireSession.connect(url, { label, leaseMs: leaseMaxMs });
 
 /** An envelope dated by the relay's clock (its freshness is judged by that clock). */
-const fresh = (from: WireSession, to: WireSession, payload: unknown = { note: "abuse" }) => from.envelopeTo(to.endpoint, { payload, createdAt: new Date(clock).toISOString() });
+const fresh = (from: WireSession, to: WireSession, payload: unknown = { note: "abuse" }) =>
+  from.envelopeTo(to.endpoint, { payload, createdAt: new Date(clock).toISOString() });
 
 /** Sends from `from` to the targets in turn, `width` at a time, until the relay refuses one; returns how many were accepted and the refusal. */
 async function floodUntilRefused(from: WireSession, targets: readonly WireSession[], most: number) {
   let accepted = 0;
   let refusal: Awaited<ReturnType<WireSession["send"]>> | undefined;
   for (let sent = 0; sent < most && refusal === undefined; sent += ATTACK_WIDTH) {
-    const replies = await Promise.all(Array.from({ length: Math.min(ATTACK_WIDTH, most - sent) }, (_, index) => from.send(fresh(from, targets[(sent + index) % targets.length]!))));
+    const replies = await Promise.all(
+      Array.from({ length: Math.min(ATTACK_WIDTH, most - sent) }, (_, index) =>
+        from.send(fresh(from, targets[(sent + index) % targets.length]!)),
+      ),
+    );
     for (const reply of replies) {
       if (reply.body?.ok === true) accepted += 1;
       else refusal ??= reply;
@@ -64,7 +77,9 @@ describe("attacks on the relay's shared budgets", () => {
   test("a process registering names as fast as it can does not deny a later legitimate connect, also while it goes on", async () => {
     const { url } = await startRelay();
     const squat = (count: number) =>
-      inBatches(count, ATTACK_WIDTH, () => postJson(url, connectRequest({ callerSession: uniqueName("squatter"), generation: crypto.randomUUID(), leaseMs: leaseMaxMs })));
+      inBatches(count, ATTACK_WIDTH, () =>
+        postJson(url, connectRequest({ callerSession: uniqueName("squatter"), generation: crypto.randomUUID(), leaseMs: leaseMaxMs })),
+      );
     const flood = await squat(relayMaxRegistrations + BEYOND);
     expect(flood.filter((reply) => reply.body?.ok === true).length).toBeGreaterThan(0);
     // Once the squatter's first names are past the grace a new registration has for its first request:

@@ -14,9 +14,23 @@ import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, getPath, postJson, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";
 import { HTTP_STATUS } from "../../src/protocol/http.ts";
-import { bindingSecretBytes, DERIVED_NAME_SUFFIX_CHARS, leaseRenewMarginMs, RELAY_PROFILE, SESSION_LIST_PATH, SESSION_STATUS_PATH, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import {
+  bindingSecretBytes,
+  DERIVED_NAME_SUFFIX_CHARS,
+  leaseRenewMarginMs,
+  RELAY_PROFILE,
+  SESSION_LIST_PATH,
+  SESSION_STATUS_PATH,
+  WIRE_PROTOCOL_VERSION,
+} from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { type EncodedEnvelope, FEATURE_BINDING_SECRET, FEATURE_SUCCESSOR, FEATURE_WATCH, mintBindingSecret } from "../../src/protocol/wire.ts";
+import {
+  type EncodedEnvelope,
+  FEATURE_BINDING_SECRET,
+  FEATURE_SUCCESSOR,
+  FEATURE_WATCH,
+  mintBindingSecret,
+} from "../../src/protocol/wire.ts";
 import { createRelaySession, derivedName, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { failure } from "../../kit/async.ts";
 import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
@@ -61,7 +75,12 @@ function newProxy(): FaultProxy {
 /** A proxy whose profile replies advertise everything but `binding-secret-v1` (an older relay). */
 function proxyWithoutFeature(): FaultProxy {
   const proxy = newProxy();
-  proxy.push({ operation: "profile", kind: "rewrite", times: Infinity, rewrite: (body) => ({ ...body, features: [FEATURE_WATCH, FEATURE_SUCCESSOR] }) });
+  proxy.push({
+    operation: "profile",
+    kind: "rewrite",
+    times: Infinity,
+    rewrite: (body) => ({ ...body, features: [FEATURE_WATCH, FEATURE_SUCCESSOR] }),
+  });
   return proxy;
 }
 
@@ -77,7 +96,14 @@ function open(url: string, options: Partial<RelaySessionOptions> = {}): RelaySes
 
 function envelopeTo(session: RelaySession, target: TaskEndpoint): EncodedEnvelope {
   const envelopeId = crypto.randomUUID();
-  const envelope = { envelopeId, protocolVersion: WIRE_PROTOCOL_VERSION, source: session.binding()!.endpoint, target, payload: { text: "hello" }, createdAt: new Date().toISOString() };
+  const envelope = {
+    envelopeId,
+    protocolVersion: WIRE_PROTOCOL_VERSION,
+    source: session.binding()!.endpoint,
+    target,
+    payload: { text: "hello" },
+    createdAt: new Date().toISOString(),
+  };
   return { envelopeId, text: JSON.stringify(envelope) };
 }
 
@@ -144,7 +170,14 @@ describe("our client protects its registration", () => {
     expect(error.code).toBe("INVALID_REQUEST");
     const status = await getPath(relay.url, `${SESSION_STATUS_PATH}?session=${encodeURIComponent(session.callerSession)}`);
     const list = await getPath(relay.url, SESSION_LIST_PATH);
-    for (const shown of [JSON.stringify(session.binding()), status.text, list.text, JSON.stringify(health), JSON.stringify(error.toJSON()), error.message]) {
+    for (const shown of [
+      JSON.stringify(session.binding()),
+      status.text,
+      list.text,
+      JSON.stringify(health),
+      JSON.stringify(error.toJSON()),
+      error.message,
+    ]) {
       expect(shown).not.toContain(secret);
     }
     expect(session.status()).toBe("ready");
@@ -162,7 +195,10 @@ describe("our client protects its registration", () => {
     offsetMs = first.leaseDeadline - Date.now() - (REQUEST_TIMEOUT_MS + leaseRenewMarginMs) + 1;
     await session.health();
     const [initial, renewal] = bodies(proxy, "connect");
-    expect({ bindingSecret: renewal!.bindingSecret, generation: renewal!.generation }).toEqual({ bindingSecret: secret, generation: initial!.generation });
+    expect({ bindingSecret: renewal!.bindingSecret, generation: renewal!.generation }).toEqual({
+      bindingSecret: secret,
+      generation: initial!.generation,
+    });
     expect(session.binding()!.endpoint).toEqual(first.endpoint);
     expect(lastSecret(proxy)).toBe(secret);
 
@@ -176,7 +212,14 @@ describe("our client protects its registration", () => {
     for (const body of bodies(proxy, "connect")) expect(Object.keys(body)).not.toContain("previousSecret");
 
     const asOwner = (endpoint: TaskEndpoint, bindingSecret?: string) =>
-      postJson(relay.url, { operation: "health", profile: RELAY_PROFILE, epoch: relay.epoch, callerSession: session.callerSession, endpoint, bindingSecret });
+      postJson(relay.url, {
+        operation: "health",
+        profile: RELAY_PROFILE,
+        epoch: relay.epoch,
+        callerSession: session.callerSession,
+        endpoint,
+        bindingSecret,
+      });
     refused(await asOwner(second.endpoint), "BINDING_SECRET_REQUIRED");
     refused(await asOwner(second.endpoint, strangerSecret()), "BINDING_SECRET_INVALID");
     refused(await asOwner(first.endpoint, secret), "REGISTRATION_EXPIRED");
@@ -198,7 +241,10 @@ describe("our client protects its registration", () => {
     expect(bound.endpoint).toEqual(made.body.taskEndpoint);
     const [first, retry] = bodies(proxy, "connect");
     expect(bodies(proxy, "connect").length).toBe(2);
-    expect({ generation: retry!.generation, bindingSecret: retry!.bindingSecret }).toEqual({ generation: first!.generation, bindingSecret: first!.bindingSecret });
+    expect({ generation: retry!.generation, bindingSecret: retry!.bindingSecret }).toEqual({
+      generation: first!.generation,
+      bindingSecret: first!.bindingSecret,
+    });
     expect(session.status()).toBe("ready");
 
     // The same after a lost rebind reply: the next connect takes the new registration over at once.
@@ -210,7 +256,10 @@ describe("our client protects its registration", () => {
     expect(statusNow.body.taskEndpoint).toEqual(rebound.endpoint);
 
     // An intruder with its own secret: a raw connect and a second client are refused, as before.
-    const raw = await postJson(relay.url, { ...connectRequest({ callerSession: session.callerSession, generation: crypto.randomUUID() }), bindingSecret: strangerSecret() });
+    const raw = await postJson(relay.url, {
+      ...connectRequest({ callerSession: session.callerSession, generation: crypto.randomUUID() }),
+      bindingSecret: strangerSecret(),
+    });
     expect(raw.status).toBe(HTTP_STATUS.forbidden);
     expect(refused(raw, "SESSION_PROTECTED").retryAfterMs as number).toBeGreaterThan(0);
     const rival = open(relay.url, { callerSession: session.callerSession });
@@ -236,7 +285,15 @@ describe("an intruder on the same relay", () => {
     const status = await getPath(relay.url, `${SESSION_STATUS_PATH}?session=${encodeURIComponent(victim.callerSession)}`);
     expect(status.body.taskEndpoint).toEqual(bound.endpoint);
     const asVictim = (operation: string, fields: Record<string, unknown>, bindingSecret?: string) =>
-      postJson(relay.url, { operation, profile: RELAY_PROFILE, epoch: relay.epoch, callerSession: victim.callerSession, endpoint: bound.endpoint, ...fields, bindingSecret });
+      postJson(relay.url, {
+        operation,
+        profile: RELAY_PROFILE,
+        epoch: relay.epoch,
+        callerSession: victim.callerSession,
+        endpoint: bound.endpoint,
+        ...fields,
+        bindingSecret,
+      });
     const attempts: Record<string, Record<string, unknown>> = {
       receive: { cursor: "0" },
       acknowledge: { envelopeId: envelope.envelopeId },
@@ -279,7 +336,12 @@ describe("an intruder on the same relay", () => {
     const proxy = newProxy();
     const rival = open(proxy.url, { callerSession: victim.callerSession });
     const error = await failure(rival.connect());
-    expect({ code: error.code, retryable: error.retryable, httpStatus: error.details.httpStatus, operation: error.details.operation }).toEqual({
+    expect({
+      code: error.code,
+      retryable: error.retryable,
+      httpStatus: error.details.httpStatus,
+      operation: error.details.operation,
+    }).toEqual({
       code: "SESSION_PROTECTED",
       retryable: true,
       httpStatus: HTTP_STATUS.forbidden,
@@ -357,17 +419,35 @@ describe("compatibility", () => {
     await session.health();
     await session.disconnect();
     const sent = bodies(proxy);
-    expect(sent.map((body) => body.operation)).toEqual(["connect", "send", "receive", "acknowledge", "watch", "connect", "health", "disconnect"]);
+    expect(sent.map((body) => body.operation)).toEqual([
+      "connect",
+      "send",
+      "receive",
+      "acknowledge",
+      "watch",
+      "connect",
+      "health",
+      "disconnect",
+    ]);
     for (const body of sent) expect(Object.keys(body)).not.toContain("bindingSecret");
   });
 
   test("SESSION_PROTECTED: a connect surfaces it as is (retryable, retryAfterMs); a rebind binds under a derived name once; a typed 403 BINDING_SECRET_INVALID retires the binding", async () => {
     const proxy = newProxy();
     const session = open(proxy.url);
-    const protectedReply = { operation: "connect", kind: "reply", status: 403, body: relayErrorBody("SESSION_PROTECTED", { retryable: true, retryAfterMs: 1_234 }) } as const;
+    const protectedReply = {
+      operation: "connect",
+      kind: "reply",
+      status: 403,
+      body: relayErrorBody("SESSION_PROTECTED", { retryable: true, retryAfterMs: 1_234 }),
+    } as const;
     proxy.push(protectedReply);
     const connecting = await failure(session.connect());
-    expect({ code: connecting.code, retryAfterMs: connecting.details.retryAfterMs, retryable: connecting.retryable }).toEqual({ code: "SESSION_PROTECTED", retryAfterMs: 1_234, retryable: true });
+    expect({ code: connecting.code, retryAfterMs: connecting.details.retryAfterMs, retryable: connecting.retryable }).toEqual({
+      code: "SESSION_PROTECTED",
+      retryAfterMs: 1_234,
+      retryable: true,
+    });
     const first = await session.connect();
     expect(first.callerSession).toBe(session.callerSession);
     // A rebind whose name another registration holds binds under `<name>~<generation prefix>`.
@@ -375,7 +455,11 @@ describe("compatibility", () => {
     const rebound = await session.rebind();
     expect(rebound.callerSession).toBe(derivedName(session.callerSession, rebound.generation));
     expect(rebound.callerSession).toMatch(new RegExp(`^${session.callerSession}~.{${DERIVED_NAME_SUFFIX_CHARS}}$`));
-    expect(bodies(proxy).slice(-2).map((body) => body.callerSession)).toEqual([session.callerSession, rebound.callerSession]);
+    expect(
+      bodies(proxy)
+        .slice(-2)
+        .map((body) => body.callerSession),
+    ).toEqual([session.callerSession, rebound.callerSession]);
     // Held too: surfaced as is, nothing bound.
     proxy.push({ ...protectedReply, times: 2 });
     const rebinding = await failure(session.rebind());

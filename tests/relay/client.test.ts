@@ -27,7 +27,16 @@ import {
   WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { type EncodedEnvelope, EPOCHLESS_CODES, FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../src/protocol/wire.ts";
+import {
+  type EncodedEnvelope,
+  EPOCHLESS_CODES,
+  FEATURE_ACK_BATCH,
+  FEATURE_BINDING_SECRET,
+  FEATURE_MAIL_EXPIRY,
+  FEATURE_QUOTAS,
+  FEATURE_SUCCESSOR,
+  FEATURE_WATCH,
+} from "../../src/protocol/wire.ts";
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
@@ -116,7 +125,14 @@ function settle<T>(promise: Promise<T>): Promise<T | TaskError> {
 function envelopeTo(session: RelaySession, target?: TaskEndpoint, payload: unknown = { text: "hello" }): EncodedEnvelope {
   const me = session.binding()!.endpoint;
   const envelopeId = crypto.randomUUID();
-  const envelope = { envelopeId, protocolVersion: WIRE_PROTOCOL_VERSION, source: me, target: target ?? me, payload, createdAt: new Date().toISOString() };
+  const envelope = {
+    envelopeId,
+    protocolVersion: WIRE_PROTOCOL_VERSION,
+    source: me,
+    target: target ?? me,
+    payload,
+    createdAt: new Date().toISOString(),
+  };
   return { envelopeId, text: JSON.stringify(envelope) };
 }
 
@@ -317,7 +333,10 @@ describe("request lanes", () => {
         const error = await failure(session.receive("0"));
         expectFailure(error, code, "receive");
       }
-      expect({ fault: rule.kind, usage: session.transport.usage() }).toEqual({ fault: rule.kind, usage: { ordinary: 0, reserved: 0, waiting: 0 } });
+      expect({ fault: rule.kind, usage: session.transport.usage() }).toEqual({
+        fault: rule.kind,
+        usage: { ordinary: 0, reserved: 0, waiting: 0 },
+      });
     }
     // Aborts in flight (held, then aborted by the caller).
     proxy.push({ operation: "receive", kind: "hold", times: rounds });
@@ -393,7 +412,11 @@ describe("request deadline", () => {
     const neverSettles = (() => new Promise<Response>(() => undefined)) as unknown as typeof fetch;
     const transport = createRelayTransport({ baseUrl: "http://127.0.0.1:1", fetch: neverSettles, requestTimeoutMs: SHORT_DEADLINE_MS });
     const started = performance.now();
-    const error = await settlesWithin(failure(transport.post("send", JSON.stringify({ operation: "send" }))), "the request", SHORT_DEADLINE_MS + ON_TIME_SLACK_MS);
+    const error = await settlesWithin(
+      failure(transport.post("send", JSON.stringify({ operation: "send" }))),
+      "the request",
+      SHORT_DEADLINE_MS + ON_TIME_SLACK_MS,
+    );
     const elapsed = performance.now() - started;
     expectFailure(error, "RELAY_TIMEOUT", "send", true);
     expect(error.details.mayHaveBeenDelivered).toBe(true);
@@ -460,7 +483,11 @@ describe("error mapping", () => {
     proxy.push({
       operation: "send",
       kind: "status-429",
-      body: { ok: false, profile: RELAY_PROFILE, error: { code: "RELAY_CAPACITY", message: "slow down", retryable: true, retryAfterMs: 750 } },
+      body: {
+        ok: false,
+        profile: RELAY_PROFILE,
+        error: { code: "RELAY_CAPACITY", message: "slow down", retryable: true, retryAfterMs: 750 },
+      },
     });
     const withBody = await failure(session.send(envelopeTo(session)));
     expectFailure(withBody, "RELAY_CAPACITY", "send", true);
@@ -494,7 +521,13 @@ describe("error mapping", () => {
     session.onRetire(() => {
       retired += 1;
     });
-    proxy.push({ operation: "receive", kind: "reply", status: 401, body: { error: "unauthorized" }, headers: { "www-authenticate": 'Bearer realm="wolfpack"' } });
+    proxy.push({
+      operation: "receive",
+      kind: "reply",
+      status: 401,
+      body: { error: "unauthorized" },
+      headers: { "www-authenticate": 'Bearer realm="wolfpack"' },
+    });
     const wolfpackStyle = await failure(session.receive("0"));
     expectFailure(wolfpackStyle, "RELAY_AUTH_REQUIRED", "receive", false);
     proxy.push({ operation: "receive", kind: "reply", status: 401, body: relayError("RELAY_AUTH_REQUIRED", relay.epoch) });
@@ -670,10 +703,18 @@ describe("binding", () => {
     const requestTimeoutMs = 1_000;
     const session = open(proxy.url, { leaseMs: leaseFor(requestTimeoutMs), requestTimeoutMs, now: () => Date.now() + skew });
     const planted = "p".repeat(64);
-    proxy.push({ operation: "connect", kind: "rewrite", rewrite: (body) => ({ ...body, value: { ...body.value, bindingSecret: planted } }) });
+    proxy.push({
+      operation: "connect",
+      kind: "rewrite",
+      rewrite: (body) => ({ ...body, value: { ...body.value, bindingSecret: planted } }),
+    });
     const first = await session.connect();
     await session.receive("0");
-    const sent = () => proxy.requests().filter((request) => request.method === "POST").map((request) => request.body as Record<string, unknown>);
+    const sent = () =>
+      proxy
+        .requests()
+        .filter((request) => request.method === "POST")
+        .map((request) => request.body as Record<string, unknown>);
     const own = sent()[0]!.bindingSecret;
     expect(sent().map((body) => body.bindingSecret)).toEqual([own, own]);
     expect(own).not.toBe(planted);
@@ -792,7 +833,15 @@ describe("binding", () => {
 
   test("each reset-set code retires the binding", async () => {
     // BINDING_SECRET_REQUIRED comes as a typed 401: not mistaken for the JWT's RELAY_AUTH_REQUIRED.
-    const codes = ["RELAY_RESET", "REGISTRATION_EXPIRED", "SOURCE_MISMATCH", "CALLER_NOT_FOUND", "CALLER_DEAD", "BINDING_SECRET_REQUIRED", "BINDING_SECRET_INVALID"] as const;
+    const codes = [
+      "RELAY_RESET",
+      "REGISTRATION_EXPIRED",
+      "SOURCE_MISMATCH",
+      "CALLER_NOT_FOUND",
+      "CALLER_DEAD",
+      "BINDING_SECRET_REQUIRED",
+      "BINDING_SECRET_INVALID",
+    ] as const;
     const proxy = newProxy();
     for (const code of codes) {
       const session = open(proxy.url);
@@ -801,9 +850,18 @@ describe("binding", () => {
       session.onRetire(() => {
         retired += 1;
       });
-      proxy.push({ operation: "send", kind: "reply", status: httpStatusOf(code), body: relayError(code, relay.epoch, { mayHaveBeenDelivered: true }) });
+      proxy.push({
+        operation: "send",
+        kind: "reply",
+        status: httpStatusOf(code),
+        body: relayError(code, relay.epoch, { mayHaveBeenDelivered: true }),
+      });
       const error = await failure(session.send(envelopeTo(session)));
-      expect({ code: error.code, cause: error.details.cause, operation: error.details.operation }).toEqual({ code: "RELAY_RESET", cause: code, operation: "send" });
+      expect({ code: error.code, cause: error.details.cause, operation: error.details.operation }).toEqual({
+        code: "RELAY_RESET",
+        cause: code,
+        operation: "send",
+      });
       expect(error.retryable).toBe(false);
       expect(session.status()).toBe("reset");
       expect(retired).toBe(1);
@@ -820,7 +878,15 @@ describe("binding", () => {
       retired += 1;
     });
     const cases: Array<[FaultRule, string]> = [
-      [{ operation: "receive", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", relay.epoch, { retryable: true, mayHaveBeenDelivered: true }) }, "RELAY_UNAVAILABLE"],
+      [
+        {
+          operation: "receive",
+          kind: "reply",
+          status: 503,
+          body: relayError("RELAY_UNAVAILABLE", relay.epoch, { retryable: true, mayHaveBeenDelivered: true }),
+        },
+        "RELAY_UNAVAILABLE",
+      ],
       [{ operation: "receive", kind: "reply", status: 503, body: relayError("RELAY_UNAVAILABLE", undefined) }, "RELAY_UNAVAILABLE"],
       [{ operation: "receive", kind: "drop-reply" }, "RELAY_UNAVAILABLE"],
       [{ operation: "receive", kind: "hang" }, "RELAY_TIMEOUT"],
@@ -828,7 +894,10 @@ describe("binding", () => {
       [{ operation: "receive", kind: "status-429" }, "RELAY_CAPACITY"],
       [{ operation: "receive", kind: "capacity", epoch: relay.epoch }, "RELAY_CAPACITY"],
       [{ operation: "receive", kind: "wrong-profile" }, "RELAY_PROFILE_REQUIRED"],
-      [{ operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_PROFILE_REQUIRED", relay.epoch) }, "RELAY_PROFILE_REQUIRED"],
+      [
+        { operation: "receive", kind: "reply", status: 409, body: relayError("RELAY_PROFILE_REQUIRED", relay.epoch) },
+        "RELAY_PROFILE_REQUIRED",
+      ],
       [{ operation: "receive", kind: "malformed-json" }, "INVALID_RESPONSE"],
       [{ operation: "receive", kind: "oversized", chunked: true }, "INVALID_RESPONSE"],
       [{ operation: "receive", kind: "reply", status: 400, body: relayError("INVALID_REQUEST", relay.epoch) }, "INVALID_REQUEST"],
@@ -892,7 +961,12 @@ describe("binding", () => {
     const late = failure(session.receive("0"));
     await proxy.waitFor((stats) => stats.held >= 1);
     // ...the binding is retired by another call, and a successor is bound.
-    proxy.push({ operation: "health", kind: "reply", status: 409, body: relayError("RELAY_RESET", relay.epoch, { mayHaveBeenDelivered: true }) });
+    proxy.push({
+      operation: "health",
+      kind: "reply",
+      status: 409,
+      body: relayError("RELAY_RESET", relay.epoch, { mayHaveBeenDelivered: true }),
+    });
     expect((await failure(session.health())).code).toBe("RELAY_RESET");
     expect((await late).code).toBe("RELAY_RESET");
     const successor = await session.rebind();
@@ -1054,7 +1128,10 @@ describe("reply validation", () => {
         "more items than the limit",
         (page) => {
           const last = page.deliveries.at(-1)!;
-          page.deliveries.push({ cursor: String(BigInt(last.cursor) + 1n), envelope: { ...last.envelope, envelopeId: crypto.randomUUID() } });
+          page.deliveries.push({
+            cursor: String(BigInt(last.cursor) + 1n),
+            envelope: { ...last.envelope, envelopeId: crypto.randomUUID() },
+          });
           page.nextCursor = page.deliveries.at(-1)!.cursor;
         },
         2,
@@ -1090,7 +1167,11 @@ describe("reply validation", () => {
         },
       });
       const error = await failure(session.receive("0", limit === undefined ? {} : { limit }));
-      expect({ label, code: error.code, operation: error.details.operation }).toEqual({ label, code: "INVALID_INBOX", operation: "receive" });
+      expect({ label, code: error.code, operation: error.details.operation }).toEqual({
+        label,
+        code: "INVALID_INBOX",
+        operation: "receive",
+      });
       expect(error.retryable).toBe(false);
     }
     expect(session.status()).toBe("ready");
@@ -1160,7 +1241,10 @@ describe("reply validation", () => {
     proxy.push({
       operation: "resolve",
       kind: "rewrite",
-      rewrite: (body) => ({ ...body, value: { ...body.value, endpoint: { relay: RELAY_ID, id: crypto.randomUUID() }, successorOf: bound.endpoint } }),
+      rewrite: (body) => ({
+        ...body,
+        value: { ...body.value, endpoint: { relay: RELAY_ID, id: crypto.randomUUID() }, successorOf: bound.endpoint },
+      }),
     });
     expectFailure(await failure(session.resolve(bound.endpoint)), "INVALID_TARGET", "resolve", false);
     expect(session.status()).toBe("ready");
@@ -1198,7 +1282,9 @@ describe("features", () => {
   test("watch and resolve({followSuccessor}) work against our relay, which advertises them", async () => {
     const watcher = open(relay.url);
     await watcher.connect();
-    expect([...watcher.features()].sort()).toEqual([FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH].sort());
+    expect([...watcher.features()].sort()).toEqual(
+      [FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH].sort(),
+    );
     expect(await watcher.watch("0", 0)).toEqual({ pending: false, highestCursor: "0" });
     await watcher.send(envelopeTo(watcher));
     expect(await watcher.watch("0", 0)).toEqual({ pending: true, highestCursor: "1" });
@@ -1206,7 +1292,10 @@ describe("features", () => {
     const moving = open(relay.url);
     const retired = await moving.connect();
     const fresh = await moving.rebind();
-    expect(await watcher.resolve(retired.endpoint, { followSuccessor: true })).toEqual({ endpoint: fresh.endpoint, successorOf: retired.endpoint });
+    expect(await watcher.resolve(retired.endpoint, { followSuccessor: true })).toEqual({
+      endpoint: fresh.endpoint,
+      successorOf: retired.endpoint,
+    });
     const plain = await failure(watcher.resolve(retired.endpoint));
     expectFailure(plain, "TARGET_NOT_REGISTERED", "resolve", false);
     expect(watcher.status()).toBe("ready");
@@ -1225,14 +1314,21 @@ describe("features", () => {
       { envelopeId: stranger, outcome: "unknown" },
     ]);
     const proxy = newProxy();
-    proxy.push({ operation: "acknowledge", kind: "rewrite", rewrite: (body) => ((body.value as { results: unknown[] }).results.reverse(), body) });
+    proxy.push({
+      operation: "acknowledge",
+      kind: "rewrite",
+      rewrite: (body) => ((body.value as { results: unknown[] }).results.reverse(), body),
+    });
     const viaProxy = open(proxy.url);
     await viaProxy.connect();
     await viaProxy.send(envelopeTo(viaProxy));
     const page = await viaProxy.receive("0");
     const ids = [page.deliveries[0]!.envelopeId, crypto.randomUUID()];
     expectFailure(await failure(viaProxy.acknowledgeBatch(ids)), "INVALID_RESPONSE", "acknowledge", true);
-    expect((await receiver.acknowledgeBatch([second.envelopeId, first.envelopeId])).map((result) => result.outcome)).toEqual(["acknowledged", "duplicate"]);
+    expect((await receiver.acknowledgeBatch([second.envelopeId, first.envelopeId])).map((result) => result.outcome)).toEqual([
+      "acknowledged",
+      "duplicate",
+    ]);
   });
 
   test("a watch may wait longer than requestTimeoutMs: its wait extends the deadline", async () => {
@@ -1259,7 +1355,12 @@ describe("features", () => {
     expect(session.features().size).toBe(0);
     expectFailure(await failure(session.watch("0", 0)), "INCOMPATIBLE_PROTOCOL", "watch", false);
     expectFailure(await failure(session.resolve(bound.endpoint, { followSuccessor: true })), "INCOMPATIBLE_PROTOCOL", "resolve", false);
-    expectFailure(await failure(session.acknowledgeBatch([crypto.randomUUID(), crypto.randomUUID()])), "INCOMPATIBLE_PROTOCOL", "acknowledge", false);
+    expectFailure(
+      await failure(session.acknowledgeBatch([crypto.randomUUID(), crypto.randomUUID()])),
+      "INCOMPATIBLE_PROTOCOL",
+      "acknowledge",
+      false,
+    );
     await Bun.sleep(LEAK_WINDOW_MS);
     expect(seen(proxy, "watch")).toBe(0);
     expect(seen(proxy, "resolve")).toBe(0);
@@ -1309,7 +1410,14 @@ describe("JWT", () => {
     expect(await tokenFor(auth, "http://127.0.0.1:18790")).toBeString();
     expect(await tokenFor(auth, "http://localhost:18790")).toBeString();
     expect(await tokenFor(auth, "http://[::1]:18790")).toBeString();
-    for (const url of ["https://127.0.0.1:18790", "https://relay.example.org", "http://10.0.0.7:18790", "http://100.64.0.1:18790", "http://relay.example.org", "not a url"]) {
+    for (const url of [
+      "https://127.0.0.1:18790",
+      "https://relay.example.org",
+      "http://10.0.0.7:18790",
+      "http://100.64.0.1:18790",
+      "http://relay.example.org",
+      "not a url",
+    ]) {
       expect({ url, token: await tokenFor(auth, url) }).toEqual({ url, token: undefined });
       expect(isLoopbackHttpUrl(url)).toBe(false);
     }
@@ -1320,10 +1428,13 @@ describe("JWT", () => {
     const capture = (async (input: string | URL | Request, init?: RequestInit) => {
       const request = new Request(input as Request, init);
       captured.push(request.headers.get("authorization"));
-      return new Response(JSON.stringify({ ok: true, profile: RELAY_PROFILE, epoch: crypto.randomUUID(), value: { kind: "health", store: {} } }), {
-        status: 200,
-        headers: { "content-type": "application/json" },
-      });
+      return new Response(
+        JSON.stringify({ ok: true, profile: RELAY_PROFILE, epoch: crypto.randomUUID(), value: { kind: "health", store: {} } }),
+        {
+          status: 200,
+          headers: { "content-type": "application/json" },
+        },
+      );
     }) as unknown as typeof fetch;
     for (const baseUrl of ["https://relay.example.org", "http://127.0.0.1:1"]) {
       const transport = createRelayTransport({ baseUrl, auth, fetch: capture });

@@ -34,7 +34,13 @@ afterAll(async () => {
 
 async function conformance(args: readonly string[], options: { entry?: string; cwd?: string } = {}) {
   const env: Record<string, string | undefined> = { ...process.env, WOLFPACK_JWT_SECRET: "" };
-  const child = spawn([BUN, options.entry ?? CLI_ENTRY, "conformance", ...args], { cwd: options.cwd ?? REPO_ROOT, env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const child = spawn([BUN, options.entry ?? CLI_ENTRY, "conformance", ...args], {
+    cwd: options.cwd ?? REPO_ROOT,
+    env,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
   return { code, stdout, stderr };
 }
@@ -61,9 +67,19 @@ describe("pi-tasks conformance", () => {
   test(
     "from a copy of the package elsewhere, --features '' --json: Wolfpack's wire only, the additions' checks skipped",
     async () => {
-      const run = await conformance([relay!.url, "--features", "", "--json"], { entry: join(copy!, relative(REPO_ROOT, CLI_ENTRY)), cwd: tmpdir() });
+      const run = await conformance([relay!.url, "--features", "", "--json"], {
+        entry: join(copy!, relative(REPO_ROOT, CLI_ENTRY)),
+        cwd: tmpdir(),
+      });
       const result = JSON.parse(run.stdout);
-      expect(result, run.stderr.slice(-2_000)).toMatchObject({ ok: true, url: relay!.url, features: [], advertised: [...RELAY_FEATURES], failed: 0, failures: [] });
+      expect(result, run.stderr.slice(-2_000)).toMatchObject({
+        ok: true,
+        url: relay!.url,
+        features: [],
+        advertised: [...RELAY_FEATURES],
+        failed: 0,
+        failures: [],
+      });
       expect(result.passed).toBeGreaterThan(0);
       expect(result.skipped).toBeGreaterThan(0);
       expect(run.code).toBe(0);

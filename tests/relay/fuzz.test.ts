@@ -78,9 +78,23 @@ const notAString = fc.oneof(
   fc.array(fc.string({ maxLength: 4 }), { maxLength: 3 }),
   fc.dictionary(fc.string({ maxLength: 5 }), fc.string({ maxLength: 5 }), { maxKeys: 3 }),
 );
-const notAnInteger = fc.oneof(fc.double().filter((value) => !Number.isInteger(value)), fc.string({ maxLength: 6 }), fc.boolean(), fc.constant(null), fc.constant([]));
-const badWireId = fc.oneof(notAString, fc.constant(""), fc.integer({ min: maxWireIdChars + 1, max: maxWireIdChars + 64 }).map((length) => "i".repeat(length)));
-const badProfile = fc.oneof(notAString, fc.string({ maxLength: 20 }).filter((value) => value !== RELAY_PROFILE), fc.constant("VOLATILE-V1"));
+const notAnInteger = fc.oneof(
+  fc.double().filter((value) => !Number.isInteger(value)),
+  fc.string({ maxLength: 6 }),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constant([]),
+);
+const badWireId = fc.oneof(
+  notAString,
+  fc.constant(""),
+  fc.integer({ min: maxWireIdChars + 1, max: maxWireIdChars + 64 }).map((length) => "i".repeat(length)),
+);
+const badProfile = fc.oneof(
+  notAString,
+  fc.string({ maxLength: 20 }).filter((value) => value !== RELAY_PROFILE),
+  fc.constant("VOLATILE-V1"),
+);
 const badOperation = fc.oneof(
   notAString,
   fc.string({ maxLength: 20 }).filter((value) => !(RELAY_OPERATIONS as readonly string[]).includes(value)),
@@ -103,9 +117,18 @@ const badEndpoint = fc.oneof(
 );
 const badProtocolVersions = fc.oneof(
   fc.constant([]),
-  fc.array(fc.integer().filter((value) => value !== WIRE_PROTOCOL_VERSION), { minLength: 1, maxLength: maxProtocolVersionsItems }),
+  fc.array(
+    fc.integer().filter((value) => value !== WIRE_PROTOCOL_VERSION),
+    { minLength: 1, maxLength: maxProtocolVersionsItems },
+  ),
   fc.array(fc.constant(WIRE_PROTOCOL_VERSION), { minLength: maxProtocolVersionsItems + 1, maxLength: maxProtocolVersionsItems + 4 }),
-  fc.array(fc.oneof(fc.string(), fc.double().filter((value) => !Number.isInteger(value))), { minLength: 1, maxLength: 3 }),
+  fc.array(
+    fc.oneof(
+      fc.string(),
+      fc.double().filter((value) => !Number.isInteger(value)),
+    ),
+    { minLength: 1, maxLength: 3 },
+  ),
   fc.integer(),
   fc.string(),
   fc.constant(null),
@@ -142,7 +165,10 @@ function templates(): Record<string, Template> {
     profile: badProfile,
     epoch: fc.oneof(notAString, fc.string({ maxLength: 40 }), fc.uuid()),
     // Out of bounds, or a name that never connected.
-    callerSession: fc.oneof(badWireId, fc.string({ minLength: 1, maxLength: 30 }).map((name) => `fuzz-unknown-${name}`)),
+    callerSession: fc.oneof(
+      badWireId,
+      fc.string({ minLength: 1, maxLength: 30 }).map((name) => `fuzz-unknown-${name}`),
+    ),
     endpoint: badEndpoint,
   };
   const envelope = () => sender.envelopeTo(receiver.endpoint, { payload: { fuzz: true } });
@@ -177,12 +203,27 @@ function templates(): Record<string, Template> {
         envelope: fc.oneof(
           notAString,
           fc.record({ key: fc.constant("envelopeId"), value: badWireId }),
-          fc.record({ key: fc.constant("protocolVersion"), value: fc.oneof(fc.integer().filter((value) => value !== WIRE_PROTOCOL_VERSION), notAnInteger) }),
+          fc.record({
+            key: fc.constant("protocolVersion"),
+            value: fc.oneof(
+              fc.integer().filter((value) => value !== WIRE_PROTOCOL_VERSION),
+              notAnInteger,
+            ),
+          }),
           fc.record({ key: fc.constant("source"), value: fc.oneof(badEndpoint, fc.constant(receiver.endpoint)) }),
-          fc.record({ key: fc.constant("target"), value: fc.oneof(badEndpoint, fc.record({ relay: fc.constant(RELAY_ID), id: fc.uuid() })) }),
+          fc.record({
+            key: fc.constant("target"),
+            value: fc.oneof(badEndpoint, fc.record({ relay: fc.constant(RELAY_ID), id: fc.uuid() })),
+          }),
           fc.record({ key: fc.constant("createdAt"), value: badCreatedAt }),
-          fc.record({ key: fc.constant("payload"), value: fc.integer({ min: 1, max: 2 * KiB }).map((extra) => ({ d: "p".repeat(maxRelayPayloadBytes + extra) })) }),
-          fc.record({ key: fc.constant("remove"), value: fc.constantFrom("envelopeId", "protocolVersion", "source", "target", "payload", "createdAt") }),
+          fc.record({
+            key: fc.constant("payload"),
+            value: fc.integer({ min: 1, max: 2 * KiB }).map((extra) => ({ d: "p".repeat(maxRelayPayloadBytes + extra) })),
+          }),
+          fc.record({
+            key: fc.constant("remove"),
+            value: fc.constantFrom("envelopeId", "protocolVersion", "source", "target", "payload", "createdAt"),
+          }),
           fc.record({ key: fc.constant("add"), value: randomKey }),
         ),
       },
@@ -303,9 +344,13 @@ function buildCases(): FuzzCase[] {
       body = JSON.stringify(sender.request("health", { callerSession: "s".repeat(maxWireIdChars + overshoot) }));
     } else if (shape === "payload") {
       const padding = maxRelayPayloadBytes - canonicalBytes({ d: "" }) + Math.min(overshoot, KiB);
-      body = JSON.stringify(sender.request("send", { envelope: sender.envelopeTo(receiver.endpoint, { payload: { d: "x".repeat(padding) } }) }));
+      body = JSON.stringify(
+        sender.request("send", { envelope: sender.envelopeTo(receiver.endpoint, { payload: { d: "x".repeat(padding) } }) }),
+      );
     } else if (shape === "long-envelope-id") {
-      body = JSON.stringify(sender.request("send", { envelope: sender.envelopeTo(receiver.endpoint, { envelopeId: "e".repeat(maxWireIdChars + overshoot) }) }));
+      body = JSON.stringify(
+        sender.request("send", { envelope: sender.envelopeTo(receiver.endpoint, { envelopeId: "e".repeat(maxWireIdChars + overshoot) }) }),
+      );
     } else {
       body = JSON.stringify(sender.request("health", { note: "n".repeat(maxRequestBodyBytes - 2 * KiB + overshoot) }));
     }
@@ -313,8 +358,22 @@ function buildCases(): FuzzCase[] {
   }
 
   // 5. Invalid UTF-8 inside otherwise valid (or mutated) requests.
-  const badBytes = fc.constantFrom([0xff], [0xfe], [0xc0, 0xaf], [0xc1, 0xbf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xf4, 0x90, 0x80, 0x80]);
-  const utf8Case = fc.record({ template: fc.constantFrom(...names), bytes: badBytes, position: fc.double({ min: 0, max: 1, noNaN: true }) });
+  const badBytes = fc.constantFrom(
+    [0xff],
+    [0xfe],
+    [0xc0, 0xaf],
+    [0xc1, 0xbf],
+    [0xed, 0xa0, 0x80],
+    [0xe2, 0x82],
+    [0x80],
+    [0xf8, 0x88, 0x80, 0x80, 0x80],
+    [0xf4, 0x90, 0x80, 0x80],
+  );
+  const utf8Case = fc.record({
+    template: fc.constantFrom(...names),
+    bytes: badBytes,
+    position: fc.double({ min: 0, max: 1, noNaN: true }),
+  });
   for (const [index, spec] of sample(utf8Case, 30, 5).entries()) {
     const text = encoder.encode(JSON.stringify(all[spec.template]!.make()));
     const at = Math.floor(spec.position * text.length);
@@ -324,10 +383,26 @@ function buildCases(): FuzzCase[] {
 
   // 6. Valid requests with a wrong content type.
   const contentType = fc.oneof(
-    fc.constantFrom("text/plain", "text/json", "application/jsonx", "application/json-patch+json", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "json", "*/*", "application/javascript"),
-    fc.string({ maxLength: 30 }).filter((value) => value.split(";")[0]!.trim().toLowerCase() !== "application/json" && /^[\x21-\x7e][\x20-\x7e]*$/.test(value)),
+    fc.constantFrom(
+      "text/plain",
+      "text/json",
+      "application/jsonx",
+      "application/json-patch+json",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/xml",
+      "json",
+      "*/*",
+      "application/javascript",
+    ),
+    fc
+      .string({ maxLength: 30 })
+      .filter((value) => value.split(";")[0]!.trim().toLowerCase() !== "application/json" && /^[\x21-\x7e][\x20-\x7e]*$/.test(value)),
   );
-  const typeCase = fc.record({ template: fc.constantFrom("health", "receive", "resolve"), contentType: fc.option(contentType, { nil: null, freq: 8 }) });
+  const typeCase = fc.record({
+    template: fc.constantFrom("health", "receive", "resolve"),
+    contentType: fc.option(contentType, { nil: null, freq: 8 }),
+  });
   for (const [index, spec] of sample(typeCase, 30, 6).entries()) {
     cases.push({
       label: `content-type#${index}:${spec.template}:${JSON.stringify(spec.contentType)}`,
@@ -355,7 +430,8 @@ function problemWith(reply: WireReply, epoch: string): string | undefined {
   if (typeof code !== "string" || !isRegisteredCode(code)) return `unregistered code ${JSON.stringify(code)}`;
   // The relay answers an unexpected exception with RELAY_UNAVAILABLE: malformed input must never cause one.
   if (code === "RELAY_UNAVAILABLE") return "internal failure (RELAY_UNAVAILABLE)";
-  if (typeof body.error.retryable !== "boolean" || body.error.retryable !== errorSpec(code).retryable) return `${code} retryable ${body.error.retryable}`;
+  if (typeof body.error.retryable !== "boolean" || body.error.retryable !== errorSpec(code).retryable)
+    return `${code} retryable ${body.error.retryable}`;
   const status = errorSpec(code).httpStatus;
   const bodySizeRefusal = code === "INVALID_REQUEST" && reply.status === 413;
   if (reply.status !== status && !bodySizeRefusal) return `${code} with HTTP ${reply.status} (expected ${status})`;
@@ -364,38 +440,41 @@ function problemWith(reply: WireReply, epoch: string): string | undefined {
 }
 
 describe("relay fuzzing", () => {
-  test(
-    "at least 300 seeded malformed requests are each refused with a typed error, never HTTP 500, within 5 s",
-    async () => {
-      const cases = buildCases();
-      expect(cases.length).toBeGreaterThanOrEqual(300);
-      const epoch = relay!.epoch;
-      const failures: string[] = [];
-      const codes = new Map<string, number>();
-      for (let start = 0; start < cases.length; start += FUZZ_CONCURRENCY) {
-        await Promise.all(
-          cases.slice(start, start + FUZZ_CONCURRENCY).map(async (fuzz) => {
-            let reply: WireReply;
-            try {
-              reply = await postBody(relay!.url, fuzz.body, { contentType: fuzz.contentType, timeoutMs: CASE_DEADLINE_MS });
-            } catch (error) {
-              failures.push(`${fuzz.label}: ${String(error)}`);
-              return;
-            }
-            const problem = problemWith(reply, epoch);
-            if (problem !== undefined) failures.push(`${fuzz.label}: ${problem} — ${reply.text.slice(0, 200)}`);
-            else codes.set(reply.body.error.code, (codes.get(reply.body.error.code) ?? 0) + 1);
-          }),
-        );
-      }
-      expect(failures).toEqual([]);
-      // The cases reach past the body checks: several distinct refusals were produced.
-      for (const code of ["INVALID_REQUEST", "RELAY_PROFILE_REQUIRED", "SOURCE_MISMATCH", "INVALID_CURSOR", "RELAY_RESET", "CALLER_NOT_FOUND"]) {
-        expect(codes.get(code) ?? 0, `no fuzz case produced ${code}: ${JSON.stringify([...codes])}`).toBeGreaterThan(0);
-      }
-    },
-    60_000,
-  );
+  test("at least 300 seeded malformed requests are each refused with a typed error, never HTTP 500, within 5 s", async () => {
+    const cases = buildCases();
+    expect(cases.length).toBeGreaterThanOrEqual(300);
+    const epoch = relay!.epoch;
+    const failures: string[] = [];
+    const codes = new Map<string, number>();
+    for (let start = 0; start < cases.length; start += FUZZ_CONCURRENCY) {
+      await Promise.all(
+        cases.slice(start, start + FUZZ_CONCURRENCY).map(async (fuzz) => {
+          let reply: WireReply;
+          try {
+            reply = await postBody(relay!.url, fuzz.body, { contentType: fuzz.contentType, timeoutMs: CASE_DEADLINE_MS });
+          } catch (error) {
+            failures.push(`${fuzz.label}: ${String(error)}`);
+            return;
+          }
+          const problem = problemWith(reply, epoch);
+          if (problem !== undefined) failures.push(`${fuzz.label}: ${problem} — ${reply.text.slice(0, 200)}`);
+          else codes.set(reply.body.error.code, (codes.get(reply.body.error.code) ?? 0) + 1);
+        }),
+      );
+    }
+    expect(failures).toEqual([]);
+    // The cases reach past the body checks: several distinct refusals were produced.
+    for (const code of [
+      "INVALID_REQUEST",
+      "RELAY_PROFILE_REQUIRED",
+      "SOURCE_MISMATCH",
+      "INVALID_CURSOR",
+      "RELAY_RESET",
+      "CALLER_NOT_FOUND",
+    ]) {
+      expect(codes.get(code) ?? 0, `no fuzz case produced ${code}: ${JSON.stringify([...codes])}`).toBeGreaterThan(0);
+    }
+  }, 60_000);
 
   test("afterwards the relay answers health and a full connect/send/receive/ack cycle works; nothing fuzzed was admitted", async () => {
     const url = relay!.url;
@@ -404,7 +483,9 @@ describe("relay fuzzing", () => {
     expectWireValue(await sender.call("health"), "health", epoch);
     expect(await receiver.drain()).toEqual([]);
     // The fuzz connect name never registered.
-    expectWireError(await postBody(url, JSON.stringify({ ...sender.request("health"), callerSession: connectName })), "CALLER_NOT_FOUND", { epoch });
+    expectWireError(await postBody(url, JSON.stringify({ ...sender.request("health"), callerSession: connectName })), "CALLER_NOT_FOUND", {
+      epoch,
+    });
 
     const a = await WireSession.connect(url, { label: "after-fuzz-a" });
     const b = await WireSession.connect(url, { label: "after-fuzz-b" });

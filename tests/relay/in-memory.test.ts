@@ -52,10 +52,13 @@ describe("the in-memory relay", () => {
 describe("an envelope is serialized once per send", () => {
   test("the request carries the stored text byte for byte; nothing re-serializes or re-parses the envelope", async () => {
     const bodies: string[] = [];
-    const { origin, worker } = await pair((relay) => (async (input: string | URL | Request, init?: RequestInit) => {
-      bodies.push(await requestText(input, init));
-      return relay.fetch(input, init);
-    }) as typeof fetch);
+    const { origin, worker } = await pair(
+      (relay) =>
+        (async (input: string | URL | Request, init?: RequestInit) => {
+          bodies.push(await requestText(input, init));
+          return relay.fetch(input, init);
+        }) as typeof fetch,
+    );
     const marker = `marker-${crypto.randomUUID()}`;
 
     // Record, while the origin creates and sends, every object serialized and every text parsed;
@@ -66,7 +69,8 @@ describe("an envelope is serialized once per send", () => {
     const seen: { kind: "stringify" | "parse"; text: string; stack: string }[] = [];
     JSON.stringify = ((value: unknown, ...rest: unknown[]) => {
       const out = (original.stringify as (...args: unknown[]) => string)(value, ...rest);
-      if (typeof value === "object" && value !== null && typeof out === "string") seen.push({ kind: "stringify", text: out, stack: new Error().stack ?? "" });
+      if (typeof value === "object" && value !== null && typeof out === "string")
+        seen.push({ kind: "stringify", text: out, stack: new Error().stack ?? "" });
       return out;
     }) as typeof JSON.stringify;
     JSON.parse = ((text: string, ...rest: unknown[]) => {

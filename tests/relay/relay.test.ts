@@ -7,7 +7,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
 import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
-import { connectRequest, getPath, getProfile, openRawRequest, postBody, postJson, uniqueName, WireSession } from "../../src/conformance/wire-client.ts";
+import {
+  connectRequest,
+  getPath,
+  getProfile,
+  openRawRequest,
+  postBody,
+  postJson,
+  uniqueName,
+  WireSession,
+} from "../../src/conformance/wire-client.ts";
 import { isUuid } from "../../src/protocol/endpoint.ts";
 import { signJwt } from "../../src/protocol/jwt.ts";
 import {
@@ -63,7 +72,6 @@ function spawnRelayCli(env: Record<string, string | undefined> = {}) {
   });
 }
 
-
 /** A secret of exactly `length` characters. */
 function secretOf(length: number): string {
   return `${crypto.randomUUID()}${crypto.randomUUID()}`.replaceAll("-", "").padEnd(length, "s").slice(0, length);
@@ -111,7 +119,9 @@ describe("relay process", () => {
       const proc = await startRelayProcess();
       try {
         const session = await WireSession.connect(proc.url, { label: "shutdown" });
-        const watch = session.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: watchMaxWaitMs + 5_000 }).catch((error: unknown) => error);
+        const watch = session
+          .call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: watchMaxWaitMs + 5_000 })
+          .catch((error: unknown) => error);
         const slow = openRawRequest(proc.url, { contentLength: KiB, body: "{" });
         await slow.sent;
         await sleep(100);
@@ -238,7 +248,9 @@ describe("optional JWT", () => {
       expectUnauthorized(await getProfile(plain!.url, { headers: { authorization } }), plain!.epoch);
     }
     // The refused connect registered nothing.
-    const status = await getPath(plain!.url, `${SESSION_STATUS_PATH}?session=${encodeURIComponent(name)}`, { headers: bearer(await signJwt(secret)) });
+    const status = await getPath(plain!.url, `${SESSION_STATUS_PATH}?session=${encodeURIComponent(name)}`, {
+      headers: bearer(await signJwt(secret)),
+    });
     expectWireError(status, "CALLER_NOT_FOUND", { epoch: plain!.epoch, requireEpoch: true });
     // OPTIONS is answered before authentication.
     expect((await getPath(plain!.url, RELAY_ENDPOINT_PATH, { method: "OPTIONS" })).status).toBe(204);
@@ -254,7 +266,11 @@ describe("optional JWT", () => {
     });
     const value = expectWireValue(connected, "connected", plain!.epoch);
     const request = { operation: "health", profile: RELAY_PROFILE, epoch: plain!.epoch, callerSession: name, endpoint: value.endpoint };
-    expectWireValue(await postJson(plain!.url, request, { headers: { authorization: `bearer ${await signJwt(secret)}` } }), "health", plain!.epoch);
+    expectWireValue(
+      await postJson(plain!.url, request, { headers: { authorization: `bearer ${await signJwt(secret)}` } }),
+      "health",
+      plain!.epoch,
+    );
     // A token still inside its lifetime, minted a little earlier, is fine too.
     const earlier = await signJwt(secret, { nowMs: Date.now() - jwtTokenLifetimeMs / 2 });
     expectWireValue(await postJson(plain!.url, request, { headers: bearer(earlier) }), "health", plain!.epoch);
@@ -292,7 +308,10 @@ describe("optional JWT", () => {
       expectUnauthorized(reply, epoch);
     }
     // A relay started with claims also refuses tokens of another secret.
-    expectUnauthorized(await getProfile(scoped!.url, { headers: bearer(await signJwt(secretOf(jwtMinSecretChars), { issuer, audience })) }), epoch);
+    expectUnauthorized(
+      await getProfile(scoped!.url, { headers: bearer(await signJwt(secretOf(jwtMinSecretChars), { issuer, audience })) }),
+      epoch,
+    );
   });
 });
 
@@ -323,4 +342,3 @@ describe("registration retention and typed 413s", () => {
     expectWireError(reply, "INVALID_REQUEST", { epoch: relay!.epoch, requireEpoch: true, status: 413 });
   });
 });
-

@@ -16,11 +16,18 @@ import type { RelayStore } from "../../src/relay-server/store/store.ts";
 import { describeRelayStore } from "../helpers/store-contract.ts";
 
 /** Matches the `INVARIANT_VIOLATED` error of `rule`. */
-const violated = (rule: string) => expect.objectContaining({ code: "INVARIANT_VIOLATED", retryable: false, details: expect.objectContaining({ rule }) });
+const violated = (rule: string) =>
+  expect.objectContaining({ code: "INVARIANT_VIOLATED", retryable: false, details: expect.objectContaining({ rule }) });
 
 describe("budget invariants", () => {
   /** One item of `itemBytes` in `mailbox` from `senderId`, with a receipt of `receiptBytes`. */
-  const reservation = (mailbox: { items: number; bytes: number }, share: { items: number; bytes: number }, senderId: string, itemBytes: number, receiptBytes: number) => ({ mailbox, share, senderId, itemBytes, receiptBytes });
+  const reservation = (
+    mailbox: { items: number; bytes: number },
+    share: { items: number; bytes: number },
+    senderId: string,
+    itemBytes: number,
+    receiptBytes: number,
+  ) => ({ mailbox, share, senderId, itemBytes, receiptBytes });
 
   test("a double release is INVARIANT_VIOLATED: a counter never goes negative", () => {
     const budgets = createBudgets();
@@ -37,25 +44,50 @@ describe("budget invariants", () => {
     const budgets = createBudgets();
     const first = { items: 0, bytes: 0 };
     const second = { items: 0, bytes: 0 };
-    const [a, b] = [{ items: 0, bytes: 0 }, { items: 0, bytes: 0 }];
+    const [a, b] = [
+      { items: 0, bytes: 0 },
+      { items: 0, bytes: 0 },
+    ];
     budgets.reserve(reservation(first, a, "a", 100, 50));
     budgets.reserve(reservation(second, b, "b", 200, 50));
-    budgets.audit([{ usage: first, shares: [a] }, { usage: second, shares: [b] }]);
+    budgets.audit([
+      { usage: first, shares: [a] },
+      { usage: second, shares: [b] },
+    ]);
     expect(budgets.senders()).toBe(2);
     // A mailbox the relay-wide counters never saw.
-    expect(() => budgets.audit([{ usage: first, shares: [a] }, { usage: second, shares: [b] }, { usage: { items: 1, bytes: 10 }, shares: [{ items: 1, bytes: 10 }] }])).toThrow(
-      violated("relay-wide usage is the sum of the mailboxes' usage"),
-    );
-    expect(() => budgets.audit([{ usage: first, shares: [] }, { usage: second, shares: [b] }])).toThrow(violated("a mailbox's usage is the sum of its senders' shares"));
-    expect(() => budgets.audit([{ usage: first, shares: [a] }, { usage: { items: relayMaxMailboxItems + 1, bytes: 0 }, shares: [] }])).toThrow(violated("mailbox usage stays within its bound"));
+    expect(() =>
+      budgets.audit([
+        { usage: first, shares: [a] },
+        { usage: second, shares: [b] },
+        { usage: { items: 1, bytes: 10 }, shares: [{ items: 1, bytes: 10 }] },
+      ]),
+    ).toThrow(violated("relay-wide usage is the sum of the mailboxes' usage"));
+    expect(() =>
+      budgets.audit([
+        { usage: first, shares: [] },
+        { usage: second, shares: [b] },
+      ]),
+    ).toThrow(violated("a mailbox's usage is the sum of its senders' shares"));
+    expect(() =>
+      budgets.audit([
+        { usage: first, shares: [a] },
+        { usage: { items: relayMaxMailboxItems + 1, bytes: 0 }, shares: [] },
+      ]),
+    ).toThrow(violated("mailbox usage stays within its bound"));
   });
 
   test("a sender's share is reserved with the item and refused past its bound, the share named", () => {
     const budgets = createBudgets();
     const mailbox = { items: 0, bytes: 0 };
     const share = { items: 0, bytes: 0 };
-    for (let index = 0; index < relaySenderMaxMailboxItems; index += 1) expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toBeUndefined();
-    expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toEqual({ kind: "quota", quota: "mailbox-share", details: { items: relaySenderMaxMailboxItems, bytes: 10 * relaySenderMaxMailboxItems } });
+    for (let index = 0; index < relaySenderMaxMailboxItems; index += 1)
+      expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toBeUndefined();
+    expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toEqual({
+      kind: "quota",
+      quota: "mailbox-share",
+      details: { items: relaySenderMaxMailboxItems, bytes: 10 * relaySenderMaxMailboxItems },
+    });
     // Another sender's share of the same mailbox is its own.
     expect(budgets.reserve(reservation(mailbox, { items: 0, bytes: 0 }, "b", 10, 50))).toBeUndefined();
     expect(share.items).toBe(relaySenderMaxMailboxItems);

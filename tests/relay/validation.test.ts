@@ -12,7 +12,15 @@
  */
 import { describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
-import { connectRequest, localEndpoint, postJson, uniqueName, type WireEnvelopeValue, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
+import {
+  connectRequest,
+  localEndpoint,
+  postJson,
+  uniqueName,
+  type WireEnvelopeValue,
+  type WireReply,
+  WireSession,
+} from "../../src/conformance/wire-client.ts";
 import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";
 import {
@@ -32,9 +40,11 @@ import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 const fixture = useRelayFixture();
 
-const expectError = (reply: WireReply, code: RegisteredErrorCode) => expectWireError(reply, code, { epoch: fixture.relay.epoch, requireEpoch: true });
+const expectError = (reply: WireReply, code: RegisteredErrorCode) =>
+  expectWireError(reply, code, { epoch: fixture.relay.epoch, requireEpoch: true });
 const expectValue = (reply: WireReply, kind: string) => expectWireValue(reply, kind, fixture.relay.epoch);
-const session = (label: string, options: Parameters<typeof WireSession.connect>[1] = {}) => WireSession.connect(fixture.relay.url, { label, ...options });
+const session = (label: string, options: Parameters<typeof WireSession.connect>[1] = {}) =>
+  WireSession.connect(fixture.relay.url, { label, ...options });
 const pair = (label: string) => Promise.all([session(`${label}-a`), session(`${label}-b`)]);
 
 /** Runs `count` async jobs, at most `width` at a time, in index order. */
@@ -51,7 +61,13 @@ async function inBatches<T>(count: number, width: number, job: (index: number) =
  * a caller that never connected, and another live session's endpoint. Each must be refused with
  * `code` (the field error), not with the binding's own error.
  */
-async function expectFieldErrorBeforeBinding(owner: WireSession, other: WireSession, operation: string, fields: Record<string, unknown>, code: RegisteredErrorCode) {
+async function expectFieldErrorBeforeBinding(
+  owner: WireSession,
+  other: WireSession,
+  operation: string,
+  fields: Record<string, unknown>,
+  code: RegisteredErrorCode,
+) {
   const broken: Record<string, Record<string, unknown>> = {
     "stale epoch (RELAY_RESET)": { epoch: crypto.randomUUID() },
     "unknown caller (CALLER_NOT_FOUND)": { callerSession: uniqueName("ghost") },
@@ -77,7 +93,14 @@ describe("fields are checked before the binding", () => {
 
   test.concurrent("receive: a malformed cursor or limit is INVALID_CURSOR whatever the binding", async () => {
     const [a, b] = await pair("order-receive");
-    for (const fields of [{ cursor: "01" }, { cursor: 0 }, { cursor: "1".repeat(maxCursorDigits + 1) }, { cursor: "0", limit: 0 }, { cursor: "0", limit: receivePageMaxItems + 1 }, { cursor: "0", limit: "10" }]) {
+    for (const fields of [
+      { cursor: "01" },
+      { cursor: 0 },
+      { cursor: "1".repeat(maxCursorDigits + 1) },
+      { cursor: "0", limit: 0 },
+      { cursor: "0", limit: receivePageMaxItems + 1 },
+      { cursor: "0", limit: "10" },
+    ]) {
       await expectFieldErrorBeforeBinding(a, b, "receive", fields, "INVALID_CURSOR");
     }
     // A cursor above the highest assigned needs the mailbox: it is an operation check, after the binding.
@@ -93,7 +116,11 @@ describe("fields are checked before the binding", () => {
   });
 
   test.concurrent("connect: protocolVersions without 2 is INVALID_REQUEST even with a stale epoch", async () => {
-    const base = connectRequest({ callerSession: uniqueName("order-connect"), generation: crypto.randomUUID(), epoch: crypto.randomUUID() });
+    const base = connectRequest({
+      callerSession: uniqueName("order-connect"),
+      generation: crypto.randomUUID(),
+      epoch: crypto.randomUUID(),
+    });
     expectError(await postJson(fixture.relay.url, base), "RELAY_RESET");
     for (const protocolVersions of [[WIRE_PROTOCOL_VERSION + 1], [WIRE_PROTOCOL_VERSION - 1, WIRE_PROTOCOL_VERSION + 1]]) {
       expectError(await postJson(fixture.relay.url, { ...base, protocolVersions }), "INVALID_REQUEST");
@@ -146,12 +173,18 @@ describe("an ACK frees the mailbox's own budget", () => {
     const [a, b] = await pair("ack-bytes");
     // Several senders fill it, each within its share of the mailbox (quotas-v1): the mailbox's own
     // budget is what refuses.
-    const senders = [a, ...(await Promise.all(Array.from({ length: Math.ceil(relayMaxMailboxBytes / relaySenderMaxMailboxBytes) }, (_, index) => session(`ack-bytes-${index}`))))];
+    const senders = [
+      a,
+      ...(await Promise.all(
+        Array.from({ length: Math.ceil(relayMaxMailboxBytes / relaySenderMaxMailboxBytes) }, (_, index) => session(`ack-bytes-${index}`)),
+      )),
+    ];
     // The relay charges an envelope its canonical bytes. With a UUID envelopeId, UUID endpoint ids
     // and an ISO createdAt (always 24 characters) every envelope to b has the same overhead.
     const payloadOverhead = canonicalBytes({ d: "" });
     const envelopeOverhead = canonicalBytes(a.envelopeTo(b.endpoint, { payload: { d: "" } }));
-    const sized = (bytes: number, from = a): WireEnvelopeValue => from.envelopeTo(b.endpoint, { payload: { d: "x".repeat(bytes - envelopeOverhead) } });
+    const sized = (bytes: number, from = a): WireEnvelopeValue =>
+      from.envelopeTo(b.endpoint, { payload: { d: "x".repeat(bytes - envelopeOverhead) } });
     const largest = envelopeOverhead - payloadOverhead + maxRelayPayloadBytes;
     // Few, large envelopes whose sizes add up to the byte limit exactly.
     const count = Math.ceil(relayMaxMailboxBytes / largest);

@@ -27,7 +27,7 @@ describe("canonical JSON", () => {
   });
 
   test("serialises primitives like JSON.stringify", () => {
-    expect(canonicalJson(["a\u2028\"b", -0, 1e21, 0.1, false, null])).toBe(JSON.stringify(["a\u2028\"b", -0, 1e21, 0.1, false, null]));
+    expect(canonicalJson(['a\u2028"b', -0, 1e21, 0.1, false, null])).toBe(JSON.stringify(['a\u2028"b', -0, 1e21, 0.1, false, null]));
   });
 
   test("rejects non-finite numbers with the JSON Pointer of the offender", () => {
@@ -51,7 +51,9 @@ describe("canonical JSON", () => {
         const text = canonicalJson(value);
         expect(canonicalJson(JSON.parse(text))).toBe(text);
         const reversed = JSON.parse(JSON.stringify(value), (_key, member) =>
-          member !== null && typeof member === "object" && !Array.isArray(member) ? Object.fromEntries(Object.entries(member).reverse()) : member,
+          member !== null && typeof member === "object" && !Array.isArray(member)
+            ? Object.fromEntries(Object.entries(member).reverse())
+            : member,
         );
         expect(canonicalJson(reversed)).toBe(text);
         expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify(value)));
@@ -72,7 +74,9 @@ describe("canonical JSON", () => {
 
   test("SHA-256 digest matches an independent implementation", async () => {
     const value = { envelopeId: "e", payload: { b: 2, a: 1 }, createdAt: "2026-11-30T00:00:00.000Z" };
-    const expected = createHash("sha256").update('{"createdAt":"2026-11-30T00:00:00.000Z","envelopeId":"e","payload":{"a":1,"b":2}}').digest("hex");
+    const expected = createHash("sha256")
+      .update('{"createdAt":"2026-11-30T00:00:00.000Z","envelopeId":"e","payload":{"a":1,"b":2}}')
+      .digest("hex");
     expect(await canonicalDigest(value)).toBe(expected);
     expect(await sha256Hex("")).toBe("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   });

@@ -3,7 +3,8 @@ import { createClientGate, isLoopback } from "../../src/relay-server/client-gate
 
 describe("relay client gate", () => {
   test("loopback addresses, plain and IPv4-mapped", () => {
-    for (const address of ["127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.1", "::FFFF:127.0.0.2"]) expect({ address, loopback: isLoopback(address) }).toEqual({ address, loopback: true });
+    for (const address of ["127.0.0.1", "127.255.0.9", "::1", "::ffff:127.0.0.1", "::FFFF:127.0.0.2"])
+      expect({ address, loopback: isLoopback(address) }).toEqual({ address, loopback: true });
     for (const address of ["128.0.0.1", "10.0.0.1", "::2", "::ffff:10.0.0.1", "127.0.0.256", "127.1", "localhost", ""]) {
       expect({ address, loopback: isLoopback(address) }).toEqual({ address, loopback: false });
     }

@@ -97,7 +97,13 @@ describe("pass budgets", () => {
 
   test("a pass that exhausts the ACK budget does not retry old work", async () => {
     const p = await pair();
-    const other = createTaskCore({ store: createTaskStore(), session: p.relay.session("other"), timers: p.timers, clock: p.clock, host: createMemoryHost() });
+    const other = createTaskCore({
+      store: createTaskStore(),
+      session: p.relay.session("other"),
+      timers: p.timers,
+      clock: p.clock,
+      host: createMemoryHost(),
+    });
     await other.connect();
     await introduce(other, p.worker, (core) => pass(core, p.timers));
     // Old work: the worker's question to another origin is refused once and stays pending.

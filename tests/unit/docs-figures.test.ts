@@ -15,7 +15,9 @@ describe("README figures", () => {
     // The registration outlives a crash by up to its lease; then `orphanAfterMs` of failed probes,
     // each up to `orphanProbeIntervalMs` apart.
     const worstSeconds = (leaseDefaultMs + orphanAfterMs + orphanProbeIntervalMs) / msPerSecond;
-    expect(README).toContain(`within about ${worstSeconds} s (its lease lasts up to ${leaseDefaultMs / msPerSecond} s, then ${orphanAfterMs / msPerSecond}–${(orphanAfterMs + orphanProbeIntervalMs) / msPerSecond} s of probes`);
+    expect(README).toContain(
+      `within about ${worstSeconds} s (its lease lasts up to ${leaseDefaultMs / msPerSecond} s, then ${orphanAfterMs / msPerSecond}–${(orphanAfterMs + orphanProbeIntervalMs) / msPerSecond} s of probes`,
+    );
     expect(README).not.toMatch(/orphaned` within about 15 s/);
   });
 });

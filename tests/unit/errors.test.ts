@@ -108,7 +108,13 @@ describe("error registry", () => {
       .filter(([, row]) => row.holdsSending)
       .map(([code]) => code)
       .sort();
-    expect(holds).toEqual(["INCOMPATIBLE_PROTOCOL", "INVALID_CONFIGURATION", "PEER_POLICY_REQUIRED", "RELAY_AUTH_REQUIRED", "RELAY_PROFILE_REQUIRED"]);
+    expect(holds).toEqual([
+      "INCOMPATIBLE_PROTOCOL",
+      "INVALID_CONFIGURATION",
+      "PEER_POLICY_REQUIRED",
+      "RELAY_AUTH_REQUIRED",
+      "RELAY_PROFILE_REQUIRED",
+    ]);
   });
 
   test("a refused send: relay loss, hold for configuration, retry when transient, else quarantine — unknown final codes too", () => {
@@ -133,10 +139,24 @@ describe("error registry", () => {
   });
 
   test("relay loss is only RELAY_RESET and RELAY_REBIND_REQUIRED; rebind is the reset set", () => {
-    const loss = Object.entries(ERROR_REGISTRY).filter(([, row]) => row.relayLoss).map(([code]) => code).sort();
+    const loss = Object.entries(ERROR_REGISTRY)
+      .filter(([, row]) => row.relayLoss)
+      .map(([code]) => code)
+      .sort();
     expect(loss).toEqual(["RELAY_REBIND_REQUIRED", "RELAY_RESET"]);
-    const rebind = Object.entries(ERROR_REGISTRY).filter(([, row]) => row.rebind).map(([code]) => code).sort();
-    expect(rebind).toEqual(["BINDING_SECRET_INVALID", "BINDING_SECRET_REQUIRED", "CALLER_DEAD", "CALLER_NOT_FOUND", "REGISTRATION_EXPIRED", "RELAY_RESET", "SOURCE_MISMATCH"]);
+    const rebind = Object.entries(ERROR_REGISTRY)
+      .filter(([, row]) => row.rebind)
+      .map(([code]) => code)
+      .sort();
+    expect(rebind).toEqual([
+      "BINDING_SECRET_INVALID",
+      "BINDING_SECRET_REQUIRED",
+      "CALLER_DEAD",
+      "CALLER_NOT_FOUND",
+      "REGISTRATION_EXPIRED",
+      "RELAY_RESET",
+      "SOURCE_MISMATCH",
+    ]);
   });
 });
 
@@ -172,7 +192,11 @@ describe("TaskError", () => {
 
   test("toJSON is the tool error shape", () => {
     const error = new TaskError("NOT_ORIGIN", { details: { taskId: "t" } });
-    expect(JSON.parse(JSON.stringify(error))).toEqual({ code: "NOT_ORIGIN", message: ERROR_REGISTRY.NOT_ORIGIN.message, retryable: false, details: { taskId: "t" } });
+    expect(JSON.parse(JSON.stringify(error))).toEqual({
+      code: "NOT_ORIGIN",
+      message: ERROR_REGISTRY.NOT_ORIGIN.message,
+      retryable: false,
+      details: { taskId: "t" },
+    });
   });
 });
-

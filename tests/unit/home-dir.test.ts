@@ -38,7 +38,11 @@ const CREATORS: Record<string, (home: string) => unknown> = {
   "a peer": (home) => addPeer(home, "bob", generateIdentity().identity.publicKey),
   "the logs": (home) => logDir({ PI_TASKS_HOME: home }),
   "a scripted worker's agent directory": (home) => scriptedAgentDir({ PI_TASKS_HOME: home }, "worker-1"),
-  "a spawn record": (home) => saveSpawned({ PI_TASKS_HOME: home }, { session: "worker-1", pid: 1, projectDir: "/p", relay: "http://127.0.0.1:1", log: "/l", createdAt: "" }),
+  "a spawn record": (home) =>
+    saveSpawned(
+      { PI_TASKS_HOME: home },
+      { session: "worker-1", pid: 1, projectDir: "/p", relay: "http://127.0.0.1:1", log: "/l", createdAt: "" },
+    ),
   "the embedded relay's files": (home) => embeddedRelayRecord({ PI_TASKS_HOME: home }, 1),
 };
 

@@ -5,7 +5,19 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { generateKeyPairSync } from "node:crypto";
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureIdentity, IDENTITY_FILE, identityPath, loadIdentity } from "../../src/trust/identity.ts";

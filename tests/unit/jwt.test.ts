@@ -48,7 +48,13 @@ function b64url(value: string | Uint8Array): string {
 async function forge(payload: unknown, options: { secret?: string; header?: unknown } = {}): Promise<string> {
   const header = b64url(JSON.stringify(options.header ?? { alg: "HS256", typ: "JWT" }));
   const body = b64url(JSON.stringify(payload));
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(options.secret ?? SECRET), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const key = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(options.secret ?? SECRET),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
   const signature = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${header}.${body}`)));
   return `${header}.${body}.${b64url(signature)}`;
 }
@@ -113,9 +119,18 @@ describe("verifyJwt", () => {
     const payload = b64url(JSON.stringify({ iat: T0_S }));
     const none = b64url(JSON.stringify({ alg: "none", typ: "JWT" }));
     expect((await verifyJwt(SECRET, `${none}.${payload}.`, at(T0_S))).ok).toBe(false);
-    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { alg: "none", typ: "JWT" } }), at(T0_S))).toEqual({ ok: false, reason: "algorithm" });
-    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { alg: "HS512", typ: "JWT" } }), at(T0_S))).toEqual({ ok: false, reason: "algorithm" });
-    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { typ: "JWT" } }), at(T0_S))).toEqual({ ok: false, reason: "algorithm" });
+    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { alg: "none", typ: "JWT" } }), at(T0_S))).toEqual({
+      ok: false,
+      reason: "algorithm",
+    });
+    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { alg: "HS512", typ: "JWT" } }), at(T0_S))).toEqual({
+      ok: false,
+      reason: "algorithm",
+    });
+    expect(await verifyJwt(SECRET, await forge({ iat: T0_S }, { header: { typ: "JWT" } }), at(T0_S))).toEqual({
+      ok: false,
+      reason: "algorithm",
+    });
   });
 
   test("malformed tokens are rejected", async () => {
@@ -149,13 +164,19 @@ describe("verifyJwt", () => {
     const nbf = T0_S + 600;
     const token = await forge({ nbf });
     expect(await verifyJwt(SECRET, token, at(nbf - TOLERANCE_S))).toEqual({ ok: true });
-    expect(await verifyJwt(SECRET, token, { nowMs: (nbf - TOLERANCE_S) * msPerSecond - 1 })).toEqual({ ok: false, reason: "not-yet-valid" });
+    expect(await verifyJwt(SECRET, token, { nowMs: (nbf - TOLERANCE_S) * msPerSecond - 1 })).toEqual({
+      ok: false,
+      reason: "not-yet-valid",
+    });
   });
 
   test("iat: rejected while now + tolerance is before iat", async () => {
     const token = await signJwt(SECRET, at(T0_S));
     expect(await verifyJwt(SECRET, token, at(T0_S - TOLERANCE_S))).toEqual({ ok: true });
-    expect(await verifyJwt(SECRET, token, { nowMs: (T0_S - TOLERANCE_S) * msPerSecond - 1 })).toEqual({ ok: false, reason: "issued-in-future" });
+    expect(await verifyJwt(SECRET, token, { nowMs: (T0_S - TOLERANCE_S) * msPerSecond - 1 })).toEqual({
+      ok: false,
+      reason: "issued-in-future",
+    });
   });
 
   test("time claims are optional, but must be numbers when present", async () => {
@@ -177,7 +198,10 @@ describe("verifyJwt", () => {
   test("aud (string or array) must contain the configured audience when one is configured", async () => {
     expect(await verifyJwt(SECRET, await signJwt(SECRET, { audience: "relay" }), { audience: "relay" })).toEqual({ ok: true });
     expect(await verifyJwt(SECRET, await forge({ aud: ["other", "relay"] }), { audience: "relay" })).toEqual({ ok: true });
-    expect(await verifyJwt(SECRET, await forge({ aud: ["other", "more"] }), { audience: "relay" })).toEqual({ ok: false, reason: "audience" });
+    expect(await verifyJwt(SECRET, await forge({ aud: ["other", "more"] }), { audience: "relay" })).toEqual({
+      ok: false,
+      reason: "audience",
+    });
     expect(await verifyJwt(SECRET, await forge({ aud: "relay-2" }), { audience: "relay" })).toEqual({ ok: false, reason: "audience" });
     expect(await verifyJwt(SECRET, await forge({}), { audience: "relay" })).toEqual({ ok: false, reason: "audience" });
     expect(await verifyJwt(SECRET, await forge({ aud: ["x"] }))).toEqual({ ok: true });
@@ -202,7 +226,10 @@ describe("configuration from the environment", () => {
 
   test("WOLFPACK_JWT_ISSUER and WOLFPACK_JWT_AUDIENCE are trimmed and optional", () => {
     expect(jwtClaimsFromEnv({})).toEqual({});
-    expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: " wolfpack ", WOLFPACK_JWT_AUDIENCE: " relay " })).toEqual({ issuer: "wolfpack", audience: "relay" });
+    expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: " wolfpack ", WOLFPACK_JWT_AUDIENCE: " relay " })).toEqual({
+      issuer: "wolfpack",
+      audience: "relay",
+    });
     expect(jwtClaimsFromEnv({ WOLFPACK_JWT_ISSUER: "  ", WOLFPACK_JWT_AUDIENCE: "" })).toEqual({});
   });
 });
@@ -218,8 +245,18 @@ describe("relay tokens and proofs (the relay secret)", () => {
     const [header, payload] = token.split(".");
     expect(decode(header!)).toEqual({ alg: "HS256", typ: "JWT" });
     const claims = decode(payload!);
-    expect(claims).toEqual({ iat: T0_S, exp: T0_S + LIFETIME_MS / msPerSecond, jti: expect.stringMatching(new RegExp(`^[0-9a-f]{${relayTokenIdBytes * 2}}$`)), aud: RELAY_TOKEN_AUDIENCE });
-    expect(verifyRelayToken(keys, token, T0_MS)).toEqual({ ok: true, signed: true, jti: claims.jti as string, expiresAtMs: T0_MS + LIFETIME_MS + relayTokenClockToleranceMs });
+    expect(claims).toEqual({
+      iat: T0_S,
+      exp: T0_S + LIFETIME_MS / msPerSecond,
+      jti: expect.stringMatching(new RegExp(`^[0-9a-f]{${relayTokenIdBytes * 2}}$`)),
+      aud: RELAY_TOKEN_AUDIENCE,
+    });
+    expect(verifyRelayToken(keys, token, T0_MS)).toEqual({
+      ok: true,
+      signed: true,
+      jti: claims.jti as string,
+      expiresAtMs: T0_MS + LIFETIME_MS + relayTokenClockToleranceMs,
+    });
     expect(signRelayToken(keys, T0_MS)).not.toBe(signRelayToken(keys, T0_MS));
   });
 
@@ -228,7 +265,11 @@ describe("relay tokens and proofs (the relay secret)", () => {
     const end = T0_MS + LIFETIME_MS + relayTokenClockToleranceMs;
     expect(verifyRelayToken(keys, token, end - 1).ok).toBe(true);
     expect(verifyRelayToken(keys, token, end)).toEqual({ ok: false, signed: true, reason: "expired" });
-    expect(verifyRelayToken(keys, token, T0_MS - relayTokenClockToleranceMs - 1)).toEqual({ ok: false, signed: true, reason: "issued-in-future" });
+    expect(verifyRelayToken(keys, token, T0_MS - relayTokenClockToleranceMs - 1)).toEqual({
+      ok: false,
+      signed: true,
+      reason: "issued-in-future",
+    });
     expect(LIFETIME_MS).toBeLessThan(jwtTokenLifetimeMs);
   });
 

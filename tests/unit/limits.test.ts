@@ -34,12 +34,22 @@ describe("limits", () => {
   test("the seed's bounds have their values", () => {
     expect([limits.maxInFlightRequests, limits.reservedRequestSlots]).toEqual([8, 2]);
     expect([limits.maxScopedSendsPerPass, limits.maxOldWorkSendsPerPass, limits.maxAckAttemptsPerPass]).toEqual([56, 8, 48]);
-    expect([limits.receivePageMaxItems, limits.receivePageMaxBytes, limits.maxFetchedUnacknowledgedDeliveries]).toEqual([50, 256 * 1024, 200]);
+    expect([limits.receivePageMaxItems, limits.receivePageMaxBytes, limits.maxFetchedUnacknowledgedDeliveries]).toEqual([
+      50,
+      256 * 1024,
+      200,
+    ]);
     expect([limits.passDeadlineMs, limits.passSliceMs, limits.capacityCooldownMs]).toEqual([2000, 250, 5000]);
     expect([limits.maxStoreRecords, limits.maxStoreEncodedBytes]).toEqual([16_384, 32 * 1024 * 1024]);
-    expect([limits.activePollIntervalMs, limits.idlePollIntervalMs, limits.waitBackoffInitialMs, limits.waitBackoffMaxMs]).toEqual([1000, 5000, 250, 2000]);
+    expect([limits.activePollIntervalMs, limits.idlePollIntervalMs, limits.waitBackoffInitialMs, limits.waitBackoffMaxMs]).toEqual([
+      1000, 5000, 250, 2000,
+    ]);
     expect([limits.requestDeadlineDefaultMs, limits.requestDeadlineMinMs, limits.requestDeadlineMaxMs]).toEqual([12_000, 1, 15_000]);
-    expect([limits.maxRelayPayloadBytes, limits.maxRequestBodyBytes, limits.maxResponseBodyBytes]).toEqual([48 * 1024, 64 * 1024, 300 * 1024]);
+    expect([limits.maxRelayPayloadBytes, limits.maxRequestBodyBytes, limits.maxResponseBodyBytes]).toEqual([
+      48 * 1024,
+      64 * 1024,
+      300 * 1024,
+    ]);
     expect([limits.maxTaskTextChars, limits.leaseDefaultMs, limits.leaseMaxMs]).toEqual([16 * 1024, 60_000, 300_000]);
     expect([limits.relayMaxActiveItems, limits.relayMaxActiveBytes, limits.relayMaxMailboxItems, limits.relayMaxMailboxBytes]).toEqual([
       4096,

@@ -27,7 +27,8 @@ const run = settleVirtually;
 
 type Body = { envelope?: { envelopeId?: string; payload?: unknown } };
 /** The sent envelope's inner payload, opened (the mail is sealed). */
-const inner = (body: Record<string, unknown>) => clearPayload((body as Body).envelope?.payload)?.payload as { type?: string; payload?: Record<string, unknown> } | undefined;
+const inner = (body: Record<string, unknown>) =>
+  clearPayload((body as Body).envelope?.payload)?.payload as { type?: string; payload?: Record<string, unknown> } | undefined;
 const innerType = (body: Record<string, unknown>) => inner(body)?.type;
 const receiptStage = (body: Record<string, unknown>) => inner(body)?.payload?.stage;
 const messageText = (body: Record<string, unknown>) => inner(body)?.payload?.message;
@@ -52,7 +53,14 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
     for (let index = 0; index < count; index += 1) {
       const intent = makeIntent(`task-${index}`, "task.information", { message: `m${index}` });
       const envelope = encodeEnvelope(from.endpoint()!, to.endpoint()!, intent.taskId, "intent", intent, Date.now());
-      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: intent.taskId, target: to.endpoint()!, kind: "intent", purpose: "intent", envelopeText: envelope.text });
+      store.putOutbox({
+        envelopeId: envelope.envelopeId,
+        taskId: intent.taskId,
+        target: to.endpoint()!,
+        kind: "intent",
+        purpose: "intent",
+        envelopeText: envelope.text,
+      });
       ids.push(envelope.envelopeId);
     }
     return ids;
@@ -66,7 +74,10 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
     const scope = createWorkScope({ timers: p.timers, mode: "phased" });
     const outcome = await attemptSend(ctx, scope, younger!, "scoped");
     expect(outcome.state).toBe("deferred");
-    expect(outcome.state === "deferred" && outcome.error.details).toMatchObject({ reason: "older mail to the same target is pending", blockedBy: older });
+    expect(outcome.state === "deferred" && outcome.error.details).toMatchObject({
+      reason: "older mail to the same target is pending",
+      blockedBy: older,
+    });
     expect(p.relay.count("send")).toBe(0);
     // The head goes; then the younger one may.
     expect((await attemptSend(ctx, scope, older!, "scoped")).state).toBe("accepted");
@@ -174,7 +185,9 @@ describe("what a refused send means for its envelope", () => {
     await run(p.timers, p.worker.refresh());
     expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(0);
     await run(p.timers, p.origin.refresh());
-    expect(p.origin.getTask(taskId).events.some((event) => event.type === "task.information" && event.payload.message === "held")).toBe(true);
+    expect(p.origin.getTask(taskId).events.some((event) => event.type === "task.information" && event.payload.message === "held")).toBe(
+      true,
+    );
   });
 });
 
@@ -301,4 +314,3 @@ describe("delivery evidence", () => {
     expect(evidence.wakeAcceptance).toBe("confirmed");
   });
 });
-

@@ -5,7 +5,20 @@
  * peer book seeing changes without a restart.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { maxPeerNameChars, maxPeers, peersLockStaleMs, peersLockWaitMs } from "../../src/protocol/limits.ts";
@@ -61,7 +74,10 @@ describe("adding, listing and removing", () => {
     expect(statSync(peersPath(at)).mode & PERMISSIONS).toBe(0o600);
     expect(statSync(at).mode & PERMISSIONS).toBe(0o700);
     const document = JSON.parse(readFileSync(peersPath(at), "utf8"));
-    expect(document).toEqual({ version: 1, peers: { bob: { key: bob, addedAt: added.peer.addedAt }, alice: { key: alice, addedAt: expect.any(String) } } });
+    expect(document).toEqual({
+      version: 1,
+      peers: { bob: { key: bob, addedAt: added.peer.addedAt }, alice: { key: alice, addedAt: expect.any(String) } },
+    });
     expect(listPeers(at).map((peer) => peer.name)).toEqual(["alice", "bob"]);
     expect(readPeers(at).get("bob")).toEqual({ key: bob, addedAt: added.peer.addedAt });
 
@@ -95,7 +111,15 @@ describe("adding, listing and removing", () => {
   test("a key that does not parse is INVALID_PEER_KEY and changes nothing", async () => {
     const at = home();
     const good = key();
-    for (const bad of ["", "ed25519:", good.slice(0, -1), `${good}A`, good.replace("ed25519:", "ssh-ed25519 "), `ed25519:${"+".repeat(43)}`, good.toUpperCase()]) {
+    for (const bad of [
+      "",
+      "ed25519:",
+      good.slice(0, -1),
+      `${good}A`,
+      good.replace("ed25519:", "ssh-ed25519 "),
+      `ed25519:${"+".repeat(43)}`,
+      good.toUpperCase(),
+    ]) {
       const error = await failure(addPeer(at, "bob", bad));
       expect({ bad, code: error.code }).toEqual({ bad, code: "INVALID_PEER_KEY" });
     }
@@ -136,7 +160,9 @@ describe("adding, listing and removing", () => {
   test(`at most ${maxPeers} peers (PEERS_FULL); an existing pair still answers unchanged`, async () => {
     const at = home();
     mkdirSync(at, { recursive: true, mode: 0o700 });
-    const peers = Object.fromEntries(Array.from({ length: maxPeers }, (_, index) => [`p${index}`, { key: key(), addedAt: "2026-01-01T00:00:00.000Z" }]));
+    const peers = Object.fromEntries(
+      Array.from({ length: maxPeers }, (_, index) => [`p${index}`, { key: key(), addedAt: "2026-01-01T00:00:00.000Z" }]),
+    );
     writeFileSync(peersPath(at), JSON.stringify({ version: 1, peers }), { mode: 0o600 });
     const before = readFileSync(peersPath(at), "utf8");
     const error = await failure(addPeer(at, "one-more", key()));
@@ -169,13 +195,23 @@ describe("a malformed peers.json is refused and never overwritten", () => {
     "a bad name": JSON.stringify({ version: 1, peers: { "a b": { key: a, addedAt: "2026-01-01T00:00:00.000Z" } } }),
     "a bad key": JSON.stringify({ version: 1, peers: { bob: { key: "ed25519:nope", addedAt: "2026-01-01T00:00:00.000Z" } } }),
     "no addedAt": JSON.stringify({ version: 1, peers: { bob: { key: a } } }),
-    "one key under two names": JSON.stringify({ version: 1, peers: { bob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" }, rob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" } } }),
+    "one key under two names": JSON.stringify({
+      version: 1,
+      peers: { bob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" }, rob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" } },
+    }),
   };
 
   test("a well-formed document of the same kind reads (so each case fails for its own defect)", () => {
     const at = home();
     mkdirSync(at, { recursive: true, mode: 0o700 });
-    writeFileSync(peersPath(at), JSON.stringify({ version: 1, peers: { bob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" }, rob: { key: b, addedAt: "2026-01-01T00:00:00.000Z" } } }), { mode: 0o600 });
+    writeFileSync(
+      peersPath(at),
+      JSON.stringify({
+        version: 1,
+        peers: { bob: { key: a, addedAt: "2026-01-01T00:00:00.000Z" }, rob: { key: b, addedAt: "2026-01-01T00:00:00.000Z" } },
+      }),
+      { mode: 0o600 },
+    );
     expect(listPeers(at).map((peer) => peer.name)).toEqual(["bob", "rob"]);
   });
 
@@ -255,7 +291,8 @@ describe("changes under the lock", () => {
     const keys = Array.from({ length: count }, key);
     const children = await runAtOnce(count, {
       setup: `const { addPeer } = await import(${repoModule("src/trust/peers.ts")});`,
-      run: (index) => `const added = await addPeer(${JSON.stringify(at)}, "peer-${index}", ${JSON.stringify(keys[index])}); console.log(JSON.stringify(added));`,
+      run: (index) =>
+        `const added = await addPeer(${JSON.stringify(at)}, "peer-${index}", ${JSON.stringify(keys[index])}); console.log(JSON.stringify(added));`,
     });
     for (const child of children) expect({ code: child.code, stderr: child.stderr }).toEqual({ code: 0, stderr: "" });
     expect(listPeers(at).map((peer) => [peer.name, peer.key])).toEqual(keys.map((k, index) => [`peer-${index}`, k]));
@@ -323,7 +360,8 @@ describe("changes under the lock", () => {
 const OTHER_UID = 65_534;
 
 describe("whose peers.json is trusted", () => {
-  const document = (peerKey: string) => JSON.stringify({ version: 1, peers: { mallory: { key: peerKey, addedAt: "2026-01-01T00:00:00.000Z" } } });
+  const document = (peerKey: string) =>
+    JSON.stringify({ version: 1, peers: { mallory: { key: peerKey, addedAt: "2026-01-01T00:00:00.000Z" } } });
 
   test("one owned by another user is refused (PEERS_INVALID naming the owner and the fix): its peers are not trusted", async () => {
     const at = home();

@@ -46,7 +46,17 @@ describe("relayUrlFromEnv", () => {
   });
 
   test("WOLFPACK_PORT outside the range or not a decimal integer is INVALID_CONFIGURATION", () => {
-    for (const port of [String(MIN_TCP_PORT - 1), String(MAX_TCP_PORT + 1), "abc", "-1", "80.5", "1e3", "0x50", "80abc", "99999999999999999999"]) {
+    for (const port of [
+      String(MIN_TCP_PORT - 1),
+      String(MAX_TCP_PORT + 1),
+      "abc",
+      "-1",
+      "80.5",
+      "1e3",
+      "0x50",
+      "80abc",
+      "99999999999999999999",
+    ]) {
       const failure = configurationError(() => relayUrlFromEnv({ WOLFPACK_PORT: port }));
       expect(failure.details.WOLFPACK_PORT).toBe(port);
     }
@@ -71,7 +81,14 @@ describe("normaliseRelayUrl", () => {
   });
 
   test("plain http to a non-loopback host is INVALID_CONFIGURATION", () => {
-    for (const url of ["http://10.1.2.3:18790", "http://100.64.0.1:18790", "http://relay.example.org", "http://127.0.0.2:18790", "http://0.0.0.0:18790", "http://[::2]:18790"]) {
+    for (const url of [
+      "http://10.1.2.3:18790",
+      "http://100.64.0.1:18790",
+      "http://relay.example.org",
+      "http://127.0.0.2:18790",
+      "http://0.0.0.0:18790",
+      "http://[::2]:18790",
+    ]) {
       const failure = configurationError(() => normaliseRelayUrl(url));
       expect(failure.details.url).toBe(url);
     }

@@ -4,7 +4,18 @@
  * a token id accepted once, bounded memory.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TaskError } from "../../src/protocol/errors.ts";
@@ -119,7 +130,11 @@ describe("which relay must prove the secret (relaySecretPlan)", () => {
     const env = { PI_TASKS_RELAY_SECRET_DIR: dir };
     expect(relaySecretPlan(env, relayConfigFromEnv(env))).toEqual({ file: join(dir, "18790.secret"), mandatory: true, create: true });
     const wolfpack = { ...env, WOLFPACK_PORT: "4100" };
-    expect(relaySecretPlan(wolfpack, relayConfigFromEnv(wolfpack))).toEqual({ file: join(dir, "4100.secret"), mandatory: false, create: false });
+    expect(relaySecretPlan(wolfpack, relayConfigFromEnv(wolfpack))).toEqual({
+      file: join(dir, "4100.secret"),
+      mandatory: false,
+      create: false,
+    });
     ensureRelaySecret(join(dir, "4100.secret"));
     expect(relaySecretPlan(wolfpack, relayConfigFromEnv(wolfpack))?.mandatory).toBe(true);
     // What `pi-tasks spawn` gives its workers: the same relay, named by URL.

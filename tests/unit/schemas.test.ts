@@ -28,7 +28,9 @@ function pathOf(schema: TSchema, value: unknown, values?: ValueModule): unknown 
 
 describe("schemas", () => {
   test("every object schema is strict (additionalProperties: false)", () => {
-    const exported = Object.entries(schemas).filter(([, value]) => typeof value === "object" && value !== null && "type" in (value as object));
+    const exported = Object.entries(schemas).filter(
+      ([, value]) => typeof value === "object" && value !== null && "type" in (value as object),
+    );
     expect(exported.length).toBeGreaterThan(20);
     for (const [name, schema] of exported) {
       for (const [where, node] of objectNodes(schema, name)) {
@@ -76,16 +78,24 @@ describe("schemas", () => {
   });
 
   test("the first offending field is an escaped JSON Pointer", () => {
-    const error = assertThrows(() => assertValid(schemas.DoneParams, { taskId: "t", status: "completed", summary: "s", artifacts: [{ path: "ok" }, { path: "" }] }));
+    const error = assertThrows(() =>
+      assertValid(schemas.DoneParams, { taskId: "t", status: "completed", summary: "s", artifacts: [{ path: "ok" }, { path: "" }] }),
+    );
     expect(error.code).toBe("INVALID_REQUEST");
     expect(error.details.path).toBe("/artifacts/1/path");
     expect(normaliseError({ path: "/a/x~1y", message: "m" })).toEqual({ path: "/a/x~1y", problem: "m" });
     expect(normaliseError({ instancePath: "/a", keyword: "required", params: { requiredProperties: ["x/y"] } }).path).toBe("/a/x~1y");
-    expect(normaliseError({ instancePath: "", keyword: "additionalProperties", params: { additionalProperties: ["b~c"] } }).path).toBe("/b~0c");
+    expect(normaliseError({ instancePath: "", keyword: "additionalProperties", params: { additionalProperties: ["b~c"] } }).path).toBe(
+      "/b~0c",
+    );
   });
 
   test("a custom code and a path prefix are honoured", () => {
-    const result = checkValue(schemas.TaskRecord, { ...taskRecord(), status: "done" }, { code: "INVALID_ASSIGNMENT", pathPrefix: "/payload/task" });
+    const result = checkValue(
+      schemas.TaskRecord,
+      { ...taskRecord(), status: "done" },
+      { code: "INVALID_ASSIGNMENT", pathPrefix: "/payload/task" },
+    );
     expect(result.ok).toBe(false);
     if (!result.ok) {
       expect(result.error.code).toBe("INVALID_ASSIGNMENT");

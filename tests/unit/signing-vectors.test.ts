@@ -15,7 +15,9 @@ import { identityFromPrivateKey } from "../../src/trust/keys.ts";
 
 /** PKCS#8 framing of a raw Ed25519 seed (RFC 8410). */
 const ED25519_PKCS8_HEADER = "302e020100300506032b657004220420";
-const identity = identityFromPrivateKey(Buffer.concat([Buffer.from(ED25519_PKCS8_HEADER, "hex"), Buffer.alloc(32, 7)]).toString("base64url"));
+const identity = identityFromPrivateKey(
+  Buffer.concat([Buffer.from(ED25519_PKCS8_HEADER, "hex"), Buffer.alloc(32, 7)]).toString("base64url"),
+);
 const KEY = "ed25519:6kpsY-KcUgq-9VB7Ey7F-ZVHdq6-vnuSQh7qaRRG0iw";
 const RELAY = "wolfpack-pi-tasks-v2";
 const A = { relay: RELAY, id: "11111111-1111-4111-8111-111111111111" };
@@ -32,7 +34,11 @@ function documentedBytes(fields: readonly string[], canonicalPayloadText: string
     return [length, bytes];
   };
   const digest = createHash("sha256").update(canonicalPayloadText, "utf8").digest();
-  return Buffer.concat([Buffer.from("pi-tasks-v1\u0000", "utf8"), ...fields.flatMap((field) => framed(Buffer.from(field, "utf8"))), ...framed(digest)]);
+  return Buffer.concat([
+    Buffer.from("pi-tasks-v1\u0000", "utf8"),
+    ...fields.flatMap((field) => framed(Buffer.from(field, "utf8"))),
+    ...framed(digest),
+  ]);
 }
 
 function verifiesUnder(key: string, bytes: Buffer, sig: string): boolean {
@@ -46,13 +52,22 @@ describe("signed bytes and signatures (known answers)", () => {
   });
 
   test("an intent of generation 2: every documented field, in order, and its signature", () => {
-    const intent = { intentId: "33333333-3333-4333-8333-333333333333", taskId: TASK_ID, type: "task.completed", payload: { summary: "done" }, generation: 2 };
+    const intent = {
+      intentId: "33333333-3333-4333-8333-333333333333",
+      taskId: TASK_ID,
+      type: "task.completed",
+      payload: { summary: "done" },
+      generation: 2,
+    };
     const wire = { taskId: TASK_ID, kind: "intent" as const, payload: intent };
     const block = signPayload(wire, { identity, from: B, to: A, atMs: AT_MS });
     const canonical =
       '{"kind":"intent","payload":{"generation":2,"intentId":"33333333-3333-4333-8333-333333333333","payload":{"summary":"done"},"taskId":"44444444-4444-4444-8444-444444444444","type":"task.completed"},"taskId":"44444444-4444-4444-8444-444444444444"}';
     // key, from.relay, from.id, to.relay, to.id, taskId, kind, id, type, at, inReplyTo, supersedes, generation, lineage
-    const expected = documentedBytes([KEY, RELAY, B.id, RELAY, A.id, TASK_ID, "intent", intent.intentId, "task.completed", AT, "", "", "2", ""], canonical);
+    const expected = documentedBytes(
+      [KEY, RELAY, B.id, RELAY, A.id, TASK_ID, "intent", intent.intentId, "task.completed", AT, "", "", "2", ""],
+      canonical,
+    );
     expect(Buffer.from(signedBytes(factsOf(wire, block), payloadDigest(wire))).toString("hex")).toBe(expected.toString("hex"));
     const SIG = "AAaugaaL5GJKNNyLZI5PFkuTjLT-5wAMnjDWQYbDg9_-eiWNy0MSWVFD0w-yBaKbvJnRhdhkSc0nthWDNeJJAw";
     expect(block).toEqual({ v: 1, key: KEY, at: AT, from: B, to: A, sig: SIG });
@@ -61,10 +76,36 @@ describe("signed bytes and signatures (known answers)", () => {
   });
 
   test("a reassignment (generation 2, a lineage): the lineage is signed as its canonical JSON", () => {
-    const lineage = { rootTaskId: "55555555-5555-4555-8555-555555555555", parentTaskId: "55555555-5555-4555-8555-555555555555", depth: 2, owner: { endpoint: A, key: KEY }, chain: [A, B] };
-    const task = { taskId: TASK_ID, protocolVersion: "pi-tasks/v2", origin: A, target: B, task: "count the files", createdAt: 1796126400000, expiresAt: 1796130000000, status: "active", generation: 2, lineage };
+    const lineage = {
+      rootTaskId: "55555555-5555-4555-8555-555555555555",
+      parentTaskId: "55555555-5555-4555-8555-555555555555",
+      depth: 2,
+      owner: { endpoint: A, key: KEY },
+      chain: [A, B],
+    };
+    const task = {
+      taskId: TASK_ID,
+      protocolVersion: "pi-tasks/v2",
+      origin: A,
+      target: B,
+      task: "count the files",
+      createdAt: 1796126400000,
+      expiresAt: 1796130000000,
+      status: "active",
+      generation: 2,
+      lineage,
+    };
     const previousTarget = { relay: RELAY, id: "77777777-7777-4777-8777-777777777777" };
-    const event = { eventId: "66666666-6666-4666-8666-666666666666", taskId: TASK_ID, type: "task.reassigned", sequence: "3", source: A, target: B, occurredAt: 1796126400000, payload: { task: "count the files", previousTarget } };
+    const event = {
+      eventId: "66666666-6666-4666-8666-666666666666",
+      taskId: TASK_ID,
+      type: "task.reassigned",
+      sequence: "3",
+      source: A,
+      target: B,
+      occurredAt: 1796126400000,
+      payload: { task: "count the files", previousTarget },
+    };
     const wire = { taskId: TASK_ID, kind: "assignment" as const, payload: { task, event, history: [] } };
     const block = signPayload(wire, { identity, from: A, to: B, atMs: AT_MS });
     const endpoint = (id: string) => `{"id":"${id}","relay":"${RELAY}"}`;
@@ -72,7 +113,10 @@ describe("signed bytes and signatures (known answers)", () => {
     const taskText = `{"createdAt":1796126400000,"expiresAt":1796130000000,"generation":2,"lineage":${lineageText},"origin":${endpoint(A.id)},"protocolVersion":"pi-tasks/v2","status":"active","target":${endpoint(B.id)},"task":"count the files","taskId":"${TASK_ID}"}`;
     const eventText = `{"eventId":"66666666-6666-4666-8666-666666666666","occurredAt":1796126400000,"payload":{"previousTarget":${endpoint(previousTarget.id)},"task":"count the files"},"sequence":"3","source":${endpoint(A.id)},"target":${endpoint(B.id)},"taskId":"${TASK_ID}","type":"task.reassigned"}`;
     const canonical = `{"kind":"assignment","payload":{"event":${eventText},"history":[],"task":${taskText}},"taskId":"${TASK_ID}"}`;
-    const expected = documentedBytes([KEY, RELAY, A.id, RELAY, B.id, TASK_ID, "assignment", event.eventId, "task.reassigned", AT, "", "", "2", lineageText], canonical);
+    const expected = documentedBytes(
+      [KEY, RELAY, A.id, RELAY, B.id, TASK_ID, "assignment", event.eventId, "task.reassigned", AT, "", "", "2", lineageText],
+      canonical,
+    );
     expect(Buffer.from(signedBytes(factsOf(wire, block), payloadDigest(wire))).toString("hex")).toBe(expected.toString("hex"));
     const SIG = "72rZ7FxiH8TdZ-KBlmtIYUKQ0u0pa6i_pLLOf38lpOjjOc1myi7iUrR1MkSDyA090kR_vUKy8JayXEj4Tpu_Dg";
     expect(block.sig).toBe(SIG);

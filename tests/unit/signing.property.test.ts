@@ -44,15 +44,22 @@ function getAt(value: unknown, path: readonly (string | number)[]): unknown {
 }
 
 const endpoint = fc.record({ relay: fc.string({ minLength: 1, maxLength: 12 }), id: fc.uuid() });
-const jsonPayload = fc.dictionary(fc.string({ minLength: 1, maxLength: 8 }), fc.oneof(fc.string({ maxLength: 24 }), fc.integer(), fc.boolean(), fc.array(fc.string({ maxLength: 8 }), { maxLength: 3 })), { maxKeys: 6 });
+const jsonPayload = fc.dictionary(
+  fc.string({ minLength: 1, maxLength: 8 }),
+  fc.oneof(fc.string({ maxLength: 24 }), fc.integer(), fc.boolean(), fc.array(fc.string({ maxLength: 8 }), { maxLength: 3 })),
+  { maxKeys: 6 },
+);
 const kind = fc.constantFrom<EnvelopeKind>("assignment", "intent", "canonical_event");
 
 /** A payload of each kind, shaped as the wire carries it, with random content. */
-const signable = fc.record({ taskId: fc.uuid(), kind, id: fc.uuid(), type: fc.string({ minLength: 1, maxLength: 20 }), content: jsonPayload }).map(({ taskId, kind: k, id, type, content }): SignablePayload => {
-  if (k === "assignment") return { taskId, kind: k, payload: { task: { taskId, text: "t" }, event: { eventId: id, type, payload: content } } };
-  if (k === "intent") return { taskId, kind: k, payload: { intentId: id, taskId, type, payload: content } };
-  return { taskId, kind: k, payload: { eventId: id, taskId, type, payload: content } };
-});
+const signable = fc
+  .record({ taskId: fc.uuid(), kind, id: fc.uuid(), type: fc.string({ minLength: 1, maxLength: 20 }), content: jsonPayload })
+  .map(({ taskId, kind: k, id, type, content }): SignablePayload => {
+    if (k === "assignment")
+      return { taskId, kind: k, payload: { task: { taskId, text: "t" }, event: { eventId: id, type, payload: content } } };
+    if (k === "intent") return { taskId, kind: k, payload: { intentId: id, taskId, type, payload: content } };
+    return { taskId, kind: k, payload: { eventId: id, taskId, type, payload: content } };
+  });
 
 const blockFields = ["key", "at", "from.relay", "from.id", "to.relay", "to.id", "sig"] as const;
 
@@ -81,29 +88,49 @@ describe("signed payloads", () => {
 
   test("property: changing any signed field of the block by one character fails verification", () => {
     fc.assert(
-      fc.property(signable, endpoint, endpoint, fc.constantFrom(...blockFields), fc.nat(), base64urlChar, (wire, from, to, field, index, replacement) => {
-        const block = signPayload(wire, { identity: signer, from, to, atMs: Date.now() });
-        expect(verifyPayload(wire, mutateBlock(block, field, index, replacement))).toBe(false);
-      }),
+      fc.property(
+        signable,
+        endpoint,
+        endpoint,
+        fc.constantFrom(...blockFields),
+        fc.nat(),
+        base64urlChar,
+        (wire, from, to, field, index, replacement) => {
+          const block = signPayload(wire, { identity: signer, from, to, atMs: Date.now() });
+          expect(verifyPayload(wire, mutateBlock(block, field, index, replacement))).toBe(false);
+        },
+      ),
       { numRuns: RUNS },
     );
   });
 
   test("property: changing any string of the payload (task id, kind, ids, types, content) by one character fails verification", () => {
     fc.assert(
-      fc.property(signable, endpoint, endpoint, fc.nat(), fc.nat(), fc.string({ minLength: 1, maxLength: 1 }), (wire, from, to, pick, index, replacement) => {
-        const block = signPayload(wire, { identity: signer, from, to, atMs: Date.now() });
-        const paths = stringPaths(wire);
-        const path = paths[pick % paths.length]!;
-        const changed = setAt(wire, path, changeOne(String(getAt(wire, path)), index, replacement)) as SignablePayload;
-        expect(verifyPayload(changed, block)).toBe(false);
-      }),
+      fc.property(
+        signable,
+        endpoint,
+        endpoint,
+        fc.nat(),
+        fc.nat(),
+        fc.string({ minLength: 1, maxLength: 1 }),
+        (wire, from, to, pick, index, replacement) => {
+          const block = signPayload(wire, { identity: signer, from, to, atMs: Date.now() });
+          const paths = stringPaths(wire);
+          const path = paths[pick % paths.length]!;
+          const changed = setAt(wire, path, changeOne(String(getAt(wire, path)), index, replacement)) as SignablePayload;
+          expect(verifyPayload(changed, block)).toBe(false);
+        },
+      ),
       { numRuns: RUNS },
     );
   });
 
   test("another key's signature, a signature over other bytes, or a non-canonical encoding does not verify", () => {
-    const wire: SignablePayload = { taskId: "t", kind: "intent", payload: { intentId: "i", taskId: "t", type: "task.information", payload: { message: "hi" } } };
+    const wire: SignablePayload = {
+      taskId: "t",
+      kind: "intent",
+      payload: { intentId: "i", taskId: "t", type: "task.information", payload: { message: "hi" } },
+    };
     const ends = { from: { relay: "r", id: "a" }, to: { relay: "r", id: "b" } };
     const block = signPayload(wire, { identity: signer, ...ends, atMs: 0 });
     expect(verifyPayload(wire, { ...block, key: other.publicKey })).toBe(false);

@@ -81,7 +81,14 @@ describe("the byte bound counts what the store holds", () => {
     store.putTask(record, "origin");
     const envelope = canonicalEnvelope(taskEvent(record, 2));
     const text = canonicalJson(envelope);
-    store.putOutbox({ envelopeId: envelope.envelopeId, taskId: record.taskId, target: record.target, kind: "canonical_event", purpose: "fanout", envelopeText: text });
+    store.putOutbox({
+      envelopeId: envelope.envelopeId,
+      taskId: record.taskId,
+      target: record.target,
+      kind: "canonical_event",
+      purpose: "fanout",
+      envelopeText: text,
+    });
     expect(store.envelopeText(envelope.envelopeId)).toBe(text);
     store.markOutboxAttempted(envelope.envelopeId);
     store.markOutboxAccepted(envelope.envelopeId, { acceptanceId: "a", acceptedAt: 1, duplicate: false });

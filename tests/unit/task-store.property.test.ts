@@ -50,7 +50,11 @@ function pick<T>(items: readonly T[], index: number): T | undefined {
 }
 
 /** Applies one op against the store, choosing existing ids from what the store holds. */
-function apply(store: TaskStore, value: Op, ids: { tasks: TaskRecord[]; envelopes: string[]; deliveries: { id: string; cursor: bigint }[]; serial: number }): void {
+function apply(
+  store: TaskStore,
+  value: Op,
+  ids: { tasks: TaskRecord[]; envelopes: string[]; deliveries: { id: string; cursor: bigint }[]; serial: number },
+): void {
   const task = "task" in value ? pick(ids.tasks, value.task) : undefined;
   switch (value.kind) {
     case "task": {
@@ -72,18 +76,27 @@ function apply(store: TaskStore, value: Op, ids: { tasks: TaskRecord[]; envelope
       if (task === undefined) return;
       const target = TARGETS[value.target]!;
       const envelope = { ...canonicalEnvelope({ ...taskEvent(task, 2), target }), target };
-      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: task.taskId, target, kind: "canonical_event", purpose: "fanout", envelopeText: JSON.stringify(envelope) });
+      store.putOutbox({
+        envelopeId: envelope.envelopeId,
+        taskId: task.taskId,
+        target,
+        kind: "canonical_event",
+        purpose: "fanout",
+        envelopeText: JSON.stringify(envelope),
+      });
       ids.envelopes.push(envelope.envelopeId);
       return;
     }
     case "accept": {
       const id = pick(ids.envelopes, value.pick);
-      if (id !== undefined && store.getOutbox(id) !== undefined) store.markOutboxAccepted(id, { acceptanceId: "a", acceptedAt: 1, duplicate: false });
+      if (id !== undefined && store.getOutbox(id) !== undefined)
+        store.markOutboxAccepted(id, { acceptanceId: "a", acceptedAt: 1, duplicate: false });
       return;
     }
     case "quarantine": {
       const id = pick(ids.envelopes, value.pick);
-      if (id !== undefined && store.getOutbox(id) !== undefined) store.quarantineOutbox(id, { errorCode: "TARGET_NOT_REGISTERED", details: {}, quarantinedAt: 1 });
+      if (id !== undefined && store.getOutbox(id) !== undefined)
+        store.quarantineOutbox(id, { errorCode: "TARGET_NOT_REGISTERED", details: {}, quarantinedAt: 1 });
       return;
     }
     case "attempt": {
@@ -102,7 +115,12 @@ function apply(store: TaskStore, value: Op, ids: { tasks: TaskRecord[]; envelope
     case "reserve": {
       const id = pick(ids.envelopes, value.pick);
       if (task !== undefined && id !== undefined) {
-        store.reserveOperation(task.taskId, `op-${value.pick % 3}`, () => ({ logicalId: "l", logicalType: "task.completed", envelopeIds: [id], createdAt: 1 }));
+        store.reserveOperation(task.taskId, `op-${value.pick % 3}`, () => ({
+          logicalId: "l",
+          logicalType: "task.completed",
+          envelopeIds: [id],
+          createdAt: 1,
+        }));
       }
       return;
     }

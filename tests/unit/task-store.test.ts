@@ -10,7 +10,14 @@ import { thrown } from "../../kit/async.ts";
 function outboxFor(record: TaskRecord, target: TaskEndpoint = record.target, purpose = "fanout"): NewOutboxEntry {
   const event = { ...taskEvent(record, 2), target };
   const envelope = { ...canonicalEnvelope(event), target };
-  return { envelopeId: envelope.envelopeId, taskId: record.taskId, target, kind: "canonical_event", purpose, envelopeText: canonicalJson(envelope) };
+  return {
+    envelopeId: envelope.envelopeId,
+    taskId: record.taskId,
+    target,
+    kind: "canonical_event",
+    purpose,
+    envelopeText: canonicalJson(envelope),
+  };
 }
 
 /** A delivery as intake tracks it (the core's stage and data are opaque to the store). */
@@ -221,7 +228,12 @@ describe("TaskStore events and tasks", () => {
     expect(store.activeTaskIds()).toEqual([b.taskId]);
     store.setStatus(b.taskId, "timed_out");
     expect(store.hasActiveTasks()).toBe(false);
-    expect(store.listTasks().map((task) => task.role).sort()).toEqual(["origin", "target"]);
+    expect(
+      store
+        .listTasks()
+        .map((task) => task.role)
+        .sort(),
+    ).toEqual(["origin", "target"]);
   });
 
   test("updateTask moves the task and changes its generation; a missing task is UNKNOWN_TASK", () => {
@@ -245,7 +257,12 @@ describe("TaskStore outbox", () => {
     expect(store.pendingOutboxAhead(elsewhere.envelopeId)).toEqual([]);
     store.markOutboxAccepted(first.envelopeId, { acceptanceId: "a", acceptedAt: 1, duplicate: false });
     expect(store.pendingOutboxAhead(third.envelopeId)).toEqual([second.envelopeId]);
-    expect(store.retryHeads().map((entry) => entry.envelopeId).sort()).toEqual([second.envelopeId, elsewhere.envelopeId].sort());
+    expect(
+      store
+        .retryHeads()
+        .map((entry) => entry.envelopeId)
+        .sort(),
+    ).toEqual([second.envelopeId, elsewhere.envelopeId].sort());
     expect(store.pendingOutboxCount()).toBe(3);
   });
 
@@ -255,7 +272,11 @@ describe("TaskStore outbox", () => {
     const next = outboxFor(record);
     store.putOutbox(blocked);
     store.putOutbox(next);
-    const entry = store.quarantineOutbox(blocked.envelopeId, { errorCode: "TARGET_NOT_REGISTERED", details: { operation: "send" }, quarantinedAt: 7 });
+    const entry = store.quarantineOutbox(blocked.envelopeId, {
+      errorCode: "TARGET_NOT_REGISTERED",
+      details: { operation: "send" },
+      quarantinedAt: 7,
+    });
     expect(entry.priorState).toBe("pending");
     expect(store.getQuarantine(blocked.envelopeId)!.errorCode).toBe("TARGET_NOT_REGISTERED");
     expect(store.getOutbox(blocked.envelopeId)).toBeUndefined();
@@ -337,7 +358,12 @@ describe("TaskStore operations and terminal delivery", () => {
     const entry = outboxFor(record);
     store.transaction(() => {
       store.putOutbox(entry);
-      store.reserveOperation(record.taskId, "op", () => ({ logicalId: "l", logicalType: "t", envelopeIds: [entry.envelopeId], createdAt: 1 }));
+      store.reserveOperation(record.taskId, "op", () => ({
+        logicalId: "l",
+        logicalType: "t",
+        envelopeIds: [entry.envelopeId],
+        createdAt: 1,
+      }));
     });
     expect(store.discardUnsentOperation(entry.envelopeId)).toBe(true);
     expect(store.getOutbox(entry.envelopeId)).toBeUndefined();

@@ -107,7 +107,13 @@ describe("the gate's bounds at their edges", () => {
     for (let index = 0; index <= replayWindowEvents; index += 1) {
       const task = taskRecord({ createdAt: now });
       const event = makeEvent(task, "task.information", "2", now, { message: "junk" });
-      admit(store(), trust, JSON.parse(encodeEnvelope(ORIGIN, WORKER, task.taskId, "canonical_event", event, now, { identity: stranger }).text) as TaskEnvelope, WORKER, now);
+      admit(
+        store(),
+        trust,
+        JSON.parse(encodeEnvelope(ORIGIN, WORKER, task.taskId, "canonical_event", event, now, { identity: stranger }).text) as TaskEnvelope,
+        WORKER,
+        now,
+      );
     }
     expect(trust.seen.has(stranger.publicKey)).toBe(false);
     // The trusted key's event is still remembered: its replay is caught.
@@ -120,7 +126,9 @@ describe("the gate's bounds at their edges", () => {
     const trust = createTrustState(trustOf(alice), startedAt);
     // Signed an hour before this lifetime began (well within the 24 h age bound).
     const old = assignment(startedAt - 60 * 60_000);
-    expect(thrown(() => admit(store(), trust, old, WORKER, now)).details).toMatchObject({ problem: "signed before this session's lifetime began, for a task it does not hold" });
+    expect(thrown(() => admit(store(), trust, old, WORKER, now)).details).toMatchObject({
+      problem: "signed before this session's lifetime began, for a task it does not hold",
+    });
     expect(thrown(() => admit(store(), trust, old, WORKER, now)).code).toBe("STALE_EVENT");
     // Within the clock skew allowed it passes; and a task this lifetime holds takes its older mail.
     expect(admit(store(), trust, assignment(startedAt - signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
@@ -147,7 +155,9 @@ describe("the gate's bounds at their edges", () => {
     const now = Date.now();
     const old = assignment(now - signatureMaxAgeMs - 60_000);
     // An unknown key (the worker trusts only itself): refused as unknown, though also stale.
-    expect(thrown(() => admit(store(), createTrustState(trustOf(generateIdentity().identity), 0), old, WORKER, now)).code).toBe("UNKNOWN_PEER");
+    expect(thrown(() => admit(store(), createTrustState(trustOf(generateIdentity().identity), 0), old, WORKER, now)).code).toBe(
+      "UNKNOWN_PEER",
+    );
     // A task whose origin key is bound to another key: refused as unauthorized, though also stale.
     const bound = store();
     bound.putTask((old.payload.payload as { task: unknown }).task as never, "target");
@@ -203,7 +213,9 @@ describe("unknown keys", () => {
     expect(worker.host.inserted).toEqual([]);
     expect(worker.core.findTask(taskId)).toBeUndefined();
     expect(worker.core.rejections()).toEqual({ UNKNOWN_PEER: 1 });
-    expect(worker.host.rejections.map((record) => [record.code, record.details.fingerprint, record.details.claimedName])).toEqual([["UNKNOWN_PEER", originIdentity.fingerprint, "alice"]]);
+    expect(worker.host.rejections.map((record) => [record.code, record.details.fingerprint, record.details.claimedName])).toEqual([
+      ["UNKNOWN_PEER", originIdentity.fingerprint, "alice"],
+    ]);
     expect(coreInternals(worker.core).store.pendingDeliveryCount()).toBe(0);
 
     await origin.core.refresh();
@@ -211,7 +223,11 @@ describe("unknown keys", () => {
     expect(task.status).toBe("failed");
     expect(task.events.map((event) => event.type)).toEqual(["task.created", "task.refused", "task.failed"]);
     const refused = task.events.find((event) => event.type === "task.refused")!;
-    expect(refused.payload).toMatchObject({ reason: "UNKNOWN_PEER", verified: true, refusedBy: { key: workerIdentity.publicKey, fingerprint: workerIdentity.fingerprint } });
+    expect(refused.payload).toMatchObject({
+      reason: "UNKNOWN_PEER",
+      verified: true,
+      refusedBy: { key: workerIdentity.publicKey, fingerprint: workerIdentity.fingerprint },
+    });
     expect(task.events.at(-1)!.payload).toMatchObject({ error: { code: "ASSIGNMENT_REFUSED", retryable: false } });
     // The model reads the refusal once; the failure it caused is not a second message.
     expect(origin.host.inserted.filter((item) => item.taskId === taskId).map((item) => item.event.type)).toEqual(["task.refused"]);
@@ -230,8 +246,23 @@ describe("unknown keys", () => {
     await worker.core.refresh();
     await origin.core.refresh();
     const assignment = origin.core.getTask(taskId).events[0]!;
-    const intent = { intentId: crypto.randomUUID(), taskId, type: "task.refused", payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" } };
-    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: stranger }, undefined, { sealTo: a.seal!().publicKey });
+    const intent = {
+      intentId: crypto.randomUUID(),
+      taskId,
+      type: "task.refused",
+      payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" },
+    };
+    const forged = encodeEnvelope(
+      worker.core.endpoint()!,
+      origin.core.endpoint()!,
+      taskId,
+      "intent",
+      intent as never,
+      Date.now(),
+      { identity: stranger },
+      undefined,
+      { sealTo: a.seal!().publicKey },
+    );
     await coreInternals(worker.core).session.send(forged);
     await origin.core.refresh();
     expect(origin.core.getTask(taskId).status).toBe("active");
@@ -252,8 +283,23 @@ describe("unknown keys", () => {
     const assignment = origin.core.getTask(taskId).events[0]!;
     // Signed by the task's own worker key, for the current assignment — but the signature it names
     // is not the one the origin made (what a worker refusing a substituted copy would send).
-    const intent = { intentId: crypto.randomUUID(), taskId, type: "task.refused", payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" } };
-    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: b }, undefined, { sealTo: a.seal!().publicKey });
+    const intent = {
+      intentId: crypto.randomUUID(),
+      taskId,
+      type: "task.refused",
+      payload: { eventId: assignment.eventId, assignmentSig: "A".repeat(86), reason: "UNKNOWN_PEER" },
+    };
+    const forged = encodeEnvelope(
+      worker.core.endpoint()!,
+      origin.core.endpoint()!,
+      taskId,
+      "intent",
+      intent as never,
+      Date.now(),
+      { identity: b },
+      undefined,
+      { sealTo: a.seal!().publicKey },
+    );
     await coreInternals(worker.core).session.send(forged);
     await origin.core.refresh();
     expect(origin.core.getTask(taskId).status).toBe("active");
@@ -329,7 +375,9 @@ describe("paired peers and bound keys", () => {
     // carol (trusted by the origin, but not this task's worker) forges a completion from the
     // worker's endpoint — as a relay could, since the envelope's source is the relay's word.
     const intent = { intentId: crypto.randomUUID(), taskId, type: "task.completed", payload: { summary: "not mine" } };
-    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), { identity: c });
+    const forged = encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent as never, Date.now(), {
+      identity: c,
+    });
     await coreInternals(worker.core).session.send(forged);
     await origin.core.refresh();
     expect(origin.core.getTask(taskId).status).toBe("active");
@@ -351,7 +399,17 @@ describe("paired peers and bound keys", () => {
     const target = origin.core.getTask(taskId).target;
     // carol, trusted by the origin but not this task's worker, writes from her own endpoint.
     const intent = makeIntent(taskId, "task.information", { message: "I am your worker now" });
-    const forged = encodeEnvelope(carol.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent, Date.now(), { identity: c }, undefined, sealedTo(a));
+    const forged = encodeEnvelope(
+      carol.core.endpoint()!,
+      origin.core.endpoint()!,
+      taskId,
+      "intent",
+      intent,
+      Date.now(),
+      { identity: c },
+      undefined,
+      sealedTo(a),
+    );
     await coreInternals(carol.core).session.send(forged);
     await origin.core.refresh();
     expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
@@ -360,7 +418,12 @@ describe("paired peers and bound keys", () => {
     const context = createCoreContext({ store, session, trust: trustOf(a, { bob: b, carol: c }) });
     const scope = createWorkScope({ timers: systemTimers, mode: "foreground" });
     const envelope = clearEnvelope(JSON.parse(forged.text) as TaskEnvelope, a) as unknown as TaskEnvelope;
-    const signer = (identity: Identity) => ({ verified: true as const, key: identity.publicKey, fingerprint: identity.fingerprint, self: false });
+    const signer = (identity: Identity) => ({
+      verified: true as const,
+      key: identity.publicKey,
+      fingerprint: identity.fingerprint,
+      self: false,
+    });
     followMovedPeer(context, scope, envelope, signer(c), store.getTaskMeta(taskId));
     expect(origin.core.getTask(taskId).target).toEqual(target);
     // The bound key's mail from that endpoint moves it (what the check guards).
@@ -376,9 +439,16 @@ describe("unsigned mail", () => {
     const identity = generateIdentity().identity;
     const worker = await party(on, trustOf(identity, {}, { acceptUnsigned: opt }));
     const origin = await party(on, trustOf(identity));
-    const task = taskRecord({ origin: origin.core.endpoint()!, target: worker.core.endpoint()!, createdAt: Date.now(), expiresAt: Date.now() + 60_000 });
+    const task = taskRecord({
+      origin: origin.core.endpoint()!,
+      target: worker.core.endpoint()!,
+      createdAt: Date.now(),
+      expiresAt: Date.now() + 60_000,
+    });
     const event = makeEvent(task, "task.created", "1", Date.now(), { task: task.task });
-    await coreInternals(origin.core).session.send(encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, task.taskId, "assignment", { task, event }, Date.now()));
+    await coreInternals(origin.core).session.send(
+      encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, task.taskId, "assignment", { task, event }, Date.now()),
+    );
     await worker.core.refresh();
     return { worker, origin, task, identity };
   }
@@ -406,7 +476,11 @@ describe("unsigned mail", () => {
     await worker.core.refresh();
     const stored = coreInternals(worker.core).store.getStoredTask(taskId)!.record;
     const cancel = makeEvent(stored, "task.cancelled", "9", Date.now(), { summary: "forged" });
-    await coreInternals(origin.core).session.send(encodedEnvelope(JSON.parse(encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, taskId, "canonical_event", cancel, Date.now()).text)));
+    await coreInternals(origin.core).session.send(
+      encodedEnvelope(
+        JSON.parse(encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, taskId, "canonical_event", cancel, Date.now()).text),
+      ),
+    );
     await worker.core.refresh();
     expect(worker.core.getTask(taskId).status).toBe("active");
     expect(worker.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
@@ -416,7 +490,17 @@ describe("unsigned mail", () => {
     const { worker, origin, task, identity } = await unsignedAssignment(true);
     const forger = generateIdentity().identity;
     const cancel = makeEvent(task, "task.cancelled", "2", Date.now(), { summary: "forged" });
-    const forged = encodeEnvelope(origin.core.endpoint()!, worker.core.endpoint()!, task.taskId, "canonical_event", cancel, Date.now(), { identity: forger }, undefined, sealedTo(identity));
+    const forged = encodeEnvelope(
+      origin.core.endpoint()!,
+      worker.core.endpoint()!,
+      task.taskId,
+      "canonical_event",
+      cancel,
+      Date.now(),
+      { identity: forger },
+      undefined,
+      sealedTo(identity),
+    );
     await coreInternals(origin.core).session.send(forged);
     await worker.core.refresh();
     expect(worker.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
@@ -435,7 +519,9 @@ describe("unsigned mail", () => {
     await origin.core.refresh();
     expect(coreInternals(origin.core).store.getTaskMeta(taskId)?.workerKey).toBe(identity.publicKey);
     const intent = makeIntent(taskId, "task.completed", { summary: "unsigned" });
-    await coreInternals(worker.core).session.send(encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent, Date.now()));
+    await coreInternals(worker.core).session.send(
+      encodeEnvelope(worker.core.endpoint()!, origin.core.endpoint()!, taskId, "intent", intent, Date.now()),
+    );
     await origin.core.refresh();
     expect(origin.core.rejections()).toEqual({ NOT_AUTHORIZED: 1 });
     expect(origin.core.getTask(taskId).status).toBe("active");

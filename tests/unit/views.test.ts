@@ -14,8 +14,20 @@ function storeWithIntent() {
   const view = () => terminalDelivery(store, store.getTask(record.taskId)!);
   const submit = () =>
     store.transaction(() => {
-      store.putOutbox({ envelopeId: envelope.envelopeId, taskId: record.taskId, target: record.origin, kind: "intent", purpose: "terminal", envelopeText: canonicalJson(envelope) });
-      store.reserveOperation(record.taskId, OPERATION.terminalIntent, () => ({ logicalId: "intent-1", logicalType: "task.completed", envelopeIds: [envelope.envelopeId], createdAt: 1 }));
+      store.putOutbox({
+        envelopeId: envelope.envelopeId,
+        taskId: record.taskId,
+        target: record.origin,
+        kind: "intent",
+        purpose: "terminal",
+        envelopeText: canonicalJson(envelope),
+      });
+      store.reserveOperation(record.taskId, OPERATION.terminalIntent, () => ({
+        logicalId: "intent-1",
+        logicalType: "task.completed",
+        envelopeIds: [envelope.envelopeId],
+        createdAt: 1,
+      }));
     });
   return { store, record, envelope, view, submit };
 }
@@ -28,7 +40,12 @@ describe("terminalDelivery", () => {
     const base = { intentId: "intent-1", intentType: "task.completed", envelopeId: envelope.envelopeId, origin: record.origin };
     expect(view()).toEqual({ state: "pending", ...base });
     store.quarantineOutbox(envelope.envelopeId, { errorCode: "TARGET_NOT_REGISTERED", details: { operation: "send" }, quarantinedAt: 42 });
-    expect(view()).toEqual({ state: "delivery_blocked", ...base, blockedAt: 42, error: { code: "TARGET_NOT_REGISTERED", retryable: false, details: { operation: "send" } } });
+    expect(view()).toEqual({
+      state: "delivery_blocked",
+      ...base,
+      blockedAt: 42,
+      error: { code: "TARGET_NOT_REGISTERED", retryable: false, details: { operation: "send" } },
+    });
   });
 
   test("pending → accepted once the relay accepted the intent", () => {

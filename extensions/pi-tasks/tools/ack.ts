@@ -5,9 +5,12 @@ export function ackTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_ack",
     label: "Acknowledge task",
-    description: "Acknowledge a terminal task you assigned, after verifying its outcome yourself. Origin only; terminal tasks only; one acknowledgement per task.",
+    description:
+      "Acknowledge a terminal task you assigned, after verifying its outcome yourself. Origin only; terminal tasks only; one acknowledgement per task.",
     promptSnippet: "agent_task_ack: acknowledge a finished task you assigned, after verifying it",
-    promptGuidelines: ["Verify a finished task's outcome independently, then call agent_task_ack with its taskId; then stop only the workers you spawned (agent_task_stop)."],
+    promptGuidelines: [
+      "Verify a finished task's outcome independently, then call agent_task_ack with its taskId; then stop only the workers you spawned (agent_task_stop).",
+    ],
     parameters: TOOL_PARAMETERS.agent_task_ack,
     execute: (_id, params, signal) =>
       guarded(async () => {

@@ -13,7 +13,12 @@ export function cancelTool(deps: ToolDeps): TaskToolDefinition {
       guarded(async () => {
         const cancelled = await deps.run((core) => core.cancel(params, { signal }));
         return ok(
-          lines("## task cancelled", `- taskId: ${cancelled.taskId}`, `- delivery to the worker: ${cancelled.delivery}`, ...cancelled.warnings.map((warning) => `- warning: ${warning.code}`)),
+          lines(
+            "## task cancelled",
+            `- taskId: ${cancelled.taskId}`,
+            `- delivery to the worker: ${cancelled.delivery}`,
+            ...cancelled.warnings.map((warning) => `- warning: ${warning.code}`),
+          ),
           { ...cancelled },
         );
       }),

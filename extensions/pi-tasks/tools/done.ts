@@ -9,7 +9,9 @@ import { errorResult, guarded, lines, ok, type TaskToolDefinition, type ToolDeps
  */
 function outcomeWords(requested: string, observed: string, delivery: string): string {
   if (isTerminalStatus(observed as never)) {
-    return observed === requested ? `the origin recorded the task as ${observed}` : `the origin had already ended the task as ${observed}; your report did not change it`;
+    return observed === requested
+      ? `the origin recorded the task as ${observed}`
+      : `the origin had already ended the task as ${observed}; your report did not change it`;
   }
   const sent = delivery === "accepted" ? "your report reached the relay" : "your report is queued and sent when the relay answers";
   return `${sent}; the origin decides the outcome (you see its decision when it arrives). Nothing more to do on this task.`;
@@ -33,13 +35,20 @@ export function doneTool(deps: ToolDeps): TaskToolDefinition {
         const delivery = done.terminalDelivery;
         if (delivery.state === "delivery_blocked") {
           return {
-            ...errorResult(new TaskError(delivery.error.code, { retryable: false, details: { taskId: done.taskId, terminalDelivery: delivery } })),
+            ...errorResult(
+              new TaskError(delivery.error.code, { retryable: false, details: { taskId: done.taskId, terminalDelivery: delivery } }),
+            ),
             details: { ...done },
           };
         }
         const finished = delivery.state === "accepted" || isTerminalStatus(done.observedCanonicalStatus as never);
         return ok(
-          lines(`## task ${done.requestedStatus} reported`, `- taskId: ${done.taskId}`, `- terminalDelivery: ${delivery.state}`, `- outcome: ${outcomeWords(done.requestedStatus, done.observedCanonicalStatus, delivery.state)}`),
+          lines(
+            `## task ${done.requestedStatus} reported`,
+            `- taskId: ${done.taskId}`,
+            `- terminalDelivery: ${delivery.state}`,
+            `- outcome: ${outcomeWords(done.requestedStatus, done.observedCanonicalStatus, delivery.state)}`,
+          ),
           { ...done },
           finished ? { terminate: true } : {},
         );

@@ -16,7 +16,10 @@ export function inboxTool(deps: ToolDeps): TaskToolDefinition {
       guarded(async () => {
         assertValid(InboxParams, params, { subject: "agent_task_inbox" });
         const tasks = deps.current().listTasks();
-        const text = tasks.length === 0 ? "## task inbox\n(no tasks)" : ["## task inbox", ...tasks.map((task) => renderTask(task, taskWords(task)))].join("\n\n");
+        const text =
+          tasks.length === 0
+            ? "## task inbox\n(no tasks)"
+            : ["## task inbox", ...tasks.map((task) => renderTask(task, taskWords(task)))].join("\n\n");
         return ok(text, { tasks });
       }),
   };

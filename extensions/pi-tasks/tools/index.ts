@@ -17,5 +17,18 @@ export type { TaskToolDefinition, ToolContext, ToolDeps, ToolResult } from "./sh
 export { errorResult } from "./shared.ts";
 
 export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
-  return [sendTool, messageTool, doneTool, ackTool, cancelTool, reassignTool, statusTool, inboxTool, waitTool, spawnTool, workersTool, stopTool].map((tool) => tool(deps));
+  return [
+    sendTool,
+    messageTool,
+    doneTool,
+    ackTool,
+    cancelTool,
+    reassignTool,
+    statusTool,
+    inboxTool,
+    waitTool,
+    spawnTool,
+    workersTool,
+    stopTool,
+  ].map((tool) => tool(deps));
 }

@@ -1,6 +1,16 @@
 import { ReassignParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { awaitProof, guarded, lines, ok, PROOF_PENDING, reportedNotSent, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import {
+  awaitProof,
+  guarded,
+  lines,
+  ok,
+  PROOF_PENDING,
+  reportedNotSent,
+  RELAY_ACCEPTANCE_ONLY,
+  type TaskToolDefinition,
+  type ToolDeps,
+} from "./shared.ts";
 
 export function reassignTool(deps: ToolDeps): TaskToolDefinition {
   return {
@@ -16,7 +26,9 @@ export function reassignTool(deps: ToolDeps): TaskToolDefinition {
     execute: (_id, params, signal) =>
       guarded(async () => {
         const input = assertValid(ReassignParams, params, { subject: "agent_task_reassign" });
-        const moved = await deps.run((core) => core.reassignTask(input.taskId, { signal, ...(input.to === undefined ? {} : { to: input.to }) }));
+        const moved = await deps.run((core) =>
+          core.reassignTask(input.taskId, { signal, ...(input.to === undefined ? {} : { to: input.to }) }),
+        );
         const delivery = moved.delivery === "accepted" ? "accepted" : await awaitProof(deps, moved.taskId, signal);
         deps.requestRefresh();
         if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);

@@ -1,6 +1,16 @@
 import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
-import { awaitProof, guarded, lines, ok, PROOF_PENDING, reportedNotSent, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import {
+  awaitProof,
+  guarded,
+  lines,
+  ok,
+  PROOF_PENDING,
+  reportedNotSent,
+  RELAY_ACCEPTANCE_ONLY,
+  type TaskToolDefinition,
+  type ToolDeps,
+} from "./shared.ts";
 
 export function sendTool(deps: ToolDeps): TaskToolDefinition {
   return {

@@ -81,7 +81,11 @@ export async function guarded(work: () => Promise<ToolResult>): Promise<ToolResu
  * key is not one this identity trusts), or `sendProofWaitMs` passed (`pending`: it leaves by itself
  * once the worker answers).
  */
-export async function awaitProof(deps: ToolDeps, taskId: string, signal: AbortSignal | undefined): Promise<"accepted" | "pending" | TaskView> {
+export async function awaitProof(
+  deps: ToolDeps,
+  taskId: string,
+  signal: AbortSignal | undefined,
+): Promise<"accepted" | "pending" | TaskView> {
   const deadline = Date.now() + sendProofWaitMs;
   for (;;) {
     const view = await deps.run(async (core) => {
@@ -95,7 +99,8 @@ export async function awaitProof(deps: ToolDeps, taskId: string, signal: AbortSi
   }
 }
 
-export const PROOF_PENDING = "delivery: pending — nothing of the task has left yet: the worker at this endpoint was asked to prove its key, and the task is sent as soon as it does.";
+export const PROOF_PENDING =
+  "delivery: pending — nothing of the task has left yet: the worker at this endpoint was asked to prove its key, and the task is sent as soon as it does.";
 
 /**
  * The error result of a send or reassignment whose task ended before its content left (an untrusted

@@ -32,10 +32,17 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition {
         const info = deps.info();
         if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
         const base = context?.cwd ?? info.cwd;
-        const projectDir = input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
+        const projectDir =
+          input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
         const script = info.env[WORKER_SCRIPT_ENV]?.trim();
         const ownModel = context?.model === undefined ? undefined : `${context.model.provider}/${context.model.id}`;
-        const launch = script ? { script } : input.model !== undefined ? { model: input.model } : ownModel !== undefined ? { model: ownModel, checkModel: false } : {};
+        const launch = script
+          ? { script }
+          : input.model !== undefined
+            ? { model: input.model }
+            : ownModel !== undefined
+              ? { model: ownModel, checkModel: false }
+              : {};
         const worker = await spawnWorker({
           name: input.name,
           projectDir,

@@ -18,7 +18,9 @@ export function statusTool(deps: ToolDeps): TaskToolDefinition {
     label: "Task status",
     description: "Read one task's local snapshot: status, events, delivery evidence and terminal delivery. No relay requests.",
     promptSnippet: "agent_task_status: read one task's local snapshot",
-    promptGuidelines: ["agent_task_status reads local state only; do not call it repeatedly to wait — you are woken when something happens."],
+    promptGuidelines: [
+      "agent_task_status reads local state only; do not call it repeatedly to wait — you are woken when something happens.",
+    ],
     parameters: TOOL_PARAMETERS.agent_task_status,
     execute: (_id, params) =>
       guarded(async () => {

@@ -12,7 +12,8 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_stop",
     label: "Stop worker",
-    description: "Stop a worker session that agent_task_spawn started, and confirm it is gone. Never stops sessions pi-tasks did not spawn.",
+    description:
+      "Stop a worker session that agent_task_spawn started, and confirm it is gone. Never stops sessions pi-tasks did not spawn.",
     promptSnippet: "agent_task_stop: stop a worker you spawned",
     promptGuidelines: ["Use agent_task_stop only for workers you started with agent_task_spawn, after their tasks are acknowledged."],
     parameters: TOOL_PARAMETERS.agent_task_stop,
@@ -23,7 +24,15 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition {
         const info = deps.info();
         if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
         const stopped = (await killSession(input.name, info.env)).value;
-        return ok(lines("## worker stopped", `- session: ${input.name}`, `- pids: ${(stopped.pids as number[]).join(", ")}`, "- confirmed gone: yes"), { ...stopped });
+        return ok(
+          lines(
+            "## worker stopped",
+            `- session: ${input.name}`,
+            `- pids: ${(stopped.pids as number[]).join(", ")}`,
+            "- confirmed gone: yes",
+          ),
+          { ...stopped },
+        );
       }),
   };
 }

@@ -24,7 +24,10 @@ function nextChange(core: TaskCore, signal: AbortSignal | undefined, ms: number)
 /** The ids a wait names: `taskId`, or `taskIds` (exactly one of them). */
 function waitedIds(input: WaitParams): string[] {
   if ((input.taskId === undefined) === (input.taskIds === undefined)) {
-    throw new TaskError("INVALID_REQUEST", { message: "agent_task_wait takes taskId or taskIds (not both, not neither)", details: { path: "/taskIds" } });
+    throw new TaskError("INVALID_REQUEST", {
+      message: "agent_task_wait takes taskId or taskIds (not both, not neither)",
+      details: { path: "/taskIds" },
+    });
   }
   return input.taskIds ?? [input.taskId!];
 }
@@ -38,14 +41,20 @@ function sorted(core: TaskCore, ids: readonly string[]): { finished: TaskView[];
 function gathered(finished: readonly TaskView[], open: readonly TaskView[]) {
   const heading = `## ${finished.length} of ${finished.length + open.length} task${finished.length + open.length === 1 ? "" : "s"} finished`;
   const still = open.length === 0 ? [] : ["", `still open: ${open.map((task) => `${task.taskId} (${task.status})`).join(", ")}`];
-  return ok(lines(heading, ...finished.map((task) => renderTask(task)), ...still), { finished: finished.map((task) => task.taskId), open: open.map((task) => task.taskId), tasks: finished, timedOut: false });
+  return ok(lines(heading, ...finished.map((task) => renderTask(task)), ...still), {
+    finished: finished.map((task) => task.taskId),
+    open: open.map((task) => task.taskId),
+    tasks: finished,
+    timedOut: false,
+  });
 }
 
 export function waitTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_wait",
     label: "Wait for tasks",
-    description: "Block until a task — or any of several (taskIds) — reaches a terminal status, or timeoutMs passes; says which finished and which are still open. Use only when explicitly asked to block.",
+    description:
+      "Block until a task — or any of several (taskIds) — reaches a terminal status, or timeoutMs passes; says which finished and which are still open. Use only when explicitly asked to block.",
     promptSnippet: "agent_task_wait: block until a task (or any of taskIds) is terminal (only when asked to block)",
     promptGuidelines: [
       "Use agent_task_wait only when the user explicitly asks you to block on tasks; otherwise keep working or end your turn and you will be woken.",
@@ -65,7 +74,10 @@ export function waitTool(deps: ToolDeps): TaskToolDefinition {
           const core = deps.current();
           const { finished, open } = sorted(core, ids);
           const single = input.taskId !== undefined;
-          if (finished.length > 0) return single ? ok(lines(`## task ${finished[0]!.status}`, renderTask(finished[0]!)), { task: finished[0], timedOut: false }) : gathered(finished, open);
+          if (finished.length > 0)
+            return single
+              ? ok(lines(`## task ${finished[0]!.status}`, renderTask(finished[0]!)), { task: finished[0], timedOut: false })
+              : gathered(finished, open);
           const remaining = deadline - Date.now();
           if (remaining <= 0 || signal?.aborted) {
             const reason = signal?.aborted ? "ABORTED" : "TASK_WAIT_TIMEOUT";

@@ -23,7 +23,8 @@ export function workersTool(deps: ToolDeps): TaskToolDefinition {
   return {
     name: "agent_task_workers",
     label: "List workers",
-    description: "List the Pi sessions registered on this session's relay with their taskEndpoint {relay, id}, marking the workers pi-tasks spawned.",
+    description:
+      "List the Pi sessions registered on this session's relay with their taskEndpoint {relay, id}, marking the workers pi-tasks spawned.",
     promptSnippet: "agent_task_workers: list sessions you can delegate to, with their taskEndpoint",
     promptGuidelines: ["Use agent_task_workers to select an existing worker session; pass its taskEndpoint unchanged to agent_task_send."],
     parameters: TOOL_PARAMETERS.agent_task_workers,
@@ -34,7 +35,9 @@ export function workersTool(deps: ToolDeps): TaskToolDefinition {
         const info = deps.info();
         if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
         const listing = (await sessionList(info.env, info.relay.url)).value;
-        const spawned = new Map((listing.spawned as { session: string; pid: number; alive: boolean }[]).map((worker) => [worker.session, worker]));
+        const spawned = new Map(
+          (listing.spawned as { session: string; pid: number; alive: boolean }[]).map((worker) => [worker.session, worker]),
+        );
         const sessions = (listing.sessions as unknown[]).map(listed).filter((item): item is Listed => item !== undefined);
         const text = ["## sessions on the relay"];
         for (const item of sessions) {

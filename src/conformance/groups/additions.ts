@@ -16,7 +16,20 @@ import {
   watchMinWaitMs,
 } from "../../protocol/limits.ts";
 import { FEATURE_ACK_BATCH, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../protocol/wire.ts";
-import { above, ANY_ADDITION, atLeast, atMost, below, type ConformanceCheck, cursorsOf, equal, idsOf, inBatches, inGroup, sleep } from "../kit.ts";
+import {
+  above,
+  ANY_ADDITION,
+  atLeast,
+  atMost,
+  below,
+  type ConformanceCheck,
+  cursorsOf,
+  equal,
+  idsOf,
+  inBatches,
+  inGroup,
+  sleep,
+} from "../kit.ts";
 import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../timing.ts";
 import { connectRequest, getPath, postJson, uniqueName, valueOf, type WireSession } from "../wire-client.ts";
 
@@ -26,7 +39,9 @@ const SHARE_WIDTH = 8;
 /** Receives and acknowledges everything in `session`'s mailbox (a check leaves no queued mail behind). */
 async function clear(session: WireSession): Promise<number> {
   const held = await session.drain();
-  await inBatches(held.length, SHARE_WIDTH, async (index) => valueOf("acknowledge", await session.acknowledge(held[index]!.envelope.envelopeId)));
+  await inBatches(held.length, SHARE_WIDTH, async (index) =>
+    valueOf("acknowledge", await session.acknowledge(held[index]!.envelope.envelopeId)),
+  );
   return held.length;
 }
 
@@ -96,7 +111,9 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     feature: FEATURE_ACK_BATCH,
     run: async ({ expectValue, pair }) => {
       const [a, b] = await pair("ack-batch");
-      const sent = [await a.sendOk(b.endpoint), await a.sendOk(b.endpoint), await a.sendOk(b.endpoint)].map(({ envelope }) => envelope.envelopeId as string);
+      const sent = [await a.sendOk(b.endpoint), await a.sendOk(b.endpoint), await a.sendOk(b.endpoint)].map(
+        ({ envelope }) => envelope.envelopeId as string,
+      );
       assert.deepEqual(idsOf(await b.drain()), sent);
       const first = expectValue(await b.call("acknowledge", { envelopeIds: [sent[0], sent[1]] }), "acknowledged-batch");
       assert.deepEqual(first.results, [
@@ -114,7 +131,9 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       // Another endpoint's envelope is unknown to this one.
       const [c, d] = await pair("ack-batch-other");
       const { envelope } = await c.sendOk(d.endpoint);
-      assert.deepEqual(expectValue(await b.call("acknowledge", { envelopeIds: [envelope.envelopeId] }), "acknowledged-batch").results, [{ envelopeId: envelope.envelopeId, outcome: "unknown" }]);
+      assert.deepEqual(expectValue(await b.call("acknowledge", { envelopeIds: [envelope.envelopeId] }), "acknowledged-batch").results, [
+        { envelopeId: envelope.envelopeId, outcome: "unknown" },
+      ]);
       assert.deepEqual(idsOf(await d.drain()), [envelope.envelopeId]);
     },
   },
@@ -126,7 +145,14 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       const { envelope } = await a.sendOk(b.endpoint);
       const id = envelope.envelopeId as string;
       const tooMany = [id, ...Array.from({ length: ackBatchMaxItems }, () => crypto.randomUUID())];
-      for (const fields of [{ envelopeId: id, envelopeIds: [id] }, {}, { envelopeIds: [] }, { envelopeIds: tooMany }, { envelopeIds: [id, id] }, { envelopeIds: [id, 7] }]) {
+      for (const fields of [
+        { envelopeId: id, envelopeIds: [id] },
+        {},
+        { envelopeIds: [] },
+        { envelopeIds: tooMany },
+        { envelopeIds: [id, id] },
+        { envelopeIds: [id, 7] },
+      ]) {
         expectError(await b.call("acknowledge", fields), "INVALID_REQUEST", HTTP_STATUS.badRequest);
       }
       assert.deepEqual(idsOf(await b.drain()), [id]);
@@ -166,7 +192,11 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     feature: FEATURE_QUOTAS,
     run: async ({ expectError, expectValue, pair, session }) => {
       const [flooder, target] = await pair("share");
-      const sent = await inBatches(relaySenderMaxMailboxItems, SHARE_WIDTH, async (index) => (await flooder.sendOk(target.endpoint, { payload: { index } })).envelope.envelopeId);
+      const sent = await inBatches(
+        relaySenderMaxMailboxItems,
+        SHARE_WIDTH,
+        async (index) => (await flooder.sendOk(target.endpoint, { payload: { index } })).envelope.envelopeId,
+      );
       const refused = expectError(await flooder.send(flooder.envelopeTo(target.endpoint)), "RELAY_CAPACITY");
       above(refused.retryAfterMs ?? 0, 0, "retryAfterMs of a refusal for a sender's share");
       // The target's mailbox is not full: another sender's mail gets in.
@@ -186,8 +216,14 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     feature: FEATURE_QUOTAS,
     run: async ({ expectError, expectValue, session }) => {
       const flooder = await session("wide-share");
-      const targets = await Promise.all(Array.from({ length: Math.ceil(relaySenderMaxActiveItems / relaySenderMaxMailboxItems) + 1 }, (_, index) => session(`wide-share-${index}`)));
-      await inBatches(relaySenderMaxActiveItems, SHARE_WIDTH, (index) => flooder.sendOk(targets[index % (targets.length - 1)]!.endpoint, { payload: { index } }));
+      const targets = await Promise.all(
+        Array.from({ length: Math.ceil(relaySenderMaxActiveItems / relaySenderMaxMailboxItems) + 1 }, (_, index) =>
+          session(`wide-share-${index}`),
+        ),
+      );
+      await inBatches(relaySenderMaxActiveItems, SHARE_WIDTH, (index) =>
+        flooder.sendOk(targets[index % (targets.length - 1)]!.endpoint, { payload: { index } }),
+      );
       // The last target's mailbox is empty: what refuses is the sender's relay-wide share.
       const last = targets.at(-1)!;
       const refused = expectError(await flooder.send(flooder.envelopeTo(last.endpoint)), "RELAY_CAPACITY");
@@ -216,7 +252,10 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       atMost(registrations, relayMaxRegistrations);
       await inBatches(fillers.length, SHARE_WIDTH, async (index) => {
         const { callerSession, endpoint } = fillers[index]!;
-        return valueOf("disconnect", await postJson(baseUrl, { operation: "disconnect", profile: RELAY_PROFILE, epoch, callerSession, endpoint }));
+        return valueOf(
+          "disconnect",
+          await postJson(baseUrl, { operation: "disconnect", profile: RELAY_PROFILE, epoch, callerSession, endpoint }),
+        );
       });
       // Ended registrations are kept for a while, but they no longer hold a place against a newcomer.
       const newcomer = await session("registry-newcomer");

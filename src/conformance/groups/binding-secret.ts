@@ -1,9 +1,31 @@
 /** binding-secret-v1: a registration protected by its client's secret. */
 import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
-import { bindingSecretMinChars, leaseDefaultMs, leaseMinMs, maxWireIdChars, SESSION_LIST_PATH, SESSION_STATUS_PATH, watchMinWaitMs } from "../../protocol/limits.ts";
+import {
+  bindingSecretMinChars,
+  leaseDefaultMs,
+  leaseMinMs,
+  maxWireIdChars,
+  SESSION_LIST_PATH,
+  SESSION_STATUS_PATH,
+  watchMinWaitMs,
+} from "../../protocol/limits.ts";
 import { FEATURE_BINDING_SECRET, FEATURE_WATCH, mintBindingSecret } from "../../protocol/wire.ts";
-import { above, atLeast, atMost, type ConformanceCheck, type ConformanceKit, deepEqual, equal, exactLength, idsOf, inGroup, lacks, type ReplyLike, sleep } from "../kit.ts";
+import {
+  above,
+  atLeast,
+  atMost,
+  type ConformanceCheck,
+  type ConformanceKit,
+  deepEqual,
+  equal,
+  exactLength,
+  idsOf,
+  inGroup,
+  lacks,
+  type ReplyLike,
+  sleep,
+} from "../kit.ts";
 import { type ConnectOptions, connectRequest, getPath, postJson, uniqueName, type WireReply, type WireSession } from "../wire-client.ts";
 
 /** The kit plus the tools of this group's checks. */
@@ -25,7 +47,8 @@ function secretKit(kit: ConformanceKit): SecretKit {
     ...kit,
     protectedSession: (label, extra = {}) => kit.session(label, { bindingSecret: mintBindingSecret(), ...extra }),
     asOwner: (owner, operation, fields, secret) => postJson(baseUrl, { ...owner.request(operation, fields), bindingSecret: secret }),
-    connectAs: (owner, fields) => postJson(baseUrl, { ...connectRequest({ callerSession: owner.callerSession, generation: crypto.randomUUID() }), ...fields }),
+    connectAs: (owner, fields) =>
+      postJson(baseUrl, { ...connectRequest({ callerSession: owner.callerSession, generation: crypto.randomUUID() }), ...fields }),
     statusOf: (name) => getPath(baseUrl, `${SESSION_STATUS_PATH}?session=${encodeURIComponent(name)}`),
     expectProtected: (reply, label) => {
       equal(reply.status, HTTP_STATUS.forbidden, label);
@@ -46,7 +69,10 @@ export const bindingSecretChecks: readonly ConformanceCheck[] = inGroup("binding
     name: "connect with the client's bindingSecret protects the registration; no reply or route ever carries the secret",
     run: async ({ baseUrl, expectError, expectValue, session, protectedSession, statusOf }) => {
       const secret = mintBindingSecret();
-      const reply = await postJson(baseUrl, connectRequest({ callerSession: uniqueName("secret-shown"), generation: crypto.randomUUID(), bindingSecret: secret }));
+      const reply = await postJson(
+        baseUrl,
+        connectRequest({ callerSession: uniqueName("secret-shown"), generation: crypto.randomUUID(), bindingSecret: secret }),
+      );
       const value = expectValue(reply, "connected");
       lacks(Object.keys(value), "bindingSecret");
       lacks(reply.text, secret);
@@ -203,7 +229,10 @@ export const bindingSecretChecks: readonly ConformanceCheck[] = inGroup("binding
         lacks(reply.text, tooShort);
       }
       expectValue(await postJson(baseUrl, { ...connect(), bindingSecret: exactLength(bindingSecretMinChars) }), "connected");
-      expectError(await postJson(baseUrl, { ...connect(), bindingSecret: mintBindingSecret(), previousSecret: mintBindingSecret() }), "INVALID_REQUEST");
+      expectError(
+        await postJson(baseUrl, { ...connect(), bindingSecret: mintBindingSecret(), previousSecret: mintBindingSecret() }),
+        "INVALID_REQUEST",
+      );
       for (const bindingSecret of [true, 7, "", exactLength(maxWireIdChars + 1)]) {
         expectError(await owner.call("health", { bindingSecret }), "INVALID_REQUEST");
       }

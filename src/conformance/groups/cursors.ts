@@ -11,7 +11,10 @@ export const cursorChecks: readonly ConformanceCheck[] = inGroup("cursors and ac
       const deliveries = await b.drain();
       for (const delivery of deliveries) assert.equal(typeof delivery.cursor, "string");
       assert.deepEqual(cursorsOf(deliveries), ["1", "2", "3"]);
-      assert.deepEqual(deliveries.map((delivery) => (delivery.envelope.payload as { index: number }).index), [0, 1, 2]);
+      assert.deepEqual(
+        deliveries.map((delivery) => (delivery.envelope.payload as { index: number }).index),
+        [0, 1, 2],
+      );
     },
   },
   {

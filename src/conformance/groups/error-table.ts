@@ -1,11 +1,39 @@
 /** Each row of the error table (docs/wire.md) provoked and checked: status, code, `retryable`, epoch, and that nothing was admitted. */
 import assert from "node:assert/strict";
 import { utf8Bytes } from "../../protocol/canonical-json.ts";
-import { envelopeMaxAgeMs, envelopeMaxFutureSkewMs, KiB, leaseMinMs, maxCursorDigits, maxRequestBodyBytes, RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, receivePageMaxItems, relayBodyReadDeadlineMs, relayMaxMailboxItems, relaySenderMaxMailboxItems, WIRE_PROTOCOL_VERSION, watchMinWaitMs } from "../../protocol/limits.ts";
+import {
+  envelopeMaxAgeMs,
+  envelopeMaxFutureSkewMs,
+  KiB,
+  leaseMinMs,
+  maxCursorDigits,
+  maxRequestBodyBytes,
+  RELAY_ENDPOINT_PATH,
+  RELAY_ID,
+  RELAY_PROFILE,
+  RELAY_PROFILE_PATH,
+  receivePageMaxItems,
+  relayBodyReadDeadlineMs,
+  relayMaxMailboxItems,
+  relaySenderMaxMailboxItems,
+  WIRE_PROTOCOL_VERSION,
+  watchMinWaitMs,
+} from "../../protocol/limits.ts";
 import { FEATURE_WATCH, RECEIVE_LIMIT } from "../../protocol/wire.ts";
 import { type ConformanceCheck, describeReply, equal, idsOf, inBatches, inGroup, isoOffset, sleep } from "../kit.ts";
 import { EDGE_MARGIN_MS, TEST_SLACK_MS } from "../timing.ts";
-import { connectRequest, getPath, getProfile, localEndpoint, makeEnvelope, openRawRequest, postBody, postJson, uniqueName, type WireEndpoint } from "../wire-client.ts";
+import {
+  connectRequest,
+  getPath,
+  getProfile,
+  localEndpoint,
+  makeEnvelope,
+  openRawRequest,
+  postBody,
+  postJson,
+  uniqueName,
+  type WireEndpoint,
+} from "../wire-client.ts";
 
 export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error table", [
   {
@@ -52,7 +80,10 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
       const [a, b] = await pair("conflict-payload");
       const { envelope } = await a.sendOk(b.endpoint, { payload: { version: 1 } });
       expectError(await a.send({ ...envelope, payload: { version: 2 } }), "ENVELOPE_CONFLICT");
-      assert.deepEqual((await b.drain()).map((delivery) => delivery.envelope), [envelope]);
+      assert.deepEqual(
+        (await b.drain()).map((delivery) => delivery.envelope),
+        [envelope],
+      );
     },
   },
   {
@@ -63,7 +94,10 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
       const shifted = new Date(Date.parse(envelope.createdAt) + 1).toISOString();
       assert.notEqual(shifted, envelope.createdAt);
       expectError(await a.send({ ...envelope, createdAt: shifted }), "ENVELOPE_CONFLICT");
-      assert.deepEqual((await b.drain()).map((delivery) => delivery.envelope), [envelope]);
+      assert.deepEqual(
+        (await b.drain()).map((delivery) => delivery.envelope),
+        [envelope],
+      );
     },
   },
   {
@@ -431,7 +465,10 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
     name: "ENVELOPE_EXPIRED: 400 for createdAt more than envelopeMaxFutureSkewMs ahead",
     run: async ({ expectError, pair }) => {
       const [a, b] = await pair("future");
-      const error = expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs + EDGE_MARGIN_MS) })), "ENVELOPE_EXPIRED");
+      const error = expectError(
+        await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs + EDGE_MARGIN_MS) })),
+        "ENVELOPE_EXPIRED",
+      );
       assert.equal(error.retryable, false);
       expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(10 * envelopeMaxFutureSkewMs) })), "ENVELOPE_EXPIRED");
       assert.deepEqual(await b.drain(), []);
@@ -493,7 +530,11 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
       // the overflow comes from one holding nothing there: what refuses it is the mailbox's budget.
       const more = Math.ceil(relayMaxMailboxItems / relaySenderMaxMailboxItems) - 1;
       const fillers = [a, ...(await Promise.all(Array.from({ length: more }, (_, index) => session(`mailbox-full-${index}`))))];
-      const sent = await inBatches(relayMaxMailboxItems, 8, async (index) => (await fillers[index % fillers.length]!.sendOk(b.endpoint, { payload: { index } })).envelope.envelopeId);
+      const sent = await inBatches(
+        relayMaxMailboxItems,
+        8,
+        async (index) => (await fillers[index % fillers.length]!.sendOk(b.endpoint, { payload: { index } })).envelope.envelopeId,
+      );
       const late = await session("mailbox-full-late");
       const overflow = late.envelopeTo(b.endpoint, { payload: { index: relayMaxMailboxItems } });
       const error = expectError(await late.send(overflow), "RELAY_CAPACITY");

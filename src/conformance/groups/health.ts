@@ -10,7 +10,18 @@ export const healthChecks: readonly ConformanceCheck[] = inGroup("health", [
       const [a, b] = await pair("health");
       const store = async () => expectValue(await a.call("health"), "health").store;
       const before = await store();
-      for (const key of ["activeItems", "activeBytes", "receipts", "receiptBytes", "registrations", "sessions", "routes", "metadataBytes", "expiryEntries", "logDrops"]) {
+      for (const key of [
+        "activeItems",
+        "activeBytes",
+        "receipts",
+        "receiptBytes",
+        "registrations",
+        "sessions",
+        "routes",
+        "metadataBytes",
+        "expiryEntries",
+        "logDrops",
+      ]) {
         equal(typeof before[key], "number", key);
       }
       assert.equal(typeof before.investigationEnabled, "boolean");

@@ -1,7 +1,21 @@
 /** The wire limits (src/protocol/limits.ts) at their edges: the limit itself is accepted, one more is refused. */
 import assert from "node:assert/strict";
 import { canonicalBytes, utf8Bytes } from "../../protocol/canonical-json.ts";
-import { KiB, leaseMaxMs, leaseMinMs, maxProtocolVersionsItems, maxRelayPayloadBytes, maxRequestBodyBytes, maxWireIdChars, minWireIdChars, receivePageMaxBytes, receivePageMaxItems, WIRE_PROTOCOL_VERSION, watchMaxWaitMs, watchMinWaitMs } from "../../protocol/limits.ts";
+import {
+  KiB,
+  leaseMaxMs,
+  leaseMinMs,
+  maxProtocolVersionsItems,
+  maxRelayPayloadBytes,
+  maxRequestBodyBytes,
+  maxWireIdChars,
+  minWireIdChars,
+  receivePageMaxBytes,
+  receivePageMaxItems,
+  WIRE_PROTOCOL_VERSION,
+  watchMaxWaitMs,
+  watchMinWaitMs,
+} from "../../protocol/limits.ts";
 import { FEATURE_WATCH, RECEIVE_LIMIT } from "../../protocol/wire.ts";
 import { above, atLeast, atMost, below, type ConformanceCheck, cursorsOf, equal, exactLength, idsOf, inBatches, inGroup } from "../kit.ts";
 import { PROMPT_REPLY_MS } from "../timing.ts";
@@ -44,13 +58,19 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
     run: async ({ baseUrl, expectError, expectValue }) => {
       for (const leaseMs of [leaseMinMs, leaseMaxMs]) {
         const before = Date.now();
-        const reply = await postJson(baseUrl, connectRequest({ callerSession: uniqueName("lease"), generation: crypto.randomUUID(), leaseMs }));
+        const reply = await postJson(
+          baseUrl,
+          connectRequest({ callerSession: uniqueName("lease"), generation: crypto.randomUUID(), leaseMs }),
+        );
         const expires = Date.parse(expectValue(reply, "connected").leaseExpiresAt);
         atLeast(expires, before + leaseMs);
         atMost(expires, Date.now() + leaseMs);
       }
       for (const leaseMs of [0, leaseMaxMs + 1, -1, 1.5, "1000", null]) {
-        const refused = await postJson(baseUrl, { ...connectRequest({ callerSession: uniqueName("lease"), generation: crypto.randomUUID() }), leaseMs });
+        const refused = await postJson(baseUrl, {
+          ...connectRequest({ callerSession: uniqueName("lease"), generation: crypto.randomUUID() }),
+          leaseMs,
+        });
         equal(refused.status, 400, JSON.stringify(leaseMs));
         expectError(refused, "INVALID_REQUEST");
       }
@@ -94,12 +114,23 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
     name: "protocolVersions must include 2 and hold 1..16 integers",
     run: async ({ baseUrl, expectError, expectValue }) => {
       const connectWith = (protocolVersions: unknown) =>
-        postJson(baseUrl, { ...connectRequest({ callerSession: uniqueName("versions"), generation: crypto.randomUUID() }), protocolVersions });
+        postJson(baseUrl, {
+          ...connectRequest({ callerSession: uniqueName("versions"), generation: crypto.randomUUID() }),
+          protocolVersions,
+        });
       const sixteen = [...Array.from({ length: maxProtocolVersionsItems - 1 }, (_, index) => index + 10), WIRE_PROTOCOL_VERSION];
       for (const versions of [[WIRE_PROTOCOL_VERSION], [1, WIRE_PROTOCOL_VERSION, 3], sixteen]) {
         expectValue(await connectWith(versions), "connected");
       }
-      for (const versions of [[], [1], [3, 4], [...sixteen, 99], [`${WIRE_PROTOCOL_VERSION}`], [WIRE_PROTOCOL_VERSION + 0.5], WIRE_PROTOCOL_VERSION]) {
+      for (const versions of [
+        [],
+        [1],
+        [3, 4],
+        [...sixteen, 99],
+        [`${WIRE_PROTOCOL_VERSION}`],
+        [WIRE_PROTOCOL_VERSION + 0.5],
+        WIRE_PROTOCOL_VERSION,
+      ]) {
         const reply = await connectWith(versions);
         equal(reply.status, 400, JSON.stringify(versions));
         expectError(reply, "INVALID_REQUEST");

@@ -38,7 +38,10 @@ export function profileChecks(features: readonly string[]): ConformanceCheck[] {
       serial: true,
       run: async ({ baseUrl, epoch, expectValue }) => {
         const name = uniqueName("envelope");
-        const connected = expectValue(await postJson(baseUrl, connectRequest({ callerSession: name, generation: crypto.randomUUID() })), "connected");
+        const connected = expectValue(
+          await postJson(baseUrl, connectRequest({ callerSession: name, generation: crypto.randomUUID() })),
+          "connected",
+        );
         const binding: Binding = { epoch, callerSession: name, endpoint: connected.endpoint };
         const call = (operation: string, fields: Record<string, unknown> = {}) =>
           postJson(baseUrl, { operation, profile: RELAY_PROFILE, ...binding, ...fields });

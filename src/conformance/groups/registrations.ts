@@ -46,7 +46,10 @@ export const registrationChecks: readonly ConformanceCheck[] = inGroup("registra
     run: async ({ baseUrl, expectValue }) => {
       for (const leaseMs of [undefined, leaseMaxMs / 2]) {
         const before = Date.now();
-        const reply = await postJson(baseUrl, connectRequest({ callerSession: uniqueName("lease-at"), generation: crypto.randomUUID(), leaseMs }));
+        const reply = await postJson(
+          baseUrl,
+          connectRequest({ callerSession: uniqueName("lease-at"), generation: crypto.randomUUID(), leaseMs }),
+        );
         const after = Date.now();
         const expires = Date.parse(expectValue(reply, "connected").leaseExpiresAt);
         const lease = leaseMs ?? leaseDefaultMs;

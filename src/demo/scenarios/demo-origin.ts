@@ -14,7 +14,14 @@ export function answerQuestion(turn: ScriptTurn): ScriptReply | undefined {
   const question = latest(turn, "## task question");
   const questionId = field(question, "eventId");
   if (question === undefined || questionId === undefined || called(turn, "agent_task_message", questionId)) return undefined;
-  return { tools: [{ name: "agent_task_message", arguments: { taskId: field(question, "taskId"), type: "answer", message: DEMO_GREETING, inReplyTo: questionId } }] };
+  return {
+    tools: [
+      {
+        name: "agent_task_message",
+        arguments: { taskId: field(question, "taskId"), type: "answer", message: DEMO_GREETING, inReplyTo: questionId },
+      },
+    ],
+  };
 }
 
 export function respond(turn: ScriptTurn): ScriptReply {

@@ -19,7 +19,9 @@ export function respond(turn: ScriptTurn): ScriptReply {
   const greeting = body(answer);
   if (!called(turn, "write")) return { tools: [{ name: "write", arguments: { path: "hello.txt", content: `${greeting}\n` } }] };
   if (!called(turn, "bash")) {
-    return { tools: [{ name: "bash", arguments: { command: `test "$(cat hello.txt)" = ${JSON.stringify(greeting)} && echo hello.txt-ok` } }] };
+    return {
+      tools: [{ name: "bash", arguments: { command: `test "$(cat hello.txt)" = ${JSON.stringify(greeting)} && echo hello.txt-ok` } }],
+    };
   }
   if (!called(turn, "agent_task_done")) {
     const tested = turn.messages.some((message) => message.role === "toolResult" && message.text.includes("hello.txt-ok"));
@@ -28,8 +30,18 @@ export function respond(turn: ScriptTurn): ScriptReply {
         {
           name: "agent_task_done",
           arguments: tested
-            ? { taskId, status: "completed", summary: `hello.txt contains "${greeting}" and its test passed.`, result: { changedFiles: ["hello.txt"], test: "passed" } }
-            : { taskId, status: "failed", summary: "hello.txt did not pass its test.", error: { code: "TEST_FAILED", message: "content check failed", retryable: false } },
+            ? {
+                taskId,
+                status: "completed",
+                summary: `hello.txt contains "${greeting}" and its test passed.`,
+                result: { changedFiles: ["hello.txt"], test: "passed" },
+              }
+            : {
+                taskId,
+                status: "failed",
+                summary: "hello.txt did not pass its test.",
+                error: { code: "TEST_FAILED", message: "content check failed", retryable: false },
+              },
         },
       ],
     };

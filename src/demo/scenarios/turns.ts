@@ -31,5 +31,7 @@ export function body(message: Message | undefined): string {
 
 /** Whether the model already called `tool` (optionally with arguments containing `fragment`). */
 export function called(turn: ScriptTurn, tool: string, fragment = ""): boolean {
-  return turn.messages.some((message) => message.role === "assistant" && message.text.includes(`[toolCall ${tool} `) && message.text.includes(fragment));
+  return turn.messages.some(
+    (message) => message.role === "assistant" && message.text.includes(`[toolCall ${tool} `) && message.text.includes(fragment),
+  );
 }

@@ -11,7 +11,6 @@ import { msPerSecond, relayIdleTimeoutSeconds } from "../../protocol/limits.ts";
 import type { RelayHandler, RelayReply, RelayRequest } from "../handler.ts";
 import type { ListeningSocket } from "./listening.ts";
 
-
 function header(message: IncomingMessage, name: string): string | null {
   const value = message.headers[name.toLowerCase()];
   if (value === undefined) return null;
@@ -43,7 +42,8 @@ function relayRequest(message: IncomingMessage, response: ServerResponse, origin
     method: message.method ?? "GET",
     headers: { get: (name) => header(message, name) },
     get body() {
-      if (stream === undefined) stream = message.method === "GET" || message.method === "HEAD" ? null : (Readable.toWeb(message) as ReadableStream<Uint8Array>);
+      if (stream === undefined)
+        stream = message.method === "GET" || message.method === "HEAD" ? null : (Readable.toWeb(message) as ReadableStream<Uint8Array>);
       return stream;
     },
     arrayBuffer: () => bodyOf(message),

@@ -109,12 +109,18 @@ export function createBudgets(): Budgets {
 
   function checkShare(share: MailboxUsage): void {
     if (share.items < 0 || share.bytes < 0) throw violation("a sender's share of a mailbox is never negative", { ...share });
-    if (over(share, relaySenderMaxMailboxItems, relaySenderMaxMailboxBytes)) throw violation("a sender's share of a mailbox stays within its bound", { ...share });
+    if (over(share, relaySenderMaxMailboxItems, relaySenderMaxMailboxBytes))
+      throw violation("a sender's share of a mailbox stays within its bound", { ...share });
   }
 
   function checkSender(sender: SenderUsage): void {
-    if (sender.items < 0 || sender.bytes < 0 || sender.receipts < 0 || sender.receiptBytes < 0) throw violation("a sender's usage is never negative", { ...sender });
-    if (over(sender, relaySenderMaxActiveItems, relaySenderMaxActiveBytes) || sender.receipts > relaySenderMaxReceipts || sender.receiptBytes > relaySenderMaxReceiptBytes) {
+    if (sender.items < 0 || sender.bytes < 0 || sender.receipts < 0 || sender.receiptBytes < 0)
+      throw violation("a sender's usage is never negative", { ...sender });
+    if (
+      over(sender, relaySenderMaxActiveItems, relaySenderMaxActiveBytes) ||
+      sender.receipts > relaySenderMaxReceipts ||
+      sender.receiptBytes > relaySenderMaxReceiptBytes
+    ) {
       throw violation("a sender's usage stays within its shares", { ...sender });
     }
   }
@@ -170,7 +176,8 @@ export function createBudgets(): Budgets {
       const shareLeft = { items: share.items - 1, bytes: share.bytes - itemBytes };
       const senderLeft = { ...sender, items: sender.items - 1, bytes: sender.bytes - itemBytes };
       checkMailbox(left);
-      if (activeItems - 1 < 0 || activeBytes - itemBytes < 0) throw violation("relay-wide usage is never negative", { activeItems, activeBytes });
+      if (activeItems - 1 < 0 || activeBytes - itemBytes < 0)
+        throw violation("relay-wide usage is never negative", { activeItems, activeBytes });
       checkShare(shareLeft);
       checkSender(senderLeft);
       Object.assign(mailbox, left);
@@ -182,7 +189,8 @@ export function createBudgets(): Budgets {
     },
     releaseReceipt(senderId, receiptCost) {
       const sender = usageOf(senderId);
-      if (receipts - 1 < 0 || receiptBytes - receiptCost < 0) throw violation("receipt usage is never negative", { receipts, receiptBytes });
+      if (receipts - 1 < 0 || receiptBytes - receiptCost < 0)
+        throw violation("receipt usage is never negative", { receipts, receiptBytes });
       const senderLeft = { ...sender, receipts: sender.receipts - 1, receiptBytes: sender.receiptBytes - receiptCost };
       checkSender(senderLeft);
       Object.assign(sender, senderLeft);
@@ -209,7 +217,12 @@ export function createBudgets(): Budgets {
         bytes += usage.bytes;
       }
       if (items !== activeItems || bytes !== activeBytes) {
-        throw violation("relay-wide usage is the sum of the mailboxes' usage", { activeItems, activeBytes, mailboxItems: items, mailboxBytes: bytes });
+        throw violation("relay-wide usage is the sum of the mailboxes' usage", {
+          activeItems,
+          activeBytes,
+          mailboxItems: items,
+          mailboxBytes: bytes,
+        });
       }
       const sum = { items: 0, bytes: 0, receipts: 0, receiptBytes: 0 };
       for (const sender of senders.values()) {
@@ -220,7 +233,13 @@ export function createBudgets(): Budgets {
         sum.receiptBytes += sender.receiptBytes;
       }
       if (sum.items !== activeItems || sum.bytes !== activeBytes || sum.receipts !== receipts || sum.receiptBytes !== receiptBytes) {
-        throw violation("relay-wide usage is the sum of the senders' usage", { activeItems, activeBytes, receipts, receiptBytes, ...prefixed(sum) });
+        throw violation("relay-wide usage is the sum of the senders' usage", {
+          activeItems,
+          activeBytes,
+          receipts,
+          receiptBytes,
+          ...prefixed(sum),
+        });
       }
       checkReceipts();
     },

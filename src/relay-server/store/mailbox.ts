@@ -239,14 +239,24 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
       if (!fresh) return { kind: "stale" };
       const box = mailbox(target.id);
       const cursor = box.highest + 1n;
-      if (cursor.toString().length > maxCursorDigits || cursor > MAX_EXACT_CURSOR) return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
+      if (cursor.toString().length > maxCursorDigits || cursor > MAX_EXACT_CURSOR)
+        return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
       const share = box.shares.get(source.id) ?? { items: 0, bytes: 0 };
       const receiptBytes = receiptBytesOf(envelopeId, box.endpointId);
       const refusal = budgets.reserve({ mailbox: box.usage, share, senderId: source.id, itemBytes: utf8Bytes(text), receiptBytes });
       if (refusal !== undefined) return refusal;
       box.shares.set(source.id, share);
       box.highest = cursor;
-      const accepted: Accepted = { cursor: Number(cursor), envelopeId, text, digest: undefined, targetId: box.endpointId, sourceId: source.id, acceptedAt: now, state: "mailbox" };
+      const accepted: Accepted = {
+        cursor: Number(cursor),
+        envelopeId,
+        text,
+        digest: undefined,
+        targetId: box.endpointId,
+        sourceId: source.id,
+        acceptedAt: now,
+        state: "mailbox",
+      };
       box.entries.push(accepted);
       receipts.set(envelopeId, accepted);
       expiryQueue.push(envelopeId);

@@ -22,11 +22,15 @@ export function createMemoryStore(): RelayStore {
 
     async connect(request) {
       const before = registry.current(request.session);
-      const outcome = registry.connect(request, (endpointId) => mailboxes.pinsMail(endpointId), (reclaimed) => {
-        // A place taken back under contention: its mail expires (its senders are told on a resend).
-        mailboxes.drop(reclaimed, "expired", request.now);
-        doorbell.ring(reclaimed);
-      });
+      const outcome = registry.connect(
+        request,
+        (endpointId) => mailboxes.pinsMail(endpointId),
+        (reclaimed) => {
+          // A place taken back under contention: its mail expires (its senders are told on a resend).
+          mailboxes.drop(reclaimed, "expired", request.now);
+          doorbell.ring(reclaimed);
+        },
+      );
       if (outcome.kind === "connected" && before !== undefined && before.endpointId !== outcome.registration.endpointId) {
         // The old generation is retired: its mailbox can never be received again.
         mailboxes.drop(before.endpointId, "dropped", request.now);
@@ -39,7 +43,14 @@ export function createMemoryStore(): RelayStore {
       const registration = registry.get(endpointId);
       const secret = registration === undefined ? "ok" : matchSecret(registration.secretDigest, secretDigest);
       // Only the owner's own passing binding counts as use of the place.
-      if (now !== undefined && registration !== undefined && secret === "ok" && registration.session === session && isLive(registration, now)) registry.touch(registration, now);
+      if (
+        now !== undefined &&
+        registration !== undefined &&
+        secret === "ok" &&
+        registration.session === session &&
+        isLive(registration, now)
+      )
+        registry.touch(registration, now);
       return { callerKnown: registry.current(session) !== undefined, registration, secret };
     },
 
@@ -76,7 +87,11 @@ export function createMemoryStore(): RelayStore {
         onPark?.();
         await doorbell.wait(endpointId, waitMs, signal);
       }
-      return { kind: "watch", pending: mailboxes.hasPendingAfter(endpointId, from), highestCursor: mailboxes.highestCursor(endpointId).toString() };
+      return {
+        kind: "watch",
+        pending: mailboxes.hasPendingAfter(endpointId, from),
+        highestCursor: mailboxes.highestCursor(endpointId).toString(),
+      };
     },
 
     async maintain(now) {

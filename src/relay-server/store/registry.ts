@@ -111,7 +111,11 @@ export function createRegistry(): Registry {
         if (!pinsMail(registration.endpointId)) {
           if (earlier(registration, ended)) ended = registration;
         } else if (earlier(registration, pinning)) pinning = registration;
-      } else if (registration.activeAt !== undefined && now - registration.activeAt >= relayRegistrationIdleMs && (idle === undefined || registration.activeAt < idle.activeAt!)) {
+      } else if (
+        registration.activeAt !== undefined &&
+        now - registration.activeAt >= relayRegistrationIdleMs &&
+        (idle === undefined || registration.activeAt < idle.activeAt!)
+      ) {
         idle = registration;
       }
     }
@@ -126,7 +130,12 @@ export function createRegistry(): Registry {
   }
 
   /** A new registration, reclaiming places as needed; undefined when the registration budget is spent. */
-  function mint(request: ConnectRequest, keep: Registration | undefined, pinsMail: (endpointId: string) => boolean, onReclaim: (endpointId: string) => void): Registration | undefined {
+  function mint(
+    request: ConnectRequest,
+    keep: Registration | undefined,
+    pinsMail: (endpointId: string) => boolean,
+    onReclaim: (endpointId: string) => void,
+  ): Registration | undefined {
     const { session, generation, leaseMs, now, secretDigest } = request;
     const endpointId = crypto.randomUUID();
     const size = canonicalBytes({ endpointId, session, generation }) + relayRegistrationOverheadBytes;

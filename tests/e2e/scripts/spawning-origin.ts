@@ -13,13 +13,15 @@ export const WORKER_NAME = "helper";
 export function respond(turn: ScriptTurn): ScriptReply {
   const last = turn.messages.at(-1);
   if (!called(turn, "agent_task_spawn")) {
-    if (last?.role === "user" && last.text.includes("Delegate")) return { tools: [{ name: "agent_task_spawn", arguments: { name: WORKER_NAME } }] };
+    if (last?.role === "user" && last.text.includes("Delegate"))
+      return { tools: [{ name: "agent_task_spawn", arguments: { name: WORKER_NAME } }] };
     return { text: "Ready." };
   }
   const started = latest(turn, "## worker started");
   const endpoint = field(started, "taskEndpoint");
   if (endpoint === undefined) return { text: "The worker did not start." };
-  if (!called(turn, "agent_task_send")) return { tools: [{ name: "agent_task_send", arguments: { to: JSON.parse(endpoint), task: DEMO_TASK } }] };
+  if (!called(turn, "agent_task_send"))
+    return { tools: [{ name: "agent_task_send", arguments: { to: JSON.parse(endpoint), task: DEMO_TASK } }] };
   const answer = answerQuestion(turn);
   if (answer !== undefined) return answer;
   const completed = latest(turn, "## task completed");

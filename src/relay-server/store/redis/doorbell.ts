@@ -51,7 +51,11 @@ interface Channel {
 const RING = "r";
 const WATCH_PREFIX = "w";
 
-export function createRedisDoorbell(target: RedisTarget, options: Omit<RedisLinkOptions, "onLost">, channelOf: (endpointId: string) => string): RedisDoorbell {
+export function createRedisDoorbell(
+  target: RedisTarget,
+  options: Omit<RedisLinkOptions, "onLost">,
+  channelOf: (endpointId: string) => string,
+): RedisDoorbell {
   const channels = new Map<string, Channel>();
   /** UNSUBSCRIBEs in flight by channel name: a new subscription of the name waits for its own. */
   const unsubscribing = new Map<string, Promise<void>>();
@@ -72,7 +76,8 @@ export function createRedisDoorbell(target: RedisTarget, options: Omit<RedisLink
 
   /** Records a parked watch's serial; every older watch beyond the bound is answered. */
   function announce(channel: Channel, serial: number): void {
-    if (!channel.newest.includes(serial)) channel.newest = [...channel.newest, serial].sort((a, b) => a - b).slice(-relayWatchesPerEndpoint);
+    if (!channel.newest.includes(serial))
+      channel.newest = [...channel.newest, serial].sort((a, b) => a - b).slice(-relayWatchesPerEndpoint);
     if (channel.newest.length < relayWatchesPerEndpoint) return;
     const oldestKept = channel.newest[0]!;
     for (const waiter of [...channel.waiters]) if (waiter.serial < oldestKept) waiter.settle(false);
@@ -91,7 +96,9 @@ export function createRedisDoorbell(target: RedisTarget, options: Omit<RedisLink
   async function subscribe(name: string): Promise<void> {
     await unsubscribing.get(name);
     const client = await link.client();
-    await bounded(client.subscribe(name, onMessage), options.commandTimeoutMs, () => unavailable(target, `did not confirm SUBSCRIBE within ${options.commandTimeoutMs} ms`));
+    await bounded(client.subscribe(name, onMessage), options.commandTimeoutMs, () =>
+      unavailable(target, `did not confirm SUBSCRIBE within ${options.commandTimeoutMs} ms`),
+    );
   }
 
   function release(channel: Channel): void {

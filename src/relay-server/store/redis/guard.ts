@@ -19,7 +19,9 @@ export interface GuardOptions {
 }
 
 /** What the guard reads of the configuration, or why it could not. */
-type Settings = { readonly ok: true; readonly save: string; readonly appendonly: string; readonly eviction: string } | { readonly ok: false; readonly problem: string };
+type Settings =
+  | { readonly ok: true; readonly save: string; readonly appendonly: string; readonly eviction: string }
+  | { readonly ok: false; readonly problem: string };
 
 /** One `CONFIG GET` value from a RESP3 map (an object) or a RESP2 pair list. */
 function configValue(reply: unknown, name: string): string | undefined {
@@ -53,7 +55,11 @@ async function readSettings(send: (command: string, args: readonly string[]) => 
   return { ok: true, save, appendonly, eviction };
 }
 
-export async function guardRedisConfig(target: RedisTarget, send: (command: string, args: readonly string[]) => Promise<unknown>, options: GuardOptions): Promise<void> {
+export async function guardRedisConfig(
+  target: RedisTarget,
+  send: (command: string, args: readonly string[]) => Promise<unknown>,
+  options: GuardOptions,
+): Promise<void> {
   const settings = await readSettings(send);
   if (!settings.ok) {
     if (!options.allowPersistentStore) {
@@ -62,7 +68,9 @@ export async function guardRedisConfig(target: RedisTarget, send: (command: stri
         details: { store: target.display, problem: settings.problem },
       });
     }
-    options.notice(`Redis at ${target.display}: configuration not checked (${settings.problem}); starting because of --allow-persistent-store`);
+    options.notice(
+      `Redis at ${target.display}: configuration not checked (${settings.problem}); starting because of --allow-persistent-store`,
+    );
     return;
   }
   if (settings.eviction !== "noeviction") {
@@ -80,5 +88,7 @@ export async function guardRedisConfig(target: RedisTarget, send: (command: stri
       details: { store: target.display, save: settings.save, appendonly: settings.appendonly },
     });
   }
-  options.notice(`Redis at ${target.display} persists to disk (${how}); starting because of --allow-persistent-store: a Redis restart then keeps the relay's state and epoch`);
+  options.notice(
+    `Redis at ${target.display} persists to disk (${how}); starting because of --allow-persistent-store: a Redis restart then keeps the relay's state and epoch`,
+  );
 }

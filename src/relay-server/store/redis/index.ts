@@ -10,7 +10,12 @@
  * `REDIS_UNAVAILABLE` (answered 503 `RELAY_UNAVAILABLE`); the next call connects anew.
  */
 import { canonicalBytes } from "../../../protocol/canonical-json.ts";
-import { redisCommandTimeoutMs, redisConnectTimeoutMs, relayReceiptOverheadBytes, relayRegistrationOverheadBytes } from "../../../protocol/limits.ts";
+import {
+  redisCommandTimeoutMs,
+  redisConnectTimeoutMs,
+  relayReceiptOverheadBytes,
+  relayRegistrationOverheadBytes,
+} from "../../../protocol/limits.ts";
 import { violation } from "../invariant.ts";
 import {
   type AcknowledgeOutcome,
@@ -61,14 +66,22 @@ type Reply = readonly string[];
 
 function asReply(value: unknown, script: RedisScript): Reply {
   if (!Array.isArray(value) || value.length === 0 || !value.every((item) => typeof item === "string")) {
-    throw violation("a store script answers a list of strings", { script: script.name, reply: Array.isArray(value) ? `an array of ${value.length}` : typeof value });
+    throw violation("a store script answers a list of strings", {
+      script: script.name,
+      reply: Array.isArray(value) ? `an array of ${value.length}` : typeof value,
+    });
   }
   return value as Reply;
 }
 
 /** `[id, session, state, lease]` from `at` on. */
 function viewAt(reply: Reply, at: number): RegistrationView {
-  return { endpointId: reply[at]!, session: reply[at + 1]!, state: reply[at + 2] as RegistrationState, leaseExpiresAt: Number(reply[at + 3]) };
+  return {
+    endpointId: reply[at]!,
+    session: reply[at + 1]!,
+    state: reply[at + 2] as RegistrationState,
+    leaseExpiresAt: Number(reply[at + 3]),
+  };
 }
 
 /** `name, value, …` pairs from `at` on, values as numbers. */
@@ -87,7 +100,10 @@ function stringsFrom(reply: Reply, at: number): Record<string, string> {
 export async function createRedisStore(options: RedisStoreOptions): Promise<RedisStore> {
   const target: RedisTarget = parseRedisUrl(options.url, options.env ?? {}, options.password);
   const prefix = options.prefix ?? DEFAULT_REDIS_PREFIX;
-  const timeouts = { connectTimeoutMs: options.connectTimeoutMs ?? redisConnectTimeoutMs, commandTimeoutMs: options.commandTimeoutMs ?? redisCommandTimeoutMs };
+  const timeouts = {
+    connectTimeoutMs: options.connectTimeoutMs ?? redisConnectTimeoutMs,
+    commandTimeoutMs: options.commandTimeoutMs ?? redisCommandTimeoutMs,
+  };
   const link: RedisLink = createRedisLink(target, timeouts);
   const epochKey = redisKey(prefix, KEYS.epoch);
   /**
@@ -127,7 +143,10 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
 
   try {
     await link.client();
-    await guardRedisConfig(target, link.send, { allowPersistentStore: options.allowPersistentStore === true, notice: options.onNotice ?? (() => undefined) });
+    await guardRedisConfig(target, link.send, {
+      allowPersistentStore: options.allowPersistentStore === true,
+      notice: options.onNotice ?? (() => undefined),
+    });
     await readEpoch();
   } catch (error) {
     link.close();
@@ -167,7 +186,8 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
 
     async connect(request): Promise<ConnectOutcome> {
       const endpointId = crypto.randomUUID();
-      const size = canonicalBytes({ endpointId, session: request.session, generation: request.generation }) + relayRegistrationOverheadBytes;
+      const size =
+        canonicalBytes({ endpointId, session: request.session, generation: request.generation }) + relayRegistrationOverheadBytes;
       const reply = await run(
         SCRIPTS.connect,
         request.session,
@@ -196,7 +216,11 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
 
     async binding(session, endpointId, secretDigest, now) {
       const reply = await run(SCRIPTS.binding, session, endpointId, secretDigest ?? "", now === undefined ? "" : String(now));
-      return { callerKnown: reply[1] === "1", secret: reply[2] as SecretMatch, registration: reply.length > 3 ? viewAt(reply, 3) : undefined };
+      return {
+        callerKnown: reply[1] === "1",
+        secret: reply[2] as SecretMatch,
+        registration: reply.length > 3 ? viewAt(reply, 3) : undefined,
+      };
     },
 
     registration: async (endpointId) => found(await run(SCRIPTS.registration, endpointId)),
@@ -216,7 +240,8 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
     },
 
     async admit(request): Promise<AdmitOutcome> {
-      const receiptBytes = canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
+      const receiptBytes =
+        canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
       const reply = await run(
         SCRIPTS.admit,
         request.envelopeId,
@@ -274,7 +299,9 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
 
     async usage() {
       const reply = await run(SCRIPTS.usage);
-      const [activeItems, activeBytes, receipts, receiptBytes, registrations, sessions, metadataBytes, expiryEntries] = reply.slice(1).map(Number) as number[];
+      const [activeItems, activeBytes, receipts, receiptBytes, registrations, sessions, metadataBytes, expiryEntries] = reply
+        .slice(1)
+        .map(Number) as number[];
       return {
         activeItems: activeItems!,
         activeBytes: activeBytes!,

@@ -32,7 +32,11 @@ export interface RedisLink {
 export function unavailable(target: RedisTarget, problem: string, cause?: unknown): TaskError {
   return new TaskError("REDIS_UNAVAILABLE", {
     message: `Redis at ${target.display} ${problem}`,
-    details: { store: target.display, problem, ...(cause === undefined ? {} : { cause: cause instanceof Error ? cause.message : String(cause) }) },
+    details: {
+      store: target.display,
+      problem,
+      ...(cause === undefined ? {} : { cause: cause instanceof Error ? cause.message : String(cause) }),
+    },
   });
 }
 
@@ -95,7 +99,9 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
 
   async function explain(cause: unknown): Promise<TaskError> {
     if (await acceptsTcp(target, options.connectTimeoutMs)) {
-      const hint = target.tls ? "TLS or credentials" : `credentials (the password of ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`;
+      const hint = target.tls
+        ? "TLS or credentials"
+        : `credentials (the password of ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`;
       return unavailable(target, `accepts connections but the Redis handshake failed: check the ${hint}`, cause);
     }
     return unavailable(target, `cannot be reached (nothing accepts connections there within ${options.connectTimeoutMs} ms)`, cause);
@@ -111,9 +117,13 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
       ...(target.tls ? { tls: true } : {}),
     });
     try {
-      await bounded(client.connect(), options.connectTimeoutMs, () => unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`));
+      await bounded(client.connect(), options.connectTimeoutMs, () =>
+        unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`),
+      );
       // The handshake (AUTH, SELECT) is done when a command answers.
-      await bounded(client.send("PING", []), options.commandTimeoutMs, () => unavailable(target, `did not answer within ${options.commandTimeoutMs} ms`));
+      await bounded(client.send("PING", []), options.commandTimeoutMs, () =>
+        unavailable(target, `did not answer within ${options.commandTimeoutMs} ms`),
+      );
     } catch (error) {
       client.close();
       throw error instanceof TaskError ? error : await explain(error);
@@ -157,7 +167,9 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
     async send(command, args) {
       const connected = await client();
       try {
-        return await bounded(connected.send(command, [...args]), options.commandTimeoutMs, () => unavailable(target, `did not answer ${command} within ${options.commandTimeoutMs} ms`));
+        return await bounded(connected.send(command, [...args]), options.commandTimeoutMs, () =>
+          unavailable(target, `did not answer ${command} within ${options.commandTimeoutMs} ms`),
+        );
       } catch (error) {
         if (error instanceof TaskError) throw error;
         if (isErrorReply(error)) throw replied(target, command, error.message);

@@ -40,7 +40,9 @@ const SCHEMES: Readonly<Record<string, boolean>> = { "redis:": false, "rediss:":
 
 /** A refused URL, described by its problem only (see the header); `text` is looked at, never shown. */
 function refuse(text: string, problem: string): TaskError {
-  const hint = text.includes("@") ? `; a password never goes in the URL (use ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE})` : "";
+  const hint = text.includes("@")
+    ? `; a password never goes in the URL (use ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE})`
+    : "";
   return new TaskError("CLI_USAGE", { message: `the --store URL ${problem}: ${USAGE}${hint}`, details: { problem } });
 }
 
@@ -60,12 +62,17 @@ function databaseOf(text: string, url: URL): number {
 }
 
 function passwordFileInvalid(path: string, problem: string, extra: Record<string, unknown> = {}): TaskError {
-  return new TaskError("REDIS_PASSWORD_FILE_INVALID", { message: `${REDIS_PASSWORD_FILE_VARIABLE} names ${path}, which ${problem}.`, details: { variable: REDIS_PASSWORD_FILE_VARIABLE, path, problem, ...extra } });
+  return new TaskError("REDIS_PASSWORD_FILE_INVALID", {
+    message: `${REDIS_PASSWORD_FILE_VARIABLE} names ${path}, which ${problem}.`,
+    details: { variable: REDIS_PASSWORD_FILE_VARIABLE, path, problem, ...extra },
+  });
 }
 
 /** The password in the file `path` (see the header); never quoted in an error. */
 function passwordFromFile(path: string): string {
-  const text = readPrivateFile(path, GROUP_OTHER_BITS, (refusal) => passwordFileInvalid(path, refusal.problem, { fix: refusal.fix, ...refusal.details }));
+  const text = readPrivateFile(path, GROUP_OTHER_BITS, (refusal) =>
+    passwordFileInvalid(path, refusal.problem, { fix: refusal.fix, ...refusal.details }),
+  );
   if (text === undefined) throw passwordFileInvalid(path, "does not exist");
   const password = text.replace(/\r?\n$/, "");
   if (password === "") throw passwordFileInvalid(path, "is empty; write the Redis password into it");
