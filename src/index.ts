@@ -20,7 +20,7 @@ export type {
 export type { DeliveryEvidence, TaskView } from "./core/views.ts";
 export type { PassReport } from "./core/pass.ts";
 export type { ReceiveItem } from "./core/presentation.ts";
-export { holdingHost, type PresentationHost, type PresentationItem, type RejectionRecord } from "./core/host.ts";
+export { absentHost, type PresentationHost, type PresentationItem, type RejectionRecord } from "./core/host.ts";
 export { systemTimers, type TaskTimers } from "./core/timers.ts";
 export type { CoreBook, CoreStore } from "./core/bookkeeping.ts";
 export { createTaskStore, type TaskSnapshot, type TaskStore, type TaskStoreOptions } from "./store/task-store.ts";

@@ -145,3 +145,36 @@ export function failureLabel(outcome: PassReport | unknown, relayUrl: string | u
   }
   return undefined;
 }
+
+/** Where the footer label goes: the Pi context of the current session. */
+export interface StatusTarget {
+  setStatus(key: string, text: string | undefined): void;
+}
+
+export interface StatusLine {
+  /** Writes to this context from now on (a new session), forgetting the last label. */
+  bind(target: StatusTarget): void;
+  /** Shows a label; an unchanged label is not written again. */
+  show(label: string | undefined): void;
+}
+
+export function createStatusLine(): StatusLine {
+  let target: StatusTarget | undefined;
+  let last: string | undefined;
+  return {
+    bind(next) {
+      target = next;
+      last = undefined;
+    },
+    show(label) {
+      if (last === label || target === undefined) return;
+      last = label;
+      const view = target;
+      try {
+        view.setStatus(STATUS_KEY, label);
+      } catch {
+        // A stale Pi context throws after reload or replacement; presentation simply stops.
+      }
+    },
+  };
+}

@@ -6,8 +6,9 @@
  * RPC mode (that would corrupt Pi's RPC stream).
  *
  * Files:
- * - lifecycle.ts  one lifetime per Pi session: session name, relay (embedded when none runs),
- *                 configured core, presenter, scheduler, footer; the worker gate wired to it
+ * - lifecycle.ts  which lifetime is current (one per Pi session); the worker gate wired to it
+ * - lifetime.ts   what a lifetime is made of: session name, relay (embedded when none runs),
+ *                 configured core, presenter, scheduler, mail watch; its start and close
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
  * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)
  * - scheduler.ts  background refresh cadence and the `watch-v1` doorbell
@@ -20,14 +21,15 @@
  * - reassign.ts   /tasks reassign: the person moves an orphaned task to another worker
  * - audit.ts      /tasks audit: one timeline joining both sides' views, gaps named
  * - render.ts     the text the model reads
- * - tools/        one file per `agent_task_*` tool (tools/index.ts lists them)
+ * - tools/        one file per `agent_task_*` tool, typed with Pi's `ToolDefinition` (tools/index.ts
+ *                 lists them; tools/shared.ts holds the one error boundary of tool execution)
  */
 import type { ExtensionAPI, ExtensionCommandContext, ExtensionContext } from "@earendil-works/pi-coding-agent";
 import { Text } from "@earendil-works/pi-tui";
 import { type CommandDeps, TASKS_DESCRIPTION, tasksCommand } from "./commands.ts";
 import { createTasksRuntime, type PiContextView } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
-import { createTaskTools, errorResult } from "./tools/index.ts";
+import { createTaskTools } from "./tools/index.ts";
 
 /** The session entry that keeps a `/tasks` output in the TUI's scrollback (never in the model's context). */
 export const BOARD_ENTRY = "pi-tasks-board";
@@ -77,27 +79,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     requestRefresh: () => life.requestRefresh(),
     rememberPeer: (session, endpoint) => peers.remember(session, endpoint),
   });
-  for (const tool of tools) {
-    pi.registerTool({
-      name: tool.name,
-      label: tool.label,
-      description: tool.description,
-      promptSnippet: tool.promptSnippet,
-      promptGuidelines: tool.promptGuidelines,
-      parameters: tool.parameters as never,
-      async execute(toolCallId, params, signal, _onUpdate, ctx) {
-        try {
-          const model = ctx?.model;
-          return await tool.execute(toolCallId, params, signal, {
-            cwd: ctx?.cwd,
-            ...(model === undefined ? {} : { model: { provider: model.provider, id: model.id } }),
-          });
-        } catch (error) {
-          return errorResult(error);
-        }
-      },
-    });
-  }
+  for (const tool of tools) pi.registerTool(tool);
 
   /**
    * Where `/tasks` output goes: in the TUI a session entry that stays in the scrollback (our

@@ -17,7 +17,7 @@
  */
 import { nanoid } from "nanoid";
 import type { PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
-import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
+import { cancelAbortGraceMs, cancelIdlePollMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import type { CancelOutcome } from "../../src/protocol/schemas.ts";
 import { EVENT_MESSAGE, EVENT_RECORD } from "../../src/protocol/session-entries.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
@@ -78,53 +78,47 @@ function eventMessage(item: PresentationItem): PiMessage {
   };
 }
 
-/** How often a cancelled worker's idleness is checked during the grace period. */
-const CANCEL_POLL_MS = 50;
-
-export function createPiPresenter(deps: PresenterDeps): PiPresenter {
-  const watches = new Set<ReturnType<typeof setInterval>>();
-  const wakeWaiters = new Map<string, (seen: boolean) => void>();
-  const queuedWakes = new Set<string>();
-  const insertedEvents = new Set<string>();
-
-  function observedInBranch(eventId: string): boolean {
-    const branch = deps.session()?.branch() ?? [];
-    for (let index = branch.length - 1; index >= 0 && index >= branch.length - insertionScanEntries; index -= 1) {
-      if (insertedEventId(branch[index]) === eventId) return true;
-    }
-    return false;
+/** Whether the `pi-tasks-event` message of an event is among the latest entries of the session branch. */
+function observedInBranch(session: PiSessionView | undefined, eventId: string): boolean {
+  const branch = session?.branch() ?? [];
+  for (let index = branch.length - 1; index >= 0 && index >= branch.length - insertionScanEntries; index -= 1) {
+    if (insertedEventId(branch[index]) === eventId) return true;
   }
+  return false;
+}
 
-  const presenter: PiPresenter = {
-    canPresent() {
-      const session = deps.session();
-      return session !== undefined && session.isIdle() && !session.hasPendingMessages() && queuedWakes.size === 0;
-    },
+/** Wakes sent and not yet seen: each settles when Pi emits its `message_end`, or after `wakeObservationMs`. */
+interface Wakes {
+  /** Sends one hidden wake message for the items; resolves whether Pi was seen to take it. */
+  send(items: readonly PresentationItem[]): Promise<boolean>;
+  /** Pi emitted the wake's `message_end`. */
+  seen(wakeId: string): void;
+  /** Wakes sent and not yet seen (our own queued count). */
+  pending(): number;
+  dispose(): void;
+}
 
-    insert(item: PresentationItem) {
-      deps.sendMessage(eventMessage(item), { triggerTurn: false, deliverAs: "followUp" });
-      const seen = observedInBranch(item.eventId);
-      if (seen) insertedEvents.add(item.eventId);
-      return seen;
-    },
-
-    wake(items: readonly PresentationItem[]) {
+function createWakes(sendMessage: PresenterDeps["sendMessage"]): Wakes {
+  const waiters = new Map<string, (seen: boolean) => void>();
+  const queued = new Set<string>();
+  return {
+    send(items) {
       const wakeId = nanoid();
       const observed = new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => settle(false), wakeObservationMs);
         timer.unref?.();
         function settle(seen: boolean): void {
           clearTimeout(timer);
-          wakeWaiters.delete(wakeId);
+          waiters.delete(wakeId);
           // An unobserved wake must not hold presentation forever.
-          queuedWakes.delete(wakeId);
+          queued.delete(wakeId);
           resolve(seen);
         }
-        wakeWaiters.set(wakeId, settle);
+        waiters.set(wakeId, settle);
       });
-      queuedWakes.add(wakeId);
+      queued.add(wakeId);
       try {
-        deps.sendMessage(
+        sendMessage(
           {
             customType: WAKE_MESSAGE,
             content: renderWake(items.length),
@@ -134,18 +128,34 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
           { triggerTurn: true, deliverAs: "followUp" },
         );
       } catch (error) {
-        queuedWakes.delete(wakeId);
-        wakeWaiters.get(wakeId)?.(false);
+        queued.delete(wakeId);
+        waiters.get(wakeId)?.(false);
         throw error;
       }
       return observed;
     },
-
-    archive(item: PresentationItem) {
-      deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event });
+    seen(wakeId) {
+      queued.delete(wakeId);
+      waiters.get(wakeId)?.(true);
     },
+    pending: () => queued.size,
+    dispose() {
+      for (const settle of [...waiters.values()]) settle(false);
+      queued.clear();
+    },
+  };
+}
 
-    interrupt(item: PresentationItem, report: (outcome: CancelOutcome) => void) {
+/** Cancels steered into a busy session, each watched until the session is idle or the grace period ends. */
+interface CancelWatches {
+  interrupt(item: PresentationItem, report: (outcome: CancelOutcome) => void): boolean;
+  dispose(): void;
+}
+
+function createCancelWatches(deps: PresenterDeps): CancelWatches {
+  const watches = new Set<ReturnType<typeof setInterval>>();
+  return {
+    interrupt(item, report) {
       const session = deps.session();
       if (session === undefined) return false;
       deps.sendMessage(eventMessage(item), { triggerTurn: true, deliverAs: "steer" });
@@ -158,12 +168,45 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
         clearInterval(watch);
         watches.delete(watch);
         // The steer may have been dropped with the aborted turn: the model must still read it.
-        if (idle && !observedInBranch(item.eventId)) deps.sendMessage(eventMessage(item), { triggerTurn: false });
+        if (idle && !observedInBranch(deps.session(), item.eventId)) deps.sendMessage(eventMessage(item), { triggerTurn: false });
         report(idle ? "aborted" : "busy");
-      }, CANCEL_POLL_MS);
+      }, cancelIdlePollMs);
       watches.add(watch);
       return true;
     },
+    dispose() {
+      for (const watch of watches) clearInterval(watch);
+      watches.clear();
+    },
+  };
+}
+
+export function createPiPresenter(deps: PresenterDeps): PiPresenter {
+  const wakes = createWakes(deps.sendMessage);
+  const cancels = createCancelWatches(deps);
+  const insertedEvents = new Set<string>();
+  const inBranch = (eventId: string) => observedInBranch(deps.session(), eventId);
+
+  return {
+    canPresent() {
+      const session = deps.session();
+      return session !== undefined && session.isIdle() && !session.hasPendingMessages() && wakes.pending() === 0;
+    },
+
+    insert(item: PresentationItem) {
+      deps.sendMessage(eventMessage(item), { triggerTurn: false, deliverAs: "followUp" });
+      const seen = inBranch(item.eventId);
+      if (seen) insertedEvents.add(item.eventId);
+      return seen;
+    },
+
+    wake: (items: readonly PresentationItem[]) => wakes.send(items),
+
+    archive(item: PresentationItem) {
+      deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event });
+    },
+
+    interrupt: (item: PresentationItem, report: (outcome: CancelOutcome) => void) => cancels.interrupt(item, report),
 
     recordRejection(record: RejectionRecord) {
       deps.appendEntry(REJECTED_RECORD, {
@@ -177,22 +220,16 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     onMessageEnd(message) {
       if (!isRecord(message) || message.role !== "custom") return;
       const details = message.details;
-      if (message.customType === WAKE_MESSAGE && isRecord(details) && typeof details.wakeId === "string") {
-        queuedWakes.delete(details.wakeId);
-        wakeWaiters.get(details.wakeId)?.(true);
-      }
+      if (message.customType === WAKE_MESSAGE && isRecord(details) && typeof details.wakeId === "string") wakes.seen(details.wakeId);
       if (message.customType === EVENT_MESSAGE && isRecord(details) && typeof details.eventId === "string")
         insertedEvents.add(details.eventId);
     },
 
-    queued: () => queuedWakes.size,
-    inserted: (eventId) => insertedEvents.has(eventId) || observedInBranch(eventId),
+    queued: () => wakes.pending(),
+    inserted: (eventId) => insertedEvents.has(eventId) || inBranch(eventId),
     dispose() {
-      for (const watch of watches) clearInterval(watch);
-      watches.clear();
-      for (const settle of [...wakeWaiters.values()]) settle(false);
-      queuedWakes.clear();
+      cancels.dispose();
+      wakes.dispose();
     },
   };
-  return presenter;
 }

@@ -148,123 +148,167 @@ export function senderWords(peer: Signer | undefined, origin: TaskSnapshot["orig
     : `${session}, signed by paired peer "${peer.peerName}"`;
 }
 
+/** One event as an event body sees it: the event, its task, its signer and the id lines every body opens with. */
+interface EventParts {
+  readonly event: TaskEvent;
+  readonly payload: Record<string, unknown>;
+  readonly task: TaskSnapshot;
+  readonly peer: Signer | undefined;
+  readonly head: string[];
+}
+
+function assignmentBody({ event, payload, task, peer, head }: EventParts): string[] {
+  const title = event.type === "task.created" ? "## task assignment" : "## task assignment (reassigned)";
+  return [
+    title,
+    ...head,
+    field("from", senderWords(peer, task.origin)),
+    field("expiresAt", iso(task.expiresAt)),
+    "",
+    ...quotedBlock("task", payload.task),
+    "",
+    ...lineageLines(task),
+    `Work on this task now. Ask the origin with agent_task_message (type "question", taskId ${task.taskId}) if something is unclear; report progress with type "progress".`,
+    `Your last action is agent_task_done with taskId ${task.taskId} and status completed, failed or cancelled; put changed source paths in result.changedFiles.`,
+  ];
+}
+
+function questionBody({ event, payload, task, head }: EventParts): string[] {
+  return [
+    "## task question",
+    ...head,
+    ...raisedLines(payload),
+    "",
+    ...quotedBlock("message", payload.message),
+    "",
+    ...answerHint(task, event),
+  ];
+}
+
+function answerBody({ payload, task, head }: EventParts): string[] {
+  return [
+    "## task answer",
+    ...head,
+    field("inReplyTo", payload.inReplyTo),
+    ...relayLines(payload),
+    ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]),
+    "",
+    ...quotedBlock("message", payload.message),
+    ...forwardedLines(task, payload),
+  ];
+}
+
+function progressBody({ payload, head }: EventParts): string[] {
+  return [
+    "## task progress",
+    ...head,
+    ...(typeof payload.percent === "number" ? [field("percent", payload.percent)] : []),
+    "",
+    ...quotedBlock("message", payload.message),
+    "",
+    "Progress only: nothing to do unless it changes your plans.",
+  ];
+}
+
+function correctionBody({ payload, task, head }: EventParts): string[] {
+  const earlier = task.events.find((candidate) => candidate.eventId === payload.supersedes);
+  return [
+    payload.withdrawn === true ? "## task withdrawal" : "## task correction",
+    ...head,
+    field("supersedes", `${String(payload.supersedes)}${earlier === undefined ? "" : ` (${earlier.type})`}`),
+    ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]),
+    "",
+    ...(payload.result === undefined ? [] : [...quotedJson("result", payload.result), ""]),
+    ...quotedBlock("message", payload.message),
+    "",
+    payload.withdrawn === true
+      ? "The earlier answer or result is withdrawn: do not rely on it."
+      : "This replaces the earlier answer or result; the earlier one stays recorded as superseded.",
+  ];
+}
+
+function orphanedBody({ payload, task, head }: EventParts): string[] {
+  return [
+    "## task orphaned",
+    ...head,
+    field("worker", formatEndpoint(payload.target as TaskSnapshot["target"])),
+    field("notRegisteredSince", iso(Number(payload.since))),
+    "",
+    "Its worker is gone: its Pi stopped or lost the relay. Nothing more will come from it.",
+    `Reassign the task with agent_task_reassign (taskId ${task.taskId}; pass a new worker's taskEndpoint as \`to\`, or omit it if the same worker session restarts), or cancel it.`,
+  ];
+}
+
+function cancelOutcomeBody({ payload, head }: EventParts): string[] {
+  return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)];
+}
+
+function informationBody({ payload, head }: EventParts): string[] {
+  return ["## task information", ...head, "", ...quotedBlock("message", payload.message)];
+}
+
+function terminalBody({ event, payload, task, head }: EventParts): string[] {
+  const status = event.type.slice("task.".length);
+  const next =
+    task.role === "origin"
+      ? `Verify the outcome yourself, then call agent_task_ack with taskId ${task.taskId}.`
+      : "Stop working on this task.";
+  return [`## task ${status}`, ...head, field("status", status), "", ...resultLines(payload), next];
+}
+
+function lateTerminalBody({ payload, task, head }: EventParts): string[] {
+  const late = String(payload.lateType ?? "").slice("task.".length);
+  return [
+    "## task finished after its timeout",
+    ...head,
+    field("status", `${task.status} (first outcome stands)`),
+    field("lateResult", late),
+    "",
+    ...resultLines(payload),
+    `The worker ${late} the task after it had timed out: its effect is real. Verify it, then acknowledge with agent_task_ack (taskId ${task.taskId}).`,
+  ];
+}
+
+function timedOutBody({ payload, task, head }: EventParts): string[] {
+  const next =
+    task.role === "origin"
+      ? `The worker's outcome is unknown. Call agent_task_ack with taskId ${task.taskId} once handled.`
+      : "Stop working on this task.";
+  return ["## task timed out", ...head, field("expiresAt", iso(Number(payload.expiresAt))), "", next];
+}
+
+function refusedBody({ payload, task, head }: EventParts): string[] {
+  return ["## task refused by the worker", ...head, ...refusalLines(payload, task.taskId)];
+}
+
+/** An event type this version has no words for: its payload, quoted. */
+function unknownBody({ event, payload, head }: EventParts): string[] {
+  return [`## ${oneLine(event.type)}`, ...head, "", ...quotedJson("payload", payload)];
+}
+
+/** The body of each event type the model reads. */
+const EVENT_BODIES: Readonly<Record<string, (parts: EventParts) => string[]>> = {
+  "task.created": assignmentBody,
+  "task.reassigned": assignmentBody,
+  "task.question": questionBody,
+  "task.answer": answerBody,
+  "task.progress": progressBody,
+  "task.correction": correctionBody,
+  "task.orphaned": orphanedBody,
+  "task.cancel_outcome": cancelOutcomeBody,
+  "task.information": informationBody,
+  "task.completed": terminalBody,
+  "task.failed": terminalBody,
+  "task.cancelled": terminalBody,
+  "task.late_terminal": lateTerminalBody,
+  "task.timed_out": timedOutBody,
+  "task.refused": refusedBody,
+};
+
 function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | undefined): string {
-  const payload = event.payload;
   const head = [field("taskId", task.taskId), field("eventId", event.eventId)];
-  switch (event.type) {
-    case "task.created":
-    case "task.reassigned": {
-      const title = event.type === "task.created" ? "## task assignment" : "## task assignment (reassigned)";
-      return [
-        title,
-        ...head,
-        field("from", senderWords(peer, task.origin)),
-        field("expiresAt", iso(task.expiresAt)),
-        "",
-        ...quotedBlock("task", payload.task),
-        "",
-        ...lineageLines(task),
-        `Work on this task now. Ask the origin with agent_task_message (type "question", taskId ${task.taskId}) if something is unclear; report progress with type "progress".`,
-        `Your last action is agent_task_done with taskId ${task.taskId} and status completed, failed or cancelled; put changed source paths in result.changedFiles.`,
-      ].join("\n");
-    }
-    case "task.question":
-      return [
-        "## task question",
-        ...head,
-        ...raisedLines(payload),
-        "",
-        ...quotedBlock("message", payload.message),
-        "",
-        ...answerHint(task, event),
-      ].join("\n");
-    case "task.answer":
-      return [
-        "## task answer",
-        ...head,
-        field("inReplyTo", payload.inReplyTo),
-        ...relayLines(payload),
-        ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]),
-        "",
-        ...quotedBlock("message", payload.message),
-        ...forwardedLines(task, payload),
-      ].join("\n");
-    case "task.progress":
-      return [
-        "## task progress",
-        ...head,
-        ...(typeof payload.percent === "number" ? [field("percent", payload.percent)] : []),
-        "",
-        ...quotedBlock("message", payload.message),
-        "",
-        "Progress only: nothing to do unless it changes your plans.",
-      ].join("\n");
-    case "task.correction": {
-      const earlier = task.events.find((candidate) => candidate.eventId === payload.supersedes);
-      return [
-        payload.withdrawn === true ? "## task withdrawal" : "## task correction",
-        ...head,
-        field("supersedes", `${String(payload.supersedes)}${earlier === undefined ? "" : ` (${earlier.type})`}`),
-        ...(payload.finality === undefined ? [] : [field("finality", payload.finality)]),
-        "",
-        ...(payload.result === undefined ? [] : [...quotedJson("result", payload.result), ""]),
-        ...quotedBlock("message", payload.message),
-        "",
-        payload.withdrawn === true
-          ? "The earlier answer or result is withdrawn: do not rely on it."
-          : "This replaces the earlier answer or result; the earlier one stays recorded as superseded.",
-      ].join("\n");
-    }
-    case "task.orphaned":
-      return [
-        "## task orphaned",
-        ...head,
-        field("worker", formatEndpoint(payload.target as TaskSnapshot["target"])),
-        field("notRegisteredSince", iso(Number(payload.since))),
-        "",
-        "Its worker is gone: its Pi stopped or lost the relay. Nothing more will come from it.",
-        `Reassign the task with agent_task_reassign (taskId ${task.taskId}; pass a new worker's taskEndpoint as \`to\`, or omit it if the same worker session restarts), or cancel it.`,
-      ].join("\n");
-    case "task.cancel_outcome":
-      return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)].join(
-        "\n",
-      );
-    case "task.information":
-      return ["## task information", ...head, "", ...quotedBlock("message", payload.message)].join("\n");
-    case "task.completed":
-    case "task.failed":
-    case "task.cancelled": {
-      const status = event.type.slice("task.".length);
-      const next =
-        task.role === "origin"
-          ? `Verify the outcome yourself, then call agent_task_ack with taskId ${task.taskId}.`
-          : "Stop working on this task.";
-      return [`## task ${status}`, ...head, field("status", status), "", ...resultLines(payload), next].join("\n");
-    }
-    case "task.late_terminal": {
-      const late = String(payload.lateType ?? "").slice("task.".length);
-      return [
-        "## task finished after its timeout",
-        ...head,
-        field("status", `${task.status} (first outcome stands)`),
-        field("lateResult", late),
-        "",
-        ...resultLines(payload),
-        `The worker ${late} the task after it had timed out: its effect is real. Verify it, then acknowledge with agent_task_ack (taskId ${task.taskId}).`,
-      ].join("\n");
-    }
-    case "task.timed_out": {
-      const next =
-        task.role === "origin"
-          ? `The worker's outcome is unknown. Call agent_task_ack with taskId ${task.taskId} once handled.`
-          : "Stop working on this task.";
-      return ["## task timed out", ...head, field("expiresAt", iso(Number(payload.expiresAt))), "", next].join("\n");
-    }
-    case "task.refused":
-      return ["## task refused by the worker", ...head, ...refusalLines(payload, task.taskId)].join("\n");
-    default:
-      return [`## ${oneLine(event.type)}`, ...head, "", ...quotedJson("payload", payload)].join("\n");
-  }
+  const body = Object.hasOwn(EVENT_BODIES, event.type) ? EVENT_BODIES[event.type]! : unknownBody;
+  return body({ event, payload: event.payload, task, peer, head }).join("\n");
 }
 
 /** The hidden wake message that starts a turn for inserted events. */

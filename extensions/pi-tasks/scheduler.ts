@@ -1,6 +1,6 @@
 /**
- * Background refresh: one `setTimeout` chain re-armed after each pass (1 s while work is active,
- * else 5 s), immediate refreshes on request (the core's single flight coalesces requests made
+ * Background refresh: one `setTimeout` chain re-armed after each pass (`activePollIntervalMs` while
+ * work is active, else `idlePollIntervalMs`), immediate refreshes on request (the core's single flight coalesces requests made
  * during a pass into one trailing pass), and, when the relay advertises `watch-v1`, one outstanding
  * watch that triggers a pass as soon as mail waits. Timers are unref'd so print and json modes
  * exit; `stop()` clears everything.

@@ -254,8 +254,8 @@ function untrusted(url: string, found: RelayProbe, file: string): RelayInUse {
   };
 }
 
-/** What answered at the default URL, judged: used (`running`), or `untrusted`. */
-function judgeAnswer(
+/** What answered at the default URL, classified: used (`running`), or `untrusted`. */
+function classifyAnswer(
   env: Env,
   config: RelayConfig,
   plan: RelaySecretPlan | undefined,
@@ -297,7 +297,7 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
   if (config.source === "PI_TASKS_RELAY_URL" || config.port === undefined) return configuredRelay(config.url, plan, fetcher);
   const secret = plannedSecret(plan);
   const found = await probe(config.url, fetcher, secret.keys);
-  if (found.answered) return judgeAnswer(env, config, plan, secret, found);
+  if (found.answered) return classifyAnswer(env, config, plan, secret, found);
   if (!config.embedded) return { url: config.url, state: "absent", problem: "no relay answers and PI_TASKS_EMBEDDED_RELAY=0" };
   if (secret.problem !== undefined) return { url: config.url, state: "absent", problem: secret.problem.message };
   return startEmbedded(env, { ...config, port: config.port }, plan?.file ?? relaySecretPath(env, config.port), fetcher);
@@ -367,7 +367,7 @@ async function launch(
   // It did not come up (port taken in the meantime, or it failed): someone else may answer now.
   rmSync(files.record, { force: true });
   const again = await probe(url, fetcher, keys);
-  if (again.answered) return judgeAnswer(env, config, { file: secretFile, mandatory: true, create: false }, { keys }, again);
+  if (again.answered) return classifyAnswer(env, config, { file: secretFile, mandatory: true, create: false }, { keys }, again);
   const ended = started.exit();
   return {
     url,

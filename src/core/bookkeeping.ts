@@ -15,7 +15,7 @@ export type OutboxPurpose = "assignment" | "intent" | "terminal" | "fanout" | "r
 
 /**
  * How far a tracked relay delivery got:
- * - `tracked`: stored as received, not judged yet;
+ * - `tracked`: stored as received, not classified yet;
  * - `recorded`: an assignment or canonical event recorded, waiting for presentation;
  * - `presented`: presented or archived, waiting for its receipts to ship;
  * - `canonicalized`: a worker's intent canonicalized, waiting for its fan-out;
@@ -25,7 +25,7 @@ export type InboxStage = "tracked" | "recorded" | "presented" | "canonicalized" 
 
 /** What intake learned from a delivery (by kind). */
 export type InboxData =
-  | { readonly kind: "unjudged" }
+  | { readonly kind: "unclassified" }
   | {
       readonly kind: "assignment" | "canonical_event";
       readonly taskId: string;
@@ -43,7 +43,7 @@ export type InboxData =
 /** The data of a delivery that names a recorded event (assignment, canonical event or intent). */
 export type RecordedData = Extract<InboxData, { readonly eventId: string }>;
 
-export const UNJUDGED: InboxData = { kind: "unjudged" };
+export const UNCLASSIFIED: InboxData = { kind: "unclassified" };
 
 /** Envelopes a delivery waits for before its ACK. */
 export function requiredOf(data: InboxData): readonly string[] {

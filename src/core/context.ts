@@ -1,59 +1,60 @@
 /**
- * The state one TaskCore lifetime shares between its operations and its pass phases.
+ * What one core's operations and pass phases share: the dependencies it was given (store, relay
+ * session, clocks, presentation host, refresh request, settings) and one object per concern, each
+ * owning its state and changed only through its own functions (no file writes another concern's
+ * fields; tests/unit/ownership.test.ts checks it):
+ * - `lifetime` (lifetime.ts): the fence and the endpoint this core is bound to;
+ * - `health` (relay-health.ts): the configuration hold and the outage wait;
+ * - `sends` (send-registry.ts): envelopes in flight and receipts withheld for a wake;
+ * - `search` (peer-search.ts): tasks looking for their peer, and the paces of probes and lookups;
+ * - `progressPacing` (pacer.ts): how often a task's progress is shown to the model;
+ * - `trust` (trust.ts) and `proofs` (proofs.ts): who this core is, whom it trusts, who proved what.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import type { RelaySession } from "../relay-client/session.ts";
 import type { CoreStore } from "./bookkeeping.ts";
-import type { Hold } from "./hold.ts";
 import type { PresentationHost } from "./host.ts";
+import type { Lifetime } from "./lifetime.ts";
+import type { Pacer } from "./pacer.ts";
+import type { PeerSearch } from "./peer-search.ts";
 import type { ProofBook } from "./proofs.ts";
+import type { RelayHealth } from "./relay-health.ts";
+import type { SendRegistry } from "./send-registry.ts";
 import type { TaskTimers } from "./timers.ts";
 import type { TrustState } from "./trust.ts";
+
+export interface CoreSettings {
+  /** Orphaned tasks move by themselves to their lost worker's live successor. */
+  readonly autoReassign: boolean;
+  /** The most sessions a delegation chain may hold (sending and receiving; see lineage.ts). */
+  readonly maxDepth: number;
+}
 
 export interface CoreContext {
   readonly store: CoreStore;
   readonly session: RelaySession;
   /** Stamps task records and envelopes (wall clock, ms). */
   readonly clock: () => number;
-  /** Drives deadlines, slices and cooldowns. */
+  /** Drives deadlines, slices, cooldowns and paces. */
   readonly timers: TaskTimers;
   readonly host: PresentationHost;
-  /** Who this core is and whom it trusts; the gate's per-lifetime memory. */
-  readonly trust: TrustState;
-  /** Which keys hold which endpoints, and the asks under way (proofs.ts owns it). */
-  readonly proofs: ProofBook;
-  /** Aborted when the lifetime closes: nothing of it may mutate state afterwards. */
-  readonly fence: AbortController;
-  /** Sends in flight by envelope id: concurrent same-id sends join instead of retransmitting. */
-  readonly sending: Map<string, Promise<unknown>>;
-  /** Receipts written before a wake, held (never sent) until the wake is observed or withdrawn. */
-  readonly withheld: Map<string, Promise<void>>;
   /** Requests a background refresh (the owner coalesces requests). */
   readonly requestRefresh: () => void;
-  /** The endpoint this lifetime first bound (set once by `checkEndpoint`). */
-  boundEndpoint: TaskEndpoint | undefined;
-  /** A configuration refusal holding all relay work (see hold.ts). */
-  hold: Hold | undefined;
-  /** When each task's progress was last shown to the model (origin side; rate limit). */
-  readonly progressShownAt: Map<string, number>;
-  /** Orphaned tasks move by themselves to their lost worker's live successor. */
-  readonly autoReassign: boolean;
-  /** The most sessions a delegation chain may hold (sending and receiving; see lineage.ts). */
-  readonly maxDepth: number;
-  /** When each task's peer was last probed or looked up (timers clock; rate limit). */
-  readonly probedAt: Map<string, number>;
-  /** When a request last found the relay unreachable (timers clock), until one reaches it (outage.ts). */
-  unreachableAt: number | undefined;
-  /**
-   * Tasks that may be looking for their peer after a relay restart: a superset of those whose meta
-   * has `reconnectingSince` (the meta decides; reconnect.ts drops the others lazily).
-   */
-  readonly reconnecting: Set<string>;
+  readonly settings: CoreSettings;
+  readonly lifetime: Lifetime;
+  readonly health: RelayHealth;
+  readonly sends: SendRegistry;
+  readonly search: PeerSearch;
+  readonly progressPacing: Pacer;
+  /** Who this core is and whom it trusts; the gate's memory for this lifetime. */
+  readonly trust: TrustState;
+  /** Which keys hold which endpoints, and the asks under way. */
+  readonly proofs: ProofBook;
 }
 
 export function isClosed(context: CoreContext): boolean {
-  return context.fence.signal.aborted;
+  return context.lifetime.closed();
 }
 
 /** Throws `RELAY_CLOSED` once the lifetime is fenced. */
@@ -61,7 +62,7 @@ export function assertOpen(context: CoreContext, operation: string): void {
   if (isClosed(context)) throw new TaskError("RELAY_CLOSED", { details: { operation } });
 }
 
-/** Rethrows relay loss (the lifetime must be replaced); any other failure is the caller's to record. */
+/** Rethrows relay loss (the recovering core re-homes the lifetime); any other failure is the caller's to record. */
 export function rethrowRelayLoss(error: unknown): void {
   const failure = toTaskError(error);
   if (failure.spec.relayLoss) throw failure;
@@ -72,22 +73,4 @@ export function me(context: CoreContext): TaskEndpoint {
   const binding = context.session.binding();
   if (binding === undefined) throw new TaskError("RELAY_REBIND_REQUIRED", { message: "the relay session is not bound yet", details: {} });
   return binding.endpoint;
-}
-
-/**
- * A lifetime belongs to one endpoint: its store's cursors and tasks mean nothing on another. When
- * the session was rebound underneath it, the lifetime is lost (replace it with a fresh store).
- */
-export function checkEndpoint(context: CoreContext, endpoint: TaskEndpoint): void {
-  const first = context.boundEndpoint;
-  if (first === undefined) {
-    context.boundEndpoint = endpoint;
-    return;
-  }
-  if (first.relay !== endpoint.relay || first.id !== endpoint.id) {
-    throw new TaskError("RELAY_REBIND_REQUIRED", {
-      message: "the relay session was rebound under this lifetime",
-      details: { endpoint: first, rebound: endpoint },
-    });
-  }
 }

@@ -53,7 +53,7 @@ export interface PresentationHost {
 }
 
 /** A host that presents nothing: visible items stay held (useful before Pi is ready). */
-export const holdingHost: PresentationHost = {
+export const absentHost: PresentationHost = {
   canPresent: () => false,
   insert: () => false,
   wake: () => false,

@@ -37,7 +37,7 @@ import { followMovedPeer, resumeReconnects } from "./reconnect.ts";
 import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } from "./proofs.ts";
 import { answerAudit } from "./audit.ts";
 import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
-import { admit, admitHello, countRejection, type Signer } from "./trust.ts";
+import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
 
 function invalid(code: string, problem: string, details: Record<string, unknown> = {}): TaskError {
@@ -92,7 +92,7 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   ensure((event.payload as { task?: unknown }).task === task.task, "INVALID_ASSIGNMENT", "event and task text disagree");
   ensure(task.status === "active", "INVALID_ASSIGNMENT", "the assigned task is not active");
   ensure(event.type === "task.reassigned" || payload.history === undefined, "INVALID_ASSIGNMENT", "only a reassignment carries history");
-  checkLineage(task, context.maxDepth);
+  checkLineage(task, context.settings.maxDepth);
   const history = validateHistory(task, payload.history ?? []);
   store.transaction(() => {
     const known = store.getStoredTask(task.taskId);
@@ -337,8 +337,8 @@ function opened(context: CoreContext, raw: RelayedEnvelope): { envelope: TaskEnv
 }
 
 /** A hello: a proof request (owed an answer) or the answer to ours (a proof that releases what waited for it). */
-function judgeHello(context: CoreContext, scope: WorkScope, raw: HelloEnvelope): { stage: InboxStage; data: InboxData } {
-  const signer = admitHello(context.trust, raw, me(context), context.clock());
+function classifyHello(context: CoreContext, scope: WorkScope, raw: HelloEnvelope): { stage: InboxStage; data: InboxData } {
+  const signer = gateHello(context.trust, raw, me(context), context.clock());
   const proven = takeHello(context, raw, signer);
   if (proven !== undefined) {
     releaseAwaiting(context, scope, proven);
@@ -348,14 +348,14 @@ function judgeHello(context: CoreContext, scope: WorkScope, raw: HelloEnvelope):
 }
 
 /** Judges a delivery by its kind: what it is, and the stage it reaches. */
-function judge(context: CoreContext, scope: WorkScope, row: CoreDelivery): { stage: InboxStage; data: InboxData } {
+function classifyDelivery(context: CoreContext, scope: WorkScope, row: CoreDelivery): { stage: InboxStage; data: InboxData } {
   const raw = assertValid(RelayedEnvelope, context.store.deliveryEnvelope(row.envelopeId), { code: "INVALID_DELIVERY" });
   const self: TaskEndpoint = me(context);
   ensure(sameEndpoint(raw.target, self), "INVALID_DELIVERY", "envelope is addressed to another endpoint");
-  if (raw.payload.kind === "hello") return judgeHello(context, scope, raw as HelloEnvelope);
+  if (raw.payload.kind === "hello") return classifyHello(context, scope, raw as HelloEnvelope);
   const { envelope, sealed } = opened(context, raw);
   const before = context.store.getTaskMeta(envelope.payload.taskId);
-  const signer = admit(context.store, context.trust, envelope, self, context.clock());
+  const signer = gateMail(context.store, context.trust, envelope, self, context.clock());
   // Signed mail always travels sealed: signed mail in the clear is an older pi-tasks, or a forgery.
   if (signer.verified && !sealed) throw new TaskError("UNSEALED_EVENT", { details: { kind: envelope.payload.kind } });
   takeProvenMail(context, envelope, signer);
@@ -423,7 +423,7 @@ function reject(context: CoreContext, scope: WorkScope, row: CoreDelivery, error
       data: { kind: "rejected", error: { code: error.code, message: error.message } },
     });
   } catch (full) {
-    // No room even to mark it rejected: it stays tracked and is judged again when there is room.
+    // No room even to mark it rejected: it stays tracked and is classified again when there is room.
     scope.fail("intake", toTaskError(full).withDetails({ envelopeId: row.envelopeId }));
     return;
   }
@@ -441,13 +441,13 @@ function reject(context: CoreContext, scope: WorkScope, row: CoreDelivery, error
  * Validates and records one tracked delivery in its own transaction, setting its stage. Never
  * throws for a bad delivery (it is rejected and reported); relay-loss errors propagate; a full
  * store (`TASK_CAPACITY`), a malformed peers.json (`PEERS_INVALID`) or a pairing the human has not
- * decided (`PAIRING_PENDING`) leaves the delivery tracked and unACKed, to be judged again later.
+ * decided (`PAIRING_PENDING`) leaves the delivery tracked and unACKed, to be classified again later.
  */
 export function recordDelivery(context: CoreContext, scope: WorkScope, row: CoreDelivery): void {
   const { store } = context;
   const required = scope.required.length;
   try {
-    store.transaction(() => store.updateDelivery(row.envelopeId, judge(context, scope, row)));
+    store.transaction(() => store.updateDelivery(row.envelopeId, classifyDelivery(context, scope, row)));
   } catch (raw) {
     const error = toTaskError(raw);
     if (error.spec.relayLoss) throw error;
@@ -455,7 +455,7 @@ export function recordDelivery(context: CoreContext, scope: WorkScope, row: Core
     if (error.code === "PAIRING_PENDING") return;
     scope.fail("intake", error.withDetails({ envelopeId: row.envelopeId, cursor: row.cursor }));
     // Full local memory, or a peers.json the user must repair, is not the delivery's fault: it
-    // stays tracked and unACKed (the relay keeps it) and is judged again on a later pass, instead of
+    // stays tracked and unACKed (the relay keeps it) and is classified again on a later pass, instead of
     // being rejected, ACKed and lost.
     if (error.code === "TASK_CAPACITY" || error.code === "PEERS_INVALID") return;
     reject(context, scope, row, error);

@@ -79,8 +79,10 @@ export function lineageFor(
     throw new TaskError("DELEGATION_CYCLE", { details: { target, chain: inherited.chain, rootTaskId: inherited.rootTaskId } });
   }
   const depth = inherited.depth + 1;
-  if (depth > context.maxDepth) {
-    throw new TaskError("DELEGATION_DEPTH_EXCEEDED", { details: { depth, maxDepth: context.maxDepth, rootTaskId: inherited.rootTaskId } });
+  if (depth > context.settings.maxDepth) {
+    throw new TaskError("DELEGATION_DEPTH_EXCEEDED", {
+      details: { depth, maxDepth: context.settings.maxDepth, rootTaskId: inherited.rootTaskId },
+    });
   }
   return {
     rootTaskId: inherited.rootTaskId,

@@ -41,7 +41,7 @@ function originEvent(
 }
 
 /**
- * An assignment the relay refused for good (unknown target, too large, …): seed 004 says no task
+ * An assignment the relay refused for good (unknown target, too large, …): no task
  * exists then, so it is forgotten — with its envelope and any cooldown of it.
  */
 function discardRefused(context: CoreContext, taskId: string, envelopeId: string): void {

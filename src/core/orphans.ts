@@ -11,7 +11,7 @@
  */
 import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { maxPeerProbesPerPass, orphanAfterMs, orphanProbeIntervalMs } from "../protocol/limits.ts";
+import { maxPeerProbesPerPass, orphanAfterMs } from "../protocol/limits.ts";
 import type { StoredTask } from "../store/task-store.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
@@ -25,14 +25,12 @@ import type { WorkScope } from "./scope.ts";
  */
 function due(context: CoreContext): Map<string, StoredTask[]> {
   const { store } = context;
-  const now = context.timers.now();
   const byWorker = new Map<string, StoredTask[]>();
   for (const taskId of store.activeTaskIds("origin")) {
-    if (context.reconnecting.has(taskId) && store.getTaskMeta(taskId)?.reconnectingSince !== undefined) continue;
+    if (context.search.mayBeLooking(taskId) && store.getTaskMeta(taskId)?.reconnectingSince !== undefined) continue;
     const stored = store.getStoredTask(taskId)!;
     const key = probeKey(stored);
-    const last = context.probedAt.get(key);
-    if (last !== undefined && now - last < orphanProbeIntervalMs) continue;
+    if (!context.search.probes.due(key)) continue;
     const tasks = byWorker.get(key);
     if (tasks === undefined) byWorker.set(key, [stored]);
     else tasks.push(stored);
@@ -40,8 +38,8 @@ function due(context: CoreContext): Map<string, StoredTask[]> {
   return byWorker;
 }
 
-/** The `probedAt` key of a worker endpoint's registration probes. */
-const probeKey = (stored: StoredTask) => `probe:${endpointKey(stored.record.target)}`;
+/** Probes are paced per worker endpoint. */
+const probeKey = (stored: StoredTask) => endpointKey(stored.record.target);
 
 /** Records one probe's answer: a registration seen clears the suspicion; gone long enough orphans. */
 function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean): void {
@@ -74,7 +72,7 @@ export async function probeWorkers(context: CoreContext, scope: WorkScope): Prom
   let probed = 0;
   for (const [key, tasks] of due(context)) {
     if (probed >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
-    context.probedAt.set(key, context.timers.now());
+    context.search.probes.mark(key);
     probed += 1;
     let registered: boolean;
     try {
@@ -95,9 +93,6 @@ export async function probeWorkers(context: CoreContext, scope: WorkScope): Prom
   return probed;
 }
 
-/** The `probedAt` key of a task's automatic reassignment attempts (apart from its probes). */
-const reassignAttemptKey = (taskId: string) => `reassign:${taskId}`;
-
 /** With `autoReassign`: each orphaned task whose lost worker has a live successor moves to it. */
 export async function reassignOrphans(context: CoreContext, scope: WorkScope): Promise<number> {
   const { store } = context;
@@ -106,10 +101,8 @@ export async function reassignOrphans(context: CoreContext, scope: WorkScope): P
     if (scope.expired() || isClosed(context)) break;
     const stored = store.getStoredTask(taskId)!;
     if (stored.role !== "origin" || store.getTaskMeta(taskId)?.orphanedAt === undefined) continue;
-    const key = reassignAttemptKey(taskId);
-    const last = context.probedAt.get(key);
-    if (last !== undefined && context.timers.now() - last < orphanProbeIntervalMs) continue;
-    context.probedAt.set(key, context.timers.now());
+    if (!context.search.reassignments.due(taskId)) continue;
+    context.search.reassignments.mark(taskId);
     try {
       await reassignTask(context, me(context), taskId, undefined, scope.signal);
       moved += 1;

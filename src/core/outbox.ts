@@ -11,9 +11,9 @@
  *   pending envelope to the same target is accepted (or quarantined); a younger send waits for an
  *   older one in flight, or withheld until a wake is observed;
  * - a refusal is judged by the registry (`sendRefusal`): transient → retried later, byte-identical;
- *   configuration → all relay work holds with a bounded backoff (hold.ts); any other definitive
+ *   configuration → all relay work holds with a bounded backoff (relay-health.ts); any other definitive
  *   refusal → the envelope is quarantined: never re-sent, it blocks nothing;
- * - capacity defers an envelope for at least 5,000 ms (or the relay's longer `retryAfterMs`) by a
+ * - capacity defers an envelope for at least `capacityCooldownMs` (or the relay's longer `retryAfterMs`) by a
  *   stored cooldown, with no timer of its own;
  * - concurrent same-id sends join.
  */
@@ -34,8 +34,6 @@ import { COOLDOWN, type CoreOutboxEntry, type OperationKey, type OutboxPurpose }
 import { type CoreContext, isClosed } from "./context.ts";
 import { type Carriage, encodeEnvelope, openPayload } from "./envelopes.ts";
 import { carriageFor } from "./proofs.ts";
-import { activeHold, endHold, noteRefusal } from "./hold.ts";
-import { noteReached, outageHold } from "./outage.ts";
 import type { Slice, WorkScope } from "./scope.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -207,7 +205,7 @@ function settledOrStopped(request: Promise<unknown>, signal: AbortSignal): Promi
 /** Something this envelope must wait for before it may go: itself or older mail in flight or withheld. */
 function waitingOn(context: CoreContext, envelopeId: string, ahead: readonly string[]): Promise<unknown> | undefined {
   for (const id of [envelopeId, ...ahead.slice(0, 1)]) {
-    const pending = context.sending.get(id) ?? context.withheld.get(id);
+    const pending = context.sends.pending(id);
     if (pending !== undefined) return pending;
   }
   return undefined;
@@ -236,16 +234,16 @@ export async function attemptSend(
       continue;
     }
     if (ahead.length > 0) return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
-    const hold = activeHold(context);
+    const hold = context.health.hold();
     if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
-    const outage = outageHold(context);
+    const outage = context.health.outageUntil();
     if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
     const entry = store.getOutbox(envelopeId)!;
     // Content waits for its target to prove the key its task expects (proofs.ts asks for it).
     if (entry.awaiting === true) return deferred(envelopeId, "waiting for the target to prove who it is", { target: entry.target });
     // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
     // set is checked first, so an ordinary send reads no meta row).
-    if (context.reconnecting.has(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
+    if (context.search.mayBeLooking(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
       return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
     const until = coolingDown(context, entry);
     if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
@@ -265,7 +263,7 @@ function refused(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry,
     case "loss":
       throw error;
     case "hold":
-      noteRefusal(context, error);
+      context.health.failed(error, { probe: false });
       return { state: "failed", envelopeId, error };
     case "quarantine":
       store.quarantineOutbox(envelopeId, { errorCode: error.code, details: { ...error.details }, quarantinedAt: context.clock() });
@@ -286,9 +284,9 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutbox
   invariant(text !== undefined, "an outbox entry has its envelope", { envelopeId });
   store.markOutboxAttempted(envelopeId);
   // Sent only from the endpoint it names (a rebind while it waits defers it for re-addressing).
-  const source = context.boundEndpoint;
+  const source = context.lifetime.endpoint();
   const request = session.send({ envelopeId, text, ...(source === undefined ? {} : { source }) }, scope.signalFor(budget));
-  context.sending.set(envelopeId, request);
+  context.sends.track(envelopeId, request);
   let acceptance: SendAcceptance;
   try {
     acceptance = await request;
@@ -297,11 +295,10 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutbox
     if (isClosed(context)) return { state: "failed", envelopeId, error };
     return refused(context, scope, entry, budget, error);
   } finally {
-    if (context.sending.get(envelopeId) === request) context.sending.delete(envelopeId);
+    context.sends.settled(envelopeId, request);
   }
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
-  endHold(context);
-  noteReached(context);
+  context.health.answered();
   store.transaction(() => {
     store.markOutboxAccepted(envelopeId, {
       acceptanceId: acceptance.acceptanceId,

@@ -3,28 +3,27 @@
  *
  *   lease → intake → presentation → shipping → acknowledgement → retry → peers
  *
- * One work scope carries the shared budgets (56 scoped + 8 old-work sends, 48 ACK attempts,
- * 2,000 ms overall, 250 ms slices for retry and ACK repair). Intake and presentation send nothing;
+ * One work scope carries the shared budgets (scope.ts: scoped and old-work sends, ACK attempts,
+ * an overall deadline, slices for retry and ACK repair). Intake and presentation send nothing;
  * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
  * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
  * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
  * peers finds the peers of tasks again after a relay restart (reconnect.ts) and asks whether the
  * workers of active tasks are still registered (orphans.ts). Neither retry
  * nor peers runs when the pass found the relay unreachable.
- * While a configuration refusal holds relay work (hold.ts), a pass makes no relay request at all.
+ * While a configuration refusal holds relay work (relay-health.ts), a pass makes no relay request at all.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
 import { FEATURE_ACK_BATCH } from "../protocol/wire.ts";
-import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNJUDGED } from "./bookkeeping.ts";
-import { checkEndpoint, type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
-import { activeHold, endHold, noteRefusal } from "./hold.ts";
+import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNCLASSIFIED } from "./bookkeeping.ts";
+import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
 import { sayHellos } from "./proofs.ts";
-import { noteFailure, noteReached, showsUnreachable } from "./outage.ts";
+import { showsUnreachable } from "./relay-health.ts";
 import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
 
@@ -45,8 +44,7 @@ export interface PassReport {
 function relayFailure(context: CoreContext, scope: WorkScope, kind: FailureKind, error: unknown): void {
   const failure = toTaskError(error);
   if (showsUnreachable(failure)) scope.unreachable = true;
-  noteFailure(context, failure);
-  noteRefusal(context, failure);
+  context.health.failed(failure, { probe: true });
   scope.fail(kind, failure);
 }
 
@@ -57,7 +55,7 @@ function relayFailure(context: CoreContext, scope: WorkScope, kind: FailureKind,
 export async function leasePhase(context: CoreContext, scope: WorkScope): Promise<boolean> {
   try {
     const binding = await context.session.lease(scope.signal);
-    if (!isClosed(context)) checkEndpoint(context, binding.endpoint);
+    if (!isClosed(context)) context.lifetime.checkEndpoint(binding.endpoint);
     return true;
   } catch (error) {
     rethrowRelayLoss(error);
@@ -94,8 +92,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
     }
     if (isClosed(context)) break;
     // The relay answered: whatever held relay work is fixed (a cached lease proves nothing).
-    endHold(context);
-    noteReached(context);
+    context.health.answered();
     let full = false;
     for (const delivery of page.deliveries) {
       // Tracked and persisted on its own before any fan-out: an abort mid-page loses nothing.
@@ -107,7 +104,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
           envelope: delivery.envelope,
           receivedAt: context.clock(),
           stage: "tracked",
-          data: UNJUDGED,
+          data: UNCLASSIFIED,
         });
       } catch (error) {
         rethrowRelayLoss(error);
@@ -194,7 +191,7 @@ function ackFailed(context: CoreContext, scope: WorkScope, envelopeIds: readonly
     for (const envelopeId of envelopeIds)
       context.store.setCooldown(COOLDOWN.ack(envelopeId), { until: context.timers.now() + capacityCooldown(error), code: error.code });
   }
-  noteRefusal(context, error);
+  context.health.failed(error, { probe: false });
   scope.fail("ack", error.withDetails({ envelopeId: envelopeIds[0], ...(envelopeIds.length > 1 ? { envelopeIds } : {}) }));
 }
 
@@ -222,7 +219,7 @@ async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: strin
   }
   // A reply that arrives after the lifetime closed must not advance anything.
   if (isClosed(context)) return false;
-  endHold(context);
+  context.health.answered();
   acked(context, envelopeId);
   return true;
 }
@@ -240,7 +237,7 @@ async function sendAckBatch(context: CoreContext, scope: WorkScope, envelopeIds:
     return 0;
   }
   if (isClosed(context)) return 0;
-  endHold(context);
+  context.health.answered();
   for (const { envelopeId, outcome } of results) {
     if (outcome === "acknowledged" || outcome === "duplicate") acked(context, envelopeId);
     else
@@ -352,7 +349,7 @@ async function followPeers(context: CoreContext, scope: WorkScope): Promise<void
   // Mail re-addressed to peers found again is shipped at once (it was queued in this scope).
   if ((await reconnectPeers(context, scope)) > 0) await shipRequired(context, scope);
   await probeWorkers(context, scope);
-  if (context.autoReassign && !isClosed(context)) await reassignOrphans(context, scope);
+  if (context.settings.autoReassign && !isClosed(context)) await reassignOrphans(context, scope);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,7 +364,7 @@ export async function runPhasedPass(context: CoreContext, scope: WorkScope): Pro
   let retried = 0;
   let truncated = false;
   try {
-    const hold = activeHold(context);
+    const hold = context.health.hold();
     if (hold !== undefined) {
       // A configuration refusal holds all relay work until its backoff ends: nothing is resent,
       // and only what needs no relay (the origin's local presentation) goes on.

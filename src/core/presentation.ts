@@ -18,7 +18,7 @@
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType } from "../protocol/events.ts";
-import { maxAckAttemptsPerPass, maxProgressPresentationsPerPass, progressMinIntervalMs, wakeObservationMs } from "../protocol/limits.ts";
+import { maxAckAttemptsPerPass, maxProgressPresentationsPerPass, wakeObservationMs } from "../protocol/limits.ts";
 import type { CancelOutcome, ReceiptStage, ReceiptState, TaskEvent } from "../protocol/schemas.ts";
 import type { LocalPresentation, TaskRole } from "../store/task-store.ts";
 import { type CoreDelivery, type CoreStore, OPERATION, type RecordedData } from "./bookkeeping.ts";
@@ -225,11 +225,11 @@ async function archive(context: CoreContext, scope: WorkScope, item: Presentatio
     try {
       await context.host.archive(item);
     } catch (error) {
-      if (!context.fence.signal.aborted) mark(context, scope, item.eventId, "archived", 0);
+      if (!context.lifetime.closed()) mark(context, scope, item.eventId, "archived", 0);
       scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "archive" }));
       return false;
     }
-    if (context.fence.signal.aborted) return false;
+    if (context.lifetime.closed()) return false;
   }
   return finish(context, scope, item);
 }
@@ -245,7 +245,7 @@ async function insert(context: CoreContext, scope: WorkScope, item: Presentation
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "insert" }));
   }
-  if (context.fence.signal.aborted) return false;
+  if (context.lifetime.closed()) return false;
   if (inserted) return true;
   mark(context, scope, item.eventId, "inserted", 0);
   tryReceipt(context, scope, item, "pi_insertion", "blocked");
@@ -280,9 +280,7 @@ function progressVerdict(
   presentable: boolean,
 ): "show" | "wait" | "archive" {
   if (newest.get(item.taskId) !== item.eventId || item.task.status !== "active") return "archive";
-  const last = context.progressShownAt.get(item.taskId);
-  const rested = last === undefined || context.timers.now() - last >= progressMinIntervalMs;
-  return presentable && rested && shownThisPass < maxProgressPresentationsPerPass ? "show" : "wait";
+  return presentable && context.progressPacing.due(item.taskId) && shownThisPass < maxProgressPresentationsPerPass ? "show" : "wait";
 }
 
 /** A cancel arriving at the worker: the one event that interrupts a busy model. */
@@ -327,7 +325,7 @@ async function interrupt(context: CoreContext, scope: WorkScope, item: Presentat
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "interrupt" }));
   }
-  if (context.fence.signal.aborted) return false;
+  if (context.lifetime.closed()) return false;
   if (!handed) {
     mark(context, scope, item.eventId, "inserted", 0);
     return false;
@@ -347,7 +345,7 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   const newest = newestProgress(entries);
 
   for (const entry of entries) {
-    if (context.fence.signal.aborted || scope.expired()) return completed;
+    if (context.lifetime.closed() || scope.expired()) return completed;
     const item = toItem(context, entry);
     if (item === undefined) {
       if (entry.kind === "local") store.completeLocalPresentation(entry.event.eventId);
@@ -383,7 +381,7 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
     }
     if (progress) {
       progressThisPass += 1;
-      context.progressShownAt.set(item.taskId, context.timers.now());
+      context.progressPacing.mark(item.taskId);
     }
     if (isCancelAtWorker(item)) reportCancelOutcome(context, scope, item, "idle");
     // A late result is shown (and wakes) although late terminals are otherwise archived.
@@ -402,16 +400,10 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
   }
 
   if (toWake.length === 0) return completed;
-  let release = () => {};
-  const withheld = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  for (const entry of toWake) if (entry.receipt !== undefined) context.withheld.set(entry.receipt, withheld);
+  const release = context.sends.withhold(toWake.flatMap((entry) => (entry.receipt === undefined ? [] : [entry.receipt])));
   try {
     return completed + (await wakeAndSettle(context, scope, toWake));
   } finally {
-    for (const entry of toWake)
-      if (entry.receipt !== undefined && context.withheld.get(entry.receipt) === withheld) context.withheld.delete(entry.receipt);
     release();
   }
 }
@@ -448,7 +440,7 @@ async function wakeAndSettle(
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ step: "wake" }));
   }
-  if (context.fence.signal.aborted) return completed;
+  if (context.lifetime.closed()) return completed;
   for (const entry of toWake) {
     if (woke) {
       if (finish(context, scope, entry.item)) completed += 1;

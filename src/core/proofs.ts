@@ -56,10 +56,10 @@ export function createProofBook(): ProofBook {
   return { proven: new Map(), sealKeys: new Map(), asked: new Map(), lastAsked: new Map(), owed: [] };
 }
 
-function remember<K, V>(map: Map<K, V>, key: K, value: V, bound: number): void {
+function remember<K, V>(map: Map<K, V>, key: K, value: V, maxEntries: number): void {
   map.delete(key);
   map.set(key, value);
-  if (map.size > bound) map.delete(map.keys().next().value!);
+  if (map.size > maxEntries) map.delete(map.keys().next().value!);
 }
 
 /** Believes `sealKey` is `key`'s once `key` signed the binding (SIGNATURE_INVALID otherwise). */

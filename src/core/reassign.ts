@@ -2,7 +2,7 @@
  * Reassignment (origin only): move an active task off a target that is gone — a send refused with
  * `TARGET_NOT_REGISTERED`, or the task declared orphaned (orphans.ts) — to another endpoint (`to`),
  * or by default to the lost target's live successor (`successor-v1`: a respawned worker of the same
- * session), carrying the task's history (the newest events that fit the 48 KiB payload;
+ * session), carrying the task's history (the newest events that fit `maxRelayPayloadBytes`;
  * `historyTruncated` when some did not). The task gets a new generation: mail of the previous
  * executor is refused from then on (`STALE_GENERATION`). The loss and the target are re-checked
  * inside the commit: one loss allows one reassignment.

@@ -19,7 +19,7 @@
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { toTaskError } from "../protocol/errors.ts";
-import { maxPeerProbesPerPass, orphanProbeIntervalMs, reconnectTimeoutMs } from "../protocol/limits.ts";
+import { maxPeerProbesPerPass, reconnectTimeoutMs } from "../protocol/limits.ts";
 import type { AssignmentPayload, Lineage, TaskEndpoint, TaskEnvelope, TaskEvent, TaskRecord } from "../protocol/schemas.ts";
 import { isRecord } from "../protocol/validate.ts";
 import type { StoredTask } from "../store/task-store.ts";
@@ -59,8 +59,7 @@ function needsPeer(context: CoreContext, stored: StoredTask): boolean {
  */
 export function rehome(context: CoreContext, self: TaskEndpoint, relayForgot = true): number {
   const { store } = context;
-  const previous = context.boundEndpoint;
-  context.boundEndpoint = self;
+  const previous = context.lifetime.rebind(self);
   if (previous === undefined || sameEndpoint(previous, self)) return 0;
   const now = context.clock();
   let reconnecting = 0;
@@ -77,13 +76,13 @@ export function rehome(context: CoreContext, self: TaskEndpoint, relayForgot = t
         continue;
       }
       store.setTaskMeta(task.taskId, { ...store.getTaskMeta(task.taskId), reconnectingSince: now });
-      context.reconnecting.add(task.taskId);
+      context.search.startLooking(task.taskId);
       reconnecting += 1;
     }
     store.resetInbox();
   });
-  context.hold = undefined;
-  context.probedAt.clear();
+  context.health.answered();
+  context.search.rebound();
   return reconnecting;
 }
 
@@ -160,7 +159,7 @@ export function movePeer(
  */
 function moveSamePeer(context: CoreContext, scope: WorkScope | undefined, former: TaskEndpoint, endpoint: TaskEndpoint): void {
   const { store } = context;
-  for (const taskId of [...context.reconnecting]) {
+  for (const taskId of context.search.mayBeLookingIds()) {
     if (store.getTaskMeta(taskId)?.reconnectingSince === undefined) continue;
     const stored = store.getStoredTask(taskId)!;
     const peer = stored.role === "origin" ? stored.record.target : stored.record.origin;
@@ -229,15 +228,12 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
   const { store } = context;
   let lookups = 0;
   let found = 0;
-  // Only the tasks still looking: a set beside their meta, so a pass never walks the whole store.
-  // The meta decides (a move inside a transaction that rolls back leaves the task looking); the
-  // set only shrinks here, once the meta says a task stopped looking.
-  for (const taskId of [...context.reconnecting]) {
+  for (const taskId of context.search.mayBeLookingIds()) {
     if (lookups >= maxPeerProbesPerPass || scope.expired() || isClosed(context)) break;
     const meta = store.getTaskMeta(taskId);
     const since = meta?.reconnectingSince;
     if (since === undefined) {
-      context.reconnecting.delete(taskId);
+      context.search.stopLooking(taskId);
       continue;
     }
     const stored = store.getStoredTask(taskId)!;
@@ -245,9 +241,8 @@ export async function reconnectPeers(context: CoreContext, scope: WorkScope): Pr
       giveUp(context, stored, since);
       continue;
     }
-    const last = context.probedAt.get(taskId);
-    if (meta?.peerSession === undefined || (last !== undefined && context.timers.now() - last < orphanProbeIntervalMs)) continue;
-    context.probedAt.set(taskId, context.timers.now());
+    if (meta?.peerSession === undefined || !context.search.lookups.due(taskId)) continue;
+    context.search.lookups.mark(taskId);
     lookups += 1;
     let endpoint: TaskEndpoint | undefined;
     try {
@@ -285,7 +280,7 @@ export function resumeReconnects(context: CoreContext, scope: WorkScope, endpoin
   const proof = provenAt(context, endpoint);
   if (proof === undefined) return 0;
   let moved = 0;
-  for (const taskId of [...context.reconnecting]) {
+  for (const taskId of context.search.mayBeLookingIds()) {
     const meta = store.getTaskMeta(taskId);
     if (meta?.reconnectingSince === undefined) continue;
     const candidate = meta.candidate !== undefined && sameEndpoint(meta.candidate, endpoint);

@@ -16,7 +16,7 @@ import { relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelaySession, type RelaySession } from "../relay-client/session.ts";
 import { createTaskStore } from "../store/task-store.ts";
 import type { CoreBook } from "./bookkeeping.ts";
-import { holdingHost, type PresentationHost } from "./host.ts";
+import { absentHost, type PresentationHost } from "./host.ts";
 import type { PassReport } from "./pass.ts";
 import { createTaskCore, rehomeCore, type TaskCore } from "./task-core.ts";
 import { type TaskTimers, within } from "./timers.ts";
@@ -34,9 +34,9 @@ export interface RecoveringTaskCoreOptions {
   readonly clock?: () => number;
   readonly timers?: TaskTimers;
   readonly onRefreshRequested?: () => void;
-  /** Called after a lost lifetime was replaced by a fresh endpoint. */
+  /** Called after the lifetime was re-homed on a fresh endpoint (relay loss). */
   readonly onRecovered?: (info: RecoveryInfo) => void;
-  /** The identity and peers every lifetime signs and judges with (see TaskCoreOptions.trust). */
+  /** The identity and peers the core signs and judges with (see TaskCoreOptions.trust). */
   readonly trust?: TrustOptions;
   /** See TaskCoreOptions.autoReassign. */
   readonly autoReassign?: boolean;
@@ -56,9 +56,9 @@ export interface RecoveryInfo {
 
 export interface RecoveringTaskCore {
   readonly session: RelaySession;
-  /** The current lifetime (replaced after relay loss). */
+  /** The core (the same one for the whole run: relay loss re-homes it on a fresh endpoint). */
   current(): TaskCore;
-  /** Runs an operation on the current lifetime; relay loss schedules recovery and is rethrown. */
+  /** Runs an operation on the core; relay loss schedules recovery and is rethrown. */
   run<T>(operation: (core: TaskCore) => Promise<T>): Promise<T>;
   refresh(): Promise<PassReport>;
   /** Resolves when no recovery is running. */
@@ -172,7 +172,7 @@ function createLossRecovery(session: RelaySession, core: TaskCore, onRecovered: 
 
 export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}): RecoveringTaskCore {
   const session = sessionFor(options);
-  const host = options.host ?? holdingHost;
+  const host = options.host ?? absentHost;
   const core = createTaskCore({
     store: createTaskStore<CoreBook>(),
     session,

@@ -1,12 +1,13 @@
 /**
  * A work scope: the shared budget of one refresh pass (or one foreground operation).
  *
- * - at most 56 scoped sends + 8 rotating old-work sends and 48 ACK attempts; failed attempts
- *   consume budget; one send or ACK identity is never attempted twice in a scope;
- * - a 2,000 ms overall deadline (phased scopes) whose signal aborts admitted requests that outlive
- *   it; 250 ms admission slices for retry and ACK repair stop admitting new attempts only;
+ * - at most `maxScopedSendsPerPass` scoped sends + `maxOldWorkSendsPerPass` rotating old-work
+ *   sends and `maxAckAttemptsPerPass` ACK attempts; failed attempts consume budget; one send or ACK
+ *   identity is never attempted twice in a scope;
+ * - a `passDeadlineMs` overall deadline (phased scopes) whose signal aborts admitted requests that
+ *   outlive it; `passSliceMs` admission slices for retry and ACK repair stop admitting new attempts only;
  * - a foreground scope has no overall deadline, but its speculative old-work sends (older mail
- *   offered before the operation's own envelope) get a finite 2,000 ms window that opens at the
+ *   offered before the operation's own envelope) get a finite `passDeadlineMs` window that opens at the
  *   first old-work admission: after it no old work is admitted and what is in flight is aborted;
  * - the first failure of each kind is kept and reported after the pass.
  */

@@ -10,10 +10,9 @@ import { TaskError } from "../protocol/errors.ts";
 import type { TaskEndpoint, TaskRecord } from "../protocol/schemas.ts";
 import type { StoredTask } from "../store/task-store.ts";
 import type { CoreReservation, OperationKey } from "./bookkeeping.ts";
-import { assertOpen, checkEndpoint, type CoreContext, isClosed } from "./context.ts";
+import { assertOpen, type CoreContext, isClosed } from "./context.ts";
 import { type SendOutcome, sendInOrder } from "./outbox.ts";
 import { createWorkScope } from "./scope.ts";
-import { outageHold } from "./outage.ts";
 import { askProof } from "./proofs.ts";
 
 /** How an operation's own envelope fared at the relay. */
@@ -36,16 +35,16 @@ export function requireSettled(outcome: SendOutcome, details: Record<string, unk
 
 /** The caller's signal joined with the lifetime's fence. */
 export function fenced(context: CoreContext, signal: AbortSignal | undefined): AbortSignal {
-  return signal === undefined ? context.fence.signal : AbortSignal.any([signal, context.fence.signal]);
+  return signal === undefined ? context.lifetime.signal : AbortSignal.any([signal, context.lifetime.signal]);
 }
 
 /** This lifetime's endpoint, binding (or renewing the lease) first. */
-export async function bound(context: CoreContext, signal: AbortSignal | undefined): Promise<TaskEndpoint> {
+export async function leasedEndpoint(context: CoreContext, signal: AbortSignal | undefined): Promise<TaskEndpoint> {
   // A caller that gave up before the operation started gets ABORTED, and nothing is committed.
   if (signal?.aborted) throw new TaskError("ABORTED", { details: { sent: false } });
   const binding = await context.session.lease(fenced(context, signal));
   assertOpen(context, "connect");
-  checkEndpoint(context, binding.endpoint);
+  context.lifetime.checkEndpoint(binding.endpoint);
   return binding.endpoint;
 }
 
@@ -73,13 +72,13 @@ export function roleOf(context: CoreContext, taskId: string, self: TaskEndpoint)
 
 /** Ships one envelope in a foreground scope (older mail to its target first), then asks for a refresh. */
 export async function shipOwn(context: CoreContext, signal: AbortSignal | undefined, envelopeId: string): Promise<SendOutcome> {
-  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.fence.signal, signal] });
+  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.lifetime.signal, signal] });
   try {
     return await sendInOrder(context, scope, envelopeId, "scoped");
   } finally {
     scope.dispose();
     // While the outage hold lasts the next scheduled pass probes anyway: no extra pass per operation.
-    if (!isClosed(context) && outageHold(context) === undefined) context.requestRefresh();
+    if (!isClosed(context) && context.health.outageUntil() === undefined) context.requestRefresh();
   }
 }
 
@@ -88,7 +87,7 @@ export async function shipOwn(context: CoreContext, signal: AbortSignal | undefi
  * releases what waits for it: proofs.ts). `TARGET_NOT_REGISTERED` is thrown: nothing can reach it.
  */
 export async function askFirst(context: CoreContext, signal: AbortSignal | undefined, target: TaskEndpoint): Promise<void> {
-  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.fence.signal, signal] });
+  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.lifetime.signal, signal] });
   try {
     await askProof(context, scope, target);
   } finally {

@@ -1,7 +1,7 @@
 /**
  * TaskCore: one endpoint lifetime's task operations and its phased refresh pass.
  *
- * The operations live with their side (origin-operations.ts, target-operations.ts, reassign.ts)
+ * The operations live with their side (origin-operations.ts, worker-operations.ts, reassign.ts)
  * and share one reserve-and-ship path (ship.ts). Each validates its input once, writes what it
  * creates in one store transaction, ships its own envelope in the foreground and asks for one
  * background refresh. It reports relay acceptance of its own envelope only — never execution.
@@ -11,13 +11,13 @@
  * internals; tests and benchmarks that must look inside use `coreInternals(core)`.
  */
 import { TaskError } from "../protocol/errors.ts";
-import { maxDelegationDepth } from "../protocol/limits.ts";
+import { maxDelegationDepth, progressMinIntervalMs } from "../protocol/limits.ts";
 import { AckParams, CancelParams, DoneParams, MessageParams, SendParams, type TaskEndpoint, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import type { RelaySession } from "../relay-client/session.ts";
 import type { CoreStore } from "./bookkeeping.ts";
 import { assertOpen, type CoreContext, isClosed } from "./context.ts";
-import { holdingHost, type PresentationHost } from "./host.ts";
+import { absentHost, type PresentationHost } from "./host.ts";
 import { acknowledge, cancel, createTask, originDone, originMessage } from "./origin-operations.ts";
 import { type PassReport, runPhasedPass } from "./pass.ts";
 import { hasEvidence, type ReceiveItem, receiveItems } from "./presentation.ts";
@@ -33,8 +33,8 @@ import type {
   ReassignResult,
 } from "./results.ts";
 import { createWorkScope } from "./scope.ts";
-import { askFirst, bound, roleOf } from "./ship.ts";
-import { targetDone, targetMessage } from "./target-operations.ts";
+import { askFirst, leasedEndpoint, roleOf } from "./ship.ts";
+import { workerDone, workerMessage } from "./worker-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";
@@ -42,6 +42,11 @@ import { type AuditReport, auditReport, requestAudit } from "./audit.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { ROOT_DEPTH } from "./lineage.ts";
 import { createProofBook, provenAt } from "./proofs.ts";
+import { createLifetime } from "./lifetime.ts";
+import { createPacer } from "./pacer.ts";
+import { createPeerSearch } from "./peer-search.ts";
+import { createRelayHealth } from "./relay-health.ts";
+import { createSendRegistry } from "./send-registry.ts";
 import { type TaskView, viewTask } from "./views.ts";
 
 export type {
@@ -181,7 +186,7 @@ function checkReply(context: CoreContext, task: TaskRecord, params: MessageParam
  * Single flight: concurrent calls share the running run; calls made while it runs coalesce into
  * one trailing run (which sees everything they asked for).
  */
-function singleFlight<T>(run: () => Promise<T>): () => Promise<T> {
+function singleFlightWithTrailing<T>(run: () => Promise<T>): () => Promise<T> {
   let running: Promise<T> | undefined;
   let trailing: Promise<T> | undefined;
   const start = (): Promise<T> => {
@@ -224,29 +229,25 @@ function trustFor(options: TaskCoreOptions): TrustOptions {
   return trust.claimedName === undefined ? { ...trust, claimedName: options.session.callerSession } : trust;
 }
 
-/** A lifetime's shared state, fresh (a core makes one; unit tests make one to drive a phase alone). */
+/** A core's shared state, fresh (a core makes one; unit tests make one to drive a phase alone). */
 export function createCoreContext(options: TaskCoreOptions): CoreContext {
   const clock = options.clock ?? Date.now;
+  const timers = options.timers ?? systemTimers;
   return {
     store: options.store,
     session: options.session,
     clock,
-    timers: options.timers ?? systemTimers,
-    host: options.host ?? holdingHost,
+    timers,
+    host: options.host ?? absentHost,
+    requestRefresh: () => options.onRefreshRequested?.(),
+    settings: { autoReassign: options.autoReassign === true, maxDepth: depthCap(options.maxDepth) },
+    lifetime: createLifetime(),
+    health: createRelayHealth(timers),
+    sends: createSendRegistry(),
+    search: createPeerSearch(timers),
+    progressPacing: createPacer(timers, progressMinIntervalMs),
     trust: createTrustState(trustFor(options), clock()),
     proofs: createProofBook(),
-    fence: new AbortController(),
-    sending: new Map(),
-    withheld: new Map(),
-    requestRefresh: () => options.onRefreshRequested?.(),
-    boundEndpoint: undefined,
-    hold: undefined,
-    progressShownAt: new Map(),
-    probedAt: new Map(),
-    unreachableAt: undefined,
-    reconnecting: new Set(),
-    autoReassign: options.autoReassign === true,
-    maxDepth: depthCap(options.maxDepth),
   };
 }
 
@@ -268,47 +269,47 @@ type Track = <T>(operation: string, run: () => Promise<T>) => Promise<T>;
 function operations(context: CoreContext, track: Track) {
   async function message(input: unknown, signal: AbortSignal | undefined): Promise<MessageResult> {
     const params = assertValid(MessageParams, input, { subject: "agent_task_message" });
-    const self = await bound(context, signal);
+    const self = await leasedEndpoint(context, signal);
     const { task, role } = roleOf(context, params.taskId, self);
     checkReply(context, task, params);
     checkCorrection(context.store, task.taskId, role, params);
-    return role === "origin" ? originMessage(context, task, params, signal) : targetMessage(context, self, task, params, signal);
+    return role === "origin" ? originMessage(context, task, params, signal) : workerMessage(context, self, task, params, signal);
   }
 
   async function done(input: unknown, signal: AbortSignal | undefined): Promise<DoneResult> {
     const params = assertValid(DoneParams, input, { subject: "agent_task_done" });
-    const self = await bound(context, signal);
+    const self = await leasedEndpoint(context, signal);
     const { task, role } = roleOf(context, params.taskId, self);
     const payload = terminalPayload(params);
     return role === "origin"
       ? originDone(context, task, params.status, payload, signal)
-      : targetDone(context, self, task, params.status, payload, signal);
+      : workerDone(context, self, task, params.status, payload, signal);
   }
 
   return {
-    connect: (opts: OperationOptions = {}) => track("connect", () => bound(context, opts.signal)),
+    connect: (opts: OperationOptions = {}) => track("connect", () => leasedEndpoint(context, opts.signal)),
     createTask: (input: unknown, opts: CreateOptions = {}) =>
       track("createTask", async () => {
         const params = assertValid(SendParams, input, { subject: "agent_task_send" });
-        return createTask(context, await bound(context, opts.signal), params, opts);
+        return createTask(context, await leasedEndpoint(context, opts.signal), params, opts);
       }),
     message: (input: unknown, opts: OperationOptions = {}) => track("message", () => message(input, opts.signal)),
     done: (input: unknown, opts: OperationOptions = {}) => track("done", () => done(input, opts.signal)),
     cancel: (input: unknown, opts: OperationOptions = {}) =>
       track("cancel", async () => {
         const params = assertValid(CancelParams, input, { subject: "agent_task_cancel" });
-        return cancel(context, await bound(context, opts.signal), params, opts.signal);
+        return cancel(context, await leasedEndpoint(context, opts.signal), params, opts.signal);
       }),
     acknowledge: (input: unknown, opts: OperationOptions = {}) =>
       track("acknowledge", async () => {
         const params = assertValid(AckParams, input, { subject: "agent_task_ack" });
-        return acknowledge(context, await bound(context, opts.signal), params.taskId, opts.signal);
+        return acknowledge(context, await leasedEndpoint(context, opts.signal), params.taskId, opts.signal);
       }),
     reassignTask: (taskId: string, opts: OperationOptions & { readonly to?: TaskEndpoint } = {}) =>
-      track("reassignTask", async () => reassignTask(context, await bound(context, opts.signal), taskId, opts.to, opts.signal)),
+      track("reassignTask", async () => reassignTask(context, await leasedEndpoint(context, opts.signal), taskId, opts.to, opts.signal)),
     prove: (endpoint: TaskEndpoint, opts: OperationOptions = {}) =>
       track("prove", async () => {
-        await bound(context, opts.signal);
+        await leasedEndpoint(context, opts.signal);
         const proven = provenAt(context, endpoint);
         if (proven !== undefined) return proven.key;
         await askFirst(context, opts.signal, endpoint);
@@ -360,9 +361,9 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     promise.then(forget, forget);
     return promise;
   };
-  const pass = singleFlight(() =>
+  const pass = singleFlightWithTrailing(() =>
     track("refresh", () =>
-      runPhasedPass(context, createWorkScope({ timers: context.timers, mode: "phased", signals: [context.fence.signal] })),
+      runPhasedPass(context, createWorkScope({ timers: context.timers, mode: "phased", signals: [context.lifetime.signal] })),
     ),
   );
   const core: TaskCore = {
@@ -376,7 +377,7 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
     closed: () => isClosed(context),
     async close() {
       if (isClosed(context)) return;
-      context.fence.abort(new TaskError("RELAY_CLOSED"));
+      context.lifetime.close();
       await Promise.allSettled([...active]);
       context.store.clear();
     },

@@ -228,7 +228,7 @@ function admitUnsigned(store: CoreStore, trust: TrustState, envelope: TaskEnvelo
 }
 
 /** Runs the gate on an envelope addressed to `self`; returns its signer or throws a typed rejection. */
-export function admit(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, self: TaskEndpoint, now: number): Signer {
+export function gateMail(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, self: TaskEndpoint, now: number): Signer {
   const block: SignatureBlock | undefined = envelope.payload.signature;
   if (block === undefined) return admitUnsigned(store, trust, envelope);
   if (!verifyPayload(envelope.payload, block)) throw rejection("SIGNATURE_INVALID", { kind: envelope.payload.kind, key: block.key });
@@ -248,7 +248,7 @@ export function admit(store: CoreStore, trust: TrustState, envelope: TaskEnvelop
  * The gate for a hello (proofs.ts): verified, addressed to me, fresh. Any key may say hello (it
  * carries no content and asks for none); an answer counts only for an ask of this lifetime.
  */
-export function admitHello(
+export function gateHello(
   trust: TrustState,
   envelope: HelloEnvelope,
   self: TaskEndpoint,

@@ -5,7 +5,7 @@
  * here with its status class, default message and explicit flags:
  * - `retryable`: the same request may succeed later (a per-throw `retryable` wins);
  * - `rebind`: the relay binding is unusable (the client retires it);
- * - `relayLoss`: the endpoint lifetime is lost and must be replaced;
+ * - `relayLoss`: the relay lost this endpoint's state: the recovering core re-homes the lifetime on a fresh endpoint;
  * - `holdsSending`: a refusal about configuration (auth, profile, address policy), not about the
  *   envelope: sending holds with a bounded backoff until the user fixes it; nothing is quarantined.
  *   Any other non-retryable refusal of a send quarantines that envelope (`sendRefusal`);
@@ -231,7 +231,7 @@ export const ERROR_REGISTRY = Object.freeze({
   SESSION_NOT_OWNED: spec("forbidden", "This session was not spawned by this CLI."),
   CLI_USAGE: spec("usage", "Invalid command line."),
 
-  // -- the relay secret (issue 21; docs/security.md, "The relay secret") -----------------------
+  // -- the relay secret (docs/security.md, "The relay secret") -----------------------
   // Neither flag: refused at start-up, nothing is created; the transport throws it retryable once
   // the relay proved itself before (the user's relay may answer there again).
   RELAY_NOT_PROVEN: spec(
@@ -331,7 +331,7 @@ export function toTaskError(value: unknown): TaskError {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * - `loss`: the relay lifetime is lost (the core replaces it);
+ * - `loss`: the relay lost this endpoint's state (the recovering core re-homes the lifetime);
  * - `hold`: a configuration refusal: hold all sending (bounded backoff), quarantine nothing;
  * - `retry`: transient: the envelope stays pending and is resent byte-identical later;
  * - `quarantine`: a definitive refusal of this envelope (any other non-retryable code, also one

@@ -123,7 +123,7 @@ export const configHoldMaxMs = 60_000;
 export const activePollIntervalMs = 1_000;
 /**
  * After a request found the relay unreachable, sends wait this long instead of each trying the
- * network (one background pass at the active cadence probes meanwhile); see src/core/outage.ts.
+ * network (one background pass at the active cadence probes meanwhile); see src/core/relay-health.ts.
  */
 export const unreachableHoldMs = activePollIntervalMs;
 /** Poll interval otherwise. */
@@ -305,7 +305,7 @@ export const UUID_BYTES = 16;
 export const bindingSecretMinChars = 32;
 
 // ---------------------------------------------------------------------------------------------
-// Delegation beyond one hop, progress, cancel (issue 13)
+// Delegation beyond one hop, progress, cancel
 // ---------------------------------------------------------------------------------------------
 
 /**
@@ -325,11 +325,13 @@ export const maxProgressPercent = 100;
 export const maxProgressChars = 1_200;
 /** After a cancel reaches a busy worker, how long it may take to become idle before it counts as still busy. */
 export const cancelAbortGraceMs = 5_000;
+/** During that grace period, how often the worker's idleness is checked. */
+export const cancelIdlePollMs = 50;
 /** Most task ids one `agent_task_wait` call waits on. */
 export const maxWaitTasks = 32;
 
 // ---------------------------------------------------------------------------------------------
-// Outcomes under failure: orphans, reconnection after a relay restart (issue 14)
+// Outcomes under failure: orphans, reconnection after a relay restart
 // ---------------------------------------------------------------------------------------------
 
 /** How often the origin asks the relay whether an active task's worker is still registered. */
@@ -441,7 +443,7 @@ export const minQuoteFenceChars = 3;
 export const maxPendingPairingDialogs = 3;
 
 // ---------------------------------------------------------------------------------------------
-// The relay secret: who may use the embedded relay, and how a relay proves itself (issue 21) —
+// The relay secret: who may use the embedded relay, and how a relay proves itself —
 // docs/security.md, "The relay secret"; docs/wire.md, "Our additions"
 // ---------------------------------------------------------------------------------------------
 
@@ -473,7 +475,7 @@ export const RELAY_REPLY_PROOF_HEADER = "x-pi-tasks-reply-proof" as const;
 export const RELAY_INSTANCE_PATH = "/api/pi-tasks/relay-instance" as const;
 
 // ---------------------------------------------------------------------------------------------
-// Fair shares (issue 21, item 4: no one client can switch the relay off) — docs/wire.md, "Our
+// Fair shares (no one client can switch the relay off) — docs/wire.md, "Our
 // additions" (`quotas-v1`, `mail-expiry-v1`), and docs/operations.md, "Budgets". A sender is a
 // registration (the one identity the relay can verify); each share is a fraction of a relay-wide
 // budget above, so the shares move with the budgets.

@@ -286,7 +286,7 @@ export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
 export const FEATURE_BINDING_SECRET = "binding-secret-v1";
 export const FEATURE_ACK_BATCH = "ack-batch-v1";
-// Issue 21, item 4 (docs/wire.md, "Our additions"): fair shares of the relay's budgets.
+// docs/wire.md, "Our additions": fair shares of the relay's budgets.
 /** Per-sender quotas (refused with `RELAY_CAPACITY` and `retryAfterMs`); idle registrations reclaimed under contention. */
 export const FEATURE_QUOTAS = "quotas-v1";
 /** Queued mail expires after `relayMailLifetimeMs`; acceptances carry `expiresAt`; a resend of expired mail is `ENVELOPE_EXPIRED`. */

@@ -24,7 +24,6 @@
  *   restart) cannot lock it out; peers find it by its signed mail (src/core/reconnect.ts).
  */
 import type { Static } from "@sinclair/typebox";
-import { nanoid } from "nanoid";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
 import {
@@ -53,6 +52,7 @@ import {
   requestText,
 } from "../protocol/wire.ts";
 import type { RelayAuth } from "./auth.ts";
+import { type BindingHolder, type BindingState, createBindingHolder, isReady, type ReadyState } from "./binding-state.ts";
 import { createRelayTransport, type RelayTransport, type SuccessReply } from "./transport.ts";
 
 export type SessionStatus = "unbound" | "ready" | "reset" | "closed";
@@ -175,302 +175,413 @@ export function derivedName(callerSession: string, generation: string): string {
   return `${callerSession.slice(0, maxWireIdChars - suffix.length)}${suffix}`;
 }
 
-export function createRelaySession(options: RelaySessionOptions): RelaySession {
-  const now = options.now ?? Date.now;
-  const leaseMs = options.leaseMs ?? leaseDefaultMs;
+/** A value shared by every part of one session. */
+interface SessionContext {
+  readonly transport: RelayTransport;
+  readonly url: string;
+  readonly callerSession: string;
+  readonly leaseMs: number;
+  readonly now: () => number;
+  readonly state: BindingHolder;
+  readonly secret: SecretKeeper;
+  readonly retired: Listeners<TaskError>;
+  /** The connect running now, which every caller needing a binding joins. */
+  readonly connecting: SingleFlight<ReadyState>;
+}
+
+/**
+ * This session's binding secret (`binding-secret-v1`). It lives for the session, not for one
+ * binding — a rebind keeps it, so the relay recognises its own registration — and only here:
+ * chosen once, sent only to a relay advertising the feature, dropped on close.
+ */
+interface SecretKeeper {
+  /** The field to send under `features` (nothing to a relay without `binding-secret-v1`). */
+  field(features: ReadonlySet<string> | undefined): { bindingSecret?: string };
+  drop(): void;
+}
+
+function createSecretKeeper(): SecretKeeper {
+  let secret: string | undefined = mintBindingSecret();
+  return {
+    field: (features) => (secret !== undefined && features?.has(FEATURE_BINDING_SECRET) === true ? { bindingSecret: secret } : {}),
+    drop() {
+      secret = undefined;
+    },
+  };
+}
+
+/** At most one task at a time; callers arriving while it runs join it. */
+interface SingleFlight<T> {
+  running(): Promise<T> | undefined;
+  run(task: () => Promise<T>): Promise<T>;
+}
+
+function createSingleFlight<T>(): SingleFlight<T> {
+  let running: Promise<T> | undefined;
+  return {
+    running: () => running,
+    run(task) {
+      const attempt = task().finally(() => {
+        if (running === attempt) running = undefined;
+      });
+      running = attempt;
+      return attempt;
+    },
+  };
+}
+
+interface Listeners<T> {
+  add(listener: (value: T) => void): () => void;
+  notify(value: T): void;
+}
+
+function createListeners<T>(): Listeners<T> {
+  const listeners = new Set<(value: T) => void>();
+  return {
+    add(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    notify(value) {
+      for (const listener of [...listeners]) listener(value);
+    },
+  };
+}
+
+function checkUsable(status: SessionStatus, operation: RelayOperation): void {
+  if (status === "closed") throw new TaskError("RELAY_CLOSED", { details: { operation } });
+  if (status === "reset") throw new TaskError("RELAY_REBIND_REQUIRED", { details: { operation } });
+}
+
+/** Retires the current binding (once: listeners hear of it once) and returns the `RELAY_RESET` to throw. */
+function retire(ctx: SessionContext, operation: RelayOperation, cause: Record<string, unknown>): TaskError {
+  const bound = ctx.state.current().bound;
+  const error = new TaskError("RELAY_RESET", {
+    details: {
+      operation,
+      mayHaveBeenDelivered: true,
+      ...(bound === undefined ? {} : { priorEndpoint: bound.endpoint, boundEpoch: bound.epoch }),
+      ...cause,
+    },
+  });
+  if (ctx.state.retire(error)) ctx.retired.notify(error);
+  return error;
+}
+
+/** Turns failures into binding retirement when they say the binding is gone. */
+function judge(
+  ctx: SessionContext,
+  error: unknown,
+  operation: RelayOperation,
+  callFence: AbortController,
+  expectedEpoch: string | undefined,
+): unknown {
+  if (callFence.signal.aborted) {
+    // Fenced by close or by a retired binding, not by the caller.
+    if (ctx.state.current().status === "closed") return new TaskError("RELAY_CLOSED", { details: { operation } });
+    return new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
+  }
+  if (!(error instanceof TaskError)) return error;
+  const epoch = error.details.epoch;
+  if (expectedEpoch !== undefined && typeof epoch === "string" && epoch !== expectedEpoch) {
+    return retire(ctx, operation, { cause: error.code, epoch });
+  }
+  if (errorSpec(error.code).rebind) return retire(ctx, operation, { cause: error.code, ...(typeof epoch === "string" ? { epoch } : {}) });
+  return error;
+}
+
+async function loadFeatures(transport: RelayTransport, signal: AbortSignal | undefined): Promise<ReadonlySet<string>> {
+  const profile = await transport.profile({ signal });
+  const advertised = Array.isArray(profile.features) ? profile.features.filter((item): item is string => typeof item === "string") : [];
+  return new Set(advertised);
+}
+
+/** The connect request of the lifetime in `start` (a renewal names the bound epoch). */
+function connectBody(ctx: SessionContext, start: BindingState, features: ReadonlySet<string>): Record<string, unknown> {
+  return {
+    operation: "connect",
+    profile: RELAY_PROFILE,
+    callerSession: start.registeredName,
+    generation: start.generation,
+    protocolVersions: [WIRE_PROTOCOL_VERSION],
+    leaseMs: ctx.leaseMs,
+    ...(start.bound === undefined ? {} : { epoch: start.bound.epoch }),
+    ...ctx.secret.field(features),
+  };
+}
+
+function connectionOf(reply: SuccessReply, operation: RelayOperation): ReplyOf<"connect"> {
+  const value = replyOf("connect", reply.value, "INVALID_CONNECTION", {}, operation);
+  if (!isUuid(value.endpoint.id)) throw malformed("INVALID_CONNECTION", operation, "the endpoint id is not a UUID");
+  if (Number.isNaN(Date.parse(value.leaseExpiresAt))) throw malformed("INVALID_CONNECTION", operation, "leaseExpiresAt is not a date");
+  return value;
+}
+
+/**
+ * One connect (or lease renewal) for the current lifetime; binds its result in one step. A
+ * renewal answered with another epoch or endpoint retires the binding instead.
+ */
+async function connectOnce(
+  ctx: SessionContext,
+  signal: AbortSignal | undefined,
+  operation: RelayOperation = "connect",
+): Promise<ReadyState> {
+  const start = ctx.state.current();
+  const previous = start.bound;
+  const startedAt = ctx.now();
+  const features = start.features ?? (await loadFeatures(ctx.transport, signal));
+  if (start.features === undefined) ctx.state.withFeatures(start.fence, features);
+  let reply: SuccessReply;
+  try {
+    reply = await ctx.transport.post("connect", requestText(connectBody(ctx, start, features)), {
+      ...(signal === undefined ? {} : { signal }),
+      fence: start.fence.signal,
+    });
+  } catch (error) {
+    throw judge(ctx, error, operation, start.fence, previous?.epoch);
+  }
+  const after = ctx.state.current();
+  if (after.fence !== start.fence || after.status === "reset" || after.status === "closed")
+    throw new TaskError("RELAY_RESET", { details: { operation } });
+  const value = connectionOf(reply, operation);
+  if (previous !== undefined && (reply.epoch !== previous.epoch || !sameEndpoint(previous.endpoint, value.endpoint))) {
+    throw retire(ctx, operation, { epoch: reply.epoch, renewedEndpoint: value.endpoint });
+  }
+  return ctx.state.bind({
+    epoch: reply.epoch,
+    endpoint: copyEndpoint(value.endpoint),
+    generation: start.generation,
+    callerSession: start.registeredName,
+    url: ctx.url,
+    // Local clock only (the relay's clock may be skewed): the lease runs at least from when the
+    // request was sent, so counting from then is conservative.
+    leaseDeadline: startedAt + ctx.leaseMs,
+  });
+}
+
+/** A ready state to run `operation` under: the current one, a running connect's, or a fresh connect's. */
+async function ensureBound(ctx: SessionContext, operation: RelayOperation, signal: AbortSignal | undefined): Promise<ReadyState> {
+  const state = ctx.state.current();
+  checkUsable(state.status, operation);
+  const running = ctx.connecting.running();
+  if (running !== undefined) return running;
+  if (isReady(state)) {
+    const renewAt = state.bound.leaseDeadline - (ctx.transport.requestTimeoutMs + leaseRenewMarginMs);
+    if (ctx.now() < renewAt) return state;
+  }
+  return ctx.connecting.run(() => connectOnce(ctx, signal, operation));
+}
+
+function connect(ctx: SessionContext, signal: AbortSignal | undefined): Promise<ReadyState> {
+  if (ctx.connecting.running() !== undefined) throw new TaskError("RELAY_BUSY", { details: { operation: "connect" } });
+  return ctx.connecting.run(() => connectOnce(ctx, signal));
+}
+
+/** A fresh lifetime; under a derived name when another registration holds this session's own. */
+async function rebind(ctx: SessionContext, signal: AbortSignal | undefined): Promise<Binding> {
+  if (ctx.state.current().status === "closed") throw new TaskError("RELAY_CLOSED", { details: { operation: "connect" } });
+  if (ctx.connecting.running() !== undefined) throw new TaskError("RELAY_BUSY", { details: { operation: "connect" } });
+  ctx.state.restart();
+  try {
+    return (await ctx.connecting.run(() => connectOnce(ctx, signal))).bound;
+  } catch (error) {
+    if (!(error instanceof TaskError) || error.code !== "SESSION_PROTECTED" || ctx.state.current().status === "closed") throw error;
+    // Another registration holds the name (a stranger took it after a restart, and renews it):
+    // bind under a name of our own instead of waiting for it forever. Peers find this session
+    // by its signed mail and hellos, which still claim `callerSession` (src/core/reconnect.ts).
+    ctx.state.rename(derivedName(ctx.callerSession, ctx.state.current().generation));
+    return (await ctx.connecting.run(() => connectOnce(ctx, signal))).bound;
+  }
+}
+
+/** A bound operation's reply value, with the binding it was sent under. */
+interface BoundReply {
+  readonly value: Record<string, unknown>;
+  readonly bound: Binding;
+}
+
+/**
+ * Sends one bound operation under one snapshot of the binding: its epoch, endpoint, name,
+ * secret and fence all come from the same state.
+ */
+async function callBound(
+  ctx: SessionContext,
+  operation: RelayOperation,
+  fields: Record<string, unknown>,
+  signal: AbortSignal | undefined,
+  extraDeadlineMs = 0,
+  envelope?: EncodedEnvelope,
+): Promise<BoundReply> {
+  const state = await ensureBound(ctx, operation, signal);
+  const { bound, fence } = state;
+  if (envelope?.source !== undefined && !sameEndpoint(envelope.source, bound.endpoint)) {
+    // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
+    throw new TaskError("TASK_DELIVERY_DEFERRED", {
+      details: { operation, envelopeId: envelope.envelopeId, reason: "the envelope names an endpoint that is no longer bound" },
+    });
+  }
+  const body = {
+    operation,
+    profile: RELAY_PROFILE,
+    epoch: bound.epoch,
+    callerSession: state.registeredName,
+    endpoint: bound.endpoint,
+    ...ctx.secret.field(state.features),
+    ...fields,
+  };
+  let reply: SuccessReply;
+  try {
+    const options = { ...(signal === undefined ? {} : { signal }), fence: fence.signal, extraDeadlineMs };
+    reply = await ctx.transport.post(operation, requestText(body, envelope?.text), options);
+  } catch (error) {
+    throw judge(ctx, error, operation, fence, bound.epoch);
+  }
+  const after = ctx.state.current();
+  if (after.fence !== fence || after.status !== "ready")
+    throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
+  if (reply.epoch !== bound.epoch) throw retire(ctx, operation, { epoch: reply.epoch });
+  return { value: reply.value, bound };
+}
+
+async function call(
+  ctx: SessionContext,
+  operation: RelayOperation,
+  fields: Record<string, unknown>,
+  signal: AbortSignal | undefined,
+  extraDeadlineMs = 0,
+): Promise<Record<string, unknown>> {
+  return (await callBound(ctx, operation, fields, signal, extraDeadlineMs)).value;
+}
+
+/** Binds first, then refuses with `INCOMPATIBLE_PROTOCOL` unless the relay advertised `feature`. */
+async function requireFeature(
+  ctx: SessionContext,
+  operation: RelayOperation,
+  feature: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const state = await ensureBound(ctx, operation, signal);
+  if (state.features?.has(feature) !== true) throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation, feature } });
+}
+
+async function resolveTarget(
+  ctx: SessionContext,
+  target: TaskEndpoint,
+  options: { followSuccessor?: boolean; signal?: AbortSignal },
+): Promise<Resolution> {
+  const followSuccessor = options.followSuccessor === true;
+  if (followSuccessor) await requireFeature(ctx, "resolve", FEATURE_SUCCESSOR, options.signal);
+  const fields = { target, ...(followSuccessor ? { followSuccessor: true } : {}) };
+  const value = replyOf("resolve", await call(ctx, "resolve", fields, options.signal), "INVALID_TARGET");
+  const endpoint = copyEndpoint(value.endpoint);
+  if (sameEndpoint(endpoint, target)) return { endpoint };
+  if (followSuccessor && value.successorOf !== undefined && sameEndpoint(value.successorOf, target))
+    return { endpoint, successorOf: copyEndpoint(target) };
+  throw malformed("INVALID_TARGET", "resolve", "resolved endpoint differs from the reference", { target, resolved: endpoint });
+}
+
+async function sendEnvelope(ctx: SessionContext, envelope: EncodedEnvelope, signal: AbortSignal | undefined): Promise<SendAcceptance> {
+  const details = { envelopeId: envelope.envelopeId };
+  const reply = await callBound(ctx, "send", {}, signal, 0, envelope);
+  const value = replyOf("send", reply.value, "INVALID_ACCEPTANCE", details);
+  if (value.envelopeId !== envelope.envelopeId)
+    throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
+  if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
+  return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };
+}
+
+async function receivePage(ctx: SessionContext, cursor: string, options: { limit?: number; signal?: AbortSignal }): Promise<InboxPage> {
+  const limit = options.limit ?? receivePageMaxItems;
+  const reply = await callBound(ctx, "receive", { cursor, limit }, options.signal);
+  // Checked against the endpoint the page was asked for, even if the session rebinds meanwhile.
+  return validatePage(reply.value, cursor, limit, reply.bound.endpoint);
+}
+
+async function acknowledgeOne(ctx: SessionContext, envelopeId: string, signal: AbortSignal | undefined): Promise<{ duplicate: boolean }> {
+  const value = replyOf("acknowledge", await call(ctx, "acknowledge", { envelopeId }, signal), "INVALID_RESPONSE");
+  if (value.kind !== "acknowledged") throw malformed("INVALID_RESPONSE", "acknowledge", "a batch answer to a single acknowledgement");
+  return { duplicate: value.duplicate };
+}
+
+async function acknowledgeMany(
+  ctx: SessionContext,
+  envelopeIds: readonly string[],
+  signal: AbortSignal | undefined,
+): Promise<readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[]> {
+  await requireFeature(ctx, "acknowledge", FEATURE_ACK_BATCH, signal);
+  const value = replyOf("acknowledge", await call(ctx, "acknowledge", { envelopeIds }, signal), "INVALID_RESPONSE");
+  // The answer must name exactly the ids asked for, in order.
+  if (
+    value.kind !== "acknowledged-batch" ||
+    value.results.length !== envelopeIds.length ||
+    value.results.some((result, index) => result.envelopeId !== envelopeIds[index])
+  ) {
+    throw malformed("INVALID_RESPONSE", "acknowledge", "the batch answer does not name the ids asked for, in order");
+  }
+  return value.results;
+}
+
+async function watchInbox(ctx: SessionContext, cursor: string, waitMs: number, signal: AbortSignal | undefined): Promise<WatchResult> {
+  await requireFeature(ctx, "watch", FEATURE_WATCH, signal);
+  const value = replyOf("watch", await call(ctx, "watch", { cursor, waitMs }, signal, waitMs), "INVALID_RESPONSE");
+  return { pending: value.pending, highestCursor: value.highestCursor };
+}
+
+function sessionContext(options: RelaySessionOptions): SessionContext {
   const transport = createRelayTransport({
     baseUrl: options.url,
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
     ...(options.auth === undefined ? {} : { auth: options.auth }),
   });
-  const url = transport.baseUrl;
-  const callerSession = options.callerSession;
-  /**
-   * The name this session registers under: `callerSession`, unless a rebind found it held by
-   * another registration (`SESSION_PROTECTED`: someone else took it while this session was away)
-   * and bound under a derived name instead (`rebind`).
-   */
-  let registeredName = callerSession;
-  const retireListeners = new Set<(error: TaskError) => void>();
-
-  let status: SessionStatus = "unbound";
-  // An opaque per-lifetime generation (the wire allows any 1–512 characters).
-  let generation: string = nanoid();
-  let bound: Binding | undefined;
-  let features: ReadonlySet<string> | undefined;
-  /**
-   * This session's binding secret (`binding-secret-v1`), chosen here once for the session's life:
-   * sent on connect and with every bound operation when the relay advertises the feature;
-   * dropped on close.
-   */
-  let secret: string | undefined = mintBindingSecret();
-  /** Aborted when the binding is retired or the session closes: fences in-flight calls. */
-  let bindingFence = new AbortController();
-  let connecting: Promise<Binding> | undefined;
-
-  function checkUsable(operation: RelayOperation): void {
-    if (status === "closed") throw new TaskError("RELAY_CLOSED", { details: { operation } });
-    if (status === "reset") throw new TaskError("RELAY_REBIND_REQUIRED", { details: { operation } });
-  }
-
-  function retire(operation: RelayOperation, cause: Record<string, unknown>): TaskError {
-    const error = new TaskError("RELAY_RESET", {
-      details: {
-        operation,
-        mayHaveBeenDelivered: true,
-        ...(bound === undefined ? {} : { priorEndpoint: bound.endpoint, boundEpoch: bound.epoch }),
-        ...cause,
-      },
-    });
-    if (status === "ready" || status === "unbound") {
-      status = "reset";
-      bindingFence.abort(error);
-      for (const listener of [...retireListeners]) listener(error);
-    }
-    return error;
-  }
-
-  /** Turns failures into binding retirement when they say the binding is gone. */
-  function judge(error: unknown, operation: RelayOperation, callFence: AbortController, expectedEpoch: string | undefined): unknown {
-    if (callFence.signal.aborted) {
-      // Fenced by close or by a retired binding, not by the caller.
-      if (status === "closed") return new TaskError("RELAY_CLOSED", { details: { operation } });
-      return new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
-    }
-    if (!(error instanceof TaskError)) return error;
-    const epoch = error.details.epoch;
-    if (expectedEpoch !== undefined && typeof epoch === "string" && epoch !== expectedEpoch) {
-      return retire(operation, { cause: error.code, epoch });
-    }
-    if (errorSpec(error.code).rebind) return retire(operation, { cause: error.code, ...(typeof epoch === "string" ? { epoch } : {}) });
-    return error;
-  }
-
-  /** The secret to send, when the relay advertises `binding-secret-v1` (never to one that does not). */
-  function secretField(): { bindingSecret?: string } {
-    return secret !== undefined && features?.has(FEATURE_BINDING_SECRET) === true ? { bindingSecret: secret } : {};
-  }
-
-  async function call(
-    operation: RelayOperation,
-    fields: Record<string, unknown>,
-    signal: AbortSignal | undefined,
-    extraDeadlineMs = 0,
-    envelope?: EncodedEnvelope,
-  ): Promise<Record<string, unknown>> {
-    const binding = await ensureBound(operation, signal);
-    if (envelope?.source !== undefined && !sameEndpoint(envelope.source, binding.endpoint)) {
-      // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
-      throw new TaskError("TASK_DELIVERY_DEFERRED", {
-        details: { operation, envelopeId: envelope.envelopeId, reason: "the envelope names an endpoint that is no longer bound" },
-      });
-    }
-    const callFence = bindingFence;
-    const body = {
-      operation,
-      profile: RELAY_PROFILE,
-      epoch: binding.epoch,
-      callerSession: registeredName,
-      endpoint: binding.endpoint,
-      ...secretField(),
-      ...fields,
-    };
-    let reply: SuccessReply;
-    try {
-      reply = await transport.post(operation, requestText(body, envelope?.text), {
-        ...(signal === undefined ? {} : { signal }),
-        fence: callFence.signal,
-        extraDeadlineMs,
-      });
-    } catch (error) {
-      throw judge(error, operation, callFence, binding.epoch);
-    }
-    if (callFence !== bindingFence || status !== "ready")
-      throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
-    if (reply.epoch !== binding.epoch) throw retire(operation, { epoch: reply.epoch });
-    return reply.value;
-  }
-
-  async function loadFeatures(signal: AbortSignal | undefined): Promise<ReadonlySet<string>> {
-    const profile = await transport.profile({ signal });
-    const advertised = Array.isArray(profile.features) ? profile.features.filter((item): item is string => typeof item === "string") : [];
-    return new Set(advertised);
-  }
-
-  async function doConnect(signal: AbortSignal | undefined, operation: RelayOperation = "connect"): Promise<Binding> {
-    const previous = bound;
-    const callFence = bindingFence;
-    const startedAt = now();
-    if (features === undefined) features = await loadFeatures(signal);
-    const body = {
-      operation: "connect",
-      profile: RELAY_PROFILE,
-      callerSession: registeredName,
-      generation,
-      protocolVersions: [WIRE_PROTOCOL_VERSION],
-      leaseMs,
-      ...(previous === undefined ? {} : { epoch: previous.epoch }),
-      ...secretField(),
-    };
-    let reply: SuccessReply;
-    try {
-      reply = await transport.post("connect", requestText(body), { ...(signal === undefined ? {} : { signal }), fence: callFence.signal });
-    } catch (error) {
-      throw judge(error, operation, callFence, previous?.epoch);
-    }
-    if (callFence !== bindingFence || status === "reset" || status === "closed")
-      throw new TaskError("RELAY_RESET", { details: { operation } });
-    const value = replyOf("connect", reply.value, "INVALID_CONNECTION", {}, operation);
-    if (!isUuid(value.endpoint.id)) throw malformed("INVALID_CONNECTION", operation, "the endpoint id is not a UUID");
-    if (Number.isNaN(Date.parse(value.leaseExpiresAt))) throw malformed("INVALID_CONNECTION", operation, "leaseExpiresAt is not a date");
-    if (previous !== undefined && (reply.epoch !== previous.epoch || !sameEndpoint(previous.endpoint, value.endpoint))) {
-      throw retire(operation, { epoch: reply.epoch, renewedEndpoint: value.endpoint });
-    }
-    bound = {
-      epoch: reply.epoch,
-      endpoint: copyEndpoint(value.endpoint),
-      generation,
-      callerSession: registeredName,
-      url,
-      // Local clock only (the relay's clock may be skewed): the lease runs at least from when the
-      // request was sent, so counting from then is conservative.
-      leaseDeadline: startedAt + leaseMs,
-    };
-    status = "ready";
-    return bound;
-  }
-
-  function singleFlight(run: () => Promise<Binding>): Promise<Binding> {
-    const attempt = run().finally(() => {
-      if (connecting === attempt) connecting = undefined;
-    });
-    connecting = attempt;
-    return attempt;
-  }
-
-  async function ensureBound(operation: RelayOperation, signal: AbortSignal | undefined): Promise<Binding> {
-    checkUsable(operation);
-    if (connecting !== undefined) return connecting;
-    if (bound !== undefined && status === "ready") {
-      const renewAt = bound.leaseDeadline - (transport.requestTimeoutMs + leaseRenewMarginMs);
-      if (now() < renewAt) return bound;
-    }
-    return singleFlight(() => doConnect(signal, operation));
-  }
-
-  const session: RelaySession = {
-    callerSession,
-    url,
+  return {
     transport,
-    status: () => status,
-    binding: () => bound,
-    features: () => features ?? new Set(),
+    url: transport.baseUrl,
+    callerSession: options.callerSession,
+    leaseMs: options.leaseMs ?? leaseDefaultMs,
+    now: options.now ?? Date.now,
+    state: createBindingHolder(options.callerSession),
+    secret: createSecretKeeper(),
+    retired: createListeners<TaskError>(),
+    connecting: createSingleFlight<ReadyState>(),
+  };
+}
+
+export function createRelaySession(options: RelaySessionOptions): RelaySession {
+  const ctx = sessionContext(options);
+  return {
+    callerSession: ctx.callerSession,
+    url: ctx.url,
+    transport: ctx.transport,
+    status: () => ctx.state.current().status,
+    binding: () => ctx.state.current().bound,
+    features: () => ctx.state.current().features ?? new Set(),
     async connect(signal) {
-      checkUsable("connect");
-      if (connecting !== undefined) throw new TaskError("RELAY_BUSY", { details: { operation: "connect" } });
-      return singleFlight(() => doConnect(signal));
+      checkUsable(ctx.state.current().status, "connect");
+      return (await connect(ctx, signal)).bound;
     },
-    lease: (signal) => ensureBound("connect", signal),
-    async rebind(signal) {
-      if (status === "closed") throw new TaskError("RELAY_CLOSED", { details: { operation: "connect" } });
-      if (connecting !== undefined) throw new TaskError("RELAY_BUSY", { details: { operation: "connect" } });
-      bindingFence.abort(new TaskError("RELAY_RESET"));
-      bindingFence = new AbortController();
-      generation = nanoid();
-      bound = undefined;
-      features = undefined;
-      status = "unbound";
-      registeredName = callerSession;
-      try {
-        return await singleFlight(() => doConnect(signal));
-      } catch (error) {
-        if (!(error instanceof TaskError) || error.code !== "SESSION_PROTECTED" || session.status() === "closed") throw error;
-        // Another registration holds the name (a stranger took it after a restart, and renews it):
-        // bind under a name of our own instead of waiting for it forever. Peers find this session
-        // by its signed mail and hellos, which still claim `callerSession` (src/core/reconnect.ts).
-        registeredName = derivedName(callerSession, generation);
-        return await singleFlight(() => doConnect(signal));
-      }
-    },
-    async resolve(target, resolveOptions = {}) {
-      const followSuccessor = resolveOptions.followSuccessor === true;
-      if (followSuccessor) {
-        await ensureBound("resolve", resolveOptions.signal);
-        if (!session.features().has(FEATURE_SUCCESSOR)) {
-          throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "resolve", feature: FEATURE_SUCCESSOR } });
-        }
-      }
-      const value = replyOf(
-        "resolve",
-        await call("resolve", { target, ...(followSuccessor ? { followSuccessor: true } : {}) }, resolveOptions.signal),
-        "INVALID_TARGET",
-      );
-      const endpoint = copyEndpoint(value.endpoint);
-      if (sameEndpoint(endpoint, target)) return { endpoint };
-      if (followSuccessor && value.successorOf !== undefined && sameEndpoint(value.successorOf, target))
-        return { endpoint, successorOf: copyEndpoint(target) };
-      throw malformed("INVALID_TARGET", "resolve", "resolved endpoint differs from the reference", { target, resolved: endpoint });
-    },
-    async send(envelope, signal) {
-      const details = { envelopeId: envelope.envelopeId };
-      const value = replyOf("send", await call("send", {}, signal, 0, envelope), "INVALID_ACCEPTANCE", details);
-      if (value.envelopeId !== envelope.envelopeId)
-        throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
-      if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
-      return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };
-    },
-    async receive(cursor, receiveOptions = {}) {
-      const limit = receiveOptions.limit ?? receivePageMaxItems;
-      const value = await call("receive", { cursor, limit }, receiveOptions.signal);
-      return validatePage(value, cursor, limit, bound?.endpoint);
-    },
-    async acknowledge(envelopeId, signal) {
-      const value = replyOf("acknowledge", await call("acknowledge", { envelopeId }, signal), "INVALID_RESPONSE");
-      if (value.kind !== "acknowledged") throw malformed("INVALID_RESPONSE", "acknowledge", "a batch answer to a single acknowledgement");
-      return { duplicate: value.duplicate };
-    },
-    async acknowledgeBatch(envelopeIds, signal) {
-      await ensureBound("acknowledge", signal);
-      if (!session.features().has(FEATURE_ACK_BATCH))
-        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: FEATURE_ACK_BATCH } });
-      const value = replyOf("acknowledge", await call("acknowledge", { envelopeIds }, signal), "INVALID_RESPONSE");
-      // The answer must name exactly the ids asked for, in order.
-      if (
-        value.kind !== "acknowledged-batch" ||
-        value.results.length !== envelopeIds.length ||
-        value.results.some((result, index) => result.envelopeId !== envelopeIds[index])
-      ) {
-        throw malformed("INVALID_RESPONSE", "acknowledge", "the batch answer does not name the ids asked for, in order");
-      }
-      return value.results;
-    },
-    async watch(cursor, waitMs, signal) {
-      await ensureBound("watch", signal);
-      if (!session.features().has(FEATURE_WATCH))
-        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "watch", feature: FEATURE_WATCH } });
-      const value = replyOf("watch", await call("watch", { cursor, waitMs }, signal, waitMs), "INVALID_RESPONSE");
-      return { pending: value.pending, highestCursor: value.highestCursor };
-    },
+    lease: async (signal) => (await ensureBound(ctx, "connect", signal)).bound,
+    rebind: (signal) => rebind(ctx, signal),
+    resolve: (target, resolveOptions = {}) => resolveTarget(ctx, target, resolveOptions),
+    send: (envelope, signal) => sendEnvelope(ctx, envelope, signal),
+    receive: (cursor, receiveOptions = {}) => receivePage(ctx, cursor, receiveOptions),
+    acknowledge: (envelopeId, signal) => acknowledgeOne(ctx, envelopeId, signal),
+    acknowledgeBatch: (envelopeIds, signal) => acknowledgeMany(ctx, envelopeIds, signal),
+    watch: (cursor, waitMs, signal) => watchInbox(ctx, cursor, waitMs, signal),
     async health(signal) {
-      return replyOf("health", await call("health", {}, signal), "INVALID_RESPONSE").store;
+      return replyOf("health", await call(ctx, "health", {}, signal), "INVALID_RESPONSE").store;
     },
     async disconnect(signal) {
-      replyOf("disconnect", await call("disconnect", {}, signal), "INVALID_RESPONSE");
+      replyOf("disconnect", await call(ctx, "disconnect", {}, signal), "INVALID_RESPONSE");
     },
-    onRetire(listener) {
-      retireListeners.add(listener);
-      return () => retireListeners.delete(listener);
-    },
+    onRetire: (listener) => ctx.retired.add(listener),
     close() {
-      if (status === "closed") return;
-      status = "closed";
-      secret = undefined;
-      bindingFence.abort(new TaskError("RELAY_CLOSED"));
-      transport.close();
+      if (ctx.state.current().status === "closed") return;
+      ctx.secret.drop();
+      ctx.state.close();
+      ctx.transport.close();
     },
   };
-  return session;
 }
 
 /**

@@ -265,16 +265,9 @@ function interpret(status: number, body: unknown, headers: Headers): SuccessRepl
   });
 }
 
-export function createRelayTransport(options: TransportOptions): RelayTransport {
-  const baseUrl = options.baseUrl.replace(/\/+$/, "");
-  const requestTimeoutMs = validateDeadline(options.requestTimeoutMs);
-  const closing = new AbortController();
-  const ordinary = new PQueue({ concurrency: maxInFlightRequests });
-  const reserved = new PQueue({ concurrency: reservedRequestSlots });
-  const baseFetch = options.fetch ?? fetch;
-  const relaySecret = relaySecretFor(options.auth, baseUrl);
-  const jwtAuth = relaySecret === undefined && options.auth?.secret !== undefined ? options.auth : undefined;
-  const http: KyInstance = ky.create({
+/** The ky instance of one transport: no retries, no ky timeout, no thrown HTTP errors. */
+function createHttp(baseUrl: string, baseFetch: typeof fetch, jwtAuth: RelayAuth | undefined): KyInstance {
+  return ky.create({
     prefixUrl: baseUrl,
     retry: 0,
     timeout: false,
@@ -284,196 +277,271 @@ export function createRelayTransport(options: TransportOptions): RelayTransport 
     fetch: (input: Request | URL | string, init?: RequestInit) =>
       baseFetch(input, { signal: (init as { relaySignal?: AbortSignal } | undefined)?.relaySignal ?? null }),
     // The JWT hook exists only when a Wolfpack secret is configured (no per-request cost otherwise).
-    ...(jwtAuth === undefined
-      ? {}
-      : {
-          hooks: {
-            beforeRequest: [
-              async (request) => {
-                if (request.headers.has("authorization")) return;
-                const token = await tokenFor(jwtAuth, request.url);
-                if (token !== undefined) request.headers.set("authorization", `Bearer ${token}`);
-              },
-            ],
-          },
-        }),
+    ...(jwtAuth === undefined ? {} : { hooks: { beforeRequest: [jwtHook(jwtAuth)] } }),
   });
+}
 
-  function laneFor(operation: TransportOperation): PQueue {
-    if (!RESERVED_OPERATIONS.has(operation)) return ordinary;
-    // ACK and connect take an ordinary slot when one is free, else their reserved slots.
-    return ordinary.pending < maxInFlightRequests && ordinary.size === 0 ? ordinary : reserved;
+/** Signs each request with a Wolfpack JWT, unless it already carries an authorization. */
+function jwtHook(jwtAuth: RelayAuth): (request: Request) => Promise<void> {
+  return async (request) => {
+    if (request.headers.has("authorization")) return;
+    const token = await tokenFor(jwtAuth, request.url);
+    if (token !== undefined) request.headers.set("authorization", `Bearer ${token}`);
+  };
+}
+
+/** The request lanes: ordinary slots for everything, reserved ones only `acknowledge` and `connect` may add. */
+interface Lanes {
+  laneFor(operation: TransportOperation): PQueue;
+  usage(): LaneUsage;
+}
+
+function createLanes(): Lanes {
+  const ordinary = new PQueue({ concurrency: maxInFlightRequests });
+  const reserved = new PQueue({ concurrency: reservedRequestSlots });
+  return {
+    laneFor(operation) {
+      if (!RESERVED_OPERATIONS.has(operation)) return ordinary;
+      // ACK and connect take an ordinary slot when one is free, else their reserved slots.
+      return ordinary.pending < maxInFlightRequests && ordinary.size === 0 ? ordinary : reserved;
+    },
+    usage: () => ({ ordinary: ordinary.pending, reserved: reserved.pending, waiting: ordinary.size + reserved.size }),
+  };
+}
+
+/**
+ * One request's stop, by whichever comes first: the deadline, the caller's signal, the fence,
+ * or close(). Its stop also settles the exchange (`expired`) for a fetch that ignores its
+ * signal. (Listeners, not AbortSignal.any: this is the client's hot path.)
+ */
+interface RequestStop {
+  readonly signal: AbortSignal;
+  /** Rejects with the stop's reason once stopped. */
+  readonly expired: Promise<never>;
+  stop(reason: unknown): void;
+  /** Removes the listeners on the caller's signal and the fence. */
+  release(): void;
+}
+
+function createRequestStop(callerSignal: AbortSignal | undefined, fence: AbortSignal | undefined): RequestStop {
+  const controller = new AbortController();
+  let expire: (reason: unknown) => void = () => undefined;
+  const expired = new Promise<never>((_, reject) => {
+    expire = reject;
+  });
+  expired.catch(() => undefined);
+  const stop = (reason: unknown) => {
+    if (controller.signal.aborted) return;
+    controller.abort(reason);
+    expire(reason);
+  };
+  const onCaller = () => stop(callerSignal?.reason);
+  const onFence = () => stop(fence?.reason);
+  if (callerSignal?.aborted) stop(callerSignal.reason);
+  else callerSignal?.addEventListener("abort", onCaller, { once: true });
+  if (fence?.aborted) stop(fence.reason);
+  else fence?.addEventListener("abort", onFence, { once: true });
+  return {
+    signal: controller.signal,
+    expired,
+    stop,
+    release() {
+      callerSignal?.removeEventListener("abort", onCaller);
+      fence?.removeEventListener("abort", onFence);
+    },
+  };
+}
+
+type Decode<T> = (status: number, parsed: unknown, headers: Headers) => T;
+/** Sends one request; `authorization` is the relay token's header value, when there is one. */
+type Run = (signal: AbortSignal, authorization: string | undefined) => Promise<Response>;
+
+/** Sends one request (with a relay token and its reply proof, when the relay must prove itself) and reads its body. */
+async function sendAndRead(
+  operation: TransportOperation,
+  run: Run,
+  signal: AbortSignal,
+  proofs: RelayProofs | undefined,
+): Promise<{ reply: Response; text: string }> {
+  // The profile goes without a token: it is how a relay proves itself first.
+  const token = proofs === undefined || operation === "profile" ? undefined : await proofs.token();
+  const reply = await run(signal, token === undefined ? undefined : `Bearer ${token}`);
+  if (proofs !== undefined && token !== undefined) proofs.checkReply(reply, token, operation);
+  return { reply, text: await readCapped(reply, signal) };
+}
+
+/**
+ * `sendAndRead` within the deadline. The deadline covers the request and its whole body, not the
+ * wait for a lane; the timer is cleared on settle and unref'd (a finished request keeps nothing alive).
+ */
+async function sendWithin(
+  operation: TransportOperation,
+  run: Run,
+  request: RequestStop,
+  deadlineMs: number,
+  proofs: RelayProofs | undefined,
+): Promise<{ reply: Response; text: string }> {
+  const timer = setTimeout(() => request.stop(new DOMException("request deadline", "TimeoutError")), deadlineMs);
+  timer.unref?.();
+  try {
+    const exchanged = sendAndRead(operation, run, request.signal, proofs);
+    exchanged.catch(() => undefined);
+    return await Promise.race([exchanged, request.expired]);
+  } finally {
+    clearTimeout(timer);
   }
+}
 
-  type Decode<T> = (status: number, parsed: unknown, headers: Headers) => T;
-  /** Sends one request; `authorization` is the relay token's header value, when there is one. */
-  type Run = (signal: AbortSignal, authorization: string | undefined) => Promise<Response>;
-  const proofs =
-    relaySecret === undefined ? undefined : createRelayProofs(relaySecret, baseUrl, baseFetch, requestTimeoutMs, closing.signal);
+/** The reply text as JSON; a body that is not JSON is tolerated only where `interpret` maps the status alone. */
+function parseReply(status: number, text: string): unknown {
+  try {
+    return text.length === 0 ? undefined : JSON.parse(text);
+  } catch {
+    if (status !== HTTP_TOO_MANY_REQUESTS && status !== HTTP_UNAUTHORIZED && !isServerErrorStatus(status)) {
+      throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "reply is not JSON" } });
+    }
+    return undefined;
+  }
+}
 
+/** What a failure means for the caller, given whether the request left its lane. */
+function mapFailure(
+  error: unknown,
+  operation: TransportOperation,
+  started: boolean,
+  callerSignal: AbortSignal | undefined,
+  closing: AbortSignal,
+  proofs: RelayProofs | undefined,
+): TaskError {
+  const mayHaveBeenDelivered = started && operation !== "profile" && operation !== "session-status" && operation !== "session-list";
+  if (error instanceof TaskError) {
+    return error.withDetails({ operation });
+  }
+  if (closing.aborted) return new TaskError("RELAY_CLOSED", { details: { operation } });
+  if (callerSignal?.aborted) {
+    return new TaskError("ABORTED", {
+      details: { operation, sent: started, ...(mayHaveBeenDelivered ? { mayHaveBeenDelivered: true } : {}) },
+    });
+  }
+  // The relay was out of reach: whatever answers next on its address must prove itself again.
+  proofs?.forget();
+  const name = error instanceof Error ? error.name : "";
+  if (name === "TimeoutError") {
+    return new TaskError("RELAY_TIMEOUT", { details: { operation, mayHaveBeenDelivered } });
+  }
+  return new TaskError("RELAY_UNAVAILABLE", {
+    details: { operation, mayHaveBeenDelivered, cause: error instanceof Error ? error.message : String(error) },
+  });
+}
+
+/** Runs requests through the lanes and stops them all on close. */
+interface Exchanger {
+  exchange<T>(operation: TransportOperation, run: Run, decode: Decode<T>, requestOptions: RequestOptions): Promise<T>;
+  usage(): LaneUsage;
+  close(): void;
+}
+
+function createExchanger(requestTimeoutMs: number, closing: AbortController, proofs: RelayProofs | undefined): Exchanger {
+  const lanes = createLanes();
   /** Stops for every request in flight (close() runs them). */
   const inflight = new Set<(reason: unknown) => void>();
-
   async function exchange<T>(operation: TransportOperation, run: Run, decode: Decode<T>, requestOptions: RequestOptions): Promise<T> {
     if (closing.signal.aborted) throw new TaskError("RELAY_CLOSED", { details: { operation } });
     const callerSignal = requestOptions.signal;
-    const fence = requestOptions.fence;
     const deadlineMs = requestTimeoutMs + (requestOptions.extraDeadlineMs ?? 0);
-    // One controller per request, stopped by whichever comes first: the deadline, the caller's
-    // signal, the fence, or close(). Its stop also settles the exchange for a fetch that ignores
-    // its signal. (Listeners, not AbortSignal.any: this is the client's hot path.)
-    const controller = new AbortController();
-    let expire: (reason: unknown) => void = () => undefined;
-    const expired = new Promise<never>((_, reject) => {
-      expire = reject;
-    });
-    expired.catch(() => undefined);
-    const stop = (reason: unknown) => {
-      if (controller.signal.aborted) return;
-      controller.abort(reason);
-      expire(reason);
-    };
-    const onCaller = () => stop(callerSignal!.reason);
-    const onFence = () => stop(fence!.reason);
-    if (callerSignal?.aborted) stop(callerSignal.reason);
-    else callerSignal?.addEventListener("abort", onCaller, { once: true });
-    if (fence?.aborted) stop(fence.reason);
-    else fence?.addEventListener("abort", onFence, { once: true });
-    inflight.add(stop);
+    const request = createRequestStop(callerSignal, requestOptions.fence);
+    inflight.add(request.stop);
     let started = false;
     try {
-      return await laneFor(operation).add(
+      return await lanes.laneFor(operation).add(
         async () => {
           started = true;
-          // The deadline covers the request and its whole body, not the wait for a lane; the
-          // timer is cleared on settle and unref'd (a finished request keeps nothing alive).
-          const timer = setTimeout(() => stop(new DOMException("request deadline", "TimeoutError")), deadlineMs);
-          timer.unref?.();
-          const signal = controller.signal;
-          let response: Response;
-          let text: string;
-          try {
-            const exchanged = (async () => {
-              // The profile goes without a token: it is how a relay proves itself first.
-              const token = proofs === undefined || operation === "profile" ? undefined : await proofs.token();
-              const reply = await run(signal, token === undefined ? undefined : `Bearer ${token}`);
-              if (token !== undefined) proofs!.checkReply(reply, token, operation);
-              return { reply, body: await readCapped(reply, signal) };
-            })();
-            exchanged.catch(() => undefined);
-            ({ reply: response, body: text } = await Promise.race([exchanged, expired]));
-          } finally {
-            clearTimeout(timer);
-          }
-          let parsed: unknown;
-          try {
-            parsed = text.length === 0 ? undefined : JSON.parse(text);
-          } catch {
-            if (
-              response.status !== HTTP_TOO_MANY_REQUESTS &&
-              response.status !== HTTP_UNAUTHORIZED &&
-              !isServerErrorStatus(response.status)
-            ) {
-              throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: response.status, problem: "reply is not JSON" } });
-            }
-          }
-          return decode(response.status, parsed, response.headers);
+          const { reply, text } = await sendWithin(operation, run, request, deadlineMs, proofs);
+          return decode(reply.status, parseReply(reply.status, text), reply.headers);
         },
         // A waiter aborted (or closed) while queued is removed and never sends.
-        { signal: controller.signal },
+        { signal: request.signal },
       );
     } catch (error) {
-      throw mapFailure(error, operation, started, callerSignal);
+      throw mapFailure(error, operation, started, callerSignal, closing.signal, proofs);
     } finally {
-      inflight.delete(stop);
-      callerSignal?.removeEventListener("abort", onCaller);
-      fence?.removeEventListener("abort", onFence);
+      inflight.delete(request.stop);
+      request.release();
     }
   }
-
-  function mapFailure(error: unknown, operation: TransportOperation, started: boolean, callerSignal: AbortSignal | undefined): TaskError {
-    const mayHaveBeenDelivered = started && operation !== "profile" && operation !== "session-status" && operation !== "session-list";
-    if (error instanceof TaskError) {
-      return error.withDetails({ operation });
-    }
-    if (closing.signal.aborted) return new TaskError("RELAY_CLOSED", { details: { operation } });
-    if (callerSignal?.aborted) {
-      return new TaskError("ABORTED", {
-        details: { operation, sent: started, ...(mayHaveBeenDelivered ? { mayHaveBeenDelivered: true } : {}) },
-      });
-    }
-    // The relay was out of reach: whatever answers next on its address must prove itself again.
-    proofs?.forget();
-    const name = error instanceof Error ? error.name : "";
-    if (name === "TimeoutError") {
-      return new TaskError("RELAY_TIMEOUT", { details: { operation, mayHaveBeenDelivered } });
-    }
-    return new TaskError("RELAY_UNAVAILABLE", {
-      details: { operation, mayHaveBeenDelivered, cause: error instanceof Error ? error.message : String(error) },
-    });
-  }
-
   return {
-    baseUrl,
-    requestTimeoutMs,
-    async post(operation, text, requestOptions = {}) {
-      // A UTF-16 unit is at most 3 UTF-8 bytes: short texts need no byte count.
-      const bytes = text.length * MAX_UTF8_BYTES_PER_UNIT <= maxRequestBodyBytes ? 0 : utf8Bytes(text);
-      if (bytes > maxRequestBodyBytes) {
-        throw new TaskError("PAYLOAD_TOO_LARGE", { details: { operation, bytes, maxBytes: maxRequestBodyBytes } });
-      }
-      return exchange(
-        operation,
-        (signal, authorization) =>
-          http.post(RELAY_ENDPOINT_PATH.slice(1), {
-            body: text,
-            headers: authorization === undefined ? JSON_CONTENT : { ...JSON_CONTENT, authorization },
-            ...relaySignal(signal),
-          }),
-        interpret,
-        requestOptions,
-      );
-    },
-    async profile(requestOptions = {}) {
-      const reply = await exchange(
-        "profile",
-        (signal) => http.get(RELAY_PROFILE_PATH.slice(1), relaySignal(signal)),
-        interpret,
-        requestOptions,
-      );
-      return reply.body;
-    },
-    sessionStatus(session, requestOptions = {}) {
-      const path = `${SESSION_STATUS_PATH.slice(1)}?session=${encodeURIComponent(session)}`;
-      return exchange(
-        "session-status",
-        (signal, authorization) => http.get(path, withAuthorization(relaySignal(signal), authorization)),
-        (status, parsed, headers) => {
-          if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
-          interpret(status, parsed, headers);
-          throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session status reply" } });
-        },
-        requestOptions,
-      );
-    },
-    sessionList(requestOptions = {}) {
-      return exchange(
-        "session-list",
-        (signal, authorization) => http.get(SESSION_LIST_PATH.slice(1), withAuthorization(relaySignal(signal), authorization)),
-        (status, parsed, headers) => {
-          if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions)) return parsed.sessions.filter(isRecord);
-          interpret(status, parsed, headers);
-          throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session list reply" } });
-        },
-        requestOptions,
-      );
-    },
-    usage: () => ({ ordinary: ordinary.pending, reserved: reserved.pending, waiting: ordinary.size + reserved.size }),
+    exchange,
+    usage: lanes.usage,
     close() {
       if (closing.signal.aborted) return;
       const reason = new TaskError("RELAY_CLOSED");
       closing.abort(reason);
       for (const stop of [...inflight]) stop(reason);
     },
+  };
+}
+
+function decodeSessionStatus(status: number, parsed: unknown, headers: Headers): Record<string, unknown> {
+  if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
+  interpret(status, parsed, headers);
+  throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session status reply" } });
+}
+
+function decodeSessionList(status: number, parsed: unknown, headers: Headers): Record<string, unknown>[] {
+  if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions)) return parsed.sessions.filter(isRecord);
+  interpret(status, parsed, headers);
+  throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session list reply" } });
+}
+
+/** Refuses a request body over `maxRequestBodyBytes` before anything is sent. */
+function checkRequestSize(operation: RelayOperation, text: string): void {
+  // A UTF-16 unit is at most 3 UTF-8 bytes: short texts need no byte count.
+  const bytes = text.length * MAX_UTF8_BYTES_PER_UNIT <= maxRequestBodyBytes ? 0 : utf8Bytes(text);
+  if (bytes > maxRequestBodyBytes) {
+    throw new TaskError("PAYLOAD_TOO_LARGE", { details: { operation, bytes, maxBytes: maxRequestBodyBytes } });
+  }
+}
+
+export function createRelayTransport(options: TransportOptions): RelayTransport {
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  const requestTimeoutMs = validateDeadline(options.requestTimeoutMs);
+  const closing = new AbortController();
+  const baseFetch = options.fetch ?? fetch;
+  const relaySecret = relaySecretFor(options.auth, baseUrl);
+  const jwtAuth = relaySecret === undefined && options.auth?.secret !== undefined ? options.auth : undefined;
+  const http = createHttp(baseUrl, baseFetch, jwtAuth);
+  const proofs =
+    relaySecret === undefined ? undefined : createRelayProofs(relaySecret, baseUrl, baseFetch, requestTimeoutMs, closing.signal);
+  const { exchange, usage, close } = createExchanger(requestTimeoutMs, closing, proofs);
+  return {
+    baseUrl,
+    requestTimeoutMs,
+    async post(operation, text, requestOptions = {}) {
+      checkRequestSize(operation, text);
+      const path = RELAY_ENDPOINT_PATH.slice(1);
+      const run: Run = (signal, authorization) =>
+        http.post(path, {
+          body: text,
+          headers: authorization === undefined ? JSON_CONTENT : { ...JSON_CONTENT, authorization },
+          ...relaySignal(signal),
+        });
+      return exchange(operation, run, interpret, requestOptions);
+    },
+    async profile(requestOptions = {}) {
+      const run: Run = (signal) => http.get(RELAY_PROFILE_PATH.slice(1), relaySignal(signal));
+      return (await exchange("profile", run, interpret, requestOptions)).body;
+    },
+    sessionStatus(session, requestOptions = {}) {
+      const path = `${SESSION_STATUS_PATH.slice(1)}?session=${encodeURIComponent(session)}`;
+      const run: Run = (signal, authorization) => http.get(path, withAuthorization(relaySignal(signal), authorization));
+      return exchange("session-status", run, decodeSessionStatus, requestOptions);
+    },
+    sessionList(requestOptions = {}) {
+      const run: Run = (signal, authorization) =>
+        http.get(SESSION_LIST_PATH.slice(1), withAuthorization(relaySignal(signal), authorization));
+      return exchange("session-list", run, decodeSessionList, requestOptions);
+    },
+    usage,
+    close,
   };
 }

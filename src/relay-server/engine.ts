@@ -16,7 +16,7 @@
  * It maps the store's outcomes to wire errors, knows nothing of HTTP and nothing of which store
  * it runs on.
  *
- * Fair shares (issue 21, item 4; `quotas-v1`, `mail-expiry-v1`): the store enforces them
+ * Fair shares (`quotas-v1`, `mail-expiry-v1`): the store enforces them
  * atomically; here a sender over its share becomes `RELAY_CAPACITY` with `retryAfterMs` (a
  * transient refusal the client already cools down and retries, byte-identical), a resend of mail
  * that expired unacknowledged `ENVELOPE_EXPIRED` (definitive: the client quarantines it), and
@@ -61,6 +61,7 @@ import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
 import {
   type AdmitOutcome,
+  type ConnectOutcome,
   isLive,
   isStateReplaced,
   type RegistrationView,
@@ -219,273 +220,327 @@ function admission(outcome: AdmitOutcome, envelopeId: string, target: TaskEndpoi
   }
 }
 
-export async function createRelayEngine(options: RelayEngineOptions = {}): Promise<RelayEngine> {
-  const now = options.now ?? Date.now;
-  const store = options.store ?? createMemoryStore();
-  let epoch = await store.epoch();
-
+/**
+ * The epoch of the state the relay serves. It follows the store: a shared store's state may be
+ * replaced under the relay, which then adopts the new epoch before it answers the reset.
+ */
+interface Epochs {
+  current(): string;
   /** Reads the store's epoch anew (a shared store's state may have been replaced; see store.ts). */
-  async function adoptEpoch(): Promise<void> {
-    epoch = await store.epoch();
-  }
-
+  adopt(): Promise<void>;
   /**
    * A (well-formed) epoch other than the state's is RELAY_RESET. One this relay has not seen is
    * checked with the store first: another relay sharing it may have seen its new state already.
    */
-  async function checkEpoch(value: unknown): Promise<void> {
-    if (value === epoch) return;
-    await adoptEpoch();
-    if (value !== epoch) throw new TaskError("RELAY_RESET", { details: { epoch, mayHaveBeenDelivered: true } });
-  }
-
+  check(value: unknown): Promise<void>;
   /** Store work; when the store finds its state replaced, the relay adopts the new epoch before the reset is answered. */
-  async function guarded<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (error) {
-      if (isStateReplaced(error)) await adoptEpoch();
-      throw error;
-    }
-  }
+  guarded<T>(work: () => Promise<T>): Promise<T>;
+}
 
-  /**
-   * The binding checks of every operation but connect, in order; returns the caller's live
-   * registration. The registration must be active before its owner is compared, so another
-   * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH;
-   * the secret is judged last, once the request names a live registration of its own caller.
-   */
-  async function bind(request: Record<string, unknown>): Promise<RegistrationView> {
-    if (request.epoch !== epoch) await checkEpoch(request.epoch);
-    const endpoint = request.endpoint;
-    if (!isRecord(endpoint) || endpoint.relay !== RELAY_ID || !isUuid(endpoint.id) || Object.keys(endpoint).length !== 2) {
-      throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
-    }
-    const session = request.callerSession as string;
-    const presented = request.bindingSecret === undefined ? undefined : secretDigest(request.bindingSecret as string);
-    const { callerKnown, registration, secret } = await store.binding(session, endpoint.id, presented, now());
-    if (!callerKnown) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
-    if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
-    if (!isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
-    if (registration.session !== session) throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
-    if (secret === "missing") throw new TaskError("BINDING_SECRET_REQUIRED");
-    if (secret === "mismatch") throw new TaskError("BINDING_SECRET_INVALID");
-    return registration;
-  }
+async function createEpochs(store: RelayStore): Promise<Epochs> {
+  let epoch = await store.epoch();
 
-  function checkLocal(target: TaskEndpoint): void {
-    if (target.relay !== RELAY_ID) throw new TaskError("CROSS_RELAY_ENDPOINT", { details: { relay: target.relay } });
-  }
-
-  async function send(owner: RegistrationView, envelope: unknown): Promise<RelayValue> {
-    if (isRecord(envelope) && envelope.protocolVersion !== SUPPORTED_PROTOCOL_VERSION) {
-      throw invalid("/envelope/protocolVersion", `must be ${SUPPORTED_PROTOCOL_VERSION}`);
-    }
-    const shape = checkValue(WireEnvelope, envelope, { values: ENVELOPE_CHECKER, pathPrefix: "/envelope", code: "SOURCE_MISMATCH" });
-    if (!shape.ok) throw shape.error;
-    const wire = shape.value;
-    const createdAt = Date.parse(wire.createdAt);
-    if (Number.isNaN(createdAt))
-      throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/createdAt", problem: "not a date" } });
-    if (!sameEndpoint(wire.source, endpointOf(owner))) {
-      throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/source", problem: "source is not the bound endpoint" } });
-    }
-    const payloadText = canonicalJson(wire.payload);
-    if (utf8Bytes(payloadText) > maxRelayPayloadBytes) {
-      throw invalid("/envelope/payload", `canonical payload is larger than ${maxRelayPayloadBytes} bytes`);
-    }
-    const text = canonicalJson({ ...wire, payload: new CanonicalText(payloadText) });
-    const digest = sha256Hex(text);
-    checkLocal(wire.target);
-    const at = now();
-    const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
-    // One atomic store call: concurrent identical sends coalesce on the receipt.
-    const outcome = await store.admit({
-      envelopeId: wire.envelopeId,
-      digest,
-      text,
-      source: wire.source,
-      target: wire.target,
-      fresh,
-      now: at,
-    });
-    return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
-  }
-
-  async function receive(owner: RegistrationView, cursor: string, limit: number): Promise<EngineResult> {
-    const page = await store.page(owner.endpointId, cursor, limit);
-    if (page.kind === "cursor-ahead") throw cursorAhead(cursor, page.highestCursor);
-    return { rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}` };
-  }
-
-  /** `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none fails the request. */
-  async function acknowledgeBatch(owner: RegistrationView, envelopeIds: readonly string[]): Promise<RelayValue> {
-    // Issued together (a shared store pipelines them); the ids are distinct, so their order is free.
-    const outcomes = await Promise.all(envelopeIds.map((envelopeId) => store.acknowledge(owner.endpointId, envelopeId)));
-    const results = envelopeIds.map((envelopeId, index): { envelopeId: string; outcome: AckOutcome } => {
-      const outcome = outcomes[index]!;
-      return { envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind };
-    });
-    return { kind: "acknowledged-batch", results };
-  }
-
-  async function acknowledge(owner: RegistrationView, envelopeId: string): Promise<RelayValue> {
-    const outcome = await store.acknowledge(owner.endpointId, envelopeId);
-    switch (outcome.kind) {
-      case "acknowledged":
-        return { kind: "acknowledged", duplicate: outcome.duplicate };
-      case "unknown":
-        throw new TaskError("INVALID_REQUEST", { message: "unknown envelope for this endpoint", details: { envelopeId } });
-      case "gone":
-        throw new TaskError("INVALID_REQUEST", { message: "envelope is no longer in the mailbox", details: { envelopeId } });
-    }
-  }
-
-  async function watch(owner: RegistrationView, cursor: string, waitMs: number, context: EngineContext): Promise<RelayValue> {
-    const outcome = await store.watch({
-      endpointId: owner.endpointId,
-      after: cursor,
-      waitMs,
-      ...(context.signal === undefined ? {} : { signal: context.signal }),
-      ...(context.releaseSlot === undefined ? {} : { onPark: context.releaseSlot }),
-    });
-    if (outcome.kind === "cursor-ahead") throw cursorAhead(cursor, outcome.highestCursor);
-    return { kind: "watch", pending: outcome.pending, highestCursor: outcome.highestCursor };
-  }
-
-  async function resolve(target: TaskEndpoint, followSuccessor: boolean): Promise<RelayValue> {
-    checkLocal(target);
-    const registration = await store.registration(target.id);
-    if (registration !== undefined && isLive(registration, now())) return { kind: "resolved", endpoint: endpointOf(registration) };
-    if (followSuccessor) {
-      const successor = await store.successor(target.id, now());
-      if (successor !== undefined) return { kind: "resolved", endpoint: endpointOf(successor), successorOf: target };
-    }
-    throw new TaskError("TARGET_NOT_REGISTERED", { details: { target } });
-  }
-
-  /**
-   * `binding-secret-v1`: the connect's `bindingSecret` is the client's own (the schema holds it to
-   * `bindingSecretMinChars`); only its digest goes to the store, which decides in one call whether
-   * it may take the name. The reply never carries a secret.
-   */
-  async function connect(request: Record<string, unknown>): Promise<RelayValue> {
-    // Runs before the registration is looked at; the fields were checked already. A connect without
-    // an epoch is judged against the state as it is now (a shared store may have been replaced).
-    if (request.epoch !== undefined) await checkEpoch(request.epoch);
-    else await adoptEpoch();
-    const secret = request.bindingSecret as string | undefined;
-    const at = now();
-    const outcome = await store.connect({
-      session: request.callerSession as string,
-      generation: request.generation as string,
-      leaseMs: (request.leaseMs as number | undefined) ?? leaseDefaultMs,
-      now: at,
-      ...(secret === undefined ? {} : { secretDigest: secretDigest(secret) }),
-    });
-    switch (outcome.kind) {
-      case "connected":
-        return {
-          kind: "connected",
-          endpoint: endpointOf(outcome.registration),
-          leaseExpiresAt: new Date(outcome.registration.leaseExpiresAt).toISOString(),
-        };
-      case "session-protected":
-        throw new TaskError("SESSION_PROTECTED", { details: { retryAfterMs: Math.max(0, outcome.leaseExpiresAt - at) } });
-      case "secret-missing":
-        throw new TaskError("BINDING_SECRET_REQUIRED");
-      case "secret-mismatch":
-        throw new TaskError("BINDING_SECRET_INVALID");
-      case "generation-retired":
-        throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "generation was superseded" } });
-      case "full":
-        throw new TaskError("RELAY_CAPACITY", { details: { budget: "registrations", ...outcome.details } });
-    }
-  }
-
-  async function health(): Promise<RelayValue> {
-    const used = await store.usage();
-    return {
-      kind: "health",
-      store: {
-        activeItems: used.activeItems,
-        activeBytes: used.activeBytes,
-        receipts: used.receipts,
-        receiptBytes: used.receiptBytes,
-        registrations: used.registrations,
-        sessions: used.sessions,
-        routes: 0,
-        metadataBytes: used.metadataBytes,
-        expiryEntries: used.expiryEntries,
-        investigationEnabled: false,
-        logDrops: 0,
-      },
-    };
-  }
-
-  function status(registration: RegistrationView): SessionStatusBody {
-    const endpoint = endpointOf(registration);
-    return {
-      session: registration.session,
-      taskEndpoint: endpoint,
-      taskTransport: { profile: RELAY_PROFILE, epoch, endpoint, leaseExpiresAt: new Date(registration.leaseExpiresAt).toISOString() },
-    };
-  }
-
-  async function operate(operation: RelayOperation, request: Record<string, unknown>, context: EngineContext): Promise<EngineResult> {
-    if (operation === "connect") return { value: await connect(request) };
-    const owner = await bind(request);
-    switch (operation) {
-      case "resolve":
-        return { value: await resolve(request.target as TaskEndpoint, request.followSuccessor === true) };
-      case "send":
-        return { value: await send(owner, request.envelope) };
-      case "receive":
-        return receive(owner, request.cursor as string, pageLimit(request.limit));
-      case "acknowledge":
-        if (request.envelopeIds !== undefined) return { value: await acknowledgeBatch(owner, request.envelopeIds as string[]) };
-        return { value: await acknowledge(owner, request.envelopeId as string) };
-      case "disconnect":
-        await store.disconnect(owner.endpointId, now());
-        return { value: { kind: "disconnected" } };
-      case "health":
-        return { value: await health() };
-      case "watch":
-        return { value: await watch(owner, request.cursor as string, request.waitMs as number, context) };
-    }
+  async function adopt(): Promise<void> {
+    epoch = await store.epoch();
   }
 
   return {
+    current: () => epoch,
+    adopt,
+    async check(value) {
+      if (value === epoch) return;
+      await adopt();
+      if (value !== epoch) throw new TaskError("RELAY_RESET", { details: { epoch, mayHaveBeenDelivered: true } });
+    },
+    async guarded(work) {
+      try {
+        return await work();
+      } catch (error) {
+        if (isStateReplaced(error)) await adopt();
+        throw error;
+      }
+    },
+  };
+}
+
+/** What the operations below work with: the store, the clock and the epoch. */
+interface Relay {
+  readonly store: RelayStore;
+  readonly now: () => number;
+  readonly epochs: Epochs;
+}
+
+/**
+ * The binding checks of every operation but connect, in order; returns the caller's live
+ * registration. The registration must be active before its owner is compared, so another
+ * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH;
+ * the secret is judged last, once the request names a live registration of its own caller.
+ */
+async function bind({ store, now, epochs }: Relay, request: Record<string, unknown>): Promise<RegistrationView> {
+  if (request.epoch !== epochs.current()) await epochs.check(request.epoch);
+  const endpoint = request.endpoint;
+  if (!isRecord(endpoint) || endpoint.relay !== RELAY_ID || !isUuid(endpoint.id) || Object.keys(endpoint).length !== 2) {
+    throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
+  }
+  const session = request.callerSession as string;
+  const presented = request.bindingSecret === undefined ? undefined : secretDigest(request.bindingSecret as string);
+  const { callerKnown, registration, secret } = await store.binding(session, endpoint.id, presented, now());
+  if (!callerKnown) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
+  if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
+  if (!isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
+  if (registration.session !== session) throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
+  if (secret === "missing") throw new TaskError("BINDING_SECRET_REQUIRED");
+  if (secret === "mismatch") throw new TaskError("BINDING_SECRET_INVALID");
+  return registration;
+}
+
+function checkLocal(target: TaskEndpoint): void {
+  if (target.relay !== RELAY_ID) throw new TaskError("CROSS_RELAY_ENDPOINT", { details: { relay: target.relay } });
+}
+
+/** A sent envelope checked against its schema and its bound source, with its canonical text and that text's digest. */
+function checkEnvelope(
+  owner: RegistrationView,
+  envelope: unknown,
+): { wire: WireEnvelope; createdAt: number; text: string; digest: string } {
+  if (isRecord(envelope) && envelope.protocolVersion !== SUPPORTED_PROTOCOL_VERSION) {
+    throw invalid("/envelope/protocolVersion", `must be ${SUPPORTED_PROTOCOL_VERSION}`);
+  }
+  const shape = checkValue(WireEnvelope, envelope, { values: ENVELOPE_CHECKER, pathPrefix: "/envelope", code: "SOURCE_MISMATCH" });
+  if (!shape.ok) throw shape.error;
+  const wire = shape.value;
+  const createdAt = Date.parse(wire.createdAt);
+  if (Number.isNaN(createdAt)) throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/createdAt", problem: "not a date" } });
+  if (!sameEndpoint(wire.source, endpointOf(owner))) {
+    throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/source", problem: "source is not the bound endpoint" } });
+  }
+  const payloadText = canonicalJson(wire.payload);
+  if (utf8Bytes(payloadText) > maxRelayPayloadBytes) {
+    throw invalid("/envelope/payload", `canonical payload is larger than ${maxRelayPayloadBytes} bytes`);
+  }
+  const text = canonicalJson({ ...wire, payload: new CanonicalText(payloadText) });
+  return { wire, createdAt, text, digest: sha256Hex(text) };
+}
+
+async function send({ store, now }: Relay, owner: RegistrationView, envelope: unknown): Promise<RelayValue> {
+  const { wire, createdAt, text, digest } = checkEnvelope(owner, envelope);
+  checkLocal(wire.target);
+  const at = now();
+  const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
+  // One atomic store call: concurrent identical sends coalesce on the receipt.
+  const outcome = await store.admit({
+    envelopeId: wire.envelopeId,
+    digest,
+    text,
+    source: wire.source,
+    target: wire.target,
+    fresh,
+    now: at,
+  });
+  return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
+}
+
+async function receive(store: RelayStore, owner: RegistrationView, cursor: string, limit: number): Promise<EngineResult> {
+  const page = await store.page(owner.endpointId, cursor, limit);
+  if (page.kind === "cursor-ahead") throw cursorAhead(cursor, page.highestCursor);
+  return { rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}` };
+}
+
+/** `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none fails the request. */
+async function acknowledgeBatch(store: RelayStore, owner: RegistrationView, envelopeIds: readonly string[]): Promise<RelayValue> {
+  // Issued together (a shared store pipelines them); the ids are distinct, so their order is free.
+  const outcomes = await Promise.all(envelopeIds.map((envelopeId) => store.acknowledge(owner.endpointId, envelopeId)));
+  const results = envelopeIds.map((envelopeId, index): { envelopeId: string; outcome: AckOutcome } => {
+    const outcome = outcomes[index]!;
+    return { envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind };
+  });
+  return { kind: "acknowledged-batch", results };
+}
+
+async function acknowledge(store: RelayStore, owner: RegistrationView, envelopeId: string): Promise<RelayValue> {
+  const outcome = await store.acknowledge(owner.endpointId, envelopeId);
+  switch (outcome.kind) {
+    case "acknowledged":
+      return { kind: "acknowledged", duplicate: outcome.duplicate };
+    case "unknown":
+      throw new TaskError("INVALID_REQUEST", { message: "unknown envelope for this endpoint", details: { envelopeId } });
+    case "gone":
+      throw new TaskError("INVALID_REQUEST", { message: "envelope is no longer in the mailbox", details: { envelopeId } });
+  }
+}
+
+async function watch(
+  store: RelayStore,
+  owner: RegistrationView,
+  cursor: string,
+  waitMs: number,
+  context: EngineContext,
+): Promise<RelayValue> {
+  const outcome = await store.watch({
+    endpointId: owner.endpointId,
+    after: cursor,
+    waitMs,
+    ...(context.signal === undefined ? {} : { signal: context.signal }),
+    ...(context.releaseSlot === undefined ? {} : { onPark: context.releaseSlot }),
+  });
+  if (outcome.kind === "cursor-ahead") throw cursorAhead(cursor, outcome.highestCursor);
+  return { kind: "watch", pending: outcome.pending, highestCursor: outcome.highestCursor };
+}
+
+async function resolve({ store, now }: Relay, target: TaskEndpoint, followSuccessor: boolean): Promise<RelayValue> {
+  checkLocal(target);
+  const registration = await store.registration(target.id);
+  if (registration !== undefined && isLive(registration, now())) return { kind: "resolved", endpoint: endpointOf(registration) };
+  if (followSuccessor) {
+    const successor = await store.successor(target.id, now());
+    if (successor !== undefined) return { kind: "resolved", endpoint: endpointOf(successor), successorOf: target };
+  }
+  throw new TaskError("TARGET_NOT_REGISTERED", { details: { target } });
+}
+
+/** A connect's store outcome on the wire: the connection, or the error it is (`at` is the connect's time). */
+function connection(outcome: ConnectOutcome, at: number): RelayValue {
+  switch (outcome.kind) {
+    case "connected":
+      return {
+        kind: "connected",
+        endpoint: endpointOf(outcome.registration),
+        leaseExpiresAt: new Date(outcome.registration.leaseExpiresAt).toISOString(),
+      };
+    case "session-protected":
+      throw new TaskError("SESSION_PROTECTED", { details: { retryAfterMs: Math.max(0, outcome.leaseExpiresAt - at) } });
+    case "secret-missing":
+      throw new TaskError("BINDING_SECRET_REQUIRED");
+    case "secret-mismatch":
+      throw new TaskError("BINDING_SECRET_INVALID");
+    case "generation-retired":
+      throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "generation was superseded" } });
+    case "full":
+      throw new TaskError("RELAY_CAPACITY", { details: { budget: "registrations", ...outcome.details } });
+  }
+}
+
+/**
+ * `binding-secret-v1`: the connect's `bindingSecret` is the client's own (the schema holds it to
+ * `bindingSecretMinChars`); only its digest goes to the store, which decides in one call whether
+ * it may take the name. The reply never carries a secret.
+ */
+async function connect({ store, now, epochs }: Relay, request: Record<string, unknown>): Promise<RelayValue> {
+  // Runs before the registration is looked at; the fields were checked already. A connect without
+  // an epoch is judged against the state as it is now (a shared store may have been replaced).
+  if (request.epoch !== undefined) await epochs.check(request.epoch);
+  else await epochs.adopt();
+  const secret = request.bindingSecret as string | undefined;
+  const at = now();
+  const outcome = await store.connect({
+    session: request.callerSession as string,
+    generation: request.generation as string,
+    leaseMs: (request.leaseMs as number | undefined) ?? leaseDefaultMs,
+    now: at,
+    ...(secret === undefined ? {} : { secretDigest: secretDigest(secret) }),
+  });
+  return connection(outcome, at);
+}
+
+async function health(store: RelayStore): Promise<RelayValue> {
+  const used = await store.usage();
+  return {
+    kind: "health",
+    store: {
+      activeItems: used.activeItems,
+      activeBytes: used.activeBytes,
+      receipts: used.receipts,
+      receiptBytes: used.receiptBytes,
+      registrations: used.registrations,
+      sessions: used.sessions,
+      routes: 0,
+      metadataBytes: used.metadataBytes,
+      expiryEntries: used.expiryEntries,
+      investigationEnabled: false,
+      logDrops: 0,
+    },
+  };
+}
+
+function status(epoch: string, registration: RegistrationView): SessionStatusBody {
+  const endpoint = endpointOf(registration);
+  return {
+    session: registration.session,
+    taskEndpoint: endpoint,
+    taskTransport: { profile: RELAY_PROFILE, epoch, endpoint, leaseExpiresAt: new Date(registration.leaseExpiresAt).toISOString() },
+  };
+}
+
+async function operate(
+  relay: Relay,
+  operation: RelayOperation,
+  request: Record<string, unknown>,
+  context: EngineContext,
+): Promise<EngineResult> {
+  if (operation === "connect") return { value: await connect(relay, request) };
+  const { store, now } = relay;
+  const owner = await bind(relay, request);
+  switch (operation) {
+    case "resolve":
+      return { value: await resolve(relay, request.target as TaskEndpoint, request.followSuccessor === true) };
+    case "send":
+      return { value: await send(relay, owner, request.envelope) };
+    case "receive":
+      return receive(store, owner, request.cursor as string, pageLimit(request.limit));
+    case "acknowledge":
+      if (request.envelopeIds !== undefined) return { value: await acknowledgeBatch(store, owner, request.envelopeIds as string[]) };
+      return { value: await acknowledge(store, owner, request.envelopeId as string) };
+    case "disconnect":
+      await store.disconnect(owner.endpointId, now());
+      return { value: { kind: "disconnected" } };
+    case "health":
+      return { value: await health(store) };
+    case "watch":
+      return { value: await watch(store, owner, request.cursor as string, request.waitMs as number, context) };
+  }
+}
+
+/** The session-control routes carry no epoch of the caller's: they answer the state as it is now. */
+async function sessionStatus({ store, now, epochs }: Relay, session: string): Promise<SessionStatusBody> {
+  await epochs.adopt();
+  const registration = await epochs.guarded(() => store.sessionRegistration(session));
+  if (registration === undefined || !isLive(registration, now())) throw new TaskError("CALLER_NOT_FOUND", { details: { session } });
+  return status(epochs.current(), registration);
+}
+
+async function sessionList({ store, now, epochs }: Relay): Promise<SessionStatusBody[]> {
+  await epochs.adopt();
+  return (await epochs.guarded(() => store.liveRegistrations(now()))).map((registration) => status(epochs.current(), registration));
+}
+
+export async function createRelayEngine(options: RelayEngineOptions = {}): Promise<RelayEngine> {
+  const now = options.now ?? Date.now;
+  const store = options.store ?? createMemoryStore();
+  const epochs = await createEpochs(store);
+  const relay: Relay = { store, now, epochs };
+
+  return {
     get epoch() {
-      return epoch;
+      return epochs.current();
     },
     async handle(operation, request, context = {}) {
       checkRequest(operation, request);
-      return guarded(() => operate(operation, request, context));
+      return epochs.guarded(() => operate(relay, operation, request, context));
     },
     profile: () => ({
       ok: true,
       profile: RELAY_PROFILE,
-      epoch,
+      epoch: epochs.current(),
       endpointPath: RELAY_ENDPOINT_PATH,
       federation: "disabled",
       features: [...RELAY_FEATURES],
     }),
-    // The session-control routes carry no epoch of the caller's: they answer the state as it is now.
-    async sessionStatus(session) {
-      await adoptEpoch();
-      const registration = await guarded(() => store.sessionRegistration(session));
-      if (registration === undefined || !isLive(registration, now())) throw new TaskError("CALLER_NOT_FOUND", { details: { session } });
-      return status(registration);
-    },
-    async sessionList() {
-      await adoptEpoch();
-      return (await guarded(() => store.liveRegistrations(now()))).map(status);
-    },
+    sessionStatus: (session) => sessionStatus(relay, session),
+    sessionList: () => sessionList(relay),
     async maintain() {
-      await guarded(() => store.maintain(now()));
+      await epochs.guarded(() => store.maintain(now()));
     },
     close: () => store.close(),
-    usage: () => guarded(() => store.usage()),
+    usage: () => epochs.guarded(() => store.usage()),
   };
 }

@@ -25,11 +25,17 @@ import {
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
-import { FEATURE_BINDING_SECRET, isRelayOperation, type SessionListBody, type WireErrorBody } from "../protocol/wire.ts";
-import { createClientGate } from "./client-gate.ts";
+import {
+  FEATURE_BINDING_SECRET,
+  isRelayOperation,
+  type RelayOperation,
+  type SessionListBody,
+  type WireErrorBody,
+} from "../protocol/wire.ts";
+import { type ClientGate, createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
-import { createRelayAuth, withReplyProof } from "./relay-auth.ts";
-import { createRequestSlots } from "./request-slots.ts";
+import { createRelayAuth, type RelayAuth, withReplyProof } from "./relay-auth.ts";
+import { createRequestSlots, type RequestSlots } from "./request-slots.ts";
 import type { RelayStore } from "./store/store.ts";
 
 export interface RelayHandlerOptions {
@@ -220,136 +226,151 @@ function isJsonContentType(value: string | null): boolean {
   return value.split(";")[0]!.trim().toLowerCase() === "application/json";
 }
 
-export async function createRelayHandler(options: RelayHandlerOptions = {}): Promise<RelayHandler> {
-  const auth = createRelayAuth({
-    env: options.env ?? process.env,
-    ...(options.relaySecret === undefined ? {} : { relaySecret: options.relaySecret }),
-    ...(options.instance === undefined ? {} : { instance: options.instance }),
-  });
-  const engine = await createRelayEngine({
-    ...(options.now === undefined ? {} : { now: options.now }),
-    ...(options.store === undefined ? {} : { store: options.store }),
-  });
-  const slots = createRequestSlots();
-  const gate = createClientGate(options.allow ?? []);
-  const respond = (body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS): RelayReply => ({
-    status,
-    headers,
-    body: JSON.stringify(body),
-  });
-  const fail = (error: unknown, early = false, extra: Record<string, string> = {}) => {
+/** Answers a failure: its wire error, with the epoch the relay serves when it is answered. */
+type Fail = (error: unknown, early?: boolean, extra?: Record<string, string>) => RelayReply;
+
+function respond(body: unknown, status: number, headers: Record<string, string> = JSON_HEADERS): RelayReply {
+  return { status, headers, body: JSON.stringify(body) };
+}
+
+function failWith(engine: RelayEngine): Fail {
+  return (error, early = false, extra = {}) => {
     const failure = wireError(error);
     return respond(errorBody(failure, engine.epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
   };
+}
 
-  async function relayPost(request: RelayRequest, url: Route, releaseSlot: () => void): Promise<RelayReply> {
-    if (request.method !== "POST") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use POST"), true);
+/** A relay POST read and parsed: the operation and its body, or the reply that refuses it. */
+type RelayPost = { readonly operation: RelayOperation; readonly body: Record<string, unknown> } | { readonly reply: RelayReply };
+
+/**
+ * The request rules of the relay path: POST, no query string, JSON content type, the body read
+ * within its limits, a JSON object with a known operation.
+ */
+async function readRelayPost(request: RelayRequest, url: Route, fail: Fail): Promise<RelayPost> {
+  if (request.method !== "POST") return { reply: fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use POST"), true) };
+  if (url.search !== "")
+    return { reply: fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true) };
+  if (!isJsonContentType(request.headers.get("content-type"))) {
+    return { reply: fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "content-type must be application/json"), true) };
+  }
+  let text: string;
+  try {
+    text = await readBody(request);
+  } catch (error) {
+    return { reply: fail(error, true) };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return { reply: fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not JSON")) };
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    return { reply: fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not a JSON object")) };
+  }
+  const body = parsed as Record<string, unknown>;
+  if (!isRelayOperation(body.operation)) return { reply: fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "unknown operation")) };
+  return { operation: body.operation, body };
+}
+
+/** What the routes below work with; each part keeps its own state. */
+interface Parts {
+  readonly engine: RelayEngine;
+  readonly auth: RelayAuth;
+  readonly gate: ClientGate;
+  readonly slots: RequestSlots;
+  readonly fail: Fail;
+  /** The paths the relay answers (the instance route only for an embedded relay). */
+  readonly routes: ReadonlySet<string>;
+}
+
+async function relayPost({ engine, fail }: Parts, request: RelayRequest, url: Route, releaseSlot: () => void): Promise<RelayReply> {
+  const post = await readRelayPost(request, url, fail);
+  if ("reply" in post) return post.reply;
+  try {
+    // The signal is read only by a held `watch` (a socket adapter may make it on demand).
+    const result = await engine.handle(post.operation, post.body, {
+      get signal() {
+        return request.signal;
+      },
+      releaseSlot,
+    });
+    const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
+    return {
+      status: HTTP_STATUS.ok,
+      headers: JSON_HEADERS,
+      body: `{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}`,
+    };
+  } catch (error) {
+    return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
+  }
+}
+
+async function routeGet({ engine, auth, fail }: Parts, request: RelayRequest, url: Route): Promise<RelayReply> {
+  if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
+  if (url.pathname === RELAY_PROFILE_PATH || url.pathname === RELAY_INSTANCE_PATH) {
     if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
-    if (!isJsonContentType(request.headers.get("content-type"))) {
-      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "content-type must be application/json"), true);
-    }
-    let text: string;
-    try {
-      text = await readBody(request);
-    } catch (error) {
-      return fail(error, true);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not JSON"));
-    }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "body is not a JSON object"));
-    }
-    const body = parsed as Record<string, unknown>;
-    if (!isRelayOperation(body.operation)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "unknown operation"));
-    try {
-      // The signal is read only by a held `watch` (a socket adapter may make it on demand).
-      const result = await engine.handle(body.operation, body, {
-        get signal() {
-          return request.signal;
-        },
-        releaseSlot,
-      });
-      const valueJson = "rawValueJson" in result ? result.rawValueJson : JSON.stringify(result.value);
-      return {
-        status: HTTP_STATUS.ok,
-        headers: JSON_HEADERS,
-        body: `{"ok":true,"profile":"${RELAY_PROFILE}","epoch":"${engine.epoch}","value":${valueJson}}`,
-      };
-    } catch (error) {
-      return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
-    }
+    if (url.pathname === RELAY_INSTANCE_PATH) return respond(auth.instance(request.headers, engine.epoch), HTTP_STATUS.ok);
+    return respond(engine.profile(), HTTP_STATUS.ok, { ...JSON_HEADERS, ...auth.challengeHeaders(request.headers) });
   }
-
-  async function routeGet(request: RelayRequest, url: Route): Promise<RelayReply> {
-    if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
-    if (url.pathname === RELAY_PROFILE_PATH || url.pathname === RELAY_INSTANCE_PATH) {
-      if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
-      if (url.pathname === RELAY_INSTANCE_PATH) return respond(auth.instance(request.headers, engine.epoch), HTTP_STATUS.ok);
-      return respond(engine.profile(), HTTP_STATUS.ok, { ...JSON_HEADERS, ...auth.challengeHeaders(request.headers) });
-    }
-    if (url.pathname === SESSION_LIST_PATH)
-      return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
-    const query = new URL(request.url).searchParams;
-    const names = [...query.keys()];
-    const session = query.get("session");
-    if (session === null || session === "" || names.length !== 1) {
-      return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "exactly one query parameter `session` is required"));
-    }
-    return respond(await engine.sessionStatus(session), HTTP_STATUS.ok);
+  if (url.pathname === SESSION_LIST_PATH)
+    return respond({ ok: true, sessions: await engine.sessionList() } satisfies SessionListBody, HTTP_STATUS.ok);
+  const query = new URL(request.url).searchParams;
+  const names = [...query.keys()];
+  const session = query.get("session");
+  if (session === null || session === "" || names.length !== 1) {
+    return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "exactly one query parameter `session` is required"));
   }
+  return respond(await engine.sessionStatus(session), HTTP_STATUS.ok);
+}
 
-  const routes: ReadonlySet<string> = new Set([
-    RELAY_ENDPOINT_PATH,
-    RELAY_PROFILE_PATH,
-    SESSION_STATUS_PATH,
-    SESSION_LIST_PATH,
-    ...(auth.instancePath === undefined ? [] : [auth.instancePath]),
-  ]);
-
-  async function handle(request: RelayRequest, peer: string | undefined): Promise<RelayReply> {
-    const url = routeOf(request.url);
-    if (!routes.has(url.pathname)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.notFound, "no such route"), true);
-    if (request.headers.get("origin") !== null)
-      return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
-    if (request.method === "OPTIONS") return { status: HTTP_STATUS.noContent, headers: NO_STORE, body: null };
-    // The reply proof (relay-auth.ts) goes with whatever is answered to a token of the relay secret.
-    const verdict = auth.admit(request, url.pathname);
-    const admission = verdict instanceof Promise ? await verdict : verdict;
-    if (!admission.ok) {
-      const challenge = admission.error.code === "RELAY_AUTH_REQUIRED" ? JWT_CHALLENGE : {};
-      return withReplyProof(fail(admission.error, true, challenge), admission.proof);
-    }
-    return withReplyProof(await admitted(request, url, peer), admission.proof);
+async function handle(parts: Parts, request: RelayRequest, peer: string | undefined): Promise<RelayReply> {
+  const { auth, fail, routes } = parts;
+  const url = routeOf(request.url);
+  if (!routes.has(url.pathname)) return fail(rejection("INVALID_REQUEST", HTTP_STATUS.notFound, "no such route"), true);
+  if (request.headers.get("origin") !== null)
+    return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
+  if (request.method === "OPTIONS") return { status: HTTP_STATUS.noContent, headers: NO_STORE, body: null };
+  // The reply proof (relay-auth.ts) goes with whatever is answered to a token of the relay secret.
+  const verdict = auth.admit(request, url.pathname);
+  const admission = verdict instanceof Promise ? await verdict : verdict;
+  if (!admission.ok) {
+    const challenge = admission.error.code === "RELAY_AUTH_REQUIRED" ? JWT_CHALLENGE : {};
+    return withReplyProof(fail(admission.error, true, challenge), admission.proof);
   }
+  return withReplyProof(await admitted(parts, request, url, peer), admission.proof);
+}
 
-  /** A request past the origin and auth checks: the client gate, an admission slot, then its route. */
-  async function admitted(request: RelayRequest, url: Route, peer: string | undefined): Promise<RelayReply> {
-    if (!gate.allows(peer, request.headers.get("x-forwarded-for"))) {
-      return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "client address is not allowed"), true);
-    }
-    let release: () => void;
-    try {
-      release = slots.enter();
-    } catch (error) {
-      return fail(error, true);
-    }
-    try {
-      if (url.pathname === RELAY_ENDPOINT_PATH) return await relayPost(request, url, release);
-      return await routeGet(request, url);
-    } catch (error) {
-      return fail(error);
-    } finally {
-      release();
-    }
+/** A request past the origin and auth checks: the client gate, an admission slot, then its route. */
+async function admitted(parts: Parts, request: RelayRequest, url: Route, peer: string | undefined): Promise<RelayReply> {
+  const { gate, slots, fail } = parts;
+  if (!gate.allows(peer, request.headers.get("x-forwarded-for"))) {
+    return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "client address is not allowed"), true);
   }
+  let release: () => void;
+  try {
+    release = slots.enter();
+  } catch (error) {
+    return fail(error, true);
+  }
+  try {
+    if (url.pathname === RELAY_ENDPOINT_PATH) return await relayPost(parts, request, url, release);
+    return await routeGet(parts, request, url);
+  } catch (error) {
+    return fail(error);
+  } finally {
+    release();
+  }
+}
 
-  // One maintenance run at a time (a shared store may take longer than the period). Its failure
-  // (a broken invariant among them) cannot be answered to anyone, so it goes to stderr as one
-  // JSON line; stdout carries only the readiness line.
+/**
+ * Runs the engine's maintenance every `relayMaintenanceIntervalMs`, one run at a time (a shared
+ * store may take longer than the period); returns its stop. A failed run (a broken invariant among
+ * them) cannot be answered to anyone, so it goes to stderr as one JSON line; stdout carries only
+ * the readiness line.
+ */
+function startMaintenance(engine: RelayEngine): () => void {
   let maintaining = false;
   const maintenance = setInterval(() => {
     if (maintaining) return;
@@ -364,14 +385,42 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
       });
   }, relayMaintenanceIntervalMs);
   maintenance.unref();
+  return () => clearInterval(maintenance);
+}
+
+export async function createRelayHandler(options: RelayHandlerOptions = {}): Promise<RelayHandler> {
+  const auth = createRelayAuth({
+    env: options.env ?? process.env,
+    ...(options.relaySecret === undefined ? {} : { relaySecret: options.relaySecret }),
+    ...(options.instance === undefined ? {} : { instance: options.instance }),
+  });
+  const engine = await createRelayEngine({
+    ...(options.now === undefined ? {} : { now: options.now }),
+    ...(options.store === undefined ? {} : { store: options.store }),
+  });
+  const parts: Parts = {
+    engine,
+    auth,
+    slots: createRequestSlots(),
+    gate: createClientGate(options.allow ?? []),
+    fail: failWith(engine),
+    routes: new Set([
+      RELAY_ENDPOINT_PATH,
+      RELAY_PROFILE_PATH,
+      SESSION_STATUS_PATH,
+      SESSION_LIST_PATH,
+      ...(auth.instancePath === undefined ? [] : [auth.instancePath]),
+    ]),
+  };
+  const stopMaintenance = startMaintenance(engine);
   return {
     get epoch() {
       return engine.epoch;
     },
     engine,
-    handle,
+    handle: (request, peer) => handle(parts, request, peer),
     async close() {
-      clearInterval(maintenance);
+      stopMaintenance();
       await engine.close();
     },
   };

@@ -6,7 +6,7 @@
  *   holding `<pid> <random token>`, so nobody ever reads a lock without its holder.
  * - Stale: a lock whose holder is gone (its pid is not alive, or the file names no pid) and that is
  *   at least `staleMs` old (by its mtime) is taken over. Taking over moves the file aside and checks
- *   that it moved the very lock it judged stale; a fresh lock moved by a late contender is put back.
+ *   that it moved the very lock it found stale; a fresh lock moved by a late contender is put back.
  *   A lock whose holder is alive is never taken over, however old.
  * - Releasing removes the file only while it still holds this holder's token.
  */
@@ -69,8 +69,8 @@ function isStale(seen: SeenLock, staleMs: number): boolean {
   return seen.ageMs >= staleMs;
 }
 
-/** Moves the stale lock `judged` out of the way; a different (newer) lock found instead goes back. */
-function takeOver(path: string, judged: SeenLock): void {
+/** Moves the stale lock `suspected` out of the way; a different (newer) lock found instead goes back. */
+function takeOver(path: string, suspected: SeenLock): void {
   const aside = `${path}.${process.pid}.${randomUUID()}.stale`;
   try {
     renameSync(path, aside);
@@ -80,7 +80,7 @@ function takeOver(path: string, judged: SeenLock): void {
     throw error;
   }
   try {
-    if (readFileSync(aside, "utf8") === judged.text) return;
+    if (readFileSync(aside, "utf8") === suspected.text) return;
     try {
       linkSync(aside, path);
     } catch (error) {

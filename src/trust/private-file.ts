@@ -10,7 +10,7 @@
  * - without the caller's forbidden permission bits (group or others writing, or reading a secret).
  *
  * The file is opened without following a link (`O_NOFOLLOW`) and without waiting on a FIFO
- * (`O_NONBLOCK`), and judged by the open descriptor, so what is judged is exactly what is read even
+ * (`O_NONBLOCK`), and checked through the open descriptor, so what is checked is exactly what is read even
  * when the path is swapped in between. A refusal names the problem and its fix and never quotes the
  * file's content.
  */
@@ -43,8 +43,8 @@ function linkRefusal(path: string): PrivateFileRefusal {
   };
 }
 
-/** The problem of an open file, judged by its descriptor; undefined when it may be read. */
-function judge(fd: number, path: string, forbiddenBits: number): PrivateFileRefusal | undefined {
+/** The problem of an open file, checked through its descriptor; undefined when it may be read. */
+function problemOf(fd: number, path: string, forbiddenBits: number): PrivateFileRefusal | undefined {
   const stat = fstatSync(fd);
   if (!stat.isFile())
     return {
@@ -90,7 +90,7 @@ export function readPrivateFile(path: string, forbiddenBits: number, refuse: (re
   let refusal: PrivateFileRefusal | undefined;
   let text = "";
   try {
-    refusal = judge(fd, path, forbiddenBits);
+    refusal = problemOf(fd, path, forbiddenBits);
     if (refusal === undefined) text = readFileSync(fd, "utf8");
   } catch (error) {
     refusal = unreadable(path, error);

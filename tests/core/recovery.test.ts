@@ -412,7 +412,7 @@ describe("failures that never trigger recovery", () => {
     const report = await origin.configured.refresh();
     expectCode(report.failures.get("intake"), "RELAY_UNAVAILABLE");
     // The pass just found the relay unreachable: the message is queued without trying the network
-    // (the outage hold, src/core/outage.ts); the passes send it once the relay answers again.
+    // (the outage wait, src/core/relay-health.ts); the passes send it once the relay answers again.
     const sendError = await failure(
       origin.configured.run((current) => current.message({ taskId: task.taskId, type: "information", message: "anyone?" })),
     );

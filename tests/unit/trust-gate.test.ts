@@ -11,7 +11,7 @@ import { followMovedPeer } from "../../src/core/reconnect.ts";
 import { createWorkScope } from "../../src/core/scope.ts";
 import { systemTimers } from "../../src/core/timers.ts";
 import { coreInternals, createCoreContext } from "../../src/core/task-core.ts";
-import { admit, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
+import { gateMail, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
 import type { CoreBook } from "../../src/core/bookkeeping.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../../src/protocol/limits.ts";
@@ -72,10 +72,10 @@ describe("the gate's bounds at their edges", () => {
     const now = Date.UTC(2026, 0, 1);
     // A lifetime that began long before: only the age bounds decide here.
     const trust = () => createTrustState(trustOf(alice), 0);
-    expect(admit(store(), trust(), assignment(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
-    expect(admit(store(), trust(), assignment(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
-    expect(thrown(() => admit(store(), trust(), assignment(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
-    expect(thrown(() => admit(store(), trust(), assignment(now + signatureMaxFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(gateMail(store(), trust(), assignment(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust(), assignment(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(thrown(() => gateMail(store(), trust(), assignment(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateMail(store(), trust(), assignment(now + signatureMaxFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
   });
 
   test(`replays: the same envelope again passes (a redelivery); another envelope with a seen event is REPLAYED_EVENT for the last ${replayWindowEvents} events`, () => {
@@ -83,31 +83,31 @@ describe("the gate's bounds at their edges", () => {
     const trust = createTrustState(trustOf(alice));
     const window = () => trust.seen.get(alice.publicKey)?.size ?? 0;
     const first = assignment(now);
-    expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
-    expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust, first, WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust, first, WORKER, now).verified).toBe(true);
     const copy = { ...first, envelopeId: crypto.randomUUID() };
-    expect(thrown(() => admit(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
+    expect(thrown(() => gateMail(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
     // Fill the window: with replayWindowEvents - 1 more, the first is still remembered …
-    for (let index = 1; index < replayWindowEvents; index += 1) admit(store(), trust, assignment(now), WORKER, now);
+    for (let index = 1; index < replayWindowEvents; index += 1) gateMail(store(), trust, assignment(now), WORKER, now);
     expect(window()).toBe(replayWindowEvents);
-    expect(thrown(() => admit(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
+    expect(thrown(() => gateMail(store(), trust, copy, WORKER, now)).code).toBe("REPLAYED_EVENT");
     // … one more pushes it out of the bounded window.
-    admit(store(), trust, assignment(now), WORKER, now);
+    gateMail(store(), trust, assignment(now), WORKER, now);
     expect(window()).toBe(replayWindowEvents);
-    expect(admit(store(), trust, copy, WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust, copy, WORKER, now).verified).toBe(true);
   });
 
   test("strangers cannot flush the replay window: mail of a key this identity does not trust is never remembered", () => {
     const now = Date.now();
     const trust = createTrustState(trustOf(alice));
     const first = assignment(now);
-    expect(admit(store(), trust, first, WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust, first, WORKER, now).verified).toBe(true);
     // A stranger signs more canonical events for tasks nobody holds than the window has room for.
     const stranger = generateIdentity().identity;
     for (let index = 0; index <= replayWindowEvents; index += 1) {
       const task = taskRecord({ createdAt: now });
       const event = makeEvent(task, "task.information", "2", now, { message: "junk" });
-      admit(
+      gateMail(
         store(),
         trust,
         JSON.parse(encodeEnvelope(ORIGIN, WORKER, task.taskId, "canonical_event", event, now, { identity: stranger }).text) as TaskEnvelope,
@@ -117,7 +117,7 @@ describe("the gate's bounds at their edges", () => {
     }
     expect(trust.seen.has(stranger.publicKey)).toBe(false);
     // The trusted key's event is still remembered: its replay is caught.
-    expect(thrown(() => admit(store(), trust, { ...first, envelopeId: crypto.randomUUID() }, WORKER, now)).code).toBe("REPLAYED_EVENT");
+    expect(thrown(() => gateMail(store(), trust, { ...first, envelopeId: crypto.randomUUID() }, WORKER, now)).code).toBe("REPLAYED_EVENT");
   });
 
   test("a lifetime takes no event signed before it began for a task it does not hold (a restarted worker, an old assignment served again)", () => {
@@ -126,15 +126,15 @@ describe("the gate's bounds at their edges", () => {
     const trust = createTrustState(trustOf(alice), startedAt);
     // Signed an hour before this lifetime began (well within the 24 h age bound).
     const old = assignment(startedAt - 60 * 60_000);
-    expect(thrown(() => admit(store(), trust, old, WORKER, now)).details).toMatchObject({
+    expect(thrown(() => gateMail(store(), trust, old, WORKER, now)).details).toMatchObject({
       problem: "signed before this session's lifetime began, for a task it does not hold",
     });
-    expect(thrown(() => admit(store(), trust, old, WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateMail(store(), trust, old, WORKER, now)).code).toBe("STALE_EVENT");
     // Within the clock skew allowed it passes; and a task this lifetime holds takes its older mail.
-    expect(admit(store(), trust, assignment(startedAt - signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust, assignment(startedAt - signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
     const held = store();
     held.putTask((old.payload.payload as { task: unknown }).task as never, "target");
-    expect(admit(held, createTrustState(trustOf(alice), startedAt), old, WORKER, now).verified).toBe(true);
+    expect(gateMail(held, createTrustState(trustOf(alice), startedAt), old, WORKER, now).verified).toBe(true);
   });
 
   test("order: a bad signature is SIGNATURE_INVALID before anything else; a good one for another endpoint is NOT_ADDRESSED", () => {
@@ -143,28 +143,28 @@ describe("the gate's bounds at their edges", () => {
     const tampered = { ...envelope, payload: { ...envelope.payload, taskId: crypto.randomUUID() } } as TaskEnvelope;
     const trust = createTrustState(trustOf(generateIdentity().identity));
     // Unknown signer AND a bad signature: the signature is judged first.
-    expect(thrown(() => admit(store(), trust, tampered, WORKER, now)).code).toBe("SIGNATURE_INVALID");
+    expect(thrown(() => gateMail(store(), trust, tampered, WORKER, now)).code).toBe("SIGNATURE_INVALID");
     const other: TaskEndpoint = { relay: WORKER.relay, id: crypto.randomUUID() };
-    expect(thrown(() => admit(store(), createTrustState(trustOf(alice)), envelope, other, now)).code).toBe("NOT_ADDRESSED");
+    expect(thrown(() => gateMail(store(), createTrustState(trustOf(alice)), envelope, other, now)).code).toBe("NOT_ADDRESSED");
     // The relay claims another sender than the one that signed.
     const resent = { ...envelope, source: { relay: ORIGIN.relay, id: crypto.randomUUID() } };
-    expect(thrown(() => admit(store(), createTrustState(trustOf(alice)), resent, WORKER, now)).code).toBe("NOT_ADDRESSED");
+    expect(thrown(() => gateMail(store(), createTrustState(trustOf(alice)), resent, WORKER, now)).code).toBe("NOT_ADDRESSED");
   });
 
   test("order: authorization before freshness — old mail of an unknown or unauthorized key is refused as such, never as stale", () => {
     const now = Date.now();
     const old = assignment(now - signatureMaxAgeMs - 60_000);
     // An unknown key (the worker trusts only itself): refused as unknown, though also stale.
-    expect(thrown(() => admit(store(), createTrustState(trustOf(generateIdentity().identity), 0), old, WORKER, now)).code).toBe(
+    expect(thrown(() => gateMail(store(), createTrustState(trustOf(generateIdentity().identity), 0), old, WORKER, now)).code).toBe(
       "UNKNOWN_PEER",
     );
     // A task whose origin key is bound to another key: refused as unauthorized, though also stale.
     const bound = store();
     bound.putTask((old.payload.payload as { task: unknown }).task as never, "target");
     bound.setTaskMeta(old.payload.taskId, { originKey: generateIdentity().identity.publicKey });
-    expect(thrown(() => admit(bound, createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("NOT_AUTHORIZED");
+    expect(thrown(() => gateMail(bound, createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("NOT_AUTHORIZED");
     // Only mail from a key that may send it is judged on its age.
-    expect(thrown(() => admit(store(), createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateMail(store(), createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("STALE_EVENT");
   });
 });
 

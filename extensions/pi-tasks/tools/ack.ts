@@ -1,7 +1,7 @@
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
-import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
-export function ackTool(deps: ToolDeps): TaskToolDefinition {
+export function ackTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_ack> {
   return {
     name: "agent_task_ack",
     label: "Acknowledge task",
@@ -12,10 +12,9 @@ export function ackTool(deps: ToolDeps): TaskToolDefinition {
       "Verify a finished task's outcome independently, then call agent_task_ack with its taskId; then stop only the workers you spawned (agent_task_stop).",
     ],
     parameters: TOOL_PARAMETERS.agent_task_ack,
-    execute: (_id, params, signal) =>
-      guarded(async () => {
-        const acked = await deps.run((core) => core.acknowledge(params, { signal }));
-        return ok(lines("## task acknowledged", `- taskId: ${acked.taskId}`, `- delivery: ${acked.delivery}`), { ...acked });
-      }),
+    async execute(_id, params, signal) {
+      const acked = await deps.run((core) => core.acknowledge(params, { signal }));
+      return ok(lines("## task acknowledged", `- taskId: ${acked.taskId}`, `- delivery: ${acked.delivery}`), { ...acked });
+    },
   };
 }

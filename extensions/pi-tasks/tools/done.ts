@@ -1,7 +1,7 @@
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
-import { errorResult, guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { errorResult, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 /**
  * What the worker's report means, in words: the origin decides a task's outcome (its first terminal
@@ -17,7 +17,7 @@ function outcomeWords(requested: string, observed: string, delivery: string): st
   return `${sent}; the origin decides the outcome (you see its decision when it arrives). Nothing more to do on this task.`;
 }
 
-export function doneTool(deps: ToolDeps): TaskToolDefinition {
+export function doneTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_done> {
   return {
     name: "agent_task_done",
     label: "Finish task",
@@ -29,29 +29,28 @@ export function doneTool(deps: ToolDeps): TaskToolDefinition {
       "A retry of agent_task_done with the same status is safe; a different status for the same task is refused.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_done,
-    execute: (_id, params, signal) =>
-      guarded(async () => {
-        const done = await deps.run((core) => core.done(params, { signal }));
-        const delivery = done.terminalDelivery;
-        if (delivery.state === "delivery_blocked") {
-          return {
-            ...errorResult(
-              new TaskError(delivery.error.code, { retryable: false, details: { taskId: done.taskId, terminalDelivery: delivery } }),
-            ),
-            details: { ...done },
-          };
-        }
-        const finished = delivery.state === "accepted" || isTerminalStatus(done.observedCanonicalStatus as never);
-        return ok(
-          lines(
-            `## task ${done.requestedStatus} reported`,
-            `- taskId: ${done.taskId}`,
-            `- terminalDelivery: ${delivery.state}`,
-            `- outcome: ${outcomeWords(done.requestedStatus, done.observedCanonicalStatus, delivery.state)}`,
+    async execute(_id, params, signal) {
+      const done = await deps.run((core) => core.done(params, { signal }));
+      const delivery = done.terminalDelivery;
+      if (delivery.state === "delivery_blocked") {
+        return {
+          ...errorResult(
+            new TaskError(delivery.error.code, { retryable: false, details: { taskId: done.taskId, terminalDelivery: delivery } }),
           ),
-          { ...done },
-          finished ? { terminate: true } : {},
-        );
-      }),
+          details: { ...done },
+        };
+      }
+      const finished = delivery.state === "accepted" || isTerminalStatus(done.observedCanonicalStatus as never);
+      return ok(
+        lines(
+          `## task ${done.requestedStatus} reported`,
+          `- taskId: ${done.taskId}`,
+          `- terminalDelivery: ${delivery.state}`,
+          `- outcome: ${outcomeWords(done.requestedStatus, done.observedCanonicalStatus, delivery.state)}`,
+        ),
+        { ...done },
+        finished ? { terminate: true } : {},
+      );
+    },
   };
 }

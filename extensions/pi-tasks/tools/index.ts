@@ -1,4 +1,4 @@
-/** Every `agent_task_*` tool, in the order the model sees them. */
+/** Every `agent_task_*` tool, in the order the model sees them, each behind the one error boundary. */
 import { ackTool } from "./ack.ts";
 import { cancelTool } from "./cancel.ts";
 import { doneTool } from "./done.ts";
@@ -6,14 +6,14 @@ import { inboxTool } from "./inbox.ts";
 import { messageTool } from "./message.ts";
 import { reassignTool } from "./reassign.ts";
 import { sendTool } from "./send.ts";
-import type { TaskToolDefinition, ToolDeps } from "./shared.ts";
+import { type TaskToolDefinition, type ToolDeps, withErrorResult } from "./shared.ts";
 import { spawnTool } from "./spawn.ts";
 import { statusTool } from "./status.ts";
 import { stopTool } from "./stop.ts";
 import { waitTool } from "./wait.ts";
 import { workersTool } from "./workers.ts";
 
-export type { TaskToolDefinition, ToolContext, ToolDeps, ToolResult } from "./shared.ts";
+export type { TaskToolDefinition, ToolDeps, ToolDetails, ToolResult } from "./shared.ts";
 export { errorResult } from "./shared.ts";
 
 export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
@@ -30,5 +30,5 @@ export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
     spawnTool,
     workersTool,
     stopTool,
-  ].map((tool) => tool(deps));
+  ].map((tool): TaskToolDefinition => withErrorResult(tool(deps)));
 }

@@ -2,7 +2,6 @@ import { ReassignParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.t
 import { assertValid } from "../../../src/protocol/validate.ts";
 import {
   awaitProof,
-  guarded,
   lines,
   ok,
   PROOF_PENDING,
@@ -12,7 +11,7 @@ import {
   type ToolDeps,
 } from "./shared.ts";
 
-export function reassignTool(deps: ToolDeps): TaskToolDefinition {
+export function reassignTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_reassign> {
   return {
     name: "agent_task_reassign",
     label: "Reassign task",
@@ -23,26 +22,25 @@ export function reassignTool(deps: ToolDeps): TaskToolDefinition {
       "Use agent_task_reassign when a '## task orphaned' event says a task's worker is gone: spawn or pick a worker first and pass its taskEndpoint as `to`, or omit `to` when the same worker session was restarted.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_reassign,
-    execute: (_id, params, signal) =>
-      guarded(async () => {
-        const input = assertValid(ReassignParams, params, { subject: "agent_task_reassign" });
-        const moved = await deps.run((core) =>
-          core.reassignTask(input.taskId, { signal, ...(input.to === undefined ? {} : { to: input.to }) }),
-        );
-        const delivery = moved.delivery === "accepted" ? "accepted" : await awaitProof(deps, moved.taskId, signal);
-        deps.requestRefresh();
-        if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
-        return ok(
-          lines(
-            "## task reassigned",
-            `- taskId: ${moved.taskId}`,
-            `- previousTarget: ${moved.previousTarget.relay}/${moved.previousTarget.id}`,
-            `- target: ${moved.target.relay}/${moved.target.id}`,
-            `- historyTruncated: ${moved.historyTruncated}`,
-            `- ${delivery === "accepted" ? RELAY_ACCEPTANCE_ONLY : PROOF_PENDING}`,
-          ),
-          { ...moved, delivery },
-        );
-      }),
+    async execute(_id, params, signal) {
+      const input = assertValid(ReassignParams, params, { subject: "agent_task_reassign" });
+      const moved = await deps.run((core) =>
+        core.reassignTask(input.taskId, { signal, ...(input.to === undefined ? {} : { to: input.to }) }),
+      );
+      const delivery = moved.delivery === "accepted" ? "accepted" : await awaitProof(deps, moved.taskId, signal);
+      deps.requestRefresh();
+      if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
+      return ok(
+        lines(
+          "## task reassigned",
+          `- taskId: ${moved.taskId}`,
+          `- previousTarget: ${moved.previousTarget.relay}/${moved.previousTarget.id}`,
+          `- target: ${moved.target.relay}/${moved.target.id}`,
+          `- historyTruncated: ${moved.historyTruncated}`,
+          `- ${delivery === "accepted" ? RELAY_ACCEPTANCE_ONLY : PROOF_PENDING}`,
+        ),
+        { ...moved, delivery },
+      );
+    },
   };
 }

@@ -2,7 +2,6 @@ import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import {
   awaitProof,
-  guarded,
   lines,
   ok,
   PROOF_PENDING,
@@ -12,7 +11,7 @@ import {
   type ToolDeps,
 } from "./shared.ts";
 
-export function sendTool(deps: ToolDeps): TaskToolDefinition {
+export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_send> {
   return {
     name: "agent_task_send",
     label: "Send task",
@@ -26,22 +25,21 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition {
       "A '## task refused by the worker' event after agent_task_send means the worker does not trust your identity: tell your operator; pairing (pi-tasks peers add) is their decision, never yours.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_send,
-    execute: (_id, params, signal) =>
-      guarded(async () => {
-        const created = await deps.run((core) => core.createTask(params, { signal }));
-        const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
-        if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
-        return ok(
-          lines(
-            "## task sent",
-            `- taskId: ${created.taskId}`,
-            `- target: ${formatEndpoint(created.target)}`,
-            `- ${delivery === "accepted" ? RELAY_ACCEPTANCE_ONLY : PROOF_PENDING}`,
-            "",
-            "Keep working; you will be woken by the worker's questions and its result.",
-          ),
-          { taskId: created.taskId, envelopeId: created.envelopeId, target: created.target, delivery },
-        );
-      }),
+    async execute(_id, params, signal) {
+      const created = await deps.run((core) => core.createTask(params, { signal }));
+      const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
+      if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
+      return ok(
+        lines(
+          "## task sent",
+          `- taskId: ${created.taskId}`,
+          `- target: ${formatEndpoint(created.target)}`,
+          `- ${delivery === "accepted" ? RELAY_ACCEPTANCE_ONLY : PROOF_PENDING}`,
+          "",
+          "Keep working; you will be woken by the worker's questions and its result.",
+        ),
+        { taskId: created.taskId, envelopeId: created.envelopeId, target: created.target, delivery },
+      );
+    },
   };
 }

@@ -1,10 +1,19 @@
 /**
- * What every `agent_task_*` tool shares: its definition shape, what it may use of the lifecycle,
- * and how results and errors are written. Errors come back as `isError: true` results carrying
- * `code`, `retryable` and `details`, never as throws into Pi.
+ * What every `agent_task_*` tool shares: its definition type (Pi's `ToolDefinition` over the tool's
+ * TypeBox parameter schema), what it may use of the lifecycle, and how results and errors are
+ * written. A tool body throws on failure; the one error boundary (`withErrorResult`, applied by
+ * tools/index.ts) turns that into an `isError: true` result carrying `code`, `retryable` and
+ * `details`, so nothing throws into Pi.
+ *
+ * Pi's packages and `typebox` (the TypeBox that Pi's `ToolDefinition` is declared with) are imported
+ * as types only: an installed package has no copy of them, so nothing here may load them at run
+ * time. The schema objects come from src/protocol/schemas.ts, through the `@sinclair/typebox` name
+ * that Pi serves to extensions.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { TSchema } from "@sinclair/typebox";
+import type { TextContent } from "@earendil-works/pi-ai";
+import type { AgentToolResult, AgentToolUpdateCallback, ExtensionToolContext, ToolDefinition } from "@earendil-works/pi-coding-agent";
+import type { Static, TSchema } from "typebox";
 import type { TaskCore } from "../../../src/core/task-core.ts";
 import type { TaskView } from "../../../src/core/views.ts";
 import { TaskError, toTaskError } from "../../../src/protocol/errors.ts";
@@ -13,17 +22,12 @@ import type { TaskEndpoint, ToolName } from "../../../src/protocol/schemas.ts";
 import type { SessionInfo } from "../lifecycle.ts";
 import { renderError } from "../render.ts";
 
-export interface ToolResult {
-  content: { type: "text"; text: string }[];
-  details: Record<string, unknown>;
-  isError?: boolean;
-  terminate?: boolean;
-}
+/** What a tool result carries for code (the board, tests); the model reads only `content`. */
+export type ToolDetails = Record<string, unknown>;
 
-/** What a tool may know of the Pi session calling it. */
-export interface ToolContext {
-  readonly cwd?: string;
-  readonly model?: { readonly provider: string; readonly id: string };
+/** Pi's tool result, with the text-only content these tools write. */
+export interface ToolResult extends AgentToolResult<ToolDetails> {
+  content: TextContent[];
 }
 
 export interface ToolDeps {
@@ -41,14 +45,22 @@ export interface ToolDeps {
   rememberPeer(session: string, endpoint: TaskEndpoint): void;
 }
 
-export interface TaskToolDefinition {
+/**
+ * A Pi tool definition as every `agent_task_*` tool fills it in: one of the protocol's tool names,
+ * a prompt snippet and guidelines always present, and an `execute` whose trailing arguments are
+ * optional (the tools read only the signal and, for spawn, the caller's directory and model).
+ */
+export interface TaskToolDefinition<TParams extends TSchema = TSchema> extends ToolDefinition<TParams, ToolDetails> {
   readonly name: ToolName;
-  readonly label: string;
-  readonly description: string;
   readonly promptSnippet: string;
   readonly promptGuidelines: string[];
-  readonly parameters: TSchema;
-  execute(toolCallId: string, params: unknown, signal: AbortSignal | undefined, context?: ToolContext): Promise<ToolResult>;
+  execute(
+    toolCallId: string,
+    params: Static<TParams>,
+    signal?: AbortSignal,
+    onUpdate?: AgentToolUpdateCallback<ToolDetails>,
+    ctx?: ExtensionToolContext,
+  ): Promise<ToolResult>;
 }
 
 export const RELAY_ACCEPTANCE_ONLY = "delivery: relay acceptance only — not execution.";
@@ -66,13 +78,21 @@ export function lines(...items: (string | undefined)[]): string {
   return items.filter((item) => item !== undefined).join("\n");
 }
 
-/** Runs a tool body; any failure becomes an error result. */
-export async function guarded(work: () => Promise<ToolResult>): Promise<ToolResult> {
-  try {
-    return await work();
-  } catch (error) {
-    return errorResult(error);
-  }
+/**
+ * The single error boundary of tool execution: whatever a tool's `execute` throws becomes its error
+ * result (what the model reads), never a throw into Pi.
+ */
+export function withErrorResult<TParams extends TSchema>(tool: TaskToolDefinition<TParams>): TaskToolDefinition<TParams> {
+  return {
+    ...tool,
+    async execute(toolCallId, params, signal, onUpdate, ctx) {
+      try {
+        return await tool.execute(toolCallId, params, signal, onUpdate, ctx);
+      } catch (error) {
+        return errorResult(error);
+      }
+    },
+  };
 }
 
 /**

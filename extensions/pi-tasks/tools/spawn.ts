@@ -9,12 +9,12 @@ import { TaskError } from "../../../src/protocol/errors.ts";
 import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { piTasksHome } from "../../../src/relay-client/config.ts";
-import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 /** Test and demo only: a scripted-model scenario module for spawned workers (absolute path). */
 export const WORKER_SCRIPT_ENV = "PI_TASKS_WORKER_SCRIPT";
 
-export function spawnTool(deps: ToolDeps): TaskToolDefinition {
+export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_spawn> {
   return {
     name: "agent_task_spawn",
     label: "Start worker",
@@ -25,47 +25,46 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition {
       "Use agent_task_spawn to start a worker when you need one, then send it work with agent_task_send using the taskEndpoint it returns; stop workers you spawned with agent_task_stop when their tasks are acknowledged.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_spawn,
-    execute: (_id, params, _signal, context) =>
-      guarded(async () => {
-        const input = assertValid(SpawnParams, params, { subject: "agent_task_spawn" });
-        await deps.ready();
-        const info = deps.info();
-        if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-        const base = context?.cwd ?? info.cwd;
-        const projectDir =
-          input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
-        const script = info.env[WORKER_SCRIPT_ENV]?.trim();
-        const ownModel = context?.model === undefined ? undefined : `${context.model.provider}/${context.model.id}`;
-        const launch = script
-          ? { script }
-          : input.model !== undefined
-            ? { model: input.model }
-            : ownModel !== undefined
-              ? { model: ownModel, checkModel: false }
-              : {};
-        const worker = await spawnWorker({
-          name: input.name,
-          projectDir,
-          relay: info.relay.url,
-          env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
-          ...(input.keep === true ? {} : { owner: process.pid }),
-          ...launch,
-        });
-        deps.rememberPeer(worker.session, worker.taskEndpoint);
-        return ok(
-          lines(
-            "## worker started",
-            `- session: ${worker.session}`,
-            `- taskEndpoint: ${JSON.stringify(worker.taskEndpoint)}`,
-            `- projectDir: ${worker.projectDir}`,
-            `- pid: ${worker.pid}`,
-            `- log: ${worker.log}`,
-            `- lifetime: ${worker.owner === undefined ? "kept: it runs after this Pi exits, until agent_task_stop" : "stops when this Pi exits"}`,
-            "",
-            `Send it work with agent_task_send, to = ${JSON.stringify(worker.taskEndpoint)}. Stop it with agent_task_stop {name: "${worker.session}"} when you are done with it.`,
-          ),
-          { ...worker },
-        );
-      }),
+    async execute(_id, params, _signal, _onUpdate, ctx) {
+      const input = assertValid(SpawnParams, params, { subject: "agent_task_spawn" });
+      await deps.ready();
+      const info = deps.info();
+      if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
+      const base = ctx?.cwd ?? info.cwd;
+      const projectDir =
+        input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
+      const script = info.env[WORKER_SCRIPT_ENV]?.trim();
+      const ownModel = ctx?.model === undefined ? undefined : `${ctx.model.provider}/${ctx.model.id}`;
+      const launch = script
+        ? { script }
+        : input.model !== undefined
+          ? { model: input.model }
+          : ownModel !== undefined
+            ? { model: ownModel, checkModel: false }
+            : {};
+      const worker = await spawnWorker({
+        name: input.name,
+        projectDir,
+        relay: info.relay.url,
+        env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
+        ...(input.keep === true ? {} : { owner: process.pid }),
+        ...launch,
+      });
+      deps.rememberPeer(worker.session, worker.taskEndpoint);
+      return ok(
+        lines(
+          "## worker started",
+          `- session: ${worker.session}`,
+          `- taskEndpoint: ${JSON.stringify(worker.taskEndpoint)}`,
+          `- projectDir: ${worker.projectDir}`,
+          `- pid: ${worker.pid}`,
+          `- log: ${worker.log}`,
+          `- lifetime: ${worker.owner === undefined ? "kept: it runs after this Pi exits, until agent_task_stop" : "stops when this Pi exits"}`,
+          "",
+          `Send it work with agent_task_send, to = ${JSON.stringify(worker.taskEndpoint)}. Stop it with agent_task_stop {name: "${worker.session}"} when you are done with it.`,
+        ),
+        { ...worker },
+      );
+    },
   };
 }

@@ -4,7 +4,7 @@ import { StatusParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts"
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { taskWords } from "../describe.ts";
 import { renderEvent, renderTask } from "../render.ts";
-import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 function assignmentText(task: TaskView): string | undefined {
   if (task.role !== "target") return undefined;
@@ -12,7 +12,7 @@ function assignmentText(task: TaskView): string | undefined {
   return assignment === undefined ? undefined : `\n${renderEvent(assignment, task)}`;
 }
 
-export function statusTool(deps: ToolDeps): TaskToolDefinition {
+export function statusTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_status> {
   return {
     name: "agent_task_status",
     label: "Task status",
@@ -22,11 +22,10 @@ export function statusTool(deps: ToolDeps): TaskToolDefinition {
       "agent_task_status reads local state only; do not call it repeatedly to wait — you are woken when something happens.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_status,
-    execute: (_id, params) =>
-      guarded(async () => {
-        const input = assertValid(StatusParams, params, { subject: "agent_task_status" });
-        const task = deps.current().getTask(input.taskId);
-        return ok(lines(renderTask(task, taskWords(task)), assignmentText(task)), { task });
-      }),
+    async execute(_id, params) {
+      const input = assertValid(StatusParams, params, { subject: "agent_task_status" });
+      const task = deps.current().getTask(input.taskId);
+      return ok(lines(renderTask(task, taskWords(task)), assignmentText(task)), { task });
+    },
   };
 }

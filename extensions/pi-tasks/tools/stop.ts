@@ -6,9 +6,9 @@ import { killSession } from "../../../src/cli/sessions.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { StopParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
-export function stopTool(deps: ToolDeps): TaskToolDefinition {
+export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_stop> {
   return {
     name: "agent_task_stop",
     label: "Stop worker",
@@ -17,22 +17,16 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition {
     promptSnippet: "agent_task_stop: stop a worker you spawned",
     promptGuidelines: ["Use agent_task_stop only for workers you started with agent_task_spawn, after their tasks are acknowledged."],
     parameters: TOOL_PARAMETERS.agent_task_stop,
-    execute: (_id, params) =>
-      guarded(async () => {
-        const input = assertValid(StopParams, params, { subject: "agent_task_stop" });
-        await deps.ready();
-        const info = deps.info();
-        if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-        const stopped = (await killSession(input.name, info.env)).value;
-        return ok(
-          lines(
-            "## worker stopped",
-            `- session: ${input.name}`,
-            `- pids: ${(stopped.pids as number[]).join(", ")}`,
-            "- confirmed gone: yes",
-          ),
-          { ...stopped },
-        );
-      }),
+    async execute(_id, params) {
+      const input = assertValid(StopParams, params, { subject: "agent_task_stop" });
+      await deps.ready();
+      const info = deps.info();
+      if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
+      const stopped = (await killSession(input.name, info.env)).value;
+      return ok(
+        lines("## worker stopped", `- session: ${input.name}`, `- pids: ${(stopped.pids as number[]).join(", ")}`, "- confirmed gone: yes"),
+        { ...stopped },
+      );
+    },
   };
 }

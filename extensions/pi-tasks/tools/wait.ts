@@ -6,7 +6,7 @@ import { waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutDefaultMs } from "..
 import { TOOL_PARAMETERS, WaitParams } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { renderTask } from "../render.ts";
-import { errorResult, guarded, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { errorResult, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 /** Resolves on the next store commit or after `ms`, whichever comes first. */
 function nextChange(core: TaskCore, signal: AbortSignal | undefined, ms: number): Promise<void> {
@@ -49,7 +49,7 @@ function gathered(finished: readonly TaskView[], open: readonly TaskView[]) {
   });
 }
 
-export function waitTool(deps: ToolDeps): TaskToolDefinition {
+export function waitTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_wait> {
   return {
     name: "agent_task_wait",
     label: "Wait for tasks",
@@ -61,32 +61,31 @@ export function waitTool(deps: ToolDeps): TaskToolDefinition {
       "To gather fanned-out work, call agent_task_wait with taskIds: it returns when any finishes and lists the ones still open; call it again with those.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_wait,
-    execute: (_id, params, signal) =>
-      guarded(async () => {
-        const input = assertValid(WaitParams, params, { subject: "agent_task_wait" });
-        const ids = waitedIds(input);
-        const timeoutMs = input.timeoutMs ?? waitTimeoutDefaultMs;
-        const deadline = Date.now() + timeoutMs;
-        await deps.ready();
-        deps.requestRefresh();
-        let delay = waitBackoffInitialMs;
-        for (;;) {
-          const core = deps.current();
-          const { finished, open } = sorted(core, ids);
-          const single = input.taskId !== undefined;
-          if (finished.length > 0)
-            return single
-              ? ok(lines(`## task ${finished[0]!.status}`, renderTask(finished[0]!)), { task: finished[0], timedOut: false })
-              : gathered(finished, open);
-          const remaining = deadline - Date.now();
-          if (remaining <= 0 || signal?.aborted) {
-            const reason = signal?.aborted ? "ABORTED" : "TASK_WAIT_TIMEOUT";
-            const still = open.map((task) => ({ taskId: task.taskId, status: task.status }));
-            return errorResult(new TaskError(reason, { details: single ? { ...still[0], timeoutMs } : { open: still, timeoutMs } }));
-          }
-          await nextChange(core, signal, Math.min(delay, remaining));
-          delay = Math.min(delay * 2, waitBackoffMaxMs);
+    async execute(_id, params, signal) {
+      const input = assertValid(WaitParams, params, { subject: "agent_task_wait" });
+      const ids = waitedIds(input);
+      const timeoutMs = input.timeoutMs ?? waitTimeoutDefaultMs;
+      const deadline = Date.now() + timeoutMs;
+      await deps.ready();
+      deps.requestRefresh();
+      let delay = waitBackoffInitialMs;
+      for (;;) {
+        const core = deps.current();
+        const { finished, open } = sorted(core, ids);
+        const single = input.taskId !== undefined;
+        if (finished.length > 0)
+          return single
+            ? ok(lines(`## task ${finished[0]!.status}`, renderTask(finished[0]!)), { task: finished[0], timedOut: false })
+            : gathered(finished, open);
+        const remaining = deadline - Date.now();
+        if (remaining <= 0 || signal?.aborted) {
+          const reason = signal?.aborted ? "ABORTED" : "TASK_WAIT_TIMEOUT";
+          const still = open.map((task) => ({ taskId: task.taskId, status: task.status }));
+          return errorResult(new TaskError(reason, { details: single ? { ...still[0], timeoutMs } : { open: still, timeoutMs } }));
         }
-      }),
+        await nextChange(core, signal, Math.min(delay, remaining));
+        delay = Math.min(delay * 2, waitBackoffMaxMs);
+      }
+    },
   };
 }

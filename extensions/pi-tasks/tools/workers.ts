@@ -6,7 +6,7 @@ import { sessionList } from "../../../src/cli/sessions.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { TOOL_PARAMETERS, type TaskEndpoint, WorkersParams } from "../../../src/protocol/schemas.ts";
 import { assertValid, isRecord } from "../../../src/protocol/validate.ts";
-import { guarded, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
+import { ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 interface Listed {
   readonly session: string;
@@ -19,7 +19,7 @@ function listed(value: unknown): Listed | undefined {
   return typeof relay === "string" && typeof id === "string" ? { session: value.session, taskEndpoint: { relay, id } } : undefined;
 }
 
-export function workersTool(deps: ToolDeps): TaskToolDefinition {
+export function workersTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_workers> {
   return {
     name: "agent_task_workers",
     label: "List workers",
@@ -28,27 +28,26 @@ export function workersTool(deps: ToolDeps): TaskToolDefinition {
     promptSnippet: "agent_task_workers: list sessions you can delegate to, with their taskEndpoint",
     promptGuidelines: ["Use agent_task_workers to select an existing worker session; pass its taskEndpoint unchanged to agent_task_send."],
     parameters: TOOL_PARAMETERS.agent_task_workers,
-    execute: (_id, params) =>
-      guarded(async () => {
-        assertValid(WorkersParams, params, { subject: "agent_task_workers" });
-        await deps.ready();
-        const info = deps.info();
-        if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-        const listing = (await sessionList(info.env, info.relay.url)).value;
-        const spawned = new Map(
-          (listing.spawned as { session: string; pid: number; alive: boolean }[]).map((worker) => [worker.session, worker]),
-        );
-        const sessions = (listing.sessions as unknown[]).map(listed).filter((item): item is Listed => item !== undefined);
-        const text = ["## sessions on the relay"];
-        for (const item of sessions) {
-          deps.rememberPeer(item.session, item.taskEndpoint);
-          const self = item.session === info.session.name ? " (this session)" : "";
-          const worker = spawned.get(item.session);
-          const mark = worker === undefined ? "" : ` (spawned by pi-tasks, pid ${worker.pid})`;
-          text.push(`- ${item.session}${self}${mark}: taskEndpoint ${JSON.stringify(item.taskEndpoint)}`);
-        }
-        if (sessions.length === 0) text.push("(none)");
-        return ok(text.join("\n"), { sessions, spawned: [...spawned.values()] });
-      }),
+    async execute(_id, params) {
+      assertValid(WorkersParams, params, { subject: "agent_task_workers" });
+      await deps.ready();
+      const info = deps.info();
+      if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
+      const listing = (await sessionList(info.env, info.relay.url)).value;
+      const spawned = new Map(
+        (listing.spawned as { session: string; pid: number; alive: boolean }[]).map((worker) => [worker.session, worker]),
+      );
+      const sessions = (listing.sessions as unknown[]).map(listed).filter((item): item is Listed => item !== undefined);
+      const text = ["## sessions on the relay"];
+      for (const item of sessions) {
+        deps.rememberPeer(item.session, item.taskEndpoint);
+        const self = item.session === info.session.name ? " (this session)" : "";
+        const worker = spawned.get(item.session);
+        const mark = worker === undefined ? "" : ` (spawned by pi-tasks, pid ${worker.pid})`;
+        text.push(`- ${item.session}${self}${mark}: taskEndpoint ${JSON.stringify(item.taskEndpoint)}`);
+      }
+      if (sessions.length === 0) text.push("(none)");
+      return ok(text.join("\n"), { sessions, spawned: [...spawned.values()] });
+    },
   };
 }

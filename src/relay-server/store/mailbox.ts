@@ -155,62 +155,179 @@ function firstAfter(items: readonly Accepted[], after: bigint): number {
   return low;
 }
 
-export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) => void): Mailboxes {
-  const mailboxes = new Map<string, Mailbox>();
-  const receipts = new Map<string, Accepted>();
-  /** Acceptance ids are a keyed hash of the envelope id: the same id always gets the same one. */
+/** Acceptance ids are a keyed hash of the envelope id: the same id always gets the same one. */
+function createAcceptanceIds(): (envelopeId: string) => string {
   const acceptanceKey = crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES));
-  const acceptanceIdOf = (envelopeId: string) => uuidFromDigest(createHmac("sha256", acceptanceKey).update(envelopeId).digest());
-  /** Receipt ids in acceptance order, for expiry. */
-  const expiryQueue: string[] = [];
-  let expiryHead = 0;
-  /**
-   * Receipts past their retention that cannot go yet — still queued (their mail expires later) or
-   * expired less than a retention ago; re-checked each maintenance run.
-   */
+  return (envelopeId) => uuidFromDigest(createHmac("sha256", acceptanceKey).update(envelopeId).digest());
+}
+
+/**
+ * Frees a queued item's budgets and its sender's share of `box`; the receipt keeps only the digest
+ * of its text. The item is the mailboxes' record: they alone change its state.
+ */
+function release(budgets: Budgets, box: Mailbox, item: Accepted, state: ReceiptState, now?: number): void {
+  const share = box.shares.get(item.sourceId);
+  if (share === undefined) throw violation("a queued item's sender has a share of its mailbox", { envelopeId: item.envelopeId });
+  budgets.releaseItem(box.usage, share, item.sourceId, utf8Bytes(item.text!));
+  if (share.items === 0) box.shares.delete(item.sourceId);
+  // A dropped envelope's resend is a conflict whatever its digest: only the others keep theirs.
+  if (state !== "dropped") item.digest = digestOf(item);
+  item.text = undefined;
+  item.state = state;
+  if (state === "expired") item.expiredAt = now ?? item.acceptedAt;
+}
+
+/** A page of `box` after cursor `after` (not past its highest), bounded by `limit` items and the page byte budget. */
+function pageOf(box: Mailbox | undefined, after: string, from: bigint, limit: number): MailboxPage {
+  const items = box?.entries ?? [];
+  const parts: string[] = [];
+  let bytes = 0;
+  let index = firstAfter(items, from);
+  let last = after;
+  while (index < items.length && parts.length < limit) {
+    const item = items[index]!;
+    const cursorText = item.cursor.toString();
+    const pageBytes = pageItemOverheadBytes + cursorText.length + utf8Bytes(item.text!);
+    if (bytes + pageBytes > receivePageMaxBytes) break;
+    bytes += pageBytes;
+    parts.push(`{"cursor":"${cursorText}","envelope":${item.text!}}`);
+    last = cursorText;
+    index += 1;
+  }
+  return { kind: "page", itemsJson: `[${parts.join(",")}]`, nextCursor: last, hasMore: index < items.length };
+}
+
+/** The mailboxes by endpoint id, with their queued items. */
+interface Boxes {
+  get(endpointId: string): Mailbox | undefined;
+  /** The endpoint's mailbox, made empty when it has none. */
+  open(endpointId: string): Mailbox;
+  /** Queues an accepted item in its mailbox at the next cursor, reserved already (`admit`). */
+  push(box: Mailbox, share: MailboxUsage, accepted: Accepted): void;
+  /** Removes a queued item from its mailbox (acknowledged or expired); false when it is no longer there. */
+  take(item: Accepted, state: ReceiptState, now?: number): boolean;
+  /** Releases every item of a mailbox as `state` (`onReleased` told of each) and forgets the mailbox; returns how many it held. */
+  drop(endpointId: string, state: ReceiptState, now: number, onReleased: (item: Accepted) => void): number;
+  values(): IterableIterator<Mailbox>;
+  size(): number;
+}
+
+function createBoxes(budgets: Budgets): Boxes {
+  const mailboxes = new Map<string, Mailbox>();
+  return {
+    get: (endpointId) => mailboxes.get(endpointId),
+    open(endpointId) {
+      let found = mailboxes.get(endpointId);
+      if (found === undefined) {
+        found = { endpointId, entries: [], usage: { items: 0, bytes: 0 }, shares: new Map(), highest: 0n };
+        mailboxes.set(endpointId, found);
+      }
+      return found;
+    },
+    push(box, share, accepted) {
+      box.shares.set(accepted.sourceId, share);
+      box.highest = BigInt(accepted.cursor);
+      box.entries.push(accepted);
+    },
+    take(item, state, now) {
+      const box = mailboxes.get(item.targetId);
+      const items = box?.entries ?? [];
+      const index = firstAfter(items, BigInt(item.cursor - 1));
+      if (box === undefined || items[index] !== item) return false;
+      items.splice(index, 1);
+      release(budgets, box, item, state, now);
+      return true;
+    },
+    drop(endpointId, state, now, onReleased) {
+      const box = mailboxes.get(endpointId);
+      if (box === undefined) return 0;
+      for (const item of box.entries) {
+        release(budgets, box, item, state, now);
+        onReleased(item);
+      }
+      mailboxes.delete(endpointId);
+      return box.entries.length;
+    },
+    values: () => mailboxes.values(),
+    size: () => mailboxes.size,
+  };
+}
+
+/** Receipt ids in acceptance order, for expiry; spent ids are compacted away once they are half the queue. */
+interface ExpiryQueue {
+  push(envelopeId: string): void;
+  /** Hands each id from the front to `take` while `due` says it is due, stopping at the first that is not. */
+  drain(due: (envelopeId: string) => boolean, take: (envelopeId: string) => void): void;
+  size(): number;
+}
+
+function createExpiryQueue(): ExpiryQueue {
+  const ids: string[] = [];
+  let head = 0;
+  return {
+    push: (envelopeId) => void ids.push(envelopeId),
+    drain(due, take) {
+      while (head < ids.length && due(ids[head]!)) {
+        head += 1;
+        take(ids[head - 1]!);
+      }
+      if (head > 0 && head * 2 >= ids.length) {
+        ids.splice(0, head);
+        head = 0;
+      }
+    },
+    size: () => ids.length - head,
+  };
+}
+
+/**
+ * The dedupe receipts by envelope id, with their expiry: each goes once past its retention when
+ * it may (`releasable`), else it is pinned — still queued (its mail expires later) or expired less
+ * than a retention ago — and re-checked each maintenance run.
+ */
+interface Receipts {
+  get(envelopeId: string): Accepted | undefined;
+  add(accepted: Accepted): void;
+  pin(envelopeId: string): void;
+  /** Expires queued mail past its lifetime (`expireMail` takes it from its mailbox) and receipts past their retention. */
+  expire(now: number, expireMail: (receipt: Accepted) => boolean): { expiredMail: number; expiredReceipts: number };
+  /** Receipts awaiting expiry: queued and pinned. */
+  entries(): number;
+}
+
+function createReceipts(budgets: Budgets): Receipts {
+  const receipts = new Map<string, Accepted>();
+  const queue = createExpiryQueue();
   const pinned = new Set<string>();
 
-  function mailbox(endpointId: string): Mailbox {
-    let found = mailboxes.get(endpointId);
-    if (found === undefined) {
-      found = { endpointId, entries: [], usage: { items: 0, bytes: 0 }, shares: new Map(), highest: 0n };
-      mailboxes.set(endpointId, found);
-    }
-    return found;
-  }
-
-  function deleteReceipt(receipt: Accepted): void {
+  function remove(receipt: Accepted): void {
     receipts.delete(receipt.envelopeId);
     pinned.delete(receipt.envelopeId);
     budgets.releaseReceipt(receipt.sourceId, receiptBytesOf(receipt.envelopeId, receipt.targetId));
   }
 
-  /** Frees an item's budgets and its sender's share; the receipt keeps only the digest of its text. */
-  function release(box: Mailbox, item: Accepted, state: ReceiptState, now?: number): void {
-    const share = box.shares.get(item.sourceId);
-    if (share === undefined) throw violation("a queued item's sender has a share of its mailbox", { envelopeId: item.envelopeId });
-    budgets.releaseItem(box.usage, share, item.sourceId, utf8Bytes(item.text!));
-    if (share.items === 0) box.shares.delete(item.sourceId);
-    // A dropped envelope's resend is a conflict whatever its digest: only the others keep theirs.
-    if (state !== "dropped") item.digest = digestOf(item);
-    item.text = undefined;
-    item.state = state;
-    if (state === "expired") item.expiredAt = now ?? item.acceptedAt;
-  }
-
-  /** Removes a queued item from its mailbox (acknowledged or expired); false when it is no longer there. */
-  function take(item: Accepted, state: ReceiptState, now?: number): boolean {
-    const box = mailboxes.get(item.targetId);
-    const items = box?.entries ?? [];
-    const index = firstAfter(items, BigInt(item.cursor - 1));
-    if (box === undefined || items[index] !== item) return false;
-    items.splice(index, 1);
-    release(box, item, state, now);
-    return true;
+  /** Receipts past their retention in acceptance order: gone when they may, else pinned; returns how many went. */
+  function drainQueue(now: number): number {
+    let expiredReceipts = 0;
+    queue.drain(
+      (envelopeId) => {
+        const receipt = receipts.get(envelopeId);
+        return receipt === undefined || now - receipt.acceptedAt >= relayReceiptRetentionMs;
+      },
+      (envelopeId) => {
+        const receipt = receipts.get(envelopeId);
+        if (receipt === undefined) return;
+        if (releasable(receipt, now)) {
+          remove(receipt);
+          expiredReceipts += 1;
+        } else pinned.add(envelopeId);
+      },
+    );
+    return expiredReceipts;
   }
 
   /** Expires pinned mail past its lifetime and removes the receipts that may go; returns both counts. */
-  function sweepPinned(now: number): { expiredMail: number; expiredReceipts: number } {
+  function sweepPinned(now: number, expireMail: (receipt: Accepted) => boolean): { expiredMail: number; expiredReceipts: number } {
     let expiredMail = 0;
     let expiredReceipts = 0;
     for (const envelopeId of [...pinned]) {
@@ -219,9 +336,9 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
         pinned.delete(envelopeId);
         continue;
       }
-      if (receipt.state === "mailbox" && now - receipt.acceptedAt >= relayMailLifetimeMs && take(receipt, "expired", now)) expiredMail += 1;
+      if (receipt.state === "mailbox" && now - receipt.acceptedAt >= relayMailLifetimeMs && expireMail(receipt)) expiredMail += 1;
       if (releasable(receipt, now)) {
-        deleteReceipt(receipt);
+        remove(receipt);
         expiredReceipts += 1;
       }
     }
@@ -229,122 +346,114 @@ export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) 
   }
 
   return {
-    admit({ envelopeId, digest, text, source, target, fresh, now }) {
-      const earlier = receipts.get(envelopeId);
-      if (earlier !== undefined) {
-        if (earlier.state === "dropped" || digestOf(earlier) !== digest) return { kind: "conflict" };
-        if (earlier.state === "expired") return { kind: "expired" };
-        return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: true, acceptedAt: earlier.acceptedAt };
-      }
-      if (!fresh) return { kind: "stale" };
-      const box = mailbox(target.id);
-      const cursor = box.highest + 1n;
-      if (cursor.toString().length > maxCursorDigits || cursor > MAX_EXACT_CURSOR)
-        return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
-      const share = box.shares.get(source.id) ?? { items: 0, bytes: 0 };
-      const receiptBytes = receiptBytesOf(envelopeId, box.endpointId);
-      const refusal = budgets.reserve({ mailbox: box.usage, share, senderId: source.id, itemBytes: utf8Bytes(text), receiptBytes });
-      if (refusal !== undefined) return refusal;
-      box.shares.set(source.id, share);
-      box.highest = cursor;
-      const accepted: Accepted = {
-        cursor: Number(cursor),
-        envelopeId,
-        text,
-        digest: undefined,
-        targetId: box.endpointId,
-        sourceId: source.id,
-        acceptedAt: now,
-        state: "mailbox",
-      };
-      box.entries.push(accepted);
-      receipts.set(envelopeId, accepted);
-      expiryQueue.push(envelopeId);
-      onAdmit(target.id);
-      return { kind: "accepted", acceptanceId: acceptanceIdOf(envelopeId), duplicate: false, acceptedAt: now };
+    get: (envelopeId) => receipts.get(envelopeId),
+    add(accepted) {
+      receipts.set(accepted.envelopeId, accepted);
+      queue.push(accepted.envelopeId);
     },
+    pin: (envelopeId) => void pinned.add(envelopeId),
+    expire(now, expireMail) {
+      const drained = drainQueue(now);
+      const swept = sweepPinned(now, expireMail);
+      return { expiredMail: swept.expiredMail, expiredReceipts: drained + swept.expiredReceipts };
+    },
+    entries: () => queue.size() + pinned.size,
+  };
+}
+
+/** What the mailbox operations below work on. */
+interface Parts {
+  readonly budgets: Budgets;
+  readonly boxes: Boxes;
+  readonly receipts: Receipts;
+  readonly acceptanceIdOf: (envelopeId: string) => string;
+}
+
+/** An envelope id seen before: its earlier acceptance, or why the send is refused. */
+function readmit(parts: Parts, earlier: Accepted, digest: string): Admission {
+  if (earlier.state === "dropped" || digestOf(earlier) !== digest) return { kind: "conflict" };
+  if (earlier.state === "expired") return { kind: "expired" };
+  return { kind: "accepted", acceptanceId: parts.acceptanceIdOf(earlier.envelopeId), duplicate: true, acceptedAt: earlier.acceptedAt };
+}
+
+function admit(parts: Parts, request: AdmitRequest, onAdmit: (endpointId: string) => void): Admission {
+  const { envelopeId, digest, text, source, target, fresh, now } = request;
+  const earlier = parts.receipts.get(envelopeId);
+  if (earlier !== undefined) return readmit(parts, earlier, digest);
+  if (!fresh) return { kind: "stale" };
+  const box = parts.boxes.open(target.id);
+  const cursor = box.highest + 1n;
+  if (cursor.toString().length > maxCursorDigits || cursor > MAX_EXACT_CURSOR)
+    return { kind: "full", budget: "cursor", details: { items: box.usage.items } };
+  const share = box.shares.get(source.id) ?? { items: 0, bytes: 0 };
+  const receiptBytes = receiptBytesOf(envelopeId, box.endpointId);
+  const refusal = parts.budgets.reserve({ mailbox: box.usage, share, senderId: source.id, itemBytes: utf8Bytes(text), receiptBytes });
+  if (refusal !== undefined) return refusal;
+  const accepted: Accepted = {
+    cursor: Number(cursor),
+    envelopeId,
+    text,
+    digest: undefined,
+    targetId: box.endpointId,
+    sourceId: source.id,
+    acceptedAt: now,
+    state: "mailbox",
+  };
+  parts.boxes.push(box, share, accepted);
+  parts.receipts.add(accepted);
+  onAdmit(target.id);
+  return { kind: "accepted", acceptanceId: parts.acceptanceIdOf(envelopeId), duplicate: false, acceptedAt: now };
+}
+
+function acknowledge({ boxes, receipts }: Parts, endpointId: string, envelopeId: string): AcknowledgeOutcome {
+  const receipt = receipts.get(envelopeId);
+  if (receipt === undefined || receipt.targetId !== endpointId || receipt.state === "dropped") return { kind: "unknown" };
+  if (receipt.state === "acknowledged") return { kind: "acknowledged", duplicate: true };
+  if (receipt.state === "expired" || !boxes.take(receipt, "acknowledged")) return { kind: "gone" };
+  return { kind: "acknowledged", duplicate: false };
+}
+
+export function createMailboxes(budgets: Budgets, onAdmit: (endpointId: string) => void): Mailboxes {
+  const boxes = createBoxes(budgets);
+  const receipts = createReceipts(budgets);
+  const parts: Parts = { budgets, boxes, receipts, acceptanceIdOf: createAcceptanceIds() };
+
+  return {
+    admit: (request) => admit(parts, request, onAdmit),
 
     page(endpointId, after, limit) {
-      const box = mailboxes.get(endpointId);
+      const box = boxes.get(endpointId);
       const highest = box?.highest ?? 0n;
       const from = storedCursor(after);
       if (from > highest) return { kind: "cursor-ahead", highestCursor: highest.toString() };
-      const items = box?.entries ?? [];
-      const parts: string[] = [];
-      let bytes = 0;
-      let index = firstAfter(items, from);
-      let last = after;
-      while (index < items.length && parts.length < limit) {
-        const item = items[index]!;
-        const cursorText = item.cursor.toString();
-        const pageBytes = pageItemOverheadBytes + cursorText.length + utf8Bytes(item.text!);
-        if (bytes + pageBytes > receivePageMaxBytes) break;
-        bytes += pageBytes;
-        parts.push(`{"cursor":"${cursorText}","envelope":${item.text!}}`);
-        last = cursorText;
-        index += 1;
-      }
-      return { kind: "page", itemsJson: `[${parts.join(",")}]`, nextCursor: last, hasMore: index < items.length };
+      return pageOf(box, after, from, limit);
     },
 
-    acknowledge(endpointId, envelopeId) {
-      const receipt = receipts.get(envelopeId);
-      if (receipt === undefined || receipt.targetId !== endpointId || receipt.state === "dropped") return { kind: "unknown" };
-      if (receipt.state === "acknowledged") return { kind: "acknowledged", duplicate: true };
-      if (receipt.state === "expired" || !take(receipt, "acknowledged")) return { kind: "gone" };
-      return { kind: "acknowledged", duplicate: false };
-    },
+    acknowledge: (endpointId, envelopeId) => acknowledge(parts, endpointId, envelopeId),
 
-    highestCursor: (endpointId) => mailboxes.get(endpointId)?.highest ?? 0n,
+    highestCursor: (endpointId) => boxes.get(endpointId)?.highest ?? 0n,
 
     hasPendingAfter(endpointId, after) {
-      const box = mailboxes.get(endpointId);
+      const box = boxes.get(endpointId);
       if (box === undefined) return false;
       return firstAfter(box.entries, after) < box.entries.length;
     },
 
-    drop(endpointId, as, now) {
-      const box = mailboxes.get(endpointId);
-      if (box === undefined) return 0;
-      for (const item of box.entries) {
-        release(box, item, as, now);
+    drop: (endpointId, as, now) =>
+      boxes.drop(endpointId, as, now, (item) => {
         // An expired receipt is kept a retention from now: one already past its acceptance's
         // retention waits among the pinned ones (a younger one is pinned when the queue reaches it).
-        if (as === "expired" && now - item.acceptedAt >= relayReceiptRetentionMs) pinned.add(item.envelopeId);
-      }
-      const dropped = box.entries.length;
-      mailboxes.delete(endpointId);
-      return dropped;
-    },
+        if (as === "expired" && now - item.acceptedAt >= relayReceiptRetentionMs) receipts.pin(item.envelopeId);
+      }),
 
-    pinsMail: (endpointId) => (mailboxes.get(endpointId)?.entries.length ?? 0) > 0,
+    pinsMail: (endpointId) => (boxes.get(endpointId)?.entries.length ?? 0) > 0,
 
-    expire(now) {
-      let expiredReceipts = 0;
-      // Receipts past their retention in acceptance order: gone when they may, else pinned.
-      while (expiryHead < expiryQueue.length) {
-        const envelopeId = expiryQueue[expiryHead]!;
-        const receipt = receipts.get(envelopeId);
-        if (receipt !== undefined && now - receipt.acceptedAt < relayReceiptRetentionMs) break;
-        expiryHead += 1;
-        if (receipt === undefined) continue;
-        if (releasable(receipt, now)) {
-          deleteReceipt(receipt);
-          expiredReceipts += 1;
-        } else pinned.add(envelopeId);
-      }
-      if (expiryHead > 0 && expiryHead * 2 >= expiryQueue.length) {
-        expiryQueue.splice(0, expiryHead);
-        expiryHead = 0;
-      }
-      const swept = sweepPinned(now);
-      return { expiredMail: swept.expiredMail, expiredReceipts: expiredReceipts + swept.expiredReceipts };
-    },
+    expire: (now) => receipts.expire(now, (receipt) => boxes.take(receipt, "expired", now)),
 
     *usages() {
-      for (const box of mailboxes.values()) yield { usage: box.usage, shares: box.shares.values() };
+      for (const box of boxes.values()) yield { usage: box.usage, shares: box.shares.values() };
     },
 
-    counts: () => ({ expiryEntries: expiryQueue.length - expiryHead + pinned.size, mailboxes: mailboxes.size }),
+    counts: () => ({ expiryEntries: receipts.entries(), mailboxes: boxes.size() }),
   };
 }

@@ -4,40 +4,54 @@
  * async signatures are the seam's, for stores that do I/O).
  */
 import { matchSecret } from "../binding-secret.ts";
-import { createBudgets } from "./budgets.ts";
-import { createDoorbell } from "./doorbell.ts";
-import { createMailboxes, storedCursor } from "./mailbox.ts";
-import { createRegistry } from "./registry.ts";
-import { isLive, type RelayStore } from "./store.ts";
+import { type Budgets, createBudgets } from "./budgets.ts";
+import { createDoorbell, type Doorbell } from "./doorbell.ts";
+import { createMailboxes, type Mailboxes, storedCursor } from "./mailbox.ts";
+import { createRegistry, type Registry } from "./registry.ts";
+import { type ConnectOutcome, type ConnectRequest, isLive, type RelayStore } from "./store.ts";
 
-export function createMemoryStore(): RelayStore {
-  const epoch = crypto.randomUUID();
-  const registry = createRegistry();
-  const doorbell = createDoorbell();
-  const budgets = createBudgets();
-  const mailboxes = createMailboxes(budgets, (endpointId) => doorbell.ring(endpointId));
+/** The parts of the memory store, each owning its own state; the method groups below compose them. */
+interface Parts {
+  readonly registry: Registry;
+  readonly doorbell: Doorbell;
+  readonly budgets: Budgets;
+  readonly mailboxes: Mailboxes;
+}
 
-  return {
-    epoch: async () => epoch,
+type RegistrationMethods = Pick<
+  RelayStore,
+  "connect" | "binding" | "registration" | "successor" | "disconnect" | "sessionRegistration" | "liveRegistrations"
+>;
+type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch">;
+type UpkeepMethods = Pick<RelayStore, "maintain" | "usage" | "close">;
 
-    async connect(request) {
-      const before = registry.current(request.session);
-      const outcome = registry.connect(
-        request,
-        (endpointId) => mailboxes.pinsMail(endpointId),
-        (reclaimed) => {
-          // A place taken back under contention: its mail expires (its senders are told on a resend).
-          mailboxes.drop(reclaimed, "expired", request.now);
-          doorbell.ring(reclaimed);
-        },
-      );
-      if (outcome.kind === "connected" && before !== undefined && before.endpointId !== outcome.registration.endpointId) {
-        // The old generation is retired: its mailbox can never be received again.
-        mailboxes.drop(before.endpointId, "dropped", request.now);
-        doorbell.ring(before.endpointId);
-      }
-      return outcome;
+/**
+ * A connect: the registry decides; a place it reclaims and a generation it retires lose their
+ * mailboxes here, and their watches are answered.
+ */
+function connect({ registry, mailboxes, doorbell }: Parts, request: ConnectRequest): ConnectOutcome {
+  const before = registry.current(request.session);
+  const outcome = registry.connect(
+    request,
+    (endpointId) => mailboxes.pinsMail(endpointId),
+    (reclaimed) => {
+      // A place taken back under contention: its mail expires (its senders are told on a resend).
+      mailboxes.drop(reclaimed, "expired", request.now);
+      doorbell.ring(reclaimed);
     },
+  );
+  if (outcome.kind === "connected" && before !== undefined && before.endpointId !== outcome.registration.endpointId) {
+    // The old generation is retired: its mailbox can never be received again.
+    mailboxes.drop(before.endpointId, "dropped", request.now);
+    doorbell.ring(before.endpointId);
+  }
+  return outcome;
+}
+
+function registrationMethods(parts: Parts): RegistrationMethods {
+  const { registry, doorbell } = parts;
+  return {
+    connect: async (request) => connect(parts, request),
 
     async binding(session, endpointId, secretDigest, now) {
       const registration = registry.get(endpointId);
@@ -69,7 +83,11 @@ export function createMemoryStore(): RelayStore {
     async liveRegistrations(now) {
       return [...registry.currents()].filter((registration) => isLive(registration, now));
     },
+  };
+}
 
+function mailMethods({ registry, doorbell, mailboxes }: Parts): MailMethods {
+  return {
     async admit(request) {
       const target = registry.get(request.target.id);
       if (target === undefined || !isLive(target, request.now)) return { kind: "target-not-live" };
@@ -93,7 +111,11 @@ export function createMemoryStore(): RelayStore {
         highestCursor: mailboxes.highestCursor(endpointId).toString(),
       };
     },
+  };
+}
 
+function upkeepMethods({ registry, doorbell, budgets, mailboxes }: Parts): UpkeepMethods {
+  return {
     async maintain(now) {
       // Mail first: a registration whose mail expired now is reaped in the same run.
       const { expiredMail, expiredReceipts } = mailboxes.expire(now);
@@ -120,4 +142,14 @@ export function createMemoryStore(): RelayStore {
       doorbell.close();
     },
   };
+}
+
+export function createMemoryStore(): RelayStore {
+  const epoch = crypto.randomUUID();
+  const registry = createRegistry();
+  const doorbell = createDoorbell();
+  const budgets = createBudgets();
+  const mailboxes = createMailboxes(budgets, (endpointId) => doorbell.ring(endpointId));
+  const parts: Parts = { registry, doorbell, budgets, mailboxes };
+  return { epoch: async () => epoch, ...registrationMethods(parts), ...mailMethods(parts), ...upkeepMethods(parts) };
 }

@@ -87,147 +87,222 @@ function endedAt(registration: Registration): number {
   return registration.state === "superseded" ? (registration.retiredAt ?? registration.leaseExpiresAt) : registration.leaseExpiresAt;
 }
 
-export function createRegistry(): Registry {
+/**
+ * The registrations and what indexes them: by endpoint id, each session's current one, the
+ * never-used ones oldest first (a Map iterates in insertion order: a squatter's are found at once)
+ * and the metadata they take. The registration records themselves are the registry's (below).
+ */
+interface Table {
+  get(endpointId: string): Registration | undefined;
+  current(session: string): Registration | undefined;
+  setCurrent(registration: Registration): void;
+  /** Whether one more registration of `size` metadata bytes fits the budgets. */
+  fits(size: number): boolean;
+  add(registration: Registration): void;
+  remove(registration: Registration): void;
+  /** The registration made a bound request: it is no longer never-used. */
+  used(endpointId: string): void;
+  values(): IterableIterator<Registration>;
+  /** Never-used registrations, the first made first. */
+  fresh(): IterableIterator<Registration>;
+  currents(): IterableIterator<Registration>;
+  counts(): { registrations: number; sessions: number; metadataBytes: number };
+}
+
+function createTable(): Table {
   const byEndpoint = new Map<string, Registration>();
   const bySession = new Map<string, string>();
-  /** Never-used registrations, oldest first (a Map iterates in insertion order): a squatter's are found at once. */
   const fresh = new Map<string, Registration>();
   let metadataBytes = 0;
 
-  const fits = (size: number) => byEndpoint.size + 1 <= relayMaxRegistrations && metadataBytes + size <= relayMaxMetadataBytes;
-
-  /**
-   * The registration a new one may take the place of (see the module comment), never `keep`. It
-   * scans the registry, which happens only while the registration budget is spent.
-   */
-  function reclaimable(now: number, keep: Registration | undefined, pinsMail: (endpointId: string) => boolean): Registration | undefined {
-    let ended: Registration | undefined;
-    let pinning: Registration | undefined;
-    let idle: Registration | undefined;
-    const earlier = (a: Registration, b: Registration | undefined) => b === undefined || endedAt(a) < endedAt(b);
-    for (const registration of byEndpoint.values()) {
-      if (registration === keep) continue;
-      if (!isLive(registration, now)) {
-        if (!pinsMail(registration.endpointId)) {
-          if (earlier(registration, ended)) ended = registration;
-        } else if (earlier(registration, pinning)) pinning = registration;
-      } else if (
-        registration.activeAt !== undefined &&
-        now - registration.activeAt >= relayRegistrationIdleMs &&
-        (idle === undefined || registration.activeAt < idle.activeAt!)
-      ) {
-        idle = registration;
-      }
-    }
-    if (ended !== undefined) return ended;
-    // Never used: the first made (a Map iterates in insertion order) once its grace is over.
-    for (const registration of fresh.values()) {
-      if (registration === keep || !isLive(registration, now)) continue;
-      if (now - registration.madeAt >= relayRegistrationGraceMs) return registration;
-      break;
-    }
-    return idle ?? pinning;
-  }
-
-  /** A new registration, reclaiming places as needed; undefined when the registration budget is spent. */
-  function mint(
-    request: ConnectRequest,
-    keep: Registration | undefined,
-    pinsMail: (endpointId: string) => boolean,
-    onReclaim: (endpointId: string) => void,
-  ): Registration | undefined {
-    const { session, generation, leaseMs, now, secretDigest } = request;
-    const endpointId = crypto.randomUUID();
-    const size = canonicalBytes({ endpointId, session, generation }) + relayRegistrationOverheadBytes;
-    while (!fits(size)) {
-      const victim = reclaimable(now, keep, pinsMail);
-      if (victim === undefined) return undefined;
-      remove(victim);
-      onReclaim(victim.endpointId);
-    }
-    const leaseExpiresAt = now + leaseMs;
-    const registration: Registration = {
-      endpointId,
-      session,
-      generation,
-      leaseExpiresAt,
-      state: "active",
-      madeAt: now,
-      metadataBytes: size,
-      ...(secretDigest === undefined ? {} : { secretDigest }),
-    };
-    byEndpoint.set(endpointId, registration);
-    fresh.set(endpointId, registration);
-    metadataBytes += size;
-    return registration;
-  }
-
-  function* currents(): IterableIterator<Registration> {
-    for (const endpointId of bySession.values()) {
-      const registration = byEndpoint.get(endpointId);
-      if (registration !== undefined) yield registration;
-    }
-  }
-
-  function remove(registration: Registration): void {
-    byEndpoint.delete(registration.endpointId);
-    fresh.delete(registration.endpointId);
-    metadataBytes -= registration.metadataBytes;
-    if (bySession.get(registration.session) === registration.endpointId) bySession.delete(registration.session);
-  }
-
-  /**
-   * The refusal of a connect that does not carry the secret of the session's protected current
-   * registration, or undefined when the connect may go on (see `ConnectOutcome`, step 1).
-   */
-  function protection(current: Registration | undefined, request: ConnectRequest): ConnectOutcome | undefined {
-    if (current?.secretDigest === undefined) return undefined;
-    const presented = request.secretDigest;
-    if (presented !== undefined && sameDigest(current.secretDigest, presented)) return undefined;
-    if (isLive(current, request.now)) return { kind: "session-protected", leaseExpiresAt: current.leaseExpiresAt };
-    const revives = current.generation === request.generation && current.state !== "superseded";
-    if (!revives) return undefined;
-    return { kind: presented === undefined ? "secret-missing" : "secret-mismatch" };
-  }
-
   return {
-    connect(request, pinsMail, onReclaim) {
-      const { session, generation, leaseMs, now, secretDigest } = request;
-      const leaseExpiresAt = now + leaseMs;
-      const currentId = bySession.get(session);
-      const current = currentId === undefined ? undefined : byEndpoint.get(currentId);
-      const refusal = protection(current, request);
-      if (refusal !== undefined) return refusal;
-      if (current !== undefined && current.generation === generation && current.state !== "superseded") {
-        // Same generation: renew, same endpoint id — even after expiry or disconnect, until reaped.
-        current.leaseExpiresAt = leaseExpiresAt;
-        current.state = "active";
-        delete current.retiredAt;
-        // A protected one already holds this digest (step 1); an unprotected one becomes protected.
-        if (secretDigest !== undefined) current.secretDigest = secretDigest;
-        return { kind: "connected", registration: current };
-      }
-      // A late connect of a retired generation must not take over from its successor.
-      for (const registration of byEndpoint.values()) {
-        if (registration.session === session && registration.generation === generation && registration.state === "superseded") {
-          return { kind: "generation-retired" };
-        }
-      }
-      const next = mint(request, current, pinsMail, onReclaim);
-      if (next === undefined) return { kind: "full", details: { registrations: byEndpoint.size, metadataBytes } };
-      if (current !== undefined) {
-        current.state = "superseded";
-        current.retiredAt = now;
-        current.successorId = next.endpointId;
-      }
-      bySession.set(session, next.endpointId);
-      return { kind: "connected", registration: next };
-    },
     get: (endpointId) => byEndpoint.get(endpointId),
     current(session) {
       const id = bySession.get(session);
       return id === undefined ? undefined : byEndpoint.get(id);
     },
+    setCurrent: (registration) => void bySession.set(registration.session, registration.endpointId),
+    fits: (size) => byEndpoint.size + 1 <= relayMaxRegistrations && metadataBytes + size <= relayMaxMetadataBytes,
+    add(registration) {
+      byEndpoint.set(registration.endpointId, registration);
+      fresh.set(registration.endpointId, registration);
+      metadataBytes += registration.metadataBytes;
+    },
+    remove(registration) {
+      byEndpoint.delete(registration.endpointId);
+      fresh.delete(registration.endpointId);
+      metadataBytes -= registration.metadataBytes;
+      if (bySession.get(registration.session) === registration.endpointId) bySession.delete(registration.session);
+    },
+    used: (endpointId) => void fresh.delete(endpointId),
+    values: () => byEndpoint.values(),
+    fresh: () => fresh.values(),
+    *currents() {
+      for (const endpointId of bySession.values()) {
+        const registration = byEndpoint.get(endpointId);
+        if (registration !== undefined) yield registration;
+      }
+    },
+    counts: () => ({ registrations: byEndpoint.size, sessions: bySession.size, metadataBytes }),
+  };
+}
+
+/**
+ * The registration a new one may take the place of (see the module comment), never `keep`. It
+ * scans the registry, which happens only while the registration budget is spent.
+ */
+function reclaimable(
+  table: Table,
+  now: number,
+  keep: Registration | undefined,
+  pinsMail: (endpointId: string) => boolean,
+): Registration | undefined {
+  let ended: Registration | undefined;
+  let pinning: Registration | undefined;
+  let idle: Registration | undefined;
+  const earlier = (a: Registration, b: Registration | undefined) => b === undefined || endedAt(a) < endedAt(b);
+  for (const registration of table.values()) {
+    if (registration === keep) continue;
+    if (!isLive(registration, now)) {
+      if (!pinsMail(registration.endpointId)) {
+        if (earlier(registration, ended)) ended = registration;
+      } else if (earlier(registration, pinning)) pinning = registration;
+    } else if (
+      registration.activeAt !== undefined &&
+      now - registration.activeAt >= relayRegistrationIdleMs &&
+      (idle === undefined || registration.activeAt < idle.activeAt!)
+    ) {
+      idle = registration;
+    }
+  }
+  if (ended !== undefined) return ended;
+  // Never used: the first made (a Map iterates in insertion order) once its grace is over.
+  for (const registration of table.fresh()) {
+    if (registration === keep || !isLive(registration, now)) continue;
+    if (now - registration.madeAt >= relayRegistrationGraceMs) return registration;
+    break;
+  }
+  return idle ?? pinning;
+}
+
+/** A new registration, reclaiming places as needed; undefined when the registration budget is spent. */
+function mint(
+  table: Table,
+  request: ConnectRequest,
+  keep: Registration | undefined,
+  pinsMail: (endpointId: string) => boolean,
+  onReclaim: (endpointId: string) => void,
+): Registration | undefined {
+  const { session, generation, leaseMs, now, secretDigest } = request;
+  const endpointId = crypto.randomUUID();
+  const size = canonicalBytes({ endpointId, session, generation }) + relayRegistrationOverheadBytes;
+  while (!table.fits(size)) {
+    const victim = reclaimable(table, now, keep, pinsMail);
+    if (victim === undefined) return undefined;
+    table.remove(victim);
+    onReclaim(victim.endpointId);
+  }
+  const registration: Registration = {
+    endpointId,
+    session,
+    generation,
+    leaseExpiresAt: now + leaseMs,
+    state: "active",
+    madeAt: now,
+    metadataBytes: size,
+    ...(secretDigest === undefined ? {} : { secretDigest }),
+  };
+  table.add(registration);
+  return registration;
+}
+
+/**
+ * The refusal of a connect that does not carry the secret of the session's protected current
+ * registration, or undefined when the connect may go on (see `ConnectOutcome`, step 1).
+ */
+function protection(current: Registration | undefined, request: ConnectRequest): ConnectOutcome | undefined {
+  if (current?.secretDigest === undefined) return undefined;
+  const presented = request.secretDigest;
+  if (presented !== undefined && sameDigest(current.secretDigest, presented)) return undefined;
+  if (isLive(current, request.now)) return { kind: "session-protected", leaseExpiresAt: current.leaseExpiresAt };
+  const revives = current.generation === request.generation && current.state !== "superseded";
+  if (!revives) return undefined;
+  return { kind: presented === undefined ? "secret-missing" : "secret-mismatch" };
+}
+
+/** Same generation: renew, same endpoint id — even after expiry or disconnect, until reaped. */
+function renew(current: Registration, request: ConnectRequest): ConnectOutcome {
+  current.leaseExpiresAt = request.now + request.leaseMs;
+  current.state = "active";
+  delete current.retiredAt;
+  // A protected one already holds this digest (step 1); an unprotected one becomes protected.
+  if (request.secretDigest !== undefined) current.secretDigest = request.secretDigest;
+  return { kind: "connected", registration: current };
+}
+
+/** Whether the session's generation was superseded: a late connect of it must not take over from its successor. */
+function retired(table: Table, session: string, generation: string): boolean {
+  for (const registration of table.values()) {
+    if (registration.session === session && registration.generation === generation && registration.state === "superseded") return true;
+  }
+  return false;
+}
+
+function connect(
+  table: Table,
+  request: ConnectRequest,
+  pinsMail: (endpointId: string) => boolean,
+  onReclaim: (endpointId: string) => void,
+): ConnectOutcome {
+  const current = table.current(request.session);
+  const refusal = protection(current, request);
+  if (refusal !== undefined) return refusal;
+  if (current !== undefined && current.generation === request.generation && current.state !== "superseded") return renew(current, request);
+  if (retired(table, request.session, request.generation)) return { kind: "generation-retired" };
+  const next = mint(table, request, current, pinsMail, onReclaim);
+  if (next === undefined) {
+    const { registrations, metadataBytes } = table.counts();
+    return { kind: "full", details: { registrations, metadataBytes } };
+  }
+  if (current !== undefined) {
+    current.state = "superseded";
+    current.retiredAt = request.now;
+    current.successorId = next.endpointId;
+  }
+  table.setCurrent(next);
+  return { kind: "connected", registration: next };
+}
+
+/** Follows a chain of generations from a superseded endpoint to its live successor. */
+function successor(table: Table, endpointId: string, now: number): Registration | undefined {
+  let registration = table.get(endpointId);
+  const seen = new Set<string>();
+  while (registration !== undefined && registration.state === "superseded" && registration.successorId !== undefined) {
+    if (seen.has(registration.endpointId)) return undefined;
+    seen.add(registration.endpointId);
+    registration = table.get(registration.successorId);
+  }
+  return registration !== undefined && registration.endpointId !== endpointId && isLive(registration, now) ? registration : undefined;
+}
+
+function reap(table: Table, now: number, pinsMail: (endpointId: string) => boolean): string[] {
+  const reaped: string[] = [];
+  for (const registration of [...table.values()]) {
+    if (isLive(registration, now)) continue;
+    const kept = pinsMail(registration.endpointId) ? relayMailLifetimeMs : relayRegistrationRetentionMs;
+    if (now - endedAt(registration) < kept) continue;
+    table.remove(registration);
+    reaped.push(registration.endpointId);
+  }
+  return reaped;
+}
+
+export function createRegistry(): Registry {
+  const table = createTable();
+  return {
+    connect: (request, pinsMail, onReclaim) => connect(table, request, pinsMail, onReclaim),
+    get: (endpointId) => table.get(endpointId),
+    current: (session) => table.current(session),
     disconnect(registration, now) {
       registration.leaseExpiresAt = now;
       registration.state = "disconnected";
@@ -236,30 +311,11 @@ export function createRegistry(): Registry {
     touch(registration, now) {
       if (registration.activeAt !== undefined && now - registration.activeAt < relayActivityResolutionMs) return;
       registration.activeAt = now;
-      fresh.delete(registration.endpointId);
+      table.used(registration.endpointId);
     },
-    successor(endpointId, now) {
-      let registration = byEndpoint.get(endpointId);
-      const seen = new Set<string>();
-      while (registration !== undefined && registration.state === "superseded" && registration.successorId !== undefined) {
-        if (seen.has(registration.endpointId)) return undefined;
-        seen.add(registration.endpointId);
-        registration = byEndpoint.get(registration.successorId);
-      }
-      return registration !== undefined && registration.endpointId !== endpointId && isLive(registration, now) ? registration : undefined;
-    },
-    reap(now, pinsMail) {
-      const reaped: string[] = [];
-      for (const registration of [...byEndpoint.values()]) {
-        if (isLive(registration, now)) continue;
-        const kept = pinsMail(registration.endpointId) ? relayMailLifetimeMs : relayRegistrationRetentionMs;
-        if (now - endedAt(registration) < kept) continue;
-        remove(registration);
-        reaped.push(registration.endpointId);
-      }
-      return reaped;
-    },
-    currents,
-    counts: () => ({ registrations: byEndpoint.size, sessions: bySession.size, metadataBytes }),
+    successor: (endpointId, now) => successor(table, endpointId, now),
+    reap: (now, pinsMail) => reap(table, now, pinsMail),
+    currents: () => table.currents(),
+    counts: () => table.counts(),
   };
 }

@@ -51,103 +51,138 @@ interface Channel {
 const RING = "r";
 const WATCH_PREFIX = "w";
 
-export function createRedisDoorbell(
-  target: RedisTarget,
-  options: Omit<RedisLinkOptions, "onLost">,
-  channelOf: (endpointId: string) => string,
-): RedisDoorbell {
-  const channels = new Map<string, Channel>();
-  /** UNSUBSCRIBEs in flight by channel name: a new subscription of the name waits for its own. */
+/** Records a parked watch's serial on its channel; every older watch beyond the bound is answered. */
+function announce(channel: Channel, serial: number): void {
+  if (!channel.newest.includes(serial)) channel.newest = [...channel.newest, serial].sort((a, b) => a - b).slice(-relayWatchesPerEndpoint);
+  if (channel.newest.length < relayWatchesPerEndpoint) return;
+  const oldestKept = channel.newest[0]!;
+  for (const waiter of [...channel.waiters]) if (waiter.serial < oldestKept) waiter.settle(false);
+}
+
+/** A message on a channel: a ring answers its watches, a watch's serial is announced. */
+function hear(channel: Channel, message: string): void {
+  if (message === RING) {
+    for (const waiter of [...channel.waiters]) waiter.settle(true);
+  } else if (message.startsWith(WATCH_PREFIX)) {
+    announce(channel, Number(message.slice(WATCH_PREFIX.length)));
+  }
+}
+
+/** Waits on `channel` as the watch of `serial`; answered at once unless `holds(channel)` (it is still listened to). */
+function waitOn(
+  channel: Channel,
+  serial: number,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+  holds: (channel: Channel) => boolean,
+): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    let done = false;
+    const timer = setTimeout(() => settle(false), waitMs);
+    const onAbort = () => settle(false);
+    const waiter: Waiter = { serial, settle };
+    function settle(rang: boolean): void {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      channel.waiters.delete(waiter);
+      resolve(rang);
+    }
+    if (signal?.aborted === true || !holds(channel)) return settle(false);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    channel.waiters.add(waiter);
+    announce(channel, serial);
+  });
+}
+
+/**
+ * The subscription connection: SUBSCRIBE and UNSUBSCRIBE, each bounded by the command timeout.
+ * It keeps the UNSUBSCRIBEs in flight by channel name, so a new subscription of a name waits for
+ * its own.
+ */
+interface Subscriber {
+  subscribe(name: string): Promise<void>;
+  /** Unsubscribes once `subscribed` settles; a failure is ignored (see `release`). */
+  unsubscribe(name: string, subscribed: Promise<void>): void;
+  /** Forgets the UNSUBSCRIBEs in flight (their connection is lost). */
+  forget(): void;
+  close(): void;
+}
+
+interface SubscriberEvents {
+  readonly onLost: () => void;
+  readonly onMessage: (message: string, name: string) => void;
+}
+
+function createSubscriber(target: RedisTarget, options: Omit<RedisLinkOptions, "onLost">, events: SubscriberEvents): Subscriber {
   const unsubscribing = new Map<string, Promise<void>>();
+  const link = createRedisLink(target, { ...options, onLost: () => events.onLost() });
+  return {
+    async subscribe(name) {
+      await unsubscribing.get(name);
+      const client = await link.client();
+      await bounded(client.subscribe(name, events.onMessage), options.commandTimeoutMs, () =>
+        unavailable(target, `did not confirm SUBSCRIBE within ${options.commandTimeoutMs} ms`),
+      );
+    },
+    unsubscribe(name, subscribed) {
+      const done = subscribed
+        .then(async () => {
+          const client = await link.client();
+          await bounded(client.unsubscribe(name), options.commandTimeoutMs, () => unavailable(target, "did not confirm UNSUBSCRIBE"));
+        })
+        .then(
+          () => undefined,
+          () => undefined,
+        )
+        .finally(() => {
+          if (unsubscribing.get(name) === done) unsubscribing.delete(name);
+        });
+      unsubscribing.set(name, done);
+    },
+    forget: () => unsubscribing.clear(),
+    close: () => link.close(),
+  };
+}
+
+/**
+ * The channels listened to, by name, with the count of subscription connections lost (a channel
+ * subscribed on an earlier one has lost its subscription) and whether the doorbell closed.
+ */
+interface Channels {
+  readonly closed: boolean;
+  get(name: string): Channel | undefined;
+  /** The channel of that name with one more listener, made (its subscription started by `subscribe`) when there is none. */
+  join(name: string, subscribe: (name: string) => Promise<void>): Channel;
+  /** One listener fewer; true when it was the last and the channel's subscription is live (to be unsubscribed). */
+  leave(channel: Channel): boolean;
+  /** One listener fewer after its subscription failed: the channel is forgotten, so the next listen subscribes anew. */
+  abandon(channel: Channel): void;
+  /** Whether `channel` is still the one listened to by its name. */
+  holds(channel: Channel): boolean;
+  /** The subscription connection was lost: every parked watch is answered, every channel forgotten. */
+  lose(): void;
+  close(): void;
+  waiting(): number;
+}
+
+function createChannels(): Channels {
+  const channels = new Map<string, Channel>();
   let connection = 0;
   let closed = false;
-  const link = createRedisLink(target, { ...options, onLost: () => lose() });
 
-  function settleAll(): void {
+  function clear(): void {
     for (const channel of channels.values()) for (const waiter of [...channel.waiters]) waiter.settle(false);
-  }
-
-  function lose(): void {
-    connection += 1;
-    settleAll();
     channels.clear();
-    unsubscribing.clear();
-  }
-
-  /** Records a parked watch's serial; every older watch beyond the bound is answered. */
-  function announce(channel: Channel, serial: number): void {
-    if (!channel.newest.includes(serial))
-      channel.newest = [...channel.newest, serial].sort((a, b) => a - b).slice(-relayWatchesPerEndpoint);
-    if (channel.newest.length < relayWatchesPerEndpoint) return;
-    const oldestKept = channel.newest[0]!;
-    for (const waiter of [...channel.waiters]) if (waiter.serial < oldestKept) waiter.settle(false);
-  }
-
-  function onMessage(message: string, name: string): void {
-    const channel = channels.get(name);
-    if (channel === undefined) return; // an UNSUBSCRIBE in flight: nobody listens any more
-    if (message === RING) {
-      for (const waiter of [...channel.waiters]) waiter.settle(true);
-    } else if (message.startsWith(WATCH_PREFIX)) {
-      announce(channel, Number(message.slice(WATCH_PREFIX.length)));
-    }
-  }
-
-  async function subscribe(name: string): Promise<void> {
-    await unsubscribing.get(name);
-    const client = await link.client();
-    await bounded(client.subscribe(name, onMessage), options.commandTimeoutMs, () =>
-      unavailable(target, `did not confirm SUBSCRIBE within ${options.commandTimeoutMs} ms`),
-    );
-  }
-
-  function release(channel: Channel): void {
-    channel.listeners -= 1;
-    if (channel.listeners > 0 || channels.get(channel.name) !== channel) return;
-    channels.delete(channel.name);
-    if (channel.connection !== connection || closed) return; // its subscription ended with its connection
-    // A failed UNSUBSCRIBE means the connection is going (its loss answers everyone, `lose`) or the
-    // channel stays subscribed with nobody listening: its messages are ignored (`onMessage`).
-    const done = channel.subscribed
-      .then(async () => {
-        const client = await link.client();
-        await bounded(client.unsubscribe(channel.name), options.commandTimeoutMs, () => unavailable(target, "did not confirm UNSUBSCRIBE"));
-      })
-      .then(
-        () => undefined,
-        () => undefined,
-      )
-      .finally(() => {
-        if (unsubscribing.get(channel.name) === done) unsubscribing.delete(channel.name);
-      });
-    unsubscribing.set(channel.name, done);
-  }
-
-  function waiterOf(channel: Channel, serial: number, waitMs: number, signal: AbortSignal | undefined): Promise<boolean> {
-    return new Promise<boolean>((resolve) => {
-      let done = false;
-      const timer = setTimeout(() => settle(false), waitMs);
-      const onAbort = () => settle(false);
-      const waiter: Waiter = { serial, settle };
-      function settle(rang: boolean): void {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        channel.waiters.delete(waiter);
-        resolve(rang);
-      }
-      if (signal?.aborted === true || closed || channels.get(channel.name) !== channel) return settle(false);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      channel.waiters.add(waiter);
-      announce(channel, serial);
-    });
   }
 
   return {
-    async listen(endpointId) {
-      if (closed) throw unavailable(target, "is closed (the relay is stopping)");
-      const name = channelOf(endpointId);
+    get closed() {
+      return closed;
+    },
+    get: (name) => channels.get(name),
+    join(name, subscribe) {
       let channel = channels.get(name);
       if (channel === undefined) {
         const created: Channel = { name, connection, subscribed: Promise.resolve(), waiters: new Set(), listeners: 0, newest: [] };
@@ -160,17 +195,70 @@ export function createRedisDoorbell(
         channel = created;
       }
       channel.listeners += 1;
-      const listening = channel;
+      return channel;
+    },
+    leave(channel) {
+      channel.listeners -= 1;
+      if (channel.listeners > 0 || channels.get(channel.name) !== channel) return false;
+      channels.delete(channel.name);
+      return channel.connection === connection && !closed; // else its subscription ended with its connection
+    },
+    abandon(channel) {
+      channel.listeners -= 1;
+      if (channels.get(channel.name) === channel) channels.delete(channel.name);
+    },
+    holds: (channel) => !closed && channels.get(channel.name) === channel,
+    lose() {
+      connection += 1;
+      clear();
+    },
+    close() {
+      closed = true;
+      clear();
+    },
+    waiting: () => [...channels.values()].reduce((sum, channel) => sum + channel.waiters.size, 0),
+  };
+}
+
+export function createRedisDoorbell(
+  target: RedisTarget,
+  options: Omit<RedisLinkOptions, "onLost">,
+  channelOf: (endpointId: string) => string,
+): RedisDoorbell {
+  const channels = createChannels();
+  const subscriber = createSubscriber(target, options, {
+    onLost() {
+      channels.lose();
+      subscriber.forget();
+    },
+    onMessage(message, name) {
+      const channel = channels.get(name);
+      if (channel !== undefined) hear(channel, message); // else an UNSUBSCRIBE in flight: nobody listens any more
+    },
+  });
+
+  /**
+   * A listener's end. A failed UNSUBSCRIBE means the connection is going (its loss answers
+   * everyone) or the channel stays subscribed with nobody listening: its messages are ignored.
+   */
+  function release(channel: Channel): void {
+    if (channels.leave(channel)) subscriber.unsubscribe(channel.name, channel.subscribed);
+  }
+
+  return {
+    async listen(endpointId) {
+      if (channels.closed) throw unavailable(target, "is closed (the relay is stopping)");
+      const name = channelOf(endpointId);
+      const listening = channels.join(name, (channelName) => subscriber.subscribe(channelName));
       try {
         await listening.subscribed;
       } catch (error) {
-        listening.listeners -= 1;
-        if (channels.get(name) === listening) channels.delete(name);
+        channels.abandon(listening);
         throw error;
       }
       let released = false;
       return {
-        wait: (serial, waitMs, signal) => waiterOf(listening, serial, waitMs, signal),
+        wait: (serial, waitMs, signal) => waitOn(listening, serial, waitMs, signal, channels.holds),
         release() {
           if (released) return;
           released = true;
@@ -178,12 +266,10 @@ export function createRedisDoorbell(
         },
       };
     },
-    waiting: () => [...channels.values()].reduce((sum, channel) => sum + channel.waiters.size, 0),
+    waiting: () => channels.waiting(),
     close() {
-      closed = true;
-      settleAll();
-      channels.clear();
-      link.close();
+      channels.close();
+      subscriber.close();
     },
   };
 }

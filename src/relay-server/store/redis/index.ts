@@ -29,10 +29,11 @@ import {
   type SecretMatch,
   type SenderQuota,
   stateReplaced,
+  type StoreUsage,
   type WatchOutcome,
   type WatchRequest,
 } from "../store.ts";
-import { createRedisDoorbell } from "./doorbell.ts";
+import { createRedisDoorbell, type RedisDoorbell } from "./doorbell.ts";
 import { guardRedisConfig } from "./guard.ts";
 import { DEFAULT_REDIS_PREFIX, KEYS, redisKey } from "./keys.ts";
 import { createRedisLink, errorReply, type RedisLink } from "./link.ts";
@@ -97,21 +98,22 @@ function stringsFrom(reply: Reply, at: number): Record<string, string> {
   return out;
 }
 
-export async function createRedisStore(options: RedisStoreOptions): Promise<RedisStore> {
-  const target: RedisTarget = parseRedisUrl(options.url, options.env ?? {}, options.password);
-  const prefix = options.prefix ?? DEFAULT_REDIS_PREFIX;
-  const timeouts = {
-    connectTimeoutMs: options.connectTimeoutMs ?? redisConnectTimeoutMs,
-    commandTimeoutMs: options.commandTimeoutMs ?? redisCommandTimeoutMs,
-  };
-  const link: RedisLink = createRedisLink(target, timeouts);
+/** The Lua scripts of the store's methods, run against the epoch the relay knows. */
+interface Scripts {
+  /** Runs a method's script; a replaced state throws `stateReplaced()` (nothing was done). */
+  run(script: RedisScript, ...args: string[]): Promise<Reply>;
+  /** Reads the epoch of the state (creating it for a new, empty state) and knows it from then on. */
+  readEpoch(): Promise<string>;
+}
+
+function createScripts(link: RedisLink, prefix: string): Scripts {
   const epochKey = redisKey(prefix, KEYS.epoch);
   /**
    * The epoch the relay knows; every script checks it against the key (see scripts.ts). A call
    * already on its way when it moves (another request read a new epoch) runs on the new state; its
    * reply then carries the new epoch too, so its client resets as it must.
    */
-  let known: string;
+  let known: string | undefined;
 
   async function evaluate(script: RedisScript, args: readonly string[]): Promise<unknown> {
     try {
@@ -123,95 +125,111 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
     }
   }
 
-  /** Runs a method's script; a replaced state throws `stateReplaced()` (nothing was done). */
-  async function run(script: RedisScript, ...args: string[]): Promise<Reply> {
-    const reply = asReply(await evaluate(script, [known, prefix, ...args]), script);
-    if (reply[0] === "replaced") throw stateReplaced();
-    return reply;
-  }
+  return {
+    async run(script, ...args) {
+      const reply = asReply(await evaluate(script, [known!, prefix, ...args]), script);
+      if (reply[0] === "replaced") throw stateReplaced();
+      return reply;
+    },
+    async readEpoch() {
+      const reply = await evaluate(SCRIPTS.epoch, [crypto.randomUUID(), prefix]);
+      if (typeof reply !== "string") throw violation("the epoch script answers a string", { reply: String(reply) });
+      known = reply;
+      return reply;
+    },
+  };
+}
 
-  function found(reply: Reply): RegistrationView | undefined {
-    return reply[0] === "found" ? viewAt(reply, 1) : undefined;
-  }
-
-  async function readEpoch(): Promise<string> {
-    const reply = await evaluate(SCRIPTS.epoch, [crypto.randomUUID(), prefix]);
-    if (typeof reply !== "string") throw violation("the epoch script answers a string", { reply: String(reply) });
-    known = reply;
-    return reply;
-  }
-
+/** Connects, refuses a Redis the relay must not use (guard.ts) and reads the epoch; closes the link when any of it fails. */
+async function open(link: RedisLink, target: RedisTarget, options: RedisStoreOptions, scripts: Scripts): Promise<void> {
   try {
     await link.client();
     await guardRedisConfig(target, link.send, {
       allowPersistentStore: options.allowPersistentStore === true,
       notice: options.onNotice ?? (() => undefined),
     });
-    await readEpoch();
+    await scripts.readEpoch();
   } catch (error) {
     link.close();
     throw error;
   }
-  const doorbell = createRedisDoorbell(target, timeouts, (endpointId) => redisKey(prefix, KEYS.bell, endpointId));
+}
 
-  async function look(endpointId: string, after: string, mode: "park" | "first" | "final"): Promise<WatchOutcome & { serial: number }> {
-    const reply = await run(SCRIPTS.look, endpointId, after, mode);
-    if (reply[0] === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: reply[1]!, serial: 0 };
-    return { kind: "watch", pending: reply[1] === "1", highestCursor: reply[2]!, serial: Number(reply[3]) };
+type Run = Scripts["run"];
+
+function found(reply: Reply): RegistrationView | undefined {
+  return reply[0] === "found" ? viewAt(reply, 1) : undefined;
+}
+
+function connectOutcome(reply: Reply): ConnectOutcome {
+  switch (reply[0]) {
+    case "connected":
+      return { kind: "connected", registration: viewAt(reply, 1) };
+    case "session-protected":
+      return { kind: "session-protected", leaseExpiresAt: Number(reply[1]) };
+    case "secret-missing":
+      return { kind: "secret-missing" };
+    case "secret-mismatch":
+      return { kind: "secret-mismatch" };
+    case "generation-retired":
+      return { kind: "generation-retired" };
+    default:
+      return { kind: "full", details: numbersFrom(reply, 1) };
   }
+}
 
-  /** Parked and answering watches, so `close` lets them answer before the connection goes. */
-  const watches = new Set<Promise<WatchOutcome>>();
-
-  async function watch({ endpointId, after, waitMs, signal, onPark }: WatchRequest): Promise<WatchOutcome> {
-    // Subscribed before the first look: a ring published after it is never missed.
-    const listener = await doorbell.listen(endpointId);
-    try {
-      const parks = waitMs > 0;
-      const first = await look(endpointId, after, parks ? "park" : "first");
-      if (first.kind === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: first.highestCursor };
-      if (first.pending || !parks) return { kind: "watch", pending: first.pending, highestCursor: first.highestCursor };
-      onPark?.();
-      await listener.wait(first.serial, waitMs, signal);
-      const final = await look(endpointId, after, "final");
-      return final.kind === "watch" ? { kind: "watch", pending: final.pending, highestCursor: final.highestCursor } : final;
-    } finally {
-      listener.release();
-    }
+function admitOutcome(reply: Reply): AdmitOutcome {
+  switch (reply[0]) {
+    case "accepted":
+      return { kind: "accepted", acceptanceId: reply[1]!, duplicate: reply[2] === "1", acceptedAt: Number(reply[3]) };
+    case "target-not-live":
+      return { kind: "target-not-live" };
+    case "conflict":
+      return { kind: "conflict" };
+    case "expired":
+      return { kind: "expired" };
+    case "stale":
+      return { kind: "stale" };
+    case "quota":
+      return { kind: "quota", quota: reply[1] as SenderQuota, details: numbersFrom(reply, 2) };
+    default:
+      return { kind: "full", budget: reply[1] as CapacityBudget, details: numbersFrom(reply, 2) };
   }
+}
 
+function usageOf(reply: Reply, watching: number): StoreUsage {
+  const [activeItems, activeBytes, receipts, receiptBytes, registrations, sessions, metadataBytes, expiryEntries] = reply
+    .slice(1)
+    .map(Number) as number[];
   return {
-    target: target.display,
-    epoch: readEpoch,
+    activeItems: activeItems!,
+    activeBytes: activeBytes!,
+    receipts: receipts!,
+    receiptBytes: receiptBytes!,
+    registrations: registrations!,
+    sessions: sessions!,
+    metadataBytes: metadataBytes!,
+    expiryEntries: expiryEntries!,
+    watching,
+  };
+}
 
-    async connect(request): Promise<ConnectOutcome> {
+type RegistrationMethods = Pick<
+  RelayStore,
+  "connect" | "binding" | "registration" | "successor" | "disconnect" | "sessionRegistration" | "liveRegistrations"
+>;
+
+function registrationMethods(run: Run): RegistrationMethods {
+  return {
+    async connect(request) {
       const endpointId = crypto.randomUUID();
       const size =
         canonicalBytes({ endpointId, session: request.session, generation: request.generation }) + relayRegistrationOverheadBytes;
-      const reply = await run(
-        SCRIPTS.connect,
-        request.session,
-        request.generation,
-        String(request.now + request.leaseMs),
-        String(request.now),
-        request.secretDigest ?? "",
-        endpointId,
-        String(size),
+      const lease = String(request.now + request.leaseMs);
+      const secret = request.secretDigest ?? "";
+      return connectOutcome(
+        await run(SCRIPTS.connect, request.session, request.generation, lease, String(request.now), secret, endpointId, String(size)),
       );
-      switch (reply[0]) {
-        case "connected":
-          return { kind: "connected", registration: viewAt(reply, 1) };
-        case "session-protected":
-          return { kind: "session-protected", leaseExpiresAt: Number(reply[1]) };
-        case "secret-missing":
-          return { kind: "secret-missing" };
-        case "secret-mismatch":
-          return { kind: "secret-mismatch" };
-        case "generation-retired":
-          return { kind: "generation-retired" };
-        default:
-          return { kind: "full", details: numbersFrom(reply, 1) };
-      }
     },
 
     async binding(session, endpointId, secretDigest, now) {
@@ -238,8 +256,63 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
       for (let at = 1; at + 3 < reply.length; at += 4) views.push(viewAt(reply, at));
       return views;
     },
+  };
+}
 
-    async admit(request): Promise<AdmitOutcome> {
+/**
+ * The watches of this process on the doorbell; it keeps the parked and answering ones, so `close`
+ * lets them answer before the connection goes.
+ */
+interface Watches {
+  watch(request: WatchRequest): Promise<WatchOutcome>;
+  /** Resolves once every watch under way has answered. */
+  settled(): Promise<void>;
+}
+
+function createWatches(run: Run, doorbell: RedisDoorbell): Watches {
+  const watches = new Set<Promise<WatchOutcome>>();
+
+  async function look(endpointId: string, after: string, mode: "park" | "first" | "final"): Promise<WatchOutcome & { serial: number }> {
+    const reply = await run(SCRIPTS.look, endpointId, after, mode);
+    if (reply[0] === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: reply[1]!, serial: 0 };
+    return { kind: "watch", pending: reply[1] === "1", highestCursor: reply[2]!, serial: Number(reply[3]) };
+  }
+
+  async function watch({ endpointId, after, waitMs, signal, onPark }: WatchRequest): Promise<WatchOutcome> {
+    // Subscribed before the first look: a ring published after it is never missed.
+    const listener = await doorbell.listen(endpointId);
+    try {
+      const parks = waitMs > 0;
+      const first = await look(endpointId, after, parks ? "park" : "first");
+      if (first.kind === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: first.highestCursor };
+      if (first.pending || !parks) return { kind: "watch", pending: first.pending, highestCursor: first.highestCursor };
+      onPark?.();
+      await listener.wait(first.serial, waitMs, signal);
+      const final = await look(endpointId, after, "final");
+      return final.kind === "watch" ? { kind: "watch", pending: final.pending, highestCursor: final.highestCursor } : final;
+    } finally {
+      listener.release();
+    }
+  }
+
+  return {
+    watch(request) {
+      const watching = watch(request);
+      watches.add(watching);
+      void watching.finally(() => watches.delete(watching)).catch(() => undefined);
+      return watching;
+    },
+    async settled() {
+      await Promise.allSettled([...watches]);
+    },
+  };
+}
+
+type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch">;
+
+function mailMethods(run: Run, watches: Watches): MailMethods {
+  return {
+    async admit(request) {
       const receiptBytes =
         canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
       const reply = await run(
@@ -254,22 +327,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
         crypto.randomUUID(),
         request.source.id,
       );
-      switch (reply[0]) {
-        case "accepted":
-          return { kind: "accepted", acceptanceId: reply[1]!, duplicate: reply[2] === "1", acceptedAt: Number(reply[3]) };
-        case "target-not-live":
-          return { kind: "target-not-live" };
-        case "conflict":
-          return { kind: "conflict" };
-        case "expired":
-          return { kind: "expired" };
-        case "stale":
-          return { kind: "stale" };
-        case "quota":
-          return { kind: "quota", quota: reply[1] as SenderQuota, details: numbersFrom(reply, 2) };
-        default:
-          return { kind: "full", budget: reply[1] as CapacityBudget, details: numbersFrom(reply, 2) };
-      }
+      return admitOutcome(reply);
     },
 
     async page(endpointId, after, limit): Promise<PageOutcome> {
@@ -284,41 +342,41 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
       return { kind: reply[0] === "gone" ? "gone" : "unknown" };
     },
 
-    watch(request) {
-      const watching = watch(request);
-      watches.add(watching);
-      void watching.finally(() => watches.delete(watching)).catch(() => undefined);
-      return watching;
-    },
+    watch: (request) => watches.watch(request),
+  };
+}
+
+export async function createRedisStore(options: RedisStoreOptions): Promise<RedisStore> {
+  const target: RedisTarget = parseRedisUrl(options.url, options.env ?? {}, options.password);
+  const prefix = options.prefix ?? DEFAULT_REDIS_PREFIX;
+  const timeouts = {
+    connectTimeoutMs: options.connectTimeoutMs ?? redisConnectTimeoutMs,
+    commandTimeoutMs: options.commandTimeoutMs ?? redisCommandTimeoutMs,
+  };
+  const link: RedisLink = createRedisLink(target, timeouts);
+  const scripts = createScripts(link, prefix);
+  await open(link, target, options, scripts);
+  const doorbell = createRedisDoorbell(target, timeouts, (endpointId) => redisKey(prefix, KEYS.bell, endpointId));
+  const watches = createWatches(scripts.run, doorbell);
+
+  return {
+    target: target.display,
+    epoch: scripts.readEpoch,
+    ...registrationMethods(scripts.run),
+    ...mailMethods(scripts.run, watches),
 
     async maintain(now) {
-      const reply = await run(SCRIPTS.maintain, String(now));
+      const reply = await scripts.run(SCRIPTS.maintain, String(now));
       if (reply[0] === "violation") throw violation(reply[1]!, stringsFrom(reply, 2));
       return { reaped: Number(reply[1]), expiredReceipts: Number(reply[2]), expiredMail: Number(reply[3]) };
     },
 
-    async usage() {
-      const reply = await run(SCRIPTS.usage);
-      const [activeItems, activeBytes, receipts, receiptBytes, registrations, sessions, metadataBytes, expiryEntries] = reply
-        .slice(1)
-        .map(Number) as number[];
-      return {
-        activeItems: activeItems!,
-        activeBytes: activeBytes!,
-        receipts: receipts!,
-        receiptBytes: receiptBytes!,
-        registrations: registrations!,
-        sessions: sessions!,
-        metadataBytes: metadataBytes!,
-        expiryEntries: expiryEntries!,
-        watching: doorbell.waiting(),
-      };
-    },
+    usage: async () => usageOf(await scripts.run(SCRIPTS.usage), doorbell.waiting()),
 
     async close() {
       // Parked watches are answered with the state, then the connection goes.
       doorbell.close();
-      await Promise.allSettled([...watches]);
+      await watches.settled();
       link.close();
     },
   };

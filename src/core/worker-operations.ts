@@ -64,7 +64,7 @@ function messagePayload(context: CoreContext, task: TaskRecord, params: MessageP
   };
 }
 
-export async function targetMessage(
+export async function workerMessage(
   context: CoreContext,
   self: TaskEndpoint,
   task: TaskRecord,
@@ -89,7 +89,7 @@ export async function targetMessage(
   return { taskId: task.taskId, intentId: intent.intentId, envelopeId, authority: "receiver" };
 }
 
-export async function targetDone(
+export async function workerDone(
   context: CoreContext,
   self: TaskEndpoint,
   task: TaskRecord,

@@ -1,0 +1,258 @@
+/**
+ * What one pi-tasks lifetime is made of, and how it starts and ends. Start-up picks the session name
+ * (`WOLFPACK_SESSION_NAME`, else a generated one), finds the relay (starting the embedded relay when
+ * none answers at the default loopback URL), then builds the configured core (relay session + RAM
+ * store), the presenter, the background scheduler and the mail watch. Which lifetime is the current
+ * one is lifecycle.ts's concern: every callback here first asks whether its own lifetime went stale.
+ */
+import { ensureRelay, type RelayInUse } from "../../src/cli/embedded-relay.ts";
+import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import type { TrustOptions } from "../../src/core/trust.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
+import { failureLabel, healthyLabel } from "./footer.ts";
+import { isWorker } from "./gate.ts";
+import type { LifecycleDeps, PiContextView } from "./lifecycle.ts";
+import { createPiPresenter, type PiPresenter } from "./presenter.ts";
+import { announceQuestions } from "./questions.ts";
+import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
+import { createExtensionTrust } from "./trust.ts";
+
+/** `PI_TASKS_CANCEL_ABORTS=1`: a cancel also aborts this (non-worker) session's running turn. */
+export const CANCEL_ABORTS_VARIABLE = "PI_TASKS_CANCEL_ABORTS";
+/** `PI_TASKS_AUTO_REASSIGN=1`: an orphaned task moves by itself to its worker's restarted session. */
+export const AUTO_REASSIGN_VARIABLE = "PI_TASKS_AUTO_REASSIGN";
+/** `PI_TASKS_MAX_DEPTH=2`: no onward delegation from this Pi's tasks (it lowers the cap of 3, never raises it). */
+export const MAX_DEPTH_VARIABLE = "PI_TASKS_MAX_DEPTH";
+
+/** Who this session is on which relay (for the footer, `/tasks` and the spawn tool). */
+export interface SessionInfo {
+  readonly session: SessionName;
+  /** This session's signing identity (shared by every Pi with the same PI_TASKS_HOME). */
+  readonly identity: { readonly publicKey: string; readonly fingerprint: string };
+  readonly relay: RelayInUse;
+  readonly env: Env;
+  readonly cwd: string;
+}
+
+/** One started lifetime: who this session is, and the parts that run until shutdown. */
+export interface Lifetime {
+  readonly info: SessionInfo;
+  readonly presenter: PiPresenter;
+  readonly configured: RecoveringTaskCore;
+  readonly scheduler: RefreshScheduler;
+  readonly watch: MailWatch;
+  /** The failure label of the last pass (undefined when healthy). */
+  failure: string | undefined;
+  /** Questions already announced to the person at this Pi (by event id). */
+  readonly announced: Set<string>;
+}
+
+/** What start-up calls back into: the lifecycle that owns the lifetime. */
+export interface StartHooks {
+  /** True once this lifetime was replaced or stopped: its callbacks then do nothing. */
+  stale(): boolean;
+  /** Re-renders the footer from the current lifetime. */
+  footer(): void;
+  /** Makes the assembled lifetime the current one (before its scheduler and watch start). */
+  install(lifetime: Lifetime): void;
+}
+
+/** What the parts of one lifetime share while it is being assembled and afterwards. */
+interface PartHooks extends StartHooks {
+  /** This start-up's lifetime, once assembled (callbacks may fire before). */
+  lifetime(): Lifetime | undefined;
+  /** Tells the person at this Pi something; a stale Pi context is ignored. */
+  notify(message: string, level: "info" | "warning"): void;
+}
+
+/** What start-up found before the parts are built. */
+interface Found {
+  readonly session: SessionName;
+  readonly trust: TrustOptions;
+  readonly relay: RelayInUse;
+  /**
+   * Why the relay is not used, when it is not: the footer names it (with its fix) instead of
+   * "unreachable" for as long as the relay stays out of reach.
+   */
+  readonly startProblem: TaskError | undefined;
+}
+
+function safe(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // A stale Pi context throws after reload or replacement; presentation simply stops.
+  }
+}
+
+/** The configured depth cap (checked by the core: INVALID_CONFIGURATION above 3 or below 2). */
+function configuredDepth(env: Env): number | undefined {
+  const text = env[MAX_DEPTH_VARIABLE]?.trim();
+  return text === undefined || text === "" ? undefined : Number(text);
+}
+
+/** Why the relay is not used: pi-tasks could not start one, or what answers cannot prove it is the user's. */
+function relayProblem(relay: RelayInUse): TaskError | undefined {
+  if (relay.problem === undefined) return undefined;
+  if (relay.state === "untrusted")
+    return new TaskError(relay.problemCode ?? "RELAY_NOT_PROVEN", { message: relay.problem, details: { url: relay.url } });
+  return relay.state === "absent" ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
+}
+
+/** A fetch that sends nothing: every request fails with `reason` (an untrusted relay gets nothing). */
+function refusing(reason: TaskError): typeof fetch {
+  return (() => Promise.reject(reason)) as unknown as typeof fetch;
+}
+
+function trustFor(deps: LifecycleDeps, session: SessionName, view: PiContextView, hooks: PartHooks): TrustOptions {
+  const confirm = view.confirm;
+  return createExtensionTrust({
+    env: deps.env,
+    home: piTasksHome(deps.env),
+    claimedName: session.name,
+    dialog: confirm === undefined ? undefined : { confirm, notify: (message, level) => safe(() => view.notify(message, level)) },
+    onDecided: () => hooks.lifetime()?.scheduler.request(),
+  });
+}
+
+function presenterFor(deps: LifecycleDeps, view: PiContextView, hooks: PartHooks): PiPresenter {
+  return createPiPresenter({
+    abortOnCancel: isWorker(deps.env) || deps.env[CANCEL_ABORTS_VARIABLE] === "1",
+    sendMessage: deps.sendMessage,
+    appendEntry: deps.appendEntry,
+    session: () => {
+      if (hooks.stale()) return undefined;
+      try {
+        view.isIdle();
+        return view;
+      } catch {
+        return undefined;
+      }
+    },
+  });
+}
+
+/** What the person reads when the relay forgot this session (it restarted) or its registration was replaced. */
+function recoveryNotice(recovered: RecoveryInfo): string {
+  const endpoint = formatEndpoint(recovered.endpoint);
+  if (!recovered.relayForgot)
+    return `pi-tasks: this session's relay registration was replaced; bound a fresh endpoint ${endpoint}; tasks continue from it.`;
+  const count = recovered.reconnecting;
+  const reconnecting =
+    count === 0
+      ? "no task needs to reconnect"
+      : `${count} task${count === 1 ? "" : "s"} reconnecting with ${count === 1 ? "its peer" : "their peers"} (nothing is lost: what the peers lack is sent again)`;
+  return `pi-tasks: the relay restarted and lost its mail; bound a fresh endpoint ${endpoint}; ${reconnecting}.`;
+}
+
+function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hooks: PartHooks): RecoveringTaskCore {
+  const { relay, session, startProblem } = found;
+  const depth = configuredDepth(deps.env);
+  return (deps.createCore ?? createRecoveringTaskCore)({
+    trust: found.trust,
+    autoReassign: deps.env[AUTO_REASSIGN_VARIABLE] === "1",
+    ...(depth === undefined ? {} : { maxDepth: depth }),
+    env: deps.env,
+    callerSession: session.name,
+    url: relay.url,
+    // A relay that cannot prove it is the user's is never used: every request fails with that reason.
+    ...(relay.state === "untrusted" && startProblem !== undefined ? { fetch: refusing(startProblem) } : {}),
+    host: presenter,
+    onRefreshRequested: () => hooks.lifetime()?.scheduler.request(),
+    onRecovered: (recovered: RecoveryInfo) => {
+      const state = hooks.lifetime();
+      if (state === undefined || hooks.stale()) return;
+      state.failure = undefined;
+      hooks.footer();
+      hooks.notify(recoveryNotice(recovered), "warning");
+      state.scheduler.request();
+    },
+  });
+}
+
+function schedulerFor(deps: LifecycleDeps, configured: RecoveringTaskCore, found: Found, hooks: PartHooks): RefreshScheduler {
+  const { relay, startProblem } = found;
+  return createRefreshScheduler({
+    refresh: () => configured.refresh(),
+    busy: () => {
+      const core = configured.current();
+      return core.hasActiveTasks() || core.hasPendingWork() || deps.gate.waiting();
+    },
+    onPass: (report: PassReport) => {
+      const state = hooks.lifetime();
+      if (state === undefined) return;
+      state.failure = failureLabel(report, relay.url, startProblem);
+      hooks.footer();
+      announceQuestions(configured.current().listTasks(), state.announced, (message) => hooks.notify(message, "info"));
+      // The first pass binds the session: the doorbell need not wait for its next check.
+      state.watch.nudge();
+    },
+    onError: (error: unknown) => {
+      const state = hooks.lifetime();
+      if (state === undefined) return;
+      state.failure = failureLabel(error, relay.url, startProblem);
+      hooks.footer();
+    },
+  });
+}
+
+function watchFor(configured: RecoveringTaskCore, hooks: PartHooks): MailWatch {
+  return createMailWatch({
+    session: () => (hooks.stale() ? undefined : configured.session),
+    cursor: () => configured.current().cursor(),
+    onMail: () =>
+      configured.refresh().then(
+        () => undefined,
+        () => undefined,
+      ),
+  });
+}
+
+/** Builds the parts of a lifetime once the relay is found; nothing runs yet. */
+function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks: PartHooks): Lifetime {
+  const { session, trust, relay } = found;
+  const identity = { publicKey: trust.identity.publicKey, fingerprint: trust.identity.fingerprint };
+  const info: SessionInfo = { session, identity, relay, env: deps.env, cwd: view.cwd };
+  const presenter = presenterFor(deps, view, hooks);
+  const configured = coreFor(deps, found, presenter, hooks);
+  const scheduler = schedulerFor(deps, configured, found, hooks);
+  const watch = watchFor(configured, hooks);
+  const failure = failureLabel(found.startProblem, relay.url);
+  return { info, presenter, configured, scheduler, watch, failure, announced: new Set() };
+}
+
+/** Starts one lifetime for a Pi session; a start-up that went stale while finding the relay builds nothing. */
+export async function startLifetime(deps: LifecycleDeps, view: PiContextView, hooks: StartHooks): Promise<void> {
+  let state: Lifetime | undefined;
+  const parts: PartHooks = {
+    ...hooks,
+    lifetime: () => state,
+    notify: (message, level) => safe(() => view.notify(message, level)),
+  };
+  const session = sessionNameFromEnv(deps.env, view.cwd);
+  const trust = trustFor(deps, session, view, parts);
+  const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfigFromEnv(deps.env) });
+  if (hooks.stale()) return;
+  state = assemble(deps, view, { session, trust, relay, startProblem: relayProblem(relay) }, parts);
+  hooks.install(state);
+  state.scheduler.start();
+  state.watch.start();
+}
+
+/** The footer label of a lifetime: its last failure, else its counts. */
+export function lifetimeLabel(state: Lifetime): string {
+  if (state.failure !== undefined) return state.failure;
+  const core = state.configured.current();
+  return healthyLabel(state.info.session.name, core.listTasks(), core.rejections());
+}
+
+/** Stops a lifetime's background work at once, then closes its core (never rejects). */
+export function closeLifetime(state: Lifetime): Promise<void> {
+  state.scheduler.stop();
+  state.watch.stop();
+  state.presenter.dispose();
+  return state.configured.close().catch(() => undefined);
+}

@@ -1,0 +1,116 @@
+/**
+ * The encoded rows themselves, table by table, and the record and byte counts the bounds are
+ * checked against. Every change of a row goes through `set`, which keeps the counts, the parse
+ * cache and the indexes (through the `apply` hook) in step; rollback uses it too, so undoing a
+ * change restores all of them. `admit` refuses a write the bounds have no room for.
+ */
+import { TaskError } from "../protocol/errors.ts";
+import { storeRecordOverheadBytes } from "../protocol/limits.ts";
+import { invariant } from "./invariant.ts";
+import type { ParseCache } from "./row-cache.ts";
+import type { RowEngineOptions } from "./rows.ts";
+
+/** Bytes one record is charged: its encoded text, its key and a fixed overhead. */
+export function encodedRecordBytes(key: string, text: string): number {
+  return Buffer.byteLength(text, "utf8") + Buffer.byteLength(key, "utf8") + storeRecordOverheadBytes;
+}
+
+export interface RowTables<Table extends string> {
+  get(table: Table, key: string): string | undefined;
+  has(table: Table, key: string): boolean;
+  keys(table: Table): IterableIterator<string>;
+  size(table: Table): number;
+  /** A row's value, parsed once while it stays cached. */
+  parsed(table: Table, key: string, text: string): unknown;
+  /** Sets (`text`) or deletes (`undefined`) one row, keeping counts, cache and indexes in step. No logging. */
+  set(table: Table, key: string, text: string | undefined, nextValue?: unknown): void;
+  /** Throws `TASK_CAPACITY` unless writing `text` at `key` fits both bounds (dropping cached values if needed). */
+  admit(table: Table, key: string, text: string): void;
+  records(): number;
+  encodedBytes(): number;
+  clear(): void;
+}
+
+const slotOf = (table: string, key: string) => `${table}\u0000${key}`;
+
+export function createRowTables<Table extends string>(options: RowEngineOptions<Table>, cache: ParseCache): RowTables<Table> {
+  const tables = new Map<Table, Map<string, string>>(options.tables.map((name) => [name, new Map()]));
+  let records = 0;
+  let encodedBytes = 0;
+
+  function rows(table: Table): Map<string, string> {
+    const found = tables.get(table);
+    if (found === undefined) throw new TaskError("INVALID_TRANSACTION", { message: `unknown table ${table}` });
+    return found;
+  }
+
+  function checkCounters(): void {
+    const cachedBytes = cache.bytes();
+    invariant(records >= 0 && encodedBytes >= 0 && cachedBytes >= 0, "store counters are not negative", {
+      records,
+      encodedBytes,
+      cachedBytes,
+    });
+    invariant(records <= options.maxRecords, "records stay within their bound", { records, maxRecords: options.maxRecords });
+  }
+
+  const parsed = (table: Table, key: string, text: string) => cache.value(slotOf(table, key), text);
+
+  function set(table: Table, key: string, text: string | undefined, nextValue?: unknown): void {
+    const map = rows(table);
+    const previousText = map.get(key);
+    const indexed = options.indexed.has(table);
+    const previousValue = previousText === undefined || !indexed ? undefined : parsed(table, key, previousText);
+    if (previousText !== undefined) {
+      records -= 1;
+      encodedBytes -= encodedRecordBytes(key, previousText);
+      map.delete(key);
+      cache.drop(slotOf(table, key));
+    }
+    if (text !== undefined) {
+      records += 1;
+      encodedBytes += encodedRecordBytes(key, text);
+      map.set(key, text);
+    }
+    checkCounters();
+    if (!indexed) return;
+    const next = text === undefined ? undefined : (nextValue ?? JSON.parse(text));
+    options.apply(table, key, previousValue, next);
+  }
+
+  function admit(table: Table, key: string, text: string): void {
+    const previousText = rows(table).get(key);
+    const nextRecords = records + (previousText === undefined ? 1 : 0);
+    const delta = encodedRecordBytes(key, text) - (previousText === undefined ? 0 : encodedRecordBytes(key, previousText));
+    if (nextRecords <= options.maxRecords && cache.makeRoom(delta)) return;
+    throw new TaskError("TASK_CAPACITY", {
+      details: {
+        table,
+        records,
+        maxRecords: options.maxRecords,
+        encodedBytes,
+        cachedBytes: cache.bytes(),
+        maxEncodedBytes: options.maxEncodedBytes,
+        requiredRecords: nextRecords,
+        requiredBytes: encodedBytes + delta,
+      },
+    });
+  }
+
+  return {
+    get: (table, key) => rows(table).get(key),
+    has: (table, key) => rows(table).has(key),
+    keys: (table) => rows(table).keys(),
+    size: (table) => rows(table).size,
+    parsed,
+    set,
+    admit,
+    records: () => records,
+    encodedBytes: () => encodedBytes,
+    clear() {
+      for (const map of tables.values()) map.clear();
+      records = 0;
+      encodedBytes = 0;
+    },
+  };
+}
