@@ -22,7 +22,7 @@
 import { encodedEnvelope } from "../src/protocol/wire.ts";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createRecoveringTaskCore } from "../src/core/recovering.ts";
+import { createConfiguredTaskCore } from "../src/core/configured.ts";
 import { type TaskCore, coreInternals, rehomeCore } from "../src/core/task-core.ts";
 import { startRelayProcess, type RelayProcess } from "../src/demo/relay-process.ts";
 import { toTaskError } from "../src/protocol/errors.ts";
@@ -105,7 +105,7 @@ async function plainParty(label: string, url: string, timers: JumpTimers, clock:
 async function configuredParty(label: string, url: string, timers: JumpTimers, clock: JumpClock): Promise<Party> {
   const replies: ObservedReply[] = [];
   const host = createMemoryHost();
-  const configured = createRecoveringTaskCore({
+  const configured = createConfiguredTaskCore({
     url,
     callerSession: sessionName(label),
     fetch: observingFetch(replies),
@@ -436,7 +436,7 @@ function ruleFault(name: string, injection: string, rules: (rig: Rig) => FaultRu
 const relayRestart: FaultSpec = {
   name: "relay restart",
   injection:
-    "configured cores (`createRecoveringTaskCore`) through the proxy; after half of the tasks the relay process is stopped and a new one started on the same port (new epoch, empty memory); the next passes fail `RELAY_RESET`, each core binds a fresh endpoint and keeps its tasks, finds its peer again by session name (its new endpoint proving the task's bound key with a fresh hello: proofs hold for one relay lifetime) and re-sends what the new relay never saw; then every task is finished and the second half runs. Before the first half, the worker proved its endpoint to the origin (untimed), as in every row.",
+    "configured cores (`createConfiguredTaskCore`) through the proxy; after half of the tasks the relay process is stopped and a new one started on the same port (new epoch, empty memory); the next passes fail `RELAY_RESET`, each core binds a fresh endpoint and keeps its tasks, finds its peer again by session name (its new endpoint proving the task's bound key with a fresh hello: proofs hold for one relay lifetime) and re-sends what the new relay never saw; then every task is finished and the second half runs. Before the first half, the worker proved its endpoint to the origin (untimed), as in every row.",
   async run({ relay: _shared, tasks }) {
     let relay = await startRelayProcess();
     const port = relay.port;

@@ -9,7 +9,7 @@
  * proxy.push({ operation: "send", kind: "drop-reply" });              // next send: forwarded, reply lost
  * proxy.push({ operation: "*", kind: "status-429", times: 10 });        // next 10 requests: Wolfpack 429
  * proxy.push({ operation: ["receive"], kind: "hold", times: Infinity }); // park until release()
- * const session = createRelaySession({ url: proxy.url, callerSession: "x" });
+ * const session = createVolatileTaskSession({ url: proxy.url, callerSession: "x" });
  * …
  * proxy.stats().operations.send; // { seen, forwarded, faulted }
  * await proxy.stop();

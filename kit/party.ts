@@ -5,7 +5,7 @@
 import { coreInternals, createTaskCore, type TaskCore } from "../src/core/task-core.ts";
 import type { TaskTimers } from "../src/core/timers.ts";
 import type { TrustOptions } from "../src/core/trust.ts";
-import { createRelaySession } from "../src/relay-client/session.ts";
+import { createVolatileTaskSession } from "../src/relay-client/session.ts";
 import { createTaskStore } from "../src/store/task-store.ts";
 import { createMemoryHost, type MemoryHost } from "./memory-host.ts";
 
@@ -41,7 +41,7 @@ export async function createParty(options: PartyOptions): Promise<Party> {
   serial += 1;
   const name = options.name ?? `party-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
   const host = createMemoryHost();
-  const session = createRelaySession({
+  const session = createVolatileTaskSession({
     url: options.url,
     callerSession: name,
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),

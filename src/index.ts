@@ -1,6 +1,6 @@
 /**
  * pi-tasks as a library (`import … from "pi-tasks"`): the task core and its RAM store, the relay
- * session, the recovering core the Pi extension uses, and the protocol tables. The relay server
+ * session, the configured core the Pi extension uses, and the protocol tables. The relay server
  * and the in-memory relay are `pi-tasks/relay`; the relay conformance suite is
  * `pi-tasks/conformance`; the Pi extension is `pi-tasks/extension`. See docs/library.md.
  */
@@ -25,11 +25,11 @@ export { systemTimers, type TaskTimers } from "./core/timers.ts";
 export type { CoreBook, CoreStore } from "./core/bookkeeping.ts";
 export { createTaskStore, type TaskSnapshot, type TaskStore, type TaskStoreOptions } from "./store/task-store.ts";
 
-// The recovering core: one relay session, a fresh lifetime after relay loss (the "configured task core" of the Wolfpack design).
-export { createRecoveringTaskCore, type RecoveringTaskCore, type RecoveringTaskCoreOptions, type RecoveryInfo } from "./core/recovering.ts";
+// The configured core: one relay session, one store, one core; relay loss re-homes its lifetime on a fresh endpoint.
+export { createConfiguredTaskCore, type ConfiguredTaskCore, type ConfiguredTaskCoreOptions, type RecoveryInfo } from "./core/configured.ts";
 
 // The relay session (the volatile task session) and its configuration.
-export { createRelaySession, type RelaySession, type RelaySessionOptions } from "./relay-client/session.ts";
+export { createVolatileTaskSession, type VolatileTaskSession, type VolatileTaskSessionOptions } from "./relay-client/session.ts";
 export { normaliseRelayUrl, relayConfigFromEnv, sessionNameFromEnv } from "./relay-client/config.ts";
 
 // Trust: identities, peers, signatures (docs/security.md).
@@ -56,4 +56,4 @@ export type {
 export * as limits from "./protocol/limits.ts";
 
 // The in-memory relay fixture (the real relay answering a fetch function; also in `pi-tasks/relay`).
-export { createInMemoryRelay, type InMemoryRelay } from "./relay-server/in-memory.ts";
+export { createInMemoryTaskRelay, type InMemoryTaskRelay } from "./relay-server/in-memory.ts";

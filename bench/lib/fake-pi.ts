@@ -8,7 +8,7 @@
 import { eventually } from "../../kit/async.ts";
 import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { piTasksHome } from "../../src/relay-client/config.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
@@ -92,7 +92,7 @@ export function startFakePi(options: FakePiOptions): FakePi {
   ({ lifecycle } = createTasksRuntime({
     env,
     createCore: (coreOptions) =>
-      createRecoveringTaskCore({
+      createConfiguredTaskCore({
         ...coreOptions,
         ...(options.logRequests === false ? {} : { fetch: log.fetch }),
         ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),

@@ -7,7 +7,7 @@ import { WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
 import { RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 
 let serial = 0;
 
@@ -20,8 +20,12 @@ export async function boundSession(
   url: string,
   role: string,
   fetchImpl?: typeof fetch,
-): Promise<{ session: RelaySession; endpoint: TaskEndpoint }> {
-  const session = createRelaySession({ url, callerSession: benchName(role), ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }) });
+): Promise<{ session: VolatileTaskSession; endpoint: TaskEndpoint }> {
+  const session = createVolatileTaskSession({
+    url,
+    callerSession: benchName(role),
+    ...(fetchImpl === undefined ? {} : { fetch: fetchImpl }),
+  });
   const binding = await session.connect();
   return { session, endpoint: binding.endpoint };
 }
@@ -29,7 +33,7 @@ export async function boundSession(
 /**
  * A registration of a raw `fetch` client, protected like our client's (`binding-secret-v1`, which
  * our relay offers): `base` holds the fields every bound request carries, the secret among them.
- * A `RelaySession` keeps its secret to itself, so a raw client cannot borrow its binding.
+ * A `VolatileTaskSession` keeps its secret to itself, so a raw client cannot borrow its binding.
  */
 export async function rawBinding(url: string, role: string): Promise<{ base: Record<string, unknown>; endpoint: TaskEndpoint }> {
   const wire = await WireSession.connect(url, { callerSession: benchName(role), bindingSecret: mintBindingSecret() });
@@ -60,7 +64,7 @@ export function envelopeWithText(
 }
 
 /**
- * An envelope encoded for `RelaySession.send`. The core encodes each envelope once when it makes
+ * An envelope encoded for `VolatileTaskSession.send`. The core encodes each envelope once when it makes
  * it; a harness sending prepared envelopes plays that part with one `JSON.stringify`, as the raw
  * fetch client does, so the two clients pay the same encoding cost.
  */

@@ -11,7 +11,7 @@
  * another pass. Every timed create then leaves at once (`delivery: "accepted"`, checked), sealed to
  * the proven key: the figure stays the one round trip of an assignment to a known worker.
  *
- * Breakdown, sampled at the same rate between the creates: a bare `RelaySession.send` of a 1 KiB
+ * Breakdown, sampled at the same rate between the creates: a bare `VolatileTaskSession.send` of a 1 KiB
  * envelope, and the same send as a raw `fetch` POST (the raw loopback POST the ratios compare
  * with). createTask = one send through the client + the core's own work (validation, store
  * transaction, envelope): the send's own target check is the only relay round trip.

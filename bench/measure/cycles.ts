@@ -5,7 +5,7 @@
  * envelope id is checked: each accepted envelope is received exactly once and acknowledged (zero
  * loss, zero duplicates), and the relay holds nothing at the end.
  *
- * Two clients drive the same workload: the real client (`RelaySession`: ky + p-queue + reply
+ * Two clients drive the same workload: the real client (`VolatileTaskSession`: ky + p-queue + reply
  * validation, what a TaskCore uses) and a raw `fetch` client, which shows what the relay itself
  * sustains when the client costs next to nothing.
  *
@@ -18,7 +18,7 @@
 import { ackBatchMaxItems, KiB, RELAY_ENDPOINT_PATH, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { childCpuMs, ownCpuMs } from "../lib/cpu.ts";
 import { now } from "../lib/stats.ts";
@@ -123,7 +123,7 @@ class CapacityRefusal extends Error {}
 async function sessionClient(url: string, role: string): Promise<Client> {
   const { session, endpoint } = await boundSession(url, role);
   let requests = 1;
-  const wrap = async <T>(run: (s: RelaySession) => Promise<T>): Promise<T> => {
+  const wrap = async <T>(run: (s: VolatileTaskSession) => Promise<T>): Promise<T> => {
     requests += 1;
     try {
       return await run(session);

@@ -1,6 +1,6 @@
 /**
  * Envelope cycles with more work per envelope, as a ratio to the same workload without it: the
- * cycles workload of bench/measure/cycles.ts with the real client (`RelaySession`), each sender
+ * cycles workload of bench/measure/cycles.ts with the real client (`VolatileTaskSession`), each sender
  * preparing each envelope before its send and the receiver checking each received payload before
  * its ACK — both inside the timed loop. Two comparisons, one method (`compareCycles`):
  *

@@ -2,12 +2,12 @@
  * Request rate: one raw `fetch` client loop (fixed request count, fixed concurrency) against a
  * `Bun.serve` JSON echo and against the real relay (`receive` on an empty mailbox, and `health`),
  * each server in its own child process; rounds alternate between the servers so drift hits both.
- * Also the same relay operation through the real client (`RelaySession.receive`: ky + p-queue +
+ * Also the same relay operation through the real client (`VolatileTaskSession.receive`: ky + p-queue +
  * reply validation), to show what the client stack costs, and the echo reading its bodies the way
  * the relay does (a ReadableStream reader), to show what that costs.
  */
 import { maxInFlightRequests, RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { CLI_BUNDLE } from "../../src/cli/runtime.ts";
 import { usersNode } from "../lib/processes.ts";
@@ -74,7 +74,10 @@ async function rawLoop(url: string, body: string, count: number): Promise<{ seco
   return { seconds: (now() - started) / 1000, failures, latencies };
 }
 
-async function clientLoop(session: RelaySession, count: number): Promise<{ seconds: number; failures: number; latencies: number[] }> {
+async function clientLoop(
+  session: VolatileTaskSession,
+  count: number,
+): Promise<{ seconds: number; failures: number; latencies: number[] }> {
   const latencies: number[] = new Array(count);
   let failures = 0;
   const started = now();

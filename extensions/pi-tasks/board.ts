@@ -61,7 +61,7 @@ function relayLine(info: SessionInfo): string {
 export function workerLines(spawned: readonly SpawnedWorker[], self: number): string[] {
   const workers = spawned.filter((worker) => isAlive(worker.pid));
   if (workers.length === 0) return [];
-  const lifetime = (worker: SpawnedWorker) =>
+  const lasts = (worker: SpawnedWorker) =>
     worker.owner === undefined
       ? "kept: runs until stopped"
       : worker.owner === self
@@ -69,7 +69,7 @@ export function workerLines(spawned: readonly SpawnedWorker[], self: number): st
         : `stops with the Pi (pid ${worker.owner}) that spawned it`;
   return [
     `workers spawned by pi-tasks (${workers.length}):`,
-    ...workers.map((worker) => `  ${worker.session} — pid ${worker.pid}, ${lifetime(worker)}; log ${worker.log}`),
+    ...workers.map((worker) => `  ${worker.session} — pid ${worker.pid}, ${lasts(worker)}; log ${worker.log}`),
   ];
 }
 

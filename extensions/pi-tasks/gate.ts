@@ -73,7 +73,7 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
   /** The task's assignment is incorporated: in this lifetime's RAM and recorded in the session. */
   function incorporated(core: TaskCore, taskId: string): boolean {
     const task = core.findTask(taskId);
-    if (task === undefined || task.role !== "target") return false;
+    if (task === undefined || task.role !== "worker") return false;
     const assignment = latestAssignment(task.events);
     return assignment !== undefined && core.insertionRecorded(assignment.eventId) && deps.inSession(assignment.eventId);
   }

@@ -6,7 +6,7 @@
  */
 import type { ensureRelay } from "../../src/cli/embedded-relay.ts";
 import { stopOwnedWorkers } from "../../src/cli/stop.ts";
-import type { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import type { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import type { Env } from "../../src/relay-client/config.ts";
@@ -37,7 +37,7 @@ export interface LifecycleDeps {
   readonly appendEntry: PresenterDeps["appendEntry"];
   readonly gate: WorkerGate;
   /** Test seam: how the configured core is built. */
-  readonly createCore?: typeof createRecoveringTaskCore;
+  readonly createCore?: typeof createConfiguredTaskCore;
   /** Test seam: how the relay is found (or started). */
   readonly findRelay?: typeof ensureRelay;
 }
@@ -66,19 +66,19 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
   let running: Lifetime | undefined;
   let starting: Promise<void> | undefined;
   let startError: TaskError | undefined;
-  let generation = 0;
+  let startCount = 0;
 
   function footer(): void {
     if (running !== undefined) status.show(lifetimeLabel(running));
   }
 
   function start(view: PiContextView): void {
-    const token = (generation += 1);
+    const token = (startCount += 1);
     status.bind(view);
     startError = undefined;
     deps.gate.reset();
     status.show(STARTING_LABEL);
-    const stale = () => token !== generation;
+    const stale = () => token !== startCount;
     const install = (lifetime: Lifetime) => {
       running = lifetime;
       footer();
@@ -91,7 +91,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
   }
 
   async function stop(reason?: string): Promise<void> {
-    generation += 1;
+    startCount += 1;
     const state = running;
     // Workers spawned to stop with this Pi: their holders also notice the Pi is gone, this is sooner.
     // Best effort: Pi is exiting and has nowhere left to show a failure; a holder whose Pi is gone

@@ -6,7 +6,7 @@
  * one is lifecycle.ts's concern: every callback here first asks whether its own lifetime went stale.
  */
 import { ensureRelay, type RelayInUse } from "../../src/cli/embedded-relay.ts";
-import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
+import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import type { TrustOptions } from "../../src/core/trust.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
@@ -41,7 +41,7 @@ export interface SessionInfo {
 export interface Lifetime {
   readonly info: SessionInfo;
   readonly presenter: PiPresenter;
-  readonly configured: RecoveringTaskCore;
+  readonly configured: ConfiguredTaskCore;
   readonly scheduler: RefreshScheduler;
   readonly watch: MailWatch;
   /** The failure label of the last pass (undefined when healthy). */
@@ -148,10 +148,10 @@ function recoveryNotice(recovered: RecoveryInfo): string {
   return `pi-tasks: the relay restarted and lost its mail; bound a fresh endpoint ${endpoint}; ${reconnecting}.`;
 }
 
-function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hooks: PartHooks): RecoveringTaskCore {
+function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hooks: PartHooks): ConfiguredTaskCore {
   const { relay, session, startProblem } = found;
   const depth = configuredDepth(deps.env);
-  return (deps.createCore ?? createRecoveringTaskCore)({
+  return (deps.createCore ?? createConfiguredTaskCore)({
     trust: found.trust,
     autoReassign: deps.env[AUTO_REASSIGN_VARIABLE] === "1",
     ...(depth === undefined ? {} : { maxDepth: depth }),
@@ -173,7 +173,7 @@ function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hook
   });
 }
 
-function schedulerFor(deps: LifecycleDeps, configured: RecoveringTaskCore, found: Found, hooks: PartHooks): RefreshScheduler {
+function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found: Found, hooks: PartHooks): RefreshScheduler {
   const { relay, startProblem } = found;
   return createRefreshScheduler({
     refresh: () => configured.refresh(),
@@ -199,7 +199,7 @@ function schedulerFor(deps: LifecycleDeps, configured: RecoveringTaskCore, found
   });
 }
 
-function watchFor(configured: RecoveringTaskCore, hooks: PartHooks): MailWatch {
+function watchFor(configured: ConfiguredTaskCore, hooks: PartHooks): MailWatch {
   return createMailWatch({
     session: () => (hooks.stale() ? undefined : configured.session),
     cursor: () => configured.current().cursor(),

@@ -50,7 +50,7 @@ export function signerWords(peer: Signer | undefined): string {
 
 /** Whether the other party of the task authored this event (it is peer mail, not a local fact). */
 function peerAuthored(event: TaskEvent, task: TaskSnapshot): boolean {
-  if (task.role === "target") return true;
+  if (task.role === "worker") return true;
   return event.type === "task.refused" || typeof event.payload.intentId === "string";
 }
 
@@ -352,7 +352,7 @@ export function evidenceLines(task: TaskView): string[] {
 /** The worker's terminal delivery, when it submitted one. */
 export function terminalLines(task: TaskView): string[] {
   const delivery = task.terminalDelivery;
-  if (delivery.state === "not_submitted") return task.role === "target" ? ["result: not submitted yet"] : [];
+  if (delivery.state === "not_submitted") return task.role === "worker" ? ["result: not submitted yet"] : [];
   const head = `result (${delivery.intentType.slice("task.".length)}): ${delivery.state.replaceAll("_", " ")}`;
   return delivery.state === "delivery_blocked" ? [`${head} — ${delivery.error.code}, not retried`] : [head];
 }
@@ -365,7 +365,7 @@ export function renderTask(task: TaskView, words?: string): string {
     field("status", task.status),
     ...(words === undefined ? [] : [field("state", words)]),
     field("origin", formatEndpoint(task.origin)),
-    field("target", formatEndpoint(task.target)),
+    field("worker", formatEndpoint(task.target)),
     field("expiresAt", iso(task.expiresAt)),
     field("lastEvent", last === undefined ? "none" : `${last.type} (${last.eventId})`),
     field("terminalDelivery", task.terminalDelivery.state),

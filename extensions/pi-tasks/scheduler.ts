@@ -9,7 +9,7 @@ import type { PassReport } from "../../src/core/pass.ts";
 import { pause } from "../../src/core/timers.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 
 export interface SchedulerDeps {
   refresh(): Promise<PassReport>;
@@ -86,7 +86,7 @@ export interface MailWatch {
 }
 
 export interface WatchDeps {
-  session(): RelaySession | undefined;
+  session(): VolatileTaskSession | undefined;
   /** The cursor after which new mail matters (the highest tracked cursor). */
   cursor(): string;
   /** Runs (or joins) a refresh because mail waits. */

@@ -74,8 +74,8 @@ interface SessionRecord {
   readonly reports: AuditReport[];
 }
 
-/** Which side of the task a Pi session was (recorded with each event since pi-tasks 0.1; "target" is the worker). */
-const ROLE_WORDS: Readonly<Record<string, string>> = { origin: "origin's", target: "worker's" };
+/** Which side of the task a Pi session was, as recorded with each event (sessions written before the role was called "worker" say "target"). */
+const ROLE_WORDS: Readonly<Record<string, string>> = { origin: "origin's", worker: "worker's", target: "worker's" };
 
 /** A session's label: its side of the task when recorded, where it ran, and its file. */
 function sessionLabel(role: string | undefined, cwd: string | undefined, file: string): string {

@@ -28,5 +28,5 @@ export function openQuestions(task: TaskSnapshot): TaskEvent[] {
 /** Questions this side asked that the other side has not answered yet (only while active). */
 export function awaitedAnswers(task: TaskSnapshot): TaskEvent[] {
   if (task.status !== "active") return [];
-  return unanswered(task).filter((event) => askedByWorker(event) === (task.role === "target"));
+  return unanswered(task).filter((event) => askedByWorker(event) === (task.role === "worker"));
 }

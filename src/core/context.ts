@@ -12,7 +12,7 @@
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
-import type { RelaySession } from "../relay-client/session.ts";
+import type { VolatileTaskSession } from "../relay-client/session.ts";
 import type { CoreStore } from "./bookkeeping.ts";
 import type { PresentationHost } from "./host.ts";
 import type { Lifetime } from "./lifetime.ts";
@@ -33,7 +33,7 @@ export interface CoreSettings {
 
 export interface CoreContext {
   readonly store: CoreStore;
-  readonly session: RelaySession;
+  readonly session: VolatileTaskSession;
   /** Stamps task records and envelopes (wall clock, ms). */
   readonly clock: () => number;
   /** Drives deadlines, slices, cooldowns and paces. */
@@ -62,7 +62,7 @@ export function assertOpen(context: CoreContext, operation: string): void {
   if (isClosed(context)) throw new TaskError("RELAY_CLOSED", { details: { operation } });
 }
 
-/** Rethrows relay loss (the recovering core re-homes the lifetime); any other failure is the caller's to record. */
+/** Rethrows relay loss (the configured core re-homes the lifetime); any other failure is the caller's to record. */
 export function rethrowRelayLoss(error: unknown): void {
   const failure = toTaskError(error);
   if (failure.spec.relayLoss) throw failure;

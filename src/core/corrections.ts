@@ -16,13 +16,13 @@ function refuse(message: string, path: string, details: Record<string, unknown> 
 }
 
 /** Whether this side authored an event: the worker's carry the intent id of one of its own intents. */
-export function authoredHere(store: CoreStore, role: "origin" | "target", event: TaskEvent): boolean {
+export function authoredHere(store: CoreStore, role: "origin" | "worker", event: TaskEvent): boolean {
   const intentId = event.payload.intentId;
   return role === "origin" ? intentId === undefined : typeof intentId === "string" && store.getIntent(intentId) !== undefined;
 }
 
 /** The fields only a correction takes, and a correction's target: an answer or result this side gave. */
-export function checkCorrection(store: CoreStore, taskId: string, role: "origin" | "target", params: MessageParams): void {
+export function checkCorrection(store: CoreStore, taskId: string, role: "origin" | "worker", params: MessageParams): void {
   if (params.type !== "correction") {
     const stray =
       params.supersedes !== undefined

@@ -96,10 +96,10 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
   const history = validateHistory(task, payload.history ?? []);
   store.transaction(() => {
     const known = store.getStoredTask(task.taskId);
-    if (known === undefined) store.putTask(task, "target");
+    if (known === undefined) store.putTask(task, "worker");
     else {
       ensure(
-        known.role === "target" && sameEndpoint(known.record.origin, task.origin),
+        known.role === "worker" && sameEndpoint(known.record.origin, task.origin),
         "INVALID_ASSIGNMENT",
         "a known task with another origin",
       );

@@ -27,7 +27,7 @@ function parentOf(context: CoreContext, choice: LineageChoice | undefined): Stor
   if (choice === "root") return undefined;
   if (choice !== undefined) {
     const stored = store.getStoredTask(choice.parentTaskId);
-    if (stored === undefined || stored.role !== "target" || stored.record.status !== "active") {
+    if (stored === undefined || stored.role !== "worker" || stored.record.status !== "active") {
       throw new TaskError("INVALID_REQUEST", {
         message: "the parent task must be an active task this session works on",
         details: { parentTaskId: choice.parentTaskId },
@@ -35,7 +35,7 @@ function parentOf(context: CoreContext, choice: LineageChoice | undefined): Stor
     }
     return stored;
   }
-  const working = store.activeTaskIds("target").map((taskId) => store.getStoredTask(taskId)!);
+  const working = store.activeTaskIds("worker").map((taskId) => store.getStoredTask(taskId)!);
   if (working.length > 1)
     throw new TaskError("DELEGATION_AMBIGUOUS", { details: { working: working.map((stored) => stored.record.taskId) } });
   return working[0];

@@ -118,7 +118,7 @@ export function reserveReceipt(
   state: ReceiptState,
 ): string | undefined {
   const { store } = context;
-  if (item.kind !== "relay" || item.role !== "target") return undefined;
+  if (item.kind !== "relay" || item.role !== "worker") return undefined;
   const key = OPERATION.receipt(item.eventId, stage, state);
   const existing = store.getOperation(item.taskId, key);
   if (existing !== undefined) return existing.envelopeIds[0];
@@ -285,7 +285,7 @@ function progressVerdict(
 
 /** A cancel arriving at the worker: the one event that interrupts a busy model. */
 function isCancelAtWorker(item: PresentationItem): boolean {
-  return item.kind === "relay" && item.role === "target" && item.event.type === "task.cancelled";
+  return item.kind === "relay" && item.role === "worker" && item.event.type === "task.cancelled";
 }
 
 /** Tells the origin (once per cancel) what the worker's Pi did with it. */

@@ -98,7 +98,7 @@ export function expectation(context: CoreContext, taskId: string): { readonly ke
   const stored = context.store.getStoredTask(taskId);
   const meta = context.store.getTaskMeta(taskId);
   if (meta?.unverified === true) return "legacy";
-  const key = stored?.role === "target" ? meta?.originKey : (meta?.workerKey ?? meta?.expectedWorkerKey);
+  const key = stored?.role === "worker" ? meta?.originKey : (meta?.workerKey ?? meta?.expectedWorkerKey);
   return key === undefined ? "trusted" : { key };
 }
 

@@ -6,14 +6,14 @@
  *   (`configHoldInitialMs` doubling to `configHoldMaxMs`) instead of resending every pass. Nothing
  *   is quarantined or lost.
  * - the outage wait: when a pass finds the relay unreachable (its lease or receive failed with a
- *   network failure or a timeout, not a refusal), sends wait `unreachableHoldMs` instead of each
+ *   network failure or a timeout, not a refusal), sends wait `outageWaitMs` instead of each
  *   trying the network; the passes keep probing with their receive. A failed send starts no outage
  *   wait: the caller's own retry is tried. An operation whose send waits reports it deferred (its
  *   envelope queued, retried by the passes). Measured in `npm run bench` (`outage`).
  * Any request the relay answered ends both (`answered`).
  */
 import { sendRefusal, type TaskError } from "../protocol/errors.ts";
-import { configHoldInitialMs, configHoldMaxMs, unreachableHoldMs } from "../protocol/limits.ts";
+import { configHoldInitialMs, configHoldMaxMs, outageWaitMs } from "../protocol/limits.ts";
 import type { TaskTimers } from "./timers.ts";
 
 export interface ConfigurationHold {
@@ -64,7 +64,7 @@ export function createRelayHealth(timers: TaskTimers): RelayHealth {
     },
     outageUntil() {
       if (unreachableAt === undefined) return undefined;
-      const until = unreachableAt + unreachableHoldMs;
+      const until = unreachableAt + outageWaitMs;
       return timers.now() < until ? until : undefined;
     },
   };

@@ -73,7 +73,7 @@ export interface ScopeOptions {
 
 const LIMITS = { scoped: maxScopedSendsPerPass, oldWork: maxOldWorkSendsPerPass, ack: maxAckAttemptsPerPass } as const;
 
-export function createWorkScope(options: ScopeOptions): WorkScope {
+export function createTaskWorkScope(options: ScopeOptions): WorkScope {
   const { timers, mode } = options;
   const startedAt = timers.now();
   const deadlineMs = options.deadlineMs ?? (mode === "phased" ? passDeadlineMs : Number.POSITIVE_INFINITY);

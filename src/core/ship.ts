@@ -12,7 +12,7 @@ import type { StoredTask } from "../store/task-store.ts";
 import type { CoreReservation, OperationKey } from "./bookkeeping.ts";
 import { assertOpen, type CoreContext, isClosed } from "./context.ts";
 import { type SendOutcome, sendInOrder } from "./outbox.ts";
-import { createWorkScope } from "./scope.ts";
+import { createTaskWorkScope } from "./scope.ts";
 import { askProof } from "./proofs.ts";
 
 /** How an operation's own envelope fared at the relay. */
@@ -62,22 +62,22 @@ export function requireOrigin(context: CoreContext, taskId: string, self: TaskEn
 }
 
 /** Which side of the task this endpoint is (`NOT_PARTICIPANT` when neither). */
-export function roleOf(context: CoreContext, taskId: string, self: TaskEndpoint): { task: TaskRecord; role: "origin" | "target" } {
+export function roleOf(context: CoreContext, taskId: string, self: TaskEndpoint): { task: TaskRecord; role: "origin" | "worker" } {
   const stored = requireTask(context, taskId);
   const task = stored.record;
   if (stored.role === "origin" && sameEndpoint(task.origin, self)) return { task, role: "origin" };
-  if (stored.role === "target" && sameEndpoint(task.target, self)) return { task, role: "target" };
+  if (stored.role === "worker" && sameEndpoint(task.target, self)) return { task, role: "worker" };
   throw new TaskError("NOT_PARTICIPANT", { details: { taskId } });
 }
 
 /** Ships one envelope in a foreground scope (older mail to its target first), then asks for a refresh. */
 export async function shipOwn(context: CoreContext, signal: AbortSignal | undefined, envelopeId: string): Promise<SendOutcome> {
-  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.lifetime.signal, signal] });
+  const scope = createTaskWorkScope({ timers: context.timers, mode: "foreground", signals: [context.lifetime.signal, signal] });
   try {
     return await sendInOrder(context, scope, envelopeId, "scoped");
   } finally {
     scope.dispose();
-    // While the outage hold lasts the next scheduled pass probes anyway: no extra pass per operation.
+    // While the outage wait lasts the next scheduled pass probes anyway: no extra pass per operation.
     if (!isClosed(context) && context.health.outageUntil() === undefined) context.requestRefresh();
   }
 }
@@ -87,7 +87,7 @@ export async function shipOwn(context: CoreContext, signal: AbortSignal | undefi
  * releases what waits for it: proofs.ts). `TARGET_NOT_REGISTERED` is thrown: nothing can reach it.
  */
 export async function askFirst(context: CoreContext, signal: AbortSignal | undefined, target: TaskEndpoint): Promise<void> {
-  const scope = createWorkScope({ timers: context.timers, mode: "foreground", signals: [context.lifetime.signal, signal] });
+  const scope = createTaskWorkScope({ timers: context.timers, mode: "foreground", signals: [context.lifetime.signal, signal] });
   try {
     await askProof(context, scope, target);
   } finally {

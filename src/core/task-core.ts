@@ -14,7 +14,7 @@ import { TaskError } from "../protocol/errors.ts";
 import { maxDelegationDepth, progressMinIntervalMs } from "../protocol/limits.ts";
 import { AckParams, CancelParams, DoneParams, MessageParams, SendParams, type TaskEndpoint, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
-import type { RelaySession } from "../relay-client/session.ts";
+import type { VolatileTaskSession } from "../relay-client/session.ts";
 import type { CoreStore } from "./bookkeeping.ts";
 import { assertOpen, type CoreContext, isClosed } from "./context.ts";
 import { absentHost, type PresentationHost } from "./host.ts";
@@ -32,7 +32,7 @@ import type {
   OperationOptions,
   ReassignResult,
 } from "./results.ts";
-import { createWorkScope } from "./scope.ts";
+import { createTaskWorkScope } from "./scope.ts";
 import { askFirst, leasedEndpoint, roleOf } from "./ship.ts";
 import { workerDone, workerMessage } from "./worker-operations.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
@@ -65,7 +65,7 @@ export type { DeliveryEvidence, TaskView } from "./views.ts";
 
 export interface TaskCoreOptions {
   readonly store: CoreStore;
-  readonly session: RelaySession;
+  readonly session: VolatileTaskSession;
   /** Stamps task records and envelopes (default `Date.now`). */
   readonly clock?: () => number;
   /** Drives deadlines, slices and cooldowns (default system time). */
@@ -139,7 +139,7 @@ export interface TaskCore {
 /** What a core is made of, for tests and benchmarks that must look inside (not part of `TaskCore`). */
 export interface TaskCoreInternals {
   readonly store: CoreStore;
-  readonly session: RelaySession;
+  readonly session: VolatileTaskSession;
 }
 
 const internals = new WeakMap<TaskCore, TaskCoreInternals>();
@@ -363,7 +363,7 @@ export function createTaskCore(options: TaskCoreOptions): TaskCore {
   };
   const pass = singleFlightWithTrailing(() =>
     track("refresh", () =>
-      runPhasedPass(context, createWorkScope({ timers: context.timers, mode: "phased", signals: [context.lifetime.signal] })),
+      runPhasedPass(context, createTaskWorkScope({ timers: context.timers, mode: "phased", signals: [context.lifetime.signal] })),
     ),
   );
   const core: TaskCore = {

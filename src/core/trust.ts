@@ -278,10 +278,10 @@ export function countRejection(trust: TrustState, code: string): void {
 }
 
 /** The other party of a task, as this endpoint knows its key. */
-export function peerOfTask(store: CoreStore, trust: TrustState, taskId: string, role: "origin" | "target"): Signer | undefined {
+export function peerOfTask(store: CoreStore, trust: TrustState, taskId: string, role: "origin" | "worker"): Signer | undefined {
   const meta = store.getTaskMeta(taskId);
   if (meta === undefined) return undefined;
-  const key = role === "target" ? meta.originKey : meta.workerKey;
+  const key = role === "worker" ? meta.originKey : meta.workerKey;
   // The session name the peer's verified mail or proof claimed (a claim, shown as one).
   if (key !== undefined) return describeKey(trust, key, meta.peerSession);
   return meta.unverified === true ? { verified: false } : undefined;

@@ -128,7 +128,7 @@ const NOTHING: DeliveryEvidence = {
 export function deliveryEvidence(store: CoreStore, task: TaskSnapshot): DeliveryEvidence {
   const assignment = latestAssignment(task.events);
   if (assignment === undefined) return NOTHING;
-  if (task.role === "target") {
+  if (task.role === "worker") {
     return {
       ...NOTHING,
       receiverReceipt: "confirmed",

@@ -5,7 +5,7 @@
  * here with its status class, default message and explicit flags:
  * - `retryable`: the same request may succeed later (a per-throw `retryable` wins);
  * - `rebind`: the relay binding is unusable (the client retires it);
- * - `relayLoss`: the relay lost this endpoint's state: the recovering core re-homes the lifetime on a fresh endpoint;
+ * - `relayLoss`: the relay lost this endpoint's state: the configured core re-homes the lifetime on a fresh endpoint;
  * - `holdsSending`: a refusal about configuration (auth, profile, address policy), not about the
  *   envelope: sending holds with a bounded backoff until the user fixes it; nothing is quarantined.
  *   Any other non-retryable refusal of a send quarantines that envelope (`sendRefusal`);
@@ -331,7 +331,7 @@ export function toTaskError(value: unknown): TaskError {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * - `loss`: the relay lost this endpoint's state (the recovering core re-homes the lifetime);
+ * - `loss`: the relay lost this endpoint's state (the configured core re-homes the lifetime);
  * - `hold`: a configuration refusal: hold all sending (bounded backoff), quarantine nothing;
  * - `retry`: transient: the envelope stays pending and is resent byte-identical later;
  * - `quarantine`: a definitive refusal of this envelope (any other non-retryable code, also one

@@ -125,7 +125,7 @@ export const activePollIntervalMs = 1_000;
  * After a request found the relay unreachable, sends wait this long instead of each trying the
  * network (one background pass at the active cadence probes meanwhile); see src/core/relay-health.ts.
  */
-export const unreachableHoldMs = activePollIntervalMs;
+export const outageWaitMs = activePollIntervalMs;
 /** Poll interval otherwise. */
 export const idlePollIntervalMs = 5_000;
 /** `agent_task_wait` re-check backoff: first delay, doubling up to the maximum. */

@@ -96,7 +96,7 @@ export interface WatchResult {
   readonly highestCursor: string;
 }
 
-export interface RelaySessionOptions {
+export interface VolatileTaskSessionOptions {
   readonly url: string;
   readonly callerSession: string;
   readonly fetch?: typeof fetch;
@@ -108,7 +108,7 @@ export interface RelaySessionOptions {
   readonly now?: () => number;
 }
 
-export interface RelaySession {
+export interface VolatileTaskSession {
   readonly callerSession: string;
   readonly url: string;
   readonly transport: RelayTransport;
@@ -268,8 +268,8 @@ function retire(ctx: SessionContext, operation: RelayOperation, cause: Record<st
   return error;
 }
 
-/** Turns failures into binding retirement when they say the binding is gone. */
-function judge(
+/** What a failed call becomes: binding retirement when it says the binding is gone, else itself. */
+function failureAfter(
   ctx: SessionContext,
   error: unknown,
   operation: RelayOperation,
@@ -338,7 +338,7 @@ async function connectOnce(
       fence: start.fence.signal,
     });
   } catch (error) {
-    throw judge(ctx, error, operation, start.fence, previous?.epoch);
+    throw failureAfter(ctx, error, operation, start.fence, previous?.epoch);
   }
   const after = ctx.state.current();
   if (after.fence !== start.fence || after.status === "reset" || after.status === "closed")
@@ -434,7 +434,7 @@ async function callBound(
     const options = { ...(signal === undefined ? {} : { signal }), fence: fence.signal, extraDeadlineMs };
     reply = await ctx.transport.post(operation, requestText(body, envelope?.text), options);
   } catch (error) {
-    throw judge(ctx, error, operation, fence, bound.epoch);
+    throw failureAfter(ctx, error, operation, fence, bound.epoch);
   }
   const after = ctx.state.current();
   if (after.fence !== fence || after.status !== "ready")
@@ -527,7 +527,7 @@ async function watchInbox(ctx: SessionContext, cursor: string, waitMs: number, s
   return { pending: value.pending, highestCursor: value.highestCursor };
 }
 
-function sessionContext(options: RelaySessionOptions): SessionContext {
+function sessionContext(options: VolatileTaskSessionOptions): SessionContext {
   const transport = createRelayTransport({
     baseUrl: options.url,
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
@@ -547,7 +547,7 @@ function sessionContext(options: RelaySessionOptions): SessionContext {
   };
 }
 
-export function createRelaySession(options: RelaySessionOptions): RelaySession {
+export function createVolatileTaskSession(options: VolatileTaskSessionOptions): VolatileTaskSession {
   const ctx = sessionContext(options);
   return {
     callerSession: ctx.callerSession,

@@ -234,7 +234,7 @@ interface Epochs {
    */
   check(value: unknown): Promise<void>;
   /** Store work; when the store finds its state replaced, the relay adopts the new epoch before the reset is answered. */
-  guarded<T>(work: () => Promise<T>): Promise<T>;
+  adoptingOnReplace<T>(work: () => Promise<T>): Promise<T>;
 }
 
 async function createEpochs(store: RelayStore): Promise<Epochs> {
@@ -252,7 +252,7 @@ async function createEpochs(store: RelayStore): Promise<Epochs> {
       await adopt();
       if (value !== epoch) throw new TaskError("RELAY_RESET", { details: { epoch, mayHaveBeenDelivered: true } });
     },
-    async guarded(work) {
+    async adoptingOnReplace(work) {
       try {
         return await work();
       } catch (error) {
@@ -503,14 +503,16 @@ async function operate(
 /** The session-control routes carry no epoch of the caller's: they answer the state as it is now. */
 async function sessionStatus({ store, now, epochs }: Relay, session: string): Promise<SessionStatusBody> {
   await epochs.adopt();
-  const registration = await epochs.guarded(() => store.sessionRegistration(session));
+  const registration = await epochs.adoptingOnReplace(() => store.sessionRegistration(session));
   if (registration === undefined || !isLive(registration, now())) throw new TaskError("CALLER_NOT_FOUND", { details: { session } });
   return status(epochs.current(), registration);
 }
 
 async function sessionList({ store, now, epochs }: Relay): Promise<SessionStatusBody[]> {
   await epochs.adopt();
-  return (await epochs.guarded(() => store.liveRegistrations(now()))).map((registration) => status(epochs.current(), registration));
+  return (await epochs.adoptingOnReplace(() => store.liveRegistrations(now()))).map((registration) =>
+    status(epochs.current(), registration),
+  );
 }
 
 export async function createRelayEngine(options: RelayEngineOptions = {}): Promise<RelayEngine> {
@@ -525,7 +527,7 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     },
     async handle(operation, request, context = {}) {
       checkRequest(operation, request);
-      return epochs.guarded(() => operate(relay, operation, request, context));
+      return epochs.adoptingOnReplace(() => operate(relay, operation, request, context));
     },
     profile: () => ({
       ok: true,
@@ -538,9 +540,9 @@ export async function createRelayEngine(options: RelayEngineOptions = {}): Promi
     sessionStatus: (session) => sessionStatus(relay, session),
     sessionList: () => sessionList(relay),
     async maintain() {
-      await epochs.guarded(() => store.maintain(now()));
+      await epochs.adoptingOnReplace(() => store.maintain(now()));
     },
     close: () => store.close(),
-    usage: () => epochs.guarded(() => store.usage()),
+    usage: () => epochs.adoptingOnReplace(() => store.usage()),
   };
 }

@@ -1,12 +1,12 @@
 /**
  * The in-memory relay fixture: the real relay (handler, engine, memory store) answering a `fetch`
- * function instead of a socket. Pass `relay.fetch` and `relay.url` to `createRelaySession` and
+ * function instead of a socket. Pass `relay.fetch` and `relay.url` to `createVolatileTaskSession` and
  * the requests never leave the process — for library tests and examples, not for production (the
  * standalone relay is `startRelayServer` or `pi-tasks relay`).
  *
  * ```ts
- * const relay = await createInMemoryRelay();
- * const session = createRelaySession({ url: relay.url, fetch: relay.fetch, callerSession: "a" });
+ * const relay = await createInMemoryTaskRelay();
+ * const session = createVolatileTaskSession({ url: relay.url, fetch: relay.fetch, callerSession: "a" });
  * ```
  */
 import type { RelayEngine } from "./engine.ts";
@@ -20,7 +20,7 @@ const IN_MEMORY_PEER = "127.0.0.1";
 
 export type InMemoryRelayOptions = Pick<RelayHandlerOptions, "now" | "store" | "env">;
 
-export interface InMemoryRelay {
+export interface InMemoryTaskRelay {
   readonly url: string;
   /** A `fetch` that hands each request to the relay in this process. */
   readonly fetch: typeof fetch;
@@ -29,7 +29,7 @@ export interface InMemoryRelay {
   stop(): Promise<void>;
 }
 
-export async function createInMemoryRelay(options: InMemoryRelayOptions = {}): Promise<InMemoryRelay> {
+export async function createInMemoryTaskRelay(options: InMemoryRelayOptions = {}): Promise<InMemoryTaskRelay> {
   // No JWT unless asked for: the process environment does not configure a fixture.
   const handler = await createRelayHandler({ ...options, env: options.env ?? {} });
   const relayFetch = async (input: string | URL | Request, init?: RequestInit) =>

@@ -60,7 +60,7 @@ export interface Bookkeeping {
 // Row shapes
 // ---------------------------------------------------------------------------------------------
 
-export type TaskRole = "origin" | "target";
+export type TaskRole = "origin" | "worker";
 
 /** The fields of a task record that may change after it was created. */
 export type TaskRecordPatch = Partial<Pick<TaskRecord, "origin" | "target" | "lineage" | "generation">>;

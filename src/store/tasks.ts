@@ -31,7 +31,7 @@ export const taskIndex: TableIndex<TaskIndex, { activeTasks: string[]; activeWor
     }
     if (after?.record.status === "active") {
       index.activeTasks.add(key);
-      if (after.role === "target") index.activeWorking.add(key);
+      if (after.role === "worker") index.activeWorking.add(key);
     }
   },
   snapshot: (index) => ({ activeTasks: [...index.activeTasks].sort(), activeWorking: [...index.activeWorking].sort() }),
@@ -83,7 +83,7 @@ export function createTasks<B extends Bookkeeping>(kernel: StoreKernel): Tasks<B
       });
     },
     activeTaskIds(role) {
-      if (role === "target") return [...index.activeWorking];
+      if (role === "worker") return [...index.activeWorking];
       if (role === "origin") return [...index.activeTasks].filter((taskId) => !index.activeWorking.has(taskId));
       return [...index.activeTasks];
     },

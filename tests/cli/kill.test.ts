@@ -7,12 +7,12 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, running } from "../helpers/cli-kit.ts";
 import { relaySessions, relaySessionStatus } from "../../kit/session-control.ts";
 
 const sandboxes: CliSandbox[] = [];
-let session: RelaySession | undefined;
+let session: VolatileTaskSession | undefined;
 
 afterEach(async () => {
   session?.close();
@@ -88,7 +88,7 @@ describe("pi-tasks kill", () => {
     const box = sandbox();
     const relay = await box.withRelay();
     const name = `someone-${crypto.randomUUID().slice(0, 8)}`;
-    session = createRelaySession({ url: relay.url, callerSession: name });
+    session = createVolatileTaskSession({ url: relay.url, callerSession: name });
     const binding = await session.connect();
     const run = await box.run(["kill", name, "--json"]);
     expect(run.code).toBe(1);

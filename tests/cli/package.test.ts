@@ -96,14 +96,14 @@ test("every entry point imports by package name, and a task runs end to end on t
   writeFileSync(
     join(project, "main.ts"),
     `
-import { createTaskCore, createTaskStore, createRelaySession, createRecoveringTaskCore, createInMemoryRelay, ERROR_REGISTRY, TASK_EVENT_TYPES, TaskError, limits } from "pi-tasks";
+import { createTaskCore, createTaskStore, createVolatileTaskSession, createConfiguredTaskCore, createInMemoryTaskRelay, ERROR_REGISTRY, TASK_EVENT_TYPES, TaskError, limits } from "pi-tasks";
 import { startRelayServer, createRelayEngine, createMemoryStore } from "pi-tasks/relay";
 import { runConformance, conformanceChecks } from "pi-tasks/conformance";
 import manifest from "pi-tasks/package.json";
 
-const relay = await createInMemoryRelay();
+const relay = await createInMemoryTaskRelay();
 const party = async (name: string) => {
-  const session = createRelaySession({ url: relay.url, fetch: relay.fetch, callerSession: name });
+  const session = createVolatileTaskSession({ url: relay.url, fetch: relay.fetch, callerSession: name });
   const core = createTaskCore({ store: createTaskStore(), session });
   await core.connect();
   return { core, session };
@@ -127,7 +127,7 @@ await relay.stop();
 console.log(JSON.stringify({
   delivery, assigned, finished, unknownTask,
   name: manifest.name,
-  functions: [createRecoveringTaskCore, startRelayServer, createRelayEngine, createMemoryStore, runConformance, conformanceChecks].map((fn) => typeof fn),
+  functions: [createConfiguredTaskCore, startRelayServer, createRelayEngine, createMemoryStore, runConformance, conformanceChecks].map((fn) => typeof fn),
   registry: "UNKNOWN_TASK" in ERROR_REGISTRY,
   events: Object.keys(TASK_EVENT_TYPES).includes("task.created"),
   limits: typeof limits.maxInFlightRequests,

@@ -6,14 +6,14 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createRelaySession, type RelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { maxWireIdChars, workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { type CliRun, type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf } from "../helpers/cli-kit.ts";
 import { freePort } from "../../kit/relay-process.ts";
 import { relaySessions, relaySessionStatus } from "../../kit/session-control.ts";
 
 let sandbox: CliSandbox | undefined;
-let session: RelaySession | undefined;
+let session: VolatileTaskSession | undefined;
 
 afterEach(async () => {
   session?.close();
@@ -146,7 +146,7 @@ describe("spawn preflight", () => {
 
   test("a name another session already registered", async () => {
     const { box, url, name, args } = await setup();
-    session = createRelaySession({ url, callerSession: name });
+    session = createVolatileTaskSession({ url, callerSession: name });
     const binding = await session.connect();
     const run = await box.run(args());
     const out = jsonOf(run);

@@ -16,7 +16,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTasksRuntime } from "../../extensions/pi-tasks/lifecycle.ts";
-import { createRecoveringTaskCore, type RecoveringTaskCore } from "../../src/core/recovering.ts";
+import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { homeTrust } from "../../src/trust/home.ts";
 import { addPeer } from "../../src/trust/peers.ts";
@@ -26,7 +26,7 @@ import { isAlive } from "../../src/cli/spawned.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { deriveRelayKeys, verifyRelayToken } from "../../src/protocol/jwt.ts";
 import { relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
 import { ensureRelaySecret, readRelaySecret } from "../../src/trust/relay-secret.ts";
@@ -77,7 +77,7 @@ async function embeddedRelay(env: Record<string, string>) {
 
 async function connectOutcome(url: string, env: Record<string, string>, callerSession: string, fetcher?: typeof fetch): Promise<string> {
   const auth = authFromEnv(env);
-  const session = createRelaySession({
+  const session = createVolatileTaskSession({
     url,
     callerSession,
     ...(auth === undefined ? {} : { auth }),
@@ -143,11 +143,11 @@ describe("another OS user on the machine", () => {
       const session = join(REPO_ROOT, "src", "relay-client", "session.ts");
       const auth = join(REPO_ROOT, "src", "relay-client", "auth.ts");
       const script = `
-      import { createRelaySession } from ${JSON.stringify(session)};
+      import { createVolatileTaskSession } from ${JSON.stringify(session)};
       import { authFromEnv } from ${JSON.stringify(auth)};
       let auth;
       try { auth = authFromEnv(process.env); } catch (error) { auth = undefined; }
-      const session = createRelaySession({ url: ${JSON.stringify(relay.url)}, callerSession: "intruder", ...(auth === undefined ? {} : { auth }) });
+      const session = createVolatileTaskSession({ url: ${JSON.stringify(relay.url)}, callerSession: "intruder", ...(auth === undefined ? {} : { auth }) });
       try { await session.connect(); console.log("connected"); } catch (error) { console.log(error.code ?? String(error)); }
       session.close();
       const list = await fetch(${JSON.stringify(`${relay.url}/api/session-control/list`)});
@@ -425,14 +425,14 @@ describe("two PI_TASKS_HOMEs (two identities) of one user", () => {
     const homes = [piEnv(port, secrets), piEnv(port, secrets)] as const;
     const relay = await embeddedRelay(homes[0]);
     const [origin, worker] = homes.map((env, index) =>
-      createRecoveringTaskCore({
+      createConfiguredTaskCore({
         env,
         callerSession: `identity-${index}`,
         url: relay.url,
         trust: homeTrust(env.PI_TASKS_HOME),
         host: createMemoryHost(),
       }),
-    ) as [RecoveringTaskCore, RecoveringTaskCore];
+    ) as [ConfiguredTaskCore, ConfiguredTaskCore];
     cleanups.push(() => Promise.all([origin.close(), worker.close()]));
     await addPeer(homes[0].PI_TASKS_HOME, "worker", ensureIdentity(homes[1].PI_TASKS_HOME).identity.publicKey);
     await addPeer(homes[1].PI_TASKS_HOME, "origin", ensureIdentity(homes[0].PI_TASKS_HOME).identity.publicKey);
@@ -446,7 +446,7 @@ describe("two PI_TASKS_HOMEs (two identities) of one user", () => {
       10_000,
       100,
     );
-    expect(arrived?.role).toBe("target");
+    expect(arrived?.role).toBe("worker");
     expect(arrived?.peer).toMatchObject({ peerName: "origin", verified: true });
   });
 });

@@ -20,7 +20,7 @@ import {
   taskTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { failure } from "../../kit/async.ts";
 import { drain, relayBacklog, settle } from "../../kit/drain.ts";
@@ -63,7 +63,7 @@ function jumpTime(): Time {
 async function party(time: Time, options: { autoReassign?: boolean } = {}): Promise<Party> {
   const name = `accountability-${crypto.randomUUID().slice(0, 8)}`;
   const host = createMemoryHost();
-  const session = createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 });
+  const session = createVolatileTaskSession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 });
   const core = createTaskCore({
     store: createTaskStore(),
     session,
@@ -234,7 +234,7 @@ describe("reassignment after an orphan", () => {
 
     await settle([origin, fresh]);
     const held = fresh.core.getTask(taskId);
-    expect(held).toMatchObject({ role: "target", status: "active", generation: 2, target: fresh.core.endpoint()! });
+    expect(held).toMatchObject({ role: "worker", status: "active", generation: 2, target: fresh.core.endpoint()! });
     const created = eventsOf(origin.core.getTask(taskId), "task.created")[0]!;
     // The history (the origin's log without its own local records) and then the reassignment.
     expect(held.events.map((event) => event.eventId)).toEqual([created.eventId, note.eventId!, moved.eventId]);

@@ -12,8 +12,8 @@ import { encodeEnvelope, makeEvent } from "../../src/core/envelopes.ts";
 import { processLocalTrust } from "../../src/core/trust.ts";
 import { maxDelegationDepth, maxProgressPresentationsPerPass, progressMinIntervalMs } from "../../src/protocol/limits.ts";
 import type { CancelOutcome, TaskRecord } from "../../src/protocol/schemas.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
-import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
+import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { failure } from "../../kit/async.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
@@ -22,21 +22,21 @@ import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { introduce } from "../../kit/introduce.ts";
 import { sealedTo } from "../../kit/sealed.ts";
 
-const opened: { relays: InMemoryRelay[]; parties: { core: Party["core"] }[] } = { relays: [], parties: [] };
+const opened: { relays: InMemoryTaskRelay[]; parties: { core: Party["core"] }[] } = { relays: [], parties: [] };
 
 afterEach(async () => {
   await closeParties(opened.parties.splice(0));
   for (const relay of opened.relays.splice(0)) await relay.stop();
 });
 
-async function relay(): Promise<InMemoryRelay> {
-  const created = await createInMemoryRelay();
+async function relay(): Promise<InMemoryTaskRelay> {
+  const created = await createInMemoryTaskRelay();
   opened.relays.push(created);
   return created;
 }
 
 /** `count` parties on the relay, each introduced to every other (its key proven to each). */
-async function parties(on: InMemoryRelay, count: number, options: { maxDepth?: number } = {}): Promise<Party[]> {
+async function parties(on: InMemoryTaskRelay, count: number, options: { maxDepth?: number } = {}): Promise<Party[]> {
   const created: Party[] = [];
   for (let index = 0; index < count; index += 1) created.push(await createParty({ url: on.url, fetch: on.fetch, ...options }));
   opened.parties.push(...created);
@@ -266,7 +266,7 @@ describe("progress", () => {
 
 describe("cancel", () => {
   /** A worker whose host is busy and hands cancels over through `interrupt`, reporting `outcome`. */
-  async function busyWorker(on: InMemoryRelay, outcome: CancelOutcome) {
+  async function busyWorker(on: InMemoryTaskRelay, outcome: CancelOutcome) {
     const memory = createMemoryHost();
     const interrupted: PresentationItem[] = [];
     const host: PresentationHost = {
@@ -278,7 +278,7 @@ describe("cancel", () => {
         return true;
       },
     };
-    const session = createRelaySession({ url: on.url, fetch: on.fetch, callerSession: `busy-${crypto.randomUUID()}` });
+    const session = createVolatileTaskSession({ url: on.url, fetch: on.fetch, callerSession: `busy-${crypto.randomUUID()}` });
     const core = createTaskCore({ store: createTaskStore(), session, host });
     await core.connect();
     opened.parties.push({ core });

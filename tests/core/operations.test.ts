@@ -7,7 +7,7 @@ import { OPERATION } from "../../src/core/bookkeeping.ts";
 import { coreInternals, createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { PresentationHost, PresentationItem } from "../../src/core/host.ts";
 import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { relayBacklog, settle } from "../../kit/drain.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
@@ -53,7 +53,7 @@ async function customParty(
   const custom = { ...host, ...override(host, () => core!) } as PresentationHost;
   core = createTaskCore({
     store: createTaskStore(),
-    session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }),
+    session: createVolatileTaskSession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }),
     host: custom,
   });
   await core.connect();
@@ -120,7 +120,7 @@ describe("createTask", () => {
     expect(origin.core.getTask(result.taskId).deliveryEvidence.relayAcceptance).toBe("accepted");
     // The relay really holds it: the worker receives exactly that envelope.
     await worker.core.refresh();
-    expect(worker.core.getTask(result.taskId).role).toBe("target");
+    expect(worker.core.getTask(result.taskId).role).toBe("worker");
   });
 
   test("invalid input is INVALID_REQUEST with details.path; no task and no relay request", async () => {
@@ -1063,7 +1063,7 @@ describe("close", () => {
     const name = `slow-${crypto.randomUUID()}`;
     const worker = createTaskCore({
       store: createTaskStore(),
-      session: createRelaySession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }),
+      session: createVolatileTaskSession({ url: fx.proxy.url, callerSession: name, requestTimeoutMs: 4_000 }),
       host: slowHost,
     });
     try {

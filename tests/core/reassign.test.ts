@@ -253,7 +253,7 @@ describe("reassignTask to the successor lifetime", () => {
     expect(evidence.receiverReceipt).toBe("confirmed");
     expect(evidence.piInsertion).toBe("not_confirmed");
     const held = successor.core.getTask(taskId);
-    expect(held.role).toBe("target");
+    expect(held.role).toBe("worker");
     expect(held.target).toEqual(successor.endpoint);
     expect(held.status).toBe("active");
     expect(held.events.map((event) => event.eventId)).toEqual([...expectedHistory.map((event) => event.eventId), result.eventId]);
@@ -289,7 +289,7 @@ describe("reassignTask to the successor lifetime", () => {
     expect(keptEvents.map((event) => event.type)).toEqual(["task.created"]);
     const successor = await rebindWorker(worker, (core) =>
       coreInternals(core).store.transaction(() => {
-        coreInternals(core).store.putTask(kept.record, "target");
+        coreInternals(core).store.putTask(kept.record, "worker");
         for (const event of keptEvents) coreInternals(core).store.appendEvent(event);
       }),
     );

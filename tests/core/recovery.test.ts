@@ -1,16 +1,16 @@
 /**
- * createRecoveringTaskCore against the real relay (started through its CLI): recovery after a real
+ * createConfiguredTaskCore against the real relay (started through its CLI): recovery after a real
  * relay restart (the tasks stay and find their peers again), and the failures that must never
  * trigger it.
  */
 import { coreInternals } from "../../src/core/task-core.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { type RecoveringTaskCore, createRecoveringTaskCore, type RecoveryInfo } from "../../src/core/recovering.ts";
+import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createVirtualTimers } from "../../kit/virtual-timers.ts";
 import { errorSpec } from "../../src/protocol/errors.ts";
-import { configHoldMaxMs, orphanProbeIntervalMs, reconnectTimeoutMs, RELAY_PROFILE, unreachableHoldMs } from "../../src/protocol/limits.ts";
+import { configHoldMaxMs, orphanProbeIntervalMs, reconnectTimeoutMs, RELAY_PROFILE, outageWaitMs } from "../../src/protocol/limits.ts";
 import { settle, tryDrain } from "../../kit/drain.ts";
 import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
@@ -29,7 +29,7 @@ setDefaultTimeout(10_000);
 const fx = useRelayFixture({ proxy: true });
 
 interface Configured {
-  readonly configured: RecoveringTaskCore;
+  readonly configured: ConfiguredTaskCore;
   readonly host: MemoryHost;
   readonly name: string;
   readonly recovered: RecoveryInfo[];
@@ -41,7 +41,7 @@ async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Conf
   const host = createMemoryHost();
   const recovered: RecoveryInfo[] = [];
   const name = `configured-${crypto.randomUUID()}`;
-  const core = createRecoveringTaskCore({
+  const core = createConfiguredTaskCore({
     url,
     callerSession: name,
     host,
@@ -80,7 +80,7 @@ describe("relay-loss recovery", () => {
     await settle(parties());
     const core = origin.configured.current();
     expect(core.getTask(finished.taskId).status).toBe("completed");
-    expect(core.getTask(incoming.taskId).role).toBe("target");
+    expect(core.getTask(incoming.taskId).role).toBe("worker");
     const lostEndpoint = core.endpoint()!;
     const lostEpoch = origin.configured.session.binding()!.epoch;
     // An operation of the old lifetime is in flight (held at the proxy) when the relay dies.
@@ -127,7 +127,7 @@ describe("relay-loss recovery", () => {
       attention: "indeterminate",
       origin: info.endpoint,
     });
-    expect(core.getTask(incoming.taskId)).toMatchObject({ status: "active", role: "target", target: info.endpoint });
+    expect(core.getTask(incoming.taskId)).toMatchObject({ status: "active", role: "worker", target: info.endpoint });
     expect(core.getTask(finished.taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
     expect(origin.host.wakes).toHaveLength(wakesBefore);
 
@@ -254,7 +254,7 @@ describe("relay-loss recovery", () => {
     const host = createMemoryHost();
     const name = `configured-${crypto.randomUUID()}`;
     const recovered: RecoveryInfo[] = [];
-    const origin = createRecoveringTaskCore({
+    const origin = createConfiguredTaskCore({
       url: fx.proxy.url,
       callerSession: name,
       host,
@@ -377,7 +377,7 @@ describe("failures that never trigger recovery", () => {
     await expectUnchanged();
   });
 
-  test("the outage hold: after a pass found the relay unreachable, sends wait without a request for unreachableHoldMs; a pass that reaches the relay sends them", async () => {
+  test("the outage wait: after a pass found the relay unreachable, sends wait without a request for outageWaitMs; a pass that reaches the relay sends them", async () => {
     const timers = createJumpTimers();
     const { origin, peer, task, expectUnchanged } = await steady({ timers });
     fx.proxy.push({ operation: "receive", kind: "drop-reply", when: onlyFor(origin.name) });
@@ -389,7 +389,7 @@ describe("failures that never trigger recovery", () => {
     expectCode(held, "TASK_DELIVERY_DEFERRED");
     expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
     // Past the hold a send tries the network again.
-    timers.jump(unreachableHoldMs);
+    timers.jump(outageWaitMs);
     const tried = await origin.configured.run((core) => core.message({ taskId: task.taskId, type: "information", message: "tried" }));
     expect(coreInternals(origin.configured.current()).store.getOutbox(tried.envelopeId)?.state).toBe("accepted");
     // The next pass reaches the relay and sends what waited, in order.
@@ -430,14 +430,14 @@ describe("failures that never trigger recovery", () => {
 describe("configuration", () => {
   test("without WOLFPACK_SESSION_NAME there is no relay identity: RELAY_SESSION_REQUIRED", async () => {
     for (const env of [{}, { WOLFPACK_SESSION_NAME: "" }, { WOLFPACK_SESSION_NAME: "   " }]) {
-      const { error, synchronous } = await raised(() => createRecoveringTaskCore({ url: fx.relay.url, env }));
+      const { error, synchronous } = await raised(() => createConfiguredTaskCore({ url: fx.relay.url, env }));
       expectCode(error, "RELAY_SESSION_REQUIRED");
       expect(synchronous).toBe(true);
       expect(error.retryable).toBe(false);
     }
     // With a name it binds on first use (the name is the caller session on the wire).
     const name = `named-${crypto.randomUUID()}`;
-    const core = createRecoveringTaskCore({ url: fx.proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
+    const core = createConfiguredTaskCore({ url: fx.proxy.url, env: { WOLFPACK_SESSION_NAME: ` ${name} ` } });
     fx.defer(() => core.close());
     const endpoint = await core.run((current: TaskCore) => current.connect());
     expect(endpoint.id.length).toBeGreaterThan(0);

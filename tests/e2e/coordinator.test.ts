@@ -119,10 +119,10 @@ describe("workers stop with the Pi that spawned them, unless kept", () => {
       const spawns = toolCalls(pi, "agent_task_spawn");
       expect(spawns.map((call) => call.isError)).toEqual([false, false]);
       // The two spawns run in parallel: read them by name.
-      const lifetimes = Object.fromEntries(spawns.map((call) => [call.details.session as string, field(call.text, "lifetime")]));
-      expect(lifetimes).toEqual({
-        [stopsWithPi]: "stops when this Pi exits",
-        [kept]: "kept: it runs after this Pi exits, until agent_task_stop",
+      const stops = Object.fromEntries(spawns.map((call) => [call.details.session as string, field(call.text, "stops")]));
+      expect(stops).toEqual({
+        [stopsWithPi]: "when this Pi exits",
+        [kept]: "only by agent_task_stop (kept: it outlives this Pi)",
       });
       const from = pi.records.length;
       pi.prompt("/tasks");

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { idlePollIntervalMs, RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import {
@@ -32,15 +32,15 @@ setDefaultTimeout(60_000);
 const SAYS_OK = join(REPO_ROOT, "tests", "e2e", "scripts", "says-ok.ts");
 
 const fx = usePiFixture();
-const cores: RecoveringTaskCore[] = [];
+const cores: ConfiguredTaskCore[] = [];
 
 const pi = fx.pi;
 
 const proxy = fx.proxy;
 
 /** An in-process endpoint (the configured core without a Pi) to address tasks to. */
-async function plainEndpoint(session: string): Promise<{ core: RecoveringTaskCore; endpoint: TaskEndpoint }> {
-  const core = createRecoveringTaskCore({ url: fx.relay.url, callerSession: session });
+async function plainEndpoint(session: string): Promise<{ core: ConfiguredTaskCore; endpoint: TaskEndpoint }> {
+  const core = createConfiguredTaskCore({ url: fx.relay.url, callerSession: session });
   cores.push(core);
   const endpoint = await core.run((current) => current.connect());
   return { core, endpoint };

@@ -5,7 +5,7 @@
  * proxy between Pi and the relay).
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { type RecoveringTaskCore, createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
 import {
   maxSummaryChars,
   maxTaskTextChars,
@@ -155,7 +155,7 @@ const CASES: readonly Case[] = [
 
 let relay: RelayProcess;
 let gate: FaultProxy;
-let target: RecoveringTaskCore;
+let target: ConfiguredTaskCore;
 let origin: PiProcess;
 let outcome: Promise<{
   calls: ToolCall[];
@@ -206,7 +206,7 @@ async function probe() {
 beforeAll(async () => {
   relay = await startRelayProcess();
   gate = createFaultProxy({ target: relay.url });
-  target = createRecoveringTaskCore({ url: relay.url, callerSession: "input-target" });
+  target = createConfiguredTaskCore({ url: relay.url, callerSession: "input-target" });
   outcome = probe();
   outcome.catch(() => undefined);
 });

@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import piTasks from "../../extensions/pi-tasks/index.ts";
 import { EVENT_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { createRecoveringTaskCore, type RecoveringTaskCore } from "../../src/core/recovering.ts";
+import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
 import { idlePollIntervalMs, requestDeadlineDefaultMs } from "../../src/protocol/limits.ts";
 import { startRelayServer, type RelayServer } from "../../src/relay-server/server.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
@@ -103,7 +103,7 @@ async function loadExtension(env: Partial<Record<(typeof ENV_KEYS)[number], stri
 let relay: RelayServer;
 let proxy: FaultProxy;
 const loaded: FakePi[] = [];
-const cores: RecoveringTaskCore[] = [];
+const cores: ConfiguredTaskCore[] = [];
 
 beforeAll(async () => {
   relay = await startRelayServer({ host: "127.0.0.1", port: 0, env: {} });
@@ -214,7 +214,7 @@ describe("history #7: shutdown in the middle of a pass", () => {
     await Bun.sleep(250);
     proxy.push({ operation: "receive", kind: "hold", times: Infinity });
     // Mail waits: the doorbell (or the 1 s worker cadence) starts a pass that gets held.
-    const origin = createRecoveringTaskCore({ url: relay.url, callerSession: "held-origin" });
+    const origin = createConfiguredTaskCore({ url: relay.url, callerSession: "held-origin" });
     cores.push(origin);
     await origin.run((core) => core.createTask({ to, task: "arrives during shutdown" }));
     await proxy.waitFor((stats) => stats.held >= 1, 5_000);

@@ -245,7 +245,7 @@ describe("interrupt (a cancel reaching a busy worker)", () => {
 
   function cancelItem() {
     const task = taskView({
-      role: "target",
+      role: "worker",
       status: "cancelled",
       events: [{ type: "task.cancelled", payload: { summary: "no longer needed" } }],
     });

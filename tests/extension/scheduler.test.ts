@@ -4,7 +4,7 @@ import type { PassReport } from "../../src/core/pass.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { flushMicrotasks } from "../../kit/async.ts";
 
 const REPORT: PassReport = {
@@ -199,7 +199,7 @@ describe("timers never keep a print/json-mode Pi alive", () => {
 });
 
 interface FakeSession {
-  readonly session: RelaySession;
+  readonly session: VolatileTaskSession;
   readonly watches: {
     cursor: string;
     waitMs: number;
@@ -216,9 +216,9 @@ function fakeSession(): FakeSession {
     watches: [],
     ready: true,
     features: new Set([FEATURE_WATCH]),
-    session: undefined as unknown as RelaySession,
+    session: undefined as unknown as VolatileTaskSession,
   };
-  (state as { session: RelaySession }).session = {
+  (state as { session: VolatileTaskSession }).session = {
     status: () => (state.ready ? "ready" : "unbound"),
     features: () => state.features,
     watch: (cursor: string, waitMs: number, signal?: AbortSignal) =>
@@ -226,7 +226,7 @@ function fakeSession(): FakeSession {
         state.watches.push({ cursor, waitMs, signal, answer: (pending) => resolve({ pending, highestCursor: cursor }), fail: reject });
         signal?.addEventListener("abort", () => reject(new TaskError("ABORTED")), { once: true });
       }),
-  } as unknown as RelaySession;
+  } as unknown as VolatileTaskSession;
   return state;
 }
 

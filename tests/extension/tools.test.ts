@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, jest, test } from "bun:test";
 import { createTaskTools, errorResult, type TaskToolDefinition, type ToolResult } from "../../extensions/pi-tasks/tools/index.ts";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { maxTaskTextChars, taskTimeoutMinMs, waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
@@ -99,7 +99,7 @@ describe("errors are isError results with code, retryable and details", () => {
           throw new Error("the relay session was used");
         },
       },
-    ) as RelaySession;
+    ) as VolatileTaskSession;
     const core = createTaskCore({ store: createTaskStore(), session: untouchable });
     const h = harness();
     const tools = createTaskTools({

@@ -9,7 +9,7 @@
  */
 import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { createTaskCore, coreInternals } from "../../src/core/task-core.ts";
 import { createVirtualTimers } from "../../kit/virtual-timers.ts";
 import {
@@ -254,7 +254,7 @@ describe("relay loss", () => {
     const recovered: { origin: number; worker: number } = { origin: 0, worker: 0 };
     const timers = createJumpTimers();
     const make = (side: "origin" | "worker") =>
-      createRecoveringTaskCore({
+      createConfiguredTaskCore({
         // Direct, not through the proxy: while the relay is down the connection is refused.
         url: first.url,
         callerSession: `restart-${side}-${crypto.randomUUID().slice(0, 8)}`,

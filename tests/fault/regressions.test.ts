@@ -12,7 +12,7 @@ import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
-import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
 import { processLocalTrust } from "../../src/core/trust.ts";
 import type { PresentationHost } from "../../src/core/host.ts";
@@ -33,7 +33,7 @@ import {
   taskTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent, TaskRecord } from "../../src/protocol/schemas.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
 import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
@@ -86,7 +86,7 @@ interface FakeWorld {
 }
 
 /** A session whose relay calls ignore aborts: replies arrive even after the caller gave up. */
-function ignoringAbort(inner: RelaySession): RelaySession {
+function ignoringAbort(inner: VolatileTaskSession): VolatileTaskSession {
   return {
     ...inner,
     send: (envelope) => inner.send(envelope),
@@ -96,7 +96,7 @@ function ignoringAbort(inner: RelaySession): RelaySession {
 }
 
 async function fakeWorld(
-  options: { originHost?: MemoryHost; workerHost?: MemoryHost; wrap?: (session: RelaySession) => RelaySession } = {},
+  options: { originHost?: MemoryHost; workerHost?: MemoryHost; wrap?: (session: VolatileTaskSession) => VolatileTaskSession } = {},
 ): Promise<FakeWorld> {
   const timers = createVirtualTimers(1_000_000);
   const relay = createFakeRelay(timers);
@@ -355,7 +355,7 @@ describe("failure history (docs/failure-history.md)", () => {
     const proxy = createFaultProxy({ target: fx.relay.url });
     fx.defer(() => proxy.stop());
     const host = createMemoryHost();
-    const core = createRecoveringTaskCore({
+    const core = createConfiguredTaskCore({
       url: proxy.url,
       callerSession: `startup-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -699,7 +699,7 @@ describe("failure history (docs/failure-history.md)", () => {
 
     // Endpoint rotation (a rebind of a configured core): the same lifetime moves to the new endpoint.
     const host = createMemoryHost();
-    const rotating = createRecoveringTaskCore({
+    const rotating = createConfiguredTaskCore({
       url: r.proxy.url,
       callerSession: `rotating-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -868,7 +868,7 @@ describe("failure history (docs/failure-history.md)", () => {
       "UNKNOWN_TASK",
     );
     await w.pass(w.worker);
-    expect(w.worker.core.getTask(created.taskId).role).toBe("target");
+    expect(w.worker.core.getTask(created.taskId).role).toBe("worker");
     expect(w.worker.core.getTask(created.taskId).deliveryEvidence.piInsertion).toBe("confirmed");
     await w.drive(w.worker.core.close());
     expect(coreInternals(w.worker.core).store.stats().records).toBe(0);
@@ -1082,7 +1082,7 @@ describe("failure history (docs/failure-history.md)", () => {
 
     // 401 is RELAY_AUTH_REQUIRED: reported, never a reset or a recovery.
     const host = createMemoryHost();
-    const configured = createRecoveringTaskCore({
+    const configured = createConfiguredTaskCore({
       url: r.proxy.url,
       callerSession: `auth-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -1104,7 +1104,7 @@ describe("failure history (docs/failure-history.md)", () => {
     const worker = await party();
     const host = createMemoryHost();
     let recoveries = 0;
-    const configured = createRecoveringTaskCore({
+    const configured = createConfiguredTaskCore({
       url: proxy.url,
       callerSession: `successor-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,
@@ -1170,7 +1170,7 @@ describe("failure history (docs/failure-history.md)", () => {
     const host = createMemoryHost();
     let recoveries = 0;
     const timers = createJumpTimers();
-    const configured = createRecoveringTaskCore({
+    const configured = createConfiguredTaskCore({
       url: proxy.url,
       callerSession: `policy-${crypto.randomUUID().slice(0, 8)}`,
       requestTimeoutMs: REQUEST_TIMEOUT_MS,

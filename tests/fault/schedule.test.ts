@@ -28,7 +28,7 @@ import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow } from "../../src/protocol/events.ts";
 import { capacityCooldownMs, maxFetchedUnacknowledgedDeliveries, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEnvelope, TaskEvent } from "../../src/protocol/schemas.ts";
-import type { RelaySession } from "../../src/relay-client/session.ts";
+import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
@@ -247,7 +247,7 @@ function ackViolation(
   const data = row.data as { eventId?: string; taskId?: string; requires?: string[] };
   if (row.stage === "tracked" || row.stage === "recorded") return `ACK of ${row.stage} delivery ${envelopeId} before presentation`;
   const task = data.taskId === undefined ? undefined : store.getStoredTask(data.taskId);
-  if (row.stage === "presented" && task?.role === "target") {
+  if (row.stage === "presented" && task?.role === "worker") {
     const event = data.eventId === undefined ? undefined : store.getEvent(data.eventId);
     if (event === undefined) return `ACK of presented delivery ${envelopeId} whose event ${data.eventId} is unknown`;
     if (audienceOf(event, task.record, authors).target && !receiptAccepted(event.eventId))
@@ -327,7 +327,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
     }
   }
 
-  function faulty(inner: RelaySession, side: () => FakeSide): RelaySession {
+  function faulty(inner: VolatileTaskSession, side: () => FakeSide): VolatileTaskSession {
     return {
       ...inner,
       async send(encoded, signal) {

@@ -26,7 +26,7 @@ export function taskView(options: ViewOptions = {}): TaskView {
   const record = taskRecord({ status: options.status ?? "active", ...(options.task === undefined ? {} : { task: options.task }) });
   const events: TaskEvent[] = [taskEvent(record, 1, "task.created")];
   for (const [index, extra] of (options.events ?? []).entries()) events.push(taskEvent(record, index + 2, extra.type, extra.payload));
-  const snapshot = { ...record, role: options.role ?? "target", events } as const;
+  const snapshot = { ...record, role: options.role ?? "worker", events } as const;
   return {
     ...snapshot,
     outcome: outcomeOf(snapshot),

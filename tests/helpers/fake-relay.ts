@@ -1,5 +1,5 @@
 /**
- * An in-memory relay and RelaySession fakes for virtual-time UNIT tests of the core only
+ * An in-memory relay and VolatileTaskSession fakes for virtual-time UNIT tests of the core only
  * (budgets, slices, deadlines, cooldowns). Everything else runs against the real relay.
  *
  * Hooks let a test fail or delay any operation; delays use the test's TaskTimers.
@@ -12,7 +12,7 @@ import { FEATURE_SUCCESSOR, FEATURE_WATCH, type RelayOperation } from "../../src
 import type {
   Binding,
   InboxPage,
-  RelaySession,
+  VolatileTaskSession,
   Resolution,
   SendAcceptance,
   SessionStatus,
@@ -40,7 +40,7 @@ export interface FakeRelay {
   /** Runs before the operation takes effect; throw to fail it, await to delay it. */
   hook(operation: RelayOperation, hook: Hook): void;
   clearHooks(): void;
-  session(name: string): RelaySession;
+  session(name: string): VolatileTaskSession;
   count(operation: RelayOperation): number;
   mailbox(endpointId: string): readonly Item[];
   /** Forgets a registration (the target disappears). */
@@ -71,7 +71,7 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
     return box;
   }
 
-  function createSession(name: string): RelaySession {
+  function createSession(name: string): VolatileTaskSession {
     let status: SessionStatus = "unbound";
     let generation = crypto.randomUUID();
     let binding: Binding | undefined;
@@ -117,7 +117,7 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
       return current;
     }
 
-    const session: RelaySession = {
+    const session: VolatileTaskSession = {
       callerSession: name,
       url: "fake://relay",
       transport: { usage: () => ({ ordinary: 0, reserved: 0, waiting: 0 }) } as unknown as RelayTransport,

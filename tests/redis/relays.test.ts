@@ -2,7 +2,7 @@
  * Relay processes (started through the CLI with `--store redis://…`) sharing one real Redis: every
  * relay rule holds across them — racing admission into one mailbox, the doorbell across relays, a
  * whole task between a session on relay A and one on relay B (the library: TaskCore through
- * `createRelaySession`), a relay process killed and restarted mid-task (nothing lost, nothing
+ * `createVolatileTaskSession`), a relay process killed and restarted mid-task (nothing lost, nothing
  * twice, no reset), a Redis restarted empty (`RELAY_RESET` to every client), a Redis out of reach
  * (503 `RELAY_UNAVAILABLE`, retryable, then service again), and the start-up refusals.
  */
@@ -12,14 +12,14 @@ import { failure } from "../../kit/async.ts";
 import { settle, tryDrain } from "../../kit/drain.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
 import { createMemoryHost } from "../../kit/memory-host.ts";
-import { createRecoveringTaskCore } from "../../src/core/recovering.ts";
+import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, startRedis } from "../../kit/redis-process.ts";
 import { BUN, CLI_ENTRY, freePort, REPO_ROOT } from "../../kit/relay-process.ts";
 import { postJson, WireSession } from "../../src/conformance/wire-client.ts";
 import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../../src/conformance/timing.ts";
 import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs } from "../../src/protocol/limits.ts";
-import { createRelaySession } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
 import { useRedisRelays } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
@@ -194,7 +194,7 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
 
   test("is a new epoch: clients of both relays get RELAY_RESET, the relays keep running and agree on the new epoch", async () => {
     const sessions = [0, 1].map((index) =>
-      createRelaySession({ url: fx.relays[index]!.url, callerSession: `reset-${index}-${crypto.randomUUID()}` }),
+      createVolatileTaskSession({ url: fx.relays[index]!.url, callerSession: `reset-${index}-${crypto.randomUUID()}` }),
     );
     try {
       const before = await Promise.all(sessions.map((session) => session.connect()));
@@ -219,7 +219,7 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
     const timers = createJumpTimers();
     const parties = [0, 1].map((index) => {
       const host = createMemoryHost();
-      const configured = createRecoveringTaskCore({
+      const configured = createConfiguredTaskCore({
         url: fx.relays[index]!.url,
         callerSession: `redis-reset-${index}-${crypto.randomUUID().slice(0, 8)}`,
         env: {},
@@ -265,7 +265,7 @@ describeWithPackage("a Redis out of reach", REDIS_BINARY, REDIS_PACKAGE, () => {
 
   test("answers 503 RELAY_UNAVAILABLE (retryable) without crashing; back with its data, the relay serves again with no reset", async () => {
     const url = fx.relays[0]!.url;
-    const session = createRelaySession({ url, callerSession: `outage-${crypto.randomUUID()}` });
+    const session = createVolatileTaskSession({ url, callerSession: `outage-${crypto.randomUUID()}` });
     const wire = await WireSession.connect(url, { label: "outage-wire" });
     try {
       const binding = await session.connect();

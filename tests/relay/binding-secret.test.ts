@@ -2,7 +2,7 @@
  * `binding-secret-v1` (docs/wire.md, our additions) with the real relay started through its CLI:
  * our client picks its own secret and protects its registration with it whenever the relay
  * advertises the feature, so its own connects — renewals, rebinds, a retry after a lost reply —
- * go through at once, while another local process — a raw wire client or a second `RelaySession`
+ * go through at once, while another local process — a raw wire client or a second `VolatileTaskSession`
  * — that names the live session can neither receive, acknowledge, disconnect, watch nor send as
  * it, nor re-register under its name. Every refusal is typed with its exact code and HTTP status,
  * and the victim's mail is still delivered afterwards. Plain clients, and our client against a
@@ -31,7 +31,12 @@ import {
   FEATURE_WATCH,
   mintBindingSecret,
 } from "../../src/protocol/wire.ts";
-import { createRelaySession, derivedName, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
+import {
+  createVolatileTaskSession,
+  derivedName,
+  type VolatileTaskSession,
+  type VolatileTaskSessionOptions,
+} from "../../src/relay-client/session.ts";
 import { failure } from "../../kit/async.ts";
 import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
@@ -50,7 +55,7 @@ const SECRET_CHARS = Math.ceil((bindingSecretBytes * 4) / 3);
 setDefaultTimeout(20_000);
 
 let relay: RelayProcess;
-const sessions: RelaySession[] = [];
+const sessions: VolatileTaskSession[] = [];
 const proxies: FaultProxy[] = [];
 
 beforeAll(async () => {
@@ -88,13 +93,13 @@ function sessionName(label: string): string {
   return `secret-${label}-${crypto.randomUUID().slice(0, 8)}`;
 }
 
-function open(url: string, options: Partial<RelaySessionOptions> = {}): RelaySession {
-  const session = createRelaySession({ url, callerSession: sessionName("s"), requestTimeoutMs: REQUEST_TIMEOUT_MS, ...options });
+function open(url: string, options: Partial<VolatileTaskSessionOptions> = {}): VolatileTaskSession {
+  const session = createVolatileTaskSession({ url, callerSession: sessionName("s"), requestTimeoutMs: REQUEST_TIMEOUT_MS, ...options });
   sessions.push(session);
   return session;
 }
 
-function envelopeTo(session: RelaySession, target: TaskEndpoint): EncodedEnvelope {
+function envelopeTo(session: VolatileTaskSession, target: TaskEndpoint): EncodedEnvelope {
   const envelopeId = crypto.randomUUID();
   const envelope = {
     envelopeId,

@@ -38,7 +38,7 @@ import {
   FEATURE_WATCH,
 } from "../../src/protocol/wire.ts";
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
-import { createRelaySession, type RelaySession, type RelaySessionOptions } from "../../src/relay-client/session.ts";
+import { createVolatileTaskSession, type VolatileTaskSession, type VolatileTaskSessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
 import { eventually, failure, settlesWithin } from "../../kit/async.ts";
 import { createFaultProxy, type FaultProxy, type FaultRule } from "../../kit/fault-proxy.ts";
@@ -68,7 +68,7 @@ const LEAK_WINDOW_MS = 100;
 setDefaultTimeout(20_000);
 
 let relay: RelayProcess;
-const sessions: RelaySession[] = [];
+const sessions: VolatileTaskSession[] = [];
 const proxies: FaultProxy[] = [];
 const relays: RelayProcess[] = [];
 let nameCounter = 0;
@@ -98,8 +98,8 @@ function sessionName(label: string): string {
   return `client-${label}-${nameCounter}-${crypto.randomUUID().slice(0, 8)}`;
 }
 
-function open(url: string, options: Partial<RelaySessionOptions> = {}): RelaySession {
-  const session = createRelaySession({ url, callerSession: sessionName("s"), requestTimeoutMs: HOLD_DEADLINE_MS, ...options });
+function open(url: string, options: Partial<VolatileTaskSessionOptions> = {}): VolatileTaskSession {
+  const session = createVolatileTaskSession({ url, callerSession: sessionName("s"), requestTimeoutMs: HOLD_DEADLINE_MS, ...options });
   sessions.push(session);
   return session;
 }
@@ -122,7 +122,7 @@ function settle<T>(promise: Promise<T>): Promise<T | TaskError> {
   );
 }
 
-function envelopeTo(session: RelaySession, target?: TaskEndpoint, payload: unknown = { text: "hello" }): EncodedEnvelope {
+function envelopeTo(session: VolatileTaskSession, target?: TaskEndpoint, payload: unknown = { text: "hello" }): EncodedEnvelope {
   const me = session.binding()!.endpoint;
   const envelopeId = crypto.randomUUID();
   const envelope = {
@@ -439,7 +439,7 @@ describe("request deadline", () => {
       expect((thrown as TaskError).code).toBe("INVALID_CONFIGURATION");
       let fromSession: unknown;
       try {
-        createRelaySession({ url: relay.url, callerSession: "bad-deadline", requestTimeoutMs: bad });
+        createVolatileTaskSession({ url: relay.url, callerSession: "bad-deadline", requestTimeoutMs: bad });
       } catch (error) {
         fromSession = error;
       }

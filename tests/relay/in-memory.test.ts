@@ -5,20 +5,20 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { coreInternals } from "../../src/core/task-core.ts";
-import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
+import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
 import { requestText } from "../../kit/observing-fetch.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { introduce } from "../../kit/introduce.ts";
 
-const opened: { relays: InMemoryRelay[]; parties: Party[] } = { relays: [], parties: [] };
+const opened: { relays: InMemoryTaskRelay[]; parties: Party[] } = { relays: [], parties: [] };
 
 afterEach(async () => {
   await closeParties(opened.parties.splice(0));
   for (const relay of opened.relays.splice(0)) await relay.stop();
 });
 
-async function pair(fetchFor: (relay: InMemoryRelay) => typeof fetch = (relay) => relay.fetch) {
-  const relay = await createInMemoryRelay();
+async function pair(fetchFor: (relay: InMemoryTaskRelay) => typeof fetch = (relay) => relay.fetch) {
+  const relay = await createInMemoryTaskRelay();
   opened.relays.push(relay);
   const origin = await createParty({ url: relay.url, fetch: fetchFor(relay) });
   const worker = await createParty({ url: relay.url, fetch: relay.fetch });
@@ -41,7 +41,7 @@ describe("the in-memory relay", () => {
   });
 
   test("an unknown route is the relay's own typed 404, not a network failure", async () => {
-    const relay = await createInMemoryRelay();
+    const relay = await createInMemoryTaskRelay();
     opened.relays.push(relay);
     const reply = await relay.fetch(`${relay.url}/nowhere`);
     expect(reply.status).toBe(404);

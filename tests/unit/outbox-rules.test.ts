@@ -10,7 +10,7 @@ import { describe, expect, test } from "bun:test";
 import type { CoreBook } from "../../src/core/bookkeeping.ts";
 import type { CoreContext } from "../../src/core/context.ts";
 import { attemptSend, sendInOrder } from "../../src/core/outbox.ts";
-import { createWorkScope } from "../../src/core/scope.ts";
+import { createTaskWorkScope } from "../../src/core/scope.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { configHoldInitialMs, configHoldMaxMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
@@ -71,7 +71,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
     const store = createTaskStore<CoreBook>();
     const ctx = context(p, p.worker, store);
     const [older, younger] = queue(store, p.worker, p.origin, 2);
-    const scope = createWorkScope({ timers: p.timers, mode: "phased" });
+    const scope = createTaskWorkScope({ timers: p.timers, mode: "phased" });
     const outcome = await attemptSend(ctx, scope, younger!, "scoped");
     expect(outcome.state).toBe("deferred");
     expect(outcome.state === "deferred" && outcome.error.details).toMatchObject({
@@ -97,7 +97,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
       if (id === older) await gate.promise;
       order.push(id);
     });
-    const scope = createWorkScope({ timers: p.timers, mode: "foreground" });
+    const scope = createTaskWorkScope({ timers: p.timers, mode: "foreground" });
     const first = attemptSend(ctx, scope, older!, "scoped");
     const second = attemptSend(ctx, scope, younger!, "scoped");
     await p.timers.advance(10);
@@ -117,7 +117,7 @@ describe("per-target FIFO, enforced in one place (attemptSend)", () => {
     p.relay.hook("send", ({ body }) => {
       order.push((body as Body).envelope!.envelopeId!);
     });
-    const scope = createWorkScope({ timers: p.timers, mode: "foreground" });
+    const scope = createTaskWorkScope({ timers: p.timers, mode: "foreground" });
     expect((await sendInOrder(ctx, scope, ids[2]!, "scoped")).state).toBe("accepted");
     expect(order).toEqual(ids);
     scope.dispose();

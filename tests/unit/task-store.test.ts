@@ -222,7 +222,7 @@ describe("TaskStore events and tasks", () => {
     const a = taskRecord();
     const b = taskRecord();
     store.putTask(a, "origin");
-    store.putTask(b, "target");
+    store.putTask(b, "worker");
     expect(store.activeTaskIds().sort()).toEqual([a.taskId, b.taskId].sort());
     store.setStatus(a.taskId, "completed");
     expect(store.activeTaskIds()).toEqual([b.taskId]);
@@ -233,7 +233,7 @@ describe("TaskStore events and tasks", () => {
         .listTasks()
         .map((task) => task.role)
         .sort(),
-    ).toEqual(["origin", "target"]);
+    ).toEqual(["origin", "worker"]);
   });
 
   test("updateTask moves the task and changes its generation; a missing task is UNKNOWN_TASK", () => {

@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
 import { followMovedPeer } from "../../src/core/reconnect.ts";
-import { createWorkScope } from "../../src/core/scope.ts";
+import { createTaskWorkScope } from "../../src/core/scope.ts";
 import { systemTimers } from "../../src/core/timers.ts";
 import { coreInternals, createCoreContext } from "../../src/core/task-core.ts";
 import { gateMail, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
@@ -17,7 +17,7 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEnvelope } from "../../src/protocol/schemas.ts";
 import { encodedEnvelope } from "../../src/protocol/wire.ts";
-import { createInMemoryRelay, type InMemoryRelay } from "../../src/relay-server/in-memory.ts";
+import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
 import { failure, thrown } from "../../kit/async.ts";
@@ -27,7 +27,7 @@ import { clearEnvelope, sealedTo } from "../../kit/sealed.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { ORIGIN, taskRecord, WORKER } from "../helpers/fixtures.ts";
 
-const opened: { relays: InMemoryRelay[]; parties: Party[] } = { relays: [], parties: [] };
+const opened: { relays: InMemoryTaskRelay[]; parties: Party[] } = { relays: [], parties: [] };
 
 afterEach(async () => {
   await closeParties(opened.parties.splice(0));
@@ -39,13 +39,13 @@ function trustOf(identity: Identity, peers: Record<string, Identity> = {}, extra
   return { identity, peerName: (key) => Object.entries(peers).find(([, peer]) => peer.publicKey === key)?.[0], ...extra };
 }
 
-async function relay(): Promise<InMemoryRelay> {
-  const created = await createInMemoryRelay();
+async function relay(): Promise<InMemoryTaskRelay> {
+  const created = await createInMemoryTaskRelay();
   opened.relays.push(created);
   return created;
 }
 
-async function party(on: InMemoryRelay, trust: TrustOptions): Promise<Party> {
+async function party(on: InMemoryTaskRelay, trust: TrustOptions): Promise<Party> {
   const created = await createParty({ url: on.url, fetch: on.fetch, trust });
   opened.parties.push(created);
   return created;
@@ -133,7 +133,7 @@ describe("the gate's bounds at their edges", () => {
     // Within the clock skew allowed it passes; and a task this lifetime holds takes its older mail.
     expect(gateMail(store(), trust, assignment(startedAt - signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
     const held = store();
-    held.putTask((old.payload.payload as { task: unknown }).task as never, "target");
+    held.putTask((old.payload.payload as { task: unknown }).task as never, "worker");
     expect(gateMail(held, createTrustState(trustOf(alice), startedAt), old, WORKER, now).verified).toBe(true);
   });
 
@@ -160,7 +160,7 @@ describe("the gate's bounds at their edges", () => {
     );
     // A task whose origin key is bound to another key: refused as unauthorized, though also stale.
     const bound = store();
-    bound.putTask((old.payload.payload as { task: unknown }).task as never, "target");
+    bound.putTask((old.payload.payload as { task: unknown }).task as never, "worker");
     bound.setTaskMeta(old.payload.taskId, { originKey: generateIdentity().identity.publicKey });
     expect(thrown(() => gateMail(bound, createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("NOT_AUTHORIZED");
     // Only mail from a key that may send it is judged on its age.
@@ -416,7 +416,7 @@ describe("paired peers and bound keys", () => {
     expect(origin.core.getTask(taskId).target).toEqual(target);
     // Behind the gate the same rule holds: following a moved peer takes its bound key only.
     const context = createCoreContext({ store, session, trust: trustOf(a, { bob: b, carol: c }) });
-    const scope = createWorkScope({ timers: systemTimers, mode: "foreground" });
+    const scope = createTaskWorkScope({ timers: systemTimers, mode: "foreground" });
     const envelope = clearEnvelope(JSON.parse(forged.text) as TaskEnvelope, a) as unknown as TaskEnvelope;
     const signer = (identity: Identity) => ({
       verified: true as const,

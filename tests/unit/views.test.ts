@@ -9,7 +9,7 @@ import { canonicalEnvelope, taskEvent, taskRecord } from "../helpers/fixtures.ts
 function storeWithIntent() {
   const store = createTaskStore<CoreBook>();
   const record = taskRecord();
-  store.putTask(record, "target");
+  store.putTask(record, "worker");
   const envelope = canonicalEnvelope({ ...taskEvent(record, 2), target: record.origin });
   const view = () => terminalDelivery(store, store.getTask(record.taskId)!);
   const submit = () =>

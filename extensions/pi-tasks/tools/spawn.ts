@@ -59,7 +59,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
           `- projectDir: ${worker.projectDir}`,
           `- pid: ${worker.pid}`,
           `- log: ${worker.log}`,
-          `- lifetime: ${worker.owner === undefined ? "kept: it runs after this Pi exits, until agent_task_stop" : "stops when this Pi exits"}`,
+          `- stops: ${worker.owner === undefined ? "only by agent_task_stop (kept: it outlives this Pi)" : "when this Pi exits"}`,
           "",
           `Send it work with agent_task_send, to = ${JSON.stringify(worker.taskEndpoint)}. Stop it with agent_task_stop {name: "${worker.session}"} when you are done with it.`,
         ),

@@ -7,7 +7,7 @@ import { renderEvent, renderTask } from "../render.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 function assignmentText(task: TaskView): string | undefined {
-  if (task.role !== "target") return undefined;
+  if (task.role !== "worker") return undefined;
   const assignment = latestAssignment(task.events);
   return assignment === undefined ? undefined : `\n${renderEvent(assignment, task)}`;
 }

@@ -1,5 +1,5 @@
 /**
- * `createRecoveringTaskCore()` (the Wolfpack design's "configured task core"): a TaskCore that owns
+ * `createConfiguredTaskCore()` (the Wolfpack design's "configured task core"): a TaskCore that owns
  * its relay session and its RAM store, and survives the loss of the relay's state.
  *
  * Only a structured `RELAY_RESET` or `RELAY_REBIND_REQUIRED` triggers recovery: a fresh endpoint is
@@ -13,7 +13,7 @@ import { shutdownDisconnectMs } from "../protocol/limits.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { authFromEnv } from "../relay-client/auth.ts";
 import { relayUrlFromEnv } from "../relay-client/config.ts";
-import { createRelaySession, type RelaySession } from "../relay-client/session.ts";
+import { createVolatileTaskSession, type VolatileTaskSession } from "../relay-client/session.ts";
 import { createTaskStore } from "../store/task-store.ts";
 import type { CoreBook } from "./bookkeeping.ts";
 import { absentHost, type PresentationHost } from "./host.ts";
@@ -21,7 +21,7 @@ import type { PassReport } from "./pass.ts";
 import { createTaskCore, rehomeCore, type TaskCore } from "./task-core.ts";
 import { type TaskTimers, within } from "./timers.ts";
 
-export interface RecoveringTaskCoreOptions {
+export interface ConfiguredTaskCoreOptions {
   /** Environment read for `WOLFPACK_SESSION_NAME`, `PI_TASKS_RELAY_URL`, `WOLFPACK_PORT`, `WOLFPACK_JWT_*`. */
   readonly env?: Record<string, string | undefined>;
   /** Overrides `WOLFPACK_SESSION_NAME`. */
@@ -54,8 +54,8 @@ export interface RecoveryInfo {
   readonly cause: TaskError;
 }
 
-export interface RecoveringTaskCore {
-  readonly session: RelaySession;
+export interface ConfiguredTaskCore {
+  readonly session: VolatileTaskSession;
   /** The core (the same one for the whole run: relay loss re-homes it on a fresh endpoint). */
   current(): TaskCore;
   /** Runs an operation on the core; relay loss schedules recovery and is rethrown. */
@@ -72,12 +72,12 @@ export function isRelayLoss(error: unknown): boolean {
 }
 
 /** The relay session the options (and the environment) describe. */
-function sessionFor(options: RecoveringTaskCoreOptions): RelaySession {
+function sessionFor(options: ConfiguredTaskCoreOptions): VolatileTaskSession {
   const env = options.env ?? process.env;
   const callerSession = options.callerSession ?? env.WOLFPACK_SESSION_NAME?.trim();
   if (callerSession === undefined || callerSession.length === 0) throw new TaskError("RELAY_SESSION_REQUIRED");
   const auth = authFromEnv(env);
-  return createRelaySession({
+  return createVolatileTaskSession({
     url: options.url ?? relayUrlFromEnv(env),
     callerSession,
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
@@ -107,7 +107,11 @@ interface LossRecovery {
  * lifetime is re-homed on it — its tasks stay, and each looks for its peer again (reconnect.ts).
  * A failed bind is retried by the next call.
  */
-function createLossRecovery(session: RelaySession, core: TaskCore, onRecovered: ((info: RecoveryInfo) => void) | undefined): LossRecovery {
+function createLossRecovery(
+  session: VolatileTaskSession,
+  core: TaskCore,
+  onRecovered: ((info: RecoveryInfo) => void) | undefined,
+): LossRecovery {
   let closed = false;
   let recovery: Promise<void> | undefined;
   /** A loss was seen but the fresh endpoint is not bound yet. */
@@ -170,7 +174,7 @@ function createLossRecovery(session: RelaySession, core: TaskCore, onRecovered: 
   };
 }
 
-export function createRecoveringTaskCore(options: RecoveringTaskCoreOptions = {}): RecoveringTaskCore {
+export function createConfiguredTaskCore(options: ConfiguredTaskCoreOptions = {}): ConfiguredTaskCore {
   const session = sessionFor(options);
   const host = options.host ?? absentHost;
   const core = createTaskCore({
