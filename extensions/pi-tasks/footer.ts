@@ -66,59 +66,75 @@ function reason(error: TaskError): string {
   return typeof value === "string" ? value : error.code;
 }
 
-/** The label of one failure, in words that say what happened and, where there is one, the fix. */
+/** Failures with their own label: no class, code and operation in front of it. */
+const DEDICATED_LABELS: ReadonlySet<string> = new Set(["RELAY_AUTH_REQUIRED", "RELAY_PROFILE_REQUIRED", "INCOMPATIBLE_PROTOCOL"]);
+
+/**
+ * The footer's words for a failure. A failed relay operation reads `tasks: <class> (<CODE>) on
+ * <operation>`, then the plain words of what happens and what to do; relay loss, a missing relay
+ * profile and required authentication keep their dedicated labels.
+ */
 export function errorWords(error: TaskError, kind: FailureKind | undefined, relayUrl: string | undefined): string {
+  const words = plainWords(error, kind, relayUrl);
+  const operation = error.details.operation;
+  if (error.spec.relayLoss || DEDICATED_LABELS.has(error.code) || typeof operation !== "string") {
+    return `tasks: ${words ?? `${error.spec.class} (${error.code})`}`;
+  }
+  const named = `${error.spec.class} (${error.code}) on ${operation}`;
+  return `tasks: ${words === undefined ? named : `${named} — ${words}`}`;
+}
+
+/** What happened and, where there is one, the fix; undefined when there is nothing to add to the code. */
+function plainWords(error: TaskError, kind: FailureKind | undefined, relayUrl: string | undefined): string | undefined {
   const at = relayUrl === undefined ? "" : ` at ${relayUrl}`;
-  const row = error.spec;
-  if (row.relayLoss) return "tasks: relay state lost; rebinding automatically";
+  if (error.spec.relayLoss) return "relay state lost; rebinding automatically";
   switch (error.code) {
     case "RELAY_AUTH_REQUIRED":
-      return "tasks: the relay needs authentication — set WOLFPACK_JWT_SECRET";
+      return "the relay needs authentication — set WOLFPACK_JWT_SECRET";
     case "RELAY_PROFILE_REQUIRED":
     case "INCOMPATIBLE_PROTOCOL":
-      return `tasks: no volatile-v1 relay${at} — check PI_TASKS_RELAY_URL or WOLFPACK_PORT`;
+      return `no volatile-v1 relay${at} — check PI_TASKS_RELAY_URL or WOLFPACK_PORT`;
     case "PEER_POLICY_REQUIRED":
-      return "tasks: the relay refuses this address — start it with --allow";
+      return "the relay refuses this address — start it with --allow";
     case "INVALID_CONFIGURATION":
-      return `tasks: invalid configuration — ${error.message}`;
+      return `invalid configuration — ${error.message}`;
     case "RELAY_NOT_STARTED":
-      return `tasks: no relay — ${error.message}`;
+      return `no relay — ${error.message}`;
     // The relay secret (docs/security.md, "The relay secret").
     case "RELAY_NOT_PROVEN":
-      return `tasks: the relay${at} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
+      return `the relay${at} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
     case "RELAY_SECRET_INVALID":
-      return `tasks: ${error.message}`;
+      return `${error.message}`;
     case "RELAY_UNAVAILABLE":
     case "RELAY_TIMEOUT":
-      return `tasks: relay unreachable${at}; retrying`;
+      return `relay unreachable${at}; retrying`;
     case "RELAY_CAPACITY":
-      return "tasks: the relay is at capacity; retrying";
+      return "the relay is at capacity; retrying";
     case "TASK_CAPACITY":
-      return "tasks: task memory is full; finish or acknowledge tasks";
+      return "task memory is full; finish or acknowledge tasks";
     case "TASK_DELIVERY_DEFERRED":
-      return `tasks: delivery deferred (${reason(error)}); retrying`;
+      return `delivery deferred (${reason(error)}); retrying`;
     case "SESSION_PROTECTED":
-      return "tasks: another process holds this session name on the relay; retrying when its lease ends";
+      return "another process holds this session name on the relay; retrying when its lease ends";
     case "UNKNOWN_PEER":
-      return "tasks: refused mail from an unpaired key — pair with /tasks pair (see /tasks)";
+      return "refused mail from an unpaired key — pair with /tasks pair (see /tasks)";
     case "UNSIGNED_EVENT":
-      return "tasks: refused unsigned mail from an older pi-tasks (PI_TASKS_TRUST=unsigned accepts it) — see /tasks";
+      return "refused unsigned mail from an older pi-tasks (PI_TASKS_TRUST=unsigned accepts it) — see /tasks";
     case "PEERS_INVALID":
     case "IDENTITY_INVALID":
-      return `tasks: ${error.message}`;
+      return `${error.message}`;
     case "INVALID_RESPONSE":
     case "INVALID_INBOX":
     case "INVALID_ACCEPTANCE":
     case "INVALID_CONNECTION":
-      return `tasks: the relay sent a malformed reply (${error.code}); retrying`;
+      return `the relay sent a malformed reply (${error.code}); retrying`;
   }
-  if (kind === "intake" && FORGERY_CODES.has(error.code)) return `tasks: rejected forged or replayed mail (${error.code}) — see /tasks`;
-  if (kind === "intake") return `tasks: rejected an invalid delivery (${error.code}) — see /tasks`;
+  if (kind === "intake" && FORGERY_CODES.has(error.code)) return `rejected forged or replayed mail (${error.code}) — see /tasks`;
+  if (kind === "intake") return `rejected an invalid delivery (${error.code}) — see /tasks`;
   if (kind === "send" || kind === "fanout" || kind === "receipt" || kind === "retry") {
-    return `tasks: a message could not be delivered (${error.code}) — see /tasks`;
+    return `a message could not be delivered (${error.code}) — see /tasks`;
   }
-  const operation = error.details.operation;
-  return `tasks: ${row.class} (${error.code})${typeof operation === "string" ? ` on ${operation}` : ""}`;
+  return undefined;
 }
 
 function isReport(value: unknown): value is PassReport {

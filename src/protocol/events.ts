@@ -116,7 +116,6 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
     receiverIntent: true,
     payload: ProgressPayload,
   }),
-  // What the worker's Pi did with a cancel (aborted, idle, still busy): shown at the origin without waking it.
   // The origin's own record that the worker is gone: shown once, with one wake; never forwarded.
   "task.orphaned": row("task.orphaned", {
     modelVisible: true,
@@ -146,6 +145,7 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
     receiverIntent: true,
     payload: AuditViewPayload,
   }),
+  // What the worker's Pi did with a cancel (aborted, idle, still busy): shown at the origin without waking it.
   "task.cancel_outcome": row("task.cancel_outcome", {
     modelVisible: true,
     wakes: false,

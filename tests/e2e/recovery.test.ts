@@ -184,7 +184,7 @@ async function startFailure() {
     record.type === "extension_ui_request" &&
     record.method === "setStatus" &&
     typeof record.statusText === "string" &&
-    record.statusText.startsWith("tasks: relay unreachable");
+    /^tasks: unavailable \(RELAY_UNAVAILABLE\) on \w+ — relay unreachable/.test(record.statusText);
   await Promise.all([worker, ordinary].map((process) => process.waitFor(isWarning as never, 10_000)));
   await Promise.all([worker, ordinary].map((process) => process.waitFor((record) => record.type === "agent_settled", 10_000)));
   const failing = (texts: (string | undefined)[]) =>
@@ -297,8 +297,12 @@ describe("relay restart mid-task", () => {
 describe("history #6: relay down at startup", () => {
   test("the warning status names the failure while the relay is down, and turns still complete without extension errors", async () => {
     const { worker, ordinary, downStatus } = await late;
-    expect(downStatus.worker).toMatch(/^tasks: relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/);
-    expect(downStatus.ordinary).toMatch(/^tasks: relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/);
+    expect(downStatus.worker).toMatch(
+      /^tasks: unavailable \(RELAY_UNAVAILABLE\) on \w+ — relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/,
+    );
+    expect(downStatus.ordinary).toMatch(
+      /^tasks: unavailable \(RELAY_UNAVAILABLE\) on \w+ — relay unreachable at http:\/\/127\.0\.0\.1:\d+; retrying$/,
+    );
     for (const process of [worker, ordinary]) {
       expect(process.records.filter((record) => record.type === "agent_settled").length).toBeGreaterThanOrEqual(1);
       expectNoProblems(process, "late");

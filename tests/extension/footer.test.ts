@@ -30,3 +30,31 @@ describe("trust refusals in words", () => {
     );
   });
 });
+
+describe("a failed relay operation", () => {
+  const failed = (code: string, operation?: string) =>
+    errorWords(
+      new TaskError(code as never, { details: operation === undefined ? {} : { operation } }),
+      undefined,
+      "http://127.0.0.1:18790",
+    );
+
+  test("reads `tasks: <class> (<CODE>) on <operation>`, then the plain words", () => {
+    expect(failed("RELAY_CAPACITY", "send")).toBe("tasks: capacity (RELAY_CAPACITY) on send — the relay is at capacity; retrying");
+    expect(failed("RELAY_UNAVAILABLE", "receive")).toBe(
+      "tasks: unavailable (RELAY_UNAVAILABLE) on receive — relay unreachable at http://127.0.0.1:18790; retrying",
+    );
+    // No words beyond the code: the seed's format alone.
+    expect(failed("TARGET_NOT_REGISTERED", "send")).toBe("tasks: not-registered (TARGET_NOT_REGISTERED) on send");
+  });
+
+  test("relay loss, a missing relay profile and required authentication keep their own labels", () => {
+    expect(failed("RELAY_RESET", "send")).toBe("tasks: relay state lost; rebinding automatically");
+    expect(failed("RELAY_AUTH_REQUIRED", "connect")).toBe("tasks: the relay needs authentication — set WOLFPACK_JWT_SECRET");
+    expect(failed("RELAY_PROFILE_REQUIRED", "connect")).toStartWith("tasks: no volatile-v1 relay at http://127.0.0.1:18790");
+  });
+
+  test("without a named operation, the words alone", () => {
+    expect(failed("RELAY_CAPACITY")).toBe("tasks: the relay is at capacity; retrying");
+  });
+});

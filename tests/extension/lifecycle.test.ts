@@ -202,7 +202,13 @@ describe("immediate refreshes (history #2 at the hook boundary)", () => {
     }, 300);
     expect(rejections).toEqual([]);
     expect(
-      await eventually(() => fake.statuses.some((text) => text === "tasks: relay unreachable at http://127.0.0.1:9; retrying"), 3_000),
+      await eventually(
+        () =>
+          fake.statuses.some((text) =>
+            /^tasks: unavailable \(RELAY_UNAVAILABLE\) on \w+ — relay unreachable at http:\/\/127\.0\.0\.1:9; retrying$/.test(text ?? ""),
+          ),
+        3_000,
+      ),
     ).toBe(true);
   });
 });
