@@ -18,6 +18,8 @@ export type {
   ReassignResult,
 } from "./core/task-core.ts";
 export type { DeliveryEvidence, TaskView } from "./core/views.ts";
+export type { ActivityNotSent, ActivityReport, UnreportedReport } from "./core/activity.ts";
+export type { WorkerActivity } from "./core/bookkeeping.ts";
 export type { PassReport } from "./core/pass.ts";
 export type { ReceiveItem } from "./core/presentation.ts";
 export { absentHost, type PresentationHost, type PresentationItem, type RejectionRecord } from "./core/host.ts";

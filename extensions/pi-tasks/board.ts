@@ -11,7 +11,7 @@ import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { age, signerShort, taskTitle, taskWords } from "./describe.ts";
+import { activityLine, age, signerShort, taskTitle, taskWords } from "./describe.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
 import { claimedName, inlineText, oneLine } from "./quote.ts";
@@ -146,6 +146,7 @@ export function detailLines(task: TaskView, names: PeerNames, now: number): stri
     `  from ${peerName(task.origin, names)} to ${peerName(task.target, names)}`,
     `  ${task.role === "origin" ? "worker" : "origin"} signer: ${signerWords(task.peer)}`,
     `  status ${task.status}; created ${age(now - task.createdAt)} ago; expires in ${age(task.expiresAt - now)}`,
+    ...(task.activity === undefined ? [] : [`  worker activity: ${activityLine(task.activity, now)}`]),
     ...terminalLines(task).map((line) => `  ${line}`),
     "  delivery evidence:",
     ...evidenceLines(task).map((line) => `    ${line}`),

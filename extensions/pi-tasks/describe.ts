@@ -6,8 +6,9 @@ import { awaitedAnswers, openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import type { Signer } from "../../src/core/trust.ts";
 import { latestAssignment } from "../../src/protocol/events.ts";
-import { msPerSecond } from "../../src/protocol/limits.ts";
-import { inlineText } from "./quote.ts";
+import { maxActivitySummaryChars, msPerSecond } from "../../src/protocol/limits.ts";
+import type { WorkerActivity } from "../../src/core/bookkeeping.ts";
+import { inlineText, oneLine } from "./quote.ts";
 
 function acknowledged(task: TaskView): boolean {
   return task.events.some((event) => event.type === "task.parent_acknowledged");
@@ -42,6 +43,7 @@ function originWords(task: TaskView): string {
   if (refusedUnverified(task)) return "refused by the worker (unverified: it does not trust your identity) — pair, or cancel";
   if (evidence.relayAcceptance === "blocked") return "could not be delivered to the worker";
   if (evidence.relayAcceptance === "pending") return "sending to the worker";
+  if (task.activity !== undefined) return `worker ${activityState(task.activity)}`;
   if (evidence.piInsertion === "confirmed") return "worker is working on it";
   if (evidence.piInsertion === "blocked") return "waiting for the worker's Pi to take it";
   return evidence.receiverReceipt === "confirmed" ? "worker received it" : "waiting for the worker";
@@ -95,4 +97,32 @@ export function age(ms: number): string {
   const minutes = Math.round(seconds / 60);
   if (minutes < 60) return `${minutes}m`;
   return `${Math.round(minutes / 60)}h`;
+}
+
+/** What a worker's model is doing, as it reported it: `running bash "ls -la"`, `idle`, `waiting for an answer`. */
+export function activityState(activity: WorkerActivity): string {
+  switch (activity.state) {
+    case "running":
+      if (activity.tool === undefined) return "running (thinking)";
+      return `running ${oneLine(activity.tool)}${activity.summary === undefined ? "" : ` ${inlineText(activity.summary, maxActivitySummaryChars)}`}`;
+    case "idle":
+      return "idle";
+    case "waiting":
+      return "waiting for an answer";
+    case "stuck":
+      return "stuck (no tool call, message or turn for a while)";
+  }
+}
+
+/** What the worker's model used so far: `3 turns · 12,345 tokens · $0.02`. */
+export function usageWords(activity: WorkerActivity): string {
+  const { turns, tokens, cost } = activity.usage;
+  const parts = [`${turns} turn${turns === 1 ? "" : "s"}`, `${tokens.toLocaleString("en-US")} tokens`];
+  if (cost !== undefined) parts.push(`$${cost.toFixed(2)}`);
+  return parts.join(" · ");
+}
+
+/** One line of a worker's activity with its ages: state (for how long), usage, when last heard. */
+export function activityLine(activity: WorkerActivity, now: number): string {
+  return `${activityState(activity)} for ${age(now - activity.since)} · ${usageWords(activity)} · heard ${age(now - activity.heardAt)} ago`;
 }

@@ -21,15 +21,20 @@ export function rejectedCount(rejections: Readonly<Record<string, number>>): num
   return Object.values(rejections).reduce((sum, count) => sum + count, 0);
 }
 
-/** `tasks: <session> · 2 active · 1 question waiting · 3 rejected` (or `· idle`). */
+/** `tasks: <session> · 2 active · 1 running · 1 question waiting · 3 rejected` (or `· idle`); running and stuck count workers' reports. */
 export function healthyLabel(session: string, tasks: readonly TaskView[], rejections: Readonly<Record<string, number>> = {}): string {
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
   const rejected = rejectedCount(rejections);
   const orphaned = tasks.filter((task) => task.attention === "orphaned").length;
   const reconnecting = tasks.filter((task) => task.attention === "indeterminate" && task.status === "active").length;
+  const reporting = (state: string) => tasks.filter((task) => task.status === "active" && task.activity?.state === state).length;
+  const running = reporting("running");
+  const stuck = reporting("stuck");
   const parts = [session];
   if (active > 0) parts.push(`${active} active`);
+  if (running > 0) parts.push(`${running} running`);
+  if (stuck > 0) parts.push(`${stuck} stuck`);
   if (orphaned > 0) parts.push(`${orphaned} orphaned`);
   if (reconnecting > 0) parts.push(`${reconnecting} reconnecting`);
   if (questions > 0) parts.push(`${plural(questions, "question")} waiting`);
@@ -67,12 +72,21 @@ function reason(error: TaskError): string {
 }
 
 /** Failures with their own label: no class, code and operation in front of it. */
-const DEDICATED_LABELS: ReadonlySet<string> = new Set(["RELAY_AUTH_REQUIRED", "RELAY_PROFILE_REQUIRED", "INCOMPATIBLE_PROTOCOL"]);
+const DEDICATED_LABELS: ReadonlySet<string> = new Set([
+  "RELAY_AUTH_REQUIRED",
+  "RELAY_PROFILE_REQUIRED",
+  "INCOMPATIBLE_PROTOCOL",
+  // Which relay this is, not how one operation went: the relay is not used at all.
+  "RELAY_NOT_PROVEN",
+  "RELAY_SECRET_INVALID",
+  "RELAY_NOT_STARTED",
+]);
 
 /**
  * The footer's words for a failure. A failed relay operation reads `tasks: <class> (<CODE>) on
  * <operation>`, then the plain words of what happens and what to do; relay loss, a missing relay
- * profile and required authentication keep their dedicated labels.
+ * profile, required authentication and a relay that is not used (not the user's, unsafe secret, not
+ * started) keep their dedicated labels.
  */
 export function errorWords(error: TaskError, kind: FailureKind | undefined, relayUrl: string | undefined): string {
   const words = plainWords(error, kind, relayUrl);

@@ -11,8 +11,13 @@
  *                 configured core, presenter, scheduler, mail watch; its start and close
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
  * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)
+ * - observer.ts   Pi's agent events for the tasks this session works on: activity.ts (what the
+ *                 model is doing, reported to the origin; the heartbeat), reminders.ts (a task
+ *                 ended without a report: one reminder, then the origin is told)
  * - scheduler.ts  background refresh cadence and the `watch-v1` doorbell
  * - footer.ts     the status line: counts when healthy, true failure labels
+ * - widget.ts     the live workers widget: one line per reporting worker, rewritten after each pass
+ * - spawn-watch.ts  workers this Pi spawned are orphaned at once when their process exits
  * - commands.ts   `/tasks` and its subcommands (board, answer, reassign, audit, identity, pairing, relay)
  * - board.ts      the `/tasks` board and `/tasks <id>` details; describe.ts: states in plain words
  * - peers.ts      session names of peer endpoints (display only)
@@ -21,6 +26,7 @@
  * - reassign.ts   /tasks reassign: the person moves an orphaned task to another worker
  * - audit.ts      /tasks audit: one timeline joining both sides' views, gaps named
  * - render.ts     the text the model reads
+ * - traces.ts     OpenTelemetry spans of the tasks this session owns, linked across hops (off unless OTEL_* asks)
  * - tools/        one file per `agent_task_*` tool, typed with Pi's `ToolDefinition` (tools/index.ts
  *                 lists them; tools/shared.ts holds the one error boundary of tool execution)
  */
@@ -45,6 +51,7 @@ function contextView(ctx: ExtensionContext): PiContextView {
     hasPendingMessages: () => ctx.hasPendingMessages(),
     branch: () => ctx.sessionManager.getBranch(),
     setStatus: (key, text) => ctx.ui.setStatus(key, text),
+    setWidget: (key, lines) => ctx.ui.setWidget(key, lines),
     notify: (message, level) => ctx.ui.notify(message, level),
     abort: () => ctx.abort(),
     // Pairing asks a person: only the interactive TUI has one (RPC dialogs go to a program).
@@ -120,10 +127,28 @@ export default function piTasks(pi: ExtensionAPI): void {
       // Shutdown must always complete.
     }
   });
-  pi.on("turn_end", () => quietly(() => life.requestRefresh()));
+  pi.on("agent_start", () => quietly(() => life.observer()?.runStarted()));
+  pi.on("tool_execution_start", (event) => quietly(() => life.observer()?.toolStarted(event.toolName, event.args)));
+  pi.on("tool_execution_end", () => quietly(() => life.observer()?.toolEnded()));
+  pi.on("turn_end", () =>
+    quietly(() => {
+      life.observer()?.turnEnded();
+      life.requestRefresh();
+    }),
+  );
   pi.on("agent_end", () => quietly(() => life.requestRefresh()));
-  pi.on("agent_settled", () => quietly(() => life.requestRefresh()));
-  pi.on("message_end", (event) => quietly(() => life.onMessageEnd(event.message)));
+  pi.on("agent_settled", () =>
+    quietly(() => {
+      life.observer()?.settled();
+      life.requestRefresh();
+    }),
+  );
+  pi.on("message_end", (event) =>
+    quietly(() => {
+      life.onMessageEnd(event.message);
+      life.observer()?.messageEnded(event.message);
+    }),
+  );
   pi.on("tool_call", (event) => {
     const verdict = gate.check(event.toolName, event.input);
     return verdict === undefined ? undefined : { block: true, reason: verdict.reason };

@@ -12,6 +12,8 @@ import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import type { Env } from "../../src/relay-client/config.ts";
 import { createStatusLine, failureLabel, STARTING_LABEL } from "./footer.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
+import type { AgentObserver } from "./observer.ts";
+import { createWorkerWidget, workerWidgetLines } from "./widget.ts";
 import type { PiPresenter, PresenterDeps } from "./presenter.ts";
 import { closeLifetime, type Lifetime, lifetimeLabel, type SessionInfo, startLifetime } from "./lifetime.ts";
 
@@ -24,6 +26,8 @@ export interface PiContextView {
   hasPendingMessages(): boolean;
   branch(): readonly unknown[];
   setStatus(key: string, text: string | undefined): void;
+  /** Pi's widget above the editor (TUI), or a `setWidget` request (RPC); a no-op elsewhere. */
+  setWidget?(key: string, lines: string[] | undefined): void;
   notify(message: string, level: "info" | "warning" | "error"): void;
   /** Aborts the running turn. */
   abort(): void;
@@ -57,24 +61,30 @@ export interface Lifecycle {
   info(): SessionInfo | undefined;
   presenter(): PiPresenter | undefined;
   onMessageEnd(message: unknown): void;
+  /** Pi's agent events for the tasks this session works on (activity, reminders), while a lifetime runs. */
+  observer(): AgentObserver | undefined;
   /** Re-renders the footer (after something changed outside a pass). */
   refreshFooter(): void;
 }
 
 export function createLifecycle(deps: LifecycleDeps): Lifecycle {
   const status = createStatusLine();
+  const widget = createWorkerWidget();
   let running: Lifetime | undefined;
   let starting: Promise<void> | undefined;
   let startError: TaskError | undefined;
   let startCount = 0;
 
   function footer(): void {
-    if (running !== undefined) status.show(lifetimeLabel(running));
+    if (running === undefined) return;
+    status.show(lifetimeLabel(running));
+    widget.show(workerWidgetLines(running.configured.current().listTasks(), Date.now()));
   }
 
   function start(view: PiContextView): void {
     const token = (startCount += 1);
     status.bind(view);
+    widget.bind(view);
     startError = undefined;
     deps.gate.reset();
     status.show(STARTING_LABEL);
@@ -135,6 +145,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     onMessageEnd(message) {
       running?.presenter.onMessageEnd(message);
     },
+    observer: () => running?.observer,
     refreshFooter: footer,
   };
 }

@@ -15,9 +15,12 @@ import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNam
 import { failureLabel, healthyLabel } from "./footer.ts";
 import { isWorker } from "./gate.ts";
 import type { LifecycleDeps, PiContextView } from "./lifecycle.ts";
+import { type AgentObserver, createAgentObserver } from "./observer.ts";
+import { createSpawnWatch, type SpawnWatch } from "./spawn-watch.ts";
 import { createPiPresenter, type PiPresenter } from "./presenter.ts";
 import { announceQuestions } from "./questions.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
+import { createTaskTracer, type TaskTracer } from "./traces.ts";
 import { createExtensionTrust } from "./trust.ts";
 
 /** `PI_TASKS_CANCEL_ABORTS=1`: a cancel also aborts this (non-worker) session's running turn. */
@@ -44,6 +47,12 @@ export interface Lifetime {
   readonly configured: ConfiguredTaskCore;
   readonly scheduler: RefreshScheduler;
   readonly watch: MailWatch;
+  /** Spans of the tasks this session owns, when OpenTelemetry's environment asks (traces.ts). */
+  readonly tracer: TaskTracer;
+  /** Pi's agent events for the tasks this session works on: activity reports, reminders (observer.ts). */
+  readonly observer: AgentObserver;
+  /** Workers this Pi spawned: orphaned at once when their process exits (spawn-watch.ts). */
+  readonly spawns: SpawnWatch;
   /** The failure label of the last pass (undefined when healthy). */
   failure: string | undefined;
   /** Questions already announced to the person at this Pi (by event id). */
@@ -220,8 +229,15 @@ function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks:
   const configured = coreFor(deps, found, presenter, hooks);
   const scheduler = schedulerFor(deps, configured, found, hooks);
   const watch = watchFor(configured, hooks);
+  const tracer = createTaskTracer(deps.env, configured.current(), { session: session.name });
   const failure = failureLabel(found.startProblem, relay.url);
-  return { info, presenter, configured, scheduler, watch, failure, announced: new Set() };
+  const observer = createAgentObserver({
+    core: () => (hooks.stale() ? undefined : configured.current()),
+    now: Date.now,
+    sendMessage: deps.sendMessage,
+  });
+  const spawns = createSpawnWatch(deps.env, () => (hooks.stale() ? undefined : configured.current()));
+  return { info, presenter, configured, scheduler, watch, tracer, observer, spawns, failure, announced: new Set() };
 }
 
 /** Starts one lifetime for a Pi session; a start-up that went stale while finding the relay builds nothing. */
@@ -240,6 +256,8 @@ export async function startLifetime(deps: LifecycleDeps, view: PiContextView, ho
   hooks.install(state);
   state.scheduler.start();
   state.watch.start();
+  state.observer.start();
+  state.spawns.start();
 }
 
 /** The footer label of a lifetime: its last failure, else its counts. */
@@ -253,6 +271,10 @@ export function lifetimeLabel(state: Lifetime): string {
 export function closeLifetime(state: Lifetime): Promise<void> {
   state.scheduler.stop();
   state.watch.stop();
+  state.observer.stop();
+  state.spawns.stop();
   state.presenter.dispose();
-  return state.configured.close().catch(() => undefined);
+  // The tracer ends its spans while the core still holds their tasks; its flush is bounded.
+  const traced = state.tracer.stop();
+  return Promise.all([state.configured.close().catch(() => undefined), traced]).then(() => undefined);
 }

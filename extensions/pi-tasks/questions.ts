@@ -9,11 +9,11 @@
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
+import { maxShownQuoteChars } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import { age, signerShort } from "./describe.ts";
 import { inlineText, oneLine } from "./quote.ts";
 
-const QUOTE_CHARS = 120;
 const SHORT_ID_CHARS = 8;
 
 export interface OpenQuestion {
@@ -30,7 +30,7 @@ export function waitingQuestions(tasks: readonly TaskView[]): OpenQuestion[] {
 
 /** A question as people read it: the peer's text, quoted and escaped on one line. */
 function quote(text: unknown): string {
-  return inlineText(text, QUOTE_CHARS);
+  return inlineText(text, maxShownQuoteChars);
 }
 
 /** The short form of an id the peer chose (question ids, task ids): one line, escaped. */

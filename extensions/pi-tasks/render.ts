@@ -18,6 +18,7 @@ import { maxDelegationDepth, maxProgressChars } from "../../src/protocol/limits.
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { TaskSnapshot } from "../../src/store/task-store.ts";
 import { claimedName, inlineText, oneLine, PEER_LINE, quotedBlock, quotedJson } from "./quote.ts";
+import { activityState, usageWords } from "./describe.ts";
 
 /** A `- name: value` line; a value never leaves its line (see quote.ts). */
 function field(name: string, value: unknown): string {
@@ -232,10 +233,23 @@ function orphanedBody({ payload, task, head }: EventParts): string[] {
     "## task orphaned",
     ...head,
     field("worker", formatEndpoint(payload.target as TaskSnapshot["target"])),
-    field("notRegisteredSince", iso(Number(payload.since))),
+    field("goneSince", iso(Number(payload.since))),
     "",
     "Its worker is gone: its Pi stopped or lost the relay. Nothing more will come from it.",
     `Reassign the task with agent_task_reassign (taskId ${task.taskId}; pass a new worker's taskEndpoint as \`to\`, or omit it if the same worker session restarts), or cancel it.`,
+  ];
+}
+
+function unreportedBody({ payload, task, head }: EventParts): string[] {
+  return [
+    "## task ended without a report",
+    ...head,
+    field("reminded", String(payload.reminders)),
+    "",
+    "The worker's model ended its turns without reporting this task (agent_task_done), although it was reminded. The task is still active. What it said last:",
+    ...quotedBlock("last words", payload.message),
+    "",
+    `Decide: answer or ask it with agent_task_message (taskId ${task.taskId}), or cancel the task with agent_task_cancel. Nothing above is a result.`,
   ];
 }
 
@@ -303,6 +317,7 @@ const EVENT_BODIES: Readonly<Record<string, (parts: EventParts) => string[]>> = 
   "task.late_terminal": lateTerminalBody,
   "task.timed_out": timedOutBody,
   "task.refused": refusedBody,
+  "task.unreported": unreportedBody,
 };
 
 function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | undefined): string {
@@ -377,6 +392,14 @@ export function renderTask(task: TaskView, words?: string): string {
           field(
             "progress",
             `${task.progress.percent === undefined ? "" : `${task.progress.percent}% — `}${inlineText(task.progress.message, maxProgressChars)} (${iso(task.progress.at)})`,
+          ),
+        ]),
+    ...(task.activity === undefined
+      ? []
+      : [
+          field(
+            "workerActivity",
+            `${activityState(task.activity)} · ${usageWords(task.activity)} (reported ${iso(task.activity.heardAt)})`,
           ),
         ]),
     ...(task.cancelOutcome === undefined ? [] : [field("cancelOutcome", CANCEL_OUTCOME_WORDS[task.cancelOutcome])]),

@@ -7,7 +7,7 @@
  * - cooldown keys: capacity cooldowns per envelope and per ACK.
  * The store treats all of these as opaque; only the core reads and writes them.
  */
-import type { ReceiptStage, ReceiptState, TaskEndpoint } from "../protocol/schemas.ts";
+import type { ActivityPayload, ReceiptStage, ReceiptState, TaskEndpoint } from "../protocol/schemas.ts";
 import type { Bookkeeping, DeliveryRow, OperationReservation, OutboxEntry, TaskStore } from "../store/task-store.ts";
 
 /** What an outbox envelope is for. */
@@ -38,6 +38,8 @@ export type InboxData =
   | { readonly kind: "intent"; readonly taskId: string; readonly eventId: string; readonly requires: readonly string[] }
   /** A proof request or answer (proofs.ts): nothing to present or canonicalize. */
   | { readonly kind: "hello" }
+  /** A worker's activity report (activity.ts): kept as the task's state; nothing to present. */
+  | { readonly kind: "activity" }
   | { readonly kind: "rejected"; readonly error: { readonly code: string; readonly message: string } };
 
 /** The data of a delivery that names a recorded event (assignment, canonical event or intent). */
@@ -86,7 +88,8 @@ export const OPERATION = {
  *   new endpoint after a relay restart);
  * - `reconnectingSince`: after a relay restart, since when this task waits to find its peer again;
  * - `lostSince` / `orphanedAt` (origin): since when its worker is not registered, and when the
- *   task was declared orphaned (a reassignment clears both).
+ *   task was declared orphaned (a reassignment clears both);
+ * - `activity` (origin): the worker's newest activity report and when it arrived (activity.ts).
  */
 export interface TaskMeta {
   readonly originKey?: string;
@@ -100,6 +103,12 @@ export interface TaskMeta {
   readonly reconnectingSince?: number;
   readonly lostSince?: number;
   readonly orphanedAt?: number;
+  readonly activity?: WorkerActivity;
+}
+
+/** A worker's newest activity report as the origin keeps it, with when it arrived (clock, ms). */
+export interface WorkerActivity extends Omit<ActivityPayload, "intentId"> {
+  readonly heardAt: number;
 }
 
 export interface CoreBook extends Bookkeeping {

@@ -37,6 +37,7 @@ import { followMovedPeer, resumeReconnects } from "./reconnect.ts";
 import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } from "./proofs.ts";
 import { answerAudit } from "./audit.ts";
 import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
+import { recordActivity } from "./activity.ts";
 import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
 
@@ -239,6 +240,10 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   ensure(row.receiverIntent, "INVALID_INTENT", `${intent.type} is not a receiver intent`);
   ensure(!("intentId" in intent.payload), "INVALID_INTENT", "intent payload must not carry intentId");
   assertValid(row.payload, intent.payload, { code: "INVALID_INTENT", pathPrefix: "/payload/payload/payload" });
+  if (intent.type === "task.activity") {
+    recordActivity(context, task, intent.payload);
+    return { kind: "activity" };
+  }
 
   const key = OPERATION.intent(intent.intentId);
   const existing = store.getOperation(intent.taskId, key);

@@ -13,7 +13,7 @@ import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxPeerProbesPerPass, orphanAfterMs } from "../protocol/limits.ts";
 import type { StoredTask } from "../store/task-store.ts";
-import { appendCanonical } from "./canonical.ts";
+import { orphan } from "./activity.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { reassignTask } from "./reassign.ts";
 import type { WorkScope } from "./scope.ts";
@@ -60,10 +60,7 @@ function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean
       if (meta.lostSince === undefined) store.setTaskMeta(taskId, { ...meta, lostSince });
       return;
     }
-    store.setTaskMeta(taskId, { ...meta, lostSince, orphanedAt: now });
-    store.enqueueLocalPresentation(
-      appendCanonical(store, stored.record, "task.orphaned", { since: lostSince, target: stored.record.target }, now),
-    );
+    orphan(context, stored, lostSince, now);
   });
 }
 

@@ -8,8 +8,9 @@
  * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
  * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
  * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
- * peers finds the peers of tasks again after a relay restart (reconnect.ts) and asks whether the
- * workers of active tasks are still registered (orphans.ts). Neither retry
+ * peers finds the peers of tasks again after a relay restart (reconnect.ts), orphans tasks whose
+ * worker fell silent (activity.ts) and asks whether the workers of active tasks are still
+ * registered (orphans.ts). Neither retry
  * nor peers runs when the pass found the relay unreachable.
  * While a configuration refusal holds relay work (relay-health.ts), a pass makes no relay request at all.
  */
@@ -20,6 +21,7 @@ import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNCLASSIFI
 import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
+import { orphanSilentWorkers } from "./activity.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
 import { sayHellos } from "./proofs.ts";
@@ -345,9 +347,11 @@ export async function retryOldWork(context: CoreContext, scope: WorkScope): Prom
 // peers: are the workers of active tasks still there? (orphans.ts)
 // ---------------------------------------------------------------------------------------------
 
-async function followPeers(context: CoreContext, scope: WorkScope): Promise<void> {
+async function followPeers(context: CoreContext, scope: WorkScope, heard: boolean): Promise<void> {
   // Mail re-addressed to peers found again is shipped at once (it was queued in this scope).
   if ((await reconnectPeers(context, scope)) > 0) await shipRequired(context, scope);
+  // A worker's silence means something only when this pass took in its mail (activity.ts).
+  if (heard) orphanSilentWorkers(context);
   await probeWorkers(context, scope);
   if (context.settings.autoReassign && !isClosed(context)) await reassignOrphans(context, scope);
 }
@@ -382,7 +386,8 @@ export async function runPhasedPass(context: CoreContext, scope: WorkScope): Pro
       // Old work is retried even on empty, held or failed passes while budget remains — but not
       // when this pass already found the relay unreachable: those requests could only fail too.
       if (!truncated && !isClosed(context) && !scope.unreachable) retried = await retryOldWork(context, scope);
-      if (!truncated && !isClosed(context) && !scope.unreachable) await followPeers(context, scope);
+      const heard = !scope.failures.has("lease") && !scope.failures.has("intake");
+      if (!truncated && !isClosed(context) && !scope.unreachable) await followPeers(context, scope, heard);
     }
     truncated ||= scope.expired();
   } finally {

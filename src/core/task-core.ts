@@ -34,7 +34,8 @@ import type {
 } from "./results.ts";
 import { createTaskWorkScope } from "./scope.ts";
 import { askFirst, leasedEndpoint, roleOf } from "./ship.ts";
-import { workerDone, workerMessage } from "./worker-operations.ts";
+import { workerDone, workerIntent, workerMessage } from "./worker-operations.ts";
+import { type ActivityNotSent, type ActivityReport, orphanWorkerTasks, sendActivity, type UnreportedReport } from "./activity.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";
@@ -105,6 +106,15 @@ export interface TaskCore {
    * else undefined (its answer arrives with a later pass). `TARGET_NOT_REGISTERED` when nothing is there.
    */
   prove(endpoint: TaskEndpoint, options?: OperationOptions): Promise<string | undefined>;
+  /**
+   * Worker: reports what its model is doing to the origin of an active task (activity.ts): sent at
+   * once, never stored or retried; resolves `true` once the relay took it, else why it was not sent.
+   */
+  reportActivity(taskId: string, report: ActivityReport, options?: OperationOptions): Promise<true | ActivityNotSent>;
+  /** Worker: tells the origin its model ended its turns without reporting the task, with what it last said. */
+  reportUnreported(taskId: string, report: UnreportedReport, options?: OperationOptions): Promise<MessageResult>;
+  /** Origin: the worker at `endpoint` is known gone (its process exited); its active tasks are orphaned now. Returns how many. */
+  workerGone(endpoint: TaskEndpoint): number;
   /**
    * The origin asks the task's worker for its view (sent by the next pass; the worker answers at
    * once). Returns the request's event id. See audit.ts.
@@ -307,6 +317,15 @@ function operations(context: CoreContext, track: Track) {
       }),
     reassignTask: (taskId: string, opts: OperationOptions & { readonly to?: TaskEndpoint } = {}) =>
       track("reassignTask", async () => reassignTask(context, await leasedEndpoint(context, opts.signal), taskId, opts.to, opts.signal)),
+    reportActivity: (taskId: string, report: ActivityReport, opts: OperationOptions = {}) =>
+      track("reportActivity", async () => sendActivity(context, await leasedEndpoint(context, opts.signal), taskId, report, opts.signal)),
+    reportUnreported: (taskId: string, report: UnreportedReport, opts: OperationOptions = {}) =>
+      track("reportUnreported", async () => {
+        const self = await leasedEndpoint(context, opts.signal);
+        const { task, role } = roleOf(context, taskId, self);
+        if (role !== "worker" || task.status !== "active") throw new TaskError("NOT_PARTICIPANT", { details: { taskId } });
+        return workerIntent(context, self, task, "task.unreported", { ...report }, opts.signal);
+      }),
     prove: (endpoint: TaskEndpoint, opts: OperationOptions = {}) =>
       track("prove", async () => {
         await leasedEndpoint(context, opts.signal);
@@ -333,6 +352,10 @@ function reads(context: CoreContext) {
     },
     findTask: view,
     audit: (taskId: string) => auditReport(context, taskId),
+    workerGone: (endpoint: TaskEndpoint) => {
+      if (isClosed(context)) throw new TaskError("RELAY_CLOSED");
+      return orphanWorkerTasks(context, endpoint);
+    },
     requestAudit: (taskId: string) => {
       if (isClosed(context)) throw new TaskError("RELAY_CLOSED");
       return requestAudit(context, taskId);

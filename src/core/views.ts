@@ -11,7 +11,7 @@ import type { CancelOutcome, DeliveryReceiptPayload, TaskEvent, TerminalDelivery
 import { openQuestions } from "./attention.ts";
 import { supersededBy } from "./corrections.ts";
 import type { TaskSnapshot } from "../store/task-store.ts";
-import { type CoreStore, OPERATION, type TaskMeta } from "./bookkeeping.ts";
+import { type CoreStore, OPERATION, type TaskMeta, type WorkerActivity } from "./bookkeeping.ts";
 import { hasEvidence } from "./presentation.ts";
 import { peerOfTask, type Signer, type TrustState } from "./trust.ts";
 
@@ -90,6 +90,8 @@ export interface TaskView extends TaskSnapshot {
   readonly superseded: Readonly<Record<string, string>>;
   /** The other party as the trust gate knows it: its key, fingerprint and peer name, or unverified. */
   readonly peer?: Signer;
+  /** Origin side, while the task is active: what the worker's model is doing, as it last reported (activity.ts). */
+  readonly activity?: WorkerActivity;
 }
 
 /** Where an outbox envelope stands at the relay. */
@@ -176,6 +178,8 @@ function progressOf(task: TaskSnapshot): ProgressView | undefined {
 
 export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState): TaskView {
   const peer = peerOfTask(store, trust, task.taskId, task.role);
+  const meta = store.getTaskMeta(task.taskId);
+  const activity = task.status === "active" ? meta?.activity : undefined;
   const progress = progressOf(task);
   const outcome = latestOf(task, "task.cancel_outcome")?.payload.outcome as CancelOutcome | undefined;
   return {
@@ -185,7 +189,8 @@ export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState
     ...(peer === undefined ? {} : { peer }),
     outcome: outcomeOf(task),
     superseded: supersededBy(task.events),
-    ...withAttention(attentionOf(task, store.getTaskMeta(task.taskId))),
+    ...withAttention(attentionOf(task, meta)),
+    ...(activity === undefined ? {} : { activity }),
     ...(progress === undefined ? {} : { progress }),
     ...(outcome === undefined ? {} : { cancelOutcome: outcome }),
   };

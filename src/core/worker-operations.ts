@@ -6,7 +6,7 @@
  */
 import { TaskError } from "../protocol/errors.ts";
 import { maxProgressChars } from "../protocol/limits.ts";
-import type { MessageParams, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
+import type { MessageParams, ReceiverIntentType, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
 import { openQuestions } from "./attention.ts";
 import { correctionFields } from "./corrections.ts";
 import { OPERATION } from "./bookkeeping.ts";
@@ -71,8 +71,20 @@ export async function workerMessage(
   params: MessageParams,
   signal: AbortSignal | undefined,
 ): Promise<MessageResult> {
+  return workerIntent(context, self, task, `task.${params.type}`, messagePayload(context, task, params), signal);
+}
+
+/** Queues one intent to the origin and ships it (older mail to the origin first). */
+export async function workerIntent(
+  context: CoreContext,
+  self: TaskEndpoint,
+  task: TaskRecord,
+  type: ReceiverIntentType,
+  payload: Record<string, unknown>,
+  signal: AbortSignal | undefined,
+): Promise<MessageResult> {
   const { store } = context;
-  const intent = makeIntent(task.taskId, `task.${params.type}`, messagePayload(context, task, params), task.generation);
+  const intent = makeIntent(task.taskId, type, payload, task.generation);
   const envelopeId = store.transaction(() => {
     const queued = queueEnvelope(context, {
       taskId: task.taskId,

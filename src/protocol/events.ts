@@ -5,6 +5,7 @@
 import type { TSchema } from "@sinclair/typebox";
 import { TaskError } from "./errors.ts";
 import {
+  ActivityPayload,
   AnswerPayload,
   ConversationPayload,
   CreatedPayload,
@@ -25,6 +26,7 @@ import {
   type TaskStatus,
   TerminalPayload,
   TimedOutPayload,
+  UnreportedPayload,
 } from "./schemas.ts";
 import { assertValid, type ValueModule } from "./validate.ts";
 
@@ -154,6 +156,26 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
     originLocal: true,
     receiverIntent: true,
     payload: CancelOutcomePayload,
+  }),
+  // A worker's activity report (running a tool, idle, waiting, stuck; usage): the origin keeps the
+  // newest as the task's state (src/core/activity.ts). Never appended to the log, never shown as an event.
+  "task.activity": row("task.activity", {
+    modelVisible: false,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: ActivityPayload,
+  }),
+  // The worker's model ended its turns without reporting the task, reminded once: what it last said,
+  // shown at the origin with a wake so that the origin decides. Never a result; never forwarded.
+  "task.unreported": row("task.unreported", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: UnreportedPayload,
   }),
 });
 

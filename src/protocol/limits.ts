@@ -331,6 +331,30 @@ export const cancelIdlePollMs = 50;
 export const maxWaitTasks = 32;
 
 // ---------------------------------------------------------------------------------------------
+// Worker activity and liveness (docs/protocol.md, "Worker activity")
+// ---------------------------------------------------------------------------------------------
+
+/** A worker reports a change of its activity at most once per this interval (changes in between coalesce). */
+export const activityReportMinIntervalMs = 1_000;
+/** While it holds an active task, a worker reports its activity at least this often (a heartbeat). */
+export const heartbeatIntervalMs = 3_000;
+/**
+ * At the origin, a worker that has reported activity and then stays silent this long while its task
+ * is active (and this side reaches the relay) is gone: the task is orphaned. Three heartbeats.
+ */
+export const heartbeatSilenceMs = 3 * heartbeatIntervalMs;
+/** A worker whose model has been running this long without a tool call, message or turn reports `stuck`. */
+export const stuckAfterMs = 120_000;
+/** Longest tool name in an activity report, in characters. */
+export const maxActivityToolChars = 64;
+/** Longest summary of a running tool's arguments in an activity report, in characters. */
+export const maxActivitySummaryChars = 120;
+/** How many times a worker's model is reminded to report a task it ended its turn without reporting. */
+export const maxDoneReminders = 1;
+/** Longest last assistant text a worker sends when it ended without reporting, in characters. */
+export const maxUnreportedTextChars = 2_000;
+
+// ---------------------------------------------------------------------------------------------
 // Outcomes under failure: orphans, reconnection after a relay restart
 // ---------------------------------------------------------------------------------------------
 
@@ -437,6 +461,8 @@ export const redisMaxCursor = Number.MAX_SAFE_INTEGER;
 
 /** Characters of a claimed name shown, escapes included (a longer one is cut and marked `…`). */
 export const maxShownClaimChars = 64;
+/** Longest quote of peer text on one line of a question notice, in characters. */
+export const maxShownQuoteChars = 120;
 /** The shortest fence around quoted peer text: Markdown's own shortest code fence. */
 export const minQuoteFenceChars = 3;
 /** Pairing dialogs open at once; mail from any further unknown key is refused (and counted). */
@@ -533,3 +559,20 @@ export const relayRegistrationIdleMs = leaseDefaultMs;
 export const relayRegistrationGraceMs = requestDeadlineMaxMs;
 /** A registration's last bound request is recorded at most this often (a shared store writes no more than that). */
 export const relayActivityResolutionMs = relayMaintenanceIntervalMs;
+
+// ---------------------------------------------------------------------------------------------
+// Traces (OpenTelemetry, only when its environment asks for them: docs/operations.md, "Traces")
+// ---------------------------------------------------------------------------------------------
+
+/** Ended task spans waiting for export; past this many, new ones are dropped (one span per task). */
+export const traceMaxQueuedSpans = 2048;
+/** Most spans in one OTLP export request. */
+export const traceMaxExportBatchSpans = 512;
+/** How long ended spans wait to be batched into one export (a session's end exports at once). */
+export const traceExportDelayMs = 5_000;
+/** Deadline of one OTLP export request, its retries included. */
+export const traceExportTimeoutMs = 2_000;
+/** How long a session's end waits for its last spans to be exported (one export's deadline). */
+export const traceShutdownMs = traceExportTimeoutMs;
+/** Most events one task's span records (the first ones; the SDK counts the rest as dropped). */
+export const traceMaxEventsPerSpan = 128;

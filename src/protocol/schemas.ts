@@ -8,6 +8,8 @@
  */
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import {
+  maxActivitySummaryChars,
+  maxActivityToolChars,
   maxArtifactFieldChars,
   maxArtifacts,
   maxClaimedNameChars,
@@ -23,6 +25,7 @@ import {
   maxSummaryChars,
   maxTaskIdChars,
   maxTaskTextChars,
+  maxUnreportedTextChars,
   maxWireIdChars,
   maxAuditEntries,
   maxWorkerNameChars,
@@ -139,6 +142,8 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.correction",
   "task.audit_requested",
   "task.audit_view",
+  "task.activity",
+  "task.unreported",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -262,6 +267,40 @@ export const AuditViewPayload = Type.Object(
   strict,
 );
 export type AuditViewPayload = Static<typeof AuditViewPayload>;
+export const ActivityState = Type.Union([Type.Literal("running"), Type.Literal("idle"), Type.Literal("waiting"), Type.Literal("stuck")]);
+export type ActivityState = Static<typeof ActivityState>;
+/** What the worker's model has used so far in this Pi session (cost where the model reports it). */
+export const ActivityUsage = Type.Object(
+  {
+    turns: Type.Integer({ minimum: 0 }),
+    tokens: Type.Integer({ minimum: 0 }),
+    cost: Type.Optional(Type.Number({ minimum: 0 })),
+  },
+  strict,
+);
+export type ActivityUsage = Static<typeof ActivityUsage>;
+/**
+ * A worker's activity (never an event in the task's log: the origin keeps the newest as the task's
+ * state): running (its current tool and a short summary of the call), idle, waiting for an answer,
+ * or stuck; `since` when it entered that state.
+ */
+export const ActivityPayload = Type.Object(
+  {
+    ...intentIdField,
+    state: ActivityState,
+    tool: Type.Optional(Type.String({ minLength: 1, maxLength: maxActivityToolChars })),
+    summary: Type.Optional(Type.String({ maxLength: maxActivitySummaryChars })),
+    since: Millis,
+    usage: ActivityUsage,
+  },
+  strict,
+);
+export type ActivityPayload = Static<typeof ActivityPayload>;
+/** A worker's model ended its turns without reporting the task: what it last said, for the origin to decide. */
+export const UnreportedPayload = Type.Object(
+  { ...intentIdField, message: Type.String({ maxLength: maxUnreportedTextChars }), reminders: Type.Integer({ minimum: 0 }) },
+  strict,
+);
 /** What a worker's Pi did with a cancel: its turn aborted, it was already idle, or it was still busy after the grace period. */
 export const CancelOutcomePayload = Type.Object({ ...intentIdField, cancelEventId: Id, outcome: CancelOutcome }, strict);
 export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields }, strict);
@@ -364,6 +403,8 @@ export const ReceiverIntentType = Type.Union([
   Type.Literal("task.cancel_outcome"),
   Type.Literal("task.correction"),
   Type.Literal("task.audit_view"),
+  Type.Literal("task.activity"),
+  Type.Literal("task.unreported"),
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 

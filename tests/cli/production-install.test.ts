@@ -40,7 +40,7 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
   test("the install holds only the production dependencies: no dev or peer dependency, no bun", () => {
     const modules = dirname(installed);
     const names = readdirSync(modules).filter((name) => !name.startsWith("."));
-    expect(names.sort()).toEqual(["eventemitter3", "ky", "nanoid", "p-queue", "p-timeout", "pi-tasks"]);
+    expect(names.sort()).toEqual(["@opentelemetry", "eventemitter3", "ky", "nanoid", "p-queue", "p-timeout", "pi-tasks"]);
     for (const omitted of ["@sinclair/typebox", "typebox", "bun", "@earendil-works"])
       expect({ omitted, present: existsSync(join(modules, omitted)) }).toEqual({ omitted, present: false });
   });

@@ -239,7 +239,7 @@ describe("relay restart mid-task", () => {
       expect(String(notes[0]!.message)).toContain("1 task reconnecting with its peer");
     }
     expect(quiet).toEqual({ originRuns: 0, workerRuns: 0 });
-    expect(outageStatus).toMatch(/^tasks: relay (unreachable|state lost)/);
+    expect(outageStatus).toMatch(/^tasks: (unavailable \(RELAY_UNAVAILABLE\) on \w+ — relay unreachable|relay state lost)/);
     expect(statusAtEnd.origin).toMatch(/^tasks: restart-origin · /);
     expect(statusAtEnd.worker).toMatch(/^tasks: restart-worker · /);
   });

@@ -170,7 +170,19 @@ describe("the factory", () => {
       "agent_task_workers",
     ]);
     expect(handlers.sort()).toEqual(
-      ["/tasks", "agent_end", "agent_settled", "message_end", "session_shutdown", "session_start", "tool_call", "turn_end"].sort(),
+      [
+        "/tasks",
+        "agent_end",
+        "agent_settled",
+        "agent_start",
+        "message_end",
+        "session_shutdown",
+        "session_start",
+        "tool_call",
+        "tool_execution_end",
+        "tool_execution_start",
+        "turn_end",
+      ].sort(),
     );
     await Bun.sleep(100);
     expect(proxy.requests()).toEqual([]);

@@ -6,7 +6,15 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
-import { leaseDefaultMs, msPerSecond, orphanAfterMs, orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
+import {
+  activePollIntervalMs,
+  heartbeatIntervalMs,
+  heartbeatSilenceMs,
+  leaseDefaultMs,
+  msPerSecond,
+  orphanAfterMs,
+  orphanProbeIntervalMs,
+} from "../../src/protocol/limits.ts";
 
 const README = readFileSync(join(REPO_ROOT, "README.md"), "utf8").replace(/\s+/g, " ");
 
@@ -19,5 +27,12 @@ describe("README figures", () => {
       `within about ${worstSeconds} s (its lease lasts up to ${leaseDefaultMs / msPerSecond} s, then ${orphanAfterMs / msPerSecond}–${(orphanAfterMs + orphanProbeIntervalMs) / msPerSecond} s of probes`,
     );
     expect(README).not.toMatch(/orphaned` within about 15 s/);
+  });
+
+  test("a worker that reports is orphaned within its heartbeat silence plus one pass: the bound the README states", () => {
+    const worstSeconds = (heartbeatSilenceMs + activePollIntervalMs) / msPerSecond;
+    expect(README).toContain(
+      `orphaned\` within about ${worstSeconds} s (its reports, a heartbeat every ${heartbeatIntervalMs / msPerSecond} s, stop for ${heartbeatSilenceMs / msPerSecond} s;`,
+    );
   });
 });

@@ -7,7 +7,7 @@ import { thrown } from "../../kit/async.ts";
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {
     expect(Object.keys(TASK_EVENT_TYPES).sort()).toEqual([...TASK_EVENT_TYPE_NAMES].sort());
-    expect(TASK_EVENT_TYPE_NAMES.length).toBe(19);
+    expect(TASK_EVENT_TYPE_NAMES.length).toBe(21);
     for (const [type, row] of Object.entries(TASK_EVENT_TYPES)) expect(row.type).toBe(type as never);
   });
 
@@ -38,6 +38,8 @@ describe("TASK_EVENT_TYPES", () => {
       "task.correction": [true, null, true, false, true, true],
       "task.audit_requested": [false, null, false, false, false, false],
       "task.audit_view": [false, null, false, true, true, false],
+      "task.activity": [false, null, false, true, true, false],
+      "task.unreported": [true, null, false, true, true, true],
     });
     expect(isTerminalType("task.timed_out")).toBe(true);
     expect(isTerminalType("task.late_terminal")).toBe(false);

@@ -1,0 +1,180 @@
+/**
+ * What this Pi's model is doing, for the origins of the tasks it works on (src/core/activity.ts):
+ * the tracker follows Pi's events (a run starts, a tool starts and ends, a message ends with its
+ * usage, a turn ends, the agent settles), and the reporter sends the origin of every active task
+ * this session works on a snapshot — when the state changed (at most once per
+ * `activityReportMinIntervalMs`) and at least every `heartbeatIntervalMs` (the heartbeat that lets
+ * the origin tell a crashed worker within seconds). A report that cannot be sent is dropped: the
+ * next one carries the newer state. Timers are unref'd; `stop()` clears them.
+ */
+import type { ActivityReport } from "../../src/core/activity.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import {
+  activityReportMinIntervalMs,
+  heartbeatIntervalMs,
+  maxActivitySummaryChars,
+  maxActivityToolChars,
+  maxUnreportedTextChars,
+  stuckAfterMs,
+} from "../../src/protocol/limits.ts";
+import type { ActivityState } from "../../src/protocol/schemas.ts";
+
+export interface ActivityTracker {
+  runStarted(): void;
+  toolStarted(toolName: string, args: unknown): void;
+  toolEnded(): void;
+  /** A message ended: an assistant message adds its usage and becomes the last thing the model said. */
+  messageEnded(message: unknown): void;
+  turnEnded(): void;
+  /** The agent settled: idle, or waiting (for an answer or a sub-task). */
+  settled(waiting: boolean): void;
+  /** The report as of `now` (running with nothing new for `stuckAfterMs` reads `stuck`). */
+  snapshot(now: number): ActivityReport;
+  /** The model's last words (bounded), for a task it ended without reporting. */
+  lastText(): string;
+  /** Counts changes, so the reporter can tell whether something is new. */
+  version(): number;
+}
+
+/** A tool call in a few words: the command of `bash`, the path of a file tool, else its first text argument. */
+export function summarizeCall(args: unknown): string | undefined {
+  if (typeof args !== "object" || args === null) return undefined;
+  const record = args as Record<string, unknown>;
+  const preferred = [record.command, record.path, record.file_path, record.pattern, record.url];
+  const text = preferred.find((value) => typeof value === "string") ?? Object.values(record).find((value) => typeof value === "string");
+  if (typeof text !== "string") return undefined;
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length <= maxActivitySummaryChars ? flat : `${flat.slice(0, maxActivitySummaryChars - 1)}…`;
+}
+
+function assistantText(message: Record<string, unknown>): string {
+  const content = message.content;
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .filter((part): part is { type: "text"; text: string } => typeof part === "object" && part !== null && part.type === "text")
+    .map((part) => part.text)
+    .join("\n");
+}
+
+export function createActivityTracker(now: () => number): ActivityTracker {
+  let state: ActivityState = "idle";
+  let since = now();
+  let lastEventAt = since;
+  let tool: string | undefined;
+  let summary: string | undefined;
+  let turns = 0;
+  let tokens = 0;
+  let cost: number | undefined;
+  let last = "";
+  let changes = 0;
+  const enter = (next: ActivityState, nextTool?: string, nextSummary?: string) => {
+    if (next !== state || nextTool !== tool || nextSummary !== summary) since = now();
+    state = next;
+    tool = nextTool;
+    summary = nextSummary;
+    lastEventAt = now();
+    changes += 1;
+  };
+  return {
+    runStarted: () => enter("running"),
+    toolStarted: (toolName, args) => enter("running", toolName.slice(0, maxActivityToolChars), summarizeCall(args)),
+    toolEnded: () => enter("running"),
+    messageEnded(message) {
+      if (typeof message !== "object" || message === null || (message as { role?: unknown }).role !== "assistant") return;
+      const usage = (message as { usage?: { totalTokens?: unknown; cost?: { total?: unknown } } }).usage;
+      if (typeof usage?.totalTokens === "number") tokens += Math.max(0, Math.round(usage.totalTokens));
+      if (typeof usage?.cost?.total === "number" && usage.cost.total > 0) cost = (cost ?? 0) + usage.cost.total;
+      const text = assistantText(message as Record<string, unknown>).trim();
+      if (text !== "") last = text.slice(-maxUnreportedTextChars);
+      lastEventAt = now();
+      changes += 1;
+    },
+    turnEnded() {
+      turns += 1;
+      lastEventAt = now();
+      changes += 1;
+    },
+    settled: (waiting) => enter(waiting ? "waiting" : "idle"),
+    snapshot(at) {
+      const stuck = state === "running" && at - lastEventAt >= stuckAfterMs;
+      return {
+        state: stuck ? "stuck" : state,
+        ...(tool === undefined ? {} : { tool }),
+        ...(summary === undefined ? {} : { summary }),
+        since: stuck ? lastEventAt + stuckAfterMs : since,
+        usage: { turns, tokens, ...(cost === undefined ? {} : { cost: Math.round(cost * 1e6) / 1e6 }) },
+      };
+    },
+    lastText: () => last,
+    version: () => changes,
+  };
+}
+
+export interface ActivityReporterDeps {
+  readonly tracker: ActivityTracker;
+  /** The current core, if any (a stale or stopped lifetime gives none). */
+  readonly core: () => TaskCore | undefined;
+  readonly now: () => number;
+}
+
+export interface ActivityReporter {
+  /** Something changed: report soon (coalesced with other changes). */
+  changed(): void;
+  start(): void;
+  stop(): void;
+}
+
+/** Tasks this session works on (the worker side) that are still active. */
+function workingOn(core: TaskCore): string[] {
+  return core.activeTaskIds().filter((taskId) => core.findTask(taskId)?.role === "worker");
+}
+
+export function createActivityReporter(deps: ActivityReporterDeps): ActivityReporter {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let lastSentAt = Number.NEGATIVE_INFINITY;
+  let stopped = true;
+  // A change not yet in a sent snapshot: the next report is due a short interval after the last.
+  let dirty = false;
+
+  const report = async () => {
+    const core = deps.core();
+    if (core === undefined) return;
+    const taskIds = workingOn(core);
+    if (taskIds.length === 0) return;
+    lastSentAt = deps.now();
+    dirty = false;
+    const snapshot = deps.tracker.snapshot(lastSentAt);
+    // Best effort: a report that cannot be sent now is superseded by the next.
+    await Promise.allSettled(taskIds.map((taskId) => core.reportActivity(taskId, snapshot)));
+  };
+
+  const changeDelay = () => Math.max(0, lastSentAt + activityReportMinIntervalMs - deps.now());
+
+  const arm = (delayMs: number) => {
+    if (stopped) return;
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(() => {
+      timer = undefined;
+      void report().finally(() => arm(dirty ? changeDelay() : heartbeatIntervalMs));
+    }, delayMs);
+    timer.unref?.();
+  };
+
+  return {
+    changed() {
+      if (stopped) return;
+      dirty = true;
+      arm(changeDelay());
+    },
+    start() {
+      stopped = false;
+      arm(heartbeatIntervalMs);
+    },
+    stop() {
+      stopped = true;
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}

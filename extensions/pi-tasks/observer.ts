@@ -1,0 +1,65 @@
+/**
+ * Pi's agent events, as the tasks this session works on need them: the activity tracker and its
+ * reporter (activity.ts) and the reminders for an unreported task (reminders.ts). One observer per
+ * lifetime, fed by index.ts; nothing here throws into Pi (index.ts calls it quietly).
+ */
+import type { TaskCore } from "../../src/core/task-core.ts";
+import { createActivityReporter, createActivityTracker } from "./activity.ts";
+import type { PiMessage } from "./presenter.ts";
+import { createReminders } from "./reminders.ts";
+
+export interface AgentObserver {
+  runStarted(): void;
+  toolStarted(toolName: string, args: unknown): void;
+  toolEnded(): void;
+  messageEnded(message: unknown): void;
+  turnEnded(): void;
+  settled(): void;
+  start(): void;
+  stop(): void;
+}
+
+export interface AgentObserverDeps {
+  readonly core: () => TaskCore | undefined;
+  readonly now: () => number;
+  sendMessage(message: PiMessage, options: { triggerTurn?: boolean; deliverAs?: "steer" | "followUp" | "nextTurn" }): void;
+}
+
+/** The task a question call is about, when the call is one (the model may wait for its answer). */
+function questionOf(toolName: string, args: unknown): string | undefined {
+  if (toolName !== "agent_task_message" || typeof args !== "object" || args === null) return undefined;
+  const { type, taskId } = args as { type?: unknown; taskId?: unknown };
+  return type === "question" && typeof taskId === "string" ? taskId : undefined;
+}
+
+export function createAgentObserver(deps: AgentObserverDeps): AgentObserver {
+  const tracker = createActivityTracker(deps.now);
+  const reporter = createActivityReporter({ tracker, core: deps.core, now: deps.now });
+  const reminders = createReminders({ core: deps.core, sendMessage: deps.sendMessage, lastText: () => tracker.lastText() });
+  return {
+    runStarted() {
+      tracker.runStarted();
+      reminders.runStarted();
+      reporter.changed();
+    },
+    toolStarted(toolName, args) {
+      tracker.toolStarted(toolName, args);
+      const asked = questionOf(toolName, args);
+      if (asked !== undefined) reminders.asked(asked);
+      reporter.changed();
+    },
+    toolEnded() {
+      tracker.toolEnded();
+      reporter.changed();
+    },
+    messageEnded: (message) => tracker.messageEnded(message),
+    turnEnded: () => tracker.turnEnded(),
+    settled() {
+      tracker.settled(reminders.waiting());
+      reporter.changed();
+      reminders.settled();
+    },
+    start: () => reporter.start(),
+    stop: () => reporter.stop(),
+  };
+}

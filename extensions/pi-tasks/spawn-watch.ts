@@ -1,0 +1,61 @@
+/**
+ * Workers this Pi spawned to stop with it are known gone the moment their process exits: every
+ * `workerOwnerPollMs` the watch looks at this Pi's spawn records (src/cli/spawned.ts), and a
+ * worker whose holder process is gone, or whose record was removed (`agent_task_stop`), has its
+ * active tasks orphaned at once (`TaskCore.workerGone`) — no heartbeat or lease to wait for.
+ * Other workers are judged by their heartbeats and registrations (src/core/activity.ts, orphans.ts).
+ */
+import { isAlive, listSpawned } from "../../src/cli/spawned.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import type { Env } from "../../src/relay-client/config.ts";
+import { workerOwnerPollMs } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+
+export interface SpawnWatch {
+  start(): void;
+  stop(): void;
+}
+
+/** The registered workers this Pi spawned without keeping them, by session name, while their holder runs. */
+function ownLiveWorkers(env: Env): Map<string, TaskEndpoint> {
+  const live = new Map<string, TaskEndpoint>();
+  for (const worker of listSpawned(env)) {
+    if (worker.owner !== process.pid || worker.taskEndpoint === undefined || !isAlive(worker.pid)) continue;
+    live.set(worker.session, worker.taskEndpoint);
+  }
+  return live;
+}
+
+export function createSpawnWatch(env: Env, core: () => TaskCore | undefined): SpawnWatch {
+  let known = new Map<string, TaskEndpoint>();
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const check = () => {
+    const live = ownLiveWorkers(env);
+    const current = core();
+    for (const [session, endpoint] of known) {
+      if (live.has(session)) continue;
+      try {
+        current?.workerGone(endpoint);
+      } catch {
+        // The core closed meanwhile: nothing to orphan.
+      }
+    }
+    known = live;
+  };
+  return {
+    start() {
+      timer ??= setInterval(() => {
+        try {
+          check();
+        } catch {
+          // An unreadable spawn directory is the board's to report; the watch tries again.
+        }
+      }, workerOwnerPollMs);
+      timer.unref?.();
+    },
+    stop() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * The live workers widget (the interactive TUI shows it above the editor; RPC clients receive it as
+ * a `setWidget` request): one line per active task this session assigned whose worker reports its
+ * activity — who, what its model is doing now and for how long, what it used, when it was last
+ * heard. Rewritten in place after each pass; unchanged lines are not sent again; no line when no
+ * worker reports.
+ */
+import type { TaskView } from "../../src/core/task-core.ts";
+import { activityLine } from "./describe.ts";
+import { claimedName, oneLine } from "./quote.ts";
+
+export const WIDGET_KEY = "pi-tasks-workers";
+/** Characters of a task id the widget shows. */
+const SHORT_ID_CHARS = 8;
+
+export interface WidgetTarget {
+  setWidget?(key: string, lines: string[] | undefined): void;
+}
+
+/** The widget's lines for these tasks at `now` (empty when no worker reports). */
+export function workerWidgetLines(tasks: readonly TaskView[], now: number): string[] {
+  return tasks
+    .filter((task) => task.role === "origin" && task.status === "active" && task.activity !== undefined)
+    .map((task) => {
+      const peer = task.peer;
+      // A paired peer's name is ours; a claimed one is shown as a claim.
+      const who =
+        peer?.verified !== true
+          ? "worker"
+          : peer.peerName !== undefined
+            ? oneLine(peer.peerName)
+            : peer.claimedName !== undefined
+              ? claimedName(peer.claimedName)
+              : "worker";
+      return `${who} · task ${oneLine(task.taskId.slice(0, SHORT_ID_CHARS))}: ${activityLine(task.activity!, now)}`;
+    });
+}
+
+export interface WorkerWidget {
+  bind(target: WidgetTarget): void;
+  show(lines: readonly string[]): void;
+}
+
+export function createWorkerWidget(): WorkerWidget {
+  let target: WidgetTarget | undefined;
+  let last = "";
+  return {
+    bind(next) {
+      target = next;
+      last = "";
+    },
+    show(lines) {
+      const text = lines.join("\n");
+      if (text === last || target === undefined) return;
+      last = text;
+      try {
+        target.setWidget?.(WIDGET_KEY, lines.length === 0 ? undefined : [...lines]);
+      } catch {
+        // A stale Pi context throws after reload or replacement; the widget simply stops.
+      }
+    },
+  };
+}

@@ -1,0 +1,130 @@
+/**
+ * Worker activity and liveness (src/core/activity.ts) between two cores on the real relay: a
+ * worker's report reaches the origin's view as the task's state (never as an event in its log); a
+ * worker that reported and then fell silent is orphaned after `heartbeatSilenceMs`, a report ends
+ * the orphan; a worker known gone (its process exited) is orphaned at once; reports go only where
+ * they may.
+ */
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import type { ActivityReport } from "../../src/core/activity.ts";
+import { heartbeatSilenceMs } from "../../src/protocol/limits.ts";
+import { settle } from "../../kit/drain.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { eventsOf } from "../helpers/core-kit.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
+
+setDefaultTimeout(15_000);
+
+const fx = useRelayFixture({ proxy: false });
+const opened: Party[] = [];
+afterEach(() => closeParties(opened.splice(0)));
+
+/** A wall clock the test moves (the origin judges silence by it). */
+function movableClock(): { now: () => number; advance: (ms: number) => void } {
+  let offset = 0;
+  return { now: () => Date.now() + offset, advance: (ms) => void (offset += ms) };
+}
+
+async function pair(originClock?: () => number): Promise<{ origin: Party; worker: Party; taskId: string; round: () => Promise<number> }> {
+  const origin = await createParty({ url: fx.relay.url, ...(originClock === undefined ? {} : { clock: originClock }) });
+  const worker = await createParty({ url: fx.relay.url });
+  opened.push(origin, worker);
+  await introduce(origin.core, worker.core);
+  const created = await origin.core.createTask({ to: worker.core.endpoint()!, task: "count the files" });
+  await settle([origin, worker]);
+  return { origin, worker, taskId: created.taskId, round: () => settle([origin, worker]) };
+}
+
+const running: ActivityReport = {
+  state: "running",
+  tool: "bash",
+  summary: "ls -la",
+  since: Date.now(),
+  usage: { turns: 2, tokens: 1_234, cost: 0.01 },
+};
+
+describe("worker activity", () => {
+  test("a report reaches the origin's view as the task's state, and adds nothing to its log", async () => {
+    const { origin, worker, taskId, round } = await pair();
+    expect(await worker.core.reportActivity(taskId, running)).toBe(true);
+    await round();
+    const view = origin.core.getTask(taskId);
+    expect(view.activity).toMatchObject({
+      state: "running",
+      tool: "bash",
+      summary: "ls -la",
+      usage: { turns: 2, tokens: 1_234, cost: 0.01 },
+    });
+    expect(view.activity!.heardAt).toBeGreaterThan(0);
+    // Never an event in the log (only receipts and the assignment's own events are there).
+    expect(view.events.map((event) => event.type).filter((type) => type !== "task.delivery_receipt")).toEqual(["task.created"]);
+    // A newer report replaces it; an older one changes nothing.
+    await worker.core.reportActivity(taskId, {
+      ...running,
+      state: "idle",
+      tool: undefined,
+      summary: undefined,
+      since: running.since + 5,
+    } as never);
+    await round();
+    expect(origin.core.getTask(taskId).activity?.state).toBe("idle");
+    await worker.core.reportActivity(taskId, { ...running, since: running.since - 1 });
+    await round();
+    expect(origin.core.getTask(taskId).activity?.state).toBe("idle");
+  });
+
+  test("reports go only from the worker of an active task: the origin, and a worker whose task ended, send nothing", async () => {
+    const { origin, worker, taskId, round } = await pair();
+    expect(await origin.core.reportActivity(taskId, running)).toBe("not_working");
+    await worker.core.done({ taskId, status: "completed", summary: "done" });
+    await round();
+    expect(await worker.core.reportActivity(taskId, running)).toBe("not_working");
+    expect(origin.core.getTask(taskId).activity).toBeUndefined();
+  });
+
+  test("an invalid report is refused by the origin and records nothing", async () => {
+    const { origin, worker, taskId, round } = await pair();
+    await worker.core.reportActivity(taskId, { ...running, tool: "x".repeat(65) });
+    await round();
+    expect(origin.core.getTask(taskId).activity).toBeUndefined();
+    expect(origin.core.rejections().INVALID_INTENT).toBe(1);
+  });
+});
+
+describe("liveness", () => {
+  test("a worker that reported and then fell silent is orphaned after heartbeatSilenceMs; its next report ends the orphan", async () => {
+    const clock = movableClock();
+    const { origin, worker, taskId, round } = await pair(clock.now);
+    await worker.core.reportActivity(taskId, running);
+    await round();
+    clock.advance(heartbeatSilenceMs - 1_000);
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).attention).toBeUndefined();
+    clock.advance(1_000);
+    await origin.core.refresh();
+    const orphaned = origin.core.getTask(taskId);
+    expect(orphaned.attention).toBe("orphaned");
+    expect(eventsOf(orphaned, "task.orphaned")).toHaveLength(1);
+    // Alive after all (e.g. its network came back): the orphan ends.
+    await worker.core.reportActivity(taskId, { ...running, since: running.since + 1 });
+    await round();
+    expect(origin.core.getTask(taskId).attention).toBeUndefined();
+  });
+
+  test("a worker that never reported is not judged by silence", async () => {
+    const clock = movableClock();
+    const { origin, taskId } = await pair(clock.now);
+    clock.advance(heartbeatSilenceMs * 2);
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).attention).toBeUndefined();
+  });
+
+  test("a worker known gone (the process this Pi spawned exited) orphans its active tasks at once", async () => {
+    const { origin, worker, taskId } = await pair();
+    expect(origin.core.workerGone(worker.core.endpoint()!)).toBe(1);
+    expect(origin.core.getTask(taskId).attention).toBe("orphaned");
+    // Once is enough.
+    expect(origin.core.workerGone(worker.core.endpoint()!)).toBe(0);
+  });
+});

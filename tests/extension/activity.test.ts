@@ -1,0 +1,148 @@
+/**
+ * The worker side of activity and reminders, without Pi: what the tracker makes of Pi's events,
+ * and when the reminders remind the model or tell the origin (extensions/pi-tasks/activity.ts,
+ * reminders.ts). The real-Pi proof is tests/e2e/activity.test.ts.
+ */
+import { describe, expect, test } from "bun:test";
+import { createActivityTracker, summarizeCall } from "../../extensions/pi-tasks/activity.ts";
+import { createReminders, REMINDER_MESSAGE } from "../../extensions/pi-tasks/reminders.ts";
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { maxActivitySummaryChars, maxDoneReminders, stuckAfterMs } from "../../src/protocol/limits.ts";
+import { taskView } from "../helpers/extension-fakes.ts";
+
+describe("the activity tracker", () => {
+  test("a tool call reads as running that tool with a one-line summary; its end as running; settling as idle or waiting", () => {
+    let now = 1_000;
+    const tracker = createActivityTracker(() => now);
+    tracker.runStarted();
+    expect(tracker.snapshot(now)).toMatchObject({ state: "running", since: 1_000 });
+    now = 1_500;
+    tracker.toolStarted("bash", { command: "ls\n  -la" });
+    expect(tracker.snapshot(now)).toMatchObject({ state: "running", tool: "bash", summary: "ls -la", since: 1_500 });
+    tracker.toolEnded();
+    expect(tracker.snapshot(now).tool).toBeUndefined();
+    tracker.settled(true);
+    expect(tracker.snapshot(now).state).toBe("waiting");
+    tracker.settled(false);
+    expect(tracker.snapshot(now).state).toBe("idle");
+  });
+
+  test("usage adds up assistant messages only; the last words are the last assistant text", () => {
+    const tracker = createActivityTracker(() => 0);
+    tracker.messageEnded({
+      role: "assistant",
+      content: [{ type: "text", text: "first" }],
+      usage: { totalTokens: 100, cost: { total: 0.01 } },
+    });
+    tracker.messageEnded({ role: "user", content: "ignored", usage: { totalTokens: 999 } });
+    tracker.messageEnded({
+      role: "assistant",
+      content: [{ type: "text", text: "second" }],
+      usage: { totalTokens: 50, cost: { total: 0.02 } },
+    });
+    tracker.turnEnded();
+    expect(tracker.snapshot(0).usage).toEqual({ turns: 1, tokens: 150, cost: 0.03 });
+    expect(tracker.lastText()).toBe("second");
+  });
+
+  test("running with nothing new for stuckAfterMs reads stuck, and not a moment before", () => {
+    const tracker = createActivityTracker(() => 0);
+    tracker.runStarted();
+    expect(tracker.snapshot(stuckAfterMs - 1).state).toBe("running");
+    expect(tracker.snapshot(stuckAfterMs).state).toBe("stuck");
+  });
+
+  test("a summary is bounded at maxActivitySummaryChars; a call without text has none", () => {
+    expect(summarizeCall({ command: "x".repeat(maxActivitySummaryChars) })).toHaveLength(maxActivitySummaryChars);
+    expect(summarizeCall({ command: "x".repeat(maxActivitySummaryChars + 1) })).toHaveLength(maxActivitySummaryChars);
+    expect(summarizeCall({ count: 3 })).toBeUndefined();
+  });
+});
+
+/** A core holding these tasks; reportUnreported calls are recorded. */
+function fakeCore(tasks: TaskView[]) {
+  const told: { taskId: string; message: string; reminders: number }[] = [];
+  const core = {
+    activeTaskIds: () => tasks.filter((task) => task.status === "active").map((task) => task.taskId),
+    findTask: (taskId: string) => tasks.find((task) => task.taskId === taskId),
+    listTasks: () => tasks,
+    reportUnreported: async (taskId: string, report: { message: string; reminders: number }) => {
+      told.push({ taskId, ...report });
+      return {} as never;
+    },
+  } as unknown as TaskCore;
+  return { core, told };
+}
+
+function reminders(tasks: TaskView[]) {
+  const { core, told } = fakeCore(tasks);
+  const sent: { customType: string; content: string }[] = [];
+  const module = createReminders({ core: () => core, sendMessage: (message) => sent.push(message), lastText: () => "the last words" });
+  return { module, sent, told };
+}
+
+describe("reminders", () => {
+  test("a task its model worked on and did not report: reminded once, then the origin is told with the last words", async () => {
+    const task = taskView({ role: "worker" });
+    const { module, sent, told } = reminders([task]);
+    module.runStarted();
+    module.settled();
+    expect(sent.map((message) => message.customType)).toEqual([REMINDER_MESSAGE]);
+    expect(sent[0]!.content).toContain(`agent_task_done`);
+    expect(sent[0]!.content).toContain(task.taskId);
+    module.runStarted();
+    module.settled();
+    expect(sent).toHaveLength(maxDoneReminders);
+    expect(told).toEqual([{ taskId: task.taskId, message: "the last words", reminders: maxDoneReminders }]);
+    // Once told, never again.
+    module.runStarted();
+    module.settled();
+    expect(told).toHaveLength(1);
+  });
+
+  test("an assignment that arrived during another run waits for a run of its own", () => {
+    const task = taskView({ role: "worker" });
+    const { module, sent } = reminders([task]);
+    module.settled();
+    expect(sent).toEqual([]);
+  });
+
+  test("waiting is not forgetting: an open question of its own, a question just asked, a task delegated onward", () => {
+    const asked = taskView({ role: "worker", events: [{ type: "task.question", payload: { message: "?", intentId: "i-1" } }] });
+    const { module, sent } = reminders([asked]);
+    module.runStarted();
+    module.settled();
+    expect(sent).toEqual([]);
+
+    const plain = taskView({ role: "worker" });
+    const second = reminders([plain]);
+    second.module.runStarted();
+    second.module.asked(plain.taskId);
+    second.module.settled();
+    expect(second.sent).toEqual([]);
+
+    const parent = taskView({ role: "worker" });
+    const child = {
+      ...taskView({ role: "origin" }),
+      taskId: "child",
+      lineage: { rootTaskId: parent.taskId, parentTaskId: parent.taskId, depth: 2 },
+    };
+    const third = reminders([parent, child as TaskView]);
+    third.module.runStarted();
+    third.module.settled();
+    expect(third.sent).toEqual([]);
+  });
+
+  test("a reported task (its result submitted) and the origin's own tasks are never reminded", () => {
+    const done = taskView({
+      role: "worker",
+      terminalDelivery: { state: "pending", intentId: "i", intentType: "task.completed", envelopeId: "e", origin: { relay: "r", id: "o" } },
+    });
+    const mine = taskView({ role: "origin" });
+    const { module, sent, told } = reminders([done, mine]);
+    module.runStarted();
+    module.settled();
+    expect(sent).toEqual([]);
+    expect(told).toEqual([]);
+  });
+});
