@@ -33,6 +33,8 @@ export interface PartyOptions {
   readonly trust?: TrustOptions;
   /** The delegation depth cap (default the core's). */
   readonly maxDepth?: number;
+  /** See TaskCoreOptions.maxActiveTasks. */
+  readonly maxActiveTasks?: number;
 }
 
 let serial = 0;
@@ -57,6 +59,7 @@ export async function createParty(options: PartyOptions): Promise<Party> {
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.trust === undefined ? {} : { trust: options.trust }),
     ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+    ...(options.maxActiveTasks === undefined ? {} : { maxActiveTasks: options.maxActiveTasks }),
   });
   if (options.connect !== false) await core.connect();
   return { name, core, host };

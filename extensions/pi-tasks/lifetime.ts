@@ -10,6 +10,7 @@ import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } 
 import type { PassReport } from "../../src/core/pass.ts";
 import type { TrustOptions } from "../../src/core/trust.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
+import { maxActiveOriginTasks } from "../../src/protocol/limits.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
 import { failureLabel, healthyLabel } from "./footer.ts";
@@ -29,6 +30,10 @@ export const CANCEL_ABORTS_VARIABLE = "PI_TASKS_CANCEL_ABORTS";
 export const AUTO_REASSIGN_VARIABLE = "PI_TASKS_AUTO_REASSIGN";
 /** `PI_TASKS_MAX_DEPTH=2`: no onward delegation from this Pi's tasks (it lowers the cap of 3, never raises it). */
 export const MAX_DEPTH_VARIABLE = "PI_TASKS_MAX_DEPTH";
+/** `PI_TASKS_MAX_ACTIVE_TASKS=4`: the fan-out cap of this Pi's session (it lowers `maxActiveOriginTasks`, never raises it). */
+export const MAX_ACTIVE_TASKS_VARIABLE = "PI_TASKS_MAX_ACTIVE_TASKS";
+/** `PI_TASKS_MAX_WORKERS=2`: the most workers this Pi may run spawned at once (it lowers `maxSpawnedWorkers`, never raises it). */
+export const MAX_WORKERS_VARIABLE = "PI_TASKS_MAX_WORKERS";
 
 /** Who this session is on which relay (for the footer, `/tasks` and the spawn tool). */
 export interface SessionInfo {
@@ -97,9 +102,9 @@ function safe(fn: () => void): void {
   }
 }
 
-/** The configured depth cap (checked by the core: INVALID_CONFIGURATION above 3 or below 2). */
-function configuredDepth(env: Env): number | undefined {
-  const text = env[MAX_DEPTH_VARIABLE]?.trim();
+/** A number the person set in the environment (checked where it is used: INVALID_CONFIGURATION outside its range). */
+export function configuredNumber(env: Env, variable: string): number | undefined {
+  const text = env[variable]?.trim();
   return text === undefined || text === "" ? undefined : Number(text);
 }
 
@@ -159,11 +164,14 @@ function recoveryNotice(recovered: RecoveryInfo): string {
 
 function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hooks: PartHooks): ConfiguredTaskCore {
   const { relay, session, startProblem } = found;
-  const depth = configuredDepth(deps.env);
+  const depth = configuredNumber(deps.env, MAX_DEPTH_VARIABLE);
+  const fanOut = configuredNumber(deps.env, MAX_ACTIVE_TASKS_VARIABLE);
   return (deps.createCore ?? createConfiguredTaskCore)({
     trust: found.trust,
     autoReassign: deps.env[AUTO_REASSIGN_VARIABLE] === "1",
     ...(depth === undefined ? {} : { maxDepth: depth }),
+    // A Pi session is capped by default (a model can fan out without end); the person may lower it.
+    maxActiveTasks: fanOut ?? maxActiveOriginTasks,
     env: deps.env,
     callerSession: session.name,
     url: relay.url,

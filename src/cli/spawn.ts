@@ -44,6 +44,8 @@ export interface SpawnOptions {
   readonly readinessTimeoutMs?: number;
   /** The pid of the Pi this worker stops with (absent: it runs until stopped). */
   readonly owner?: number;
+  /** The pid of the Pi that spawns it (recorded; the fan-out cap counts its workers). */
+  readonly spawner?: number;
   /** Check that Pi knows `model` (default true; the origin's own model needs no check). */
   readonly checkModel?: boolean;
   readonly env: Record<string, string | undefined>;
@@ -211,6 +213,7 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   // The holder's command line is visible to every local user (ps): only the command and the log
   // travel there; the environment (which may hold a JWT secret) is the holder's own, passed on to Pi.
   const owner = options.owner === undefined ? {} : { owner: options.owner };
+  const spawner = options.spawner === undefined ? {} : { spawner: options.spawner };
   const hostConfig: HostConfig = { command: [...piCommand(options.env), ...piRpcArgs(launch)], log, ...owner };
   const runtime = ownRuntime(options.env);
   const started = await startHolder(runtime.command, hostConfig, projectDir, { ...env, ...runtime.env });
@@ -222,7 +225,16 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
     });
   }
   const pid = started.pid;
-  saveSpawned(options.env, { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), ...owner });
+  saveSpawned(options.env, {
+    session: options.name,
+    pid,
+    projectDir,
+    relay,
+    log,
+    createdAt: new Date().toISOString(),
+    ...owner,
+    ...spawner,
+  });
   try {
     const endpoint = await awaitRegistration(transport, options.name, readinessTimeoutMs, () => isAlive(pid));
     if (endpoint !== undefined) {
@@ -235,6 +247,7 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
         createdAt: new Date().toISOString(),
         taskEndpoint: endpoint,
         ...owner,
+        ...spawner,
       });
       return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir, ...owner };
     }

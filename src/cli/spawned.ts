@@ -21,6 +21,8 @@ export interface SpawnedWorker {
   readonly taskEndpoint?: TaskEndpoint;
   /** The pid of the Pi it stops with; absent when it was kept (or spawned from the shell). */
   readonly owner?: number;
+  /** The pid of the Pi that spawned it, kept or not (absent when spawned from the shell). */
+  readonly spawner?: number;
 }
 
 export const stateDir = piTasksHome;

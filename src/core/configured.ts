@@ -42,6 +42,8 @@ export interface ConfiguredTaskCoreOptions {
   readonly autoReassign?: boolean;
   /** See TaskCoreOptions.maxDepth. */
   readonly maxDepth?: number;
+  /** See TaskCoreOptions.maxActiveTasks. */
+  readonly maxActiveTasks?: number;
 }
 
 export interface RecoveryInfo {
@@ -187,6 +189,7 @@ export function createConfiguredTaskCore(options: ConfiguredTaskCoreOptions = {}
     ...(options.trust === undefined ? {} : { trust: options.trust }),
     ...(options.autoReassign === undefined ? {} : { autoReassign: options.autoReassign }),
     ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+    ...(options.maxActiveTasks === undefined ? {} : { maxActiveTasks: options.maxActiveTasks }),
   });
   const recovery = createLossRecovery(session, core, options.onRecovered);
   let closed = false;

@@ -29,6 +29,8 @@ export interface CoreSettings {
   readonly autoReassign: boolean;
   /** The most sessions a delegation chain may hold (sending and receiving; see lineage.ts). */
   readonly maxDepth: number;
+  /** The most tasks this core may hold active as their origin (the fan-out cap; none when unset). */
+  readonly maxActiveTasks?: number;
 }
 
 export interface CoreContext {

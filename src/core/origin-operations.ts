@@ -62,8 +62,11 @@ export async function createTask(
   const { store } = context;
   if (sameEndpoint(params.to, self))
     throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
+  const cap = context.settings.maxActiveTasks;
+  const active = cap === undefined ? 0 : store.activeTaskIds("origin").length;
+  if (cap !== undefined && active >= cap) throw new TaskError("FANOUT_LIMIT", { details: { active, maxActiveTasks: cap } });
   const taskId = crypto.randomUUID();
-  // Refused here (cycle, depth) means no relay request, nothing created or sent.
+  // Refused here (cycle, depth, fan-out) means no relay request, nothing created or sent.
   const lineage = lineageFor(context, self, params.to, taskId, options.lineage);
   // One round trip: the send's own target check is the resolve. Accepted → the task exists; refused
   // for good → it is forgotten (no task); an uncertain outcome keeps it, its assignment pending.

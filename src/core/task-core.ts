@@ -11,7 +11,7 @@
  * internals; tests and benchmarks that must look inside use `coreInternals(core)`.
  */
 import { TaskError } from "../protocol/errors.ts";
-import { maxDelegationDepth, progressMinIntervalMs } from "../protocol/limits.ts";
+import { maxActiveOriginTasks, maxDelegationDepth, progressMinIntervalMs } from "../protocol/limits.ts";
 import { AckParams, CancelParams, DoneParams, MessageParams, SendParams, type TaskEndpoint, type TaskRecord } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import type { VolatileTaskSession } from "../relay-client/session.ts";
@@ -86,6 +86,11 @@ export interface TaskCoreOptions {
    * up to `maxDelegationDepth` (3), the default. Configuration lowers it, never raises it.
    */
   readonly maxDepth?: number;
+  /**
+   * The most tasks this core may hold active as their origin: 1 up to `maxActiveOriginTasks`
+   * (default: no cap — the Pi extension applies `maxActiveOriginTasks` unless the person lowers it).
+   */
+  readonly maxActiveTasks?: number;
 }
 
 export interface TaskCore {
@@ -250,7 +255,13 @@ export function createCoreContext(options: TaskCoreOptions): CoreContext {
     timers,
     host: options.host ?? absentHost,
     requestRefresh: () => options.onRefreshRequested?.(),
-    settings: { autoReassign: options.autoReassign === true, maxDepth: depthCap(options.maxDepth) },
+    settings: {
+      autoReassign: options.autoReassign === true,
+      maxDepth: lowered(options.maxDepth, maxDelegationDepth, ROOT_DEPTH, "the delegation depth cap", "maxDepth"),
+      ...(options.maxActiveTasks === undefined
+        ? {}
+        : { maxActiveTasks: lowered(options.maxActiveTasks, maxActiveOriginTasks, 1, "the fan-out cap", "maxActiveTasks") }),
+    },
     lifetime: createLifetime(),
     health: createRelayHealth(timers),
     sends: createSendRegistry(),
@@ -261,13 +272,13 @@ export function createCoreContext(options: TaskCoreOptions): CoreContext {
   };
 }
 
-/** The configured depth cap, checked: a whole number from 2 to `maxDelegationDepth`. */
-function depthCap(value: number | undefined): number {
-  if (value === undefined) return maxDelegationDepth;
-  if (!Number.isInteger(value) || value < ROOT_DEPTH || value > maxDelegationDepth) {
+/** A setting that may only lower a limit: a whole number from `min` to the limit, else `INVALID_CONFIGURATION`. */
+function lowered(value: number | undefined, limit: number, min: number, what: string, key: string): number {
+  if (value === undefined) return limit;
+  if (!Number.isInteger(value) || value < min || value > limit) {
     throw new TaskError("INVALID_CONFIGURATION", {
-      message: `the delegation depth cap must be a whole number from ${ROOT_DEPTH} to ${maxDelegationDepth} (it may only be lowered)`,
-      details: { maxDepth: value },
+      message: `${what} must be a whole number from ${min} to ${limit} (it may only be lowered)`,
+      details: { [key]: value },
     });
   }
   return value;

@@ -158,6 +158,14 @@ export const ERROR_REGISTRY = Object.freeze({
     "refused",
     "This session works on several tasks, so a new task has no single parent: finish or hand back all but one of them first (agent_task_done), then delegate; nothing was created.",
   ),
+  FANOUT_LIMIT: spec(
+    "refused",
+    "This session already holds as many active tasks as it may (the fan-out cap): wait for one to end, or cancel one, then delegate; nothing was created.",
+  ),
+  SPAWN_LIMIT: spec(
+    "refused",
+    "This Pi already runs as many spawned workers as it may: send work to one of them, or stop one with agent_task_stop first; nothing was started.",
+  ),
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
   TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),

@@ -327,6 +327,16 @@ export const maxProgressChars = 1_200;
 export const cancelAbortGraceMs = 5_000;
 /** During that grace period, how often the worker's idleness is checked. */
 export const cancelIdlePollMs = 50;
+/**
+ * The most tasks one session may hold active as their origin at once: a fan-out cap against runaway
+ * delegation (`FANOUT_LIMIT`). The person may set a lower one (`PI_TASKS_MAX_ACTIVE_TASKS`), never a higher.
+ */
+export const maxActiveOriginTasks = 16;
+/**
+ * The most workers one Pi may have spawned and running at once (`SPAWN_LIMIT`). The person may set a
+ * lower number (`PI_TASKS_MAX_WORKERS`), never a higher.
+ */
+export const maxSpawnedWorkers = 6;
 /** Most task ids one `agent_task_wait` call waits on. */
 export const maxWaitTasks = 32;
 

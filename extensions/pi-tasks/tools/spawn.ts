@@ -1,18 +1,42 @@
 /**
  * `agent_task_spawn`: start a dedicated worker Pi (a task worker on this session's relay) and
  * return its `taskEndpoint`, ready for `agent_task_send`. Coordinators only: the worker gate
- * forbids it to workers. The worker runs the origin's model unless another is named.
+ * forbids it to workers. The worker runs the origin's model unless another is named. At most
+ * `maxSpawnedWorkers` (or the person's lower `PI_TASKS_MAX_WORKERS`) run spawned by one Pi.
  */
 import { isAbsolute, resolve } from "node:path";
 import { spawnWorker } from "../../../src/cli/spawn.ts";
+import { isAlive, listSpawned } from "../../../src/cli/spawned.ts";
+import { maxSpawnedWorkers } from "../../../src/protocol/limits.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { piTasksHome } from "../../../src/relay-client/config.ts";
+import { type Env, piTasksHome } from "../../../src/relay-client/config.ts";
+import { configuredNumber, MAX_WORKERS_VARIABLE } from "../lifetime.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 /** Test and demo only: a scripted-model scenario module for spawned workers (absolute path). */
 export const WORKER_SCRIPT_ENV = "PI_TASKS_WORKER_SCRIPT";
+
+/** The most workers this Pi may run spawned at once: `maxSpawnedWorkers`, or the lower number the person set. */
+function spawnCap(env: Env): number {
+  const set = configuredNumber(env, MAX_WORKERS_VARIABLE);
+  if (set === undefined) return maxSpawnedWorkers;
+  if (!Number.isInteger(set) || set < 1 || set > maxSpawnedWorkers) {
+    throw new TaskError("INVALID_CONFIGURATION", {
+      message: `${MAX_WORKERS_VARIABLE} must be a whole number from 1 to ${maxSpawnedWorkers} (it may only be lowered)`,
+      details: { [MAX_WORKERS_VARIABLE]: env[MAX_WORKERS_VARIABLE] },
+    });
+  }
+  return set;
+}
+
+/** Refuses another spawn while this Pi runs as many spawned workers as it may (`SPAWN_LIMIT`); nothing starts. */
+function checkSpawnCap(env: Env): void {
+  const running = listSpawned(env).filter((worker) => (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid)).length;
+  const cap = spawnCap(env);
+  if (running >= cap) throw new TaskError("SPAWN_LIMIT", { details: { running, maxWorkers: cap } });
+}
 
 export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_spawn> {
   return {
@@ -42,12 +66,14 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
           : ownModel !== undefined
             ? { model: ownModel, checkModel: false }
             : {};
+      checkSpawnCap(info.env);
       const worker = await spawnWorker({
         name: input.name,
         projectDir,
         relay: info.relay.url,
         env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
         ...(input.keep === true ? {} : { owner: process.pid }),
+        spawner: process.pid,
         ...launch,
       });
       deps.rememberPeer(worker.session, worker.taskEndpoint);
