@@ -10,6 +10,8 @@
  * - lifetime.ts   what a lifetime is made of: session name, relay (embedded when none runs),
  *                 configured core, presenter, scheduler, mail watch; its start and close
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
+ * - grants.ts     the person's default grant for sent tasks; every call checked against the grants
+ *                 of the tasks this session works on; budgets.ts ends a task whose budget ran out
  * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)
  * - observer.ts   Pi's agent events for the tasks this session works on: activity.ts (what the
  *                 model is doing, reported to the origin; the heartbeat), reminders.ts (a task
@@ -149,8 +151,8 @@ export default function piTasks(pi: ExtensionAPI): void {
       life.observer()?.messageEnded(event.message);
     }),
   );
-  pi.on("tool_call", (event) => {
-    const verdict = gate.check(event.toolName, event.input);
+  pi.on("tool_call", (event, ctx) => {
+    const verdict = gate.check(event.toolName, event.input) ?? life.checkGrant(event.toolName, event.input, ctx.cwd);
     return verdict === undefined ? undefined : { block: true, reason: verdict.reason };
   });
 }

@@ -12,6 +12,7 @@ import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import type { Env } from "../../src/relay-client/config.ts";
 import { createStatusLine, failureLabel, STARTING_LABEL } from "./footer.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
+import { grantVerdict } from "./grants.ts";
 import type { AgentObserver } from "./observer.ts";
 import { createWorkerWidget, workerWidgetLines } from "./widget.ts";
 import type { PiPresenter, PresenterDeps } from "./presenter.ts";
@@ -61,6 +62,8 @@ export interface Lifecycle {
   info(): SessionInfo | undefined;
   presenter(): PiPresenter | undefined;
   onMessageEnd(message: unknown): void;
+  /** A block reason when a model's tool call is outside the grant of a task this session works on (fail-closed). */
+  checkGrant(toolName: string, input: unknown, cwd: string): { readonly code: string; readonly reason: string } | undefined;
   /** Pi's agent events for the tasks this session works on (activity, reminders), while a lifetime runs. */
   observer(): AgentObserver | undefined;
   /** Re-renders the footer (after something changed outside a pass). */
@@ -146,6 +149,13 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       running?.presenter.onMessageEnd(message);
     },
     observer: () => running?.observer,
+    checkGrant(toolName, input, cwd) {
+      try {
+        return grantVerdict(running?.configured.current(), toolName, input, cwd);
+      } catch {
+        return { code: "PI_TASK_GRANT_DENIED", reason: "PI_TASK_GRANT_DENIED: the grant of this session's task could not be checked." };
+      }
+    },
     refreshFooter: footer,
   };
 }

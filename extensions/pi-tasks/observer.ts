@@ -1,10 +1,12 @@
 /**
  * Pi's agent events, as the tasks this session works on need them: the activity tracker and its
- * reporter (activity.ts) and the reminders for an unreported task (reminders.ts). One observer per
+ * reporter (activity.ts), the reminders for an unreported task (reminders.ts) and the budgets of
+ * granted tasks (budgets.ts). One observer per
  * lifetime, fed by index.ts; nothing here throws into Pi (index.ts calls it quietly).
  */
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { createActivityReporter, createActivityTracker } from "./activity.ts";
+import { createBudgets } from "./budgets.ts";
 import type { PiMessage } from "./presenter.ts";
 import { createReminders } from "./reminders.ts";
 
@@ -36,6 +38,7 @@ export function createAgentObserver(deps: AgentObserverDeps): AgentObserver {
   const tracker = createActivityTracker(deps.now);
   const reporter = createActivityReporter({ tracker, core: deps.core, now: deps.now });
   const reminders = createReminders({ core: deps.core, sendMessage: deps.sendMessage, lastText: () => tracker.lastText() });
+  const budgets = createBudgets({ core: deps.core, now: deps.now });
   return {
     runStarted() {
       tracker.runStarted();
@@ -52,14 +55,26 @@ export function createAgentObserver(deps: AgentObserverDeps): AgentObserver {
       tracker.toolEnded();
       reporter.changed();
     },
-    messageEnded: (message) => tracker.messageEnded(message),
-    turnEnded: () => tracker.turnEnded(),
+    messageEnded(message) {
+      tracker.messageEnded(message);
+      budgets.messageEnded(message);
+    },
+    turnEnded() {
+      tracker.turnEnded();
+      budgets.turnEnded();
+    },
     settled() {
       tracker.settled(reminders.waiting());
       reporter.changed();
       reminders.settled();
     },
-    start: () => reporter.start(),
-    stop: () => reporter.stop(),
+    start() {
+      reporter.start();
+      budgets.start();
+    },
+    stop() {
+      reporter.stop();
+      budgets.stop();
+    },
   };
 }

@@ -6,9 +6,11 @@
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
+import { narrowGrant } from "../protocol/grant.ts";
 import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
 import type {
   CancelParams,
+  Grant,
   MessageParams,
   SendParams,
   TaskEndpoint,
@@ -52,6 +54,14 @@ function discardRefused(context: CoreContext, taskId: string, envelopeId: string
   });
 }
 
+/** The grant a new task carries: the one asked for, narrowed to its parent task's (a sub-delegation never widens). */
+function grantField(context: CoreContext, lineage: TaskRecord["lineage"], requested: Grant | undefined): { grant?: Grant } {
+  const parentId = lineage?.parentTaskId;
+  const parent = parentId === undefined ? undefined : context.store.getStoredTask(parentId)?.record.grant;
+  const grant = narrowGrant(requested, parent);
+  return grant === undefined ? {} : { grant };
+}
+
 export async function createTask(
   context: CoreContext,
   self: TaskEndpoint,
@@ -82,6 +92,7 @@ export async function createTask(
     expiresAt: createdAt + (params.timeoutMs ?? taskTimeoutDefaultMs),
     status: "active",
     lineage,
+    ...grantField(context, lineage, options.grant),
   };
   const created = makeEvent(task, "task.created", "1", createdAt, { task: task.task });
   const envelopeId = store.transaction(() => {

@@ -13,7 +13,9 @@ import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxPeerProbesPerPass, orphanAfterMs } from "../protocol/limits.ts";
 import type { StoredTask } from "../store/task-store.ts";
+import { latestAssignment } from "../protocol/events.ts";
 import { orphan } from "./activity.ts";
+import { OPERATION } from "./bookkeeping.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { reassignTask } from "./reassign.ts";
 import type { WorkScope } from "./scope.ts";
@@ -29,6 +31,8 @@ function due(context: CoreContext): Map<string, StoredTask[]> {
   for (const taskId of store.activeTaskIds("origin")) {
     if (context.search.mayBeLooking(taskId) && store.getTaskMeta(taskId)?.reconnectingSince !== undefined) continue;
     const stored = store.getStoredTask(taskId)!;
+    // A worker the assignment has not reached yet cannot be lost: its send says what happens to it.
+    if (!assignmentAccepted(context, taskId)) continue;
     const key = probeKey(stored);
     if (!context.search.probes.due(key)) continue;
     const tasks = byWorker.get(key);
@@ -36,6 +40,15 @@ function due(context: CoreContext): Map<string, StoredTask[]> {
     else tasks.push(stored);
   }
   return byWorker;
+}
+
+/** Whether the relay accepted the task's current assignment. */
+function assignmentAccepted(context: CoreContext, taskId: string): boolean {
+  const { store } = context;
+  const assignment = latestAssignment(store.getEvents(taskId));
+  const envelopeId =
+    assignment === undefined ? undefined : store.getOperation(taskId, OPERATION.assignment(assignment.eventId))?.envelopeIds[0];
+  return envelopeId !== undefined && store.getOutbox(envelopeId)?.state === "accepted";
 }
 
 /** Probes are paced per worker endpoint. */

@@ -1,5 +1,5 @@
 /** What the TaskCore's operations answer (relay acceptance of their own envelope, never execution). */
-import type { TaskEndpoint, TerminalDelivery } from "../protocol/schemas.ts";
+import type { Grant, TaskEndpoint, TerminalDelivery } from "../protocol/schemas.ts";
 import type { EnvelopeDelivery } from "./ship.ts";
 
 export interface OperationOptions {
@@ -15,6 +15,11 @@ export type LineageChoice = "root" | { readonly parentTaskId: string };
 
 export interface CreateOptions extends OperationOptions {
   readonly lineage?: LineageChoice;
+  /**
+   * What the worker may do (src/protocol/grant.ts). A task delegated from another is narrowed to
+   * its parent's grant whatever is asked here; absent: the parent's, or none.
+   */
+  readonly grant?: Grant;
 }
 
 export interface CreateResult {

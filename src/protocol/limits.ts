@@ -337,6 +337,16 @@ export const maxActiveOriginTasks = 16;
  * lower number (`PI_TASKS_MAX_WORKERS`), never a higher.
  */
 export const maxSpawnedWorkers = 6;
+/** Most tool names a grant lists. */
+export const maxGrantTools = 64;
+/** Most path scopes a grant lists for reading, and for writing. */
+export const maxGrantPaths = 32;
+/** Longest tool name in a grant, in characters. */
+export const maxGrantToolChars = 64;
+/** The largest turn budget a grant may give. */
+export const maxGrantTurns = 10_000;
+/** The largest cost budget a grant may give, in US dollars. */
+export const maxGrantCostUsd = 10_000;
 /** Most task ids one `agent_task_wait` call waits on. */
 export const maxWaitTasks = 32;
 

@@ -11,6 +11,11 @@ import {
   maxActivitySummaryChars,
   maxActivityToolChars,
   maxArtifactFieldChars,
+  maxGrantCostUsd,
+  maxGrantPaths,
+  maxGrantToolChars,
+  maxGrantTools,
+  maxGrantTurns,
   maxArtifacts,
   maxClaimedNameChars,
   maxLineageChainItems,
@@ -104,6 +109,25 @@ export const Lineage = Type.Object(
 );
 export type Lineage = Static<typeof Lineage>;
 
+/**
+ * What a task's worker may do (src/protocol/grant.ts): tool names, path scopes for file tools,
+ * `bash` or not, and budgets — turns, cost, wall time. Absent fields grant what the worker's Pi
+ * allows; a sub-delegation's grant is always narrowed to its parent's.
+ */
+export const Grant = Type.Object(
+  {
+    tools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxGrantToolChars }), { maxItems: maxGrantTools })),
+    bash: Type.Optional(Type.Boolean()),
+    read: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
+    write: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
+    maxTurns: Type.Optional(Type.Integer({ minimum: 1, maximum: maxGrantTurns })),
+    maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: maxGrantCostUsd })),
+    maxWallMs: Type.Optional(Type.Integer({ minimum: 1, maximum: taskTimeoutMaxMs })),
+  },
+  strict,
+);
+export type Grant = Static<typeof Grant>;
+
 export const TaskRecord = Type.Object(
   {
     taskId: Id,
@@ -117,6 +141,8 @@ export const TaskRecord = Type.Object(
     lineage: Type.Optional(Lineage),
     /** 1 at creation, one more per reassignment: mail of an older generation is refused. */
     generation: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** What the worker may do (signed with the record); absent: what the worker's Pi allows. */
+    grant: Type.Optional(Grant),
   },
   strict,
 );

@@ -4,7 +4,7 @@
  * may lower either, never raise it. The N+1th is refused with a typed reason and nothing is created,
  * sent or started.
  */
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,6 +20,9 @@ import { createTaskStore } from "../../src/store/task-store.ts";
 import { introduce } from "../../kit/introduce.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { raised } from "../../kit/async.ts";
+
+// Each test starts several processes.
+setDefaultTimeout(15_000);
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 const fx = useRelayFixture({ proxy: false });

@@ -3,7 +3,7 @@
  * its tasks are orphaned at once, not after heartbeats or a lease. Workers this Pi did not spawn,
  * or kept, are left to the heartbeat and registration checks.
  */
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +13,9 @@ import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { workerOwnerPollMs } from "../../src/protocol/limits.ts";
 import { createSpawnWatch } from "../../extensions/pi-tasks/spawn-watch.ts";
+
+// Each test starts several processes.
+setDefaultTimeout(15_000);
 import { eventually } from "../../kit/async.ts";
 
 const homes: string[] = [];

@@ -1,3 +1,4 @@
+import { defaultGrant } from "../grants.ts";
 import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import {
@@ -26,7 +27,10 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
     ],
     parameters: TOOL_PARAMETERS.agent_task_send,
     async execute(_id, params, signal) {
-      const created = await deps.run((core) => core.createTask(params, { signal }));
+      await deps.ready();
+      const info = deps.info();
+      const grant = info === undefined ? undefined : defaultGrant(info.env);
+      const created = await deps.run((core) => core.createTask(params, { signal, ...(grant === undefined ? {} : { grant }) }));
       const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
       if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
       return ok(

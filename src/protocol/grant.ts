@@ -1,0 +1,105 @@
+/**
+ * Grants: what a task's worker may do, carried in the signed task record (`TaskRecord.grant`).
+ *
+ * A grant only narrows. The person's defaults, a worker profile and a spawn narrow it at the
+ * origin; a sub-delegation's grant is the intersection with its parent task's (`narrowGrant`), so
+ * no hop down a chain can widen what the first origin allowed. The worker's extension enforces it
+ * fail-closed (`toolVerdict`: a call outside it is refused with a reason the model reads) and ends
+ * the task `failed` when a budget runs out (extensions/pi-tasks/budgets.ts).
+ *
+ * Path scopes are directories or files; a relative one is relative to the worker's project
+ * directory. A path is inside a scope when it is the scope or below it, after normalization (no
+ * `..` escapes a scope).
+ */
+import { normalize, resolve, sep } from "node:path";
+import type { Grant } from "./schemas.ts";
+
+/** Tools that only read files, and the argument naming the path. */
+const READ_TOOLS: Readonly<Record<string, readonly string[]>> = {
+  read: ["path", "file_path"],
+  grep: ["path"],
+  find: ["path"],
+  ls: ["path"],
+};
+/** Tools that change files, and the argument naming the path. */
+const WRITE_TOOLS: Readonly<Record<string, readonly string[]>> = { write: ["path", "file_path"], edit: ["path", "file_path"] };
+/** pi-tasks' own tools: the protocol itself, governed by the worker gate, not by grants. */
+const PROTOCOL_TOOL_PREFIX = "agent_task_";
+
+/** Lexically: `path` is `scope` or inside it. */
+function within(path: string, scope: string): boolean {
+  const p = normalize(path);
+  const s = normalize(scope);
+  return p === s || p.startsWith(s.endsWith(sep) ? s : `${s}${sep}`);
+}
+
+function narrowList(child: readonly string[] | undefined, parent: readonly string[] | undefined): string[] | undefined {
+  if (parent === undefined) return child === undefined ? undefined : [...child];
+  if (child === undefined) return [...parent];
+  return child.filter((item) => parent.includes(item));
+}
+
+function narrowScopes(child: readonly string[] | undefined, parent: readonly string[] | undefined): string[] | undefined {
+  if (parent === undefined) return child === undefined ? undefined : [...child];
+  if (child === undefined) return [...parent];
+  return child.filter((scope) => parent.some((outer) => within(scope, outer)));
+}
+
+function lower(child: number | undefined, parent: number | undefined): number | undefined {
+  if (child === undefined) return parent;
+  return parent === undefined ? child : Math.min(child, parent);
+}
+
+/** The grant a task may carry when `requested` is asked for under `parent` (either may be absent): never wider than either. */
+export function narrowGrant(requested: Grant | undefined, parent: Grant | undefined): Grant | undefined {
+  if (requested === undefined && parent === undefined) return undefined;
+  const fields = {
+    tools: narrowList(requested?.tools, parent?.tools),
+    bash: requested?.bash === false || parent?.bash === false ? false : (requested?.bash ?? parent?.bash),
+    read: narrowScopes(requested?.read, parent?.read),
+    write: narrowScopes(requested?.write, parent?.write),
+    maxTurns: lower(requested?.maxTurns, parent?.maxTurns),
+    maxCostUsd: lower(requested?.maxCostUsd, parent?.maxCostUsd),
+    maxWallMs: lower(requested?.maxWallMs, parent?.maxWallMs),
+  };
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as Grant;
+}
+
+function pathArgument(input: unknown, names: readonly string[]): string | undefined {
+  if (typeof input !== "object" || input === null) return undefined;
+  for (const name of names) {
+    const value = (input as Record<string, unknown>)[name];
+    if (typeof value === "string") return value;
+  }
+  return undefined;
+}
+
+function pathVerdict(
+  kind: "read" | "write",
+  scopes: readonly string[] | undefined,
+  input: unknown,
+  names: readonly string[],
+  cwd: string,
+): string | undefined {
+  if (scopes === undefined) return undefined;
+  const path = resolve(cwd, pathArgument(input, names) ?? ".");
+  if (scopes.some((scope) => within(path, resolve(cwd, scope)))) return undefined;
+  return `${path} is outside the paths this task may ${kind} (${scopes.join(", ")})`;
+}
+
+/**
+ * Why a tool call is outside the grant, or undefined when it is inside. A tool list, when given,
+ * names every tool allowed; `bash: false` refuses bash even when listed; file tools must name a path
+ * inside the read (or write) scopes, when given.
+ */
+export function toolVerdict(grant: Grant, toolName: string, input: unknown, cwd: string): string | undefined {
+  if (toolName.startsWith(PROTOCOL_TOOL_PREFIX)) return undefined;
+  if (toolName === "bash" && grant.bash === false) return "bash is not granted for this task";
+  if (grant.tools !== undefined && !grant.tools.includes(toolName))
+    return `${toolName} is not among the tools granted for this task (${grant.tools.join(", ") || "none"})`;
+  const reads = READ_TOOLS[toolName];
+  if (reads !== undefined) return pathVerdict("read", grant.read, input, reads, cwd);
+  const writes = WRITE_TOOLS[toolName];
+  if (writes !== undefined) return pathVerdict("write", grant.write, input, writes, cwd);
+  return undefined;
+}

@@ -1,0 +1,51 @@
+/**
+ * A grant travels in the signed task record and only narrows down a chain: the worker holds exactly
+ * the grant its origin sent, and a task it delegates onward carries at most that, whatever it asks.
+ */
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { settle } from "../../kit/drain.ts";
+import { introduce } from "../../kit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { useRelayFixture } from "../helpers/relay-fixture.ts";
+
+setDefaultTimeout(15_000);
+
+const fx = useRelayFixture({ proxy: false });
+const opened: Party[] = [];
+afterEach(() => closeParties(opened.splice(0)));
+
+async function parties(count: number): Promise<Party[]> {
+  const made: Party[] = [];
+  for (let index = 0; index < count; index += 1) made.push(await createParty({ url: fx.relay.url }));
+  opened.push(...made);
+  for (const left of made) for (const right of made) if (left !== right) await introduce(left.core, right.core);
+  return made;
+}
+
+describe("grants", () => {
+  test("the worker holds exactly the grant its origin sent (signed with the record)", async () => {
+    const [a, b] = await parties(2);
+    const grant = { tools: ["read", "grep"], bash: false, read: ["src"], maxTurns: 5, maxCostUsd: 0.5, maxWallMs: 60_000 };
+    const created = await a!.core.createTask({ to: b!.core.endpoint()!, task: "look around" }, { grant });
+    await settle([a!, b!]);
+    expect(a!.core.getTask(created.taskId).grant).toEqual(grant);
+    expect(b!.core.getTask(created.taskId).grant).toEqual(grant);
+  });
+
+  test("a sub-delegation is narrowed to its parent's grant, whatever it asks for; asking nothing, it inherits the parent's", async () => {
+    const [a, b, c] = await parties(3);
+    const parent = await a!.core.createTask({ to: b!.core.endpoint()!, task: "coordinate" }, { grant: { tools: ["read"], maxTurns: 4 } });
+    await settle([a!, b!, c!]);
+    const child = await b!.core.createTask(
+      { to: c!.core.endpoint()!, task: "do it" },
+      { grant: { tools: ["read", "bash"], maxTurns: 40 } },
+    );
+    await settle([a!, b!, c!]);
+    expect(b!.core.getTask(child.taskId).lineage?.parentTaskId).toBe(parent.taskId);
+    expect(c!.core.getTask(child.taskId).grant).toEqual({ tools: ["read"], maxTurns: 4 });
+    // Without asking, the child inherits the parent's grant.
+    await b!.core.cancel({ taskId: child.taskId });
+    const inherited = await b!.core.createTask({ to: c!.core.endpoint()!, task: "again" });
+    expect(b!.core.getTask(inherited.taskId).grant).toEqual({ tools: ["read"], maxTurns: 4 });
+  });
+});
