@@ -112,10 +112,7 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
   const open = await pickQuestion(questions, named ? first : undefined, deps.dialog);
   if (open === undefined) return ["pi-tasks: no question chosen; nothing was sent"];
   const written = (named ? rest : args).join(" ").trim();
-  const text =
-    written !== ""
-      ? written
-      : ((await deps.dialog?.input(`pi-tasks: your answer to ${quote(open.question.payload.message)}`, "answer"))?.trim() ?? "");
+  const text = written !== "" ? written : await askAnswer(open.question, deps.dialog);
   if (text === "") return ["pi-tasks: no answer given; nothing was sent"];
   const { task, question } = open;
   const which = `question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`;
@@ -125,6 +122,22 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
     return [answerFailure(toTaskError(error), which)];
   }
   return [`pi-tasks: answered ${which}`];
+}
+
+/**
+ * The person's answer from a dialog: a select among the question's choices (the suggested one
+ * first), or free text for a question without choices. Empty when the dialog was dismissed.
+ */
+async function askAnswer(question: TaskEvent, dialog: AnswerDialog | undefined): Promise<string> {
+  const title = `pi-tasks: your answer to ${quote(question.payload.message)}`;
+  const choices = question.payload.choices;
+  if (!Array.isArray(choices)) return (await dialog?.input(title, "answer"))?.trim() ?? "";
+  const suggested = question.payload.defaultChoice;
+  const ordered = (typeof suggested === "string" ? [suggested, ...choices.filter((choice) => choice !== suggested)] : choices).map(String);
+  // Shown escaped (the asker wrote them), answered as written.
+  const shown = ordered.map((choice) => oneLine(choice));
+  const picked = await dialog?.select(title, shown);
+  return picked === undefined ? "" : (ordered[shown.indexOf(picked)] ?? "");
 }
 
 /**

@@ -14,7 +14,7 @@ import type { DeliveryEvidence } from "../../src/core/views.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { formatEndpoint, sameEndpoint } from "../../src/protocol/endpoint.ts";
 import type { ErrorShape } from "../../src/protocol/errors.ts";
-import { maxDelegationDepth, maxProgressChars } from "../../src/protocol/limits.ts";
+import { maxChoiceChars, maxDelegationDepth, maxProgressChars } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { TaskSnapshot } from "../../src/store/task-store.ts";
 import { claimedName, inlineText, oneLine, PEER_LINE, quotedBlock, quotedJson } from "./quote.ts";
@@ -181,8 +181,20 @@ function questionBody({ event, payload, task, head }: EventParts): string[] {
     ...raisedLines(payload),
     "",
     ...quotedBlock("message", payload.message),
+    ...choiceLines(payload),
     "",
     ...answerHint(task, event),
+  ];
+}
+
+/** A question's choices, each quoted on its own line (the asker wrote them), and the suggested one. */
+function choiceLines(payload: Record<string, unknown>): string[] {
+  if (!Array.isArray(payload.choices)) return [];
+  return [
+    "",
+    "choices (answer with exactly one of them, as written):",
+    ...payload.choices.map((choice, index) => `  ${index + 1}. ${inlineText(choice, maxChoiceChars)}`),
+    ...(typeof payload.defaultChoice === "string" ? [field("suggested", inlineText(payload.defaultChoice, maxChoiceChars))] : []),
   ];
 }
 

@@ -38,6 +38,7 @@ import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } f
 import { answerAudit } from "./audit.ts";
 import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
 import { recordActivity } from "./activity.ts";
+import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
 
@@ -159,7 +160,9 @@ function canonicalOf(
       "INVALID_INTENT",
       "inReplyTo does not name a question of this task",
     );
+    checkChoiceAnswer(store, String(intent.payload.inReplyTo), String(intent.payload.message), "INVALID_INTENT");
   }
+  if (intent.type === "task.question") choiceFields({ type: "question", ...intent.payload }, "INVALID_INTENT");
   const event = appendCanonical(store, task, intent.type, payload, now);
   return { event, fanout: fanOut(context, scope, task, event, true) };
 }

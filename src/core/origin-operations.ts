@@ -23,6 +23,7 @@ import { COOLDOWN, OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed } from "./context.ts";
 import { makeEvent } from "./envelopes.ts";
+import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { correctionFields } from "./corrections.ts";
 import { lineageFor } from "./lineage.ts";
 import { fanOut, queueEnvelope } from "./outbox.ts";
@@ -154,9 +155,11 @@ export async function originMessage(
       details: { path, taskId: task.taskId },
     });
   }
+  if (params.type === "answer") checkChoiceAnswer(context.store, params.inReplyTo, params.message);
   const payload = {
     message: params.message,
     ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }),
+    ...choiceFields(params),
     ...correctionFields(params),
   };
   const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, `task.${params.type}`, payload));

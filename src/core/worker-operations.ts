@@ -8,6 +8,7 @@ import { TaskError } from "../protocol/errors.ts";
 import { maxProgressChars } from "../protocol/limits.ts";
 import type { MessageParams, ReceiverIntentType, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
 import { openQuestions } from "./attention.ts";
+import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { correctionFields } from "./corrections.ts";
 import { OPERATION } from "./bookkeeping.ts";
 import type { CoreContext } from "./context.ts";
@@ -37,6 +38,18 @@ function raisedFrom(context: CoreContext, parent: TaskRecord, questionId: string
   return { taskId: child.taskId, eventId: questionId };
 }
 
+/** A raised question offers its sub-task question's choices unless it names its own (the answer goes back down). */
+function raisedChoices(context: CoreContext, params: MessageParams): MessageParams {
+  if (params.raisesQuestion === undefined || params.choices !== undefined) return params;
+  const below = context.store.getEvent(params.raisesQuestion)?.payload;
+  if (!Array.isArray(below?.choices)) return params;
+  return {
+    ...params,
+    choices: below.choices as string[],
+    ...(typeof below.defaultChoice === "string" ? { defaultChoice: below.defaultChoice } : {}),
+  };
+}
+
 /** The intent payload of a worker message (question, answer, information or progress). */
 function messagePayload(context: CoreContext, task: TaskRecord, params: MessageParams): Record<string, unknown> {
   if (params.percent !== undefined && params.type !== "progress") {
@@ -56,10 +69,12 @@ function messagePayload(context: CoreContext, task: TaskRecord, params: MessageP
       });
     return { message: params.message, ...(params.percent === undefined ? {} : { percent: params.percent }) };
   }
+  if (params.type === "answer") checkChoiceAnswer(context.store, params.inReplyTo, params.message);
   return {
     message: params.message,
     ...(params.inReplyTo === undefined ? {} : { inReplyTo: params.inReplyTo }),
     ...(params.raisesQuestion === undefined ? {} : { raises: raisedFrom(context, task, params.raisesQuestion) }),
+    ...choiceFields(raisedChoices(context, params)),
     ...correctionFields(params),
   };
 }

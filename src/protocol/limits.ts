@@ -337,6 +337,12 @@ export const maxActiveOriginTasks = 16;
  * lower number (`PI_TASKS_MAX_WORKERS`), never a higher.
  */
 export const maxSpawnedWorkers = 6;
+/** A question with choices offers at least this many (`agent_task_message` `choices`). */
+export const minQuestionChoices = 2;
+/** A question with choices offers at most this many. */
+export const maxQuestionChoices = 12;
+/** Longest choice of a question, in characters. */
+export const maxChoiceChars = 200;
 /** Most tool names a grant lists. */
 export const maxGrantTools = 64;
 /** Most path scopes a grant lists for reading, and for writing. */

@@ -11,6 +11,9 @@ import {
   maxActivitySummaryChars,
   maxActivityToolChars,
   maxArtifactFieldChars,
+  maxChoiceChars,
+  maxQuestionChoices,
+  minQuestionChoices,
   maxGrantCostUsd,
   maxGrantPaths,
   maxGrantToolChars,
@@ -241,8 +244,14 @@ const intentIdField = { intentId: Type.Optional(Id) };
 export const CreatedPayload = Type.Object({ task: TaskText }, strict);
 /** A question or answer of another task this one is bound to (questions raised up a chain). */
 const TaskEventRef = Type.Object({ taskId: Id, eventId: Id }, strict);
+/** A question's choices (the answer must be one of them) and the one suggested (docs/protocol.md, "Questions with choices"). */
+const Choice = Type.String({ minLength: 1, maxLength: maxChoiceChars });
+const choiceFields = {
+  choices: Type.Optional(Type.Array(Choice, { minItems: minQuestionChoices, maxItems: maxQuestionChoices })),
+  defaultChoice: Type.Optional(Choice),
+};
 export const ConversationPayload = Type.Object(
-  { ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef) },
+  { ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef), ...choiceFields },
   strict,
 );
 export const AnswerPayload = Type.Object(
@@ -599,6 +608,10 @@ export const MessageParams = Type.Object(
     result: Type.Optional(JsonObject),
     /** An answer or correction: `interim` or `final`. */
     finality: Type.Optional(Finality),
+    /** A question: the answers it accepts (the answer must be exactly one of them). */
+    choices: Type.Optional(Type.Array(Choice, { minItems: minQuestionChoices, maxItems: maxQuestionChoices })),
+    /** A question with choices: the one suggested. */
+    defaultChoice: Type.Optional(Choice),
   },
   strict,
 );

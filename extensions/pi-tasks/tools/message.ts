@@ -6,7 +6,7 @@ export function messageTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARA
     name: "agent_task_message",
     label: "Task message",
     description:
-      "Send a question, an answer or information about a task to the other participant. An answer names the question's eventId in inReplyTo.",
+      "Send a question, an answer or information about a task to the other participant. An answer names the question's eventId in inReplyTo. A question may list choices (and a defaultChoice); its answer must then be exactly one of them.",
     promptSnippet: "agent_task_message: ask, answer or inform the other side of a task",
     promptGuidelines: [
       'Use agent_task_message type "question" when a task needs the other side\'s decision; answer a task question with type "answer" and inReplyTo set to the question\'s eventId.',
