@@ -22,6 +22,7 @@ export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["agent_task_inbox",
 export const COORDINATION_TOOLS: ReadonlySet<string> = new Set([
   "agent_task_send",
   "agent_task_cancel",
+  "agent_task_revise",
   "agent_task_ack",
   "agent_task_reassign",
   "agent_task_spawn",
@@ -78,8 +79,13 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
     return assignment !== undefined && core.insertionRecorded(assignment.eventId) && deps.inSession(assignment.eventId);
   }
 
+  /** A task's closing mark is for its current round: a revision opens the task again. */
+  function roundOf(core: TaskCore, taskId: string): string {
+    return `${taskId}#${core.findTask(taskId)?.revision ?? 0}`;
+  }
+
   function eligible(core: TaskCore, taskId: string): boolean {
-    if (closingOf(core).has(taskId) || !incorporated(core, taskId)) return false;
+    if (closingOf(core).has(roundOf(core, taskId)) || !incorporated(core, taskId)) return false;
     const task = core.findTask(taskId)!;
     return task.status === "active" && task.terminalDelivery.state === "not_submitted";
   }
@@ -97,7 +103,7 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
       const taskId = taskIdOf(input);
       if (taskId !== undefined && incorporated(core, taskId)) {
         // Marked before sibling calls of the same batch are checked.
-        closingOf(core).add(taskId);
+        closingOf(core).add(roundOf(core, taskId));
         return undefined;
       }
       return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_done must name this worker's assignment.");

@@ -45,6 +45,11 @@ function renderReminder(task: TaskView): string {
   ].join("\n");
 }
 
+/** Reminders count per round of a task: a revision starts a new one. */
+function roundKey(task: TaskView): string {
+  return `${task.taskId}#${task.revision ?? 0}`;
+}
+
 /** Active tasks this session works on whose result it has not submitted. */
 function unreported(core: TaskCore): TaskView[] {
   return core
@@ -67,7 +72,7 @@ export function createReminders(deps: RemindersDeps): Reminders {
     core.listTasks().some((child) => child.role === "origin" && child.status === "active" && child.lineage?.parentTaskId === task.taskId);
 
   const tellOrigin = (core: TaskCore, task: TaskView, count: number) => {
-    told.add(task.taskId);
+    told.add(roundKey(task));
     const report: UnreportedReport = { message: deps.lastText(), reminders: count };
     // Best effort: the task stays active either way, and the origin's person can still ask or cancel.
     core.reportUnreported(task.taskId, report).catch(() => undefined);
@@ -76,7 +81,7 @@ export function createReminders(deps: RemindersDeps): Reminders {
   return {
     runStarted() {
       const core = deps.core();
-      if (core !== undefined) for (const task of unreported(core)) worked.add(task.taskId);
+      if (core !== undefined) for (const task of unreported(core)) worked.add(roundKey(task));
     },
     asked: (taskId) => void askedInRun.add(taskId),
     waiting() {
@@ -87,10 +92,11 @@ export function createReminders(deps: RemindersDeps): Reminders {
       const core = deps.core();
       if (core === undefined) return;
       for (const task of unreported(core)) {
-        if (!worked.has(task.taskId) || told.has(task.taskId) || waitsOn(core, task)) continue;
-        const count = reminded.get(task.taskId) ?? 0;
+        const round = roundKey(task);
+        if (!worked.has(round) || told.has(round) || waitsOn(core, task)) continue;
+        const count = reminded.get(round) ?? 0;
         if (count < maxDoneReminders) {
-          reminded.set(task.taskId, count + 1);
+          reminded.set(round, count + 1);
           deps.sendMessage(
             { customType: REMINDER_MESSAGE, content: renderReminder(task), display: true, details: { taskId: task.taskId } },
             { triggerTurn: true, deliverAs: "followUp" },

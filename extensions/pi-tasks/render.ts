@@ -14,7 +14,7 @@ import type { DeliveryEvidence } from "../../src/core/views.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { formatEndpoint, sameEndpoint } from "../../src/protocol/endpoint.ts";
 import type { ErrorShape } from "../../src/protocol/errors.ts";
-import { maxChoiceChars, maxDelegationDepth, maxProgressChars } from "../../src/protocol/limits.ts";
+import { maxChoiceChars, maxDelegationDepth, maxProgressChars, maxRevisionRounds } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { TaskSnapshot } from "../../src/store/task-store.ts";
 import { claimedName, inlineText, oneLine, PEER_LINE, quotedBlock, quotedJson } from "./quote.ts";
@@ -265,6 +265,21 @@ function unreportedBody({ payload, task, head }: EventParts): string[] {
   ];
 }
 
+function revisionBody({ payload, task, head }: EventParts): string[] {
+  return [
+    "## task revision requested",
+    ...head,
+    field("round", `${String(payload.round)} of at most ${maxRevisionRounds}`),
+    field("result", payload.result),
+    field("expiresAt", iso(Number(payload.expiresAt))),
+    "",
+    "The origin sent your result back: the task is active again. Its reason:",
+    ...quotedBlock("reason", payload.reason),
+    "",
+    `Work on it again with this in mind, then report with agent_task_done (taskId ${task.taskId}) — or ask with agent_task_message.`,
+  ];
+}
+
 function cancelOutcomeBody({ payload, head }: EventParts): string[] {
   return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)];
 }
@@ -330,6 +345,7 @@ const EVENT_BODIES: Readonly<Record<string, (parts: EventParts) => string[]>> = 
   "task.timed_out": timedOutBody,
   "task.refused": refusedBody,
   "task.unreported": unreportedBody,
+  "task.revision_requested": revisionBody,
 };
 
 function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | undefined): string {

@@ -58,6 +58,7 @@ export type OperationKey =
   | `intent:${string}`
   | `receipt:${string}:${ReceiptStage}:${ReceiptState}`
   | "terminal_intent"
+  | `terminal_intent:${number}`
   | "origin_terminal"
   | "origin_cancellation"
   | "parent_acknowledgment"
@@ -70,7 +71,7 @@ export const OPERATION = {
   intent: (intentId: string): OperationKey => `intent:${intentId}`,
   /** One delivery receipt (per event, stage and state). */
   receipt: (eventId: string, stage: ReceiptStage, state: ReceiptState): OperationKey => `receipt:${eventId}:${stage}:${state}`,
-  /** The worker's one terminal intent. */
+  /** The worker's one terminal intent (of the first round; see `terminalIntentOf`). */
   terminalIntent: "terminal_intent",
   /** The origin's own terminal event. */
   originTerminal: "origin_terminal",
@@ -79,6 +80,11 @@ export const OPERATION = {
   /** The worker's one report of what its Pi did with a cancel event. */
   cancelOutcome: (eventId: string): OperationKey => `cancel_outcome:${eventId}`,
 } as const;
+
+/** The worker's one terminal intent of the task's current round (a revision starts a round). */
+export function terminalIntentOf(task: { readonly revision?: number }): OperationKey {
+  return task.revision === undefined ? OPERATION.terminalIntent : `terminal_intent:${task.revision}`;
+}
 
 /**
  * What the core keeps per task beside its record:

@@ -38,6 +38,7 @@ import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } f
 import { answerAudit } from "./audit.ts";
 import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
 import { recordActivity } from "./activity.ts";
+import { reopenForRevision } from "./revision.ts";
 import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
@@ -318,6 +319,7 @@ function recordCanonical(context: CoreContext, scope: WorkScope, envelope: TaskE
   ensure(!isAssignmentType(event.type), "INVALID_EVENT", "assignment events travel as assignments");
   const terminal = eventTypeRow(event.type).terminalStatus;
   const requires = store.transaction(() => {
+    if (event.type === "task.revision_requested") reopenForRevision(context, event);
     store.appendEvent(event);
     if (terminal !== null && stored.record.status === "active") store.setStatus(event.taskId, terminal);
     // The origin asks for this side's view: answered at once (audit.ts).

@@ -12,7 +12,16 @@
  */
 import { TaskError } from "../protocol/errors.ts";
 import { maxActiveOriginTasks, maxDelegationDepth, progressMinIntervalMs } from "../protocol/limits.ts";
-import { AckParams, CancelParams, DoneParams, MessageParams, SendParams, type TaskEndpoint, type TaskRecord } from "../protocol/schemas.ts";
+import {
+  AckParams,
+  CancelParams,
+  DoneParams,
+  MessageParams,
+  ReviseParams,
+  SendParams,
+  type TaskEndpoint,
+  type TaskRecord,
+} from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import type { VolatileTaskSession } from "../relay-client/session.ts";
 import type { CoreStore } from "./bookkeeping.ts";
@@ -39,6 +48,7 @@ import { type ActivityNotSent, type ActivityReport, orphanWorkerTasks, sendActiv
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";
+import { requestRevision, type RevisionResult } from "./revision.ts";
 import { type AuditReport, auditReport, requestAudit } from "./audit.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { ROOT_DEPTH } from "./lineage.ts";
@@ -101,6 +111,11 @@ export interface TaskCore {
   message(input: unknown, options?: OperationOptions): Promise<MessageResult>;
   done(input: unknown, options?: OperationOptions): Promise<DoneResult>;
   cancel(input: unknown, options?: OperationOptions): Promise<CancelResult>;
+  /**
+   * The origin sends a completed, unacknowledged result back to its worker with a reason
+   * (`{taskId, reason}`): the task is active again for one more round (revision.ts).
+   */
+  requestRevision(input: unknown, options?: OperationOptions): Promise<RevisionResult>;
   /** The origin's acknowledgement of a terminal task (`{taskId}`). */
   acknowledge(input: unknown, options?: OperationOptions): Promise<AckResult>;
   /** Moves an orphaned task (or one whose target is gone) to `to`, else to its target's live successor. */
@@ -328,6 +343,11 @@ function operations(context: CoreContext, track: Track) {
       }),
     reassignTask: (taskId: string, opts: OperationOptions & { readonly to?: TaskEndpoint } = {}) =>
       track("reassignTask", async () => reassignTask(context, await leasedEndpoint(context, opts.signal), taskId, opts.to, opts.signal)),
+    requestRevision: (input: unknown, opts: OperationOptions = {}) =>
+      track("requestRevision", async () => {
+        const params = assertValid(ReviseParams, input, { subject: "agent_task_revise" });
+        return requestRevision(context, await leasedEndpoint(context, opts.signal), params.taskId, params.reason, opts.signal);
+      }),
     reportActivity: (taskId: string, report: ActivityReport, opts: OperationOptions = {}) =>
       track("reportActivity", async () => sendActivity(context, await leasedEndpoint(context, opts.signal), taskId, report, opts.signal)),
     reportUnreported: (taskId: string, report: UnreportedReport, opts: OperationOptions = {}) =>

@@ -11,7 +11,7 @@ import type { CancelOutcome, DeliveryReceiptPayload, TaskEvent, TerminalDelivery
 import { openQuestions } from "./attention.ts";
 import { supersededBy } from "./corrections.ts";
 import type { TaskSnapshot } from "../store/task-store.ts";
-import { type CoreStore, OPERATION, type TaskMeta, type WorkerActivity } from "./bookkeeping.ts";
+import { type CoreStore, OPERATION, type TaskMeta, terminalIntentOf, type WorkerActivity } from "./bookkeeping.ts";
 import { hasEvidence } from "./presentation.ts";
 import { peerOfTask, type Signer, type TrustState } from "./trust.ts";
 
@@ -102,7 +102,7 @@ function relayState(store: CoreStore, envelopeId: string | undefined): "accepted
 }
 
 export function terminalDelivery(store: CoreStore, task: TaskSnapshot): TerminalDelivery {
-  const reservation = store.getOperation(task.taskId, OPERATION.terminalIntent);
+  const reservation = store.getOperation(task.taskId, terminalIntentOf(task));
   const envelopeId = reservation?.envelopeIds[0];
   if (reservation === undefined || envelopeId === undefined) return { state: "not_submitted" };
   const base = { intentId: reservation.logicalId, intentType: reservation.logicalType, envelopeId, origin: task.origin };

@@ -10,7 +10,7 @@ import type { MessageParams, ReceiverIntentType, TaskEndpoint, TaskRecord, Termi
 import { openQuestions } from "./attention.ts";
 import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { correctionFields } from "./corrections.ts";
-import { OPERATION } from "./bookkeeping.ts";
+import { terminalIntentOf } from "./bookkeeping.ts";
 import type { CoreContext } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
 import { queueEnvelope } from "./outbox.ts";
@@ -130,7 +130,7 @@ export async function workerDone(
     context,
     signal,
     task.taskId,
-    OPERATION.terminalIntent,
+    terminalIntentOf(task),
     () => {
       const intent = makeIntent(task.taskId, type, payload, task.generation);
       const envelopeId = queueEnvelope(context, {

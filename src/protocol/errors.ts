@@ -167,6 +167,10 @@ export const ERROR_REGISTRY = Object.freeze({
     "This Pi already runs as many spawned workers as it may: send work to one of them, or stop one with agent_task_stop first; nothing was started.",
   ),
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
+  REVISION_REFUSED: spec(
+    "refused",
+    "The task cannot be sent back for revision: only a completed, not yet acknowledged task of this origin, at most maxRevisionRounds times.",
+  ),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
   TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),

@@ -20,6 +20,7 @@ import {
   ProgressPayload,
   ReassignedPayload,
   RefusedPayload,
+  RevisionPayload,
   TASK_EVENT_TYPE_NAMES,
   TaskEvent,
   type TaskEventType,
@@ -176,6 +177,16 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
     originLocal: true,
     receiverIntent: true,
     payload: UnreportedPayload,
+  }),
+  // The origin sends a completed result back to its worker with a reason: the task is active again
+  // (one more round, at most maxRevisionRounds); shown to the worker's model, with a wake.
+  "task.revision_requested": row("task.revision_requested", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: false,
+    receiverIntent: false,
+    payload: RevisionPayload,
   }),
 });
 

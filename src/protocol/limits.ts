@@ -337,6 +337,8 @@ export const maxActiveOriginTasks = 16;
  * lower number (`PI_TASKS_MAX_WORKERS`), never a higher.
  */
 export const maxSpawnedWorkers = 6;
+/** How many times an origin may send a completed result back to its worker for revision. */
+export const maxRevisionRounds = 3;
 /** A question with choices offers at least this many (`agent_task_message` `choices`). */
 export const minQuestionChoices = 2;
 /** A question with choices offers at most this many. */

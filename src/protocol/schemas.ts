@@ -29,6 +29,7 @@ import {
   maxErrorMessageChars,
   maxPathChars,
   maxReasonChars,
+  maxRevisionRounds,
   maxSequenceDigits,
   maxSummaryChars,
   maxTaskIdChars,
@@ -146,6 +147,8 @@ export const TaskRecord = Type.Object(
     generation: Type.Optional(Type.Integer({ minimum: 1 })),
     /** What the worker may do (signed with the record); absent: what the worker's Pi allows. */
     grant: Type.Optional(Grant),
+    /** How many times the origin sent the result back for revision (absent: none). */
+    revision: Type.Optional(Type.Integer({ minimum: 1, maximum: maxRevisionRounds })),
   },
   strict,
 );
@@ -173,6 +176,7 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.audit_view",
   "task.activity",
   "task.unreported",
+  "task.revision_requested",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -334,6 +338,14 @@ export type ActivityPayload = Static<typeof ActivityPayload>;
 /** A worker's model ended its turns without reporting the task: what it last said, for the origin to decide. */
 export const UnreportedPayload = Type.Object(
   { ...intentIdField, message: Type.String({ maxLength: maxUnreportedTextChars }), reminders: Type.Integer({ minimum: 0 }) },
+  strict,
+);
+/**
+ * The origin sends a completed result back to its worker (docs/protocol.md, "Revisions"): which
+ * result, why, which round, and until when the task now runs.
+ */
+export const RevisionPayload = Type.Object(
+  { result: Id, reason: TaskText, round: Type.Integer({ minimum: 1, maximum: maxRevisionRounds }), expiresAt: Millis },
   strict,
 );
 /** What a worker's Pi did with a cancel: its turn aborted, it was already idle, or it was still busy after the grace period. */
@@ -623,6 +635,9 @@ export type DoneParams = Static<typeof DoneParams>;
 export const AckParams = Type.Object({ taskId: Id }, strict);
 export type AckParams = Static<typeof AckParams>;
 
+export const ReviseParams = Type.Object({ taskId: Id, reason: TaskText }, strict);
+export type ReviseParams = Static<typeof ReviseParams>;
+
 export const CancelParams = Type.Object(
   { taskId: Id, reason: Type.Optional(Type.String({ minLength: 1, maxLength: maxReasonChars })) },
   strict,
@@ -676,6 +691,7 @@ export const TOOL_PARAMETERS = {
   agent_task_done: DoneParams,
   agent_task_ack: AckParams,
   agent_task_cancel: CancelParams,
+  agent_task_revise: ReviseParams,
   agent_task_status: StatusParams,
   agent_task_inbox: InboxParams,
   agent_task_wait: WaitParams,

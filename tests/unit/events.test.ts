@@ -7,7 +7,7 @@ import { thrown } from "../../kit/async.ts";
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {
     expect(Object.keys(TASK_EVENT_TYPES).sort()).toEqual([...TASK_EVENT_TYPE_NAMES].sort());
-    expect(TASK_EVENT_TYPE_NAMES.length).toBe(21);
+    expect(TASK_EVENT_TYPE_NAMES.length).toBe(22);
     for (const [type, row] of Object.entries(TASK_EVENT_TYPES)) expect(row.type).toBe(type as never);
   });
 
@@ -40,6 +40,7 @@ describe("TASK_EVENT_TYPES", () => {
       "task.audit_view": [false, null, false, true, true, false],
       "task.activity": [false, null, false, true, true, false],
       "task.unreported": [true, null, false, true, true, true],
+      "task.revision_requested": [true, null, false, false, false, true],
     });
     expect(isTerminalType("task.timed_out")).toBe(true);
     expect(isTerminalType("task.late_terminal")).toBe(false);

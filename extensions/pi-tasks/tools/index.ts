@@ -5,6 +5,7 @@ import { doneTool } from "./done.ts";
 import { inboxTool } from "./inbox.ts";
 import { messageTool } from "./message.ts";
 import { reassignTool } from "./reassign.ts";
+import { reviseTool } from "./revise.ts";
 import { sendTool } from "./send.ts";
 import { type TaskToolDefinition, type ToolDeps, withErrorResult } from "./shared.ts";
 import { spawnTool } from "./spawn.ts";
@@ -23,6 +24,7 @@ export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
     doneTool,
     ackTool,
     cancelTool,
+    reviseTool,
     reassignTool,
     statusTool,
     inboxTool,
