@@ -10,6 +10,7 @@
  * - lifetime.ts   what a lifetime is made of: session name, relay (embedded when none runs),
  *                 configured core, presenter, scheduler, mail watch; its start and close
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
+ * - profiles.ts   worker profiles (model, grant, instructions) from the home and a trusted project
  * - grants.ts     the person's default grant for sent tasks; every call checked against the grants
  *                 of the tasks this session works on; budgets.ts ends a task whose budget ran out
  * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)

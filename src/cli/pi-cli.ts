@@ -61,6 +61,8 @@ export function piCommand(env: Record<string, string | undefined>): string[] {
 
 export interface PiLaunch {
   readonly model?: string;
+  /** A file whose text Pi appends to the system prompt (a worker profile's instructions). */
+  readonly instructions?: string;
   /** Scenario module for the scripted model (demo and tests); implies `faux/faux-1`. */
   readonly script?: string;
 }
@@ -73,6 +75,7 @@ export function piRpcArgs(launch: PiLaunch): string[] {
   const args = ["--mode", "rpc", "-e", PACKAGE_ROOT];
   if (launch.script !== undefined) args.push("--no-session", "--offline", "-e", SCRIPTED_MODEL_EXTENSION, "--model", SCRIPTED_MODEL);
   else if (launch.model !== undefined) args.push("--model", launch.model);
+  if (launch.instructions !== undefined) args.push("--append-system-prompt", launch.instructions);
   return args;
 }
 

@@ -9,7 +9,7 @@ import { type Env, normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/co
 import { fields, table } from "./format.ts";
 import { relayTransport } from "./spawn.ts";
 import { isAlive, listSpawned, loadSpawned } from "./spawned.ts";
-import { stopProcess } from "./stop.ts";
+import { type StopResult, stopProcess } from "./stop.ts";
 
 /** A value for `--json` and its text for people. */
 export interface Printed {
@@ -104,6 +104,16 @@ export function sessionList(env: Env, relay?: string): Promise<Printed> {
   });
 }
 
+/** What became of a stopped worker's worktree, in words (with how to merge or remove a kept one). */
+export function worktreeLines(worktree: StopResult["worktree"]): string[] {
+  if (worktree === undefined) return [];
+  if (worktree.removed) return [`Its worktree ${worktree.path} (branch ${worktree.branch}) had nothing unmerged and was removed.`];
+  return [
+    `Its worktree ${worktree.path} (branch ${worktree.branch}) is kept: ${worktree.kept}.`,
+    `Merge it with git merge ${worktree.branch} (after committing in the worktree), or discard it with git worktree remove --force ${worktree.path} and git branch -D ${worktree.branch}.`,
+  ];
+}
+
 export async function killSession(name: string, env: Env): Promise<Printed> {
   if (loadSpawned(env, name) === undefined) {
     throw new TaskError("SESSION_NOT_OWNED", {
@@ -119,7 +129,13 @@ export async function killSession(name: string, env: Env): Promise<Printed> {
     });
   }
   return {
-    value: { ok: true, session: name, killed: true, pids: result.pids },
-    text: `Stopped ${name} (pids ${result.pids.join(", ")}); confirmed gone.`,
+    value: {
+      ok: true,
+      session: name,
+      killed: true,
+      pids: result.pids,
+      ...(result.worktree === undefined ? {} : { worktree: result.worktree }),
+    },
+    text: [`Stopped ${name} (pids ${result.pids.join(", ")}); confirmed gone.`, ...worktreeLines(result.worktree)].join("\n"),
   };
 }

@@ -11,7 +11,7 @@
  *   `createdSession` and `cleanup` (it is stopped, and whether it is confirmed gone).
  */
 import { spawn as spawnProcess, spawnSync } from "node:child_process";
-import { existsSync, statSync } from "node:fs";
+import { existsSync, statSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isUuid } from "../protocol/endpoint.ts";
@@ -25,7 +25,7 @@ import {
   workerReadinessTimeoutMaxMs,
   workerReadinessTimeoutMinMs,
 } from "../protocol/limits.ts";
-import type { TaskEndpoint } from "../protocol/schemas.ts";
+import type { Grant, TaskEndpoint } from "../protocol/schemas.ts";
 import { authFromEnv } from "../relay-client/auth.ts";
 import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelayTransport, type RelayTransport } from "../relay-client/transport.ts";
@@ -34,6 +34,7 @@ import { ownRuntime, WORKER_HOST_BUNDLE } from "./runtime.ts";
 import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir } from "./spawned.ts";
 import { stopProcess } from "./stop.ts";
 import type { HostConfig } from "./worker-host.ts";
+import { type Worktree, WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "./worktree.ts";
 
 export interface SpawnOptions {
   readonly name: string;
@@ -46,6 +47,10 @@ export interface SpawnOptions {
   readonly owner?: number;
   /** The pid of the Pi that spawns it (recorded; the fan-out cap counts its workers). */
   readonly spawner?: number;
+  /** The worker's own worktree (made by the caller; recorded, and named in the worker's environment). */
+  readonly worktree?: Worktree;
+  /** Extra instructions appended to the worker's system prompt (a profile's), and the profile's name and grant (recorded). */
+  readonly profile?: { readonly name: string; readonly instructions: string; readonly grant?: Grant };
   /** Check that Pi knows `model` (default true; the origin's own model needs no check). */
   readonly checkModel?: boolean;
   readonly env: Record<string, string | undefined>;
@@ -194,26 +199,44 @@ function validateTimeout(value: number | undefined): number {
   return timeout;
 }
 
+/** Writes a profile's instructions beside the worker's log (private to the user), for Pi's `--append-system-prompt`. */
+function profileInstructions(profile: SpawnOptions["profile"], log: string): string | undefined {
+  if (profile === undefined || profile.instructions.trim() === "") return undefined;
+  const file = `${log.replace(/\.log$/, "")}.instructions.md`;
+  writeFileSync(file, profile.instructions, { mode: 0o600 });
+  return file;
+}
+
 export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   const readinessTimeoutMs = validateTimeout(options.readinessTimeoutMs);
   const { relay, projectDir, transport } = await runPreflight(options);
   const log = join(logDir(options.env), `${encodeURIComponent(options.name)}-${Date.now()}.log`);
+  const instructions = profileInstructions(options.profile, log);
   const launch = {
     ...(options.model === undefined ? {} : { model: options.model }),
     ...(options.script === undefined ? {} : { script: options.script }),
+    ...(instructions === undefined ? {} : { instructions }),
   };
   const env = {
     ...(Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>),
     PI_TASK_WORKER: "1",
     WOLFPACK_SESSION_NAME: options.name,
     PI_TASKS_RELAY_URL: relay,
+    ...(options.worktree === undefined
+      ? {}
+      : { [WORKTREE_BRANCH_ENV]: options.worktree.branch, [WORKTREE_BASE_ENV]: options.worktree.base }),
     ...scriptedEnv(launch),
     ...(launch.script === undefined ? {} : { PI_CODING_AGENT_DIR: scriptedAgentDir(options.env, options.name) }),
   };
   // The holder's command line is visible to every local user (ps): only the command and the log
   // travel there; the environment (which may hold a JWT secret) is the holder's own, passed on to Pi.
   const owner = options.owner === undefined ? {} : { owner: options.owner };
-  const spawner = options.spawner === undefined ? {} : { spawner: options.spawner };
+  const spawner = {
+    ...(options.spawner === undefined ? {} : { spawner: options.spawner }),
+    ...(options.profile === undefined ? {} : { profile: options.profile.name }),
+    ...(options.profile?.grant === undefined ? {} : { grant: options.profile.grant }),
+    ...(options.worktree === undefined ? {} : { worktree: options.worktree }),
+  };
   const hostConfig: HostConfig = { command: [...piCommand(options.env), ...piRpcArgs(launch)], log, ...owner };
   const runtime = ownRuntime(options.env);
   const started = await startHolder(runtime.command, hostConfig, projectDir, { ...env, ...runtime.env });
@@ -225,30 +248,13 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
     });
   }
   const pid = started.pid;
-  saveSpawned(options.env, {
-    session: options.name,
-    pid,
-    projectDir,
-    relay,
-    log,
-    createdAt: new Date().toISOString(),
-    ...owner,
-    ...spawner,
-  });
+  // One record, saved at once and again with the endpoint it registered.
+  const record = { session: options.name, pid, projectDir, relay, log, createdAt: new Date().toISOString(), ...owner, ...spawner };
+  saveSpawned(options.env, record);
   try {
     const endpoint = await awaitRegistration(transport, options.name, readinessTimeoutMs, () => isAlive(pid));
     if (endpoint !== undefined) {
-      saveSpawned(options.env, {
-        session: options.name,
-        pid,
-        projectDir,
-        relay,
-        log,
-        createdAt: new Date().toISOString(),
-        taskEndpoint: endpoint,
-        ...owner,
-        ...spawner,
-      });
+      saveSpawned(options.env, { ...record, taskEndpoint: endpoint });
       return { ok: true, session: options.name, pid, taskEndpoint: endpoint, log, relay, projectDir, ...owner };
     }
     const exited = !isAlive(pid);

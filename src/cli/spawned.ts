@@ -5,7 +5,8 @@
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { TaskEndpoint } from "../protocol/schemas.ts";
+import type { Grant, TaskEndpoint } from "../protocol/schemas.ts";
+import type { Worktree } from "./worktree.ts";
 import { piTasksHome } from "../relay-client/config.ts";
 import { ensureHomeSubdirectory } from "../trust/home-dir.ts";
 
@@ -23,6 +24,11 @@ export interface SpawnedWorker {
   readonly owner?: number;
   /** The pid of the Pi that spawned it, kept or not (absent when spawned from the shell). */
   readonly spawner?: number;
+  /** The worker profile it was started with, and that profile's grant (tasks sent to it are narrowed to it). */
+  readonly profile?: string;
+  readonly grant?: Grant;
+  /** Its own git worktree, when it has one (removed when it stops, unless it holds unmerged work). */
+  readonly worktree?: Worktree;
 }
 
 export const stateDir = piTasksHome;

@@ -6,12 +6,15 @@ import { readFileSync, rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { processExitConfirmMs, workerReadinessPollMs } from "../protocol/limits.ts";
 import { forgetSpawned, isAlive, listSpawned, loadSpawned, piPidFile } from "./spawned.ts";
+import { retireWorktree } from "./worktree.ts";
 
 export interface StopResult {
   readonly session: string;
   readonly pids: readonly number[];
   /** Every process of the worker is confirmed gone. */
   readonly confirmed: boolean;
+  /** Its worktree, if it had one: removed, or kept with the reason (unmerged work). */
+  readonly worktree?: { readonly path: string; readonly branch: string; readonly removed: boolean; readonly kept?: string };
 }
 
 function piPid(log: string): number | undefined {
@@ -59,11 +62,12 @@ export async function stopProcess(env: Record<string, string | undefined>, sessi
   const pids = [record.pid, ...(pi === undefined ? [] : [pi])];
   // The holder closes Pi's RPC stdin, so Pi shuts down cleanly.
   const confirmed = await stopPids(pids, [record.pid]);
-  if (confirmed) {
-    forgetSpawned(env, session);
-    rmSync(piPidFile(record.log), { force: true });
-  }
-  return { session, pids, confirmed };
+  if (!confirmed) return { session, pids, confirmed };
+  forgetSpawned(env, session);
+  rmSync(piPidFile(record.log), { force: true });
+  if (record.worktree === undefined) return { session, pids, confirmed };
+  const retired = retireWorktree(record.worktree);
+  return { session, pids, confirmed, worktree: { path: record.worktree.path, branch: record.worktree.branch, ...retired } };
 }
 
 /** Stops every live worker that `owner` (a Pi's pid) spawned without keeping it; resolves with their results. */

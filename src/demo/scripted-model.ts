@@ -10,6 +10,8 @@ import { fauxAssistantMessage, fauxProvider, fauxToolCall } from "@earendil-work
 export interface ScriptTurn {
   readonly call: number;
   readonly messages: readonly { readonly role: string; readonly text: string }[];
+  /** The system prompt's sections (Pi 1.6 keeps them on the leading system message): what `--append-system-prompt` adds is there. */
+  readonly system?: string;
 }
 
 export type ScriptReply =
@@ -36,10 +38,14 @@ export default async function scriptedModel(pi: any): Promise<void> {
   const script = (await import(path)) as { respond(turn: ScriptTurn): ScriptReply | Promise<ScriptReply> };
   const faux = fauxProvider({ provider: "faux", models: [{ id: "faux-1" }] });
   let call = 0;
-  const step = async (context: { messages: { role: string; content: unknown }[] }) => {
+  const step = async (context: { messages: { role: string; content: unknown; sections?: Record<string, string | null> }[] }) => {
     call += 1;
     const messages = context.messages.map((message) => ({ role: message.role, text: flatten(message.content) }));
-    const reply = await script.respond({ call, messages });
+    const system = context.messages
+      .filter((message) => message.role === "system")
+      .flatMap((message) => Object.values(message.sections ?? {}).filter((section): section is string => typeof section === "string"))
+      .join("\n");
+    const reply = await script.respond({ call, messages, system });
     if ("tools" in reply) {
       return fauxAssistantMessage(
         reply.tools.map((tool, index) => fauxToolCall(tool.name, tool.arguments as never, { id: `call-${call}-${index}` })),

@@ -167,6 +167,14 @@ export const ERROR_REGISTRY = Object.freeze({
     "This Pi already runs as many spawned workers as it may: send work to one of them, or stop one with agent_task_stop first; nothing was started.",
   ),
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
+  WORKTREE_UNAVAILABLE: spec(
+    "invalid",
+    "The worker cannot have a worktree of its own (the project is not a git repository with a commit, or git failed); nothing was started.",
+  ),
+  INVALID_PROFILE: spec(
+    "invalid",
+    "The worker profile is unknown or cannot be read (agent_task_workers lists the profiles and their problems).",
+  ),
   REVISION_REFUSED: spec(
     "refused",
     "The task cannot be sent back for revision: only a completed, not yet acknowledged task of this origin, at most maxRevisionRounds times.",

@@ -337,6 +337,14 @@ export const maxActiveOriginTasks = 16;
  * lower number (`PI_TASKS_MAX_WORKERS`), never a higher.
  */
 export const maxSpawnedWorkers = 6;
+/** Most worker profiles one Pi reads (from its project and its home together). */
+export const maxWorkerProfiles = 64;
+/** Largest worker profile file read, in bytes. */
+export const maxWorkerProfileBytes = 64 * KiB;
+/** Longest `git diff --stat` a worker's result carries from its worktree, in characters (cut with a note beyond). */
+export const maxWorkspaceDiffChars = 4_000;
+/** Most untracked files a worker's result names from its worktree (a count of the rest beyond). */
+export const maxWorkspaceUntracked = 50;
 /** How many times an origin may send a completed result back to its worker for revision. */
 export const maxRevisionRounds = 3;
 /** A question with choices offers at least this many (`agent_task_message` `choices`). */

@@ -674,6 +674,10 @@ export const SpawnParams = Type.Object(
     model: Type.Optional(Type.String({ minLength: 3, maxLength: maxWireIdChars, pattern: "^[^/\\s]+/\\S+$" })),
     /** Keep the worker running after this Pi exits (default: it stops with this Pi). */
     keep: Type.Optional(Type.Boolean()),
+    /** A worker profile by name (agent_task_workers lists them): its model, grant and instructions. */
+    profile: Type.Optional(WorkerName),
+    /** Give the worker its own git worktree on a new branch (default: what its profile says, else no). */
+    worktree: Type.Optional(Type.Boolean()),
   },
   strict,
 );

@@ -10,7 +10,7 @@ import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
 import { stopPids } from "../../src/cli/stop.ts";
 import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { describeWithTmux, footerOf, startTui, type Tui } from "../helpers/tui-kit.ts";
+import { describeWithTmux, footerOf, startInstalledTui, type Tui } from "../helpers/tui-kit.ts";
 import { SLEEP_COMMAND } from "./scripts/sleepy-worker.ts";
 
 setDefaultTimeout(60_000);
@@ -30,18 +30,7 @@ describeWithTmux("the workers widget in the interactive TUI", () => {
       let tui: Tui | undefined;
       let relayPid: number | undefined;
       try {
-        tui = await startTui({
-          script: ORIGIN_SCRIPT,
-          install: true,
-          host,
-          settings: { tuiMode: "regular" },
-          env: {
-            PI_TASKS_EMBEDDED_RELAY: undefined,
-            PI_TASKS_HOME: undefined,
-            WOLFPACK_PORT: String(port),
-            PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT,
-          },
-        });
+        tui = await startInstalledTui({ host, port, script: ORIGIN_SCRIPT, workerScript: WORKER_SCRIPT });
         await tui.waitForScreen((screen) => footerOf(screen).some((line) => / · idle$/.test(line)), 15_000);
         relayPid = embeddedRelayRecord({ PI_TASKS_HOME: join(tui.agentDir, "pi-tasks") }, port)?.pid;
         await tui.submit("Delegate the hello.txt task to a worker you start.");

@@ -14,7 +14,7 @@ import { stopPids } from "../../src/cli/stop.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { countMatches, describeWithTmux, footerOf, startTui, type Tui } from "../helpers/tui-kit.ts";
+import { countMatches, describeWithTmux, footerOf, startInstalledTui, type Tui } from "../helpers/tui-kit.ts";
 
 setDefaultTimeout(60_000);
 
@@ -29,19 +29,7 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
       let tui: Tui | undefined;
       let relayPid: number | undefined;
       try {
-        tui = await startTui({
-          script: ORIGIN_SCRIPT,
-          install: true,
-          host,
-          // A regular (not fullscreen) screen keeps the whole transcript in the scrollback.
-          settings: { tuiMode: "regular" },
-          env: {
-            PI_TASKS_EMBEDDED_RELAY: undefined,
-            PI_TASKS_HOME: undefined,
-            WOLFPACK_PORT: String(port),
-            PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT,
-          },
-        });
+        tui = await startInstalledTui({ host, port, script: ORIGIN_SCRIPT, workerScript: WORKER_SCRIPT });
         const home = join(tui.agentDir, "pi-tasks");
         const running = () => embeddedRelayRecord({ PI_TASKS_HOME: home }, port);
 

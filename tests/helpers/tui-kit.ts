@@ -66,6 +66,7 @@
  * `footer()` returns the lines below the editor's bottom rule (so it includes an open
  * autocomplete menu).
  */
+import type { PiHost } from "./host-kit.ts";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -554,4 +555,30 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     },
   };
   return tui;
+}
+
+/**
+ * Pi as a new user gets it: pi-tasks installed with `pi install`, no pi-tasks environment but
+ * `WOLFPACK_PORT` (moved off the default so the test meets no relay of the machine's), a regular
+ * screen (the whole transcript stays in the scrollback); its model runs `script`, the workers it
+ * spawns run `workerScript`.
+ */
+export function startInstalledTui(options: {
+  readonly host: PiHost;
+  readonly port: number;
+  readonly script: string;
+  readonly workerScript: string;
+}): Promise<Tui> {
+  return startTui({
+    script: options.script,
+    install: true,
+    host: options.host,
+    settings: { tuiMode: "regular" },
+    env: {
+      PI_TASKS_EMBEDDED_RELAY: undefined,
+      PI_TASKS_HOME: undefined,
+      WOLFPACK_PORT: String(options.port),
+      PI_TASKS_WORKER_SCRIPT: options.workerScript,
+    },
+  });
 }

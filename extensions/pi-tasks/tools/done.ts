@@ -1,5 +1,7 @@
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
+import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV, worktreeChanges } from "../../../src/cli/worktree.ts";
+import { isRecord } from "../../../src/protocol/validate.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { errorResult, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
@@ -17,6 +19,18 @@ function outcomeWords(requested: string, observed: string, delivery: string): st
   return `${sent}; the origin decides the outcome (you see its decision when it arrives). Nothing more to do on this task.`;
 }
 
+/**
+ * In a worker with its own worktree (src/cli/worktree.ts), a completed result names its branch and
+ * what changed since the worktree's base, so the origin can review and merge it.
+ */
+function withWorkspace(params: unknown, cwd: string | undefined): unknown {
+  const branch = process.env[WORKTREE_BRANCH_ENV];
+  const base = process.env[WORKTREE_BASE_ENV];
+  if (branch === undefined || base === undefined || cwd === undefined || !isRecord(params) || params.status !== "completed") return params;
+  const result = isRecord(params.result) ? params.result : {};
+  return { ...params, result: { ...result, workspace: { branch, base, ...worktreeChanges(cwd, base) } } };
+}
+
 export function doneTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_done> {
   return {
     name: "agent_task_done",
@@ -29,8 +43,8 @@ export function doneTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
       "A retry of agent_task_done with the same status is safe; a different status for the same task is refused.",
     ],
     parameters: TOOL_PARAMETERS.agent_task_done,
-    async execute(_id, params, signal) {
-      const done = await deps.run((core) => core.done(params, { signal }));
+    async execute(_id, params, signal, _onUpdate, ctx) {
+      const done = await deps.run((core) => core.done(withWorkspace(params, ctx?.cwd), { signal }));
       const delivery = done.terminalDelivery;
       if (delivery.state === "delivery_blocked") {
         return {

@@ -1,3 +1,8 @@
+import { listSpawned } from "../../../src/cli/spawned.ts";
+import { sameEndpoint } from "../../../src/protocol/endpoint.ts";
+import { narrowGrant } from "../../../src/protocol/grant.ts";
+import type { Grant, TaskEndpoint } from "../../../src/protocol/schemas.ts";
+import type { Env } from "../../../src/relay-client/config.ts";
 import { defaultGrant } from "../grants.ts";
 import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
@@ -11,6 +16,13 @@ import {
   type TaskToolDefinition,
   type ToolDeps,
 } from "./shared.ts";
+
+/** The grant of the profile a worker this Pi spawned was started with, when `to` is that worker. */
+function spawnedGrant(env: Env, params: unknown): Grant | undefined {
+  const to = (params as { to?: unknown } | undefined)?.to as TaskEndpoint | undefined;
+  if (to === undefined || typeof to !== "object") return undefined;
+  return listSpawned(env).find((worker) => worker.taskEndpoint !== undefined && sameEndpoint(worker.taskEndpoint, to))?.grant;
+}
 
 export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_send> {
   return {
@@ -29,7 +41,7 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
     async execute(_id, params, signal) {
       await deps.ready();
       const info = deps.info();
-      const grant = info === undefined ? undefined : defaultGrant(info.env);
+      const grant = info === undefined ? undefined : narrowGrant(spawnedGrant(info.env, params), defaultGrant(info.env));
       const created = await deps.run((core) => core.createTask(params, { signal, ...(grant === undefined ? {} : { grant }) }));
       const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
       if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);

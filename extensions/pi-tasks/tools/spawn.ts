@@ -13,6 +13,8 @@ import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { type Env, piTasksHome } from "../../../src/relay-client/config.ts";
 import { configuredNumber, MAX_WORKERS_VARIABLE } from "../lifetime.ts";
+import { createWorktree } from "../../../src/cli/worktree.ts";
+import { findProfile, loadProfiles } from "../profiles.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 /** Test and demo only: a scripted-model scenario module for spawned workers (absolute path). */
@@ -43,7 +45,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
     name: "agent_task_spawn",
     label: "Start worker",
     description:
-      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id). It stops when this Pi exits unless keep is true.",
+      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id) or a profile (agent_task_workers lists them: model, grant, instructions). It stops when this Pi exits unless keep is true.",
     promptSnippet: "agent_task_spawn: start a worker Pi and get its taskEndpoint",
     promptGuidelines: [
       "Use agent_task_spawn to start a worker when you need one, then send it work with agent_task_send using the taskEndpoint it returns; stop workers you spawned with agent_task_stop when their tasks are acknowledged.",
@@ -58,22 +60,39 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
       const projectDir =
         input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
       const script = info.env[WORKER_SCRIPT_ENV]?.trim();
+      const profile =
+        input.profile === undefined
+          ? undefined
+          : findProfile(loadProfiles(info.env, base, ctx?.isProjectTrusted?.() === true), input.profile);
       const ownModel = ctx?.model === undefined ? undefined : `${ctx.model.provider}/${ctx.model.id}`;
+      const named = input.model ?? profile?.model;
       const launch = script
         ? { script }
-        : input.model !== undefined
-          ? { model: input.model }
+        : named !== undefined
+          ? { model: named }
           : ownModel !== undefined
             ? { model: ownModel, checkModel: false }
             : {};
       checkSpawnCap(info.env);
+      const home = piTasksHome(info.env);
+      const own = (input.worktree ?? profile?.worktree) === true ? createWorktree(projectDir, input.name, home) : undefined;
       const worker = await spawnWorker({
         name: input.name,
-        projectDir,
+        projectDir: own?.workDir ?? projectDir,
+        ...(own === undefined ? {} : { worktree: own.worktree }),
         relay: info.relay.url,
         env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
         ...(input.keep === true ? {} : { owner: process.pid }),
         spawner: process.pid,
+        ...(profile === undefined
+          ? {}
+          : {
+              profile: {
+                name: profile.name,
+                instructions: profile.instructions,
+                ...(profile.grant === undefined ? {} : { grant: profile.grant }),
+              },
+            }),
         ...launch,
       });
       deps.rememberPeer(worker.session, worker.taskEndpoint);
@@ -85,6 +104,12 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
           `- projectDir: ${worker.projectDir}`,
           `- pid: ${worker.pid}`,
           `- log: ${worker.log}`,
+          ...(own === undefined
+            ? []
+            : [`- worktree: ${own.worktree.path} on branch ${own.worktree.branch} (its result names what changed; merge it yourself)`]),
+          ...(profile === undefined
+            ? []
+            : [`- profile: ${profile.name}${profile.grant === undefined ? "" : " (tasks sent to it carry its grant)"}`]),
           `- stops: ${worker.owner === undefined ? "only by agent_task_stop (kept: it outlives this Pi)" : "when this Pi exits"}`,
           "",
           `Send it work with agent_task_send, to = ${JSON.stringify(worker.taskEndpoint)}. Stop it with agent_task_stop {name: "${worker.session}"} when you are done with it.`,

@@ -6,6 +6,8 @@ import { killSession } from "../../../src/cli/sessions.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { StopParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
+import { worktreeLines } from "../../../src/cli/sessions.ts";
+import type { StopResult } from "../../../src/cli/stop.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_stop> {
@@ -24,7 +26,13 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
       if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
       const stopped = (await killSession(input.name, info.env)).value;
       return ok(
-        lines("## worker stopped", `- session: ${input.name}`, `- pids: ${(stopped.pids as number[]).join(", ")}`, "- confirmed gone: yes"),
+        lines(
+          "## worker stopped",
+          `- session: ${input.name}`,
+          `- pids: ${(stopped.pids as number[]).join(", ")}`,
+          "- confirmed gone: yes",
+          ...worktreeLines(stopped.worktree as StopResult["worktree"]).map((line) => `- ${line}`),
+        ),
         { ...stopped },
       );
     },

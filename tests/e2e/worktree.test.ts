@@ -1,0 +1,102 @@
+/**
+ * A workspace per worker in the real Pi 1.6 CLI (`--mode rpc`), on each host: the origin's model
+ * spawns a worker with `worktree: true` in a git project; the worker writes and tests hello.txt in
+ * its own worktree (the project's tree stays untouched); its completed result names the branch and
+ * what changed; stopping it keeps the worktree, because it holds unmerged work, and says how to
+ * merge or remove it.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
+import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
+import { called, field, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
+import type { RpcRecord } from "../helpers/pi-process.ts";
+
+setDefaultTimeout(90_000);
+
+const fx = usePiFixture();
+const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.ts");
+const made: string[] = [];
+afterAll(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+function gitProject(): string {
+  const dir = mkdtempSync(join(tmpdir(), "pi-tasks-git-project-"));
+  made.push(dir);
+  const git = (...args: string[]) => spawnSync("git", ["-C", dir, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args]);
+  git("init", "-q", "-b", "main");
+  writeFileSync(join(dir, "README.md"), "project\n");
+  git("add", ".");
+  git("commit", "-q", "-m", "first");
+  return dir;
+}
+
+const isStopped = (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === "agent_task_stop";
+
+async function inWorktree(host: PiHost) {
+  const cwd = gitProject();
+  const name = `tree-${host}`;
+  const origin = fx.pi({
+    host,
+    cwd,
+    session: `tree-origin-${host}`,
+    env: { PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
+    brain: (turn) => {
+      if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name, worktree: true } }] };
+      const endpoint = field(lastSeen(turn, "## worker started"), "taskEndpoint");
+      if (endpoint === undefined) return { text: "no worker" };
+      if (!called(turn, "agent_task_send"))
+        return { tools: [{ name: "agent_task_send", arguments: { to: JSON.parse(endpoint), task: DEMO_TASK } }] };
+      const answer = answerQuestion(turn);
+      if (answer !== undefined) return answer;
+      const taskId = field(lastSeen(turn, "## task completed"), "taskId");
+      if (taskId === undefined) return { text: "waiting" };
+      if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
+      if (!called(turn, "agent_task_stop")) return { tools: [{ name: "agent_task_stop", arguments: { name } }] };
+      return { text: "done" };
+    },
+  });
+  origin.prompt("Delegate the hello task to a worker in its own worktree.");
+  const stopped = await origin.waitFor(isStopped, 75_000).catch(() => undefined);
+  return { origin, cwd, stopped };
+}
+
+describeOnHosts("a worktree per worker", (host) => {
+  let run: ReturnType<typeof inWorktree>;
+  beforeAll(() => {
+    run = inWorktree(host);
+    run.catch(() => undefined);
+  });
+
+  test("the worker works in its own worktree on a new branch; the project's tree is untouched", async () => {
+    const { origin, cwd } = await run;
+    const spawned = toolCalls(origin, "agent_task_spawn")[0]!;
+    expect(spawned.isError).toBe(false);
+    expect(spawned.text).toMatch(/- worktree: \S+ on branch pi-tasks\/tree-\w+-\w+/);
+    expect(existsSync(join(cwd, "hello.txt"))).toBe(false);
+  });
+
+  test("its completed result names the branch and what changed", async () => {
+    const { origin } = await run;
+    const completed = origin.customMessages().find((message) => String(message.content).startsWith("## task completed"));
+    const text = String(completed?.content);
+    expect(text).toMatch(/"workspace"/);
+    expect(text).toMatch(/pi-tasks\/tree-/);
+    expect(text).toContain("hello.txt");
+  });
+
+  test("stopping the worker keeps its worktree (unmerged work) and says how to merge or remove it", async () => {
+    const { stopped, origin } = await run;
+    expect(stopped).toBeDefined();
+    const stop = toolCalls(origin, "agent_task_stop")[0]!;
+    expect(stop.text).toMatch(/is kept: it has uncommitted changes/);
+    expect(stop.text).toMatch(/git merge pi-tasks\/tree-/);
+    const kept = stop.text.match(/Its worktree (\S+) /)?.[1];
+    expect(kept !== undefined && existsSync(join(kept, "hello.txt"))).toBe(true);
+  });
+});

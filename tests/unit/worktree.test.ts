@@ -1,0 +1,81 @@
+/**
+ * A workspace per worker (src/cli/worktree.ts) on a real git repository: a worktree on a new branch
+ * from the project's commit, a summary of what changed, and retirement that keeps unmerged work
+ * and removes what holds nothing new.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createWorktree, retireWorktree, worktreeChanges } from "../../src/cli/worktree.ts";
+import { thrown } from "../../kit/async.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function git(cwd: string, ...args: string[]): string {
+  const run = spawnSync("git", ["-C", cwd, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args], { encoding: "utf8" });
+  if (run.status !== 0) throw new Error(run.stderr);
+  return run.stdout.trim();
+}
+
+function repo(): { root: string; home: string } {
+  const root = mkdtempSync(join(tmpdir(), "pi-tasks-repo-"));
+  const home = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
+  dirs.push(root, home);
+  git(root, "init", "-q", "-b", "main");
+  mkdirSync(join(root, "src"));
+  writeFileSync(join(root, "src", "a.ts"), "export const a = 1;\n");
+  git(root, "add", ".");
+  git(root, "commit", "-q", "-m", "first");
+  return { root, home };
+}
+
+describe("a worker's worktree", () => {
+  test("is made on a new branch from the project's commit; the worker's directory keeps its place inside", () => {
+    const { root, home } = repo();
+    const { worktree, workDir } = createWorktree(join(root, "src"), "builder", home, 1_000);
+    expect(worktree).toMatchObject({
+      branch: "pi-tasks/builder-rs",
+      base: git(root, "rev-parse", "HEAD"),
+      path: join(home, "worktrees", "builder-rs"),
+    });
+    expect(workDir).toBe(join(worktree.path, "src"));
+    expect(existsSync(join(workDir, "a.ts"))).toBe(true);
+  });
+
+  test("what changed is summed up: edits, commits and new files since the base", () => {
+    const { root, home } = repo();
+    const { worktree } = createWorktree(root, "builder", home);
+    writeFileSync(join(worktree.path, "src", "a.ts"), "export const a = 2;\n");
+    writeFileSync(join(worktree.path, "new.txt"), "new\n");
+    const changes = worktreeChanges(worktree.path, worktree.base);
+    expect(changes.diffStat).toContain("src/a.ts");
+    expect(changes.untracked).toEqual(["new.txt"]);
+  });
+
+  test("retiring keeps unmerged work (uncommitted, or commits HEAD lacks) and removes a worktree that holds nothing new", () => {
+    const { root, home } = repo();
+    const { worktree } = createWorktree(root, "builder", home);
+    writeFileSync(join(worktree.path, "src", "a.ts"), "export const a = 3;\n");
+    expect(retireWorktree(worktree)).toEqual({ removed: false, kept: "it has uncommitted changes" });
+    git(worktree.path, "commit", "-q", "-am", "work");
+    expect(retireWorktree(worktree).kept).toBe(`its branch ${worktree.branch} has commits the project's HEAD does not`);
+    git(root, "merge", "-q", worktree.branch);
+    expect(retireWorktree(worktree)).toEqual({ removed: true });
+    expect(existsSync(worktree.path)).toBe(false);
+    const untouched = createWorktree(root, "idle", home).worktree;
+    expect(retireWorktree(untouched)).toEqual({ removed: true });
+  });
+
+  test("a project outside git gets none: WORKTREE_UNAVAILABLE, and nothing is made", () => {
+    const plain = mkdtempSync(join(tmpdir(), "pi-tasks-plain-"));
+    const home = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
+    dirs.push(plain, home);
+    expect(thrown(() => createWorktree(plain, "builder", home)).code).toBe("WORKTREE_UNAVAILABLE");
+    expect(existsSync(join(home, "worktrees"))).toBe(false);
+  });
+});
