@@ -8,7 +8,7 @@
 import { eventually } from "../../kit/async.ts";
 import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
-import { createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { type ConfiguredTaskCoreOptions, createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { piTasksHome } from "../../src/relay-client/config.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
@@ -60,6 +60,11 @@ interface BranchEntry {
 
 let serial = 0;
 
+function withoutFanOutCap(given: ConfiguredTaskCoreOptions | undefined): ConfiguredTaskCoreOptions {
+  const { maxActiveTasks: _cap, ...rest } = given ?? {};
+  return rest;
+}
+
 export function startFakePi(options: FakePiOptions): FakePi {
   serial += 1;
   const name = options.name ?? `bench-${options.worker ? "worker" : "origin"}-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
@@ -91,9 +96,11 @@ export function startFakePi(options: FakePiOptions): FakePi {
 
   ({ lifecycle } = createTasksRuntime({
     env,
-    createCore: (coreOptions) =>
+    // The benches hold far more active tasks than a Pi session's fan-out cap allows: they measure
+    // the core under load, not a model's delegation (the cap is tested in tests/extension/fanout.test.ts).
+    createCore: (given) =>
       createConfiguredTaskCore({
-        ...coreOptions,
+        ...withoutFanOutCap(given),
         ...(options.logRequests === false ? {} : { fetch: log.fetch }),
         ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
         ...(options.timers === undefined ? {} : { timers: options.timers }),
