@@ -7,6 +7,7 @@
  */
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { activePollIntervalMs } from "../../src/protocol/limits.ts";
+import { openWork } from "./work.ts";
 
 export interface Budgets {
   /** A turn ended: it counts against every granted task active now. */
@@ -24,12 +25,7 @@ interface Used {
 
 /** Granted tasks this session works on whose result is not submitted yet. */
 function budgeted(core: TaskCore): TaskView[] {
-  return core
-    .activeTaskIds()
-    .map((taskId) => core.findTask(taskId))
-    .filter(
-      (task): task is TaskView => task?.role === "worker" && task.grant !== undefined && task.terminalDelivery.state === "not_submitted",
-    );
+  return openWork(core).filter((task) => task.grant !== undefined);
 }
 
 /** What ran out, in words, or undefined. */

@@ -11,6 +11,7 @@ import { toolVerdict } from "../../src/protocol/grant.ts";
 import { Grant } from "../../src/protocol/schemas.ts";
 import { assertValid } from "../../src/protocol/validate.ts";
 import type { Env } from "../../src/relay-client/config.ts";
+import { openWork } from "./work.ts";
 
 export const GRANT_VARIABLE = "PI_TASKS_GRANT";
 
@@ -34,17 +35,6 @@ export function defaultGrant(env: Env): Grant | undefined {
   }
 }
 
-/** Active tasks this session works on whose result is not submitted yet, with their grants. */
-function grantedWork(core: TaskCore): { taskId: string; grant: Grant }[] {
-  const work: { taskId: string; grant: Grant }[] = [];
-  for (const taskId of core.activeTaskIds()) {
-    const task = core.findTask(taskId);
-    if (task?.role === "worker" && task.grant !== undefined && task.terminalDelivery.state === "not_submitted")
-      work.push({ taskId, grant: task.grant });
-  }
-  return work;
-}
-
 /** A block reason when a tool call is outside the grant of a task this session works on, else undefined. */
 export function grantVerdict(
   core: TaskCore | undefined,
@@ -53,7 +43,8 @@ export function grantVerdict(
   cwd: string,
 ): { code: string; reason: string } | undefined {
   if (core === undefined) return undefined;
-  for (const { taskId, grant } of grantedWork(core)) {
+  for (const { taskId, grant } of openWork(core)) {
+    if (grant === undefined) continue;
     const problem = toolVerdict(grant, toolName, input, cwd);
     if (problem !== undefined) {
       return {

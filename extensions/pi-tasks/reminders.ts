@@ -13,6 +13,7 @@ import { awaitedAnswers } from "../../src/core/attention.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { maxDoneReminders } from "../../src/protocol/limits.ts";
 import type { PiMessage } from "./presenter.ts";
+import { openWork } from "./work.ts";
 
 /** The message that reminds the model (shown in the session; the model reads its content). */
 export const REMINDER_MESSAGE = "pi-tasks-reminder";
@@ -50,14 +51,6 @@ function roundKey(task: TaskView): string {
   return `${task.taskId}#${task.revision ?? 0}`;
 }
 
-/** Active tasks this session works on whose result it has not submitted. */
-function unreported(core: TaskCore): TaskView[] {
-  return core
-    .activeTaskIds()
-    .map((taskId) => core.findTask(taskId))
-    .filter((task): task is TaskView => task?.role === "worker" && task.terminalDelivery.state === "not_submitted");
-}
-
 export function createReminders(deps: RemindersDeps): Reminders {
   const reminded = new Map<string, number>();
   const told = new Set<string>();
@@ -81,17 +74,17 @@ export function createReminders(deps: RemindersDeps): Reminders {
   return {
     runStarted() {
       const core = deps.core();
-      if (core !== undefined) for (const task of unreported(core)) worked.add(roundKey(task));
+      if (core !== undefined) for (const task of openWork(core)) worked.add(roundKey(task));
     },
     asked: (taskId) => void askedInRun.add(taskId),
     waiting() {
       const core = deps.core();
-      return core !== undefined && unreported(core).some((task) => waitsOn(core, task));
+      return core !== undefined && openWork(core).some((task) => waitsOn(core, task));
     },
     settled() {
       const core = deps.core();
       if (core === undefined) return;
-      for (const task of unreported(core)) {
+      for (const task of openWork(core)) {
         const round = roundKey(task);
         if (!worked.has(round) || told.has(round) || waitsOn(core, task)) continue;
         const count = reminded.get(round) ?? 0;

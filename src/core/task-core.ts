@@ -54,6 +54,7 @@ import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.
 import { ROOT_DEPTH } from "./lineage.ts";
 import { createProofBook, provenAt } from "./proofs.ts";
 import { createLifetime } from "./lifetime.ts";
+import { loweredLimit } from "./lowered.ts";
 import { createPacer } from "./pacer.ts";
 import { createPeerSearch } from "./peer-search.ts";
 import { createRelayHealth } from "./relay-health.ts";
@@ -272,10 +273,10 @@ export function createCoreContext(options: TaskCoreOptions): CoreContext {
     requestRefresh: () => options.onRefreshRequested?.(),
     settings: {
       autoReassign: options.autoReassign === true,
-      maxDepth: lowered(options.maxDepth, maxDelegationDepth, ROOT_DEPTH, "the delegation depth cap", "maxDepth"),
+      maxDepth: loweredLimit(options.maxDepth, maxDelegationDepth, ROOT_DEPTH, "the delegation depth cap", "maxDepth"),
       ...(options.maxActiveTasks === undefined
         ? {}
-        : { maxActiveTasks: lowered(options.maxActiveTasks, maxActiveOriginTasks, 1, "the fan-out cap", "maxActiveTasks") }),
+        : { maxActiveTasks: loweredLimit(options.maxActiveTasks, maxActiveOriginTasks, 1, "the fan-out cap", "maxActiveTasks") }),
     },
     lifetime: createLifetime(),
     health: createRelayHealth(timers),
@@ -285,18 +286,6 @@ export function createCoreContext(options: TaskCoreOptions): CoreContext {
     trust: createTrustState(trustFor(options), clock()),
     proofs: createProofBook(),
   };
-}
-
-/** A setting that may only lower a limit: a whole number from `min` to the limit, else `INVALID_CONFIGURATION`. */
-function lowered(value: number | undefined, limit: number, min: number, what: string, key: string): number {
-  if (value === undefined) return limit;
-  if (!Number.isInteger(value) || value < min || value > limit) {
-    throw new TaskError("INVALID_CONFIGURATION", {
-      message: `${what} must be a whole number from ${min} to ${limit} (it may only be lowered)`,
-      details: { [key]: value },
-    });
-  }
-  return value;
 }
 
 type Track = <T>(operation: string, run: () => Promise<T>) => Promise<T>;

@@ -6,6 +6,7 @@
  */
 import { isAbsolute, resolve } from "node:path";
 import { spawnWorker } from "../../../src/cli/spawn.ts";
+import { loweredLimit } from "../../../src/core/lowered.ts";
 import { isAlive, listSpawned } from "../../../src/cli/spawned.ts";
 import { maxSpawnedWorkers } from "../../../src/protocol/limits.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
@@ -20,23 +21,10 @@ import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 /** Test and demo only: a scripted-model scenario module for spawned workers (absolute path). */
 export const WORKER_SCRIPT_ENV = "PI_TASKS_WORKER_SCRIPT";
 
-/** The most workers this Pi may run spawned at once: `maxSpawnedWorkers`, or the lower number the person set. */
-function spawnCap(env: Env): number {
-  const set = configuredNumber(env, MAX_WORKERS_VARIABLE);
-  if (set === undefined) return maxSpawnedWorkers;
-  if (!Number.isInteger(set) || set < 1 || set > maxSpawnedWorkers) {
-    throw new TaskError("INVALID_CONFIGURATION", {
-      message: `${MAX_WORKERS_VARIABLE} must be a whole number from 1 to ${maxSpawnedWorkers} (it may only be lowered)`,
-      details: { [MAX_WORKERS_VARIABLE]: env[MAX_WORKERS_VARIABLE] },
-    });
-  }
-  return set;
-}
-
 /** Refuses another spawn while this Pi runs as many spawned workers as it may (`SPAWN_LIMIT`); nothing starts. */
 function checkSpawnCap(env: Env): void {
   const running = listSpawned(env).filter((worker) => (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid)).length;
-  const cap = spawnCap(env);
+  const cap = loweredLimit(configuredNumber(env, MAX_WORKERS_VARIABLE), maxSpawnedWorkers, 1, MAX_WORKERS_VARIABLE, MAX_WORKERS_VARIABLE);
   if (running >= cap) throw new TaskError("SPAWN_LIMIT", { details: { running, maxWorkers: cap } });
 }
 
