@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
+import { eventually } from "../../kit/async.ts";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { called, field, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
@@ -62,7 +63,8 @@ async function inWorktree(host: PiHost) {
     },
   });
   origin.prompt("Delegate the hello task to a worker in its own worktree.");
-  const stopped = await origin.waitFor(isStopped, 75_000).catch(() => undefined);
+  // Polled (not a record listener): the scenario's last step is the stop, whatever comes after it.
+  const stopped = await eventually(() => origin.records.find(isStopped), 75_000, 50);
   return { origin, cwd, stopped };
 }
 
