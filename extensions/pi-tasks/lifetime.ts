@@ -21,6 +21,7 @@ import { createSpawnWatch, type SpawnWatch } from "./spawn-watch.ts";
 import { createPiPresenter, type PiPresenter } from "./presenter.ts";
 import { announceQuestions } from "./questions.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
+import { resumeDelegated, resumeWanted } from "./resume.ts";
 import { createTaskTracer, type TaskTracer } from "./traces.ts";
 import { createExtensionTrust } from "./trust.ts";
 
@@ -266,6 +267,8 @@ export async function startLifetime(deps: LifecycleDeps, view: PiContextView, ho
   state.watch.start();
   state.observer.start();
   state.spawns.start();
+  // Start-up (what tools wait for) ends once a resumed session's workers answered, or resumeWaitMs passed.
+  if (resumeWanted(deps.env)) await resumeDelegated(state.configured, view.branch(), parts.notify);
 }
 
 /** The footer label of a lifetime: its last failure, else its counts. */

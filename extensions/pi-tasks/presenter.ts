@@ -68,14 +68,18 @@ export function insertedEventId(entry: unknown): string | undefined {
   return isRecord(details) && typeof details.eventId === "string" ? details.eventId : undefined;
 }
 
+/**
+ * What the session keeps of an item (details of its message or archive entry): the event, and at the
+ * origin the worker's key it came with — a restarted origin's resume reads both (resume.ts).
+ */
+function itemDetails(item: PresentationItem): Record<string, unknown> {
+  const peerKey = item.role === "origin" && item.peer?.verified === true ? { peerKey: item.peer.key } : {};
+  return { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event, ...peerKey };
+}
+
 /** The `pi-tasks-event` message of an item. */
 function eventMessage(item: PresentationItem): PiMessage {
-  return {
-    customType: EVENT_MESSAGE,
-    content: renderEvent(item.event, item.task, item.peer),
-    display: true,
-    details: { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event },
-  };
+  return { customType: EVENT_MESSAGE, content: renderEvent(item.event, item.task, item.peer), display: true, details: itemDetails(item) };
 }
 
 /** Whether the `pi-tasks-event` message of an event is among the latest entries of the session branch. */
@@ -203,7 +207,7 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     wake: (items: readonly PresentationItem[]) => wakes.send(items),
 
     archive(item: PresentationItem) {
-      deps.appendEntry(EVENT_RECORD, { taskId: item.taskId, eventId: item.eventId, role: item.role, event: item.event });
+      deps.appendEntry(EVENT_RECORD, itemDetails(item));
     },
 
     interrupt: (item: PresentationItem, report: (outcome: CancelOutcome) => void) => cancels.interrupt(item, report),

@@ -107,6 +107,8 @@ export interface TaskMeta {
   readonly unverified?: true;
   readonly peerSession?: string;
   readonly reconnectingSince?: number;
+  /** A task a restarted origin took back from its session history: its worker has yet to confirm it (resume.ts). */
+  readonly resuming?: true;
   readonly lostSince?: number;
   readonly orphanedAt?: number;
   readonly activity?: WorkerActivity;

@@ -21,6 +21,7 @@ import {
   type EnvelopeKind,
   type ReceiverIntentType,
   SealedContent,
+  type ResumeList,
   type SealedWirePayload,
   type SignatureBlock,
   type TaskEndpoint,
@@ -168,13 +169,19 @@ export function encodeEnvelope(
   return { envelopeId, text: envelopeText(envelopeId, source, target, encodePayload(taskId, kind, inner, signing, carriage), createdAtMs) };
 }
 
+/** What a hello says besides its proof: the ask it answers, and a resume question or answer (resume.ts). */
+export interface HelloExtra {
+  readonly inReplyTo?: string;
+  readonly resume?: ResumeList;
+}
+
 /** A hello (proofs.ts): a content-free, signed proof request, or the answer to one (`inReplyTo`). */
 export function encodeHello(
   source: TaskEndpoint,
   target: TaskEndpoint,
   signer: EnvelopeSigner,
   atMs: number,
-  inReplyTo?: string,
+  extra: HelloExtra = {},
 ): { helloId: string; encoded: EncodedEnvelope } {
   const identity = signer.identity;
   if (identity.seal === undefined || identity.sealBinding === undefined)
@@ -182,9 +189,10 @@ export function encodeHello(
   const helloId = newId();
   const inner = {
     helloId,
-    ...(inReplyTo === undefined ? {} : { inReplyTo }),
+    ...(extra.inReplyTo === undefined ? {} : { inReplyTo: extra.inReplyTo }),
     seal: identity.seal().publicKey,
     binding: identity.sealBinding(),
+    ...(extra.resume === undefined ? {} : { resume: extra.resume }),
   };
   const innerText = canonicalJson(inner);
   const signature = signatureOf(helloId, "hello", inner, innerText, { signer, from: source, to: target, atMs });

@@ -33,6 +33,7 @@ import { type CoreContext, me } from "./context.ts";
 import { makeIntent, openPayload } from "./envelopes.ts";
 import { checkIntentCorrection } from "./corrections.ts";
 import { checkLineage } from "./lineage.ts";
+import { answerResume, takeResumeAnswer } from "./resume.ts";
 import { followMovedPeer, resumeReconnects } from "./reconnect.ts";
 import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } from "./proofs.ts";
 import { answerAudit } from "./audit.ts";
@@ -349,8 +350,13 @@ function opened(context: CoreContext, raw: RelayedEnvelope): { envelope: TaskEnv
 /** A hello: a proof request (owed an answer) or the answer to ours (a proof that releases what waited for it). */
 function classifyHello(context: CoreContext, scope: WorkScope, raw: HelloEnvelope): { stage: InboxStage; data: InboxData } {
   const signer = gateHello(context.trust, raw, me(context), context.clock());
-  const proven = takeHello(context, raw, signer);
+  const { resume, inReplyTo } = raw.payload.payload;
+  // A resume question is answered with the ask (resume.ts); an answer to ours confirms or loses tasks.
+  const answer =
+    resume === undefined || inReplyTo !== undefined ? undefined : () => answerResume(context, scope, raw.source, signer, resume);
+  const proven = takeHello(context, raw, signer, answer);
   if (proven !== undefined) {
+    if (resume !== undefined && inReplyTo !== undefined) takeResumeAnswer(context, scope, proven, signer, resume);
     releaseAwaiting(context, scope, proven);
     resumeReconnects(context, scope, proven);
   }

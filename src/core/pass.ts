@@ -8,7 +8,8 @@
  * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
  * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
  * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
- * peers finds the peers of tasks again after a relay restart (reconnect.ts), orphans tasks whose
+ * peers finds the peers of tasks again after a relay restart (reconnect.ts), asks the workers of
+ * tasks a restarted origin took back from its history whether they still hold them (resume.ts), orphans tasks whose
  * worker fell silent (activity.ts) and asks whether the workers of active tasks are still
  * registered (orphans.ts). Neither retry
  * nor peers runs when the pass found the relay unreachable.
@@ -24,6 +25,7 @@ import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./
 import { orphanSilentWorkers } from "./activity.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
+import { askResumes } from "./resume.ts";
 import { sayHellos } from "./proofs.ts";
 import { showsUnreachable } from "./relay-health.ts";
 import { presentInbox } from "./presentation.ts";
@@ -350,6 +352,7 @@ export async function retryOldWork(context: CoreContext, scope: WorkScope): Prom
 async function followPeers(context: CoreContext, scope: WorkScope, heard: boolean): Promise<void> {
   // Mail re-addressed to peers found again is shipped at once (it was queued in this scope).
   if ((await reconnectPeers(context, scope)) > 0) await shipRequired(context, scope);
+  await askResumes(context, scope);
   // A worker's silence means something only when this pass took in its mail (activity.ts).
   if (heard) orphanSilentWorkers(context);
   await probeWorkers(context, scope);

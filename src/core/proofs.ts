@@ -23,12 +23,12 @@
 import { endpointKey, sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { helloRetryMs, maxHellosPerPass, maxPendingHellos, maxProvenEndpoints } from "../protocol/limits.ts";
-import type { HelloEnvelope, TaskEndpoint, TaskEnvelope } from "../protocol/schemas.ts";
+import type { HelloEnvelope, ResumeList, TaskEndpoint, TaskEnvelope } from "../protocol/schemas.ts";
 import { fingerprintOf, verifySignature } from "../trust/keys.ts";
 import { sealBindingBytes } from "../trust/sealing.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
-import { type Carriage, encodeEnvelope, encodeHello } from "./envelopes.ts";
+import { type Carriage, encodeEnvelope, encodeHello, type HelloExtra } from "./envelopes.ts";
 import type { WorkScope } from "./scope.ts";
 import { describeKey, type Signer } from "./trust.ts";
 
@@ -48,8 +48,8 @@ export interface ProofBook {
   readonly asked: Map<string, TaskEndpoint>;
   /** When each endpoint was last asked (timers clock). */
   readonly lastAsked: Map<string, number>;
-  /** Answers owed, sent by the next shipping phase. */
-  readonly owed: { readonly to: TaskEndpoint; readonly inReplyTo: string }[];
+  /** Answers owed (with a resume answer when the ask was a resume question), sent by the next shipping phase. */
+  readonly owed: { readonly to: TaskEndpoint; readonly inReplyTo: string; readonly resume?: ResumeList }[];
 }
 
 export function createProofBook(): ProofBook {
@@ -112,6 +112,8 @@ function trusted(context: CoreContext, key: string): boolean {
  * key at the origin on the way), in the clear to a legacy peer, or not yet (`awaiting`).
  */
 export function carriageFor(context: CoreContext, taskId: string, to: TaskEndpoint): Carriage | "awaiting" {
+  // A resumed task's worker hears nothing of it before it confirmed it still holds it (resume.ts).
+  if (context.store.getTaskMeta(taskId)?.resuming === true) return "awaiting";
   const expected = expectation(context, taskId);
   if (expected === "legacy") return "clear";
   const proof = provenAt(context, to);
@@ -139,8 +141,8 @@ function bindWorker(context: CoreContext, taskId: string, proof: Proof): void {
 // ---------------------------------------------------------------------------------------------
 
 /** Sends one hello straight to the relay; failures are reported, never thrown (a later ask retries). */
-async function sendHello(context: CoreContext, scope: WorkScope, to: TaskEndpoint, inReplyTo?: string): Promise<string | undefined> {
-  const { helloId, encoded } = encodeHello(me(context), to, context.trust.options, context.clock(), inReplyTo);
+async function sendHello(context: CoreContext, scope: WorkScope, to: TaskEndpoint, extra: HelloExtra = {}): Promise<string | undefined> {
+  const { helloId, encoded } = encodeHello(me(context), to, context.trust.options, context.clock(), extra);
   try {
     await context.session.send(encoded, scope.signal);
     return helloId;
@@ -154,34 +156,41 @@ async function sendHello(context: CoreContext, scope: WorkScope, to: TaskEndpoin
 }
 
 /**
- * Asks `to` to prove which key holds it, unless it was asked within `helloRetryMs`. Resolves with
- * the ask's id (undefined when not asked now); a target the relay does not know is thrown
+ * Asks `to` to prove which key holds it (and, for a resumed origin, whether it still holds
+ * `resume`'s tasks), unless it was asked within `helloRetryMs`. Resolves with the ask's id
+ * (undefined when not asked now); a target the relay does not know is thrown
  * (`TARGET_NOT_REGISTERED`): nothing can reach it.
  */
-export async function askProof(context: CoreContext, scope: WorkScope, to: TaskEndpoint): Promise<string | undefined> {
+export async function askProof(context: CoreContext, scope: WorkScope, to: TaskEndpoint, resume?: ResumeList): Promise<string | undefined> {
   const book = context.proofs;
   const key = endpointKey(to);
   const last = book.lastAsked.get(key);
   if (last !== undefined && context.timers.now() - last < helloRetryMs) return undefined;
   remember(book.lastAsked, key, context.timers.now(), maxProvenEndpoints);
-  const helloId = await sendHello(context, scope, to);
+  const helloId = await sendHello(context, scope, to, resume === undefined ? {} : { resume });
   if (helloId !== undefined) remember(book.asked, helloId, to, maxPendingHellos);
   return helloId;
 }
 
-/** Intake of a hello (it passed the gate): an ask is owed an answer; an answer to our ask is a proof. */
+/**
+ * Intake of a hello (it passed the gate): an ask is owed an answer (with `answer()`'s resume answer,
+ * worked out once the ask proved its source); an answer to our ask is a proof.
+ */
 export function takeHello(
   context: CoreContext,
   envelope: HelloEnvelope,
   signer: Extract<Signer, { verified: true }>,
+  answer: () => ResumeList | undefined = () => undefined,
 ): TaskEndpoint | undefined {
   const book = context.proofs;
   const hello = envelope.payload.payload;
   learnSealKey(context, signer.key, hello.seal, hello.binding);
   if (hello.inReplyTo === undefined) {
-    if (book.owed.length < maxHellosPerPass) book.owed.push({ to: envelope.source, inReplyTo: hello.helloId });
     // An ask is signed by the key at its source, for us, now: a proof of that endpoint too.
     recordProof(context, envelope.source, signer.key, signer.claimedName);
+    if (book.owed.length >= maxHellosPerPass) return envelope.source;
+    const resume = answer();
+    book.owed.push({ to: envelope.source, inReplyTo: hello.helloId, ...(resume === undefined ? {} : { resume }) });
     return envelope.source;
   }
   const asked = book.asked.get(hello.inReplyTo);
@@ -200,9 +209,9 @@ export function takeProvenMail(context: CoreContext, envelope: TaskEnvelope, sig
 /** The shipping phase's hellos: the answers owed, then asks for every target whose content awaits a proof. */
 export async function sayHellos(context: CoreContext, scope: WorkScope): Promise<void> {
   const book = context.proofs;
-  for (const { to, inReplyTo } of book.owed.splice(0)) {
+  for (const { to, inReplyTo, resume } of book.owed.splice(0)) {
     if (isClosed(context)) return;
-    await sendHello(context, scope, to, inReplyTo).catch(() => undefined);
+    await sendHello(context, scope, to, { inReplyTo, ...(resume === undefined ? {} : { resume }) }).catch(() => undefined);
   }
   let asked = 0;
   for (const target of awaitingTargets(context)) {
@@ -213,7 +222,10 @@ export async function sayHellos(context: CoreContext, scope: WorkScope): Promise
 
 function awaitingTargets(context: CoreContext): TaskEndpoint[] {
   const targets = new Map<string, TaskEndpoint>();
-  for (const entry of context.store.retryHeads()) if (entry.awaiting === true) targets.set(entry.targetKey, entry.target);
+  for (const entry of context.store.retryHeads()) {
+    // A resumed task's target is asked by its resume question (resume.ts), not here.
+    if (entry.awaiting === true && context.store.getTaskMeta(entry.taskId)?.resuming !== true) targets.set(entry.targetKey, entry.target);
+  }
   return [...targets.values()];
 }
 

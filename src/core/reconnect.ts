@@ -36,7 +36,7 @@ import type { TaskMeta } from "./bookkeeping.ts";
  * A task's lineage with one party moved from `from` to `to`: the chain must end with the task's
  * current origin and target (lineage.ts). Ancestors further up keep the endpoints on record.
  */
-function relocated(lineage: Lineage | undefined, from: TaskEndpoint, to: TaskEndpoint): { lineage?: Lineage } {
+export function relocated(lineage: Lineage | undefined, from: TaskEndpoint, to: TaskEndpoint): { lineage?: Lineage } {
   if (lineage === undefined) return {};
   const move = (endpoint: TaskEndpoint) => (sameEndpoint(endpoint, from) ? to : endpoint);
   return { lineage: { ...lineage, chain: lineage.chain.map(move), owner: { ...lineage.owner, endpoint: move(lineage.owner.endpoint) } } };
@@ -207,17 +207,20 @@ async function lookUp(context: CoreContext, session: string, signal: AbortSignal
     : undefined;
 }
 
-/** An origin that waited `reconnectTimeoutMs` in vain: the task is orphaned (once). */
-function giveUp(context: CoreContext, stored: StoredTask, since: number): void {
+/**
+ * An origin that waited `reconnectTimeoutMs` in vain (or whose resumed task its worker does not hold,
+ * resume.ts): the task is orphaned (once); an ended one just stops waiting.
+ */
+export function giveUp(context: CoreContext, stored: StoredTask, since: number): void {
   const { store } = context;
   if (stored.record.status !== "active") {
-    const { reconnectingSince: _stop, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
+    const { reconnectingSince: _stop, resuming: _lost, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
     store.setTaskMeta(stored.record.taskId, meta);
     return;
   }
   const now = context.clock();
   store.transaction(() => {
-    const { reconnectingSince: _stop, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
+    const { reconnectingSince: _stop, resuming: _lost, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
     store.setTaskMeta(stored.record.taskId, { ...meta, lostSince: since, orphanedAt: now });
     store.enqueueLocalPresentation(appendCanonical(store, stored.record, "task.orphaned", { since, target: stored.record.target }, now));
   });

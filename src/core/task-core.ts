@@ -53,6 +53,7 @@ import { type AuditReport, auditReport, requestAudit } from "./audit.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { ROOT_DEPTH } from "./lineage.ts";
 import { createProofBook, provenAt } from "./proofs.ts";
+import { restoreTasks } from "./resume.ts";
 import { createLifetime } from "./lifetime.ts";
 import { loweredLimit } from "./lowered.ts";
 import { createPacer } from "./pacer.ts";
@@ -127,6 +128,12 @@ export interface TaskCore {
    * else undefined (its answer arrives with a later pass). `TARGET_NOT_REGISTERED` when nothing is there.
    */
   prove(endpoint: TaskEndpoint, options?: OperationOptions): Promise<string | undefined>;
+  /**
+   * Origin, opt-in resume (resume.ts): takes back tasks a previous lifetime of this session delegated,
+   * as its session history knows them; each waits for its worker to confirm it still holds it, else
+   * is orphaned. Resolves with the ids restored (RESUME_LIMIT past `maxResumeTasks`: nothing changes).
+   */
+  resume(tasks: readonly unknown[], options?: OperationOptions): Promise<string[]>;
   /**
    * Worker: reports what its model is doing to the origin of an active task (activity.ts): sent at
    * once, never stored or retried; resolves `true` once the relay took it, else why it was not sent.
@@ -345,6 +352,13 @@ function operations(context: CoreContext, track: Track) {
         const { task, role } = roleOf(context, taskId, self);
         if (role !== "worker" || task.status !== "active") throw new TaskError("NOT_PARTICIPANT", { details: { taskId } });
         return workerIntent(context, self, task, "task.unreported", { ...report }, opts.signal);
+      }),
+    resume: (tasks: readonly unknown[], opts: OperationOptions = {}) =>
+      track("resume", async () => {
+        await leasedEndpoint(context, opts.signal);
+        const restored = restoreTasks(context, tasks);
+        if (restored.length > 0) context.requestRefresh();
+        return restored;
       }),
     prove: (endpoint: TaskEndpoint, opts: OperationOptions = {}) =>
       track("prove", async () => {

@@ -92,6 +92,8 @@ export interface TaskView extends TaskSnapshot {
   readonly peer?: Signer;
   /** Origin side, while the task is active: what the worker's model is doing, as it last reported (activity.ts). */
   readonly activity?: WorkerActivity;
+  /** Origin side: taken back from the session history after a restart, its worker has yet to confirm it holds it (resume.ts). */
+  readonly resuming?: true;
 }
 
 /** Where an outbox envelope stands at the relay. */
@@ -191,6 +193,7 @@ export function viewTask(store: CoreStore, task: TaskSnapshot, trust: TrustState
     superseded: supersededBy(task.events),
     ...withAttention(attentionOf(task, meta)),
     ...(activity === undefined ? {} : { activity }),
+    ...(meta?.resuming === true ? { resuming: true as const } : {}),
     ...(progress === undefined ? {} : { progress }),
     ...(outcome === undefined ? {} : { cancelOutcome: outcome }),
   };

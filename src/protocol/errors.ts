@@ -179,6 +179,10 @@ export const ERROR_REGISTRY = Object.freeze({
     "refused",
     "The task cannot be sent back for revision: only a completed, not yet acknowledged task of this origin, at most maxRevisionRounds times.",
   ),
+  RESUME_LIMIT: spec(
+    "refused",
+    "The session history names more delegated tasks than one resume takes back (maxResumeTasks); nothing was resumed.",
+  ),
   REASSIGNMENT_REFUSED: spec("refused", "The task cannot be reassigned: its target is not known to be lost."),
   TASK_WAIT_TIMEOUT: spec("timeout", "The wait ended before the task reached a terminal status.", { retryable: true }),
   PERSISTENCE_UNSUPPORTED: spec("config", "pi-tasks keeps task state in RAM only; persistence options are not supported."),

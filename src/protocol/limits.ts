@@ -283,6 +283,15 @@ export const maxProvenEndpoints = 1_024;
 export const helloRetryMs = 2_000;
 /** Hellos a pass sends (asking) and answers (replying), each: a stranger's hellos cannot take a pass. */
 export const maxHellosPerPass = 16;
+/**
+ * Tasks one resumed origin takes back from its session history (PI_TASKS_RESUME), and tasks one
+ * resume question or answer names (count): the history beyond it is refused, never cut silently.
+ */
+export const maxResumeTasks = 64;
+/** How long a resumed origin's start-up waits for its workers' word before its tools act (its tasks keep waiting after). */
+export const resumeWaitMs = 3_000;
+/** Between two looks at whether a resumed origin's workers answered, during `resumeWaitMs`. */
+export const resumePollMs = 100;
 /** Proof requests of this lifetime awaiting an answer (oldest forgotten first). */
 export const maxPendingHellos = 256;
 /** How long `agent_task_send` waits for a new worker to prove who it is before it answers "pending". */

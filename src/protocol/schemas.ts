@@ -32,6 +32,7 @@ import {
   maxRevisionRounds,
   maxSequenceDigits,
   maxSummaryChars,
+  maxResumeTasks,
   maxTaskIdChars,
   maxTaskTextChars,
   maxUnreportedTextChars,
@@ -540,8 +541,22 @@ export type SealedContent = Static<typeof SealedContent>;
  * of that key made for this request (`inReplyTo`). `taskId` carries the hello's own id (the wire
  * needs one; it names no task). It states the sender's seal key and its binding, and nothing else.
  */
+/**
+ * A resumed origin's question on its hello — "do you still hold these tasks?" (`tasks`) — and the
+ * worker's answer on its reply: the tasks asked about (`tasks`) and those of them it holds for the
+ * asking key (`held`). Task ids only: no content (src/core/resume.ts).
+ */
+export const ResumeList = Type.Object(
+  {
+    tasks: Type.Array(Id, { minItems: 1, maxItems: maxResumeTasks }),
+    held: Type.Optional(Type.Array(Id, { maxItems: maxResumeTasks })),
+  },
+  strict,
+);
+export type ResumeList = Static<typeof ResumeList>;
+
 export const HelloPayload = Type.Object(
-  { helloId: Id, inReplyTo: Type.Optional(Id), seal: SealKeyText, binding: Ed25519SignatureText },
+  { helloId: Id, inReplyTo: Type.Optional(Id), seal: SealKeyText, binding: Ed25519SignatureText, resume: Type.Optional(ResumeList) },
   strict,
 );
 export type HelloPayload = Static<typeof HelloPayload>;

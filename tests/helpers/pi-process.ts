@@ -61,6 +61,11 @@ export interface ScriptedPiOptions {
 
 export interface PiProcessOptions extends ScriptedPiOptions {
   readonly extraArgs?: readonly string[];
+  /**
+   * Keep Pi's session file in this directory (`--session-dir`) instead of none (`--no-session`):
+   * a later Pi with `--continue` in the same cwd continues it.
+   */
+  readonly sessionDir?: string;
 }
 
 export interface PiProcess {
@@ -245,7 +250,8 @@ export function startPi(options: PiProcessOptions): PiProcess {
 
   const host = options.host ?? "bun";
   if (host === "node") installPiTasks(agentDir, host, env);
-  const launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
+  let launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
+  if (options.sessionDir !== undefined) launch = [...launch.filter((arg) => arg !== "--no-session"), "--session-dir", options.sessionDir];
   const startedAt = Date.now();
   const child = spawn([...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], {
     cwd,

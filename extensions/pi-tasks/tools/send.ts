@@ -1,7 +1,8 @@
 import { listSpawned } from "../../../src/cli/spawned.ts";
 import { sameEndpoint } from "../../../src/protocol/endpoint.ts";
 import { narrowGrant } from "../../../src/protocol/grant.ts";
-import type { Grant, TaskEndpoint } from "../../../src/protocol/schemas.ts";
+import type { Grant, TaskEndpoint, TaskRecord } from "../../../src/protocol/schemas.ts";
+import { taskRecordOf } from "../../../src/core/resume.ts";
 import type { Env } from "../../../src/relay-client/config.ts";
 import { defaultGrant } from "../grants.ts";
 import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
@@ -22,6 +23,17 @@ function spawnedGrant(env: Env, params: unknown): Grant | undefined {
   const to = (params as { to?: unknown } | undefined)?.to as TaskEndpoint | undefined;
   if (to === undefined || typeof to !== "object") return undefined;
   return listSpawned(env).find((worker) => worker.taskEndpoint !== undefined && sameEndpoint(worker.taskEndpoint, to))?.grant;
+}
+
+/** The task's record as sent, when the lifetime still holds it. */
+function sentRecord(deps: ToolDeps, taskId: string): TaskRecord | undefined {
+  try {
+    const task = deps.current().findTask(taskId);
+    return task === undefined ? undefined : taskRecordOf(task);
+  } catch {
+    // The lifetime ended meanwhile: the result stands; only a later resume lacks this task.
+    return undefined;
+  }
 }
 
 export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_send> {
@@ -54,7 +66,14 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
           "",
           "Keep working; you will be woken by the worker's questions and its result.",
         ),
-        { taskId: created.taskId, envelopeId: created.envelopeId, target: created.target, delivery },
+        // The record stays in the session: a restarted Pi resumes from it when asked to (resume.ts).
+        {
+          taskId: created.taskId,
+          envelopeId: created.envelopeId,
+          target: created.target,
+          delivery,
+          record: sentRecord(deps, created.taskId),
+        },
       );
     },
   };
