@@ -14,6 +14,7 @@ import { healthChecks } from "./groups/health.ts";
 import { limitChecks } from "./groups/limits.ts";
 import { profileChecks } from "./groups/profile.ts";
 import { registrationChecks } from "./groups/registrations.ts";
+import { strictChecks } from "./groups/strict.ts";
 
 /** The checks of a run that requires `features` (one check's name lists them). */
 export function conformanceChecks(features: readonly string[]): ConformanceCheck[] {
@@ -27,6 +28,7 @@ export function conformanceChecks(features: readonly string[]): ConformanceCheck
     ...healthChecks,
     ...additionChecks,
     ...bindingSecretChecks,
+    ...strictChecks,
     ...admissionChecks,
   ];
 }

@@ -242,6 +242,11 @@ export interface ConformanceKit {
   hasFeature(feature: string): boolean;
   /** `expectWireError` with this relay's epoch (required on every error body when `additions`). */
   expectError(reply: ReplyLike, code: RegisteredErrorCode, status?: number): any;
+  /**
+   * `expectError` for whichever of `codes` the reply carries: an input Wolfpack's relay answers
+   * otherwise than ours, both allowed by its spec (ours is checked alone by group "strict answers").
+   */
+  expectErrorOf(reply: ReplyLike, codes: readonly RegisteredErrorCode[]): any;
   /** `expectWireValue` with this relay's epoch. */
   expectValue(reply: ReplyLike, kind: string): any;
   /** A freshly named session connected to the relay. */
@@ -265,6 +270,11 @@ export async function createKit(baseUrl: string, features: readonly string[]): P
     hasFeature: (feature) => features.includes(feature),
     expectError: (reply, code, status) =>
       expectWireError(reply, code, { epoch, requireEpoch: additions, ...(status === undefined ? {} : { status }) }),
+    expectErrorOf: (reply, codes) => {
+      const code = reply.body?.error?.code;
+      if (!codes.includes(code)) assert.fail(`expected one of ${codes.join(", ")}, got ${describeReply(reply)}`);
+      return expectWireError(reply, code, { epoch, requireEpoch: additions });
+    },
     expectValue: (reply, kind) => expectWireValue(reply, kind, epoch),
     session,
     pair: (label) => Promise.all([session(`${label}-a`), session(`${label}-b`)]),

@@ -218,6 +218,12 @@ export const relayMaintenanceIntervalMs = 1_000;
 export const relayMaxConcurrentRequests = 28;
 /** `retryAfterMs` the relay sends with an admission-overload `RELAY_CAPACITY`. */
 export const relayOverloadRetryAfterMs = 1_000;
+/**
+ * Wolfpack's relay: the pre-body HTTP slots its profile and endpoint routes share (requests held in
+ * their body count); the next request gets `RELAY_CAPACITY` without `retryAfterMs`. The conformance
+ * suite allows it without our `strict-answers-v1` (ours admits `relayMaxConcurrentRequests`).
+ */
+export const wolfpackHttpSlots = 24;
 /** `watch-v1` wait bounds. */
 export const watchMinWaitMs = 0;
 export const watchMaxWaitMs = 25_000;

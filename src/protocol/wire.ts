@@ -292,6 +292,15 @@ export const FEATURE_QUOTAS = "quotas-v1";
 /** Queued mail expires after `relayMailLifetimeMs`; acceptances carry `expiresAt`; a resend of expired mail is `ENVELOPE_EXPIRED`. */
 export const FEATURE_MAIL_EXPIRY = "mail-expiry-v1";
 
+/**
+ * Malformed input gets the one answer docs/wire.md names where Wolfpack's own relay gives a looser
+ * one its spec allows (an extra key in an envelope, binding endpoint or resolve target; a malformed
+ * connect epoch; an over-long bound `callerSession`; `leaseMs: null`; `retryAfterMs` on every
+ * admission refusal, with `relayMaxConcurrentRequests` slots). Checked by conformance group
+ * "strict answers".
+ */
+export const FEATURE_STRICT_ANSWERS = "strict-answers-v1";
+
 /** A fresh binding secret for a client to choose (`binding-secret-v1`): `bindingSecretBytes` random bytes, base64url without padding. */
 export function mintBindingSecret(): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(bindingSecretBytes))).toString("base64url");

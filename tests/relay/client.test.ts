@@ -34,6 +34,7 @@ import {
   FEATURE_BINDING_SECRET,
   FEATURE_MAIL_EXPIRY,
   FEATURE_QUOTAS,
+  FEATURE_STRICT_ANSWERS,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
 } from "../../src/protocol/wire.ts";
@@ -1283,7 +1284,15 @@ describe("features", () => {
     const watcher = open(relay.url);
     await watcher.connect();
     expect([...watcher.features()].sort()).toEqual(
-      [FEATURE_ACK_BATCH, FEATURE_BINDING_SECRET, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH].sort(),
+      [
+        FEATURE_ACK_BATCH,
+        FEATURE_BINDING_SECRET,
+        FEATURE_MAIL_EXPIRY,
+        FEATURE_QUOTAS,
+        FEATURE_STRICT_ANSWERS,
+        FEATURE_SUCCESSOR,
+        FEATURE_WATCH,
+      ].sort(),
     );
     expect(await watcher.watch("0", 0)).toEqual({ pending: false, highestCursor: "0" });
     await watcher.send(envelopeTo(watcher));
