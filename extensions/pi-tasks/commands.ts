@@ -12,6 +12,7 @@ import { piTasksHome } from "../../src/relay-client/config.ts";
 import { identityPath } from "../../src/trust/identity.ts";
 import { addPeer, listPeers, peersPath, removePeer } from "../../src/trust/peers.ts";
 import { auditCommand } from "./audit.ts";
+import { applyResult } from "./tools/apply.ts";
 import { boardLines, detailLines, findByPrefix } from "./board.ts";
 import type { Lifecycle, SessionInfo } from "./lifecycle.ts";
 import type { PeerDirectory } from "./peers.ts";
@@ -95,6 +96,19 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
         run: (operation) => deps.life.run(operation),
         info: () => deps.life.info(),
       }),
+  },
+  apply: {
+    usage: "/tasks apply <task id>",
+    summary: "apply a completed result's patch or files into this checkout (conflicts listed, nothing changed)",
+    run: async (words, deps) => {
+      if (words.length !== 1) throw usage(SUBCOMMANDS.apply!, "name the task");
+      const info = await started(deps);
+      const found = findByPrefix(deps.life.current().listTasks(), words[0]!);
+      if (Array.isArray(found)) {
+        throw usage(SUBCOMMANDS.apply!, found.length === 0 ? `no task ${words[0]}` : `${words[0]} matches ${found.length} tasks`);
+      }
+      return (await deps.life.run(async (core) => applyResult(core, found.taskId, info.cwd))).text.split("\n");
+    },
   },
   audit: {
     usage: "/tasks audit <task id> [--json]",

@@ -1,8 +1,8 @@
 /**
  * The worker tool gate (`PI_TASK_WORKER` exactly `1`), fail-closed in Pi's `tool_call` hook.
  *
- * - inbox, status and wait are always allowed; the coordination tools (send, cancel, ack, spawn,
- *   workers, stop) are forbidden to workers: workers are leaves;
+ * - inbox, status and wait are always allowed; the coordination tools (send, cancel, revise, apply,
+ *   ack, reassign, spawn, workers, stop) are forbidden to workers: workers are leaves;
  * - every other tool needs an eligible assignment: a task addressed to this endpoint, active in
  *   this lifetime's RAM, whose `task.created`/`task.reassigned` event Pi recorded in the session,
  *   with no terminal intent submitted and not closing;
@@ -23,6 +23,7 @@ export const COORDINATION_TOOLS: ReadonlySet<string> = new Set([
   "agent_task_send",
   "agent_task_cancel",
   "agent_task_revise",
+  "agent_task_apply",
   "agent_task_ack",
   "agent_task_reassign",
   "agent_task_spawn",

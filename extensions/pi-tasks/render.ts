@@ -18,6 +18,7 @@ import { maxChoiceChars, maxDelegationDepth, maxProgressChars, maxRevisionRounds
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { TaskSnapshot } from "../../src/store/task-store.ts";
 import { claimedName, inlineText, oneLine, PEER_LINE, quotedBlock, quotedJson } from "./quote.ts";
+import { isRecord } from "../../src/protocol/validate.ts";
 import { activityState, usageWords } from "./describe.ts";
 
 /** A `- name: value` line; a value never leaves its line (see quote.ts). */
@@ -29,11 +30,39 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+/**
+ * What a result's file content holds, in words: the patch's size, hash and files, or the files with
+ * their sizes — the data itself stays out of the model's context (agent_task_apply applies it).
+ */
+function contentSummary(content: Record<string, unknown>): Record<string, unknown> {
+  const patch = content.patch as { text?: unknown; sha256?: unknown } | undefined;
+  const files = content.files as { path?: unknown; data?: unknown }[] | undefined;
+  const patchFiles = typeof patch?.text === "string" ? [...patch.text.matchAll(/^diff --git a\/(\S+) /gm)].map((match) => match[1]) : [];
+  return {
+    ...(patch === undefined ? {} : { patch: { bytes: Buffer.byteLength(String(patch.text)), sha256: patch.sha256, files: patchFiles } }),
+    ...(files === undefined ? {} : { files: files.map((file) => `${String(file.path)} (${Buffer.byteLength(String(file.data))} bytes)`) }),
+    ...(content.absent === undefined ? {} : { absent: content.absent }),
+    ...(content.omitted === undefined ? {} : { omitted: content.omitted }),
+  };
+}
+
+/** A result as the model reads it: its file content summarized. */
+function shownResult(result: unknown): unknown {
+  if (!isRecord(result) || !isRecord(result.content)) return result;
+  return { ...result, content: contentSummary(result.content) };
+}
+
+/** Whether a terminal payload's result carries content the origin can apply. */
+function carriesContent(payload: Record<string, unknown>): boolean {
+  const content = isRecord(payload.result) ? payload.result.content : undefined;
+  return isRecord(content) && (content.patch !== undefined || content.files !== undefined);
+}
+
 /** A terminal's summary, result, error and artifacts: quoted blocks, each followed by a blank line. */
 function resultLines(payload: Record<string, unknown>): string[] {
   const lines: string[] = [];
   if (typeof payload.summary === "string") lines.push(...quotedBlock("summary", payload.summary), "");
-  if (payload.result !== undefined) lines.push(...quotedJson("result", payload.result), "");
+  if (payload.result !== undefined) lines.push(...quotedJson("result", shownResult(payload.result)), "");
   if (payload.error !== undefined) lines.push(...quotedJson("error", payload.error), "");
   if (payload.artifacts !== undefined) lines.push(...quotedJson("artifacts", payload.artifacts), "");
   return lines;
@@ -294,7 +323,11 @@ function terminalBody({ event, payload, task, head }: EventParts): string[] {
     task.role === "origin"
       ? `Verify the outcome yourself, then call agent_task_ack with taskId ${task.taskId}.`
       : "Stop working on this task.";
-  return [`## task ${status}`, ...head, field("status", status), "", ...resultLines(payload), next];
+  const apply =
+    task.role === "origin" && carriesContent(payload)
+      ? [`It carries the worker's file content: to bring it into your checkout, call agent_task_apply with taskId ${task.taskId}.`]
+      : [];
+  return [`## task ${status}`, ...head, field("status", status), "", ...resultLines(payload), ...apply, next];
 }
 
 function lateTerminalBody({ payload, task, head }: EventParts): string[] {

@@ -29,8 +29,12 @@ export interface Worktree {
 export const WORKTREE_BRANCH_ENV = "PI_TASKS_WORKTREE_BRANCH";
 export const WORKTREE_BASE_ENV = "PI_TASKS_WORKTREE_BASE";
 
-function git(cwd: string, args: readonly string[]): { ok: boolean; out: string; err: string } {
-  const run = spawnSync("git", ["-C", cwd, ...args], { encoding: "utf8" });
+/** Runs git in `cwd` (extra environment, e.g. a temporary index); trimmed output, never throws. */
+export function git(cwd: string, args: readonly string[], env?: Record<string, string>): { ok: boolean; out: string; err: string } {
+  const run = spawnSync("git", ["-C", cwd, ...args], {
+    encoding: "utf8",
+    ...(env === undefined ? {} : { env: { ...process.env, ...env } }),
+  });
   return { ok: run.status === 0, out: (run.stdout ?? "").trim(), err: (run.stderr ?? run.error?.message ?? "").trim() };
 }
 

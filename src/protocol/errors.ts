@@ -179,6 +179,17 @@ export const ERROR_REGISTRY = Object.freeze({
     "refused",
     "The task cannot be sent back for revision: only a completed, not yet acknowledged task of this origin, at most maxRevisionRounds times.",
   ),
+  INVALID_RESULT_PATH: spec(
+    "invalid",
+    "A path of the result (result.changedFiles, or a file it carries) is absolute or leaves the project; nothing was reported or applied.",
+  ),
+  RESULT_TOO_LARGE: spec("refused", "The result's file content is larger than maxResultContentBytes; it was not attached."),
+  RESULT_CONTENT_INVALID: spec("invalid", "The result's content is malformed or does not match its hash; nothing was applied."),
+  NO_RESULT_CONTENT: spec("invalid", "The task has no completed result carrying file content to apply."),
+  APPLY_CONFLICT: spec(
+    "refused",
+    "The result's content does not apply cleanly to this checkout (the conflicts are listed); nothing was changed.",
+  ),
   RESUME_LIMIT: spec(
     "refused",
     "The session history names more delegated tasks than one resume takes back (maxResumeTasks); nothing was resumed.",

@@ -458,6 +458,14 @@ export const jwtIdBytes = 8;
 export const maxWorkerNameChars = 64;
 /** Longest project directory path a tool accepts, in characters. */
 export const maxPathChars = 4_096;
+/**
+ * File content a worker's result carries (a patch and small files, encoded bytes in total): more is
+ * not attached, and the result says so (`content.omitted`, RESULT_TOO_LARGE). Sealed and signed it
+ * stays within `maxRelayPayloadBytes` beside the rest of the result.
+ */
+export const maxResultContentBytes = 24 * KiB;
+/** Files one result carries (count). */
+export const maxResultFiles = 16;
 /** Default time a spawned worker has to register its endpoint. */
 export const workerReadinessTimeoutDefaultMs = 30_000;
 /** Bounds of `--readiness-timeout-ms`. */

@@ -28,6 +28,8 @@ import {
   maxWaitTasks,
   maxErrorMessageChars,
   maxPathChars,
+  maxResultContentBytes,
+  maxResultFiles,
   maxReasonChars,
   maxRevisionRounds,
   maxSequenceDigits,
@@ -221,6 +223,59 @@ export const Artifact = Type.Object(
   strict,
 );
 export type Artifact = Static<typeof Artifact>;
+
+/**
+ * File content a worker's result carries (`result.content`, docs/protocol.md "Results that travel"):
+ * a unified diff against the worktree's base commit, or the changed files themselves; each hashed
+ * (SHA-256, hex). `omitted` says content was too large to attach; `absent` names changed files that
+ * no longer exist.
+ */
+const Sha256Hex = Type.String({ pattern: "^[0-9a-f]{64}$" });
+const ResultPath = Type.String({ minLength: 1, maxLength: maxPathChars });
+export const ResultContent = Type.Object(
+  {
+    patch: Type.Optional(
+      Type.Object(
+        {
+          format: Type.Literal("git-diff"),
+          text: Type.String({ minLength: 1, maxLength: maxResultContentBytes }),
+          sha256: Sha256Hex,
+          base: Type.String({ pattern: "^[0-9a-f]{40,64}$" }),
+        },
+        strict,
+      ),
+    ),
+    files: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            path: ResultPath,
+            encoding: Type.Union([Type.Literal("utf8"), Type.Literal("base64")]),
+            data: Type.String({ maxLength: maxResultContentBytes }),
+            sha256: Sha256Hex,
+          },
+          strict,
+        ),
+        { maxItems: maxResultFiles },
+      ),
+    ),
+    absent: Type.Optional(Type.Array(ResultPath, { maxItems: maxResultFiles })),
+    omitted: Type.Optional(
+      Type.Object(
+        {
+          code: Type.Literal("RESULT_TOO_LARGE"),
+          bytes: Type.Integer({ minimum: 0 }),
+          maxBytes: Type.Integer({ minimum: 0 }),
+          files: Type.Optional(Type.Integer({ minimum: 0 })),
+          maxFiles: Type.Optional(Type.Integer({ minimum: 0 })),
+        },
+        strict,
+      ),
+    ),
+  },
+  strict,
+);
+export type ResultContent = Static<typeof ResultContent>;
 
 export const TaskFailure = Type.Object(
   {
@@ -698,6 +753,9 @@ export const SpawnParams = Type.Object(
 );
 export type SpawnParams = Static<typeof SpawnParams>;
 
+export const ApplyParams = Type.Object({ taskId: Id }, strict);
+export type ApplyParams = Static<typeof ApplyParams>;
+
 export const WorkersParams = Type.Object({}, strict);
 export type WorkersParams = Static<typeof WorkersParams>;
 
@@ -711,6 +769,7 @@ export const TOOL_PARAMETERS = {
   agent_task_ack: AckParams,
   agent_task_cancel: CancelParams,
   agent_task_revise: ReviseParams,
+  agent_task_apply: ApplyParams,
   agent_task_status: StatusParams,
   agent_task_inbox: InboxParams,
   agent_task_wait: WaitParams,

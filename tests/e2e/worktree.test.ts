@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
@@ -42,6 +42,8 @@ const isStopped = (record: RpcRecord) => record.type === "tool_execution_end" &&
 async function inWorktree(host: PiHost) {
   const cwd = gitProject();
   const name = `tree-${host}`;
+  // Whether the project's own tree held hello.txt when the worker's result arrived (it must not).
+  let inProjectAtCompletion: boolean | undefined;
   const origin = fx.pi({
     host,
     cwd,
@@ -57,6 +59,8 @@ async function inWorktree(host: PiHost) {
       if (answer !== undefined) return answer;
       const taskId = field(lastSeen(turn, "## task completed"), "taskId");
       if (taskId === undefined) return { text: "waiting" };
+      inProjectAtCompletion ??= existsSync(join(cwd, "hello.txt"));
+      if (!called(turn, "agent_task_apply")) return { tools: [{ name: "agent_task_apply", arguments: { taskId } }] };
       if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
       if (!called(turn, "agent_task_stop")) return { tools: [{ name: "agent_task_stop", arguments: { name } }] };
       return { text: "done" };
@@ -65,7 +69,7 @@ async function inWorktree(host: PiHost) {
   origin.prompt("Delegate the hello task to a worker in its own worktree.");
   // Polled (not a record listener): the scenario's last step is the stop, whatever comes after it.
   const stopped = await eventually(() => origin.records.find(isStopped), 75_000, 50);
-  return { origin, cwd, stopped };
+  return { origin, cwd, stopped, inProjectAtCompletion };
 }
 
 describeOnHosts("a worktree per worker", (host) => {
@@ -76,11 +80,21 @@ describeOnHosts("a worktree per worker", (host) => {
   });
 
   test("the worker works in its own worktree on a new branch; the project's tree is untouched", async () => {
-    const { origin, cwd } = await run;
+    const { origin, inProjectAtCompletion } = await run;
     const spawned = toolCalls(origin, "agent_task_spawn")[0]!;
     expect(spawned.isError).toBe(false);
     expect(spawned.text).toMatch(/- worktree: \S+ on branch pi-tasks\/tree-\w+-\w+/);
-    expect(existsSync(join(cwd, "hello.txt"))).toBe(false);
+    expect(inProjectAtCompletion).toBe(false);
+  });
+
+  test("the result carries the change as a patch; agent_task_apply brings it into the origin's checkout", async () => {
+    const { origin, cwd } = await run;
+    const completed = origin.customMessages().find((message) => String(message.content).startsWith("## task completed"));
+    expect(String(completed?.content)).toContain("call agent_task_apply");
+    const applied = toolCalls(origin, "agent_task_apply")[0]!;
+    expect(applied.isError).toBe(false);
+    expect(applied.text).toContain("a patch (git apply)");
+    expect(readFileSync(join(cwd, "hello.txt"), "utf8")).toContain("Hello from pi-tasks");
   });
 
   test("its completed result names the branch and what changed", async () => {

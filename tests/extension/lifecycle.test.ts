@@ -139,7 +139,7 @@ function operationsSince(from: number): string[] {
 const registered = (session: string) => waitForEndpoint(relay.url, session, { timeoutMs: 3_000, pollMs: 20 });
 
 describe("the factory", () => {
-  test("registers thirteen tools, /tasks and its handlers, and starts nothing before session_start", async () => {
+  test("registers fourteen tools, /tasks and its handlers, and starts nothing before session_start", async () => {
     proxy.resetStats();
     const handlers: string[] = [];
     const tools: string[] = [];
@@ -157,6 +157,7 @@ describe("the factory", () => {
     } as never);
     expect(tools.sort()).toEqual([
       "agent_task_ack",
+      "agent_task_apply",
       "agent_task_cancel",
       "agent_task_done",
       "agent_task_inbox",

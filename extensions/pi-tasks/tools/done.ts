@@ -1,5 +1,6 @@
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
+import { checkChangedFiles, collectContent } from "../../../src/cli/result-content.ts";
 import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV, worktreeChanges } from "../../../src/cli/worktree.ts";
 import { isRecord } from "../../../src/protocol/validate.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
@@ -20,15 +21,34 @@ function outcomeWords(requested: string, observed: string, delivery: string): st
 }
 
 /**
- * In a worker with its own worktree (src/cli/worktree.ts), a completed result names its branch and
- * what changed since the worktree's base, so the origin can review and merge it.
+ * A completed result travels with its content (src/cli/result-content.ts): its changed files' paths
+ * checked to be inside the project, and — in a worker with its own worktree (src/cli/worktree.ts) —
+ * its branch, what changed since the worktree's base and that change as a patch; elsewhere the
+ * changed files themselves.
  */
-function withWorkspace(params: unknown, cwd: string | undefined): unknown {
+function withContent(params: unknown, cwd: string | undefined): unknown {
+  if (cwd === undefined || !isRecord(params) || params.status !== "completed") return params;
+  const result = isRecord(params.result) ? params.result : {};
+  const changedFiles = checkChangedFiles(cwd, result.changedFiles);
   const branch = process.env[WORKTREE_BRANCH_ENV];
   const base = process.env[WORKTREE_BASE_ENV];
-  if (branch === undefined || base === undefined || cwd === undefined || !isRecord(params) || params.status !== "completed") return params;
-  const result = isRecord(params.result) ? params.result : {};
-  return { ...params, result: { ...result, workspace: { branch, base, ...worktreeChanges(cwd, base) } } };
+  const inWorktree = branch !== undefined && base !== undefined;
+  if (!inWorktree && changedFiles.length === 0) return params;
+  const workspace = inWorktree ? { workspace: { branch, base, ...worktreeChanges(cwd, base) } } : {};
+  const content = collectContent(cwd, { ...(inWorktree ? { base } : {}), changedFiles });
+  return { ...params, result: { ...result, ...workspace, ...(content === undefined ? {} : { content }) } };
+}
+
+/** The worker's line on the content its result carries (or why it does not). */
+function contentLine(sent: unknown): string | undefined {
+  const content = isRecord(sent) && isRecord(sent.result) && isRecord(sent.result.content) ? sent.result.content : undefined;
+  if (content === undefined) return undefined;
+  const omitted = content.omitted as { bytes: number; maxBytes: number } | undefined;
+  if (omitted !== undefined)
+    return `- content: not attached (RESULT_TOO_LARGE: ${omitted.bytes} bytes, at most ${omitted.maxBytes}); the origin reads the rest on this machine`;
+  const patch = content.patch as { text: string } | undefined;
+  const files = (content.files as { path: string }[] | undefined)?.map((file) => file.path) ?? [];
+  return patch !== undefined ? `- content: a patch of ${Buffer.byteLength(patch.text)} bytes` : `- content: ${files.join(", ")}`;
 }
 
 export function doneTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_done> {
@@ -44,7 +64,8 @@ export function doneTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
     ],
     parameters: TOOL_PARAMETERS.agent_task_done,
     async execute(_id, params, signal, _onUpdate, ctx) {
-      const done = await deps.run((core) => core.done(withWorkspace(params, ctx?.cwd), { signal }));
+      const sent = withContent(params, ctx?.cwd);
+      const done = await deps.run((core) => core.done(sent, { signal }));
       const delivery = done.terminalDelivery;
       if (delivery.state === "delivery_blocked") {
         return {
@@ -61,6 +82,7 @@ export function doneTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
           `- taskId: ${done.taskId}`,
           `- terminalDelivery: ${delivery.state}`,
           `- outcome: ${outcomeWords(done.requestedStatus, done.observedCanonicalStatus, delivery.state)}`,
+          contentLine(sent),
         ),
         { ...done },
         finished ? { terminate: true } : {},

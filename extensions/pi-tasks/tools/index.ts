@@ -1,5 +1,6 @@
 /** Every `agent_task_*` tool, in the order the model sees them, each behind the one error boundary. */
 import { ackTool } from "./ack.ts";
+import { applyTool } from "./apply.ts";
 import { cancelTool } from "./cancel.ts";
 import { doneTool } from "./done.ts";
 import { inboxTool } from "./inbox.ts";
@@ -25,6 +26,7 @@ export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
     ackTool,
     cancelTool,
     reviseTool,
+    applyTool,
     reassignTool,
     statusTool,
     inboxTool,
