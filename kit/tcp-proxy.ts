@@ -1,7 +1,8 @@
 /**
  * A loopback TCP proxy for tests: bytes pass both ways between a client and `targetPort` until
  * `cut()`, which closes every connection and stops listening (the target "goes away" while it keeps
- * its data); `restore()` listens again on the same port. (kit/fault-proxy.ts is the HTTP one.)
+ * its data); `restore()` listens again on the same port; `retarget(port)` does both, towards another
+ * target. (kit/fault-proxy.ts is the HTTP one.)
  */
 import type { Socket, TCPSocketListener } from "bun";
 import { freePort } from "./relay-process.ts";
@@ -10,6 +11,8 @@ export interface TcpProxy {
   readonly port: number;
   cut(): void;
   restore(): void;
+  /** Cuts every connection and points the proxy at another port from now on (a failover's new primary). */
+  retarget(targetPort: number): void;
   stop(): void;
 }
 
@@ -21,8 +24,9 @@ interface Pair {
   client?: Socket<Pair>;
 }
 
-export function createTcpProxy(targetPort: number): TcpProxy {
+export function createTcpProxy(initialTarget: number): TcpProxy {
   const port = freePort();
+  let targetPort = initialTarget;
   const pairs = new Set<Pair>();
   let listener: TCPSocketListener<Pair> | undefined;
 
@@ -89,6 +93,11 @@ export function createTcpProxy(targetPort: number): TcpProxy {
     cut,
     restore() {
       if (listener === undefined) listen();
+    },
+    retarget(next) {
+      cut();
+      targetPort = next;
+      listen();
     },
     stop: cut,
   };

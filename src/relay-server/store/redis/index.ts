@@ -366,7 +366,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
     ...mailMethods(scripts.run, watches),
 
     async maintain(now) {
-      const reply = await scripts.run(SCRIPTS.maintain, String(now));
+      const reply = await scripts.run(SCRIPTS.maintain, String(now), crypto.randomUUID());
       if (reply[0] === "violation") throw violation(reply[1]!, stringsFrom(reply, 2));
       return { reaped: Number(reply[1]), expiredReceipts: Number(reply[2]), expiredMail: Number(reply[3]) };
     },

@@ -5,6 +5,9 @@
  *
  * Layout (the scripts in scripts.ts build these names from `KEYS` and the prefix):
  * - `epoch`: the epoch (string); gone after a Redis restart without persistence;
+ * - `lineage`: Redis's replication id (`master_replid`) when the state began: a replica promoted in
+ *   a failover has another one, and its state — which may lack what the old primary accepted last —
+ *   is then a new epoch (scripts.ts, `maintain`);
  * - `usage`: hash of the relay-wide counters (activeItems, activeBytes, receipts, receiptBytes,
  *   registrations, metadataBytes);
  * - `sessions`: hash session name → endpoint id of its current registration;
@@ -36,6 +39,7 @@ export const DEFAULT_REDIS_PREFIX = "{pi-tasks}";
 
 export const KEYS = {
   epoch: "epoch",
+  lineage: "lineage",
   usage: "usage",
   sessions: "sessions",
   retired: "retired",

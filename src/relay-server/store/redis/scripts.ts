@@ -211,12 +211,42 @@ local function reclaim_victim(now, keep)
 end
 `;
 
-/** Reads the epoch, creating it (ARGV[1], a fresh UUID) for a new, empty state. No epoch check. */
-const EPOCH = `
+/** Redis's replication id (INFO replication's `master_replid`), or '' where INFO is not allowed. */
+const REPLICATION_ID = `
+local function replication_id()
+  local info = redis.pcall('INFO', 'replication')
+  if type(info) ~= 'string' then return '' end
+  return string.match(info, 'master_replid:(%x+)') or ''
+end
+`;
+
+/** Reads the epoch, creating it (ARGV[1], a fresh UUID) with its lineage for a new, empty state. No epoch check. */
+const EPOCH = `${REPLICATION_ID}
 local current = redis.call('GET', KEYS[1])
 if current then return current end
 redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', ARGV[2] .. ':${KEYS.lineage}', replication_id())
 return ARGV[1]
+`;
+
+/**
+ * A failover: Redis's replication id is not the one the state began with (a promoted replica, whose
+ * copy may lack what the old primary accepted last). The state is replaced by a new, empty one —
+ * every key of the prefix deleted, a fresh epoch (ARGV[4]) and lineage — so every relay answers
+ * RELAY_RESET and its clients re-send what they hold, instead of mail being lost silently. A state
+ * from before lineages were kept takes the current id.
+ */
+const FAILOVER = `${REPLICATION_ID}
+local replid = replication_id()
+local lineage = redis.call('GET', key('${KEYS.lineage}'))
+if replid ~= '' and lineage and lineage ~= '' and lineage ~= replid then
+  local pattern = string.gsub(P, '[%*%?%[%]%\\\\]', '\\\\%0') .. '*'
+  for _, k in ipairs(redis.call('KEYS', pattern)) do redis.call('DEL', k) end
+  redis.call('SET', KEYS[1], ARGV[4])
+  redis.call('SET', key('${KEYS.lineage}'), replid)
+  return { 'replaced' }
+end
+if not lineage then redis.call('SET', key('${KEYS.lineage}'), replid) end
 `;
 
 /** ARGV: 3 session, 4 generation, 5 lease end, 6 now, 7 secret digest ('' none), 8 new endpoint id, 9 its size. */
@@ -562,10 +592,11 @@ end
 `;
 
 /**
- * ARGV: 3 now. Expires queued mail past its lifetime and receipts past their retention, reaps
+ * ARGV: 3 now, 4 a fresh epoch (taken only after a failover). Replaces the state after a failover;
+ * otherwise expires queued mail past its lifetime and receipts past their retention, reaps
  * registrations, then audits the budgets and shares.
  */
-const MAINTAIN = `${PRELUDE}${RELEASE}${REMOVE}${AUDIT}
+const MAINTAIN = `${PRELUDE}${RELEASE}${REMOVE}${AUDIT}${FAILOVER}
 local now = tonumber(ARGV[3])
 local reaped, expired, expired_mail = 0, 0, 0
 -- Receipts past retention (an expired one's counted from its expiry): a queued one's mail expires

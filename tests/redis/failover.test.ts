@@ -1,0 +1,113 @@
+/**
+ * A Redis failover with writes in flight: two relays on a primary with a replica; the replication
+ * link is cut (the replica keeps what it had), the worker's message is accepted by the primary only,
+ * then the primary dies and the replica is promoted behind the relays' address. The promoted replica
+ * lacks that message but holds the same epoch key: without more, mail would be lost silently. The
+ * relays see Redis's replication id change (the state's lineage, src/relay-server/store/redis/
+ * scripts.ts) and take it as a reset: every client gets RELAY_RESET, both cores rebind, re-send what
+ * they hold, and the task completes — the message arrives once, nothing is shown twice.
+ */
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { eventually } from "../../kit/async.ts";
+import { tryDrain } from "../../kit/drain.ts";
+import { createJumpTimers } from "../../kit/jump-timers.ts";
+import { createMemoryHost } from "../../kit/memory-host.ts";
+import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
+import { createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
+import { describeWithPackage } from "../helpers/requires-package.ts";
+
+setDefaultTimeout(60_000);
+
+/** How long the test waits for the relays to notice the failover (their maintenance runs every second). */
+const FAILOVER_NOTICE_MS = 10_000;
+
+async function profileEpoch(relay: RelayProcess): Promise<string> {
+  return ((await (await fetch(`${relay.url}/api/task-relay/profile`)).json()) as { epoch: string }).epoch;
+}
+
+describeWithPackage("a Redis failover (a replica promoted while writes are in flight)", REDIS_BINARY, REDIS_PACKAGE, () => {
+  test("is detected as a reset by the replication id: nothing lost, nothing twice", async () => {
+    const started: { redis: RedisProcess[]; proxies: TcpProxy[]; relays: RelayProcess[] } = { redis: [], proxies: [], relays: [] };
+    const timers = createJumpTimers();
+    const parties: {
+      configured: ReturnType<typeof createConfiguredTaskCore>;
+      host: ReturnType<typeof createMemoryHost>;
+      core: () => ReturnType<ReturnType<typeof createConfiguredTaskCore>["current"]>;
+      refresh: () => Promise<unknown>;
+    }[] = [];
+    try {
+      const primary = await startRedis();
+      started.redis.push(primary);
+      const link = createTcpProxy(primary.port);
+      const front = createTcpProxy(primary.port);
+      started.proxies.push(link, front);
+      const replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(link.port)] });
+      started.redis.push(replica);
+      await eventually(async () => String(await replica.command("INFO", ["replication"])).includes("master_link_status:up"), 5_000, 50);
+      const relays = await Promise.all([0, 1].map(() => startRelayProcess({ args: ["--store", `redis://127.0.0.1:${front.port}`] })));
+      started.relays.push(...relays);
+      for (const index of [0, 1]) {
+        const host = createMemoryHost();
+        const configured = createConfiguredTaskCore({
+          url: relays[index]!.url,
+          callerSession: `failover-${index}-${crypto.randomUUID().slice(0, 8)}`,
+          env: {},
+          host,
+          timers,
+        });
+        parties.push({ configured, host, core: () => configured.current(), refresh: () => configured.refresh() });
+      }
+      const [origin, worker] = parties as [(typeof parties)[0], (typeof parties)[0]];
+      await worker.configured.run((core) => core.connect());
+      const { taskId } = await origin.configured.run((core) =>
+        core.createTask({ to: worker.core().endpoint()!, task: "outlive a failover" }),
+      );
+      expect(await tryDrain(parties, { timers })).toBeDefined();
+      const epochBefore = await profileEpoch(relays[0]!);
+
+      // The replica stops hearing the primary; the primary accepts the worker's message alone.
+      link.cut();
+      await worker.configured.run((core) => core.message({ taskId, type: "information", message: "accepted by the old primary only" }));
+      // The primary dies; the replica is promoted behind the relays' address.
+      await primary.kill();
+      await replica.command("REPLICAOF", ["NO", "ONE"]);
+      front.retarget(replica.port);
+
+      await eventually(async () => (await profileEpoch(relays[0]!).catch(() => epochBefore)) !== epochBefore, FAILOVER_NOTICE_MS, 100);
+      expect(await profileEpoch(relays[1]!)).toBe(await profileEpoch(relays[0]!));
+      expect(await tryDrain(parties, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
+      // Queued while the cores still look for each other in the new state (a deferral is no failure).
+      await worker.configured
+        .run((core) => core.done({ taskId, status: "completed", summary: "done after the failover" }))
+        .catch((error: { code?: string }) => expect(error.code).toBe("TASK_DELIVERY_DEFERRED"));
+      await eventually(
+        async () => {
+          await tryDrain(parties, { timers, cooldownMs: orphanProbeIntervalMs });
+          return origin.core().getTask(taskId).status === "completed";
+        },
+        FAILOVER_NOTICE_MS,
+        100,
+      );
+
+      expect(origin.core().getTask(taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
+      const heard = origin
+        .core()
+        .getTask(taskId)
+        .events.filter((event) => event.type === "task.information")
+        .map((event) => event.payload.message);
+      expect(heard).toEqual(["accepted by the old primary only"]);
+      for (const party of parties) {
+        const ids = party.host.insertedIds();
+        expect(ids.filter((id, index) => ids.indexOf(id) !== index)).toEqual([]);
+      }
+    } finally {
+      for (const party of parties) await party.configured.close();
+      await Promise.all(started.relays.map((relay) => relay.stop().catch(() => undefined)));
+      for (const proxy of started.proxies) proxy.stop();
+      await Promise.all(started.redis.map((redis) => redis.stop().catch(() => undefined)));
+    }
+  });
+});
