@@ -44,24 +44,29 @@ export interface HostRedis {
   restart(): Promise<void>;
 }
 
+/** How the tests start the shared Redis on its host (docs/multi-machine.md shows the same command). */
+export function hostRedisArgs(address: string, dir: string): string[] {
+  return [
+    "redis-server",
+    "--bind",
+    address,
+    "--port",
+    String(REDIS_PORT),
+    "--protected-mode",
+    "no",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    dir,
+  ];
+}
+
 export async function startHostRedis(host: Host): Promise<HostRedis> {
   let child: Subprocess | undefined;
   async function launch(): Promise<void> {
-    child = host.spawn([
-      "redis-server",
-      "--bind",
-      host.address,
-      "--port",
-      String(REDIS_PORT),
-      "--protected-mode",
-      "no",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      tmpdir(),
-    ]);
+    child = host.spawn(hostRedisArgs(host.address, tmpdir()));
     const deadline = Date.now() + REDIS_READY_MS;
     while (host.run(["redis-cli", "-h", host.address, "-p", String(REDIS_PORT), "ping"]).stdout.trim() !== "PONG") {
       if (Date.now() > deadline) throw new Error(`redis-server on ${host.name} did not answer PING`);
@@ -236,4 +241,16 @@ export function useMachines(faults?: LinkFaults): {
     },
     storeUrl: (host) => state.stores[host]!,
   };
+}
+
+/** The task endpoint `session` holds on the relay at `relayUrl` on `host` (asked from that host), once it has one. */
+export async function hostEndpoint(host: Host, relayUrl: string, session: string, timeoutMs = PARTY_READY_MS): Promise<unknown> {
+  const script = `const r = await fetch(${JSON.stringify(`${relayUrl}/api/session-control/status?session=${encodeURIComponent(session)}`)}); console.log(r.ok ? JSON.stringify((await r.json()).taskEndpoint ?? null) : "null");`;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answer = host.run([BUN, "-e", script]).stdout.trim();
+    if (answer !== "" && answer !== "null") return JSON.parse(answer);
+    if (Date.now() > deadline) throw new Error(`${session} has no endpoint on ${host.name}'s relay`);
+    await Bun.sleep(200);
+  }
 }

@@ -66,6 +66,8 @@ export interface PiProcessOptions extends ScriptedPiOptions {
    * a later Pi with `--continue` in the same cwd continues it.
    */
   readonly sessionDir?: string;
+  /** Runs Pi through this command (e.g. `ip netns exec HOST`: Pi on another machine, kit/netns.ts). */
+  readonly wrap?: readonly string[];
 }
 
 export interface PiProcess {
@@ -253,7 +255,7 @@ export function startPi(options: PiProcessOptions): PiProcess {
   let launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
   if (options.sessionDir !== undefined) launch = [...launch.filter((arg) => arg !== "--no-session"), "--session-dir", options.sessionDir];
   const startedAt = Date.now();
-  const child = spawn([...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], {
+  const child = spawn([...(options.wrap ?? []), ...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], {
     cwd,
     env: hostEnv(host, env),
     stdin: "pipe",

@@ -114,7 +114,8 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
       connectionTimeout: options.connectTimeoutMs,
       autoReconnect: false,
       enableOfflineQueue: false,
-      ...(target.tls ? { tls: true } : {}),
+      // A private certificate authority (PI_TASKS_REDIS_CA_FILE), else the system's.
+      ...(target.tls ? { tls: target.ca === undefined ? true : { ca: target.ca } } : {}),
     });
     try {
       await bounded(client.connect(), options.connectTimeoutMs, () =>

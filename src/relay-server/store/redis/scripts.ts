@@ -660,3 +660,18 @@ export const SCRIPTS = {
   maintain: script("maintain", MAINTAIN),
   usage: script("usage", USAGE),
 } as const;
+
+/** The commands the relay sends outside its scripts: the link's check, the scripts, the guard's, the doorbell's. */
+const LINK_COMMANDS = ["PING", "EVAL", "EVALSHA", "CONFIG|GET", "SUBSCRIBE", "UNSUBSCRIBE"] as const;
+
+/**
+ * Every Redis command the relay uses — those above and every command its scripts call (read from
+ * their sources) — sorted: what a Redis ACL user for the relay needs, and nothing more
+ * (docs/multi-machine.md; tests/redis/tls-acl.test.ts starts a relay with exactly these).
+ */
+export const RELAY_REDIS_COMMANDS: readonly string[] = [
+  ...new Set([
+    ...LINK_COMMANDS,
+    ...Object.values(SCRIPTS).flatMap((script) => [...script.source.matchAll(/redis\.p?call\('([A-Z]+)'/g)].map((match) => match[1]!)),
+  ]),
+].sort();

@@ -13,12 +13,15 @@
  * no credentials), and one refused for its password with `***` in its place. Anything malformed is
  * `CLI_USAGE`.
  */
+import { readFileSync } from "node:fs";
 import { TaskError } from "../../../protocol/errors.ts";
 import { MAX_TCP_PORT, MIN_TCP_PORT, redisDefaultPort } from "../../../protocol/limits.ts";
 import { readPrivateFile } from "../../../trust/private-file.ts";
 
 /** The variable holding the password itself. */
 export const REDIS_PASSWORD_VARIABLE = "PI_TASKS_REDIS_PASSWORD";
+/** The variable naming a PEM file of the certificate authority that signed a `rediss://` Redis's certificate (else the system's). */
+export const REDIS_CA_FILE_VARIABLE = "PI_TASKS_REDIS_CA_FILE";
 /** The variable naming a file that holds the password (mode 0600, the user's own). */
 export const REDIS_PASSWORD_FILE_VARIABLE = "PI_TASKS_REDIS_PASSWORD_FILE";
 /** A password file is a secret: group and others may not even read it. */
@@ -34,6 +37,8 @@ export interface RedisTarget {
   readonly port: number;
   readonly database: number;
   readonly tls: boolean;
+  /** The certificate authority (PEM) a `rediss://` Redis's certificate must be signed by, when not the system's. */
+  readonly ca?: string;
 }
 
 const SCHEMES: Readonly<Record<string, boolean>> = { "redis:": false, "rediss:": true };
@@ -102,6 +107,20 @@ function parsed(text: string): URL | undefined {
   }
 }
 
+/** The CA file `PI_TASKS_REDIS_CA_FILE` names, read (only for `rediss://`); an unreadable one is a usage error. */
+function caOf(env: Record<string, string | undefined>, tls: boolean): { ca?: string } {
+  const file = env[REDIS_CA_FILE_VARIABLE];
+  if (file === undefined || file === "") return {};
+  if (!tls) throw new TaskError("CLI_USAGE", { message: `${REDIS_CA_FILE_VARIABLE} is set but the --store URL is not rediss:// (TLS)` });
+  try {
+    return { ca: readFileSync(file, "utf8") };
+  } catch (error) {
+    throw new TaskError("CLI_USAGE", {
+      message: `${REDIS_CA_FILE_VARIABLE} names ${file}, which cannot be read: ${error instanceof Error ? error.message : String(error)}`,
+    });
+  }
+}
+
 export function parseRedisUrl(text: string, env: Record<string, string | undefined> = {}, password?: string): RedisTarget {
   const url = parsed(text);
   if (url === undefined) throw refuse(text, "is not a URL");
@@ -124,5 +143,5 @@ export function parseRedisUrl(text: string, env: Record<string, string | undefin
   const client = new URL(display);
   if (url.username !== "") client.username = url.username;
   if (secret !== undefined && secret !== "") client.password = secret;
-  return { url: client.href, display, host: url.hostname, port, database, tls };
+  return { url: client.href, display, host: url.hostname, port, database, tls, ...caOf(env, tls) };
 }

@@ -1,0 +1,102 @@
+/**
+ * A result that travels as content, between real Pis on two machines (network namespaces, relays
+ * sharing one Redis on a third): the worker Pi on host `b` works in a git worktree of the project
+ * (the origin cannot read its files); it asks, writes and tests hello.txt and completes. Its result
+ * carries the change as a patch; the origin Pi on host `a`, in its own clone of the project, applies
+ * it with agent_task_apply, checks hello.txt itself and acknowledges. Each Pi has its own identity,
+ * paired with the other.
+ */
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "../../src/cli/worktree.ts";
+import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
+import { stopAll, toolCalls } from "../helpers/pi-kit.ts";
+import { type PiProcess, type RpcRecord, startPi } from "../helpers/pi-process.ts";
+import { describeWithNetns, hostEndpoint, pairedHomes, useMachines } from "../helpers/netns-kit.ts";
+
+setDefaultTimeout(120_000);
+
+const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.ts");
+const ORIGIN_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "apply-origin.ts");
+const isAcked = (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack";
+const git = (dir: string, ...args: string[]) =>
+  spawnSync("git", ["-C", dir, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args], { encoding: "utf8" });
+
+describeWithNetns("a result that travels between Pis on two machines", () => {
+  const machines = useMachines();
+  const made: string[] = [];
+  const pis: PiProcess[] = [];
+  let homes: Awaited<ReturnType<typeof pairedHomes>>;
+  let run: Promise<{ origin: PiProcess; checkout: string; acked: RpcRecord | undefined }>;
+
+  /** The project (one commit), a worktree of it on a branch (the worker's machine), and a clone (the origin's). */
+  function project(): { worktree: string; checkout: string; base: string; branch: string } {
+    const dir = mkdtempSync(join(tmpdir(), "pi-tasks-hosts-"));
+    made.push(dir);
+    const repo = join(dir, "repo");
+    spawnSync("git", ["init", "-q", "-b", "main", repo]);
+    writeFileSync(join(repo, "README.md"), "project\n");
+    git(repo, "add", ".");
+    git(repo, "commit", "-q", "-m", "first");
+    const base = git(repo, "rev-parse", "HEAD").stdout.trim();
+    const branch = "pi-tasks/hosts-worker";
+    git(repo, "worktree", "add", "-q", "-b", branch, join(dir, "worktree"), base);
+    spawnSync("git", ["clone", "-q", repo, join(dir, "checkout")]);
+    return { worktree: join(dir, "worktree"), checkout: join(dir, "checkout"), base, branch };
+  }
+
+  async function scenario() {
+    const { worktree, checkout, base, branch } = project();
+    const worker = startPi({
+      script: WORKER_SCRIPT,
+      worker: true,
+      session: "hosts-worker",
+      cwd: worktree,
+      home: homes.b,
+      relayUrl: machines.relays.b.url,
+      wrap: machines.net.host("b").wrap([]),
+      env: { [WORKTREE_BRANCH_ENV]: branch, [WORKTREE_BASE_ENV]: base },
+    });
+    pis.push(worker);
+    const to = await hostEndpoint(machines.net.host("b"), machines.relays.b.url, "hosts-worker");
+    const origin = startPi({
+      script: ORIGIN_SCRIPT,
+      session: "hosts-origin",
+      cwd: checkout,
+      home: homes.a,
+      relayUrl: machines.relays.a.url,
+      wrap: machines.net.host("a").wrap([]),
+      env: { PI_TASKS_DEMO_TARGET: JSON.stringify(to) },
+    });
+    pis.push(origin);
+    origin.prompt("Delegate hello.txt to the worker on the other machine.");
+    const acked = await origin.waitFor(isAcked, 90_000).catch(() => undefined);
+    return { origin, checkout, acked };
+  }
+
+  beforeAll(async () => {
+    homes = await pairedHomes();
+    run = scenario();
+    run.catch(() => undefined);
+  });
+  afterAll(async () => {
+    await stopAll(pis);
+    homes?.remove();
+    for (const dir of made) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("the worker's patch crosses the hosts and applies in the origin's own checkout; the origin acknowledges", async () => {
+    const { origin, checkout, acked } = await run;
+    const applied = toolCalls(origin, "agent_task_apply")[0];
+    expect(applied?.isError).toBe(false);
+    expect(applied?.text).toContain("a patch (git apply)");
+    expect(existsSync(join(checkout, "hello.txt"))).toBe(true);
+    expect(readFileSync(join(checkout, "hello.txt"), "utf8").trim()).toBe(DEMO_GREETING);
+    expect(acked).toBeDefined();
+    expect(origin.problems()).toEqual([]);
+  });
+});
