@@ -20,7 +20,8 @@
  * `docs/reliability.md` gets the table and how each fault is injected.
  */
 import { encodedEnvelope } from "../src/protocol/wire.ts";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
+import { keptSections } from "./lib/doc.ts";
 import { join } from "node:path";
 import { createConfiguredTaskCore } from "../src/core/configured.ts";
 import { type TaskCore, coreInternals, rehomeCore } from "../src/core/task-core.ts";
@@ -1295,19 +1296,12 @@ export function reliabilityMarkdown(matrix: FaultMatrix): string {
 
 export const RELIABILITY_DOC = join(import.meta.dir, "..", "docs", "reliability.md");
 /** The doc's sections from this heading on are written by hand (the multi-host tests' figures) and kept. */
-const KEPT_HEADING = "\n## Across machines";
-
-/** The hand-written tail of the doc (from `KEPT_HEADING`), or nothing. */
-function keptSections(): string {
-  const current = existsSync(RELIABILITY_DOC) ? readFileSync(RELIABILITY_DOC, "utf8") : "";
-  const at = current.indexOf(KEPT_HEADING);
-  return at < 0 ? "" : current.slice(at);
-}
+const KEPT_HEADING = "## Across machines";
 
 if (import.meta.main) {
   const quick = process.argv.includes("--quick");
   const matrix = await runFaults({ quick, progress: (line) => process.stderr.write(`faults: ${line}\n`) });
-  if (!quick) writeFileSync(RELIABILITY_DOC, reliabilityMarkdown(matrix) + keptSections());
+  if (!quick) writeFileSync(RELIABILITY_DOC, reliabilityMarkdown(matrix) + keptSections(RELIABILITY_DOC, KEPT_HEADING));
   for (const row of matrix.rows) {
     process.stdout.write(
       `${row.ok ? "ok    " : "FAILED"} ${row.fault.padEnd(30)} offered ${row.offered} accepted ${row.accepted} presented ${row.presented} twice ${row.duplicated} reset-lost ${row.lostToRelayReset} lifetime-ended ${row.endedWithLifetime} refused ${row.refused} lost ${row.lost} requests ${row.requests} hits ${row.faulted}${

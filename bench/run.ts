@@ -25,6 +25,7 @@ import { measureSealedCycles, measureSignedCycles, type SealedCyclesResult, type
 import { measureSigning, type SigningResult } from "./measure/signing.ts";
 import { measureThroughput, type ThroughputResult } from "./measure/throughput.ts";
 import { round } from "./lib/stats.ts";
+import { keptSections } from "./lib/doc.ts";
 import { type Figure, machineFacts, type MachineFacts, performanceMarkdown, verdict } from "./report.ts";
 
 /** Signed cycles/s ÷ unsigned (issue 12, "Measure"). */
@@ -517,13 +518,15 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
 
 export const RESULTS_PATH = join(import.meta.dir, "results.json");
 export const PERFORMANCE_DOC = join(import.meta.dir, "..", "docs", "performance.md");
+/** The section `npm run scale` writes at the end of docs/performance.md (bench/scale.ts); kept by this run. */
+export const SCALE_HEADING = "## Growth across relays (npm run scale)";
 
 if (import.meta.main) {
   const quick = process.argv.includes("--quick");
   const results = await runBench({ quick, progress: (line) => process.stderr.write(`bench: ${line}\n`) });
   if (!quick) {
     writeFileSync(RESULTS_PATH, `${JSON.stringify(results, null, 2)}\n`);
-    writeFileSync(PERFORMANCE_DOC, performanceMarkdown(results));
+    writeFileSync(PERFORMANCE_DOC, performanceMarkdown(results) + keptSections(PERFORMANCE_DOC, SCALE_HEADING));
   }
   for (const figure of results.figures) {
     process.stdout.write(

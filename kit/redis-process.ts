@@ -31,6 +31,11 @@ const REDIS_READY_POLL_MS = 20;
 /** A SIGTERM'd server that has not exited within this time is killed. */
 const REDIS_STOP_GRACE_MS = 2_000;
 
+/** `redis-server` arguments of a memory-only Redis (no RDB, no AOF) working in `dir`: what the relay requires. */
+export function memoryOnlyArgs(dir: string): string[] {
+  return ["--save", "", "--appendonly", "no", "--dir", dir];
+}
+
 export interface RedisProcessOptions {
   /** `--requirepass` (and in `url`). */
   readonly password?: string;
@@ -97,12 +102,7 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
       String(port),
       "--bind",
       "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
+      ...memoryOnlyArgs(dir),
       ...(options.password === undefined ? [] : ["--requirepass", options.password]),
       ...(options.args ?? []),
     ];

@@ -277,7 +277,7 @@ export function growthMarkdown(result: GrowthResult): string {
 // ---------------------------------------------------------------------------------------------
 
 /** One raw POST to the relay endpoint; the reply's value, or throws with its error code. */
-async function relayPost(url: string, body: Record<string, unknown>): Promise<Record<string, any>> {
+export async function relayPost(url: string, body: Record<string, unknown>): Promise<Record<string, any>> {
   const response = await fetch(`${url}${RELAY_ENDPOINT_PATH}`, {
     method: "POST",
     body: JSON.stringify(body),
@@ -289,7 +289,7 @@ async function relayPost(url: string, body: Record<string, unknown>): Promise<Re
 }
 
 /** Registers `count` idle sessions (a secret each, the longest lease) with raw connects; resolves with refusals. */
-async function registerIdle(url: string, count: number): Promise<number> {
+export async function registerIdle(url: string, count: number): Promise<number> {
   let refused = 0;
   await pool(count, CONNECT_CONCURRENCY, async () => {
     const body = {
@@ -309,7 +309,7 @@ async function registerIdle(url: string, count: number): Promise<number> {
 }
 
 /** The relay's store usage (health, through a raw binding of our own). */
-async function relayUsage(
+export async function relayUsage(
   url: string,
   probe: Record<string, unknown>,
 ): Promise<{ registrations: number; receipts: number; receiptBytes: number }> {

@@ -161,7 +161,7 @@ async function measureCrossDelivery(samples: number): Promise<DeliveryRun> {
   }
 }
 
-function usedMemory(info: unknown): number {
+export function usedMemory(info: unknown): number {
   const match = /^used_memory:(\d+)/m.exec(String(info));
   if (match === null) throw new Error("redis: INFO memory has no used_memory");
   return Number(match[1]);

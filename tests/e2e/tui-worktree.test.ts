@@ -6,36 +6,22 @@
  * The project's own tree stays untouched.
  */
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
-import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
+import { gitProject, removeProjects } from "../helpers/git-project.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { called, field, lastSeen } from "../helpers/pi-kit.ts";
+import { worktreeOriginBrain } from "../helpers/pi-kit.ts";
 import { describeWithTmux, startTui, type Tui } from "../helpers/tui-kit.ts";
 
 setDefaultTimeout(120_000);
 
 const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.ts");
-const made: string[] = [];
 let relay: RelayProcess | undefined;
 afterAll(async () => {
   await relay?.stop();
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+  removeProjects();
 });
-
-function gitProject(): string {
-  const dir = mkdtempSync(join(tmpdir(), "pi-tasks-tui-tree-"));
-  made.push(dir);
-  const git = (...args: string[]) => spawnSync("git", ["-C", dir, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args]);
-  git("init", "-q", "-b", "main");
-  writeFileSync(join(dir, "README.md"), "project\n");
-  git("add", ".");
-  git("commit", "-q", "-m", "first");
-  return dir;
-}
 
 describeWithTmux("a worktree per worker in the TUI", () => {
   describeOnHosts("the person sees the worker's branch and what it changed", (host) => {
@@ -52,20 +38,7 @@ describeWithTmux("a worktree per worker in the TUI", () => {
           session: `tui-tree-origin-${host}`,
           settings: { tuiMode: "regular" },
           env: { PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
-          brain: (turn) => {
-            if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name, worktree: true } }] };
-            const endpoint = field(lastSeen(turn, "## worker started"), "taskEndpoint");
-            if (endpoint === undefined) return { text: "no worker" };
-            if (!called(turn, "agent_task_send"))
-              return { tools: [{ name: "agent_task_send", arguments: { to: JSON.parse(endpoint), task: DEMO_TASK } }] };
-            const answer = answerQuestion(turn);
-            if (answer !== undefined) return answer;
-            const taskId = field(lastSeen(turn, "## task completed"), "taskId");
-            if (taskId === undefined) return { text: "waiting" };
-            if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
-            if (!called(turn, "agent_task_stop")) return { tools: [{ name: "agent_task_stop", arguments: { name } }] };
-            return { text: "The worker's branch is ready to merge." };
-          },
+          brain: worktreeOriginBrain(name, { apply: false, last: "The worker's branch is ready to merge." }),
         });
         await tui.submit("Delegate the hello task to a worker in its own worktree.");
         await tui.waitForScreen(/ready to merge/, 90_000);

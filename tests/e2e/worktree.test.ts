@@ -6,36 +6,20 @@
  * merge or remove it.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
 import { eventually } from "../../kit/async.ts";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { gitProject, removeProjects } from "../helpers/git-project.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
-import { called, field, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
+import { toolCalls, usePiFixture, worktreeOriginBrain } from "../helpers/pi-kit.ts";
 import type { RpcRecord } from "../helpers/pi-process.ts";
 
 setDefaultTimeout(90_000);
 
 const fx = usePiFixture();
 const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.ts");
-const made: string[] = [];
-afterAll(() => {
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
-});
-
-function gitProject(): string {
-  const dir = mkdtempSync(join(tmpdir(), "pi-tasks-git-project-"));
-  made.push(dir);
-  const git = (...args: string[]) => spawnSync("git", ["-C", dir, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args]);
-  git("init", "-q", "-b", "main");
-  writeFileSync(join(dir, "README.md"), "project\n");
-  git("add", ".");
-  git("commit", "-q", "-m", "first");
-  return dir;
-}
+afterAll(removeProjects);
 
 const isStopped = (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === "agent_task_stop";
 
@@ -49,22 +33,13 @@ async function inWorktree(host: PiHost) {
     cwd,
     session: `tree-origin-${host}`,
     env: { PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
-    brain: (turn) => {
-      if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name, worktree: true } }] };
-      const endpoint = field(lastSeen(turn, "## worker started"), "taskEndpoint");
-      if (endpoint === undefined) return { text: "no worker" };
-      if (!called(turn, "agent_task_send"))
-        return { tools: [{ name: "agent_task_send", arguments: { to: JSON.parse(endpoint), task: DEMO_TASK } }] };
-      const answer = answerQuestion(turn);
-      if (answer !== undefined) return answer;
-      const taskId = field(lastSeen(turn, "## task completed"), "taskId");
-      if (taskId === undefined) return { text: "waiting" };
-      inProjectAtCompletion ??= existsSync(join(cwd, "hello.txt"));
-      if (!called(turn, "agent_task_apply")) return { tools: [{ name: "agent_task_apply", arguments: { taskId } }] };
-      if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
-      if (!called(turn, "agent_task_stop")) return { tools: [{ name: "agent_task_stop", arguments: { name } }] };
-      return { text: "done" };
-    },
+    brain: worktreeOriginBrain(name, {
+      apply: true,
+      last: "done",
+      onCompleted: () => {
+        inProjectAtCompletion ??= existsSync(join(cwd, "hello.txt"));
+      },
+    }),
   });
   origin.prompt("Delegate the hello task to a worker in its own worktree.");
   // Polled (not a record listener): the scenario's last step is the stop, whatever comes after it.

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { CI_VARIABLE } from "../../kit/debian-package.ts";
+import { memoryOnlyArgs } from "../../kit/redis-process.ts";
 import { createNetwork, type Host, type Network, netnsUnavailable } from "../../kit/netns.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
@@ -46,21 +47,7 @@ export interface HostRedis {
 
 /** How the tests start the shared Redis on its host (docs/multi-machine.md shows the same command). */
 export function hostRedisArgs(address: string, dir: string): string[] {
-  return [
-    "redis-server",
-    "--bind",
-    address,
-    "--port",
-    String(REDIS_PORT),
-    "--protected-mode",
-    "no",
-    "--save",
-    "",
-    "--appendonly",
-    "no",
-    "--dir",
-    dir,
-  ];
+  return ["redis-server", "--bind", address, "--port", String(REDIS_PORT), "--protected-mode", "no", ...memoryOnlyArgs(dir)];
 }
 
 export async function startHostRedis(host: Host): Promise<HostRedis> {

@@ -12,6 +12,7 @@ import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
 import type { ScriptReply } from "../../src/demo/scripted-model.ts";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
 import { type PiProcess, type PiProcessOptions, type RpcRecord, type ScriptTurn, STOP_GRACE_MS, startPi } from "./pi-process.ts";
 
 export { EVENT_MESSAGE, EVENT_RECORD, STATUS_KEY, WAKE_MESSAGE };
@@ -370,5 +371,32 @@ export function usePiFixture(): PiFixture {
       return created;
     },
     defer: (step) => steps.push(step),
+  };
+}
+
+/**
+ * An origin brain that spawns the worker `name` in a worktree of its own, sends it the demo's
+ * hello.txt task, answers its question, then — once the result is in (`onCompleted` sees it first)
+ * — applies it when `apply`, acknowledges it and stops the worker; then says `last`.
+ */
+export function worktreeOriginBrain(
+  name: string,
+  options: { readonly apply: boolean; readonly last: string; readonly onCompleted?: () => void },
+): (turn: ScriptTurn) => ScriptReply {
+  return (turn) => {
+    if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name, worktree: true } }] };
+    const endpoint = field(lastSeen(turn, "## worker started"), "taskEndpoint");
+    if (endpoint === undefined) return { text: "no worker" };
+    if (!called(turn, "agent_task_send"))
+      return { tools: [{ name: "agent_task_send", arguments: { to: JSON.parse(endpoint), task: DEMO_TASK } }] };
+    const answer = answerQuestion(turn);
+    if (answer !== undefined) return answer;
+    const taskId = field(lastSeen(turn, "## task completed"), "taskId");
+    if (taskId === undefined) return { text: "waiting" };
+    options.onCompleted?.();
+    if (options.apply && !called(turn, "agent_task_apply")) return { tools: [{ name: "agent_task_apply", arguments: { taskId } }] };
+    if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
+    if (!called(turn, "agent_task_stop")) return { tools: [{ name: "agent_task_stop", arguments: { name } }] };
+    return { text: options.last };
   };
 }

@@ -5,7 +5,11 @@
  * started again on its port; the Redis killed, restarted, paused, or reached through a TCP proxy
  * that can be cut.
  */
-import { afterAll, beforeAll } from "bun:test";
+import { afterAll, beforeAll, expect } from "bun:test";
+import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import type { JumpTimers } from "../../kit/jump-timers.ts";
+import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
 import { type RedisProcess, startRedis } from "../../kit/redis-process.ts";
 import { type RelayProcess, type StartRelayOptions, startRelayProcess } from "../../kit/relay-process.ts";
 import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
@@ -61,4 +65,35 @@ export function useRedisRelays(options: { relays: number; proxy?: boolean }): Re
       return started;
     },
   };
+}
+
+/** A configured core (it rebinds by itself after a reset) with a memory host, as a drain sees it. */
+export interface ConfiguredParty {
+  readonly configured: ConfiguredTaskCore;
+  readonly host: MemoryHost;
+  core(): TaskCore;
+  refresh(): Promise<unknown>;
+}
+
+/** One configured party per relay URL, sharing `timers` (close them with `configured.close()`). */
+export function configuredParties(urls: readonly string[], timers: JumpTimers, label: string): ConfiguredParty[] {
+  return urls.map((url, index) => {
+    const host = createMemoryHost();
+    const configured = createConfiguredTaskCore({
+      url,
+      callerSession: `${label}-${index}-${crypto.randomUUID().slice(0, 8)}`,
+      env: {},
+      host,
+      timers,
+    });
+    return { configured, host, core: () => configured.current(), refresh: () => configured.refresh() };
+  });
+}
+
+/** No event was presented twice at any party. */
+export function expectNothingTwice(parties: readonly { readonly host: MemoryHost }[]): void {
+  for (const party of parties) {
+    const ids = party.host.insertedIds();
+    expect(ids.filter((id, index) => ids.indexOf(id) !== index)).toEqual([]);
+  }
 }

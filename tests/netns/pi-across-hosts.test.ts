@@ -8,12 +8,12 @@
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "../../src/cli/worktree.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
+import { git, gitProject, removeProjects, scratchDir } from "../helpers/git-project.ts";
 import { stopAll, toolCalls } from "../helpers/pi-kit.ts";
 import { type PiProcess, type RpcRecord, startPi } from "../helpers/pi-process.ts";
 import { describeWithNetns, hostEndpoint, pairedHomes, useMachines } from "../helpers/netns-kit.ts";
@@ -23,26 +23,20 @@ setDefaultTimeout(120_000);
 const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.ts");
 const ORIGIN_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "apply-origin.ts");
 const isAcked = (record: RpcRecord) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack";
-const git = (dir: string, ...args: string[]) =>
-  spawnSync("git", ["-C", dir, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args], { encoding: "utf8" });
 
 describeWithNetns("a result that travels between Pis on two machines", () => {
   const machines = useMachines();
-  const made: string[] = [];
   const pis: PiProcess[] = [];
   let homes: Awaited<ReturnType<typeof pairedHomes>>;
   let run: Promise<{ origin: PiProcess; checkout: string; acked: RpcRecord | undefined }>;
 
   /** The project (one commit), a worktree of it on a branch (the worker's machine), and a clone (the origin's). */
   function project(): { worktree: string; checkout: string; base: string; branch: string } {
-    const dir = mkdtempSync(join(tmpdir(), "pi-tasks-hosts-"));
-    made.push(dir);
+    const dir = scratchDir("pi-tasks-hosts-");
     const repo = join(dir, "repo");
-    spawnSync("git", ["init", "-q", "-b", "main", repo]);
-    writeFileSync(join(repo, "README.md"), "project\n");
-    git(repo, "add", ".");
-    git(repo, "commit", "-q", "-m", "first");
-    const base = git(repo, "rev-parse", "HEAD").stdout.trim();
+    mkdirSync(repo);
+    gitProject(repo);
+    const base = git(repo, "rev-parse", "HEAD").stdout;
     const branch = "pi-tasks/hosts-worker";
     git(repo, "worktree", "add", "-q", "-b", branch, join(dir, "worktree"), base);
     spawnSync("git", ["clone", "-q", repo, join(dir, "checkout")]);
@@ -86,7 +80,7 @@ describeWithNetns("a result that travels between Pis on two machines", () => {
   afterAll(async () => {
     await stopAll(pis);
     homes?.remove();
-    for (const dir of made) rmSync(dir, { recursive: true, force: true });
+    removeProjects();
   });
 
   test("the worker's patch crosses the hosts and applies in the origin's own checkout; the origin acknowledges", async () => {

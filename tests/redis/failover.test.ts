@@ -11,12 +11,11 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { eventually } from "../../kit/async.ts";
 import { tryDrain } from "../../kit/drain.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
-import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
+import { type ConfiguredParty, configuredParties, expectNothingTwice } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(60_000);
@@ -32,12 +31,7 @@ describeWithPackage("a Redis failover (a replica promoted while writes are in fl
   test("is detected as a reset by the replication id: nothing lost, nothing twice", async () => {
     const started: { redis: RedisProcess[]; proxies: TcpProxy[]; relays: RelayProcess[] } = { redis: [], proxies: [], relays: [] };
     const timers = createJumpTimers();
-    const parties: {
-      configured: ReturnType<typeof createConfiguredTaskCore>;
-      host: ReturnType<typeof createMemoryHost>;
-      core: () => ReturnType<ReturnType<typeof createConfiguredTaskCore>["current"]>;
-      refresh: () => Promise<unknown>;
-    }[] = [];
+    let parties: ConfiguredParty[] = [];
     try {
       const primary = await startRedis();
       started.redis.push(primary);
@@ -49,17 +43,7 @@ describeWithPackage("a Redis failover (a replica promoted while writes are in fl
       await eventually(async () => String(await replica.command("INFO", ["replication"])).includes("master_link_status:up"), 5_000, 50);
       const relays = await Promise.all([0, 1].map(() => startRelayProcess({ args: ["--store", `redis://127.0.0.1:${front.port}`] })));
       started.relays.push(...relays);
-      for (const index of [0, 1]) {
-        const host = createMemoryHost();
-        const configured = createConfiguredTaskCore({
-          url: relays[index]!.url,
-          callerSession: `failover-${index}-${crypto.randomUUID().slice(0, 8)}`,
-          env: {},
-          host,
-          timers,
-        });
-        parties.push({ configured, host, core: () => configured.current(), refresh: () => configured.refresh() });
-      }
+      parties = configuredParties([relays[0]!.url, relays[1]!.url], timers, "failover");
       const [origin, worker] = parties as [(typeof parties)[0], (typeof parties)[0]];
       await worker.configured.run((core) => core.connect());
       const { taskId } = await origin.configured.run((core) =>
@@ -99,10 +83,7 @@ describeWithPackage("a Redis failover (a replica promoted while writes are in fl
         .events.filter((event) => event.type === "task.information")
         .map((event) => event.payload.message);
       expect(heard).toEqual(["accepted by the old primary only"]);
-      for (const party of parties) {
-        const ids = party.host.insertedIds();
-        expect(ids.filter((id, index) => ids.indexOf(id) !== index)).toEqual([]);
-      }
+      expectNothingTwice(parties);
     } finally {
       for (const party of parties) await party.configured.close();
       await Promise.all(started.relays.map((relay) => relay.stop().catch(() => undefined)));

@@ -11,8 +11,6 @@ import { spawn } from "bun";
 import { failure } from "../../kit/async.ts";
 import { settle, tryDrain } from "../../kit/drain.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, startRedis } from "../../kit/redis-process.ts";
 import { BUN, CLI_ENTRY, freePort, REPO_ROOT } from "../../kit/relay-process.ts";
@@ -21,7 +19,7 @@ import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../../src/con
 import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
-import { useRedisRelays } from "../helpers/redis-kit.ts";
+import { configuredParties, expectNothingTwice, useRedisRelays } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(20_000);
@@ -217,17 +215,7 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
 
   test("mid-task, the outcomes' recovery path: both Pis' cores rebind across the two relays, find each other and the task completes", async () => {
     const timers = createJumpTimers();
-    const parties = [0, 1].map((index) => {
-      const host = createMemoryHost();
-      const configured = createConfiguredTaskCore({
-        url: fx.relays[index]!.url,
-        callerSession: `redis-reset-${index}-${crypto.randomUUID().slice(0, 8)}`,
-        env: {},
-        host,
-        timers,
-      });
-      return { configured, host, core: () => configured.current(), refresh: () => configured.refresh() };
-    });
+    const parties = configuredParties([fx.relays[0]!.url, fx.relays[1]!.url], timers, "redis-reset");
     const [origin, worker] = parties as [(typeof parties)[0], (typeof parties)[0]];
     try {
       await worker.configured.run((core) => core.connect());
@@ -250,10 +238,7 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
         .events.filter((event) => event.type === "task.information")
         .map((event) => event.payload.message);
       expect(heard).toEqual(["sent into the new state"]);
-      for (const party of parties) {
-        const ids = party.host.insertedIds();
-        expect(ids.filter((id, index) => ids.indexOf(id) !== index)).toEqual([]);
-      }
+      expectNothingTwice(parties);
     } finally {
       for (const party of parties) await party.configured.close();
     }

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { settle } from "../../kit/drain.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
+import { memoryOnlyArgs, REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
 import { freePort, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { RELAY_REDIS_COMMANDS } from "../../src/relay-server/store/redis/scripts.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
@@ -112,12 +112,7 @@ describeWithPackage("Redis with TLS and an ACL user of the relay's commands", RE
         "no",
         "--aclfile",
         file("users.acl"),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir,
+        ...memoryOnlyArgs(dir),
       ],
       { stdout: "ignore", stderr: "pipe" },
     );

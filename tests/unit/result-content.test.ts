@@ -7,35 +7,24 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { raised } from "../../kit/async.ts";
+import { git, gitProject, removeProjects, scratchDir } from "../helpers/git-project.ts";
 import { applyContent, checkChangedFiles, collectContent } from "../../src/cli/result-content.ts";
 import { maxResultContentBytes, maxResultFiles } from "../../src/protocol/limits.ts";
 
-const made: string[] = [];
-afterAll(() => {
-  for (const dir of made) rmSync(dir, { recursive: true, force: true });
-});
-const scratch = (prefix: string) => {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  made.push(dir);
-  return dir;
-};
-const git = (dir: string, ...args: string[]) =>
-  spawnSync("git", ["-C", dir, "-c", "user.email=t@example.invalid", "-c", "user.name=t", ...args], { encoding: "utf8" });
+afterAll(removeProjects);
 
 /** A repository with one commit, and a second clone of it (the origin's machine). */
 function repoAndClone(): { repo: string; clone: string; base: string } {
-  const repo = scratch("pi-tasks-repo-");
-  git(repo, "init", "-q", "-b", "main");
+  const repo = gitProject();
   writeFileSync(join(repo, "README.md"), "project\nline two\n");
-  git(repo, "add", ".");
-  git(repo, "commit", "-q", "-m", "first");
-  const clone = join(scratch("pi-tasks-clone-"), "checkout");
+  git(repo, "commit", "-q", "-am", "two lines");
+  const clone = join(scratchDir("pi-tasks-clone-"), "checkout");
   spawnSync("git", ["clone", "-q", repo, clone]);
-  return { repo, clone, base: git(repo, "rev-parse", "HEAD").stdout.trim() };
+  return { repo, clone, base: git(repo, "rev-parse", "HEAD").stdout };
 }
 
 describe("a worktree's change as a patch", () => {
@@ -89,7 +78,7 @@ describe("a worktree's change as a patch", () => {
 
 describe("changed files as content", () => {
   test("the files travel (text and binary, a missing one listed absent) and are written into another directory", () => {
-    const worker = scratch("pi-tasks-worker-");
+    const worker = scratchDir("pi-tasks-worker-");
     writeFileSync(join(worker, "hello.txt"), "Hello\n");
     writeFileSync(join(worker, "blob.bin"), Buffer.from([0xff, 0x00]));
     const content = collectContent(worker, { changedFiles: ["hello.txt", "blob.bin", "gone.txt"] })!;
@@ -98,7 +87,7 @@ describe("changed files as content", () => {
       ["blob.bin", "base64"],
     ]);
     expect(content.absent).toEqual(["gone.txt"]);
-    const origin = scratch("pi-tasks-origin-");
+    const origin = scratchDir("pi-tasks-origin-");
     expect(applyContent(origin, content)).toEqual({ mode: "files", paths: ["hello.txt", "blob.bin"] });
     expect(readFileSync(join(origin, "hello.txt"), "utf8")).toBe("Hello\n");
     expect([...readFileSync(join(origin, "blob.bin"))]).toEqual([0xff, 0x00]);
@@ -107,7 +96,7 @@ describe("changed files as content", () => {
   });
 
   test(`files of exactly maxResultContentBytes (${maxResultContentBytes}) in total are attached; one byte more is omitted`, () => {
-    const worker = scratch("pi-tasks-worker-");
+    const worker = scratchDir("pi-tasks-worker-");
     writeFileSync(join(worker, "a.txt"), "a".repeat(maxResultContentBytes - 1));
     writeFileSync(join(worker, "b.txt"), "b");
     expect(collectContent(worker, { changedFiles: ["a.txt", "b.txt"] })!.files).toHaveLength(2);
@@ -118,11 +107,11 @@ describe("changed files as content", () => {
   });
 
   test("all or nothing: one file existing with other content is a conflict and no file is written", async () => {
-    const worker = scratch("pi-tasks-worker-");
+    const worker = scratchDir("pi-tasks-worker-");
     writeFileSync(join(worker, "a.txt"), "a\n");
     writeFileSync(join(worker, "b.txt"), "b\n");
     const content = collectContent(worker, { changedFiles: ["a.txt", "b.txt"] })!;
-    const origin = scratch("pi-tasks-origin-");
+    const origin = scratchDir("pi-tasks-origin-");
     writeFileSync(join(origin, "b.txt"), "mine\n");
     const { error } = await raised(async () => applyContent(origin, content));
     expect(error.code).toBe("APPLY_CONFLICT");
@@ -131,7 +120,7 @@ describe("changed files as content", () => {
   });
 
   test("a carried file whose path leaves the project is refused at the origin, whatever the worker claimed", async () => {
-    const origin = scratch("pi-tasks-origin-");
+    const origin = scratchDir("pi-tasks-origin-");
     const data = "x\n";
     const sha256 = new Bun.CryptoHasher("sha256").update(data).digest("hex");
     const escaping = { files: [{ path: "../outside.txt", encoding: "utf8", data, sha256 }] };
@@ -140,7 +129,7 @@ describe("changed files as content", () => {
   });
 
   test(`more than maxResultFiles (${maxResultFiles}) changed files are not attached: omitted with the count`, () => {
-    const worker = scratch("pi-tasks-worker-");
+    const worker = scratchDir("pi-tasks-worker-");
     const names = Array.from({ length: maxResultFiles + 1 }, (_, index) => `f${index}.txt`);
     for (const name of names) writeFileSync(join(worker, name), "x");
     const content = collectContent(worker, { changedFiles: names })!;
@@ -149,19 +138,19 @@ describe("changed files as content", () => {
   });
 
   test("no content: applying a result without any is NO_RESULT_CONTENT", async () => {
-    expect((await raised(async () => applyContent(scratch("pi-tasks-origin-"), undefined))).error.code).toBe("NO_RESULT_CONTENT");
+    expect((await raised(async () => applyContent(scratchDir("pi-tasks-origin-"), undefined))).error.code).toBe("NO_RESULT_CONTENT");
   });
 });
 
 describe("changedFiles paths", () => {
   test("relative paths inside the project pass, normalized", () => {
-    const root = scratch("pi-tasks-project-");
+    const root = scratchDir("pi-tasks-project-");
     expect(checkChangedFiles(root, ["src/a.ts", "./b.ts", "src/../c.ts"])).toEqual(["src/a.ts", "b.ts", "c.ts"]);
     expect(checkChangedFiles(root, undefined)).toEqual([]);
   });
 
   test("absolute, escaping, through a symbolic link out, or not a list: INVALID_RESULT_PATH", async () => {
-    const root = scratch("pi-tasks-project-");
+    const root = scratchDir("pi-tasks-project-");
     symlinkSync(tmpdir(), join(root, "out"));
     for (const bad of [["/etc/passwd"], ["../x"], ["src/../../x"], ["out/secret"], "a.ts", [7]]) {
       const { error } = await raised(async () => checkChangedFiles(root, bad));

@@ -24,13 +24,18 @@ export function answerQuestion(turn: ScriptTurn): ScriptReply | undefined {
   };
 }
 
-export function respond(turn: ScriptTurn): ScriptReply {
+/** The origin's first moves: the task sent to the worker in PI_TASKS_DEMO_TARGET, then its question answered; undefined after. */
+export function delegateAndAnswer(turn: ScriptTurn): ScriptReply | undefined {
   if (!called(turn, "agent_task_send")) {
     const to = JSON.parse(process.env.PI_TASKS_DEMO_TARGET ?? "{}");
     return { tools: [{ name: "agent_task_send", arguments: { to, task: DEMO_TASK } }] };
   }
-  const answer = answerQuestion(turn);
-  if (answer !== undefined) return answer;
+  return answerQuestion(turn);
+}
+
+export function respond(turn: ScriptTurn): ScriptReply {
+  const first = delegateAndAnswer(turn);
+  if (first !== undefined) return first;
   const completed = latest(turn, "## task completed");
   const taskId = field(completed, "taskId");
   if (completed === undefined || taskId === undefined) return { text: "Waiting for the worker." };

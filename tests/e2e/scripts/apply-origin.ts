@@ -5,16 +5,12 @@
  * host), checks hello.txt itself with `bash`, then acknowledges.
  */
 import type { ScriptReply, ScriptTurn } from "../../../src/demo/scripted-model.ts";
-import { answerQuestion, DEMO_GREETING, DEMO_TASK } from "../../../src/demo/scenarios/demo-origin.ts";
+import { DEMO_GREETING, delegateAndAnswer } from "../../../src/demo/scenarios/demo-origin.ts";
 import { called, field, latest } from "../../../src/demo/scenarios/turns.ts";
 
 export function respond(turn: ScriptTurn): ScriptReply {
-  if (!called(turn, "agent_task_send")) {
-    const to = JSON.parse(process.env.PI_TASKS_DEMO_TARGET ?? "{}");
-    return { tools: [{ name: "agent_task_send", arguments: { to, task: DEMO_TASK } }] };
-  }
-  const answer = answerQuestion(turn);
-  if (answer !== undefined) return answer;
+  const first = delegateAndAnswer(turn);
+  if (first !== undefined) return first;
   const taskId = field(latest(turn, "## task completed"), "taskId");
   if (taskId === undefined) return { text: "Waiting for the worker." };
   if (!called(turn, "agent_task_apply")) return { tools: [{ name: "agent_task_apply", arguments: { taskId } }] };
