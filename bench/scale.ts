@@ -7,8 +7,8 @@
  *
  * - **registered**: live registrations the state holds (relay `health`), and **refused** connects
  *   (`RELAY_CAPACITY`: the state's `relayMaxRegistrations` budget is shared by every relay);
- * - **Redis bytes per session**: `INFO memory` `used_memory` after ÷ registered, less the empty
- *   state's;
+ * - **Redis bytes per session**: what the sessions registered at this point added to `INFO memory`
+ *   `used_memory`, ÷ their number (measured before the load runs, so its receipts do not count);
  * - **cycles/s**: the raw-client cycles workload of bench/measure/cycles.ts (send + receive + ACK,
  *   1 KiB text), senders on the first relay, the receiver on the last;
  * - **delivery p95**: bench/measure/delivery.ts with `watch-v1` between fake Pis (the real extension
@@ -39,27 +39,42 @@ const SESSION_COUNTS = [1_000, 2_000, 4_000, 10_000];
 const CYCLE_ENVELOPES = 1_000;
 /** Delivery samples at each point. */
 const DELIVERY_SAMPLES = 20;
+/** Sessions a memory figure needs to stand above the allocator's granularity (fewer added: no figure). */
+const MIN_SESSIONS_MEASURED = 500;
+/** Registrations the load itself needs (cycles senders and receiver, two fake Pis, the probe), with room to spare. */
+const LOAD_SESSIONS = 16;
 
 export interface ScalePoint {
   readonly relays: number;
   readonly offered: number;
   readonly registered: number;
   readonly refused: number;
-  readonly redisBytesPerSession: number;
-  readonly cyclesPerSecond: number;
-  readonly deliveryP95Ms: number;
+  /** Redis memory each session added at this point costs (none added past the budget: undefined). */
+  readonly redisBytesPerSession?: number;
+  /** Undefined where the state holds no room for the load's own sessions (past the budget). */
+  readonly cyclesPerSecond?: number;
+  readonly deliveryP95Ms?: number;
 }
 
 /** Log–log slope between the first and last points (x: sessions registered). */
-function slope(points: readonly ScalePoint[], value: (point: ScalePoint) => number): number {
+function slope(all: readonly ScalePoint[], value: (point: ScalePoint) => number | undefined): number {
+  const points = all.filter((point) => (value(point) ?? 0) > 0);
+  if (points.length < 2) return 0;
   const first = points[0]!;
   const last = points.at(-1)!;
-  if (first.registered === last.registered || value(first) <= 0 || value(last) <= 0) return 0;
-  return round(Math.log(value(last) / value(first)) / Math.log(last.registered / first.registered), 2);
+  if (first.registered === last.registered) return 0;
+  return round(Math.log(value(last)! / value(first)!) / Math.log(last.registered / first.registered), 2);
 }
 
 async function redisMemory(redis: RedisProcess): Promise<number> {
   return usedMemory(await redis.command("INFO", ["memory"]));
+}
+
+/** The steady load between the first relay and the last: cycles/s and delivery p95. */
+async function load(relays: readonly RelayProcess[]): Promise<{ cyclesPerSecond: number; deliveryP95Ms: number }> {
+  const cycles = await runCycles(relays[0]!.url, "raw", CYCLE_ENVELOPES, { receiverUrl: relays.at(-1)!.url });
+  const delivery = await deliveryBetween({ origin: relays[0]!.url, worker: relays.at(-1)!.url }, "watch-v1", DELIVERY_SAMPLES);
+  return { cyclesPerSecond: Math.round(cycles.cyclesPerSecond), deliveryP95Ms: round(delivery.ackMs.p95, 1) };
 }
 
 /** One curve: `count` relays on a fresh Redis, the population grown point by point. */
@@ -69,29 +84,28 @@ async function curve(count: number, progress: (line: string) => void): Promise<S
   try {
     relays.push(...(await Promise.all(Array.from({ length: count }, () => startRelayProcess({ args: ["--store", redis.url] })))));
     const probe = await rawBinding(relays[0]!.url, "scale-probe");
-    const empty = await redisMemory(redis);
     const points: ScalePoint[] = [];
     let offered = 0;
     let refused = 0;
+    let registered = (await relayUsage(relays[0]!.url, probe.base)).registrations;
     for (const target of SESSION_COUNTS) {
       const more = target - offered;
+      const memoryBefore = await redisMemory(redis);
       const refusals = await Promise.all(
         relays.map((relay, index) => registerIdle(relay.url, Math.floor(more / count) + (index < more % count ? 1 : 0))),
       );
+      const added = (await relayUsage(relays[0]!.url, probe.base)).registrations - registered;
+      const grown = (await redisMemory(redis)) - memoryBefore;
+      registered += added;
       refused += refusals.reduce((sum, value) => sum + value, 0);
       offered = target;
-      const registered = (await relayUsage(relays[0]!.url, probe.base)).registrations;
-      const bytes = (await redisMemory(redis)) - empty;
-      const cycles = await runCycles(relays[0]!.url, "raw", CYCLE_ENVELOPES, { receiverUrl: relays.at(-1)!.url });
-      const delivery = await deliveryBetween({ origin: relays[0]!.url, worker: relays.at(-1)!.url }, "watch-v1", DELIVERY_SAMPLES);
       const point = {
         relays: count,
         offered,
         registered,
         refused,
-        redisBytesPerSession: Math.round(bytes / Math.max(registered, 1)),
-        cyclesPerSecond: Math.round(cycles.cyclesPerSecond),
-        deliveryP95Ms: round(delivery.ackMs.p95, 1),
+        ...(added >= MIN_SESSIONS_MEASURED ? { redisBytesPerSession: Math.round(grown / added) } : {}),
+        ...(registered + LOAD_SESSIONS > relayMaxRegistrations ? {} : await load(relays)),
       };
       progress(JSON.stringify(point));
       points.push(point);
@@ -107,7 +121,7 @@ function scaleMarkdown(curves: readonly ScalePoint[][], date: string, seconds: n
   const lines = [
     SCALE_HEADING,
     "",
-    `Generated by \`npm run scale\` (bench/scale.ts) on ${date} in ${seconds} s, on this machine (2 cores: the relays, Redis and every client share them). 1, 4 and 8 relay processes share one \`redis-server\`; the population of simulated sessions (idle registrations, spread round-robin over the relays) grows to 10,000 offered; at each size a raw-client cycles run (senders on the first relay, receiver on the last) and ${DELIVERY_SAMPLES} deliveries with \`watch-v1\` between fake Pis (origin on the first relay, worker on the last). Slopes are log–log against the sessions registered.`,
+    `Generated by \`npm run scale\` (bench/scale.ts) on ${date} in ${seconds} s, on this machine (2 cores: the relays, Redis and every client share them). 1, 4 and 8 relay processes share one \`redis-server\`; the population of simulated sessions (idle registrations, spread round-robin over the relays) grows to 10,000 offered; at each size a raw-client cycles run (senders on the first relay, receiver on the last) and ${DELIVERY_SAMPLES} deliveries with \`watch-v1\` between fake Pis (origin on the first relay, worker on the last). Slopes are log–log against the sessions registered, over the points that have the figure (below the budget only two: read them as flat within this machine's noise, not as trends).`,
     "",
     "| relays | sessions offered | registered | refused | Redis B/session | cycles/s | delivery p95 ms |",
     "|---|---|---|---|---|---|---|",
@@ -115,7 +129,7 @@ function scaleMarkdown(curves: readonly ScalePoint[][], date: string, seconds: n
       .flat()
       .map(
         (p) =>
-          `| ${p.relays} | ${p.offered} | ${p.registered} | ${p.refused} | ${p.redisBytesPerSession} | ${p.cyclesPerSecond} | ${p.deliveryP95Ms} |`,
+          `| ${p.relays} | ${p.offered} | ${p.registered} | ${p.refused} | ${p.redisBytesPerSession ?? "— (too few added)"} | ${p.cyclesPerSecond ?? "— (no room)"} | ${p.deliveryP95Ms ?? "— (no room)"} |`,
       ),
     "",
     "| relays | slope of cycles/s | slope of delivery p95 | slope of Redis B/session |",
@@ -125,7 +139,7 @@ function scaleMarkdown(curves: readonly ScalePoint[][], date: string, seconds: n
         `| ${points[0]!.relays} | ${slope(points, (p) => p.cyclesPerSecond)} | ${slope(points, (p) => p.deliveryP95Ms)} | ${slope(points, (p) => p.redisBytesPerSession)} |`,
     ),
     "",
-    `Where it bends: at \`relayMaxRegistrations\` (${relayMaxRegistrations}) registrations. The budget is the state's, shared by every relay on the Redis, so more relays do not hold more sessions: past it a connect first reclaims a registration that was never used (\`quotas-v1\`: the idle simulated sessions are such), so the registered count stays at the budget and the offered sessions beyond it displace earlier idle ones (a displaced session rebinds on its next request); a connect that finds nothing to reclaim is refused \`RELAY_CAPACITY\`. Below the budget the costs stay flat in the population: each request touches its own registration and mailbox keys (hashes and sorted sets, O(1) or O(log n)), so cycles/s and delivery p95 do not depend on how many others are registered; they depend on how many relay processes share the 2 cores. Redis memory per session is the registration's hash and its index entries.`,
+    `Where it bends: at \`relayMaxRegistrations\` (${relayMaxRegistrations}) registrations. The budget is the state's, shared by every relay on the Redis, so more relays do not hold more sessions: past it every connect is refused \`RELAY_CAPACITY\` (the simulated sessions are live — the longest lease — and a registration that never made a bound request is reclaimed only once \`relayRegistrationGraceMs\` old, longer than a point takes here), and the load's own new sessions find no room either (— in the table). Below the budget the costs stay flat in the population: each request touches its own registration and mailbox keys (hashes and sorted sets, O(1) or O(log n)), so cycles/s and delivery p95 do not depend on how many others are registered; they depend on how many relay processes share the 2 cores. Redis memory per session is the registration's hash and its index entries.`,
     "",
   ];
   return lines.join("\n");
