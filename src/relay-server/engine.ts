@@ -62,6 +62,8 @@ import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
 import {
   type AdmitOutcome,
+  type BindingLookup,
+  type BindingRequest,
   type ConnectOutcome,
   isLive,
   isStateReplaced,
@@ -278,18 +280,32 @@ interface Relay {
  * caller's ended (or an unknown) endpoint is REGISTRATION_EXPIRED, a live one SOURCE_MISMATCH;
  * the secret is judged last, once the request names a live registration of its own caller.
  */
-async function bind({ store, now, epochs }: Relay, request: Record<string, unknown>): Promise<RegistrationView> {
+async function bind(relay: Relay, request: Record<string, unknown>): Promise<RegistrationView> {
+  const binding = await bindingOf(relay, request);
+  return judged(await relay.store.binding(binding.session, binding.endpointId, binding.secretDigest, binding.now), binding);
+}
+
+/** The request's binding, its epoch and endpoint checked first (RELAY_RESET, SOURCE_MISMATCH). */
+async function bindingOf({ now, epochs }: Relay, request: Record<string, unknown>): Promise<BindingRequest> {
   if (request.epoch !== epochs.current()) await epochs.check(request.epoch);
   const endpoint = request.endpoint;
   if (!isRecord(endpoint) || endpoint.relay !== RELAY_ID || !isUuid(endpoint.id) || Object.keys(endpoint).length !== 2) {
     throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is malformed or not local" } });
   }
-  const session = request.callerSession as string;
   const presented = request.bindingSecret === undefined ? undefined : secretDigest(request.bindingSecret as string);
-  const { callerKnown, registration, secret } = await store.binding(session, endpoint.id, presented, now());
+  return {
+    session: request.callerSession as string,
+    endpointId: endpoint.id as string,
+    ...(presented === undefined ? {} : { secretDigest: presented }),
+    now: now(),
+  };
+}
+
+/** The binding checks on a lookup, in order; returns the caller's live registration. */
+function judged({ callerKnown, registration, secret }: BindingLookup, { session, now }: BindingRequest): RegistrationView {
   if (!callerKnown) throw new TaskError("CALLER_NOT_FOUND", { details: { callerSession: session } });
   if (registration === undefined) throw new TaskError("REGISTRATION_EXPIRED", { details: { reason: "endpoint is not registered" } });
-  if (!isLive(registration, now())) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
+  if (!isLive(registration, now)) throw new TaskError("REGISTRATION_EXPIRED", { details: { state: registration.state } });
   if (registration.session !== session) throw new TaskError("SOURCE_MISMATCH", { details: { reason: "endpoint is not this caller's" } });
   if (secret === "missing") throw new TaskError("BINDING_SECRET_REQUIRED");
   if (secret === "mismatch") throw new TaskError("BINDING_SECRET_INVALID");
@@ -300,11 +316,8 @@ function checkLocal(target: TaskEndpoint): void {
   if (target.relay !== RELAY_ID) throw new TaskError("CROSS_RELAY_ENDPOINT", { details: { relay: target.relay } });
 }
 
-/** A sent envelope checked against its schema and its bound source, with its canonical text and that text's digest. */
-function checkEnvelope(
-  owner: RegistrationView,
-  envelope: unknown,
-): { wire: WireEnvelope; createdAt: number; text: string; digest: string } {
+/** A sent envelope checked against its schema, its bound source and this relay, with its canonical text and that text's digest. */
+function checkEnvelope(endpointId: string, envelope: unknown): { wire: WireEnvelope; createdAt: number; text: string; digest: string } {
   if (isRecord(envelope) && envelope.protocolVersion !== SUPPORTED_PROTOCOL_VERSION) {
     throw invalid("/envelope/protocolVersion", `must be ${SUPPORTED_PROTOCOL_VERSION}`);
   }
@@ -313,7 +326,7 @@ function checkEnvelope(
   const wire = shape.value;
   const createdAt = Date.parse(wire.createdAt);
   if (Number.isNaN(createdAt)) throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/createdAt", problem: "not a date" } });
-  if (!sameEndpoint(wire.source, endpointOf(owner))) {
+  if (!sameEndpoint(wire.source, { relay: RELAY_ID, id: endpointId })) {
     throw new TaskError("SOURCE_MISMATCH", { details: { path: "/envelope/source", problem: "source is not the bound endpoint" } });
   }
   const payloadText = canonicalJson(wire.payload);
@@ -321,16 +334,28 @@ function checkEnvelope(
     throw invalid("/envelope/payload", `canonical payload is larger than ${maxRelayPayloadBytes} bytes`);
   }
   const text = canonicalJson({ ...wire, payload: new CanonicalText(payloadText) });
+  checkLocal(wire.target);
   return { wire, createdAt, text, digest: sha256Hex(text) };
 }
 
-async function send({ store, now }: Relay, owner: RegistrationView, envelope: unknown): Promise<RelayValue> {
-  const { wire, createdAt, text, digest } = checkEnvelope(owner, envelope);
-  checkLocal(wire.target);
-  const at = now();
+/**
+ * A send: its binding and its admission in one store call (one round trip to a shared store), the
+ * binding's checks judged first, as for every operation. An envelope that is malformed, not from
+ * the bound endpoint or for another relay is refused only after the binding passed (the lookup
+ * alone), so a request with both faults gets the binding's error.
+ */
+async function send(relay: Relay, request: Record<string, unknown>): Promise<RelayValue> {
+  const binding = await bindingOf(relay, request);
+  const checked = attempt(() => checkEnvelope(binding.endpointId, request.envelope));
+  if (!checked.ok) {
+    judged(await relay.store.binding(binding.session, binding.endpointId, binding.secretDigest, binding.now), binding);
+    throw checked.error;
+  }
+  const { wire, createdAt, text, digest } = checked.value;
+  const at = binding.now;
   const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
   // One atomic store call: concurrent identical sends coalesce on the receipt.
-  const outcome = await store.admit({
+  const bound = await relay.store.bindAndAdmit(binding, {
     envelopeId: wire.envelopeId,
     digest,
     text,
@@ -339,7 +364,17 @@ async function send({ store, now }: Relay, owner: RegistrationView, envelope: un
     fresh,
     now: at,
   });
-  return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
+  judged(bound.lookup, binding);
+  return admission(bound.admitted!, wire.envelopeId, wire.target, wire.createdAt);
+}
+
+/** `run`'s value, or the error it threw (thrown again by the caller when its turn comes). */
+function attempt<T>(run: () => T): { ok: true; value: T } | { ok: false; error: unknown } {
+  try {
+    return { ok: true, value: run() };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }
 
 async function receive(store: RelayStore, owner: RegistrationView, cursor: string, limit: number): Promise<EngineResult> {
@@ -480,13 +515,12 @@ async function operate(
   context: EngineContext,
 ): Promise<EngineResult> {
   if (operation === "connect") return { value: await connect(relay, request) };
+  if (operation === "send") return { value: await send(relay, request) };
   const { store, now } = relay;
   const owner = await bind(relay, request);
   switch (operation) {
     case "resolve":
       return { value: await resolve(relay, request.target as TaskEndpoint, request.followSuccessor === true) };
-    case "send":
-      return { value: await send(relay, owner, request.envelope) };
     case "receive":
       return receive(store, owner, request.cursor as string, pageLimit(request.limit));
     case "acknowledge":

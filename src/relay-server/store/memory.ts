@@ -8,7 +8,7 @@ import { type Budgets, createBudgets } from "./budgets.ts";
 import { createDoorbell, type Doorbell } from "./doorbell.ts";
 import { createMailboxes, type Mailboxes, storedCursor } from "./mailbox.ts";
 import { createRegistry, type Registry } from "./registry.ts";
-import { type ConnectOutcome, type ConnectRequest, isLive, type RelayStore } from "./store.ts";
+import { bindingPasses, type ConnectOutcome, type ConnectRequest, isLive, type RelayStore } from "./store.ts";
 
 /** The parts of the memory store, each owning its own state; the method groups below compose them. */
 interface Parts {
@@ -23,6 +23,7 @@ type RegistrationMethods = Pick<
   "connect" | "binding" | "registration" | "successor" | "disconnect" | "sessionRegistration" | "liveRegistrations"
 >;
 type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch">;
+type SendMethods = Pick<RelayStore, "bindAndAdmit">;
 type UpkeepMethods = Pick<RelayStore, "maintain" | "usage" | "close">;
 
 /**
@@ -151,5 +152,17 @@ export function createMemoryStore(): RelayStore {
   const budgets = createBudgets();
   const mailboxes = createMailboxes(budgets, (endpointId) => doorbell.ring(endpointId));
   const parts: Parts = { registry, doorbell, budgets, mailboxes };
-  return { epoch: async () => epoch, ...registrationMethods(parts), ...mailMethods(parts), ...upkeepMethods(parts) };
+  const registrations = registrationMethods(parts);
+  const mail = mailMethods(parts);
+  return { epoch: async () => epoch, ...registrations, ...mail, ...sendMethods(registrations, mail), ...upkeepMethods(parts) };
+}
+
+/** A send's binding and admission, one after the other (nothing runs between them in one process). */
+function sendMethods(registrations: RegistrationMethods, mail: MailMethods): SendMethods {
+  return {
+    async bindAndAdmit(binding, request) {
+      const lookup = await registrations.binding(binding.session, binding.endpointId, binding.secretDigest, binding.now);
+      return bindingPasses(lookup, binding.session, binding.now) ? { lookup, admitted: await mail.admit(request) } : { lookup };
+    },
+  };
 }

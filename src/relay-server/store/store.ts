@@ -116,6 +116,32 @@ export interface BindingLookup {
  */
 export type SenderQuota = "mailbox-share" | "sender-active" | "sender-receipts";
 
+/** A binding to look up, the use recorded at `now` when it passes (see `RelayStore.binding`). */
+export interface BindingRequest {
+  readonly session: string;
+  readonly endpointId: string;
+  readonly secretDigest?: string;
+  readonly now: number;
+}
+
+/** Whether a lookup passes every binding check: the caller known, its own live registration, its secret ok. */
+export function bindingPasses(lookup: BindingLookup, session: string, now: number): boolean {
+  const registration = lookup.registration;
+  return (
+    lookup.callerKnown &&
+    registration !== undefined &&
+    isLive(registration, now) &&
+    registration.session === session &&
+    lookup.secret === "ok"
+  );
+}
+
+/** A send's binding lookup and, when it passed, its admission. */
+export interface BoundAdmission {
+  readonly lookup: BindingLookup;
+  readonly admitted?: AdmitOutcome;
+}
+
 export interface AdmitRequest {
   readonly envelopeId: string;
   /** SHA-256 of the envelope's canonical JSON (dedupe). */
@@ -251,6 +277,11 @@ export interface RelayStore {
   // -- mail -------------------------------------------------------------------------------------
   /** One atomic admission (see `AdmitOutcome`): two relays racing on one mailbox never over-admit nor share a cursor. */
   admit(request: AdmitRequest): Promise<AdmitOutcome>;
+  /**
+   * A send in one step: the binding lookup and, when it passes (`bindingPasses`), the admission —
+   * one atomic script for a shared store, so a send costs one round trip to it.
+   */
+  bindAndAdmit(binding: BindingRequest, request: AdmitRequest): Promise<BoundAdmission>;
   page(endpointId: string, after: string, limit: number): Promise<PageOutcome>;
   acknowledge(endpointId: string, envelopeId: string): Promise<AcknowledgeOutcome>;
   watch(request: WatchRequest): Promise<WatchOutcome>;

@@ -20,6 +20,8 @@ import { violation } from "../invariant.ts";
 import {
   type AcknowledgeOutcome,
   type AdmitOutcome,
+  type AdmitRequest,
+  type BindingLookup,
   type CapacityBudget,
   type ConnectOutcome,
   type PageOutcome,
@@ -157,6 +159,18 @@ async function open(link: RedisLink, target: RedisTarget, options: RedisStoreOpt
 
 type Run = Scripts["run"];
 
+/** A binding reply (the `binding_of` of scripts.ts): `binding`, caller known, secret match, then the registration's fields. */
+function lookupOf(reply: Reply): BindingLookup {
+  return {
+    callerKnown: reply[1] === "1",
+    secret: reply[2] as SecretMatch,
+    registration: reply.length > 3 ? viewAt(reply, 3) : undefined,
+  };
+}
+
+/** Fields of a binding reply that names a registration: what follows them is the admission's reply. */
+const BINDING_FIELDS = 7;
+
 function found(reply: Reply): RegistrationView | undefined {
   return reply[0] === "found" ? viewAt(reply, 1) : undefined;
 }
@@ -233,12 +247,7 @@ function registrationMethods(run: Run): RegistrationMethods {
     },
 
     async binding(session, endpointId, secretDigest, now) {
-      const reply = await run(SCRIPTS.binding, session, endpointId, secretDigest ?? "", now === undefined ? "" : String(now));
-      return {
-        callerKnown: reply[1] === "1",
-        secret: reply[2] as SecretMatch,
-        registration: reply.length > 3 ? viewAt(reply, 3) : undefined,
-      };
+      return lookupOf(await run(SCRIPTS.binding, session, endpointId, secretDigest ?? "", now === undefined ? "" : String(now)));
     },
 
     registration: async (endpointId) => found(await run(SCRIPTS.registration, endpointId)),
@@ -308,26 +317,40 @@ function createWatches(run: Run, doorbell: RedisDoorbell): Watches {
   };
 }
 
-type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch">;
+type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch" | "bindAndAdmit">;
+
+/** The script arguments of an admission (ADMIT's ARGV 3–11). */
+function admitArgs(request: AdmitRequest): string[] {
+  const receiptBytes =
+    canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
+  return [
+    request.envelopeId,
+    request.digest,
+    request.text,
+    request.target.id,
+    String(receiptBytes),
+    request.fresh ? "1" : "0",
+    String(request.now),
+    crypto.randomUUID(),
+    request.source.id,
+  ];
+}
 
 function mailMethods(run: Run, watches: Watches): MailMethods {
   return {
-    async admit(request) {
-      const receiptBytes =
-        canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
+    admit: async (request) => admitOutcome(await run(SCRIPTS.admit, ...admitArgs(request))),
+
+    async bindAndAdmit(binding, request) {
       const reply = await run(
-        SCRIPTS.admit,
-        request.envelopeId,
-        request.digest,
-        request.text,
-        request.target.id,
-        String(receiptBytes),
-        request.fresh ? "1" : "0",
-        String(request.now),
-        crypto.randomUUID(),
-        request.source.id,
+        SCRIPTS.boundAdmit,
+        binding.session,
+        binding.endpointId,
+        binding.secretDigest ?? "",
+        String(binding.now),
+        ...admitArgs(request),
       );
-      return admitOutcome(reply);
+      const lookup = lookupOf(reply.slice(0, BINDING_FIELDS));
+      return reply.length > BINDING_FIELDS ? { lookup, admitted: admitOutcome(reply.slice(BINDING_FIELDS)) } : { lookup };
     },
 
     async page(endpointId, after, limit): Promise<PageOutcome> {

@@ -308,25 +308,36 @@ return { 'connected', new_id, session, 'active', lease }
  * passes — the caller's own live registration, its secret ok — is recorded as its use (at most every
  * relayActivityResolutionMs), which keeps it from being reclaimed.
  */
-const BINDING = `${PRELUDE}
-local known = tostring(redis.call('HEXISTS', key('${KEYS.sessions}'), ARGV[3]))
-local k = key('${KEYS.registration}', ARGV[4])
-local r = record(k)
-if not r then return { 'binding', known, 'ok' } end
-local secret, match = ARGV[5], 'ok'
-if not r.secret then
-  if secret ~= '' then match = 'mismatch' end
-elseif secret == '' then match = 'missing'
-elseif not same_digest(r.secret, secret) then match = 'mismatch' end
-if ARGV[6] ~= '' and match == 'ok' and r.session == ARGV[3] then
-  local now = tonumber(ARGV[6])
-  if is_live(r, now) and (not r.active or now - tonumber(r.active) >= ${relayActivityResolutionMs}) then
-    redis.call('HSET', k, 'active', ARGV[6])
-    redis.call('ZREM', key('${KEYS.fresh}'), ARGV[4])
-    redis.call('ZADD', key('${KEYS.seen}'), ARGV[6], ARGV[4])
+/**
+ * The binding lookup as a function: the caller's session known, the endpoint's registration and how
+ * the presented secret digest matches; with `now_text`, a passing binding records the use.
+ */
+const BIND_FUNCTION = `
+local function binding_of(session, id, secret, now_text)
+  local known = tostring(redis.call('HEXISTS', key('${KEYS.sessions}'), session))
+  local k = key('${KEYS.registration}', id)
+  local r = record(k)
+  if not r then return { 'binding', known, 'ok' } end
+  local match = 'ok'
+  if not r.secret then
+    if secret ~= '' then match = 'mismatch' end
+  elseif secret == '' then match = 'missing'
+  elseif not same_digest(r.secret, secret) then match = 'mismatch' end
+  if now_text ~= '' and match == 'ok' and r.session == session then
+    local now = tonumber(now_text)
+    if is_live(r, now) and (not r.active or now - tonumber(r.active) >= ${relayActivityResolutionMs}) then
+      redis.call('HSET', k, 'active', now_text)
+      redis.call('ZREM', key('${KEYS.fresh}'), id)
+      redis.call('ZADD', key('${KEYS.seen}'), now_text, id)
+    end
   end
+  return { 'binding', known, match, id, r.session, r.state, r.lease }
 end
-return { 'binding', known, match, ARGV[4], r.session, r.state, r.lease }
+`;
+
+/** ARGV: 3 session, 4 endpoint id, 5 secret digest ('' none), 6 now ('' to record no use). */
+const BINDING = `${PRELUDE}${BIND_FUNCTION}
+return binding_of(ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 `;
 
 /** ARGV: 3 endpoint id. */
@@ -412,60 +423,79 @@ local function quota_refusal(source, target, item_bytes, receipt_bytes)
 end
 `;
 
+/** The admission as a function: the steps of `AdmitOutcome`, in order. */
+const ADMIT_FUNCTION = `
+local function admit(envelope_id, digest, text, target_id, receipt_bytes_text, fresh, now_text, acceptance, source)
+  local target = redis.call('HMGET', key('${KEYS.registration}', target_id), 'state', 'lease')
+  if target[1] ~= 'active' or tonumber(target[2]) <= tonumber(now_text) then return { 'target-not-live' } end
+  local earlier = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
+  if earlier then
+    local receipt = receipt_of(earlier)
+    if receipt.digest ~= digest or receipt.state == 'd' then return { 'conflict' } end
+    if receipt.state == 'e' then return { 'expired' } end
+    return { 'accepted', receipt.acceptance, '1', receipt.accepted }
+  end
+  if fresh ~= '1' then return { 'stale' } end
+  local box = key('${KEYS.mailbox}', target_id)
+  local counts = redis.call('HMGET', box, 'highest', 'items', 'bytes')
+  local highest, items, bytes = num(counts[1]), num(counts[2]), num(counts[3])
+  local cursor = highest + 1
+  if cursor > ${redisMaxCursor} then return { 'full', 'cursor', 'items', fmt(items) } end
+  local item_bytes, receipt_bytes = #text, tonumber(receipt_bytes_text)
+  local refusal = quota_refusal(source, target_id, item_bytes, receipt_bytes)
+  if refusal then return refusal end
+  if items + 1 > ${relayMaxMailboxItems} or bytes + item_bytes > ${relayMaxMailboxBytes} then
+    return { 'full', 'mailbox', 'items', fmt(items), 'bytes', fmt(bytes) }
+  end
+  local usage = key('${KEYS.usage}')
+  local totals = redis.call('HMGET', usage, 'activeItems', 'activeBytes', 'receipts', 'receiptBytes')
+  local active_items, active_bytes, receipts, receipt_total = num(totals[1]), num(totals[2]), num(totals[3]), num(totals[4])
+  if active_items + 1 > ${relayMaxActiveItems} or active_bytes + item_bytes > ${relayMaxActiveBytes} then
+    return { 'full', 'active', 'items', fmt(active_items), 'bytes', fmt(active_bytes) }
+  end
+  if receipts + 1 > ${relayMaxReceipts} or receipt_total + receipt_bytes > ${relayMaxReceiptBytes} then
+    return { 'full', 'receipts', 'receipts', fmt(receipts), 'bytes', fmt(receipt_total) }
+  end
+  redis.call('HSET', box, 'highest', fmt(cursor), 'items', fmt(items + 1), 'bytes', fmt(bytes + item_bytes))
+  -- A mailbox with a highest cursor is in the set already (dropping or reaping one deletes both).
+  if highest == 0 then redis.call('SADD', key('${KEYS.mailboxes}'), target_id) end
+  redis.call('HSET', usage, 'activeItems', fmt(active_items + 1), 'activeBytes', fmt(active_bytes + item_bytes), 'receipts', fmt(receipts + 1), 'receiptBytes', fmt(receipt_total + receipt_bytes))
+  redis.call('HINCRBY', key('${KEYS.mailboxShares}', target_id), 'i' .. source, 1)
+  redis.call('HINCRBY', key('${KEYS.mailboxShares}', target_id), 'b' .. source, item_bytes)
+  local sender = key('${KEYS.sender}', source)
+  redis.call('HINCRBY', sender, 'items', 1)
+  redis.call('HINCRBY', sender, 'bytes', item_bytes)
+  redis.call('HINCRBY', sender, 'receipts', 1)
+  redis.call('HINCRBY', sender, 'receiptBytes', receipt_bytes)
+  redis.call('SADD', key('${KEYS.senders}'), source)
+  redis.call('ZADD', key('${KEYS.mailboxItems}', target_id), fmt(cursor), envelope_id)
+  redis.call('HSET', key('${KEYS.mailboxTexts}', target_id), envelope_id, text)
+  redis.call('HSET', key('${KEYS.receipts}'), envelope_id, table.concat({ 'm', acceptance, target_id, source, fmt(cursor), now_text, receipt_bytes_text, digest }, '|'))
+  redis.call('ZADD', key('${KEYS.receiptExpiry}'), now_text, envelope_id)
+  redis.call('PUBLISH', key('${KEYS.bell}', target_id), 'r')
+  return { 'accepted', acceptance, '0', now_text }
+end
+`;
+
 /**
  * ARGV: 3 envelope id, 4 digest, 5 text, 6 target id, 7 receipt bytes, 8 fresh ('1'/'0'), 9 now,
- * 10 acceptance id (used when admitted), 11 source id. The steps of `AdmitOutcome`, in order.
+ * 10 acceptance id (used when admitted), 11 source id.
  */
-const ADMIT = `${PRELUDE}${QUOTA}
-local envelope_id, digest, text, target_id, receipt_bytes_text, now_text, acceptance, source = ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[9], ARGV[10], ARGV[11]
-local target = redis.call('HMGET', key('${KEYS.registration}', target_id), 'state', 'lease')
-if target[1] ~= 'active' or tonumber(target[2]) <= tonumber(now_text) then return { 'target-not-live' } end
-local earlier = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
-if earlier then
-  local receipt = receipt_of(earlier)
-  if receipt.digest ~= digest or receipt.state == 'd' then return { 'conflict' } end
-  if receipt.state == 'e' then return { 'expired' } end
-  return { 'accepted', receipt.acceptance, '1', receipt.accepted }
-end
-if ARGV[8] ~= '1' then return { 'stale' } end
-local box = key('${KEYS.mailbox}', target_id)
-local counts = redis.call('HMGET', box, 'highest', 'items', 'bytes')
-local highest, items, bytes = num(counts[1]), num(counts[2]), num(counts[3])
-local cursor = highest + 1
-if cursor > ${redisMaxCursor} then return { 'full', 'cursor', 'items', fmt(items) } end
-local item_bytes, receipt_bytes = #text, tonumber(receipt_bytes_text)
-local refusal = quota_refusal(source, target_id, item_bytes, receipt_bytes)
-if refusal then return refusal end
-if items + 1 > ${relayMaxMailboxItems} or bytes + item_bytes > ${relayMaxMailboxBytes} then
-  return { 'full', 'mailbox', 'items', fmt(items), 'bytes', fmt(bytes) }
-end
-local usage = key('${KEYS.usage}')
-local totals = redis.call('HMGET', usage, 'activeItems', 'activeBytes', 'receipts', 'receiptBytes')
-local active_items, active_bytes, receipts, receipt_total = num(totals[1]), num(totals[2]), num(totals[3]), num(totals[4])
-if active_items + 1 > ${relayMaxActiveItems} or active_bytes + item_bytes > ${relayMaxActiveBytes} then
-  return { 'full', 'active', 'items', fmt(active_items), 'bytes', fmt(active_bytes) }
-end
-if receipts + 1 > ${relayMaxReceipts} or receipt_total + receipt_bytes > ${relayMaxReceiptBytes} then
-  return { 'full', 'receipts', 'receipts', fmt(receipts), 'bytes', fmt(receipt_total) }
-end
-redis.call('HSET', box, 'highest', fmt(cursor), 'items', fmt(items + 1), 'bytes', fmt(bytes + item_bytes))
--- A mailbox with a highest cursor is in the set already (dropping or reaping one deletes both).
-if highest == 0 then redis.call('SADD', key('${KEYS.mailboxes}'), target_id) end
-redis.call('HSET', usage, 'activeItems', fmt(active_items + 1), 'activeBytes', fmt(active_bytes + item_bytes), 'receipts', fmt(receipts + 1), 'receiptBytes', fmt(receipt_total + receipt_bytes))
-redis.call('HINCRBY', key('${KEYS.mailboxShares}', target_id), 'i' .. source, 1)
-redis.call('HINCRBY', key('${KEYS.mailboxShares}', target_id), 'b' .. source, item_bytes)
-local sender = key('${KEYS.sender}', source)
-redis.call('HINCRBY', sender, 'items', 1)
-redis.call('HINCRBY', sender, 'bytes', item_bytes)
-redis.call('HINCRBY', sender, 'receipts', 1)
-redis.call('HINCRBY', sender, 'receiptBytes', receipt_bytes)
-redis.call('SADD', key('${KEYS.senders}'), source)
-redis.call('ZADD', key('${KEYS.mailboxItems}', target_id), fmt(cursor), envelope_id)
-redis.call('HSET', key('${KEYS.mailboxTexts}', target_id), envelope_id, text)
-redis.call('HSET', key('${KEYS.receipts}'), envelope_id, table.concat({ 'm', acceptance, target_id, source, fmt(cursor), now_text, receipt_bytes_text, digest }, '|'))
-redis.call('ZADD', key('${KEYS.receiptExpiry}'), now_text, envelope_id)
-redis.call('PUBLISH', key('${KEYS.bell}', target_id), 'r')
-return { 'accepted', acceptance, '0', now_text }
+const ADMIT = `${PRELUDE}${QUOTA}${ADMIT_FUNCTION}
+return admit(ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11])
+`;
+
+/**
+ * A send in one round trip: the binding lookup (ARGV 3–6 as BINDING's) and, when it passes — the
+ * caller known, its own live registration, its secret ok — the admission (ARGV 7–15 as ADMIT's
+ * 3–11), its reply appended to the lookup's. A lookup that does not pass admits nothing.
+ */
+const BOUND_ADMIT = `${PRELUDE}${QUOTA}${BIND_FUNCTION}${ADMIT_FUNCTION}
+local b = binding_of(ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+if not (b[2] == '1' and b[3] == 'ok' and b[5] == ARGV[3] and b[6] == 'active' and tonumber(b[7]) > tonumber(ARGV[6])) then return b end
+local a = admit(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15])
+for _, v in ipairs(a) do b[#b + 1] = v end
+return b
 `;
 
 /** ARGV: 3 endpoint id, 4 cursor (well formed), 5 limit. Items after the cursor within the item and byte bounds. */
@@ -654,6 +684,7 @@ export const SCRIPTS = {
   session: script("session", SESSION),
   live: script("live", LIVE),
   admit: script("admit", ADMIT),
+  boundAdmit: script("boundAdmit", BOUND_ADMIT),
   page: script("page", PAGE),
   acknowledge: script("acknowledge", ACKNOWLEDGE),
   look: script("look", LOOK),
