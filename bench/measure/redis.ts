@@ -236,7 +236,7 @@ export function redisFigures(
       how: `the raw-fetch cycles workload (4 senders → 1 receiver, send + receive + ACK, 1 KiB text, the receiver sending at most ${ACK_LANES} ACKs at once) with the senders on relay A and the receiver on relay B, two relay processes started with \`--store\` on one \`redis-server\` ${measurement.redisVersion} (persistence off, loopback), beside the same workload on one relay process with the in-process store; ${c.rounds.length} round${c.rounds.length === 1 ? "" : "s"} of ${fmt(c.rounds[0]?.redis.envelopes ?? 0)} envelopes per run after a warm-up, each on fresh relays and a fresh Redis, the order alternating; the figure is the median of the per-round ratios. Every accepted id must be received exactly once and the relays must end empty.`,
       evidence: `per round ${perRound}.`,
       reason:
-        "every request on the Redis store costs the relay a round trip to Redis per store call (a bound operation is two: the binding lookup, then the operation's script) and Redis its command and Lua time; on this machine the two relays, Redis and the clients share 2 cores",
+        "every request on the Redis store costs the relay a round trip to Redis per store call (a send is one script, its binding and admission together; a receive or an ACK two: the binding lookup, then the operation's script) and Redis its command and Lua time; on this machine the two relays, Redis and the clients share 2 cores",
     },
     {
       id: "redis-delivery-watch",

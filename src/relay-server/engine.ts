@@ -64,6 +64,8 @@ import {
   type AdmitOutcome,
   type BindingLookup,
   type BindingRequest,
+  type BoundOperation,
+  type BoundOutcomes,
   type ConnectOutcome,
   isLive,
   isStateReplaced,
@@ -355,17 +357,20 @@ async function send(relay: Relay, request: Record<string, unknown>): Promise<Rel
   const at = binding.now;
   const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
   // One atomic store call: concurrent identical sends coalesce on the receipt.
-  const bound = await relay.store.bindAndAdmit(binding, {
-    envelopeId: wire.envelopeId,
-    digest,
-    text,
-    source: wire.source,
-    target: wire.target,
-    fresh,
-    now: at,
-  });
-  judged(bound.lookup, binding);
-  return admission(bound.admitted!, wire.envelopeId, wire.target, wire.createdAt);
+  const admit = { envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at };
+  const outcome = await boundRun(relay, binding, { kind: "admit", request: admit });
+  return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
+}
+
+/** A bound operation and its binding in one store call; the binding's checks judged before its outcome is read. */
+async function boundRun<K extends BoundOperation["kind"]>(
+  relay: Relay,
+  binding: BindingRequest,
+  operation: Extract<BoundOperation, { kind: K }>,
+): Promise<BoundOutcomes[K]> {
+  const result = await relay.store.bound(binding, operation);
+  judged(result.lookup, binding);
+  return result.outcome!;
 }
 
 /** `run`'s value, or the error it threw (thrown again by the caller when its turn comes). */
@@ -377,8 +382,10 @@ function attempt<T>(run: () => T): { ok: true; value: T } | { ok: false; error: 
   }
 }
 
-async function receive(store: RelayStore, owner: RegistrationView, cursor: string, limit: number): Promise<EngineResult> {
-  const page = await store.page(owner.endpointId, cursor, limit);
+/** A receive: its binding and its page in one store call. */
+async function receive(relay: Relay, request: Record<string, unknown>): Promise<EngineResult> {
+  const cursor = request.cursor as string;
+  const page = await boundRun(relay, await bindingOf(relay, request), { kind: "page", after: cursor, limit: pageLimit(request.limit) });
   if (page.kind === "cursor-ahead") throw cursorAhead(cursor, page.highestCursor);
   return { rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}` };
 }
@@ -394,8 +401,10 @@ async function acknowledgeBatch(store: RelayStore, owner: RegistrationView, enve
   return { kind: "acknowledged-batch", results };
 }
 
-async function acknowledge(store: RelayStore, owner: RegistrationView, envelopeId: string): Promise<RelayValue> {
-  const outcome = await store.acknowledge(owner.endpointId, envelopeId);
+/** An acknowledgement: its binding and the acknowledgement in one store call. */
+async function acknowledge(relay: Relay, request: Record<string, unknown>): Promise<RelayValue> {
+  const envelopeId = request.envelopeId as string;
+  const outcome = await boundRun(relay, await bindingOf(relay, request), { kind: "acknowledge", envelopeId });
   switch (outcome.kind) {
     case "acknowledged":
       return { kind: "acknowledged", duplicate: outcome.duplicate };
@@ -515,17 +524,17 @@ async function operate(
   context: EngineContext,
 ): Promise<EngineResult> {
   if (operation === "connect") return { value: await connect(relay, request) };
+  // The operations that each cost one store call with their binding (one round trip to a shared store).
   if (operation === "send") return { value: await send(relay, request) };
+  if (operation === "receive") return receive(relay, request);
+  if (operation === "acknowledge" && request.envelopeIds === undefined) return { value: await acknowledge(relay, request) };
   const { store, now } = relay;
   const owner = await bind(relay, request);
   switch (operation) {
     case "resolve":
       return { value: await resolve(relay, request.target as TaskEndpoint, request.followSuccessor === true) };
-    case "receive":
-      return receive(store, owner, request.cursor as string, pageLimit(request.limit));
     case "acknowledge":
-      if (request.envelopeIds !== undefined) return { value: await acknowledgeBatch(store, owner, request.envelopeIds as string[]) };
-      return { value: await acknowledge(store, owner, request.envelopeId as string) };
+      return { value: await acknowledgeBatch(store, owner, request.envelopeIds as string[]) };
     case "disconnect":
       await store.disconnect(owner.endpointId, now());
       return { value: { kind: "disconnected" } };

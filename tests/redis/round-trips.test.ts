@@ -1,8 +1,8 @@
 /**
- * One Redis round trip per send (issue 27): a relay on the Redis store judges a send's binding and
- * admits its envelope in one Lua script (BOUND_ADMIT), so N sends cost N script calls — counted by
- * Redis itself (`INFO commandstats`, EVALSHA and EVAL), less the relay's own maintenance (one call a
- * second) during the run.
+ * One Redis round trip per send, receive and ACK (issue 27): a relay on the Redis store judges the
+ * binding and runs the operation in one Lua script (BOUND_ADMIT, BOUND_PAGE, BOUND_ACKNOWLEDGE), so
+ * each costs one script call — counted by Redis itself (`INFO commandstats`, EVALSHA and EVAL),
+ * besides the relay's own maintenance (one call a second) during the run.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
@@ -22,22 +22,40 @@ function scriptCalls(info: unknown): number {
   return calls;
 }
 
-describeWithPackage("a send through a relay on Redis", REDIS_BINARY, REDIS_PACKAGE, () => {
+describeWithPackage("a relay on Redis", REDIS_BINARY, REDIS_PACKAGE, () => {
   const fx = useRedisRelays({ relays: 1 });
 
-  test(`costs one script call: ${SENDS} sends, ${SENDS} calls (plus the relay's maintenance meanwhile)`, async () => {
+  /** Script calls Redis served while `run` ran, and how many maintenance runs that time allows. */
+  async function counted(run: () => Promise<void>): Promise<{ calls: number; maintenance: number }> {
+    const before = scriptCalls(await fx.redis.command("INFO", ["commandstats"]));
+    const started = Date.now();
+    await run();
+    const maintenance = Math.ceil((Date.now() - started) / relayMaintenanceIntervalMs) + 1;
+    return { calls: scriptCalls(await fx.redis.command("INFO", ["commandstats"])) - before, maintenance };
+  }
+
+  test(`sends, a receive and ACKs cost one script call each (${SENDS} sends, 1 receive, ${SENDS} ACKs)`, async () => {
     const url = fx.relays[0]!.url;
     const [sender, receiver] = await Promise.all([
       WireSession.connect(url, { label: "trips-a" }),
       WireSession.connect(url, { label: "trips-b" }),
     ]);
-    const before = scriptCalls(await fx.redis.command("INFO", ["commandstats"]));
-    const started = Date.now();
-    for (let index = 0; index < SENDS; index += 1) await sender.sendOk(receiver.endpoint);
-    const maintenance = Math.ceil((Date.now() - started) / relayMaintenanceIntervalMs) + 1;
-    const calls = scriptCalls(await fx.redis.command("INFO", ["commandstats"])) - before;
-    expect(calls).toBeGreaterThanOrEqual(SENDS);
-    expect(calls).toBeLessThanOrEqual(SENDS + maintenance);
-    expect((await receiver.drain()).length).toBe(SENDS);
+    const sent = await counted(async () => {
+      for (let index = 0; index < SENDS; index += 1) await sender.sendOk(receiver.endpoint);
+    });
+    expect(sent.calls).toBeGreaterThanOrEqual(SENDS);
+    expect(sent.calls).toBeLessThanOrEqual(SENDS + sent.maintenance);
+    let ids: string[] = [];
+    const received = await counted(async () => {
+      const page = await receiver.call("receive", { cursor: "0" });
+      ids = (page.body.value.deliveries as { envelope: { envelopeId: string } }[]).map((item) => item.envelope.envelopeId);
+    });
+    expect(ids).toHaveLength(SENDS);
+    expect(received.calls).toBeLessThanOrEqual(1 + received.maintenance);
+    const acknowledged = await counted(async () => {
+      for (const envelopeId of ids) expect((await receiver.call("acknowledge", { envelopeId })).status).toBe(200);
+    });
+    expect(acknowledged.calls).toBeGreaterThanOrEqual(SENDS);
+    expect(acknowledged.calls).toBeLessThanOrEqual(SENDS + acknowledged.maintenance);
   });
 });

@@ -8,7 +8,15 @@ import { type Budgets, createBudgets } from "./budgets.ts";
 import { createDoorbell, type Doorbell } from "./doorbell.ts";
 import { createMailboxes, type Mailboxes, storedCursor } from "./mailbox.ts";
 import { createRegistry, type Registry } from "./registry.ts";
-import { bindingPasses, type ConnectOutcome, type ConnectRequest, isLive, type RelayStore } from "./store.ts";
+import {
+  bindingPasses,
+  type BoundOperation,
+  type BoundOutcomes,
+  type ConnectOutcome,
+  type ConnectRequest,
+  isLive,
+  type RelayStore,
+} from "./store.ts";
 
 /** The parts of the memory store, each owning its own state; the method groups below compose them. */
 interface Parts {
@@ -23,7 +31,7 @@ type RegistrationMethods = Pick<
   "connect" | "binding" | "registration" | "successor" | "disconnect" | "sessionRegistration" | "liveRegistrations"
 >;
 type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch">;
-type SendMethods = Pick<RelayStore, "bindAndAdmit">;
+type BoundMethods = Pick<RelayStore, "bound">;
 type UpkeepMethods = Pick<RelayStore, "maintain" | "usage" | "close">;
 
 /**
@@ -154,15 +162,28 @@ export function createMemoryStore(): RelayStore {
   const parts: Parts = { registry, doorbell, budgets, mailboxes };
   const registrations = registrationMethods(parts);
   const mail = mailMethods(parts);
-  return { epoch: async () => epoch, ...registrations, ...mail, ...sendMethods(registrations, mail), ...upkeepMethods(parts) };
+  return { epoch: async () => epoch, ...registrations, ...mail, ...boundMethods(registrations, mail), ...upkeepMethods(parts) };
 }
 
-/** A send's binding and admission, one after the other (nothing runs between them in one process). */
-function sendMethods(registrations: RegistrationMethods, mail: MailMethods): SendMethods {
+/** The operation on the binding's endpoint. */
+function runBound(mail: MailMethods, endpointId: string, operation: BoundOperation): Promise<BoundOutcomes[BoundOperation["kind"]]> {
+  switch (operation.kind) {
+    case "admit":
+      return mail.admit(operation.request);
+    case "page":
+      return mail.page(endpointId, operation.after, operation.limit);
+    case "acknowledge":
+      return mail.acknowledge(endpointId, operation.envelopeId);
+  }
+}
+
+/** A binding and its operation, one after the other (nothing runs between them in one process). */
+function boundMethods(registrations: RegistrationMethods, mail: MailMethods): BoundMethods {
   return {
-    async bindAndAdmit(binding, request) {
+    async bound(binding, operation) {
       const lookup = await registrations.binding(binding.session, binding.endpointId, binding.secretDigest, binding.now);
-      return bindingPasses(lookup, binding.session, binding.now) ? { lookup, admitted: await mail.admit(request) } : { lookup };
+      if (!bindingPasses(lookup, binding.session, binding.now)) return { lookup };
+      return { lookup, outcome: (await runBound(mail, binding.endpointId, operation)) as never };
     },
   };
 }

@@ -136,10 +136,23 @@ export function bindingPasses(lookup: BindingLookup, session: string, now: numbe
   );
 }
 
-/** A send's binding lookup and, when it passed, its admission. */
-export interface BoundAdmission {
+/** An operation run with its binding in one step (`RelayStore.bound`). */
+export type BoundOperation =
+  | { readonly kind: "admit"; readonly request: AdmitRequest }
+  | { readonly kind: "page"; readonly after: string; readonly limit: number }
+  | { readonly kind: "acknowledge"; readonly envelopeId: string };
+
+/** What each bound operation answers. */
+export interface BoundOutcomes {
+  readonly admit: AdmitOutcome;
+  readonly page: PageOutcome;
+  readonly acknowledge: AcknowledgeOutcome;
+}
+
+/** A bound operation's binding lookup and, when it passed, the operation's outcome. */
+export interface BoundResult<K extends BoundOperation["kind"]> {
   readonly lookup: BindingLookup;
-  readonly admitted?: AdmitOutcome;
+  readonly outcome?: BoundOutcomes[K];
 }
 
 export interface AdmitRequest {
@@ -278,10 +291,14 @@ export interface RelayStore {
   /** One atomic admission (see `AdmitOutcome`): two relays racing on one mailbox never over-admit nor share a cursor. */
   admit(request: AdmitRequest): Promise<AdmitOutcome>;
   /**
-   * A send in one step: the binding lookup and, when it passes (`bindingPasses`), the admission —
-   * one atomic script for a shared store, so a send costs one round trip to it.
+   * A bound operation in one step: the binding lookup and, when it passes (`bindingPasses`), the
+   * operation on the binding's endpoint (an admission, a page, an acknowledgement) — one atomic
+   * script for a shared store, so each costs one round trip to it.
    */
-  bindAndAdmit(binding: BindingRequest, request: AdmitRequest): Promise<BoundAdmission>;
+  bound<K extends BoundOperation["kind"]>(
+    binding: BindingRequest,
+    operation: Extract<BoundOperation, { kind: K }>,
+  ): Promise<BoundResult<K>>;
   page(endpointId: string, after: string, limit: number): Promise<PageOutcome>;
   acknowledge(endpointId: string, envelopeId: string): Promise<AcknowledgeOutcome>;
   watch(request: WatchRequest): Promise<WatchOutcome>;

@@ -22,6 +22,7 @@ import {
   type AdmitOutcome,
   type AdmitRequest,
   type BindingLookup,
+  type BoundOperation,
   type CapacityBudget,
   type ConnectOutcome,
   type PageOutcome,
@@ -317,7 +318,29 @@ function createWatches(run: Run, doorbell: RedisDoorbell): Watches {
   };
 }
 
-type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch" | "bindAndAdmit">;
+type MailMethods = Pick<RelayStore, "admit" | "page" | "acknowledge" | "watch" | "bound">;
+
+function pageOutcome(reply: Reply): PageOutcome {
+  if (reply[0] === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: reply[1]! };
+  return { kind: "page", itemsJson: reply[1]!, nextCursor: reply[2]!, hasMore: reply[3] === "1" };
+}
+
+function acknowledgeOutcome(reply: Reply): AcknowledgeOutcome {
+  if (reply[0] === "acknowledged") return { kind: "acknowledged", duplicate: reply[1] === "1" };
+  return { kind: reply[0] === "gone" ? "gone" : "unknown" };
+}
+
+/** A bound operation's script, its arguments after the binding's (ARGV 7…), and how its reply reads. */
+function boundCall(operation: BoundOperation): { script: RedisScript; args: string[]; outcome: (reply: Reply) => unknown } {
+  switch (operation.kind) {
+    case "admit":
+      return { script: SCRIPTS.boundAdmit, args: admitArgs(operation.request), outcome: admitOutcome };
+    case "page":
+      return { script: SCRIPTS.boundPage, args: [operation.after, String(operation.limit)], outcome: pageOutcome };
+    case "acknowledge":
+      return { script: SCRIPTS.boundAcknowledge, args: [operation.envelopeId], outcome: acknowledgeOutcome };
+  }
+}
 
 /** The script arguments of an admission (ADMIT's ARGV 3–11). */
 function admitArgs(request: AdmitRequest): string[] {
@@ -340,30 +363,22 @@ function mailMethods(run: Run, watches: Watches): MailMethods {
   return {
     admit: async (request) => admitOutcome(await run(SCRIPTS.admit, ...admitArgs(request))),
 
-    async bindAndAdmit(binding, request) {
+    async bound(binding, operation) {
+      const call = boundCall(operation);
       const reply = await run(
-        SCRIPTS.boundAdmit,
+        call.script,
         binding.session,
         binding.endpointId,
         binding.secretDigest ?? "",
         String(binding.now),
-        ...admitArgs(request),
+        ...call.args,
       );
       const lookup = lookupOf(reply.slice(0, BINDING_FIELDS));
-      return reply.length > BINDING_FIELDS ? { lookup, admitted: admitOutcome(reply.slice(BINDING_FIELDS)) } : { lookup };
+      return reply.length > BINDING_FIELDS ? { lookup, outcome: call.outcome(reply.slice(BINDING_FIELDS)) as never } : { lookup };
     },
 
-    async page(endpointId, after, limit): Promise<PageOutcome> {
-      const reply = await run(SCRIPTS.page, endpointId, after, String(limit));
-      if (reply[0] === "cursor-ahead") return { kind: "cursor-ahead", highestCursor: reply[1]! };
-      return { kind: "page", itemsJson: reply[1]!, nextCursor: reply[2]!, hasMore: reply[3] === "1" };
-    },
-
-    async acknowledge(endpointId, envelopeId): Promise<AcknowledgeOutcome> {
-      const reply = await run(SCRIPTS.acknowledge, endpointId, envelopeId);
-      if (reply[0] === "acknowledged") return { kind: "acknowledged", duplicate: reply[1] === "1" };
-      return { kind: reply[0] === "gone" ? "gone" : "unknown" };
-    },
+    page: async (endpointId, after, limit) => pageOutcome(await run(SCRIPTS.page, endpointId, after, String(limit))),
+    acknowledge: async (endpointId, envelopeId) => acknowledgeOutcome(await run(SCRIPTS.acknowledge, endpointId, envelopeId)),
 
     watch: (request) => watches.watch(request),
   };

@@ -486,67 +486,88 @@ return admit(ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV
 `;
 
 /**
- * A send in one round trip: the binding lookup (ARGV 3–6 as BINDING's) and, when it passes — the
- * caller known, its own live registration, its secret ok — the admission (ARGV 7–15 as ADMIT's
- * 3–11), its reply appended to the lookup's. A lookup that does not pass admits nothing.
+ * A bound operation in one round trip: the binding lookup (ARGV 3–6: session, endpoint id, secret
+ * digest, now) and, when it passes — the caller known, its own live registration, its secret ok —
+ * `call` (the operation's function, on ARGV 7…), its reply appended to the lookup's. A lookup that
+ * does not pass does nothing more.
  */
-const BOUND_ADMIT = `${PRELUDE}${QUOTA}${BIND_FUNCTION}${ADMIT_FUNCTION}
+function boundScript(functions: string, call: string): string {
+  return `${PRELUDE}${functions}${BIND_FUNCTION}
 local b = binding_of(ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 if not (b[2] == '1' and b[3] == 'ok' and b[5] == ARGV[3] and b[6] == 'active' and tonumber(b[7]) > tonumber(ARGV[6])) then return b end
-local a = admit(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15])
-for _, v in ipairs(a) do b[#b + 1] = v end
+for _, v in ipairs(${call}) do b[#b + 1] = v end
 return b
 `;
+}
 
-/** ARGV: 3 endpoint id, 4 cursor (well formed), 5 limit. Items after the cursor within the item and byte bounds. */
-const PAGE = `${PRELUDE}
-local id, after, limit = ARGV[3], ARGV[4], tonumber(ARGV[5])
-local highest = redis.call('HGET', key('${KEYS.mailbox}', id), 'highest') or '0'
-if cursor_after(after, highest) then return { 'cursor-ahead', highest } end
-local listed = redis.call('ZRANGEBYSCORE', key('${KEYS.mailboxItems}', id), '(' .. after, '+inf', 'WITHSCORES', 'LIMIT', '0', fmt(limit + 1))
-local count = #listed / 2
-local texts = {}
-if count > 0 then
-  local ids = {}
-  for i = 1, math.min(count, limit) do ids[i] = listed[i * 2 - 1] end
-  texts = redis.call('HMGET', key('${KEYS.mailboxTexts}', id), unpack(ids))
+/** A send: ARGV 7–15 as ADMIT's 3–11. */
+const BOUND_ADMIT = boundScript(
+  `${QUOTA}${ADMIT_FUNCTION}`,
+  "admit(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15])",
+);
+
+/** A page as a function: the items after the cursor within the item and byte bounds. */
+const PAGE_FUNCTION = `
+local function page(id, after, limit_text)
+  local limit = tonumber(limit_text)
+  local highest = redis.call('HGET', key('${KEYS.mailbox}', id), 'highest') or '0'
+  if cursor_after(after, highest) then return { 'cursor-ahead', highest } end
+  local listed = redis.call('ZRANGEBYSCORE', key('${KEYS.mailboxItems}', id), '(' .. after, '+inf', 'WITHSCORES', 'LIMIT', '0', fmt(limit + 1))
+  local count = #listed / 2
+  local texts = {}
+  if count > 0 then
+    local ids = {}
+    for i = 1, math.min(count, limit) do ids[i] = listed[i * 2 - 1] end
+    texts = redis.call('HMGET', key('${KEYS.mailboxTexts}', id), unpack(ids))
+  end
+  -- The page's pieces, joined once at the end.
+  local parts, total, taken, last = { '[' }, 0, 0, after
+  while taken < count and taken < limit do
+    local cursor, text = fmt(tonumber(listed[taken * 2 + 2])), texts[taken + 1]
+    local size = ${PAGE_ITEM_OVERHEAD_BYTES} + #cursor + #text
+    if total + size > ${receivePageMaxBytes} then break end
+    total = total + size
+    if taken > 0 then parts[#parts + 1] = ',' end
+    parts[#parts + 1] = '{"cursor":"'
+    parts[#parts + 1] = cursor
+    parts[#parts + 1] = '","envelope":'
+    parts[#parts + 1] = text
+    parts[#parts + 1] = '}'
+    last = cursor
+    taken = taken + 1
+  end
+  parts[#parts + 1] = ']'
+  local more = '0'
+  if taken < count then more = '1' end
+  return { 'page', table.concat(parts), last, more }
 end
--- The page's pieces, joined once at the end.
-local parts, total, taken, last = { '[' }, 0, 0, after
-while taken < count and taken < limit do
-  local cursor, text = fmt(tonumber(listed[taken * 2 + 2])), texts[taken + 1]
-  local size = ${PAGE_ITEM_OVERHEAD_BYTES} + #cursor + #text
-  if total + size > ${receivePageMaxBytes} then break end
-  total = total + size
-  if taken > 0 then parts[#parts + 1] = ',' end
-  parts[#parts + 1] = '{"cursor":"'
-  parts[#parts + 1] = cursor
-  parts[#parts + 1] = '","envelope":'
-  parts[#parts + 1] = text
-  parts[#parts + 1] = '}'
-  last = cursor
-  taken = taken + 1
+`;
+
+/** ARGV: 3 endpoint id, 4 cursor (well formed), 5 limit. */
+const PAGE = `${PRELUDE}${PAGE_FUNCTION}
+return page(ARGV[3], ARGV[4], ARGV[5])
+`;
+
+/** An acknowledgement as a function: by envelope id, of the endpoint's own mail. */
+const ACKNOWLEDGE_FUNCTION = `
+local function acknowledge(id, envelope_id)
+  local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
+  if not packed then return { 'unknown' } end
+  local receipt = receipt_of(packed)
+  if receipt.target ~= id or receipt.state == 'd' then return { 'unknown' } end
+  if receipt.state == 'a' then return { 'acknowledged', '1' } end
+  if receipt.state == 'e' then return { 'gone' } end
+  local score = redis.call('ZSCORE', key('${KEYS.mailboxItems}', id), envelope_id)
+  if not score or fmt(tonumber(score)) ~= receipt.cursor then return { 'gone' } end
+  release_item(id, envelope_id, receipt.source)
+  set_state(envelope_id, packed, 'a')
+  return { 'acknowledged', '0' }
 end
-parts[#parts + 1] = ']'
-local more = '0'
-if taken < count then more = '1' end
-return { 'page', table.concat(parts), last, more }
 `;
 
 /** ARGV: 3 endpoint id, 4 envelope id. */
-const ACKNOWLEDGE = `${PRELUDE}${RELEASE}
-local id, envelope_id = ARGV[3], ARGV[4]
-local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
-if not packed then return { 'unknown' } end
-local receipt = receipt_of(packed)
-if receipt.target ~= id or receipt.state == 'd' then return { 'unknown' } end
-if receipt.state == 'a' then return { 'acknowledged', '1' } end
-if receipt.state == 'e' then return { 'gone' } end
-local score = redis.call('ZSCORE', key('${KEYS.mailboxItems}', id), envelope_id)
-if not score or fmt(tonumber(score)) ~= receipt.cursor then return { 'gone' } end
-release_item(id, envelope_id, receipt.source)
-set_state(envelope_id, packed, 'a')
-return { 'acknowledged', '0' }
+const ACKNOWLEDGE = `${PRELUDE}${RELEASE}${ACKNOWLEDGE_FUNCTION}
+return acknowledge(ARGV[3], ARGV[4])
 `;
 
 /**
@@ -670,6 +691,12 @@ return {
 }
 `;
 
+/** A receive: ARGV 7 cursor, 8 limit (the endpoint is the binding's). */
+const BOUND_PAGE = boundScript(PAGE_FUNCTION, "page(ARGV[4], ARGV[7], ARGV[8])");
+
+/** An acknowledgement: ARGV 7 envelope id (the endpoint is the binding's). */
+const BOUND_ACKNOWLEDGE = boundScript(`${RELEASE}${ACKNOWLEDGE_FUNCTION}`, "acknowledge(ARGV[4], ARGV[7])");
+
 function script(name: string, source: string): RedisScript {
   return { name, source, sha: new Bun.CryptoHasher("sha1").update(source).digest("hex") };
 }
@@ -685,6 +712,8 @@ export const SCRIPTS = {
   live: script("live", LIVE),
   admit: script("admit", ADMIT),
   boundAdmit: script("boundAdmit", BOUND_ADMIT),
+  boundPage: script("boundPage", BOUND_PAGE),
+  boundAcknowledge: script("boundAcknowledge", BOUND_ACKNOWLEDGE),
   page: script("page", PAGE),
   acknowledge: script("acknowledge", ACKNOWLEDGE),
   look: script("look", LOOK),
