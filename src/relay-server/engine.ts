@@ -391,9 +391,10 @@ async function receive(relay: Relay, request: Record<string, unknown>): Promise<
 }
 
 /** `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none fails the request. */
-async function acknowledgeBatch(store: RelayStore, owner: RegistrationView, envelopeIds: readonly string[]): Promise<RelayValue> {
-  // Issued together (a shared store pipelines them); the ids are distinct, so their order is free.
-  const outcomes = await Promise.all(envelopeIds.map((envelopeId) => store.acknowledge(owner.endpointId, envelopeId)));
+async function acknowledgeBatch(relay: Relay, request: Record<string, unknown>): Promise<RelayValue> {
+  const envelopeIds = request.envelopeIds as string[];
+  // One store call with the binding; the ids are distinct, so their order is free.
+  const outcomes = await boundRun(relay, await bindingOf(relay, request), { kind: "acknowledgeBatch", envelopeIds });
   const results = envelopeIds.map((envelopeId, index): { envelopeId: string; outcome: AckOutcome } => {
     const outcome = outcomes[index]!;
     return { envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind };
@@ -527,14 +528,14 @@ async function operate(
   // The operations that each cost one store call with their binding (one round trip to a shared store).
   if (operation === "send") return { value: await send(relay, request) };
   if (operation === "receive") return receive(relay, request);
-  if (operation === "acknowledge" && request.envelopeIds === undefined) return { value: await acknowledge(relay, request) };
+  if (operation === "acknowledge") {
+    return { value: request.envelopeIds === undefined ? await acknowledge(relay, request) : await acknowledgeBatch(relay, request) };
+  }
   const { store, now } = relay;
   const owner = await bind(relay, request);
   switch (operation) {
     case "resolve":
       return { value: await resolve(relay, request.target as TaskEndpoint, request.followSuccessor === true) };
-    case "acknowledge":
-      return { value: await acknowledgeBatch(store, owner, request.envelopeIds as string[]) };
     case "disconnect":
       await store.disconnect(owner.endpointId, now());
       return { value: { kind: "disconnected" } };

@@ -1,7 +1,7 @@
 /**
  * One Redis round trip per send, receive and ACK (issue 27): a relay on the Redis store judges the
- * binding and runs the operation in one Lua script (BOUND_ADMIT, BOUND_PAGE, BOUND_ACKNOWLEDGE), so
- * each costs one script call — counted by Redis itself (`INFO commandstats`, EVALSHA and EVAL),
+ * binding and runs the operation in one Lua script (BOUND_ADMIT, BOUND_PAGE, BOUND_ACKNOWLEDGE, and
+ * BOUND_ACKNOWLEDGE_BATCH for a whole `ack-batch-v1` request), so each costs one script call — counted by Redis itself (`INFO commandstats`, EVALSHA and EVAL),
  * besides the relay's own maintenance (one call a second) during the run.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
@@ -57,5 +57,24 @@ describeWithPackage("a relay on Redis", REDIS_BINARY, REDIS_PACKAGE, () => {
     });
     expect(acknowledged.calls).toBeGreaterThanOrEqual(SENDS);
     expect(acknowledged.calls).toBeLessThanOrEqual(SENDS + acknowledged.maintenance);
+  });
+
+  test(`an ack-batch-v1 acknowledgement of ${SENDS} ids costs one script call, each id's outcome in order`, async () => {
+    const url = fx.relays[0]!.url;
+    const [sender, receiver] = await Promise.all([
+      WireSession.connect(url, { label: "batch-a" }),
+      WireSession.connect(url, { label: "batch-b" }),
+    ]);
+    for (let index = 0; index < SENDS; index += 1) await sender.sendOk(receiver.endpoint);
+    const page = await receiver.call("receive", { cursor: "0" });
+    const ids = (page.body.value.deliveries as { envelope: { envelopeId: string } }[]).map((item) => item.envelope.envelopeId);
+    const unknown = crypto.randomUUID();
+    let results: { envelopeId: string; outcome: string }[] = [];
+    const batch = await counted(async () => {
+      results = (await receiver.call("acknowledge", { envelopeIds: [...ids, unknown] })).body.value.results;
+    });
+    expect(batch.calls).toBeLessThanOrEqual(1 + batch.maintenance);
+    expect(results.map((result) => result.outcome)).toEqual([...ids.map(() => "acknowledged"), "unknown"]);
+    expect(results.map((result) => result.envelopeId)).toEqual([...ids, unknown]);
   });
 });

@@ -174,6 +174,8 @@ function runBound(mail: MailMethods, endpointId: string, operation: BoundOperati
       return mail.page(endpointId, operation.after, operation.limit);
     case "acknowledge":
       return mail.acknowledge(endpointId, operation.envelopeId);
+    case "acknowledgeBatch":
+      return Promise.all(operation.envelopeIds.map((envelopeId) => mail.acknowledge(endpointId, envelopeId)));
   }
 }
 

@@ -140,13 +140,16 @@ export function bindingPasses(lookup: BindingLookup, session: string, now: numbe
 export type BoundOperation =
   | { readonly kind: "admit"; readonly request: AdmitRequest }
   | { readonly kind: "page"; readonly after: string; readonly limit: number }
-  | { readonly kind: "acknowledge"; readonly envelopeId: string };
+  | { readonly kind: "acknowledge"; readonly envelopeId: string }
+  | { readonly kind: "acknowledgeBatch"; readonly envelopeIds: readonly string[] };
 
 /** What each bound operation answers. */
 export interface BoundOutcomes {
   readonly admit: AdmitOutcome;
   readonly page: PageOutcome;
   readonly acknowledge: AcknowledgeOutcome;
+  /** Each id's outcome, in the order given (each acknowledgement atomic on its own). */
+  readonly acknowledgeBatch: readonly AcknowledgeOutcome[];
 }
 
 /** A bound operation's binding lookup and, when it passed, the operation's outcome. */

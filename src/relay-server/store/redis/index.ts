@@ -330,6 +330,13 @@ function acknowledgeOutcome(reply: Reply): AcknowledgeOutcome {
   return { kind: reply[0] === "gone" ? "gone" : "unknown" };
 }
 
+/** A batch's outcomes: two fields per id (kind, duplicate flag), in order. */
+function acknowledgeOutcomes(reply: Reply): AcknowledgeOutcome[] {
+  const outcomes: AcknowledgeOutcome[] = [];
+  for (let at = 0; at + 1 < reply.length; at += 2) outcomes.push(acknowledgeOutcome(reply.slice(at, at + 2)));
+  return outcomes;
+}
+
 /** A bound operation's script, its arguments after the binding's (ARGV 7…), and how its reply reads. */
 function boundCall(operation: BoundOperation): { script: RedisScript; args: string[]; outcome: (reply: Reply) => unknown } {
   switch (operation.kind) {
@@ -339,6 +346,8 @@ function boundCall(operation: BoundOperation): { script: RedisScript; args: stri
       return { script: SCRIPTS.boundPage, args: [operation.after, String(operation.limit)], outcome: pageOutcome };
     case "acknowledge":
       return { script: SCRIPTS.boundAcknowledge, args: [operation.envelopeId], outcome: acknowledgeOutcome };
+    case "acknowledgeBatch":
+      return { script: SCRIPTS.boundAcknowledgeBatch, args: [...operation.envelopeIds], outcome: acknowledgeOutcomes };
   }
 }
 

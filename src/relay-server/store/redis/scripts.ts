@@ -697,6 +697,23 @@ const BOUND_PAGE = boundScript(PAGE_FUNCTION, "page(ARGV[4], ARGV[7], ARGV[8])")
 /** An acknowledgement: ARGV 7 envelope id (the endpoint is the binding's). */
 const BOUND_ACKNOWLEDGE = boundScript(`${RELEASE}${ACKNOWLEDGE_FUNCTION}`, "acknowledge(ARGV[4], ARGV[7])");
 
+/**
+ * `ack-batch-v1`: ARGV 7… the envelope ids, each acknowledged on its own (as ACKNOWLEDGE), their
+ * outcomes two fields each, in order: the kind and the duplicate flag ('' when not acknowledged).
+ */
+const ACKNOWLEDGE_EACH = `
+local function acknowledge_each(id)
+  local out = {}
+  for i = 7, #ARGV do
+    local a = acknowledge(id, ARGV[i])
+    out[#out + 1] = a[1]
+    out[#out + 1] = a[2] or ''
+  end
+  return out
+end
+`;
+const BOUND_ACKNOWLEDGE_BATCH = boundScript(`${RELEASE}${ACKNOWLEDGE_FUNCTION}${ACKNOWLEDGE_EACH}`, "acknowledge_each(ARGV[4])");
+
 function script(name: string, source: string): RedisScript {
   return { name, source, sha: new Bun.CryptoHasher("sha1").update(source).digest("hex") };
 }
@@ -714,6 +731,7 @@ export const SCRIPTS = {
   boundAdmit: script("boundAdmit", BOUND_ADMIT),
   boundPage: script("boundPage", BOUND_PAGE),
   boundAcknowledge: script("boundAcknowledge", BOUND_ACKNOWLEDGE),
+  boundAcknowledgeBatch: script("boundAcknowledgeBatch", BOUND_ACKNOWLEDGE_BATCH),
   page: script("page", PAGE),
   acknowledge: script("acknowledge", ACKNOWLEDGE),
   look: script("look", LOOK),
