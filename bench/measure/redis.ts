@@ -20,6 +20,7 @@ import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts
 import { maxInFlightRequests, reservedRequestSlots } from "../../src/protocol/limits.ts";
 import { startRelayServer } from "../../src/relay-server/server.ts";
 import { createRedisStore } from "../../src/relay-server/store/redis/index.ts";
+import { childCpuMs } from "../lib/cpu.ts";
 import { round } from "../lib/stats.ts";
 import type { Figure } from "../report.ts";
 import { activeItems, type CycleRun, runCycles } from "./cycles.ts";
@@ -61,6 +62,10 @@ export interface RedisResult {
     readonly duplicates: number;
     /** Envelopes the relays still held after the runs (must be 0). */
     readonly left: number;
+    /** CPU per cycle on the Redis store (medians of the rounds), µs. */
+    readonly profile: CycleProfile;
+    /** CPU per cycle on the in-process store: the relay and the clients, µs. */
+    readonly memoryProfile: { readonly relayUs: number; readonly clientUs: number };
   };
   readonly delivery: DeliveryRun;
   readonly memory: {
@@ -98,13 +103,35 @@ async function sharedRelays(): Promise<{ redis: RedisProcess; relays: RelayProce
   };
 }
 
-async function redisCycles(total: number, warmup: number): Promise<{ run: CycleRun; left: number }> {
+/** Redis's own CPU so far (`INFO cpu`: user + system), µs. */
+async function redisCpuUs(redis: RedisProcess): Promise<number> {
+  const info = String(await redis.command("INFO", ["cpu"]));
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, "m").exec(info)?.[1] ?? "0");
+  return (field("used_cpu_user") + field("used_cpu_sys")) * 1e6;
+}
+
+/** Where the CPU of one cycle on the Redis store goes (µs): Redis, the senders' relay, the receiver's relay, the bench's clients. */
+export interface CycleProfile {
+  readonly redisUs: number;
+  readonly senderRelayUs: number;
+  readonly receiverRelayUs: number;
+  readonly clientUs: number;
+}
+
+async function redisCycles(total: number, warmup: number): Promise<{ run: CycleRun; left: number; profile: CycleProfile }> {
   const shared = await sharedRelays();
   try {
     const [a, b] = shared.relays as [RelayProcess, RelayProcess];
     await runCycles(a.url, "raw", warmup, { receiverUrl: b.url, ackLanes: ACK_LANES });
-    const run = await runCycles(a.url, "raw", total, { receiverUrl: b.url, ackLanes: ACK_LANES });
-    return { run, left: await activeItems(a.url) };
+    const [redisBefore, receiverBefore] = [await redisCpuUs(shared.redis), childCpuMs(b.process.pid) ?? 0];
+    const run = await runCycles(a.url, "raw", total, { receiverUrl: b.url, ackLanes: ACK_LANES, relayPid: a.process.pid });
+    const profile = {
+      redisUs: Math.round(((await redisCpuUs(shared.redis)) - redisBefore) / run.envelopes),
+      senderRelayUs: run.relayCpuUsPerCycle,
+      receiverRelayUs: Math.round((((childCpuMs(b.process.pid) ?? 0) - receiverBefore) * 1000) / run.envelopes),
+      clientUs: run.clientCpuUsPerCycle,
+    };
+    return { run, left: await activeItems(a.url), profile };
   } finally {
     await shared.stop();
   }
@@ -123,14 +150,22 @@ async function memoryCycles(total: number, warmup: number): Promise<{ run: Cycle
 
 async function measureCyclesRatio(rounds: number, total: number, warmup: number): Promise<RedisResult["cycles"]> {
   const done: RedisCyclesRound[] = [];
+  const profiles: CycleProfile[] = [];
   let left = 0;
   for (let index = 0; index < rounds; index += 1) {
     const first = index % 2 === 0 ? "redis" : "memory";
     const runs: { redis?: CycleRun; memory?: CycleRun } = {};
     for (const store of first === "redis" ? (["redis", "memory"] as const) : (["memory", "redis"] as const)) {
-      const measured = store === "redis" ? await redisCycles(total, warmup) : await memoryCycles(total, warmup);
-      runs[store] = measured.run;
-      left += measured.left;
+      if (store === "redis") {
+        const measured = await redisCycles(total, warmup);
+        profiles.push(measured.profile);
+        runs.redis = measured.run;
+        left += measured.left;
+      } else {
+        const measured = await memoryCycles(total, warmup);
+        runs.memory = measured.run;
+        left += measured.left;
+      }
     }
     done.push({
       first,
@@ -148,6 +183,16 @@ async function measureCyclesRatio(rounds: number, total: number, warmup: number)
     lost: all.reduce((sum, run) => sum + run.lost, 0),
     duplicates: all.reduce((sum, run) => sum + run.duplicates, 0),
     left,
+    profile: {
+      redisUs: median(profiles.map((item) => item.redisUs)),
+      senderRelayUs: median(profiles.map((item) => item.senderRelayUs)),
+      receiverRelayUs: median(profiles.map((item) => item.receiverRelayUs)),
+      clientUs: median(profiles.map((item) => item.clientUs)),
+    },
+    memoryProfile: {
+      relayUs: median(done.map((item) => item.memory.relayCpuUsPerCycle)),
+      clientUs: median(done.map((item) => item.memory.clientCpuUsPerCycle)),
+    },
   };
 }
 
@@ -234,7 +279,7 @@ export function redisFigures(
       goal: { op: ">=", value: goals.redisCyclesRatio },
       anchor: "—",
       how: `the raw-fetch cycles workload (4 senders → 1 receiver, send + receive + ACK, 1 KiB text, the receiver sending at most ${ACK_LANES} ACKs at once) with the senders on relay A and the receiver on relay B, two relay processes started with \`--store\` on one \`redis-server\` ${measurement.redisVersion} (persistence off, loopback), beside the same workload on one relay process with the in-process store; ${c.rounds.length} round${c.rounds.length === 1 ? "" : "s"} of ${fmt(c.rounds[0]?.redis.envelopes ?? 0)} envelopes per run after a warm-up, each on fresh relays and a fresh Redis, the order alternating; the figure is the median of the per-round ratios. Every accepted id must be received exactly once and the relays must end empty.`,
-      evidence: `per round ${perRound}.`,
+      evidence: `per round ${perRound}. CPU per cycle (µs, medians): on Redis — Redis ${c.profile.redisUs}, the senders' relay ${c.profile.senderRelayUs}, the receiver's relay ${c.profile.receiverRelayUs}, the clients ${c.profile.clientUs} (${c.profile.redisUs + c.profile.senderRelayUs + c.profile.receiverRelayUs + c.profile.clientUs} in all); in process — the relay ${c.memoryProfile.relayUs}, the clients ${c.memoryProfile.clientUs} (${c.memoryProfile.relayUs + c.memoryProfile.clientUs}). With every process on the same 2 cores, the ratio is bounded near the inverse ratio of those sums.`,
       reason:
         "every request on the Redis store costs the relay a round trip to Redis per store call (a send is one script, its binding and admission together; a receive or an ACK two: the binding lookup, then the operation's script) and Redis its command and Lua time; on this machine the two relays, Redis and the clients share 2 cores",
     },
