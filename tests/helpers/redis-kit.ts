@@ -97,3 +97,10 @@ export function expectNothingTwice(parties: readonly { readonly host: MemoryHost
     expect(ids.filter((id, index) => ids.indexOf(id) !== index)).toEqual([]);
   }
 }
+
+/** The origin's task completed and succeeded, having heard exactly these information messages on the way. */
+export function expectCompletedHearing(origin: ConfiguredParty, taskId: string, messages: readonly string[]): void {
+  const task = origin.core().getTask(taskId);
+  expect(task).toMatchObject({ status: "completed", outcome: "succeeded" });
+  expect(task.events.filter((event) => event.type === "task.information").map((event) => event.payload.message)).toEqual([...messages]);
+}

@@ -15,7 +15,7 @@ import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../.
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
 import { orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
-import { type ConfiguredParty, configuredParties, expectNothingTwice } from "../helpers/redis-kit.ts";
+import { type ConfiguredParty, configuredParties, expectCompletedHearing, expectNothingTwice } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(60_000);
@@ -76,13 +76,7 @@ describeWithPackage("a Redis failover (a replica promoted while writes are in fl
         100,
       );
 
-      expect(origin.core().getTask(taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
-      const heard = origin
-        .core()
-        .getTask(taskId)
-        .events.filter((event) => event.type === "task.information")
-        .map((event) => event.payload.message);
-      expect(heard).toEqual(["accepted by the old primary only"]);
+      expectCompletedHearing(origin, taskId, ["accepted by the old primary only"]);
       expectNothingTwice(parties);
     } finally {
       for (const party of parties) await party.configured.close();

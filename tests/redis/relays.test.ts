@@ -19,7 +19,7 @@ import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../../src/con
 import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
-import { configuredParties, expectNothingTwice, useRedisRelays } from "../helpers/redis-kit.ts";
+import { configuredParties, expectCompletedHearing, expectNothingTwice, useRedisRelays } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(20_000);
@@ -231,13 +231,7 @@ describeWithPackage("a Redis restarted empty", REDIS_BINARY, REDIS_PACKAGE, () =
       expect(await tryDrain(parties, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
       await worker.configured.run((core) => core.done({ taskId, status: "completed", summary: "done after the Redis restart" }));
       expect(await tryDrain(parties, { timers, cooldownMs: orphanProbeIntervalMs })).toBeDefined();
-      expect(origin.core().getTask(taskId)).toMatchObject({ status: "completed", outcome: "succeeded" });
-      const heard = origin
-        .core()
-        .getTask(taskId)
-        .events.filter((event) => event.type === "task.information")
-        .map((event) => event.payload.message);
-      expect(heard).toEqual(["sent into the new state"]);
+      expectCompletedHearing(origin, taskId, ["sent into the new state"]);
       expectNothingTwice(parties);
     } finally {
       for (const party of parties) await party.configured.close();
