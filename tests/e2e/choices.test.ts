@@ -7,7 +7,7 @@
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
-import { called, EVENT_MESSAGE, field, isCustom, lastSeen, usePiFixture } from "../helpers/pi-kit.ts";
+import { called, choiceWorkerBrain, EVENT_MESSAGE, field, isCustom, usePiFixture } from "../helpers/pi-kit.ts";
 import type { RpcRecord } from "../helpers/pi-process.ts";
 
 setDefaultTimeout(60_000);
@@ -25,24 +25,7 @@ async function choose(host: PiHost) {
     host,
     session: `choosing-worker-${host}`,
     worker: true,
-    brain: (turn) => {
-      const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
-      if (taskId === undefined) return { text: "nothing assigned" };
-      if (!called(turn, "agent_task_message"))
-        return {
-          tools: [
-            {
-              name: "agent_task_message",
-              arguments: { taskId, type: "question", message: "Which colour?", choices: CHOICES, defaultChoice: "blue" },
-            },
-          ],
-        };
-      const answer = lastSeen(turn, "## task answer");
-      if (answer === undefined) return { text: "waiting for the answer" };
-      if (!called(turn, "agent_task_done"))
-        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "painted" } }] };
-      return { text: "done" };
-    },
+    brain: choiceWorkerBrain(CHOICES, "blue"),
   });
   const to = await waitForEndpoint(fx.relay.url, `choosing-worker-${host}`);
   // The origin's model leaves the question to its person.

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { called, EVENT_MESSAGE, field, isCustom, lastSeen, stopAll } from "../helpers/pi-kit.ts";
+import { called, choiceWorkerBrain, EVENT_MESSAGE, isCustom, stopAll } from "../helpers/pi-kit.ts";
 import { type PiProcess, type RpcRecord, startPi } from "../helpers/pi-process.ts";
 import { describeWithTmux, startTui, type Tui } from "../helpers/tui-kit.ts";
 
@@ -42,26 +42,7 @@ describeWithTmux("a question with choices in the TUI", () => {
         home,
         session: `tui-choice-worker-${host}`,
         worker: true,
-        brain: (turn) => {
-          const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
-          if (taskId === undefined) return { text: "nothing assigned" };
-          if (!called(turn, "agent_task_message"))
-            return {
-              tools: [
-                {
-                  name: "agent_task_message",
-                  arguments: {
-                    taskId,
-                    type: "question",
-                    message: "Which colour?",
-                    choices: ["red", "forest green", "blue"],
-                    defaultChoice: "blue",
-                  },
-                },
-              ],
-            };
-          return { text: "waiting" };
-        },
+        brain: choiceWorkerBrain(["red", "forest green", "blue"], "blue", false),
       });
       workers.push(worker);
       const to = await waitForEndpoint(relay.url, `tui-choice-worker-${host}`);

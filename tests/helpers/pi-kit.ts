@@ -400,3 +400,24 @@ export function worktreeOriginBrain(
     return { text: options.last };
   };
 }
+
+/**
+ * A worker brain that, once assigned, asks "Which colour?" with `choices` (suggesting
+ * `defaultChoice`), waits for the answer and then completes — or, with `complete: false`, keeps the
+ * task open (a test that reads what the answer left on the origin's screen).
+ */
+export function choiceWorkerBrain(choices: readonly string[], defaultChoice: string, complete = true): (turn: ScriptTurn) => ScriptReply {
+  return (turn) => {
+    const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
+    if (taskId === undefined) return { text: "nothing assigned" };
+    if (!called(turn, "agent_task_message")) {
+      const question = { taskId, type: "question", message: "Which colour?", choices: [...choices], defaultChoice };
+      return { tools: [{ name: "agent_task_message", arguments: question }] };
+    }
+    if (lastSeen(turn, "## task answer") === undefined) return { text: "waiting for the answer" };
+    if (!complete) return { text: "waiting" };
+    if (!called(turn, "agent_task_done"))
+      return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "painted" } }] };
+    return { text: "done" };
+  };
+}
