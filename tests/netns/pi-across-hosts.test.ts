@@ -4,7 +4,8 @@
  * (the origin cannot read its files); it asks, writes and tests hello.txt and completes. Its result
  * carries the change as a patch; the origin Pi on host `a`, in its own clone of the project, applies
  * it with agent_task_apply, checks hello.txt itself and acknowledges. Each Pi has its own identity,
- * paired with the other.
+ * paired with the other. On each host: Pi on Bun from this checkout, and Pi on Node from a packed
+ * install with no bun on its PATH.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { spawnSync } from "node:child_process";
@@ -14,6 +15,7 @@ import { REPO_ROOT } from "../../kit/relay-process.ts";
 import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "../../src/cli/worktree.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { git, gitProject, removeProjects, scratchDir } from "../helpers/git-project.ts";
+import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { stopAll, toolCalls } from "../helpers/pi-kit.ts";
 import { type PiProcess, type RpcRecord, startPi } from "../helpers/pi-process.ts";
 import { describeWithNetns, hostEndpoint, pairedHomes, useMachines } from "../helpers/netns-kit.ts";
@@ -28,7 +30,7 @@ describeWithNetns("a result that travels between Pis on two machines", () => {
   const machines = useMachines();
   const pis: PiProcess[] = [];
   let homes: Awaited<ReturnType<typeof pairedHomes>>;
-  let run: Promise<{ origin: PiProcess; checkout: string; acked: RpcRecord | undefined }>;
+  const runs = new Map<PiHost, ReturnType<typeof scenario>>();
 
   /** The project (one commit), a worktree of it on a branch (the worker's machine), and a clone (the origin's). */
   function project(): { worktree: string; checkout: string; base: string; branch: string } {
@@ -37,18 +39,19 @@ describeWithNetns("a result that travels between Pis on two machines", () => {
     mkdirSync(repo);
     gitProject(repo);
     const base = git(repo, "rev-parse", "HEAD").stdout;
-    const branch = "pi-tasks/hosts-worker";
+    const branch = `pi-tasks/hosts-worker-${crypto.randomUUID().slice(0, 8)}`;
     git(repo, "worktree", "add", "-q", "-b", branch, join(dir, "worktree"), base);
     spawnSync("git", ["clone", "-q", repo, join(dir, "checkout")]);
     return { worktree: join(dir, "worktree"), checkout: join(dir, "checkout"), base, branch };
   }
 
-  async function scenario() {
+  async function scenario(host: PiHost) {
     const { worktree, checkout, base, branch } = project();
     const worker = startPi({
       script: WORKER_SCRIPT,
       worker: true,
-      session: "hosts-worker",
+      host,
+      session: `hosts-worker-${host}`,
       cwd: worktree,
       home: homes.b,
       relayUrl: machines.relays.b.url,
@@ -56,10 +59,11 @@ describeWithNetns("a result that travels between Pis on two machines", () => {
       env: { [WORKTREE_BRANCH_ENV]: branch, [WORKTREE_BASE_ENV]: base },
     });
     pis.push(worker);
-    const to = await hostEndpoint(machines.net.host("b"), machines.relays.b.url, "hosts-worker");
+    const to = await hostEndpoint(machines.net.host("b"), machines.relays.b.url, `hosts-worker-${host}`);
     const origin = startPi({
       script: ORIGIN_SCRIPT,
-      session: "hosts-origin",
+      host,
+      session: `hosts-origin-${host}`,
       cwd: checkout,
       home: homes.a,
       relayUrl: machines.relays.a.url,
@@ -74,8 +78,6 @@ describeWithNetns("a result that travels between Pis on two machines", () => {
 
   beforeAll(async () => {
     homes = await pairedHomes();
-    run = scenario();
-    run.catch(() => undefined);
   });
   afterAll(async () => {
     await stopAll(pis);
@@ -83,14 +85,22 @@ describeWithNetns("a result that travels between Pis on two machines", () => {
     removeProjects();
   });
 
-  test("the worker's patch crosses the hosts and applies in the origin's own checkout; the origin acknowledges", async () => {
-    const { origin, checkout, acked } = await run;
-    const applied = toolCalls(origin, "agent_task_apply")[0];
-    expect(applied?.isError).toBe(false);
-    expect(applied?.text).toContain("a patch (git apply)");
-    expect(existsSync(join(checkout, "hello.txt"))).toBe(true);
-    expect(readFileSync(join(checkout, "hello.txt"), "utf8").trim()).toBe(DEMO_GREETING);
-    expect(acked).toBeDefined();
-    expect(origin.problems()).toEqual([]);
+  describeOnHosts("on each host", (host) => {
+    beforeAll(() => {
+      const run = scenario(host);
+      run.catch(() => undefined);
+      runs.set(host, run);
+    });
+
+    test("the worker's patch crosses the hosts and applies in the origin's own checkout; the origin acknowledges", async () => {
+      const { origin, checkout, acked } = await runs.get(host)!;
+      const applied = toolCalls(origin, "agent_task_apply")[0];
+      expect(applied?.isError).toBe(false);
+      expect(applied?.text).toContain("a patch (git apply)");
+      expect(existsSync(join(checkout, "hello.txt"))).toBe(true);
+      expect(readFileSync(join(checkout, "hello.txt"), "utf8").trim()).toBe(DEMO_GREETING);
+      expect(acked).toBeDefined();
+      expect(origin.problems()).toEqual([]);
+    });
   });
 });
