@@ -3,10 +3,11 @@
  * in a git project the origin's model spawns a worker with `worktree: true`; the person reads on the
  * screen the worktree and its new branch, then the completed result naming that branch and the file
  * it changed, then that stopping the worker keeps the worktree (unmerged work) and how to merge it.
- * The project's own tree stays untouched.
+ * The project's own tree stays untouched until the person types `/tasks apply <id>`, which brings
+ * the worker's change into it.
  */
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { gitProject, removeProjects } from "../helpers/git-project.ts";
@@ -52,6 +53,11 @@ describeWithTmux("a worktree per worker in the TUI", () => {
         expect(flat).toMatch(/is kept: it has uncommitted changes/);
         expect(flat).toMatch(/git merge pi-tasks\/tui-tree-/);
         expect(existsSync(join(cwd, "hello.txt"))).toBe(false);
+        // The person brings the worker's change into the project with /tasks apply.
+        const taskId = completed.match(/taskId: ([0-9a-f-]{36})/)![1]!;
+        await tui.submit(`/tasks apply ${taskId.slice(0, 8)}`);
+        await tui.waitForScreen(/result applied/, 15_000);
+        expect(readFileSync(join(cwd, "hello.txt"), "utf8")).toContain("Hello from pi-tasks");
       } finally {
         await tui?.stop();
       }
