@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually } from "../../kit/async.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
@@ -71,7 +72,9 @@ describeWithTmux("a question with choices in the TUI", () => {
         await tui.press("Down", "Down", "Enter");
         const answered = await worker.waitFor(isAnswer, 20_000).catch(() => undefined);
         expect(String((answered?.message as { content?: unknown } | undefined)?.content)).toContain("forest green");
-        expect(await tui.scrollback()).toContain("pi-tasks: answered question");
+        // The worker may take the answer in before this Pi repaints its notification: wait for the line.
+        const said = await eventually(async () => (await tui!.scrollback()).includes("pi-tasks: answered question"), 10_000, 100);
+        expect(said).toBe(true);
       } finally {
         await tui?.stop();
       }
