@@ -214,6 +214,9 @@ export function useMachines(faults?: LinkFaults): {
     state.relays = { a: a!, b: b! };
   });
   afterAll(async () => {
+    // The relays run on the hosts but are not the network's programs: stopped first (the one in
+    // `relays` now, a restarted one included), then everything the hosts still run.
+    await Promise.all(Object.values(state.relays ?? {}).map((relay) => relay.stop("SIGKILL").catch(() => undefined)));
     await state.net?.destroy();
   });
   return {
