@@ -59,7 +59,9 @@ function checked(raw: unknown, index: number): ResumedTask {
     throw new TaskError("INVALID_REQUEST", { message: "a resumed task is {record, events, workerKey?}", details: { path: at } });
   }
   const record = assertValid(TaskRecord, raw.record, { code: "INVALID_REQUEST", pathPrefix: `${at}/record` });
-  const events = raw.events.map((event, at2) => validateTaskEvent(event, { code: "INVALID_REQUEST", pathPrefix: `${at}/events/${at2}` }));
+  const events = raw.events.map((event, position) =>
+    validateTaskEvent(event, { code: "INVALID_REQUEST", pathPrefix: `${at}/events/${position}` }),
+  );
   if (events.some((event) => event.taskId !== record.taskId)) {
     throw new TaskError("INVALID_REQUEST", { message: "an event belongs to another task", details: { path: `${at}/events` } });
   }
