@@ -19,7 +19,7 @@
  * forward between passes without waiting); request deadlines are short so timeouts are quick.
  * `docs/reliability.md` gets the table and how each fault is injected.
  */
-import { encodedEnvelope } from "../src/protocol/wire.ts";
+import { encodedEnvelope, requestEnvelopes } from "../src/protocol/wire.ts";
 import { writeFileSync } from "node:fs";
 import { keptSections } from "./lib/doc.ts";
 import { join } from "node:path";
@@ -504,17 +504,24 @@ function sendRecorder(attempts: SendAttempt[]): (timers: JumpTimers) => FetchWra
   return (timers) => (inner) =>
     (async (input: string | URL | Request, init?: RequestInit) => {
       const text = input instanceof Request ? await input.clone().text() : typeof init?.body === "string" ? init.body : "";
-      let attempt: SendAttempt | undefined;
+      // One attempt per envelope a send carries (a send-batch-v1 request carries several).
+      let sent: SendAttempt[] = [];
       try {
-        const body = JSON.parse(text) as { operation?: string; envelope?: { envelopeId?: string } };
-        if (body.operation === "send" && typeof body.envelope?.envelopeId === "string")
-          attempt = { envelopeId: body.envelope.envelopeId, at: timers.now(), capacity: false };
+        const body = JSON.parse(text) as { operation?: string };
+        if (body.operation === "send")
+          sent = requestEnvelopes(body)
+            .map((envelope) => envelope.envelopeId)
+            .filter((envelopeId): envelopeId is string => typeof envelopeId === "string")
+            .map((envelopeId) => ({ envelopeId, at: timers.now(), capacity: false }));
       } catch {
         // not a relay POST
       }
-      if (attempt !== undefined) attempts.push(attempt);
+      attempts.push(...sent);
       const response = await inner(input, init);
-      if (attempt !== undefined) attempt.capacity = (await response.clone().text()).includes('"RELAY_CAPACITY"');
+      if (sent.length > 0) {
+        const capacity = (await response.clone().text()).includes('"RELAY_CAPACITY"');
+        for (const attempt of sent) attempt.capacity = capacity;
+      }
       return response;
     }) as typeof fetch;
 }

@@ -5,6 +5,7 @@
  */
 import type { ConformanceCheck } from "./kit.ts";
 import { additionChecks } from "./groups/additions.ts";
+import { batchChecks } from "./groups/batches.ts";
 import { admissionChecks } from "./groups/admission.ts";
 import { bindingSecretChecks } from "./groups/binding-secret.ts";
 import { cursorChecks } from "./groups/cursors.ts";
@@ -27,6 +28,7 @@ export function conformanceChecks(features: readonly string[]): ConformanceCheck
     ...cursorChecks,
     ...healthChecks,
     ...additionChecks,
+    ...batchChecks,
     ...bindingSecretChecks,
     ...strictChecks,
     ...admissionChecks,

@@ -15,7 +15,7 @@ import {
 import type { EncodedEnvelope } from "../protocol/wire.ts";
 import type { Identity } from "../trust/keys.ts";
 import { signPayload } from "../trust/signing.ts";
-import { open, seal } from "../trust/sealing.ts";
+import { open, type SealedBox, seal } from "../trust/sealing.ts";
 import { assertValid } from "../protocol/validate.ts";
 import {
   type EnvelopeKind,
@@ -122,6 +122,9 @@ export function encodePayload(
  * The sealed payload text `{taskId, kind, sealed}` of signed content: the box, from `identity` (the
  * signer: its seal-key binding travels inside) to the seal key `sealTo`, holds
  * `{binding, payload, signature}`; `payloadText` is the inner payload's canonical text.
+ *
+ * Both texts are written directly, keys in canonical order: what `canonicalJson` would write (every
+ * value but the signature block is a string or the version number), without its generic walk.
  */
 export function sealSigned(
   identity: Identity,
@@ -134,8 +137,16 @@ export function sealSigned(
   if (identity.seal === undefined || identity.sealBinding === undefined) {
     throw new TaskError("SEAL_INVALID", { message: "only an identity with seal keys seals", details: { taskId, kind } });
   }
-  const content = canonicalJson({ binding: identity.sealBinding(), payload: new CanonicalText(payloadText), signature });
-  return canonicalJson({ taskId, kind, sealed: seal(identity.seal(), sealTo, taskId, kind, content) });
+  const binding = JSON.stringify(identity.sealBinding());
+  const content = `{"binding":${binding},"payload":${payloadText},"signature":${canonicalJson(signature)}}`;
+  return sealedText(taskId, kind, seal(identity.seal(), sealTo, taskId, kind, content));
+}
+
+/** `canonicalJson({taskId, kind, sealed})`, written directly: keys in canonical order, string values and the version. */
+function sealedText(taskId: string, kind: EnvelopeKind, sealed: SealedBox): string {
+  const box = `"box":${JSON.stringify(sealed.box)},"from":${JSON.stringify(sealed.from)},"nonce":${JSON.stringify(sealed.nonce)}`;
+  const members = `${box},"to":${JSON.stringify(sealed.to)},"v":${sealed.v}`;
+  return `{"kind":${JSON.stringify(kind)},"sealed":{${members}},"taskId":${JSON.stringify(taskId)}}`;
 }
 
 function envelopeText(envelopeId: string, source: TaskEndpoint, target: TaskEndpoint, payload: string, createdAtMs: number): string {

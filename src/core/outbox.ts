@@ -234,29 +234,41 @@ export async function attemptSend(
       continue;
     }
     if (ahead.length > 0) return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
-    const hold = context.health.hold();
-    if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
-    const outage = context.health.outageUntil();
-    if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
     const entry = store.getOutbox(envelopeId)!;
-    // Content waits for its target to prove the key its task expects (proofs.ts asks for it).
-    if (entry.awaiting === true) return deferred(envelopeId, "waiting for the target to prove who it is", { target: entry.target });
-    // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
-    // set is checked first, so an ordinary send reads no meta row).
-    if (context.search.mayBeLooking(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
-      return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
-    const until = coolingDown(context, entry);
-    if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
-    if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
-    if (scope.attempted.has(envelopeId)) return deferred(envelopeId, "already attempted in this pass");
+    const held = heldBack(context, scope, entry);
+    if (held !== undefined) return held;
     if (!scope.admit(budget, slice)) return deferred(envelopeId, scope.expired() ? "pass deadline" : "send budget");
     scope.attempted.add(envelopeId);
     return deliver(context, scope, entry, budget);
   }
 }
 
+/**
+ * Why a pending envelope whose turn has come (nothing older to its target pending, nothing in
+ * flight) may not leave in this scope now — a deferral — or undefined when it may.
+ */
+export function heldBack(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry): SendOutcome | undefined {
+  const { store } = context;
+  const envelopeId = entry.envelopeId;
+  const hold = context.health.hold();
+  if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
+  const outage = context.health.outageUntil();
+  if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
+  // Content waits for its target to prove the key its task expects (proofs.ts asks for it).
+  if (entry.awaiting === true) return deferred(envelopeId, "waiting for the target to prove who it is", { target: entry.target });
+  // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
+  // set is checked first, so an ordinary send reads no meta row).
+  if (context.search.mayBeLooking(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
+    return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
+  const until = coolingDown(context, entry);
+  if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
+  if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
+  if (scope.attempted.has(envelopeId)) return deferred(envelopeId, "already attempted in this pass");
+  return undefined;
+}
+
 /** Records what a refused send means for its envelope (see the module comment). */
-function refused(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry, budget: SendBudget, error: TaskError): SendOutcome {
+export function refused(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry, budget: SendBudget, error: TaskError): SendOutcome {
   const { store } = context;
   const envelopeId = entry.envelopeId;
   switch (sendRefusal(error)) {
@@ -299,6 +311,12 @@ async function deliver(context: CoreContext, scope: WorkScope, entry: CoreOutbox
   }
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
   context.health.answered();
+  return accepted(context, envelopeId, acceptance);
+}
+
+/** Records an envelope the relay accepted (its cooldown ends). */
+export function accepted(context: CoreContext, envelopeId: string, acceptance: SendAcceptance): SendOutcome {
+  const { store } = context;
   store.transaction(() => {
     store.markOutboxAccepted(envelopeId, {
       acceptanceId: acceptance.acceptanceId,

@@ -5,9 +5,11 @@
  *
  * One work scope carries the shared budgets (scope.ts: scoped and old-work sends, ACK attempts,
  * an overall deadline, slices for retry and ACK repair). Intake and presentation send nothing;
- * shipping sends what this pass created in persist order; acknowledgement ACKs only deliveries
- * whose required envelopes settled (so an ACK never precedes the receipt that justifies it), then
- * repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
+ * shipping sends what this pass created in persist order — a target's closing receipts, on a relay
+ * with `ack-carry-v1`, set aside to ride in the ACK request (carry.ts); acknowledgement ACKs only
+ * deliveries whose required envelopes settled or ride with it (so an ACK never precedes the
+ * receipt that justifies it: the relay acknowledges only after the carried receipts were
+ * accepted), sends any carried receipt no ACK took, then repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
  * peers finds the peers of tasks again after a relay restart (reconnect.ts), asks the workers of
  * tasks a restarted origin took back from its history whether they still hold them (resume.ts), orphans tasks whose
  * worker fell silent (activity.ts) and asks whether the workers of active tasks are still
@@ -22,6 +24,7 @@ import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNCLASSIFI
 import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
+import { type AckRecorder, ackCarrying, carriesReceipts, ridesWithCarried, shipCarried, takeReceiptTail } from "./carry.ts";
 import { orphanSilentWorkers } from "./activity.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
@@ -150,9 +153,12 @@ export async function shipRequired(context: CoreContext, scope: WorkScope): Prom
     byTarget.set(entry.targetKey, queue);
   }
   let shipped = 0;
+  // ack-carry-v1: a queue's tail of receipts may leave with the acknowledgement instead (carry.ts).
+  const carrying = carriesReceipts(context);
   await Promise.all(
     [...byTarget.values()].map(async (queue) => {
-      for (const envelopeId of queue) {
+      for (const [index, envelopeId] of queue.entries()) {
+        if (carrying && takeReceiptTail(context, scope, queue.slice(index))) break;
         const purpose = store.getOutbox(envelopeId)?.purpose ?? "intent";
         const outcome = await sendInOrder(context, scope, envelopeId, "scoped");
         noteOutcome(scope, purpose, outcome);
@@ -242,9 +248,19 @@ async function sendAckBatch(context: CoreContext, scope: WorkScope, envelopeIds:
   }
   if (isClosed(context)) return 0;
   context.health.answered();
+  const record = ackRecorder(context, scope);
   for (const { envelopeId, outcome } of results) {
-    if (outcome === "acknowledged" || outcome === "duplicate") acked(context, envelopeId);
-    else
+    if (outcome === "acknowledged" || outcome === "duplicate") record.acked(envelopeId);
+    else record.gone(envelopeId, outcome);
+  }
+  return results.length;
+}
+
+/** How a batch's ACK outcomes are recorded (also for the carrying request, carry.ts). */
+function ackRecorder(context: CoreContext, scope: WorkScope): AckRecorder {
+  return {
+    acked: (envelopeId) => acked(context, envelopeId),
+    gone: (envelopeId, outcome) =>
       ackGone(
         context,
         scope,
@@ -253,9 +269,9 @@ async function sendAckBatch(context: CoreContext, scope: WorkScope, envelopeIds:
           message: `the relay does not hold this envelope (${outcome})`,
           details: { operation: "acknowledge", outcome },
         }),
-      );
-  }
-  return results.length;
+      ),
+    failed: (envelopeIds, error) => ackFailed(context, scope, envelopeIds, error),
+  };
 }
 
 async function ackBatch(
@@ -289,6 +305,9 @@ async function ackBatch(
     scope.attempted.add(identity);
     admitted.push(row.envelopeId);
   }
+  // Receipts set aside by shipping leave in this request (carry.ts), then the relay ACKs.
+  if (admitted.length > 0 && scope.carried.length > 0)
+    return { acked: await ackCarrying(context, scope, admitted, ackRecorder(context, scope)), exhausted };
   // A relay with ack-batch-v1 takes them in one request; any other gets one ACK per envelope.
   if (admitted.length > 1 && context.session.features().has(FEATURE_ACK_BATCH))
     return { acked: await sendAckBatch(context, scope, admitted), exhausted };
@@ -300,11 +319,15 @@ export async function repairAcknowledgements(context: CoreContext, scope: WorkSc
   const { store } = context;
   // Authorise every settled delivery first (recorded before any request).
   const fresh: CoreDelivery[] = [];
+  // Deliveries whose receipts ride in the ACK request are not authorised first (carry.ts).
+  const riding: CoreDelivery[] = [];
   for (const row of store.deliveries()) {
-    if (row.ackRequested || !ackEligible(context, row)) continue;
-    fresh.push(store.updateDelivery(row.envelopeId, { ackRequested: true }));
+    if (row.ackRequested) continue;
+    if (ackEligible(context, row)) fresh.push(store.updateDelivery(row.envelopeId, { ackRequested: true }));
+    else if (ridesWithCarried(context, scope, row)) riding.push(row);
   }
-  const first = await ackBatch(context, scope, fresh);
+  const first = await ackBatch(context, scope, [...fresh, ...riding]);
+  if (scope.carried.length > 0 && !isClosed(context)) await shipCarried(context, scope);
   if (first.exhausted || isClosed(context)) return first;
   const repair = store.deliveries().filter((row) => row.ackRequested);
   const second = await ackBatch(context, scope, repair, scope.openSlice());

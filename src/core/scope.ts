@@ -37,6 +37,8 @@ export interface WorkScope {
   readonly startedAt: number;
   /** Envelopes this scope's work created, in persist order, for `shipRequired`. */
   readonly required: string[];
+  /** Receipts `shipRequired` left to leave with this scope's acknowledgement (carry.ts, `ack-carry-v1`), in order. */
+  readonly carried: string[];
   /** Send and ACK identities attempted in this scope. */
   readonly attempted: Set<string>;
   /** Targets that refused speculative retry for capacity in this scope. */
@@ -107,6 +109,7 @@ export function createTaskWorkScope(options: ScopeOptions): WorkScope {
     timers,
     startedAt,
     required: [],
+    carried: [],
     attempted: new Set(),
     suppressedTargets: new Set(),
     failures,

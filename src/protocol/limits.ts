@@ -100,6 +100,15 @@ export const maxOldWorkSendsPerPass = 8;
 export const maxAckAttemptsPerPass = 48;
 /** `ack-batch-v1`: the most envelope ids one `acknowledge` request may carry (a pass's ACK budget). */
 export const ackBatchMaxItems = maxAckAttemptsPerPass;
+/**
+ * `send-batch-v1` / `ack-carry-v1`: the most envelopes one `send` (`envelopes`) or one `acknowledge`
+ * (carried `envelopes`) request may hold; the request body stays within `maxRequestBodyBytes`.
+ */
+export const sendBatchMaxItems = 16;
+/** Room a client leaves in a batch request for everything but the envelopes (operation, binding, secret, brackets). */
+export const sendBatchHeadroomBytes = 2 * KiB;
+/** Longest string canonical JSON scans for characters to escape itself; a longer one goes to `JSON.stringify` whole. */
+export const canonicalScanMaxChars = 256;
 /** Fetching pauses while this many relay deliveries are fetched but unacknowledged. */
 export const maxFetchedUnacknowledgedDeliveries = 200;
 /** Overall deadline of one background pass. */

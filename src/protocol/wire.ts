@@ -14,6 +14,7 @@
  */
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
 import { canonicalJson } from "./canonical-json.ts";
+import type { TaskError } from "./errors.ts";
 import type { TaskEndpoint } from "./schemas.ts";
 import {
   bindingSecretBytes,
@@ -28,6 +29,7 @@ import {
   minWireIdChars,
   RELAY_PROFILE,
   receivePageMaxItems,
+  sendBatchMaxItems,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "./limits.ts";
@@ -87,6 +89,12 @@ const bindingFields = {
   bindingSecret: Type.Optional(WireString),
 };
 const base = { operation: Type.String(), profile: Type.String() };
+/**
+ * `send-batch-v1` / `ack-carry-v1`: 1–`sendBatchMaxItems` envelopes, each an object naming its
+ * `envelopeId` (distinct: checked after the schema); everything else about each is judged per
+ * envelope, as a single send's envelope is.
+ */
+const BatchEnvelopes = Type.Array(Type.Object({ envelopeId: WireString }), { minItems: 1, maxItems: sendBatchMaxItems });
 /** The `resolve` target `{relay, id}`; `id` must also be a UUID. */
 const ResolveTarget = Type.Object({ relay: Type.String(), id: Type.String() }, strict);
 
@@ -106,8 +114,12 @@ export const RELAY_REQUESTS = {
     strict,
   ),
   resolve: Type.Object({ ...base, ...bindingFields, target: ResolveTarget, followSuccessor: Type.Optional(Type.Boolean()) }, strict),
-  // The envelope is checked by the send operation itself: malformed is SOURCE_MISMATCH.
-  send: Type.Object({ ...base, ...bindingFields, envelope: Type.Unknown() }, strict),
+  // The envelope is checked by the send operation itself: malformed is SOURCE_MISMATCH. Exactly one
+  // of `envelope` and (with `send-batch-v1`) `envelopes`; checked after the schema.
+  send: Type.Object(
+    { ...base, ...bindingFields, envelope: Type.Optional(Type.Unknown()), envelopes: Type.Optional(BatchEnvelopes) },
+    strict,
+  ),
   receive: Type.Object({ ...base, ...bindingFields, cursor: Type.Unknown(), limit: Type.Optional(Type.Unknown()) }, strict),
   // Exactly one of `envelopeId` and (with `ack-batch-v1`) `envelopeIds`, distinct; checked after the schema.
   acknowledge: Type.Object(
@@ -116,6 +128,8 @@ export const RELAY_REQUESTS = {
       ...bindingFields,
       envelopeId: Type.Optional(WireString),
       envelopeIds: Type.Optional(Type.Array(WireString, { minItems: 1, maxItems: ackBatchMaxItems })),
+      // ack-carry-v1: envelopes admitted first (only with `envelopeIds`); the ids are acknowledged only if all were accepted.
+      envelopes: Type.Optional(BatchEnvelopes),
     },
     strict,
   ),
@@ -153,9 +167,29 @@ export function encodedEnvelope(envelope: { readonly envelopeId: string }): Enco
  * byte: a send serializes only its few header fields, never the envelope again.
  */
 export function requestText(fields: Record<string, unknown>, envelopeText?: string): string {
+  return envelopeText === undefined ? JSON.stringify(fields) : splicedText(fields, "envelope", envelopeText);
+}
+
+/** A request's JSON text with envelopes' stored texts spliced in as the `envelopes` array (`send-batch-v1`, `ack-carry-v1`). */
+export function batchRequestText(fields: Record<string, unknown>, envelopeTexts: readonly string[]): string {
+  return splicedText(fields, "envelopes", `[${envelopeTexts.join(",")}]`);
+}
+
+function splicedText(fields: Record<string, unknown>, member: string, json: string): string {
   const head = JSON.stringify(fields);
-  if (envelopeText === undefined) return head;
-  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"envelope":${envelopeText}}`;
+  return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}"${member}":${json}}`;
+}
+
+/**
+ * The envelopes a request body carries, in order: a send's `envelope`, or the `envelopes` of a
+ * batched send (`send-batch-v1`) or of an acknowledgement (`ack-carry-v1`). For readers of
+ * recorded requests (tests, the bench); anything that is not an object is left out.
+ */
+export function requestEnvelopes(body: unknown): Record<string, unknown>[] {
+  if (typeof body !== "object" || body === null) return [];
+  const { envelope, envelopes } = body as { envelope?: unknown; envelopes?: unknown };
+  const all = Array.isArray(envelopes) ? envelopes : envelope === undefined ? [] : [envelope];
+  return all.filter((item): item is Record<string, unknown> => typeof item === "object" && item !== null);
 }
 
 export function isRelayOperation(value: unknown): value is RelayOperation {
@@ -189,6 +223,51 @@ export const AcceptedValue = Type.Object({
   // mail-expiry-v1 (our relay): when the envelope leaves its mailbox unless acknowledged first.
   expiresAt: Type.Optional(Type.String()),
 });
+/** A refusal as the wire carries it: the `error` of an error body, or of one envelope's outcome in a batch. */
+export const WireRefusal = Type.Object({
+  code: NonEmpty,
+  message: Type.String(),
+  retryable: Type.Boolean(),
+  mayHaveBeenDelivered: Type.Optional(Type.Literal(true)),
+  retryAfterMs: Type.Optional(Type.Number({ minimum: 0 })),
+});
+export type WireRefusal = Static<typeof WireRefusal>;
+
+/** A relay's refusal on the wire: its code, message (with its problem), retryability and hints. */
+export function wireRefusal(error: TaskError): WireRefusal {
+  const retryAfterMs = error.details.retryAfterMs;
+  const problem = error.details.problem;
+  const message = typeof problem === "string" && !error.message.includes(problem) ? `${error.message} (${problem})` : error.message;
+  return {
+    code: error.code,
+    message,
+    retryable: error.retryable,
+    ...(error.details.mayHaveBeenDelivered === true ? { mayHaveBeenDelivered: true as const } : {}),
+    ...(typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0 ? { retryAfterMs } : {}),
+  };
+}
+/**
+ * What became of one envelope of a batch (`send-batch-v1`, `ack-carry-v1`), in request order:
+ * accepted as a single send would be, refused with the error a single send would get, or skipped
+ * (not tried: an envelope before it in the request, to the same target, was not accepted).
+ */
+export const SendResult = Type.Union([
+  Type.Object({
+    envelopeId: Type.String(),
+    outcome: Type.Literal("accepted"),
+    acceptanceId: Type.String(),
+    duplicate: Type.Boolean(),
+    forwarding: Type.Union([Type.Literal("local"), Type.Literal("forwarded")]),
+    expiresAt: Type.Optional(Type.String()),
+  }),
+  Type.Object({ envelopeId: Type.String(), outcome: Type.Literal("refused"), error: WireRefusal }),
+  Type.Object({ envelopeId: Type.String(), outcome: Type.Literal("skipped") }),
+]);
+export type SendResult = Static<typeof SendResult>;
+export const AcceptedBatchValue = Type.Object({
+  kind: Type.Literal("accepted-batch"),
+  results: Type.Array(SendResult, { maxItems: sendBatchMaxItems }),
+});
 /** One page item; the envelope is the stored one, checked by whoever takes it in. */
 export const WireDelivery = Type.Object({ cursor: Cursor, envelope: Type.Object({ envelopeId: NonEmpty }) });
 export const PageValue = Type.Object({
@@ -198,17 +277,20 @@ export const PageValue = Type.Object({
   hasMore: Type.Boolean(),
 });
 export const AcknowledgedValue = Type.Object({ kind: Type.Literal("acknowledged"), duplicate: Type.Boolean() });
-/** `ack-batch-v1`: what became of each id, in request order. */
+/** `ack-batch-v1`: what became of each id, in request order (`withheld`: `ack-carry-v1`, a carried envelope was not accepted). */
 export const AckOutcome = Type.Union([
   Type.Literal("acknowledged"),
   Type.Literal("duplicate"),
   Type.Literal("unknown"),
   Type.Literal("gone"),
+  Type.Literal("withheld"),
 ]);
 export type AckOutcome = Static<typeof AckOutcome>;
 export const AcknowledgedBatchValue = Type.Object({
   kind: Type.Literal("acknowledged-batch"),
   results: Type.Array(Type.Object({ envelopeId: Type.String(), outcome: AckOutcome }), { maxItems: ackBatchMaxItems }),
+  /** `ack-carry-v1`: the carried envelopes' outcomes, in request order. */
+  sent: Type.Optional(Type.Array(SendResult, { maxItems: sendBatchMaxItems })),
 });
 export const DisconnectedValue = Type.Object({ kind: Type.Literal("disconnected") });
 export const HealthValue = Type.Object({ kind: Type.Literal("health"), store: Type.Record(Type.String(), Type.Unknown()) });
@@ -218,7 +300,7 @@ export const WatchValue = Type.Object({ kind: Type.Literal("watch"), pending: Ty
 export const RELAY_REPLIES = {
   connect: ConnectedValue,
   resolve: ResolvedValue,
-  send: AcceptedValue,
+  send: Type.Union([AcceptedValue, AcceptedBatchValue]),
   receive: PageValue,
   acknowledge: Type.Union([AcknowledgedValue, AcknowledgedBatchValue]),
   disconnect: DisconnectedValue,
@@ -248,13 +330,7 @@ export const WireErrorBody = Type.Object({
   ok: Type.Literal(false),
   profile: Profile,
   epoch: Type.Optional(Type.String()),
-  error: Type.Object({
-    code: NonEmpty,
-    message: Type.String(),
-    retryable: Type.Boolean(),
-    mayHaveBeenDelivered: Type.Optional(Type.Literal(true)),
-    retryAfterMs: Type.Optional(Type.Number({ minimum: 0 })),
-  }),
+  error: WireRefusal,
 });
 export type WireErrorBody = Static<typeof WireErrorBody>;
 
@@ -286,6 +362,13 @@ export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
 export const FEATURE_BINDING_SECRET = "binding-secret-v1";
 export const FEATURE_ACK_BATCH = "ack-batch-v1";
+/** `send` may carry `envelopes` (`sendBatchMaxItems`): each admitted on its own, in order, its outcome reported (`SendResult`). */
+export const FEATURE_SEND_BATCH = "send-batch-v1";
+/**
+ * An `acknowledge` with `envelopeIds` may carry `envelopes` (a delivery's receipts): admitted first as
+ * a batched send; the ids are acknowledged only if every carried envelope was accepted (else `withheld`).
+ */
+export const FEATURE_ACK_CARRY = "ack-carry-v1";
 // docs/wire.md, "Our additions": fair shares of the relay's budgets.
 /** Per-sender quotas (refused with `RELAY_CAPACITY` and `retryAfterMs`); idle registrations reclaimed under contention. */
 export const FEATURE_QUOTAS = "quotas-v1";

@@ -45,15 +45,20 @@ import {
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
   FEATURE_ACK_BATCH,
+  FEATURE_ACK_CARRY,
+  FEATURE_SEND_BATCH,
   type AckOutcome,
+  batchRequestText,
   mintBindingSecret,
   RELAY_REPLIES,
   type RelayOperation,
   requestText,
+  type SendResult,
 } from "../protocol/wire.ts";
 import type { RelayAuth } from "./auth.ts";
 import { type BindingHolder, type BindingState, createBindingHolder, isReady, type ReadyState } from "./binding-state.ts";
-import { createRelayTransport, type RelayTransport, type SuccessReply } from "./transport.ts";
+import { createSendCoalescer } from "./send-coalescer.ts";
+import { createRelayTransport, type RelayTransport, relayRefusal, type SuccessReply } from "./transport.ts";
 
 export type SessionStatus = "unbound" | "ready" | "reset" | "closed";
 
@@ -73,6 +78,12 @@ export interface SendAcceptance {
   readonly duplicate: boolean;
   readonly forwarding: "local" | "forwarded";
 }
+
+/** One envelope's outcome in a batch (`send-batch-v1`, `ack-carry-v1`): accepted, refused (the error a single send would throw), or skipped (not tried). */
+export type SentOutcome =
+  | { readonly envelopeId: string; readonly outcome: "accepted"; readonly acceptance: SendAcceptance }
+  | { readonly envelopeId: string; readonly outcome: "refused"; readonly error: TaskError }
+  | { readonly envelopeId: string; readonly outcome: "skipped" };
 
 export interface InboxDelivery {
   readonly cursor: string;
@@ -134,6 +145,25 @@ export interface VolatileTaskSession {
     envelopeIds: readonly string[],
     signal?: AbortSignal,
   ): Promise<readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[]>;
+  /**
+   * `send-batch-v1` (only when advertised; else `INCOMPATIBLE_PROTOCOL` before any request): up to
+   * `sendBatchMaxItems` distinct envelopes in one request, each envelope's outcome in order. `send`
+   * itself puts the sends of one tick that share a signal into such a request when the relay
+   * advertises the feature.
+   */
+  sendBatch(envelopes: readonly EncodedEnvelope[], signal?: AbortSignal): Promise<readonly SentOutcome[]>;
+  /**
+   * `ack-carry-v1` (only when advertised): `envelopes` admitted first, as by `sendBatch`, then the ids
+   * acknowledged only if every envelope was accepted (else each id's outcome is `withheld`).
+   */
+  acknowledgeCarrying(
+    envelopeIds: readonly string[],
+    envelopes: readonly EncodedEnvelope[],
+    signal?: AbortSignal,
+  ): Promise<{
+    readonly results: readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[];
+    readonly sent: readonly SentOutcome[];
+  }>;
   watch(cursor: string, waitMs: number, signal?: AbortSignal): Promise<WatchResult>;
   health(signal?: AbortSignal): Promise<Record<string, unknown>>;
   disconnect(signal?: AbortSignal): Promise<void>;
@@ -394,10 +424,33 @@ async function rebind(ctx: SessionContext, signal: AbortSignal | undefined): Pro
   }
 }
 
-/** A bound operation's reply value, with the binding it was sent under. */
+/** A bound operation's reply value, with the binding (and its fence) it was sent under. */
 interface BoundReply {
   readonly value: Record<string, unknown>;
   readonly bound: Binding;
+  readonly fence: AbortController;
+}
+
+/** Envelopes a request carries: one (`envelope`) or a list (`envelopes`); their texts are spliced in as stored. */
+type Carried = EncodedEnvelope | readonly EncodedEnvelope[];
+
+/** A request's text with its carried envelopes; none may name an endpoint other than the bound one. */
+function carriedText(operation: RelayOperation, body: Record<string, unknown>, carried: Carried | undefined, bound: Binding): string {
+  if (carried === undefined) return requestText(body);
+  const list = Array.isArray(carried) ? (carried as readonly EncodedEnvelope[]) : [carried as EncodedEnvelope];
+  const stale = list.find((envelope) => envelope.source !== undefined && !sameEndpoint(envelope.source, bound.endpoint));
+  if (stale !== undefined) {
+    // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
+    throw new TaskError("TASK_DELIVERY_DEFERRED", {
+      details: { operation, envelopeId: stale.envelopeId, reason: "the envelope names an endpoint that is no longer bound" },
+    });
+  }
+  return Array.isArray(carried)
+    ? batchRequestText(
+        body,
+        list.map((envelope) => envelope.text),
+      )
+    : requestText(body, (carried as EncodedEnvelope).text);
 }
 
 /**
@@ -410,16 +463,10 @@ async function callBound(
   fields: Record<string, unknown>,
   signal: AbortSignal | undefined,
   extraDeadlineMs = 0,
-  envelope?: EncodedEnvelope,
+  carried?: Carried,
 ): Promise<BoundReply> {
   const state = await ensureBound(ctx, operation, signal);
   const { bound, fence } = state;
-  if (envelope?.source !== undefined && !sameEndpoint(envelope.source, bound.endpoint)) {
-    // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
-    throw new TaskError("TASK_DELIVERY_DEFERRED", {
-      details: { operation, envelopeId: envelope.envelopeId, reason: "the envelope names an endpoint that is no longer bound" },
-    });
-  }
   const body = {
     operation,
     profile: RELAY_PROFILE,
@@ -429,10 +476,11 @@ async function callBound(
     ...ctx.secret.field(state.features),
     ...fields,
   };
+  const text = carriedText(operation, body, carried, bound);
   let reply: SuccessReply;
   try {
     const options = { ...(signal === undefined ? {} : { signal }), fence: fence.signal, extraDeadlineMs };
-    reply = await ctx.transport.post(operation, requestText(body, envelope?.text), options);
+    reply = await ctx.transport.post(operation, text, options);
   } catch (error) {
     throw failureAfter(ctx, error, operation, fence, bound.epoch);
   }
@@ -440,7 +488,7 @@ async function callBound(
   if (after.fence !== fence || after.status !== "ready")
     throw new TaskError("RELAY_RESET", { details: { operation, mayHaveBeenDelivered: true } });
   if (reply.epoch !== bound.epoch) throw retire(ctx, operation, { epoch: reply.epoch });
-  return { value: reply.value, bound };
+  return { value: reply.value, bound, fence };
 }
 
 async function call(
@@ -480,14 +528,60 @@ async function resolveTarget(
   throw malformed("INVALID_TARGET", "resolve", "resolved endpoint differs from the reference", { target, resolved: endpoint });
 }
 
+/** An acceptance of `envelopeId` as the client keeps it; one that names another envelope or no UUID is `INVALID_ACCEPTANCE`. */
+function acceptanceOf(
+  value: { envelopeId: string; acceptanceId: string; duplicate: boolean; forwarding: "local" | "forwarded" },
+  envelopeId: string,
+): SendAcceptance {
+  const details = { envelopeId };
+  if (value.envelopeId !== envelopeId) throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
+  if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
+  return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };
+}
+
 async function sendEnvelope(ctx: SessionContext, envelope: EncodedEnvelope, signal: AbortSignal | undefined): Promise<SendAcceptance> {
   const details = { envelopeId: envelope.envelopeId };
   const reply = await callBound(ctx, "send", {}, signal, 0, envelope);
   const value = replyOf("send", reply.value, "INVALID_ACCEPTANCE", details);
-  if (value.envelopeId !== envelope.envelopeId)
-    throw malformed("INVALID_ACCEPTANCE", "send", "the acceptance names another envelope", details);
-  if (!isUuid(value.acceptanceId)) throw malformed("INVALID_ACCEPTANCE", "send", "acceptanceId is not a UUID", details);
-  return { envelopeId: value.envelopeId, acceptanceId: value.acceptanceId, duplicate: value.duplicate, forwarding: value.forwarding };
+  if (value.kind !== "accepted") throw malformed("INVALID_ACCEPTANCE", "send", "a batch answer to a single send", details);
+  return acceptanceOf(value, envelope.envelopeId);
+}
+
+/**
+ * A batch answer's outcomes, which must name exactly the envelopes sent, in order. A refusal is the
+ * error a single send would throw: one whose code retires the binding retires it (`RELAY_RESET`).
+ */
+function sentOutcomes(
+  ctx: SessionContext,
+  operation: RelayOperation,
+  results: readonly SendResult[],
+  envelopes: readonly EncodedEnvelope[],
+  reply: BoundReply,
+): SentOutcome[] {
+  if (results.length !== envelopes.length || results.some((result, index) => result.envelopeId !== envelopes[index]!.envelopeId))
+    throw malformed("INVALID_ACCEPTANCE", operation, "the batch answer does not name the envelopes sent, in order");
+  return results.map((result): SentOutcome => {
+    const envelopeId = result.envelopeId;
+    if (result.outcome === "skipped") return { envelopeId, outcome: "skipped" };
+    if (result.outcome === "accepted") return { envelopeId, outcome: "accepted", acceptance: acceptanceOf(result, envelopeId) };
+    const retryAfterMs = result.error.retryAfterMs;
+    const details = { operation, envelopeId, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+    const refusal = relayRefusal(result.error, details);
+    const error = failureAfter(ctx, refusal, operation, reply.fence, reply.bound.epoch) as TaskError;
+    return { envelopeId, outcome: "refused", error };
+  });
+}
+
+async function sendEnvelopes(
+  ctx: SessionContext,
+  envelopes: readonly EncodedEnvelope[],
+  signal: AbortSignal | undefined,
+): Promise<SentOutcome[]> {
+  await requireFeature(ctx, "send", FEATURE_SEND_BATCH, signal);
+  const reply = await callBound(ctx, "send", {}, signal, 0, envelopes);
+  const value = replyOf("send", reply.value, "INVALID_ACCEPTANCE");
+  if (value.kind !== "accepted-batch") throw malformed("INVALID_ACCEPTANCE", "send", "a single answer to a batched send");
+  return sentOutcomes(ctx, "send", value.results, envelopes, reply);
 }
 
 async function receivePage(ctx: SessionContext, cursor: string, options: { limit?: number; signal?: AbortSignal }): Promise<InboxPage> {
@@ -513,12 +607,34 @@ async function acknowledgeMany(
   // The answer must name exactly the ids asked for, in order.
   if (
     value.kind !== "acknowledged-batch" ||
-    value.results.length !== envelopeIds.length ||
-    value.results.some((result, index) => result.envelopeId !== envelopeIds[index])
+    !namesInOrder(value.results, envelopeIds) ||
+    value.results.some((r) => r.outcome === "withheld")
   ) {
     throw malformed("INVALID_RESPONSE", "acknowledge", "the batch answer does not name the ids asked for, in order");
   }
   return value.results;
+}
+
+async function acknowledgeCarrying(
+  ctx: SessionContext,
+  envelopeIds: readonly string[],
+  envelopes: readonly EncodedEnvelope[],
+  signal: AbortSignal | undefined,
+): Promise<{ results: readonly { envelopeId: string; outcome: AckOutcome }[]; sent: readonly SentOutcome[] }> {
+  await requireFeature(ctx, "acknowledge", FEATURE_ACK_CARRY, signal);
+  const reply = await callBound(ctx, "acknowledge", { envelopeIds }, signal, 0, envelopes);
+  const value = replyOf("acknowledge", reply.value, "INVALID_RESPONSE");
+  if (value.kind !== "acknowledged-batch" || value.sent === undefined || !namesInOrder(value.results, envelopeIds))
+    throw malformed("INVALID_RESPONSE", "acknowledge", "the answer does not name the ids asked for, in order, with the carried envelopes");
+  const sent = sentOutcomes(ctx, "acknowledge", value.sent, envelopes, reply);
+  const allAccepted = sent.every((outcome) => outcome.outcome === "accepted");
+  if (value.results.some((result) => (result.outcome === "withheld") === allAccepted))
+    throw malformed("INVALID_RESPONSE", "acknowledge", "ids are withheld exactly when a carried envelope was not accepted");
+  return { results: value.results, sent };
+}
+
+function namesInOrder(results: readonly { envelopeId: string }[], envelopeIds: readonly string[]): boolean {
+  return results.length === envelopeIds.length && results.every((result, index) => result.envelopeId === envelopeIds[index]);
 }
 
 async function watchInbox(ctx: SessionContext, cursor: string, waitMs: number, signal: AbortSignal | undefined): Promise<WatchResult> {
@@ -549,6 +665,11 @@ function sessionContext(options: VolatileTaskSessionOptions): SessionContext {
 
 export function createVolatileTaskSession(options: VolatileTaskSessionOptions): VolatileTaskSession {
   const ctx = sessionContext(options);
+  const sends = createSendCoalescer({
+    enabled: () => ctx.state.current().features?.has(FEATURE_SEND_BATCH) === true,
+    single: (envelope, signal) => sendEnvelope(ctx, envelope, signal),
+    batch: (envelopes, signal) => sendEnvelopes(ctx, envelopes, signal),
+  });
   return {
     callerSession: ctx.callerSession,
     url: ctx.url,
@@ -563,10 +684,12 @@ export function createVolatileTaskSession(options: VolatileTaskSessionOptions): 
     lease: async (signal) => (await ensureBound(ctx, "connect", signal)).bound,
     rebind: (signal) => rebind(ctx, signal),
     resolve: (target, resolveOptions = {}) => resolveTarget(ctx, target, resolveOptions),
-    send: (envelope, signal) => sendEnvelope(ctx, envelope, signal),
+    send: (envelope, signal) => sends.send(envelope, signal),
+    sendBatch: (envelopes, signal) => sendEnvelopes(ctx, envelopes, signal),
     receive: (cursor, receiveOptions = {}) => receivePage(ctx, cursor, receiveOptions),
     acknowledge: (envelopeId, signal) => acknowledgeOne(ctx, envelopeId, signal),
     acknowledgeBatch: (envelopeIds, signal) => acknowledgeMany(ctx, envelopeIds, signal),
+    acknowledgeCarrying: (envelopeIds, envelopes, signal) => acknowledgeCarrying(ctx, envelopeIds, envelopes, signal),
     watch: (cursor, waitMs, signal) => watchInbox(ctx, cursor, waitMs, signal),
     async health(signal) {
       return replyOf("health", await call(ctx, "health", {}, signal), "INVALID_RESPONSE").store;

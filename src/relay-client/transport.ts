@@ -252,16 +252,27 @@ function interpret(status: number, body: unknown, headers: Headers): SuccessRepl
   if (epoch === undefined && !EPOCHLESS_CODES.has(code)) {
     throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: `epochless ${code}`, code } });
   }
-  const retryable = FORCED_RETRYABLE.has(code) || (isRegisteredCode(code) ? errorSpec(code).retryable : error.retryable === true);
   const retryAfterMs = retryAfterFrom(body, headers);
-  throw new TaskError(code, {
+  throw relayRefusal(
+    { code, retryable: error.retryable, mayHaveBeenDelivered: error.mayHaveBeenDelivered },
+    { httpStatus: status, ...(epoch === undefined ? {} : { epoch }), ...(retryAfterMs === undefined ? {} : { retryAfterMs }) },
+  );
+}
+
+/**
+ * A relay's refusal (an error body's, or one envelope's in a batch answer) as the error the client
+ * acts on: a registered code keeps its own retryability, capacity and unavailability are always
+ * retryable, an unknown code is as retryable as the relay says.
+ */
+export function relayRefusal(
+  error: { readonly code: string; readonly retryable?: unknown; readonly mayHaveBeenDelivered?: unknown },
+  details: Record<string, unknown>,
+): TaskError {
+  const code = error.code;
+  const retryable = FORCED_RETRYABLE.has(code) || (isRegisteredCode(code) ? errorSpec(code).retryable : error.retryable === true);
+  return new TaskError(code, {
     retryable,
-    details: {
-      httpStatus: status,
-      ...(epoch === undefined ? {} : { epoch }),
-      ...(error.mayHaveBeenDelivered === true ? { mayHaveBeenDelivered: true } : {}),
-      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-    },
+    details: { ...details, ...(error.mayHaveBeenDelivered === true ? { mayHaveBeenDelivered: true } : {}) },
   });
 }
 

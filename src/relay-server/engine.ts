@@ -43,10 +43,12 @@ import {
   cursorValue,
   type AckOutcome,
   FEATURE_ACK_BATCH,
+  FEATURE_ACK_CARRY,
   FEATURE_BINDING_SECRET,
   FEATURE_MAIL_EXPIRY,
   FEATURE_STRICT_ANSWERS,
   FEATURE_QUOTAS,
+  FEATURE_SEND_BATCH,
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
   type ProfileBody,
@@ -55,13 +57,17 @@ import {
   RELAY_REQUESTS,
   type RelayOperation,
   type RelayValue,
+  type SendResult,
   type SessionStatusBody,
+  wireRefusal,
 } from "../protocol/wire.ts";
 import { secretDigest } from "./binding-secret.ts";
 import { ENVELOPE_CHECKER, REQUEST_CHECKERS } from "./checkers.ts";
 import { createMemoryStore } from "./store/memory.ts";
 import {
+  type AcknowledgeOutcome,
   type AdmitOutcome,
+  type AdmitRequest,
   type BindingLookup,
   type BindingRequest,
   type BoundOperation,
@@ -83,6 +89,8 @@ export const RELAY_FEATURES = [
   FEATURE_QUOTAS,
   FEATURE_MAIL_EXPIRY,
   FEATURE_STRICT_ANSWERS,
+  FEATURE_SEND_BATCH,
+  FEATURE_ACK_CARRY,
 ] as const;
 const SUPPORTED_PROTOCOL_VERSION = WIRE_PROTOCOL_VERSION;
 
@@ -160,17 +168,35 @@ function checkFields(operation: RelayOperation, request: Record<string, unknown>
     case "watch":
       requestCursor(request.cursor);
       return;
+    case "send":
+      // One of the two forms (`envelopes` is send-batch-v1), never both; a batch names each envelope once.
+      if ((request.envelopes === undefined) === (request.envelope === undefined))
+        throw invalid("/envelope", "give exactly one of envelope and envelopes");
+      checkDistinct("/envelopes", batchIds(request));
+      return;
     case "acknowledge": {
       // One of the two forms (`envelopeIds` is ack-batch-v1), never both; a batch names each id once.
       const ids = request.envelopeIds as string[] | undefined;
       if ((ids === undefined) === (request.envelopeId === undefined))
         throw invalid("/envelopeId", "give exactly one of envelopeId and envelopeIds");
-      if (ids !== undefined && new Set(ids).size !== ids.length) throw invalid("/envelopeIds", "an envelope id appears twice");
+      checkDistinct("/envelopeIds", ids);
+      // ack-carry-v1: carried envelopes only with the batch form, each named once.
+      if (request.envelopes !== undefined && ids === undefined) throw invalid("/envelopes", "envelopes are carried only with envelopeIds");
+      checkDistinct("/envelopes", batchIds(request));
       return;
     }
     default:
       return;
   }
+}
+
+/** The envelope ids of a request's `envelopes` (`send-batch-v1`, `ack-carry-v1`), if it has them. */
+function batchIds(request: Record<string, unknown>): string[] | undefined {
+  return (request.envelopes as { envelopeId: string }[] | undefined)?.map((envelope) => envelope.envelopeId);
+}
+
+function checkDistinct(path: string, ids: readonly string[] | undefined): void {
+  if (ids !== undefined && new Set(ids).size !== ids.length) throw invalid(path, "an envelope id appears twice");
 }
 
 function checkRequest(operation: RelayOperation, request: Record<string, unknown>): void {
@@ -340,6 +366,16 @@ function checkEnvelope(endpointId: string, envelope: unknown): { wire: WireEnvel
   return { wire, createdAt, text, digest: sha256Hex(text) };
 }
 
+/** A sent envelope's admission request, checked as `checkEnvelope` does; `createdAt` as the envelope says. */
+function admitRequest(binding: BindingRequest, envelope: unknown): { request: AdmitRequest; createdAt: string } {
+  const { wire, createdAt, text, digest } = checkEnvelope(binding.endpointId, envelope);
+  const at = binding.now;
+  const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
+  // One atomic store call: concurrent identical sends coalesce on the receipt.
+  const request = { envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at };
+  return { request, createdAt: wire.createdAt };
+}
+
 /**
  * A send: its binding and its admission in one store call (one round trip to a shared store), the
  * binding's checks judged first, as for every operation. An envelope that is malformed, not from
@@ -348,18 +384,82 @@ function checkEnvelope(endpointId: string, envelope: unknown): { wire: WireEnvel
  */
 async function send(relay: Relay, request: Record<string, unknown>): Promise<RelayValue> {
   const binding = await bindingOf(relay, request);
-  const checked = attempt(() => checkEnvelope(binding.endpointId, request.envelope));
+  const checked = attempt(() => admitRequest(binding, request.envelope));
   if (!checked.ok) {
     judged(await relay.store.binding(binding.session, binding.endpointId, binding.secretDigest, binding.now), binding);
     throw checked.error;
   }
-  const { wire, createdAt, text, digest } = checked.value;
-  const at = binding.now;
-  const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
-  // One atomic store call: concurrent identical sends coalesce on the receipt.
-  const admit = { envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at };
+  const admit = checked.value.request;
   const outcome = await boundRun(relay, binding, { kind: "admit", request: admit });
-  return admission(outcome, wire.envelopeId, wire.target, wire.createdAt);
+  return admission(outcome, admit.envelopeId, admit.target, checked.value.createdAt);
+}
+
+/** One envelope of a batch before the store: its admission, or its own refusal (`targetId` when its target could be read). */
+type Planned =
+  | { readonly kind: "admit"; readonly request: AdmitRequest; readonly createdAt: string }
+  | { readonly kind: "done"; readonly result: SendResult; readonly targetId?: string };
+
+function refusedResult(envelopeId: string, error: unknown): SendResult {
+  if (!(error instanceof TaskError)) throw error;
+  return { envelopeId, outcome: "refused", error: wireRefusal(error) };
+}
+
+/** The batch's envelopes checked in order; one to a target refused before it in the request is skipped. */
+function planBatch(binding: BindingRequest, envelopes: readonly { envelopeId: string }[]): Planned[] {
+  const refusedTargets = new Set<string>();
+  return envelopes.map((envelope): Planned => {
+    const checked = attempt(() => admitRequest(binding, envelope));
+    if (!checked.ok) {
+      const target = (envelope as { target?: unknown }).target;
+      const targetId = isRecord(target) && typeof target.id === "string" ? target.id : undefined;
+      if (targetId !== undefined) refusedTargets.add(targetId);
+      return { kind: "done", result: refusedResult(envelope.envelopeId, checked.error), ...(targetId === undefined ? {} : { targetId }) };
+    }
+    if (refusedTargets.has(checked.value.request.target.id))
+      return { kind: "done", result: { envelopeId: envelope.envelopeId, outcome: "skipped" } };
+    return { kind: "admit", ...checked.value };
+  });
+}
+
+/** An admission's outcome as a batch result. */
+function batchResult(outcome: AdmitOutcome | { kind: "skipped" }, planned: Extract<Planned, { kind: "admit" }>): SendResult {
+  const { envelopeId, target } = planned.request;
+  if (outcome.kind === "skipped") return { envelopeId, outcome: "skipped" };
+  try {
+    const { kind: _, ...accepted } = admission(outcome, envelopeId, target, planned.createdAt) as Extract<RelayValue, { kind: "accepted" }>;
+    return { ...accepted, outcome: "accepted" };
+  } catch (error) {
+    return refusedResult(envelopeId, error);
+  }
+}
+
+/**
+ * `send-batch-v1` and `ack-carry-v1`: the binding, every admission and (`acknowledge`, only when every
+ * envelope was accepted) the acknowledgements in one store call; each envelope's outcome in order.
+ */
+async function admitBatch(
+  relay: Relay,
+  request: Record<string, unknown>,
+  acknowledge?: readonly string[],
+): Promise<{ sent: SendResult[]; acknowledged?: readonly AcknowledgeOutcome[] }> {
+  const binding = await bindingOf(relay, request);
+  const planned = planBatch(binding, request.envelopes as { envelopeId: string }[]);
+  const admits = planned.filter((item): item is Extract<Planned, { kind: "admit" }> => item.kind === "admit");
+  if (admits.length === 0) {
+    judged(await relay.store.binding(binding.session, binding.endpointId, binding.secretDigest, binding.now), binding);
+    return { sent: planned.map((item) => (item as Extract<Planned, { kind: "done" }>).result) };
+  }
+  const clean = admits.length === planned.length;
+  const requests = admits.map((item) => item.request);
+  const outcome = await boundRun(relay, binding, { kind: "admitEach", requests, ...(clean && acknowledge ? { acknowledge } : {}) });
+  let next = 0;
+  const sent = planned.map((item) => (item.kind === "done" ? item.result : batchResult(outcome.admitted[next++]!, item)));
+  return { sent, ...(clean && outcome.acknowledged !== undefined ? { acknowledged: outcome.acknowledged } : {}) };
+}
+
+/** `send-batch-v1`: each envelope's outcome in request order; none fails the request. */
+async function sendBatch(relay: Relay, request: Record<string, unknown>): Promise<RelayValue> {
+  return { kind: "accepted-batch", results: (await admitBatch(relay, request)).sent };
 }
 
 /** A bound operation and its binding in one store call; the binding's checks judged before its outcome is read. */
@@ -390,15 +490,29 @@ async function receive(relay: Relay, request: Record<string, unknown>): Promise<
   return { rawValueJson: `{"kind":"page","deliveries":${page.itemsJson},"nextCursor":"${page.nextCursor}","hasMore":${page.hasMore}}` };
 }
 
-/** `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none fails the request. */
+/** An acknowledgement's outcome in a batch answer. */
+function ackOutcome(outcome: AcknowledgeOutcome): AckOutcome {
+  return outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind;
+}
+
+/**
+ * `ack-batch-v1`: each id acknowledged on its own (each atomic), its outcome reported in order; none
+ * fails the request. With carried `envelopes` (`ack-carry-v1`) they are admitted first, as a batched
+ * send, and the ids acknowledged only if every one was accepted (else each is `withheld`).
+ */
 async function acknowledgeBatch(relay: Relay, request: Record<string, unknown>): Promise<RelayValue> {
   const envelopeIds = request.envelopeIds as string[];
+  if (request.envelopes !== undefined) {
+    const { sent, acknowledged } = await admitBatch(relay, request, envelopeIds);
+    const results = envelopeIds.map((envelopeId, index) => ({
+      envelopeId,
+      outcome: acknowledged === undefined ? ("withheld" as const) : ackOutcome(acknowledged[index]!),
+    }));
+    return { kind: "acknowledged-batch", results, sent };
+  }
   // One store call with the binding; the ids are distinct, so their order is free.
   const outcomes = await boundRun(relay, await bindingOf(relay, request), { kind: "acknowledgeBatch", envelopeIds });
-  const results = envelopeIds.map((envelopeId, index): { envelopeId: string; outcome: AckOutcome } => {
-    const outcome = outcomes[index]!;
-    return { envelopeId, outcome: outcome.kind === "acknowledged" ? (outcome.duplicate ? "duplicate" : "acknowledged") : outcome.kind };
-  });
+  const results = envelopeIds.map((envelopeId, index) => ({ envelopeId, outcome: ackOutcome(outcomes[index]!) }));
   return { kind: "acknowledged-batch", results };
 }
 
@@ -526,7 +640,8 @@ async function operate(
 ): Promise<EngineResult> {
   if (operation === "connect") return { value: await connect(relay, request) };
   // The operations that each cost one store call with their binding (one round trip to a shared store).
-  if (operation === "send") return { value: await send(relay, request) };
+  if (operation === "send")
+    return { value: request.envelopes === undefined ? await send(relay, request) : await sendBatch(relay, request) };
   if (operation === "receive") return receive(relay, request);
   if (operation === "acknowledge") {
     return { value: request.envelopeIds === undefined ? await acknowledge(relay, request) : await acknowledgeBatch(relay, request) };

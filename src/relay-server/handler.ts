@@ -31,6 +31,7 @@ import {
   type RelayOperation,
   type SessionListBody,
   type WireErrorBody,
+  wireRefusal,
 } from "../protocol/wire.ts";
 import { type ClientGate, createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
@@ -103,21 +104,7 @@ function statusOf(error: TaskError): number {
 }
 
 function errorBody(error: TaskError, epoch: string): WireErrorBody {
-  const retryAfterMs = error.details.retryAfterMs;
-  const problem = error.details.problem;
-  const message = typeof problem === "string" && !error.message.includes(problem) ? `${error.message} (${problem})` : error.message;
-  return {
-    ok: false,
-    profile: RELAY_PROFILE,
-    epoch,
-    error: {
-      code: error.code,
-      message,
-      retryable: error.retryable,
-      ...(error.details.mayHaveBeenDelivered === true ? { mayHaveBeenDelivered: true as const } : {}),
-      ...(typeof retryAfterMs === "number" && Number.isFinite(retryAfterMs) && retryAfterMs >= 0 ? { retryAfterMs } : {}),
-    },
-  };
+  return { ok: false, profile: RELAY_PROFILE, epoch, error: wireRefusal(error) };
 }
 
 /** Errors the relay may put on the wire; anything else is an internal failure. */

@@ -10,6 +10,7 @@ import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { relayBacklog, settle } from "../../kit/drain.ts";
+import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { introduce } from "../../kit/introduce.ts";
 import { isHello } from "../../kit/sealed.ts";
@@ -765,7 +766,7 @@ describe("timeouts", () => {
 
 // -------------------------------------------------------------------------------------------------
 
-describe("acknowledgements (ack-batch-v1)", () => {
+describe("acknowledgements (ack-batch-v1, ack-carry-v1)", () => {
   test("a pass ACKs everything it took in with one request when the relay advertises ack-batch-v1", async () => {
     const { origin, worker } = await pair();
     const created = [];
@@ -778,6 +779,48 @@ describe("acknowledgements (ack-batch-v1)", () => {
     expect(acks).toHaveLength(1);
     expect(acks[0]!.envelopeIds?.slice().sort()).toEqual(created.map((result) => result.envelopeId).sort());
     expect(worker.core.hasPendingWork()).toBe(false);
+    expect(await relayBacklog(worker.core)).toBe(0);
+  });
+
+  test("with ack-carry-v1 a pass's receipts ride in its ACK request: no send of their own, and the origin records them", async () => {
+    const { origin, worker, settle } = await pair();
+    const created = [];
+    for (let index = 0; index < 3; index += 1) created.push(await origin.core.createTask({ to: to(worker), task: `carried ${index}` }));
+    const sendsBefore = requestsOf(fx.proxy, worker.name, "send").length;
+    const acksBefore = requestsOf(fx.proxy, worker.name, "acknowledge").length;
+    await worker.core.refresh();
+    const acks = requestsOf(fx.proxy, worker.name, "acknowledge").slice(acksBefore);
+    expect(acks).toHaveLength(1);
+    const body = acks[0]!.body as { envelopeIds: string[] };
+    expect(body.envelopeIds.slice().sort()).toEqual(created.map((result) => result.envelopeId).sort());
+    // Every receipt of the pass left in that request (sealed to the origin), none on its own.
+    const receipts = sentEnvelopes(fx.proxy, worker.name).filter((envelope) => envelope.type === "task.delivery_receipt");
+    expect(receipts.length).toBeGreaterThanOrEqual(created.length);
+    expect(requestEnvelopes(body).map((envelope) => envelope.envelopeId)).toEqual(receipts.map((receipt) => receipt.envelopeId));
+    expect(requestsOf(fx.proxy, worker.name, "send").slice(sendsBefore)).toEqual([]);
+    expect(worker.core.hasPendingWork()).toBe(false);
+    expect(await relayBacklog(worker.core)).toBe(0);
+    await settle();
+    for (const { taskId } of created) {
+      const view = origin.core.getTask(taskId)!;
+      expect(receiptStages(view, view.events[0]!.eventId).length).toBeGreaterThan(0);
+    }
+  });
+
+  test("a carried receipt the relay refuses withholds the ACK: the delivery stays until its receipt settled, then is ACKed", async () => {
+    const { origin, worker } = await pair();
+    await origin.core.createTask({ to: to(worker), task: "its origin leaves" });
+    // The origin's registration ends: the receipt to it is refused (TARGET_NOT_REGISTERED, definitive).
+    await coreInternals(origin.core).session.disconnect();
+    await origin.core.close();
+    const first = await worker.core.refresh();
+    expect(first.failures.get("receipt")?.code).toBe("TARGET_NOT_REGISTERED");
+    const carrying = requestsOf(fx.proxy, worker.name, "acknowledge").at(-1)!.body;
+    expect(requestEnvelopes(carrying).length).toBeGreaterThan(0);
+    expect(await relayBacklog(worker.core)).toBe(1);
+    // The receipt is quarantined now (settled): the next pass ACKs on its own.
+    await worker.core.refresh();
+    expect(requestEnvelopes(requestsOf(fx.proxy, worker.name, "acknowledge").at(-1)!.body)).toEqual([]);
     expect(await relayBacklog(worker.core)).toBe(0);
   });
 

@@ -46,6 +46,7 @@ import {
 } from "../helpers/pi-kit.ts";
 import { REJECTED_RECORD } from "../../extensions/pi-tasks/presenter.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import type { PiProcess, RpcRecord } from "../helpers/pi-process.ts";
 import { maxDelegationDepth } from "../../src/protocol/limits.ts";
 
@@ -267,19 +268,17 @@ const FINISH_NOW = "Finish your task now.";
 function sentEnvelopes(proxy: FaultProxy, afterSeq: number): { taskId: string; kind: string; target: TaskEndpoint }[] {
   return proxy
     .requests()
-    .filter((request) => request.operation === "send" && request.seq > afterSeq)
-    .map((request) => {
-      const envelope = ((request.body as { envelope?: unknown } | undefined)?.envelope ?? {}) as {
-        target?: TaskEndpoint;
-        payload?: { taskId?: unknown; kind?: unknown };
-      };
+    .filter((request) => (request.operation === "send" || request.operation === "acknowledge") && request.seq > afterSeq)
+    .flatMap((request) => requestEnvelopes(request.body))
+    .map((item) => {
+      const envelope = item as { target?: TaskEndpoint; payload?: { taskId?: unknown; kind?: unknown } };
       return { taskId: String(envelope.payload?.taskId), kind: String(envelope.payload?.kind), target: envelope.target! };
     });
 }
 
 /** Whether a send request carries an intent (a worker's mail to its origin). */
 function isIntent(request: { body?: unknown }): boolean {
-  return (request.body as { envelope?: { payload?: { kind?: unknown } } } | undefined)?.envelope?.payload?.kind === "intent";
+  return requestEnvelopes(request.body).some((envelope) => (envelope.payload as { kind?: unknown } | undefined)?.kind === "intent");
 }
 
 const lastSeq = (proxy: FaultProxy) => proxy.requests().at(-1)?.seq ?? 0;

@@ -5,6 +5,7 @@
 import type { TaskView } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
+import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
 import { clearPayload, isHello } from "../../kit/sealed.ts";
 
@@ -34,10 +35,14 @@ export function requestsOf(proxy: FaultProxy, callerSession: string, operation?:
   });
 }
 
-/** The task mail a caller sent (every attempt, duplicates included; hellos left out), opened as its parties read it. */
+/**
+ * The task mail a caller sent (every attempt, duplicates included; hellos left out), opened as its
+ * parties read it: sends (batched too) and the receipts its acknowledgements carried.
+ */
 export function sentEnvelopes(proxy: FaultProxy, callerSession: string): { envelopeId: string; kind: string; type?: string; inner: any }[] {
-  return requestsOf(proxy, callerSession, "send")
-    .map((request) => (request.body as { envelope: any }).envelope)
+  return requestsOf(proxy, callerSession)
+    .filter((request) => request.operation === "send" || request.operation === "acknowledge")
+    .flatMap((request) => requestEnvelopes(request.body) as any[])
     .filter((envelope) => !isHello(envelope))
     .map((envelope) => {
       const inner = clearPayload(envelope.payload)?.payload as any;

@@ -192,6 +192,13 @@ export function createFakeRelay(timers: TaskTimers): FakeRelay {
       async acknowledgeBatch() {
         throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: "ack-batch-v1" } });
       },
+      // Nor send-batch-v1 or ack-carry-v1: one request per envelope.
+      async sendBatch() {
+        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "send", feature: "send-batch-v1" } });
+      },
+      async acknowledgeCarrying() {
+        throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "acknowledge", feature: "ack-carry-v1" } });
+      },
       async watch(): Promise<WatchResult> {
         throw new TaskError("INCOMPATIBLE_PROTOCOL", { details: { operation: "watch" } });
       },

@@ -16,6 +16,7 @@
  * One archived type is shown too: a worker's result that arrived after the clock timed the task
  * out (`task.late_terminal` of a worker's intent) is for the origin's model — it settles the outcome.
  */
+import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import { TASK_EVENT_TYPES } from "../../src/protocol/events.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import type { ObservedReply } from "../../kit/observing-fetch.ts";
@@ -50,7 +51,9 @@ export function intentAuthors(): IntentAuthors {
 /** The intents parties sent, from the send requests their transports recorded (answered or not). */
 export function authorsFromReplies(parties: readonly { readonly replies: readonly ObservedReply[] }[]): IntentAuthors {
   const authors = intentAuthors();
-  for (const party of parties) for (const entry of party.replies) if (entry.operation === "send") authors.sent(entry.request.envelope);
+  for (const party of parties)
+    for (const entry of party.replies)
+      if (entry.operation === "send") for (const envelope of requestEnvelopes(entry.request)) authors.sent(envelope);
   return authors;
 }
 

@@ -155,6 +155,42 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       await store.maintain(Date.now());
     });
 
+    test("admitEach (send-batch-v1, ack-carry-v1): each admission in order, a refused target's later ones skipped, the acknowledgements only when all were accepted", async () => {
+      const store = await fresh();
+      const source = await connected(store, "each-source");
+      const [b, c] = [await connected(store, "each-b"), await connected(store, "each-c")];
+      const gone = endpoint(crypto.randomUUID());
+      const binding = { session: "each-source", endpointId: source.id, now: Date.now() };
+      const first = await admission(b, source);
+      expect(await store.admit(first)).toMatchObject({ kind: "accepted" });
+      const requests = [
+        await admission(source, b),
+        await admission(source, gone),
+        await admission(source, gone),
+        await admission(source, c),
+      ];
+      const carried = await store.bound(binding, { kind: "admitEach", requests, acknowledge: [first.envelopeId] });
+      expect(carried.outcome!.admitted.map((outcome) => outcome.kind)).toEqual(["accepted", "target-not-live", "skipped", "accepted"]);
+      // A refusal withholds the acknowledgements: the delivery stays.
+      expect(carried.outcome!.acknowledged).toBeUndefined();
+      expect((await pageOf(store, source)).ids).toEqual([first.envelopeId]);
+      expect((await pageOf(store, b)).ids).toEqual([requests[0]!.envelopeId]);
+      expect((await pageOf(store, c)).ids).toEqual([requests[3]!.envelopeId]);
+      // All accepted (the first a duplicate now): the acknowledgements follow, each its outcome in order.
+      const again = await store.bound(binding, {
+        kind: "admitEach",
+        requests: [requests[0]!],
+        acknowledge: [first.envelopeId, "never-sent"],
+      });
+      expect(again.outcome).toMatchObject({ admitted: [{ kind: "accepted", duplicate: true }] });
+      expect(again.outcome!.acknowledged).toEqual([{ kind: "acknowledged", duplicate: false }, { kind: "unknown" }]);
+      expect((await pageOf(store, source)).ids).toEqual([]);
+      // A binding that does not pass does nothing.
+      const stranger = await store.bound({ ...binding, session: "each-b" }, { kind: "admitEach", requests: [await admission(source, c)] });
+      expect(stranger.outcome).toBeUndefined();
+      expect((await pageOf(store, c)).ids).toEqual([requests[3]!.envelopeId]);
+    });
+
     test("pages: after a cursor, at most `limit` items, hasMore, sparse cursors after acknowledgements, and a cursor ahead of the mailbox", async () => {
       const store = await fresh();
       const source = await connected(store, "page-source");

@@ -1,13 +1,15 @@
 /**
  * One Redis round trip per send, receive and ACK (issue 27): a relay on the Redis store judges the
  * binding and runs the operation in one Lua script (BOUND_ADMIT, BOUND_PAGE, BOUND_ACKNOWLEDGE, and
- * BOUND_ACKNOWLEDGE_BATCH for a whole `ack-batch-v1` request), so each costs one script call — counted by Redis itself (`INFO commandstats`, EVALSHA and EVAL),
+ * BOUND_ACKNOWLEDGE_BATCH for a whole `ack-batch-v1` request, BOUND_ADMIT_EACH for a whole
+ * `send-batch-v1` send or an `ack-carry-v1` acknowledgement with its receipts), so each costs one
+ * script call — counted by Redis itself (`INFO commandstats`, EVALSHA and EVAL),
  * besides the relay's own maintenance (one call a second) during the run.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
-import { relayMaintenanceIntervalMs } from "../../src/protocol/limits.ts";
+import { relayMaintenanceIntervalMs, sendBatchMaxItems } from "../../src/protocol/limits.ts";
 import { useRedisRelays } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
@@ -76,5 +78,30 @@ describeWithPackage("a relay on Redis", REDIS_BINARY, REDIS_PACKAGE, () => {
     expect(batch.calls).toBeLessThanOrEqual(1 + batch.maintenance);
     expect(results.map((result) => result.outcome)).toEqual([...ids.map(() => "acknowledged"), "unknown"]);
     expect(results.map((result) => result.envelopeId)).toEqual([...ids, unknown]);
+  });
+
+  test(`a send-batch-v1 send of ${sendBatchMaxItems} envelopes, and an ack-carry-v1 acknowledgement with its receipts, cost one script call each`, async () => {
+    const url = fx.relays[0]!.url;
+    const [sender, receiver] = await Promise.all([
+      WireSession.connect(url, { label: "each-a" }),
+      WireSession.connect(url, { label: "each-b" }),
+    ]);
+    const envelopes = Array.from({ length: sendBatchMaxItems }, () => sender.envelopeTo(receiver.endpoint));
+    let outcomes: string[] = [];
+    const sent = await counted(async () => {
+      outcomes = (await sender.call("send", { envelopes })).body.value.results.map((result: { outcome: string }) => result.outcome);
+    });
+    expect(outcomes).toEqual(envelopes.map(() => "accepted"));
+    expect(sent.calls).toBeLessThanOrEqual(1 + sent.maintenance);
+    const ids = envelopes.map((envelope) => envelope.envelopeId);
+    const receipts = ids.slice(0, 3).map((id) => receiver.envelopeTo(sender.endpoint, { payload: { receipt: id } }));
+    let acknowledged: string[] = [];
+    const carried = await counted(async () => {
+      const value = (await receiver.call("acknowledge", { envelopeIds: ids, envelopes: receipts })).body.value;
+      acknowledged = value.results.map((result: { outcome: string }) => result.outcome);
+    });
+    expect(acknowledged).toEqual(ids.map(() => "acknowledged"));
+    expect(carried.calls).toBeLessThanOrEqual(1 + carried.maintenance);
+    expect((await sender.drain()).map((item) => item.envelope.envelopeId)).toEqual(receipts.map((receipt) => receipt.envelopeId));
   });
 });

@@ -31,6 +31,8 @@ import {
   type EncodedEnvelope,
   EPOCHLESS_CODES,
   FEATURE_ACK_BATCH,
+  FEATURE_ACK_CARRY,
+  FEATURE_SEND_BATCH,
   FEATURE_BINDING_SECRET,
   FEATURE_MAIL_EXPIRY,
   FEATURE_QUOTAS,
@@ -1286,9 +1288,11 @@ describe("features", () => {
     expect([...watcher.features()].sort()).toEqual(
       [
         FEATURE_ACK_BATCH,
+        FEATURE_ACK_CARRY,
         FEATURE_BINDING_SECRET,
         FEATURE_MAIL_EXPIRY,
         FEATURE_QUOTAS,
+        FEATURE_SEND_BATCH,
         FEATURE_STRICT_ANSWERS,
         FEATURE_SUCCESSOR,
         FEATURE_WATCH,
@@ -1338,6 +1342,73 @@ describe("features", () => {
       "acknowledged",
       "duplicate",
     ]);
+  });
+
+  test("send (send-batch-v1): one tick's sends that share a signal leave in one request, each settling with its own outcome", async () => {
+    const proxy = newProxy();
+    const sender = open(proxy.url);
+    await sender.connect();
+    const receiver = open(relay.url);
+    await receiver.connect();
+    const gone = { relay: RELAY_ID, id: crypto.randomUUID() };
+    const envelopes = [envelopeTo(sender, receiver.binding()!.endpoint), envelopeTo(sender, gone), envelopeTo(sender, gone)];
+    const before = seen(proxy, "send");
+    const settled = await Promise.all(envelopes.map((envelope) => settle(sender.send(envelope))));
+    expect(seen(proxy, "send") - before).toBe(1);
+    expect((settled[0] as { envelopeId: string }).envelopeId).toBe(envelopes[0]!.envelopeId);
+    expectFailure(settled[1] as TaskError, "TARGET_NOT_REGISTERED", "send", false);
+    // Skipped after its target's refusal: not tried, so deferred (retryable), not refused.
+    expect((settled[2] as TaskError).code).toBe("TASK_DELIVERY_DEFERRED");
+    expect((await receiver.receive("0")).deliveries.map((delivery) => delivery.envelopeId)).toEqual([envelopes[0]!.envelopeId]);
+    // Different signals (or ticks) are different requests; a lone send is a single send.
+    await Promise.all([
+      sender.send(envelopeTo(sender), new AbortController().signal),
+      sender.send(envelopeTo(sender), new AbortController().signal),
+    ]);
+    expect(seen(proxy, "send") - before).toBe(3);
+  });
+
+  test("sendBatch and acknowledgeCarrying: outcomes in order; the carried receipt is admitted before the ids are acknowledged, or they are withheld", async () => {
+    const sender = open(relay.url);
+    const receiver = open(relay.url);
+    await Promise.all([sender.connect(), receiver.connect()]);
+    const [first, second] = [envelopeTo(sender, receiver.binding()!.endpoint), envelopeTo(sender, receiver.binding()!.endpoint)];
+    const sent = await sender.sendBatch([first, second]);
+    expect(sent.map((outcome) => [outcome.envelopeId, outcome.outcome])).toEqual([
+      [first.envelopeId, "accepted"],
+      [second.envelopeId, "accepted"],
+    ]);
+    const ids = [first.envelopeId, second.envelopeId];
+    const stray = envelopeTo(receiver, { relay: RELAY_ID, id: crypto.randomUUID() });
+    const withheld = await receiver.acknowledgeCarrying(ids, [envelopeTo(receiver, sender.binding()!.endpoint), stray]);
+    expect(withheld.results.map((result) => result.outcome)).toEqual(["withheld", "withheld"]);
+    expect(withheld.sent.map((outcome) => outcome.outcome)).toEqual(["accepted", "refused"]);
+    const receipt = envelopeTo(receiver, sender.binding()!.endpoint);
+    const carried = await receiver.acknowledgeCarrying(ids, [receipt]);
+    expect(carried.results.map((result) => result.outcome)).toEqual(["acknowledged", "acknowledged"]);
+    expect((await receiver.receive("0")).deliveries).toEqual([]);
+    expect((await sender.receive("0")).deliveries.map((delivery) => delivery.envelopeId)).toHaveLength(2);
+  });
+
+  test("against a relay without send-batch-v1, send goes one envelope a request and sendBatch fails INCOMPATIBLE_PROTOCOL without a request", async () => {
+    const proxy = newProxy();
+    proxy.push({
+      operation: "profile",
+      kind: "rewrite",
+      rewrite: (body) => ({ ...body, features: [] }),
+    });
+    const sender = open(proxy.url);
+    await sender.connect();
+    const before = seen(proxy, "send");
+    await Promise.all([sender.send(envelopeTo(sender)), sender.send(envelopeTo(sender))]);
+    expect(seen(proxy, "send") - before).toBe(2);
+    expectFailure(await failure(sender.sendBatch([envelopeTo(sender)])), "INCOMPATIBLE_PROTOCOL", "send");
+    expectFailure(
+      await failure(sender.acknowledgeCarrying([crypto.randomUUID()], [envelopeTo(sender)])),
+      "INCOMPATIBLE_PROTOCOL",
+      "acknowledge",
+    );
+    expect(seen(proxy, "send") - before).toBe(2);
   });
 
   test("a watch may wait longer than requestTimeoutMs: its wait extends the deadline", async () => {

@@ -9,6 +9,8 @@ import { createDoorbell, type Doorbell } from "./doorbell.ts";
 import { createMailboxes, type Mailboxes, storedCursor } from "./mailbox.ts";
 import { createRegistry, type Registry } from "./registry.ts";
 import {
+  type AdmitEachOutcome,
+  type AdmitRequest,
   bindingPasses,
   type BoundOperation,
   type BoundOutcomes,
@@ -176,7 +178,32 @@ function runBound(mail: MailMethods, endpointId: string, operation: BoundOperati
       return mail.acknowledge(endpointId, operation.envelopeId);
     case "acknowledgeBatch":
       return Promise.all(operation.envelopeIds.map((envelopeId) => mail.acknowledge(endpointId, envelopeId)));
+    case "admitEach":
+      return admitEach(mail, endpointId, operation.requests, operation.acknowledge);
   }
+}
+
+/** `admitEach` (store.ts): the admissions in order, a refused target's later envelopes skipped; the acknowledgements only after all were accepted. */
+async function admitEach(
+  mail: MailMethods,
+  endpointId: string,
+  requests: readonly AdmitRequest[],
+  acknowledge: readonly string[] | undefined,
+): Promise<AdmitEachOutcome> {
+  const refusedTargets = new Set<string>();
+  const admitted: AdmitEachOutcome["admitted"][number][] = [];
+  for (const request of requests) {
+    if (refusedTargets.has(request.target.id)) {
+      admitted.push({ kind: "skipped" });
+      continue;
+    }
+    const outcome = await mail.admit(request);
+    if (outcome.kind !== "accepted") refusedTargets.add(request.target.id);
+    admitted.push(outcome);
+  }
+  if (acknowledge === undefined || refusedTargets.size > 0) return { admitted };
+  const acknowledged = await Promise.all(acknowledge.map((envelopeId) => mail.acknowledge(endpointId, envelopeId)));
+  return { admitted, acknowledged };
 }
 
 /** A binding and its operation, one after the other (nothing runs between them in one process). */

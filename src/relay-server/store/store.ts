@@ -141,7 +141,17 @@ export type BoundOperation =
   | { readonly kind: "admit"; readonly request: AdmitRequest }
   | { readonly kind: "page"; readonly after: string; readonly limit: number }
   | { readonly kind: "acknowledge"; readonly envelopeId: string }
-  | { readonly kind: "acknowledgeBatch"; readonly envelopeIds: readonly string[] };
+  | { readonly kind: "acknowledgeBatch"; readonly envelopeIds: readonly string[] }
+  | {
+      /**
+       * `send-batch-v1` / `ack-carry-v1`: each admission on its own, in order; one whose target saw a
+       * refusal (or a skip) earlier in the list is skipped. Then, only if every admission was
+       * accepted, each of `acknowledge` (the binding's endpoint's deliveries) as `acknowledgeBatch`.
+       */
+      readonly kind: "admitEach";
+      readonly requests: readonly AdmitRequest[];
+      readonly acknowledge?: readonly string[];
+    };
 
 /** What each bound operation answers. */
 export interface BoundOutcomes {
@@ -150,6 +160,13 @@ export interface BoundOutcomes {
   readonly acknowledge: AcknowledgeOutcome;
   /** Each id's outcome, in the order given (each acknowledgement atomic on its own). */
   readonly acknowledgeBatch: readonly AcknowledgeOutcome[];
+  readonly admitEach: AdmitEachOutcome;
+}
+
+/** What `admitEach` did: each admission's outcome in order (`skipped`: not tried), and the acknowledgements when every one was accepted. */
+export interface AdmitEachOutcome {
+  readonly admitted: readonly (AdmitOutcome | { readonly kind: "skipped" })[];
+  readonly acknowledged?: readonly AcknowledgeOutcome[];
 }
 
 /** A bound operation's binding lookup and, when it passed, the operation's outcome. */

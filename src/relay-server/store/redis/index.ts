@@ -19,6 +19,7 @@ import {
 import { violation } from "../invariant.ts";
 import {
   type AcknowledgeOutcome,
+  type AdmitEachOutcome,
   type AdmitOutcome,
   type AdmitRequest,
   type BindingLookup,
@@ -348,7 +349,26 @@ function boundCall(operation: BoundOperation): { script: RedisScript; args: stri
       return { script: SCRIPTS.boundAcknowledge, args: [operation.envelopeId], outcome: acknowledgeOutcome };
     case "acknowledgeBatch":
       return { script: SCRIPTS.boundAcknowledgeBatch, args: [...operation.envelopeIds], outcome: acknowledgeOutcomes };
+    case "admitEach": {
+      const args = [String(operation.requests.length), ...operation.requests.flatMap(admitArgs), ...(operation.acknowledge ?? [])];
+      return { script: SCRIPTS.boundAdmitEach, args, outcome: admitEachOutcome };
+    }
   }
+}
+
+/** BOUND_ADMIT_EACH's reply: each admission's reply after its length, then the acknowledgements (two fields each) if any. */
+function admitEachOutcome(reply: Reply): AdmitEachOutcome {
+  const admitted: AdmitEachOutcome["admitted"][number][] = [];
+  let at = 0;
+  let accepted = true;
+  while (at < reply.length && /^[0-9]+$/.test(reply[at]!)) {
+    const length = Number(reply[at]);
+    const fields = reply.slice(at + 1, at + 1 + length);
+    admitted.push(fields[0] === "skipped" ? { kind: "skipped" } : admitOutcome(fields));
+    accepted &&= fields[0] === "accepted";
+    at += 1 + length;
+  }
+  return accepted ? { admitted, acknowledged: acknowledgeOutcomes(reply.slice(at)) } : { admitted };
 }
 
 /** The script arguments of an admission (ADMIT's ARGV 3–11). */

@@ -714,6 +714,44 @@ end
 `;
 const BOUND_ACKNOWLEDGE_BATCH = boundScript(`${RELEASE}${ACKNOWLEDGE_FUNCTION}${ACKNOWLEDGE_EACH}`, "acknowledge_each(ARGV[4])");
 
+/** Script arguments of one admission (ADMIT's ARGV 3–11). */
+export const ADMIT_ARGS = 9;
+
+/**
+ * `send-batch-v1` / `ack-carry-v1`: ARGV 7 the number of admissions n, then n × 9 admission
+ * arguments (as ADMIT's 3–11), then the envelope ids to acknowledge. Each admission on its own, in
+ * order; one to a target already refused (or skipped) in this script is skipped. Reply: each
+ * admission's reply prefixed by its length ('skipped' alone when skipped); then, only if every one
+ * was accepted, two fields per acknowledged id as ACKNOWLEDGE_EACH.
+ */
+const ADMIT_EACH = `
+local function admit_each(id)
+  local n = tonumber(ARGV[7])
+  local out = {}
+  local refused = {}
+  local all = true
+  for i = 0, n - 1 do
+    local a = 8 + i * ${ADMIT_ARGS}
+    local r
+    if refused[ARGV[a + 3]] then r = { 'skipped' } else
+      r = admit(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8])
+    end
+    if r[1] ~= 'accepted' then refused[ARGV[a + 3]] = true; all = false end
+    out[#out + 1] = tostring(#r)
+    for _, v in ipairs(r) do out[#out + 1] = v end
+  end
+  if all then
+    for i = 8 + n * ${ADMIT_ARGS}, #ARGV do
+      local k = acknowledge(id, ARGV[i])
+      out[#out + 1] = k[1]
+      out[#out + 1] = k[2] or ''
+    end
+  end
+  return out
+end
+`;
+const BOUND_ADMIT_EACH = boundScript(`${QUOTA}${ADMIT_FUNCTION}${RELEASE}${ACKNOWLEDGE_FUNCTION}${ADMIT_EACH}`, "admit_each(ARGV[4])");
+
 function script(name: string, source: string): RedisScript {
   return { name, source, sha: new Bun.CryptoHasher("sha1").update(source).digest("hex") };
 }
@@ -732,6 +770,7 @@ export const SCRIPTS = {
   boundPage: script("boundPage", BOUND_PAGE),
   boundAcknowledge: script("boundAcknowledge", BOUND_ACKNOWLEDGE),
   boundAcknowledgeBatch: script("boundAcknowledgeBatch", BOUND_ACKNOWLEDGE_BATCH),
+  boundAdmitEach: script("boundAdmitEach", BOUND_ADMIT_EACH),
   page: script("page", PAGE),
   acknowledge: script("acknowledge", ACKNOWLEDGE),
   look: script("look", LOOK),
