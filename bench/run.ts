@@ -13,9 +13,10 @@ import { loadavg } from "node:os";
 import { relayMaxMailboxItems } from "../src/protocol/limits.ts";
 import { join } from "node:path";
 import { type AcceptanceResult, measureAcceptance } from "./measure/acceptance.ts";
-import { type CyclesResult, measureCycles } from "./measure/cycles.ts";
+import { type CyclesResult, measureCycles, SENDERS } from "./measure/cycles.ts";
 import { type DeliveryResult, measureDelivery } from "./measure/delivery.ts";
 import { measureMemory, type MemoryResult } from "./measure/memory.ts";
+import { measureNodeCycles, type NodeCyclesMeasurement, nodeCyclesSkipped } from "./measure/node-cycles.ts";
 import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
 import { type GrowthResult, growthMarkdown, measureGrowth } from "./measure/growth.ts";
@@ -85,6 +86,7 @@ export interface BenchResults {
   readonly measurements: {
     readonly throughput: ThroughputResult;
     readonly cycles: CyclesResult;
+    readonly nodeCycles: NodeCyclesMeasurement;
     readonly signing: SigningResult;
     readonly signedCycles: SignedCyclesResult;
     readonly sealedCycles: SealedCyclesResult;
@@ -145,7 +147,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       detail: `${fmt(t.relayReceive.perSecond)} req/s; per round ${t.roundRatios.join(", ")}; \`health\` ${t.healthRatio}×; the real client reaches ${t.clientRatio}× of the raw-fetch rate`,
       goal: { op: ">=", value: GOALS.relayRateRatio },
       anchor: "—",
-      how: "the same client loop and body size against the real relay (CLI child process); each round measures echo and relay back to back and the figure is the median of the per-round ratios; `receive` on an empty mailbox (also `health`). The real-client number drives the same `receive` through `VolatileTaskSession` (ky + p-queue + reply validation) instead of raw `fetch`, as a ratio to the raw-fetch loop on the same relay; a third server, the echo reading bodies through a stream reader as the relay does, runs in the same rounds.",
+      how: `the same client loop and body size against the real relay (CLI child process); each of the ${t.rounds} rounds measures echo and relay back to back and the figure is the median of the per-round ratios; \`receive\` on an empty mailbox (also \`health\`). The real-client number drives the same \`receive\` through \`VolatileTaskSession\` (ky + p-queue + reply validation) instead of raw \`fetch\`, as a ratio to the raw-fetch loop on the same relay; a third server, the echo reading bodies through a stream reader as the relay does, runs in the same rounds.`,
       evidence: `relay receive ${fmt(t.relayReceive.perSecond)} req/s vs echo ${fmt(t.echo.perSecond)} req/s; the same echo reading its bodies the way the relay does (ReadableStream reader, \`bench/echo-server.ts --stream-body\`) runs at ${t.streamBodyRatio}× of the plain echo (${fmt(t.echoStreamBody.perSecond)} req/s).`,
       reason:
         "the relay's JS work per `receive` (≈ 8 µs in-process against ≈ 2.5 µs for the echo's parse and re-serialise: the request checks, the compiled schema check, the binding lookup, the page) lands on the same 2 cores as the client loop; rounds vary with the machine's load. Applied: declared bodies read natively under one swept deadline (no timer or AbortController per request), no URL object without a query, loopback peers and the JSON content type checked first, no JWT call without a secret, the epoch compared before any await. What would move it further: an operation router on Bun.serve's native `routes`, and one schema-and-fields check instead of two passes",
@@ -166,6 +168,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
               "Node's `node:http` parses and writes in JavaScript where Bun.serve does it natively, and each request is adapted to the handler (headers read in place, the body collected once): the handler's own work is the same on both. What would move it: an `undici`-free path for replies (already: one `writeHead` + `end`), fewer promise hops per request",
           },
         ]),
+    ...nodeCyclesFigures(m.nodeCycles),
     {
       id: "cycles-session",
       label: "Envelope cycles/s, real client (send + receive + ACK, 1 KiB)",
@@ -403,6 +406,28 @@ function signingFigures(c: CyclesResult, sg: SigningResult, sc: SignedCyclesResu
   ];
 }
 
+/** Envelope cycles/s with the relay on Node ÷ on Bun (issue 27, item 4): the relay on the runtime Pi's users have. */
+function nodeCyclesFigures(nc: NodeCyclesMeasurement): Figure[] {
+  if (nodeCyclesSkipped(nc)) return [];
+  const relay = nc.relayCpuUsPerCycle;
+  const client = nc.clientCpuUsPerCycle;
+  return [
+    {
+      id: "node-cycles-ratio",
+      label: "Relay on Node ÷ relay on Bun, envelope cycles/s (raw client; send + receive + ACK, 1 KiB)",
+      measured: nc.ratio,
+      unit: "×",
+      detail: `Node ${nc.nodeVersion}: ${fmt(nc.cyclesPerSecond.node)} vs Bun ${fmt(nc.cyclesPerSecond.bun)} cycles/s (medians over the rounds); relay CPU per cycle Node ${relay.node} µs, Bun ${relay.bun} µs; per round ${nc.rounds.map((item) => item.ratio).join(", ")}; lost ${nc.lost}, duplicates ${nc.duplicates}`,
+      goal: { op: ">=", value: GOALS.nodeRelayRatio },
+      anchor: "—",
+      how: `the raw-client workload of the \`cycles-raw\` row (${SENDERS} senders → 1 receiver, send + receive + one \`ack-batch-v1\` per page, 1 KiB text) against the built relay (\`dist/pi-tasks.js relay\`) on Node ≥ 22.19 and against the Bun relay (the sources under Bun, as in every other row), each in its own child process, one per runtime for the whole measurement. Before the rounds each relay gets the same warm-up: a run of ${fmt(nc.warmup.envelopes)} cycles, then ${fmt(nc.warmup.resends)} resends of accepted envelopes (answered \`duplicate\`: the send's parse, checks, canonical text and digest without a new receipt; the relay on Node keeps getting cheaper over its first several thousand sends, more than its receipt budget leaves room for beside the rounds, and may still be getting cheaper during the rounds: its CPU per cycle round by round is in the evidence). Then ${nc.rounds.length} round${nc.rounds.length === 1 ? "" : "s"} of ${fmt(nc.envelopesPerRun)} envelopes per run, each round both relays back to back, the order alternating; the figure is the median of the per-round ratios. The goal is the \`node-relay-ratio\` row's (≥ ${GOALS.nodeRelayRatio}: no goal was given for the relay on Node; the floor we hold it to). Every accepted id must be received exactly once and both relays must end empty. CPU per cycle: each relay process (\`/proc/<pid>/stat\`) and the bench process (the clients) over each timed run.`,
+      evidence: `per round ${nc.rounds.map((item) => `${item.ratio} (${item.first} first)`).join(", ")}; cycles/s (medians) Node ${fmt(nc.cyclesPerSecond.node)}, Bun ${fmt(nc.cyclesPerSecond.bun)}; relay CPU per cycle (medians) Node ${relay.node} µs, Bun ${relay.bun} µs (Bun ÷ Node ${ratio(relay.bun, relay.node)}), per round Node ${nc.rounds.map((item) => item.node.relayCpuUsPerCycle).join(", ")} µs, Bun ${nc.rounds.map((item) => item.bun.relayCpuUsPerCycle).join(", ")} µs; the clients ${client.node} µs per cycle against the relay on Node, ${client.bun} µs against Bun.`,
+      reason:
+        "the workload is bound by the relay process (the raw client costs a fraction of the relay's CPU per cycle), so the ratio follows the two relays' CPU per cycle. A CPU profile of the relay on Node under this workload (`node --cpu-prof`, from a cold start) puts first the socket writes of the replies (`writev`, head and body), then the garbage collector, then the handler's own code spread over many functions (reading the request, admission, canonical JSON; the same code as on Bun), then node:crypto's hashes and HMACs, then `node:http`'s parser and streams; Bun.serve parses and writes natively. What would move it: fewer allocations per request (the collector's share); the socket writes and the HTTP machinery are Node's own",
+    },
+  ];
+}
+
 /** Envelope cycles/s sealed ÷ plain: what sealing adds to signed mail on the real client. */
 function sealingFigure(c: CyclesResult, sl: SealedCyclesResult): Figure {
   const order = sl.rounds.map((round) => `${round.ratio} (${round.first} first)`).join(", ");
@@ -467,8 +492,21 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
       ok: pi.missing === 0 && pi.duplicateInsertions === 0,
       detail: `missing ${pi.missing}, duplicates ${pi.duplicateInsertions}`,
     },
+    ...(nodeCyclesSkipped(m.nodeCycles)
+      ? []
+      : [
+          {
+            name: "node-cycles: the relays on Node and on Bun lose and duplicate nothing, end empty",
+            ok: m.nodeCycles.lost === 0 && m.nodeCycles.duplicates === 0 && m.nodeCycles.left === 0,
+            detail: `lost ${m.nodeCycles.lost}, dup ${m.nodeCycles.duplicates}, left ${m.nodeCycles.left}`,
+          },
+        ]),
     ...redisChecks(m.redis),
-    ...m.growth.checks.map((check) => ({ name: `growth: ${check.name}`, ok: check.ok, detail: check.detail })),
+    ...m.growth.checks.map((check) => ({
+      name: check.name.startsWith("growth: ") ? check.name : `growth: ${check.name}`,
+      ok: check.ok,
+      detail: check.detail,
+    })),
   ];
 }
 
@@ -489,6 +527,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
   const measurements = {
     throughput: await step("throughput", () => measureThroughput({ quick })),
     cycles: await step("cycles", () => measureCycles({ quick })),
+    nodeCycles: await step("node-cycles", () => measureNodeCycles({ quick })),
     signing: await step("signing", () => measureSigning({ quick })),
     signedCycles: await step("signed-cycles", () => measureSignedCycles({ quick })),
     sealedCycles: await step("sealed-cycles", () => measureSealedCycles({ quick })),
@@ -502,6 +541,11 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     growth: await step("growth", () => measureGrowth({ quick })),
   };
   if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
+  if (nodeCyclesSkipped(measurements.nodeCycles)) progress(`node-cycles: skipped: ${measurements.nodeCycles.skipped}`);
+  const skipped = [
+    ...(isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : []),
+    ...(nodeCyclesSkipped(measurements.nodeCycles) ? [{ name: "node-cycles", reason: measurements.nodeCycles.skipped }] : []),
+  ];
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));
   return {
     machine: machineFacts(startLoad),
@@ -509,7 +553,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     durationSeconds: Math.round((performance.now() - started) / 100) / 10,
     figures: list,
     checks: integrity(measurements),
-    skipped: isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : [],
+    skipped,
     sections: [growthMarkdown(measurements.growth)],
     measurements,
     timings,

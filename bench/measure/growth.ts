@@ -2,11 +2,12 @@
  * Growth curves (issue 16, item 7): how a cost grows as the work it carries grows, each curve a
  * few points and a slope classified from them.
  *
- * - Relay cycles/s and delivery p95 against idle registered sessions: a relay process (child) per
- *   size, warmed up, with that many idle sessions registered through raw `connect` POSTs
- *   (binding-secret-v1, as our client does, the longest lease so none lapses); then, interleaved
- *   over the relays round by round, raw-client cycles runs (cycles.ts: send + receive + batched ACK,
- *   1 KiB text, 4 senders; the median run counts) and delivery samples between fresh pairs of fake
+ * - Relay cycles/s, the relay's CPU per cycle and delivery p95 against idle registered sessions: a
+ *   relay process (child) per size, warmed up, with that many idle sessions registered through raw
+ *   `connect` POSTs (binding-secret-v1, as our client does, the longest lease so none lapses); then,
+ *   interleaved over the relays round by round, raw-client cycles runs (cycles.ts: send + receive +
+ *   batched ACK, 1 KiB text, 4 senders; the median run counts; the relay process's CPU read from
+ *   `/proc/<pid>/stat` before and after each run) and delivery samples between fresh pairs of fake
  *   Pis (bench/lib/fake-pi.ts, the real extension stack with `watch-v1`): createTask accepted → the
  *   worker's ACK returned, one task at a time with a pause between. The relay refuses
  *   registrations beyond `relayMaxRegistrations` (RELAY_CAPACITY, by design), so the largest point
@@ -102,14 +103,14 @@ const QUICK_IDLE_SIZES = [1, 10, 100];
 /** What the issue asks for as the largest point; beyond the relay's registration budget. */
 const ASKED_LARGEST_SESSIONS = 10_000;
 /**
- * Envelopes of each cycles run, runs per point (the median counts: this 2-core machine is shared
- * and single runs swing by ±20 %), and each relay's warm-up run. A relay keeps a dedupe
- * receipt per accepted envelope for 15 minutes within `relayMaxReceiptBytes` (about 6,700 1 KiB
- * envelopes), so every envelope of one point must fit in its relay's receipts (checked).
+ * Envelopes of each cycles run, runs per point (odd: the median run counts, since this 2-core
+ * machine is shared and single runs swing by ±20 %), and each relay's warm-up run. A relay keeps
+ * a dedupe receipt per accepted envelope for 15 minutes within `relayMaxReceiptBytes` (about 6,700
+ * 1 KiB envelopes), so every envelope of one point must fit in its relay's receipts (checked).
  */
 const CYCLE_ENVELOPES = 1_200;
 const QUICK_CYCLE_ENVELOPES = 60;
-const CYCLE_RUNS = 4;
+const CYCLE_RUNS = 3;
 const QUICK_CYCLE_RUNS = 1;
 const WARMUP_CYCLE_ENVELOPES = 300;
 const QUICK_WARMUP_CYCLE_ENVELOPES = 20;
@@ -171,6 +172,8 @@ const PERCENT = 100;
 const PER_UNIT_SHOWN_FROM = 0.1;
 const PER_THOUSAND = 1_000;
 const MS_PER_SECOND = 1_000;
+/** One tick of `/proc/<pid>/stat` CPU time (USER_HZ = 100), µs. */
+const TICK_US = 10_000;
 
 // ---------------------------------------------------------------------------------------------
 // Slopes and formatting
@@ -321,7 +324,7 @@ export async function relayUsage(
  * Throws unless the relay's receipt budget has room for `envelopes` more (at the bytes per receipt
  * seen so far): a full budget refuses sends with RELAY_CAPACITY until receipts expire (15 min).
  */
-async function requireReceiptRoom(url: string, probe: Record<string, unknown>, envelopes: number): Promise<void> {
+export async function requireReceiptRoom(url: string, probe: Record<string, unknown>, envelopes: number): Promise<void> {
   const { receipts, receiptBytes } = await relayUsage(url, probe);
   if (receipts === 0) return;
   const room = Math.floor((relayMaxReceiptBytes - receiptBytes) / (receiptBytes / receipts));
@@ -374,6 +377,8 @@ interface RelayPoint {
   readonly idle: number;
   readonly registrations: number;
   readonly cyclesPerSecond: number;
+  /** The relay process's CPU per cycle (user + system), median over the runs, µs; NaN when unreadable. */
+  readonly relayCpuUsPerCycle: number;
   readonly deliveryP95Ms: number;
 }
 
@@ -421,6 +426,8 @@ interface Station {
   readonly probe: Record<string, unknown>;
   readonly idle: number;
   readonly rates: number[];
+  /** The relay's CPU per cycle of each run, µs (runs where it was unreadable left out). */
+  readonly cpuUs: number[];
   readonly ackMs: number[];
 }
 
@@ -444,7 +451,7 @@ async function openStation(target: number | "budget", settings: RelaySettings, c
       probe,
       settings.runs * settings.envelopes + settings.rounds * (settings.samplesPerRound + settings.warmup),
     );
-    return { relay, probe, idle, rates: [], ackMs: [] };
+    return { relay, probe, idle, rates: [], cpuUs: [], ackMs: [] };
   } catch (error) {
     await relay.stop().catch(() => undefined);
     throw error;
@@ -475,6 +482,7 @@ async function relayPoints(settings: RelaySettings, counts: RelayCounts): Promis
         counts.duplicates += run.duplicates;
         counts.capacityRefusals += run.capacityRefusals;
         station.rates.push(run.cyclesPerSecond);
+        if (run.relayCpuUsPerCycle >= 0) station.cpuUs.push(run.relayCpuUsPerCycle);
       }
     }
     for (let round = 0; round < settings.rounds; round += 1) {
@@ -492,6 +500,7 @@ async function relayPoints(settings: RelaySettings, counts: RelayCounts): Promis
         idle: station.idle,
         registrations,
         cyclesPerSecond: Math.round(median(station.rates)),
+        relayCpuUsPerCycle: station.cpuUs.length === 0 ? Number.NaN : Math.round(median(station.cpuUs)),
         deliveryP95Ms: round(summarize(station.ackMs).p95, 2),
       });
     }
@@ -521,6 +530,15 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
     points: points.map((point) => ({ x: point.idle, value: point.cyclesPerSecond })),
     note: `A relay process per point, all open at once and the runs interleaved across them, the order reversed every other round (receipts piling up from earlier points would slow later ones by themselves on one relay); idle sessions registered with raw connects (binding secret, ${formatNumber(leaseMaxMs / MS_PER_SECOND)} s lease) beside the active clients; at each point the median of ${settings.runs} runs of ${formatNumber(settings.envelopes)} cycles of a 1 KiB text, 4 raw senders → 1 receiver (cycles.ts). ${capped}`,
   });
+  const cpu = curve({
+    id: "growth-relay-cpu",
+    title: "Relay CPU per cycle (the relay process, user + system) against idle registered sessions, µs",
+    xLabel: sessionsLabel,
+    xUnit: "idle session",
+    unit: "µs",
+    points: points.map((point) => ({ x: point.idle, value: point.relayCpuUsPerCycle })),
+    note: `The relay process's CPU time (\`/proc/<pid>/stat\`, user + system, 10 ms ticks) read before and after each timed cycles run of the curve above, divided by its ${formatNumber(settings.envelopes)} cycles (one tick is ${readable(TICK_US / settings.envelopes)} µs per cycle of a run); the median of the ${settings.runs} runs at each point. Same relays, points and runs as the cycles curve.`,
+  });
   const delivery = curve({
     id: "growth-delivery-p95",
     title: "Delivery p95 with watch-v1 (accepted → worker's ACK) against idle registered sessions, ms",
@@ -542,6 +560,11 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
       detail: `unacknowledged ${counts.unacknowledged}, watch-v1 ${counts.watching ? "seen" : "missing"}`,
     },
     { name: "growth: every idle registration accepted", ok: counts.refused === 0, detail: `refused ${counts.refused}` },
+    {
+      name: "growth: the relay's CPU read at every point",
+      ok: points.every((point) => Number.isFinite(point.relayCpuUsPerCycle)),
+      detail: points.map((point) => `${formatNumber(point.idle)}: ${point.relayCpuUsPerCycle} µs`).join(", "),
+    },
   ];
   if (!quick) {
     const full = largest.registrations === relayMaxRegistrations;
@@ -551,7 +574,7 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
       detail: `${formatNumber(largest.registrations)} of ${formatNumber(relayMaxRegistrations)}`,
     });
   }
-  return { curves: [cycles, delivery], checks };
+  return { curves: [cycles, cpu, delivery], checks };
 }
 
 // ---------------------------------------------------------------------------------------------

