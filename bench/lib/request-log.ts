@@ -66,6 +66,30 @@ function operationOf(
   return { operation: "other" };
 }
 
+/**
+ * The ids an answered `acknowledge` acknowledged: the one it named, or those of its batch whose
+ * outcome is not `withheld` (`ack-carry-v1`: withheld when a carried receipt was not accepted).
+ */
+function acknowledgedIds(entry: LoggedRequest, reply: string): readonly string[] {
+  if (entry.envelopeIds === undefined) return entry.envelopeId === undefined ? [] : [entry.envelopeId];
+  if (!reply.includes('"withheld"')) return entry.envelopeIds;
+  const results = (JSON.parse(reply) as { value?: { results?: { envelopeId: string; outcome: string }[] } }).value?.results ?? [];
+  return results.filter((result) => result.outcome !== "withheld").map((result) => result.envelopeId);
+}
+
+/** The request of the log that acknowledged `envelopeId` first (see `ackedAt`). */
+export function ackRequestOf(log: RequestLog, envelopeId: string): LoggedRequest | undefined {
+  const at = log.ackedAt(envelopeId);
+  return at === undefined
+    ? undefined
+    : log.entries.find(
+        (entry) =>
+          entry.operation === "acknowledge" &&
+          entry.endedAt === at &&
+          (entry.envelopeId === envelopeId || entry.envelopeIds?.includes(envelopeId) === true),
+      );
+}
+
 export function createRequestLog(): RequestLog {
   const entries: LoggedRequest[] = [];
   const acked = new Map<string, number>();
@@ -94,7 +118,7 @@ export function createRequestLog(): RequestLog {
     entry.status = response.status;
     entry.ok = response.status === 200 && reply.startsWith('{"ok":true');
     if (entry.ok && entry.operation === "acknowledge") {
-      for (const envelopeId of entry.envelopeIds ?? (entry.envelopeId === undefined ? [] : [entry.envelopeId])) {
+      for (const envelopeId of acknowledgedIds(entry, reply)) {
         if (acked.has(envelopeId)) continue;
         acked.set(envelopeId, entry.endedAt);
         for (const listener of listeners) listener(envelopeId, entry.endedAt);

@@ -24,6 +24,7 @@ import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";
 import { introduceFakePis, requireSentAtOnce } from "../lib/proofs.ts";
 import { filler } from "../lib/wire.ts";
+import { ackRequestOf, type LoggedRequest } from "../lib/request-log.ts";
 
 const RATE_PER_SECOND = 10;
 const WATCH_SAMPLES = 60;
@@ -42,6 +43,11 @@ export interface DeliveryRun {
   readonly samples: number;
   readonly ackMs: Summary;
   readonly insertMs: Summary;
+  /** Accepted → the worker's acknowledging request started, and that request's own time (its reply read). */
+  readonly ackStartMs: Summary;
+  readonly ackRequestMs: Summary;
+  /** The worker's relay requests per delivery while sampling, by operation. */
+  readonly workerRequestsPerDelivery: Readonly<Record<string, number>>;
   /** Accepted assignments never ACKed within the drain timeout. */
   readonly unacknowledged: number;
   /** Insertions of the same event more than once. */
@@ -104,6 +110,7 @@ export async function deliveryBetween(
     const sent: { taskId: string; envelopeId: string; acceptedAt: number }[] = [];
     const intervalMs = msPerSecond / RATE_PER_SECOND;
     const start = now() + intervalMs;
+    const sampling = worker.log.entries.length;
     for (let index = 0; index < samples; index += 1) {
       await sleepUntil(start + index * intervalMs);
       sent.push(await send());
@@ -111,11 +118,18 @@ export async function deliveryBetween(
     await eventually(() => sent.every((item) => worker!.log.ackedAt(item.envelopeId) !== undefined), DRAIN_TIMEOUT_MS, POLL_MS);
     const ack: number[] = [];
     const insert: number[] = [];
+    const ackStart: number[] = [];
+    const ackRequest: number[] = [];
     let unacknowledged = 0;
     for (const item of sent) {
       const ackedAt = worker.log.ackedAt(item.envelopeId);
       if (ackedAt === undefined) unacknowledged += 1;
       else ack.push(ackedAt - item.acceptedAt);
+      const request = ackRequestOf(worker.log, item.envelopeId);
+      if (request !== undefined) {
+        ackStart.push(request.startedAt - item.acceptedAt);
+        ackRequest.push(request.endedAt - request.startedAt);
+      }
       const at = insertedAt.get(item.taskId);
       if (at !== undefined) insert.push(at - item.acceptedAt);
     }
@@ -126,6 +140,9 @@ export async function deliveryBetween(
       samples,
       ackMs: roundSummary(summarize(ack), 1),
       insertMs: roundSummary(summarize(insert), 1),
+      ackStartMs: roundSummary(summarize(ackStart), 1),
+      ackRequestMs: roundSummary(summarize(ackRequest), 1),
+      workerRequestsPerDelivery: perDelivery(worker.log.entries.slice(sampling), samples),
       unacknowledged,
       duplicateInsertions: ids.length - new Set(ids).size,
     };
@@ -133,6 +150,13 @@ export async function deliveryBetween(
     await origin?.stop().catch(() => undefined);
     await worker?.stop().catch(() => undefined);
   }
+}
+
+/** Requests per delivery by operation (two decimals). */
+function perDelivery(entries: readonly LoggedRequest[], samples: number): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const entry of entries) counts[entry.operation] = (counts[entry.operation] ?? 0) + 1;
+  return Object.fromEntries(Object.entries(counts).map(([operation, count]) => [operation, Math.round((count / samples) * 100) / 100]));
 }
 
 export async function measureDelivery(options: { quick?: boolean } = {}): Promise<DeliveryResult> {
