@@ -53,9 +53,8 @@ export function takeReceiptTail(context: CoreContext, scope: WorkScope, tail: re
 }
 
 /** A presented delivery that may be ACKed once the carried receipts are accepted (and not before). */
-export function ridesWithCarried(context: CoreContext, scope: WorkScope, row: CoreDelivery): boolean {
-  if (scope.carried.length === 0 || row.stage !== "presented") return false;
-  const carried = new Set(scope.carried);
+export function ridesWithCarried(context: CoreContext, carried: ReadonlySet<string>, row: CoreDelivery): boolean {
+  if (carried.size === 0 || row.stage !== "presented") return false;
   const { store } = context;
   return requiredOf(row.data).every(
     (id) => carried.has(id) || store.getOutbox(id)?.state === "accepted" || store.getQuarantine(id) !== undefined,

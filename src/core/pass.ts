@@ -321,10 +321,11 @@ export async function repairAcknowledgements(context: CoreContext, scope: WorkSc
   const fresh: CoreDelivery[] = [];
   // Deliveries whose receipts ride in the ACK request are not authorised first (carry.ts).
   const riding: CoreDelivery[] = [];
+  const carried = new Set(scope.carried);
   for (const row of store.deliveries()) {
     if (row.ackRequested) continue;
     if (ackEligible(context, row)) fresh.push(store.updateDelivery(row.envelopeId, { ackRequested: true }));
-    else if (ridesWithCarried(context, scope, row)) riding.push(row);
+    else if (ridesWithCarried(context, carried, row)) riding.push(row);
   }
   const first = await ackBatch(context, scope, [...fresh, ...riding]);
   if (scope.carried.length > 0 && !isClosed(context)) await shipCarried(context, scope);

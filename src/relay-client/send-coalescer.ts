@@ -30,7 +30,6 @@ export interface SendCoalescer {
 
 interface Waiter {
   readonly envelope: EncodedEnvelope;
-  readonly bytes: number;
   resolve(acceptance: SendAcceptance): void;
   reject(error: unknown): void;
 }
@@ -88,7 +87,17 @@ export function createSendCoalescer(options: SendCoalescerOptions): SendCoalesce
   function flush(signal: AbortSignal | undefined): void {
     const waiters = gathering.get(signal) ?? [];
     gathering.delete(signal);
-    for (const group of batchesOf(waiters)) void sendGroup(options, group, signal);
+    if (waiters.length === 1) {
+      void sendGroup(options, waiters, signal);
+      return;
+    }
+    const sized = waiters.map((waiter) => ({ waiter, bytes: utf8Bytes(waiter.envelope.text) }));
+    for (const group of batchesOf(sized))
+      void sendGroup(
+        options,
+        group.map((item) => item.waiter),
+        signal,
+      );
   }
 
   return {
@@ -96,7 +105,7 @@ export function createSendCoalescer(options: SendCoalescerOptions): SendCoalesce
       if (!options.enabled()) return options.single(envelope, signal);
       return new Promise<SendAcceptance>((resolve, reject) => {
         const waiters = gathering.get(signal);
-        const waiter = { envelope, bytes: utf8Bytes(envelope.text), resolve, reject };
+        const waiter = { envelope, resolve, reject };
         if (waiters !== undefined) {
           waiters.push(waiter);
           return;
