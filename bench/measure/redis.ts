@@ -301,10 +301,10 @@ export function redisFigures(
       detail: `encoded ${m.encodedBytesPerEnvelope} B; ${fmt(m.envelopes)} envelopes; used_memory ${fmt(m.usedMemoryBefore)} → ${fmt(m.usedMemoryAfter)} B`,
       goal: { op: "<=", value: goals.bytesPerQueuedEnvelope },
       anchor: anchors.memory,
-      how: "a relay engine on the Redis store (`startRelayServer` with `createRedisStore`, a fresh `redis-server`), the envelopes of the memory row queued unacknowledged over 16 mailboxes; Redis's `INFO memory` `used_memory` before and after, ÷ the envelopes. It includes everything Redis keeps per envelope: the text in its mailbox hash, its sorted-set entry, its receipt and its expiry entry.",
+      how: "a relay engine on the Redis store (`startRelayServer` with `createRedisStore`, a fresh `redis-server`), the envelopes of the memory row queued unacknowledged over 16 mailboxes; Redis's `INFO memory` `used_memory` before and after, ÷ the envelopes. It includes everything Redis keeps per envelope: its mailbox sorted-set member (the packed envelope id followed by its text), its receipt and its expiry entry (src/relay-server/store/redis/keys.ts).",
       evidence: `used_memory grows ${m.bytesPerEnvelope} B per envelope whose canonical text is ${m.encodedBytesPerEnvelope} B.`,
       reason:
-        "the goal is the in-process store's; Redis keeps the text in a hash field (an sds string rounded up to the allocator's size class) and, per envelope, a sorted-set entry in its mailbox, a receipt field and a sorted-set entry for receipt expiry, each with its own key string and table entry",
+        "per envelope Redis keeps one mailbox sorted-set member — the envelope id packed to 23 bytes, then the text, one sds string rounded up to the allocator's size class (1,536 B for this text) with its skiplist node and dict entry — a receipt of ≈ 74 B (a state letter, the budget charge, the digest and the endpoints packed to their bytes, the cursor) in a hash field named by the packed id, and a sorted-set entry for receipt expiry; the acceptance id is derived (a keyed hash of the envelope id), the acceptance time is the expiry entry's score. Before this round the text sat in a hash of its own beside the sorted set and the receipt held every id as text (≈ 2,280 B). What remains beyond the text is the allocator's rounding and Redis's per-entry structures",
     },
   ];
 }

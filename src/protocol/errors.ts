@@ -106,6 +106,10 @@ export const ERROR_REGISTRY = Object.freeze({
     "config",
     "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it.",
   ),
+  REDIS_LAYOUT: spec(
+    "config",
+    "The Redis store holds relay state written in another layout (another version of the relay); the relay refuses to read it. Upgrade every relay sharing it together: stop them, restart Redis empty (it keeps nothing on disk) or delete its {pi-tasks} keys, then start them.",
+  ),
 
   // -- client codes ---------------------------------------------------------------------------
   RELAY_REBIND_REQUIRED: spec("reset", "The relay binding was retired; a fresh endpoint must be bound.", { relayLoss: true }),

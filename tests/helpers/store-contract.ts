@@ -60,10 +60,10 @@ export function connectedMany(store: RelayStore, label: string, count: number, o
 export async function admission(
   source: TaskEndpoint,
   target: TaskEndpoint,
-  options: { now?: number; payloadChars?: number } = {},
+  options: { now?: number; payloadChars?: number; envelopeId?: string } = {},
 ): Promise<AdmitRequest> {
   const envelope = {
-    envelopeId: crypto.randomUUID(),
+    envelopeId: options.envelopeId ?? crypto.randomUUID(),
     protocolVersion: WIRE_PROTOCOL_VERSION,
     source,
     target,
@@ -152,6 +152,45 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       // Liveness comes first: a resend to a target that went away is not answered from the receipt.
       await store.disconnect(target.id, Date.now());
       expect(await store.admit(request)).toEqual({ kind: "target-not-live" });
+      await store.maintain(Date.now());
+    });
+
+    test("envelope ids of any form (not only lowercase UUIDs, which stores may keep packed) are deduplicated, paged, acknowledged and dropped as given", async () => {
+      const store = await fresh();
+      const source = await connected(store, "forms-source");
+      const target = await connected(store, "forms-target", { generation: "f1" });
+      const ids = [
+        crypto.randomUUID().toUpperCase(),
+        crypto.randomUUID().replaceAll("-", ""),
+        `${crypto.randomUUID()} `,
+        "é✓😀:#~{",
+        "x".repeat(300),
+        "0".repeat(64),
+        crypto.randomUUID(),
+      ];
+      const requests = await Promise.all(ids.map((envelopeId) => admission(source, target, { envelopeId })));
+      const accepted = [];
+      for (const request of requests) accepted.push(await store.admit(request));
+      expect(accepted.every((outcome) => outcome.kind === "accepted" && !outcome.duplicate)).toBe(true);
+      expect(new Set(accepted.map((outcome) => (outcome as { acceptanceId: string }).acceptanceId)).size).toBe(ids.length);
+      for (const [index, request] of requests.entries()) {
+        expect(await store.admit(request)).toEqual({ ...accepted[index]!, duplicate: true } as never);
+        expect(await store.admit({ ...request, digest: "another" })).toEqual({ kind: "conflict" });
+      }
+      const page = await pageOf(store, target);
+      expect(page.ids).toEqual(ids);
+      expect(page.itemsJson).toBe(
+        `[${requests.map((request, index) => `{"cursor":"${index + 1}","envelope":${request.text}}`).join(",")}]`,
+      );
+      expect(await store.acknowledge(target.id, ids[0]!.toLowerCase())).toEqual({ kind: "unknown" });
+      for (const id of ids.slice(0, 3)) expect(await store.acknowledge(target.id, id)).toEqual({ kind: "acknowledged", duplicate: false });
+      expect((await pageOf(store, target)).ids).toEqual(ids.slice(3));
+      expect(await store.usage()).toMatchObject({ activeItems: ids.length - 3, receipts: ids.length });
+      // A new generation drops the mailbox: the queued ones are conflicts now, the acknowledged ones still duplicates.
+      const next = await connected(store, "forms-target", { generation: "f2" });
+      expect((await store.usage()).activeItems).toBe(0);
+      for (const request of requests.slice(3)) expect(await store.admit({ ...request, target: next })).toEqual({ kind: "conflict" });
+      expect(await store.admit(requests[0]!)).toEqual({ kind: "target-not-live" });
       await store.maintain(Date.now());
     });
 

@@ -18,6 +18,7 @@ import {
   type RedisStore,
 } from "../../src/relay-server/store/redis/index.ts";
 import { isStateReplaced } from "../../src/relay-server/store/store.ts";
+import { REDIS_LAYOUT } from "../../src/relay-server/store/redis/keys.ts";
 import { admission, connected, describeRelayStore } from "../helpers/store-contract.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
@@ -55,6 +56,24 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
+  });
+
+  test("a state written in another layout (another relay version) is refused REDIS_LAYOUT and left as it is; this layout opens", async () => {
+    const prefix = `{layout-${crypto.randomUUID()}}`;
+    const first = await open(prefix);
+    await first.close();
+    // An older relay's state: an epoch and no layout (or another one).
+    for (const layout of [undefined, "1"]) {
+      if (layout === undefined) await redis.command("DEL", [`${prefix}:layout`]);
+      else await redis.command("SET", [`${prefix}:layout`, layout]);
+      const refused = await failure(open(prefix));
+      expect(refused.code).toBe("REDIS_LAYOUT");
+      expect(refused.details).toMatchObject({ prefix, expected: REDIS_LAYOUT });
+      expect(await redis.command("GET", [`${prefix}:layout`])).toBe(layout ?? null);
+    }
+    await redis.command("SET", [`${prefix}:layout`, REDIS_LAYOUT]);
+    const again = await open(prefix);
+    await again.close();
   });
 
   test("a newer watch parked through another store of the same state answers the older one", async () => {

@@ -10,6 +10,7 @@
  * `REDIS_UNAVAILABLE` (answered 503 `RELAY_UNAVAILABLE`); the next call connects anew.
  */
 import { canonicalBytes } from "../../../protocol/canonical-json.ts";
+import { TaskError } from "../../../protocol/errors.ts";
 import {
   redisCommandTimeoutMs,
   redisConnectTimeoutMs,
@@ -39,7 +40,8 @@ import {
 } from "../store.ts";
 import { createRedisDoorbell, type RedisDoorbell } from "./doorbell.ts";
 import { guardRedisConfig } from "./guard.ts";
-import { DEFAULT_REDIS_PREFIX, KEYS, redisKey } from "./keys.ts";
+import { acceptanceIdOf } from "../acceptance.ts";
+import { DEFAULT_REDIS_PREFIX, KEYS, REDIS_LAYOUT, redisKey } from "./keys.ts";
 import { createRedisLink, errorReply, type RedisLink } from "./link.ts";
 import { type RedisScript, SCRIPTS } from "./scripts.ts";
 import { parseRedisUrl, type RedisTarget } from "./url.ts";
@@ -106,18 +108,28 @@ function stringsFrom(reply: Reply, at: number): Record<string, string> {
 interface Scripts {
   /** Runs a method's script; a replaced state throws `stateReplaced()` (nothing was done). */
   run(script: RedisScript, ...args: string[]): Promise<Reply>;
+  /** `run`, with the acceptance ids of the state the script ran against (for the admissions it answers). */
+  runWithAcceptance(
+    script: RedisScript,
+    args: readonly string[],
+  ): Promise<{ reply: Reply; acceptanceIdOf: (envelopeId: string) => string }>;
   /** Reads the epoch of the state (creating it for a new, empty state) and knows it from then on. */
   readEpoch(): Promise<string>;
 }
 
+/** Bytes of a new state's acceptance key. */
+const ACCEPTANCE_KEY_BYTES = 32;
+
 function createScripts(link: RedisLink, prefix: string): Scripts {
   const epochKey = redisKey(prefix, KEYS.epoch);
   /**
-   * The epoch the relay knows; every script checks it against the key (see scripts.ts). A call
-   * already on its way when it moves (another request read a new epoch) runs on the new state; its
-   * reply then carries the new epoch too, so its client resets as it must.
+   * The epoch the relay knows, with the state's acceptance key (read together); every script checks
+   * the epoch against the key (see scripts.ts). A call already on its way when it moves (another
+   * request read a new epoch) runs on the new state; its reply then carries the new epoch too, so
+   * its client resets as it must. An admission's acceptance ids are made with the key read with
+   * the epoch it ran against.
    */
-  let known: string | undefined;
+  let known: { readonly epoch: string; readonly acceptanceKey: string } | undefined;
 
   async function evaluate(script: RedisScript, args: readonly string[]): Promise<unknown> {
     try {
@@ -129,17 +141,31 @@ function createScripts(link: RedisLink, prefix: string): Scripts {
     }
   }
 
+  async function runAgainst(state: NonNullable<typeof known>, script: RedisScript, args: readonly string[]): Promise<Reply> {
+    const reply = asReply(await evaluate(script, [state.epoch, prefix, ...args]), script);
+    if (reply[0] === "replaced") throw stateReplaced();
+    return reply;
+  }
+
   return {
-    async run(script, ...args) {
-      const reply = asReply(await evaluate(script, [known!, prefix, ...args]), script);
-      if (reply[0] === "replaced") throw stateReplaced();
-      return reply;
+    run: (script, ...args) => runAgainst(known!, script, args),
+    async runWithAcceptance(script, args) {
+      const state = known!;
+      const reply = await runAgainst(state, script, args);
+      return { reply, acceptanceIdOf: (envelopeId) => acceptanceIdOf(state.acceptanceKey, envelopeId) };
     },
     async readEpoch() {
-      const reply = await evaluate(SCRIPTS.epoch, [crypto.randomUUID(), prefix]);
-      if (typeof reply !== "string") throw violation("the epoch script answers a string", { reply: String(reply) });
-      known = reply;
-      return reply;
+      const fresh = Buffer.from(crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES))).toString("hex");
+      const reply = await evaluate(SCRIPTS.epoch, [crypto.randomUUID(), prefix, fresh]);
+      if (Array.isArray(reply) && reply[0] === "layout") {
+        throw new TaskError("REDIS_LAYOUT", { details: { prefix, layout: String(reply[1]), expected: REDIS_LAYOUT } });
+      }
+      if (!Array.isArray(reply) || reply.length !== 2 || !reply.every((item) => typeof item === "string")) {
+        throw violation("the epoch script answers the epoch and the acceptance key", { reply: String(reply) });
+      }
+      const [epoch, acceptanceKey] = reply as [string, string];
+      known = { epoch, acceptanceKey };
+      return epoch;
     },
   };
 }
@@ -194,10 +220,11 @@ function connectOutcome(reply: Reply): ConnectOutcome {
   }
 }
 
-function admitOutcome(reply: Reply): AdmitOutcome {
+/** An admission's reply; an acceptance's id is `acceptanceId` (the relay's keyed hash of the envelope id). */
+function admitOutcome(reply: Reply, acceptanceId: string): AdmitOutcome {
   switch (reply[0]) {
     case "accepted":
-      return { kind: "accepted", acceptanceId: reply[1]!, duplicate: reply[2] === "1", acceptedAt: Number(reply[3]) };
+      return { kind: "accepted", acceptanceId, duplicate: reply[1] === "1", acceptedAt: Number(reply[2]) };
     case "target-not-live":
       return { kind: "target-not-live" };
     case "conflict":
@@ -338,76 +365,101 @@ function acknowledgeOutcomes(reply: Reply): AcknowledgeOutcome[] {
   return outcomes;
 }
 
+/** How a script's reply reads, given the acceptance ids of the state it ran against. */
+type ReadReply = (reply: Reply, acceptanceIdOf: (envelopeId: string) => string) => unknown;
+
 /** A bound operation's script, its arguments after the binding's (ARGV 7…), and how its reply reads. */
-function boundCall(operation: BoundOperation): { script: RedisScript; args: string[]; outcome: (reply: Reply) => unknown } {
+function boundCall(operation: BoundOperation): { script: RedisScript; args: string[]; outcome: ReadReply } {
   switch (operation.kind) {
-    case "admit":
-      return { script: SCRIPTS.boundAdmit, args: admitArgs(operation.request), outcome: admitOutcome };
+    case "admit": {
+      const { request } = operation;
+      return {
+        script: SCRIPTS.boundAdmit,
+        args: admitArgs(request),
+        outcome: (reply, ids) => admitOutcome(reply, ids(request.envelopeId)),
+      };
+    }
     case "page":
       return { script: SCRIPTS.boundPage, args: [operation.after, String(operation.limit)], outcome: pageOutcome };
     case "acknowledge":
-      return { script: SCRIPTS.boundAcknowledge, args: [operation.envelopeId], outcome: acknowledgeOutcome };
+      return { script: SCRIPTS.boundAcknowledge, args: [packedEnvelopeId(operation.envelopeId)], outcome: acknowledgeOutcome };
     case "acknowledgeBatch":
-      return { script: SCRIPTS.boundAcknowledgeBatch, args: [...operation.envelopeIds], outcome: acknowledgeOutcomes };
+      return { script: SCRIPTS.boundAcknowledgeBatch, args: operation.envelopeIds.map(packedEnvelopeId), outcome: acknowledgeOutcomes };
     case "admitEach": {
-      const args = [String(operation.requests.length), ...operation.requests.flatMap(admitArgs), ...(operation.acknowledge ?? [])];
-      return { script: SCRIPTS.boundAdmitEach, args, outcome: admitEachOutcome };
+      const { requests } = operation;
+      const args = [String(requests.length), ...requests.flatMap(admitArgs), ...(operation.acknowledge ?? []).map(packedEnvelopeId)];
+      return { script: SCRIPTS.boundAdmitEach, args, outcome: (reply, ids) => admitEachOutcome(reply, requests, ids) };
     }
   }
 }
 
 /** BOUND_ADMIT_EACH's reply: each admission's reply after its length, then the acknowledgements (two fields each) if any. */
-function admitEachOutcome(reply: Reply): AdmitEachOutcome {
+function admitEachOutcome(
+  reply: Reply,
+  requests: readonly AdmitRequest[],
+  acceptanceIdOf: (envelopeId: string) => string,
+): AdmitEachOutcome {
   const admitted: AdmitEachOutcome["admitted"][number][] = [];
   let at = 0;
   let accepted = true;
   while (at < reply.length && /^[0-9]+$/.test(reply[at]!)) {
     const length = Number(reply[at]);
     const fields = reply.slice(at + 1, at + 1 + length);
-    admitted.push(fields[0] === "skipped" ? { kind: "skipped" } : admitOutcome(fields));
+    const request = requests[admitted.length]!;
+    admitted.push(fields[0] === "skipped" ? { kind: "skipped" } : admitOutcome(fields, acceptanceIdOf(request.envelopeId)));
     accepted &&= fields[0] === "accepted";
     at += 1 + length;
   }
   return accepted ? { admitted, acknowledged: acknowledgeOutcomes(reply.slice(at)) } : { admitted };
 }
 
-/** The script arguments of an admission (ADMIT's ARGV 3–11). */
+const LOWERCASE_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * An envelope id as the scripts keep it (keys.ts, "Packed ids"): a lowercase UUID as `~` and its 16
+ * bytes in base64url (22 characters); any other id as `#`, its UTF-8 in base64url, and `:`.
+ */
+function packedEnvelopeId(envelopeId: string): string {
+  if (LOWERCASE_UUID.test(envelopeId)) return `~${Buffer.from(envelopeId.replaceAll("-", ""), "hex").toString("base64url")}`;
+  return `#${Buffer.from(envelopeId).toString("base64url")}:`;
+}
+
+/** The script arguments of an admission (ADMIT's ARGV 3–10). */
 function admitArgs(request: AdmitRequest): string[] {
   const receiptBytes =
     canonicalBytes({ id: request.envelopeId, source: request.source, target: request.target }) + relayReceiptOverheadBytes;
   return [
-    request.envelopeId,
+    packedEnvelopeId(request.envelopeId),
     request.digest,
     request.text,
     request.target.id,
     String(receiptBytes),
     request.fresh ? "1" : "0",
     String(request.now),
-    crypto.randomUUID(),
     request.source.id,
   ];
 }
 
-function mailMethods(run: Run, watches: Watches): MailMethods {
+function mailMethods(scripts: Scripts, watches: Watches): MailMethods {
+  const { run } = scripts;
   return {
-    admit: async (request) => admitOutcome(await run(SCRIPTS.admit, ...admitArgs(request))),
+    async admit(request) {
+      const { reply, acceptanceIdOf } = await scripts.runWithAcceptance(SCRIPTS.admit, admitArgs(request));
+      return admitOutcome(reply, acceptanceIdOf(request.envelopeId));
+    },
 
     async bound(binding, operation) {
       const call = boundCall(operation);
-      const reply = await run(
-        call.script,
-        binding.session,
-        binding.endpointId,
-        binding.secretDigest ?? "",
-        String(binding.now),
-        ...call.args,
-      );
+      const bindingArgs = [binding.session, binding.endpointId, binding.secretDigest ?? "", String(binding.now)];
+      const { reply, acceptanceIdOf } = await scripts.runWithAcceptance(call.script, [...bindingArgs, ...call.args]);
       const lookup = lookupOf(reply.slice(0, BINDING_FIELDS));
-      return reply.length > BINDING_FIELDS ? { lookup, outcome: call.outcome(reply.slice(BINDING_FIELDS)) as never } : { lookup };
+      if (reply.length <= BINDING_FIELDS) return { lookup };
+      return { lookup, outcome: call.outcome(reply.slice(BINDING_FIELDS), acceptanceIdOf) as never };
     },
 
     page: async (endpointId, after, limit) => pageOutcome(await run(SCRIPTS.page, endpointId, after, String(limit))),
-    acknowledge: async (endpointId, envelopeId) => acknowledgeOutcome(await run(SCRIPTS.acknowledge, endpointId, envelopeId)),
+    acknowledge: async (endpointId, envelopeId) =>
+      acknowledgeOutcome(await run(SCRIPTS.acknowledge, endpointId, packedEnvelopeId(envelopeId))),
 
     watch: (request) => watches.watch(request),
   };
@@ -430,7 +482,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
     target: target.display,
     epoch: scripts.readEpoch,
     ...registrationMethods(scripts.run),
-    ...mailMethods(scripts.run, watches),
+    ...mailMethods(scripts, watches),
 
     async maintain(now) {
       const reply = await scripts.run(SCRIPTS.maintain, String(now), crypto.randomUUID());

@@ -38,7 +38,7 @@ import {
   relaySenderMaxReceiptBytes,
   relaySenderMaxReceipts,
 } from "../../../protocol/limits.ts";
-import { KEYS } from "./keys.ts";
+import { KEYS, REDIS_LAYOUT } from "./keys.ts";
 
 export interface RedisScript {
   readonly name: string;
@@ -49,6 +49,9 @@ export interface RedisScript {
 
 /** Registrations a reclaim reads at a time from one of its sorted sets (how much one call of a script holds Redis). */
 const RECLAIM_SCAN_PAGE = 32;
+
+/** Items a mailbox's drop reads at a time (each member holds its envelope's text). */
+const DROP_PAGE = 16;
 
 /** Bytes of a page item `{"cursor":"…","envelope":}` besides the cursor digits and the envelope (as in mailbox.ts). */
 const PAGE_ITEM_OVERHEAD_BYTES = utf8Bytes('{"cursor":"","envelope":}');
@@ -77,9 +80,74 @@ local function is_live(r, now) return r.state == 'active' and tonumber(r.lease) 
 -- A decimal cursor (no leading zeros) after another: the longer one, or the larger at equal length.
 local function cursor_after(a, b) return #a > #b or (#a == #b and a > b) end
 local function retired_field(session, generation) return #session .. ':' .. session .. generation end
+-- Ids and digests as a receipt keeps them (keys.ts, "Packed ids"): a lowercase UUID as a zero byte and its 16
+-- bytes, 64 lowercase hex digits (a text digest) as a two byte and their 32 bytes, anything else as a
+-- one byte, its length in two bytes and itself. A packing is taken only when it gives back the very
+-- text (so equal packed ids are equal ids), checked by writing it out again.
+local UUID_FORMAT = '%08x-%04x-%04x-%04x-%012x'
+local function pack_id(id)
+  local sub = string.sub
+  if #id == 36 then
+    local a, b, c, d, e = tonumber(sub(id, 1, 8), 16), tonumber(sub(id, 10, 13), 16), tonumber(sub(id, 15, 18), 16), tonumber(sub(id, 20, 23), 16), tonumber(sub(id, 25), 16)
+    if a and b and c and d and e and string.format(UUID_FORMAT, a, b, c, d, e) == id then return struct.pack('>BI4I2I2I2I6', 0, a, b, c, d, e) end
+  elseif #id == 64 then
+    local a, b, c, d, e, f = tonumber(sub(id, 1, 12), 16), tonumber(sub(id, 13, 24), 16), tonumber(sub(id, 25, 36), 16), tonumber(sub(id, 37, 48), 16), tonumber(sub(id, 49, 60), 16), tonumber(sub(id, 61), 16)
+    if a and b and c and d and e and f and string.format('%012x%012x%012x%012x%012x%04x', a, b, c, d, e, f) == id then
+      return struct.pack('>BI6I6I6I6I6I2', 2, a, b, c, d, e, f)
+    end
+  end
+  return struct.pack('>BI2', 1, #id) .. id
+end
+-- The position after the packed id at position at of s.
+local function packed_end(s, at)
+  local kind = string.byte(s, at)
+  if kind == 0 then return at + 17 end
+  if kind == 2 then return at + 33 end
+  return at + 3 + struct.unpack('>I2', s, at + 1)
+end
+-- The id packed at position at of s (a UUID or any other id: never a digest), and the position after it.
+local function unpack_id(s, at)
+  if string.byte(s, at) == 0 then
+    local a, b, c, d, e = struct.unpack('>I4I2I2I2I6', s, at + 1)
+    return string.format(UUID_FORMAT, a, b, c, d, e), at + 17
+  end
+  local after = packed_end(s, at)
+  return string.sub(s, at + 3, after - 1), after
+end
+-- A receipt (keys.ts): its state letter, its budget charge (three bytes), the packed digest, target
+-- and source, then the cursor's digits. When it was accepted is its expiry entry's score.
+local function pack_receipt(state, bytes, digest, packed_target, packed_source, cursor)
+  return state .. struct.pack('>I3', tonumber(bytes)) .. pack_id(digest) .. packed_target .. packed_source .. cursor
+end
+-- A receipt's fields; its target packed (unpack_id(receipt.target, 1) is its id).
 local function receipt_of(packed)
-  local state, acceptance, target, source, cursor, accepted, bytes, digest = string.match(packed, '^(%a)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
-  return { state = state, acceptance = acceptance, target = target, source = source, cursor = cursor, accepted = accepted, bytes = bytes, digest = digest }
+  local digest_end = packed_end(packed, 5)
+  local target_end = packed_end(packed, digest_end)
+  local source, rest = unpack_id(packed, target_end)
+  return {
+    state = string.sub(packed, 1, 1), bytes = struct.unpack('>I3', packed, 2), digest = string.sub(packed, 5, digest_end - 1),
+    target = string.sub(packed, digest_end, target_end - 1), source = source, cursor = string.sub(packed, rest),
+  }
+end
+-- The registration a bound script's binding read (binding_of), if any: its packed id ('p') spares
+-- packing that endpoint's id again.
+local bound_record = nil
+-- An endpoint id packed: its registration keeps it so (from the bound record, or read), else packed here.
+local function packed_endpoint(id)
+  if bound_record and bound_record.id == id and bound_record.p then return bound_record.p end
+  return redis.call('HGET', key('${KEYS.registration}', id), 'p') or pack_id(id)
+end
+-- The position after the packed envelope id (a pid, made by the relay: keys.ts, "Packed ids") that
+-- starts s: '~' and 22 characters, or '#' and base64url up to ':'.
+local function pid_end(s)
+  if string.byte(s, 1) == 126 then return 24 end
+  return string.find(s, ':', 2, true) + 1
+end
+-- The queued item of a mailbox at a cursor when it is the envelope's (packed id pid): its member.
+local function item_at(target, pid, cursor)
+  local found = redis.call('ZRANGEBYSCORE', key('${KEYS.mailboxItems}', target), cursor, cursor)
+  if found[1] and string.sub(found[1], 1, #pid) == pid then return found[1] end
+  return nil
 end
 local function found(id, r) return { 'found', id, r.session, r.state, r.lease } end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return { 'replaced' } end
@@ -98,14 +166,13 @@ local function forget_if_idle(source)
     redis.call('SREM', key('${KEYS.senders}'), source)
   end
 end
-local function set_state(envelope_id, packed, state)
-  redis.call('HSET', key('${KEYS.receipts}'), envelope_id, state .. string.sub(packed, 2))
+local function set_state(pid, packed, state)
+  redis.call('HSET', key('${KEYS.receipts}'), pid, state .. string.sub(packed, 2))
 end
--- Takes a queued item out of its mailbox and frees every budget and share it held.
-local function release_item(target, envelope_id, source)
-  local bytes = redis.call('HSTRLEN', key('${KEYS.mailboxTexts}', target), envelope_id)
-  redis.call('ZREM', key('${KEYS.mailboxItems}', target), envelope_id)
-  redis.call('HDEL', key('${KEYS.mailboxTexts}', target), envelope_id)
+-- Takes a queued item (its mailbox member) out of its mailbox and frees every budget and share it held.
+local function release_item(target, member, source)
+  local bytes = #member - pid_end(member) + 1
+  redis.call('ZREM', key('${KEYS.mailboxItems}', target), member)
   redis.call('HINCRBY', key('${KEYS.mailbox}', target), 'items', -1)
   redis.call('HINCRBY', key('${KEYS.mailbox}', target), 'bytes', -bytes)
   local usage = key('${KEYS.usage}')
@@ -118,9 +185,9 @@ local function release_item(target, envelope_id, source)
   redis.call('HINCRBY', key('${KEYS.sender}', source), 'bytes', -bytes)
   forget_if_idle(source)
 end
-local function release_receipt(envelope_id, receipt)
-  redis.call('HDEL', key('${KEYS.receipts}'), envelope_id)
-  redis.call('ZREM', key('${KEYS.receiptExpiry}'), envelope_id)
+local function release_receipt(pid, receipt)
+  redis.call('HDEL', key('${KEYS.receipts}'), pid)
+  redis.call('ZREM', key('${KEYS.receiptExpiry}'), pid)
   local usage = key('${KEYS.usage}')
   redis.call('HINCRBY', usage, 'receipts', -1)
   redis.call('HINCRBY', usage, 'receiptBytes', -tonumber(receipt.bytes))
@@ -129,15 +196,21 @@ local function release_receipt(envelope_id, receipt)
   forget_if_idle(receipt.source)
 end
 -- Drops an endpoint's mailbox: 'd' for a retired endpoint (a resend is a conflict), 'e' for a
--- reaped or reclaimed one (its mail expired: its receipts kept a retention from now).
+-- reaped or reclaimed one (its mail expired: its receipts kept a retention from now). Its items are
+-- read a few at a time (each holds its text).
 local function drop(id, state, now)
-  for _, envelope_id in ipairs(redis.call('ZRANGE', key('${KEYS.mailboxItems}', id), 0, -1)) do
-    local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
-    release_item(id, envelope_id, receipt_of(packed).source)
-    set_state(envelope_id, packed, state)
-    if state == 'e' then redis.call('ZADD', key('${KEYS.receiptExpiry}'), fmt(now), envelope_id) end
-  end
-  redis.call('DEL', key('${KEYS.mailbox}', id), key('${KEYS.mailboxItems}', id), key('${KEYS.mailboxTexts}', id), key('${KEYS.mailboxShares}', id))
+  local items = key('${KEYS.mailboxItems}', id)
+  repeat
+    local members = redis.call('ZRANGE', items, 0, ${DROP_PAGE - 1})
+    for _, member in ipairs(members) do
+      local pid = string.sub(member, 1, pid_end(member) - 1)
+      local packed = redis.call('HGET', key('${KEYS.receipts}'), pid)
+      release_item(id, member, receipt_of(packed).source)
+      set_state(pid, packed, state)
+      if state == 'e' then redis.call('ZADD', key('${KEYS.receiptExpiry}'), fmt(now), pid) end
+    end
+  until #members == 0
+  redis.call('DEL', key('${KEYS.mailbox}', id), items, key('${KEYS.mailboxShares}', id))
   redis.call('SREM', key('${KEYS.mailboxes}'), id)
 end
 `;
@@ -220,13 +293,29 @@ local function replication_id()
 end
 `;
 
-/** Reads the epoch, creating it (ARGV[1], a fresh UUID) with its lineage for a new, empty state. No epoch check. */
+/**
+ * Reads the epoch and the state's acceptance key, creating the epoch (ARGV[1], a fresh UUID) with
+ * its lineage and layout for a new, empty state, and the key (ARGV[3], fresh random) for a state
+ * that has none (a new one, or one replaced after a failover). A state of another layout
+ * (`REDIS_LAYOUT`: one written by another version of the relay, or with no layout at all) is
+ * answered `layout` and never read. No epoch check.
+ */
 const EPOCH = `${REPLICATION_ID}
 local current = redis.call('GET', KEYS[1])
-if current then return current end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', ARGV[2] .. ':${KEYS.lineage}', replication_id())
-return ARGV[1]
+if not current then
+  current = ARGV[1]
+  redis.call('SET', KEYS[1], current)
+  redis.call('SET', ARGV[2] .. ':${KEYS.lineage}', replication_id())
+  redis.call('SET', ARGV[2] .. ':${KEYS.layout}', '${REDIS_LAYOUT}')
+end
+local layout = redis.call('GET', ARGV[2] .. ':${KEYS.layout}')
+if layout ~= '${REDIS_LAYOUT}' then return { 'layout', layout or '' } end
+local acceptance_key = redis.call('GET', ARGV[2] .. ':${KEYS.acceptanceKey}')
+if not acceptance_key then
+  acceptance_key = ARGV[3]
+  redis.call('SET', ARGV[2] .. ':${KEYS.acceptanceKey}', acceptance_key)
+end
+return { current, acceptance_key }
 `;
 
 /**
@@ -244,6 +333,7 @@ if replid ~= '' and lineage and lineage ~= '' and lineage ~= replid then
   for _, k in ipairs(redis.call('KEYS', pattern)) do redis.call('DEL', k) end
   redis.call('SET', KEYS[1], ARGV[4])
   redis.call('SET', key('${KEYS.lineage}'), replid)
+  redis.call('SET', key('${KEYS.layout}'), '${REDIS_LAYOUT}')
   return { 'replaced' }
 end
 if not lineage then redis.call('SET', key('${KEYS.lineage}'), replid) end
@@ -284,7 +374,7 @@ while registrations + 1 > ${relayMaxRegistrations} or metadata + size > ${relayM
   metadata = num(redis.call('HGET', usage, 'metadataBytes'))
 end
 local k = key('${KEYS.registration}', new_id)
-redis.call('HSET', k, 'session', session, 'generation', generation, 'lease', lease, 'state', 'active', 'size', fmt(size), 'made', now_text)
+redis.call('HSET', k, 'session', session, 'generation', generation, 'lease', lease, 'state', 'active', 'size', fmt(size), 'made', now_text, 'p', pack_id(new_id))
 if secret ~= '' then redis.call('HSET', k, 'secret', secret) end
 redis.call('HINCRBY', usage, 'registrations', 1)
 redis.call('HINCRBY', usage, 'metadataBytes', size)
@@ -318,6 +408,8 @@ local function binding_of(session, id, secret, now_text)
   local k = key('${KEYS.registration}', id)
   local r = record(k)
   if not r then return { 'binding', known, 'ok' } end
+  r.id = id
+  bound_record = r
   local match = 'ok'
   if not r.secret then
     if secret ~= '' then match = 'mismatch' end
@@ -425,15 +517,15 @@ end
 
 /** The admission as a function: the steps of `AdmitOutcome`, in order. */
 const ADMIT_FUNCTION = `
-local function admit(envelope_id, digest, text, target_id, receipt_bytes_text, fresh, now_text, acceptance, source)
-  local target = redis.call('HMGET', key('${KEYS.registration}', target_id), 'state', 'lease')
+local function admit(pid, digest, text, target_id, receipt_bytes_text, fresh, now_text, source)
+  local target = redis.call('HMGET', key('${KEYS.registration}', target_id), 'state', 'lease', 'p')
   if target[1] ~= 'active' or tonumber(target[2]) <= tonumber(now_text) then return { 'target-not-live' } end
-  local earlier = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
+  local earlier = redis.call('HGET', key('${KEYS.receipts}'), pid)
   if earlier then
     local receipt = receipt_of(earlier)
-    if receipt.digest ~= digest or receipt.state == 'd' then return { 'conflict' } end
+    if receipt.digest ~= pack_id(digest) or receipt.state == 'd' then return { 'conflict' } end
     if receipt.state == 'e' then return { 'expired' } end
-    return { 'accepted', receipt.acceptance, '1', receipt.accepted }
+    return { 'accepted', '1', fmt(tonumber(redis.call('ZSCORE', key('${KEYS.receiptExpiry}'), pid))) }
   end
   if fresh ~= '1' then return { 'stale' } end
   local box = key('${KEYS.mailbox}', target_id)
@@ -468,21 +560,21 @@ local function admit(envelope_id, digest, text, target_id, receipt_bytes_text, f
   redis.call('HINCRBY', sender, 'receipts', 1)
   redis.call('HINCRBY', sender, 'receiptBytes', receipt_bytes)
   redis.call('SADD', key('${KEYS.senders}'), source)
-  redis.call('ZADD', key('${KEYS.mailboxItems}', target_id), fmt(cursor), envelope_id)
-  redis.call('HSET', key('${KEYS.mailboxTexts}', target_id), envelope_id, text)
-  redis.call('HSET', key('${KEYS.receipts}'), envelope_id, table.concat({ 'm', acceptance, target_id, source, fmt(cursor), now_text, receipt_bytes_text, digest }, '|'))
-  redis.call('ZADD', key('${KEYS.receiptExpiry}'), now_text, envelope_id)
+  redis.call('ZADD', key('${KEYS.mailboxItems}', target_id), fmt(cursor), pid .. text)
+  redis.call('HSET', key('${KEYS.receipts}'), pid, pack_receipt('m', receipt_bytes_text, digest, target[3] or pack_id(target_id), packed_endpoint(source), fmt(cursor)))
+  redis.call('ZADD', key('${KEYS.receiptExpiry}'), now_text, pid)
   redis.call('PUBLISH', key('${KEYS.bell}', target_id), 'r')
-  return { 'accepted', acceptance, '0', now_text }
+  return { 'accepted', '0', now_text }
 end
 `;
 
 /**
- * ARGV: 3 envelope id, 4 digest, 5 text, 6 target id, 7 receipt bytes, 8 fresh ('1'/'0'), 9 now,
- * 10 acceptance id (used when admitted), 11 source id.
+ * ARGV: 3 packed envelope id, 4 digest, 5 text, 6 target id, 7 receipt bytes, 8 fresh ('1'/'0'),
+ * 9 now, 10 source id. An acceptance answers whether it is a duplicate and when it was accepted
+ * (its acceptance id is the relay's keyed hash of the envelope id: index.ts).
  */
 const ADMIT = `${PRELUDE}${QUOTA}${ADMIT_FUNCTION}
-return admit(ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11])
+return admit(ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
 `;
 
 /**
@@ -500,10 +592,10 @@ return b
 `;
 }
 
-/** A send: ARGV 7–15 as ADMIT's 3–11. */
+/** A send: ARGV 7–14 as ADMIT's 3–10. */
 const BOUND_ADMIT = boundScript(
   `${QUOTA}${ADMIT_FUNCTION}`,
-  "admit(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14], ARGV[15])",
+  "admit(ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14])",
 );
 
 /** A page as a function: the items after the cursor within the item and byte bounds. */
@@ -514,16 +606,11 @@ local function page(id, after, limit_text)
   if cursor_after(after, highest) then return { 'cursor-ahead', highest } end
   local listed = redis.call('ZRANGEBYSCORE', key('${KEYS.mailboxItems}', id), '(' .. after, '+inf', 'WITHSCORES', 'LIMIT', '0', fmt(limit + 1))
   local count = #listed / 2
-  local texts = {}
-  if count > 0 then
-    local ids = {}
-    for i = 1, math.min(count, limit) do ids[i] = listed[i * 2 - 1] end
-    texts = redis.call('HMGET', key('${KEYS.mailboxTexts}', id), unpack(ids))
-  end
   -- The page's pieces, joined once at the end.
   local parts, total, taken, last = { '[' }, 0, 0, after
   while taken < count and taken < limit do
-    local cursor, text = fmt(tonumber(listed[taken * 2 + 2])), texts[taken + 1]
+    local member = listed[taken * 2 + 1]
+    local cursor, text = fmt(tonumber(listed[taken * 2 + 2])), string.sub(member, pid_end(member))
     local size = ${PAGE_ITEM_OVERHEAD_BYTES} + #cursor + #text
     if total + size > ${receivePageMaxBytes} then break end
     total = total + size
@@ -548,24 +635,24 @@ const PAGE = `${PRELUDE}${PAGE_FUNCTION}
 return page(ARGV[3], ARGV[4], ARGV[5])
 `;
 
-/** An acknowledgement as a function: by envelope id, of the endpoint's own mail. */
+/** An acknowledgement as a function: by (packed) envelope id, of the endpoint's own mail. */
 const ACKNOWLEDGE_FUNCTION = `
-local function acknowledge(id, envelope_id)
-  local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
+local function acknowledge(id, pid)
+  local packed = redis.call('HGET', key('${KEYS.receipts}'), pid)
   if not packed then return { 'unknown' } end
   local receipt = receipt_of(packed)
-  if receipt.target ~= id or receipt.state == 'd' then return { 'unknown' } end
+  if receipt.target ~= packed_endpoint(id) or receipt.state == 'd' then return { 'unknown' } end
   if receipt.state == 'a' then return { 'acknowledged', '1' } end
   if receipt.state == 'e' then return { 'gone' } end
-  local score = redis.call('ZSCORE', key('${KEYS.mailboxItems}', id), envelope_id)
-  if not score or fmt(tonumber(score)) ~= receipt.cursor then return { 'gone' } end
-  release_item(id, envelope_id, receipt.source)
-  set_state(envelope_id, packed, 'a')
+  local member = item_at(id, pid, receipt.cursor)
+  if not member then return { 'gone' } end
+  release_item(id, member, receipt.source)
+  set_state(pid, packed, 'a')
   return { 'acknowledged', '0' }
 end
 `;
 
-/** ARGV: 3 endpoint id, 4 envelope id. */
+/** ARGV: 3 endpoint id, 4 packed envelope id. */
 const ACKNOWLEDGE = `${PRELUDE}${RELEASE}${ACKNOWLEDGE_FUNCTION}
 return acknowledge(ARGV[3], ARGV[4])
 `;
@@ -652,19 +739,24 @@ local now = tonumber(ARGV[3])
 local reaped, expired, expired_mail = 0, 0, 0
 -- Receipts past retention (an expired one's counted from its expiry): a queued one's mail expires
 -- once past its lifetime (and its receipt stays a retention from now); any other receipt goes.
-for _, envelope_id in ipairs(redis.call('ZRANGEBYSCORE', key('${KEYS.receiptExpiry}'), '-inf', fmt(now - ${relayReceiptRetentionMs}))) do
-  local packed = redis.call('HGET', key('${KEYS.receipts}'), envelope_id)
+-- A queued receipt's score is its acceptance.
+local due = redis.call('ZRANGEBYSCORE', key('${KEYS.receiptExpiry}'), '-inf', fmt(now - ${relayReceiptRetentionMs}), 'WITHSCORES')
+for i = 1, #due, 2 do
+  local pid = due[i]
+  local packed = redis.call('HGET', key('${KEYS.receipts}'), pid)
   if not packed then
-    redis.call('ZREM', key('${KEYS.receiptExpiry}'), envelope_id)
+    redis.call('ZREM', key('${KEYS.receiptExpiry}'), pid)
   else
     local receipt = receipt_of(packed)
     if receipt.state ~= 'm' then
-      release_receipt(envelope_id, receipt)
+      release_receipt(pid, receipt)
       expired = expired + 1
-    elseif now - tonumber(receipt.accepted) >= ${relayMailLifetimeMs} then
-      release_item(receipt.target, envelope_id, receipt.source)
-      set_state(envelope_id, packed, 'e')
-      redis.call('ZADD', key('${KEYS.receiptExpiry}'), fmt(now), envelope_id)
+    elseif now - tonumber(due[i + 1]) >= ${relayMailLifetimeMs} then
+      local target = unpack_id(receipt.target, 1)
+      local member = item_at(target, pid, receipt.cursor)
+      if member then release_item(target, member, receipt.source) end
+      set_state(pid, packed, 'e')
+      redis.call('ZADD', key('${KEYS.receiptExpiry}'), fmt(now), pid)
       expired_mail = expired_mail + 1
     end
   end
@@ -694,11 +786,11 @@ return {
 /** A receive: ARGV 7 cursor, 8 limit (the endpoint is the binding's). */
 const BOUND_PAGE = boundScript(PAGE_FUNCTION, "page(ARGV[4], ARGV[7], ARGV[8])");
 
-/** An acknowledgement: ARGV 7 envelope id (the endpoint is the binding's). */
+/** An acknowledgement: ARGV 7 packed envelope id (the endpoint is the binding's). */
 const BOUND_ACKNOWLEDGE = boundScript(`${RELEASE}${ACKNOWLEDGE_FUNCTION}`, "acknowledge(ARGV[4], ARGV[7])");
 
 /**
- * `ack-batch-v1`: ARGV 7… the envelope ids, each acknowledged on its own (as ACKNOWLEDGE), their
+ * `ack-batch-v1`: ARGV 7… the packed envelope ids, each acknowledged on its own (as ACKNOWLEDGE), their
  * outcomes two fields each, in order: the kind and the duplicate flag ('' when not acknowledged).
  */
 const ACKNOWLEDGE_EACH = `
@@ -714,13 +806,13 @@ end
 `;
 const BOUND_ACKNOWLEDGE_BATCH = boundScript(`${RELEASE}${ACKNOWLEDGE_FUNCTION}${ACKNOWLEDGE_EACH}`, "acknowledge_each(ARGV[4])");
 
-/** Script arguments of one admission (ADMIT's ARGV 3–11). */
-export const ADMIT_ARGS = 9;
+/** Script arguments of one admission (ADMIT's ARGV 3–10). */
+export const ADMIT_ARGS = 8;
 
 /**
- * `send-batch-v1` / `ack-carry-v1`: ARGV 7 the number of admissions n, then n × 9 admission
- * arguments (as ADMIT's 3–11), then the envelope ids to acknowledge. Each admission on its own, in
- * order; one to a target already refused (or skipped) in this script is skipped. Reply: each
+ * `send-batch-v1` / `ack-carry-v1`: ARGV 7 the number of admissions n, then n × ADMIT_ARGS
+ * admission arguments (as ADMIT's 3–10), then the packed envelope ids to acknowledge. Each admission
+ * on its own, in order; one to a target already refused (or skipped) in this script is skipped. Reply: each
  * admission's reply prefixed by its length ('skipped' alone when skipped); then, only if every one
  * was accepted, two fields per acknowledged id as ACKNOWLEDGE_EACH.
  */
@@ -734,7 +826,7 @@ local function admit_each(id)
     local a = 8 + i * ${ADMIT_ARGS}
     local r
     if refused[ARGV[a + 3]] then r = { 'skipped' } else
-      r = admit(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8])
+      r = admit(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7])
     end
     if r[1] ~= 'accepted' then refused[ARGV[a + 3]] = true; all = false end
     out[#out + 1] = tostring(#r)
