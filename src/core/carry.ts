@@ -45,10 +45,9 @@ export function takeReceiptTail(context: CoreContext, scope: WorkScope, tail: re
     if (context.sends.pending(entry.envelopeId) !== undefined || heldBack(context, scope, entry) !== undefined) return false;
   }
   if (store.pendingOutboxAhead(tail[0]!).length > 0) return false;
-  for (const envelopeId of tail) {
-    if (!scope.admit("scoped")) return false;
-    scope.carried.push(envelopeId);
-  }
+  // Carried only whole: a tail the budget cannot take in full is sent as usual (nothing of it set aside).
+  for (const _ of tail) if (!scope.admit("scoped")) return false;
+  scope.carried.push(...tail);
   return true;
 }
 

@@ -5,7 +5,7 @@
  * memory store's own, the Redis state's beside its epoch).
  */
 import { createHmac } from "node:crypto";
-import { UUID_BYTES } from "../../protocol/limits.ts";
+import { ACCEPTANCE_KEY_BYTES, UUID_BYTES } from "../../protocol/limits.ts";
 
 /** A UUID (version 8, RFC 9562 variant) from the first 16 bytes of a digest. */
 function uuidFromDigest(digest: Uint8Array): string {
@@ -19,4 +19,9 @@ function uuidFromDigest(digest: Uint8Array): string {
 /** The acceptance id of `envelopeId` under `key`. */
 export function acceptanceIdOf(key: Uint8Array | string, envelopeId: string): string {
   return uuidFromDigest(createHmac("sha256", key).update(envelopeId).digest());
+}
+
+/** A fresh acceptance key: `ACCEPTANCE_KEY_BYTES` random bytes, hex (a memory store's own, or a new Redis state's). */
+export function mintAcceptanceKey(): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES))).toString("hex");
 }

@@ -10,7 +10,6 @@
  */
 import { canonicalBytes, sha256Hex, utf8Bytes } from "../../protocol/canonical-json.ts";
 import {
-  ACCEPTANCE_KEY_BYTES,
   RELAY_ID,
   maxCursorDigits,
   receivePageMaxBytes,
@@ -19,7 +18,7 @@ import {
   relayReceiptRetentionMs,
 } from "../../protocol/limits.ts";
 import { cursorValue } from "../../protocol/wire.ts";
-import { acceptanceIdOf } from "./acceptance.ts";
+import { acceptanceIdOf, mintAcceptanceKey } from "./acceptance.ts";
 import { type AcceptedTable, createAcceptedTable, type NewAccepted, type ReceiptState } from "./accepted.ts";
 import type { Budgets, MailboxShares, MailboxUsage } from "./budgets.ts";
 import { violation } from "./invariant.ts";
@@ -136,7 +135,7 @@ function firstAfter(table: AcceptedTable, items: readonly Slot[], after: bigint)
 
 /** Acceptance ids are a keyed hash of the envelope id (acceptance.ts): the same id always gets the same one. */
 function createAcceptanceIds(): (envelopeId: string) => string {
-  const acceptanceKey = crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES));
+  const acceptanceKey = mintAcceptanceKey();
   return (envelopeId) => acceptanceIdOf(acceptanceKey, envelopeId);
 }
 

@@ -40,7 +40,7 @@ import {
 } from "../store.ts";
 import { createRedisDoorbell, type RedisDoorbell } from "./doorbell.ts";
 import { guardRedisConfig } from "./guard.ts";
-import { acceptanceIdOf } from "../acceptance.ts";
+import { acceptanceIdOf, mintAcceptanceKey } from "../acceptance.ts";
 import { DEFAULT_REDIS_PREFIX, KEYS, REDIS_LAYOUT, redisKey } from "./keys.ts";
 import { createRedisLink, errorReply, type RedisLink } from "./link.ts";
 import { type RedisScript, SCRIPTS } from "./scripts.ts";
@@ -117,9 +117,6 @@ interface Scripts {
   readEpoch(): Promise<string>;
 }
 
-/** Bytes of a new state's acceptance key. */
-const ACCEPTANCE_KEY_BYTES = 32;
-
 function createScripts(link: RedisLink, prefix: string): Scripts {
   const epochKey = redisKey(prefix, KEYS.epoch);
   /**
@@ -155,7 +152,7 @@ function createScripts(link: RedisLink, prefix: string): Scripts {
       return { reply, acceptanceIdOf: (envelopeId) => acceptanceIdOf(state.acceptanceKey, envelopeId) };
     },
     async readEpoch() {
-      const fresh = Buffer.from(crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES))).toString("hex");
+      const fresh = mintAcceptanceKey();
       const reply = await evaluate(SCRIPTS.epoch, [crypto.randomUUID(), prefix, fresh]);
       if (Array.isArray(reply) && reply[0] === "layout") {
         throw new TaskError("REDIS_LAYOUT", { details: { prefix, layout: String(reply[1]), expected: REDIS_LAYOUT } });
