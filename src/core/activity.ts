@@ -9,19 +9,13 @@
  * event in the task's log. The worker's extension coalesces changes (`activityReportMinIntervalMs`)
  * and reports at least every `heartbeatIntervalMs` while it holds an active task: a heartbeat.
  *
- * Liveness: at the origin, a worker that has reported and then stays silent for
- * `heartbeatSilenceMs`, while this side's own pass reached the relay and took in its mail, is
- * gone (its Pi crashed or lost the relay): the task is orphaned at once, without waiting for the
- * worker's registration to lapse at the end of its lease. A report arriving later ends the orphan.
- * A worker that never reported (an older pi-tasks, a plain Wolfpack worker) is judged by its
- * registration only (orphans.ts).
+ * Liveness: the heartbeat is what lets the origin tell a worker that died from one that works
+ * quietly (liveness.ts judges it, from the signing times of the worker's mail). A worker that never
+ * reported (an older pi-tasks, a plain Wolfpack worker) is judged by its registration only (orphans.ts).
  */
-import { heartbeatSilenceMs } from "../protocol/limits.ts";
 import type { ActivityPayload, TaskEndpoint, TaskRecord } from "../protocol/schemas.ts";
 import { sameEndpoint } from "../protocol/endpoint.ts";
-import type { StoredTask } from "../store/task-store.ts";
 import type { WorkerActivity } from "./bookkeeping.ts";
-import { appendCanonical } from "./canonical.ts";
 import type { CoreContext } from "./context.ts";
 import { encodeEnvelope, makeIntent } from "./envelopes.ts";
 import { carriageFor } from "./proofs.ts";
@@ -76,52 +70,4 @@ export function recordActivity(context: CoreContext, task: TaskRecord, payload: 
   if (meta.activity !== undefined && meta.activity.since > report.since) return;
   const activity: WorkerActivity = { ...report, heardAt: context.clock() };
   store.setTaskMeta(task.taskId, { ...meta, activity });
-}
-
-/**
- * At the origin, after a pass took in its mail: orphans every active task whose worker reported
- * activity and then fell silent for `heartbeatSilenceMs`. Returns how many it orphaned.
- */
-export function orphanSilentWorkers(context: CoreContext): number {
-  const { store } = context;
-  const now = context.clock();
-  let orphaned = 0;
-  for (const taskId of store.activeTaskIds("origin")) {
-    const meta = store.getTaskMeta(taskId);
-    const heardAt = meta?.activity?.heardAt;
-    if (heardAt === undefined || meta?.orphanedAt !== undefined || meta?.reconnectingSince !== undefined) continue;
-    if (now - heardAt < heartbeatSilenceMs) continue;
-    store.transaction(() => orphan(context, store.getStoredTask(taskId)!, heardAt, now));
-    orphaned += 1;
-  }
-  return orphaned;
-}
-
-/**
- * At the origin: the worker at `endpoint` is known gone (the process this Pi spawned for it
- * exited), so its active tasks are orphaned now. Returns how many.
- */
-export function orphanWorkerTasks(context: CoreContext, endpoint: TaskEndpoint): number {
-  const { store } = context;
-  const now = context.clock();
-  let orphaned = 0;
-  for (const taskId of store.activeTaskIds("origin")) {
-    const stored = store.getStoredTask(taskId)!;
-    const meta = store.getTaskMeta(taskId);
-    if (!sameEndpoint(stored.record.target, endpoint) || meta?.orphanedAt !== undefined) continue;
-    store.transaction(() => orphan(context, stored, now, now));
-    orphaned += 1;
-  }
-  return orphaned;
-}
-
-/** Declares a task orphaned (inside the caller's transaction): its worker unheard since `since`; one `task.orphaned` record, one wake. */
-export function orphan(context: CoreContext, stored: StoredTask, since: number, now: number): void {
-  const { store } = context;
-  const meta = store.getTaskMeta(stored.record.taskId) ?? {};
-  const lostSince = meta.lostSince ?? since;
-  store.setTaskMeta(stored.record.taskId, { ...meta, lostSince, orphanedAt: now });
-  store.enqueueLocalPresentation(
-    appendCanonical(store, stored.record, "task.orphaned", { since: lostSince, target: stored.record.target }, now),
-  );
 }

@@ -95,7 +95,8 @@ export function terminalIntentOf(task: { readonly revision?: number }): Operatio
  * - `reconnectingSince`: after a relay restart, since when this task waits to find its peer again;
  * - `lostSince` / `orphanedAt` (origin): since when its worker is not registered, and when the
  *   task was declared orphaned (a reassignment clears both);
- * - `activity` (origin): the worker's newest activity report and when it arrived (activity.ts).
+ * - `activity` (origin): the worker's newest activity report and when it arrived (activity.ts);
+ * - `liveness` (origin): when the worker last signed genuine mail, and its smallest delay (liveness.ts).
  */
 export interface TaskMeta {
   readonly originKey?: string;
@@ -112,6 +113,17 @@ export interface TaskMeta {
   readonly lostSince?: number;
   readonly orphanedAt?: number;
   readonly activity?: WorkerActivity;
+  readonly liveness?: WorkerLiveness;
+}
+
+/**
+ * What the origin knows of its worker's life from signed mail (liveness.ts): the newest signing time
+ * of its genuine mail (its clock, ms) and the smallest delay seen (arrival on this side's clock −
+ * signing), which maps one clock onto the other.
+ */
+export interface WorkerLiveness {
+  readonly signedAt: number;
+  readonly minDelayMs: number;
 }
 
 /** A worker's newest activity report as the origin keeps it, with when it arrived (clock, ms). */

@@ -39,6 +39,7 @@ import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } f
 import { answerAudit } from "./audit.ts";
 import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
 import { recordActivity } from "./activity.ts";
+import { heardFromWorker } from "./liveness.ts";
 import { reopenForRevision } from "./revision.ts";
 import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
@@ -122,13 +123,6 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
     store.appendEvent(event);
   });
   return { kind: "assignment", taskId: task.taskId, eventId: event.eventId, visible: true, requires: [] };
-}
-
-function clearOrphan(store: CoreStore, taskId: string): void {
-  const meta = store.getTaskMeta(taskId);
-  if (meta?.orphanedAt === undefined && meta?.lostSince === undefined) return;
-  const { orphanedAt: _back, lostSince: _seen, ...rest } = meta;
-  store.setTaskMeta(taskId, rest);
 }
 
 /** Creates the canonical event of a validated intent (first terminal wins) and its fan-out. */
@@ -239,8 +233,10 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   }
   const authorised = stored.role === "origin" && sameEndpoint(envelope.source, task.target) && sameEndpoint(envelope.target, task.origin);
   if (!authorised) throw new TaskError("UNAUTHORIZED_INTENT", { details: { taskId: intent.taskId, source: envelope.source } });
-  // Mail from the worker ends an orphan: it is evidently alive (e.g. back on its renewed endpoint).
-  clearOrphan(store, task.taskId);
+  // Genuine mail of the worker is a signed fact of its life (liveness.ts); unsigned mail of an older
+  // peer counts from its arrival.
+  const signedAt = Date.parse(envelope.payload.signature?.at ?? "");
+  heardFromWorker(context, task.taskId, Number.isNaN(signedAt) ? context.clock() : signedAt);
   const row = eventTypeRow(intent.type);
   ensure(row.receiverIntent, "INVALID_INTENT", `${intent.type} is not a receiver intent`);
   ensure(!("intentId" in intent.payload), "INVALID_INTENT", "intent payload must not carry intentId");

@@ -3,8 +3,10 @@
  * expired, it disconnected — is not left waiting for its timeout. Every `orphanProbeIntervalMs` the
  * origin asks the relay to resolve the workers of its active tasks — one probe per worker endpoint
  * answers for all its tasks, at most `maxPeerProbesPerPass` per pass. `TARGET_NOT_REGISTERED` probe
- * after probe for `orphanAfterMs` makes the task orphaned: its attention says so, and the model gets one `task.orphaned` record (one wake) offering reassignment.
- * A registration seen again before that clears the suspicion.
+ * after probe for `orphanAfterMs` makes the task orphaned (liveness.ts): its attention says so, and the model gets one
+ * `task.orphaned` record (one wake) offering reassignment. A registration seen again before that
+ * clears the suspicion; once orphaned, a registration seen proves nothing (a dead Pi's registration
+ * outlives it until its lease ends): only the worker's own signed mail ends an orphan.
  *
  * With `autoReassign`, an orphaned task moves by itself to the lost worker's live successor (a
  * respawned worker of the same session name, `successor-v1`), carrying its history.
@@ -14,22 +16,22 @@ import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxPeerProbesPerPass, orphanAfterMs } from "../protocol/limits.ts";
 import type { StoredTask } from "../store/task-store.ts";
 import { latestAssignment } from "../protocol/events.ts";
-import { orphan } from "./activity.ts";
+import { orphan } from "./liveness.ts";
 import { OPERATION } from "./bookkeeping.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { reassignTask } from "./reassign.ts";
 import type { WorkScope } from "./scope.ts";
 
 /**
- * Active tasks this origin assigned that are due a probe (not reconnecting), grouped by worker
- * endpoint: one probe answers for every task of that worker. Orphaned ones are probed too: a worker
- * that comes back on the same endpoint (a renewed lease) ends the orphan.
+ * Active tasks this origin assigned that are due a probe (not reconnecting, not orphaned already),
+ * grouped by worker endpoint: one probe answers for every task of that worker.
  */
 function due(context: CoreContext): Map<string, StoredTask[]> {
   const { store } = context;
   const byWorker = new Map<string, StoredTask[]>();
   for (const taskId of store.activeTaskIds("origin")) {
     if (context.search.mayBeLooking(taskId) && store.getTaskMeta(taskId)?.reconnectingSince !== undefined) continue;
+    if (store.getTaskMeta(taskId)?.orphanedAt !== undefined) continue;
     const stored = store.getStoredTask(taskId)!;
     // A worker the assignment has not reached yet cannot be lost: its send says what happens to it.
     if (!assignmentAccepted(context, taskId)) continue;
@@ -54,26 +56,29 @@ function assignmentAccepted(context: CoreContext, taskId: string): boolean {
 /** Probes are paced per worker endpoint. */
 const probeKey = (stored: StoredTask) => endpointKey(stored.record.target);
 
-/** Records one probe's answer: a registration seen clears the suspicion; gone long enough orphans. */
+/**
+ * Records one probe's answer: a registration seen clears the suspicion (never an orphan); gone long
+ * enough orphans.
+ */
 function noteProbe(context: CoreContext, stored: StoredTask, registered: boolean): void {
   const { store } = context;
   const taskId = stored.record.taskId;
   const now = context.clock();
   store.transaction(() => {
     const meta = store.getTaskMeta(taskId) ?? {};
+    if (meta.orphanedAt !== undefined) return;
     if (registered) {
-      if (meta.lostSince === undefined && meta.orphanedAt === undefined) return;
-      const { lostSince: _cleared, orphanedAt: _back, ...rest } = meta;
+      if (meta.lostSince === undefined) return;
+      const { lostSince: _cleared, ...rest } = meta;
       store.setTaskMeta(taskId, rest);
       return;
     }
-    if (meta.orphanedAt !== undefined) return;
     const lostSince = meta.lostSince ?? now;
     if (now - lostSince < orphanAfterMs) {
       if (meta.lostSince === undefined) store.setTaskMeta(taskId, { ...meta, lostSince });
       return;
     }
-    orphan(context, stored, lostSince, now);
+    orphan(context, stored, lostSince);
   });
 }
 

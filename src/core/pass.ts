@@ -12,7 +12,7 @@
  * accepted), sends any carried receipt no ACK took, then repairs requested ACKs; retry spends what is left on old work, fairly rotated across targets;
  * peers finds the peers of tasks again after a relay restart (reconnect.ts), asks the workers of
  * tasks a restarted origin took back from its history whether they still hold them (resume.ts), orphans tasks whose
- * worker fell silent (activity.ts) and asks whether the workers of active tasks are still
+ * worker fell silent (liveness.ts) and asks whether the workers of active tasks are still
  * registered (orphans.ts). Neither retry
  * nor peers runs when the pass found the relay unreachable.
  * While a configuration refusal holds relay work (relay-health.ts), a pass makes no relay request at all.
@@ -25,7 +25,7 @@ import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
 import { canonicalizeTimeouts, recordDelivery } from "./intake.ts";
 import { attemptSend, capacityCooldown, type SendOutcome, sendInOrder } from "./outbox.ts";
 import { type AckRecorder, ackCarrying, carriesReceipts, ridesWithCarried, shipCarried, takeReceiptTail } from "./carry.ts";
-import { orphanSilentWorkers } from "./activity.ts";
+import { orphanSilentWorkers } from "./liveness.ts";
 import { probeWorkers, reassignOrphans } from "./orphans.ts";
 import { reconnectPeers } from "./reconnect.ts";
 import { askResumes } from "./resume.ts";
@@ -35,7 +35,8 @@ import { presentInbox } from "./presentation.ts";
 import type { FailureKind, Slice, WorkScope } from "./scope.ts";
 
 export interface PassReport {
-  readonly intake: { readonly fetched: number; readonly redriven: number; readonly timedOut: number };
+  /** `drained`: the pass read the relay mailbox to its end (what liveness needs to judge silence). */
+  readonly intake: { readonly fetched: number; readonly redriven: number; readonly timedOut: number; readonly drained: boolean };
   readonly presented: number;
   readonly shipped: number;
   readonly acknowledged: number;
@@ -85,6 +86,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
     redriven += 1;
   }
   let fetched = 0;
+  let drained = false;
   for (;;) {
     const room = maxFetchedUnacknowledgedDeliveries - store.pendingDeliveryCount();
     if (room <= 0 || scope.expired() || isClosed(context)) break;
@@ -123,9 +125,10 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
       fetched += 1;
       if (tracked === "tracked") recordDelivery(context, scope, store.getDelivery(delivery.envelopeId)!);
     }
+    drained = !full && !page.hasMore;
     if (full || !page.hasMore) break;
   }
-  return { fetched, redriven, timedOut };
+  return { fetched, redriven, timedOut, drained };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -373,12 +376,13 @@ export async function retryOldWork(context: CoreContext, scope: WorkScope): Prom
 // peers: are the workers of active tasks still there? (orphans.ts)
 // ---------------------------------------------------------------------------------------------
 
-async function followPeers(context: CoreContext, scope: WorkScope, heard: boolean): Promise<void> {
+async function followPeers(context: CoreContext, scope: WorkScope, drained: boolean): Promise<void> {
   // Mail re-addressed to peers found again is shipped at once (it was queued in this scope).
   if ((await reconnectPeers(context, scope)) > 0) await shipRequired(context, scope);
   await askResumes(context, scope);
-  // A worker's silence means something only when this pass took in its mail (activity.ts).
-  if (heard) orphanSilentWorkers(context);
+  // A worker's silence means something only when this pass read all its mail (liveness.ts); mail
+  // this side rejected does not count against that: anyone can send junk.
+  if (drained) orphanSilentWorkers(context);
   await probeWorkers(context, scope);
   if (context.settings.autoReassign && !isClosed(context)) await reassignOrphans(context, scope);
 }
@@ -388,7 +392,7 @@ async function followPeers(context: CoreContext, scope: WorkScope, heard: boolea
 // ---------------------------------------------------------------------------------------------
 
 export async function runPhasedPass(context: CoreContext, scope: WorkScope): Promise<PassReport> {
-  let intake: PassReport["intake"] = { fetched: 0, redriven: 0, timedOut: 0 };
+  let intake: PassReport["intake"] = { fetched: 0, redriven: 0, timedOut: 0, drained: false };
   let presented = 0;
   let shipped = 0;
   let acknowledged = 0;
@@ -413,8 +417,7 @@ export async function runPhasedPass(context: CoreContext, scope: WorkScope): Pro
       // Old work is retried even on empty, held or failed passes while budget remains — but not
       // when this pass already found the relay unreachable: those requests could only fail too.
       if (!truncated && !isClosed(context) && !scope.unreachable) retried = await retryOldWork(context, scope);
-      const heard = !scope.failures.has("lease") && !scope.failures.has("intake");
-      if (!truncated && !isClosed(context) && !scope.unreachable) await followPeers(context, scope, heard);
+      if (!truncated && !isClosed(context) && !scope.unreachable) await followPeers(context, scope, intake.drained);
     }
     truncated ||= scope.expired();
   } finally {

@@ -16,6 +16,7 @@ import { OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import { assertOpen, type CoreContext } from "./context.ts";
 import { assignmentBytes } from "./envelopes.ts";
+import { forgetWorker } from "./liveness.ts";
 import { queueEnvelope } from "./outbox.ts";
 import type { ReassignResult } from "./results.ts";
 import { askFirst, requireAccepted, requireOrigin, shipOwn } from "./ship.ts";
@@ -72,7 +73,16 @@ async function newTarget(
   }
   assertOpen(context, "reassignTask");
   if (sameEndpoint(successor, self)) throw refuse(taskId, "the target resolves to this endpoint itself");
-  if (sameEndpoint(successor, lost)) throw refuse(taskId, "the target is not lost");
+  if (sameEndpoint(successor, lost)) {
+    // Orphaned by silence, a dead Pi's registration lives until its lease ends: it is its own "successor".
+    const orphaned = context.store.getTaskMeta(taskId)?.orphanedAt !== undefined;
+    throw refuse(
+      taskId,
+      orphaned
+        ? "the lost worker's endpoint is still registered and has no successor yet — name the worker to take it over (to)"
+        : "the target is not lost",
+    );
+  }
   return successor;
 }
 
@@ -106,14 +116,14 @@ export async function reassignTask(
     });
     // A new executor binds its own key (and session) once it proved it (proofs.ts). A successor of
     // the lost worker must prove the lost worker's key: a stranger who took its name gets nothing.
+    // Nothing of the lost worker's life carries over: the new one is judged from its own mail (liveness.ts).
     const {
       workerKey,
       expectedWorkerKey: _earlier,
       peerSession: _session,
-      lostSince: _lost,
-      orphanedAt: _orphaned,
+      activity: _done,
       ...meta
-    } = store.getTaskMeta(taskId) ?? {};
+    } = forgetWorker(store.getTaskMeta(taskId) ?? {});
     store.setTaskMeta(taskId, { ...meta, ...(to === undefined && workerKey !== undefined ? { expectedWorkerKey: workerKey } : {}) });
     const moved = store.getStoredTask(taskId)!.record;
     const reassigned = appendCanonical(

@@ -23,8 +23,8 @@ import { maxPeerProbesPerPass, reconnectTimeoutMs } from "../protocol/limits.ts"
 import type { AssignmentPayload, Lineage, TaskEndpoint, TaskEnvelope, TaskEvent, TaskRecord } from "../protocol/schemas.ts";
 import { isRecord } from "../protocol/validate.ts";
 import type { StoredTask } from "../store/task-store.ts";
-import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
+import { forgetWorker, orphan } from "./liveness.ts";
 import { encodeEnvelope } from "./envelopes.ts";
 import { outboxEnvelope } from "./outbox.ts";
 import { askProof, carriageFor, provenAt } from "./proofs.ts";
@@ -124,8 +124,9 @@ export function movePeer(
     ...(stored.role === "origin" ? { target: endpoint } : { origin: endpoint }),
     ...relocated(stored.record.lineage, former, endpoint),
   });
-  const { reconnectingSince: _found, lostSince: _seen, orphanedAt: _back, candidate: _proven, ...meta } = store.getTaskMeta(taskId) ?? {};
-  store.setTaskMeta(taskId, meta);
+  const { reconnectingSince: _found, candidate: _proven, ...meta } = store.getTaskMeta(taskId) ?? {};
+  // Another endpoint: what the former one was last heard saying says nothing of this one.
+  store.setTaskMeta(taskId, stored.role === "origin" ? forgetWorker(meta) : meta);
   const task = store.getStoredTask(taskId)!.record;
   const self = stored.role === "origin" ? task.origin : task.target;
   const now = context.clock();
@@ -218,12 +219,7 @@ export function giveUp(context: CoreContext, stored: StoredTask, since: number):
     store.setTaskMeta(stored.record.taskId, meta);
     return;
   }
-  const now = context.clock();
-  store.transaction(() => {
-    const { reconnectingSince: _stop, resuming: _lost, ...meta } = store.getTaskMeta(stored.record.taskId) ?? {};
-    store.setTaskMeta(stored.record.taskId, { ...meta, lostSince: since, orphanedAt: now });
-    store.enqueueLocalPresentation(appendCanonical(store, stored.record, "task.orphaned", { since, target: stored.record.target }, now));
-  });
+  store.transaction(() => orphan(context, stored, since));
 }
 
 /** The reconnection phase: looks up the peers of tasks still waiting. Returns how many were found. */

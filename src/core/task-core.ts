@@ -44,7 +44,8 @@ import type {
 import { createTaskWorkScope } from "./scope.ts";
 import { askFirst, leasedEndpoint, roleOf } from "./ship.ts";
 import { workerDone, workerIntent, workerMessage } from "./worker-operations.ts";
-import { type ActivityNotSent, type ActivityReport, orphanWorkerTasks, sendActivity, type UnreportedReport } from "./activity.ts";
+import { type ActivityNotSent, type ActivityReport, sendActivity, type UnreportedReport } from "./activity.ts";
+import { orphanWorkerTasks } from "./liveness.ts";
 import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";

@@ -371,7 +371,7 @@ describe("the same worker comes back", () => {
     expect(origin.core.rejections().STALE_GENERATION).toBeUndefined();
   });
 
-  test("a worker back on its renewed endpoint ends the orphan: by its mail at once, and by the next probe", async () => {
+  test("a worker back on its renewed endpoint ends the orphan by its mail; a probe that sees the registration alone does not (a dead Pi's registration outlives it)", async () => {
     for (const via of ["mail", "probe"] as const) {
       const time = jumpTime();
       const { origin, worker, taskId, workerEndpoint } = await delegated(time, { autoReassign: true });
@@ -387,8 +387,10 @@ describe("the same worker comes back", () => {
         time.advance(orphanProbeIntervalMs);
         await origin.core.refresh();
       }
-      expect({ via, attention: origin.core.getTask(taskId).attention }).toEqual({ via, attention: undefined });
-      // Nothing moves a task whose worker is back.
+      const expected = via === "mail" ? undefined : "orphaned";
+      expect({ via, attention: origin.core.getTask(taskId).attention }).toEqual({ via, attention: expected });
+      expect({ via, reported: eventsOf(origin.core.getTask(taskId), "task.orphaned").length }).toEqual({ via, reported: 1 });
+      // Nothing moves a task whose worker is back: its successor is itself.
       time.advance(orphanProbeIntervalMs);
       await origin.core.refresh();
       expect({ via, moved: eventsOf(origin.core.getTask(taskId), "task.reassigned").length }).toEqual({ via, moved: 0 });

@@ -7,8 +7,14 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { ActivityReport } from "../../src/core/activity.ts";
-import { heartbeatSilenceMs } from "../../src/protocol/limits.ts";
+import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { heartbeatSilenceMs, orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
+import { generateIdentity } from "../../src/trust/keys.ts";
 import { settle } from "../../kit/drain.ts";
+import { createJumpTimers } from "../../kit/jump-timers.ts";
 import { introduce } from "../../kit/introduce.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
@@ -26,9 +32,12 @@ function movableClock(): { now: () => number; advance: (ms: number) => void } {
   return { now: () => Date.now() + offset, advance: (ms) => void (offset += ms) };
 }
 
-async function pair(originClock?: () => number): Promise<{ origin: Party; worker: Party; taskId: string; round: () => Promise<number> }> {
+async function pair(
+  originClock?: () => number,
+  workerClock?: () => number,
+): Promise<{ origin: Party; worker: Party; taskId: string; round: () => Promise<number> }> {
   const origin = await createParty({ url: fx.relay.url, ...(originClock === undefined ? {} : { clock: originClock }) });
-  const worker = await createParty({ url: fx.relay.url });
+  const worker = await createParty({ url: fx.relay.url, ...(workerClock === undefined ? {} : { clock: workerClock }) });
   opened.push(origin, worker);
   await introduce(origin.core, worker.core);
   const created = await origin.core.createTask({ to: worker.core.endpoint()!, task: "count the files" });
@@ -94,8 +103,9 @@ describe("worker activity", () => {
 
 describe("liveness", () => {
   test("a worker that reported and then fell silent is orphaned after heartbeatSilenceMs; its next report ends the orphan", async () => {
+    // Time passes for both sides.
     const clock = movableClock();
-    const { origin, worker, taskId, round } = await pair(clock.now);
+    const { origin, worker, taskId, round } = await pair(clock.now, clock.now);
     await worker.core.reportActivity(taskId, running);
     await round();
     clock.advance(heartbeatSilenceMs - 1_000);
@@ -126,5 +136,115 @@ describe("liveness", () => {
     expect(origin.core.getTask(taskId).attention).toBe("orphaned");
     // Once is enough.
     expect(origin.core.workerGone(worker.core.endpoint()!)).toBe(0);
+  });
+});
+
+/** A client of the relay that is no party to the task: it sends the origin mail its gate rejects. */
+async function junkSender(): Promise<(to: TaskEndpoint) => Promise<void>> {
+  const session = createVolatileTaskSession({ url: fx.relay.url, callerSession: `junk-${crypto.randomUUID().slice(0, 8)}` });
+  const source = (await session.lease()).endpoint;
+  const stranger = { identity: generateIdentity().identity, peerName: () => undefined };
+  closers.push(() => session.close());
+  return async (to) => {
+    const intent = makeIntent("no-such-task", "task.activity", { ...running }, 1);
+    await session.send(encodeEnvelope(source, to, "no-such-task", "intent", intent, Date.now(), stranger));
+  };
+}
+
+const closers: (() => unknown)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0)) await close();
+});
+
+describe("liveness from signed facts (one report per loss)", () => {
+  test("a silent worker whose registration lives on is orphaned once: later probes neither undo nor repeat it", async () => {
+    const clock = movableClock();
+    const timers = createJumpTimers();
+    const origin = await createParty({ url: fx.relay.url, clock: clock.now, timers });
+    const worker = await createParty({ url: fx.relay.url, clock: clock.now });
+    opened.push(origin, worker);
+    await introduce(origin.core, worker.core);
+    const { taskId } = await origin.core.createTask({ to: worker.core.endpoint()!, task: "count the files" });
+    await settle([origin, worker]);
+    await worker.core.reportActivity(taskId, running);
+    await settle([origin, worker]);
+    // Many passes, each probing the (still registered) worker endpoint: its pace allows one each time.
+    for (let pass = 0; pass < 4; pass += 1) {
+      clock.advance(heartbeatSilenceMs);
+      timers.jump(orphanProbeIntervalMs);
+      await origin.core.refresh();
+    }
+    const view = origin.core.getTask(taskId);
+    expect(view.attention).toBe("orphaned");
+    expect(eventsOf(view, "task.orphaned")).toHaveLength(1);
+    expect(origin.host.insertedIds().filter((id) => id === eventsOf(view, "task.orphaned")[0]!.eventId)).toHaveLength(1);
+  });
+
+  test("mail the origin rejects (anyone's junk, every pass) does not keep a silent worker alive", async () => {
+    const clock = movableClock();
+    const { origin, worker, taskId, round } = await pair(clock.now, clock.now);
+    const junk = await junkSender();
+    await worker.core.reportActivity(taskId, running);
+    await round();
+    clock.advance(heartbeatSilenceMs);
+    await junk(origin.core.endpoint()!);
+    await origin.core.refresh();
+    expect(origin.core.rejections()).not.toEqual({});
+    expect(origin.core.getTask(taskId).attention).toBe("orphaned");
+  });
+
+  test("a report signed long before it arrives (withheld by the relay, released later) renews nothing", async () => {
+    const originClock = movableClock();
+    const workerClock = movableClock();
+    const { origin, worker, taskId, round } = await pair(originClock.now, workerClock.now);
+    await worker.core.reportActivity(taskId, running);
+    await round();
+    // The worker signs a report now; the relay holds it back until after the silence window.
+    workerClock.advance(-heartbeatSilenceMs);
+    originClock.advance(heartbeatSilenceMs);
+    await worker.core.reportActivity(taskId, { ...running, since: running.since + 1 });
+    await round();
+    const view = origin.core.getTask(taskId);
+    expect(view.attention).toBe("orphaned");
+    expect(eventsOf(view, "task.orphaned")).toHaveLength(1);
+    // A report the worker signs after the orphan (it is back; the clocks agree again) ends it.
+    originClock.advance(1_000);
+    workerClock.advance(2 * heartbeatSilenceMs + 1_000);
+    await worker.core.reportActivity(taskId, { ...running, since: running.since + 2 });
+    await round();
+    expect(origin.core.getTask(taskId).attention).toBeUndefined();
+  });
+
+  test("a reassigned task starts with nothing of its lost worker: not orphaned again for the old worker's silence", async () => {
+    const clock = movableClock();
+    const { origin, worker, taskId, round } = await pair(clock.now, clock.now);
+    const next = await createParty({ url: fx.relay.url, clock: clock.now });
+    opened.push(next);
+    await introduce(origin.core, next.core);
+    await worker.core.reportActivity(taskId, running);
+    await round();
+    clock.advance(heartbeatSilenceMs);
+    await origin.core.refresh();
+    expect(origin.core.getTask(taskId).attention).toBe("orphaned");
+    // Right after the orphan is shown, with the dead worker's registration still alive: reassign works.
+    await origin.core.reassignTask(taskId, { to: next.core.endpoint()! });
+    await settle([origin, next]);
+    const view = origin.core.getTask(taskId);
+    expect(view.attention).toBeUndefined();
+    expect(view.activity).toBeUndefined();
+    expect(eventsOf(view, "task.orphaned")).toHaveLength(1);
+  });
+
+  test("reassigning to the lost worker's successor when its registration still lives says why it cannot", async () => {
+    const clock = movableClock();
+    const { origin, worker, taskId, round } = await pair(clock.now, clock.now);
+    await worker.core.reportActivity(taskId, running);
+    await round();
+    clock.advance(heartbeatSilenceMs);
+    await origin.core.refresh();
+    const refused = await origin.core.reassignTask(taskId).catch((error: unknown) => error as TaskError);
+    expect(refused).toBeInstanceOf(TaskError);
+    expect((refused as TaskError).code).toBe("REASSIGNMENT_REFUSED");
+    expect((refused as TaskError).message).toContain("name the worker to take it over");
   });
 });

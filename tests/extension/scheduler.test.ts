@@ -8,7 +8,7 @@ import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { flushMicrotasks } from "../../kit/async.ts";
 
 const REPORT: PassReport = {
-  intake: { fetched: 0, redriven: 0, timedOut: 0 },
+  intake: { fetched: 0, redriven: 0, timedOut: 0, drained: true },
   presented: 0,
   shipped: 0,
   acknowledged: 0,
