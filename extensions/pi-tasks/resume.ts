@@ -30,13 +30,30 @@ interface Delegated {
   workerKey?: string;
 }
 
-/** The record an `agent_task_send` result carries (a successful call), else undefined. */
-function sentRecord(entry: unknown): Record<string, unknown> | undefined {
+/** The details of a successful `toolName` result in the branch, else undefined. */
+function toolDetails(entry: unknown, toolName: string): Record<string, unknown> | undefined {
   if (!isRecord(entry) || entry.type !== "message" || !isRecord(entry.message)) return undefined;
   const message = entry.message;
-  if (message.role !== "toolResult" || message.toolName !== "agent_task_send" || message.isError === true) return undefined;
-  const record = isRecord(message.details) ? message.details.record : undefined;
+  if (message.role !== "toolResult" || message.toolName !== toolName || message.isError === true) return undefined;
+  return isRecord(message.details) ? message.details : undefined;
+}
+
+/** The record an `agent_task_send` result carries (a successful call), else undefined. */
+function sentRecord(entry: unknown): Record<string, unknown> | undefined {
+  const record = toolDetails(entry, "agent_task_send")?.record;
   return isRecord(record) && typeof record.taskId === "string" ? record : undefined;
+}
+
+/** The tools by which this session closed a task it delegated: it acknowledged or cancelled it. */
+const CLOSING_TOOLS = ["agent_task_ack", "agent_task_cancel"] as const;
+
+/** The task a successful closing call (acknowledge, cancel) closed, else undefined. */
+function closedTask(entry: unknown): string | undefined {
+  for (const tool of CLOSING_TOOLS) {
+    const taskId = toolDetails(entry, tool)?.taskId;
+    if (typeof taskId === "string") return taskId;
+  }
+  return undefined;
 }
 
 /** An event this session showed (`pi-tasks-event`) or archived (`pi-tasks-event-record`) as the task's origin. */
@@ -57,13 +74,19 @@ interface Shown {
 
 const sequenceOf = (event: Record<string, unknown>) => BigInt(typeof event.sequence === "string" ? event.sequence : "0");
 
-/** The tasks this session delegated, as its branch knows them, each with its events in sequence order. */
+/**
+ * The tasks this session delegated and had not closed when it ended (closed: acknowledged or
+ * cancelled by it — those stay closed), as its branch knows them, each with its events in sequence order.
+ */
 export function delegatedTasks(branch: readonly unknown[]): Delegated[] {
   const records = new Map<string, Record<string, unknown>>();
   const shown = new Map<string, Shown>();
+  const closed = new Set<string>();
   for (const entry of branch) {
     const record = sentRecord(entry);
     if (record !== undefined) records.set(String(record.taskId), record);
+    const ended = closedTask(entry);
+    if (ended !== undefined) closed.add(ended);
     const event = originEvent(entry);
     if (event === undefined) continue;
     const task: Shown = shown.get(event.taskId) ?? { events: new Map() };
@@ -71,11 +94,13 @@ export function delegatedTasks(branch: readonly unknown[]): Delegated[] {
     if (event.peerKey !== undefined) task.workerKey = event.peerKey;
     shown.set(event.taskId, task);
   }
-  return [...records].map(([taskId, record]) => {
-    const task = shown.get(taskId);
-    const events = [...(task?.events.values() ?? [])].sort((a, b) => (sequenceOf(a) < sequenceOf(b) ? -1 : 1));
-    return { record, events, ...(task?.workerKey === undefined ? {} : { workerKey: task.workerKey }) };
-  });
+  return [...records]
+    .filter(([taskId]) => !closed.has(taskId))
+    .map(([taskId, record]) => {
+      const task = shown.get(taskId);
+      const events = [...(task?.events.values() ?? [])].sort((a, b) => (sequenceOf(a) < sequenceOf(b) ? -1 : 1));
+      return { record, events, ...(task?.workerKey === undefined ? {} : { workerKey: task.workerKey }) };
+    });
 }
 
 /** Waits (at most `resumeWaitMs`) until every restored task was confirmed or lost. */

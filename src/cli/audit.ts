@@ -10,8 +10,9 @@
  *   `pi-tasks-event-record` entries), one side per session — partial records, so never named as
  *   missing anything.
  * TASK_ID may be a prefix of at least `minTaskIdPrefixChars` characters. Session files are looked
- * for under --sessions, else `PI_CODING_AGENT_SESSION_DIR`, else `$PI_CODING_AGENT_DIR/sessions`,
- * else `~/.pi/agent/sessions`.
+ * for under --sessions, else under `PI_CODING_AGENT_SESSION_DIR` (or `$PI_CODING_AGENT_DIR/sessions`,
+ * else `~/.pi/agent/sessions`) and the sessions of the workers this user spawned (kept apart in the
+ * pi-tasks home: src/cli/spawned.ts `workerSessionDir`).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
@@ -24,6 +25,7 @@ import { minTaskIdPrefixChars } from "../protocol/limits.ts";
 import type { AuditEntry } from "../protocol/schemas.ts";
 import { AUDIT_ENTRY, EVENT_MESSAGE, EVENT_RECORD } from "../protocol/session-entries.ts";
 import { isRecord } from "../protocol/validate.ts";
+import { stateDir, WORKER_SESSIONS_DIR } from "./spawned.ts";
 
 type Env = Record<string, string | undefined>;
 
@@ -122,14 +124,15 @@ function reportSides(report: AuditReport): AuditSide[] {
 }
 
 /** Joins everything the session files hold about one task. */
-export function auditFromSessions(taskIdOrPrefix: string, dir: string): AuditReport {
+export function auditFromSessions(taskIdOrPrefix: string, dirs: string | readonly string[]): AuditReport {
   if (taskIdOrPrefix.length < minTaskIdPrefixChars) throw usage(`give at least ${minTaskIdPrefixChars} characters of the task id`);
-  const records = sessionFiles(dir).map((path) => readSession(path, (taskId) => taskId.startsWith(taskIdOrPrefix)));
+  const all = typeof dirs === "string" ? [dirs] : dirs;
+  const records = all.flatMap(sessionFiles).map((path) => readSession(path, (taskId) => taskId.startsWith(taskIdOrPrefix)));
   const taskIds = new Set(records.flatMap((record) => [...record.taskIds]));
   if (taskIds.size === 0)
     throw new TaskError("UNKNOWN_TASK", {
-      message: `no Pi session under ${dir} recorded task ${taskIdOrPrefix}`,
-      details: { taskId: taskIdOrPrefix, sessions: dir },
+      message: `no Pi session under ${all.join(" or ")} recorded task ${taskIdOrPrefix}`,
+      details: { taskId: taskIdOrPrefix, sessions: all },
     });
   if (taskIds.size > 1) throw usage(`${taskIdOrPrefix} matches ${taskIds.size} tasks; give more of the id`);
   const [taskId] = [...taskIds] as [string];
@@ -166,7 +169,7 @@ export async function auditCommand(
   });
   const [taskId] = positionals;
   if (taskId === undefined || positionals.length > 1) throw usage("audit needs exactly one TASK_ID");
-  const report = auditFromSessions(taskId, values.sessions ?? sessionsDir(env));
+  const report = auditFromSessions(taskId, values.sessions ?? [sessionsDir(env), join(stateDir(env), WORKER_SESSIONS_DIR)]);
   if (values.json === true) return { value: report, json: true };
   stdout(`${auditLines(report).join("\n")}\n`);
   return 0;

@@ -65,15 +65,21 @@ export interface PiLaunch {
   readonly instructions?: string;
   /** Scenario module for the scripted model (demo and tests); implies `faux/faux-1`. */
   readonly script?: string;
+  /** Where Pi keeps the session file (`--session-dir`): a spawned worker's own, apart from the person's. */
+  readonly sessionDir?: string;
 }
 
 /**
  * Pi's arguments for a headless RPC Pi with this extension. A real model keeps Pi's session
- * history (the historical record); a scripted one runs offline without a session file.
+ * history (the historical record); a scripted one runs offline without a session file — unless
+ * `sessionDir` names where the session is kept (a spawned worker's, in both cases).
  */
 export function piRpcArgs(launch: PiLaunch): string[] {
   const args = ["--mode", "rpc", "-e", PACKAGE_ROOT];
-  if (launch.script !== undefined) args.push("--no-session", "--offline", "-e", SCRIPTED_MODEL_EXTENSION, "--model", SCRIPTED_MODEL);
+  const session =
+    launch.sessionDir === undefined ? (launch.script === undefined ? [] : ["--no-session"]) : ["--session-dir", launch.sessionDir];
+  args.push(...session);
+  if (launch.script !== undefined) args.push("--offline", "-e", SCRIPTED_MODEL_EXTENSION, "--model", SCRIPTED_MODEL);
   else if (launch.model !== undefined) args.push("--model", launch.model);
   if (launch.instructions !== undefined) args.push("--append-system-prompt", launch.instructions);
   return args;

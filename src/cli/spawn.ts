@@ -31,7 +31,7 @@ import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelayTransport, type RelayTransport } from "../relay-client/transport.ts";
 import { piCommand, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
 import { ownRuntime, WORKER_HOST_BUNDLE } from "./runtime.ts";
-import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir } from "./spawned.ts";
+import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir, workerSessionDir } from "./spawned.ts";
 import { stopProcess } from "./stop.ts";
 import type { HostConfig } from "./worker-host.ts";
 import { type Worktree, WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "./worktree.ts";
@@ -216,6 +216,8 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
     ...(options.model === undefined ? {} : { model: options.model }),
     ...(options.script === undefined ? {} : { script: options.script }),
     ...(instructions === undefined ? {} : { instructions }),
+    // Its session apart from the person's, who works in the same folder (`pi --continue` there is theirs).
+    sessionDir: workerSessionDir(options.env, options.name),
   };
   const env = {
     ...(Object.fromEntries(Object.entries(options.env).filter(([, value]) => value !== undefined)) as Record<string, string>),

@@ -49,6 +49,17 @@ export function scriptedAgentDir(env: Record<string, string | undefined>, sessio
   return ensureHomeSubdirectory(stateDir(env), "agents", encodeURIComponent(session));
 }
 
+/**
+ * A spawned worker's own Pi session directory (`--session-dir`): workers run in the person's project
+ * folder, and their sessions must not be the newest there (`pi --continue` would open a worker's).
+ */
+export function workerSessionDir(env: Record<string, string | undefined>, session: string): string {
+  return ensureHomeSubdirectory(stateDir(env), WORKER_SESSIONS_DIR, encodeURIComponent(session));
+}
+
+/** The home's directory of spawned workers' sessions, one subdirectory per worker name. */
+export const WORKER_SESSIONS_DIR = "sessions";
+
 export function logDir(env: Record<string, string | undefined>): string {
   return ensureHomeSubdirectory(stateDir(env), "logs");
 }

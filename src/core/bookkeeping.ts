@@ -107,6 +107,12 @@ export interface TaskMeta {
   readonly candidate?: TaskEndpoint;
   readonly unverified?: true;
   readonly peerSession?: string;
+  /**
+   * The signing time (the peer's clock, ms) of the newest signed fact that placed the peer at its
+   * current endpoint — the assignment, a resume question, verified mail from a moved peer: older
+   * signed facts, however genuine (a relay replaying them), move nothing (reconnect.ts, resume.ts).
+   */
+  readonly peerSince?: number;
   readonly reconnectingSince?: number;
   /** A task a restarted origin took back from its session history: its worker has yet to confirm it (resume.ts). */
   readonly resuming?: true;

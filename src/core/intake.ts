@@ -34,7 +34,7 @@ import { makeIntent, openPayload } from "./envelopes.ts";
 import { checkIntentCorrection } from "./corrections.ts";
 import { checkLineage } from "./lineage.ts";
 import { answerResume, takeResumeAnswer } from "./resume.ts";
-import { followMovedPeer, resumeReconnects } from "./reconnect.ts";
+import { followMovedPeer, newerPlacement, resumeReconnects, signedTime } from "./reconnect.ts";
 import { learnSealKey, releaseAwaiting, sealKeyOf, takeHello, takeProvenMail } from "./proofs.ts";
 import { answerAudit } from "./audit.ts";
 import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
@@ -121,6 +121,10 @@ function recordAssignment(context: CoreContext, envelope: TaskEnvelope, payload:
     }
     for (const carried of history) store.appendEvent(carried);
     store.appendEvent(event);
+    // The origin is where this assignment says, as of its signing: older signed facts move nothing (reconnect.ts).
+    const signedAt = signedTime(envelope);
+    const meta = store.getTaskMeta(task.taskId);
+    if (signedAt !== undefined && newerPlacement(meta, signedAt)) store.setTaskMeta(task.taskId, { ...meta, peerSince: signedAt });
   });
   return { kind: "assignment", taskId: task.taskId, eventId: event.eventId, visible: true, requires: [] };
 }
@@ -235,8 +239,7 @@ function canonicalizeIntent(context: CoreContext, scope: WorkScope, envelope: Ta
   if (!authorised) throw new TaskError("UNAUTHORIZED_INTENT", { details: { taskId: intent.taskId, source: envelope.source } });
   // Genuine mail of the worker is a signed fact of its life (liveness.ts); unsigned mail of an older
   // peer counts from its arrival.
-  const signedAt = Date.parse(envelope.payload.signature?.at ?? "");
-  heardFromWorker(context, task.taskId, Number.isNaN(signedAt) ? context.clock() : signedAt);
+  heardFromWorker(context, task.taskId, signedTime(envelope) ?? context.clock());
   const row = eventTypeRow(intent.type);
   ensure(row.receiverIntent, "INVALID_INTENT", `${intent.type} is not a receiver intent`);
   ensure(!("intentId" in intent.payload), "INVALID_INTENT", "intent payload must not carry intentId");
@@ -347,12 +350,13 @@ function opened(context: CoreContext, raw: RelayedEnvelope): { envelope: TaskEnv
 function classifyHello(context: CoreContext, scope: WorkScope, raw: HelloEnvelope): { stage: InboxStage; data: InboxData } {
   const signer = gateHello(context.trust, raw, me(context), context.clock());
   const { resume, inReplyTo } = raw.payload.payload;
+  const signedAt = signedTime(raw) ?? context.clock();
   // A resume question is answered with the ask (resume.ts); an answer to ours confirms or loses tasks.
   const answer =
-    resume === undefined || inReplyTo !== undefined ? undefined : () => answerResume(context, scope, raw.source, signer, resume);
+    resume === undefined || inReplyTo !== undefined ? undefined : () => answerResume(context, scope, raw.source, signer, resume, signedAt);
   const proven = takeHello(context, raw, signer, answer);
   if (proven !== undefined) {
-    if (resume !== undefined && inReplyTo !== undefined) takeResumeAnswer(context, scope, proven, signer, resume);
+    if (resume !== undefined && inReplyTo !== undefined) takeResumeAnswer(context, scope, proven, signer, resume, signedAt);
     releaseAwaiting(context, scope, proven);
     resumeReconnects(context, scope, proven);
   }

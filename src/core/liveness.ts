@@ -121,6 +121,6 @@ export function orphan(context: CoreContext, stored: StoredTask, since: number):
  * peer (another endpoint) starts over — the new one is judged from its own mail.
  */
 export function forgetWorker(meta: TaskMeta): TaskMeta {
-  const { lostSince: _lost, orphanedAt: _orphaned, liveness: _heard, ...rest } = meta;
+  const { lostSince: _lost, orphanedAt: _orphaned, liveness: _heard, peerSince: _placed, ...rest } = meta;
   return rest;
 }

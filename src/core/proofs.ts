@@ -194,9 +194,10 @@ export function takeHello(
     return envelope.source;
   }
   const asked = book.asked.get(hello.inReplyTo);
-  // Only an answer to an ask of ours, from the endpoint asked, proves anything.
+  // Only an answer to an ask of ours, from the endpoint asked, proves anything. The ask stays open
+  // (bounded by maxPendingHellos): an answer under a key the task does not expect (a relay's own)
+  // must not use it up before the real peer's answer arrives.
   if (asked === undefined || !sameEndpoint(asked, envelope.source)) return undefined;
-  book.asked.delete(hello.inReplyTo);
   recordProof(context, envelope.source, signer.key, signer.claimedName);
   return envelope.source;
 }

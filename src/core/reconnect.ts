@@ -116,6 +116,7 @@ export function movePeer(
   taskId: string,
   endpoint: TaskEndpoint,
   which: "all" | "pending" = "all",
+  signedAt?: number,
 ): void {
   const { store } = context;
   const stored = store.getStoredTask(taskId)!;
@@ -126,7 +127,8 @@ export function movePeer(
   });
   const { reconnectingSince: _found, candidate: _proven, ...meta } = store.getTaskMeta(taskId) ?? {};
   // Another endpoint: what the former one was last heard saying says nothing of this one.
-  store.setTaskMeta(taskId, stored.role === "origin" ? forgetWorker(meta) : meta);
+  const placed = signedAt === undefined ? {} : { peerSince: signedAt };
+  store.setTaskMeta(taskId, { ...(stored.role === "origin" ? forgetWorker(meta) : meta), ...placed });
   const task = store.getStoredTask(taskId)!.record;
   const self = stored.role === "origin" ? task.origin : task.target;
   const now = context.clock();
@@ -195,8 +197,22 @@ export function followMovedPeer(
   const bound = stored.role === "origin" ? meta?.workerKey : meta?.originKey;
   const current = stored.role === "origin" ? stored.record.target : stored.record.origin;
   if (bound !== signer.key || sameEndpoint(current, envelope.source)) return;
-  movePeer(context, scope, stored.record.taskId, envelope.source);
+  // Mail signed before the fact that placed the peer where it is now (a relay replaying it) moves nothing.
+  const signedAt = signedTime(envelope);
+  if (!newerPlacement(meta, signedAt)) return;
+  movePeer(context, scope, stored.record.taskId, envelope.source, "all", signedAt);
   moveSamePeer(context, scope, current, envelope.source);
+}
+
+/** The signing time of a piece of mail (ms), or undefined when it carries none. */
+export function signedTime(envelope: { readonly payload: { readonly signature?: { readonly at: string } } }): number | undefined {
+  const at = Date.parse(envelope.payload.signature?.at ?? "");
+  return Number.isNaN(at) ? undefined : at;
+}
+
+/** Whether a fact signed at `signedAt` is newer than the one that placed the task's peer (reconnect.ts, resume.ts). */
+export function newerPlacement(meta: TaskMeta | undefined, signedAt: number | undefined): boolean {
+  return meta?.peerSince === undefined || (signedAt !== undefined && signedAt > meta.peerSince);
 }
 
 /** The endpoint a session name is registered with now, or undefined. */

@@ -29,7 +29,7 @@ import { assertValid, isRecord } from "../protocol/validate.ts";
 import { OPERATION } from "./bookkeeping.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { askProof } from "./proofs.ts";
-import { giveUp, movePeer, relocated } from "./reconnect.ts";
+import { giveUp, movePeer, newerPlacement, relocated } from "./reconnect.ts";
 import type { WorkScope } from "./scope.ts";
 import type { Signer } from "./trust.ts";
 
@@ -105,8 +105,17 @@ function restoreOne(context: CoreContext, self: TaskEndpoint, task: ResumedTask)
     }));
   }
   const key = task.workerKey === undefined ? {} : { workerKey: task.workerKey };
-  store.setTaskMeta(taskId, { ...key, resuming: true, reconnectingSince: context.clock() });
+  // A loss the session already reported stays reported: losing the task again shows nothing new.
+  const orphaned = lastLoss(task.events);
+  const lost = orphaned === undefined ? {} : { lostSince: Number(orphaned.payload.since), orphanedAt: orphaned.occurredAt };
+  store.setTaskMeta(taskId, { ...key, ...lost, resuming: true, reconnectingSince: context.clock() });
   context.search.startLooking(taskId);
+}
+
+/** The task's `task.orphaned` the session showed after its latest assignment, if any (its worker's loss, reported). */
+function lastLoss(events: readonly TaskEvent[]): TaskEvent | undefined {
+  const latest = [...events].reverse().find((event) => event.type === "task.orphaned" || isAssignmentType(event.type));
+  return latest?.type === "task.orphaned" ? latest : undefined;
 }
 
 /**
@@ -166,7 +175,10 @@ export async function askResumes(context: CoreContext, scope: WorkScope): Promis
 
 /**
  * Worker: which of the asked tasks it holds for `signer` (the origin key bound at assignment); each
- * held task's origin moves to `source`, and the worker's mail for it goes there again.
+ * held task's origin moves to `source`, and the worker's mail for it goes there again. A question
+ * signed (at `signedAt`) no later than the fact that placed the task's origin where it is — an
+ * earlier restart's question, which a relay can replay however genuine — holds nothing and moves
+ * nothing; a question that is stale for every task it names is refused (`STALE_EVENT`).
  */
 export function answerResume(
   context: CoreContext,
@@ -174,16 +186,22 @@ export function answerResume(
   source: TaskEndpoint,
   signer: VerifiedSigner,
   asked: ResumeList,
+  signedAt: number,
 ): ResumeList {
   const { store } = context;
   const tasks = [...new Set(asked.tasks)];
-  const held = tasks.filter((taskId) => {
+  const ours = tasks.filter((taskId) => {
     const stored = store.getStoredTask(taskId);
     return stored?.role === "worker" && store.getTaskMeta(taskId)?.originKey === signer.key;
   });
+  const held = ours.filter((taskId) => newerPlacement(store.getTaskMeta(taskId), signedAt));
+  if (ours.length > 0 && held.length === 0) {
+    throw new TaskError("STALE_EVENT", {
+      details: { problem: "a resume question older than the one that placed its tasks' origin (replayed)", tasks: ours },
+    });
+  }
   store.transaction(() => {
-    for (const taskId of held)
-      if (!sameEndpoint(store.getStoredTask(taskId)!.record.origin, source)) movePeer(context, scope, taskId, source);
+    for (const taskId of held) movePeer(context, scope, taskId, source, "all", signedAt);
   });
   return { tasks, held };
 }
@@ -201,6 +219,7 @@ export function takeResumeAnswer(
   source: TaskEndpoint,
   signer: VerifiedSigner,
   answer: ResumeList,
+  signedAt: number,
 ): void {
   const { store } = context;
   const held = new Set(answer.held ?? []);
@@ -208,19 +227,28 @@ export function takeResumeAnswer(
     const stored = store.getStoredTask(taskId);
     if (stored?.role !== "origin" || store.getTaskMeta(taskId)?.resuming !== true) continue;
     if (!sameEndpoint(stored.record.target, source)) continue;
-    if (held.has(taskId) && confirms(context, taskId, signer)) confirm(context, scope, taskId, source, signer);
+    // Only the key bound to the task decides, either way: another key's answer (a relay's own) changes nothing.
+    if (!confirms(context, taskId, signer)) continue;
+    if (held.has(taskId)) confirm(context, scope, taskId, source, signer, signedAt);
     else lose(context, taskId);
   }
 }
 
 /** The worker holds the task: it continues; what the origin wrote meanwhile leaves now, sealed. */
-function confirm(context: CoreContext, scope: WorkScope, taskId: string, source: TaskEndpoint, signer: VerifiedSigner): void {
+function confirm(
+  context: CoreContext,
+  scope: WorkScope,
+  taskId: string,
+  source: TaskEndpoint,
+  signer: VerifiedSigner,
+  signedAt: number,
+): void {
   const { store } = context;
   store.transaction(() => {
     const { resuming: _confirmed, ...meta } = store.getTaskMeta(taskId) ?? {};
     const session = signer.claimedName === undefined ? {} : { peerSession: signer.claimedName };
     store.setTaskMeta(taskId, { ...meta, workerKey: signer.key, ...session });
-    movePeer(context, scope, taskId, source);
+    movePeer(context, scope, taskId, source, "all", signedAt);
   });
 }
 

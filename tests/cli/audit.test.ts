@@ -126,6 +126,8 @@ describe("pi-tasks audit", () => {
     expect(short.error.code).toBe("CLI_USAGE");
     const unknown = await sandbox.run(["audit", "0123456789abcdef", "--json"]);
     expect(unknown.code).toBe(1);
-    expect(jsonOf(unknown).error).toMatchObject({ code: "UNKNOWN_TASK", details: { sessions: join(sandbox.agentDir, "sessions") } });
+    // Looked for in the person's sessions and in the sessions of the workers this user spawned.
+    const sessions = [join(sandbox.agentDir, "sessions"), join(sandbox.stateDir, "sessions")];
+    expect(jsonOf(unknown).error).toMatchObject({ code: "UNKNOWN_TASK", details: { sessions } });
   });
 });

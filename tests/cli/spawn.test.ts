@@ -5,8 +5,8 @@
 import { homeTrust } from "../../src/trust/home.ts";
 import { rpcLogFile } from "../../src/cli/spawned.ts";
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, markedProcesses, running } from "../helpers/cli-kit.ts";
 import { eventually } from "../../kit/async.ts";
@@ -92,6 +92,10 @@ describe("pi-tasks spawn --task-worker", () => {
     expect(pi?.args).toContain("pi-coding-agent");
     expect(pi?.args).toContain("--mode rpc");
     expect(pi?.cwd).toBe(sandbox.projectDir);
+    // Its session is kept apart from the person's (who works in the same folder): under the pi-tasks home.
+    const sessions = join(sandbox.stateDir, "sessions", name);
+    expect(pi?.args).toContain(`--session-dir ${sessions}`);
+    expect(pi?.args).not.toContain("--no-session");
     expect(processes.map((entry) => entry.pid).sort()).toEqual([out.pid, piPid].sort());
 
     // The relay knows the same endpoint; the record and the log live under the state dir.
@@ -158,6 +162,8 @@ describe("pi-tasks spawn --task-worker", () => {
     expect(transcript).toMatch(/^\d\d:\d\d:\d\d \[pi-tasks-event\] ## task assignment/m);
     expect(transcript).toMatch(/^\d\d:\d\d:\d\d → agent_task_message \{"taskId":/m);
     expect(transcript.split("\n").filter((line) => line.startsWith("{"))).toEqual([]);
+    // What the worker did is in its own session file, never in the project's sessions.
+    expect(readdirSync(sessions).filter((file) => file.endsWith(".jsonl"))).toHaveLength(1);
     // The worker is still the same process pair.
     expect(running(out.pid)).toBe(true);
     expect(running(piPid)).toBe(true);

@@ -11,13 +11,18 @@ import { introduce } from "../../kit/introduce.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { taskRecordOf } from "../../src/core/resume.ts";
-import { maxResumeTasks } from "../../src/protocol/limits.ts";
+import { helloRetryMs, maxResumeTasks } from "../../src/protocol/limits.ts";
+import { createJumpTimers } from "../../kit/jump-timers.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
+import { encodeHello } from "../../src/core/envelopes.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import type { ProxyRequest } from "../../kit/fault-proxy.ts";
+import { eventsOf } from "../helpers/core-kit.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(20_000);
 
-const fx = useRelayFixture({ proxy: false });
+const fx = useRelayFixture({ proxy: true });
 const opened: Party[] = [];
 afterEach(() => closeParties(opened.splice(0)));
 
@@ -42,9 +47,9 @@ function history(origin: Party, taskId: string, sent: ReturnType<typeof taskReco
 }
 
 /** An origin whose worker asked a question, then the origin's lifetime ended (its history kept). */
-async function delegatedThenGone() {
+async function delegatedThenGone(workerOptions: Partial<Parameters<typeof createParty>[0]> = {}) {
   const first = await party();
-  const worker = await party();
+  const worker = await party(workerOptions);
   await introduce(first.core, worker.core);
   const { taskId } = await first.core.createTask({ to: worker.core.endpoint()!, task: "paint the banner" });
   const sent = taskRecordOf(first.core.getTask(taskId));
@@ -124,4 +129,130 @@ describe("resume", () => {
     expect(bad.error.code).toBe("INVALID_REQUEST");
     expect(origin.core.listTasks()).toEqual([]);
   });
+
+  test("a relay replaying an earlier restart's genuine resume question moves nothing: refused, and the worker's result reaches the current origin", async () => {
+    // The worker reads its mail through the relay's proxy, which records what it delivers.
+    const { worker, taskId, kept } = await delegatedThenGone({ url: fx.proxy.url });
+    const delivered: WireDelivery[] = [];
+    fx.proxy.push({ operation: "receive", kind: "rewrite", times: Number.POSITIVE_INFINITY, rewrite: recordInto(delivered) });
+    const second = await party();
+    await second.core.resume([kept]);
+    await answered([second, worker], second, [taskId]);
+    expect(worker.core.getTask(taskId).origin).toEqual(second.core.endpoint()!);
+    const earlierQuestion = delivered.find(
+      (item) => item.envelope.payload?.kind === "hello" && item.envelope.payload.payload?.resume !== undefined,
+    );
+    expect(earlierQuestion).toBeDefined();
+    await closeParties([opened.splice(opened.indexOf(second), 1)[0]!]);
+    const third = await party();
+    await third.core.resume([kept]);
+    await answered([third, worker], third, [taskId]);
+    expect(worker.core.getTask(taskId).origin).toEqual(third.core.endpoint()!);
+    // The relay serves the second lifetime's question again in place of the next mail to the worker.
+    fx.proxy.clear();
+    fx.proxy.push({ operation: "receive", kind: "rewrite", rewrite: substituteFirst(earlierQuestion!.envelope), when: receivesOf(worker) });
+    const question = kept.events.find((event) => event.type === "task.question")!;
+    await third.core.message({ taskId, type: "answer", message: "Blue.", inReplyTo: question.eventId });
+    await settle([third, worker]);
+    expect(worker.core.rejections().STALE_EVENT).toBe(1);
+    expect(worker.core.getTask(taskId).origin).toEqual(third.core.endpoint()!);
+    await worker.core.done({ taskId, status: "completed", summary: "painted blue" });
+    await settle([third, worker]);
+    expect(third.core.getTask(taskId).status).toBe("completed");
+  });
+
+  test("an answer signed by a key that is neither the bound worker's nor trusted decides nothing; the worker's own answer does", async () => {
+    const { worker, taskId, kept } = await delegatedThenGone();
+    const timers = createJumpTimers();
+    const origin = await party({ url: fx.proxy.url, timers });
+    const stranger = { identity: generateIdentity().identity, peerName: () => undefined };
+    // The relay answers the origin's resume question itself, "not held", under a key of its own.
+    let forgedOnce = false;
+    fx.proxy.push({
+      operation: "receive",
+      kind: "rewrite",
+      times: Number.POSITIVE_INFINITY,
+      when: receivesOf(origin),
+      rewrite: (reply: ReceiveReply) => {
+        const genuine = reply.value?.deliveries?.find((item) => item.envelope.payload?.payload?.inReplyTo !== undefined);
+        if (genuine === undefined || forgedOnce) return reply;
+        forgedOnce = true;
+        const answer = genuine.envelope.payload!.payload!;
+        const forged = encodeHello(genuine.envelope.source, genuine.envelope.target, stranger, Date.now(), {
+          inReplyTo: answer.inReplyTo,
+          resume: { tasks: [taskId], held: [] },
+        });
+        genuine.envelope = JSON.parse(forged.encoded.text);
+        return reply;
+      },
+    });
+    await origin.core.resume([kept]);
+    await answered([origin, worker], origin, [taskId]);
+    expect(forgedOnce).toBe(true);
+    // The forgery took the place of the worker's answer: the origin asks again, as it does every helloRetryMs.
+    expect(origin.core.getTask(taskId).attention).not.toBe("orphaned");
+    timers.jump(helloRetryMs);
+    await answered([origin, worker], origin, [taskId]);
+    expect(resuming(origin, taskId)).toBe(false);
+    expect(origin.core.getTask(taskId).attention).not.toBe("orphaned");
+    expect(eventsOf(origin.core.getTask(taskId), "task.orphaned")).toEqual([]);
+    expect(worker.core.getTask(taskId).origin).toEqual(origin.core.endpoint()!);
+  });
+
+  test("a loss the session already reported stays reported: resumed and lost again, nothing new is shown", async () => {
+    const { worker, taskId, kept } = await delegatedThenGone();
+    await coreInternals(worker.core).session.disconnect();
+    await closeParties([opened.splice(opened.indexOf(worker), 1)[0]!]);
+    const second = await party();
+    await second.core.resume([kept]);
+    await settle([second]);
+    const orphaned = eventsOf(second.core.getTask(taskId), "task.orphaned");
+    expect(orphaned).toHaveLength(1);
+    await closeParties([opened.splice(opened.indexOf(second), 1)[0]!]);
+    // The next restart's history holds that report.
+    const third = await party();
+    await third.core.resume([{ ...kept, events: [...kept.events, ...orphaned] }]);
+    await settle([third]);
+    expect(third.core.getTask(taskId).attention).toBe("orphaned");
+    expect(third.host.inserted.filter((item) => item.event.type === "task.orphaned")).toEqual([]);
+  });
 });
+
+// -- the relay's view of a worker's mail (a hostile relay's tools) ---------------------------------
+
+interface WireEnvelope {
+  envelopeId: string;
+  source: TaskEndpoint;
+  target: TaskEndpoint;
+  payload?: { kind?: string; payload?: { resume?: unknown; inReplyTo?: string } };
+}
+interface WireDelivery {
+  cursor: string;
+  envelope: WireEnvelope;
+}
+interface ReceiveReply {
+  value?: { deliveries?: WireDelivery[] };
+}
+
+/** A rewrite that changes nothing and keeps a copy of every delivery. */
+function recordInto(delivered: WireDelivery[]) {
+  return (reply: ReceiveReply) => {
+    for (const item of reply.value?.deliveries ?? []) delivered.push(structuredClone(item));
+    return reply;
+  };
+}
+
+/** A rewrite that serves `envelope` in place of the page's first delivery. */
+function substituteFirst(envelope: WireEnvelope) {
+  return (reply: ReceiveReply) => {
+    const first = reply.value?.deliveries?.[0];
+    if (first !== undefined) first.envelope = structuredClone(envelope);
+    return reply;
+  };
+}
+
+/** Matches the receive requests of one party (the proxy sees them all). */
+function receivesOf(of: Party) {
+  const id = of.core.endpoint()?.id;
+  return (request: ProxyRequest) => (request.body as { endpoint?: { id?: string } } | undefined)?.endpoint?.id === id;
+}

@@ -6,15 +6,31 @@
  * it still holds its task. The worker that does continues — the origin's model answers the question
  * it saw before the restart (not shown again), the worker completes, the origin acknowledges once —
  * and the task whose worker is gone is shown orphaned.
+ *
+ * The origin also spawned a worker in the same project folder: its session is kept apart (under the
+ * pi-tasks home), so `--continue` there opens the person's session, not the worker's. A second
+ * restart takes back only what was still open: the acknowledged task stays closed (a second
+ * acknowledgement is refused) and the loss already reported is not reported again.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { eventually } from "../../kit/async.ts";
 import { waitForEndpoint } from "../../kit/session-control.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
-import { bannerWorkerBrain, called, EVENT_MESSAGE, field, isCustom, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
-import type { PiProcess, RpcRecord, ScriptReply, ScriptTurn } from "../helpers/pi-process.ts";
+import {
+  bannerWorkerBrain,
+  callCount,
+  called,
+  EVENT_MESSAGE,
+  field,
+  isCustom,
+  lastSeen,
+  toolCalls,
+  usePiFixture,
+} from "../helpers/pi-kit.ts";
+import { type PiProcess, type RpcRecord, type ScriptReply, type ScriptTurn, sharedTestHome } from "../helpers/pi-process.ts";
 
 setDefaultTimeout(90_000);
 
@@ -39,37 +55,62 @@ function resumedBrain(turn: ScriptTurn): ScriptReply {
   return { text: "carrying on" };
 }
 
+/** The session file a Pi writes (RPC `get_state`). */
+async function sessionFile(pi: PiProcess): Promise<string | undefined> {
+  const state = await pi.rpc({ type: "get_state" });
+  return (state.data as { sessionFile?: string } | undefined)?.sessionFile;
+}
+
+/** The origin's model after a second restart: acknowledges the task it acknowledged before (its transcript shows it), once more. */
+function ackAgainBrain(taskId: () => string): (turn: ScriptTurn) => ScriptReply {
+  return (turn) =>
+    callCount(turn, "agent_task_ack") > 1 ? { text: "done" } : { tools: [{ name: "agent_task_ack", arguments: { taskId: taskId() } }] };
+}
+
 async function restart(host: PiHost) {
   const sessionDir = mkdtempSync(join(tmpdir(), "pi-tasks-sessions-"));
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
   fx.defer(() => rmSync(sessionDir, { recursive: true, force: true }));
   fx.defer(() => rmSync(cwd, { recursive: true, force: true }));
   const worker = fx.pi({ host, session: `resume-worker-${host}`, worker: true, brain: bannerWorkerBrain() });
-  const gone = fx.pi({ host, session: `resume-gone-${host}`, worker: true, brain: () => ({ text: "holding it" }) });
   const paint = await waitForEndpoint(fx.relay.url, `resume-worker-${host}`);
-  const hold = await waitForEndpoint(fx.relay.url, `resume-gone-${host}`);
-  const originOptions = { host, session: `resume-origin-${host}`, cwd, sessionDir, env: { PI_TASKS_RESUME: "1" } };
+  const env = { PI_TASKS_RESUME: "1", PI_TASKS_WORKER_SCRIPT: join(import.meta.dir, "scripts", "says-ok.ts") };
+  const originOptions = { host, session: `resume-origin-${host}`, cwd, sessionDir, env };
+  const spawned = `resume-spawned-${host}`;
   const before = fx.pi({
     ...originOptions,
-    brain: (turn) =>
-      called(turn, "agent_task_send")
-        ? { text: "waiting for the workers" }
-        : {
-            tools: [
-              { name: "agent_task_send", arguments: { to: paint, task: "Paint the banner." } },
-              { name: "agent_task_send", arguments: { to: hold, task: "Hold this for me." } },
-            ],
-          },
+    // The second worker is one it spawns (in the same folder); it stops when this Pi quits.
+    brain: (turn) => {
+      if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name: spawned } }] };
+      const hold = field(lastSeen(turn, "## worker started"), "taskEndpoint");
+      if (called(turn, "agent_task_send") || hold === undefined) return { text: "waiting for the workers" };
+      return {
+        tools: [
+          { name: "agent_task_send", arguments: { to: paint, task: "Paint the banner." } },
+          { name: "agent_task_send", arguments: { to: JSON.parse(hold), task: "Hold this for me." } },
+        ],
+      };
+    },
   });
   before.prompt("Delegate both.");
   await before.waitFor(shows("## task question"), 30_000);
-  await gone.waitFor(shows("## task assignment"), 30_000);
-  await Promise.all([before.stop(), gone.stop()]);
+  // The spawned worker took its task in (its receipt reached the origin): it worked, in its own session.
+  const spawnedSessions = join(sharedTestHome(), "sessions", spawned);
+  await eventually(() => existsSync(spawnedSessions) && readdirSync(spawnedSessions).some((file) => file.endsWith(".jsonl")), 30_000, 100);
+  const beforeFile = await sessionFile(before);
+  await before.stop();
   const after = fx.pi({ ...originOptions, extraArgs: ["--continue"], brain: resumedBrain });
   after.prompt("Carry on.");
+  const afterFile = await sessionFile(after);
   const acked = await after.waitFor(isAcked, 45_000).catch(() => undefined);
   const orphaned = await after.waitFor(shows("## task orphaned"), 10_000).catch(() => undefined);
-  return { before, after, worker, acked, orphaned };
+  // Once more: a second restart of the same session.
+  const painted = () => String(toolCalls(after, "agent_task_ack")[0]?.details.taskId);
+  await after.stop();
+  const again = fx.pi({ ...originOptions, extraArgs: ["--continue"], brain: ackAgainBrain(painted) });
+  again.prompt("Carry on again.");
+  const ackedAgain = await again.waitFor(isAcked, 30_000).catch(() => undefined);
+  return { before, after, again, worker, acked, orphaned, ackedAgain, beforeFile, afterFile, spawnedSessions };
 }
 
 describeOnHosts("resume after a restart (PI_TASKS_RESUME=1)", (host) => {
@@ -95,5 +136,24 @@ describeOnHosts("resume after a restart (PI_TASKS_RESUME=1)", (host) => {
     expect(field(String((orphaned!.message as { content: unknown }).content), "taskId")).toBe(String(held.details.taskId));
     expect(toolCalls(after, "agent_task_send")).toHaveLength(0);
     expect(after.problems()).toEqual([]);
+  });
+
+  test("the worker the origin spawned in the same folder kept its session apart: --continue opened the person's session", async () => {
+    const { beforeFile, afterFile, spawnedSessions } = await run;
+    expect(beforeFile).toBeDefined();
+    expect(afterFile).toBe(beforeFile);
+    expect(readdirSync(spawnedSessions).filter((file) => file.endsWith(".jsonl"))).toHaveLength(1);
+    expect(readdirSync(dirname(beforeFile!)).filter((file) => file.endsWith(".jsonl"))).toEqual([basename(beforeFile!)]);
+  });
+
+  test("a second restart takes back only what was open: the acknowledged task stays closed, the reported loss is not reported again", async () => {
+    const { again, ackedAgain } = await run;
+    expect(ackedAgain).toBeDefined();
+    const second = toolCalls(again, "agent_task_ack");
+    expect(second.map((call) => call.isError)).toEqual([true]);
+    expect(second[0]!.text).toContain("UNKNOWN_TASK");
+    expect(titled(again, "## task orphaned")).toHaveLength(0);
+    expect(titled(again, "## task completed")).toHaveLength(0);
+    expect(again.problems()).toEqual([]);
   });
 });
