@@ -1,3 +1,4 @@
+import { sessionStatus } from "../../../src/cli/sessions.ts";
 import { listSpawned } from "../../../src/cli/spawned.ts";
 import { sameEndpoint } from "../../../src/protocol/endpoint.ts";
 import { narrowGrant } from "../../../src/protocol/grant.ts";
@@ -18,11 +19,26 @@ import {
   type ToolDeps,
 } from "./shared.ts";
 
-/** The grant of the profile a worker this Pi spawned was started with, when `to` is that worker. */
-function spawnedGrant(env: Env, params: unknown): Grant | undefined {
+/**
+ * The grant of the profile a worker this user spawned was started with, when `to` is that worker:
+ * at the endpoint it registered when spawned, or — it rebound since (a relay restart gives every
+ * session a fresh endpoint) — where the relay has its session now. A grant only narrows, so a
+ * lookup that fails leaves the task with the grants it has and says nothing new.
+ */
+async function spawnedGrant(env: Env, relayUrl: string, params: unknown): Promise<Grant | undefined> {
   const to = (params as { to?: unknown } | undefined)?.to as TaskEndpoint | undefined;
   if (to === undefined || typeof to !== "object") return undefined;
-  return listSpawned(env).find((worker) => worker.taskEndpoint !== undefined && sameEndpoint(worker.taskEndpoint, to))?.grant;
+  const granted = listSpawned(env).filter((worker) => worker.grant !== undefined);
+  const atSpawn = granted.find((worker) => worker.taskEndpoint !== undefined && sameEndpoint(worker.taskEndpoint, to));
+  if (atSpawn !== undefined) return atSpawn.grant;
+  for (const worker of granted) {
+    const now = await sessionStatus(worker.session, env, relayUrl).then(
+      (printed) => (printed.value as { taskEndpoint?: TaskEndpoint }).taskEndpoint,
+      () => undefined,
+    );
+    if (now !== undefined && sameEndpoint(now, to)) return worker.grant;
+  }
+  return undefined;
 }
 
 /** The task's record as sent, when the lifetime still holds it. */
@@ -53,7 +69,10 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
     async execute(_id, params, signal) {
       await deps.ready();
       const info = deps.info();
-      const grant = info === undefined ? undefined : narrowGrant(spawnedGrant(info.env, params), defaultGrant(info.env));
+      // A relay that cannot prove it is the user's is asked nothing (its lifetime sends it nothing either).
+      const spawned =
+        info === undefined || info.relay.state === "untrusted" ? undefined : await spawnedGrant(info.env, info.relay.url, params);
+      const grant = info === undefined ? undefined : narrowGrant(spawned, defaultGrant(info.env));
       const created = await deps.run((core) => core.createTask(params, { signal, ...(grant === undefined ? {} : { grant }) }));
       const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
       if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);

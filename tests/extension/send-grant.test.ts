@@ -1,0 +1,92 @@
+/**
+ * The grant a spawned worker's profile gives follows the worker across rebinds
+ * (extensions/pi-tasks/tools/send.ts): after a relay restart every session has a fresh endpoint, and
+ * a task sent to the worker's new endpoint must carry its profile's grant just as one sent to the
+ * endpoint it registered when spawned. Against the real relay: the worker's session is registered
+ * there under its name at a new endpoint; the spawn record still names the old one.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createTaskTools } from "../../extensions/pi-tasks/tools/index.ts";
+import type { SessionInfo } from "../../extensions/pi-tasks/lifecycle.ts";
+import { saveSpawned } from "../../src/cli/spawned.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import type { Grant, TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
+import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { fakeCore } from "../helpers/extension-fakes.ts";
+
+const GRANT: Grant = { bash: false };
+let relay: RelayProcess;
+let home: string;
+const sessions: VolatileTaskSession[] = [];
+
+beforeAll(async () => {
+  relay = await startRelayProcess();
+  home = mkdtempSync(join(tmpdir(), "pi-tasks-send-grant-"));
+});
+afterAll(async () => {
+  for (const session of sessions) await session.close();
+  await relay.stop();
+  rmSync(home, { recursive: true, force: true });
+});
+
+/** A worker session registered on the relay under `name` (its current endpoint). */
+async function registered(name: string): Promise<TaskEndpoint> {
+  const session = createVolatileTaskSession({ url: relay.url, callerSession: name });
+  sessions.push(session);
+  return (await session.lease()).endpoint;
+}
+
+/** The send tool with a core that records the options each createTask was given. */
+function sendTool(env: Record<string, string>) {
+  const given: { grant?: Grant }[] = [];
+  const fake = fakeCore();
+  const core = new Proxy(fake.core, {
+    get(target, property, receiver) {
+      if (property !== "createTask") return Reflect.get(target, property, receiver);
+      return async (params: { to: TaskEndpoint }, options: { grant?: Grant }) => {
+        given.push(options);
+        return { taskId: "t-1", envelopeId: "e-1", target: params.to, delivery: "accepted" };
+      };
+    },
+  }) as TaskCore;
+  const info = { env, relay: { url: relay.url, state: "configured" }, session: { name: "origin" } } as unknown as SessionInfo;
+  const tools = createTaskTools({
+    run: (operation) => operation(core),
+    current: () => core,
+    ready: async () => undefined,
+    info: () => info,
+    requestRefresh: () => undefined,
+    rememberPeer: () => undefined,
+  });
+  return { tool: tools.find((tool) => tool.name === "agent_task_send")!, given };
+}
+
+describe("a spawned worker's grant", () => {
+  test("goes with a task sent to the worker's new endpoint after it rebound, as to the one it registered when spawned", async () => {
+    const env = { PI_TASKS_HOME: home };
+    const name = `checker-${crypto.randomUUID().slice(0, 8)}`;
+    const atSpawn: TaskEndpoint = { relay: "wolfpack-volatile-v1", id: crypto.randomUUID() };
+    saveSpawned(env, {
+      session: name,
+      pid: process.pid,
+      projectDir: home,
+      relay: relay.url,
+      log: join(home, "log"),
+      createdAt: new Date().toISOString(),
+      taskEndpoint: atSpawn,
+      profile: "checker",
+      grant: GRANT,
+    });
+    const now = await registered(name);
+    const stranger = await registered(`stranger-${crypto.randomUUID().slice(0, 8)}`);
+    const { tool, given } = sendTool(env);
+    await tool.execute("c1", { to: atSpawn, task: "check" });
+    await tool.execute("c2", { to: now, task: "check again" });
+    await tool.execute("c3", { to: stranger, task: "not a spawned worker" });
+    expect(given.map((options) => options.grant)).toEqual([GRANT, GRANT, undefined]);
+  });
+});
