@@ -19,6 +19,7 @@ import { measureMemory, type MemoryResult } from "./measure/memory.ts";
 import { measureNodeCycles, type NodeCyclesMeasurement, nodeCyclesSkipped } from "./measure/node-cycles.ts";
 import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
+import { type LivenessResult, measureLiveness } from "./measure/liveness.ts";
 import { type GrowthResult, growthMarkdown, measureGrowth } from "./measure/growth.ts";
 import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigures } from "./measure/redis.ts";
 import { measureRefresh, type RefreshResult } from "./measure/refresh.ts";
@@ -66,6 +67,8 @@ export const GOALS = {
   refreshPerReceive: 1.5,
   /** Issue 20: the relay on the runtime Pi's users have, beside the Bun relay (no goal was given; this is the floor we hold it to). */
   nodeRelayRatio: 0.5,
+  /** Issue 33: a SIGKILLed worker is orphaned within 15 s (the worst run of the step). */
+  killToOrphanMs: 15_000,
 } as const;
 
 /** Wolfpack's published relay figures (Apple M3 Pro, 11 CPUs). */
@@ -96,6 +99,7 @@ export interface BenchResults {
     readonly memory: MemoryResult;
     readonly refresh: RefreshResult;
     readonly pi: PiResult;
+    readonly liveness: LivenessResult;
     readonly redis: RedisMeasurement;
     readonly growth: GrowthResult;
   };
@@ -282,8 +286,24 @@ function figures(m: BenchResults["measurements"]): Figure[] {
       anchor: ANCHORS.insertion,
       how: "a real Pi 1.6 worker (RPC mode under Bun, this extension, the scripted model answering with text) and a TaskCore origin on the relay child process; one task at a time once the worker settled; from `createTask` returning to the arrival of the worker's `message_end` RPC record of that task's `pi-tasks-event` (Pi's own message timestamp beside it). Once the worker is registered it proves its endpoint to the origin (the origin's hello, answered by the worker Pi's own pass, taken in by an origin pass; untimed, before the warm-up tasks), so every task leaves sealed with its `createTask` (its `delivery` is `accepted`, checked); a first task to a Pi not yet proven adds that hello round trip before it leaves.",
     },
+    ...(m.liveness.skipped === undefined ? [livenessFigure(m.liveness)] : []),
     ...redisFigures(m.redis, GOALS, ANCHORS),
   ];
+}
+
+/** Issue 33: kill → orphaned, the worst of the step's runs, with what each run reported of the loss. */
+function livenessFigure(l: LivenessResult): Figure {
+  const worst = Math.max(...l.runs.map((run) => run.killToOrphanMs));
+  return {
+    id: "kill-orphan",
+    label: "A SIGKILLed worker Pi: kill → its task orphaned at the origin (worst run)",
+    measured: worst,
+    unit: "ms",
+    detail: `runs ${l.runs.map((run) => run.killToOrphanMs).join(", ")} ms; reports per loss ${l.runs.map((run) => run.presented).join(", ")}; model wakes per loss ${l.runs.map((run) => run.wakes).join(", ")}`,
+    goal: { op: "<=", value: GOALS.killToOrphanMs },
+    anchor: "—",
+    how: "a real Pi 1.6 worker (RPC under Bun, the scripted model) holds an active task and heartbeats; it is SIGKILLed (its registration lives on until its lease ends); the origin, a TaskCore on the same relay, runs a pass every second as the extension's scheduler does; from the kill to the pass that declared the task orphaned, then watched for a probe interval and a silence window more: how many orphan reports were shown, and how many wakes named them (each must be 1). The runs go side by side.",
+  };
 }
 
 const ratio = (numerator: number, denominator: number) => (denominator > 0 ? round(numerator / denominator) : Number.NaN);
@@ -497,6 +517,11 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
       ok: pi.missing === 0 && pi.duplicateInsertions === 0,
       detail: `missing ${pi.missing}, duplicates ${pi.duplicateInsertions}`,
     },
+    {
+      name: "liveness: one lost worker, one orphan report, one wake",
+      ok: m.liveness.runs.every((run) => run.orphanEvents === 1 && run.presented === 1 && run.wakes === 1),
+      detail: m.liveness.runs.map((run) => `events ${run.orphanEvents} shown ${run.presented} wakes ${run.wakes}`).join("; "),
+    },
     ...(nodeCyclesSkipped(m.nodeCycles)
       ? []
       : [
@@ -542,12 +567,14 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     memory: await step("memory", () => measureMemory({ quick })),
     refresh: await step("refresh", () => measureRefresh({ quick })),
     pi: await step("pi", () => measurePi({ quick })),
+    liveness: await step("liveness", () => measureLiveness({ quick })),
     redis: await step("redis", () => measureRedis({ quick })),
     growth: await step("growth", () => measureGrowth({ quick })),
   };
   if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
   if (nodeCyclesSkipped(measurements.nodeCycles)) progress(`node-cycles: skipped: ${measurements.nodeCycles.skipped}`);
   const skipped = [
+    ...(measurements.liveness.skipped === undefined ? [] : [{ name: "liveness", reason: measurements.liveness.skipped }]),
     ...(isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : []),
     ...(nodeCyclesSkipped(measurements.nodeCycles) ? [{ name: "node-cycles", reason: measurements.nodeCycles.skipped }] : []),
   ];

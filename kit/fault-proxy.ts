@@ -48,7 +48,9 @@
  * **Observation.** `stats()` counts per operation the requests `seen`, `forwarded` to the relay
  * and `faulted`, plus requests currently in flight through the proxy and the maximum ever in
  * flight at once (from request arrival until the proxy's handler returns its response).
- * `requests()` is the arrival log with parsed bodies and headers (to check order or tokens).
+ * `requests()` is the arrival log with parsed bodies and headers (to check order or tokens), each
+ * with `clientGoneAt` when its client disconnected before the proxy answered (e.g. a process that
+ * exited with its long poll open).
  */
 import type { Server } from "bun";
 import { eventually } from "./async.ts";
@@ -78,6 +80,8 @@ export interface ProxyRequest {
   /** The fault applied, or undefined when passed through. */
   readonly fault: FaultKind | undefined;
   readonly receivedAt: number;
+  /** `Date.now()` when the client disconnected before the proxy answered it; undefined otherwise. */
+  readonly clientGoneAt?: number;
 }
 
 export interface RewriteContext {
@@ -276,6 +280,8 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
   let rules: LiveRule[] = [];
   let operations: Record<string, OperationStats> = {};
   let log: ProxyRequest[] = [];
+  /** Arrival numbers of requests whose client disconnected before the answer, and when. */
+  const clientGone = new Map<number, number>();
   let seq = 0;
   let inFlight = 0;
   let maxInFlight = 0;
@@ -479,7 +485,15 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
         log.push(request);
         counter(request.operation).seen += 1;
         if (stopping) return jsonResponse(503, { error: "fault proxy stopping" });
-        return await handle(incoming, rule, request);
+        let answered = false;
+        incoming.signal.addEventListener("abort", () => {
+          if (!answered) clientGone.set(request.seq, Date.now());
+        });
+        try {
+          return await handle(incoming, rule, request);
+        } finally {
+          answered = true;
+        }
       } catch (error) {
         return jsonResponse(502, { error: `fault proxy: ${error instanceof Error ? error.message : String(error)}` });
       } finally {
@@ -523,9 +537,11 @@ export function createFaultProxy(options: FaultProxyOptions): FaultProxy {
     resetStats() {
       operations = {};
       log = [];
+      clientGone.clear();
       maxInFlight = inFlight;
     },
-    requests: () => [...log],
+    requests: () =>
+      log.map((request) => (clientGone.has(request.seq) ? { ...request, clientGoneAt: clientGone.get(request.seq) } : request)),
     release(count = Number.POSITIVE_INFINITY) {
       let released = 0;
       while (held.length > 0 && released < count) {

@@ -10,7 +10,7 @@ import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { auditWaitMs } from "../../src/protocol/limits.ts";
 import { AUDIT_ENTRY } from "../../src/protocol/session-entries.ts";
-import { findByPrefix } from "./board.ts";
+import { findTask } from "./short-ids.ts";
 
 /** The custom entry type of a kept audit report. */
 export { AUDIT_ENTRY };
@@ -49,9 +49,7 @@ export async function auditCommand(words: readonly string[], deps: AuditDeps): P
   const [prefix] = rest;
   if (prefix === undefined || rest.length > 1) throw usage("name the task");
   const core = deps.current();
-  const found = findByPrefix(core.listTasks(), prefix);
-  if (Array.isArray(found))
-    throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
+  const found = findTask(core.listTasks(), prefix);
   let report: AuditReport;
   if (found.role === "origin") {
     const requested = core.requestAudit(found.taskId);

@@ -1,6 +1,7 @@
 /**
  * The `/tasks` board for people: who this session is (its name and identity fingerprint), which
- * relay it uses (and whether pi-tasks started it), mail the trust gate rejected, and one line per
+ * relay it uses (and whether pi-tasks started it), the problem the footer shows (its words and its
+ * fix, failures.ts), mail the trust gate rejected, and one line per
  * task with the peer's session name, its signer and the state in plain words. `/tasks <id>` prints
  * one task in detail. A session name is the peer's claim (shown escaped and marked) and peer text is
  * quoted on its line (quote.ts), so neither can add a line to the board or drive the terminal.
@@ -9,28 +10,31 @@ import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
 import { isAlive, listSpawned, type SpawnedWorker } from "../../src/cli/spawned.ts";
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
+import type { OutboxPurpose } from "../../src/core/bookkeeping.ts";
+import type { WaitingMail } from "../../src/core/outbox.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { activityLine, age, signerShort, taskTitle, taskWords } from "./describe.ts";
+import { activityLine, age, signerShort, taskTitle, taskWords, waitWords } from "./describe.ts";
+import { failureLines, type FooterFailure } from "./failures.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
 import { claimedName, inlineText, oneLine } from "./quote.ts";
+import { shortId } from "./short-ids.ts";
 import { evidenceLines, signerWords, terminalLines } from "./render.ts";
 
 /** Session names of endpoints, by `endpointKey` (from the relay's session list and spawn records). */
 export type PeerNames = ReadonlyMap<string, string>;
 
 const TITLE_CHARS = 48;
-const SHORT_ID_CHARS = 8;
 
 /** A peer as people read it: the session name it claims (marked), else a short form of its endpoint id. */
 export function peerName(endpoint: TaskEndpoint, names: PeerNames): string {
   const name = names.get(endpointKey(endpoint));
-  return name === undefined ? `endpoint ${oneLine(endpoint.id.slice(0, SHORT_ID_CHARS))}…` : claimedName(name);
+  return name === undefined ? `endpoint ${shortId(endpoint.id)}…` : claimedName(name);
 }
 
 /** The relay line, as it is now: a relay pi-tasks started is checked to be still running. */
-function relayLine(info: SessionInfo): string {
+function relayLine(info: SessionInfo, bound: boolean): string {
   const { relay } = info;
   const recorded = relay.record;
   const record = recorded === undefined ? undefined : embeddedRelayRecord(info.env, recorded.port);
@@ -52,6 +56,11 @@ function relayLine(info: SessionInfo): string {
         : `relay: ${relay.url} — started by pi-tasks (pid ${record.pid}, log ${record.log}); /tasks relay stop stops it${proven}`;
     case "untrusted":
       return `relay: ${relay.url} — NOT USED: ${relay.problem ?? "it cannot prove it is yours"}`;
+    case "unanswered":
+      // Bound means a pass reached it: it answered (and, with a secret, proved itself) after start-up.
+      return bound
+        ? `relay: ${relay.url} — in use: it did not answer at start-up, but answered since${proven}`
+        : `relay: ${relay.url} — NOT USED YET: ${relay.problem ?? "it did not answer in time"}`;
     case "absent":
       return `relay: ${relay.url} — not running: ${relay.problem ?? "no relay answers"}. Fix: see the relay log, set PI_TASKS_RUNTIME to a node (>= 22.19) or bun, or set PI_TASKS_RELAY_URL to a relay you run`;
   }
@@ -79,12 +88,44 @@ function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): str
   return `session: ${info.session.name}${how} · ${bound}`;
 }
 
-function taskLine(task: TaskView, names: PeerNames, now: number): string {
+function taskLine(task: TaskView, names: PeerNames, now: number, waiting: readonly WaitingMail[]): string {
   const peer = `${task.role === "origin" ? `to ${peerName(task.target, names)}` : `from ${peerName(task.origin, names)}`} [${signerShort(task.peer)}]`;
   const questions = openQuestions(task);
   const oldest = questions[0];
   const words = oldest === undefined ? taskWords(task) : `${taskWords(task)} (${age(now - oldest.occurredAt)})`;
-  return `  ${oneLine(task.taskId.slice(0, SHORT_ID_CHARS))}  ${peer} — ${words} — ${taskTitle(task, TITLE_CHARS)}`;
+  return `  ${shortId(task.taskId)}  ${peer} — ${words}${waitingWords(task, waiting)} — ${taskTitle(task, TITLE_CHARS)}`;
+}
+
+/** What a task's oldest unsent mail waits for, when something holds it (the board's short form). */
+function waitingWords(task: TaskView, waiting: readonly WaitingMail[]): string {
+  const held = waiting.find((mail) => mail.cause !== undefined);
+  if (held === undefined) return "";
+  const count = waiting.length === 1 ? "1 message" : `${waiting.length} messages`;
+  return ` (${count} waiting: ${waitWords(held.cause, peerWord(task))})`;
+}
+
+/** The other side of a task, in words. */
+function peerWord(task: TaskView): string {
+  return task.role === "origin" ? "the worker" : "the origin";
+}
+
+/** What a piece of a task's mail is, in words. */
+const PURPOSE_WORDS: Readonly<Record<OutboxPurpose, string>> = {
+  assignment: "the task",
+  intent: "a message",
+  terminal: "the result",
+  fanout: "a message",
+  receipt: "a delivery receipt",
+  refusal: "a refusal",
+};
+
+/** A task's unsent mail in detail: each message and what it waits for. */
+function waitingLines(task: TaskView, waiting: readonly WaitingMail[]): string[] {
+  if (waiting.length === 0) return [];
+  return [
+    `  waiting to leave (${waiting.length}):`,
+    ...waiting.map((mail) => `    ${PURPOSE_WORDS[mail.purpose]}: ${waitWords(mail.cause, peerWord(task))}`),
+  ];
 }
 
 function identityLine(info: SessionInfo): string {
@@ -100,7 +141,10 @@ export function rejectionLines(rejections: Readonly<Record<string, number>>): st
   return [`rejected mail: ${total} (${parts.join(", ")}) — never shown to the model; archived as pi-tasks-rejected entries`];
 }
 
-/** The board: header lines, questions waiting for the person, then one line per task (newest last). */
+/**
+ * The board: header lines (with the problem the footer shows now, in its words, and the fix),
+ * questions waiting for the person, then one line per task (newest last).
+ */
 export function boardLines(
   info: SessionInfo | undefined,
   endpoint: TaskEndpoint | undefined,
@@ -108,6 +152,8 @@ export function boardLines(
   names: PeerNames,
   now: number,
   rejections: Readonly<Record<string, number>> = {},
+  failure?: FooterFailure,
+  waiting: (taskId: string) => readonly WaitingMail[] = () => [],
 ): string[] {
   if (info === undefined) return ["pi-tasks is starting…"];
   const active = tasks.filter((task) => task.status === "active").length;
@@ -121,12 +167,13 @@ export function boardLines(
     "pi-tasks",
     sessionLine(info, endpoint),
     identityLine(info),
-    relayLine(info),
+    relayLine(info, endpoint !== undefined),
+    ...failureLines(failure),
     ...workerLines(listSpawned(info.env), process.pid),
     ...rejectionLines(rejections),
     ...questionLines(waitingQuestions(tasks), now),
     counts.join(" · "),
-    ...tasks.map((task) => taskLine(task, names, now)),
+    ...tasks.map((task) => taskLine(task, names, now, waiting(task.taskId))),
     ...(tasks.length > 0 ? ["Details: /tasks <task id>"] : []),
   ];
 }
@@ -137,8 +184,8 @@ function eventLine(event: TaskView["events"][number], now: number): string {
   return `  ${age(now - event.occurredAt).padStart(4)} ago  ${oneLine(event.type)}${text === "" ? "" : ` — ${inlineText(text, TITLE_CHARS)}`}`;
 }
 
-/** One task in detail. */
-export function detailLines(task: TaskView, names: PeerNames, now: number): string[] {
+/** One task in detail (with what its unsent mail waits for). */
+export function detailLines(task: TaskView, names: PeerNames, now: number, waiting: readonly WaitingMail[] = []): string[] {
   const visible = task.events.filter((event) => event.type !== "task.delivery_receipt");
   return [
     `task ${oneLine(task.taskId)}`,
@@ -150,15 +197,8 @@ export function detailLines(task: TaskView, names: PeerNames, now: number): stri
     ...terminalLines(task).map((line) => `  ${line}`),
     "  delivery evidence:",
     ...evidenceLines(task).map((line) => `    ${line}`),
+    ...waitingLines(task, waiting),
     `  events (${visible.length}):`,
     ...visible.map((event) => eventLine(event, now)),
   ];
-}
-
-/** Finds a task by id or unique id prefix. */
-export function findByPrefix(tasks: readonly TaskView[], prefix: string): TaskView | TaskView[] {
-  const exact = tasks.find((task) => task.taskId === prefix);
-  if (exact !== undefined) return exact;
-  const matches = tasks.filter((task) => task.taskId.startsWith(prefix));
-  return matches.length === 1 ? matches[0]! : matches;
 }

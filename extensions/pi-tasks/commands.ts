@@ -13,11 +13,12 @@ import { identityPath } from "../../src/trust/identity.ts";
 import { addPeer, listPeers, peersPath, removePeer } from "../../src/trust/peers.ts";
 import { auditCommand } from "./audit.ts";
 import { applyResult } from "./tools/apply.ts";
-import { boardLines, detailLines, findByPrefix } from "./board.ts";
+import { boardLines, detailLines } from "./board.ts";
 import type { Lifecycle, SessionInfo } from "./lifecycle.ts";
 import type { PeerDirectory } from "./peers.ts";
 import { type AnswerDialog, answerCommand } from "./questions.ts";
 import { reassignCommand } from "./reassign.ts";
+import { findTask } from "./short-ids.ts";
 
 export interface CommandDeps {
   readonly life: Lifecycle;
@@ -103,10 +104,7 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
     run: async (words, deps) => {
       if (words.length !== 1) throw usage(SUBCOMMANDS.apply!, "name the task");
       const info = await started(deps);
-      const found = findByPrefix(deps.life.current().listTasks(), words[0]!);
-      if (Array.isArray(found)) {
-        throw usage(SUBCOMMANDS.apply!, found.length === 0 ? `no task ${words[0]}` : `${words[0]} matches ${found.length} tasks`);
-      }
+      const found = findTask(deps.life.current().listTasks(), words[0]!);
       return (await deps.life.run(async (core) => applyResult(core, found.taskId, info.cwd))).text.split("\n");
     },
   },
@@ -196,12 +194,18 @@ async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
   const core = deps.life.current();
   if (info !== undefined) await deps.peers.refresh(info);
   const tasks = core.listTasks();
-  if (wanted === "") return boardLines(info, core.endpoint(), tasks, deps.peers.names(), Date.now(), core.rejections());
-  const found = findByPrefix(tasks, wanted);
-  if (!Array.isArray(found)) return detailLines(found, deps.peers.names(), Date.now());
-  return found.length === 0
-    ? [`pi-tasks: no task ${wanted} (/tasks help lists the commands)`]
-    : [`pi-tasks: ${wanted} matches ${found.length} tasks; give more of the id`];
+  if (wanted === "")
+    return boardLines(info, core.endpoint(), tasks, deps.peers.names(), Date.now(), core.rejections(), deps.life.failure(), (taskId) =>
+      core.waitingMail(taskId),
+    );
+  try {
+    const task = findTask(tasks, wanted);
+    return detailLines(task, deps.peers.names(), Date.now(), core.waitingMail(task.taskId));
+  } catch (error) {
+    // Not a task: maybe a mistyped subcommand.
+    if (error instanceof TaskError && error.code === "UNKNOWN_TASK") return [`pi-tasks: ${error.message} (/tasks help lists the commands)`];
+    throw error;
+  }
 }
 
 /** Runs `/tasks <args>`: the lines to show (an error becomes a `pi-tasks: …` line, never a throw). */

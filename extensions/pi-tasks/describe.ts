@@ -5,6 +5,7 @@
 import { awaitedAnswers, openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import type { Signer } from "../../src/core/trust.ts";
+import type { DeferralCause } from "../../src/protocol/errors.ts";
 import { latestAssignment } from "../../src/protocol/events.ts";
 import { maxActivitySummaryChars, msPerSecond } from "../../src/protocol/limits.ts";
 import type { WorkerActivity } from "../../src/core/bookkeeping.ts";
@@ -125,4 +126,31 @@ export function usageWords(activity: WorkerActivity): string {
 /** One line of a worker's activity with its ages: state (for how long), usage, when last heard. */
 export function activityLine(activity: WorkerActivity, now: number): string {
   return `${activityState(activity)} for ${age(now - activity.since)} · ${usageWords(activity)} · heard ${age(now - activity.heardAt)} ago`;
+}
+
+/**
+ * What a delivery waits for, in words a person and a model read (`TASK_DELIVERY_DEFERRED`'s cause,
+ * src/protocol/errors.ts): a healthy wait says so and when it ends; only a fault names a fix.
+ */
+export function waitWords(cause: DeferralCause | undefined, peer = "the other side"): string {
+  switch (cause) {
+    case "proof":
+      return `waiting for ${peer} to prove its key at its endpoint (it was asked; it leaves as soon as ${peer} answers)`;
+    case "reconnect":
+      return `waiting to find ${peer} again after a relay restart (it leaves once ${peer} is found)`;
+    case "order":
+      return `behind older mail to ${peer}, which goes first`;
+    case "capacity":
+      return "the relay is at capacity; retried after a short cooldown";
+    case "outage":
+      return "the relay did not answer moments ago; sent with the first pass that reaches it";
+    case "hold":
+      return "the relay refused this session's configuration; sending waits (see /tasks)";
+    case "rebind":
+      return "this session got a new endpoint while it waited; sent again from it";
+    case "budget":
+      return "queued; the next pass sends it";
+    case undefined:
+      return "queued; sent by itself when the relay takes it";
+  }
 }

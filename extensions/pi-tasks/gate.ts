@@ -6,9 +6,12 @@
  * - every other tool needs an eligible assignment: a task addressed to this endpoint, active in
  *   this lifetime's RAM, whose `task.created`/`task.reassigned` event Pi recorded in the session,
  *   with no terminal intent submitted and not closing;
- * - `agent_task_message` must name an eligible assignment;
+ * - `agent_task_message` must name an eligible assignment (by its full id or a short id, resolved
+ *   as the tool resolves it: short-ids.ts);
  * - preflighting `agent_task_done` marks its task closing before sibling calls are preflighted; a
- *   done retry for the same assigned task stays allowed;
+ *   done retry for the same assigned task stays allowed; a done call that ends in an error (refused:
+ *   an invalid result path, no relay…) submitted nothing, so its mark goes and the worker can fix
+ *   its result or ask (`ended`);
  * - any exception blocks.
  * Old session history never authorises work: the RAM of a new lifetime is empty, and the closing
  * marks belong to the lifetime (core) they were made in.
@@ -16,6 +19,7 @@
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { ERROR_REGISTRY } from "../../src/protocol/errors.ts";
 import { latestAssignment } from "../../src/protocol/events.ts";
+import { matchId } from "./short-ids.ts";
 
 export const WORKER_ENV = "PI_TASK_WORKER";
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["agent_task_inbox", "agent_task_status", "agent_task_wait"]);
@@ -40,8 +44,10 @@ export interface GateDeps {
 
 export interface WorkerGate {
   readonly enabled: boolean;
-  /** Returns a block reason, or undefined to allow. */
-  check(toolName: string, input: unknown): { readonly code: string; readonly reason: string } | undefined;
+  /** Returns a block reason, or undefined to allow. `toolCallId` names the call (to release a failed done's mark). */
+  check(toolName: string, input: unknown, toolCallId?: string): { readonly code: string; readonly reason: string } | undefined;
+  /** A tool call ended (Pi's `tool_execution_end`): a done that failed releases its task's closing mark. */
+  ended(toolCallId: string, isError: boolean): void;
   /** Whether a worker waits for an assignment (drives the 1 s cadence). */
   waiting(): boolean;
   /** Forgets closing marks (start, shutdown and relay loss). */
@@ -56,20 +62,23 @@ function blocked(code: "PI_TASK_WORKER_ASSIGNMENT_REQUIRED" | "PI_TASK_WORKER_CO
   return { code, reason: `${code}: ${ERROR_REGISTRY[code].message} ${detail}`.trim() };
 }
 
-function taskIdOf(input: unknown): string | undefined {
+/** The task the call names, its short id resolved as the tool will resolve it (short-ids.ts); an ambiguous one names none. */
+function taskIdOf(core: TaskCore, input: unknown): string | undefined {
   if (typeof input !== "object" || input === null) return undefined;
   const taskId = (input as { taskId?: unknown }).taskId;
-  return typeof taskId === "string" ? taskId : undefined;
+  if (typeof taskId !== "string") return undefined;
+  const match = matchId(core.listTasks(), (task) => task.taskId, taskId);
+  return match.kind === "one" ? match.item.taskId : taskId;
 }
 
 export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
-  /** Tasks whose `agent_task_done` was preflighted, per lifetime: a new lifetime starts with none. */
-  let closing = new WeakMap<TaskCore, Set<string>>();
+  /** Tasks (rounds) whose `agent_task_done` was preflighted, with the call, per lifetime: a new lifetime starts with none. */
+  let closing = new WeakMap<TaskCore, Map<string, string | undefined>>();
 
-  function closingOf(core: TaskCore): Set<string> {
-    let set = closing.get(core);
-    if (set === undefined) closing.set(core, (set = new Set()));
-    return set;
+  function closingOf(core: TaskCore): Map<string, string | undefined> {
+    let marks = closing.get(core);
+    if (marks === undefined) closing.set(core, (marks = new Map()));
+    return marks;
   }
 
   /** The task's assignment is incorporated: in this lifetime's RAM and recorded in the session. */
@@ -95,22 +104,22 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
     return core.activeTaskIds().some((taskId) => eligible(core, taskId));
   }
 
-  function decide(toolName: string, input: unknown) {
+  function decide(toolName: string, input: unknown, toolCallId: string | undefined) {
     if (READ_ONLY_TOOLS.has(toolName)) return undefined;
     if (COORDINATION_TOOLS.has(toolName)) return blocked("PI_TASK_WORKER_COORDINATION_FORBIDDEN", "Task workers are leaf roles.");
     const core = deps.core();
     if (core === undefined) return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "pi-tasks is not running.");
     if (toolName === "agent_task_done") {
-      const taskId = taskIdOf(input);
+      const taskId = taskIdOf(core, input);
       if (taskId !== undefined && incorporated(core, taskId)) {
         // Marked before sibling calls of the same batch are checked.
-        closingOf(core).add(roundOf(core, taskId));
+        closingOf(core).set(roundOf(core, taskId), toolCallId);
         return undefined;
       }
       return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_done must name this worker's assignment.");
     }
     if (toolName === "agent_task_message") {
-      const taskId = taskIdOf(input);
+      const taskId = taskIdOf(core, input);
       if (taskId !== undefined && eligible(core, taskId)) return undefined;
       return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_message must name an active assignment of this worker.");
     }
@@ -123,10 +132,10 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
 
   return {
     enabled,
-    check(toolName, input) {
+    check(toolName, input, toolCallId) {
       if (!enabled) return undefined;
       try {
-        return decide(toolName, input);
+        return decide(toolName, input, toolCallId);
       } catch {
         return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "The gate could not verify an assignment.");
       }
@@ -135,6 +144,12 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
       if (!enabled) return false;
       const core = deps.core();
       return core === undefined || !anyEligible(core);
+    },
+    ended(toolCallId, isError) {
+      const core = deps.core();
+      if (!enabled || !isError || core === undefined) return;
+      const marks = closingOf(core);
+      for (const [round, call] of marks) if (call === toolCallId) marks.delete(round);
     },
     reset: () => {
       closing = new WeakMap();

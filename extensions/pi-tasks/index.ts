@@ -19,7 +19,12 @@
  *                 model is doing, reported to the origin; the heartbeat), reminders.ts (a task
  *                 ended without a report: one reminder, then the origin is told)
  * - scheduler.ts  background refresh cadence and the `watch-v1` doorbell
- * - footer.ts     the status line: counts when healthy, true failure labels
+ * - footer.ts     the status line: the counts first, then a failure's true label (failures.ts: its
+ *                 words, and its fix on /tasks)
+ * - short-ids.ts  the short ids people read; a typed id (full or a unique prefix) resolved once for
+ *                 the tools, the gate and every /tasks command
+ * - waits.ts      mail recorded but not taken at once: a short wait for it to leave (a peer's proof),
+ *                 and what it waits for, in words (describe.ts `waitWords`)
  * - widget.ts     the live workers widget: one line per reporting worker, rewritten after each pass
  * - spawn-watch.ts  workers this Pi spawned are orphaned at once when their process exits
  * - commands.ts   `/tasks` and its subcommands (board, answer, reassign, audit, identity, pairing, relay)
@@ -133,7 +138,12 @@ export default function piTasks(pi: ExtensionAPI): void {
   });
   pi.on("agent_start", () => quietly(() => life.observer()?.runStarted()));
   pi.on("tool_execution_start", (event) => quietly(() => life.observer()?.toolStarted(event.toolName, event.args)));
-  pi.on("tool_execution_end", () => quietly(() => life.observer()?.toolEnded()));
+  pi.on("tool_execution_end", (event) =>
+    quietly(() => {
+      gate.ended(event.toolCallId, event.isError);
+      life.observer()?.toolEnded();
+    }),
+  );
   pi.on("turn_end", () =>
     quietly(() => {
       life.observer()?.turnEnded();
@@ -154,7 +164,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     }),
   );
   pi.on("tool_call", (event, ctx) => {
-    const verdict = gate.check(event.toolName, event.input) ?? life.checkGrant(event.toolName, event.input, ctx.cwd);
+    const verdict = gate.check(event.toolName, event.input, event.toolCallId) ?? life.checkGrant(event.toolName, event.input, ctx.cwd);
     return verdict === undefined ? undefined : { block: true, reason: verdict.reason };
   });
 }

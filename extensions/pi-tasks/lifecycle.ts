@@ -10,7 +10,8 @@ import type { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import type { Env } from "../../src/relay-client/config.ts";
-import { createStatusLine, failureLabel, STARTING_LABEL } from "./footer.ts";
+import { failureLabel, type FooterFailure } from "./failures.ts";
+import { createStatusLine, STARTING_LABEL } from "./footer.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { grantVerdict } from "./grants.ts";
 import type { AgentObserver } from "./observer.ts";
@@ -60,6 +61,8 @@ export interface Lifecycle {
   ready(): Promise<void>;
   /** The session name and relay, once start-up found them. */
   info(): SessionInfo | undefined;
+  /** The failure the footer shows now (after the counts), for `/tasks` to name with its fix. */
+  failure(): FooterFailure | undefined;
   presenter(): PiPresenter | undefined;
   onMessageEnd(message: unknown): void;
   /** A block reason when a model's tool call is outside the grant of a task this session works on (fail-closed). */
@@ -144,6 +147,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
       await starting;
     },
     info: () => running?.info,
+    failure: () => running?.failure,
     presenter: () => running?.presenter,
     onMessageEnd(message) {
       running?.presenter.onMessageEnd(message);

@@ -13,7 +13,8 @@ import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { maxActiveOriginTasks } from "../../src/protocol/limits.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
-import { failureLabel, healthyLabel } from "./footer.ts";
+import { type FooterFailure, passFailure } from "./failures.ts";
+import { footerLabel } from "./footer.ts";
 import { isWorker } from "./gate.ts";
 import type { LifecycleDeps, PiContextView } from "./lifecycle.ts";
 import { type AgentObserver, createAgentObserver } from "./observer.ts";
@@ -59,8 +60,10 @@ export interface Lifetime {
   readonly observer: AgentObserver;
   /** Workers this Pi spawned: orphaned at once when their process exits (spawn-watch.ts). */
   readonly spawns: SpawnWatch;
-  /** The failure label of the last pass (undefined when healthy). */
-  failure: string | undefined;
+  /** The failure of the last pass (undefined when healthy): the footer shows it after the counts, `/tasks` with its fix. */
+  failure: FooterFailure | undefined;
+  /** A pass reached the relay (its lease held): a relay that did not answer at start-up answers now. */
+  relayAnswered: boolean;
   /** Questions already announced to the person at this Pi (by event id). */
   readonly announced: Set<string>;
 }
@@ -109,9 +112,13 @@ export function configuredNumber(env: Env, variable: string): number | undefined
   return text === undefined || text === "" ? undefined : Number(text);
 }
 
-/** Why the relay is not used: pi-tasks could not start one, or what answers cannot prove it is the user's. */
+/**
+ * Why the relay is not used: pi-tasks could not start one, what answers cannot prove it is the
+ * user's, or it did not answer at start-up (not used until it answers and proves itself).
+ */
 function relayProblem(relay: RelayInUse): TaskError | undefined {
   if (relay.problem === undefined) return undefined;
+  if (relay.state === "unanswered") return new TaskError("RELAY_NOT_ANSWERING", { message: relay.problem, details: { url: relay.url } });
   if (relay.state === "untrusted")
     return new TaskError(relay.problemCode ?? "RELAY_NOT_PROVEN", { message: relay.problem, details: { url: relay.url } });
   return relay.state === "absent" ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
@@ -191,8 +198,16 @@ function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hook
   });
 }
 
+/**
+ * The start-up problem that names why the relay is out of reach now: a relay that only did not
+ * answer at start-up stops being one once a pass reached it (a later outage is just that).
+ */
+function problemNow(found: Found, state: Lifetime): TaskError | undefined {
+  return found.relay.state === "unanswered" && state.relayAnswered ? undefined : found.startProblem;
+}
+
 function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found: Found, hooks: PartHooks): RefreshScheduler {
-  const { relay, startProblem } = found;
+  const { relay } = found;
   return createRefreshScheduler({
     refresh: () => configured.refresh(),
     busy: () => {
@@ -202,7 +217,8 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
     onPass: (report: PassReport) => {
       const state = hooks.lifetime();
       if (state === undefined) return;
-      state.failure = failureLabel(report, relay.url, startProblem);
+      if (!report.failures.has("lease")) state.relayAnswered = true;
+      state.failure = passFailure(report, relay.url, problemNow(found, state));
       hooks.footer();
       announceQuestions(configured.current().listTasks(), state.announced, (message) => hooks.notify(message, "info"));
       // The first pass binds the session: the doorbell need not wait for its next check.
@@ -211,7 +227,7 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
     onError: (error: unknown) => {
       const state = hooks.lifetime();
       if (state === undefined) return;
-      state.failure = failureLabel(error, relay.url, startProblem);
+      state.failure = passFailure(error, relay.url, problemNow(found, state));
       hooks.footer();
     },
   });
@@ -239,14 +255,14 @@ function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks:
   const scheduler = schedulerFor(deps, configured, found, hooks);
   const watch = watchFor(configured, hooks);
   const tracer = createTaskTracer(deps.env, configured.current(), { session: session.name });
-  const failure = failureLabel(found.startProblem, relay.url);
+  const failure = passFailure(found.startProblem, relay.url);
   const observer = createAgentObserver({
     core: () => (hooks.stale() ? undefined : configured.current()),
     now: Date.now,
     sendMessage: deps.sendMessage,
   });
   const spawns = createSpawnWatch(deps.env, () => (hooks.stale() ? undefined : configured.current()));
-  return { info, presenter, configured, scheduler, watch, tracer, observer, spawns, failure, announced: new Set() };
+  return { info, presenter, configured, scheduler, watch, tracer, observer, spawns, failure, relayAnswered: false, announced: new Set() };
 }
 
 /** Starts one lifetime for a Pi session; a start-up that went stale while finding the relay builds nothing. */
@@ -271,11 +287,10 @@ export async function startLifetime(deps: LifecycleDeps, view: PiContextView, ho
   if (resumeWanted(deps.env)) await resumeDelegated(state.configured, view.branch(), parts.notify);
 }
 
-/** The footer label of a lifetime: its last failure, else its counts. */
+/** The footer label of a lifetime: its counts, then its last pass's failure (if any). */
 export function lifetimeLabel(state: Lifetime): string {
-  if (state.failure !== undefined) return state.failure;
   const core = state.configured.current();
-  return healthyLabel(state.info.session.name, core.listTasks(), core.rejections());
+  return footerLabel(state.info.session.name, core.listTasks(), core.rejections(), state.failure);
 }
 
 /** Stops a lifetime's background work at once, then closes its core (never rejects). */

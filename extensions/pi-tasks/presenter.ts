@@ -12,8 +12,10 @@
  * A cancel reaching a busy worker does not wait: it is queued as a steer (read after the current
  * tool batch) and, for gate workers or with `PI_TASKS_CANCEL_ABORTS=1`, the running turn is
  * aborted. Within `cancelAbortGraceMs` the presenter reports what happened (`aborted` when the
- * turn ended, else `busy`); if the steer was dropped with the turn, the cancel is appended to the
- * session without starting a turn.
+ * turn ended, else `busy`). An aborted turn never read the steer — it waits in Pi's queue for the
+ * next run — so one hidden wake starts that run: the model reads the cancellation in a turn of its
+ * own, the same as a cancel reaching an idle worker, whatever the timing. A steer Pi dropped after
+ * all is appended to the session without a turn, never twice.
  */
 import { nanoid } from "nanoid";
 import type { PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
@@ -156,26 +158,43 @@ interface CancelWatches {
   dispose(): void;
 }
 
-function createCancelWatches(deps: PresenterDeps): CancelWatches {
+function createCancelWatches(deps: PresenterDeps, wakes: Wakes): CancelWatches {
   const watches = new Set<ReturnType<typeof setInterval>>();
+  /** Polls until the session is idle or `cancelAbortGraceMs` passed; then `done(idle)`. */
+  function whenIdle(done: (idle: boolean) => void): void {
+    const started = Date.now();
+    const watch = setInterval(() => {
+      const idle = deps.session()?.isIdle() === true;
+      if (!idle && Date.now() - started < cancelAbortGraceMs) return;
+      clearInterval(watch);
+      watches.delete(watch);
+      done(idle);
+    }, cancelIdlePollMs);
+    watches.add(watch);
+  }
+  /** The model must read the cancel: a steer Pi dropped is appended (no turn), once. */
+  const appendIfDropped = (item: PresentationItem) => {
+    if (!observedInBranch(deps.session(), item.eventId)) deps.sendMessage(eventMessage(item), { triggerTurn: false });
+  };
   return {
     interrupt(item, report) {
       const session = deps.session();
       if (session === undefined) return false;
       deps.sendMessage(eventMessage(item), { triggerTurn: true, deliverAs: "steer" });
       if (deps.abortOnCancel) session.abort();
-      const started = Date.now();
-      const watch = setInterval(() => {
-        const live = deps.session();
-        const idle = live?.isIdle() === true;
-        if (!idle && Date.now() - started < cancelAbortGraceMs) return;
-        clearInterval(watch);
-        watches.delete(watch);
-        // The steer may have been dropped with the aborted turn: the model must still read it.
-        if (idle && !observedInBranch(deps.session(), item.eventId)) deps.sendMessage(eventMessage(item), { triggerTurn: false });
+      whenIdle((idle) => {
         report(idle ? "aborted" : "busy");
-      }, cancelIdlePollMs);
-      watches.add(watch);
+        if (!idle) return;
+        // Not aborted: the running turn read the steer at its next tool boundary (or Pi dropped it).
+        if (!deps.abortOnCancel) return appendIfDropped(item);
+        // Aborted before that boundary: the steer waits in Pi's queue for the next run. One wake
+        // starts it, so the model reads the cancellation in a turn of its own — as an idle worker
+        // woken with it would — and it is inserted once, by Pi, from the queue.
+        void wakes.send([item]).then(
+          () => whenIdle((again) => (again ? appendIfDropped(item) : undefined)),
+          () => undefined,
+        );
+      });
       return true;
     },
     dispose() {
@@ -187,7 +206,7 @@ function createCancelWatches(deps: PresenterDeps): CancelWatches {
 
 export function createPiPresenter(deps: PresenterDeps): PiPresenter {
   const wakes = createWakes(deps.sendMessage);
-  const cancels = createCancelWatches(deps);
+  const cancels = createCancelWatches(deps, wakes);
   const insertedEvents = new Set<string>();
   const inBranch = (eventId: string) => observedInBranch(deps.session(), eventId);
 

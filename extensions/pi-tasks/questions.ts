@@ -8,13 +8,13 @@
  */
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
-import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
+import { deferralCause, TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { maxShownQuoteChars } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
-import { age, signerShort } from "./describe.ts";
+import { age, signerShort, waitWords } from "./describe.ts";
+import { awaitLeaving } from "./waits.ts";
 import { inlineText, oneLine } from "./quote.ts";
-
-const SHORT_ID_CHARS = 8;
+import { distinctShortIds, matchId, shortId } from "./short-ids.ts";
 
 export interface OpenQuestion {
   readonly task: TaskView;
@@ -34,9 +34,7 @@ function quote(text: unknown): string {
 }
 
 /** The short form of an id the peer chose (question ids, task ids): one line, escaped. */
-function short(id: string): string {
-  return oneLine(id.slice(0, SHORT_ID_CHARS));
-}
+const short = shortId;
 
 /** One line per waiting question (for `/tasks`). */
 export function questionLines(questions: readonly OpenQuestion[], now: number): string[] {
@@ -87,10 +85,12 @@ async function pickQuestion(
   dialog: AnswerDialog | undefined,
 ): Promise<OpenQuestion | undefined> {
   if (prefix !== undefined) {
-    const matches = questions.filter((open) => open.question.eventId.startsWith(prefix));
-    if (matches.length === 1) return matches[0];
+    const match = matchId(questions, (open) => open.question.eventId, prefix);
+    if (match.kind === "one") return match.item;
     throw usage(
-      matches.length === 0 ? `no waiting question ${prefix}` : `${prefix} matches ${matches.length} questions; give more of the id`,
+      match.kind === "none"
+        ? `no waiting question ${oneLine(prefix)}`
+        : `${oneLine(prefix)} names ${match.items.length} questions (${distinctShortIds(match.items.map((open) => open.question.eventId)).join(", ")}); give more of the id`,
     );
   }
   if (questions.length === 1) return questions[0];
@@ -108,18 +108,25 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
   const questions = waitingQuestions(deps.current().listTasks());
   if (questions.length === 0) return ["pi-tasks: no question is waiting for you"];
   const [first, ...rest] = args;
-  const named = first !== undefined && questions.some((open) => open.question.eventId.startsWith(first));
+  // The first word is a question id when it names a waiting question (a short id, short-ids.ts); else it is the answer.
+  const named = first !== undefined && matchId(questions, (open) => open.question.eventId, first).kind !== "none";
   const open = await pickQuestion(questions, named ? first : undefined, deps.dialog);
   if (open === undefined) return ["pi-tasks: no question chosen; nothing was sent"];
   const written = (named ? rest : args).join(" ").trim();
   const text = written !== "" ? written : await askAnswer(open.question, deps.dialog);
   if (text === "") return ["pi-tasks: no answer given; nothing was sent"];
   const { task, question } = open;
-  const which = `question ${question.eventId.slice(0, SHORT_ID_CHARS)} on task ${task.taskId.slice(0, SHORT_ID_CHARS)}`;
+  const which = `question ${short(question.eventId)} on task ${short(task.taskId)}`;
   try {
     await deps.run((core) => core.message({ taskId: task.taskId, type: "answer", message: text, inReplyTo: question.eventId }));
-  } catch (error) {
-    return [answerFailure(toTaskError(error), which)];
+  } catch (raw) {
+    const error = toTaskError(raw);
+    // Recorded, but not taken at once: a short wait (the worker proving its key again) usually ends it.
+    const left = await awaitLeaving(deps, error, undefined);
+    if (left?.state === "accepted") return [`pi-tasks: answered ${which}`];
+    if (left?.state === "pending")
+      return [`pi-tasks: your answer to ${which} is recorded and waits: ${waitWords(left.cause, "the worker")}.`];
+    return [answerFailure(error, which)];
   }
   return [`pi-tasks: answered ${which}`];
 }
@@ -146,7 +153,7 @@ async function askAnswer(question: TaskEvent, dialog: AnswerDialog | undefined):
  */
 function answerFailure(failure: TaskError, which: string): string {
   if (failure.details.delivery === "pending")
-    return `pi-tasks: your answer to ${which} is queued: the relay did not take it yet (${failure.code}); it is sent by itself when the relay answers.`;
+    return `pi-tasks: your answer to ${which} is recorded and waits: ${waitWords(deferralCause(failure.details), "the worker")} (${failure.code}).`;
   if (failure.details.delivery === "blocked")
     return `pi-tasks: your answer to ${which} was refused by the relay (${failure.code}: ${failure.message}); it will not be sent.`;
   return `pi-tasks: your answer to ${which} was not sent and nothing was recorded (${failure.code}: ${failure.message}); try again.`;

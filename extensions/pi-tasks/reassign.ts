@@ -8,8 +8,8 @@ import { sessionStatus } from "../../src/cli/sessions.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
-import { findByPrefix } from "./board.ts";
 import type { SessionInfo } from "./lifecycle.ts";
+import { findTask, shortId } from "./short-ids.ts";
 
 export interface ReassignDeps {
   readonly current: () => TaskCore;
@@ -33,12 +33,10 @@ async function endpointOf(session: string, info: SessionInfo | undefined): Promi
 export async function reassignCommand(words: readonly string[], deps: ReassignDeps): Promise<string[]> {
   const [prefix, session] = words;
   if (prefix === undefined || words.length > 2) throw usage("name the task");
-  const found = findByPrefix(deps.current().listTasks(), prefix);
-  if (Array.isArray(found))
-    throw usage(found.length === 0 ? `no task ${prefix}` : `${prefix} matches ${found.length} tasks; give more of the id`);
+  const found = findTask(deps.current().listTasks(), prefix);
   const to = session === undefined ? undefined : await endpointOf(session, deps.info());
   const moved = await deps.run((core) => core.reassignTask(found.taskId, to === undefined ? {} : { to }));
   return [
-    `pi-tasks: task ${moved.taskId.slice(0, 8)} reassigned to ${session ?? "the restarted worker"} (${moved.target.relay}/${moved.target.id})${moved.historyTruncated ? "; its oldest history did not fit" : ""}`,
+    `pi-tasks: task ${shortId(moved.taskId)} reassigned to ${session ?? "the restarted worker"} (${moved.target.relay}/${moved.target.id})${moved.historyTruncated ? "; its oldest history did not fit" : ""}`,
   ];
 }

@@ -13,13 +13,13 @@ import type { Signer } from "../../src/core/trust.ts";
 import type { DeliveryEvidence } from "../../src/core/views.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { formatEndpoint, sameEndpoint } from "../../src/protocol/endpoint.ts";
-import type { ErrorShape } from "../../src/protocol/errors.ts";
+import { deferralCause, type ErrorShape } from "../../src/protocol/errors.ts";
 import { maxChoiceChars, maxDelegationDepth, maxProgressChars, maxRevisionRounds } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import type { TaskSnapshot } from "../../src/store/task-store.ts";
 import { claimedName, inlineText, oneLine, PEER_LINE, quotedBlock, quotedJson } from "./quote.ts";
 import { isRecord } from "../../src/protocol/validate.ts";
-import { activityState, usageWords } from "./describe.ts";
+import { activityState, usageWords, waitWords } from "./describe.ts";
 
 /** A `- name: value` line; a value never leaves its line (see quote.ts). */
 function field(name: string, value: unknown): string {
@@ -480,6 +480,8 @@ export function renderTask(task: TaskView, words?: string): string {
 
 /** What the model should do next, for the errors whose code alone does not say it. */
 const ERROR_NEXT_STEPS: Readonly<Record<string, string>> = {
+  TASK_DELIVERY_DEFERRED:
+    "Nothing failed: it is kept and leaves by itself once what it waits for (above) is there. Do not send it again; keep working.",
   TARGET_NOT_REGISTERED:
     "Endpoints change when the relay or the worker restarts. Look the worker up again with agent_task_workers (or start one with agent_task_spawn) and use its current taskEndpoint.",
 };
@@ -491,6 +493,7 @@ export function renderError(error: ErrorShape): string {
     field("code", error.code),
     field("message", error.message),
     field("retryable", error.retryable),
+    ...(error.code === "TASK_DELIVERY_DEFERRED" ? [field("waiting", waitWords(deferralCause(error.details)))] : []),
     ...(Object.keys(error.details).length > 0 ? [field("details", error.details)] : []),
     ...(next === undefined ? [] : ["", next]),
   ].join("\n");

@@ -8,10 +8,9 @@
 import type { TaskView } from "../../src/core/task-core.ts";
 import { activityLine } from "./describe.ts";
 import { claimedName, oneLine } from "./quote.ts";
+import { shortId } from "./short-ids.ts";
 
 export const WIDGET_KEY = "pi-tasks-workers";
-/** Characters of a task id the widget shows. */
-const SHORT_ID_CHARS = 8;
 
 export interface WidgetTarget {
   setWidget?(key: string, lines: string[] | undefined): void;
@@ -32,7 +31,7 @@ export function workerWidgetLines(tasks: readonly TaskView[], now: number): stri
             : peer.claimedName !== undefined
               ? claimedName(peer.claimedName)
               : "worker";
-      return `${who} · task ${oneLine(task.taskId.slice(0, SHORT_ID_CHARS))}: ${activityLine(task.activity!, now)}`;
+      return `${who} · task ${shortId(task.taskId)}: ${activityLine(task.activity!, now)}`;
     });
 }
 

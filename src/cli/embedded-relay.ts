@@ -8,8 +8,13 @@
  * - Only its user may use it (docs/security.md, "The relay secret"): it is started with the user's
  *   relay secret for the port (`--secret-file`, src/trust/relay-secret.ts) and serves only clients
  *   that prove it. Before a Pi uses what answers on the port, that must prove the secret too
- *   (`relaySecretPlan` in relay-client/auth.ts says when): what cannot is `untrusted` — never used,
- *   and the footer says why.
+ *   (`relaySecretPlan` in relay-client/auth.ts says when): what answers without the proof is
+ *   `untrusted` — never used, and the footer says why.
+ * - A probe that times out is not an answer: something holds the port but did not answer in time —
+ *   on a busy machine, most often the user's own relay. It is probed again (`relayProbeAttempts`,
+ *   each waiting twice as long), and if it still does not answer it is `unanswered`, not a stranger:
+ *   no relay is started on its port, and the Pi's passes keep challenging it and use it once it
+ *   answers and proves the secret (the transport sends nothing before that).
  * - One per port and user: the starter holds `<relay secret dir>/<port>.lock` (the shared lock file
  *   of src/trust/file-lock.ts, naming its pid) while it starts the relay — also across the user's
  *   PI_TASKS_HOMEs; others wait for the relay to answer. A lock whose pid is gone is taken over.
@@ -31,6 +36,8 @@ import {
   RELAY_INSTANCE_PATH,
   RELAY_PROFILE,
   relayInstanceBytes,
+  relayProbeAttempts,
+  relayProbeBudgetMs,
   relayProbeMs,
   relayReadyTimeoutMs,
   relayStartPollMs,
@@ -57,15 +64,17 @@ export interface RelayInUse {
    * - `running`: something already answered at the default URL;
    * - `started`: this process started it;
    * - `absent`: nothing answers and pi-tasks may not (opted out) or could not start one;
-   * - `untrusted`: something answers but cannot prove the user's relay secret: it is never used.
+   * - `untrusted`: something answers but cannot prove the user's relay secret: it is never used;
+   * - `unanswered`: something holds the port but did not answer the start-up probes in time: used
+   *   once it answers (and proves the secret, when it must).
    */
-  readonly state: "configured" | "running" | "started" | "absent" | "untrusted";
+  readonly state: "configured" | "running" | "started" | "absent" | "untrusted" | "unanswered";
   /** The record of a relay pi-tasks started on this port (by this or an earlier Pi). */
   readonly record?: EmbeddedRelayRecord;
   /** Why nothing was started, or why starting failed, or why the relay is not used. */
   readonly problem?: string;
-  /** The code of an `untrusted` relay's problem (a start that failed is `RELAY_NOT_STARTED`). */
-  readonly problemCode?: "RELAY_NOT_PROVEN" | "RELAY_SECRET_INVALID";
+  /** The code of an `untrusted` or `unanswered` relay's problem (a start that failed is `RELAY_NOT_STARTED`). */
+  readonly problemCode?: "RELAY_NOT_PROVEN" | "RELAY_SECRET_INVALID" | "RELAY_NOT_ANSWERING";
   /** The relay secret this relay proved it holds (its clients sign with it). */
   readonly secretFile?: string;
 }
@@ -130,6 +139,18 @@ export function embeddedRelayRecord(env: Env, port: number): EmbeddedRelayRecord
 
 const probe = (url: string, fetcher: typeof fetch, keys?: RelayKeys): Promise<RelayProbe> =>
   proveRelay(url, fetcher, keys, AbortSignal.timeout(relayProbeMs));
+
+/**
+ * Probes `url` until something answers: only a probe that timed out is tried again, each attempt
+ * waiting twice as long as the one before — `relayProbeAttempts` in all, `relayProbeBudgetMs` at
+ * most. A refused connection (nothing listens) or any answer ends it at once.
+ */
+export async function probeUntilAnswered(url: string, fetcher: typeof fetch, keys?: RelayKeys): Promise<RelayProbe> {
+  let found = await probe(url, fetcher, keys);
+  for (let attempt = 1; found.timedOut && attempt < relayProbeAttempts; attempt += 1)
+    found = await proveRelay(url, fetcher, keys, AbortSignal.timeout(relayProbeMs * 2 ** attempt));
+  return found;
+}
 
 /** Whether the relay at `url` proves it is the instance `instance` running as `pid` (and if not, why). */
 async function instanceProven(
@@ -254,6 +275,28 @@ function untrusted(url: string, found: RelayProbe, file: string): RelayInUse {
   };
 }
 
+/**
+ * Something holds the default URL but never answered in time: not a stranger (nothing proved that),
+ * not absent (no relay may be started on its port). The Pi's passes challenge it until it answers.
+ */
+function unanswered(env: Env, config: RelayConfig, plan: RelaySecretPlan | undefined, secret: PlannedSecret): RelayInUse {
+  const { url } = config;
+  if (secret.problem !== undefined)
+    return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
+  const record = config.port === undefined ? undefined : embeddedRelayRecord(env, config.port);
+  const until = secret.keys === undefined ? "answers" : "answers and proves it holds your relay secret";
+  return {
+    url,
+    state: "unanswered",
+    problemCode: "RELAY_NOT_ANSWERING",
+    problem:
+      `something holds ${url} but did not answer pi-tasks' start-up probes in time (${relayProbeAttempts} tries within ${relayProbeBudgetMs} ms) — most likely your own relay on a busy machine. ` +
+      `pi-tasks keeps trying and uses it once it ${until}; nothing is sent to it before. If it never answers: see what listens on port ${config.port}, or set PI_TASKS_RELAY_URL`,
+    ...(record === undefined ? {} : { record }),
+    ...(secret.keys === undefined ? {} : { secretFile: plan!.file }),
+  };
+}
+
 /** What answered at the default URL, classified: used (`running`), or `untrusted`. */
 function classifyAnswer(
   env: Env,
@@ -296,8 +339,9 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
   const plan = relaySecretPlan(env, config);
   if (config.source === "PI_TASKS_RELAY_URL" || config.port === undefined) return configuredRelay(config.url, plan, fetcher);
   const secret = plannedSecret(plan);
-  const found = await probe(config.url, fetcher, secret.keys);
+  const found = await probeUntilAnswered(config.url, fetcher, secret.keys);
   if (found.answered) return classifyAnswer(env, config, plan, secret, found);
+  if (found.timedOut) return unanswered(env, config, plan, secret);
   if (!config.embedded) return { url: config.url, state: "absent", problem: "no relay answers and PI_TASKS_EMBEDDED_RELAY=0" };
   if (secret.problem !== undefined) return { url: config.url, state: "absent", problem: secret.problem.message };
   return startEmbedded(env, { ...config, port: config.port }, plan?.file ?? relaySecretPath(env, config.port), fetcher);

@@ -16,7 +16,7 @@
  *   each id's as an ACK's; a withheld ACK waits for a later pass;
  * - `shipCarried`: carried receipts that found no ACK request to ride in are sent as usual.
  */
-import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { deferral, TaskError, toTaskError } from "../protocol/errors.ts";
 import { sendBatchMaxItems } from "../protocol/limits.ts";
 import { type EncodedEnvelope, FEATURE_ACK_BATCH, FEATURE_ACK_CARRY, type AckOutcome } from "../protocol/wire.ts";
 import type { SentOutcome } from "../relay-client/session.ts";
@@ -92,9 +92,7 @@ function recordSent(context: CoreContext, scope: WorkScope, sent: readonly SentO
     } else
       scope.fail(
         "deferral",
-        new TaskError("TASK_DELIVERY_DEFERRED", {
-          details: { envelopeId: outcome.envelopeId, reason: "a receipt before it to the same target was not accepted" },
-        }),
+        deferral("order", "a receipt before it to the same target was not accepted", { envelopeId: outcome.envelopeId }),
       );
   }
   return loss;

@@ -4,7 +4,7 @@
  * every event it authors is canonical at once and fanned out to the worker.
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
-import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { TaskError, toTaskError, type DeferralCause, deferralCause } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
 import { narrowGrant } from "../protocol/grant.ts";
 import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
@@ -30,6 +30,7 @@ import { fanOut, queueEnvelope } from "./outbox.ts";
 import { provenAt, untrustedDecision } from "./proofs.ts";
 import type { AckResult, CancelResult, CreateOptions, CreateResult, DoneResult, MessageResult } from "./results.ts";
 import { askFirst, deliveryOf, requireAccepted, requireOrigin, requireSettled, reserveAndShip, shipOwn } from "./ship.ts";
+import { lossEvidence } from "./reassign.ts";
 import { terminalDelivery } from "./views.ts";
 
 /** Appends an origin-authored canonical event and fans it out to the worker (no local echo). */
@@ -198,6 +199,13 @@ export async function originDone(
   };
 }
 
+/**
+ * Cancels a task this origin assigned. The cancel is the origin's decision and canonical here at once
+ * (`task.cancelled`, before anything is sent): its delivery to the worker is best effort and never
+ * makes the cancel fail. A delivery the relay did not take now stays queued (`pending`, sent by a
+ * later pass); to a worker known lost — orphaned, or its endpoint refused as not registered — it is
+ * not required (`workerLost`), whatever the relay did with it, so the answer is the same every time.
+ */
 export async function cancel(
   context: CoreContext,
   self: TaskEndpoint,
@@ -205,6 +213,8 @@ export async function cancel(
   signal: AbortSignal | undefined,
 ): Promise<CancelResult> {
   const task = requireOrigin(context, params.taskId, self);
+  // Judged before the cancel: a cancelled task is no longer orphaned.
+  const lostBefore = lossEvidence(context, task);
   const { record, outcome } = await reserveAndShip(
     context,
     signal,
@@ -220,9 +230,10 @@ export async function cancel(
         throw new TaskError("TASK_TERMINAL", { details: { taskId: task.taskId, status } });
     },
   );
-  requireSettled(outcome, { taskId: task.taskId, status: "cancelled" });
+  const workerLost = lostBefore || (outcome.state === "quarantined" && outcome.error.code === "TARGET_NOT_REGISTERED");
+  // A refusal is news only about a worker not known lost before (for an orphaned task it is expected).
   const warnings =
-    outcome.state === "quarantined"
+    outcome.state === "quarantined" && !lostBefore
       ? [
           {
             code: outcome.error.code,
@@ -233,7 +244,30 @@ export async function cancel(
           },
         ]
       : [];
-  return { taskId: task.taskId, status: "cancelled", eventId: record.logicalId, delivery: deliveryOf(outcome), warnings };
+  const waiting = outcome.state === "failed" || outcome.state === "deferred" ? { pending: pendingWhy(outcome.error) } : {};
+  return {
+    taskId: task.taskId,
+    status: "cancelled",
+    eventId: record.logicalId,
+    delivery: deliveryOf(outcome),
+    workerLost,
+    ...waiting,
+    warnings,
+  };
+}
+
+/** Why a cancel's delivery waits: the deferral's reason, else the code of what the relay answered. */
+function pendingWhy(error: TaskError): { readonly code: string; readonly reason: string; readonly cause?: DeferralCause } {
+  const reason = error.details.reason;
+  // A send the relay did not answer, or refused for capacity, waits for that to pass.
+  const cause =
+    deferralCause(error.details) ??
+    (error.code === "RELAY_CAPACITY"
+      ? "capacity"
+      : error.spec.class === "unavailable" || error.spec.class === "timeout"
+        ? "outage"
+        : undefined);
+  return { code: error.code, reason: typeof reason === "string" ? reason : error.message, ...(cause === undefined ? {} : { cause }) };
 }
 
 export async function acknowledge(

@@ -17,7 +17,7 @@
  *   stored cooldown, with no timer of its own;
  * - concurrent same-id sends join.
  */
-import { sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
+import { type DeferralCause, deferral, deferralCause, sendRefusal, TaskError, toTaskError } from "../protocol/errors.ts";
 import { capacityCooldownMs } from "../protocol/limits.ts";
 import type {
   EnvelopeKind,
@@ -152,8 +152,8 @@ export type SendOutcome =
 
 export type SendBudget = "scoped" | "oldWork";
 
-function deferred(envelopeId: string, reason: string, details: Record<string, unknown> = {}): SendOutcome {
-  return { state: "deferred", envelopeId, error: new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId, reason, ...details } }) };
+function deferred(envelopeId: string, cause: DeferralCause, reason: string, details: Record<string, unknown> = {}): SendOutcome {
+  return { state: "deferred", envelopeId, error: deferral(cause, reason, { envelopeId, ...details }) };
 }
 
 /** The settled state of an envelope without sending anything. */
@@ -167,7 +167,7 @@ export function settledOutcome(context: CoreContext, envelopeId: string): SendOu
     };
   }
   const entry = context.store.getOutbox(envelopeId);
-  if (entry === undefined) return deferred(envelopeId, "unknown envelope");
+  if (entry === undefined) return deferred(envelopeId, "budget", "unknown envelope");
   return entry.state === "accepted" ? { state: "accepted", envelopeId } : undefined;
 }
 
@@ -187,7 +187,7 @@ function stopped(context: CoreContext, scope: WorkScope, envelopeId: string): Se
   if (isClosed(context)) return { state: "failed", envelopeId, error: new TaskError("RELAY_CLOSED", { details: { envelopeId } }) };
   if (scope.mode === "foreground" && scope.signal.aborted)
     return { state: "failed", envelopeId, error: new TaskError("ABORTED", { details: { envelopeId, sent: false } }) };
-  return deferred(envelopeId, "pass deadline");
+  return deferred(envelopeId, "budget", "pass deadline");
 }
 
 /** Waits for another request (or a withheld receipt) to settle, or for the scope to stop. */
@@ -233,14 +233,65 @@ export async function attemptSend(
       await settledOrStopped(waiting, scope.signal);
       continue;
     }
-    if (ahead.length > 0) return deferred(envelopeId, "older mail to the same target is pending", { blockedBy: ahead[0] });
+    if (ahead.length > 0) return deferred(envelopeId, "order", "older mail to the same target is pending", { blockedBy: ahead[0] });
     const entry = store.getOutbox(envelopeId)!;
     const held = heldBack(context, scope, entry);
     if (held !== undefined) return held;
-    if (!scope.admit(budget, slice)) return deferred(envelopeId, scope.expired() ? "pass deadline" : "send budget");
+    if (!scope.admit(budget, slice)) return deferred(envelopeId, "budget", scope.expired() ? "pass deadline" : "send budget");
     scope.attempted.add(envelopeId);
     return deliver(context, scope, entry, budget);
   }
+}
+
+/**
+ * Why a pending envelope waits whatever the pass (a configuration hold, an outage, its target's
+ * proof, its peer after a relay restart, a capacity cooldown), or undefined when nothing outside a
+ * pass holds it. Also what the board says of mail that has not left (TaskCore.waitingMail).
+ */
+export function waitingFor(context: CoreContext, entry: CoreOutboxEntry): Extract<SendOutcome, { state: "deferred" }> | undefined {
+  const { store } = context;
+  const envelopeId = entry.envelopeId;
+  const held = (cause: DeferralCause, reason: string, details: Record<string, unknown> = {}) =>
+    deferred(envelopeId, cause, reason, details) as Extract<SendOutcome, { state: "deferred" }>;
+  const hold = context.health.hold();
+  if (hold !== undefined) return held("hold", "held by a configuration refusal", { code: hold.error.code, until: hold.until });
+  const outage = context.health.outageUntil();
+  if (outage !== undefined) return held("outage", "the relay was unreachable moments ago; queued", { until: outage });
+  // Content waits for its target to prove the key its task expects (proofs.ts asks for it).
+  if (entry.awaiting === true) return held("proof", "waiting for the target to prove who it is", { target: entry.target });
+  // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
+  // set is checked first, so an ordinary send reads no meta row).
+  if (context.search.mayBeLooking(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
+    return held("reconnect", "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
+  const until = coolingDown(context, entry);
+  if (until !== undefined) return held("capacity", "capacity cooldown", { until });
+  return undefined;
+}
+
+/** A task's envelope that has not left yet, and what it waits for (the board's "waiting to leave"). */
+export interface WaitingMail {
+  readonly envelopeId: string;
+  readonly purpose: OutboxPurpose;
+  /** What it waits for; absent when nothing holds it (the next pass sends it). */
+  readonly cause?: DeferralCause;
+  /** The same, for logs. */
+  readonly reason: string;
+}
+
+/** The task's pending envelopes, oldest first, each with what it waits for. */
+export function waitingMail(context: CoreContext, taskId: string): WaitingMail[] {
+  const { store } = context;
+  return store
+    .outboxOf(taskId)
+    .filter((entry) => entry.state === "pending" && store.getQuarantine(entry.envelopeId) === undefined)
+    .map((entry) => {
+      const held = waitingFor(context, entry)?.error;
+      const ahead = held === undefined && store.pendingOutboxAhead(entry.envelopeId).length > 0;
+      const error = held ?? (ahead ? deferral("order", "older mail to the same target is pending") : undefined);
+      const cause = error === undefined ? undefined : deferralCause(error.details);
+      const reason = error === undefined ? "queued; the next pass sends it" : String(error.details.reason);
+      return { envelopeId: entry.envelopeId, purpose: entry.purpose, ...(cause === undefined ? {} : { cause }), reason };
+    });
 }
 
 /**
@@ -248,22 +299,11 @@ export async function attemptSend(
  * flight) may not leave in this scope now — a deferral — or undefined when it may.
  */
 export function heldBack(context: CoreContext, scope: WorkScope, entry: CoreOutboxEntry): SendOutcome | undefined {
-  const { store } = context;
   const envelopeId = entry.envelopeId;
-  const hold = context.health.hold();
-  if (hold !== undefined) return deferred(envelopeId, "held by a configuration refusal", { code: hold.error.code, until: hold.until });
-  const outage = context.health.outageUntil();
-  if (outage !== undefined) return deferred(envelopeId, "the relay was unreachable moments ago; queued", { until: outage });
-  // Content waits for its target to prove the key its task expects (proofs.ts asks for it).
-  if (entry.awaiting === true) return deferred(envelopeId, "waiting for the target to prove who it is", { target: entry.target });
-  // After a relay restart the task's mail waits until its peer is found again (reconnect.ts; the
-  // set is checked first, so an ordinary send reads no meta row).
-  if (context.search.mayBeLooking(entry.taskId) && store.getTaskMeta(entry.taskId)?.reconnectingSince !== undefined)
-    return deferred(envelopeId, "waiting to find the peer again after a relay restart", { taskId: entry.taskId });
-  const until = coolingDown(context, entry);
-  if (until !== undefined) return deferred(envelopeId, "capacity cooldown", { until });
-  if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "target refused capacity in this pass");
-  if (scope.attempted.has(envelopeId)) return deferred(envelopeId, "already attempted in this pass");
+  const waiting = waitingFor(context, entry);
+  if (waiting !== undefined) return waiting;
+  if (scope.suppressedTargets.has(entry.targetKey)) return deferred(envelopeId, "capacity", "target refused capacity in this pass");
+  if (scope.attempted.has(envelopeId)) return deferred(envelopeId, "budget", "already attempted in this pass");
   return undefined;
 }
 

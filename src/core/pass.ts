@@ -17,7 +17,7 @@
  * nor peers runs when the pass found the relay unreachable.
  * While a configuration refusal holds relay work (relay-health.ts), a pass makes no relay request at all.
  */
-import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { deferral, TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
 import { FEATURE_ACK_BATCH } from "../protocol/wire.ts";
 import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNCLASSIFIED } from "./bookkeeping.ts";
@@ -291,18 +291,12 @@ async function ackBatch(
     if (scope.attempted.has(identity)) continue;
     const cooldown = store.getCooldown(COOLDOWN.ack(row.envelopeId));
     if (cooldown !== undefined && cooldown.until > context.timers.now()) {
-      scope.fail(
-        "deferral",
-        new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK capacity cooldown" } }),
-      );
+      scope.fail("deferral", deferral("capacity", "ACK capacity cooldown", { envelopeId: row.envelopeId }));
       continue;
     }
     if (!scope.admit("ack", slice)) {
       exhausted = true;
-      scope.fail(
-        "deferral",
-        new TaskError("TASK_DELIVERY_DEFERRED", { details: { envelopeId: row.envelopeId, reason: "ACK budget, slice or deadline" } }),
-      );
+      scope.fail("deferral", deferral("budget", "ACK budget, slice or deadline", { envelopeId: row.envelopeId }));
       break;
     }
     scope.attempted.add(identity);

@@ -217,17 +217,48 @@ export async function sayHellos(context: CoreContext, scope: WorkScope): Promise
   let asked = 0;
   for (const target of awaitingTargets(context)) {
     if (asked >= maxHellosPerPass || scope.expired() || isClosed(context)) break;
-    if ((await askProof(context, scope, target).catch(() => undefined)) !== undefined) asked += 1;
+    const helloId = await askProof(context, scope, target).catch((raw: unknown) => {
+      loseAwaiting(context, target, toTaskError(raw));
+      return undefined;
+    });
+    if (helloId !== undefined) asked += 1;
   }
+}
+
+/**
+ * Whether what a task sends to its target is asked for here: not a resumed task's (its resume
+ * question asks, resume.ts), nor one that looks for its peer after a relay restart (its old
+ * endpoint is gone with the old relay; the peer found again is asked by reconnect.ts).
+ */
+function askedHere(context: CoreContext, taskId: string): boolean {
+  const meta = context.store.getTaskMeta(taskId);
+  return meta?.resuming !== true && meta?.reconnectingSince === undefined;
 }
 
 function awaitingTargets(context: CoreContext): TaskEndpoint[] {
   const targets = new Map<string, TaskEndpoint>();
   for (const entry of context.store.retryHeads()) {
-    // A resumed task's target is asked by its resume question (resume.ts), not here.
-    if (entry.awaiting === true && context.store.getTaskMeta(entry.taskId)?.resuming !== true) targets.set(entry.targetKey, entry.target);
+    if (entry.awaiting === true && askedHere(context, entry.taskId)) targets.set(entry.targetKey, entry.target);
   }
   return [...targets.values()];
+}
+
+/**
+ * The relay does not know `target` (its hello was refused `TARGET_NOT_REGISTERED`): what awaits its
+ * proof can never leave. It is quarantined, as a send refused for that reason is — reported once (by
+ * the pass that asked), shown on its task, and never asked for again — instead of a hello refused
+ * every `helloRetryMs`, each refusal a pass failure on the footer, for as long as the task lives.
+ */
+function loseAwaiting(context: CoreContext, target: TaskEndpoint, error: TaskError): void {
+  if (error.code !== "TARGET_NOT_REGISTERED" || isClosed(context)) return;
+  const { store } = context;
+  const details = { ...error.details, hello: true, target };
+  store.transaction(() => {
+    for (const entry of store.pendingOutboxFor(endpointKey(target))) {
+      if (entry.awaiting !== true || !askedHere(context, entry.taskId)) continue;
+      store.quarantineOutbox(entry.envelopeId, { errorCode: error.code, details, quarantinedAt: context.clock() });
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

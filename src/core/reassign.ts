@@ -28,7 +28,8 @@ function refuse(taskId: string, reason: string, details: Record<string, unknown>
   });
 }
 
-function lossEvidence(context: CoreContext, task: TaskRecord): boolean {
+/** Whether the task's worker is known lost: the task was orphaned, or a send to its endpoint was refused as not registered. */
+export function lossEvidence(context: CoreContext, task: TaskRecord): boolean {
   if (context.store.getTaskMeta(task.taskId)?.orphanedAt !== undefined) return true;
   const lostKey = endpointKey(task.target);
   return context.store.listQuarantine().some((entry) => entry.targetKey === lostKey && entry.errorCode === "TARGET_NOT_REGISTERED");

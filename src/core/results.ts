@@ -1,4 +1,5 @@
 /** What the TaskCore's operations answer (relay acceptance of their own envelope, never execution). */
+import type { DeferralCause } from "../protocol/errors.ts";
 import type { Grant, TaskEndpoint, TerminalDelivery } from "../protocol/schemas.ts";
 import type { EnvelopeDelivery } from "./ship.ts";
 
@@ -52,9 +53,16 @@ export interface DoneResult {
 
 export interface CancelResult {
   readonly taskId: string;
+  /** Canonical at the origin at once, whatever became of its delivery. */
   readonly status: "cancelled";
   readonly eventId: string;
+  /** How the cancel's envelope to the worker fared at the relay (best effort). */
   readonly delivery: EnvelopeDelivery;
+  /** The worker was known lost (orphaned, or its endpoint is not registered): no delivery is required. */
+  readonly workerLost: boolean;
+  /** Why a `pending` delivery waits (it stays queued; a later pass sends it). */
+  readonly pending?: { readonly code: string; readonly reason: string; readonly cause?: DeferralCause };
+  /** A refusal of the cancel's envelope, unless the worker was known lost before (then none is news). */
   readonly warnings: readonly { code: string; message: string; retryable: false; delivery: "blocked"; target: TaskEndpoint }[];
 }
 

@@ -11,7 +11,7 @@
  *   first old-work admission: after it no old work is admitted and what is in flight is aborted;
  * - the first failure of each kind is kept and reported after the pass.
  */
-import { TaskError, toTaskError } from "../protocol/errors.ts";
+import { deferral, TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxAckAttemptsPerPass, maxOldWorkSendsPerPass, maxScopedSendsPerPass, passDeadlineMs, passSliceMs } from "../protocol/limits.ts";
 import type { TaskTimers } from "./timers.ts";
 
@@ -83,7 +83,7 @@ export function createTaskWorkScope(options: ScopeOptions): WorkScope {
   const disposer = new AbortController();
   if (Number.isFinite(deadlineMs)) {
     timers.timeout(deadlineMs, disposer.signal).then(
-      () => deadline.abort(new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "pass deadline", deadlineMs } })),
+      () => deadline.abort(deferral("budget", "pass deadline", { deadlineMs })),
       () => undefined,
     );
   }
@@ -98,7 +98,7 @@ export function createTaskWorkScope(options: ScopeOptions): WorkScope {
     const window = new AbortController();
     oldWorkWindow = window;
     timers.timeout(passDeadlineMs, AbortSignal.any([disposer.signal, signal])).then(
-      () => window.abort(new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "old-work window", windowMs: passDeadlineMs } })),
+      () => window.abort(deferral("budget", "old-work window", { windowMs: passDeadlineMs })),
       () => undefined,
     );
   }

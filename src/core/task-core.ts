@@ -31,6 +31,7 @@ import { acknowledge, cancel, createTask, originDone, originMessage } from "./or
 import { type PassReport, runPhasedPass } from "./pass.ts";
 import { hasEvidence, type ReceiveItem, receiveItems } from "./presentation.ts";
 import { reassignTask } from "./reassign.ts";
+import { type WaitingMail, waitingMail } from "./outbox.ts";
 import type {
   AckResult,
   CancelResult,
@@ -61,7 +62,7 @@ import { createPacer } from "./pacer.ts";
 import { createPeerSearch } from "./peer-search.ts";
 import { createRelayHealth } from "./relay-health.ts";
 import { createSendRegistry } from "./send-registry.ts";
-import { type TaskView, viewTask } from "./views.ts";
+import { relayState, type TaskView, viewTask } from "./views.ts";
 
 export type {
   AckResult,
@@ -157,6 +158,10 @@ export interface TaskCore {
   /** Items waiting for presentation (relay deliveries and local items, in intake order). */
   receive(): ReceiveItem[];
   completeLocalPresentation(eventId: string): boolean;
+  /** The task's mail that has not left yet, each with what it waits for (outbox.ts `waitingMail`). */
+  waitingMail(taskId: string): WaitingMail[];
+  /** Where one of this lifetime's envelopes stands at the relay (`not_applicable`: no such envelope). */
+  envelopeDelivery(envelopeId: string): "accepted" | "pending" | "blocked" | "not_applicable";
   /** Something is pending locally: outbox mail, unacknowledged deliveries or local presentations. */
   hasPendingWork(): boolean;
   hasActiveTasks(): boolean;
@@ -398,6 +403,9 @@ function reads(context: CoreContext) {
     listTasks: () => store.listTasks().map((task) => viewTask(store, task, context.trust)),
     receive: () => receiveItems(store),
     completeLocalPresentation: (eventId: string) => store.completeLocalPresentation(eventId),
+    waitingMail: (taskId: string) => waitingMail(context, taskId),
+    envelopeDelivery: (envelopeId: string) =>
+      store.getOutbox(envelopeId) === undefined ? "not_applicable" : relayState(store, envelopeId),
     hasPendingWork: () => store.pendingOutboxCount() > 0 || store.pendingDeliveryCount() > 0 || store.stats().localPresentations > 0,
     hasActiveTasks: () => store.hasActiveTasks(),
     activeTaskIds: () => store.activeTaskIds(),

@@ -97,7 +97,7 @@ export interface TaskView extends TaskSnapshot {
 }
 
 /** Where an outbox envelope stands at the relay. */
-function relayState(store: CoreStore, envelopeId: string | undefined): "accepted" | "pending" | "blocked" | "not_applicable" {
+export function relayState(store: CoreStore, envelopeId: string | undefined): "accepted" | "pending" | "blocked" | "not_applicable" {
   if (envelopeId === undefined) return "not_applicable";
   if (store.getQuarantine(envelopeId) !== undefined) return "blocked";
   return store.getOutbox(envelopeId)?.state === "accepted" ? "accepted" : "pending";

@@ -132,6 +132,10 @@ export const ERROR_REGISTRY = Object.freeze({
   // -- core and tool codes --------------------------------------------------------------------
   TASK_ERROR: spec("error", "An unexpected task error occurred."),
   UNKNOWN_TASK: spec("not-found", "No such task in this endpoint's current lifetime."),
+  TASK_ID_AMBIGUOUS: spec(
+    "invalid",
+    "The short task id names more than one task this session knows; give more of the id (the candidates are named); nothing was done.",
+  ),
   INVALID_TASK: spec("invalid", "The task is invalid."),
   INVALID_DELIVERY: spec("invalid", "The relay delivery is invalid."),
   INVALID_INTENT: spec("invalid", "The intent is invalid."),
@@ -150,7 +154,7 @@ export const ERROR_REGISTRY = Object.freeze({
   TASK_CAPACITY: spec("capacity", "This endpoint's task memory is full (records or bytes)."),
   TASK_DELIVERY_DEFERRED: spec(
     "deferred",
-    "Delivery is deferred (budget, cooldown, older mail to the same target, or a relay unreachable moments ago); the envelope is queued and a later pass sends it.",
+    "Delivery is deferred — it waits for its target to prove its key, for its peer after a relay restart, behind older mail to the same target, for relay capacity, or for a relay unreachable moments ago (details.cause says which); the envelope is kept and a later pass sends it.",
     { retryable: true },
   ),
   STALE_GENERATION: spec("rejected", "The mail belongs to an older generation of the task (its executor was replaced); it is refused."),
@@ -279,6 +283,13 @@ export const ERROR_REGISTRY = Object.freeze({
     "relay",
     "What answers at the relay's address cannot prove it holds this user's relay secret (another user's process, or a program on the port); pi-tasks sends it nothing.",
   ),
+  // Not a stranger: something holds the port but did not answer in time (a busy machine); the
+  // lifetime keeps challenging it and uses it once it proves the secret.
+  RELAY_NOT_ANSWERING: spec(
+    "timeout",
+    "The relay did not answer pi-tasks' start-up probes in time (a busy machine, or a program on the port that does not answer); pi-tasks keeps trying and uses it once it proves it is yours.",
+    { retryable: true },
+  ),
   RELAY_SECRET_INVALID: spec(
     "config",
     "The relay secret file (or its directory) is unsafe or unreadable: it must be this user's own, not a symlink, the directory mode 0700 and the file 0600.",
@@ -383,4 +394,35 @@ export function sendRefusal(error: TaskError): "loss" | "hold" | "retry" | "quar
   if (row.relayLoss) return "loss";
   if (row.holdsSending) return "hold";
   return error.retryable ? "retry" : "quarantine";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Why a delivery waits
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What a deferred delivery (`TASK_DELIVERY_DEFERRED`, its `details.cause`) waits for — so the
+ * person and the model can tell a healthy wait from a fault:
+ * - `proof`: its target has yet to prove the key its task expects (a new worker, or a peer at a new
+ *   endpoint after a relay restart); it was asked, and the mail leaves once it answers;
+ * - `reconnect`: after a relay restart the task looks for its peer's new endpoint;
+ * - `order`: older mail to the same target goes first (per-target order);
+ * - `capacity`: the relay (or the target's mailbox) is full; retried after a cooldown;
+ * - `outage`: the relay did not answer moments ago; sent with the first pass that reaches it;
+ * - `hold`: the relay refused this session's configuration; all sending waits a bounded backoff;
+ * - `rebind`: this session got a new endpoint while it waited; re-addressed and sent again;
+ * - `budget`: this pass ran out of its time or send budget; the next pass sends it.
+ */
+export const DEFERRAL_CAUSES = ["proof", "reconnect", "order", "capacity", "outage", "hold", "rebind", "budget"] as const;
+export type DeferralCause = (typeof DEFERRAL_CAUSES)[number];
+
+/** A `TASK_DELIVERY_DEFERRED` that names what it waits for (`cause`) and how (`reason`, for logs). */
+export function deferral(cause: DeferralCause, reason: string, details: Record<string, unknown> = {}): TaskError {
+  return new TaskError("TASK_DELIVERY_DEFERRED", { details: { cause, reason, ...details } });
+}
+
+/** The cause a deferral's details name, when they name one this build knows. */
+export function deferralCause(details: Readonly<Record<string, unknown>>): DeferralCause | undefined {
+  const cause = details.cause;
+  return typeof cause === "string" && (DEFERRAL_CAUSES as readonly string[]).includes(cause) ? (cause as DeferralCause) : undefined;
 }

@@ -430,6 +430,15 @@ export const orphanAfterMs = 10_000;
 export const maxAuditEntries = 256;
 /** The shortest task id prefix `pi-tasks audit` accepts (the board shows 8 characters). */
 export const minTaskIdPrefixChars = 8;
+/** Characters of a task or question id people read: on the board, the footer's notices, the widget. */
+export const shortIdChars = 8;
+/**
+ * The shortest id prefix the tools and `/tasks` resolve among the tasks (or questions) this lifetime
+ * knows. Shorter strings are not prefixes but mistakes: a model's mangled id ("3", "a") would
+ * otherwise cancel or acknowledge whichever one task happens to start with it. 4 hex characters are
+ * 65,536 values against at most `maxStoreRecords` records, and as many as a person types (`/tasks answer 7c1e`).
+ */
+export const minIdPrefixChars = 4;
 /** How long `/tasks audit` waits for the worker's view before printing without it. */
 export const auditWaitMs = 6_000;
 /** Most registration probes (and reconnection lookups) per pass. */
@@ -492,8 +501,21 @@ export const processExitConfirmMs = 8_000;
 export const cliRelayCheckMs = 3_000;
 /** A relay started as a child process must print its readiness line within this time. */
 export const relayReadyTimeoutMs = 10_000;
-/** How long session start waits for the default relay to answer before judging it absent. */
+/**
+ * How long session start waits for the default relay to answer its first probe before judging it
+ * absent (nothing accepts the connection: a refusal comes at once) or slow (something accepted it).
+ */
 export const relayProbeMs = 1_000;
+/**
+ * How many times session start probes a relay whose probe timed out before it stops waiting for it
+ * (attempts, the first included). A timeout is not an answer: something holds the port but did not
+ * answer in time — on a loaded machine, most often the user's own relay. Each attempt waits twice
+ * as long as the one before (`relayProbeMs`, then 2 s, then 4 s): the wait itself is the backoff,
+ * since a pause between attempts would only delay an answer that is merely late.
+ */
+export const relayProbeAttempts = 3;
+/** The most session start spends on those attempts: 1 s + 2 s + 4 s. */
+export const relayProbeBudgetMs = relayProbeMs * (2 ** relayProbeAttempts - 1);
 /** How often a Pi waiting for a relay that another process is starting asks again. */
 export const relayStartPollMs = 100;
 /** On shutdown a lifetime tells the relay it is gone (`disconnect`) within this time, best effort. */

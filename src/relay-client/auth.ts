@@ -129,7 +129,14 @@ export async function tokenFor(auth: RelayAuth, url: string): Promise<string | u
 
 /** What answers at a relay URL: anything, a volatile-v1 relay, one that proved the secret. */
 export interface RelayProbe {
+  /** A whole answer came back (of any kind). */
   readonly answered: boolean;
+  /**
+   * No answer came within the deadline, although the request may have reached something (a refused
+   * connection fails at once instead): a relay too busy to answer in time, or a program that never
+   * answers. Not an answer, and no verdict on who holds the port.
+   */
+  readonly timedOut: boolean;
   readonly relay: boolean;
   /** It answered the challenge with the secret's proof (false without keys). */
   readonly proven: boolean;
@@ -137,10 +144,14 @@ export interface RelayProbe {
   readonly failure?: unknown;
 }
 
+function isTimeout(error: unknown): boolean {
+  return error instanceof Error && error.name === "TimeoutError";
+}
+
 /**
  * Asks for the profile — with a fresh challenge when `keys` are given — and judges the answer. No
- * token, nothing of the secret goes out: a stranger learns only that someone asked. A timeout
- * counts as answered (something holds the port but does not answer).
+ * token, nothing of the secret goes out: a stranger learns only that someone asked. A deadline that
+ * passes before the whole answer arrived (its headers or its body) is `timedOut`, never an answer.
  */
 export async function proveRelay(
   url: string,
@@ -156,11 +167,13 @@ export async function proveRelay(
     });
     const proof = response.headers.get(RELAY_CHALLENGE_PROOF_HEADER);
     const body: unknown = await response.json().catch(() => undefined);
+    // The deadline passed while the body was read: no whole answer, not a wrong one.
+    if (body === undefined && signal.aborted && isTimeout(signal.reason))
+      return { answered: false, timedOut: true, relay: false, proven: false, failure: signal.reason };
     const relay = isRecord(body) && body.profile === RELAY_PROFILE;
     const proven = keys !== undefined && challenge !== undefined && relay && proofMatches(challengeProof(keys, challenge), proof);
-    return { answered: true, relay, proven };
+    return { answered: true, timedOut: false, relay, proven };
   } catch (error) {
-    const name = error instanceof Error ? error.name : "";
-    return { answered: name === "TimeoutError", relay: false, proven: false, failure: error };
+    return { answered: false, timedOut: isTimeout(error), relay: false, proven: false, failure: error };
   }
 }

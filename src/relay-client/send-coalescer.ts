@@ -12,7 +12,7 @@
  * different targets, or were already allowed to leave together.
  */
 import { utf8Bytes } from "../protocol/canonical-json.ts";
-import { TaskError } from "../protocol/errors.ts";
+import { deferral } from "../protocol/errors.ts";
 import { maxRequestBodyBytes, sendBatchHeadroomBytes, sendBatchMaxItems } from "../protocol/limits.ts";
 import type { EncodedEnvelope } from "../protocol/wire.ts";
 import type { SendAcceptance, SentOutcome } from "./session.ts";
@@ -58,9 +58,7 @@ function settle(waiter: Waiter, outcome: SentOutcome): void {
   else if (outcome.outcome === "refused") waiter.reject(outcome.error);
   else
     waiter.reject(
-      new TaskError("TASK_DELIVERY_DEFERRED", {
-        details: { operation: "send", envelopeId: outcome.envelopeId, reason: "an envelope before it to the same target was not accepted" },
-      }),
+      deferral("order", "an envelope before it to the same target was not accepted", { operation: "send", envelopeId: outcome.envelopeId }),
     );
 }
 

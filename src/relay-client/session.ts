@@ -25,7 +25,7 @@
  */
 import type { Static } from "@sinclair/typebox";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
-import { type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
+import { deferral, type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
 import {
   DERIVED_NAME_SEPARATOR,
   DERIVED_NAME_SUFFIX_CHARS,
@@ -441,9 +441,7 @@ function carriedText(operation: RelayOperation, body: Record<string, unknown>, c
   const stale = list.find((envelope) => envelope.source !== undefined && !sameEndpoint(envelope.source, bound.endpoint));
   if (stale !== undefined) {
     // Bound anew while this send waited: the relay would refuse the old source (SOURCE_MISMATCH).
-    throw new TaskError("TASK_DELIVERY_DEFERRED", {
-      details: { operation, envelopeId: stale.envelopeId, reason: "the envelope names an endpoint that is no longer bound" },
-    });
+    throw deferral("rebind", "the envelope names an endpoint that is no longer bound", { operation, envelopeId: stale.envelopeId });
   }
   return Array.isArray(carried)
     ? batchRequestText(

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { workerReadinessTimeoutDefaultMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { type CliSandbox, createCliSandbox, jsonOf, running } from "../helpers/cli-kit.ts";
 import { relaySessions } from "../../kit/session-control.ts";
 
@@ -112,7 +112,7 @@ describe("spawn: a worker that never registers", () => {
     expect(box.processes()).toEqual([]);
   }, 30_000);
 
-  test("a stand-in that exits at once is reported quickly, well before the timeout", async () => {
+  test("a stand-in that exits at once is reported as exited, without waiting out the readiness timeout", async () => {
     const box = createCliSandbox();
     sandbox = box;
     const relay = await box.withRelay();
@@ -128,8 +128,10 @@ describe("spawn: a worker that never registers", () => {
         box.projectDir,
         "--relay",
         relay.url,
+        // Ten minutes: far longer than the run may take (it is killed first), so only noticing the
+        // exit can end it.
         "--readiness-timeout-ms",
-        String(workerReadinessTimeoutDefaultMs),
+        String(workerReadinessTimeoutMaxMs),
         "--json",
       ],
       { env: { PI_TASKS_PI_CLI: cli, STANDIN_PIDS: pids } },
@@ -143,7 +145,6 @@ describe("spawn: a worker that never registers", () => {
       },
     });
     expect(run.code).toBe(1);
-    expect(run.elapsedMs).toBeLessThan(workerReadinessTimeoutDefaultMs / 4);
     // The log kept what the stand-in said before it died.
     expect(readFileSync(out.error.details.log, "utf8")).toContain("stand-in: no model configured");
     const [standInPid] = pidsIn(pids);

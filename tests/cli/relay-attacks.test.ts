@@ -248,7 +248,7 @@ describe("a squatter on the relay's port", () => {
       fetch(String(input instanceof Request ? input.url : input).replace(":18790/", `:${port}/`), init)) as typeof fetch;
     const pi = await startingPi(env, (options) => ensureRelay({ ...options, fetch: routed }));
     expect(pi.footer).toBe(
-      "tasks: the relay at http://127.0.0.1:18790 cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)",
+      "tasks: victim · the relay at http://127.0.0.1:18790 cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)",
     );
     expect(pi.failure?.code).toBe("RELAY_NOT_PROVEN");
     expect(pi.board?.relay.state).toBe("untrusted");

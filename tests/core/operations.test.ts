@@ -1051,12 +1051,11 @@ describe("close", () => {
     await fx.proxy.waitFor((stats) => stats.held === 1);
     expect(coreInternals(origin.core).store.stats().tasks).toBe(2);
     let commitsAfterClose = 0;
-    const started = performance.now();
     await origin.core.close();
     const closedAt = performance.now();
     origin.core.onChange(() => (commitsAfterClose += 1));
-    // Aborted, not waited out: the held request would otherwise take the 4 s request deadline.
-    expect(closedAt - started).toBeLessThan(500);
+    // Settled by the close (before it returned), aborted, not waited out: the held request's
+    // deadline would have made it RELAY_TIMEOUT.
     expect(settledAt).toBeGreaterThan(0);
     expect(settledAt).toBeLessThanOrEqual(closedAt);
     const error = await outcome;

@@ -167,6 +167,10 @@ describe("reassignTask refusals", () => {
     const moved = await origin.core.reassignTask(taskId);
     expect(moved.target).toEqual(stranger.core.endpoint()!);
     expect(moved.delivery).toBe("pending");
+    // What the board says of it: waiting for the new target to prove the key (a healthy wait, named).
+    expect(origin.core.waitingMail(taskId)).toEqual([
+      { envelopeId: moved.envelopeId, purpose: "assignment", cause: "proof", reason: "waiting for the target to prove who it is" },
+    ]);
     for (let round = 0; round < 3; round += 1) {
       await stranger.core.refresh();
       await origin.core.refresh();

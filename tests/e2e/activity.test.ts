@@ -113,18 +113,21 @@ function spareBrain(turn: Parameters<NonNullable<Parameters<typeof fx.pi>[0]["br
 // 1 and 2: activity shown while it runs; a killed worker orphaned once, reassigned, completed
 // -----------------------------------------------------------------------------------------------
 
-/** The origin's model: sends, asks for status when told to, reassigns an orphaned task to `spare`, acknowledges. */
+/** The short id the board shows (a model copies it from there): the tools take it. */
+const short = (taskId: string) => taskId.slice(0, 8);
+
+/** The origin's model: sends, asks for status when told to, reassigns an orphaned task to `spare`, acknowledges — naming tasks by their short ids. */
 function busyOriginBrain(to: TaskEndpoint, spare: TaskEndpoint, statusAsked: () => boolean) {
   return (turn: Parameters<NonNullable<Parameters<typeof fx.pi>[0]["brain"]>>[0]) => {
     const taskId = field(lastSeen(turn, "## task sent"), "taskId");
     const orphaned = lastSeen(turn, "## task orphaned");
     if (orphaned !== undefined && !called(turn, "agent_task_reassign"))
-      return { tools: [{ name: "agent_task_reassign", arguments: { taskId: field(orphaned, "taskId")!, to: spare } }] };
+      return { tools: [{ name: "agent_task_reassign", arguments: { taskId: short(field(orphaned, "taskId")!), to: spare } }] };
     const completed = lastSeen(turn, "## task completed");
     if (completed !== undefined && !called(turn, "agent_task_ack"))
-      return { tools: [{ name: "agent_task_ack", arguments: { taskId: field(completed, "taskId")! } }] };
+      return { tools: [{ name: "agent_task_ack", arguments: { taskId: short(field(completed, "taskId")!) } }] };
     if (statusAsked() && taskId !== undefined && !called(turn, "agent_task_status"))
-      return { tools: [{ name: "agent_task_status", arguments: { taskId } }] };
+      return { tools: [{ name: "agent_task_status", arguments: { taskId: short(taskId) } }] };
     return originBrain(() => to)(turn);
   };
 }
@@ -258,7 +261,11 @@ describeOnHosts("the team at work", (host) => {
       expect(reports).toHaveLength(1);
       const orphanId = String((orphaned!.message as { details?: { eventId?: unknown } }).details?.eventId);
       expect(wakeMessages(origin).filter((wake) => wake.eventIds.includes(orphanId))).toHaveLength(1);
-      expect(toolCalls(origin, "agent_task_reassign").map((call) => call.isError)).toEqual([false]);
+      // Named by the short ids the board shows, each result naming the task's full id.
+      const reassigned = toolCalls(origin, "agent_task_reassign");
+      expect(reassigned.map((call) => call.isError)).toEqual([false]);
+      expect(String(reassigned[0]!.args.taskId)).toHaveLength(8);
+      expect(reassigned[0]!.text).toContain(String(reassigned[0]!.details.taskId));
       expect(toolCalls(spareWorker, "agent_task_done").map((call) => call.isError)).toEqual([false]);
       expect(acked).toBeDefined();
       expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false]);

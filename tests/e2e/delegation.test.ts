@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { activePollIntervalMs, RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
 import {
   stopEach,
   bannerWorkerBrain,
@@ -46,7 +46,7 @@ const SETTLE_MS = 1_500;
 interface Finished {
   readonly entries: Record<string, Record<string, unknown>[]>;
   readonly codes: Record<string, number>;
-  readonly stopMs: Record<string, number | undefined>;
+  readonly killed: Record<string, boolean>;
 }
 
 /** Snapshots each process's session entries, then stops them all. */
@@ -508,19 +508,29 @@ describe("origin ↔ worker", () => {
     }
   });
 
-  test("history #3: the worker is woken through the follow-up queue within a couple of seconds", async () => {
+  // How soon (seconds, not the minute of history #3) is a figure of `npm run bench` ("Real Pi:
+  // accepted → worker pi-tasks-event"); here: that it happens, and in which order.
+  test("history #3: the idle worker is woken for the assignment, after the send began, by one wake that follows its insertion", async () => {
     const { origin, worker } = await happy;
     // From the send's start: the relay accepts (and the worker may be woken) before the tool's end record is written.
     const sent = indexOf(origin, (record) => record.type === "tool_execution_start" && record.toolName === "agent_task_send");
+    const inserted = indexOf(worker, (record) => isCustom(record, EVENT_MESSAGE));
     const woken = indexOf(worker, (record) => isCustom(record, WAKE_MESSAGE));
-    const latencyMs = worker.times[woken]! - origin.times[sent]!;
-    expect(latencyMs).toBeGreaterThanOrEqual(0);
-    expect(latencyMs).toBeLessThan(3_000);
+    expect({ sent: sent >= 0, inserted: inserted >= 0, wokenAfterInsertion: woken > inserted }).toEqual({
+      sent: true,
+      inserted: true,
+      wokenAfterInsertion: true,
+    });
+    expect(worker.times[woken]!).toBeGreaterThanOrEqual(origin.times[sent]!);
+    const assignment = eventMessages(worker).find((message) => message.type === "task.created")!;
+    expect(wakeMessages(worker)[0]!.eventIds).toContain(assignment.eventId);
+    // The wake started the worker's turn: its model read the assignment.
+    expect(worker.turns.some((turn) => lastSeen(turn, "## task assignment") !== undefined)).toBe(true);
   });
 
-  test("both processes exit 0 on stdin close, promptly, with no extension errors", async () => {
-    const { origin, worker, codes, stopMs } = await happy;
-    expectCleanStops({ origin, worker }, { codes, stopMs });
+  test("both processes exit 0 by themselves on stdin close, with no extension errors", async () => {
+    const { origin, worker, codes, killed } = await happy;
+    expectCleanStops({ origin, worker }, { codes, killed });
   });
 });
 
@@ -690,8 +700,7 @@ describe("a busy target", () => {
     expect(bashEnd).toBeGreaterThan(-1);
     expect(firstSettled).toBeGreaterThan(bashEnd);
     expect(inserted).toBeGreaterThan(firstSettled);
-    // Presented by the refreshes at the end of the turn, not by the next 1 s poll.
-    expect(target.times[inserted]! - target.times[firstSettled]!).toBeLessThan(activePollIntervalMs / 2);
+    // That the end of a turn runs a pass at once (not at the next poll) is tests/extension/lifecycle.test.ts's.
     // The model's turn right after the long call did not see the assignment.
     const afterBash = target.turns.find(
       (turn) => turn.messages.at(-1)?.role === "toolResult" && turn.messages.at(-1)!.text.includes("slept"),

@@ -4,6 +4,10 @@
  * which the grant refuses — the model reads `PI_TASK_GRANT_DENIED` and why; it keeps calling tools
  * without reporting until its turn budget runs out, and the task ends `failed` with
  * `BUDGET_EXHAUSTED`, reported to the origin. The worker ran only what the grant allowed.
+ *
+ * Before that, its first `agent_task_done` names a changed file outside its project and is refused
+ * (`INVALID_RESULT_PATH`): it submitted nothing, so the worker's tools stay open to fix the result
+ * or ask — its next call is judged by the grant, not locked by the gate.
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { waitForEndpoint } from "../../kit/session-control.ts";
@@ -28,6 +32,10 @@ async function granted(host: PiHost) {
     brain: (turn) => {
       const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
       if (taskId === undefined) return { text: "nothing assigned" };
+      if (!called(turn, "agent_task_done")) {
+        const result = { changedFiles: ["../outside-the-project.txt"] };
+        return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: "tidied", result } }] };
+      }
       if (!called(turn, "bash")) return { tools: [{ name: "bash", arguments: { command: "echo outside-the-grant > escaped.txt" } }] };
       // Its tools closed (the task ended): stop.
       if (turn.messages.at(-1)?.text.includes("PI_TASK_WORKER_ASSIGNMENT_REQUIRED")) return { text: "stopped" };
@@ -67,13 +75,24 @@ describeOnHosts("grants that only narrow", (host) => {
     expect(await Bun.file(`${worker.cwd}/escaped.txt`).exists()).toBe(false);
   });
 
+  test("a refused agent_task_done (INVALID_RESULT_PATH) submitted nothing and leaves the worker's tools open", async () => {
+    const { worker } = await run;
+    const done = toolCalls(worker, "agent_task_done");
+    expect(done.map((call) => call.isError)).toEqual([true]);
+    expect(done[0]!.text).toContain("INVALID_RESULT_PATH");
+    // The next call is the grant's to judge, not locked by the gate as if the task were closing.
+    const next = toolCalls(worker).find((call) => call.index > done[0]!.index);
+    expect(next?.name).toBe("bash");
+    expect(next?.text).not.toContain("PI_TASK_WORKER_ASSIGNMENT_REQUIRED");
+  });
+
   test("the turn budget runs out: the task ends failed with BUDGET_EXHAUSTED at the origin", async () => {
     const { worker, failed } = await run;
     expect(failed).toBeDefined();
     const text = String((failed!.message as { content?: unknown }).content);
     expect(text).toContain("BUDGET_EXHAUSTED");
     expect(text).toContain(`turns: ${GRANT.maxTurns} of ${GRANT.maxTurns}`);
-    // The worker did not report by itself: its model never called agent_task_done.
-    expect(toolCalls(worker, "agent_task_done")).toEqual([]);
+    // The worker did not report by itself: its one agent_task_done was refused.
+    expect(toolCalls(worker, "agent_task_done").map((call) => call.isError)).toEqual([true]);
   });
 });

@@ -15,7 +15,7 @@ import { stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
 import { eventually } from "../../kit/async.ts";
 import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
 import { installedPackage, NODE_BINARY, nodeHostMissingReason, nodeHostPath } from "../helpers/host-kit.ts";
-import { PI_CLI } from "../helpers/pi-process.ts";
+import { PI_CLI, runPiToExit } from "../helpers/pi-process.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
 
 setDefaultTimeout(120_000);
@@ -78,7 +78,7 @@ describe.skipIf(!runs)("pi install from each source, on Node with no bun", () =>
     ["a local path (a production install)", () => installedPackage()],
   ];
 
-  test.each(sources)("from %s: the first Pi starts the relay from what was installed and prints the board", async (_label, source) => {
+  test.each(sources)("from %s: the first Pi starts the relay from what was installed and prints the board", async (label, source) => {
     const agentDir = mkdtempSync(join(scratch, "agent-"));
     const project = join(agentDir, "project");
     mkdirSync(project);
@@ -106,7 +106,11 @@ describe.skipIf(!runs)("pi install from each source, on Node with no bun", () =>
         out: installed.stdout.trim().split("\n").at(-1),
         err: installed.code === 0 ? "" : installed.stderr,
       }).toEqual({ code: 0, out: `Installed ${source()}`, err: "" });
-      const board = await runToExit([NODE_BINARY, PI_CLI, "-p", "/tasks"], { cwd: project, env, timeoutMs: 30_000 });
+      const board = await runPiToExit(`print Pi "/tasks" (installed from ${label})`, [NODE_BINARY, PI_CLI, "-p", "/tasks"], {
+        cwd: project,
+        env,
+        timeoutMs: 30_000,
+      });
       expect({ code: board.code, err: board.code === 0 ? "" : board.stderr }).toEqual({ code: 0, err: "" });
       // Pi's print mode hands an extension's process.stdout to stderr (its stdout is the model's answer).
       const printed = `${board.stdout}${board.stderr}`;

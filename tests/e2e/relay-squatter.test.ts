@@ -90,7 +90,7 @@ describeOnHosts("a squatter on the user's relay port", (host) => {
               },
       });
       started.push(pi);
-      const footer = `tasks: the relay at http://127.0.0.1:${port} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
+      const footer = `tasks: victim · the relay at http://127.0.0.1:${port} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
       await pi.waitFor((record) => record.type === "extension_ui_request" && record.statusText === footer, 20_000);
       pi.prompt("Send a task.");
       await pi.waitFor((record) => record.type === "agent_settled", 20_000);

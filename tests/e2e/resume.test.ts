@@ -61,10 +61,16 @@ async function sessionFile(pi: PiProcess): Promise<string | undefined> {
   return (state.data as { sessionFile?: string } | undefined)?.sessionFile;
 }
 
-/** The origin's model after a second restart: acknowledges the task it acknowledged before (its transcript shows it), once more. */
-function ackAgainBrain(taskId: () => string): (turn: ScriptTurn) => ScriptReply {
-  return (turn) =>
-    callCount(turn, "agent_task_ack") > 1 ? { text: "done" } : { tools: [{ name: "agent_task_ack", arguments: { taskId: taskId() } }] };
+/**
+ * The origin's model after a second restart: acknowledges the task it acknowledged before (its
+ * transcript shows it), once more; then cancels the task whose worker is lost, by its short id.
+ */
+function ackAgainBrain(acked: () => string, lost: () => string): (turn: ScriptTurn) => ScriptReply {
+  return (turn) => {
+    if (callCount(turn, "agent_task_ack") < 2) return { tools: [{ name: "agent_task_ack", arguments: { taskId: acked() } }] };
+    if (!called(turn, "agent_task_cancel")) return { tools: [{ name: "agent_task_cancel", arguments: { taskId: lost().slice(0, 8) } }] };
+    return { text: "done" };
+  };
 }
 
 async function restart(host: PiHost) {
@@ -106,10 +112,14 @@ async function restart(host: PiHost) {
   const orphaned = await after.waitFor(shows("## task orphaned"), 10_000).catch(() => undefined);
   // Once more: a second restart of the same session.
   const painted = () => String(toolCalls(after, "agent_task_ack")[0]?.details.taskId);
+  const held = () => String(toolCalls(before, "agent_task_send").find((call) => call.args.task === "Hold this for me.")?.details.taskId);
   await after.stop();
-  const again = fx.pi({ ...originOptions, extraArgs: ["--continue"], brain: ackAgainBrain(painted) });
+  const again = fx.pi({ ...originOptions, extraArgs: ["--continue"], brain: ackAgainBrain(painted, held) });
   again.prompt("Carry on again.");
   const ackedAgain = await again.waitFor(isAcked, 30_000).catch(() => undefined);
+  await again
+    .waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_cancel", 30_000)
+    .catch(() => undefined);
   return { before, after, again, worker, acked, orphaned, ackedAgain, beforeFile, afterFile, spawnedSessions };
 }
 
@@ -154,6 +164,10 @@ describeOnHosts("resume after a restart (PI_TASKS_RESUME=1)", (host) => {
     expect(second[0]!.text).toContain("UNKNOWN_TASK");
     expect(titled(again, "## task orphaned")).toHaveLength(0);
     expect(titled(again, "## task completed")).toHaveLength(0);
+    // The lost worker's task, cancelled by the short id the board shows: cancelled, nothing owed to the lost worker.
+    const cancelled = toolCalls(again, "agent_task_cancel");
+    expect(cancelled.map((call) => call.isError)).toEqual([false]);
+    expect(cancelled[0]!.text).toContain("- delivery to the worker: not required — its worker is lost");
     expect(again.problems()).toEqual([]);
   });
 });

@@ -110,7 +110,7 @@ async function chain(host: PiHost) {
   const processes = { a, b, c };
   // Stopping flushes each Pi's spans (session_shutdown): they are in by the time the Pis exited.
   const stopped = await stopEach(processes);
-  await eventually(() => receiver.spans.length >= 2 || undefined, 5_000, 50);
+  await eventually(() => receiver.spans.length >= 2 || undefined, 15_000, 50);
   const spansOf = (taskId: string): ReceivedSpan[] => receiver.spans.filter((span) => span.attributes["pi_tasks.task.id"] === taskId);
   return { a, b, c, names, acked, rootTaskId, subTaskId, processes, stopped, receiver, spansOf };
 }

@@ -224,8 +224,8 @@ async function twoUsers() {
   origin.prompt(SECOND_PROMPT);
   const refusalArrived = await happened(origin, isEventMessage(REFUSED), 10_000, start2.origin);
   await happened(origin, isSettled, 10_000, Math.max(origin.records.findIndex(isEventMessage(REFUSED)), start2.origin));
-  await happened(worker, isRejectedEntry, 3_000, start2.worker);
-  await happened(worker, isStatus(WORKER_IDLE), 3_000, start2.worker);
+  await happened(worker, isRejectedEntry, 15_000, start2.worker);
+  await happened(worker, isStatus(WORKER_IDLE), 15_000, start2.worker);
   // Longer than an active poll: a redelivery, a second refusal or a late presentation would show.
   await Bun.sleep(1_200);
   const secondTaskId = String(toolCalls(origin, "agent_task_send")[1]?.details.taskId);
@@ -260,7 +260,7 @@ async function twoUsers() {
   await origin.waitFor(isToolEnd("agent_task_ack"), 20_000, from.origin);
   await worker.waitFor(isParentAcked, 15_000, from.worker);
   // The worker's footer catches up with its finished task at its next pass (up to an active poll later).
-  await happened(worker, isStatus(WORKER_IDLE), 3_000, worker.records.findIndex(isParentAcked));
+  await happened(worker, isStatus(WORKER_IDLE), 15_000, worker.records.findIndex(isParentAcked));
   await Bun.sleep(500);
   const entries = { origin: await origin.entries(), worker: await worker.entries() };
   const done = await stopped({ origin, worker });

@@ -1,9 +1,13 @@
 /**
- * The footer's words (extensions/pi-tasks/footer.ts): counts when healthy, refused mail counted,
- * and a label per trust refusal that says what happened and the fix.
+ * The footer's words (extensions/pi-tasks/footer.ts, failures.ts): the counts first, always —
+ * refused mail counted — and a failure after them (never in their place), with a label per trust
+ * refusal that says what happened and the fix; a failure lasts as long as the passes report it.
  */
 import { describe, expect, test } from "bun:test";
-import { errorWords, healthyLabel, rejectedCount } from "../../extensions/pi-tasks/footer.ts";
+import { errorWords, failureLines, passFailure } from "../../extensions/pi-tasks/failures.ts";
+import { footerLabel, healthyLabel, rejectedCount } from "../../extensions/pi-tasks/footer.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import type { FailureKind } from "../../src/core/scope.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { taskView } from "../helpers/extension-fakes.ts";
 
@@ -56,5 +60,87 @@ describe("a failed relay operation", () => {
 
   test("without a named operation, the words alone", () => {
     expect(failed("RELAY_CAPACITY")).toBe("tasks: the relay is at capacity; retrying");
+  });
+});
+
+/** A pass report with these failures (and nothing else of note). */
+function report(failures: [FailureKind, TaskError][]): PassReport {
+  return {
+    intake: { fetched: 0, redriven: 0, timedOut: 0, drained: true },
+    presented: 0,
+    shipped: 0,
+    acknowledged: 0,
+    retried: 0,
+    counts: { scopedSends: 0, oldWorkSends: 0, ackAttempts: 0 },
+    failures: new Map(failures),
+    truncated: false,
+  };
+}
+
+describe("the counts first, a failure after them", () => {
+  const URL = "http://127.0.0.1:18790";
+  // One task working, one whose worker asked a question (its intent id marks the worker's).
+  const asked = taskView({ role: "origin", events: [{ type: "task.question", payload: { intentId: "intent-1", message: "which?" } }] });
+  const busy = [taskView({ role: "origin", status: "active" }), asked];
+
+  test("a failure never hides active work and waiting questions: it follows them", () => {
+    const notRegistered = new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "send" } });
+    const failure = passFailure(report([["send", notRegistered]]), URL);
+    expect(footerLabel("s", busy, {}, failure)).toBe(
+      "tasks: s · 2 active · 1 question waiting · not-registered (TARGET_NOT_REGISTERED) on send — its recipient is no longer on the relay — see /tasks",
+    );
+    expect(footerLabel("s", busy, { UNKNOWN_PEER: 2 }, failure)).toStartWith(
+      "tasks: s · 2 active · 1 question waiting · 2 rejected · not-registered",
+    );
+  });
+
+  test("nothing active and a failure: the failure instead of `idle`", () => {
+    const down = passFailure(new TaskError("RELAY_UNAVAILABLE", { details: { operation: "receive" } }), URL);
+    expect(footerLabel("s", [], {}, down)).toBe(
+      `tasks: s · unavailable (RELAY_UNAVAILABLE) on receive — relay unreachable at ${URL}; retrying`,
+    );
+    expect(footerLabel("s", [], {}, undefined)).toBe("tasks: s · idle");
+  });
+
+  test("a pass with no failure clears it: the label is the counts alone", () => {
+    expect(passFailure(report([]), URL)).toBeUndefined();
+    expect(footerLabel("s", busy, {}, passFailure(report([]), URL))).toBe("tasks: s · 2 active · 1 question waiting");
+  });
+
+  test("the most important failure of a pass is the one shown", () => {
+    const failure = passFailure(
+      report([
+        ["deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "send budget" } })],
+        ["lease", new TaskError("RELAY_TIMEOUT", { details: { operation: "connect" } })],
+      ]),
+      URL,
+    );
+    expect(failure).toMatchObject({ code: "RELAY_TIMEOUT", kind: "lease" });
+  });
+
+  test("a relay that is not used (yet) keeps its dedicated words after the session's name", () => {
+    const stranger = passFailure(new TaskError("RELAY_NOT_PROVEN"), URL);
+    expect(footerLabel("s", [], {}, stranger)).toBe(
+      `tasks: s · the relay at ${URL} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`,
+    );
+    const slow = passFailure(new TaskError("RELAY_NOT_ANSWERING"), URL);
+    expect(footerLabel("s", [], {}, slow)).toBe(
+      `tasks: s · the relay at ${URL} did not answer in time; retrying until it answers and proves it is yours (see /tasks)`,
+    );
+    expect(slow!.words).not.toContain("cannot prove");
+    // Start-up problems replace "unreachable": they name the fix.
+    const unreachable = report([["lease", new TaskError("RELAY_TIMEOUT", { details: { operation: "profile" } })]]);
+    expect(passFailure(unreachable, URL, new TaskError("RELAY_NOT_ANSWERING"))?.code).toBe("RELAY_NOT_ANSWERING");
+  });
+});
+
+describe("/tasks names the failure the footer shows, in the same words, with the fix", () => {
+  test("the problem line repeats the footer's words; the fix says what to do", () => {
+    const failure = passFailure(report([["send", new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "send" } })]]), undefined)!;
+    const lines = failureLines(failure);
+    expect(lines[0]).toBe(`problem (on the footer): ${failure.words}`);
+    expect(footerLabel("s", [], {}, failure).endsWith(failure.words)).toBe(true);
+    expect(lines[1]).toContain("reassign it (/tasks reassign <task id>) or cancel it");
+    expect(failureLines(undefined)).toEqual([]);
   });
 });

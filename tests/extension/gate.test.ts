@@ -178,6 +178,25 @@ describe("agent_task_done (history #16)", () => {
     expect(gate.waiting()).toBe(true);
   });
 
+  test("a done that ended in an error (refused: it submitted nothing) leaves the worker able to fix its result or ask", () => {
+    const task = taskView();
+    const { gate, incorporate } = setup([task]);
+    incorporate(task);
+    expect(gate.check("agent_task_done", { taskId: task.taskId, status: "completed", summary: "s" }, "call-1")).toBeUndefined();
+    expect(code(gate.check("bash", {}))).toBe(ASSIGNMENT_REQUIRED);
+    // Another call ending (even in an error) releases nothing.
+    gate.ended("call-0", true);
+    expect(code(gate.check("bash", {}))).toBe(ASSIGNMENT_REQUIRED);
+    // The done itself was refused (e.g. INVALID_RESULT_PATH): its mark goes.
+    gate.ended("call-1", true);
+    expect(gate.check("bash", {})).toBeUndefined();
+    expect(gate.check("agent_task_message", { taskId: task.taskId, type: "question", message: "which path?" })).toBeUndefined();
+    // A done that succeeded keeps its task closed.
+    expect(gate.check("agent_task_done", { taskId: task.taskId, status: "completed", summary: "s" }, "call-2")).toBeUndefined();
+    gate.ended("call-2", false);
+    expect(code(gate.check("bash", {}))).toBe(ASSIGNMENT_REQUIRED);
+  });
+
   test("another independently active assignment still authorises work", () => {
     const first = taskView();
     const second = taskView();

@@ -266,6 +266,34 @@ describe("interrupt (a cancel reaching a busy worker)", () => {
     h.state.idle = true;
     jest.advanceTimersByTime(100);
     expect(outcomes).toEqual(["aborted"]);
+    // The aborted turn never read the cancel: one hidden wake gives the model a turn to read it, as for an idle worker.
+    const item = h.sent.at(-1)!;
+    expect(item.options).toEqual({ triggerTurn: true, deliverAs: "followUp" });
+    expect((item.message as { customType?: string }).customType).toBe(WAKE_MESSAGE);
+  });
+
+  test("aborted, and Pi never delivered the steer even in the woken turn: it is appended once, without another turn", async () => {
+    const h = harness({ idle: false, abortOnCancel: true, recordInserts: false });
+    await h.presenter.interrupt!(cancelItem(), () => undefined);
+    h.state.idle = true;
+    jest.advanceTimersByTime(100);
+    // The wake went out (unobserved here), then the session is idle again with no sign of the cancel.
+    jest.advanceTimersByTime(wakeObservationMs + 100);
+    await flushMicrotasks();
+    jest.advanceTimersByTime(100);
+    expect(h.sent.map((entry) => entry.options)).toEqual([
+      { triggerTurn: true, deliverAs: "steer" },
+      { triggerTurn: true, deliverAs: "followUp" },
+      { triggerTurn: false },
+    ]);
+  });
+
+  test("without an abort (the steer is read in the running turn), no wake follows once it is idle", async () => {
+    const h = harness({ idle: false });
+    await h.presenter.interrupt!(cancelItem(), () => undefined);
+    h.state.idle = true;
+    jest.advanceTimersByTime(100);
+    expect(h.sent.map((entry) => entry.options)).toEqual([{ triggerTurn: true, deliverAs: "steer" }]);
   });
 
   test("a steer dropped with the aborted turn is appended without a turn, so the model still reads the cancel", async () => {

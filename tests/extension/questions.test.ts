@@ -101,21 +101,37 @@ describe("/tasks answer", () => {
 });
 
 describe("/tasks answer while the relay does not take it", () => {
-  const failing = (error: TaskError) => {
+  /** A core whose message fails with `error`; the answer's envelope is accepted after `acceptedAfter` passes (never: Infinity). */
+  const failing = (error: TaskError, acceptedAfter = Number.POSITIVE_INFINITY) => {
     const task = asked("Which database?");
     const made = deps([task]);
-    const core = { listTasks: () => [task], message: async () => Promise.reject(error) } as unknown as TaskCore;
+    let passes = 0;
+    const core = {
+      listTasks: () => [task],
+      message: async () => Promise.reject(error),
+      refresh: async () => {
+        passes += 1;
+      },
+      envelopeDelivery: () => (passes >= acceptedAfter ? "accepted" : "pending"),
+      waitingMail: () => [{ envelopeId: "e", purpose: "answer", cause: error.details.cause, reason: "r" }],
+    } as unknown as TaskCore;
     return { task, deps: { ...made.deps, current: () => core, run: <T>(operation: (value: TaskCore) => Promise<T>) => operation(core) } };
   };
+  const deferred = (cause: string) =>
+    new TaskError("TASK_DELIVERY_DEFERRED", { details: { taskId: "t", envelopeId: "e", delivery: "pending", cause, reason: "r" } });
 
-  test("recorded and queued (the error names its envelope, pending): it says queued, sent by itself later", async () => {
-    const { task, deps: d } = failing(
-      new TaskError("TASK_DELIVERY_DEFERRED", { details: { taskId: "t", envelopeId: "e", delivery: "pending" } }),
-    );
+  test("waiting for the worker to prove its key (after a relay restart): a short wait, and it is answered", async () => {
+    const { task, deps: d } = failing(deferred("proof"), 2);
+    const [line] = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres"], d);
+    expect(line).toBe(`pi-tasks: answered question ${questionOf(task).eventId.slice(0, 8)} on task ${task.taskId.slice(0, 8)}`);
+  });
+
+  test("recorded and waiting for a cause that takes longer: it says what it waits for — the relay's capacity, not a fault of the relay's reach", async () => {
+    const { task, deps: d } = failing(deferred("capacity"));
     const [line] = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres"], d);
     expect(line).toStartWith(`pi-tasks: your answer to question ${questionOf(task).eventId.slice(0, 8)}`);
-    expect(line).toContain("is queued");
-    expect(line).toContain("sent by itself when the relay answers");
+    expect(line).toContain("is recorded and waits: the relay is at capacity; retried after a short cooldown");
+    expect(line).not.toContain("did not take it");
   });
 
   test("the same relay outage before anything was recorded: not sent, nothing recorded — never 'queued', never 'unknown'", async () => {

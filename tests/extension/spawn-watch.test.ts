@@ -43,7 +43,7 @@ function worker(env: Record<string, string>, session: string, owner: number | un
 }
 
 describe("the spawn watch", () => {
-  test("the worker this Pi spawned is reported gone within a poll of its exit; a kept one and another Pi's are not", async () => {
+  test("the worker this Pi spawned is reported gone once it exits; a kept one and another Pi's are not", async () => {
     const home = mkdtempSync(join(tmpdir(), "pi-tasks-spawn-watch-"));
     homes.push(home);
     const env = { PI_TASKS_HOME: home };
@@ -60,7 +60,8 @@ describe("the spawn watch", () => {
       mine.kill();
       kept.kill();
       theirs.kill();
-      expect(await eventually(() => gone.length > 0, workerOwnerPollMs * 4)).toBe(true);
+      // A budget for a loaded machine (the watch polls every workerOwnerPollMs), not a bound.
+      expect(await eventually(() => gone.length > 0, workerOwnerPollMs * 15)).toBe(true);
       await Bun.sleep(workerOwnerPollMs * 1.5);
       expect(gone).toEqual([mine.endpoint]);
     } finally {

@@ -306,16 +306,14 @@ describe("agent_task_wait", () => {
     expect(fake.listeners()).toBe(0);
   });
 
-  test("an aborted wait ends at once as a retryable ABORTED error", async () => {
+  test("an aborted wait ends as a retryable ABORTED error, not at its timeout", async () => {
     const task = taskView({ role: "origin" });
     const h = harness(fakeCore([task]));
     const controller = new AbortController();
+    // Its timeout is far longer than the test may run: only the abort can end it.
     const pending = h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: waitTimeoutMinMs * 60 }, controller.signal);
     setTimeout(() => controller.abort(), 20);
-    const started = Date.now();
-    const result = await pending;
-    expect(Date.now() - started).toBeLessThan(waitBackoffInitialMs);
-    expectError(result, "ABORTED", true);
+    expectError(await pending, "ABORTED", true);
   });
 
   test("taskIds: returns when any finishes, naming which finished and which are still open", async () => {

@@ -5,7 +5,8 @@
  * a unique marker variable that every process the CLI starts inherits (holder, Pi, stand-ins, the
  * demo's relay and origin). `markedProcesses()` finds them through `/proc/<pid>/environ`, so a test
  * can show that nothing it started is left, and `cleanup()` stops them by pid even when a test
- * failed half way.
+ * failed half way — after the teardown check of the worker Pis its runs spawned
+ * (tests/helpers/teardown-check.ts), unless a run replaced Pi with a stand-in.
  */
 import type { Subprocess } from "bun";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
@@ -13,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually } from "../../kit/async.ts";
 import { runToExit } from "./run-to-exit.ts";
+import { checkWorkers } from "./teardown-check.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 
 export { BUN, CLI_ENTRY, REPO_ROOT };
@@ -151,6 +153,8 @@ export function createCliSandbox(prefix = "pi-tasks-cli-"): CliSandbox {
   const marker = crypto.randomUUID();
   let relay: RelayProcess | undefined;
   const children = new Set<Subprocess>();
+  /** Whether a run replaced Pi with a stand-in (`PI_TASKS_PI_CLI`): its "worker logs" are no Pi's. */
+  let standIn = false;
 
   function env(extra: Record<string, string | undefined> = {}): Record<string, string> {
     const base: Record<string, string | undefined> = { ...process.env };
@@ -171,6 +175,7 @@ export function createCliSandbox(prefix = "pi-tasks-cli-"): CliSandbox {
 
   async function run(args: readonly string[], options: CliRunOptions = {}): Promise<CliRun> {
     const timeoutMs = options.timeoutMs ?? CLI_RUN_TIMEOUT_MS;
+    if (options.env?.PI_TASKS_PI_CLI !== undefined) standIn = true;
     const exited = await runToExit([...(options.command ?? [BUN, CLI_ENTRY]), ...args], {
       cwd: REPO_ROOT,
       env: env(options.env),
@@ -212,6 +217,8 @@ export function createCliSandbox(prefix = "pi-tasks-cli-"): CliSandbox {
     spawnedRecords,
     processes: () => markedProcesses(marker),
     async cleanup() {
+      // The worker Pis its runs spawned, before anything is killed (tests/helpers/teardown-check.ts).
+      if (!standIn) await checkWorkers(stateDir, { final: true, waitMs: 0 });
       for (const child of children) child.kill("SIGKILL");
       for (let attempt = 0; attempt < 3; attempt += 1) {
         const left = markedProcesses(marker);

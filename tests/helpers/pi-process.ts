@@ -6,6 +6,11 @@
  * parsed as JSONL RPC records, each stamped with its arrival time.
  *
  * `runPiOnce()` runs the CLI once in `-p` (print) or `--mode json` and reports its exit.
+ *
+ * Every Pi started here is checked when it is torn down, whatever the test asserts (the invariant of
+ * tests/helpers/session-invariant.ts, enforced by tests/helpers/teardown-check.ts): on its RPC stream
+ * (`runPiOnce`: a json run's stdout, and stderr, where print and json modes write extension errors),
+ * its session files when it keeps them (`sessionDir`), and the worker Pis it spawned on theirs.
  */
 import { type Server, type Subprocess, spawn } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -16,8 +21,11 @@ import { within } from "../../src/core/timers.ts";
 import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts";
 import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
+import { piTasksHome } from "../../src/relay-client/config.ts";
 import { installedPackage, NODE_BINARY, nodeHostPath, type PiHost } from "./host-kit.ts";
-import { runToExit } from "./run-to-exit.ts";
+import { type Exited, type RunToExitOptions, runToExit } from "./run-to-exit.ts";
+import { invariantViolations, parseJsonLines, rpcObservation, rpcProblems, stderrExtensionErrors } from "./session-invariant.ts";
+import { checkWorkers, sessionDirViolations, watchHome, watchPi } from "./teardown-check.ts";
 
 const BUN = bunPath();
 /** The installed Pi CLI (a `PI_TASKS_PI_CLI` of the runner is never followed here). */
@@ -57,6 +65,12 @@ export interface ScriptedPiOptions {
    * this test process (one user, as most tests want); give another to make a second user.
    */
   readonly home?: string;
+  /**
+   * The teardown check's one opt-out (tests/helpers/teardown-check.ts): this Pi's test provokes
+   * extension errors on purpose, for the reason given. Its extension errors are then expected — and
+   * none occurring fails the check. Duplicates are never opted out of.
+   */
+  readonly extensionErrorsExpected?: string;
 }
 
 export interface PiProcessOptions extends ScriptedPiOptions {
@@ -99,17 +113,26 @@ export interface PiProcess {
   problems(): RpcRecord[];
   /** The session's entries (RPC `get_entries`). */
   entries(): Promise<Record<string, unknown>[]>;
-  /** Closes stdin (Pi shuts down) and waits for the exit code; kills after `graceMs`. */
+  /**
+   * Closes stdin (Pi shuts down) and waits for the exit code; kills after `graceMs`. Then the
+   * teardown check reads its session (tests/helpers/teardown-check.ts).
+   */
   stop(graceMs?: number): Promise<number>;
   /** Exit code once exited, else undefined. */
   exitCode(): number | null;
-  /** Milliseconds from stdin close to exit of the last `stop()`. */
-  stopMs(): number | undefined;
+  /** Whether `stop()` had to kill Pi (it did not exit by itself within the grace). */
+  killed(): boolean;
 }
 
 const DEFAULT_WAIT_MS = 15_000;
-/** How long `stop()` waits for Pi to exit by itself before killing it. */
-export const STOP_GRACE_MS = 5_000;
+/**
+ * How long `stop()` waits for Pi to exit by itself before killing it: a budget for a loaded 2-core
+ * machine (Pi on Node takes seconds to shut down there), not a measurement — `killed()` says
+ * whether it was needed; how fast Pi stops is for `npm run bench`.
+ */
+export const STOP_GRACE_MS = 20_000;
+/** How long a stopped Pi's stdout may take to drain (a child that inherited it may hold it open). */
+const DRAIN_MS = 5_000;
 
 // ---------------------------------------------------------------------------------------------
 // The brain server: one loopback HTTP server for every brain of this test process
@@ -200,13 +223,19 @@ function withoutPair(args: readonly string[], flag: string, value: string): stri
  * `bun cli.js` as src/cli/pi-cli.ts launches a scripted Pi (`piRpcArgs`: this package, the
  * scripted model, offline, no session file), without Pi's start-up extras, in the mode `extra`
  * names (none: the interactive TUI); without `-e <package>` when `installed` (Pi then finds
- * pi-tasks in its settings' packages).
+ * pi-tasks in its settings' packages); with its session file in `sessionDir` instead of none.
  */
-export function piArgs(extra: readonly string[], options: { installed?: boolean; host?: PiHost } = {}): string[] {
+export function piArgs(extra: readonly string[], options: { installed?: boolean; host?: PiHost; sessionDir?: string } = {}): string[] {
   // Any script gives the scripted launch; the script itself travels in `PI_TASKS_TEST_SCRIPT`.
   let launch = withoutPair(piRpcArgs({ script: BRAIN_SCRIPT }), "--mode", "rpc");
   if (options.installed === true || options.host === "node") launch = withoutPair(launch, "-e", PACKAGE_ROOT);
+  if (options.sessionDir !== undefined) launch = withSessionDir(launch, options.sessionDir);
   return [...piRunner(options.host ?? "bun"), ...launch, ...BARE, ...extra];
+}
+
+/** A launch that keeps Pi's session file in `dir` (`--session-dir`) instead of none (`--no-session`). */
+function withSessionDir(launch: readonly string[], dir: string): string[] {
+  return [...launch.filter((arg) => arg !== "--no-session"), "--session-dir", dir];
 }
 
 /** The command that runs Pi's CLI on a host. */
@@ -253,7 +282,7 @@ export function startPi(options: PiProcessOptions): PiProcess {
   const host = options.host ?? "bun";
   if (host === "node") installPiTasks(agentDir, host, env);
   let launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
-  if (options.sessionDir !== undefined) launch = [...launch.filter((arg) => arg !== "--no-session"), "--session-dir", options.sessionDir];
+  if (options.sessionDir !== undefined) launch = withSessionDir(launch, options.sessionDir);
   const startedAt = Date.now();
   const child = spawn([...(options.wrap ?? []), ...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], {
     cwd,
@@ -266,8 +295,18 @@ export function startPi(options: PiProcessOptions): PiProcess {
   const times: number[] = [];
   const listeners = new Set<() => void>();
   let stderrText = "";
-  let lastStopMs: number | undefined;
-  void readJsonLines(
+  let killed = false;
+  // The teardown check of this Pi and of the workers it spawns (tests/helpers/teardown-check.ts).
+  const home = piTasksHome(env);
+  watchHome(home);
+  const watched = watchPi(`RPC Pi ${options.session === undefined ? "(no session name)" : `"${options.session}"`} on ${host}`, () => {
+    // A Pi killed by a signal (a test's SIGKILL) may leave half a line: that tail is no corrupt output.
+    const cut = child.signalCode !== null && records.at(-1)?.type === "unparsed";
+    const stream = invariantViolations(rpcObservation(cut ? records.slice(0, -1) : records), options);
+    // A session kept on disk is checked whole too: one continued by a later Pi spans both runs.
+    return [...stream, ...(options.sessionDir === undefined ? [] : sessionDirViolations(options.sessionDir))];
+  });
+  const stdoutRead = readJsonLines(
     child.stdout,
     (record) => {
       records.push(record);
@@ -335,7 +374,7 @@ export function startPi(options: PiProcessOptions): PiProcess {
       return records.filter((record) => record.type === "extension_ui_request" && (method === undefined || record.method === method));
     },
     problems() {
-      return records.filter((record) => record.type === "extension_error" || record.type === "unparsed");
+      return rpcProblems(records).map((problem) => problem.record as RpcRecord);
     },
     async entries() {
       const response = await pi.rpc({ type: "get_entries" });
@@ -343,24 +382,28 @@ export function startPi(options: PiProcessOptions): PiProcess {
     },
     async stop(graceMs = STOP_GRACE_MS) {
       if (child.exitCode === null) {
-        const closedAt = Date.now();
         try {
           child.stdin.end();
         } catch {
           // already closed
         }
         const exited = await within(child.exited, graceMs);
-        lastStopMs = Date.now() - closedAt;
-        if (exited === undefined) child.kill("SIGKILL");
+        if (exited === undefined) {
+          killed = true;
+          child.kill("SIGKILL");
+        }
       }
       const code = await child.exited;
+      await within(stdoutRead, DRAIN_MS);
+      await watched.settle();
+      await checkWorkers(home, { owner: child.pid });
       brainServed?.release();
       rmSync(agentDir, { recursive: true, force: true });
       if (ownCwd) rmSync(cwd, { recursive: true, force: true });
       return code;
     },
     exitCode: () => child.exitCode,
-    stopMs: () => lastStopMs,
+    killed: () => killed,
   };
   return pi;
 }
@@ -386,13 +429,32 @@ export interface PiOnceResult {
   readonly exitedAt: number;
 }
 
+/**
+ * Runs a Pi command that exits by itself (`-p`, `--mode json`: `command` is the whole command line)
+ * to its exit, under the teardown check (tests/helpers/teardown-check.ts): its stderr, where print
+ * and json modes write extension errors, and in json mode its stdout, the session's events.
+ */
+export async function runPiToExit(label: string, command: readonly string[], options: RunToExitOptions): Promise<Exited> {
+  let output: Exited | undefined;
+  const watched = watchPi(label, () => {
+    if (output === undefined) return ["it never exited"];
+    const records = command.includes("--mode") && command[command.indexOf("--mode") + 1] === "json" ? parseJsonLines(output.stdout) : [];
+    const json = rpcObservation(records);
+    return invariantViolations({ presented: json.presented, problems: [...json.problems, ...stderrExtensionErrors(output.stderr)] });
+  });
+  output = await runToExit(command, options);
+  await watched.settle();
+  return output;
+}
+
 /** Runs `pi -p PROMPT` or `pi --mode json PROMPT` once and waits for it to exit by itself. */
 export async function runPiOnce(options: PiOnceOptions): Promise<PiOnceResult> {
   const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-agent-"));
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-project-"));
   const env = { ...baseEnv(agentDir, options), ...options.env };
   const modeArgs = options.mode === "print" ? ["-p", options.prompt] : ["--mode", "json", options.prompt];
-  const exited = await runToExit(piArgs(modeArgs), { cwd, env, timeoutMs: options.timeoutMs ?? 15_000 });
+  const label = `${options.mode} Pi ${options.session === undefined ? "(no session name)" : `"${options.session}"`} (runPiOnce)`;
+  const exited = await runPiToExit(label, piArgs(modeArgs), { cwd, env, timeoutMs: options.timeoutMs ?? 15_000 });
   rmSync(agentDir, { recursive: true, force: true });
   rmSync(cwd, { recursive: true, force: true });
   const { code, killed, stdout, stderr, exitedAt } = exited;

@@ -5,6 +5,7 @@
 import { afterAll, afterEach, beforeAll } from "bun:test";
 import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { surfaceTeardownFailures } from "./teardown-check.ts";
 
 export interface RelayFixture {
   /** The relay; assign a replacement after restarting it (e.g. on the same port). */
@@ -30,6 +31,8 @@ export function useRelayFixture(options: { proxy?: boolean } = {}): RelayFixture
       await Promise.resolve()
         .then(step)
         .catch(() => undefined);
+    // A Pi a step stopped fails this test if its teardown check did (tests/helpers/teardown-check.ts).
+    surfaceTeardownFailures();
   });
   afterAll(async () => {
     await proxy?.stop();

@@ -25,9 +25,10 @@
  *   prints a tmux keyboard warning), `remain-on-exit on` (the last screen and the exit status stay
  *   readable after Pi exits). The user's own tmux server is never touched. `stop()` kills it; so
  *   does process exit, as a safety net.
- * - Pi as `bun cli.js -e <repo> --no-session --offline -e src/demo/scripted-model.ts --model
- *   faux/faux-1 -nc -ns -np --no-themes` (`piArgs` of `tests/helpers/pi-process.ts`: the scripted
- *   launch of src/cli/pi-cli.ts minus `--mode rpc`), with a fresh `PI_CODING_AGENT_DIR` and the
+ * - Pi as `bun cli.js -e <repo> --session-dir <tmpdir>/sessions --offline -e
+ *   src/demo/scripted-model.ts --model faux/faux-1 -nc -ns -np --no-themes` (`piArgs` of
+ *   `tests/helpers/pi-process.ts`: the scripted launch of src/cli/pi-cli.ts minus `--mode rpc`, its
+ *   session file kept for the teardown check below), with a fresh `PI_CODING_AGENT_DIR` and the
  *   offline environment (`PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 PI_TELEMETRY=0`).
  * - The scripted model from a scenario module (`script`) or from a `brain` function in the test
  *   process, reached over loopback HTTP through `tests/e2e/scripts/brain.ts`.
@@ -45,6 +46,20 @@
  * the editor box is drawn (about 0.3–0.6 s here). If Pi exits first (e.g. an extension fails to
  * load), `startTui` rejects with Pi's output (the pane's scrollback) in the message; if it never
  * gets ready (e.g. a selector waits for an answer), with the screen.
+ *
+ * The teardown check (tests/helpers/teardown-check.ts; each event presented once, each loss
+ * reported once, no extension error) reads, when `stop()` ends the instance (or the run ends):
+ * - **the session file** (`<tmpdir>/sessions/*.jsonl`): what the session holds and the model sees
+ *   on its next turn — the `pi-tasks-event` and `pi-tasks-wake` custom messages and the
+ *   `pi-tasks-event-record` archive entries, in order, whatever scrolled off the screen. It is the
+ *   most honest source: the screen shows only its tail (fullscreen) and renders events, and Pi
+ *   writes the file as it appends (it creates it at the first user or assistant message; a session
+ *   that never had one holds nothing the model ever read, and leaves no file).
+ * - **what Pi wrote to its terminal** (`tmux pipe-pane`, from before Pi starts: the pane runs a
+ *   placeholder until the pipe is open, then `respawn-pane` starts Pi in it): interactive Pi shows
+ *   an extension error only on screen, as `Extension "<path>" error: …`, so every such line Pi ever
+ *   drew counts, scrolled off or not.
+ * - the worker Pis it spawned, on their RPC logs in its pi-tasks home (before the home is removed).
  *
  * Screen text is `capture-pane -p -J` (wrapped lines joined), each line right-trimmed, trailing
  * blank lines dropped. Pi's default `tuiMode` is fullscreen (alternate screen): the transcript
@@ -67,7 +82,7 @@
  * autocomplete menu).
  */
 import type { PiHost } from "./host-kit.ts";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -84,6 +99,9 @@ import { eventually } from "../../kit/async.ts";
 import { processState } from "./cli-kit.ts";
 import { packageBinary, packageMissingReason } from "../../kit/debian-package.ts";
 import { describeWithPackage } from "./requires-package.ts";
+import { piTasksHome as piTasksHomeOf } from "../../src/relay-client/config.ts";
+import { invariantViolations, parseJsonLines, type Presented, sessionPresentations, terminalExtensionErrors } from "./session-invariant.ts";
+import { checkWorkers, sessionDirViolations, sessionFiles, watchHome, watchPi } from "./teardown-check.ts";
 
 export type { Brain, ScriptReply, ScriptTurn } from "./pi-process.ts";
 
@@ -135,7 +153,7 @@ export interface TuiOptions extends ScriptedPiOptions {
   readonly cols?: number;
   /** Window height in rows (default 50). */
   readonly rows?: number;
-  /** How long to wait for Pi to be ready (default 15 000 ms). */
+  /** How long to wait for Pi to be ready (default 60 000 ms: a budget for a loaded machine, not a measurement). */
   readonly readyTimeoutMs?: number;
 }
 
@@ -148,13 +166,15 @@ export interface Tui {
   readonly turns: ScriptTurn[];
   /** Milliseconds from `startTui` until Pi was ready. */
   readonly readyMs: number;
+  /** The pi-tasks presentations its session file holds now, in order (what the teardown check reads). */
+  sessionPresentations(): Presented[];
   /** The visible screen now (see the module comment for the format). */
   screen(): Promise<string>;
   /** The last screen any method of this handle captured (also after `stop()`, for failure messages). */
   lastScreen(): string;
   /** The pane's scrollback plus the visible screen (useful with `tuiMode: "regular"`). */
   scrollback(): Promise<string>;
-  /** Resolves with the first screen that matches; rejects after `timeoutMs` (default 10 000) with the last screen in the message. */
+  /** Resolves with the first screen that matches; rejects after `timeoutMs` (default 30 000) with the last screen in the message. */
   waitForScreen(match: RegExp | ((screen: string) => boolean), timeoutMs?: number): Promise<string>;
   /** Lines below the editor's bottom rule: the footer (cwd, stats/model, extension statuses), plus an open autocomplete menu. */
   footer(): Promise<string[]>;
@@ -175,7 +195,7 @@ export interface Tui {
   exitStatus(): Promise<number | undefined>;
   /**
    * Quits Pi like a user (Escape, ctrl+c to clear the editor, ctrl+d to exit), waits up to
-   * `graceMs` (default 5 000), then kills the tmux server (and Pi with it) and removes the
+   * `graceMs` (default 20 000), then kills the tmux server (and Pi with it) and removes the
    * temporary directories. Resolves with Pi's exit status, or undefined when it had to be killed.
    * Idempotent: later calls return the first call's result.
    */
@@ -185,9 +205,10 @@ export interface Tui {
 
 const DEFAULT_COLS = 160;
 const DEFAULT_ROWS = 50;
-const DEFAULT_READY_MS = 15_000;
-const DEFAULT_WAIT_MS = 10_000;
-const DEFAULT_STOP_GRACE_MS = 5_000;
+const DEFAULT_READY_MS = 60_000;
+/** Budgets for a loaded 2-core machine (Pi on Node is slow there), not measurements. */
+const DEFAULT_WAIT_MS = 30_000;
+const DEFAULT_STOP_GRACE_MS = 20_000;
 const POLL_MS = 50;
 /** Pi's terminal title once ready (`APP_TITLE` is `π` in Pi 1.6). */
 const READY_TITLE = /^π - /;
@@ -324,6 +345,15 @@ function describeScreen(screen: string): string {
   return `--- screen ---\n${screen}\n--------------`;
 }
 
+/**
+ * The teardown check of a TUI Pi (see the module comment): its session files and the extension
+ * errors it drew on its terminal.
+ */
+function tuiViolations(sessionDir: string, terminalLog: string, options: TuiOptions): string[] {
+  const drawn = existsSync(terminalLog) ? terminalExtensionErrors(readFileSync(terminalLog, "utf8")) : [];
+  return [...sessionDirViolations(sessionDir), ...invariantViolations({ presented: [], problems: drawn }, options)];
+}
+
 /** Starts interactive Pi in a private tmux server and resolves once its editor takes input. */
 export async function startTui(options: TuiOptions): Promise<Tui> {
   if (options.script === undefined && options.brain === undefined) throw new Error("startTui needs a script or a brain");
@@ -364,10 +394,23 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   installExitHook();
   liveSockets.add(socket);
 
+  // The teardown check (module comment): the session file, the terminal output, the workers.
+  const sessionDir = join(root, "sessions");
+  const terminalLog = join(root, "terminal.log");
+  const home = piTasksHomeOf(env);
+  watchHome(home);
+  const label = `TUI Pi ${options.session === undefined ? "(no session name)" : `"${options.session}"`} on ${host}`;
+  const watched = watchPi(label, () => tuiViolations(sessionDir, terminalLog, options));
+  let piPid: number | undefined;
+
   let stopping: Promise<number | undefined> | undefined;
   const cleanUp = async () => {
     await tmux(socket, ["kill-server"]).catch(() => undefined);
     liveSockets.delete(socket);
+    await watched.settle();
+    // The home goes with the instance: its workers are checked now (those of this Pi waited for).
+    await checkWorkers(home, { owner: piPid });
+    await checkWorkers(home, { final: true, waitMs: 0 });
     brainServer?.release();
     rmSync(root, { recursive: true, force: true });
   };
@@ -393,6 +436,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   };
   const pane = async () => {
     const state = await display();
+    if (Number.isInteger(state.pid) && state.pid > 0) piPid = state.pid;
     if (state.status !== undefined || processState(state.pid) !== "Z") return state;
     // Pi exited but tmux has not reaped it: tmux 3.3a sometimes misses the SIGCHLD (here about
     // one exit in three), leaving Pi a zombie and the pane without an exit status (often already
@@ -406,31 +450,20 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     return await display();
   };
 
-  // Start the server with Pi's environment (the pane inherits the server's) and Pi as the pane's
-  // command, given as separate arguments so no shell parses them.
+  // Start the server with Pi's environment (the pane inherits the server's) and a placeholder as
+  // the pane's command; once the pane's output is piped to the terminal log, Pi replaces it (given
+  // as separate arguments so no shell parses them).
+  const command = piArgs(options.args ?? [], { installed: options.install === true, host, sessionDir });
   const started = await tmux(
     socket,
-    [
-      "-f",
-      configPath,
-      "new-session",
-      "-d",
-      "-s",
-      WINDOW,
-      "-x",
-      String(cols),
-      "-y",
-      String(rows),
-      "-c",
-      cwd,
-      "--",
-      ...piArgs(options.args ?? [], { installed: options.install === true, host }),
-    ],
+    ["-f", configPath, "new-session", "-d", "-s", WINDOW, "-x", String(cols), "-y", String(rows), "-c", cwd, "--", "sleep", "3600"],
     env,
   );
-  if (started.code !== 0) {
+  const piped = started.code === 0 ? await tmux(socket, ["pipe-pane", "-t", WINDOW, "-o", `cat >> '${terminalLog}'`]) : started;
+  const respawned = piped.code === 0 ? await tmux(socket, ["respawn-pane", "-k", "-t", WINDOW, "-c", cwd, "--", ...command]) : piped;
+  if (respawned.code !== 0) {
     await cleanUp();
-    throw new Error(`tmux new-session failed (${started.code}): ${started.stderr.trim()}`);
+    throw new Error(`tmux could not start Pi (${respawned.code}): ${respawned.stderr.trim()}`);
   }
 
   const deadline = startedAt + (options.readyTimeoutMs ?? DEFAULT_READY_MS);
@@ -496,6 +529,8 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     agentDir,
     turns,
     readyMs,
+    sessionPresentations: () =>
+      sessionFiles(sessionDir).flatMap((file) => sessionPresentations(parseJsonLines(readFileSync(file, "utf8")))),
     screen,
     lastScreen: () => lastCaptured,
     scrollback: async () => normalizeScreen(await tmuxOk(socket, ["capture-pane", "-p", "-J", "-S", "-", "-t", WINDOW])),
@@ -505,7 +540,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     title: async () => (await pane()).title,
     type,
     press,
-    async submit(text, timeoutMs = 3_000) {
+    async submit(text, timeoutMs = 10_000) {
       await type(text);
       const wanted = text.replace(/\s+/g, "");
       await waitForScreen((current) => (editorTextOf(current) ?? "").replace(/\s+/g, "").includes(wanted), timeoutMs).catch(

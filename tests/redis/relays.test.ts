@@ -15,8 +15,7 @@ import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, startRedis } from "../../kit/redis-process.ts";
 import { BUN, CLI_ENTRY, freePort, REPO_ROOT } from "../../kit/relay-process.ts";
 import { postJson, WireSession } from "../../src/conformance/wire-client.ts";
-import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../../src/conformance/timing.ts";
-import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs } from "../../src/protocol/limits.ts";
+import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs, watchMaxWaitMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
 import { configuredParties, expectCompletedHearing, expectNothingTwice, useRedisRelays } from "../helpers/redis-kit.ts";
@@ -93,22 +92,22 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
     expect((await target.page("0")).deliveries).toEqual([]);
   });
 
-  test("a watch on relay B wakes within the doorbell bound when relay A admits mail for it", async () => {
+  // How soon (the doorbell's latency across relays) is a figure of `npm run bench`.
+  test("a watch on relay B is woken by relay A admitting mail for it, long before its wait ends", async () => {
     const watcher = await WireSession.connect(relayUrl(1), { label: "watch-b" });
     const sender = await WireSession.connect(relayUrl(0), { label: "watch-a" });
     let settled = false;
-    const watching = watcher
-      .call("watch", { cursor: "0", waitMs: LONG_WATCH_MS }, { timeoutMs: LONG_WATCH_MS + PROMPT_REPLY_MS })
-      .finally(() => {
-        settled = true;
-      });
+    // The longest wait the relay allows; the request gives up well before it ends (a budget for a
+    // loaded machine): only the doorbell answers it in time.
+    const watching = watcher.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: watchMaxWaitMs - 10_000 }).finally(() => {
+      settled = true;
+    });
     await Bun.sleep(150);
     expect(settled, "the watch answered before any mail arrived").toBe(false);
     const sent = await sender.send(sender.envelopeTo(watcher.endpoint));
     expect(sent.status).toBe(200);
     const woke = await watching;
     expect(woke.body.value).toEqual({ kind: "watch", pending: true, highestCursor: "1" });
-    expect(woke.receivedAt - sent.receivedAt).toBeLessThan(DOORBELL_BOUND_MS);
   });
 
   test("a task between a session on relay A and one on relay B: assignment, question and answer, result, acknowledgement", async () => {
@@ -283,7 +282,6 @@ describeWithPackage("start-up refusals", REDIS_BINARY, REDIS_PACKAGE, () => {
       stdout: "pipe",
       stderr: "pipe",
     });
-    const startedAt = Date.now();
     // A relay that started prints its readiness line and keeps running: read that line, then stop it.
     const reader = child.stdout.getReader();
     const first = await reader.read();
@@ -296,7 +294,6 @@ describeWithPackage("start-up refusals", REDIS_BINARY, REDIS_PACKAGE, () => {
       code,
       stdout,
       stderr,
-      elapsedMs: Date.now() - startedAt,
       error: stderr.trim() === "" ? undefined : JSON.parse(stderr.trim().split("\n").at(-1)!),
     };
   }
@@ -328,7 +325,6 @@ describeWithPackage("start-up refusals", REDIS_BINARY, REDIS_PACKAGE, () => {
       expect(unreachable.error.error.message).toBe(
         `Redis at ${nowhere}/0 cannot be reached (nothing accepts connections there within ${redisConnectTimeoutMs} ms)`,
       );
-      expect(unreachable.elapsedMs).toBeLessThan(redisConnectTimeoutMs * 3 + 5_000);
       for (const bad of [malformed, wrongScheme, lonelyFlag])
         expect(bad).toMatchObject({ code: 2, stdout: "", error: { error: { code: "CLI_USAGE" } } });
       expect(malformed.stderr).not.toContain("secret");

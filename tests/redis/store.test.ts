@@ -82,12 +82,11 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
     try {
       const target = await connected(a, "two-watches");
       let parked = 0;
-      const older = a.watch({ endpointId: target.id, after: "0", waitMs: 10_000, onPark: () => (parked += 1) });
+      // Waits far longer than the test may run: only the newer watch can answer the older one.
+      const older = a.watch({ endpointId: target.id, after: "0", waitMs: 3_600_000, onPark: () => (parked += 1) });
       while (parked === 0) await Bun.sleep(2);
-      const startedAt = Date.now();
-      const newer = b.watch({ endpointId: target.id, after: "0", waitMs: 10_000 });
+      const newer = b.watch({ endpointId: target.id, after: "0", waitMs: 3_600_000 });
       expect(await older).toEqual({ kind: "watch", pending: false, highestCursor: "0" });
-      expect(Date.now() - startedAt).toBeLessThan(5_000);
       expect((await a.usage()).watching).toBe(0);
       expect((await b.usage()).watching).toBe(1);
       await a.admit(await admission(await connected(a, "two-watches-source"), target));
@@ -178,16 +177,15 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
     }
   });
 
-  test("a Redis that stops answering fails calls with REDIS_UNAVAILABLE within the command timeout; answering again, the store serves again", async () => {
+  test("a Redis that stops answering fails calls with REDIS_UNAVAILABLE (the command timeout; it stays paused until then); answering again, the store serves again", async () => {
     const commandTimeoutMs = 300;
     const store: RedisStore = await createRedisStore({ url: redis.url, prefix: `{hung-${crypto.randomUUID()}}`, commandTimeoutMs });
     try {
       const target = await connected(store, "hung");
       redis.pause();
-      const startedAt = Date.now();
+      // Redis answers nothing until the call failed: only the command timeout can end it.
       const error = await failure(store.registration(target.id)).finally(() => redis.resume());
       expect(error).toMatchObject({ code: "REDIS_UNAVAILABLE", retryable: true });
-      expect(Date.now() - startedAt).toBeLessThan(commandTimeoutMs * 10);
       expect(await store.registration(target.id)).toMatchObject({ session: "hung" });
     } finally {
       await store.close();
@@ -200,12 +198,11 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
       const target = await connected(store, "killed");
       const before = await store.epoch();
       let parked = false;
-      const watching = failure(store.watch({ endpointId: target.id, after: "0", waitMs: 20_000, onPark: () => (parked = true) }));
+      // A wait far longer than the test may run: a watch that waited it out would time the test out.
+      const watching = failure(store.watch({ endpointId: target.id, after: "0", waitMs: 3_600_000, onPark: () => (parked = true) }));
       while (!parked) await Bun.sleep(2);
-      const killedAt = Date.now();
       await redis.kill();
       expect(await watching).toMatchObject({ code: "REDIS_UNAVAILABLE", retryable: true });
-      expect(Date.now() - killedAt).toBeLessThan(5_000);
       const error = await failure(store.registration(target.id));
       expect(error).toMatchObject({ code: "REDIS_UNAVAILABLE", retryable: true });
       expect(error.message).toContain("cannot be reached");

@@ -1,8 +1,8 @@
 /**
  * The standalone relay, started through its CLI (`pi-tasks relay --port 0`), checked over real
  * HTTP: the full conformance suite, plus what needs process control — restart (`RELAY_RESET` with
- * the new epoch), signals (exit 0 within `relayShutdownGraceMs`), the readiness line, and the
- * optional JWT (`WOLFPACK_JWT_SECRET`, issuer, audience).
+ * the new epoch), signals (exit 0, a parked watch and a half-sent request not waited out), the
+ * readiness line, and the optional JWT (`WOLFPACK_JWT_SECRET`, issuer, audience).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawn } from "bun";
@@ -29,7 +29,6 @@ import {
   RELAY_ENDPOINT_PATH,
   RELAY_PROFILE,
   relayMaintenanceIntervalMs,
-  relayShutdownGraceMs,
   SESSION_STATUS_PATH,
   watchMaxWaitMs,
   watchMinWaitMs,
@@ -115,7 +114,7 @@ describe("relay process", () => {
   });
 
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    test.concurrent(`${signal} exits 0 within relayShutdownGraceMs, even with a parked watch and a half-sent request`, async () => {
+    test.concurrent(`${signal} exits 0 without waiting out a parked watch or a half-sent request`, async () => {
       const proc = await startRelayProcess();
       try {
         const session = await WireSession.connect(proc.url, { label: "shutdown" });
@@ -125,14 +124,14 @@ describe("relay process", () => {
         const slow = openRawRequest(proc.url, { contentLength: KiB, body: "{" });
         await slow.sent;
         await sleep(100);
-        const started = performance.now();
         proc.process.kill(signal);
         const code = await settlesWithin(proc.process.exited, `exit after ${signal}`, PROCESS_TIMEOUT_MS);
-        const elapsed = performance.now() - started;
         expect(code).toBe(0);
-        expect(elapsed).toBeLessThan(relayShutdownGraceMs);
-        await settlesWithin(slow.reply, "the slow request's socket to close", PROCESS_TIMEOUT_MS);
-        await settlesWithin(watch, "the parked watch to end", PROCESS_TIMEOUT_MS);
+        // Neither was waited out: the half-sent request's socket closed with no reply (its body
+        // deadline would have answered it), the parked watch ended without an answer (its wait
+        // would have). How fast the relay stops is a figure for `npm run bench`.
+        expect(await settlesWithin(slow.reply, "the slow request's socket to close", PROCESS_TIMEOUT_MS)).toBeUndefined();
+        expect(await settlesWithin(watch, "the parked watch to end", PROCESS_TIMEOUT_MS)).toBeInstanceOf(Error);
       } finally {
         proc.process.kill("SIGKILL");
       }

@@ -92,6 +92,7 @@ describe("error registry", () => {
         "REDIS_UNAVAILABLE",
         "RELAY_BUSY",
         "RELAY_CAPACITY",
+        "RELAY_NOT_ANSWERING",
         "RELAY_TIMEOUT",
         "RELAY_UNAVAILABLE",
         "SESSION_PROTECTED",

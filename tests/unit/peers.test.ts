@@ -21,7 +21,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { maxPeerNameChars, maxPeers, peersLockStaleMs, peersLockWaitMs } from "../../src/protocol/limits.ts";
+import { maxPeerNameChars, maxPeers, peersLockStaleMs } from "../../src/protocol/limits.ts";
 import { tryLock } from "../../src/trust/file-lock.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { fingerprintOf, generateIdentity } from "../../src/trust/keys.ts";
@@ -309,9 +309,8 @@ describe("changes under the lock", () => {
   test("a stale lock (holder gone, older than peersLockStaleMs) is taken over at once", async () => {
     const at = home();
     plantLock(at, DEAD_PID, peersLockStaleMs + 1_000);
-    const started = Date.now();
+    // Taken over, not waited for: a waited-for lock would end in PEERS_BUSY (the test below).
     expect((await addPeer(at, "bob", key())).changed).toBe(true);
-    expect(Date.now() - started).toBeLessThan(peersLockWaitMs);
     expect(existsSync(lockPath(at))).toBe(false);
   });
 
@@ -329,14 +328,11 @@ describe("changes under the lock", () => {
     await addPeer(at, "bob", key());
     const before = readFileSync(peersPath(at), "utf8");
     const path = plantLock(at, process.pid, peersLockStaleMs * 10);
-    const started = Date.now();
+    // (That a change waits for a held lock before this answer: the next test.)
     const error = await failure(addPeer(at, "carol", key()));
-    const waited = Date.now() - started;
     expect(error.code).toBe("PEERS_BUSY");
     expect(error.retryable).toBe(true);
     expect(error.details).toMatchObject({ holder: process.pid, lock: path });
-    expect(waited).toBeGreaterThanOrEqual(peersLockWaitMs);
-    expect(waited).toBeLessThan(peersLockWaitMs * 3);
     expect(readFileSync(path, "utf8")).toBe(`${process.pid} planted\n`);
     expect(readFileSync(peersPath(at), "utf8")).toBe(before);
     expect((await failure(removePeer(at, "bob"))).code).toBe("PEERS_BUSY");
@@ -347,11 +343,14 @@ describe("changes under the lock", () => {
     mkdirSync(at, { recursive: true, mode: 0o700 });
     const held = tryLock(lockPath(at), { staleMs: peersLockStaleMs });
     expect(held).toBeDefined();
-    const releaseAfterMs = 300;
-    setTimeout(() => held!.release(), releaseAfterMs);
-    const started = Date.now();
+    let released = false;
+    setTimeout(() => {
+      held!.release();
+      released = true;
+    }, 300);
     expect((await addPeer(at, "bob", key())).changed).toBe(true);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(releaseAfterMs - 10);
+    // The change waited for the release (the order, not a time).
+    expect(released).toBe(true);
     expect(existsSync(lockPath(at))).toBe(false);
   });
 });

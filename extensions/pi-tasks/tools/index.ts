@@ -1,4 +1,7 @@
-/** Every `agent_task_*` tool, in the order the model sees them, each behind the one error boundary. */
+/**
+ * Every `agent_task_*` tool, in the order the model sees them, each behind the one error boundary,
+ * its task ids resolved first (short ids work: tools/shared.ts `withTaskIds`).
+ */
 import { ackTool } from "./ack.ts";
 import { applyTool } from "./apply.ts";
 import { cancelTool } from "./cancel.ts";
@@ -8,7 +11,7 @@ import { messageTool } from "./message.ts";
 import { reassignTool } from "./reassign.ts";
 import { reviseTool } from "./revise.ts";
 import { sendTool } from "./send.ts";
-import { type TaskToolDefinition, type ToolDeps, withErrorResult } from "./shared.ts";
+import { type TaskToolDefinition, type ToolDeps, withErrorResult, withTaskIds } from "./shared.ts";
 import { spawnTool } from "./spawn.ts";
 import { statusTool } from "./status.ts";
 import { stopTool } from "./stop.ts";
@@ -34,5 +37,5 @@ export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
     spawnTool,
     workersTool,
     stopTool,
-  ].map((tool): TaskToolDefinition => withErrorResult(tool(deps)));
+  ].map((tool): TaskToolDefinition => withErrorResult(withTaskIds(tool(deps), deps)));
 }

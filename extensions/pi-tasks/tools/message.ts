@@ -1,4 +1,7 @@
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
+import { toTaskError } from "../../../src/protocol/errors.ts";
+import { waitWords } from "../describe.ts";
+import { awaitLeaving } from "../waits.ts";
 import { lines, ok, RELAY_ACCEPTANCE_ONLY, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function messageTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_message> {
@@ -15,8 +18,25 @@ export function messageTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARA
     ],
     parameters: TOOL_PARAMETERS.agent_task_message,
     async execute(_id, params, signal) {
-      const sent = await deps.run((core) => core.message(params, { signal }));
-      return ok(lines(`## task ${params.type} sent`, `- taskId: ${sent.taskId}`, `- ${RELAY_ACCEPTANCE_ONLY}`), { ...sent });
+      try {
+        const sent = await deps.run((core) => core.message(params, { signal }));
+        return ok(lines(`## task ${params.type} sent`, `- taskId: ${sent.taskId}`, `- ${RELAY_ACCEPTANCE_ONLY}`), { ...sent });
+      } catch (raw) {
+        // Recorded, but the relay did not take it at once: say what it waits for (a healthy wait is no error).
+        const error = toTaskError(raw);
+        const left = await awaitLeaving(deps, error, signal);
+        if (left === undefined || left.state === "blocked") throw error;
+        const delivery =
+          left.state === "accepted"
+            ? RELAY_ACCEPTANCE_ONLY
+            : `delivery: pending — ${waitWords(left.cause)}. It leaves by itself: do not send it again.`;
+        return ok(lines(`## task ${params.type} sent`, `- taskId: ${String(error.details.taskId)}`, `- ${delivery}`), {
+          taskId: error.details.taskId,
+          envelopeId: error.details.envelopeId,
+          delivery: left.state,
+          ...(left.state === "pending" && left.cause !== undefined ? { waitingFor: left.cause } : {}),
+        });
+      }
     },
   };
 }

@@ -3,7 +3,8 @@
  * TypeBox parameter schema), what it may use of the lifecycle, and how results and errors are
  * written. A tool body throws on failure; the one error boundary (`withErrorResult`, applied by
  * tools/index.ts) turns that into an `isError: true` result carrying `code`, `retryable` and
- * `details`, so nothing throws into Pi.
+ * `details`, so nothing throws into Pi. Before a tool runs, the task ids it names are resolved once
+ * (`withTaskIds`): the short ids the board shows work wherever a full id does.
  *
  * Pi's packages and `typebox` (the TypeBox that Pi's `ToolDefinition` is declared with) are imported
  * as types only: an installed package has no copy of them, so nothing here may load them at run
@@ -21,6 +22,7 @@ import { sendProofPollMs, sendProofWaitMs } from "../../../src/protocol/limits.t
 import type { TaskEndpoint, ToolName } from "../../../src/protocol/schemas.ts";
 import type { SessionInfo } from "../lifecycle.ts";
 import { renderError } from "../render.ts";
+import { resolveTaskId } from "../short-ids.ts";
 
 /** What a tool result carries for code (the board, tests); the model reads only `content`. */
 export type ToolDetails = Record<string, unknown>;
@@ -91,6 +93,45 @@ export function withErrorResult<TParams extends TSchema>(tool: TaskToolDefinitio
       } catch (error) {
         return errorResult(error);
       }
+    },
+  };
+}
+
+/** Tool input with its `taskId` (and `taskIds`) as the model wrote them. */
+interface TaskIdInput {
+  readonly taskId?: unknown;
+  readonly taskIds?: unknown;
+}
+
+/**
+ * The tool's input with the task ids it names resolved once, before the tool runs: a short id (a
+ * unique prefix, as the board shows it) becomes the full id of the task this lifetime knows, so the
+ * tool acts on — and its result names — the full id (short-ids.ts). Input without ids is unchanged.
+ */
+async function resolvedIds<T>(deps: ToolDeps, params: T): Promise<T> {
+  if (typeof params !== "object" || params === null) return params;
+  const { taskId, taskIds } = params as TaskIdInput;
+  const many = Array.isArray(taskIds) && taskIds.some((id) => typeof id === "string");
+  if (typeof taskId !== "string" && !many) return params;
+  await deps.ready();
+  const known = deps
+    .current()
+    .listTasks()
+    .map((task) => task.taskId);
+  const resolve = (id: unknown) => (typeof id === "string" ? resolveTaskId(known, id) : id);
+  return {
+    ...params,
+    ...(typeof taskId === "string" ? { taskId: resolve(taskId) } : {}),
+    ...(many ? { taskIds: (taskIds as unknown[]).map(resolve) } : {}),
+  };
+}
+
+/** A tool whose task ids are resolved before it runs (see `resolvedIds`). */
+export function withTaskIds<TParams extends TSchema>(tool: TaskToolDefinition<TParams>, deps: ToolDeps): TaskToolDefinition<TParams> {
+  return {
+    ...tool,
+    async execute(toolCallId, params, signal, onUpdate, ctx) {
+      return tool.execute(toolCallId, await resolvedIds(deps, params), signal, onUpdate, ctx);
     },
   };
 }
