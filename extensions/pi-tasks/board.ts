@@ -14,7 +14,7 @@ import type { OutboxPurpose } from "../../src/core/bookkeeping.ts";
 import type { WaitingMail } from "../../src/core/outbox.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { activityLine, age, signerShort, taskTitle, taskWords, waitWords } from "./describe.ts";
+import { activityLine, age, signerShort, taskTitle, taskWords, waitBrief, waitWords } from "./describe.ts";
 import { failureLines, type FooterFailure } from "./failures.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
@@ -100,8 +100,7 @@ function taskLine(task: TaskView, names: PeerNames, now: number, waiting: readon
 function waitingWords(task: TaskView, waiting: readonly WaitingMail[]): string {
   const held = waiting.find((mail) => mail.cause !== undefined);
   if (held === undefined) return "";
-  const count = waiting.length === 1 ? "1 message" : `${waiting.length} messages`;
-  return ` (${count} waiting: ${waitWords(held.cause, peerWord(task))})`;
+  return ` (waiting ${waitBrief(held.cause, peerWord(task))})`;
 }
 
 /** The other side of a task, in words. */

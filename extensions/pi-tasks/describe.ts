@@ -128,6 +128,29 @@ export function activityLine(activity: WorkerActivity, now: number): string {
   return `${activityState(activity)} for ${age(now - activity.since)} · ${usageWords(activity)} · heard ${age(now - activity.heardAt)} ago`;
 }
 
+/** What a delivery waits for, in the few words of a board line (`waitWords` says it whole). */
+export function waitBrief(cause: DeferralCause | undefined, peer = "the other side"): string {
+  switch (cause) {
+    case "proof":
+      return `for ${peer} to prove its key`;
+    case "reconnect":
+      return `to find ${peer} again`;
+    case "order":
+      return "behind older mail";
+    case "capacity":
+      return "the relay is at capacity";
+    case "outage":
+      return "the relay did not answer";
+    case "hold":
+      return "the relay refused the configuration";
+    case "rebind":
+      return "re-sent from a new endpoint";
+    case "budget":
+    case undefined:
+      return "for the next pass";
+  }
+}
+
 /**
  * What a delivery waits for, in words a person and a model read (`TASK_DELIVERY_DEFERRED`'s cause,
  * src/protocol/errors.ts): a healthy wait says so and when it ends; only a fault names a fix.

@@ -349,7 +349,10 @@ describe("/tasks", () => {
       expect(line).toBeDefined();
       // The target is a plain relay client named board-target: the relay's session list names it
       // (a name it claims, marked so). No signed mail came back from it yet: no key is bound to the task.
-      expect(line).toContain("to `board-target` (unverified claim) [no key yet] — sending to the worker — ");
+      // It never proved its key (a plain relay client): the board says what the task waits for.
+      expect(line).toContain(
+        "to `board-target` (unverified claim) [no key yet] — sending to the worker (waiting for the worker to prove its key) — ",
+      );
       expect(line).toContain(`"${String(call.args.task)}"`);
       expect(line).not.toContain("terminal=");
     }

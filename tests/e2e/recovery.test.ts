@@ -123,9 +123,17 @@ async function relayRestart() {
     workerRuns: worker.records.slice(marks.worker).filter((record) => record.type === "agent_start").length,
   };
 
-  // The person answers now; the task goes on across the new relay.
+  // The person answers now, with /tasks answer; the task goes on across the new relay. The worker's
+  // new endpoint has to prove its key first: a healthy wait, which /tasks answer waits out and
+  // never reports as a relay that did not take it.
   const answerFrom = origin.records.length;
-  origin.prompt("Answer the question now.");
+  const question = eventMessages(origin).find((message) => message.type === "task.question")!;
+  origin.prompt(`/tasks answer ${question.eventId.slice(0, 8)} blue`);
+  const answered = await origin.waitFor(
+    (record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).includes("answer"),
+    30_000,
+    answerFrom,
+  );
   await origin.waitFor((record) => record.type === "tool_execution_end" && record.toolName === "agent_task_ack", 40_000, answerFrom);
   await worker.waitFor((record) => record.type === "entry_appended" && JSON.stringify(record).includes("task.parent_acknowledged"), 15_000);
   const boards: Record<string, string[]> = {};
@@ -161,6 +169,7 @@ async function relayRestart() {
     relayExit,
     outageStatus,
     quiet,
+    answered: String(answered.message),
     boards,
     audit,
     entries,
@@ -260,6 +269,13 @@ describe("relay restart mid-task", () => {
     const { origin, worker, entries } = await restart;
     const [assignment] = eventMessages(worker).filter((message) => message.type === "task.created");
     expect(assignment).toBeDefined();
+    // The person's answer, right after both Pis rebound: answered — or, on a slow machine, waiting
+    // for what it really waits for (the worker's proof at its new endpoint) — never "did not take it".
+    const { answered } = await restart;
+    expect(answered).toMatch(
+      /^pi-tasks: (answered question |your answer to question \S+ on task \S+ is recorded and waits: waiting for the worker to prove its key)/,
+    );
+    expect(toolCalls(origin, "agent_task_message")).toEqual([]);
     const answers = eventMessages(worker).filter((message) => message.type === "task.answer");
     expect(answers.map((message) => [message.taskId, message.content.includes("blue")])).toEqual([[assignment!.taskId, true]]);
     const completed = eventMessages(origin).filter((message) => message.type === "task.completed");

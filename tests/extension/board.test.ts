@@ -74,7 +74,7 @@ describe("mail that waits says what for", () => {
     ];
     const lines = boardLines(info, undefined, [task], new Map(), 0, {}, undefined, () => waiting);
     const line = lines.find((text) => text.startsWith(`  ${task.taskId.slice(0, 8)}`))!;
-    expect(line).toContain("(1 message waiting: waiting for the worker to prove its key at its endpoint");
+    expect(line).toContain("(waiting for the worker to prove its key) —");
     const detail = detailLines(task, new Map(), 0, waiting);
     expect(detail).toContain("  waiting to leave (1):");
     expect(detail).toContain(

@@ -30,7 +30,7 @@ import {
   inGroup,
   sleep,
 } from "../kit.ts";
-import { DOORBELL_BOUND_MS, LONG_WATCH_MS, PROMPT_REPLY_MS } from "../timing.ts";
+import { DOORBELL_MARGIN_MS, PROMPT_REPLY_MS, WATCH_CHECK_TIMEOUT_MS } from "../timing.ts";
 import { connectRequest, getPath, postJson, uniqueName, valueOf, type WireSession } from "../wire-client.ts";
 
 /** Requests a fair-share check keeps in flight (well under the relay's admission slots). */
@@ -61,15 +61,16 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     },
   },
   {
-    name: "a watch started before a send answers pending:true within 200 ms of the acceptance",
+    name: "a watch started before a send answers pending:true when the send is accepted, not when its wait ends (the doorbell rings)",
     serial: true,
     feature: FEATURE_WATCH,
+    timeoutMs: WATCH_CHECK_TIMEOUT_MS,
     run: async ({ expectValue, pair }) => {
       const [a, b] = await pair("watch-wake");
       let settled = false;
-      // A wait far longer than the 200 ms bound: if the doorbell did not ring, the watch would
-      // only answer when this wait elapses.
-      const waitMs = LONG_WATCH_MS;
+      // The longest wait a watch may ask: if the doorbell did not ring, the watch would only answer
+      // when it elapses. How soon the doorbell rings is measured (npm run bench, delivery-watch), not judged here.
+      const waitMs = watchMaxWaitMs;
       const watching = b.call("watch", { cursor: "0", waitMs }, { timeoutMs: waitMs + PROMPT_REPLY_MS }).finally(() => {
         settled = true;
       });
@@ -81,7 +82,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       const value = expectValue(woke, "watch");
       assert.equal(value.pending, true);
       assert.equal(value.highestCursor, "1");
-      below(woke.receivedAt - sent.receivedAt, DOORBELL_BOUND_MS);
+      below(woke.receivedAt - sent.receivedAt, waitMs - DOORBELL_MARGIN_MS);
       // The doorbell delivered nothing and acknowledged nothing.
       assert.deepEqual(cursorsOf(await b.drain()), ["1"]);
     },
