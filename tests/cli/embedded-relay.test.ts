@@ -5,7 +5,8 @@
  * serves only clients holding its user's relay secret, and proves itself to them (the attacks
  * this stops are in relay-attacks.test.ts).
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { useCleanups } from "../helpers/cleanups.ts";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,13 +37,7 @@ import { runToExit } from "../helpers/run-to-exit.ts";
 
 setDefaultTimeout(30_000);
 
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const step of cleanups.splice(0).reverse())
-    await Promise.resolve()
-      .then(step)
-      .catch(() => undefined);
-});
+const cleanups = useCleanups();
 
 function home(): Record<string, string> {
   const dir = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));

@@ -10,7 +10,8 @@
  *
  * And what must keep working: two PI_TASKS_HOMEs (two identities) of one user share one relay.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { useCleanups } from "../helpers/cleanups.ts";
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -35,13 +36,7 @@ import { eventually } from "../../kit/async.ts";
 
 setDefaultTimeout(30_000);
 
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const step of cleanups.splice(0).reverse())
-    await Promise.resolve()
-      .then(step)
-      .catch(() => undefined);
-});
+const cleanups = useCleanups();
 
 function tempDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));

@@ -7,7 +7,8 @@
  * challenging it and use it once it answers and proves the secret, and the footer says it did not
  * answer in time. Never `RELAY_NOT_PROVEN`.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { useCleanups } from "../helpers/cleanups.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,13 +23,7 @@ import { freePort } from "../../kit/relay-process.ts";
 
 setDefaultTimeout(60_000);
 
-const cleanups: (() => unknown)[] = [];
-afterEach(async () => {
-  for (const step of cleanups.splice(0).reverse())
-    await Promise.resolve()
-      .then(step)
-      .catch(() => undefined);
-});
+const cleanups = useCleanups();
 
 /** A pi-tasks home and the default relay on a free port of its own (the user's relay secrets beside it). */
 function userEnv(): { env: Record<string, string>; port: number } {

@@ -35,7 +35,8 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
 
         // Pi lists the installed package as pi-tasks; the footer names the generated session once the
         // embedded relay is up.
-        expect(await tui.screen()).toMatch(/\[Extensions\]\n\s+(?:\S+, )*pi-tasks(?:,|$)/m);
+        // (Read from the scrollback: Pi's start-up warnings may have pushed the banner off the screen.)
+        expect(await tui.scrollback()).toMatch(/\[Extensions\]\n\s+(?:\S+, )*pi-tasks(?:,|$)/m);
         const idle = await tui.waitForScreen(
           (screen) => footerOf(screen).some((line) => /^tasks: project-[0-9a-z]{6} · idle$/.test(line)),
           15_000,

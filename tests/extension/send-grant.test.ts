@@ -16,7 +16,7 @@ import type { TaskCore } from "../../src/core/task-core.ts";
 import type { Grant, TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
-import { fakeCore } from "../helpers/extension-fakes.ts";
+import { fakeCore, taskView } from "../helpers/extension-fakes.ts";
 
 const GRANT: Grant = { bash: false };
 let relay: RelayProcess;
@@ -88,5 +88,37 @@ describe("a spawned worker's grant", () => {
     await tool.execute("c2", { to: now, task: "check again" });
     await tool.execute("c3", { to: stranger, task: "not a spawned worker" });
     expect(given.map((options) => options.grant)).toEqual([GRANT, GRANT, undefined]);
+  });
+});
+
+describe("a send whose worker had to prove its key first", () => {
+  test("a quick worker that finished the task within the wait: the send left — reported sent, never 'ended unsent'", async () => {
+    const base = taskView({ role: "origin", status: "completed" });
+    const finished = { ...base, deliveryEvidence: { ...base.deliveryEvidence, relayAcceptance: "accepted" as const } };
+    const fake = fakeCore([finished]);
+    const presented: string[] = [];
+    const core = new Proxy(fake.core, {
+      get(target, property, receiver) {
+        if (property === "createTask")
+          return async () => ({ taskId: finished.taskId, envelopeId: "e-1", target: finished.target, delivery: "pending" });
+        if (property === "refresh") return async () => undefined;
+        if (property === "getTask") return () => finished;
+        if (property === "completeLocalPresentation") return (eventId: string) => presented.push(eventId);
+        return Reflect.get(target, property, receiver);
+      },
+    }) as TaskCore;
+    const tools = createTaskTools({
+      run: (operation) => operation(core),
+      current: () => core,
+      ready: async () => undefined,
+      info: () => undefined,
+      requestRefresh: () => undefined,
+      rememberPeer: () => undefined,
+    });
+    const result = await tools.find((tool) => tool.name === "agent_task_send")!.execute("c1", { to: finished.target, task: "quick" });
+    expect(result.isError).toBeUndefined();
+    expect(result.content[0]!.text).toContain("delivery: relay acceptance only");
+    // Its completion is still the model's to be shown: nothing was marked presented.
+    expect(presented).toEqual([]);
   });
 });

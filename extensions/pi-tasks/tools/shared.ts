@@ -153,8 +153,9 @@ export async function awaitProof(
       await core.refresh();
       return core.getTask(taskId);
     });
-    if (view.status !== "active") return view;
+    // Left first: a quick worker may have finished the task within this wait (it is not "ended unsent").
     if (view.deliveryEvidence.relayAcceptance === "accepted") return "accepted";
+    if (view.status !== "active") return view;
     if (Date.now() + sendProofPollMs > deadline) return "pending";
     await sleep(sendProofPollMs, undefined, signal === undefined ? {} : { signal });
   }
