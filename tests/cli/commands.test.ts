@@ -3,6 +3,7 @@
  * validation), `help`, unknown commands, and `status`/`list` against a relay.
  */
 import { afterEach, describe, expect, test } from "bun:test";
+import { RELAY_SECRET_DIR_VARIABLE } from "../../src/trust/relay-secret.ts";
 import { spawn } from "bun";
 import { MAX_TCP_PORT, RELAY_PROFILE } from "../../src/protocol/limits.ts";
 import { ensureRelay } from "../../src/cli/embedded-relay.ts";
@@ -114,7 +115,13 @@ describe("pi-tasks relay follows WOLFPACK_PORT, as Pis do", () => {
       await child.exited;
     }
     // The relay a Pi starts for WOLFPACK_PORT (the embedded relay) is the one `relay stop` finds there.
-    const env = { PI_TASKS_HOME: sandboxed.stateDir, WOLFPACK_PORT: String(port), WOLFPACK_JWT_SECRET: "" };
+    // The test run's relay secrets (tests/helpers/preload.ts), never the runner's own ~/.pi/pi-tasks-relays.
+    const env = {
+      PI_TASKS_HOME: sandboxed.stateDir,
+      WOLFPACK_PORT: String(port),
+      WOLFPACK_JWT_SECRET: "",
+      [RELAY_SECRET_DIR_VARIABLE]: process.env[RELAY_SECRET_DIR_VARIABLE],
+    };
     const started = await ensureRelay({ env, config: relayConfigFromEnv(env) });
     expect(started.state).toBe("started");
     const stopped = await sandboxed.run(["relay", "stop", "--json"], { env: { WOLFPACK_PORT: String(port) } });
