@@ -96,8 +96,12 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
         // The embedded relay outlives the Pi that started it: later Pis use it.
         expect(isAlive(relayPid!)).toBe(true);
       } finally {
+        // The relay this Pi started, also when the test failed before it read its pid (read before
+        // the TUI's teardown removes its agent directory).
+        const started =
+          relayPid ?? (tui === undefined ? undefined : embeddedRelayRecord({ PI_TASKS_HOME: join(tui.agentDir, "pi-tasks") }, port)?.pid);
         await tui?.stop();
-        if (relayPid !== undefined) expect(await stopPids([relayPid])).toBe(true);
+        if (started !== undefined) expect(await stopPids([started])).toBe(true);
       }
     });
   });
