@@ -12,6 +12,7 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { useCleanups } from "../helpers/cleanups.ts";
+import { idleContextView } from "../helpers/extension-fakes.ts";
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -205,15 +206,7 @@ async function startingPi(env: Record<string, string>, findRelay?: typeof ensure
     ...(findRelay === undefined ? {} : { findRelay }),
   });
   cleanups.push(() => lifecycle.stop());
-  lifecycle.start({
-    cwd: tempDir("pi-tasks-project-"),
-    isIdle: () => true,
-    hasPendingMessages: () => false,
-    branch: () => [],
-    setStatus: (_key, text) => statuses.push(text),
-    notify: () => undefined,
-    abort: () => undefined,
-  });
+  lifecycle.start(idleContextView(tempDir("pi-tasks-project-"), statuses));
   await lifecycle.ready();
   await eventually(() => statuses.length > 1, 5_000);
   await Bun.sleep(1_500);

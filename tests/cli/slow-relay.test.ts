@@ -9,6 +9,7 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { useCleanups } from "../helpers/cleanups.ts";
+import { idleContextView } from "../helpers/extension-fakes.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -88,15 +89,7 @@ describe("a start-up probe of the user's relay that times out", () => {
       findRelay: (options) => ensureRelay({ ...options, fetch: slow }),
     });
     cleanups.push(() => lifecycle.stop());
-    lifecycle.start({
-      cwd: env.PI_TASKS_HOME!,
-      isIdle: () => true,
-      hasPendingMessages: () => false,
-      branch: () => [],
-      setStatus: (_key, text) => statuses.push(text),
-      notify: () => undefined,
-      abort: () => undefined,
-    });
+    lifecycle.start(idleContextView(env.PI_TASKS_HOME!, statuses));
     await lifecycle.ready();
     expect(timedOut).toBe(relayProbeAttempts);
     expect(lifecycle.info()?.relay).toMatchObject({ state: "unanswered", problemCode: "RELAY_NOT_ANSWERING" });

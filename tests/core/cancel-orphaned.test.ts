@@ -9,7 +9,7 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { cancelTool } from "../../extensions/pi-tasks/tools/cancel.ts";
-import type { ToolDeps } from "../../extensions/pi-tasks/tools/shared.ts";
+import { toolDepsOn } from "../helpers/extension-fakes.ts";
 import { taskWords } from "../../extensions/pi-tasks/describe.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
@@ -30,6 +30,23 @@ async function party(): Promise<Party> {
 
 type Loss = "lease alive" | "unregistered" | "behind older mail";
 
+/** The relay answers the next `times` sends of `origin` 503 RELAY_UNAVAILABLE (busy), forwarding none. */
+function busySends(origin: Party, times: number): void {
+  fx.proxy.push({
+    operation: "send",
+    kind: "reply",
+    status: 503,
+    times,
+    body: {
+      ok: false,
+      profile: RELAY_PROFILE,
+      epoch: fx.relay.epoch,
+      error: { code: "RELAY_UNAVAILABLE", message: "busy", retryable: true },
+    },
+    when: (request) => (request.body as { callerSession?: string }).callerSession === origin.name,
+  });
+}
+
 /** A task whose worker's Pi died, shown orphaned at the origin (as when the Pi it spawned exits). */
 async function orphaned(loss: Loss) {
   const origin = await party();
@@ -41,19 +58,7 @@ async function orphaned(loss: Loss) {
   if (loss === "unregistered") await coreInternals(worker.core).session.disconnect();
   if (loss === "behind older mail") {
     // An older message to the worker is not taken by the relay (and not in the retry either).
-    fx.proxy.push({
-      operation: "send",
-      kind: "reply",
-      status: 503,
-      times: 2,
-      body: {
-        ok: false,
-        profile: RELAY_PROFILE,
-        epoch: fx.relay.epoch,
-        error: { code: "RELAY_UNAVAILABLE", message: "busy", retryable: true },
-      },
-      when: (request) => (request.body as { callerSession?: string }).callerSession === origin.name,
-    });
+    busySends(origin, 2);
     expect((await failure(origin.core.message({ taskId: created.taskId, type: "information", message: "older" }))).code).toBe(
       "RELAY_UNAVAILABLE",
     );
@@ -61,17 +66,6 @@ async function orphaned(loss: Loss) {
   expect(origin.core.workerGone(workerEndpoint)).toBe(1);
   expect(origin.core.getTask(created.taskId).attention).toBe("orphaned");
   return { origin, taskId: created.taskId };
-}
-
-function toolDeps(origin: Party): ToolDeps {
-  return {
-    run: (operation) => operation(origin.core),
-    current: () => origin.core,
-    ready: async () => undefined,
-    info: () => undefined,
-    requestRefresh: () => undefined,
-    rememberPeer: () => undefined,
-  };
 }
 
 describe("cancel of an orphaned task", () => {
@@ -99,7 +93,7 @@ describe("cancel of an orphaned task", () => {
     const texts: string[] = [];
     for (const [loss] of cases) {
       const { origin, taskId } = await orphaned(loss);
-      const result = await cancelTool(toolDeps(origin)).execute("call", { taskId });
+      const result = await cancelTool(toolDepsOn(origin.core)).execute("call", { taskId });
       expect(result.isError ?? false).toBe(false);
       const text = result.content.map((part) => part.text).join("\n");
       expect(text).toContain(`- taskId: ${taskId}`);
@@ -122,19 +116,8 @@ describe("cancel of a task whose worker is there", () => {
     const worker = await party();
     const created = await origin.core.createTask({ to: worker.core.endpoint()!, task: "cancelled while the relay is busy" });
     await settle([origin, worker]);
-    fx.proxy.push({
-      operation: "send",
-      kind: "reply",
-      status: 503,
-      body: {
-        ok: false,
-        profile: RELAY_PROFILE,
-        epoch: fx.relay.epoch,
-        error: { code: "RELAY_UNAVAILABLE", message: "busy", retryable: true },
-      },
-      when: (request) => (request.body as { callerSession?: string }).callerSession === origin.name,
-    });
-    const result = await cancelTool(toolDeps(origin)).execute("call", { taskId: created.taskId });
+    busySends(origin, 1);
+    const result = await cancelTool(toolDepsOn(origin.core)).execute("call", { taskId: created.taskId });
     expect(result.isError ?? false).toBe(false);
     expect(result.details).toMatchObject({
       status: "cancelled",

@@ -6,10 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { errorWords, failureLines, passFailure } from "../../extensions/pi-tasks/failures.ts";
 import { footerLabel, healthyLabel, rejectedCount } from "../../extensions/pi-tasks/footer.ts";
-import type { PassReport } from "../../src/core/pass.ts";
-import type { FailureKind } from "../../src/core/scope.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { taskView } from "../helpers/extension-fakes.ts";
+import { passReport, taskView } from "../helpers/extension-fakes.ts";
 
 describe("the healthy footer", () => {
   test("counts active tasks and refused mail; nothing refused adds nothing", () => {
@@ -63,20 +61,6 @@ describe("a failed relay operation", () => {
   });
 });
 
-/** A pass report with these failures (and nothing else of note). */
-function report(failures: [FailureKind, TaskError][]): PassReport {
-  return {
-    intake: { fetched: 0, redriven: 0, timedOut: 0, drained: true },
-    presented: 0,
-    shipped: 0,
-    acknowledged: 0,
-    retried: 0,
-    counts: { scopedSends: 0, oldWorkSends: 0, ackAttempts: 0 },
-    failures: new Map(failures),
-    truncated: false,
-  };
-}
-
 describe("the counts first, a failure after them", () => {
   const URL = "http://127.0.0.1:18790";
   // One task working, one whose worker asked a question (its intent id marks the worker's).
@@ -85,7 +69,7 @@ describe("the counts first, a failure after them", () => {
 
   test("a failure never hides active work and waiting questions: it follows them", () => {
     const notRegistered = new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "send" } });
-    const failure = passFailure(report([["send", notRegistered]]), URL);
+    const failure = passFailure(passReport([["send", notRegistered]]), URL);
     expect(footerLabel("s", busy, {}, failure)).toBe(
       "tasks: s · 2 active · 1 question waiting · not-registered (TARGET_NOT_REGISTERED) on send — its recipient is no longer on the relay — see /tasks",
     );
@@ -103,13 +87,13 @@ describe("the counts first, a failure after them", () => {
   });
 
   test("a pass with no failure clears it: the label is the counts alone", () => {
-    expect(passFailure(report([]), URL)).toBeUndefined();
-    expect(footerLabel("s", busy, {}, passFailure(report([]), URL))).toBe("tasks: s · 2 active · 1 question waiting");
+    expect(passFailure(passReport([]), URL)).toBeUndefined();
+    expect(footerLabel("s", busy, {}, passFailure(passReport([]), URL))).toBe("tasks: s · 2 active · 1 question waiting");
   });
 
   test("the most important failure of a pass is the one shown", () => {
     const failure = passFailure(
-      report([
+      passReport([
         ["deferral", new TaskError("TASK_DELIVERY_DEFERRED", { details: { reason: "send budget" } })],
         ["lease", new TaskError("RELAY_TIMEOUT", { details: { operation: "connect" } })],
       ]),
@@ -129,14 +113,17 @@ describe("the counts first, a failure after them", () => {
     );
     expect(slow!.words).not.toContain("cannot prove");
     // Start-up problems replace "unreachable": they name the fix.
-    const unreachable = report([["lease", new TaskError("RELAY_TIMEOUT", { details: { operation: "profile" } })]]);
+    const unreachable = passReport([["lease", new TaskError("RELAY_TIMEOUT", { details: { operation: "profile" } })]]);
     expect(passFailure(unreachable, URL, new TaskError("RELAY_NOT_ANSWERING"))?.code).toBe("RELAY_NOT_ANSWERING");
   });
 });
 
 describe("/tasks names the failure the footer shows, in the same words, with the fix", () => {
   test("the problem line repeats the footer's words; the fix says what to do", () => {
-    const failure = passFailure(report([["send", new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "send" } })]]), undefined)!;
+    const failure = passFailure(
+      passReport([["send", new TaskError("TARGET_NOT_REGISTERED", { details: { operation: "send" } })]]),
+      undefined,
+    )!;
     const lines = failureLines(failure);
     expect(lines[0]).toBe(`problem (on the footer): ${failure.words}`);
     expect(footerLabel("s", [], {}, failure).endsWith(failure.words)).toBe(true);

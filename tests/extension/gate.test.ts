@@ -9,6 +9,7 @@ import {
   fakeCore,
   PENDING_DELIVERY,
   taskView,
+  toolDepsOn,
 } from "../helpers/extension-fakes.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 
@@ -268,14 +269,7 @@ describe("fail closed", () => {
     const { gate, fake } = setup();
     // What a waiting worker is told when it tries to work (ordinary tools).
     const reasons = ["bash", "write", "read", "edit"].map((tool) => gate.check(tool, {})!.reason);
-    const tools = createTaskTools({
-      run: () => Promise.reject(new Error("no relay work expected")),
-      current: () => fake.core,
-      ready: async () => undefined,
-      info: () => undefined,
-      requestRefresh: () => undefined,
-      rememberPeer: () => undefined,
-    });
+    const tools = createTaskTools({ ...toolDepsOn(fake.core), run: () => Promise.reject(new Error("no relay work expected")) });
     for (const reason of reasons) {
       const advised = [...reason.matchAll(/agent_task_\w+/g)].map((match) => match[0]);
       for (const name of advised) {

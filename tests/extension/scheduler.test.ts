@@ -6,17 +6,9 @@ import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { flushMicrotasks } from "../../kit/async.ts";
+import { passReport } from "../helpers/extension-fakes.ts";
 
-const REPORT: PassReport = {
-  intake: { fetched: 0, redriven: 0, timedOut: 0, drained: true },
-  presented: 0,
-  shipped: 0,
-  acknowledged: 0,
-  retried: 0,
-  counts: { scopedSends: 0, oldWorkSends: 0, ackAttempts: 0 },
-  failures: new Map(),
-  truncated: false,
-};
+const REPORT: PassReport = passReport();
 
 interface Harness {
   readonly scheduler: RefreshScheduler;

@@ -9,14 +9,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createTaskTools } from "../../extensions/pi-tasks/tools/index.ts";
 import type { SessionInfo } from "../../extensions/pi-tasks/lifecycle.ts";
 import { saveSpawned } from "../../src/cli/spawned.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { Grant, TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
-import { fakeCore, taskView } from "../helpers/extension-fakes.ts";
+import { fakeCore, taskView, toolsOn } from "../helpers/extension-fakes.ts";
 
 const GRANT: Grant = { bash: false };
 let relay: RelayProcess;
@@ -54,15 +53,7 @@ function sendTool(env: Record<string, string>) {
     },
   }) as TaskCore;
   const info = { env, relay: { url: relay.url, state: "configured" }, session: { name: "origin" } } as unknown as SessionInfo;
-  const tools = createTaskTools({
-    run: (operation) => operation(core),
-    current: () => core,
-    ready: async () => undefined,
-    info: () => info,
-    requestRefresh: () => undefined,
-    rememberPeer: () => undefined,
-  });
-  return { tool: tools.find((tool) => tool.name === "agent_task_send")!, given };
+  return { tool: toolsOn(core, { info }).agent_task_send!, given };
 }
 
 describe("a spawned worker's grant", () => {
@@ -107,15 +98,7 @@ describe("a send whose worker had to prove its key first", () => {
         return Reflect.get(target, property, receiver);
       },
     }) as TaskCore;
-    const tools = createTaskTools({
-      run: (operation) => operation(core),
-      current: () => core,
-      ready: async () => undefined,
-      info: () => undefined,
-      requestRefresh: () => undefined,
-      rememberPeer: () => undefined,
-    });
-    const result = await tools.find((tool) => tool.name === "agent_task_send")!.execute("c1", { to: finished.target, task: "quick" });
+    const result = await toolsOn(core).agent_task_send!.execute("c1", { to: finished.target, task: "quick" });
     expect(result.isError).toBeUndefined();
     expect(result.content[0]!.text).toContain("delivery: relay acceptance only");
     // Its completion is still the model's to be shown: nothing was marked presented.

@@ -10,11 +10,11 @@ import { createWorkerGate } from "../../extensions/pi-tasks/gate.ts";
 import { distinctShortIds, findTask, matchId, resolveTaskId } from "../../extensions/pi-tasks/short-ids.ts";
 import { auditCommand } from "../../extensions/pi-tasks/audit.ts";
 import { reassignCommand } from "../../extensions/pi-tasks/reassign.ts";
-import { createTaskTools, type TaskToolDefinition, type ToolResult } from "../../extensions/pi-tasks/tools/index.ts";
+import type { ToolResult } from "../../extensions/pi-tasks/tools/index.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { minIdPrefixChars, shortIdChars } from "../../src/protocol/limits.ts";
 import { failure } from "../../kit/async.ts";
-import { assignmentOf, fakeCore, taskView } from "../helpers/extension-fakes.ts";
+import { assignmentOf, fakeCore, taskView, toolsOn } from "../helpers/extension-fakes.ts";
 import { settleVirtually, virtualPair } from "../helpers/virtual-pair.ts";
 
 const A = "3f2a91c0-1111-4111-8111-111111111111";
@@ -99,17 +99,7 @@ function toolsOver(tasks: readonly TaskView[]) {
       return Reflect.get(target, property, receiver);
     },
   }) as TaskCore;
-  const tools = Object.fromEntries(
-    createTaskTools({
-      run: (operation) => operation(recording),
-      current: () => recording,
-      ready: async () => undefined,
-      info: () => undefined,
-      requestRefresh: () => undefined,
-      rememberPeer: () => undefined,
-    }).map((tool) => [tool.name, tool]),
-  ) as Record<string, TaskToolDefinition>;
-  return { tools, got };
+  return { tools: toolsOn(recording), got };
 }
 
 describe("the tools take the short ids the board shows", () => {
@@ -175,16 +165,7 @@ describe("a real core: the model's short id cancels and acknowledges the task it
   test("agent_task_cancel and agent_task_ack with the board's 8 characters act on the task and answer its full id", async () => {
     const pair = await virtualPair();
     const created = await settleVirtually(pair.timers, pair.origin.createTask({ to: pair.worker.endpoint()!, task: "short ids" }));
-    const tools = Object.fromEntries(
-      createTaskTools({
-        run: (operation) => settleVirtually(pair.timers, operation(pair.origin)),
-        current: () => pair.origin,
-        ready: async () => undefined,
-        info: () => undefined,
-        requestRefresh: () => undefined,
-        rememberPeer: () => undefined,
-      }).map((tool) => [tool.name, tool]),
-    ) as Record<string, TaskToolDefinition>;
+    const tools = toolsOn(pair.origin, { wrap: (operation) => settleVirtually(pair.timers, operation) });
     const short = created.taskId.slice(0, shortIdChars);
     const cancelled = await tools.agent_task_cancel!.execute("call", { taskId: short } as never);
     expect(cancelled.isError ?? false).toBe(false);

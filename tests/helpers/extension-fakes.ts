@@ -1,6 +1,7 @@
 /**
  * In-memory stand-ins for the parts of a TaskCore the extension modules read (gate, tools), and
- * builders of task views and presentation items. Only what those modules touch is implemented;
+ * builders of task views, presentation items, pass reports, the tools over one core and an idle Pi
+ * context. Only what those modules touch is implemented;
  * everything else throws so a test notices when a module starts depending on more.
  */
 import type { PresentationItem } from "../../src/core/host.ts";
@@ -10,6 +11,10 @@ import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent, TaskEventType, TerminalDelivery } from "../../src/protocol/schemas.ts";
 import type { TaskRole } from "../../src/store/task-store.ts";
+import type { PiContextView, SessionInfo } from "../../extensions/pi-tasks/lifecycle.ts";
+import { createTaskTools, type TaskToolDefinition, type ToolDeps } from "../../extensions/pi-tasks/tools/index.ts";
+import type { PassReport } from "../../src/core/pass.ts";
+import type { FailureKind } from "../../src/core/scope.ts";
 import { ORIGIN, taskEvent, taskRecord, WORKER } from "./fixtures.ts";
 
 export interface ViewOptions {
@@ -161,5 +166,56 @@ export function presentationItem(
     task,
     envelopeId: `envelope-${event.eventId}`,
     ...overrides,
+  };
+}
+
+/**
+ * What the `agent_task_*` tools get from a lifetime, over one core: `run` runs an operation on it
+ * (through `wrap`, e.g. to settle it in virtual time), no background refresh, no peer names.
+ */
+export function toolDepsOn(
+  core: TaskCore,
+  options: { readonly info?: SessionInfo; readonly wrap?: <T>(operation: Promise<T>) => Promise<T> } = {},
+): ToolDeps {
+  const wrap = options.wrap ?? (<T>(operation: Promise<T>) => operation);
+  return {
+    run: (operation) => wrap(operation(core)),
+    current: () => core,
+    ready: async () => undefined,
+    info: () => options.info,
+    requestRefresh: () => undefined,
+    rememberPeer: () => undefined,
+  };
+}
+
+/** Every `agent_task_*` tool over one core (see `toolDepsOn`), by name. */
+export function toolsOn(core: TaskCore, options: Parameters<typeof toolDepsOn>[1] = {}): Record<string, TaskToolDefinition> {
+  return Object.fromEntries(createTaskTools(toolDepsOn(core, options)).map((tool) => [tool.name, tool]));
+}
+
+/** A Pi context as the lifecycle reads it: idle, nothing pending, an empty branch; each footer text goes to `statuses`. */
+export function idleContextView(cwd: string, statuses: (string | undefined)[]): PiContextView {
+  return {
+    cwd,
+    isIdle: () => true,
+    hasPendingMessages: () => false,
+    branch: () => [],
+    setStatus: (_key, text) => statuses.push(text),
+    notify: () => undefined,
+    abort: () => undefined,
+  };
+}
+
+/** A pass report with these failures and nothing else of note. */
+export function passReport(failures: readonly [FailureKind, TaskError][] = []): PassReport {
+  return {
+    intake: { fetched: 0, redriven: 0, timedOut: 0, drained: true },
+    presented: 0,
+    shipped: 0,
+    acknowledged: 0,
+    retried: 0,
+    counts: { scopedSends: 0, oldWorkSends: 0, ackAttempts: 0 },
+    failures: new Map(failures),
+    truncated: false,
   };
 }
