@@ -128,52 +128,44 @@ export function activityLine(activity: WorkerActivity, now: number): string {
   return `${activityState(activity)} for ${age(now - activity.since)} · ${usageWords(activity)} · heard ${age(now - activity.heardAt)} ago`;
 }
 
+/**
+ * What a delivery waits for (`TASK_DELIVERY_DEFERRED`'s cause, src/protocol/errors.ts; `none`: it
+ * names none), in the few words of a board line and whole, as a person and a model read it: a
+ * healthy wait says so and when it ends; only a fault names a fix. One row per cause.
+ */
+const WAIT_WORDS: Readonly<Record<DeferralCause | "none", { brief(peer: string): string; whole(peer: string): string }>> = {
+  proof: {
+    brief: (peer) => `for ${peer} to prove its key`,
+    whole: (peer) => `waiting for ${peer} to prove its key at its endpoint (it was asked; it leaves as soon as ${peer} answers)`,
+  },
+  reconnect: {
+    brief: (peer) => `to find ${peer} again`,
+    whole: (peer) => `waiting to find ${peer} again after a relay restart (it leaves once ${peer} is found)`,
+  },
+  order: { brief: () => "behind older mail", whole: (peer) => `behind older mail to ${peer}, which goes first` },
+  capacity: { brief: () => "the relay is at capacity", whole: () => "the relay is at capacity; retried after a short cooldown" },
+  outage: {
+    brief: () => "the relay did not answer",
+    whole: () => "the relay did not answer moments ago; sent with the first pass that reaches it",
+  },
+  hold: {
+    brief: () => "the relay refused the configuration",
+    whole: () => "the relay refused this session's configuration; sending waits (see /tasks)",
+  },
+  rebind: {
+    brief: () => "re-sent from a new endpoint",
+    whole: () => "this session got a new endpoint while it waited; sent again from it",
+  },
+  budget: { brief: () => "for the next pass", whole: () => "queued; the next pass sends it" },
+  none: { brief: () => "for the next pass", whole: () => "queued; sent by itself when the relay takes it" },
+};
+
 /** What a delivery waits for, in the few words of a board line (`waitWords` says it whole). */
 export function waitBrief(cause: DeferralCause | undefined, peer = "the other side"): string {
-  switch (cause) {
-    case "proof":
-      return `for ${peer} to prove its key`;
-    case "reconnect":
-      return `to find ${peer} again`;
-    case "order":
-      return "behind older mail";
-    case "capacity":
-      return "the relay is at capacity";
-    case "outage":
-      return "the relay did not answer";
-    case "hold":
-      return "the relay refused the configuration";
-    case "rebind":
-      return "re-sent from a new endpoint";
-    case "budget":
-    case undefined:
-      return "for the next pass";
-  }
+  return WAIT_WORDS[cause ?? "none"].brief(peer);
 }
 
-/**
- * What a delivery waits for, in words a person and a model read (`TASK_DELIVERY_DEFERRED`'s cause,
- * src/protocol/errors.ts): a healthy wait says so and when it ends; only a fault names a fix.
- */
+/** What a delivery waits for, whole (the words `/tasks answer`, the tools and `/tasks <id>` show). */
 export function waitWords(cause: DeferralCause | undefined, peer = "the other side"): string {
-  switch (cause) {
-    case "proof":
-      return `waiting for ${peer} to prove its key at its endpoint (it was asked; it leaves as soon as ${peer} answers)`;
-    case "reconnect":
-      return `waiting to find ${peer} again after a relay restart (it leaves once ${peer} is found)`;
-    case "order":
-      return `behind older mail to ${peer}, which goes first`;
-    case "capacity":
-      return "the relay is at capacity; retried after a short cooldown";
-    case "outage":
-      return "the relay did not answer moments ago; sent with the first pass that reaches it";
-    case "hold":
-      return "the relay refused this session's configuration; sending waits (see /tasks)";
-    case "rebind":
-      return "this session got a new endpoint while it waited; sent again from it";
-    case "budget":
-      return "queued; the next pass sends it";
-    case undefined:
-      return "queued; sent by itself when the relay takes it";
-  }
+  return WAIT_WORDS[cause ?? "none"].whole(peer);
 }
