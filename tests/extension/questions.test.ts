@@ -1,7 +1,7 @@
 /**
  * Questions for the person (extensions/pi-tasks/questions.ts): announced once each, listed by
  * `/tasks` with their age, and answered with `/tasks answer` — bound to the question, with a
- * dialog for whatever the person left out.
+ * dialog for whatever the person left out (a select among a question's choices).
  */
 import { describe, expect, test } from "bun:test";
 import { announceQuestions, answerCommand, questionLines, waitingQuestions } from "../../extensions/pi-tasks/questions.ts";
@@ -10,9 +10,9 @@ import { taskView } from "../helpers/extension-fakes.ts";
 import { failure } from "../../kit/async.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 
-/** An origin-side task whose worker asked `message` (a question canonicalized from its intent). */
-function asked(message: string): TaskView {
-  return taskView({ role: "origin", events: [{ type: "task.question", payload: { intentId: crypto.randomUUID(), message } }] });
+/** An origin-side task whose worker asked `message` (a question canonicalized from its intent), maybe with choices. */
+function asked(message: string, choices: { choices?: string[]; defaultChoice?: string } = {}): TaskView {
+  return taskView({ role: "origin", events: [{ type: "task.question", payload: { intentId: crypto.randomUUID(), message, ...choices } }] });
 }
 
 function questionOf(task: TaskView) {
@@ -22,10 +22,13 @@ function questionOf(task: TaskView) {
 function deps(tasks: TaskView[], dialog?: { select?: string; input?: string }) {
   const sent: unknown[] = [];
   const asks: string[] = [];
+  /** The options of each select dialog shown. */
+  const offered: string[][] = [];
   const core = { listTasks: () => tasks, message: async (input: unknown) => void sent.push(input) } as unknown as TaskCore;
   return {
     sent,
     asks,
+    offered,
     deps: {
       current: () => core,
       run: <T>(operation: (value: TaskCore) => Promise<T>) => operation(core),
@@ -35,6 +38,7 @@ function deps(tasks: TaskView[], dialog?: { select?: string; input?: string }) {
           : {
               select: async (title: string, options: string[]) => {
                 asks.push(`select: ${title}`);
+                offered.push(options);
                 return options.find((option) => option.includes(dialog.select ?? ""));
               },
               input: async (title: string) => {
@@ -97,6 +101,29 @@ describe("/tasks answer", () => {
     const silent = deps([task], { input: "" });
     expect(await answerCommand([], silent.deps)).toEqual(["pi-tasks: no answer given; nothing was sent"]);
     expect(silent.sent).toEqual([]);
+  });
+});
+
+describe("/tasks answer to a question with choices", () => {
+  // Guards extensions/pi-tasks/questions.ts askAnswer: a question with choices is answered with a select among them.
+  test("the person picks one of the choices in a select dialog, the suggested one first; never free text", async () => {
+    const task = asked("Which colour?", { choices: ["red", "forest green", "blue"], defaultChoice: "blue" });
+    const { deps: d, sent, asks, offered } = deps([task], { select: "forest", input: "purple" });
+    await answerCommand([], d);
+    expect(asks).toEqual(['select: pi-tasks: your answer to "Which colour?"']);
+    expect(offered).toEqual([["blue", "red", "forest green"]]);
+    expect(sent).toEqual([{ taskId: task.taskId, type: "answer", message: "forest green", inReplyTo: questionOf(task).eventId }]);
+  });
+
+  // Guards extensions/pi-tasks/questions.ts askAnswer: shown escaped, answered exactly as the asker wrote the choice.
+  test("a choice is shown escaped (the asker wrote it) and answered exactly as written", async () => {
+    const written = "yes\nrm -rf /";
+    const task = asked("Go on?", { choices: [written, "no"] });
+    const { deps: d, sent, offered } = deps([task], { select: "rm -rf" });
+    await answerCommand([], d);
+    expect(offered[0]![0]).not.toBe(written);
+    expect(offered[0]![0]).not.toContain("\n");
+    expect(sent).toEqual([{ taskId: task.taskId, type: "answer", message: written, inReplyTo: questionOf(task).eventId }]);
   });
 });
 

@@ -31,4 +31,23 @@ describe("choiceFields", () => {
     });
     expect(choiceFields({ type: "answer" })).toEqual({});
   });
+
+  // Guards src/core/choices.ts choiceFields: each refusal carries the caller's code (INVALID_INTENT at the origin's intake).
+  test("each refusal carries the code its caller names: INVALID_REQUEST where written, INVALID_INTENT where made canonical", () => {
+    const cases: { params: Parameters<typeof choiceFields>[0]; path: string }[] = [
+      { params: { type: "information", choices: ["a", "b"] }, path: "/choices" },
+      { params: { type: "question", defaultChoice: "a" }, path: "/defaultChoice" },
+      { params: { type: "question", choices: ["a", "a"] }, path: "/choices" },
+      { params: { type: "question", choices: ["a", "b"], defaultChoice: "c" }, path: "/defaultChoice" },
+    ];
+    for (const { params, path } of cases) {
+      const written = thrown(() => choiceFields(params));
+      const canonical = thrown(() => choiceFields(params, "INVALID_INTENT"));
+      expect({ params, codes: [written.code, canonical.code], path: canonical.details.path }).toEqual({
+        params,
+        codes: ["INVALID_REQUEST", "INVALID_INTENT"],
+        path,
+      });
+    }
+  });
 });
