@@ -76,7 +76,8 @@ export function createBudgets(deps: { readonly core: () => TaskCore | undefined;
     messageEnded(message) {
       if (typeof message !== "object" || message === null || (message as { role?: unknown }).role !== "assistant") return;
       const cost = (message as { usage?: { cost?: { total?: unknown } } }).usage?.cost?.total;
-      if (typeof cost !== "number" || cost <= 0) return;
+      // Not a positive number (NaN included: once added it would keep the cost budget from ever running out).
+      if (typeof cost !== "number" || !(cost > 0)) return;
       const core = deps.core();
       if (core === undefined) return;
       for (const task of budgeted(core)) usedBy(task.taskId).costUsd += cost;

@@ -11,7 +11,7 @@
  * directory. A path is inside a scope when it is the scope or below it, after normalization (no
  * `..` escapes a scope).
  */
-import { normalize, resolve, sep } from "node:path";
+import { isAbsolute, normalize, resolve, sep } from "node:path";
 import type { Grant } from "./schemas.ts";
 
 /** Tools that only read files, and the argument naming the path. */
@@ -30,7 +30,10 @@ const PROTOCOL_TOOL_PREFIX = "agent_task_";
 function within(path: string, scope: string): boolean {
   const p = normalize(path);
   const s = normalize(scope);
-  return p === s || p.startsWith(s.endsWith(sep) ? s : `${s}${sep}`);
+  if (p === s) return true;
+  // The project directory itself (a relative "."): every relative path that does not climb out of it.
+  if (s === "." || s === `.${sep}`) return !isAbsolute(p) && p !== ".." && !p.startsWith(`..${sep}`);
+  return p.startsWith(s.endsWith(sep) ? s : `${s}${sep}`);
 }
 
 function narrowList(child: readonly string[] | undefined, parent: readonly string[] | undefined): string[] | undefined {

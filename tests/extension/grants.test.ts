@@ -3,12 +3,13 @@
  * grant is read strictly; a call is checked against the grant of every task this session works on;
  * a budget runs out at its edge, not before.
  */
-import { describe, expect, test } from "bun:test";
-import { exhausted } from "../../extensions/pi-tasks/budgets.ts";
+import { describe, expect, jest, test } from "bun:test";
+import { createBudgets, exhausted } from "../../extensions/pi-tasks/budgets.ts";
 import { defaultGrant, GRANT_VARIABLE, grantVerdict } from "../../extensions/pi-tasks/grants.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { activePollIntervalMs } from "../../src/protocol/limits.ts";
 import type { Grant } from "../../src/protocol/schemas.ts";
-import { taskView } from "../helpers/extension-fakes.ts";
+import { fakeCore, taskView } from "../helpers/extension-fakes.ts";
 
 function coreWith(tasks: TaskView[]): TaskCore {
   return {
@@ -46,6 +47,47 @@ describe("checking a call", () => {
     ).toBeUndefined();
     expect(grantVerdict(undefined, "bash", {}, "/p")).toBeUndefined();
   });
+
+  // extensions/pi-tasks/grants.ts grantVerdict → src/protocol/grant.ts toolVerdict: `tools: []` is "no tool", not "no restriction".
+  test("a task granted no tools allows none of its model's tools (pi-tasks' own stay); no tool list or one naming read differ", () => {
+    const none = granted({ tools: [] });
+    for (const tool of ["read", "bash", "write", "ls"])
+      expect({ tool, code: grantVerdict(coreWith([none]), tool, { path: "a" }, "/p")?.code }).toEqual({
+        tool,
+        code: "PI_TASK_GRANT_DENIED",
+      });
+    expect(grantVerdict(coreWith([none]), "read", { path: "a" }, "/p")?.reason).toContain(
+      `Task ${none.taskId}: read is not among the tools granted for this task (none).`,
+    );
+    expect(grantVerdict(coreWith([none]), "agent_task_done", { taskId: none.taskId }, "/p")).toBeUndefined();
+    expect(grantVerdict(coreWith([granted({ maxTurns: 5 })]), "bash", { command: "ls" }, "/p")).toBeUndefined();
+    const onlyRead = granted({ tools: ["read"] });
+    expect(grantVerdict(coreWith([onlyRead]), "read", { path: "a" }, "/p")).toBeUndefined();
+    expect(grantVerdict(coreWith([onlyRead]), "bash", { command: "ls" }, "/p")?.code).toBe("PI_TASK_GRANT_DENIED");
+    // The person's default grant may say so too: it is read as an empty list, not as none.
+    expect(defaultGrant({ [GRANT_VARIABLE]: '{"tools":[]}' })).toEqual({ tools: [] });
+  });
+
+  // extensions/pi-tasks/grants.ts grantVerdict: every open task is checked on every call — an ungranted task is skipped,
+  // never taken as "nothing to enforce" for the session (no early return, nothing cached from an earlier call).
+  test("a granted task that arrives after an ungranted one in the same session is still enforced", () => {
+    const fake = fakeCore();
+    const ungranted = taskView({ role: "worker" });
+    fake.commit(ungranted);
+    // The ungranted task runs: its calls pass, more than once.
+    expect(grantVerdict(fake.core, "bash", { command: "ls" }, "/p")).toBeUndefined();
+    expect(grantVerdict(fake.core, "bash", { command: "ls" }, "/p")).toBeUndefined();
+    // A granted task becomes active while the ungranted one is still open (and listed first).
+    const restricted = granted({ tools: ["read"] });
+    fake.commit(restricted);
+    const verdict = grantVerdict(fake.core, "bash", { command: "ls" }, "/p");
+    expect(verdict?.code).toBe("PI_TASK_GRANT_DENIED");
+    expect(verdict?.reason).toContain(`Task ${restricted.taskId}: bash is not among the tools granted`);
+    expect(grantVerdict(fake.core, "read", { path: "a" }, "/p")).toBeUndefined();
+    // And once the ungranted task is over, the granted one is still enforced alone.
+    fake.commit({ ...ungranted, status: "completed" });
+    expect(grantVerdict(fake.core, "bash", { command: "ls" }, "/p")?.code).toBe("PI_TASK_GRANT_DENIED");
+  });
 });
 
 describe("budgets", () => {
@@ -55,5 +97,162 @@ describe("budgets", () => {
     expect(exhausted(task, { turns: 3, costUsd: 0 }, 0)).toBe("turns: 3 of 3");
     expect(exhausted(task, { turns: 0, costUsd: 1 }, 0)).toBe("cost: $1.0000 of $1");
     expect(exhausted(task, { turns: 0, costUsd: 0 }, 1_000)).toBe("time: 1000 ms of 1000 ms");
+  });
+});
+
+interface Ended {
+  readonly taskId: string;
+  readonly status: string;
+  readonly summary: string;
+  readonly error: { code: string; message: string; retryable: boolean };
+}
+
+/**
+ * Budgets (extensions/pi-tasks/budgets.ts createBudgets) over a fake core with these tasks: `ended` records each
+ * `core.done` (a done still in flight: the task stays open in the fake), `now` is the clock the budgets read.
+ */
+function budgetsOver(tasks: TaskView[]) {
+  const fake = fakeCore(tasks);
+  const ended: Ended[] = [];
+  const core = {
+    ...fake.core,
+    done: async (input: Ended) => {
+      ended.push(input);
+      return { taskId: input.taskId };
+    },
+  } as unknown as TaskCore;
+  const clock = { now: 0 };
+  const budgets = createBudgets({ core: () => core, now: () => clock.now });
+  return { budgets, ended, clock, fake };
+}
+
+const assistant = (cost: unknown) => ({ role: "assistant", usage: { cost: { total: cost } } });
+const budgetedTask = (grant: Grant): TaskView => ({ ...granted(grant), createdAt: 0 });
+
+describe("budgets at the worker (createBudgets)", () => {
+  // budgets.ts messageEnded: `usedBy(task.taskId).costUsd += cost` — every message's cost adds up.
+  test("a cost budget adds every message's cost: messages that only exceed it together end the task", () => {
+    const task = budgetedTask({ maxCostUsd: 1 });
+    const { budgets, ended } = budgetsOver([task]);
+    budgets.messageEnded(assistant(0.4));
+    budgets.messageEnded(assistant(0.4));
+    budgets.turnEnded();
+    expect(ended).toEqual([]);
+    budgets.messageEnded(assistant(0.3));
+    budgets.turnEnded();
+    expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (cost: $1.1000 of $1)."]);
+  });
+
+  // budgets.ts messageEnded: several messages of one turn add up before the turn's check.
+  test("two messages of one turn that together reach the cost budget end the task at that turn's end", () => {
+    const task = budgetedTask({ maxCostUsd: 1 });
+    const { budgets, ended } = budgetsOver([task]);
+    budgets.messageEnded(assistant(0.6));
+    budgets.messageEnded(assistant(0.5));
+    budgets.turnEnded();
+    expect(ended.map((end) => end.taskId)).toEqual([task.taskId]);
+  });
+
+  // budgets.ts turnEnded: `turns += 1` per turn end, checked at each turn end; the edge is maxTurns itself.
+  test("a turn budget counts every turn end and ends the task at its last turn, reported failed with BUDGET_EXHAUSTED once", () => {
+    const task = budgetedTask({ maxTurns: 3 });
+    const { budgets, ended } = budgetsOver([task]);
+    budgets.turnEnded();
+    budgets.turnEnded();
+    expect(ended).toEqual([]);
+    budgets.turnEnded();
+    const message = "The budget granted for this task ran out (turns: 3 of 3).";
+    expect(ended).toEqual([
+      { taskId: task.taskId, status: "failed", summary: message, error: { code: "BUDGET_EXHAUSTED", message, retryable: false } },
+    ]);
+    // The done is still in flight (the task is open): more turns do not report it again.
+    budgets.turnEnded();
+    budgets.turnEnded();
+    expect(ended.length).toBe(1);
+  });
+
+  // budgets.ts messageEnded: only an assistant message's numeric, positive cost counts.
+  test("costs that are not an assistant's positive number count nothing", () => {
+    const task = budgetedTask({ maxCostUsd: 1 });
+    const { budgets, ended } = budgetsOver([task]);
+    budgets.messageEnded({ role: "toolResult", usage: { cost: { total: 5 } } });
+    budgets.messageEnded({ role: "user", usage: { cost: { total: 5 } } });
+    budgets.messageEnded(assistant("5"));
+    budgets.messageEnded(assistant(-5));
+    budgets.messageEnded(assistant(Number.NaN));
+    budgets.messageEnded(null);
+    budgets.turnEnded();
+    expect(ended).toEqual([]);
+    // …and they took nothing off what real costs add up to.
+    budgets.messageEnded(assistant(0.6));
+    budgets.messageEnded(assistant(0.4));
+    budgets.turnEnded();
+    expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (cost: $1.0000 of $1)."]);
+  });
+
+  // budgets.ts budgeted / check: every granted open task is counted and checked; an ungranted one is skipped, not a stop.
+  test("with several tasks open, each granted one is counted and ended on its own; an ungranted one is not budgeted", () => {
+    const ungranted = taskView({ role: "worker" });
+    const roomy = budgetedTask({ maxTurns: 10, maxCostUsd: 10 });
+    const tight = budgetedTask({ maxTurns: 2, maxCostUsd: 1 });
+    const alsoTight = budgetedTask({ maxCostUsd: 1 });
+    const { budgets, ended } = budgetsOver([ungranted, roomy, tight, alsoTight]);
+    budgets.messageEnded(assistant(0.6));
+    budgets.turnEnded();
+    expect(ended).toEqual([]);
+    budgets.messageEnded(assistant(0.6));
+    budgets.turnEnded();
+    expect(ended.map((end) => end.taskId).sort()).toEqual([tight.taskId, alsoTight.taskId].sort());
+    expect(ended.find((end) => end.taskId === tight.taskId)?.error.message).toContain("turns: 2 of 2");
+    expect(ended.find((end) => end.taskId === alsoTight.taskId)?.error.message).toContain("cost: $1.2000 of $1");
+  });
+
+  // budgets.ts usedBy: a task's count starts when it is open; an ungranted task before it changes nothing.
+  test("a granted task that arrives after turns of an ungranted one counts only its own turns", () => {
+    const { budgets, ended, fake } = budgetsOver([taskView({ role: "worker" })]);
+    for (let turn = 0; turn < 5; turn += 1) budgets.turnEnded();
+    budgets.messageEnded(assistant(5));
+    const task = budgetedTask({ maxTurns: 2, maxCostUsd: 1 });
+    fake.commit(task);
+    budgets.turnEnded();
+    expect(ended).toEqual([]);
+    budgets.turnEnded();
+    expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (turns: 2 of 2)."]);
+  });
+
+  // budgets.ts turnEnded / messageEnded / check: no lifetime, nothing to count — and nothing thrown into Pi's handlers.
+  test("without a running lifetime nothing is counted and nothing throws", () => {
+    const budgets = createBudgets({ core: () => undefined, now: () => 0 });
+    expect(() => {
+      budgets.messageEnded(assistant(1));
+      budgets.turnEnded();
+    }).not.toThrow();
+  });
+
+  // budgets.ts start: the timer checks the wall budget though no turn ends (a model stuck in a long tool call); stop ends it.
+  test("the wall-time budget ends the task from the timer, without any turn ending; after stop() nothing is checked", () => {
+    jest.useFakeTimers();
+    try {
+      const task = budgetedTask({ maxWallMs: 5_000 });
+      const { budgets, ended, clock } = budgetsOver([task]);
+      budgets.start();
+      clock.now = 4_999;
+      jest.advanceTimersByTime(activePollIntervalMs);
+      expect(ended).toEqual([]);
+      clock.now = 5_000;
+      jest.advanceTimersByTime(activePollIntervalMs);
+      expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (time: 5000 ms of 5000 ms)."]);
+      budgets.stop();
+
+      const later = budgetedTask({ maxWallMs: 5_000 });
+      const stopped = budgetsOver([later]);
+      stopped.budgets.start();
+      stopped.budgets.stop();
+      stopped.clock.now = 10_000;
+      jest.advanceTimersByTime(activePollIntervalMs * 3);
+      expect(stopped.ended).toEqual([]);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

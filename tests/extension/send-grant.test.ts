@@ -80,6 +80,33 @@ describe("a spawned worker's grant", () => {
     await tool.execute("c3", { to: stranger, task: "not a spawned worker" });
     expect(given.map((options) => options.grant)).toEqual([GRANT, GRANT, undefined]);
   });
+
+  // extensions/pi-tasks/tools/send.ts execute: `narrowGrant(spawned, defaultGrant(env))` — the person's default grant
+  // goes with every send, and a profile's grant is narrowed to it, never put in its place.
+  test("the person's default grant goes with a send to any worker, and narrows a spawned worker's profile grant", async () => {
+    const env = { PI_TASKS_HOME: home, PI_TASKS_GRANT: JSON.stringify({ tools: ["read", "bash"], maxTurns: 3 }) };
+    const name = `narrowed-${crypto.randomUUID().slice(0, 8)}`;
+    const atSpawn: TaskEndpoint = { relay: "wolfpack-volatile-v1", id: crypto.randomUUID() };
+    saveSpawned(env, {
+      session: name,
+      pid: process.pid,
+      projectDir: home,
+      relay: relay.url,
+      log: join(home, "log"),
+      createdAt: new Date().toISOString(),
+      taskEndpoint: atSpawn,
+      profile: "checker",
+      grant: { tools: ["read"], bash: false, maxTurns: 10 },
+    });
+    const stranger = await registered(`stranger-${crypto.randomUUID().slice(0, 8)}`);
+    const { tool, given } = sendTool(env);
+    await tool.execute("c1", { to: stranger, task: "anyone" });
+    await tool.execute("c2", { to: atSpawn, task: "the checker" });
+    expect(given.map((options) => options.grant)).toEqual([
+      { tools: ["read", "bash"], maxTurns: 3 },
+      { tools: ["read"], bash: false, maxTurns: 3 },
+    ]);
+  });
 });
 
 describe("a send whose worker had to prove its key first", () => {

@@ -51,6 +51,51 @@ describe("narrowGrant", () => {
     const c = narrowGrant({ tools: ["bash"], maxTurns: 100 }, b);
     expect(c).toEqual({ tools: [], maxTurns: 4 });
   });
+
+  // src/protocol/grant.ts narrowList / narrowScopes: an empty list is a restriction to nothing, not "not given".
+  test("a list narrowed to nothing stays nothing: an empty parent or request never reads as 'no restriction'", () => {
+    expect(narrowGrant({ tools: ["read"] }, { tools: [] })).toEqual({ tools: [] });
+    expect(narrowGrant({ tools: [] }, { tools: ["read"] })).toEqual({ tools: [] });
+    expect(narrowGrant({ read: ["src"], write: ["src"] }, { read: [], write: [] })).toEqual({ read: [], write: [] });
+    expect(narrowGrant({ read: [], write: [] }, { read: ["src"], write: ["src"] })).toEqual({ read: [], write: [] });
+  });
+
+  // src/protocol/grant.ts narrowScopes: a request that names no scopes inherits the parent's.
+  test("a request that names no scopes keeps the parent's scopes", () => {
+    expect(narrowGrant({ maxTurns: 2 }, { read: ["src"], write: ["src/out"] })).toEqual({ read: ["src"], write: ["src/out"], maxTurns: 2 });
+  });
+
+  // src/protocol/grant.ts narrowGrant (bash): either side's bash:false wins, also the request's over a parent's true.
+  test("the request's bash: false holds under a parent that allows bash", () => {
+    expect(narrowGrant({ bash: false }, { bash: true })).toEqual({ bash: false });
+    expect(narrowGrant({ bash: true }, { bash: false })).toEqual({ bash: false });
+  });
+
+  // src/protocol/grant.ts lower: every budget takes the lower of the two, whichever side it is on.
+  test("each budget takes the lower value whether the request or the parent holds it", () => {
+    const low = { maxTurns: 2, maxCostUsd: 0.5, maxWallMs: 1_000 };
+    const high = { maxTurns: 9, maxCostUsd: 5, maxWallMs: 9_000 };
+    expect(narrowGrant(high, low)).toEqual(low);
+    expect(narrowGrant(low, high)).toEqual(low);
+  });
+
+  // src/protocol/grant.ts within (normalized, used by narrowScopes): `..` in a requested scope does not escape the parent's.
+  test("a requested scope that climbs out of the parent's with `..` is dropped", () => {
+    expect(narrowGrant({ read: ["src/../secrets", "src/./lib"] }, { read: ["src"] })).toEqual({ read: ["src/./lib"] });
+  });
+
+  // src/protocol/grant.ts within: a scope written with a trailing separator still contains what lies below it.
+  test("a parent scope with a trailing separator keeps the scopes below it", () => {
+    expect(narrowGrant({ read: ["src/lib", "srcx"] }, { read: ["src/"] })).toEqual({ read: ["src/lib"] });
+  });
+
+  // src/protocol/grant.ts within: the project directory (".") contains every relative scope that does not climb out of it.
+  test("under the project directory '.', a request's relative scopes stay and the ones that climb out or are absolute go", () => {
+    expect(narrowGrant({ read: ["src", "./docs/a.md", ".", "../elsewhere", "/etc"] }, { read: ["."] })).toEqual({
+      read: ["src", "./docs/a.md", "."],
+    });
+    expect(narrowGrant({ write: ["out"] }, { write: ["./"] })).toEqual({ write: ["out"] });
+  });
 });
 
 describe("toolVerdict", () => {
@@ -78,5 +123,77 @@ describe("toolVerdict", () => {
     expect(toolVerdict(grant, "read", { path: "srcx/a.ts" }, cwd)).toContain("outside");
     expect(toolVerdict(grant, "write", { path: "src/out/b.ts" }, cwd)).toBeUndefined();
     expect(toolVerdict(grant, "edit", { path: "src/a.ts" }, cwd)).toContain("outside the paths this task may write");
+  });
+
+  // src/protocol/grant.ts toolVerdict (tools): an empty tool list allows no tool; an absent one restricts none.
+  test("a grant narrowed to no tools allows none; no tool list allows every tool", () => {
+    for (const tool of ["read", "bash", "write", "edit", "grep", "find", "ls", "web_search"])
+      expect(toolVerdict({ tools: [] }, tool, { path: "a.txt", command: "ls" }, cwd)).toBe(
+        `${tool} is not among the tools granted for this task (none)`,
+      );
+    for (const tool of ["read", "bash", "write", "web_search"])
+      expect(toolVerdict({}, tool, { path: "a.txt", command: "ls" }, cwd)).toBeUndefined();
+    expect(toolVerdict({ tools: ["read"] }, "read", { path: "a.txt" }, cwd)).toBeUndefined();
+    expect(toolVerdict({ tools: ["read"] }, "bash", { command: "ls" }, cwd)).toContain("bash is not among the tools granted");
+    // What narrowing to nothing leaves is enforced as nothing.
+    const none = narrowGrant({ tools: ["bash"] }, { tools: ["read"] })!;
+    expect(toolVerdict(none, "bash", { command: "ls" }, cwd)).toContain("not among the tools granted");
+    expect(toolVerdict(none, "read", { path: "a.txt" }, cwd)).toContain("not among the tools granted");
+  });
+
+  // src/protocol/grant.ts toolVerdict (bash): only bash: false refuses bash; absent allows it.
+  test("bash is refused only by bash: false, not by a grant that says nothing of bash", () => {
+    expect(toolVerdict({}, "bash", { command: "ls" }, cwd)).toBeUndefined();
+    expect(toolVerdict({ bash: true }, "bash", { command: "ls" }, cwd)).toBeUndefined();
+    expect(toolVerdict({ tools: ["bash"] }, "bash", { command: "ls" }, cwd)).toBeUndefined();
+    expect(toolVerdict({ bash: false }, "bash", { command: "ls" }, cwd)).toBe("bash is not granted for this task");
+  });
+
+  // src/protocol/grant.ts pathVerdict: an empty scope list allows no path.
+  test("a grant with no read (or write) scopes reads (or writes) nothing", () => {
+    expect(toolVerdict({ read: [] }, "read", { path: "a.txt" }, cwd)).toBe(
+      "/work/project/a.txt is outside the paths this task may read ()",
+    );
+    expect(toolVerdict({ write: [] }, "write", { path: "a.txt" }, cwd)).toContain("outside the paths this task may write");
+    expect(toolVerdict({ write: [] }, "read", { path: "a.txt" }, cwd)).toBeUndefined();
+  });
+
+  // src/protocol/grant.ts pathVerdict: a path inside any one of the scopes is inside the grant.
+  test("a path inside one of several scopes is allowed", () => {
+    const grant = { read: ["src", "docs"] };
+    expect(toolVerdict(grant, "read", { path: "docs/a.md" }, cwd)).toBeUndefined();
+    expect(toolVerdict(grant, "read", { path: "src/a.ts" }, cwd)).toBeUndefined();
+    expect(toolVerdict(grant, "read", { path: "tests/a.ts" }, cwd)).toContain("outside");
+  });
+
+  // src/protocol/grant.ts READ_TOOLS / WRITE_TOOLS / pathArgument: every file tool is path-checked, by `path` or `file_path`.
+  test("every read tool (read, grep, find, ls) and write tool (write, edit) is judged by its path, named path or file_path", () => {
+    const grant = { read: ["src"], write: ["src/out"] };
+    for (const tool of ["read", "grep", "find", "ls"]) {
+      expect({ tool, verdict: toolVerdict(grant, tool, { path: "src/a" }, cwd) }).toEqual({ tool, verdict: undefined });
+      expect({ tool, verdict: toolVerdict(grant, tool, { path: "/etc" }, cwd) }).toEqual({
+        tool,
+        verdict: "/etc is outside the paths this task may read (src)",
+      });
+    }
+    for (const tool of ["read", "write", "edit"]) {
+      const scope = tool === "read" ? "src" : "src/out";
+      expect({ tool, verdict: toolVerdict(grant, tool, { file_path: `${scope}/a` }, cwd) }).toEqual({ tool, verdict: undefined });
+      expect({ tool, verdict: toolVerdict(grant, tool, { file_path: "/etc/passwd" }, cwd) }).toEqual({
+        tool,
+        verdict: `/etc/passwd is outside the paths this task may ${tool === "read" ? "read" : "write"} (${scope})`,
+      });
+    }
+  });
+
+  // src/protocol/grant.ts pathVerdict: a call that names no path acts on the project directory, and is judged there.
+  test("a file tool called without a path is judged at the project directory", () => {
+    expect(toolVerdict({ read: ["."] }, "ls", {}, cwd)).toBeUndefined();
+    expect(toolVerdict({ read: ["src"] }, "ls", {}, cwd)).toBe("/work/project is outside the paths this task may read (src)");
+  });
+
+  // src/protocol/grant.ts within: a scope ending in a separator (the root) contains what lies below it.
+  test("the root scope '/' contains every absolute path", () => {
+    expect(toolVerdict({ read: ["/"] }, "read", { path: "/etc/hosts" }, cwd)).toBeUndefined();
   });
 });
