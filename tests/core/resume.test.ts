@@ -3,6 +3,7 @@
  * of the same identity takes the task back from what its session showed (record, events, worker
  * key) and asks the worker, signed, whether it still holds it. A held task continues — the worker's
  * mail reaches the new endpoint, nothing is presented twice; a task nobody holds is orphaned at once.
+ * Then each check of resume.ts on its own function (the relay fake, virtual time), one edge each.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { raised, thrown } from "../../kit/async.ts";
@@ -531,6 +532,20 @@ describe("resume: asking the workers (askResumes)", () => {
     expect(questions()).toBe(maxHellosPerPass);
     await askResumes(origin.context, origin.scope);
     expect(questions()).toBe(maxHellosPerPass + 1);
+  });
+
+  test("a question that fails for another reason than an unknown worker endpoint loses nothing: the tasks keep waiting, the failure is reported", async () => {
+    // Guards src/core/resume.ts askResumes(): only TARGET_NOT_REGISTERED loses the asked tasks at once.
+    // The failure here: an identity without seal keys cannot say hello (SEAL_INVALID).
+    const sealless: Identity = { publicKey: alice.publicKey, fingerprint: alice.fingerprint, sign: (bytes) => alice.sign(bytes) };
+    const side = await sideOn("origin", trustOf(sealless, { wendy }));
+    const target = (await side.relay.session("worker").connect()).endpoint;
+    const record = taskRecord({ target });
+    restoreTasks(side.context, [{ record, events: [], workerKey: wendy.publicKey }]);
+    await askResumes(side.context, side.scope);
+    expect(side.scope.failures.get("peers")?.code).toBe("SEAL_INVALID");
+    expect(side.store.getTaskMeta(record.taskId)?.resuming).toBe(true);
+    expect(side.store.getTaskMeta(record.taskId)?.orphanedAt).toBeUndefined();
   });
 });
 
