@@ -31,7 +31,7 @@ import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { askProof } from "./proofs.ts";
 import { giveUp, movePeer, newerPlacement, relocated } from "./reconnect.ts";
 import type { WorkScope } from "./scope.ts";
-import type { Signer } from "./trust.ts";
+import { describeKey, type Signer } from "./trust.ts";
 
 /** A task as a restarted origin's session history knows it. */
 export interface ResumedTask {
@@ -209,7 +209,10 @@ export function answerResume(
 /** Whether `signer` may confirm a task: its bound worker key, or (none bound yet) a key this identity trusts. */
 function confirms(context: CoreContext, taskId: string, signer: VerifiedSigner): boolean {
   const bound = context.store.getTaskMeta(taskId)?.workerKey;
-  return bound === undefined ? signer.self || signer.peerName !== undefined : bound === signer.key;
+  if (bound !== undefined) return bound === signer.key;
+  // The hello gate looks up no peer (trust.ts gateHello): whom this identity trusts is asked here.
+  const known = describeKey(context.trust, signer.key);
+  return known.self || known.peerName !== undefined;
 }
 
 /** Origin: a worker's answer to our resume question (the hello it answers was ours, asked of `source`). */

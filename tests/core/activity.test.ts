@@ -3,13 +3,14 @@
  * worker's report reaches the origin's view as the task's state (never as an event in its log); a
  * worker that reported and then fell silent is orphaned after `heartbeatSilenceMs`, a report ends
  * the orphan; a worker known gone (its process exited) is orphaned at once; reports go only where
- * they may.
+ * they may. Then, on the relay fake in virtual time: a worker known gone orphans only its own tasks,
+ * and an unchanged heartbeat keeps a live worker alive.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import type { ActivityReport } from "../../src/core/activity.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { heartbeatSilenceMs, orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
+import { heartbeatIntervalMs, heartbeatSilenceMs, orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
@@ -17,7 +18,10 @@ import { settle } from "../../kit/drain.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
 import { introduce } from "../../kit/introduce.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { coreInternals } from "../../src/core/task-core.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
+import { OTHER, taskRecord, WORKER } from "../helpers/fixtures.ts";
+import { settleVirtually, virtualPair } from "../helpers/virtual-pair.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(15_000);
@@ -246,5 +250,56 @@ describe("liveness from signed facts (one report per loss)", () => {
     expect(refused).toBeInstanceOf(TaskError);
     expect((refused as TaskError).code).toBe("REASSIGNMENT_REFUSED");
     expect((refused as TaskError).message).toContain("name the worker to take it over");
+  });
+});
+
+// -- liveness checks on the relay fake, in virtual time ---------------------------------------------
+
+describe("liveness: which worker is gone, and what keeps one alive (relay fake)", () => {
+  test("a worker known gone orphans only its own tasks: another worker's stay active", async () => {
+    // Guards src/core/liveness.ts orphanWorkerTasks() (via TaskCore.workerGone, the spawn watch's call):
+    // `sameEndpoint(stored.record.target, endpoint)`.
+    const p = await virtualPair();
+    const store = coreInternals(p.origin).store;
+    const self = p.origin.endpoint()!;
+    const [first, second, other] = [WORKER, WORKER, OTHER].map((target) => {
+      const record = taskRecord({ origin: self, target, createdAt: p.clock(), expiresAt: p.clock() + 3_600_000 });
+      store.putTask(record, "origin");
+      return record.taskId;
+    }) as [string, string, string];
+    expect(p.origin.workerGone(WORKER)).toBe(2);
+    expect(p.origin.getTask(first).attention).toBe("orphaned");
+    expect(p.origin.getTask(second).attention).toBe("orphaned");
+    expect(p.origin.getTask(other).attention).toBeUndefined();
+    expect(store.getTaskMeta(other)?.orphanedAt).toBeUndefined();
+    expect(p.origin.getTask(other).status).toBe("active");
+  });
+
+  test("a heartbeat with an unchanged state (the same since) keeps a live worker alive; silence after the last one orphans it", async () => {
+    // Guards src/core/intake.ts canonicalizeIntent() → src/core/liveness.ts heardFromWorker(): every
+    // genuine report renews liveness by its signing time, and orphanSilentWorkers() judges by that
+    // (aliveAt), never by the report's `since`; src/core/activity.ts recordActivity() keeps an equal-since report.
+    const p = await virtualPair();
+    const { taskId } = await settleVirtually(p.timers, p.origin.createTask({ to: p.worker.endpoint()!, task: "count the files" }));
+    await settleVirtually(p.timers, p.worker.refresh());
+    const report: ActivityReport = { ...running, since: p.clock() };
+    // Well past heartbeatSilenceMs after `since`, one unchanged report every heartbeatIntervalMs.
+    const beats = Math.ceil((2 * heartbeatSilenceMs) / heartbeatIntervalMs);
+    let heardAt = 0;
+    for (let beat = 0; beat < beats; beat += 1) {
+      expect(await settleVirtually(p.timers, p.worker.reportActivity(taskId, report))).toBe(true);
+      await settleVirtually(p.timers, p.origin.refresh());
+      const view = p.origin.getTask(taskId);
+      expect(view.attention).toBeUndefined();
+      expect(view.activity?.since).toBe(report.since);
+      expect(view.activity!.heardAt).toBeGreaterThan(heardAt);
+      heardAt = view.activity!.heardAt;
+      p.advanceWall(heartbeatIntervalMs);
+    }
+    expect(eventsOf(p.origin.getTask(taskId), "task.orphaned")).toEqual([]);
+    // The heartbeats stop: silence is judged from the last one.
+    p.advanceWall(heartbeatSilenceMs - heartbeatIntervalMs);
+    await settleVirtually(p.timers, p.origin.refresh());
+    expect(p.origin.getTask(taskId).attention).toBe("orphaned");
   });
 });

@@ -3,11 +3,13 @@
  * and when the reminders remind the model or tell the origin (extensions/pi-tasks/activity.ts,
  * reminders.ts). The real-Pi proof is tests/e2e/activity.test.ts.
  */
-import { describe, expect, test } from "bun:test";
-import { createActivityTracker, summarizeCall } from "../../extensions/pi-tasks/activity.ts";
+import { describe, expect, jest, test } from "bun:test";
+import { createActivityReporter, createActivityTracker, summarizeCall } from "../../extensions/pi-tasks/activity.ts";
 import { createReminders, REMINDER_MESSAGE } from "../../extensions/pi-tasks/reminders.ts";
+import type { ActivityReport } from "../../src/core/activity.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
-import { maxActivitySummaryChars, maxDoneReminders, stuckAfterMs } from "../../src/protocol/limits.ts";
+import { flushMicrotasks } from "../../kit/async.ts";
+import { heartbeatIntervalMs, maxActivitySummaryChars, maxDoneReminders, stuckAfterMs } from "../../src/protocol/limits.ts";
 import { taskView } from "../helpers/extension-fakes.ts";
 
 describe("the activity tracker", () => {
@@ -59,9 +61,10 @@ describe("the activity tracker", () => {
   });
 });
 
-/** A core holding these tasks; reportUnreported calls are recorded. */
+/** A core holding these tasks; reportUnreported and reportActivity calls are recorded. */
 function fakeCore(tasks: TaskView[]) {
   const told: { taskId: string; message: string; reminders: number }[] = [];
+  const reported: { taskId: string; report: ActivityReport }[] = [];
   const core = {
     activeTaskIds: () => tasks.filter((task) => task.status === "active").map((task) => task.taskId),
     findTask: (taskId: string) => tasks.find((task) => task.taskId === taskId),
@@ -70,8 +73,12 @@ function fakeCore(tasks: TaskView[]) {
       told.push({ taskId, ...report });
       return {} as never;
     },
+    reportActivity: async (taskId: string, report: ActivityReport) => {
+      reported.push({ taskId, report });
+      return true as const;
+    },
   } as unknown as TaskCore;
-  return { core, told };
+  return { core, told, reported };
 }
 
 function reminders(tasks: TaskView[]) {
@@ -144,5 +151,34 @@ describe("reminders", () => {
     module.settled();
     expect(sent).toEqual([]);
     expect(told).toEqual([]);
+  });
+});
+
+describe("the activity reporter's heartbeat", () => {
+  test("with nothing new, the same report (the same since) still goes to the origin every heartbeatIntervalMs", async () => {
+    // Guards extensions/pi-tasks/activity.ts createActivityReporter(): the heartbeat re-arms and
+    // reports whether or not anything changed (the origin's liveness needs it: src/core/liveness.ts).
+    jest.useFakeTimers();
+    const task = taskView({ role: "worker" });
+    const { core, reported } = fakeCore([task]);
+    let now = 1_000;
+    const tracker = createActivityTracker(() => now);
+    // Idle since 1 000 ms, and nothing happens afterwards.
+    tracker.settled(false);
+    const reporter = createActivityReporter({ tracker, core: () => core, now: () => now });
+    reporter.start();
+    try {
+      const beats = 4;
+      for (let beat = 0; beat < beats; beat += 1) {
+        now += heartbeatIntervalMs;
+        jest.advanceTimersByTime(heartbeatIntervalMs);
+        await flushMicrotasks();
+      }
+      expect(reported.map((entry) => entry.taskId)).toEqual(Array.from({ length: beats }, () => task.taskId));
+      expect(reported.map((entry) => entry.report.since)).toEqual(Array.from({ length: beats }, () => 1_000));
+    } finally {
+      reporter.stop();
+      jest.useRealTimers();
+    }
   });
 });

@@ -3,7 +3,7 @@
  * its tasks are orphaned at once, not after heartbeats or a lease. Workers this Pi did not spawn,
  * or kept, are left to the heartbeat and registration checks.
  */
-import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterEach, describe, expect, jest, setDefaultTimeout, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -66,6 +66,52 @@ describe("the spawn watch", () => {
       expect(gone).toEqual([mine.endpoint]);
     } finally {
       watch.stop();
+    }
+  });
+});
+
+describe("the spawn watch with two spawned workers", () => {
+  /** A pid no process holds (above any pid_max: Linux allows at most 2^22). */
+  const NO_PROCESS = 2 ** 30;
+
+  test("the one whose holder exits is reported gone, once; the other, still running, is not", () => {
+    // Guards extensions/pi-tasks/spawn-watch.ts check(): only a known worker missing from the live
+    // ones (by its session) is reported, with its own endpoint; ownLiveWorkers()' `isAlive(pid)`.
+    jest.useFakeTimers();
+    const home = mkdtempSync(join(tmpdir(), "pi-tasks-spawn-watch-"));
+    homes.push(home);
+    const env = { PI_TASKS_HOME: home };
+    // Two holders that run (this process and its parent), each with its own registered endpoint.
+    const record = (session: string, pid: number) => ({
+      session,
+      pid,
+      projectDir: "/tmp",
+      relay: "http://127.0.0.1:1",
+      log: join(home, `${session}.log`),
+      createdAt: new Date(0).toISOString(),
+      taskEndpoint: { relay: "wolfpack-pi-tasks-v2", id: crypto.randomUUID() },
+      owner: process.pid,
+    });
+    const leaving = record("leaving", process.pid);
+    const staying = record("staying", process.ppid);
+    saveSpawned(env, leaving);
+    saveSpawned(env, staying);
+    const gone: TaskEndpoint[] = [];
+    const core = { workerGone: (endpoint: TaskEndpoint) => gone.push(endpoint) } as unknown as TaskCore;
+    const watch = createSpawnWatch(env, () => core);
+    watch.start();
+    try {
+      jest.advanceTimersByTime(workerOwnerPollMs * 2);
+      expect(gone).toEqual([]);
+      // The first one's holder process exits.
+      saveSpawned(env, { ...leaving, pid: NO_PROCESS });
+      jest.advanceTimersByTime(workerOwnerPollMs);
+      expect(gone).toEqual([leaving.taskEndpoint]);
+      jest.advanceTimersByTime(workerOwnerPollMs * 3);
+      expect(gone).toEqual([leaving.taskEndpoint]);
+    } finally {
+      watch.stop();
+      jest.useRealTimers();
     }
   });
 });

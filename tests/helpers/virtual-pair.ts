@@ -18,6 +18,8 @@ export interface VirtualPair {
   workerHost: MemoryHost;
   /** The wall clock both cores stamp with (a fixed start, 1 ms per call). */
   clock: () => number;
+  /** Moves the wall clock forward (what the origin judges a worker's silence by). */
+  advanceWall: (ms: number) => void;
 }
 
 export async function virtualPair(): Promise<VirtualPair> {
@@ -27,6 +29,7 @@ export async function virtualPair(): Promise<VirtualPair> {
   const workerHost = createMemoryHost();
   let wall = Date.UTC(2026, 10, 30, 12);
   const clock = () => (wall += 1);
+  const advanceWall = (ms: number) => void (wall += ms);
   const origin = createTaskCore({ store: createTaskStore(), session: relay.session("origin"), timers, clock, host: originHost });
   const worker = createTaskCore({ store: createTaskStore(), session: relay.session("worker"), timers, clock, host: workerHost });
   await origin.connect();
@@ -35,7 +38,7 @@ export async function virtualPair(): Promise<VirtualPair> {
   await introduce(origin, worker, (core) => settleVirtually(timers, core.refresh()));
   // Tests count requests from here on.
   (relay.requests as unknown[]).length = 0;
-  return { timers, relay, origin, worker, originHost, workerHost, clock };
+  return { timers, relay, origin, worker, originHost, workerHost, clock, advanceWall };
 }
 
 /** Settles a promise while advancing virtual time in steps (up to `maxMs`). */
