@@ -13,7 +13,7 @@
  *   listed) and nothing changes.
  */
 import { createHash } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, type Stats, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
@@ -34,16 +34,36 @@ export function insideProject(root: string, path: unknown): string {
   if (isAbsolute(path)) throw badPath(path, "absolute; give it relative to the project");
   const normal = normalize(path);
   if (normal === ".." || normal.startsWith(`..${sep}`)) throw badPath(path, "leaves the project");
-  // A symbolic link on the way may lead out of the project too.
+  // A symbolic link on the way may lead out of the project too — also one whose target does not
+  // exist yet (writing through it would create that target, wherever it is).
   const real = realpathSync(root);
   let at = real;
   for (const part of normal.split(sep)) {
     at = join(at, part);
-    if (!existsSync(at)) break;
-    const target = lstatSync(at).isSymbolicLink() ? realpathSync(at) : at;
+    const stat = lstatIfAny(at);
+    if (stat === undefined) break;
+    const target = stat.isSymbolicLink() ? linkTarget(path, at) : at;
     if (target !== real && !target.startsWith(`${real}${sep}`)) throw badPath(path, "leads out of the project through a symbolic link");
   }
   return normal;
+}
+
+/** The entry at `at` itself (a symbolic link not followed), or undefined when there is none. */
+function lstatIfAny(at: string): Stats | undefined {
+  try {
+    return lstatSync(at);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Where the symbolic link at `at` leads; one that leads nowhere cannot be shown to stay inside (INVALID_RESULT_PATH). */
+function linkTarget(path: string, at: string): string {
+  try {
+    return realpathSync(at);
+  } catch {
+    throw badPath(path, "leads through a symbolic link whose target does not exist");
+  }
 }
 
 /** Checks `result.changedFiles` (when given): a list of paths, each relative and inside the project. */

@@ -6,16 +6,23 @@
  * relays see Redis's replication id change (the state's lineage, src/relay-server/store/redis/
  * scripts.ts) and take it as a reset: every client gets RELAY_RESET, both cores rebind, re-send what
  * they hold, and the task completes — the message arrives once, nothing is shown twice.
+ *
+ * First, at the store alone: a state written without a lineage (before lineages were kept) adopts
+ * the primary's at its next maintenance, so when a replica holding it is promoted, it is replaced
+ * too — instead of being served as if nothing had happened.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { eventually } from "../../kit/async.ts";
+import { eventually, failure } from "../../kit/async.ts";
 import { tryDrain } from "../../kit/drain.ts";
 import { createJumpTimers } from "../../kit/jump-timers.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
 import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
 import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
 import { orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
+import { createRedisStore } from "../../src/relay-server/store/redis/index.ts";
+import { isStateReplaced } from "../../src/relay-server/store/store.ts";
 import { type ConfiguredParty, configuredParties, expectCompletedHearing, expectNothingTwice } from "../helpers/redis-kit.ts";
+import { connected } from "../helpers/store-contract.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(60_000);
@@ -28,6 +35,50 @@ async function profileEpoch(relay: RelayProcess): Promise<string> {
 }
 
 describeWithPackage("a Redis failover (a replica promoted while writes are in flight)", REDIS_BINARY, REDIS_PACKAGE, () => {
+  test("a state written without a lineage adopts the primary's, so its failover is noticed: the promoted replica's state is replaced", async () => {
+    // scripts.ts FAILOVER: `if not lineage then … SET lineage replid` — without it the promoted replica's state
+    // (no lineage to compare) would be served as if nothing had happened.
+    const started: RedisProcess[] = [];
+    const prefix = `{no-lineage-${crypto.randomUUID()}}`;
+    try {
+      // No wait for more replicas before the first sync (Redis waits 5 s by default).
+      const primary = await startRedis({ args: ["--repl-diskless-sync-delay", "0"] });
+      started.push(primary);
+      const replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(primary.port)] });
+      started.push(replica);
+      await eventually(async () => String(await replica.command("INFO", ["replication"])).includes("master_link_status:up"), 5_000, 50);
+      const store = await createRedisStore({ url: primary.url, prefix });
+      let epoch: string;
+      try {
+        epoch = await store.epoch();
+        await connected(store, "no-lineage");
+        // A state from before lineages were kept; the relay's maintenance adopts the current one.
+        await primary.command("DEL", [`${prefix}:lineage`]);
+        await store.maintain(Date.now());
+        expect(await store.epoch()).toBe(epoch);
+      } finally {
+        await store.close();
+      }
+      // The replica holds all of it; then it is promoted (a new replication id).
+      expect(await primary.command("WAIT", ["1", "5000"])).toBe(1);
+      expect(await replica.command("GET", [`${prefix}:lineage`])).not.toBeNull();
+      await primary.kill();
+      await replica.command("REPLICAOF", ["NO", "ONE"]);
+      const promoted = await createRedisStore({ url: replica.url, prefix });
+      try {
+        expect(await promoted.epoch()).toBe(epoch);
+        expect(isStateReplaced(await failure(promoted.maintain(Date.now())))).toBe(true);
+        // A new, empty state under a new epoch: its clients are told (RELAY_RESET) and re-send what they hold.
+        expect(await promoted.epoch()).not.toBe(epoch);
+        expect((await promoted.usage()).registrations).toBe(0);
+      } finally {
+        await promoted.close();
+      }
+    } finally {
+      await Promise.all(started.map((redis) => redis.stop().catch(() => undefined)));
+    }
+  });
+
   test("is detected as a reset by the replication id: nothing lost, nothing twice", async () => {
     const started: { redis: RedisProcess[]; proxies: TcpProxy[]; relays: RelayProcess[] } = { redis: [], proxies: [], relays: [] };
     const timers = createJumpTimers();

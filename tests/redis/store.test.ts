@@ -2,8 +2,9 @@
  * The Redis `RelayStore` against a real `redis-server`: the store contract every store passes
  * (tests/helpers/store-contract.ts, the same cases as the in-process store), then what only a
  * shared store has — two stores on one Redis are one state, a replaced state (Redis restarted
- * empty) is a new epoch, a Redis that goes away fails calls as `REDIS_UNAVAILABLE` and serves again
- * when it is back, and scripts Redis forgot are loaded again.
+ * empty) is a new epoch, a state's lineage (Redis's replication id when it began) is adopted when
+ * missing and a different one replaces the state (a failover), a Redis that goes away fails calls as
+ * `REDIS_UNAVAILABLE` and serves again when it is back, and scripts Redis forgot are loaded again.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -160,6 +161,81 @@ describeWithPackage("the Redis store", REDIS_BINARY, REDIS_PACKAGE, () => {
       // The epoch read anew is the other state's, kept as it is.
       expect(await store.epoch()).toBe(other);
       expect(other).not.toBe(before);
+    } finally {
+      await store.close();
+    }
+  });
+
+  /** The server's replication id (INFO replication's `master_replid`): what a state's lineage is compared with. */
+  async function replicationId(): Promise<string> {
+    const id = /master_replid:([0-9a-f]+)/.exec(String(await redis.command("INFO", ["replication"])))?.[1];
+    expect(id).toBeDefined();
+    return id!;
+  }
+
+  test("a state without a lineage (written before lineages were kept) adopts the server's replication id at its next maintenance", async () => {
+    // scripts.ts FAILOVER (in `maintain`): `if not lineage then redis.call('SET', key('lineage'), replid) end` — without it
+    // such a state's failovers go unnoticed (tests/redis/failover.test.ts shows one).
+    const prefix = `{lineage-adopt-${crypto.randomUUID()}}`;
+    const store = await open(prefix);
+    try {
+      const replid = await replicationId();
+      // A new state begins with the current lineage (scripts.ts EPOCH).
+      expect(await redis.command("GET", [`${prefix}:lineage`])).toBe(replid);
+      const epoch = await store.epoch();
+      await connected(store, "lineage-adopt");
+      await redis.command("DEL", [`${prefix}:lineage`]);
+      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
+      expect(await redis.command("GET", [`${prefix}:lineage`])).toBe(replid);
+      // Adopted, not replaced: the same epoch and state.
+      expect(await store.epoch()).toBe(epoch);
+      expect((await store.usage()).registrations).toBe(1);
+      // Its own lineage is no failover: the next maintenance changes nothing.
+      await store.maintain(Date.now());
+      expect(await store.epoch()).toBe(epoch);
+      expect(await redis.command("GET", [`${prefix}:lineage`])).toBe(replid);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("a state whose lineage is another replication id has failed over: maintenance replaces it (RELAY_RESET, every key gone, a new epoch, the current lineage)", async () => {
+    // scripts.ts FAILOVER: `lineage ~= replid` → the state is replaced and the call answers 'replaced'.
+    const prefix = `{lineage-failover-${crypto.randomUUID()}}`;
+    const store = await open(prefix);
+    try {
+      const before = await store.epoch();
+      await connected(store, "failed-over");
+      await redis.command("SET", [`${prefix}:lineage`, "0".repeat(40)]);
+      const error = await failure(store.maintain(Date.now()));
+      expect(isStateReplaced(error)).toBe(true);
+      expect(error).toMatchObject({ code: "RELAY_RESET", details: { mayHaveBeenDelivered: true } });
+      expect(await redis.command("EXISTS", [`${prefix}:sessions`])).toBe(0);
+      expect(await redis.command("GET", [`${prefix}:lineage`])).toBe(await replicationId());
+      expect(await redis.command("GET", [`${prefix}:layout`])).toBe(REDIS_LAYOUT);
+      const after = await store.epoch();
+      expect(after).not.toBe(before);
+      expect((await store.usage()).registrations).toBe(0);
+      // The new state is maintained as any other.
+      expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
+      expect(await store.epoch()).toBe(after);
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("a state begun where INFO was refused (an empty lineage) is never taken for a failed-over one", async () => {
+    // scripts.ts FAILOVER: `lineage ~= ''` — no lineage to compare, no reset; and `not lineage` is false for '' (kept).
+    const prefix = `{lineage-empty-${crypto.randomUUID()}}`;
+    const store = await open(prefix);
+    try {
+      const epoch = await store.epoch();
+      await connected(store, "lineage-empty");
+      await redis.command("SET", [`${prefix}:lineage`, ""]);
+      await store.maintain(Date.now());
+      expect(await store.epoch()).toBe(epoch);
+      expect((await store.usage()).registrations).toBe(1);
+      expect(await redis.command("GET", [`${prefix}:lineage`])).toBe("");
     } finally {
       await store.close();
     }

@@ -2,12 +2,13 @@
  * Results that travel (src/cli/result-content.ts), with real git: a worktree's change (an edit, a new
  * file, a binary file) becomes a patch that applies to another clone; a conflict changes nothing and
  * is listed; a tampered patch or file is refused by its hash; changed files' paths must stay inside
- * the project (absolute, `..`, a symbolic link out); content over the bound is omitted with its
- * reason; carried files are written all or nothing.
+ * the project (absolute, `..`, a symbolic link out — into a sibling whose name starts with the
+ * project's, or one whose target does not exist yet); content over the bound (bytes, or files one
+ * past maxResultFiles) is omitted with its reason; carried files are written all or nothing.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { raised } from "../../kit/async.ts";
@@ -16,6 +17,24 @@ import { applyContent, checkChangedFiles, collectContent } from "../../src/cli/r
 import { maxResultContentBytes, maxResultFiles } from "../../src/protocol/limits.ts";
 
 afterAll(removeProjects);
+
+/** A carried file as a worker sends it (utf8, with its hash). */
+function carried(path: string, data: string) {
+  return { path, encoding: "utf8", data, sha256: new Bun.CryptoHasher("sha256").update(data).digest("hex") };
+}
+
+/**
+ * A project directory beside siblings whose names start with its own (`proj-sibling`, `projX`),
+ * each holding a `secret`, all in one fresh directory — what a mutant lets escape stays in there.
+ */
+function projectWithSiblings(): { parent: string; root: string } {
+  const parent = realpathSync(scratchDir("pi-tasks-siblings-"));
+  const root = join(parent, "proj");
+  for (const dir of [root, join(root, "sub"), join(parent, "proj-sibling"), join(parent, "projX")]) mkdirSync(dir);
+  writeFileSync(join(parent, "proj-sibling", "secret"), "sibling's\n");
+  writeFileSync(join(parent, "projX", "secret"), "projX's\n");
+  return { parent, root };
+}
 
 /** A repository with one commit, and a second clone of it (the origin's machine). */
 function repoAndClone(): { repo: string; clone: string; base: string } {
@@ -54,6 +73,10 @@ describe("a worktree's change as a patch", () => {
     const { error } = await raised(async () => applyContent(clone, content));
     expect(error.code).toBe("APPLY_CONFLICT");
     expect(String(error.details.conflicts)).toContain("README.md");
+    // Checked first (`git apply --check`, applyPatch): the conflicts are git's error lines, one each.
+    const conflicts = error.details.conflicts as string[];
+    expect(conflicts.length).toBeGreaterThan(0);
+    for (const line of conflicts) expect(line).toMatch(/^error: [^\n]*$/);
     expect(existsSync(join(clone, "new.txt"))).toBe(false);
   });
 
@@ -64,6 +87,23 @@ describe("a worktree's change as a patch", () => {
     const tampered = { ...content, patch: { ...content.patch!, text: content.patch!.text.replace("+new", "+evil") } };
     expect((await raised(async () => applyContent(clone, tampered))).error.code).toBe("RESULT_CONTENT_INVALID");
     expect(existsSync(join(clone, "new.txt"))).toBe(false);
+  });
+
+  test("no change since the base is no content (never an empty patch)", () => {
+    // collectContent: `if (text === "") return undefined`.
+    const { repo, base } = repoAndClone();
+    expect(collectContent(repo, { base, changedFiles: [] })).toBeUndefined();
+  });
+
+  test(`a worktree's patch is not bounded by the file count: more than maxResultFiles (${maxResultFiles}) files travel as one patch`, () => {
+    // collectContent: the file-count bound applies to carried files only (`options.base === undefined && …`).
+    const { repo, clone, base } = repoAndClone();
+    const names = Array.from({ length: maxResultFiles + 1 }, (_, index) => `f${index}.txt`);
+    for (const name of names) writeFileSync(join(repo, name), `${name}\n`);
+    const content = collectContent(repo, { base, changedFiles: names })!;
+    expect(content.omitted).toBeUndefined();
+    expect(content.patch?.format).toBe("git-diff");
+    expect(applyContent(clone, content).paths).toHaveLength(maxResultFiles + 1);
   });
 
   test(`a change over maxResultContentBytes (${maxResultContentBytes}) is not attached: omitted, RESULT_TOO_LARGE`, () => {
@@ -106,6 +146,46 @@ describe("changed files as content", () => {
     });
   });
 
+  test("content omitted for its size still lists the changed files that are absent", () => {
+    // collectContent: the omitted answer keeps `absent`.
+    const worker = scratchDir("pi-tasks-worker-");
+    writeFileSync(join(worker, "big.txt"), "x".repeat(maxResultContentBytes + 1));
+    expect(collectContent(worker, { changedFiles: ["big.txt", "gone.txt"] })).toEqual({
+      absent: ["gone.txt"],
+      omitted: { code: "RESULT_TOO_LARGE", bytes: maxResultContentBytes + 1, maxBytes: maxResultContentBytes },
+    });
+  });
+
+  test("no changed files, or a directory named as one, carry no file: nothing, or the directory listed absent", () => {
+    // changedFileContent: only regular files are read (`!lstatSync(full).isFile()` → absent); collectContent: nothing → undefined.
+    const worker = scratchDir("pi-tasks-worker-");
+    mkdirSync(join(worker, "src"));
+    expect(collectContent(worker, { changedFiles: [] })).toBeUndefined();
+    expect(collectContent(worker, { changedFiles: ["src"] })).toEqual({ absent: ["src"] });
+  });
+
+  test("a carried file changed on the way is refused by its hash, and nothing is written", async () => {
+    // applyFiles: `sha256(bytes) !== file.sha256` → RESULT_CONTENT_INVALID.
+    const worker = scratchDir("pi-tasks-worker-");
+    writeFileSync(join(worker, "a.txt"), "good\n");
+    writeFileSync(join(worker, "b.txt"), "also good\n");
+    const content = collectContent(worker, { changedFiles: ["a.txt", "b.txt"] })!;
+    const [first, second] = content.files!;
+    const tampered = { files: [first, { ...second!, data: "evil\n" }] };
+    const origin = scratchDir("pi-tasks-origin-");
+    expect((await raised(async () => applyContent(origin, tampered))).error.code).toBe("RESULT_CONTENT_INVALID");
+    expect(existsSync(join(origin, "a.txt"))).toBe(false);
+    expect(existsSync(join(origin, "b.txt"))).toBe(false);
+  });
+
+  test("applying a result whose content was omitted is NO_RESULT_CONTENT, and says why it was omitted", async () => {
+    // applyContent: the omitted reason travels in the error's details.
+    const omitted = { code: "RESULT_TOO_LARGE", bytes: maxResultContentBytes + 1, maxBytes: maxResultContentBytes };
+    const { error } = await raised(async () => applyContent(scratchDir("pi-tasks-origin-"), { omitted }));
+    expect(error.code).toBe("NO_RESULT_CONTENT");
+    expect(error.details).toEqual({ omitted });
+  });
+
   test("all or nothing: one file existing with other content is a conflict and no file is written", async () => {
     const worker = scratchDir("pi-tasks-worker-");
     writeFileSync(join(worker, "a.txt"), "a\n");
@@ -120,10 +200,10 @@ describe("changed files as content", () => {
   });
 
   test("a carried file whose path leaves the project is refused at the origin, whatever the worker claimed", async () => {
-    const origin = scratchDir("pi-tasks-origin-");
-    const data = "x\n";
-    const sha256 = new Bun.CryptoHasher("sha256").update(data).digest("hex");
-    const escaping = { files: [{ path: "../outside.txt", encoding: "utf8", data, sha256 }] };
+    // The origin is inside a scratch directory, so what a defect would write outside it stays there.
+    const origin = join(scratchDir("pi-tasks-origin-"), "checkout");
+    mkdirSync(origin);
+    const escaping = { files: [carried("../outside.txt", "x\n")] };
     expect((await raised(async () => applyContent(origin, escaping))).error.code).toBe("INVALID_RESULT_PATH");
     expect(existsSync(join(origin, "..", "outside.txt"))).toBe(false);
   });
@@ -137,6 +217,27 @@ describe("changed files as content", () => {
     expect(content.omitted).toMatchObject({ code: "RESULT_TOO_LARGE", files: maxResultFiles + 1, maxFiles: maxResultFiles });
   });
 
+  test(`exactly maxResultFiles (${maxResultFiles}) changed files are attached; one more is omitted with the count and their size`, () => {
+    // collectContent: `files > maxResultFiles` (not `>=`); a listed file that is gone counts no bytes.
+    const worker = scratchDir("pi-tasks-worker-");
+    const names = Array.from({ length: maxResultFiles }, (_, index) => `f${index}.txt`);
+    for (const name of names) writeFileSync(join(worker, name), "x");
+    const content = collectContent(worker, { changedFiles: names })!;
+    expect(content.omitted).toBeUndefined();
+    expect(content.files).toHaveLength(maxResultFiles);
+    // The schema takes that many (its maxItems is the same bound): they apply at the origin.
+    expect(applyContent(scratchDir("pi-tasks-origin-"), content).paths).toEqual(names);
+    expect(collectContent(worker, { changedFiles: [...names, "gone.txt"] })).toEqual({
+      omitted: {
+        code: "RESULT_TOO_LARGE",
+        bytes: maxResultFiles,
+        maxBytes: maxResultContentBytes,
+        files: maxResultFiles + 1,
+        maxFiles: maxResultFiles,
+      },
+    });
+  });
+
   test("no content: applying a result without any is NO_RESULT_CONTENT", async () => {
     expect((await raised(async () => applyContent(scratchDir("pi-tasks-origin-"), undefined))).error.code).toBe("NO_RESULT_CONTENT");
   });
@@ -147,6 +248,60 @@ describe("changedFiles paths", () => {
     const root = scratchDir("pi-tasks-project-");
     expect(checkChangedFiles(root, ["src/a.ts", "./b.ts", "src/../c.ts"])).toEqual(["src/a.ts", "b.ts", "c.ts"]);
     expect(checkChangedFiles(root, undefined)).toEqual([]);
+  });
+
+  /** The problem `checkChangedFiles` names for `path` (fails the test when the path is accepted). */
+  async function problemOf(root: string, path: unknown): Promise<unknown> {
+    const { error } = await raised(async () => checkChangedFiles(root, [path]));
+    expect(error.code).toBe("INVALID_RESULT_PATH");
+    return error.details.problem;
+  }
+
+  test("a symbolic link into a sibling whose name starts with the project's name leads out: refused (the prefix ends with a separator)", async () => {
+    // insideProject: `target.startsWith(`${real}${sep}`)`, never `startsWith(real)`: /x/proj-sibling starts with /x/proj.
+    const { parent, root } = projectWithSiblings();
+    symlinkSync(join(parent, "proj-sibling"), join(root, "sib"));
+    symlinkSync(join(parent, "proj-sibling", "secret"), join(root, "secret-link"));
+    symlinkSync(join(parent, "projX"), join(root, "x"));
+    for (const path of ["sib/secret", "sib", "secret-link", "x/secret", "x/new.txt"])
+      expect(await problemOf(root, path)).toBe("leads out of the project through a symbolic link");
+    // At the origin too: nothing is written through it.
+    const { error } = await raised(async () => applyContent(root, { files: [carried("sib/planted.txt", "x\n")] }));
+    expect(error.code).toBe("INVALID_RESULT_PATH");
+    expect(existsSync(join(parent, "proj-sibling", "planted.txt"))).toBe(false);
+  });
+
+  test("a symbolic link to a directory inside the project, or to the project itself, stays inside: accepted", () => {
+    // insideProject: a target inside (`${real}${sep}` prefix) or the project itself (`target !== real`) passes.
+    const { root } = projectWithSiblings();
+    symlinkSync(join(root, "sub"), join(root, "inner"));
+    symlinkSync(root, join(root, "self"));
+    expect(checkChangedFiles(root, ["inner/a.ts", "inner", "self/a.ts", "self"])).toEqual(["inner/a.ts", "inner", "self/a.ts", "self"]);
+  });
+
+  test("a symbolic link whose target does not exist yet is refused: writing through it would create that file outside", async () => {
+    // insideProject: a link is judged by where it leads even when nothing is there yet (linkTarget).
+    const { parent, root } = projectWithSiblings();
+    symlinkSync(join(parent, "proj-sibling", "planted.txt"), join(root, "later"));
+    expect(await problemOf(root, "later")).toBe("leads through a symbolic link whose target does not exist");
+    const { error } = await raised(async () => applyContent(root, { files: [carried("later", "x\n")] }));
+    expect(error.code).toBe("INVALID_RESULT_PATH");
+    expect(existsSync(join(parent, "proj-sibling", "planted.txt"))).toBe(false);
+  });
+
+  test("`..` as a whole segment leaves the project; a name that merely starts with two dots stays inside", async () => {
+    // insideProject: `normal === ".." || normal.startsWith(`..${sep}`)` — the segment, not the two characters.
+    const root = scratchDir("pi-tasks-project-");
+    for (const path of ["..", "../x", "src/../../x", "../pi-tasks-project-x/a.ts"])
+      expect(await problemOf(root, path)).toBe("leaves the project");
+    expect(checkChangedFiles(root, ["..notes.txt", "..hidden/a.ts", "src/..x"])).toEqual(["..notes.txt", "..hidden/a.ts", "src/..x"]);
+  });
+
+  test("an absolute path, and an empty one, are refused for what they are", async () => {
+    // insideProject: `isAbsolute(path)`; `path.length === 0` ("" would normalize to the project itself).
+    const root = scratchDir("pi-tasks-project-");
+    expect(await problemOf(root, join(root, "a.ts"))).toBe("absolute; give it relative to the project");
+    expect(await problemOf(root, "")).toBe("not a path");
   });
 
   test("absolute, escaping, through a symbolic link out, or not a list: INVALID_RESULT_PATH", async () => {
