@@ -52,8 +52,10 @@ export function insideProject(root: string, path: unknown): string {
 function lstatIfAny(at: string): Stats | undefined {
   try {
     return lstatSync(at);
-  } catch {
-    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    throw error;
   }
 }
 
