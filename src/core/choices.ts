@@ -2,7 +2,8 @@
  * Questions with choices: a question may offer the answers it accepts (`choices`, with a suggested
  * `defaultChoice`); its answer must then be exactly one of them — checked where the answer is
  * written (`INVALID_REQUEST`, nothing sent) and again where it becomes canonical (a worker's answer
- * intent at the origin: `INVALID_INTENT`). The person picks one in a select dialog
+ * intent at the origin: `INVALID_INTENT`). An answer to a question raised up a chain goes down to the
+ * sub-task only when that question accepts it (intake.ts). The person picks one in a select dialog
  * (extensions/pi-tasks/questions.ts); a model answers with one of them.
  */
 import { TaskError } from "../protocol/errors.ts";
@@ -30,6 +31,12 @@ export function choiceFields(
   return { choices: [...choices], ...(defaultChoice === undefined ? {} : { defaultChoice }) };
 }
 
+/** Whether `message` may answer the question `questionId`: any text, or exactly one of its choices when it offers them. */
+export function fitsChoices(store: CoreStore, questionId: string, message: string): boolean {
+  const choices = store.getEvent(questionId)?.payload.choices;
+  return !Array.isArray(choices) || choices.includes(message);
+}
+
 /** An answer to a question with choices must be exactly one of them. */
 export function checkChoiceAnswer(
   store: CoreStore,
@@ -37,9 +44,8 @@ export function checkChoiceAnswer(
   message: string,
   code: "INVALID_REQUEST" | "INVALID_INTENT" = "INVALID_REQUEST",
 ): void {
-  if (inReplyTo === undefined) return;
-  const choices = store.getEvent(inReplyTo)?.payload.choices;
-  if (!Array.isArray(choices) || choices.includes(message)) return;
+  if (inReplyTo === undefined || fitsChoices(store, inReplyTo, message)) return;
+  const choices = store.getEvent(inReplyTo)?.payload.choices as string[];
   throw refuse(
     code,
     `the answer must be exactly one of the question's choices: ${choices.map((choice) => JSON.stringify(choice)).join(", ")}`,

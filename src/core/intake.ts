@@ -41,7 +41,7 @@ import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
 import { recordActivity } from "./activity.ts";
 import { heardFromWorker } from "./liveness.ts";
 import { reopenForRevision } from "./revision.ts";
-import { checkChoiceAnswer, choiceFields } from "./choices.ts";
+import { checkChoiceAnswer, choiceFields, fitsChoices } from "./choices.ts";
 import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
 
@@ -291,6 +291,9 @@ function relayAnswerDown(context: CoreContext, scope: WorkScope, answer: TaskEve
   const child = store.getTask(raises.taskId);
   if (child === undefined || child.role !== "origin" || !openQuestions(child).some((question) => question.eventId === raises.eventId))
     return [];
+  // A question raised with choices of its own may be answered outside the sub-task's: that answer
+  // stays with this task (its model answers the sub-task), never reaching a worker that offered others.
+  if (!fitsChoices(store, raises.eventId, String(answer.payload.message))) return [];
   const payload = {
     message: answer.payload.message,
     inReplyTo: raises.eventId,

@@ -91,6 +91,54 @@ describe("questions with choices", () => {
     expect(error.code).toBe("INVALID_REQUEST");
   });
 
+  // Guards src/core/intake.ts relayAnswerDown (fitsChoices): an answer goes down the chain only when the sub-task's question accepts it.
+  test("an answer to a question raised with choices of its own goes down the chain only when the sub-task's question accepts it", async () => {
+    const [a, b, c] = [
+      await createParty({ url: fx.relay.url }),
+      await createParty({ url: fx.relay.url }),
+      await createParty({ url: fx.relay.url }),
+    ];
+    opened.push(a, b, c);
+    await introduce(a.core, b.core);
+    await introduce(b.core, c.core);
+    const all = () => settle([a, b, c]);
+    const root = await a.core.createTask({ to: b.core.endpoint()!, task: "the banner" });
+    await all();
+    const child = await b.core.createTask({ to: c.core.endpoint()!, task: "its colour" });
+    await all();
+    await c.core.message({ taskId: child.taskId, type: "question", message: "Which colour?", choices: CHOICES });
+    await all();
+    const asked = b.core.getTask(child.taskId).events.find((event) => event.type === "task.question")!;
+    const raise = async (choices: string[]) => {
+      await b.core.message({ taskId: root.taskId, type: "question", message: "C asks", raisesQuestion: asked.eventId, choices });
+      await all();
+      return a.core
+        .getTask(root.taskId)
+        .events.filter((event) => event.type === "task.question")
+        .at(-1)!;
+    };
+    const answersAtC = () => c.core.getTask(child.taskId).events.filter((event) => event.type === "task.answer");
+    // Outside the sub-task's choices: it reaches B (its model answers C), never C.
+    await a.core.message({
+      taskId: root.taskId,
+      type: "answer",
+      message: "ask the client",
+      inReplyTo: (await raise(["ask the client", "red"])).eventId,
+    });
+    await all();
+    expect(b.core.getTask(root.taskId).events.filter((event) => event.type === "task.answer").length).toBe(1);
+    expect(answersAtC()).toEqual([]);
+    // One of them: relayed down, bound to C's question.
+    await a.core.message({
+      taskId: root.taskId,
+      type: "answer",
+      message: "red",
+      inReplyTo: (await raise(["ask the client", "red"])).eventId,
+    });
+    await all();
+    expect(answersAtC().map((event) => event.payload.message)).toEqual(["red"]);
+  });
+
   // Guards src/core/worker-operations.ts messagePayload and src/core/origin-operations.ts originMessage: choiceFields where written.
   test("only a question offers choices, without duplicates, its suggested one among them — at either side", async () => {
     const { origin, worker, taskId } = await pair();
