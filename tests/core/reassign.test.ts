@@ -9,6 +9,7 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
+import { processLocalTrust, type TrustOptions } from "../../src/core/trust.ts";
 import { assignmentBytes } from "../../src/core/envelopes.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import {
@@ -20,13 +21,14 @@ import {
   taskTimeoutDefaultMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
+import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { settle } from "../../kit/drain.ts";
-import { clearEnvelope, isHello } from "../../kit/sealed.ts";
+import { clearEnvelope, clearPayload, isHello } from "../../kit/sealed.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
 import { failure } from "../../kit/async.ts";
-import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
+import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes, trustOf } from "../helpers/core-kit.ts";
 import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
@@ -34,8 +36,8 @@ setDefaultTimeout(10_000);
 
 const fx = useRelayFixture({ proxy: true });
 
-async function party(): Promise<Party> {
-  const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000 });
+async function party(trust?: TrustOptions): Promise<Party> {
+  const created = await createParty({ url: fx.proxy.url, requestTimeoutMs: 4_000, ...(trust === undefined ? {} : { trust }) });
   fx.defer(() => closeParties([created]));
   return created;
 }
@@ -68,8 +70,9 @@ function asParty(successor: Successor): Party {
   return { name: successor.name, core: successor.core, host: successor.host };
 }
 
-async function setup(task = "work that will move") {
-  const origin = await party();
+/** An origin (this process's identity, or `originTrust`) whose task its worker holds. */
+async function setup(task = "work that will move", originTrust?: TrustOptions) {
+  const origin = await party(originTrust);
   const worker = await party();
   const created = await origin.core.createTask({ to: worker.core.endpoint()!, task });
   await settle([origin, worker]);
@@ -150,40 +153,57 @@ describe("reassignTask refusals", () => {
     expect(host.insertedIds()).toEqual([moved.eventId]);
   });
 
-  test("a stranger that took the lost worker's name is its successor, but proves another key: nothing of the task reaches it", async () => {
-    const { origin, worker, taskId } = await setup("the task text a stranger must never read");
-    await worker.core.close();
-    await coreInternals(worker.core).session.disconnect();
-    await loseTarget(origin, taskId);
-    // Its lease gone, the name is free: a stranger (a key nobody paired) registers under it.
-    const stranger = await createParty({
-      url: fx.proxy.url,
-      name: worker.name,
-      requestTimeoutMs: 4_000,
-      trust: { identity: generateIdentity().identity, peerName: () => undefined },
+  // A second key this identity trusts is no more the lost worker than a stranger is.
+  const taker = generateIdentity().identity;
+  for (const intruder of [
+    { who: "a stranger (a key nobody paired)", paired: false },
+    { who: "a paired peer that is not the worker (a second trusted key)", paired: true },
+  ]) {
+    test(`${intruder.who} that took the lost worker's name is its successor, but proves another key: nothing of the task reaches it`, async () => {
+      // Guards proofs.ts carriageFor: a task expecting the lost worker's key (expectedWorkerKey) waits
+      // for that key, whatever else this identity trusts.
+      const self = processLocalTrust().identity;
+      const originTrust = intruder.paired ? trustOf(self, { carol: taker }) : undefined;
+      const { origin, worker, taskId } = await setup("the task text a stranger must never read", originTrust);
+      await worker.core.close();
+      await coreInternals(worker.core).session.disconnect();
+      await loseTarget(origin, taskId);
+      // Its lease gone, the name is free: the intruder registers under it.
+      const squatter = await createParty({
+        url: fx.proxy.url,
+        name: worker.name,
+        requestTimeoutMs: 4_000,
+        trust: intruder.paired ? trustOf(taker, { alice: self }) : { identity: taker, peerName: () => undefined },
+      });
+      fx.defer(() => closeParties([squatter]));
+      // What the orphan notice suggests (and PI_TASKS_AUTO_REASSIGN does): reassign to the successor.
+      const moved = await origin.core.reassignTask(taskId);
+      expect(moved.target).toEqual(squatter.core.endpoint()!);
+      expect(moved.delivery).toBe("pending");
+      // What the board says of it: waiting for the new target to prove the key (a healthy wait, named).
+      expect(origin.core.waitingMail(taskId)).toEqual([
+        { envelopeId: moved.envelopeId, purpose: "assignment", cause: "proof", reason: "waiting for the target to prove who it is" },
+      ]);
+      for (let round = 0; round < 3; round += 1) {
+        await squatter.core.refresh();
+        await origin.core.refresh();
+      }
+      // The intruder answered the hello with its own key, not the worker's: it got hellos only.
+      const toSquatter = fx.proxy
+        .requests()
+        .filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === squatter.core.endpoint()!.id);
+      expect(toSquatter.length).toBeGreaterThan(0);
+      expect(toSquatter.every((request) => isHello((request.body as any).envelope))).toBe(true);
+      // Of all the task mail the origin sent, nothing opens with the intruder's key.
+      const taskMail = requestsOf(fx.proxy, origin.name, "send")
+        .flatMap((request) => requestEnvelopes(request.body) as any[])
+        .filter((envelope) => !isHello(envelope) && envelope.payload.taskId === taskId);
+      expect(taskMail.length).toBeGreaterThan(0);
+      expect(taskMail.filter((envelope) => clearPayload(envelope.payload, taker) !== undefined)).toEqual([]);
+      expect(squatter.core.listTasks()).toEqual([]);
+      expect(origin.core.getTask(taskId)).toMatchObject({ status: "active", deliveryEvidence: { relayAcceptance: "pending" } });
     });
-    fx.defer(() => closeParties([stranger]));
-    // What the orphan notice suggests (and PI_TASKS_AUTO_REASSIGN does): reassign to the successor.
-    const moved = await origin.core.reassignTask(taskId);
-    expect(moved.target).toEqual(stranger.core.endpoint()!);
-    expect(moved.delivery).toBe("pending");
-    // What the board says of it: waiting for the new target to prove the key (a healthy wait, named).
-    expect(origin.core.waitingMail(taskId)).toEqual([
-      { envelopeId: moved.envelopeId, purpose: "assignment", cause: "proof", reason: "waiting for the target to prove who it is" },
-    ]);
-    for (let round = 0; round < 3; round += 1) {
-      await stranger.core.refresh();
-      await origin.core.refresh();
-    }
-    // The stranger answered the hello with its own key, not the worker's: it got hellos only.
-    const toStranger = fx.proxy
-      .requests()
-      .filter((request) => request.operation === "send" && (request.body as any).envelope?.target?.id === stranger.core.endpoint()!.id);
-    expect(toStranger.length).toBeGreaterThan(0);
-    expect(toStranger.every((request) => isHello((request.body as any).envelope))).toBe(true);
-    expect(stranger.core.listTasks()).toEqual([]);
-    expect(origin.core.getTask(taskId)).toMatchObject({ status: "active", deliveryEvidence: { relayAcceptance: "pending" } });
-  });
+  }
 
   test("refused when the task is no longer active, even with a lost target", async () => {
     const { origin, worker, taskId } = await setup();

@@ -1,8 +1,11 @@
 /**
  * Small shared pieces of the TaskCore tests (tests/core): typed error codes, event and receipt
- * filters, and relay request filters on the fault proxy. (Deferreds and error capture: kit/async.ts.)
+ * filters, relay request filters on the fault proxy, and trust configurations. (Deferreds and error
+ * capture: kit/async.ts.)
  */
 import type { TaskView } from "../../src/core/task-core.ts";
+import type { TrustOptions } from "../../src/core/trust.ts";
+import type { Identity } from "../../src/trust/keys.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
@@ -13,6 +16,11 @@ export function expectCode(error: unknown, code: string): TaskError {
   if (!(error instanceof TaskError)) throw new Error(`expected TaskError ${code}, got ${String(error)}`);
   if (error.code !== code) throw new Error(`expected ${code}, got ${error.code}: ${error.message} ${JSON.stringify(error.details)}`);
   return error;
+}
+
+/** A trust configuration: `identity`, trusting the given peers by name (peers.json as the core reads it). */
+export function trustOf(identity: Identity, peers: Record<string, Identity> = {}, extra: Partial<TrustOptions> = {}): TrustOptions {
+  return { identity, peerName: (key) => Object.entries(peers).find(([, peer]) => peer.publicKey === key)?.[0], ...extra };
 }
 
 export function eventsOf(view: { readonly events: readonly TaskEvent[] }, type: string): TaskEvent[] {

@@ -1,31 +1,34 @@
 /**
  * The trust gate (src/core/trust.ts) and what intake does with its verdicts (src/core/intake.ts):
- * its bounds at their edges (freshness, the replay window), unknown keys (refused back to the
+ * its bounds at their edges (freshness, the replay window, the lifetime), the hello gate, the keys
+ * each kind of mail must carry (on the gate itself), unknown keys (refused back to the
  * sender, or waiting for the human), paired peers, key binding per task, unsigned mail (refused,
  * or accepted as unverified on opt-in), and a malformed peers.json (mail waits, never lost).
  * Flows run on the real relay in memory (src/relay-server/in-memory.ts).
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
+import { encodeEnvelope, encodeHello, makeEvent, makeIntent } from "../../src/core/envelopes.ts";
 import { followMovedPeer } from "../../src/core/reconnect.ts";
 import { createTaskWorkScope } from "../../src/core/scope.ts";
 import { systemTimers } from "../../src/core/timers.ts";
 import { coreInternals, createCoreContext } from "../../src/core/task-core.ts";
-import { gateMail, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
-import type { CoreBook } from "../../src/core/bookkeeping.ts";
+import { gateHello, gateMail, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
+import type { CoreBook, TaskMeta } from "../../src/core/bookkeeping.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../../src/protocol/limits.ts";
-import type { TaskEndpoint, TaskEnvelope } from "../../src/protocol/schemas.ts";
+import type { HelloEnvelope, SignatureBlock, TaskEndpoint, TaskEnvelope } from "../../src/protocol/schemas.ts";
 import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
+import { factsOf, payloadDigest, type SignablePayload, signedBytes } from "../../src/trust/signing.ts";
 import { failure, thrown } from "../../kit/async.ts";
 import { drain } from "../../kit/drain.ts";
 import { introduce } from "../../kit/introduce.ts";
 import { clearEnvelope, sealedTo } from "../../kit/sealed.ts";
 import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { ORIGIN, taskRecord, WORKER } from "../helpers/fixtures.ts";
+import { trustOf } from "../helpers/core-kit.ts";
+import { ORIGIN, OTHER, taskRecord, WORKER } from "../helpers/fixtures.ts";
 
 const opened: { relays: InMemoryTaskRelay[]; parties: Party[] } = { relays: [], parties: [] };
 
@@ -33,11 +36,6 @@ afterEach(async () => {
   await closeParties(opened.parties.splice(0));
   for (const relay of opened.relays.splice(0)) await relay.stop();
 });
-
-/** A trust configuration: `identity`, trusting the given peers by name. */
-function trustOf(identity: Identity, peers: Record<string, Identity> = {}, extra: Partial<TrustOptions> = {}): TrustOptions {
-  return { identity, peerName: (key) => Object.entries(peers).find(([, peer]) => peer.publicKey === key)?.[0], ...extra };
-}
 
 async function relay(): Promise<InMemoryTaskRelay> {
   const created = await createInMemoryTaskRelay();
@@ -165,6 +163,179 @@ describe("the gate's bounds at their edges", () => {
     expect(thrown(() => gateMail(bound, createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("NOT_AUTHORIZED");
     // Only mail from a key that may send it is judged on its age.
     expect(thrown(() => gateMail(store(), createTrustState(trustOf(alice), 0), old, WORKER, now)).code).toBe("STALE_EVENT");
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+// The hello gate, and the signed facts the first round left unguarded
+// -------------------------------------------------------------------------------------------------
+
+/** `envelope`'s signature made again by `identity` with the signed time `at` (any text: the schema allows it). */
+function signedAt<E extends { payload: { taskId: string; kind: string; payload: unknown; signature?: SignatureBlock } }>(
+  envelope: E,
+  identity: Identity,
+  at: string,
+): E {
+  const { taskId, kind, payload } = envelope.payload;
+  const wire = { taskId, kind: kind as SignablePayload["kind"], payload };
+  const block = { ...envelope.payload.signature!, at, sig: "" };
+  const sig = Buffer.from(identity.sign(signedBytes(factsOf(wire, block), payloadDigest(wire)))).toString("base64url");
+  return { ...envelope, payload: { ...envelope.payload, signature: { ...block, sig } } };
+}
+
+describe("the hello gate: verified, addressed to me, fresh (trust.ts gateHello)", () => {
+  const bob = generateIdentity().identity;
+  const carol = generateIdentity().identity;
+  /** A hello bob signs from ORIGIN to WORKER at `atMs`. */
+  const hello = (atMs: number): HelloEnvelope =>
+    JSON.parse(encodeHello(ORIGIN, WORKER, { identity: bob, claimedName: "bob" }, atMs).encoded.text) as HelloEnvelope;
+  const trust = () => createTrustState(trustOf(carol, { bob }), 0);
+
+  test("a hello whose signed content was changed (its seal key swapped) is SIGNATURE_INVALID", () => {
+    // Guards gateHello: verifyPayload → SIGNATURE_INVALID.
+    const now = Date.now();
+    const genuine = hello(now);
+    expect(gateHello(trust(), genuine, WORKER, now).key).toBe(bob.publicKey);
+    const swapped = { ...genuine, payload: { ...genuine.payload, payload: { ...genuine.payload.payload, seal: carol.seal!().publicKey } } };
+    expect(thrown(() => gateHello(trust(), swapped, WORKER, now)).code).toBe("SIGNATURE_INVALID");
+  });
+
+  test("a hello signed for another endpoint, or relayed from another endpoint than it was signed from, is NOT_ADDRESSED", () => {
+    // Guards gateHello: `!sameEndpoint(facts.to, self)` and `!sameEndpoint(facts.from, envelope.source)`.
+    const now = Date.now();
+    expect(thrown(() => gateHello(trust(), hello(now), OTHER, now)).code).toBe("NOT_ADDRESSED");
+    expect(thrown(() => gateHello(trust(), { ...hello(now), source: OTHER }, WORKER, now)).code).toBe("NOT_ADDRESSED");
+  });
+
+  test(`fresh: signed exactly ${signatureMaxAgeMs} ms ago or ${signatureMaxFutureSkewMs} ms ahead passes; 1 ms more, or a time that is no time, is STALE_EVENT`, () => {
+    // Guards gateHello: checkFresh (an old answer replayed by a relay proves nothing now).
+    const now = Date.UTC(2026, 0, 1);
+    expect(gateHello(trust(), hello(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
+    expect(gateHello(trust(), hello(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(thrown(() => gateHello(trust(), hello(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateHello(trust(), hello(now + signatureMaxFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateHello(trust(), signedAt(hello(now), bob, "not a time"), WORKER, now)).code).toBe("STALE_EVENT");
+  });
+
+  test("a hello is this identity's own only when its own key signed it (no peer lookup: a paired key is not 'self')", () => {
+    // Guards gateHello: `own = block.key === identity.publicKey` (resume.ts takes `self` as trusted).
+    const now = Date.now();
+    expect(gateHello(trust(), hello(now), WORKER, now)).toEqual({
+      verified: true,
+      key: bob.publicKey,
+      fingerprint: bob.fingerprint,
+      self: false,
+      claimedName: "bob",
+    });
+    expect(gateHello(createTrustState(trustOf(bob), 0), hello(now), WORKER, now).self).toBe(true);
+  });
+});
+
+describe("the task-mail gate's remaining edges", () => {
+  const alice = generateIdentity().identity;
+  const store = () => createTaskStore<CoreBook>();
+  function assignment(atMs: number): TaskEnvelope {
+    const task = taskRecord({ createdAt: atMs });
+    const event = makeEvent(task, "task.created", "1", atMs, { task: task.task });
+    return JSON.parse(
+      encodeEnvelope(ORIGIN, WORKER, task.taskId, "assignment", { task, event }, atMs, { identity: alice }).text,
+    ) as TaskEnvelope;
+  }
+
+  test("a signature whose time is no time at all is STALE_EVENT (never taken as fresh)", () => {
+    // Guards checkFresh: `Number.isNaN(at)`.
+    const now = Date.now();
+    expect(
+      thrown(() => gateMail(store(), createTrustState(trustOf(alice), 0), signedAt(assignment(now), alice, "not a time"), WORKER, now))
+        .code,
+    ).toBe("STALE_EVENT");
+  });
+
+  test(`the lifetime's edge: signed ${signatureMaxFutureSkewMs} ms before it began passes, 1 ms earlier is STALE_EVENT`, () => {
+    // Guards checkLifetime: `at < startedAt - signatureMaxFutureSkewMs`.
+    const startedAt = Date.now();
+    const trust = () => createTrustState(trustOf(alice), startedAt);
+    expect(gateMail(store(), trust(), assignment(startedAt - signatureMaxFutureSkewMs), WORKER, startedAt).verified).toBe(true);
+    expect(thrown(() => gateMail(store(), trust(), assignment(startedAt - signatureMaxFutureSkewMs - 1), WORKER, startedAt)).code).toBe(
+      "STALE_EVENT",
+    );
+  });
+});
+
+describe("the keys a task's mail must carry, on the gate itself (trust.ts authorize)", () => {
+  const [alice, bob, carol, stranger] = [1, 2, 3, 4].map(() => generateIdentity().identity) as [Identity, Identity, Identity, Identity];
+  /** The origin's trust: alice, paired with bob and carol. */
+  const trust = (extra: Partial<TrustOptions> = {}) => createTrustState(trustOf(alice, { bob, carol }, extra));
+
+  /** An origin's store holding one task (ORIGIN → WORKER) with `meta`. */
+  function originTask(meta: TaskMeta) {
+    const store = createTaskStore<CoreBook>();
+    const task = taskRecord({ createdAt: Date.now() });
+    store.putTask(task, "origin");
+    store.setTaskMeta(task.taskId, meta);
+    return { store, task };
+  }
+
+  /** An intent of `type` for `taskId`, signed by `signer` (claiming "worker-session") from WORKER to ORIGIN. */
+  function intent(taskId: string, type: "task.information" | "task.refused", signer: Identity): TaskEnvelope {
+    const payload = type === "task.refused" ? { reason: "UNKNOWN_PEER" } : { message: "working" };
+    return JSON.parse(
+      encodeEnvelope(WORKER, ORIGIN, taskId, "intent", makeIntent(taskId, type, payload), Date.now(), {
+        identity: signer,
+        claimedName: "worker-session",
+      }).text,
+    ) as TaskEnvelope;
+  }
+
+  test("a task's first signed intent binds its key and claimed session; another paired key's intent is NOT_AUTHORIZED from then on", () => {
+    // Guards authorize: an intent binds `workerKey` when none is bound (then the bound-key check applies).
+    const { store, task } = originTask({});
+    expect(gateMail(store, trust(), intent(task.taskId, "task.information", bob), ORIGIN, Date.now()).verified).toBe(true);
+    expect(store.getTaskMeta(task.taskId)).toEqual({ workerKey: bob.publicKey, peerSession: "worker-session" });
+    expect(thrown(() => gateMail(store, trust(), intent(task.taskId, "task.information", carol), ORIGIN, Date.now())).code).toBe(
+      "NOT_AUTHORIZED",
+    );
+  });
+
+  test("an intent of a key this identity does not trust binds nothing: UNKNOWN_PEER, or PAIRING_PENDING while the human decides", () => {
+    // Guards authorize: `!known(signer)` → askHuman, for intents.
+    const { store, task } = originTask({});
+    expect(thrown(() => gateMail(store, trust(), intent(task.taskId, "task.information", stranger), ORIGIN, Date.now())).code).toBe(
+      "UNKNOWN_PEER",
+    );
+    const pending = trust({ decideUnknown: () => "pending" });
+    expect(thrown(() => gateMail(store, pending, intent(task.taskId, "task.information", stranger), ORIGIN, Date.now())).code).toBe(
+      "PAIRING_PENDING",
+    );
+    expect(store.getTaskMeta(task.taskId)).toEqual({});
+  });
+
+  test("a refusal may come from any verifying key while no worker key is bound, and binds none; once one is bound, only that key's", () => {
+    // Guards authorize: the `task.refused` exemption, and its place after the bound-key check.
+    const unbound = originTask({});
+    expect(gateMail(unbound.store, trust(), intent(unbound.task.taskId, "task.refused", stranger), ORIGIN, Date.now())).toMatchObject({
+      verified: true,
+      key: stranger.publicKey,
+    });
+    expect(unbound.store.getTaskMeta(unbound.task.taskId)).toEqual({});
+    const bound = originTask({ workerKey: bob.publicKey });
+    for (const other of [carol, stranger]) {
+      expect(thrown(() => gateMail(bound.store, trust(), intent(bound.task.taskId, "task.refused", other), ORIGIN, Date.now())).code).toBe(
+        "NOT_AUTHORIZED",
+      );
+    }
+    expect(gateMail(bound.store, trust(), intent(bound.task.taskId, "task.refused", bob), ORIGIN, Date.now()).verified).toBe(true);
+  });
+
+  test("at the origin, a canonical event of its own task passes only under its own key: its worker's or another paired key's is NOT_AUTHORIZED", () => {
+    // Guards authorize: `!signer.self` → refuse, for canonical mail of a task this side originated.
+    const { store, task } = originTask({ workerKey: bob.publicKey });
+    const now = Date.now();
+    const event = makeEvent(task, "task.information", "2", now, { message: "an echo" });
+    const echo = (signer: Identity) =>
+      JSON.parse(encodeEnvelope(WORKER, ORIGIN, task.taskId, "canonical_event", event, now, { identity: signer }).text) as TaskEnvelope;
+    for (const other of [bob, carol]) expect(thrown(() => gateMail(store, trust(), echo(other), ORIGIN, now)).code).toBe("NOT_AUTHORIZED");
+    expect(gateMail(store, trust(), echo(alice), ORIGIN, now).verified).toBe(true);
   });
 });
 
