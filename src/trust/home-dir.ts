@@ -14,7 +14,7 @@
  * - A directory inside the home must be a real directory of this user's, not a symbolic link
  *   (its mode is not judged: nobody else can enter a 0700 home).
  */
-import { lstatSync, mkdirSync, statSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { octalMode } from "./private-file.ts";
@@ -60,6 +60,8 @@ function created(path: string): void {
   try {
     mkdirSync(path, { recursive: true, mode: HOME_DIRECTORY_MODE });
   } catch (error) {
+    // Something other than a directory is there: the checks that follow say what, and the fix.
+    if ((error as NodeJS.ErrnoException).code === "EEXIST" && existsSync(path)) return;
     const reason = (error as Error).message;
     throw new TaskError("HOME_INVALID", {
       message: `The pi-tasks home directory ${path} cannot be created: ${reason}`,

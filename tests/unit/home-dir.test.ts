@@ -5,12 +5,12 @@
  * HOME_INVALID naming the fix — never used.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
 import { logDir, saveSpawned, scriptedAgentDir } from "../../src/cli/spawned.ts";
-import { ensureHome } from "../../src/trust/home-dir.ts";
+import { ensureHome, ensureHomeSubdirectory } from "../../src/trust/home-dir.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
 import { addPeer } from "../../src/trust/peers.ts";
@@ -68,7 +68,8 @@ describe("creating the home", () => {
 
 describe("a home that is not the user's alone", () => {
   test("open to group or others (as older versions made it): HOME_INVALID naming `chmod 700`; after the fix it is used", async () => {
-    for (const open of [0o755, 0o750, 0o705, 0o770]) {
+    // Guards home-dir.ts GROUP_OTHER_BITS = 0o077: besides the usual modes, each of the six bits alone.
+    for (const open of [0o755, 0o750, 0o705, 0o770, 0o740, 0o720, 0o710, 0o704, 0o702, 0o701]) {
       const home = missingHome();
       mkdirSync(home, { recursive: true });
       chmodSync(home, open);
@@ -94,10 +95,61 @@ describe("a home that is not the user's alone", () => {
     expect(() => statSync(join(home, "identity.json"))).toThrow();
   });
 
-  test("a file where the home should be: HOME_INVALID", () => {
+  test("a file where the home should be: HOME_INVALID saying it is not a directory, naming the fix", () => {
+    // Guards home-dir.ts homeProblem: the directory check (reached also when mkdir finds the file there).
     const home = missingHome();
     mkdirSync(join(home, ".."), { recursive: true, mode: 0o700 });
     writeFileSync(home, "not a directory");
-    expect(thrown(() => ensureHome(home)).code).toBe("HOME_INVALID");
+    const error = thrown(() => ensureHome(home));
+    expect(error.code).toBe("HOME_INVALID");
+    expect(error.details).toMatchObject({ path: home, fix: `rm ${home}` });
+    expect(String(error.details.problem)).toStartWith("is not a directory");
+  });
+});
+
+describe("a directory inside the home", () => {
+  /** A 0700 home holding `sub` as made by `plant`. */
+  function homeWith(plant: (sub: string) => void): { home: string; sub: string } {
+    const home = missingHome();
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    const sub = join(home, "logs");
+    plant(sub);
+    return { home, sub };
+  }
+
+  test("one of the user's own is used (and made 0700 when missing)", () => {
+    const { home, sub } = homeWith(() => {});
+    expect(ensureHomeSubdirectory(home, "logs")).toBe(sub);
+    expect(mode(sub)).toBe(0o700);
+  });
+
+  test("a symbolic link, even to a directory of the user's own, is HOME_INVALID naming `rm`", () => {
+    // Guards home-dir.ts ensureHomeSubdirectory: lstat and the directory check (a link is not followed).
+    const elsewhere = missingHome();
+    mkdirSync(elsewhere, { recursive: true, mode: 0o700 });
+    const { home, sub } = homeWith((path) => symlinkSync(elsewhere, path));
+    const error = thrown(() => ensureHomeSubdirectory(home, "logs"));
+    expect(error.code).toBe("HOME_INVALID");
+    expect(error.details).toMatchObject({ path: sub, fix: `rm ${sub}` });
+    expect(String(error.details.problem)).toContain("symbolic link");
+  });
+
+  test("a file where the directory should be is HOME_INVALID naming `rm`", () => {
+    // Guards home-dir.ts ensureHomeSubdirectory: the directory check.
+    const { home, sub } = homeWith((path) => writeFileSync(path, "not a directory"));
+    const error = thrown(() => ensureHomeSubdirectory(home, "logs"));
+    expect(error.code).toBe("HOME_INVALID");
+    expect(error.details).toMatchObject({ path: sub, fix: `rm ${sub}` });
+  });
+
+  test("one owned by another user is HOME_INVALID naming the owner", () => {
+    // Guards home-dir.ts ensureHomeSubdirectory: the owner check.
+    const { home, sub } = homeWith((path) => {
+      mkdirSync(path, { mode: 0o700 });
+      chownSync(path, OTHER_UID, OTHER_UID);
+    });
+    const error = thrown(() => ensureHomeSubdirectory(home, "logs"));
+    expect(error.code).toBe("HOME_INVALID");
+    expect(error.details).toMatchObject({ path: sub, owner: OTHER_UID, fix: `rm -r ${sub}` });
   });
 });

@@ -132,19 +132,31 @@ describe("creating the identity", () => {
 describe("a bad identity file is refused, never replaced", () => {
   const other = generateIdentity();
   const own = generateIdentity();
-  const x25519 = generateKeyPairSync("x25519").privateKey.export({ format: "der", type: "pkcs8" }).toString("base64url");
+  const x25519Key = generateKeyPairSync("x25519");
+  const x25519 = x25519Key.privateKey.export({ format: "der", type: "pkcs8" }).toString("base64url");
+  /** The X25519 key's own public half, spelled as an Ed25519 key text (a well-formed text). */
+  const x25519AsEd25519 = `ed25519:${(x25519Key.publicKey.export({ format: "jwk" }) as { x: string }).x}`;
   const valid = { version: 1, publicKey: own.identity.publicKey, privateKey: own.privateKeyText, createdAt: "2026-01-02T03:04:05.000Z" };
-  const cases: Record<string, string> = {
-    "not JSON": "{ not json",
-    "half written": JSON.stringify(valid).slice(0, 60),
-    "an array": "[]",
-    "another version": JSON.stringify({ ...valid, version: 2 }),
-    "a malformed public key": JSON.stringify({ ...valid, publicKey: "ed25519:short" }),
-    "no private key": JSON.stringify({ ...valid, privateKey: undefined }),
-    "a private key that does not parse": JSON.stringify({ ...valid, privateKey: "AAAA" }),
-    "another key's private key": JSON.stringify({ ...valid, privateKey: other.privateKeyText }),
-    "a private key that is not Ed25519": JSON.stringify({ ...valid, privateKey: x25519 }),
-    "no createdAt": JSON.stringify({ ...valid, createdAt: "yesterday" }),
+  /** Each case: the file's text, and the problem it must be refused for (so each fails for its own defect). */
+  const cases: Record<string, [text: string, problem: string]> = {
+    "not JSON": ["{ not json", "it is not JSON"],
+    "half written": [JSON.stringify(valid).slice(0, 60), "it is not JSON"],
+    "an array": ["[]", "it is not a JSON object"],
+    "another version": [JSON.stringify({ ...valid, version: 2 }), "version must be 1"],
+    "a malformed public key": [JSON.stringify({ ...valid, publicKey: "ed25519:short" }), "publicKey is not an Ed25519 public key text"],
+    "no private key": [JSON.stringify({ ...valid, privateKey: undefined }), "privateKey is missing"],
+    "a private key that does not parse": [JSON.stringify({ ...valid, privateKey: "AAAA" }), "privateKey does not parse"],
+    "another key's private key": [
+      JSON.stringify({ ...valid, privateKey: other.privateKeyText }),
+      "privateKey does not belong to publicKey",
+    ],
+    "a private key that is not Ed25519": [JSON.stringify({ ...valid, privateKey: x25519 }), "not an Ed25519 key (x25519)"],
+    // Guards keys.ts identityFromPrivateKey (the Ed25519 type check): here nothing else would catch it.
+    "an X25519 private key stored with its own public key as the Ed25519 key text": [
+      JSON.stringify({ ...valid, publicKey: x25519AsEd25519, privateKey: x25519 }),
+      "not an Ed25519 key (x25519)",
+    ],
+    "no createdAt": [JSON.stringify({ ...valid, createdAt: "yesterday" }), "createdAt is not a date"],
   };
 
   test("the valid document of these cases loads (so each case fails for its own defect)", () => {
@@ -152,21 +164,23 @@ describe("a bad identity file is refused, never replaced", () => {
     expect(loadIdentity(home)?.identity.publicKey).toBe(own.identity.publicKey);
   });
 
-  for (const [name, text] of Object.entries(cases)) {
-    test(`${name}: IDENTITY_INVALID, and the file is left as it was`, () => {
+  for (const [name, [text, problem]] of Object.entries(cases)) {
+    test(`${name}: IDENTITY_INVALID for that problem, and the file is left as it was`, () => {
+      // Guards identity.ts parseIdentity: each check refuses its own defect.
       const { home, path } = homeWith(text);
       const loading = thrown(() => loadIdentity(home));
       expect(loading.code).toBe("IDENTITY_INVALID");
       expect(loading.details.path).toBe(path);
-      expect(typeof loading.details.problem).toBe("string");
+      expect(String(loading.details.problem)).toContain(problem);
       expect(thrown(() => ensureIdentity(home)).code).toBe("IDENTITY_INVALID");
       expect(readFileSync(path, "utf8")).toBe(text);
       expect(readdirSync(home)).toEqual(["identity.json"]);
     });
   }
 
-  test("a file group or others may access is refused with how to fix it; after chmod 600 it loads", () => {
-    for (const mode of [0o644, 0o640, 0o604, 0o660]) {
+  test("a file group or others may access — any one of their six bits — is refused with how to fix it; after chmod 600 it loads", () => {
+    // Guards identity.ts GROUP_OTHER_BITS = 0o077 (read, write and execute, of group and of others).
+    for (const mode of [0o644, 0o640, 0o604, 0o660, 0o620, 0o602, 0o610, 0o601]) {
       const text = storedText();
       const { home, path } = homeWith(text);
       chmodSync(path, mode);

@@ -124,6 +124,9 @@ describe("adding, listing and removing", () => {
       expect({ bad, code: error.code }).toEqual({ bad, code: "INVALID_PEER_KEY" });
     }
     expect(existsSync(peersPath(at))).toBe(false);
+    // Refused before anything is touched: not even the home is made, no lock is taken.
+    // Guards peers.ts addPeer: checkKey (not only the fingerprint of the key failing later, under the lock).
+    expect(existsSync(at)).toBe(false);
   });
 
   test("this identity's own key is refused: it is always trusted", async () => {

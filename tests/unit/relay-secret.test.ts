@@ -19,7 +19,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { relaySecretBytes, relayTokenReplayEntries } from "../../src/protocol/limits.ts";
+import { relaySecretBytes, relaySecretFileMaxBytes, relaySecretMinBytes, relayTokenReplayEntries } from "../../src/protocol/limits.ts";
 import { relaySecretPlan } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { createTokenReplayCache } from "../../src/relay-server/token-replay.ts";
@@ -121,6 +121,105 @@ describe("the relay secret file", () => {
     mkdirSync(foreign, { mode: 0o700 });
     chownSync(foreign, 65534, 65534);
     expect(refusal(() => ensureRelaySecret(join(foreign, "2.secret"))).message).toContain("belongs to uid 65534");
+  });
+});
+
+/** The six permission bits of group and others, one at a time. */
+const GROUP_OTHER_BITS = [0o040, 0o020, 0o010, 0o004, 0o002, 0o001];
+const octal = (value: number) => `0${value.toString(8)}`;
+
+describe("the modes of the secret file and its directory, bit by bit", () => {
+  test("a secret file group may read (0640) or others may read (0604) is RELAY_SECRET_INVALID naming `chmod 600`, and so is every other group or others bit; exactly 0600 (or 0400) is read", () => {
+    // Guards relay-secret.ts checkOwnership on the file (readRelaySecret): GROUP_OTHER_BITS = 0o077, group AND others.
+    const dir = join(temp(), "secrets");
+    const path = join(dir, "1.secret");
+    const secret = ensureRelaySecret(path);
+    for (const refused of [0o640, 0o604, ...GROUP_OTHER_BITS.map((bit) => 0o600 | bit)]) {
+      chmodSync(path, refused);
+      for (const read of [() => readRelaySecret(path), () => ensureRelaySecret(path)]) {
+        const error = refusal(read);
+        expect({ mode: octal(refused), code: error.code, problem: error.details.problem, fix: error.details.fix }).toEqual({
+          mode: octal(refused),
+          code: "RELAY_SECRET_INVALID",
+          problem: `group or others may use the file (mode ${octal(refused)})`,
+          fix: expect.stringContaining(`chmod 600 ${path}`),
+        });
+      }
+    }
+    for (const good of [0o600, 0o400]) {
+      chmodSync(path, good);
+      expect({ mode: octal(good), same: readRelaySecret(path)?.equals(secret) }).toEqual({ mode: octal(good), same: true });
+    }
+  });
+
+  test("a directory group may use (0750) or others may use (0705) is RELAY_SECRET_INVALID naming `chmod 700` when the secret is made there, and so is every other group or others bit; nothing is made in it; exactly 0700 is used", () => {
+    // Guards relay-secret.ts ensureSecretDir → checkOwnership on the directory: GROUP_OTHER_BITS = 0o077.
+    for (const refused of [0o750, 0o705, ...GROUP_OTHER_BITS.map((bit) => 0o700 | bit)]) {
+      const dir = join(temp(), "secrets");
+      mkdirSync(dir);
+      chmodSync(dir, refused);
+      const path = join(dir, "1.secret");
+      const error = refusal(() => ensureRelaySecret(path));
+      expect({ mode: octal(refused), code: error.code, problem: error.details.problem, fix: error.details.fix }).toEqual({
+        mode: octal(refused),
+        code: "RELAY_SECRET_INVALID",
+        problem: `group or others may use the directory (mode ${octal(refused)})`,
+        fix: expect.stringContaining(`chmod 700 ${dir}`),
+      });
+      expect(existsSync(path)).toBe(false);
+      chmodSync(dir, 0o700);
+      expect(ensureRelaySecret(path).length).toBe(relaySecretBytes);
+    }
+  });
+});
+
+describe("what the secret file holds", () => {
+  const secretText = (bytes: number) => `${Buffer.alloc(bytes, 0xfb).toString("base64url")}\n`;
+
+  test("a directory where the secret file should be is RELAY_SECRET_INVALID (not a raw read error)", () => {
+    // Guards relay-secret.ts readRelaySecret: the regular-file check.
+    const dir = join(temp(), "secrets");
+    const path = join(dir, "1.secret");
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+    const error = refusal(() => readRelaySecret(path));
+    expect(error.code).toBe("RELAY_SECRET_INVALID");
+    expect(error.details.problem).toBe("it is not a regular file");
+  });
+
+  test(`a file of exactly ${relaySecretFileMaxBytes} bytes is read; one byte more is refused as too large`, () => {
+    // Guards relay-secret.ts readRelaySecret: `stat.size > relaySecretFileMaxBytes`.
+    const dir = join(temp(), "secrets");
+    mkdirSync(dir, { mode: 0o700 });
+    const largest = join(dir, "1.secret");
+    writeFileSync(largest, `${"A".repeat(relaySecretFileMaxBytes - 1)}\n`, { mode: 0o600 });
+    expect(readRelaySecret(largest)?.length).toBeGreaterThanOrEqual(relaySecretMinBytes);
+    const larger = join(dir, "2.secret");
+    writeFileSync(larger, `${"A".repeat(relaySecretFileMaxBytes)}\n`, { mode: 0o600 });
+    const error = refusal(() => readRelaySecret(larger));
+    expect(error.code).toBe("RELAY_SECRET_INVALID");
+    expect(error.details.problem).toBe(`it is larger than ${relaySecretFileMaxBytes} bytes`);
+  });
+
+  test(`a secret of ${relaySecretMinBytes} bytes is read; ${relaySecretMinBytes - 1} bytes, or text outside the base64url alphabet, is refused`, () => {
+    // Guards relay-secret.ts parseSecret: `secret.length < relaySecretMinBytes` and the base64url alphabet.
+    const dir = join(temp(), "secrets");
+    mkdirSync(dir, { mode: 0o700 });
+    const exact = join(dir, "1.secret");
+    writeFileSync(exact, secretText(relaySecretMinBytes), { mode: 0o600 });
+    expect(readRelaySecret(exact)).toEqual(Buffer.alloc(relaySecretMinBytes, 0xfb));
+    const problem = `it does not hold a secret of at least ${relaySecretMinBytes} bytes as base64url text`;
+    const bad = {
+      "one byte short": secretText(relaySecretMinBytes - 1),
+      "standard base64 (+ / =)": `${Buffer.alloc(relaySecretMinBytes, 0xfb).toString("base64")}\n`,
+      "two lines": `${secretText(relaySecretMinBytes)}${secretText(relaySecretMinBytes)}`,
+    };
+    for (const [name, text] of Object.entries(bad)) {
+      const path = join(dir, "2.secret");
+      writeFileSync(path, text, { mode: 0o600 });
+      const error = refusal(() => readRelaySecret(path));
+      expect({ name, code: error.code, problem: error.details.problem }).toEqual({ name, code: "RELAY_SECRET_INVALID", problem });
+      expect(readFileSync(path, "utf8")).toBe(text);
+    }
   });
 });
 

@@ -124,6 +124,48 @@ describe("signed bytes and signatures (known answers)", () => {
   });
 });
 
+describe("what is signed of a canonical event and of a hello (known answers)", () => {
+  test("a canonical event answering another: its event id, type and the inReplyTo inside its payload are signed", () => {
+    // Guards signing.ts payloadFacts (canonical_event: eventId, type, payload.inReplyTo) and signedBytes.
+    const ASKED = "99999999-9999-4999-8999-999999999999";
+    const event = {
+      eventId: "88888888-8888-4888-8888-888888888888",
+      taskId: TASK_ID,
+      type: "task.information",
+      sequence: "4",
+      occurredAt: 1796126400000,
+      payload: { message: "an answer", inReplyTo: ASKED },
+    };
+    const wire = { taskId: TASK_ID, kind: "canonical_event" as const, payload: event };
+    const block = signPayload(wire, { identity, from: A, to: B, atMs: AT_MS });
+    const canonical = `{"kind":"canonical_event","payload":{"eventId":"${event.eventId}","occurredAt":1796126400000,"payload":{"inReplyTo":"${ASKED}","message":"an answer"},"sequence":"4","taskId":"${TASK_ID}","type":"task.information"},"taskId":"${TASK_ID}"}`;
+    // key, from.relay, from.id, to.relay, to.id, taskId, kind, id, type, at, inReplyTo, supersedes, generation, lineage
+    const expected = documentedBytes(
+      [KEY, RELAY, A.id, RELAY, B.id, TASK_ID, "canonical_event", event.eventId, "task.information", AT, ASKED, "", "", ""],
+      canonical,
+    );
+    expect(Buffer.from(signedBytes(factsOf(wire, block), payloadDigest(wire))).toString("hex")).toBe(expected.toString("hex"));
+    expect(verifiesUnder(KEY, expected, block.sig)).toBe(true);
+    expect(verifyPayload(wire, block)).toBe(true);
+  });
+
+  test("a hello answering an ask: its hello id (also its task id), the kind and type hello, and inReplyTo are signed", () => {
+    // Guards signing.ts payloadFacts (hello: helloId, inReplyTo) and signedBytes.
+    const HELLO_ID = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa";
+    const ASK = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb";
+    const seal = identity.seal!().publicKey;
+    const binding = identity.sealBinding!();
+    const hello = { helloId: HELLO_ID, inReplyTo: ASK, seal, binding };
+    const wire = { taskId: HELLO_ID, kind: "hello" as const, payload: hello };
+    const block = signPayload(wire, { identity, from: B, to: A, atMs: AT_MS });
+    const canonical = `{"kind":"hello","payload":{"binding":"${binding}","helloId":"${HELLO_ID}","inReplyTo":"${ASK}","seal":"${seal}"},"taskId":"${HELLO_ID}"}`;
+    const expected = documentedBytes([KEY, RELAY, B.id, RELAY, A.id, HELLO_ID, "hello", HELLO_ID, "hello", AT, ASK, "", "", ""], canonical);
+    expect(Buffer.from(signedBytes(factsOf(wire, block), payloadDigest(wire))).toString("hex")).toBe(expected.toString("hex"));
+    expect(verifiesUnder(KEY, expected, block.sig)).toBe(true);
+    expect(verifyPayload(wire, block)).toBe(true);
+  });
+});
+
 describe("seal keys (known answers)", () => {
   test("the seal key derived from the identity, and the identity's signature binding it", () => {
     const SEAL_KEY = "x25519:OM0W2QsXLLY0wSHxbRmGFnx67-LvmA_esZjcLOQIQ3c";
