@@ -19,8 +19,8 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type RedisProcess, startRedis } from "../kit/redis-process.ts";
-import { type RelayProcess, startRelayProcess } from "../kit/relay-process.ts";
+import { type RedisProcess, startRedis } from "../testkit/redis-process.ts";
+import { type RelayProcess, startRelayProcess } from "../testkit/relay-process.ts";
 import { relayMaxRegistrations } from "../src/protocol/limits.ts";
 import { replaceTail } from "./lib/doc.ts";
 import { round } from "./lib/stats.ts";

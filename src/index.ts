@@ -36,7 +36,7 @@ export { normaliseRelayUrl, relayConfigFromEnv, sessionNameFromEnv } from "./rel
 
 // Trust: identities, peers, signatures (docs/security.md).
 export { type PairingRequest, processLocalTrust, type Signer, type TrustOptions } from "./core/trust.ts";
-export { homeTrust, type HomeTrustOptions } from "./trust/home.ts";
+export { homeTrust, type HomeTrustOptions } from "./core/home-trust.ts";
 export { ensureIdentity, identityPath, loadIdentity } from "./trust/identity.ts";
 export { fingerprintOf, generateIdentity, type Identity, isPublicKeyText } from "./trust/keys.ts";
 export { addPeer, createPeerBook, listPeers, type Peer, type PeerBook, removePeer } from "./trust/peers.ts";

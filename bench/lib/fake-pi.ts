@@ -5,7 +5,7 @@
  * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
  * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
  */
-import { eventually } from "../../kit/async.ts";
+import { eventually } from "../../testkit/async.ts";
 import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { type ConfiguredTaskCoreOptions, createConfiguredTaskCore } from "../../src/core/configured.ts";

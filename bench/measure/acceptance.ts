@@ -6,7 +6,7 @@
  *
  * Task content goes only to an endpoint that proved which key holds it (src/core/proofs.ts), and a
  * raw relay session never answers the origin's hello, so the worker is a TaskCore over its own
- * session (kit/party.ts, the origin's identity, no background passes): before the warm-up it runs
+ * session (testkit/party.ts, the origin's identity, no background passes): before the warm-up it runs
  * one pass to answer the origin's hello, the origin takes the proof in, and the worker never runs
  * another pass. Every timed create then leaves at once (`delivery: "accepted"`, checked), sealed to
  * the proven key: the figure stays the one round trip of an assignment to a known worker.
@@ -19,8 +19,8 @@
 import { KiB, RELAY_ENDPOINT_PATH, msPerSecond } from "../../src/protocol/limits.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import type { CreateResult } from "../../src/core/task-core.ts";
-import { homeTrust } from "../../src/trust/home.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { boundEndpoint, startFakePi } from "../lib/fake-pi.ts";
 import { proveEndpoint, requireSentAtOnce } from "../lib/proofs.ts";
 import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/stats.ts";

@@ -14,7 +14,7 @@
  *   fills it to its budget.
  * - Relay memory per registration: an in-process relay engine (as memory.ts does), JS heap after
  *   a full GC before and after registering N sessions through the engine, divided by N.
- * - Refresh-pass cost against store size: a TaskCore (kit/party.ts) on a relay process whose
+ * - Refresh-pass cost against store size: a TaskCore (testkit/party.ts) on a relay process whose
  *   store holds archived terminal tasks of 100 events each, written through the store API as in
  *   refresh.ts; p50 of `refresh()` (nothing pending: one receive per pass).
  * - createTask p95 against active tasks: an origin TaskCore holding N active tasks (assigned to
@@ -48,9 +48,9 @@ import {
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createRelayEngine, type RelayEngine } from "../../src/relay-server/engine.ts";
-import { eventually } from "../../kit/async.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { eventually } from "../../testkit/async.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { introduceFakePis, requireSentAtOnce } from "../lib/proofs.ts";
 import { now, pool, round, summarize } from "../lib/stats.ts";
@@ -798,7 +798,7 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
     xUnit: "active task",
     unit: "ms",
     points,
-    note: `One origin TaskCore (kit/party.ts, no background passes) on a relay process, holding N active tasks assigned to registered sinks that never answer (TaskCores that proved their endpoints to the origin with one pass each, before the fill, and never run another: the assignments wait in their mailboxes); ${samples} timed createTask calls per point (after ${warmup} warm-up), each a 1 KiB task to a worker TaskCore that completes it at once, the origin taking the result in before the next, so each call sees N active tasks. The worker proved its endpoint before the warm-up (one hello round trip, untimed), so every timed assignment leaves sealed with its createTask (checked). p50 per point: ${medians.map((value) => readable(value)).join(", ")} ms.`,
+    note: `One origin TaskCore (testkit/party.ts, no background passes) on a relay process, holding N active tasks assigned to registered sinks that never answer (TaskCores that proved their endpoints to the origin with one pass each, before the fill, and never run another: the assignments wait in their mailboxes); ${samples} timed createTask calls per point (after ${warmup} warm-up), each a 1 KiB task to a worker TaskCore that completes it at once, the origin taking the result in before the next, so each call sees N active tasks. The worker proved its endpoint before the warm-up (one hello round trip, untimed), so every timed assignment leaves sealed with its createTask (checked). p50 per point: ${medians.map((value) => readable(value)).join(", ")} ms.`,
   });
   const pass = curve({
     id: "growth-refresh-active",

@@ -16,9 +16,9 @@ import { join } from "node:path";
 import { startPiRpc } from "../../src/demo/pi-rpc.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { activePollIntervalMs, heartbeatSilenceMs, orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
-import { homeTrust } from "../../src/trust/home.ts";
-import { closeParties, createParty } from "../../kit/party.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
+import { closeParties, createParty } from "../../testkit/party.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { proveEndpoint, requireSentAtOnce } from "../lib/proofs.ts";
 import { benchName } from "../lib/wire.ts";
 

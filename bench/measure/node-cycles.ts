@@ -12,7 +12,7 @@
  * so every envelope of the rounds must fit in its receipt budget (checked before the rounds).
  * Relay CPU per cycle: `/proc/<pid>/stat` of each relay over each timed run (bench/lib/cpu.ts).
  */
-import { CLI_BUNDLE } from "../../src/cli/runtime.ts";
+import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { type RelayProcess, startRelayProcess } from "../../src/demo/relay-process.ts";
 import { RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
 import { usersNode } from "../lib/processes.ts";

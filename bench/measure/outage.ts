@@ -20,9 +20,9 @@
  */
 import { coreInternals } from "../../src/core/task-core.ts";
 import { KiB } from "../../src/protocol/limits.ts";
-import { eventually } from "../../kit/async.ts";
+import { eventually } from "../../testkit/async.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { createFaultProxy } from "../../kit/fault-proxy.ts";
+import { createFaultProxy } from "../../testkit/fault-proxy.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, sleepUntil } from "../lib/stats.ts";
 import { introduceFakePis } from "../lib/proofs.ts";

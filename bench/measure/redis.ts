@@ -1,6 +1,6 @@
 /**
  * The Redis store (issue 15), measured in the bench's run: relays sharing one real `redis-server`
- * (kit/redis-process.ts; skipped with its reason when the Debian package `redis-server` is missing).
+ * (testkit/redis-process.ts; skipped with its reason when the Debian package `redis-server` is missing).
  *
  * - Envelope cycles/s through two relays sharing Redis ÷ through one relay on the in-process store:
  *   the raw-fetch cycles workload of ./cycles.ts (senders → one receiver, send + receive + ACK,
@@ -14,9 +14,9 @@
  *   the envelopes of ./memory.ts (unacknowledged, over 16 mailboxes) through a relay engine on the
  *   Redis store, ÷ the envelopes.
  */
-import { packageMissingReason } from "../../kit/debian-package.ts";
-import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { packageMissingReason } from "../../testkit/debian-package.ts";
+import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../testkit/redis-process.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { maxInFlightRequests, reservedRequestSlots } from "../../src/protocol/limits.ts";
 import { startRelayServer } from "../../src/relay-server/server.ts";
 import { createRedisStore } from "../../src/relay-server/store/redis/index.ts";

@@ -13,7 +13,7 @@ import type { TaskCore } from "../../src/core/task-core.ts";
 import { maxStoreRecords, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { closeParties, createParty } from "../../kit/party.ts";
+import { closeParties, createParty } from "../../testkit/party.ts";
 import { now, roundSummary, type Summary, summarize } from "../lib/stats.ts";
 import { benchName, boundSession } from "../lib/wire.ts";
 

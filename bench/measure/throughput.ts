@@ -9,7 +9,7 @@
 import { maxInFlightRequests, RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { CLI_BUNDLE } from "../../src/cli/runtime.ts";
+import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { usersNode } from "../lib/processes.ts";
 import { startEcho } from "../lib/processes.ts";
 import { now, pool, roundSummary, type Summary, summarize } from "../lib/stats.ts";

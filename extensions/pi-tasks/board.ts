@@ -6,8 +6,9 @@
  * one task in detail. A session name is the peer's claim (shown escaped and marked) and peer text is
  * quoted on its line (quote.ts), so neither can add a line to the board or drive the terminal.
  */
-import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
-import { isAlive, listSpawned, type SpawnedWorker } from "../../src/cli/spawned.ts";
+import { embeddedRelayRecord } from "../../src/host/embedded-relay.ts";
+import { listSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
+import { isAlive } from "../../src/platform/processes.ts";
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import type { OutboxPurpose } from "../../src/core/bookkeeping.ts";

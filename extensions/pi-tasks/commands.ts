@@ -4,8 +4,8 @@
  * the person (the model cannot type one), so pairing here is a human act — the same as the shell's
  * `pi-tasks peers add`, which a Pi package install does not put on PATH.
  */
-import { embeddedRelayRecord, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
-import { table } from "../../src/cli/format.ts";
+import { embeddedRelayRecord, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
+import { table } from "../../src/host/format.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { piTasksHome } from "../../src/relay-client/config.ts";

@@ -4,8 +4,8 @@
  * and commands reach the current lifetime through here; the worker gate is wired to it. Nothing
  * here throws into Pi's event handlers.
  */
-import type { ensureRelay } from "../../src/cli/embedded-relay.ts";
-import { stopOwnedWorkers } from "../../src/cli/stop.ts";
+import type { ensureRelay } from "../../src/host/embedded-relay.ts";
+import { stopOwnedWorkers } from "../../src/host/stop.ts";
 import type { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";

@@ -5,7 +5,7 @@
  * store), the presenter, the background scheduler and the mail watch. Which lifetime is the current
  * one is lifecycle.ts's concern: every callback here first asks whether its own lifetime went stale.
  */
-import { ensureRelay, type RelayInUse } from "../../src/cli/embedded-relay.ts";
+import { ensureRelay, type RelayInUse } from "../../src/host/embedded-relay.ts";
 import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import type { TrustOptions } from "../../src/core/trust.ts";

@@ -3,11 +3,10 @@
  * the workers pi-tasks spawned, and the relay's session list (asked when `/tasks` runs). Names are
  * display only: an endpoint is never derived from a name.
  */
-import { sessionList } from "../../src/cli/sessions.ts";
-import { listSpawned } from "../../src/cli/spawned.ts";
+import { sessionList } from "../../src/host/sessions.ts";
+import { listSpawned } from "../../src/host/spawned.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { isRecord } from "../../src/protocol/validate.ts";
 import type { PeerNames } from "./board.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 
@@ -26,12 +25,8 @@ export function createPeerDirectory(): PeerDirectory {
     async refresh(info) {
       for (const worker of listSpawned(info.env)) if (worker.taskEndpoint !== undefined) remember(worker.session, worker.taskEndpoint);
       try {
-        const listing = (await sessionList(info.env, info.relay.url)).value;
-        for (const item of listing.sessions as unknown[]) {
-          if (!isRecord(item) || typeof item.session !== "string" || !isRecord(item.taskEndpoint)) continue;
-          const { relay, id } = item.taskEndpoint;
-          if (typeof relay === "string" && typeof id === "string") remember(item.session, { relay, id });
-        }
+        const listing = await sessionList(info.env, info.relay.url);
+        for (const item of listing.sessions) if (item.taskEndpoint !== undefined) remember(item.session, item.taskEndpoint);
       } catch {
         // The relay is unreachable: the board shows what is known (and the footer says why).
       }

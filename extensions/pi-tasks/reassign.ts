@@ -4,10 +4,9 @@
  * restarted session of the same name.
  */
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { sessionStatus } from "../../src/cli/sessions.ts";
+import { sessionStatus } from "../../src/host/sessions.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { isRecord } from "../../src/protocol/validate.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { findTask, shortId } from "./short-ids.ts";
 
@@ -23,10 +22,8 @@ function usage(problem: string): TaskError {
 
 async function endpointOf(session: string, info: SessionInfo | undefined): Promise<TaskEndpoint> {
   if (info === undefined) throw new TaskError("TASKS_STARTING");
-  const status = (await sessionStatus(session, info.env, info.relay.url)).value;
-  const endpoint = status.taskEndpoint;
-  if (!isRecord(endpoint) || typeof endpoint.relay !== "string" || typeof endpoint.id !== "string")
-    throw usage(`no task endpoint is registered for session ${session}`);
+  const endpoint = (await sessionStatus(session, info.env, info.relay.url)).status.taskEndpoint;
+  if (endpoint === undefined) throw usage(`no task endpoint is registered for session ${session}`);
   return { relay: endpoint.relay, id: endpoint.id };
 }
 

@@ -1,11 +1,12 @@
 /**
  * Workers this Pi spawned to stop with it are known gone the moment their process exits: every
- * `workerOwnerPollMs` the watch looks at this Pi's spawn records (src/cli/spawned.ts), and a
+ * `workerOwnerPollMs` the watch looks at this Pi's spawn records (src/host/spawned.ts), and a
  * worker whose holder process is gone, or whose record was removed (`agent_task_stop`), has its
  * active tasks orphaned at once (`TaskCore.workerGone`) — no heartbeat or lease to wait for.
  * Other workers are judged by their heartbeats and registrations (src/core/activity.ts, orphans.ts).
  */
-import { isAlive, listSpawned } from "../../src/cli/spawned.ts";
+import { listSpawned } from "../../src/host/spawned.ts";
+import { isAlive } from "../../src/platform/processes.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { Env } from "../../src/relay-client/config.ts";
 import { workerOwnerPollMs } from "../../src/protocol/limits.ts";

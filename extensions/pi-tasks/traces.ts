@@ -27,7 +27,7 @@ import type { Attributes, Span, Tracer } from "@opentelemetry/api";
 import type { IdGenerator, SpanExporter, TracerProvider } from "@opentelemetry/sdk-trace";
 import { ROOT_DEPTH } from "../../src/core/lineage.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
-import { within } from "../../src/core/timers.ts";
+import { within } from "../../src/platform/waits.ts";
 import {
   maxWireIdChars,
   traceExportDelayMs,

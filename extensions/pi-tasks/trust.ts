@@ -20,7 +20,7 @@ import type { PairingRequest, TrustOptions } from "../../src/core/trust.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { maxPendingPairingDialogs, pairingDialogTimeoutMs } from "../../src/protocol/limits.ts";
 import type { Env } from "../../src/relay-client/config.ts";
-import { homeTrust } from "../../src/trust/home.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
 import { addPeer, isPeerName } from "../../src/trust/peers.ts";
 import { claimedName } from "./quote.ts";
 

@@ -12,7 +12,7 @@
  * TASK_ID may be a prefix of at least `minTaskIdPrefixChars` characters. Session files are looked
  * for under --sessions, else under `PI_CODING_AGENT_SESSION_DIR` (or `$PI_CODING_AGENT_DIR/sessions`,
  * else `~/.pi/agent/sessions`) and the sessions of the workers this user spawned (kept apart in the
- * pi-tasks home: src/cli/spawned.ts `workerSessionDir`).
+ * pi-tasks home: src/host/spawned.ts `workerSessionDir`).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
@@ -25,7 +25,7 @@ import { minTaskIdPrefixChars } from "../protocol/limits.ts";
 import type { AuditEntry } from "../protocol/schemas.ts";
 import { AUDIT_ENTRY, EVENT_MESSAGE, EVENT_RECORD } from "../protocol/session-entries.ts";
 import { isRecord } from "../protocol/validate.ts";
-import { stateDir, WORKER_SESSIONS_DIR } from "./spawned.ts";
+import { stateDir, WORKER_SESSIONS_DIR } from "../host/spawned.ts";
 
 type Env = Record<string, string | undefined>;
 

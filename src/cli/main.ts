@@ -12,12 +12,12 @@ import { auditCommand } from "./audit.ts";
 import { conformanceCommand } from "./conformance.ts";
 import { identityCommand } from "./identity.ts";
 import { PEERS_SUBCOMMANDS, peersCommand } from "./peers.ts";
-import { fields } from "./format.ts";
+import { fields } from "../host/format.ts";
 import { relayCommand } from "./relay.ts";
 import { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE } from "../relay-server/store/redis/url.ts";
-import { killSession, sessionList, sessionStatus } from "./sessions.ts";
-import { PACKAGE_ROOT } from "./runtime.ts";
-import { spawnWorker } from "./spawn.ts";
+import { killCommand, listCommand, statusCommand } from "./sessions.ts";
+import { PACKAGE_ROOT } from "../host/runtime.ts";
+import { spawnWorker } from "../host/spawn.ts";
 
 type Env = Record<string, string | undefined>;
 /** A value printed as JSON with `--json`, else as `text` when there is one; or an exit code. */
@@ -105,7 +105,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary: "a session's task endpoint",
     async run(args, env) {
       const { values, name } = namedSession(args, "status");
-      return { ...(await sessionStatus(name, env, values.relay)), json: values.json === true };
+      return { ...(await statusCommand(name, env, values.relay)), json: values.json === true };
     },
   },
   list: {
@@ -119,7 +119,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
         strict: true,
       });
       if (positionals.length > 0) throw usage("list takes no session name");
-      return { ...(await sessionList(env, values.relay)), json: values.json === true };
+      return { ...(await listCommand(env, values.relay)), json: values.json === true };
     },
   },
   kill: {
@@ -127,7 +127,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     summary: "stop a worker pi-tasks spawned and confirm it is gone",
     async run(args, env) {
       const { values, name } = namedSession(args, "kill", false);
-      return { ...(await killSession(name, env)), json: values.json === true };
+      return { ...(await killCommand(name, env)), json: values.json === true };
     },
   },
   demo: {

@@ -12,7 +12,7 @@ import { type Env, piTasksHome } from "../relay-client/config.ts";
 import { addPeer, listPeers, type Peer, peersPath, removePeer } from "../trust/peers.ts";
 import { fingerprintOf, isPublicKeyText } from "../trust/keys.ts";
 import { confirmOnTerminal } from "./confirm.ts";
-import { table } from "./format.ts";
+import { table } from "../host/format.ts";
 
 type Outcome = { value: unknown; json: boolean } | number;
 

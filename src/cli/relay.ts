@@ -30,7 +30,7 @@ import { defaultRelayPort } from "../relay-client/config.ts";
 import { startRelayServer } from "../relay-server/server.ts";
 import type { RedisStore } from "../relay-server/store/redis/index.ts";
 import { readRelaySecret } from "../trust/relay-secret.ts";
-import { instanceFromEnv, stopEmbeddedRelay } from "./embedded-relay.ts";
+import { instanceFromEnv, stopEmbeddedRelay } from "../host/embedded-relay.ts";
 
 export interface RelayCommandIo {
   readonly stdout: (line: string) => void;

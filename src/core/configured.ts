@@ -19,7 +19,8 @@ import type { CoreBook } from "./bookkeeping.ts";
 import { absentHost, type PresentationHost } from "./host.ts";
 import type { PassReport } from "./pass.ts";
 import { createTaskCore, rehomeCore, type TaskCore } from "./task-core.ts";
-import { type TaskTimers, within } from "./timers.ts";
+import { type TaskTimers } from "./timers.ts";
+import { within } from "../platform/waits.ts";
 
 export interface ConfiguredTaskCoreOptions {
   /** Environment read for `WOLFPACK_SESSION_NAME`, `PI_TASKS_RELAY_URL`, `WOLFPACK_PORT`, `WOLFPACK_JWT_*`. */

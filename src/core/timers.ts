@@ -1,7 +1,7 @@
 /**
  * Time for the core: the pass deadline, admission slices and capacity cooldowns run on
  * `TaskTimers`, separate from the `clock` that stamps task records (tests pass virtual timers);
- * and two waits whose timers never outlive them (`within`, `pause`).
+ * and a pause whose timer never outlives it (`pause`; a wait with a deadline is src/platform/waits.ts).
  */
 
 export interface TaskTimers {
@@ -31,19 +31,6 @@ export const systemTimers: TaskTimers = {
     });
   },
 };
-
-/** Waiting with a deadline whose timer never outlives the wait (a pending timer keeps Bun alive). */
-export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  try {
-    return await Promise.race([promise, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Resolves after `ms`, or at once when `signal` aborts; the timer is unref'd and cleared either way. */
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {

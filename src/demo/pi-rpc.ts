@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { nanoid } from "nanoid";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type PiLaunch, piCommand, piRpcArgs, scriptedEnv } from "../cli/pi-cli.ts";
+import { type PiLaunch, piCommand, piRpcArgs, scriptedEnv } from "../host/pi-cli.ts";
 import { diagnosticTailChars } from "../protocol/limits.ts";
-import { within } from "../core/timers.ts";
+import { within } from "../platform/waits.ts";
 
 export type RpcRecord = Record<string, unknown> & { readonly type: string };
 

@@ -3,9 +3,9 @@
  * and stops it. The demo and the tests use this, so they run exactly what a user runs.
  */
 import { type Subprocess, spawn } from "bun";
-import { bunPath, CLI_ENTRY, PACKAGE_ROOT } from "../cli/pi-cli.ts";
+import { bunPath, CLI_ENTRY, PACKAGE_ROOT } from "../host/pi-cli.ts";
 import { relayReadyTimeoutMs } from "../protocol/limits.ts";
-import { within } from "../core/timers.ts";
+import { within } from "../platform/waits.ts";
 
 export const REPO_ROOT = PACKAGE_ROOT;
 export { CLI_ENTRY };

@@ -36,6 +36,7 @@ import {
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
 } from "../protocol/limits.ts";
+import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { EPOCHLESS_CODES, type RelayOperation } from "../protocol/wire.ts";
 import { proveRelay, type RelayAuth, type RelaySecretAuth, relaySecretFor, tokenFor } from "./auth.ts";
@@ -88,9 +89,9 @@ export interface RelayTransport {
   /** GET /api/task-relay/profile. */
   profile(options?: RequestOptions): Promise<Record<string, unknown>>;
   /** GET /api/session-control/status?session=NAME (our relay, and Wolfpack's session control). */
-  sessionStatus(session: string, options?: RequestOptions): Promise<Record<string, unknown>>;
+  sessionStatus(session: string, options?: RequestOptions): Promise<ListedSession>;
   /** GET /api/session-control/list: the live registrations. */
-  sessionList(options?: RequestOptions): Promise<Record<string, unknown>[]>;
+  sessionList(options?: RequestOptions): Promise<ListedSession[]>;
   usage(): LaneUsage;
   /** Aborts everything in flight and refuses new requests with `RELAY_CLOSED`. */
   close(): void;
@@ -492,14 +493,40 @@ function createExchanger(requestTimeoutMs: number, closing: AbortController, pro
   };
 }
 
-function decodeSessionStatus(status: number, parsed: unknown, headers: Headers): Record<string, unknown> {
-  if (status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined) return parsed;
+/**
+ * A session as the relay's session routes describe it: its name, and its task endpoint and lease
+ * when they have the wire's shape (anything else the relay says is kept as it came).
+ */
+export interface ListedSession {
+  readonly session: string;
+  readonly taskEndpoint?: TaskEndpoint;
+  readonly taskTransport?: { readonly leaseExpiresAt?: string };
+  readonly [field: string]: unknown;
+}
+
+function listedSession(value: unknown): ListedSession | undefined {
+  if (!isRecord(value) || typeof value.session !== "string") return undefined;
+  const { taskEndpoint, taskTransport, ...rest } = value;
+  const endpoint = isRecord(taskEndpoint) && typeof taskEndpoint.relay === "string" && typeof taskEndpoint.id === "string";
+  const lease = isRecord(taskTransport) ? taskTransport.leaseExpiresAt : undefined;
+  return {
+    ...rest,
+    session: value.session,
+    ...(endpoint ? { taskEndpoint: { relay: taskEndpoint.relay as string, id: taskEndpoint.id as string } } : {}),
+    ...(isRecord(taskTransport) ? { taskTransport: typeof lease === "string" ? { leaseExpiresAt: lease } : {} } : {}),
+  };
+}
+
+function decodeSessionStatus(status: number, parsed: unknown, headers: Headers): ListedSession {
+  const listed = status === HTTP_STATUS.ok && isRecord(parsed) && parsed.ok === undefined ? listedSession(parsed) : undefined;
+  if (listed !== undefined) return listed;
   interpret(status, parsed, headers);
   throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session status reply" } });
 }
 
-function decodeSessionList(status: number, parsed: unknown, headers: Headers): Record<string, unknown>[] {
-  if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions)) return parsed.sessions.filter(isRecord);
+function decodeSessionList(status: number, parsed: unknown, headers: Headers): ListedSession[] {
+  if (status === HTTP_STATUS.ok && isRecord(parsed) && Array.isArray(parsed.sessions))
+    return parsed.sessions.map(listedSession).filter((listed) => listed !== undefined);
   interpret(status, parsed, headers);
   throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "unexpected session list reply" } });
 }

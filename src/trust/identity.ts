@@ -3,13 +3,13 @@
  * first use. Every Pi (and CLI) with the same PI_TASKS_HOME is the same identity.
  *
  * - File: `{ "version": 1, "publicKey": "ed25519:…", "privateKey": "<PKCS#8, base64url>",
- *   "createdAt": "<ISO>" }`, mode 0600, in the home directory (src/trust/home-dir.ts: created
+ *   "createdAt": "<ISO>" }`, mode 0600, in the home directory (src/platform/home-dir.ts: created
  *   0700, refused when anyone else may enter it).
  * - Creation is race-free: the file is written complete under a temporary name and linked into
  *   place, which fails when it exists; a process that loses the race reads the winner's file. So
  *   Pis starting at once end with one identity, and nobody reads a half-written file.
  * - Reading checks everything (a regular file of this user's, not a symbolic link, not open to
- *   group or others — src/trust/private-file.ts; its shape, the private key parses and matches
+ *   group or others — src/platform/private-file.ts; its shape, the private key parses and matches
  *   `publicKey`) and refuses with `IDENTITY_INVALID`. A bad file is never replaced
  *   by a new key: that would silently change who this installation is.
  * - An identity never changes while a process runs: it is cached per home directory.
@@ -17,10 +17,10 @@
 import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { isRecord } from "../protocol/validate.ts";
-import { createFileExclusive } from "./atomic-file.ts";
-import { ensureHome } from "./home-dir.ts";
+import { createFileExclusive } from "../platform/atomic-file.ts";
+import { ensureHome } from "../platform/home-dir.ts";
 import { generateIdentity, type Identity, identityFromPrivateKey, isPublicKeyText } from "./keys.ts";
-import { readPrivateFile } from "./private-file.ts";
+import { readPrivateFile } from "../platform/private-file.ts";
 
 export const IDENTITY_FILE = "identity.json";
 const IDENTITY_VERSION = 1;

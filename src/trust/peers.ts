@@ -4,8 +4,8 @@
  *
  * - A missing file means no peers. A malformed one is `PEERS_INVALID` and is never overwritten;
  *   so is one that is a symbolic link, not a regular file, owned by another user or writable by
- *   group or others (src/trust/private-file.ts): whoever controls it decides whom this identity trusts.
- * - Changes (`addPeer`, `removePeer`) run under `peers.json.lock` (src/trust/file-lock.ts): they
+ *   group or others (src/platform/private-file.ts): whoever controls it decides whom this identity trusts.
+ * - Changes (`addPeer`, `removePeer`) run under `peers.json.lock` (src/platform/file-lock.ts): they
  *   wait up to `peersLockWaitMs` for another process (then `PEERS_BUSY`), re-read the file under
  *   the lock, and replace it atomically (mode 0600), so concurrent changes are never lost.
  * - Rules: a name is `^[A-Za-z0-9._-]{1,64}$`; a key parses; a name is never re-bound to another
@@ -19,12 +19,12 @@ import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { maxPeerNameChars, maxPeers, peersLockPollMs, peersLockStaleMs, peersLockWaitMs } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
-import { replaceFile } from "./atomic-file.ts";
-import { lockHolder, waitForLock } from "./file-lock.ts";
-import { ensureHome } from "./home-dir.ts";
+import { replaceFile } from "../platform/atomic-file.ts";
+import { lockHolder, waitForLock } from "../platform/file-lock.ts";
+import { ensureHome } from "../platform/home-dir.ts";
 import { loadIdentity } from "./identity.ts";
 import { fingerprintOf, isPublicKeyText } from "./keys.ts";
-import { readPrivateFile } from "./private-file.ts";
+import { readPrivateFile } from "../platform/private-file.ts";
 
 export const PEERS_FILE = "peers.json";
 const PEERS_VERSION = 1;

@@ -21,7 +21,7 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { relaySecretBytes, relaySecretFileMaxBytes, relaySecretMinBytes } from "../protocol/limits.ts";
-import { createFileExclusive } from "./atomic-file.ts";
+import { createFileExclusive } from "../platform/atomic-file.ts";
 
 /** Names the directory of the user's relay secrets (tests; a user who keeps them elsewhere). */
 export const RELAY_SECRET_DIR_VARIABLE = "PI_TASKS_RELAY_SECRET_DIR";

@@ -8,8 +8,8 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { runFaults } from "../../bench/faults.ts";
 import { runBench } from "../../bench/run.ts";
 import { performanceMarkdown } from "../../bench/report.ts";
-import { packageBinary } from "../../kit/debian-package.ts";
-import { REDIS_BINARY } from "../../kit/redis-process.ts";
+import { packageBinary } from "../../testkit/debian-package.ts";
+import { REDIS_BINARY } from "../../testkit/redis-process.ts";
 
 // Starts relays, echo servers and a real Pi: raised well above the suite's default.
 setDefaultTimeout(180_000);

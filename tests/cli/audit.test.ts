@@ -8,8 +8,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AuditReport } from "../../src/core/audit.ts";
 import type { PresentationItem } from "../../src/core/host.ts";
-import { drain } from "../../kit/drain.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { drain } from "../../testkit/drain.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { type CliSandbox, createCliSandbox, jsonOf } from "../helpers/cli-kit.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 

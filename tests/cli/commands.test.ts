@@ -6,12 +6,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { RELAY_SECRET_DIR_VARIABLE } from "../../src/trust/relay-secret.ts";
 import { spawn } from "bun";
 import { MAX_TCP_PORT, RELAY_PROFILE } from "../../src/protocol/limits.ts";
-import { ensureRelay } from "../../src/cli/embedded-relay.ts";
-import { isAlive } from "../../src/cli/spawned.ts";
+import { ensureRelay } from "../../src/host/embedded-relay.ts";
+import { isAlive } from "../../src/platform/processes.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { BUN, CLI_ENTRY, type CliSandbox, createCliSandbox, jsonOf, REPO_ROOT } from "../helpers/cli-kit.ts";
-import { freePort } from "../../kit/relay-process.ts";
+import { freePort } from "../../testkit/relay-process.ts";
 
 const COMMANDS = ["relay", "spawn", "status", "list", "kill", "demo", "help"];
 

@@ -1,7 +1,7 @@
 /**
  * `dist/` is the built JavaScript that pi-tasks' own processes run (the relay, the worker holder,
  * the `pi-tasks` bin): Node does not strip TypeScript under node_modules, and a git install gets no
- * build step (src/cli/runtime.ts). It is committed, so it must be exactly what `npm run build` makes
+ * build step (src/host/runtime.ts). It is committed, so it must be exactly what `npm run build` makes
  * of the sources now, and it may import nothing but Node's built-ins (what Pi's installer omits —
  * dev and peer dependencies — and Bun are not there on a user's machine).
  */
@@ -9,7 +9,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 
 const out = mkdtempSync(join(tmpdir(), "pi-tasks-dist-"));
 afterAll(() => rmSync(out, { recursive: true, force: true }));

@@ -1,5 +1,5 @@
 /**
- * The embedded relay (src/cli/embedded-relay.ts): started only when nothing answers at the default
+ * The embedded relay (src/host/embedded-relay.ts): started only when nothing answers at the default
  * loopback URL, one per port under a lock, recorded so `/tasks` can say pi-tasks started it and
  * `pi-tasks relay stop` can stop it; never for an explicit URL, an opt-out or a busy port. It
  * serves only clients holding its user's relay secret, and proves itself to them (the attacks
@@ -10,8 +10,8 @@ import { useCleanups } from "../helpers/cleanups.ts";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
-import { isAlive } from "../../src/cli/spawned.ts";
+import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
+import { isAlive } from "../../src/platform/processes.ts";
 import {
   challengeProof,
   deriveRelayKeys,
@@ -32,7 +32,7 @@ import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
 import { ensureRelaySecret, readRelaySecret } from "../../src/trust/relay-secret.ts";
-import { BUN, CLI_ENTRY, freePort, REPO_ROOT, startRelayProcess } from "../../kit/relay-process.ts";
+import { BUN, CLI_ENTRY, freePort, REPO_ROOT, startRelayProcess } from "../../testkit/relay-process.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
 
 setDefaultTimeout(30_000);

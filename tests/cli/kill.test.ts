@@ -9,7 +9,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, running } from "../helpers/cli-kit.ts";
-import { relaySessions, relaySessionStatus } from "../../kit/session-control.ts";
+import { relaySessions, relaySessionStatus } from "../../testkit/session-control.ts";
 
 const sandboxes: CliSandbox[] = [];
 let session: VolatileTaskSession | undefined;

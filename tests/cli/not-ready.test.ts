@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { type CliSandbox, createCliSandbox, jsonOf, running } from "../helpers/cli-kit.ts";
-import { relaySessions } from "../../kit/session-control.ts";
+import { relaySessions } from "../../testkit/session-control.ts";
 
 let sandbox: CliSandbox | undefined;
 

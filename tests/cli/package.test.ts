@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { BUN, REPO_ROOT } from "../../kit/relay-process.ts";
+import { BUN, REPO_ROOT } from "../../testkit/relay-process.ts";
 
 setDefaultTimeout(60_000);
 
@@ -87,7 +87,7 @@ test("the tarball ships the library, the extension, the CLI and the docs, and no
   ]) {
     expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: true });
   }
-  for (const path of ["tests", "kit", "bench"])
+  for (const path of ["tests", "testkit", "bench"])
     expect({ path, shipped: existsSync(join(installed, path)) }).toEqual({ path, shipped: false });
   expect(Object.keys(packed.exports).sort()).toEqual([".", "./cli", "./conformance", "./extension", "./package.json", "./relay"]);
 });

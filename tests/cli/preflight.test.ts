@@ -9,8 +9,8 @@ import { join } from "node:path";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { maxWireIdChars, workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { type CliRun, type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf } from "../helpers/cli-kit.ts";
-import { freePort } from "../../kit/relay-process.ts";
-import { relaySessions, relaySessionStatus } from "../../kit/session-control.ts";
+import { freePort } from "../../testkit/relay-process.ts";
+import { relaySessions, relaySessionStatus } from "../../testkit/session-control.ts";
 
 let sandbox: CliSandbox | undefined;
 let session: VolatileTaskSession | undefined;

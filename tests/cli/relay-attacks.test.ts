@@ -20,11 +20,11 @@ import { join } from "node:path";
 import { createTasksRuntime } from "../../extensions/pi-tasks/lifecycle.ts";
 import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
-import { homeTrust } from "../../src/trust/home.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
 import { addPeer } from "../../src/trust/peers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
-import { isAlive } from "../../src/cli/spawned.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
+import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
+import { isAlive } from "../../src/platform/processes.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
@@ -32,8 +32,8 @@ import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { deriveRelayKeys, verifyRelayToken } from "../../src/protocol/jwt.ts";
 import { relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
 import { ensureRelaySecret, readRelaySecret } from "../../src/trust/relay-secret.ts";
-import { BUN, freePort, REPO_ROOT, startRelayProcess } from "../../kit/relay-process.ts";
-import { eventually } from "../../kit/async.ts";
+import { BUN, freePort, REPO_ROOT, startRelayProcess } from "../../testkit/relay-process.ts";
+import { eventually } from "../../testkit/async.ts";
 
 setDefaultTimeout(30_000);
 

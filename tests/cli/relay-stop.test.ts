@@ -5,14 +5,14 @@
  * it; every other pid does not exist (ESRCH); every call is recorded. The waits of stop.ts run on
  * Bun's fake clock, so its `processExitConfirmMs` passes at once.
  *
- * - `stopEmbeddedRelay` (src/cli/embedded-relay.ts) signals the recorded pid only after what answers
+ * - `stopEmbeddedRelay` (src/host/embedded-relay.ts) signals the recorded pid only after what answers
  *   at the record's URL proves the recorded instance nonce for this call's challenge, as that pid;
  *   a forged, replayed or missing proof, another pid, or a record from before instance proofs
  *   signals nothing, removes the record and fails with RELAY_RECORD_STALE; a record whose process is
  *   gone is nothing to stop (`relay stop`: SESSION_NOT_OWNED).
  * - The relay's instance route (src/relay-server/relay-auth.ts) answers only a well-formed challenge,
  *   only on a relay with an instance nonce, with no token needed.
- * - `stopProcess` / `stopPids` / `stopOwnedWorkers` (src/cli/stop.ts): SIGTERM to the holder only,
+ * - `stopProcess` / `stopPids` / `stopOwnedWorkers` (src/host/stop.ts): SIGTERM to the holder only,
  *   done once holder and Pi are both gone, SIGKILL only after `processExitConfirmMs`, a record kept
  *   while a process outlives that; a Pi pid file naming no process adds nothing to signal.
  */
@@ -20,11 +20,11 @@ import { describe, expect, jest, spyOn, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { raised } from "../../kit/async.ts";
-import { type EmbeddedRelayRecord, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
+import { raised } from "../../testkit/async.ts";
+import { type EmbeddedRelayRecord, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
 import { relayCommand } from "../../src/cli/relay.ts";
-import { listSpawned, loadSpawned, piPidFile, type SpawnedWorker, saveSpawned } from "../../src/cli/spawned.ts";
-import { stopOwnedWorkers, stopProcess } from "../../src/cli/stop.ts";
+import { listSpawned, loadSpawned, piPidFile, type SpawnedWorker, saveSpawned } from "../../src/host/spawned.ts";
+import { stopOwnedWorkers, stopProcess } from "../../src/host/stop.ts";
 import { instanceProof, isChallenge, newChallenge } from "../../src/protocol/jwt.ts";
 import {
   RELAY_CHALLENGE_HEADER,

@@ -14,13 +14,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTasksRuntime } from "../../extensions/pi-tasks/lifecycle.ts";
-import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/cli/embedded-relay.ts";
+import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
 import { RELAY_PROFILE_PATH, relayProbeAttempts, relayProbeMs } from "../../src/protocol/limits.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { ensureRelaySecret, relaySecretPath } from "../../src/trust/relay-secret.ts";
-import { eventually } from "../../kit/async.ts";
-import { createFaultProxy } from "../../kit/fault-proxy.ts";
-import { freePort } from "../../kit/relay-process.ts";
+import { eventually } from "../../testkit/async.ts";
+import { createFaultProxy } from "../../testkit/fault-proxy.ts";
+import { freePort } from "../../testkit/relay-process.ts";
 
 setDefaultTimeout(60_000);
 

@@ -2,15 +2,15 @@
  * `pi-tasks spawn --task-worker`: a real scripted Pi worker becomes ready and outlives the
  * command; status/list show it; its log holds Pi's RPC output once it works on a task.
  */
-import { homeTrust } from "../../src/trust/home.ts";
-import { rpcLogFile } from "../../src/cli/spawned.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
+import { rpcLogFile } from "../../src/host/spawned.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, markedProcesses, running } from "../helpers/cli-kit.ts";
-import { eventually } from "../../kit/async.ts";
-import { relaySessionStatus } from "../../kit/session-control.ts";
+import { eventually } from "../../testkit/async.ts";
+import { relaySessionStatus } from "../../testkit/session-control.ts";
 import { RELAY_ID } from "../../src/protocol/limits.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

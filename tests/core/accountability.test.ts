@@ -22,12 +22,12 @@ import {
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { failure } from "../../kit/async.ts";
-import { drain, relayBacklog, settle } from "../../kit/drain.ts";
-import type { ProxyRequest } from "../../kit/fault-proxy.ts";
-import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../../kit/jump-timers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { closeParties, type Party } from "../../kit/party.ts";
+import { failure } from "../../testkit/async.ts";
+import { drain, relayBacklog, settle } from "../../testkit/drain.ts";
+import type { ProxyRequest } from "../../testkit/fault-proxy.ts";
+import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../../testkit/jump-timers.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
+import { closeParties, type Party } from "../../testkit/party.ts";
 import { eventsOf, expectCode, sentEnvelopes } from "../helpers/core-kit.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 

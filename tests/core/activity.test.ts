@@ -14,10 +14,10 @@ import { heartbeatIntervalMs, heartbeatSilenceMs, orphanProbeIntervalMs } from "
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
-import { settle } from "../../kit/drain.ts";
-import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { settle } from "../../testkit/drain.ts";
+import { createJumpTimers } from "../../testkit/jump-timers.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
 import { OTHER, taskRecord, WORKER } from "../helpers/fixtures.ts";

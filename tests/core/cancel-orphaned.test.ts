@@ -13,9 +13,9 @@ import { toolDepsOn } from "../helpers/extension-fakes.ts";
 import { taskWords } from "../../extensions/pi-tasks/describe.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
-import { settle } from "../../kit/drain.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { failure } from "../../kit/async.ts";
+import { settle } from "../../testkit/drain.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { failure } from "../../testkit/async.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(20_000);

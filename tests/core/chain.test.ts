@@ -15,12 +15,12 @@ import type { CancelOutcome, TaskRecord } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { failure } from "../../kit/async.ts";
-import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { sealedTo } from "../../kit/sealed.ts";
+import { failure } from "../../testkit/async.ts";
+import { createJumpTimers } from "../../testkit/jump-timers.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { sealedTo } from "../../testkit/sealed.ts";
 
 const opened: { relays: InMemoryTaskRelay[]; parties: { core: Party["core"] }[] } = { relays: [], parties: [] };
 

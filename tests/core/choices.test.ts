@@ -6,11 +6,11 @@
  * a worker whose own check was bypassed (mail built below its TaskCore) is refused INVALID_INTENT.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { raised } from "../../kit/async.ts";
-import { settle } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { sealedTo } from "../../kit/sealed.ts";
+import { raised } from "../../testkit/async.ts";
+import { settle } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { sealedTo } from "../../testkit/sealed.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { processLocalTrust } from "../../src/core/trust.ts";

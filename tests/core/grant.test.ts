@@ -3,9 +3,9 @@
  * the grant its origin sent, and a task it delegates onward carries at most that, whatever it asks.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { settle } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { settle } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(15_000);

@@ -14,9 +14,9 @@ import { coreInternals, createTaskCore } from "../../src/core/task-core.ts";
 import { activePollIntervalMs, helloRetryMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { closeParties, type Party } from "../../kit/party.ts";
+import { createJumpClock, createJumpTimers } from "../../testkit/jump-timers.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
+import { closeParties, type Party } from "../../testkit/party.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(20_000);

@@ -9,14 +9,14 @@ import type { PresentationHost, PresentationItem } from "../../src/core/host.ts"
 import { RELAY_ID, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { relayBacklog, settle } from "../../kit/drain.ts";
+import { relayBacklog, settle } from "../../testkit/drain.ts";
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { isHello } from "../../kit/sealed.ts";
-import { deferred, failure, raised, settledYet } from "../../kit/async.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { isHello } from "../../testkit/sealed.ts";
+import { deferred, failure, raised, settledYet } from "../../testkit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes } from "../helpers/core-kit.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);

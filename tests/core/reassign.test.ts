@@ -23,13 +23,13 @@ import {
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { settle } from "../../kit/drain.ts";
-import { clearEnvelope, clearPayload, isHello } from "../../kit/sealed.ts";
+import { settle } from "../../testkit/drain.ts";
+import { clearEnvelope, clearPayload, isHello } from "../../testkit/sealed.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { failure } from "../../kit/async.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { failure } from "../../testkit/async.ts";
 import { eventsOf, expectCode, receiptStages, requestsOf, sentEnvelopes, trustOf } from "../helpers/core-kit.ts";
-import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(10_000);

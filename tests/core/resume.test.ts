@@ -6,10 +6,10 @@
  * Then each check of resume.ts on its own function (the relay fake, virtual time), one edge each.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { raised, thrown } from "../../kit/async.ts";
-import { settle } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { raised, thrown } from "../../testkit/async.ts";
+import { settle } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { coreInternals, createCoreContext, createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import { answerResume, askResumes, restoreTasks, takeResumeAnswer, taskRecordOf } from "../../src/core/resume.ts";
 import { OPERATION, type CoreBook } from "../../src/core/bookkeeping.ts";
@@ -17,13 +17,13 @@ import { createTaskWorkScope } from "../../src/core/scope.ts";
 import type { Signer, TrustOptions } from "../../src/core/trust.ts";
 import { helloRetryMs, maxHellosPerPass, maxResumeTasks } from "../../src/protocol/limits.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { createVirtualTimers } from "../../kit/virtual-timers.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
+import { createJumpTimers } from "../../testkit/jump-timers.ts";
+import { createVirtualTimers } from "../../testkit/virtual-timers.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
 import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
 import { encodeHello } from "../../src/core/envelopes.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import type { ProxyRequest } from "../../kit/fault-proxy.ts";
+import type { ProxyRequest } from "../../testkit/fault-proxy.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
 import { createFakeRelay } from "../helpers/fake-relay.ts";
 import { settleVirtually } from "../helpers/virtual-pair.ts";

@@ -7,11 +7,11 @@
  * relay does not take is reported, not taken for sent.
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { raised } from "../../kit/async.ts";
-import { settle } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { sealedTo } from "../../kit/sealed.ts";
+import { raised } from "../../testkit/async.ts";
+import { settle } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { sealedTo } from "../../testkit/sealed.ts";
 import { encodeEnvelope, makeEvent } from "../../src/core/envelopes.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { processLocalTrust } from "../../src/core/trust.ts";

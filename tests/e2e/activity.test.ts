@@ -19,7 +19,7 @@
  * `npm run bench`, not asserted here.
  */
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { sessionEndpoint, waitForEndpoint } from "../../kit/session-control.ts";
+import { sessionEndpoint, waitForEndpoint } from "../../testkit/session-control.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";

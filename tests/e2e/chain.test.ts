@@ -20,9 +20,9 @@
  * assertions below rather than a timeout inside a scenario.
  */
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { eventually } from "../../kit/async.ts";
-import type { FaultProxy } from "../../kit/fault-proxy.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { eventually } from "../../testkit/async.ts";
+import type { FaultProxy } from "../../testkit/fault-proxy.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import {
   stopEach,
   allSeen,

@@ -5,7 +5,7 @@
  * listing the choices, the suggested one first; the picked choice reaches the worker as the answer.
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { called, choiceWorkerBrain, EVENT_MESSAGE, field, isCustom, usePiFixture } from "../helpers/pi-kit.ts";
 import type { RpcRecord } from "../helpers/pi-process.ts";

@@ -8,13 +8,14 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { isAlive, listSpawned } from "../../src/cli/spawned.ts";
-import { stopProcess } from "../../src/cli/stop.ts";
+import { listSpawned } from "../../src/host/spawned.ts";
+import { isAlive } from "../../src/platform/processes.ts";
+import { stopProcess } from "../../src/host/stop.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { expectNoProblems, field, toolCalls } from "../helpers/pi-kit.ts";
-import { sessionEndpoint } from "../../kit/session-control.ts";
+import { sessionEndpoint } from "../../testkit/session-control.ts";
 import { type PiProcess, startPi } from "../helpers/pi-process.ts";
-import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { WORKER_NAME } from "./scripts/spawning-origin.ts";
 
 setDefaultTimeout(60_000);

@@ -29,8 +29,8 @@ import {
   usePiFixture,
   sendThenAckBrain,
 } from "../helpers/pi-kit.ts";
-import { deferred } from "../../kit/async.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { deferred } from "../../testkit/async.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import type { PiProcess, ScriptTurn } from "../helpers/pi-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.

@@ -10,7 +10,7 @@
  * or ask — its next call is judged by the grant, not locked by the gate.
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { GRANT_VARIABLE } from "../../extensions/pi-tasks/grants.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { called, EVENT_MESSAGE, field, isCustom, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";

@@ -8,7 +8,7 @@ import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort } from "../../kit/relay-process.ts";
+import { freePort } from "../../testkit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
 import { type PiProcess, type RpcRecord, startPi } from "../helpers/pi-process.ts";
 

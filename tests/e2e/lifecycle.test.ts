@@ -21,9 +21,9 @@ import {
   scenario,
   usePiFixture,
 } from "../helpers/pi-kit.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { type RpcRecord, runPiOnce, STOP_GRACE_MS } from "../helpers/pi-process.ts";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { REPLY } from "./scripts/says-ok.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.

@@ -14,13 +14,13 @@ import { afterEach, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { homeTrust } from "../../src/trust/home.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { peersPath } from "../../src/trust/peers.ts";
-import { eventually } from "../../kit/async.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { eventually } from "../../testkit/async.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
 import { describeWithTmux, startTui, type Tui } from "../helpers/tui-kit.ts";
 

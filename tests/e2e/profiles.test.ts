@@ -11,12 +11,12 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eventually } from "../../kit/async.ts";
-import { type RelayProcess, REPO_ROOT, startRelayProcess } from "../../kit/relay-process.ts";
+import { eventually } from "../../testkit/async.ts";
+import { type RelayProcess, REPO_ROOT, startRelayProcess } from "../../testkit/relay-process.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { allSeen, callCount, called, field, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
 import type { RpcRecord, ScriptReply, ScriptTurn } from "../helpers/pi-process.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { PROFILE_MARKER } from "./scripts/profiled-worker.ts";
 
 setDefaultTimeout(90_000);

@@ -21,9 +21,9 @@ import {
   scenario,
   stopAll,
 } from "../helpers/pi-kit.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { type PiProcess, type PiProcessOptions, startPi } from "../helpers/pi-process.ts";
-import { freePort, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
+import { freePort, startRelayProcess, type RelayProcess } from "../../testkit/relay-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
 setDefaultTimeout(60_000);

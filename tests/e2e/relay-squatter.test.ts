@@ -13,7 +13,7 @@
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { ensureRelaySecret } from "../../src/trust/relay-secret.ts";
-import { freePort } from "../../kit/relay-process.ts";
+import { freePort } from "../../testkit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
 import { called, statusTexts, stopAll, tempDir, toolCalls } from "../helpers/pi-kit.ts";
 import { type PiProcess, startPi } from "../helpers/pi-process.ts";

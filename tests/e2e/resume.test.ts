@@ -16,8 +16,8 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { eventually } from "../../kit/async.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { eventually } from "../../testkit/async.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import {
   bannerWorkerBrain,

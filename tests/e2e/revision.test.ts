@@ -5,7 +5,7 @@
  * completes a second time; the origin acknowledges the second result. Both rounds stay in the history.
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { called, EVENT_MESSAGE, field, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
 import type { RpcRecord } from "../helpers/pi-process.ts";

@@ -17,12 +17,12 @@ import { encodeEnvelope } from "../../src/core/envelopes.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
 import type { TrustOptions } from "../../src/core/trust.ts";
 import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
-import { eventually } from "../../kit/async.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
-import { CLI_BUNDLE } from "../../src/cli/runtime.ts";
+import { eventually } from "../../testkit/async.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../testkit/redis-process.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
+import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { NODE_BINARY } from "../helpers/host-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 

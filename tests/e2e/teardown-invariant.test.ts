@@ -10,7 +10,7 @@
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { usePiFixture } from "../helpers/pi-kit.ts";
 import { describeWithTmux, startTui } from "../helpers/tui-kit.ts";
 import { REPLY } from "./scripts/says-ok.ts";

@@ -16,12 +16,12 @@ import {
   waitTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
+import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
 import { expectNoProblems, field, toolCalls, type ToolCall } from "../helpers/pi-kit.ts";
-import { deferred } from "../../kit/async.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { deferred } from "../../testkit/async.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { type PiProcess, startPi } from "../helpers/pi-process.ts";
-import { startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
+import { startRelayProcess, type RelayProcess } from "../../testkit/relay-process.ts";
 
 // The scenarios start in beforeAll and run concurrently; a test waits for its scenario's real processes.
 setDefaultTimeout(60_000);

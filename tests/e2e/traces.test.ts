@@ -13,8 +13,8 @@
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { eventually } from "../../kit/async.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { eventually } from "../../testkit/async.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import {
   bannerWorkerBrain,
   called,

@@ -43,9 +43,9 @@ import {
   sendThenAckBrain,
 } from "../helpers/pi-kit.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { type Brain, type PiProcess, type PiProcessOptions, type RpcRecord, startPi } from "../helpers/pi-process.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, startRelayProcess, type RelayProcess } from "../../kit/relay-process.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, startRelayProcess, type RelayProcess } from "../../testkit/relay-process.ts";
 
 // Both scenarios start in beforeAll and run concurrently against one relay (about 10 s together);
 // the first test of a scenario waits for all of it, and a broken trust gate makes the soft waits

@@ -6,9 +6,9 @@
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
-import { stopPids } from "../../src/cli/stop.ts";
-import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
+import { embeddedRelayRecord } from "../../src/host/embedded-relay.ts";
+import { stopPids } from "../../src/host/stop.ts";
+import { freePort, REPO_ROOT } from "../../testkit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
 import { describeWithTmux, footerOf, startInstalledTui, type Tui } from "../helpers/tui-kit.ts";
 import { SLEEP_COMMAND } from "./scripts/sleepy-worker.ts";

@@ -9,7 +9,7 @@
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { gitProject, removeProjects } from "../helpers/git-project.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
 import { worktreeOriginBrain } from "../helpers/pi-kit.ts";

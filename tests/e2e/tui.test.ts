@@ -8,11 +8,11 @@
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
-import { isAlive } from "../../src/cli/spawned.ts";
-import { stopPids } from "../../src/cli/stop.ts";
+import { embeddedRelayRecord } from "../../src/host/embedded-relay.ts";
+import { isAlive } from "../../src/platform/processes.ts";
+import { stopPids } from "../../src/host/stop.ts";
 import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
-import { freePort, REPO_ROOT } from "../../kit/relay-process.ts";
+import { freePort, REPO_ROOT } from "../../testkit/relay-process.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
 import { countMatches, describeWithTmux, footerOf, startInstalledTui, type Tui } from "../helpers/tui-kit.ts";
 

@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { eventually } from "../../kit/async.ts";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { eventually } from "../../testkit/async.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { gitProject, removeProjects } from "../helpers/git-project.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { toolCalls, usePiFixture, worktreeOriginBrain } from "../helpers/pi-kit.ts";

@@ -8,7 +8,7 @@ import { createActivityReporter, createActivityTracker, summarizeCall } from "..
 import { createReminders, REMINDER_MESSAGE } from "../../extensions/pi-tasks/reminders.ts";
 import type { ActivityReport } from "../../src/core/activity.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
-import { flushMicrotasks } from "../../kit/async.ts";
+import { flushMicrotasks } from "../../testkit/async.ts";
 import { heartbeatIntervalMs, maxActivitySummaryChars, maxDoneReminders, stuckAfterMs } from "../../src/protocol/limits.ts";
 import { taskView } from "../helpers/extension-fakes.ts";
 

@@ -6,9 +6,9 @@
 import { describe, expect, test } from "bun:test";
 import { AUDIT_ENTRY, auditCommand } from "../../extensions/pi-tasks/audit.ts";
 import type { AuditReport } from "../../src/core/audit.ts";
-import { drain } from "../../kit/drain.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { failure } from "../../kit/async.ts";
+import { drain } from "../../testkit/drain.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { failure } from "../../testkit/async.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 const fx = useRelayFixture({ proxy: false });

@@ -13,8 +13,8 @@ import { boardLines, detailLines, workerLines } from "../../extensions/pi-tasks/
 import { taskView } from "../helpers/extension-fakes.ts";
 import type { WaitingMail } from "../../src/core/outbox.ts";
 import type { SessionInfo } from "../../extensions/pi-tasks/lifecycle.ts";
-import type { EmbeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
-import type { SpawnedWorker } from "../../src/cli/spawned.ts";
+import type { EmbeddedRelayRecord } from "../../src/host/embedded-relay.ts";
+import type { SpawnedWorker } from "../../src/host/spawned.ts";
 import { passFailure } from "../../extensions/pi-tasks/failures.ts";
 import { footerLabel } from "../../extensions/pi-tasks/footer.ts";
 import { TaskError } from "../../src/protocol/errors.ts";

@@ -12,14 +12,14 @@ import { join } from "node:path";
 import { MAX_WORKERS_VARIABLE } from "../../extensions/pi-tasks/lifetime.ts";
 import { spawnTool } from "../../extensions/pi-tasks/tools/spawn.ts";
 import { withErrorResult } from "../../extensions/pi-tasks/tools/shared.ts";
-import { listSpawned, saveSpawned } from "../../src/cli/spawned.ts";
+import { listSpawned, saveSpawned } from "../../src/host/spawned.ts";
 import { createTaskCore } from "../../src/core/task-core.ts";
 import { maxActiveOriginTasks, maxSpawnedWorkers } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { raised } from "../../kit/async.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { raised } from "../../testkit/async.ts";
 
 // Each test starts several processes.
 setDefaultTimeout(15_000);

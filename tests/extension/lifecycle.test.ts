@@ -9,11 +9,11 @@ import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter
 import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
 import { idlePollIntervalMs, requestDeadlineDefaultMs } from "../../src/protocol/limits.ts";
 import { startRelayServer, type RelayServer } from "../../src/relay-server/server.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { eventually, settlesWithin, withUnhandledRejections } from "../../kit/async.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
+import { eventually, settlesWithin, withUnhandledRejections } from "../../testkit/async.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { piTasksHome } from "../../src/relay-client/config.ts";
-import { homeTrust } from "../../src/trust/home.ts";
+import { homeTrust } from "../../src/core/home-trust.ts";
 
 type Handler = (event: unknown, ctx: unknown) => unknown;
 

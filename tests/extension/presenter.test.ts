@@ -11,7 +11,7 @@ import {
 import { renderEvent, renderWake } from "../../extensions/pi-tasks/render.ts";
 import { cancelAbortGraceMs, insertionScanEntries, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { assignmentOf, presentationItem, taskView } from "../helpers/extension-fakes.ts";
-import { flushMicrotasks } from "../../kit/async.ts";
+import { flushMicrotasks } from "../../testkit/async.ts";
 
 type Options = { triggerTurn?: boolean; deliverAs?: "steer" | "followUp" | "nextTurn" };
 

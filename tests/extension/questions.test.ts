@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { announceQuestions, answerCommand, questionLines, waitingQuestions } from "../../extensions/pi-tasks/questions.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { taskView } from "../helpers/extension-fakes.ts";
-import { failure } from "../../kit/async.ts";
+import { failure } from "../../testkit/async.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 
 /** An origin-side task whose worker asked `message` (a question canonicalized from its intent), maybe with choices. */

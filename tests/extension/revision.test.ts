@@ -94,7 +94,7 @@ describe("reminders count per round: a revised task is reminded again", () => {
   });
 });
 
-/** Result content carrying one file, `report.txt`, with `text` (as src/cli/result-content.ts carries files). */
+/** Result content carrying one file, `report.txt`, with `text` (as src/workspace/result-content.ts carries files). */
 function carrying(text: string): Record<string, unknown> {
   const sha256 = createHash("sha256").update(text).digest("hex");
   return { summary: text, result: { content: { files: [{ path: "report.txt", encoding: "utf8", data: text, sha256 }] } } };

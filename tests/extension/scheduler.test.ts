@@ -5,7 +5,7 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
-import { flushMicrotasks } from "../../kit/async.ts";
+import { flushMicrotasks } from "../../testkit/async.ts";
 import { passReport } from "../helpers/extension-fakes.ts";
 
 const REPORT: PassReport = passReport();

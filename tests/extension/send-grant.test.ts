@@ -10,11 +10,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SessionInfo } from "../../extensions/pi-tasks/lifecycle.ts";
-import { saveSpawned } from "../../src/cli/spawned.ts";
+import { saveSpawned } from "../../src/host/spawned.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { Grant, TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { fakeCore, taskView, toolsOn } from "../helpers/extension-fakes.ts";
 
 const GRANT: Grant = { bash: false };

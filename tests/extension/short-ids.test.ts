@@ -13,7 +13,7 @@ import { reassignCommand } from "../../extensions/pi-tasks/reassign.ts";
 import type { ToolResult } from "../../extensions/pi-tasks/tools/index.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { minIdPrefixChars, shortIdChars } from "../../src/protocol/limits.ts";
-import { failure } from "../../kit/async.ts";
+import { failure } from "../../testkit/async.ts";
 import { assignmentOf, fakeCore, taskView, toolsOn } from "../helpers/extension-fakes.ts";
 import { settleVirtually, virtualPair } from "../helpers/virtual-pair.ts";
 

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { PACKAGE_ROOT } from "../../src/cli/pi-cli.ts";
+import { PACKAGE_ROOT } from "../../src/host/pi-cli.ts";
 import { TOOL_PARAMETERS, type ToolName } from "../../src/protocol/schemas.ts";
 import { firstError } from "../../src/protocol/validate.ts";
 

@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { saveSpawned } from "../../src/cli/spawned.ts";
+import { saveSpawned } from "../../src/host/spawned.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { workerOwnerPollMs } from "../../src/protocol/limits.ts";
@@ -16,7 +16,7 @@ import { createSpawnWatch } from "../../extensions/pi-tasks/spawn-watch.ts";
 
 // Each test starts several processes.
 setDefaultTimeout(15_000);
-import { eventually } from "../../kit/async.ts";
+import { eventually } from "../../testkit/async.ts";
 
 const homes: string[] = [];
 const children: ReturnType<typeof spawn>[] = [];

@@ -15,7 +15,7 @@ import {
   PENDING_DELIVERY,
   taskView,
 } from "../helpers/extension-fakes.ts";
-import { flushMicrotasks } from "../../kit/async.ts";
+import { flushMicrotasks } from "../../testkit/async.ts";
 import { WORKER } from "../helpers/fixtures.ts";
 
 interface Harness {

@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { createTaskTracer, spanIdOf, traceIdOf, tracesUrl } from "../../extensions/pi-tasks/traces.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { bunPath, PACKAGE_ROOT } from "../../src/cli/pi-cli.ts";
+import { bunPath, PACKAGE_ROOT } from "../../src/host/pi-cli.ts";
 import { startOtlpReceiver } from "../helpers/otlp-receiver.ts";
 import { settleVirtually, virtualPair } from "../helpers/virtual-pair.ts";
 

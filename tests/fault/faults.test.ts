@@ -11,7 +11,7 @@ import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { createTaskCore, coreInternals } from "../../src/core/task-core.ts";
-import { createVirtualTimers } from "../../kit/virtual-timers.ts";
+import { createVirtualTimers } from "../../testkit/virtual-timers.ts";
 import {
   capacityCooldownMs,
   leaseRenewMarginMs,
@@ -21,17 +21,17 @@ import {
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
-import { failure, settlesWithin, withUnhandledRejections } from "../../kit/async.ts";
-import { drain, relayBacklog, tryDrain } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { createJumpTimers, type JumpTimers } from "../../kit/jump-timers.ts";
-import type { ObservedParty } from "../../kit/observed-party.ts";
+import type { FaultProxy, ProxyRequest } from "../../testkit/fault-proxy.ts";
+import { failure, settlesWithin, withUnhandledRejections } from "../../testkit/async.ts";
+import { drain, relayBacklog, tryDrain } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { createJumpTimers, type JumpTimers } from "../../testkit/jump-timers.ts";
+import type { ObservedParty } from "../../testkit/observed-party.ts";
 import { expectAllPresentedOnce, expectFrontierBelowPending, expectOneTerminalWinner, faultRig, faultSetup } from "../helpers/fault-kit.ts";
 import { createFakeRelay } from "../helpers/fake-relay.ts";
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { startRelayProcess } from "../../kit/relay-process.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
+import { startRelayProcess } from "../../testkit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(30_000);

@@ -17,9 +17,9 @@ import { encodeEnvelope, makeEvent, makeIntent } from "../../src/core/envelopes.
 import { processLocalTrust } from "../../src/core/trust.ts";
 import type { PresentationHost } from "../../src/core/host.ts";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { clearPayload, sealedTo } from "../../kit/sealed.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { clearPayload, sealedTo } from "../../testkit/sealed.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../testkit/virtual-timers.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
@@ -36,13 +36,13 @@ import type { TaskEndpoint, TaskEvent, TaskRecord } from "../../src/protocol/sch
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
-import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
-import { deferred, failure, settlesWithin } from "../../kit/async.ts";
-import { drain } from "../../kit/drain.ts";
-import { createJumpTimers } from "../../kit/jump-timers.ts";
+import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../testkit/fault-proxy.ts";
+import { deferred, failure, settlesWithin } from "../../testkit/async.ts";
+import { drain } from "../../testkit/drain.ts";
+import { createJumpTimers } from "../../testkit/jump-timers.ts";
 import { expectAllPresentedOnce, expectFrontierBelowPending, faultRig, faultSetup } from "../helpers/fault-kit.ts";
-import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 /**

@@ -23,7 +23,7 @@
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../testkit/virtual-timers.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow } from "../../src/protocol/events.ts";
 import { capacityCooldownMs, maxFetchedUnacknowledgedDeliveries, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
@@ -31,12 +31,12 @@ import type { TaskEndpoint, TaskEnvelope, TaskEvent } from "../../src/protocol/s
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "../helpers/fake-relay.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { drain, relayBacklog } from "../../kit/drain.ts";
-import { clearEnvelope, clearPayload, isHello } from "../../kit/sealed.ts";
-import { createJumpClock, createJumpTimers } from "../../kit/jump-timers.ts";
-import { createObservedParty, type ObservedParty } from "../../kit/observed-party.ts";
-import { closeParties } from "../../kit/party.ts";
+import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
+import { drain, relayBacklog } from "../../testkit/drain.ts";
+import { clearEnvelope, clearPayload, isHello } from "../../testkit/sealed.ts";
+import { createJumpClock, createJumpTimers } from "../../testkit/jump-timers.ts";
+import { createObservedParty, type ObservedParty } from "../../testkit/observed-party.ts";
+import { closeParties } from "../../testkit/party.ts";
 import {
   audienceOf,
   authorsFromReplies,
@@ -44,8 +44,8 @@ import {
   type IntentAuthors,
   intentAuthors,
 } from "../helpers/presentation-oracle.ts";
-import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 
 setDefaultTimeout(90_000);
 

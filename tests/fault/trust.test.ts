@@ -34,12 +34,12 @@ import { coreInternals, type TaskCore } from "../../src/core/task-core.ts";
 import type { EnvelopeKind, SignatureBlock, TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
 import { signPayload } from "../../src/trust/signing.ts";
-import type { ProxyRequest } from "../../kit/fault-proxy.ts";
-import { drain, relayBacklog } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { clearEnvelope, clearPayload, resealed, sealedTo } from "../../kit/sealed.ts";
+import type { ProxyRequest } from "../../testkit/fault-proxy.ts";
+import { drain, relayBacklog } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { clearEnvelope, clearPayload, resealed, sealedTo } from "../../testkit/sealed.ts";
 import type { Identity } from "../../src/trust/keys.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 setDefaultTimeout(30_000);

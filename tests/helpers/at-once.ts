@@ -5,7 +5,7 @@
  * one JSON line on success. Children that outlive the deadline are killed and fail the run.
  */
 import { spawn } from "bun";
-import { BUN, REPO_ROOT } from "../../kit/relay-process.ts";
+import { BUN, REPO_ROOT } from "../../testkit/relay-process.ts";
 
 export interface ChildOutcome {
   readonly code: number;

@@ -12,10 +12,10 @@ import type { Subprocess } from "bun";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eventually } from "../../kit/async.ts";
+import { eventually } from "../../testkit/async.ts";
 import { runToExit } from "./run-to-exit.ts";
 import { checkWorkers } from "./teardown-check.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 
 export { BUN, CLI_ENTRY, REPO_ROOT };
 

@@ -1,7 +1,7 @@
 /**
  * Small shared pieces of the TaskCore tests (tests/core): typed error codes, event and receipt
  * filters, relay request filters on the fault proxy, and trust configurations. (Deferreds and error
- * capture: kit/async.ts.)
+ * capture: testkit/async.ts.)
  */
 import type { TaskView } from "../../src/core/task-core.ts";
 import type { TrustOptions } from "../../src/core/trust.ts";
@@ -9,8 +9,8 @@ import type { Identity } from "../../src/trust/keys.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
-import type { FaultProxy, ProxyRequest } from "../../kit/fault-proxy.ts";
-import { clearPayload, isHello } from "../../kit/sealed.ts";
+import type { FaultProxy, ProxyRequest } from "../../testkit/fault-proxy.ts";
+import { clearPayload, isHello } from "../../testkit/sealed.ts";
 
 export function expectCode(error: unknown, code: string): TaskError {
   if (!(error instanceof TaskError)) throw new Error(`expected TaskError ${code}, got ${String(error)}`);

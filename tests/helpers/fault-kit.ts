@@ -7,18 +7,18 @@
  *   presentation oracle), the ACK frontier below every pending delivery, one terminal winner.
  * Parties, drains, jump timers and async helpers come from kit/.
  */
-import { introduce } from "../../kit/introduce.ts";
+import { introduce } from "../../testkit/introduce.ts";
 import { expect } from "bun:test";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { TASK_EVENT_TYPES } from "../../src/protocol/events.ts";
 import type { TaskStore } from "../../src/store/task-store.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../../kit/jump-timers.ts";
-import type { MemoryHost } from "../../kit/memory-host.ts";
-import { createObservedParty, type ObservedParty, type ObservedPartyOptions } from "../../kit/observed-party.ts";
-import { closeParties } from "../../kit/party.ts";
-import type { ObservedReply } from "../../kit/observing-fetch.ts";
+import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
+import { createJumpClock, createJumpTimers, type JumpClock, type JumpTimers } from "../../testkit/jump-timers.ts";
+import type { MemoryHost } from "../../testkit/memory-host.ts";
+import { createObservedParty, type ObservedParty, type ObservedPartyOptions } from "../../testkit/observed-party.ts";
+import { closeParties } from "../../testkit/party.ts";
+import type { ObservedReply } from "../../testkit/observing-fetch.ts";
 import { authorsFromReplies, expectedPresentations } from "./presentation-oracle.ts";
 import type { RelayFixture } from "./relay-fixture.ts";
 

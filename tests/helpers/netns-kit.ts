@@ -1,7 +1,7 @@
 /**
- * Machines for the multi-host tests (tests/netns/): hosts as network namespaces (kit/netns.ts), a
+ * Machines for the multi-host tests (tests/netns/): hosts as network namespaces (testkit/netns.ts), a
  * real `redis-server` on one of them, a relay on each other host (on its own loopback, state in that
- * Redis) and task parties as programs on the hosts (kit/netns-party.ts), each with its own pi-tasks
+ * Redis) and task parties as programs on the hosts (testkit/netns-party.ts), each with its own pi-tasks
  * home, paired both ways. `describeWithNetns` skips visibly where namespaces cannot be made, and
  * fails under CI (`PI_TASKS_CI=1`).
  */
@@ -10,10 +10,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
-import { CI_VARIABLE } from "../../kit/debian-package.ts";
-import { memoryOnlyArgs } from "../../kit/redis-process.ts";
-import { createNetwork, type Host, type Network, netnsUnavailable } from "../../kit/netns.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { CI_VARIABLE } from "../../testkit/debian-package.ts";
+import { memoryOnlyArgs } from "../../testkit/redis-process.ts";
+import { createNetwork, type Host, type Network, netnsUnavailable } from "../../testkit/netns.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { addPeer } from "../../src/trust/peers.ts";
 
@@ -84,10 +84,10 @@ export interface PartyStats {
   readonly twice: number;
 }
 
-/** A task party running on a host (kit/netns-party.ts). */
+/** A task party running on a host (testkit/netns-party.ts). */
 export interface HostParty {
   readonly endpoint: unknown;
-  /** Sends tasks to the worker session `toSession` (kit/netns-party.ts). */
+  /** Sends tasks to the worker session `toSession` (testkit/netns-party.ts). */
   send(toSession: string, count: number, everyMs: number): void;
   stats(): Promise<PartyStats>;
   stop(): Promise<void>;
@@ -122,7 +122,7 @@ export async function startHostParty(
 ): Promise<HostParty> {
   const child = host.spawn([
     BUN,
-    join(REPO_ROOT, "kit", "netns-party.ts"),
+    join(REPO_ROOT, "testkit", "netns-party.ts"),
     "--relay",
     options.relay.url,
     "--home",
@@ -163,18 +163,18 @@ export async function pairedHomes(): Promise<{ readonly a: string; readonly b: s
   return { a, b, remove: () => [a, b].forEach((home) => rmSync(home, { recursive: true, force: true })) };
 }
 
-/** A slow, lossy link (kit/delay-proxy.ts) on each relay's way to Redis. */
+/** A slow, lossy link (testkit/delay-proxy.ts) on each relay's way to Redis. */
 export interface LinkFaults {
   readonly delayMs: number;
   readonly loss: number;
   readonly retransmitMs: number;
 }
 
-/** Starts kit/delay-proxy.ts on `host` towards `target` (HOST:PORT); resolves with the Redis URL through it. */
+/** Starts testkit/delay-proxy.ts on `host` towards `target` (HOST:PORT); resolves with the Redis URL through it. */
 async function startDelayProxy(host: Host, target: string, faults: LinkFaults): Promise<string> {
   const child = host.spawn([
     BUN,
-    join(REPO_ROOT, "kit", "delay-proxy.ts"),
+    join(REPO_ROOT, "testkit", "delay-proxy.ts"),
     "--target",
     target,
     "--delay-ms",

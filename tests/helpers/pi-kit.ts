@@ -1,7 +1,7 @@
 /**
  * Readers and small helpers for end-to-end tests of the Pi extension: what each Pi process's RPC
  * stream says about pi-tasks (event messages, wakes, archive entries, loss records, status lines)
- * and what its scripted model saw. (The relay's session-control status: kit/session-control.ts.)
+ * and what its scripted model saw. (The relay's session-control status: testkit/session-control.ts.)
  */
 import { afterAll, beforeAll, expect } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -10,8 +10,8 @@ import { join } from "node:path";
 import { EVENT_MESSAGE, EVENT_RECORD, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { STATUS_KEY } from "../../extensions/pi-tasks/footer.ts";
 import type { ScriptReply } from "../../src/demo/scripted-model.ts";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { answerQuestion, DEMO_TASK } from "../../src/demo/scenarios/demo-origin.ts";
 import { type PiProcess, type PiProcessOptions, type RpcRecord, type ScriptTurn, startPi } from "./pi-process.ts";
 import { type Presented, presentationFaults, rpcPresentations, sessionPresentations } from "./session-invariant.ts";

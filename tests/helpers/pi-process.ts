@@ -16,8 +16,8 @@ import { type Server, type Subprocess, spawn } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bunPath, installedPiCli, PACKAGE_ROOT, piRpcArgs, scriptedEnv } from "../../src/cli/pi-cli.ts";
-import { within } from "../../src/core/timers.ts";
+import { bunPath, installedPiCli, PACKAGE_ROOT, piRpcArgs, scriptedEnv } from "../../src/host/pi-cli.ts";
+import { within } from "../../src/platform/waits.ts";
 import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts";
 import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
@@ -80,7 +80,7 @@ export interface PiProcessOptions extends ScriptedPiOptions {
    * a later Pi with `--continue` in the same cwd continues it.
    */
   readonly sessionDir?: string;
-  /** Runs Pi through this command (e.g. `ip netns exec HOST`: Pi on another machine, kit/netns.ts). */
+  /** Runs Pi through this command (e.g. `ip netns exec HOST`: Pi on another machine, testkit/netns.ts). */
   readonly wrap?: readonly string[];
 }
 
@@ -185,7 +185,7 @@ export function sharedTestHome(): string {
 }
 
 /**
- * A scripted Pi's environment: isolated agent dir, the scripted environment of src/cli/pi-cli.ts
+ * A scripted Pi's environment: isolated agent dir, the scripted environment of src/host/pi-cli.ts
  * (the script, offline), no embedded relay, and the test's pi-tasks home (never the runner's own
  * identity or session).
  */
@@ -220,7 +220,7 @@ function withoutPair(args: readonly string[], flag: string, value: string): stri
 }
 
 /**
- * `bun cli.js` as src/cli/pi-cli.ts launches a scripted Pi (`piRpcArgs`: this package, the
+ * `bun cli.js` as src/host/pi-cli.ts launches a scripted Pi (`piRpcArgs`: this package, the
  * scripted model, offline, no session file), without Pi's start-up extras, in the mode `extra`
  * names (none: the interactive TUI); without `-e <package>` when `installed` (Pi then finds
  * pi-tasks in its settings' packages); with its session file in `sessionDir` instead of none.

@@ -19,8 +19,8 @@
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import { TASK_EVENT_TYPES } from "../../src/protocol/events.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
-import type { ObservedReply } from "../../kit/observing-fetch.ts";
-import { clearEnvelope } from "../../kit/sealed.ts";
+import type { ObservedReply } from "../../testkit/observing-fetch.ts";
+import { clearEnvelope } from "../../testkit/sealed.ts";
 
 /** Event types no party's call creates: the origin's clock decides them, and both models are told. */
 const CLOCK_TYPES: ReadonlySet<string> = new Set(["task.timed_out"]);

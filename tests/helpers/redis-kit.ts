@@ -1,18 +1,18 @@
 /**
  * Relays that share one Redis, for the tests of the Redis store (tests/redis/): a real
- * `redis-server` (kit/redis-process.ts) and relay processes started through the CLI with
- * `--store <its URL>` (kit/relay-process.ts), all stopped after the file. A relay can be killed and
+ * `redis-server` (testkit/redis-process.ts) and relay processes started through the CLI with
+ * `--store <its URL>` (testkit/relay-process.ts), all stopped after the file. A relay can be killed and
  * started again on its port; the Redis killed, restarted, paused, or reached through a TCP proxy
  * that can be cut.
  */
 import { afterAll, beforeAll, expect } from "bun:test";
-import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
-import type { JumpTimers } from "../../kit/jump-timers.ts";
+import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
+import type { JumpTimers } from "../../testkit/jump-timers.ts";
 import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { type RedisProcess, startRedis } from "../../kit/redis-process.ts";
-import { type RelayProcess, type StartRelayOptions, startRelayProcess } from "../../kit/relay-process.ts";
-import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
+import { type RedisProcess, startRedis } from "../../testkit/redis-process.ts";
+import { type RelayProcess, type StartRelayOptions, startRelayProcess } from "../../testkit/relay-process.ts";
+import { createTcpProxy, type TcpProxy } from "../../testkit/tcp-proxy.ts";
 
 /** A relay process on the Redis at `storeUrl`. */
 function startRedisRelay(storeUrl: string, options: StartRelayOptions = {}): Promise<RelayProcess> {

@@ -3,8 +3,8 @@
  * cleanup steps that run after each test (last registered first, failures ignored).
  */
 import { afterAll, afterEach, beforeAll } from "bun:test";
-import { createFaultProxy, type FaultProxy } from "../../kit/fault-proxy.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { surfaceTeardownFailures } from "./teardown-check.ts";
 
 export interface RelayFixture {

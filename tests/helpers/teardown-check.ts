@@ -32,7 +32,7 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
-import { listSpawned, piPidFile, rpcLogFile } from "../../src/cli/spawned.ts";
+import { listSpawned, piPidFile, rpcLogFile } from "../../src/host/spawned.ts";
 import { invariantViolations, parseJsonLines, rpcObservation, sessionFileViolations } from "./session-invariant.ts";
 
 interface Watched {

@@ -27,7 +27,7 @@
  *   does process exit, as a safety net.
  * - Pi as `bun cli.js -e <repo> --session-dir <tmpdir>/sessions --offline -e
  *   src/demo/scripted-model.ts --model faux/faux-1 -nc -ns -np --no-themes` (`piArgs` of
- *   `tests/helpers/pi-process.ts`: the scripted launch of src/cli/pi-cli.ts minus `--mode rpc`, its
+ *   `tests/helpers/pi-process.ts`: the scripted launch of src/host/pi-cli.ts minus `--mode rpc`, its
  *   session file kept for the teardown check below), with a fresh `PI_CODING_AGENT_DIR` and the
  *   offline environment (`PI_OFFLINE=1 PI_SKIP_VERSION_CHECK=1 PI_TELEMETRY=0`).
  * - The scripted model from a scenario module (`script`) or from a `brain` function in the test
@@ -95,9 +95,9 @@ import {
   type ScriptTurn,
   serveBrain,
 } from "./pi-process.ts";
-import { eventually } from "../../kit/async.ts";
+import { eventually } from "../../testkit/async.ts";
 import { processState } from "./cli-kit.ts";
-import { packageBinary, packageMissingReason } from "../../kit/debian-package.ts";
+import { packageBinary, packageMissingReason } from "../../testkit/debian-package.ts";
 import { describeWithPackage } from "./requires-package.ts";
 import { piTasksHome as piTasksHomeOf } from "../../src/relay-client/config.ts";
 import { invariantViolations, parseJsonLines, type Presented, sessionPresentations, terminalExtensionErrors } from "./session-invariant.ts";
@@ -369,7 +369,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
   const piTasksHome = join(root, "pi-tasks-home");
   const ownCwd = options.cwd === undefined;
   const cwd = options.cwd ?? join(root, "project");
-  // The pi-tasks home is the user's alone (0700), or pi-tasks refuses it (src/trust/home-dir.ts).
+  // The pi-tasks home is the user's alone (0700), or pi-tasks refuses it (src/platform/home-dir.ts).
   for (const dir of [agentDir, piTasksHome, ...(ownCwd ? [cwd] : [])]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   writeFileSync(join(agentDir, "settings.json"), `${JSON.stringify({ defaultProjectTrust: "never", ...options.settings }, null, 2)}\n`);
   const host = options.host ?? "bun";

@@ -3,11 +3,11 @@
  * the core's budgets, deadlines and outbox rules), and a way to settle work while time advances.
  */
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import { createVirtualTimers, type VirtualTimers } from "../../kit/virtual-timers.ts";
+import { createVirtualTimers, type VirtualTimers } from "../../testkit/virtual-timers.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { createFakeRelay, type FakeRelay } from "./fake-relay.ts";
-import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
-import { introduce } from "../../kit/introduce.ts";
+import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
+import { introduce } from "../../testkit/introduce.ts";
 
 export interface VirtualPair {
   timers: VirtualTimers;

@@ -1,7 +1,7 @@
 /**
  * Faults across machines (docs/reliability.md, "Across machines"): hosts `a` and `b` are network
  * namespaces, each with its relay on its own loopback; their state is in one Redis on host `redis`.
- * An origin party on `a` keeps sending tasks to a worker party on `b` (kit/netns-party.ts: the
+ * An origin party on `a` keeps sending tasks to a worker party on `b` (testkit/netns-party.ts: the
  * library's task core, its own identity, paired), addressing the worker's session as it is
  * registered then. Each fault strikes while tasks are in flight; when it ends every task is completed
  * and acknowledged — 0 lost — and no event was presented twice on either side. Each test prints its

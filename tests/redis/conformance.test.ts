@@ -6,8 +6,8 @@
  */
 import { expect, test } from "bun:test";
 import { spawn } from "bun";
-import { REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT } from "../../kit/relay-process.ts";
+import { REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT } from "../../testkit/relay-process.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { LONG_WATCH_MS } from "../../src/conformance/timing.ts";
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";

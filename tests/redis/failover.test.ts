@@ -12,12 +12,12 @@
  * too — instead of being served as if nothing had happened.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { eventually, failure } from "../../kit/async.ts";
-import { tryDrain } from "../../kit/drain.ts";
-import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../kit/redis-process.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
-import { createTcpProxy, type TcpProxy } from "../../kit/tcp-proxy.ts";
+import { eventually, failure } from "../../testkit/async.ts";
+import { tryDrain } from "../../testkit/drain.ts";
+import { createJumpTimers } from "../../testkit/jump-timers.ts";
+import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../testkit/redis-process.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
+import { createTcpProxy, type TcpProxy } from "../../testkit/tcp-proxy.ts";
 import { orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
 import { createRedisStore } from "../../src/relay-server/store/redis/index.ts";
 import { isStateReplaced } from "../../src/relay-server/store/store.ts";

@@ -5,8 +5,8 @@
  * origin acknowledges. Every event reaches each Pi once, and both stop cleanly.
  */
 import { afterAll, expect, setDefaultTimeout, test } from "bun:test";
-import { REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
-import { waitForEndpoint } from "../../kit/session-control.ts";
+import { REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { called, eventMessages, expectEachEventOnce, expectNoProblems, field, lastSeen, stopAll } from "../helpers/pi-kit.ts";
 import { type PiProcess, startPi } from "../helpers/pi-process.ts";
 import { useRedisRelays } from "../helpers/redis-kit.ts";

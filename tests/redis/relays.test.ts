@@ -8,12 +8,12 @@
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { spawn } from "bun";
-import { failure } from "../../kit/async.ts";
-import { settle, tryDrain } from "../../kit/drain.ts";
-import { createJumpTimers } from "../../kit/jump-timers.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { REDIS_BINARY, REDIS_PACKAGE, startRedis } from "../../kit/redis-process.ts";
-import { BUN, CLI_ENTRY, freePort, REPO_ROOT } from "../../kit/relay-process.ts";
+import { failure } from "../../testkit/async.ts";
+import { settle, tryDrain } from "../../testkit/drain.ts";
+import { createJumpTimers } from "../../testkit/jump-timers.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { REDIS_BINARY, REDIS_PACKAGE, startRedis } from "../../testkit/redis-process.ts";
+import { BUN, CLI_ENTRY, freePort, REPO_ROOT } from "../../testkit/relay-process.ts";
 import { postJson, WireSession } from "../../src/conformance/wire-client.ts";
 import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs, watchMaxWaitMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";

@@ -7,7 +7,7 @@
  * besides the relay's own maintenance (one call a second) during the run.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
-import { REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
+import { REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { relayMaintenanceIntervalMs, sendBatchMaxItems } from "../../src/protocol/limits.ts";
 import { useRedisRelays } from "../helpers/redis-kit.ts";

@@ -12,10 +12,10 @@ import { spawn, spawnSync } from "bun";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { settle } from "../../kit/drain.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { memoryOnlyArgs, REDIS_BINARY, REDIS_PACKAGE } from "../../kit/redis-process.ts";
-import { freePort, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { settle } from "../../testkit/drain.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { memoryOnlyArgs, REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
+import { freePort, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { RELAY_REDIS_COMMANDS } from "../../src/relay-server/store/redis/scripts.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 import { redisDefaultPort } from "../../src/protocol/limits.ts";
 import { parseRedisUrl, REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE } from "../../src/relay-server/store/redis/url.ts";
 

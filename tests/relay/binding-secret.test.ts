@@ -37,9 +37,9 @@ import {
   type VolatileTaskSession,
   type VolatileTaskSessionOptions,
 } from "../../src/relay-client/session.ts";
-import { failure } from "../../kit/async.ts";
-import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../kit/fault-proxy.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { failure } from "../../testkit/async.ts";
+import { createFaultProxy, type FaultProxy, type ProxyRequest } from "../../testkit/fault-proxy.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 
 /** Per-request deadline of the sessions here (never reached). */
 const REQUEST_TIMEOUT_MS = 10_000;

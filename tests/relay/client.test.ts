@@ -1,6 +1,6 @@
 /**
  * The relay client (transport + session) against the real relay started through its CLI, directly
- * and through the fault proxy (kit/fault-proxy.ts).
+ * and through the fault proxy (testkit/fault-proxy.ts).
  *
  * Covers the client's reaction to a lost binding, its own error codes and its JWT (docs/wire.md),
  * early lease renewal, retryable failures kept retryable, slot release, 401, pending forwarding,
@@ -43,9 +43,9 @@ import {
 import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { createVolatileTaskSession, type VolatileTaskSession, type VolatileTaskSessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
-import { eventually, failure, settlesWithin } from "../../kit/async.ts";
-import { createFaultProxy, type FaultProxy, type FaultRule } from "../../kit/fault-proxy.ts";
-import { freePort, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { eventually, failure, settlesWithin } from "../../testkit/async.ts";
+import { createFaultProxy, type FaultProxy, type FaultRule } from "../../testkit/fault-proxy.ts";
+import { freePort, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Harness

@@ -9,7 +9,7 @@ import { cpSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
-import { BUN, CLI_ENTRY, freePort, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { BUN, CLI_ENTRY, freePort, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 
 /** A whole suite run takes a few seconds (its slowest check waits for the 5 s body deadline). */
 const RUN_TIMEOUT_MS = 60_000;

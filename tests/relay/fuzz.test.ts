@@ -32,7 +32,7 @@ import {
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RECEIVE_LIMIT, RELAY_OPERATIONS, RELAY_REQUEST_KEYS, type RelayOperation } from "../../src/protocol/wire.ts";
-import { type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 
 const SEED = 0x5eed_2026;
 /**

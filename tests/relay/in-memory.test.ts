@@ -6,9 +6,9 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { coreInternals } from "../../src/core/task-core.ts";
 import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
-import { requestText } from "../../kit/observing-fetch.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
-import { introduce } from "../../kit/introduce.ts";
+import { requestText } from "../../testkit/observing-fetch.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
+import { introduce } from "../../testkit/introduce.ts";
 
 const opened: { relays: InMemoryTaskRelay[]; parties: Party[] } = { relays: [], parties: [] };
 

@@ -34,8 +34,8 @@ import {
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
-import { settlesWithin } from "../../kit/async.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../kit/relay-process.ts";
+import { settlesWithin } from "../../testkit/async.ts";
+import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { describeConformance } from "../helpers/conformance-tests.ts";
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,15 +1,15 @@
 /**
  * `pi-tasks conformance` agrees with Wolfpack: a relay answering the seven cases as Wolfpack's own
- * engine does (kit/wolfpack-answers.ts, in front of our real relay) passes every check with no
+ * engine does (testkit/wolfpack-answers.ts, in front of our real relay) passes every check with no
  * features — the CLI, as a user runs it, reading the relay's (empty) advertised features — and, held
  * to our `strict-answers-v1`, fails exactly the seven strict checks (and the check that the feature is
  * advertised). Each of the seven rules was met during the plain run. Our relay passes the strict
  * checks (tests/relay/relay.test.ts runs every check with every feature it advertises).
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { type RelayProcess, REPO_ROOT, startRelayProcess } from "../../kit/relay-process.ts";
-import { startWolfpackAnswers, type WolfpackAnswers } from "../../kit/wolfpack-answers.ts";
-import { bunPath, CLI_ENTRY } from "../../src/cli/pi-cli.ts";
+import { type RelayProcess, REPO_ROOT, startRelayProcess } from "../../testkit/relay-process.ts";
+import { startWolfpackAnswers, type WolfpackAnswers } from "../../testkit/wolfpack-answers.ts";
+import { bunPath, CLI_ENTRY } from "../../src/host/pi-cli.ts";
 import { conformanceChecks } from "../../src/conformance/checks.ts";
 import { checkTitle } from "../../src/conformance/kit.ts";
 import { runConformance } from "../../src/conformance/runner.ts";

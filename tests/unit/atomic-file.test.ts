@@ -1,5 +1,5 @@
 /**
- * Whole-file writes (src/trust/atomic-file.ts), under identity.json, peers.json and the relay
+ * Whole-file writes (src/platform/atomic-file.ts), under identity.json, peers.json and the relay
  * secret: the file gets exactly the mode asked for whatever the umask, an exclusive create never
  * replaces what is there, and no temporary file is left behind.
  */
@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createFileExclusive, replaceFile } from "../../src/trust/atomic-file.ts";
+import { createFileExclusive, replaceFile } from "../../src/platform/atomic-file.ts";
 
 const PERMISSIONS = 0o777;
 const dirs: string[] = [];

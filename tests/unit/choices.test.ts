@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { checkChoiceAnswer, choiceFields } from "../../src/core/choices.ts";
 import type { CoreStore } from "../../src/core/bookkeeping.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 
 const store = (payload: Record<string, unknown>) => ({ getEvent: () => ({ payload }) }) as unknown as CoreStore;
 

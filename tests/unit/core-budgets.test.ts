@@ -5,7 +5,7 @@
 import { coreInternals } from "../../src/core/task-core.ts";
 import { describe, expect, test } from "bun:test";
 import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
-import type { VirtualTimers } from "../../kit/virtual-timers.ts";
+import type { VirtualTimers } from "../../testkit/virtual-timers.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
@@ -17,8 +17,8 @@ import {
   passSliceMs,
 } from "../../src/protocol/limits.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { createMemoryHost } from "../../kit/memory-host.ts";
-import { introduce } from "../../kit/introduce.ts";
+import { createMemoryHost } from "../../testkit/memory-host.ts";
+import { introduce } from "../../testkit/introduce.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
 
 type Pair = VirtualPair;

@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import {
   activePollIntervalMs,
   heartbeatIntervalMs,

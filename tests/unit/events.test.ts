@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { eventTypeRow, isTerminalType, TASK_EVENT_TYPES, validateTaskEvent } from "../../src/protocol/events.ts";
 import { TASK_EVENT_TYPE_NAMES } from "../../src/protocol/schemas.ts";
 import { taskEvent, taskRecord } from "../helpers/fixtures.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {

@@ -1,5 +1,5 @@
 /**
- * The shared lock file (src/trust/file-lock.ts) used by the embedded relay's start lock and by
+ * The shared lock file (src/platform/file-lock.ts) used by the embedded relay's start lock and by
  * peers.json changes: one holder at a time, a holder's release removes only its own lock, a lock
  * whose holder is gone is taken over once it is stale, a live holder's never.
  */
@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { lockHeldByLiveProcess, lockHolder, tryLock, waitForLock } from "../../src/trust/file-lock.ts";
+import { lockHeldByLiveProcess, lockHolder, tryLock, waitForLock } from "../../src/platform/file-lock.ts";
 
 /** A pid that does not exist (above the kernel's largest pid_max). */
 const DEAD_PID = 4_194_303;

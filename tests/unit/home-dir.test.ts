@@ -1,5 +1,5 @@
 /**
- * The pi-tasks home directory (src/trust/home-dir.ts): whichever part of pi-tasks creates it or a
+ * The pi-tasks home directory (src/platform/home-dir.ts): whichever part of pi-tasks creates it or a
  * directory in it (identity, peers, spawned workers, logs, agents, embedded relays), it is created
  * 0700; a home that exists open to group or others, or owned by another user, is refused with
  * HOME_INVALID naming the fix — never used.
@@ -8,13 +8,13 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { embeddedRelayRecord } from "../../src/cli/embedded-relay.ts";
-import { logDir, saveSpawned, scriptedAgentDir } from "../../src/cli/spawned.ts";
-import { ensureHome, ensureHomeSubdirectory } from "../../src/trust/home-dir.ts";
+import { embeddedRelayRecord } from "../../src/host/embedded-relay.ts";
+import { logDir, saveSpawned, scriptedAgentDir } from "../../src/host/spawned.ts";
+import { ensureHome, ensureHomeSubdirectory } from "../../src/platform/home-dir.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
 import { addPeer } from "../../src/trust/peers.ts";
-import { failure, thrown } from "../../kit/async.ts";
+import { failure, thrown } from "../../testkit/async.ts";
 
 const PERMISSIONS = 0o777;
 /** A user id that is not this process's (nobody). */

@@ -22,7 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureIdentity, IDENTITY_FILE, identityPath, loadIdentity } from "../../src/trust/identity.ts";
 import { fingerprintOf, generateIdentity, verifySignature } from "../../src/trust/keys.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 import { type ChildScript, repoModule, runAtOnce } from "../helpers/at-once.ts";
 
 setDefaultTimeout(30_000);

@@ -14,7 +14,7 @@ import {
   parsePublicKey,
   verifySignature,
 } from "../../src/trust/keys.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 
 /** PKCS#8 framing of a raw Ed25519 seed (RFC 8410). */
 const ED25519_PKCS8_HEADER = "302e020100300506032b657004220420";

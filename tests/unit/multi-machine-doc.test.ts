@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO_ROOT } from "../../kit/relay-process.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { RELAY_REDIS_COMMANDS } from "../../src/relay-server/store/redis/scripts.ts";
 import { hostRedisArgs } from "../helpers/netns-kit.ts";
 

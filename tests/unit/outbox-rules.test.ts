@@ -16,10 +16,10 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { configHoldInitialMs, configHoldMaxMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
-import { createMemoryHost, type MemoryHost } from "../../kit/memory-host.ts";
+import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
 import { settleVirtually, type VirtualPair, virtualPair } from "../helpers/virtual-pair.ts";
-import { deferred, failure } from "../../kit/async.ts";
-import { clearPayload } from "../../kit/sealed.ts";
+import { deferred, failure } from "../../testkit/async.ts";
+import { clearPayload } from "../../testkit/sealed.ts";
 
 type Pair = VirtualPair;
 const pair = virtualPair;

@@ -22,11 +22,11 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { maxPeerNameChars, maxPeers, peersLockStaleMs } from "../../src/protocol/limits.ts";
-import { tryLock } from "../../src/trust/file-lock.ts";
+import { tryLock } from "../../src/platform/file-lock.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { fingerprintOf, generateIdentity } from "../../src/trust/keys.ts";
 import { addPeer, createPeerBook, listPeers, PEERS_FILE, peersPath, readPeers, removePeer } from "../../src/trust/peers.ts";
-import { failure, thrown } from "../../kit/async.ts";
+import { failure, thrown } from "../../testkit/async.ts";
 import { repoModule, runAtOnce } from "../helpers/at-once.ts";
 
 setDefaultTimeout(30_000);

@@ -1,5 +1,5 @@
 /**
- * Reading a file only this user may control (src/trust/private-file.ts), the check under
+ * Reading a file only this user may control (src/platform/private-file.ts), the check under
  * identity.json, peers.json and the Redis password file: a missing file is undefined; a symbolic
  * link, anything but a regular file, another user's file, or one with any of the caller's forbidden
  * mode bits is refused — each with its own problem — and its content is never read.
@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type PrivateFileRefusal, readPrivateFile } from "../../src/trust/private-file.ts";
+import { type PrivateFileRefusal, readPrivateFile } from "../../src/platform/private-file.ts";
 
 /** Group and others: what a private key's file must not give. */
 const GROUP_OTHER_BITS = 0o077;

@@ -1,5 +1,5 @@
 /**
- * Results that travel (src/cli/result-content.ts), with real git: a worktree's change (an edit, a new
+ * Results that travel (src/workspace/result-content.ts), with real git: a worktree's change (an edit, a new
  * file, a binary file) becomes a patch that applies to another clone; a conflict changes nothing and
  * is listed; a tampered patch or file is refused by its hash; changed files' paths must stay inside
  * the project (absolute, `..`, a symbolic link out — into a sibling whose name starts with the
@@ -11,9 +11,9 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { raised } from "../../kit/async.ts";
+import { raised } from "../../testkit/async.ts";
 import { git, gitProject, removeProjects, scratchDir } from "../helpers/git-project.ts";
-import { applyContent, checkChangedFiles, collectContent } from "../../src/cli/result-content.ts";
+import { applyContent, checkChangedFiles, collectContent } from "../../src/workspace/result-content.ts";
 import { maxResultContentBytes, maxResultFiles } from "../../src/protocol/limits.ts";
 
 afterAll(removeProjects);

@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { sealTagBytes } from "../../src/protocol/limits.ts";
 import type { EnvelopeKind } from "../../src/protocol/schemas.ts";
 import { deriveSealKeys, isSealKeyText, open, SEAL_KEY_PREFIX, type SealedBox, seal } from "../../src/trust/sealing.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 
 /** Seal keys of fixed seeds: three distinct parties. */
 const alice = deriveSealKeys(Buffer.alloc(32, 1));

@@ -11,7 +11,7 @@ import { emptyIndexes, indexRow } from "../../src/store/indexes.ts";
 import { createRowEngine, encodedRecordBytes } from "../../src/store/rows.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { canonicalEnvelope, taskEvent, taskRecord } from "../helpers/fixtures.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 
 describe("index invariants", () => {
   test("removing an entry the index does not hold is INVARIANT_VIOLATED (typed, non-retryable)", () => {

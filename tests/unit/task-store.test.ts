@@ -5,7 +5,7 @@ import { canonicalJson } from "../../src/protocol/canonical-json.ts";
 import { encodedRecordBytes } from "../../src/store/rows.ts";
 import { createTaskStore, type NewOutboxEntry, type TaskStore } from "../../src/store/task-store.ts";
 import { canonicalEnvelope, endpoint, OTHER, taskEvent, taskRecord, testId, WORKER } from "../helpers/fixtures.ts";
-import { thrown } from "../../kit/async.ts";
+import { thrown } from "../../testkit/async.ts";
 
 function outboxFor(record: TaskRecord, target: TaskEndpoint = record.target, purpose = "fanout"): NewOutboxEntry {
   const event = { ...taskEvent(record, 2), target };

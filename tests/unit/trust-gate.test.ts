@@ -22,11 +22,11 @@ import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { generateIdentity, type Identity } from "../../src/trust/keys.ts";
 import { factsOf, payloadDigest, type SignablePayload, signedBytes } from "../../src/trust/signing.ts";
-import { failure, thrown } from "../../kit/async.ts";
-import { drain } from "../../kit/drain.ts";
-import { introduce } from "../../kit/introduce.ts";
-import { clearEnvelope, sealedTo } from "../../kit/sealed.ts";
-import { closeParties, createParty, type Party } from "../../kit/party.ts";
+import { failure, thrown } from "../../testkit/async.ts";
+import { drain } from "../../testkit/drain.ts";
+import { introduce } from "../../testkit/introduce.ts";
+import { clearEnvelope, sealedTo } from "../../testkit/sealed.ts";
+import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { trustOf } from "../helpers/core-kit.ts";
 import { ORIGIN, OTHER, taskRecord, WORKER } from "../helpers/fixtures.ts";
 

@@ -1,5 +1,5 @@
 /**
- * A workspace per worker (src/cli/worktree.ts) on a real git repository: a worktree on a new branch
+ * A workspace per worker (src/workspace/worktree.ts) on a real git repository: a worktree on a new branch
  * from the project's commit, a summary of what changed, and retirement that keeps unmerged work
  * and removes what holds nothing new.
  */
@@ -8,8 +8,8 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createWorktree, retireWorktree, worktreeChanges } from "../../src/cli/worktree.ts";
-import { thrown } from "../../kit/async.ts";
+import { createWorktree, retireWorktree, worktreeChanges } from "../../src/workspace/worktree.ts";
+import { thrown } from "../../testkit/async.ts";
 
 const dirs: string[] = [];
 afterEach(() => {

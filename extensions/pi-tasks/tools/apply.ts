@@ -1,9 +1,9 @@
 /**
  * `agent_task_apply`: the origin applies the file content a worker's completed result carries (a
- * patch, or the changed files) into its own checkout — only when asked (src/cli/result-content.ts).
+ * patch, or the changed files) into its own checkout — only when asked (src/workspace/result-content.ts).
  * Conflicts are listed and nothing changes.
  */
-import { applyContent } from "../../../src/cli/result-content.ts";
+import { applyContent } from "../../../src/workspace/result-content.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import type { TaskCore } from "../../../src/core/task-core.ts";

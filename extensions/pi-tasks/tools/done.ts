@@ -1,7 +1,7 @@
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
-import { checkChangedFiles, collectContent } from "../../../src/cli/result-content.ts";
-import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV, worktreeChanges } from "../../../src/cli/worktree.ts";
+import { checkChangedFiles, collectContent } from "../../../src/workspace/result-content.ts";
+import { WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV, worktreeChanges } from "../../../src/workspace/worktree.ts";
 import { isRecord } from "../../../src/protocol/validate.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { errorResult, lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
@@ -21,8 +21,8 @@ function outcomeWords(requested: string, observed: string, delivery: string): st
 }
 
 /**
- * A completed result travels with its content (src/cli/result-content.ts): its changed files' paths
- * checked to be inside the project, and — in a worker with its own worktree (src/cli/worktree.ts) —
+ * A completed result travels with its content (src/workspace/result-content.ts): its changed files' paths
+ * checked to be inside the project, and — in a worker with its own worktree (src/workspace/worktree.ts) —
  * its branch, what changed since the worktree's base and that change as a patch; elsewhere the
  * changed files themselves.
  */

@@ -1,5 +1,5 @@
-import { sessionStatus } from "../../../src/cli/sessions.ts";
-import { listSpawned } from "../../../src/cli/spawned.ts";
+import { sessionStatus } from "../../../src/host/sessions.ts";
+import { listSpawned } from "../../../src/host/spawned.ts";
 import { sameEndpoint } from "../../../src/protocol/endpoint.ts";
 import { narrowGrant } from "../../../src/protocol/grant.ts";
 import type { Grant, TaskEndpoint, TaskRecord } from "../../../src/protocol/schemas.ts";
@@ -33,7 +33,7 @@ async function spawnedGrant(env: Env, relayUrl: string, params: unknown): Promis
   if (atSpawn !== undefined) return atSpawn.grant;
   for (const worker of granted) {
     const now = await sessionStatus(worker.session, env, relayUrl).then(
-      (printed) => (printed.value as { taskEndpoint?: TaskEndpoint }).taskEndpoint,
+      (found) => found.status.taskEndpoint,
       () => undefined,
     );
     if (now !== undefined && sameEndpoint(now, to)) return worker.grant;

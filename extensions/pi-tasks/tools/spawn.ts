@@ -5,16 +5,17 @@
  * `maxSpawnedWorkers` (or the person's lower `PI_TASKS_MAX_WORKERS`) run spawned by one Pi.
  */
 import { isAbsolute, resolve } from "node:path";
-import { spawnWorker } from "../../../src/cli/spawn.ts";
+import { spawnWorker } from "../../../src/host/spawn.ts";
 import { loweredLimit } from "../../../src/core/lowered.ts";
-import { isAlive, listSpawned } from "../../../src/cli/spawned.ts";
+import { listSpawned } from "../../../src/host/spawned.ts";
+import { isAlive } from "../../../src/platform/processes.ts";
 import { maxSpawnedWorkers } from "../../../src/protocol/limits.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { type Env, piTasksHome } from "../../../src/relay-client/config.ts";
 import { configuredNumber, MAX_WORKERS_VARIABLE } from "../lifetime.ts";
-import { createWorktree } from "../../../src/cli/worktree.ts";
+import { createWorktree } from "../../../src/workspace/worktree.ts";
 import { findProfile, loadProfiles } from "../profiles.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 

@@ -2,12 +2,11 @@
  * `agent_task_stop`: stop a worker pi-tasks spawned and confirm its processes are gone. Sessions
  * pi-tasks did not spawn are refused (`SESSION_NOT_OWNED`). Coordinators only.
  */
-import { killSession } from "../../../src/cli/sessions.ts";
+import { killSession } from "../../../src/host/sessions.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { StopParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { worktreeLines } from "../../../src/cli/sessions.ts";
-import type { StopResult } from "../../../src/cli/stop.ts";
+import { worktreeLines } from "../../../src/host/sessions.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_stop> {
@@ -24,14 +23,14 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
       await deps.ready();
       const info = deps.info();
       if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-      const stopped = (await killSession(input.name, info.env)).value;
+      const stopped = await killSession(input.name, info.env);
       return ok(
         lines(
           "## worker stopped",
           `- session: ${input.name}`,
-          `- pids: ${(stopped.pids as number[]).join(", ")}`,
+          `- pids: ${stopped.pids.join(", ")}`,
           "- confirmed gone: yes",
-          ...worktreeLines(stopped.worktree as StopResult["worktree"]).map((line) => `- ${line}`),
+          ...worktreeLines(stopped.worktree).map((line) => `- ${line}`),
         ),
         { ...stopped },
       );

@@ -2,7 +2,7 @@
  * `agent_task_workers`: the sessions registered on this session's relay (with their
  * `taskEndpoint`), marking the workers pi-tasks spawned. Coordinators only.
  */
-import { sessionList } from "../../../src/cli/sessions.ts";
+import { sessionList } from "../../../src/host/sessions.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { TOOL_PARAMETERS, type TaskEndpoint, WorkersParams } from "../../../src/protocol/schemas.ts";
 import { assertValid, isRecord } from "../../../src/protocol/validate.ts";
@@ -41,11 +41,9 @@ export function workersTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARA
       await deps.ready();
       const info = deps.info();
       if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-      const listing = (await sessionList(info.env, info.relay.url)).value;
-      const spawned = new Map(
-        (listing.spawned as { session: string; pid: number; alive: boolean }[]).map((worker) => [worker.session, worker]),
-      );
-      const sessions = (listing.sessions as unknown[]).map(listed).filter((item): item is Listed => item !== undefined);
+      const listing = await sessionList(info.env, info.relay.url);
+      const spawned = new Map(listing.spawned.map((worker) => [worker.session, worker]));
+      const sessions = listing.sessions.map(listed).filter((item): item is Listed => item !== undefined);
       const text = ["## sessions on the relay"];
       for (const item of sessions) {
         deps.rememberPeer(item.session, item.taskEndpoint);

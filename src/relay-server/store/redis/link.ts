@@ -10,7 +10,7 @@
  * have, or TLS where there is none).
  */
 import type { RedisClient } from "bun";
-import { within } from "../../../core/timers.ts";
+import { within } from "../../../platform/waits.ts";
 import { TaskError } from "../../../protocol/errors.ts";
 import { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE, type RedisTarget } from "./url.ts";
 

@@ -16,7 +16,7 @@
 import { readFileSync } from "node:fs";
 import { TaskError } from "../../../protocol/errors.ts";
 import { MAX_TCP_PORT, MIN_TCP_PORT, redisDefaultPort } from "../../../protocol/limits.ts";
-import { readPrivateFile } from "../../../trust/private-file.ts";
+import { readPrivateFile } from "../../../platform/private-file.ts";
 
 /** The variable holding the password itself. */
 export const REDIS_PASSWORD_VARIABLE = "PI_TASKS_REDIS_PASSWORD";

@@ -1,5 +1,5 @@
 /**
- * A party (kit/party.ts) whose transport records every relay request with the reply it got
+ * A party (testkit/party.ts) whose transport records every relay request with the reply it got
  * (`observingFetch`), so a test can see what reached the client, not only what the relay did.
  */
 import { createParty, type Party, type PartyOptions } from "./party.ts";

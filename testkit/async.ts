@@ -1,12 +1,12 @@
 /**
  * Small async helpers shared by tests and bench: a deferred, error capture, waiting with a
  * deadline or polling until something holds, and collecting unhandled rejections. Deadlines reuse
- * `within` (src/core/timers.ts), whose timer never outlives the wait.
+ * `within` (src/platform/waits.ts), whose timer never outlives the wait.
  *
  * Error capture goes through `.then(…, …)`, never Bun's eager rejects-matcher, which starves
  * same-process HTTP (docs/failure-history.md #24).
  */
-import { within } from "../src/core/timers.ts";
+import { within } from "../src/platform/waits.ts";
 import { TaskError } from "../src/protocol/errors.ts";
 
 export interface Deferred<T> {

@@ -2,7 +2,7 @@
  * A loopback TCP proxy for tests: bytes pass both ways between a client and `targetPort` until
  * `cut()`, which closes every connection and stops listening (the target "goes away" while it keeps
  * its data); `restore()` listens again on the same port; `retarget(port)` does both, towards another
- * target. (kit/fault-proxy.ts is the HTTP one.)
+ * target. (testkit/fault-proxy.ts is the HTTP one.)
  */
 import type { Socket, TCPSocketListener } from "bun";
 import { freePort } from "./relay-process.ts";

@@ -13,7 +13,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, fstatSync, linkSync, openSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
-import { isAlive } from "../cli/spawned.ts";
+import { isAlive } from "./processes.ts";
 import { createFileExclusive } from "./atomic-file.ts";
 
 const LOCK_FILE_MODE = 0o600;

@@ -3,9 +3,9 @@
  * the peers it paired with (`peers.json`, re-read when the file changes). Every process using the
  * same home is the same identity. The Pi extension adds the pairing dialog and PI_TASKS_TRUST.
  */
-import type { TrustOptions } from "../core/trust.ts";
-import { ensureIdentity } from "./identity.ts";
-import { createPeerBook } from "./peers.ts";
+import type { TrustOptions } from "./trust.ts";
+import { ensureIdentity } from "../trust/identity.ts";
+import { createPeerBook } from "../trust/peers.ts";
 
 export type HomeTrustOptions = Pick<TrustOptions, "acceptUnsigned" | "claimedName" | "decideUnknown">;
 

@@ -1,14 +1,14 @@
 /**
  * The record of worker processes pi-tasks spawned (so `kill` touches only those): one JSON file per
  * session name under `$PI_TASKS_HOME/spawned/` (see `piTasksHome`). Every directory it makes in the
- * home is made by src/trust/home-dir.ts (0700; a home others may enter is refused).
+ * home is made by src/platform/home-dir.ts (0700; a home others may enter is refused).
  */
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Grant, TaskEndpoint } from "../protocol/schemas.ts";
-import type { Worktree } from "./worktree.ts";
+import type { Worktree } from "../workspace/worktree.ts";
 import { piTasksHome } from "../relay-client/config.ts";
-import { ensureHomeSubdirectory } from "../trust/home-dir.ts";
+import { ensureHomeSubdirectory } from "../platform/home-dir.ts";
 
 export interface SpawnedWorker {
   readonly session: string;
@@ -103,14 +103,4 @@ export function rpcLogFile(log: string): string {
 /** Where a worker holder writes its Pi's pid (beside the log). */
 export function piPidFile(log: string): string {
   return `${log}.pi-pid`;
-}
-
-/** Whether a process exists (signal 0). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }

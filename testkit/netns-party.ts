@@ -1,5 +1,5 @@
 /**
- * A task party as a program of its own, to run on a host of kit/netns.ts (another machine): one
+ * A task party as a program of its own, to run on a host of testkit/netns.ts (another machine): one
  * library task core (createConfiguredTaskCore: it rebinds by itself after a relay reset) on the relay
  * at `--relay`, signing with the identity of `--home`, with an in-memory presentation host. It talks
  * JSON lines: on stdout `{"event":"ready","endpoint":…}` once connected, then an answer per command;
@@ -12,13 +12,13 @@
  * A worker (`--role worker`) completes every task assigned to it; an origin acknowledges every
  * completed task. Both refresh every `PASS_MS`.
  *
- * Run: `bun kit/netns-party.ts --relay URL --home DIR --session NAME --role origin|worker`.
+ * Run: `bun testkit/netns-party.ts --relay URL --home DIR --session NAME --role origin|worker`.
  */
 import { parseArgs } from "node:util";
 import { createInterface } from "node:readline";
 import { createConfiguredTaskCore } from "../src/core/configured.ts";
 import type { TaskCore } from "../src/core/task-core.ts";
-import { homeTrust } from "../src/trust/home.ts";
+import { homeTrust } from "../src/core/home-trust.ts";
 import { createMemoryHost } from "./memory-host.ts";
 
 /** How often the party runs a pass. */

@@ -16,7 +16,7 @@
  *   no relay is started on its port, and the Pi's passes keep challenging it and use it once it
  *   answers and proves the secret (the transport sends nothing before that).
  * - One per port and user: the starter holds `<relay secret dir>/<port>.lock` (the shared lock file
- *   of src/trust/file-lock.ts, naming its pid) while it starts the relay — also across the user's
+ *   of src/platform/file-lock.ts, naming its pid) while it starts the relay — also across the user's
  *   PI_TASKS_HOMEs; others wait for the relay to answer. A lock whose pid is gone is taken over.
  * - The relay's output goes to `$PI_TASKS_HOME/relays/<port>.log`; `<port>.json` (mode 0600)
  *   records its pid and a random instance nonce the relay also holds, so `/tasks` can say that
@@ -45,12 +45,12 @@ import {
 import { isRecord } from "../protocol/validate.ts";
 import { proveRelay, type RelayProbe, type RelaySecretPlan, relaySecretPlan } from "../relay-client/auth.ts";
 import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
-import { replaceFile } from "../trust/atomic-file.ts";
-import { lockHeldByLiveProcess, tryLock } from "../trust/file-lock.ts";
-import { ensureHomeSubdirectory } from "../trust/home-dir.ts";
+import { replaceFile } from "../platform/atomic-file.ts";
+import { lockHeldByLiveProcess, tryLock } from "../platform/file-lock.ts";
+import { ensureHomeSubdirectory } from "../platform/home-dir.ts";
 import { ensureRelaySecret, ensureSecretDir, readRelaySecret, relaySecretDir, relaySecretPath } from "../trust/relay-secret.ts";
 import { CLI_BUNDLE, ownRuntime } from "./runtime.ts";
-import { isAlive } from "./spawned.ts";
+import { isAlive } from "../platform/processes.ts";
 import { stopPids } from "./stop.ts";
 
 /** The embedded relay's instance nonce travels to it here (its environment, not its command line). */
@@ -102,7 +102,7 @@ const RECORD_MODE = 0o600;
 const INSTANCE_TEXT = new RegExp(`^[A-Za-z0-9_-]{${Math.ceil((relayInstanceBytes * 4) / 3)}}$`);
 
 function relaysDir(env: Env): string {
-  // The home's one creator: 0700, and a home others may enter is refused (src/trust/home-dir.ts).
+  // The home's one creator: 0700, and a home others may enter is refused (src/platform/home-dir.ts).
   return ensureHomeSubdirectory(piTasksHome(env), "relays");
 }
 

@@ -1,11 +1,11 @@
 /**
  * A TCP proxy that makes a link slow and lossy, as a program (this kernel has no `netem`): it
- * listens on 127.0.0.1 of the host it runs on (kit/netns.ts) and forwards to `--target`, holding
+ * listens on 127.0.0.1 of the host it runs on (testkit/netns.ts) and forwards to `--target`, holding
  * every chunk `--delay-ms` in each direction, and a `--loss` share of chunks `--retransmit-ms` more —
  * what a lost segment costs a TCP connection, which retransmits it (bytes are never dropped: TCP
  * would not drop them either). Order is kept per direction. Prints `{"event":"listening","port":P}`.
  *
- * Run: `bun kit/delay-proxy.ts --target HOST:PORT --delay-ms 200 --loss 0.05 --retransmit-ms 1000`.
+ * Run: `bun testkit/delay-proxy.ts --target HOST:PORT --delay-ms 200 --loss 0.05 --retransmit-ms 1000`.
  */
 import type { Socket } from "bun";
 import { parseArgs } from "node:util";

@@ -31,10 +31,11 @@ import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";
 import { createRelayTransport, type RelayTransport } from "../relay-client/transport.ts";
 import { piCommand, piRpcArgs, scriptedEnv } from "./pi-cli.ts";
 import { ownRuntime, WORKER_HOST_BUNDLE } from "./runtime.ts";
-import { isAlive, loadSpawned, logDir, saveSpawned, scriptedAgentDir, workerSessionDir } from "./spawned.ts";
+import { loadSpawned, logDir, saveSpawned, scriptedAgentDir, workerSessionDir } from "./spawned.ts";
+import { isAlive } from "../platform/processes.ts";
 import { stopProcess } from "./stop.ts";
 import type { HostConfig } from "./worker-host.ts";
-import { type Worktree, WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "./worktree.ts";
+import { type Worktree, WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "../workspace/worktree.ts";
 
 export interface SpawnOptions {
   readonly name: string;

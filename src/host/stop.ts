@@ -5,8 +5,9 @@
 import { readFileSync, rmSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { processExitConfirmMs, workerReadinessPollMs } from "../protocol/limits.ts";
-import { forgetSpawned, isAlive, listSpawned, loadSpawned, piPidFile } from "./spawned.ts";
-import { retireWorktree } from "./worktree.ts";
+import { forgetSpawned, listSpawned, loadSpawned, piPidFile } from "./spawned.ts";
+import { isAlive } from "../platform/processes.ts";
+import { retireWorktree } from "../workspace/worktree.ts";
 
 export interface StopResult {
   readonly session: string;

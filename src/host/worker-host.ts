@@ -15,7 +15,8 @@ import { createWriteStream, writeFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { workerOwnerPollMs, workerShutdownGraceMs } from "../protocol/limits.ts";
 import { withoutRuntimeVariables } from "./runtime.ts";
-import { isAlive, piPidFile, rpcLogFile } from "./spawned.ts";
+import { piPidFile, rpcLogFile } from "./spawned.ts";
+import { isAlive } from "../platform/processes.ts";
 import { transcriptLines } from "./transcript.ts";
 
 export interface HostConfig {
