@@ -46,7 +46,7 @@ export function takeReceiptTail(context: CoreContext, scope: WorkScope, tail: re
   }
   if (store.pendingOutboxAhead(tail[0]!).length > 0) return false;
   // Carried only whole: a tail the budget cannot take in full is sent as usual (nothing of it set aside).
-  for (const _ of tail) if (!scope.admit("scoped")) return false;
+  for (const _ of tail) if (!scope.allow("scoped")) return false;
   scope.carried.push(...tail);
   return true;
 }

@@ -237,7 +237,7 @@ export async function attemptSend(
     const entry = store.getOutbox(envelopeId)!;
     const held = heldBack(context, scope, entry);
     if (held !== undefined) return held;
-    if (!scope.admit(budget, slice)) return deferred(envelopeId, "budget", scope.expired() ? "pass deadline" : "send budget");
+    if (!scope.allow(budget, slice)) return deferred(envelopeId, "budget", scope.expired() ? "pass deadline" : "send budget");
     scope.attempted.add(envelopeId);
     return deliver(context, scope, entry, budget);
   }

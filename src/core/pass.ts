@@ -237,7 +237,7 @@ async function sendAck(context: CoreContext, scope: WorkScope, envelopeId: strin
   return true;
 }
 
-/** `ack-batch-v1`: one request for every admitted ACK; returns how many left the inbox. */
+/** `ack-batch-v1`: one request for every allowed ACK; returns how many left the inbox. */
 async function sendAckBatch(context: CoreContext, scope: WorkScope, envelopeIds: readonly string[]): Promise<number> {
   let results;
   try {
@@ -284,7 +284,7 @@ async function ackBatch(
   slice?: Slice,
 ): Promise<{ acked: number; exhausted: boolean }> {
   const { store } = context;
-  const admitted: string[] = [];
+  const allowed: string[] = [];
   let exhausted = false;
   for (const row of rows) {
     const identity = `ack:${row.envelopeId}`;
@@ -294,21 +294,21 @@ async function ackBatch(
       scope.fail("deferral", deferral("capacity", "ACK capacity cooldown", { envelopeId: row.envelopeId }));
       continue;
     }
-    if (!scope.admit("ack", slice)) {
+    if (!scope.allow("ack", slice)) {
       exhausted = true;
       scope.fail("deferral", deferral("budget", "ACK budget, slice or deadline", { envelopeId: row.envelopeId }));
       break;
     }
     scope.attempted.add(identity);
-    admitted.push(row.envelopeId);
+    allowed.push(row.envelopeId);
   }
   // Receipts set aside by shipping leave in this request (carry.ts), then the relay ACKs.
-  if (admitted.length > 0 && scope.carried.length > 0)
-    return { acked: await ackCarrying(context, scope, admitted, ackRecorder(context, scope)), exhausted };
+  if (allowed.length > 0 && scope.carried.length > 0)
+    return { acked: await ackCarrying(context, scope, allowed, ackRecorder(context, scope)), exhausted };
   // A relay with ack-batch-v1 takes them in one request; any other gets one ACK per envelope.
-  if (admitted.length > 1 && context.session.features().has(FEATURE_ACK_BATCH))
-    return { acked: await sendAckBatch(context, scope, admitted), exhausted };
-  const results = await Promise.all(admitted.map((envelopeId) => sendAck(context, scope, envelopeId)));
+  if (allowed.length > 1 && context.session.features().has(FEATURE_ACK_BATCH))
+    return { acked: await sendAckBatch(context, scope, allowed), exhausted };
+  const results = await Promise.all(allowed.map((envelopeId) => sendAck(context, scope, envelopeId)));
   return { acked: results.filter(Boolean).length, exhausted };
 }
 

@@ -4,11 +4,11 @@
  * - at most `maxScopedSendsPerPass` scoped sends + `maxOldWorkSendsPerPass` rotating old-work
  *   sends and `maxAckAttemptsPerPass` ACK attempts; failed attempts consume budget; one send or ACK
  *   identity is never attempted twice in a scope;
- * - a `passDeadlineMs` overall deadline (phased scopes) whose signal aborts admitted requests that
- *   outlive it; `passSliceMs` admission slices for retry and ACK repair stop admitting new attempts only;
+ * - a `passDeadlineMs` overall deadline (phased scopes) whose signal aborts started requests that
+ *   outlive it; `passSliceMs` attempt slices for retry and ACK repair stop starting new attempts only;
  * - a foreground scope has no overall deadline, but its speculative old-work sends (older mail
  *   offered before the operation's own envelope) get a finite `passDeadlineMs` window that opens at the
- *   first old-work admission: after it no old work is admitted and what is in flight is aborted;
+ *   first old-work attempt: after it no old work starts and what is in flight is aborted;
  * - the first failure of each kind is kept and reported after the pass.
  */
 import { deferral, TaskError, toTaskError } from "../protocol/errors.ts";
@@ -51,8 +51,8 @@ export interface WorkScope {
   remainingMs(): number;
   expired(): boolean;
   /** Takes one unit of a budget if the deadline (and an open slice, when given) allow it. */
-  admit(budget: "scoped" | "oldWork" | "ack", slice?: Slice): boolean;
-  /** The signal a request admitted under `budget` runs with (old work in a foreground scope: its window). */
+  allow(budget: "scoped" | "oldWork" | "ack", slice?: Slice): boolean;
+  /** The signal a request allowed under `budget` runs with (old work in a foreground scope: its window). */
   signalFor(budget: "scoped" | "oldWork" | "ack"): AbortSignal;
   openSlice(): Slice;
   fail(kind: FailureKind, error: unknown): void;
@@ -91,7 +91,7 @@ export function createTaskWorkScope(options: ScopeOptions): WorkScope {
   const signal = AbortSignal.any(signals);
   const used = { scoped: 0, oldWork: 0, ack: 0 };
   const failures = new Map<FailureKind, TaskError>();
-  /** Foreground only: the old-work window, opened at the first old-work admission. */
+  /** Foreground only: the old-work window, opened at the first old-work attempt. */
   let oldWorkWindow: AbortController | undefined;
   function openOldWorkWindow(): void {
     if (mode !== "foreground" || oldWorkWindow !== undefined) return;
@@ -117,7 +117,7 @@ export function createTaskWorkScope(options: ScopeOptions): WorkScope {
     counts: () => ({ scopedSends: used.scoped, oldWorkSends: used.oldWork, ackAttempts: used.ack }),
     remainingMs: () => deadlineMs - timers.elapsed(startedAt),
     expired: () => signal.aborted || timers.elapsed(startedAt) >= deadlineMs,
-    admit(budget, slice) {
+    allow(budget, slice) {
       if (scope.expired()) return false;
       if (slice !== undefined && timers.now() >= slice.endsAt) return false;
       if (used[budget] >= LIMITS[budget]) return false;

@@ -1,5 +1,5 @@
 /**
- * Time for the core: the pass deadline, admission slices and capacity cooldowns run on
+ * Time for the core: the pass deadline, attempt slices and capacity cooldowns run on
  * `TaskTimers`, separate from the `clock` that stamps task records (tests pass virtual timers);
  * and a pause whose timer never outlives it (`pause`; a wait with a deadline is src/platform/waits.ts).
  */

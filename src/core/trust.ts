@@ -216,7 +216,7 @@ function checkReplay(trust: TrustState, facts: SignedFacts, envelopeId: string, 
   if (window.size > replayWindowEvents) window.delete(window.keys().next().value!);
 }
 
-function admitUnsigned(store: CoreStore, trust: TrustState, envelope: TaskEnvelope): Signer {
+function passUnsigned(store: CoreStore, trust: TrustState, envelope: TaskEnvelope): Signer {
   if (trust.options.acceptUnsigned !== true) throw rejection("UNSIGNED_EVENT", { kind: envelope.payload.kind });
   const taskId = envelope.payload.taskId;
   const meta = store.getTaskMeta(taskId);
@@ -230,7 +230,7 @@ function admitUnsigned(store: CoreStore, trust: TrustState, envelope: TaskEnvelo
 /** Runs the gate on an envelope addressed to `self`; returns its signer or throws a typed rejection. */
 export function gateMail(store: CoreStore, trust: TrustState, envelope: TaskEnvelope, self: TaskEndpoint, now: number): Signer {
   const block: SignatureBlock | undefined = envelope.payload.signature;
-  if (block === undefined) return admitUnsigned(store, trust, envelope);
+  if (block === undefined) return passUnsigned(store, trust, envelope);
   if (!verifyPayload(envelope.payload, block)) throw rejection("SIGNATURE_INVALID", { kind: envelope.payload.kind, key: block.key });
   const facts = factsOf(envelope.payload, block);
   if (!sameEndpoint(facts.to, self) || !sameEndpoint(facts.from, envelope.source)) {

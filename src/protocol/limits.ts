@@ -113,7 +113,7 @@ export const canonicalScanMaxChars = 256;
 export const maxFetchedUnacknowledgedDeliveries = 200;
 /** Overall deadline of one background pass. */
 export const passDeadlineMs = 2_000;
-/** Retry and ACK-repair admission slices: no new attempt is admitted after a slice ends. */
+/** Retry and ACK-repair attempt slices: no new attempt starts after a slice ends. */
 export const passSliceMs = 250;
 /** Minimum cooldown of an envelope or ACK refused for capacity (a longer `retryAfterMs` wins). */
 export const capacityCooldownMs = 5_000;
@@ -225,12 +225,12 @@ export const relayRegistrationOverheadBytes = 128;
 export const relayMaintenanceIntervalMs = 1_000;
 /** Requests the relay works on at once; more get `RELAY_CAPACITY` with `retryAfterMs`. */
 export const relayMaxConcurrentRequests = 28;
-/** `retryAfterMs` the relay sends with an admission-overload `RELAY_CAPACITY`. */
+/** `retryAfterMs` the relay sends with an request-slot overload `RELAY_CAPACITY`. */
 export const relayOverloadRetryAfterMs = 1_000;
 /**
  * Wolfpack's relay: the pre-body HTTP slots its profile and endpoint routes share (requests held in
  * their body count); the next request gets `RELAY_CAPACITY` without `retryAfterMs`. The conformance
- * suite allows it without our `strict-answers-v1` (ours admits `relayMaxConcurrentRequests`).
+ * suite allows it without our `strict-answers-v1` (ours takes `relayMaxConcurrentRequests` at once).
  */
 export const wolfpackHttpSlots = 24;
 /** `watch-v1` wait bounds. */

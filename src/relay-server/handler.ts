@@ -1,7 +1,7 @@
 /**
  * The relay's HTTP handling, independent of any socket: routes, middleware (origin, OPTIONS,
  * authentication — the optional JWT and the relay secret, relay-auth.ts — client gate, bounded
- * admission) and the request rules (no query strings on relay paths, exact `application/json`,
+ * request slots) and the request rules (no query strings on relay paths, exact `application/json`,
  * body ≤ 64 KiB read within 5 s, strict UTF-8, JSON object with a known operation). Every error body carries `profile:"volatile-v1"` and the epoch; any failure
  * that is not a wire code (an internal one such as `INVARIANT_VIOLATED` included) is answered 503
  * `RELAY_UNAVAILABLE`. It also runs the engine's periodic maintenance.
@@ -320,17 +320,17 @@ async function handle(parts: Parts, request: RelayRequest, peer: string | undefi
     return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "origin not allowed"), true);
   if (request.method === "OPTIONS") return { status: HTTP_STATUS.noContent, headers: NO_STORE, body: null };
   // The reply proof (relay-auth.ts) goes with whatever is answered to a token of the relay secret.
-  const verdict = auth.admit(request, url.pathname);
-  const admission = verdict instanceof Promise ? await verdict : verdict;
-  if (!admission.ok) {
-    const challenge = admission.error.code === "RELAY_AUTH_REQUIRED" ? JWT_CHALLENGE : {};
-    return withReplyProof(fail(admission.error, true, challenge), admission.proof);
+  const verdict = auth.authorize(request, url.pathname);
+  const authorization = verdict instanceof Promise ? await verdict : verdict;
+  if (!authorization.ok) {
+    const challenge = authorization.error.code === "RELAY_AUTH_REQUIRED" ? JWT_CHALLENGE : {};
+    return withReplyProof(fail(authorization.error, true, challenge), authorization.proof);
   }
-  return withReplyProof(await admitted(parts, request, url, peer), admission.proof);
+  return withReplyProof(await authorized(parts, request, url, peer), authorization.proof);
 }
 
 /** A request past the origin and auth checks: the client gate, an admission slot, then its route. */
-async function admitted(parts: Parts, request: RelayRequest, url: Route, peer: string | undefined): Promise<RelayReply> {
+async function authorized(parts: Parts, request: RelayRequest, url: Route, peer: string | undefined): Promise<RelayReply> {
   const { gate, slots, fail } = parts;
   if (!gate.allows(peer, request.headers.get("x-forwarded-for"))) {
     return fail(rejection("PEER_POLICY_REQUIRED", HTTP_STATUS.forbidden, "client address is not allowed"), true);

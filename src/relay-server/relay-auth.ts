@@ -1,6 +1,6 @@
 /**
  * Who may use the relay, and how it proves itself (docs/wire.md, "Request rules" and "Our
- * additions"; docs/security.md, "The relay secret"). The handler asks `admit` for every request on
+ * additions"; docs/security.md, "The relay secret"). The handler asks `authorize` for every request on
  * a known route, before the client gate.
  *
  * - Without a relay secret or `WOLFPACK_JWT_SECRET`: everyone (Wolfpack's wire as it is).
@@ -53,30 +53,30 @@ export interface RelayAuthOptions {
 }
 
 /** The verdict on one request; `proof` is the reply proof to send with whatever is answered. */
-export type Admission =
+export type AuthVerdict =
   | { readonly ok: true; readonly proof?: string }
   | { readonly ok: false; readonly error: TaskError; readonly proof?: string };
 
 export interface RelayAuth {
   /** The instance route, when this relay has an instance nonce. */
   readonly instancePath?: string;
-  admit(request: { readonly headers: { get(name: string): string | null } }, pathname: string): Admission | Promise<Admission>;
+  authorize(request: { readonly headers: { get(name: string): string | null } }, pathname: string): AuthVerdict | Promise<AuthVerdict>;
   /** Headers answering a profile request's challenge (none without a relay secret or a challenge). */
   challengeHeaders(headers: { get(name: string): string | null }): Record<string, string>;
   /** The instance route's answer body; throws `INVALID_REQUEST` (400) without a well-formed challenge. */
   instance(headers: { get(name: string): string | null }, epoch: string): unknown;
 }
 
-const ADMITTED: Admission = { ok: true };
+const AUTHORIZED: AuthVerdict = { ok: true };
 const BEARER = /^bearer\s+(\S+)$/i;
 
-function refused(problem: string, proof?: string): Admission {
+function refused(problem: string, proof?: string): AuthVerdict {
   const error = new TaskError("RELAY_AUTH_REQUIRED", { details: { httpStatus: HTTP_STATUS.unauthorized, problem } });
   return { ok: false, error, ...(proof === undefined ? {} : { proof }) };
 }
 
 /** A relay token, judged and (when good) remembered; undefined when its signature is not the secret's. */
-function admitRelayToken(keys: RelayKeys, replays: TokenReplayCache, token: string, nowMs: number): Admission | undefined {
+function acceptedRelayToken(keys: RelayKeys, replays: TokenReplayCache, token: string, nowMs: number): AuthVerdict | undefined {
   const verdict = verifyRelayToken(keys, token, nowMs);
   if (!verdict.signed) return undefined;
   const proof = replyProof(keys, token);
@@ -100,21 +100,24 @@ export function createRelayAuth(options: RelayAuthOptions): RelayAuth {
   const open = new Set<string>(keys === undefined ? [RELAY_INSTANCE_PATH] : [RELAY_PROFILE_PATH, RELAY_INSTANCE_PATH]);
 
   // Synchronous unless a Wolfpack JWT must be verified (WebCrypto): an open relay's hot path awaits nothing.
-  function admit(request: { readonly headers: { get(name: string): string | null } }, pathname: string): Admission | Promise<Admission> {
-    if ((keys === undefined && jwtSecret === undefined) || open.has(pathname)) return ADMITTED;
+  function authorize(
+    request: { readonly headers: { get(name: string): string | null } },
+    pathname: string,
+  ): AuthVerdict | Promise<AuthVerdict> {
+    if ((keys === undefined && jwtSecret === undefined) || open.has(pathname)) return AUTHORIZED;
     const token = BEARER.exec((request.headers.get("authorization") ?? "").trim())?.[1];
     if (token === undefined) return refused("unauthorized");
     if (keys !== undefined) {
-      const verdict = admitRelayToken(keys, replays, token, now());
+      const verdict = acceptedRelayToken(keys, replays, token, now());
       if (verdict !== undefined) return verdict;
     }
     if (jwtSecret === undefined) return refused("unauthorized");
-    return verifyJwt(jwtSecret, token, claims).then((verdict) => (verdict.ok ? ADMITTED : refused("unauthorized")));
+    return verifyJwt(jwtSecret, token, claims).then((verdict) => (verdict.ok ? AUTHORIZED : refused("unauthorized")));
   }
 
   return {
     ...(instanceNonce === undefined ? {} : { instancePath: RELAY_INSTANCE_PATH }),
-    admit,
+    authorize,
     challengeHeaders(headers): Record<string, string> {
       const challenge = headers.get(RELAY_CHALLENGE_HEADER);
       if (keys === undefined || !isChallenge(challenge)) return {};

@@ -1,5 +1,5 @@
 /**
- * Bounded admission of requests: the relay works on at most `relayMaxConcurrentRequests` at once
+ * Request slots: the relay works on at most `relayMaxConcurrentRequests` at once
  * and refuses more with `RELAY_CAPACITY` and `retryAfterMs`, instead of a per-client request
  * bucket (docs/wire.md).
  */

@@ -376,11 +376,14 @@ describe("the relay's instance route (relay-auth.ts): the other half of the proo
   });
 
   test("the instance route needs no token, even on a relay with a secret (relay stop carries none); other routes do", async () => {
-    // relay-auth.ts admit(): the instance route is in the open set.
+    // relay-auth.ts authorize(): the instance route is in the open set.
     const auth = createRelayAuth({ env: {}, relaySecret: secret, instance: nonce() });
     const noToken = { headers: new Headers() };
-    expect(await auth.admit(noToken, RELAY_INSTANCE_PATH)).toEqual({ ok: true });
-    expect(await auth.admit(noToken, "/api/task-relay/volatile-v1")).toMatchObject({ ok: false, error: { code: "RELAY_AUTH_REQUIRED" } });
+    expect(await auth.authorize(noToken, RELAY_INSTANCE_PATH)).toEqual({ ok: true });
+    expect(await auth.authorize(noToken, "/api/task-relay/volatile-v1")).toMatchObject({
+      ok: false,
+      error: { code: "RELAY_AUTH_REQUIRED" },
+    });
   });
 });
 
