@@ -16,7 +16,7 @@
  *   done once holder and Pi are both gone, SIGKILL only after `processExitConfirmMs`, a record kept
  *   while a process outlives that; a Pi pid file naming no process adds nothing to signal.
  */
-import { describe, expect, jest, spyOn, test } from "bun:test";
+import { describe, expect, jest, setDefaultTimeout, spyOn, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,6 +36,9 @@ import {
 } from "../../src/protocol/limits.ts";
 import { createRelayAuth } from "../../src/relay-server/relay-auth.ts";
 import { useCleanups } from "../helpers/cleanups.ts";
+
+// The simulated process table "spawns" many fake processes in a loop (regression #24 counts them as real ones).
+setDefaultTimeout(30_000);
 
 const cleanups = useCleanups();
 
