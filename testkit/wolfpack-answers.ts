@@ -1,7 +1,7 @@
 /**
  * A relay that answers as Wolfpack's own relay engine does where its answers differ from ours: an
  * HTTP front (Bun.serve, loopback) before our real relay that passes everything through except the
- * seven cases measured against Wolfpack's engine (issue "across machines", its conformance item):
+ * seven cases measured against Wolfpack's engine:
  *
  * 1. a send whose envelope has an extra key → 400 `INVALID_REQUEST` (ours: 409 `SOURCE_MISMATCH`);
  * 2. connect with a malformed `epoch` → 409 `RELAY_RESET` (ours: 400);

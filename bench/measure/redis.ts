@@ -1,5 +1,5 @@
 /**
- * The Redis store (issue 15), measured in the bench's run: relays sharing one real `redis-server`
+ * The Redis store, measured in the bench's run: relays sharing one real `redis-server`
  * (testkit/redis-process.ts; skipped with its reason when the Debian package `redis-server` is missing).
  *
  * - Envelope cycles/s through two relays sharing Redis ÷ through one relay on the in-process store:
@@ -304,7 +304,7 @@ export function redisFigures(
       how: "a relay engine on the Redis store (`startRelayServer` with `createRedisStore`, a fresh `redis-server`), the envelopes of the memory row queued unacknowledged over 16 mailboxes; Redis's `INFO memory` `used_memory` before and after, ÷ the envelopes. It includes everything Redis keeps per envelope: its mailbox sorted-set member (the packed envelope id followed by its text), its receipt and its expiry entry (src/relay-server/store/redis/keys.ts).",
       evidence: `used_memory grows ${m.bytesPerEnvelope} B per envelope whose canonical text is ${m.encodedBytesPerEnvelope} B.`,
       reason:
-        "per envelope Redis keeps one mailbox sorted-set member — the envelope id packed to 23 bytes, then the text, one sds string rounded up to the allocator's size class (1,536 B for this text) with its skiplist node and dict entry — a receipt of ≈ 74 B (a state letter, the budget charge, the digest and the endpoints packed to their bytes, the cursor) in a hash field named by the packed id, and a sorted-set entry for receipt expiry; the acceptance id is derived (a keyed hash of the envelope id), the acceptance time is the expiry entry's score. Before this round the text sat in a hash of its own beside the sorted set and the receipt held every id as text (≈ 2,280 B). What remains beyond the text is the allocator's rounding and Redis's per-entry structures",
+        "per envelope Redis keeps one mailbox sorted-set member — the envelope id packed to 23 bytes, then the text, one sds string rounded up to the allocator's size class (1,536 B for this text) with its skiplist node and dict entry — a receipt of ≈ 74 B (a state letter, the budget charge, the digest and the endpoints packed to their bytes, the cursor) in a hash field named by the packed id, and a sorted-set entry for receipt expiry; the acceptance id is derived (a keyed hash of the envelope id), the acceptance time is the expiry entry's score. The text in a hash of its own beside the sorted set, and every id held as text in the receipt, measured ≈ 2,280 B. What remains beyond the text is the allocator's rounding and Redis's per-entry structures",
     },
   ];
 }

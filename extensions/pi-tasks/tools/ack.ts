@@ -1,3 +1,7 @@
+/**
+ * `agent_task_ack`: the origin acknowledges a terminal task it assigned, after verifying its outcome
+ * (`TaskCore.acknowledge`; once per task, terminal tasks only).
+ */
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 

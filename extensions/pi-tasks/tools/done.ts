@@ -1,3 +1,8 @@
+/**
+ * `agent_task_done`: the worker reports a task's terminal outcome (completed, failed or cancelled) to
+ * its origin — its last action on the task. A completed result carries its content (changed files,
+ * or the worktree's branch and patch: src/workspace/result-content.ts); the origin decides the outcome.
+ */
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
 import { checkChangedFiles, collectContent } from "../../../src/workspace/result-content.ts";

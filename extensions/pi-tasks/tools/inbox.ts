@@ -1,3 +1,7 @@
+/**
+ * `agent_task_inbox`: every task this session knows in its current lifetime, both roles, in words.
+ * Read only: no relay requests.
+ */
 import { InboxParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { taskWords } from "../describe.ts";

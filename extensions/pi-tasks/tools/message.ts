@@ -1,3 +1,8 @@
+/**
+ * `agent_task_message`: a question, an answer or information about a task, to its other side. Mail
+ * recorded but not taken by the relay at once is reported with what it waits for (waits.ts), not as
+ * an error.
+ */
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { toTaskError } from "../../../src/protocol/errors.ts";
 import { waitWords } from "../describe.ts";

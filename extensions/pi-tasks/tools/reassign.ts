@@ -1,3 +1,8 @@
+/**
+ * `agent_task_reassign`: the origin moves an orphaned task to another worker (`to`), or by default to
+ * the lost worker's restarted session (src/core/reassign.ts); nothing of it reaches the new worker
+ * before that worker proves its key.
+ */
 import { ReassignParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import {

@@ -1,3 +1,8 @@
+/**
+ * `agent_task_send`: the origin assigns a task to another Pi session's task endpoint, with the grant
+ * of the profile a spawned worker was started with, narrowed by this session's default grant. It
+ * returns relay acceptance (or the wait for the worker's proof), never the worker's progress.
+ */
 import { sessionStatus } from "../../../src/host/sessions.ts";
 import { listSpawned } from "../../../src/host/spawned.ts";
 import { sameEndpoint } from "../../../src/protocol/endpoint.ts";

@@ -1,3 +1,7 @@
+/**
+ * `agent_task_status`: one task's local snapshot in words (for a worker, with its assignment's
+ * text). Read only: no relay requests.
+ */
 import type { TaskView } from "../../../src/core/task-core.ts";
 import { latestAssignment } from "../../../src/protocol/events.ts";
 import { StatusParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";

@@ -1,3 +1,7 @@
+/**
+ * `agent_task_wait`: block until a task, or any of several, is terminal or the timeout passes;
+ * says which finished and which are still open. Only when the person asks the model to block.
+ */
 import type { TaskCore, TaskView } from "../../../src/core/task-core.ts";
 import { pause } from "../../../src/core/timers.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
