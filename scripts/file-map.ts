@@ -9,8 +9,9 @@
  * a sentence, or the end of its first paragraph (a blank line or a list item ends it; a paragraph that
  * leads into a list ends in ` …`).
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
+import { parseSource, sourceFiles as sourceFilesUnder } from "./source-graph.ts";
 
 /** Where the map is written, relative to the repository root. */
 export const MAP_DOC = "docs/architecture.md";
@@ -54,19 +55,12 @@ export const LAYERS: readonly Layer[] = [
   { dir: "scripts", what: "repository tooling: this map (not shipped)" },
 ];
 
-/** The directories whose source files the map lists. */
-const SCANNED = ["src", "extensions", "testkit", "bench", "scripts"];
+/** The directories whose source files the map lists (and the layering test checks). */
+export const SCANNED = ["src", "extensions", "testkit", "bench", "scripts"];
 
 /** Every TypeScript source file the map covers, relative to `root`, in path order. */
-export function sourceFiles(root: string): string[] {
-  const files: string[] = [];
-  for (const dir of SCANNED) {
-    if (!existsSync(join(root, dir))) continue;
-    for (const name of readdirSync(join(root, dir), { recursive: true, encoding: "utf8" })) {
-      if (name.endsWith(".ts")) files.push(join(dir, name));
-    }
-  }
-  return files.sort();
+function sourceFiles(root: string): string[] {
+  return sourceFilesUnder(SCANNED, root);
 }
 
 /** The header comment's text, its `*` margins removed; undefined when the file starts with none. */
@@ -110,17 +104,11 @@ function layerName(layer: Layer): string {
   return layer.topOnly ? `${layer.dir}/index.ts` : `${layer.dir}/`;
 }
 
-/** The repository files a source file imports by relative path (`from "./x.ts"`, `import("../y.ts")`). */
-function importedFiles(file: string, source: string): string[] {
-  const specifiers = source.matchAll(/(?:\bfrom\s+|\bimport\s*\(?\s*)"(\.{1,2}\/[^"]+)"/g);
-  return [...specifiers].map((match) => join(dirname(file), match[1]!));
-}
-
 /** The other layers a layer's files import, in layer order. */
 function importedLayers(root: string, layer: Layer, files: readonly string[]): string[] {
   const used = new Set<Layer>();
   for (const file of files) {
-    for (const imported of importedFiles(file, readFileSync(join(root, file), "utf8"))) {
+    for (const imported of parseSource(file, readFileSync(join(root, file), "utf8")).imports) {
       const target = layerOf(imported);
       if (target !== undefined && target !== layer) used.add(target);
     }

@@ -5,7 +5,7 @@
  * function the parser finds (tests/helpers/source-graph.ts), arrow functions and methods included.
  */
 import { describe, expect, test } from "bun:test";
-import { parseSource, sourceFiles } from "../helpers/source-graph.ts";
+import { parseSource, sourceFiles } from "../../scripts/source-graph.ts";
 
 /** The longest a function may be, in lines (TigerStyle aims at 70). */
 export const MAX_FUNCTION_LINES = 80;

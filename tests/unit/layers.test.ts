@@ -1,48 +1,34 @@
 /**
- * The layer order (docs/architecture.md): every import points down — to its own layer or a lower
- * one — and no files import each other in a circle, type-only imports included. The CLI's modules
- * are commands: only the CLI and the entry points import them. These checks read the source
- * (tests/helpers/source-graph.ts), so an import that points up is stopped here, with its line's file named.
+ * The layer order (LAYERS in scripts/file-map.ts, shown in docs/architecture.md): every import
+ * points down — to its own layer or a lower one — and no files import each other in a circle,
+ * type-only imports included. The CLI's modules are commands: only the CLI and the entry points
+ * import them. These checks read the source (scripts/source-graph.ts), so an import that points up
+ * is stopped here, naming the file.
  */
 import { describe, expect, test } from "bun:test";
-import { type ParsedSource, parseSource, sourceFiles } from "../helpers/source-graph.ts";
-
-/** The layers, bottom first: a file may import its own layer's files and any lower layer's. */
-export const LAYERS: readonly string[] = [
-  "src/protocol",
-  "src/platform",
-  "src/trust",
-  "src/store",
-  "src/relay-client",
-  "src/relay-server",
-  "src/core",
-  "src/workspace",
-  "src/host",
-  "extensions/pi-tasks",
-  "src/conformance",
-  "src/demo",
-  "src/cli",
-  "src/bin",
-  "src/index.ts",
-  "testkit",
-  "bench",
-];
+import { LAYERS, layerOf, SCANNED } from "../../scripts/file-map.ts";
+import { type ParsedSource, parseSource, sourceFiles } from "../../scripts/source-graph.ts";
 
 /** The directories whose files are layered (tests/ sit above all of them and are not checked). */
-const LAYERED = ["src", "extensions", "testkit", "bench"];
+const LAYERED = SCANNED;
 
-function layerOf(path: string): number {
-  const index = LAYERS.findIndex((layer) => path === layer || path.startsWith(`${layer}/`));
-  if (index === -1) throw new Error(`${path} is in no layer: add its directory to LAYERS (and to docs/architecture.md)`);
-  return index;
+/** A file's place in the order (scripts/file-map.ts LAYERS, bottom first). */
+function rank(path: string): number {
+  const layer = layerOf(path);
+  if (layer === undefined) throw new Error(`${path} is in no layer: add its directory to LAYERS in scripts/file-map.ts`);
+  return LAYERS.indexOf(layer);
+}
+
+function named(path: string): string {
+  return LAYERS[rank(path)]!.dir;
 }
 
 /** Imports that point up the order, as `file → imported (file's layer → imported's layer)`. */
 export function upwardImports(sources: readonly ParsedSource[]): string[] {
   return sources.flatMap((source) =>
     source.imports
-      .filter((target) => layerOf(target) > layerOf(source.path))
-      .map((target) => `${source.path} → ${target} (${LAYERS[layerOf(source.path)]} → ${LAYERS[layerOf(target)]})`),
+      .filter((target) => rank(target) > rank(source.path))
+      .map((target) => `${source.path} → ${target} (${named(source.path)} → ${named(target)})`),
   );
 }
 

@@ -1,23 +1,26 @@
 /**
  * The repository's TypeScript sources as a parser reads them (oxc-parser, a dev dependency): each
  * file's relative imports — type-only, re-exports and dynamic `import("…")` included — resolved to
- * repository paths, and its functions with the lines they span. The layering and function-length
- * tests (tests/unit/layers.test.ts, tests/unit/function-spans.test.ts) read the code through this.
+ * repository paths, and its functions with the lines they span. The layer table of the generated
+ * map (file-map.ts) and the layering and function-length tests (tests/unit/layers.test.ts,
+ * tests/unit/function-spans.test.ts) read the code through this.
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { parseSync, Visitor } from "oxc-parser";
 
-export const REPO_ROOT = resolve(import.meta.dir, "..", "..");
+export const REPO_ROOT = resolve(import.meta.dir, "..");
 
-/** Every `.ts` file under the given repository directories, as repository paths (`src/core/pass.ts`). */
-export function sourceFiles(directories: readonly string[]): string[] {
-  return directories.flatMap((directory) =>
-    readdirSync(join(REPO_ROOT, directory), { recursive: true, encoding: "utf8" })
-      .filter((name) => name.endsWith(".ts"))
-      .map((name) => join(directory, name))
-      .sort(),
-  );
+/** Every `.ts` file under those of the given directories that exist below `root`, as paths relative to it (`src/core/pass.ts`). */
+export function sourceFiles(directories: readonly string[], root = REPO_ROOT): string[] {
+  return directories
+    .filter((directory) => existsSync(join(root, directory)))
+    .flatMap((directory) =>
+      readdirSync(join(root, directory), { recursive: true, encoding: "utf8" })
+        .filter((name) => name.endsWith(".ts"))
+        .map((name) => join(directory, name))
+        .sort(),
+    );
 }
 
 export interface ParsedSource {
@@ -28,7 +31,7 @@ export interface ParsedSource {
   readonly functions: readonly { readonly line: number; readonly lines: number }[];
 }
 
-/** Parses `path` (a repository path; `text` defaults to the file's); a file that does not parse throws, naming it. */
+/** Parses `path` (relative to the repository; `text` defaults to the file's); a file that does not parse throws, naming it. */
 export function parseSource(path: string, text = readFileSync(join(REPO_ROOT, path), "utf8")): ParsedSource {
   const parsed = parseSync(path, text);
   if (parsed.errors.length > 0) throw new Error(`${path} does not parse: ${parsed.errors[0]!.message}`);
