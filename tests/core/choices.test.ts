@@ -35,6 +35,24 @@ async function pair() {
 
 const CHOICES = ["red", "forest green", "blue"];
 
+/** A chain A → B → C on the relay: A's task "the banner" at B, and B's sub-task "its colour" at C. */
+async function chainOfThree() {
+  const [a, b, c] = [
+    await createParty({ url: fx.relay.url }),
+    await createParty({ url: fx.relay.url }),
+    await createParty({ url: fx.relay.url }),
+  ];
+  opened.push(a, b, c);
+  await introduce(a.core, b.core);
+  await introduce(b.core, c.core);
+  const all = () => settle([a, b, c]);
+  const root = await a.core.createTask({ to: b.core.endpoint()!, task: "the banner" });
+  await all();
+  const child = await b.core.createTask({ to: c.core.endpoint()!, task: "its colour" });
+  await all();
+  return { a, b, c, root, child, all };
+}
+
 describe("questions with choices", () => {
   test("the worker's choices reach the origin; an answer outside them is refused there and nothing is sent; one of them is answered", async () => {
     const { origin, worker, taskId, round } = await pair();
@@ -65,19 +83,7 @@ describe("questions with choices", () => {
 
   // Guards src/core/worker-operations.ts raisedChoices: a raised question offers its sub-task question's choices.
   test("a question raised up the chain offers the sub-task question's choices, and binds the answer to them", async () => {
-    const [a, b, c] = [
-      await createParty({ url: fx.relay.url }),
-      await createParty({ url: fx.relay.url }),
-      await createParty({ url: fx.relay.url }),
-    ];
-    opened.push(a, b, c);
-    await introduce(a.core, b.core);
-    await introduce(b.core, c.core);
-    const all = () => settle([a, b, c]);
-    const root = await a.core.createTask({ to: b.core.endpoint()!, task: "the banner" });
-    await all();
-    const child = await b.core.createTask({ to: c.core.endpoint()!, task: "its colour" });
-    await all();
+    const { a, b, c, root, child, all } = await chainOfThree();
     await c.core.message({ taskId: child.taskId, type: "question", message: "Which colour?", choices: CHOICES, defaultChoice: "blue" });
     await all();
     const asked = b.core.getTask(child.taskId).events.find((event) => event.type === "task.question")!;
@@ -93,19 +99,7 @@ describe("questions with choices", () => {
 
   // Guards src/core/intake.ts relayAnswerDown (fitsChoices): an answer goes down the chain only when the sub-task's question accepts it.
   test("an answer to a question raised with choices of its own goes down the chain only when the sub-task's question accepts it", async () => {
-    const [a, b, c] = [
-      await createParty({ url: fx.relay.url }),
-      await createParty({ url: fx.relay.url }),
-      await createParty({ url: fx.relay.url }),
-    ];
-    opened.push(a, b, c);
-    await introduce(a.core, b.core);
-    await introduce(b.core, c.core);
-    const all = () => settle([a, b, c]);
-    const root = await a.core.createTask({ to: b.core.endpoint()!, task: "the banner" });
-    await all();
-    const child = await b.core.createTask({ to: c.core.endpoint()!, task: "its colour" });
-    await all();
+    const { a, b, c, root, child, all } = await chainOfThree();
     await c.core.message({ taskId: child.taskId, type: "question", message: "Which colour?", choices: CHOICES });
     await all();
     const asked = b.core.getTask(child.taskId).events.find((event) => event.type === "task.question")!;

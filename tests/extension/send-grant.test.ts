@@ -56,22 +56,27 @@ function sendTool(env: Record<string, string>) {
   return { tool: toolsOn(core, { info }).agent_task_send!, given };
 }
 
+/** The spawn record of a worker of profile "checker" holding `grant`, registered at `atSpawn` (this process stands in for its holder). */
+function spawnedChecker(env: Record<string, string>, name: string, atSpawn: TaskEndpoint, grant: Grant): void {
+  saveSpawned(env, {
+    session: name,
+    pid: process.pid,
+    projectDir: home,
+    relay: relay.url,
+    log: join(home, "log"),
+    createdAt: new Date().toISOString(),
+    taskEndpoint: atSpawn,
+    profile: "checker",
+    grant,
+  });
+}
+
 describe("a spawned worker's grant", () => {
   test("goes with a task sent to the worker's new endpoint after it rebound, as to the one it registered when spawned", async () => {
     const env = { PI_TASKS_HOME: home };
     const name = `checker-${crypto.randomUUID().slice(0, 8)}`;
     const atSpawn: TaskEndpoint = { relay: "wolfpack-volatile-v1", id: crypto.randomUUID() };
-    saveSpawned(env, {
-      session: name,
-      pid: process.pid,
-      projectDir: home,
-      relay: relay.url,
-      log: join(home, "log"),
-      createdAt: new Date().toISOString(),
-      taskEndpoint: atSpawn,
-      profile: "checker",
-      grant: GRANT,
-    });
+    spawnedChecker(env, name, atSpawn, GRANT);
     const now = await registered(name);
     const stranger = await registered(`stranger-${crypto.randomUUID().slice(0, 8)}`);
     const { tool, given } = sendTool(env);
@@ -87,17 +92,7 @@ describe("a spawned worker's grant", () => {
     const env = { PI_TASKS_HOME: home, PI_TASKS_GRANT: JSON.stringify({ tools: ["read", "bash"], maxTurns: 3 }) };
     const name = `narrowed-${crypto.randomUUID().slice(0, 8)}`;
     const atSpawn: TaskEndpoint = { relay: "wolfpack-volatile-v1", id: crypto.randomUUID() };
-    saveSpawned(env, {
-      session: name,
-      pid: process.pid,
-      projectDir: home,
-      relay: relay.url,
-      log: join(home, "log"),
-      createdAt: new Date().toISOString(),
-      taskEndpoint: atSpawn,
-      profile: "checker",
-      grant: { tools: ["read"], bash: false, maxTurns: 10 },
-    });
+    spawnedChecker(env, name, atSpawn, { tools: ["read"], bash: false, maxTurns: 10 });
     const stranger = await registered(`stranger-${crypto.randomUUID().slice(0, 8)}`);
     const { tool, given } = sendTool(env);
     await tool.execute("c1", { to: stranger, task: "anyone" });
