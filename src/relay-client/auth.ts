@@ -24,7 +24,7 @@ import {
 import { RELAY_CHALLENGE_HEADER, RELAY_CHALLENGE_PROOF_HEADER, RELAY_PROFILE, RELAY_PROFILE_PATH } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { readRelaySecret, RELAY_SECRET_FILE_VARIABLE, relaySecretExists, relaySecretPath } from "../trust/relay-secret.ts";
-import { defaultRelayPort, type RelayConfig, relayConfigFromEnv } from "./config.ts";
+import { defaultRelayPort, isLoopbackHttpUrl, type RelayConfig, relayConfigFromEnv } from "./config.ts";
 
 /** The relay secret of one relay: the keys derived from it, and where it came from. */
 export interface RelaySecretAuth {
@@ -39,17 +39,6 @@ export interface RelayAuth extends JwtClaimsOptions {
   readonly secret?: string;
   /** The relay secret of the configured relay, when it must prove it. */
   readonly relay?: RelaySecretAuth;
-}
-
-const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(["127.0.0.1", "[::1]", "localhost"]);
-
-export function isLoopbackHttpUrl(url: string): boolean {
-  try {
-    const parsed = new URL(url);
-    return parsed.protocol === "http:" && LOOPBACK_HOSTS.has(parsed.hostname);
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -20,12 +20,23 @@ import {
   MAX_TCP_PORT,
   MIN_TCP_PORT,
 } from "../protocol/limits.ts";
-import { isLoopbackHttpUrl } from "./auth.ts";
 
 export type Env = Record<string, string | undefined>;
 
 function invalid(message: string, details: Record<string, unknown>): TaskError {
   return new TaskError("INVALID_CONFIGURATION", { message, details });
+}
+
+const LOOPBACK_HOSTS: ReadonlySet<string> = new Set(["127.0.0.1", "[::1]", "localhost"]);
+
+/** Whether `url` is plain HTTP on loopback (`127.0.0.1`, `[::1]`, `localhost`): the only plain HTTP a relay URL may use. */
+export function isLoopbackHttpUrl(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === "http:" && LOOPBACK_HOSTS.has(parsed.hostname);
+  } catch {
+    return false;
+  }
 }
 
 /** Validates a relay base URL: a bare https origin, or a bare http origin on loopback. */

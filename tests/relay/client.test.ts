@@ -40,7 +40,8 @@ import {
   FEATURE_SUCCESSOR,
   FEATURE_WATCH,
 } from "../../src/protocol/wire.ts";
-import { authFromEnv, isLoopbackHttpUrl, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
+import { authFromEnv, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
+import { isLoopbackHttpUrl } from "../../src/relay-client/config.ts";
 import { createVolatileTaskSession, type VolatileTaskSession, type VolatileTaskSessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
 import { eventually, failure, settlesWithin } from "../../testkit/async.ts";
