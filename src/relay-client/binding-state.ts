@@ -12,7 +12,7 @@
  */
 import { nanoid } from "nanoid";
 import { TaskError } from "../protocol/errors.ts";
-import type { Binding, SessionStatus } from "./session.ts";
+import type { Binding, SessionStatus } from "./session-types.ts";
 
 export interface BindingState {
   readonly status: SessionStatus;

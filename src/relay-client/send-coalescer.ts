@@ -15,7 +15,7 @@ import { utf8Bytes } from "../protocol/canonical-json.ts";
 import { deferral } from "../protocol/errors.ts";
 import { maxRequestBodyBytes, sendBatchHeadroomBytes, sendBatchMaxItems } from "../protocol/limits.ts";
 import type { EncodedEnvelope } from "../protocol/wire.ts";
-import type { SendAcceptance, SentOutcome } from "./session.ts";
+import type { SendAcceptance, SentOutcome } from "./session-types.ts";
 
 export interface SendCoalescerOptions {
   /** Whether sends may be gathered now (the relay advertised `send-batch-v1`). */

@@ -58,32 +58,10 @@ import {
 import type { RelayAuth } from "./auth.ts";
 import { type BindingHolder, type BindingState, createBindingHolder, isReady, type ReadyState } from "./binding-state.ts";
 import { createSendCoalescer } from "./send-coalescer.ts";
+import type { Binding, SendAcceptance, SentOutcome, SessionStatus } from "./session-types.ts";
 import { createRelayTransport, type RelayTransport, relayRefusal, type SuccessReply } from "./transport.ts";
 
-export type SessionStatus = "unbound" | "ready" | "reset" | "closed";
-
-export interface Binding {
-  readonly epoch: string;
-  readonly endpoint: TaskEndpoint;
-  readonly generation: string;
-  readonly callerSession: string;
-  readonly url: string;
-  /** Local lease deadline: request start + requested lease, on the local clock. */
-  readonly leaseDeadline: number;
-}
-
-export interface SendAcceptance {
-  readonly envelopeId: string;
-  readonly acceptanceId: string;
-  readonly duplicate: boolean;
-  readonly forwarding: "local" | "forwarded";
-}
-
-/** One envelope's outcome in a batch (`send-batch-v1`, `ack-carry-v1`): accepted, refused (the error a single send would throw), or skipped (not tried). */
-export type SentOutcome =
-  | { readonly envelopeId: string; readonly outcome: "accepted"; readonly acceptance: SendAcceptance }
-  | { readonly envelopeId: string; readonly outcome: "refused"; readonly error: TaskError }
-  | { readonly envelopeId: string; readonly outcome: "skipped" };
+export type { Binding, SendAcceptance, SentOutcome, SessionStatus } from "./session-types.ts";
 
 export interface InboxDelivery {
   readonly cursor: string;
