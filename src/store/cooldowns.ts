@@ -3,7 +3,7 @@
  * caller's; the store only keeps them, so a deferral survives without a timer of its own.
  */
 import type { StoreKernel } from "./kernel.ts";
-import type { Cooldown, TaskStore } from "./task-store.ts";
+import type { Cooldown, TaskStore } from "./store-types.ts";
 
 export function createCooldowns({ rows }: StoreKernel): Pick<TaskStore, "setCooldown" | "getCooldown" | "clearCooldown"> {
   return {

@@ -5,7 +5,7 @@
  */
 import type { RelayedEnvelope } from "../protocol/schemas.ts";
 import type { StoreKernel } from "./kernel.ts";
-import type { TaskStore } from "./task-store.ts";
+import type { TaskStore } from "./store-types.ts";
 
 export interface Envelopes {
   readonly api: Pick<TaskStore, "getEnvelope" | "envelopeText">;

@@ -8,7 +8,7 @@ import type { TaskEvent } from "../protocol/schemas.ts";
 import { insertSorted, removeSorted, sortedRecord, type TableIndex } from "./index-kit.ts";
 import { invariant } from "./invariant.ts";
 import type { StoreKernel } from "./kernel.ts";
-import type { Bookkeeping, Evidence, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, Evidence, TaskStore } from "./store-types.ts";
 import type { Tasks } from "./tasks.ts";
 
 interface EventKey {

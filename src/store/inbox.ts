@@ -11,7 +11,7 @@ import { insertSorted, removeSorted, type TableIndex } from "./index-kit.ts";
 import { invariant } from "./invariant.ts";
 import type { Counter, StoreKernel } from "./kernel.ts";
 import type { StoreRows } from "./tables.ts";
-import type { Bookkeeping, Checkpoint, DeliveryRow, TaskStore, TrackResult } from "./task-store.ts";
+import type { Bookkeeping, Checkpoint, DeliveryRow, TaskStore, TrackResult } from "./store-types.ts";
 
 interface CursorKey {
   readonly cursor: bigint;

@@ -11,6 +11,7 @@ import { localIndex } from "./local-presentation.ts";
 import { operationIndex } from "./operations.ts";
 import { outboxIndex } from "./outbox.ts";
 import { rotationIndex } from "./retry-rotation.ts";
+import type { IndexSnapshot } from "./store-types.ts";
 import type { StoreTable } from "./tables.ts";
 import { taskIndex } from "./tasks.ts";
 
@@ -47,18 +48,6 @@ export function indexRow(indexes: Indexes, table: StoreTable, key: string, previ
 /** Empties every index in place (the parts keep their references). */
 export function clearIndexes(indexes: Indexes): void {
   for (const table of INDEXED) Object.assign(indexes[table], definition(table).empty());
-}
-
-/** Index contents in a canonical form, for checking against a recomputation from rows. */
-export interface IndexSnapshot {
-  readonly eventsByTask: Record<string, string[]>;
-  readonly activeTasks: string[];
-  readonly activeWorking: string[];
-  readonly pendingByTarget: Record<string, string[]>;
-  readonly operationByEnvelope: Record<string, string>;
-  readonly deliveriesByCursor: string[];
-  readonly localQueue: string[];
-  readonly rotation: Record<string, number>;
 }
 
 export function snapshotIndexes(indexes: Indexes): IndexSnapshot {

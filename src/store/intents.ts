@@ -3,7 +3,7 @@
  * a repeated intent is recognised and its delivery can be followed.
  */
 import type { StoreKernel } from "./kernel.ts";
-import type { StoredIntent, TaskStore } from "./task-store.ts";
+import type { StoredIntent, TaskStore } from "./store-types.ts";
 
 export interface Intents {
   readonly api: Pick<TaskStore, "putIntent" | "getIntent">;

@@ -5,17 +5,9 @@
  * `clear()` and the index check cover all of them at once.
  */
 import { TaskError } from "../protocol/errors.ts";
-import {
-  clearIndexes,
-  emptyIndexes,
-  INDEXED_TABLES,
-  type IndexedTable,
-  type Indexes,
-  type IndexSnapshot,
-  indexRow,
-  snapshotIndexes,
-} from "./indexes.ts";
+import { clearIndexes, emptyIndexes, INDEXED_TABLES, type IndexedTable, type Indexes, indexRow, snapshotIndexes } from "./indexes.ts";
 import { createRowEngine } from "./rows.ts";
+import type { IndexSnapshot } from "./store-types.ts";
 import { STORE_TABLES, type StoreRows } from "./tables.ts";
 
 /** A strictly increasing number kept outside rows (creation and intake order, rotation stamps). */

@@ -8,7 +8,7 @@ import type { TaskEvent } from "../protocol/schemas.ts";
 import type { Events } from "./events.ts";
 import { insertSorted, removeSorted, type TableIndex } from "./index-kit.ts";
 import type { Counter, StoreKernel } from "./kernel.ts";
-import type { LocalPresentation, TaskStore } from "./task-store.ts";
+import type { LocalPresentation, TaskStore } from "./store-types.ts";
 
 interface OrderKey {
   readonly order: number;

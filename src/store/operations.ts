@@ -6,7 +6,7 @@
  */
 import { sortedRecord, type TableIndex } from "./index-kit.ts";
 import type { StoreKernel } from "./kernel.ts";
-import type { Bookkeeping, OperationReservation, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, OperationReservation, TaskStore } from "./store-types.ts";
 
 export interface OperationIndex {
   operationByEnvelope: Map<string, string>;

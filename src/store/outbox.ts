@@ -13,7 +13,7 @@ import type { StoreKernel } from "./kernel.ts";
 import type { Quarantine } from "./quarantine.ts";
 import type { RetryRotation } from "./retry-rotation.ts";
 import { rowsOfTask, type StoreRows } from "./tables.ts";
-import type { Bookkeeping, OutboxEntry, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, OutboxEntry, TaskStore } from "./store-types.ts";
 
 interface SeqKey {
   readonly seq: number;

@@ -6,7 +6,7 @@
  */
 import type { StoreKernel } from "./kernel.ts";
 import { rowsOfTask } from "./tables.ts";
-import type { Bookkeeping, OutboxEntry, QuarantineEntry, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, OutboxEntry, QuarantineEntry, TaskStore } from "./store-types.ts";
 
 export interface QuarantineReason {
   readonly errorCode: string;

@@ -6,7 +6,7 @@
 import type { TableIndex } from "./index-kit.ts";
 import { sortedRecord } from "./index-kit.ts";
 import type { StoreKernel } from "./kernel.ts";
-import type { TaskStore } from "./task-store.ts";
+import type { TaskStore } from "./store-types.ts";
 
 export interface RotationIndex {
   rotation: Map<string, number>;

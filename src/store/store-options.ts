@@ -6,7 +6,7 @@
 import { TaskError } from "../protocol/errors.ts";
 import { maxStoreEncodedBytes, maxStoreRecords } from "../protocol/limits.ts";
 import type { StoreLimits } from "./kernel.ts";
-import type { TaskStoreOptions } from "./task-store.ts";
+import type { TaskStoreOptions } from "./store-types.ts";
 
 const PERSISTENCE_OPTIONS = new Set([
   "path",

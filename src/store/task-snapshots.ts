@@ -3,7 +3,7 @@
  * and events parts and owns no rows, so neither part has to know about the other's shape.
  */
 import type { Events } from "./events.ts";
-import type { Bookkeeping, TaskSnapshot, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, TaskSnapshot, TaskStore } from "./store-types.ts";
 import type { Tasks } from "./tasks.ts";
 
 const byCreation = (a: TaskSnapshot, b: TaskSnapshot) =>

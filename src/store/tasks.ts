@@ -6,7 +6,7 @@
 import { TaskError } from "../protocol/errors.ts";
 import type { TableIndex } from "./index-kit.ts";
 import type { StoreKernel } from "./kernel.ts";
-import type { Bookkeeping, StoredTask, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, StoredTask, TaskStore } from "./store-types.ts";
 
 export interface TaskIndex {
   activeTasks: Set<string>;

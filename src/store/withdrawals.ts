@@ -11,7 +11,7 @@ import type { LocalPresentations } from "./local-presentation.ts";
 import type { Operations } from "./operations.ts";
 import type { Outbox } from "./outbox.ts";
 import type { Quarantine } from "./quarantine.ts";
-import type { Bookkeeping, TaskStore } from "./task-store.ts";
+import type { Bookkeeping, TaskStore } from "./store-types.ts";
 import type { Tasks } from "./tasks.ts";
 
 export interface WithdrawalParts<B extends Bookkeeping> {
