@@ -62,9 +62,8 @@ export interface Events {
   discard(eventId: string): void;
 }
 
-export function createEvents(kernel: StoreKernel, tasks: Pick<Tasks<Bookkeeping>, "has">): Events {
+export function createEvents(kernel: StoreKernel, index: EventIndex, tasks: Pick<Tasks<Bookkeeping>, "has">): Events {
   const { rows } = kernel;
-  const index = kernel.index("event");
 
   const eventsOf = (taskId: string) => (index.eventsByTask.get(taskId) ?? []).map((item) => rows.read<TaskEvent>("event", item.eventId)!);
 

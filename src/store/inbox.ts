@@ -95,10 +95,14 @@ type InboxApi<B extends Bookkeeping> = Pick<
 >;
 
 /** `intake` is the order shared with local presentations. */
-export function createInbox<B extends Bookkeeping>(kernel: StoreKernel, checkpoint: AckCheckpoint, intake: Counter): InboxApi<B> {
+export function createInbox<B extends Bookkeeping>(
+  kernel: StoreKernel,
+  index: DeliveryIndex,
+  checkpoint: AckCheckpoint,
+  intake: Counter,
+): InboxApi<B> {
   type Delivery = DeliveryRow<B["stage"], B["data"]>;
   const { rows } = kernel;
-  const index = kernel.index("delivery");
   return {
     trackDelivery: (delivery) => rows.transaction(() => track<B>(rows, checkpoint, intake, delivery)),
     getDelivery: (envelopeId) => rows.read<Delivery>("delivery", envelopeId),

@@ -1,18 +1,20 @@
 /**
- * Every indexed table's index in one place. The row engine calls `indexRow` for each change of an
- * indexed row (also on rollback), and the store recomputes all indexes from rows to check them.
- * What an index holds and how a row change moves it is defined by the part that owns the table;
- * this file only gathers those definitions, so adding an index is one line here.
+ * Every indexed table's index in one place. `createStoreIndexes` keeps them for the kernel: the
+ * row engine applies each change of an indexed row (also on rollback) through it, and the store
+ * recomputes all indexes from rows to check them; the wiring (task-store.ts) hands each part its
+ * own index. What an index holds and how a row change moves it is defined by the part that owns
+ * the table; this file only gathers those definitions, so adding an index is one line here.
  */
 import { eventIndex } from "./events.ts";
 import type { TableIndex } from "./index-kit.ts";
 import { deliveryIndex } from "./inbox.ts";
+import type { IndexKeeper } from "./kernel.ts";
 import { localIndex } from "./local-presentation.ts";
 import { operationIndex } from "./operations.ts";
 import { outboxIndex } from "./outbox.ts";
 import { rotationIndex } from "./retry-rotation.ts";
 import type { IndexSnapshot } from "./store-types.ts";
-import type { StoreTable } from "./tables.ts";
+import type { StoreRows, StoreTable } from "./tables.ts";
 import { taskIndex } from "./tasks.ts";
 
 const TABLE_INDEXES = {
@@ -59,5 +61,27 @@ export function snapshotIndexes(indexes: Indexes): IndexSnapshot {
     ...deliveryIndex.snapshot(indexes.delivery),
     ...localIndex.snapshot(indexes.local),
     ...rotationIndex.snapshot(indexes.rotation),
+  };
+}
+
+/** The store's indexes, kept for the kernel (`IndexKeeper`); the wiring hands each part its own from `indexes`. */
+export interface StoreIndexes extends IndexKeeper {
+  readonly indexes: Indexes;
+}
+
+export function createStoreIndexes(): StoreIndexes {
+  const indexes = emptyIndexes();
+  return {
+    indexes,
+    tables: INDEXED_TABLES,
+    apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next),
+    clear: () => clearIndexes(indexes),
+    check(rows: StoreRows) {
+      const recomputed = emptyIndexes();
+      for (const table of INDEXED) {
+        for (const key of rows.keys(table)) indexRow(recomputed, table, key, undefined, rows.peek(table, key));
+      }
+      return { actual: snapshotIndexes(indexes), recomputed: snapshotIndexes(recomputed) };
+    },
   };
 }

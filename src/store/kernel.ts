@@ -1,14 +1,14 @@
 /**
  * What every part of the TaskStore shares: one row engine (so the bounds count every table and a
  * transaction rolls back all of them), the indexes kept in step with its rows, and counters whose
- * steps a rollback undoes. Each part takes its rows, its index and its counters from here, and
- * `clear()` and the index check cover all of them at once.
+ * steps a rollback undoes. Each part takes its rows and its counters from here (its index is
+ * handed to it by the wiring, task-store.ts), and `clear()` and the index check cover all of them
+ * at once. The indexes are given (`IndexKeeper`, kept by indexes.ts), so the kernel imports no part.
  */
 import { TaskError } from "../protocol/errors.ts";
-import { clearIndexes, emptyIndexes, INDEXED_TABLES, type IndexedTable, type Indexes, indexRow, snapshotIndexes } from "./indexes.ts";
 import { createRowEngine } from "./rows.ts";
 import type { IndexSnapshot } from "./store-types.ts";
-import { STORE_TABLES, type StoreRows } from "./tables.ts";
+import { STORE_TABLES, type StoreRows, type StoreTable } from "./tables.ts";
 
 /** A strictly increasing number kept outside rows (creation and intake order, rotation stamps). */
 export interface Counter {
@@ -20,10 +20,23 @@ export interface StoreLimits {
   readonly maxEncodedBytes: number;
 }
 
+/**
+ * What the kernel needs of the indexes: indexes.ts keeps them (from the parts' definitions) and
+ * the wiring (task-store.ts) hands each part its own. Declared here, so the kernel imports no part.
+ */
+export interface IndexKeeper {
+  /** Tables with an index; rows of the others are never parsed on write. */
+  readonly tables: ReadonlySet<StoreTable>;
+  /** Applies one row change to the indexes (also on rollback). */
+  apply(table: StoreTable, key: string, previous: unknown, next: unknown): void;
+  /** Empties every index in place (the parts keep their references). */
+  clear(): void;
+  /** Index contents and the same recomputed from `rows`. */
+  check(rows: StoreRows): { actual: IndexSnapshot; recomputed: IndexSnapshot };
+}
+
 export interface StoreKernel {
   readonly rows: StoreRows;
-  /** The index of one table, kept in step with its rows (rollback included). */
-  index<Table extends IndexedTable>(table: Table): Indexes[Table];
   /** A new counter from 0: a rollback undoes its steps and `clear()` starts it over. */
   counter(): Counter;
   /** Drops every row, index entry and counter. Not allowed inside a transaction. */
@@ -32,14 +45,13 @@ export interface StoreKernel {
   debugIndexes(): { actual: IndexSnapshot; recomputed: IndexSnapshot };
 }
 
-export function createStoreKernel(limits: StoreLimits): StoreKernel {
-  const indexes = emptyIndexes();
+export function createStoreKernel(limits: StoreLimits, indexes: IndexKeeper): StoreKernel {
   const counterResets: (() => void)[] = [];
   const rows = createRowEngine({
     tables: STORE_TABLES,
-    indexed: INDEXED_TABLES,
+    indexed: indexes.tables,
     ...limits,
-    apply: (table, key, previous, next) => indexRow(indexes, table, key, previous, next),
+    apply: (table, key, previous, next) => indexes.apply(table, key, previous, next),
   });
 
   function counter(): Counter {
@@ -61,20 +73,13 @@ export function createStoreKernel(limits: StoreLimits): StoreKernel {
 
   return {
     rows,
-    index: (table) => indexes[table],
     counter,
     clear() {
       if (rows.inTransaction()) throw new TaskError("INVALID_TRANSACTION", { message: "clear() is not allowed inside a transaction" });
-      clearIndexes(indexes);
+      indexes.clear();
       for (const reset of counterResets) reset();
       rows.clear();
     },
-    debugIndexes() {
-      const recomputed = emptyIndexes();
-      for (const table of INDEXED_TABLES) {
-        for (const key of rows.keys(table)) indexRow(recomputed, table, key, undefined, rows.peek(table, key));
-      }
-      return { actual: snapshotIndexes(indexes), recomputed: snapshotIndexes(recomputed) };
-    },
+    debugIndexes: () => indexes.check(rows),
   };
 }

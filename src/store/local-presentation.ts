@@ -44,9 +44,13 @@ export interface LocalPresentations {
 }
 
 /** `intake` is the order shared with relay deliveries. */
-export function createLocalPresentations(kernel: StoreKernel, events: Pick<Events, "has" | "api">, intake: Counter): LocalPresentations {
+export function createLocalPresentations(
+  kernel: StoreKernel,
+  index: LocalIndex,
+  events: Pick<Events, "has" | "api">,
+  intake: Counter,
+): LocalPresentations {
   const { rows } = kernel;
-  const index = kernel.index("local");
 
   const presentation = (eventId: string, row: LocalRow): LocalPresentation => ({
     eventId,

@@ -35,10 +35,9 @@ export interface Operations<B extends Bookkeeping> {
   discardOfTask(taskId: string): void;
 }
 
-export function createOperations<B extends Bookkeeping>(kernel: StoreKernel): Operations<B> {
+export function createOperations<B extends Bookkeeping>(kernel: StoreKernel, index: OperationIndex): Operations<B> {
   type Reservation = OperationReservation<B["operation"]>;
   const { rows } = kernel;
-  const index = kernel.index("operation");
   return {
     api: {
       reserveOperation(taskId, operation, create) {

@@ -108,11 +108,11 @@ export interface OutboxDependencies<B extends Bookkeeping> {
 
 export function createOutbox<B extends Bookkeeping>(
   kernel: StoreKernel,
+  index: OutboxIndex,
   { envelopes, quarantine, rotation }: OutboxDependencies<B>,
 ): Outbox<B> {
   type Entry = OutboxEntry<B["purpose"]>;
   const { rows } = kernel;
-  const index = kernel.index("outbox");
   const seqs = kernel.counter();
 
   function require(envelopeId: string): Entry {

@@ -30,9 +30,8 @@ export interface RetryRotation {
   forget(targetKey: string): void;
 }
 
-export function createRetryRotation(kernel: StoreKernel): RetryRotation {
+export function createRetryRotation(kernel: StoreKernel, index: RotationIndex): RetryRotation {
   const { rows } = kernel;
-  const index = kernel.index("rotation");
   const stamps = kernel.counter();
   return {
     api: {

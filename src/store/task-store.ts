@@ -23,6 +23,7 @@ import { createCooldowns } from "./cooldowns.ts";
 import { createEnvelopes } from "./envelopes.ts";
 import { createEvents } from "./events.ts";
 import { createInbox } from "./inbox.ts";
+import { createStoreIndexes } from "./indexes.ts";
 import { createIntents } from "./intents.ts";
 import { createStoreKernel } from "./kernel.ts";
 import { createLocalPresentations } from "./local-presentation.ts";
@@ -39,19 +40,21 @@ import { createWithdrawals } from "./withdrawals.ts";
 export type * from "./store-types.ts";
 
 export function createTaskStore<B extends Bookkeeping = Bookkeeping>(options?: TaskStoreOptions): TaskStore<B> {
-  const kernel = createStoreKernel(resolveOptions(options));
+  const keeper = createStoreIndexes();
+  const { indexes } = keeper;
+  const kernel = createStoreKernel(resolveOptions(options), keeper);
   // Relay deliveries and local presentations share one intake order.
   const intake = kernel.counter();
-  const tasks = createTasks<B>(kernel);
-  const events = createEvents(kernel, tasks);
+  const tasks = createTasks<B>(kernel, indexes.task);
+  const events = createEvents(kernel, indexes.event, tasks);
   const envelopes = createEnvelopes(kernel);
-  const rotation = createRetryRotation(kernel);
+  const rotation = createRetryRotation(kernel, indexes.rotation);
   const quarantine = createQuarantine<B>(kernel);
-  const outbox = createOutbox<B>(kernel, { envelopes, quarantine, rotation });
-  const operations = createOperations<B>(kernel);
+  const outbox = createOutbox<B>(kernel, indexes.outbox, { envelopes, quarantine, rotation });
+  const operations = createOperations<B>(kernel, indexes.operation);
   const intents = createIntents(kernel);
-  const inbox = createInbox<B>(kernel, createAckCheckpoint(kernel), intake);
-  const local = createLocalPresentations(kernel, events, intake);
+  const inbox = createInbox<B>(kernel, indexes.delivery, createAckCheckpoint(kernel), intake);
+  const local = createLocalPresentations(kernel, indexes.local, events, intake);
   const withdrawals = createWithdrawals<B>(kernel, { tasks, events, local, envelopes, outbox, quarantine, operations, intents });
 
   return {

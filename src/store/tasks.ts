@@ -51,9 +51,8 @@ export interface Tasks<B extends Bookkeeping> {
   discard(taskId: string): void;
 }
 
-export function createTasks<B extends Bookkeeping>(kernel: StoreKernel): Tasks<B> {
+export function createTasks<B extends Bookkeeping>(kernel: StoreKernel, index: TaskIndex): Tasks<B> {
   const { rows } = kernel;
-  const index = kernel.index("task");
 
   function requireTask(taskId: string): StoredTask {
     const stored = rows.read<StoredTask>("task", taskId);
