@@ -2,13 +2,27 @@
  * The encoded rows themselves, table by table, and the record and byte counts the bounds are
  * checked against. Every change of a row goes through `set`, which keeps the counts, the parse
  * cache and the indexes (through the `apply` hook) in step; rollback uses it too, so undoing a
- * change restores all of them. `admit` refuses a write the bounds have no room for.
+ * change restores all of them. `admit` refuses a write the bounds have no room for. The row
+ * engine's options (`RowEngineOptions`: tables, bounds, the `apply` hook) are declared here, where
+ * they are used; rows.ts re-exports them.
  */
 import { TaskError } from "../protocol/errors.ts";
 import { storeRecordOverheadBytes } from "../protocol/limits.ts";
 import { invariant } from "./invariant.ts";
 import type { ParseCache } from "./row-cache.ts";
-import type { RowEngineOptions } from "./rows.ts";
+
+/** Called for every row change (also on rollback), with the old and new values. */
+export type ApplyHook<Table extends string> = (table: Table, key: string, previous: unknown, next: unknown) => void;
+
+export interface RowEngineOptions<Table extends string> {
+  readonly tables: readonly Table[];
+  readonly maxRecords: number;
+  readonly maxEncodedBytes: number;
+  /** Called for each change of a row in `indexed` tables, with the parsed values (the indexes). */
+  readonly apply: ApplyHook<Table>;
+  /** Tables whose changes `apply` sees; rows of other tables are stored and bounded, never parsed on write. */
+  readonly indexed: ReadonlySet<Table>;
+}
 
 /** Bytes one record is charged: its encoded text, its key and a fixed overhead. */
 export function encodedRecordBytes(key: string, text: string): number {

@@ -15,23 +15,11 @@
 import { TaskError } from "../protocol/errors.ts";
 import { createParseCache } from "./row-cache.ts";
 import { createJournal } from "./row-journal.ts";
-import { createRowTables } from "./row-tables.ts";
+import { createRowTables, type RowEngineOptions } from "./row-tables.ts";
 
 export { invariant } from "./invariant.ts";
 export { encodedRecordBytes } from "./row-tables.ts";
-
-/** Called for every row change (also on rollback), with the old and new values. */
-export type ApplyHook<Table extends string> = (table: Table, key: string, previous: unknown, next: unknown) => void;
-
-export interface RowEngineOptions<Table extends string> {
-  readonly tables: readonly Table[];
-  readonly maxRecords: number;
-  readonly maxEncodedBytes: number;
-  /** Called for each change of a row in `indexed` tables, with the parsed values (the indexes). */
-  readonly apply: ApplyHook<Table>;
-  /** Tables whose changes `apply` sees; rows of other tables are stored and bounded, never parsed on write. */
-  readonly indexed: ReadonlySet<Table>;
-}
+export type { ApplyHook, RowEngineOptions } from "./row-tables.ts";
 
 export interface RowStats {
   readonly records: number;
