@@ -8,7 +8,8 @@
  * - `sends` (send-registry.ts): envelopes in flight and receipts withheld for a wake;
  * - `search` (peer-search.ts): tasks looking for their peer, and the paces of probes and lookups;
  * - `progressPacing` (pacer.ts): how often a task's progress is shown to the model;
- * - `trust` (trust.ts) and `proofs` (proofs.ts): who this core is, whom it trusts, who proved what.
+ * - `trust` (trust.ts) and `proofs` (proofs.ts, the book's shape in proof-book.ts): who this core
+ *   is, whom it trusts, who proved what.
  */
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
@@ -18,7 +19,7 @@ import type { PresentationHost } from "./host.ts";
 import type { Lifetime } from "./lifetime.ts";
 import type { Pacer } from "./pacer.ts";
 import type { PeerSearch } from "./peer-search.ts";
-import type { ProofBook } from "./proofs.ts";
+import type { ProofBook } from "./proof-book.ts";
 import type { RelayHealth } from "./relay-health.ts";
 import type { SendRegistry } from "./send-registry.ts";
 import type { TaskTimers } from "./timers.ts";

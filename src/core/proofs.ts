@@ -15,7 +15,8 @@
  *   key is one this identity does not trust, asks the human (pairing) or fails the task without its
  *   content ever leaving (`UNKNOWN_PEER`, no effect).
  *
- * The book of proofs is this lifetime's (a relay restart's new endpoints need new proofs). Hellos
+ * The book of proofs (proof-book.ts: its shape and the empty book) is this lifetime's (a relay
+ * restart's new endpoints need new proofs); only this file changes it. Hellos
  * go straight to the relay, outside the outbox's per-target order (a hello must pass the content
  * waiting for it), at most `maxHellosPerPass` asked and answered per pass, each endpoint asked at
  * most every `helloRetryMs`.
@@ -29,32 +30,9 @@ import { sealBindingBytes } from "../trust/sealing.ts";
 import { appendCanonical } from "./canonical.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { type Carriage, encodeEnvelope, encodeHello, type HelloExtra } from "./envelopes.ts";
+import type { Proof } from "./proof-book.ts";
 import type { WorkScope } from "./scope.ts";
 import { describeKey, type Signer } from "./trust.ts";
-
-/** Which key holds an endpoint, that key's seal key, and the session name its proof claimed (unsigned). */
-export interface Proof {
-  readonly key: string;
-  readonly sealKey: string;
-  readonly session?: string;
-}
-
-/** This lifetime's proofs, seal keys and pending asks (changed only here). */
-export interface ProofBook {
-  readonly proven: Map<string, Proof>;
-  /** Signing key → its seal key, once its binding verified. */
-  readonly sealKeys: Map<string, string>;
-  /** Asks awaiting an answer: hello id → the endpoint asked. */
-  readonly asked: Map<string, TaskEndpoint>;
-  /** When each endpoint was last asked (timers clock). */
-  readonly lastAsked: Map<string, number>;
-  /** Answers owed (with a resume answer when the ask was a resume question), sent by the next shipping phase. */
-  readonly owed: { readonly to: TaskEndpoint; readonly inReplyTo: string; readonly resume?: ResumeList }[];
-}
-
-export function createProofBook(): ProofBook {
-  return { proven: new Map(), sealKeys: new Map(), asked: new Map(), lastAsked: new Map(), owed: [] };
-}
 
 function remember<K, V>(map: Map<K, V>, key: K, value: V, maxEntries: number): void {
   map.delete(key);
