@@ -113,7 +113,7 @@ export function createActivityTracker(now: () => number): ActivityTracker {
 
 export interface ActivityReporterDeps {
   readonly tracker: ActivityTracker;
-  /** The current core, if any (a stale or stopped lifetime gives none). */
+  /** The current core, if any (a stale or stopped Pi run gives none). */
   readonly core: () => TaskCore | undefined;
   readonly now: () => number;
 }

@@ -1,13 +1,14 @@
 /**
  * pi-tasks for Pi: delegate tasks between Pi sessions through a memory-only relay.
  *
- * This factory only registers; it starts nothing. The lifetime starts on `session_start` and ends
- * on `session_shutdown`. No handler lets an error escape into Pi, and nothing writes to stdout in
+ * This factory only registers; it starts nothing. A Pi run starts on `session_start` and ends on
+ * `session_shutdown`. No handler lets an error escape into Pi, and nothing writes to stdout in
  * RPC mode (that would corrupt Pi's RPC stream).
  *
  * Files:
- * - lifecycle.ts  which lifetime is current (one per Pi session); the worker gate wired to it
- * - lifetime.ts   what a lifetime is made of: session name, relay (embedded when none runs),
+ * - lifecycle.ts  which Pi run is current (one per Pi session); the worker gate wired to it;
+ *                 lifecycle-deps.ts: what it and each Pi run are given (Pi's context view, deps)
+ * - pi-run.ts     what a Pi run is made of: session name, relay (embedded when none runs),
  *                 configured core, presenter, scheduler, mail watch; its start and close
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
  * - profiles.ts   worker profiles (model, grant, instructions) from the home and a trusted project

@@ -1,61 +1,33 @@
 /**
- * Which pi-tasks lifetime is the current one: one per Pi session, started on `session_start`,
- * fenced and discarded on `session_shutdown` (lifetime.ts says what a lifetime is made of). Tools
- * and commands reach the current lifetime through here; the worker gate is wired to it. Nothing
- * here throws into Pi's event handlers.
+ * Which Pi run is the current one: one per Pi session, started on `session_start`, fenced and
+ * discarded on `session_shutdown` (pi-run.ts says what a Pi run is made of; lifecycle-deps.ts what
+ * both are given). Tools and commands reach the current Pi run through here; the worker gate is
+ * wired to it. Nothing here throws into Pi's event handlers.
  */
-import type { ensureRelay } from "../../src/host/embedded-relay.ts";
 import { stopOwnedWorkers } from "../../src/host/stop.ts";
-import type { createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
-import type { Env } from "../../src/relay-client/config.ts";
 import { failureLabel, type FooterFailure } from "./failures.ts";
 import { createStatusLine, STARTING_LABEL } from "./footer.ts";
 import { createWorkerGate, isWorker, type WorkerGate } from "./gate.ts";
 import { grantVerdict } from "./grants.ts";
 import type { AgentObserver } from "./observer.ts";
 import { createWorkerWidget, workerWidgetLines } from "./widget.ts";
-import type { PiPresenter, PresenterDeps } from "./presenter.ts";
-import { closeLifetime, type Lifetime, lifetimeLabel, type SessionInfo, startLifetime } from "./lifetime.ts";
+import type { PiPresenter } from "./presenter.ts";
+import type { LifecycleDeps, PiContextView } from "./lifecycle-deps.ts";
+import { closePiRun, type PiRun, piRunLabel, type SessionInfo, startPiRun } from "./pi-run.ts";
 
-export { AUTO_REASSIGN_VARIABLE, CANCEL_ABORTS_VARIABLE, MAX_DEPTH_VARIABLE, type SessionInfo } from "./lifetime.ts";
-
-/** What the lifecycle needs from Pi's context (captured fresh at each session_start). */
-export interface PiContextView {
-  readonly cwd: string;
-  isIdle(): boolean;
-  hasPendingMessages(): boolean;
-  branch(): readonly unknown[];
-  setStatus(key: string, text: string | undefined): void;
-  /** Pi's widget above the editor (TUI), or a `setWidget` request (RPC); a no-op elsewhere. */
-  setWidget?(key: string, lines: string[] | undefined): void;
-  notify(message: string, level: "info" | "warning" | "error"): void;
-  /** Aborts the running turn. */
-  abort(): void;
-  /** The interactive TUI's confirm dialog; undefined in RPC, print and json modes. */
-  readonly confirm?: (title: string, message: string, timeoutMs: number) => Promise<boolean>;
-}
-
-export interface LifecycleDeps {
-  readonly env: Env;
-  readonly sendMessage: PresenterDeps["sendMessage"];
-  readonly appendEntry: PresenterDeps["appendEntry"];
-  readonly gate: WorkerGate;
-  /** Test seam: how the configured core is built. */
-  readonly createCore?: typeof createConfiguredTaskCore;
-  /** Test seam: how the relay is found (or started). */
-  readonly findRelay?: typeof ensureRelay;
-}
+export type { LifecycleDeps, PiContextView } from "./lifecycle-deps.ts";
+export { AUTO_REASSIGN_VARIABLE, CANCEL_ABORTS_VARIABLE, MAX_DEPTH_VARIABLE, type SessionInfo } from "./pi-run.ts";
 
 export interface Lifecycle {
   start(context: PiContextView): void;
-  /** Ends the lifetime; when Pi quits, also stops the workers this Pi spawned without keeping them. */
+  /** Ends the Pi run; when Pi quits, also stops the workers this Pi spawned without keeping them. */
   stop(reason?: string): Promise<void>;
   requestRefresh(): void;
-  /** The current lifetime's core, or the typed reason there is none. */
+  /** The current Pi run's core, or the typed reason there is none. */
   current(): TaskCore;
-  /** Runs an operation on the current lifetime once start-up finished. */
+  /** Runs an operation on the current Pi run once start-up finished. */
   run<T>(operation: (core: TaskCore) => Promise<T>): Promise<T>;
   /** Resolves when start-up finished (successfully or not). */
   ready(): Promise<void>;
@@ -67,7 +39,7 @@ export interface Lifecycle {
   onMessageEnd(message: unknown): void;
   /** A block reason when a model's tool call is outside the grant of a task this session works on (fail-closed). */
   checkGrant(toolName: string, input: unknown, cwd: string): { readonly code: string; readonly reason: string } | undefined;
-  /** Pi's agent events for the tasks this session works on (activity, reminders), while a lifetime runs. */
+  /** Pi's agent events for the tasks this session works on (activity, reminders), while a Pi run runs. */
   observer(): AgentObserver | undefined;
   /** Re-renders the footer (after something changed outside a pass). */
   refreshFooter(): void;
@@ -76,14 +48,14 @@ export interface Lifecycle {
 export function createLifecycle(deps: LifecycleDeps): Lifecycle {
   const status = createStatusLine();
   const widget = createWorkerWidget();
-  let running: Lifetime | undefined;
+  let running: PiRun | undefined;
   let starting: Promise<void> | undefined;
   let startError: TaskError | undefined;
   let startCount = 0;
 
   function footer(): void {
     if (running === undefined) return;
-    status.show(lifetimeLabel(running));
+    status.show(piRunLabel(running));
     widget.show(workerWidgetLines(running.configured.current().listTasks(), Date.now()));
   }
 
@@ -95,11 +67,11 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     deps.gate.reset();
     status.show(STARTING_LABEL);
     const stale = () => token !== startCount;
-    const install = (lifetime: Lifetime) => {
-      running = lifetime;
+    const install = (run: PiRun) => {
+      running = run;
       footer();
     };
-    starting = startLifetime(deps, view, { stale, footer, install }).catch((error: unknown) => {
+    starting = startPiRun(deps, view, { stale, footer, install }).catch((error: unknown) => {
       if (stale()) return;
       startError = toTaskError(error);
       status.show(failureLabel(startError, undefined));
@@ -116,7 +88,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     running = undefined;
     starting = undefined;
     deps.gate.reset();
-    await Promise.all([state === undefined ? undefined : closeLifetime(state), workers]);
+    await Promise.all([state === undefined ? undefined : closePiRun(state), workers]);
   }
 
   function current(): TaskCore {

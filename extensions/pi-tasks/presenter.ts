@@ -58,7 +58,7 @@ export interface PiPresenter extends PresentationHost {
   /** Feed every `message_end` here (wake observation and the queued count). */
   onMessageEnd(message: unknown): void;
   queued(): number;
-  /** Events whose `pi-tasks-event` insertion this lifetime observed. */
+  /** Events whose `pi-tasks-event` insertion this Pi run observed. */
   inserted(eventId: string): boolean;
   dispose(): void;
 }

@@ -5,7 +5,7 @@
  * message that starts one turn (`maxDoneReminders`). If it settles again still without a report,
  * the origin gets a non-terminal `task.unreported` event carrying what the model last said, so the
  * origin (its model and person) sees it and decides. Never a fabricated result. Each task is
- * reminded and reported on at most once per lifetime, and only after a run of its model began with
+ * reminded and reported on at most once per Pi run, and only after a run of its model began with
  * the task known (an assignment that arrived during another run waits for its own).
  */
 import type { UnreportedReport } from "../../src/core/activity.ts";

@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MAX_WORKERS_VARIABLE } from "../../extensions/pi-tasks/lifetime.ts";
+import { MAX_WORKERS_VARIABLE } from "../../extensions/pi-tasks/pi-run.ts";
 import { spawnTool } from "../../extensions/pi-tasks/tools/spawn.ts";
 import { withErrorResult } from "../../extensions/pi-tasks/tools/shared.ts";
 import { listSpawned, saveSpawned } from "../../src/host/spawned.ts";

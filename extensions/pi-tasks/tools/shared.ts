@@ -33,9 +33,9 @@ export interface ToolResult extends AgentToolResult<ToolDetails> {
 }
 
 export interface ToolDeps {
-  /** Runs an operation on the current lifetime once start-up finished (relay loss schedules recovery). */
+  /** Runs an operation on the current Pi run once start-up finished (relay loss schedules recovery). */
   run<T>(operation: (core: TaskCore) => Promise<T>): Promise<T>;
-  /** The current lifetime, or a typed error explaining why there is none. */
+  /** The current Pi run's core, or a typed error explaining why there is none. */
   current(): TaskCore;
   /** Resolves when start-up finished. */
   ready(): Promise<void>;

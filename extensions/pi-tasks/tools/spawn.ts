@@ -14,7 +14,7 @@ import { TaskError } from "../../../src/protocol/errors.ts";
 import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { type Env, piTasksHome } from "../../../src/relay-client/config.ts";
-import { configuredNumber, MAX_WORKERS_VARIABLE } from "../lifetime.ts";
+import { configuredNumber, MAX_WORKERS_VARIABLE } from "../pi-run.ts";
 import { createWorktree } from "../../../src/workspace/worktree.ts";
 import { findProfile, loadProfiles } from "../profiles.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";

@@ -1,9 +1,11 @@
 /**
- * What one pi-tasks lifetime is made of, and how it starts and ends. Start-up picks the session name
- * (`WOLFPACK_SESSION_NAME`, else a generated one), finds the relay (starting the embedded relay when
- * none answers at the default loopback URL), then builds the configured core (relay session + RAM
- * store), the presenter, the background scheduler and the mail watch. Which lifetime is the current
- * one is lifecycle.ts's concern: every callback here first asks whether its own lifetime went stale.
+ * What one Pi run of pi-tasks is made of, and how it starts and ends: a Pi run lasts from Pi's
+ * `session_start` to its `session_shutdown` (its core's lifetimes, src/core/lifetime.ts, happen
+ * inside it). Start-up picks the session name (`WOLFPACK_SESSION_NAME`, else a generated one), finds
+ * the relay (starting the embedded relay when none answers at the default loopback URL), then builds
+ * the configured core (relay session + RAM store), the presenter, the background scheduler and the
+ * mail watch. Which Pi run is the current one is lifecycle.ts's concern: every callback here first
+ * asks whether its own Pi run went stale.
  */
 import { ensureRelay, type RelayInUse } from "../../src/host/embedded-relay.ts";
 import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } from "../../src/core/configured.ts";
@@ -16,7 +18,7 @@ import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNam
 import { type FooterFailure, passFailure } from "./failures.ts";
 import { footerLabel } from "./footer.ts";
 import { isWorker } from "./gate.ts";
-import type { LifecycleDeps, PiContextView } from "./lifecycle.ts";
+import type { LifecycleDeps, PiContextView } from "./lifecycle-deps.ts";
 import { type AgentObserver, createAgentObserver } from "./observer.ts";
 import { createSpawnWatch, type SpawnWatch } from "./spawn-watch.ts";
 import { createPiPresenter, type PiPresenter } from "./presenter.ts";
@@ -47,8 +49,8 @@ export interface SessionInfo {
   readonly cwd: string;
 }
 
-/** One started lifetime: who this session is, and the parts that run until shutdown. */
-export interface Lifetime {
+/** One started Pi run: who this session is, and the parts that run until shutdown. */
+export interface PiRun {
   readonly info: SessionInfo;
   readonly presenter: PiPresenter;
   readonly configured: ConfiguredTaskCore;
@@ -68,20 +70,20 @@ export interface Lifetime {
   readonly announced: Set<string>;
 }
 
-/** What start-up calls back into: the lifecycle that owns the lifetime. */
+/** What start-up calls back into: the lifecycle that owns the Pi run. */
 export interface StartHooks {
-  /** True once this lifetime was replaced or stopped: its callbacks then do nothing. */
+  /** True once this Pi run was replaced or stopped: its callbacks then do nothing. */
   stale(): boolean;
-  /** Re-renders the footer from the current lifetime. */
+  /** Re-renders the footer from the current Pi run. */
   footer(): void;
-  /** Makes the assembled lifetime the current one (before its scheduler and watch start). */
-  install(lifetime: Lifetime): void;
+  /** Makes the assembled Pi run the current one (before its scheduler and watch start). */
+  install(run: PiRun): void;
 }
 
-/** What the parts of one lifetime share while it is being assembled and afterwards. */
+/** What the parts of one Pi run share while it is being assembled and afterwards. */
 interface PartHooks extends StartHooks {
-  /** This start-up's lifetime, once assembled (callbacks may fire before). */
-  lifetime(): Lifetime | undefined;
+  /** This start-up's Pi run, once assembled (callbacks may fire before). */
+  run(): PiRun | undefined;
   /** Tells the person at this Pi something; a stale Pi context is ignored. */
   notify(message: string, level: "info" | "warning"): void;
 }
@@ -136,7 +138,7 @@ function trustFor(deps: LifecycleDeps, session: SessionName, view: PiContextView
     home: piTasksHome(deps.env),
     claimedName: session.name,
     dialog: confirm === undefined ? undefined : { confirm, notify: (message, level) => safe(() => view.notify(message, level)) },
-    onDecided: () => hooks.lifetime()?.scheduler.request(),
+    onDecided: () => hooks.run()?.scheduler.request(),
   });
 }
 
@@ -186,14 +188,14 @@ function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hook
     // A relay that cannot prove it is the user's is never used: every request fails with that reason.
     ...(relay.state === "untrusted" && startProblem !== undefined ? { fetch: refusing(startProblem) } : {}),
     host: presenter,
-    onRefreshRequested: () => hooks.lifetime()?.scheduler.request(),
+    onRefreshRequested: () => hooks.run()?.scheduler.request(),
     onRecovered: (recovered: RecoveryInfo) => {
-      const state = hooks.lifetime();
-      if (state === undefined || hooks.stale()) return;
-      state.failure = undefined;
+      const run = hooks.run();
+      if (run === undefined || hooks.stale()) return;
+      run.failure = undefined;
       hooks.footer();
       hooks.notify(recoveryNotice(recovered), "warning");
-      state.scheduler.request();
+      run.scheduler.request();
     },
   });
 }
@@ -202,8 +204,8 @@ function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hook
  * The start-up problem that names why the relay is out of reach now: a relay that only did not
  * answer at start-up stops being one once a pass reached it (a later outage is just that).
  */
-function problemNow(found: Found, state: Lifetime): TaskError | undefined {
-  return found.relay.state === "unanswered" && state.relayAnswered ? undefined : found.startProblem;
+function problemNow(found: Found, run: PiRun): TaskError | undefined {
+  return found.relay.state === "unanswered" && run.relayAnswered ? undefined : found.startProblem;
 }
 
 function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found: Found, hooks: PartHooks): RefreshScheduler {
@@ -215,19 +217,19 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
       return core.hasActiveTasks() || core.hasPendingWork() || deps.gate.waiting();
     },
     onPass: (report: PassReport) => {
-      const state = hooks.lifetime();
-      if (state === undefined) return;
-      if (!report.failures.has("lease")) state.relayAnswered = true;
-      state.failure = passFailure(report, relay.url, problemNow(found, state));
+      const run = hooks.run();
+      if (run === undefined) return;
+      if (!report.failures.has("lease")) run.relayAnswered = true;
+      run.failure = passFailure(report, relay.url, problemNow(found, run));
       hooks.footer();
-      announceQuestions(configured.current().listTasks(), state.announced, (message) => hooks.notify(message, "info"));
+      announceQuestions(configured.current().listTasks(), run.announced, (message) => hooks.notify(message, "info"));
       // The first pass binds the session: the doorbell need not wait for its next check.
-      state.watch.nudge();
+      run.watch.nudge();
     },
     onError: (error: unknown) => {
-      const state = hooks.lifetime();
-      if (state === undefined) return;
-      state.failure = passFailure(error, relay.url, problemNow(found, state));
+      const run = hooks.run();
+      if (run === undefined) return;
+      run.failure = passFailure(error, relay.url, problemNow(found, run));
       hooks.footer();
     },
   });
@@ -245,8 +247,8 @@ function watchFor(configured: ConfiguredTaskCore, hooks: PartHooks): MailWatch {
   });
 }
 
-/** Builds the parts of a lifetime once the relay is found; nothing runs yet. */
-function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks: PartHooks): Lifetime {
+/** Builds the parts of a Pi run once the relay is found; nothing runs yet. */
+function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks: PartHooks): PiRun {
   const { session, trust, relay } = found;
   const identity = { publicKey: trust.identity.publicKey, fingerprint: trust.identity.fingerprint };
   const info: SessionInfo = { session, identity, relay, env: deps.env, cwd: view.cwd };
@@ -265,42 +267,42 @@ function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks:
   return { info, presenter, configured, scheduler, watch, tracer, observer, spawns, failure, relayAnswered: false, announced: new Set() };
 }
 
-/** Starts one lifetime for a Pi session; a start-up that went stale while finding the relay builds nothing. */
-export async function startLifetime(deps: LifecycleDeps, view: PiContextView, hooks: StartHooks): Promise<void> {
-  let state: Lifetime | undefined;
+/** Starts one Pi run for a Pi session; a start-up that went stale while finding the relay builds nothing. */
+export async function startPiRun(deps: LifecycleDeps, view: PiContextView, hooks: StartHooks): Promise<void> {
+  let run: PiRun | undefined;
   const parts: PartHooks = {
     ...hooks,
-    lifetime: () => state,
+    run: () => run,
     notify: (message, level) => safe(() => view.notify(message, level)),
   };
   const session = sessionNameFromEnv(deps.env, view.cwd);
   const trust = trustFor(deps, session, view, parts);
   const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfigFromEnv(deps.env) });
   if (hooks.stale()) return;
-  state = assemble(deps, view, { session, trust, relay, startProblem: relayProblem(relay) }, parts);
-  hooks.install(state);
-  state.scheduler.start();
-  state.watch.start();
-  state.observer.start();
-  state.spawns.start();
+  run = assemble(deps, view, { session, trust, relay, startProblem: relayProblem(relay) }, parts);
+  hooks.install(run);
+  run.scheduler.start();
+  run.watch.start();
+  run.observer.start();
+  run.spawns.start();
   // Start-up (what tools wait for) ends once a resumed session's workers answered, or resumeWaitMs passed.
-  if (resumeWanted(deps.env)) await resumeDelegated(state.configured, view.branch(), parts.notify);
+  if (resumeWanted(deps.env)) await resumeDelegated(run.configured, view.branch(), parts.notify);
 }
 
-/** The footer label of a lifetime: its counts, then its last pass's failure (if any). */
-export function lifetimeLabel(state: Lifetime): string {
-  const core = state.configured.current();
-  return footerLabel(state.info.session.name, core.listTasks(), core.rejections(), state.failure);
+/** The footer label of a Pi run: its counts, then its last pass's failure (if any). */
+export function piRunLabel(run: PiRun): string {
+  const core = run.configured.current();
+  return footerLabel(run.info.session.name, core.listTasks(), core.rejections(), run.failure);
 }
 
-/** Stops a lifetime's background work at once, then closes its core (never rejects). */
-export function closeLifetime(state: Lifetime): Promise<void> {
-  state.scheduler.stop();
-  state.watch.stop();
-  state.observer.stop();
-  state.spawns.stop();
-  state.presenter.dispose();
+/** Stops a Pi run's background work at once, then closes its core (never rejects). */
+export function closePiRun(run: PiRun): Promise<void> {
+  run.scheduler.stop();
+  run.watch.stop();
+  run.observer.stop();
+  run.spawns.stop();
+  run.presenter.dispose();
   // The tracer ends its spans while the core still holds their tasks; its flush is bounded.
-  const traced = state.tracer.stop();
-  return Promise.all([state.configured.close().catch(() => undefined), traced]).then(() => undefined);
+  const traced = run.tracer.stop();
+  return Promise.all([run.configured.close().catch(() => undefined), traced]).then(() => undefined);
 }
