@@ -36,7 +36,7 @@ export const COORDINATION_TOOLS: ReadonlySet<string> = new Set([
 ]);
 
 export interface GateDeps {
-  /** The current lifetime, if started. */
+  /** The current Pi run's core, if started. */
   core(): TaskCore | undefined;
   /** Whether Pi recorded this event's `pi-tasks-event` message in the session. */
   inSession(eventId: string): boolean;
@@ -71,7 +71,21 @@ function taskIdOf(core: TaskCore, input: unknown): string | undefined {
   return match.kind === "one" ? match.item.taskId : taskId;
 }
 
-export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
+/** Which of a core's tasks this worker may work on now, and the closing marks that decide it. */
+interface Eligibility {
+  /** The task's assignment is incorporated: in this lifetime's RAM and recorded in the session. */
+  incorporated(core: TaskCore, taskId: string): boolean;
+  /** Marks the task's current round closing, by the done call `toolCallId`. */
+  markClosing(core: TaskCore, taskId: string, toolCallId: string | undefined): void;
+  eligible(core: TaskCore, taskId: string): boolean;
+  anyEligible(core: TaskCore): boolean;
+  /** A done call that ended in an error submitted nothing: its closing mark goes. */
+  release(core: TaskCore, toolCallId: string): void;
+  /** Forgets every closing mark. */
+  reset(): void;
+}
+
+function createEligibility(deps: GateDeps): Eligibility {
   /** Tasks (rounds) whose `agent_task_done` was preflighted, with the call, per lifetime: a new lifetime starts with none. */
   let closing = new WeakMap<TaskCore, Map<string, string | undefined>>();
 
@@ -81,7 +95,6 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
     return marks;
   }
 
-  /** The task's assignment is incorporated: in this lifetime's RAM and recorded in the session. */
   function incorporated(core: TaskCore, taskId: string): boolean {
     const task = core.findTask(taskId);
     if (task === undefined || task.role !== "worker") return false;
@@ -100,42 +113,58 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
     return task.status === "active" && task.terminalDelivery.state === "not_submitted";
   }
 
-  function anyEligible(core: TaskCore): boolean {
-    return core.activeTaskIds().some((taskId) => eligible(core, taskId));
-  }
+  return {
+    incorporated,
+    markClosing(core, taskId, toolCallId) {
+      closingOf(core).set(roundOf(core, taskId), toolCallId);
+    },
+    eligible,
+    anyEligible: (core) => core.activeTaskIds().some((taskId) => eligible(core, taskId)),
+    release(core, toolCallId) {
+      const marks = closingOf(core);
+      for (const [round, call] of marks) if (call === toolCallId) marks.delete(round);
+    },
+    reset: () => {
+      closing = new WeakMap();
+    },
+  };
+}
 
-  function decide(toolName: string, input: unknown, toolCallId: string | undefined) {
-    if (READ_ONLY_TOOLS.has(toolName)) return undefined;
-    if (COORDINATION_TOOLS.has(toolName)) return blocked("PI_TASK_WORKER_COORDINATION_FORBIDDEN", "Task workers are leaf roles.");
-    const core = deps.core();
-    if (core === undefined) return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "pi-tasks is not running.");
-    if (toolName === "agent_task_done") {
-      const taskId = taskIdOf(core, input);
-      if (taskId !== undefined && incorporated(core, taskId)) {
-        // Marked before sibling calls of the same batch are checked.
-        closingOf(core).set(roundOf(core, taskId), toolCallId);
-        return undefined;
-      }
-      return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_done must name this worker's assignment.");
+/** The verdict on one call of an enabled gate (exceptions are the caller's: they block). */
+function decide(rules: Eligibility, deps: GateDeps, toolName: string, input: unknown, toolCallId: string | undefined) {
+  if (READ_ONLY_TOOLS.has(toolName)) return undefined;
+  if (COORDINATION_TOOLS.has(toolName)) return blocked("PI_TASK_WORKER_COORDINATION_FORBIDDEN", "Task workers are leaf roles.");
+  const core = deps.core();
+  if (core === undefined) return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "pi-tasks is not running.");
+  if (toolName === "agent_task_done") {
+    const taskId = taskIdOf(core, input);
+    if (taskId !== undefined && rules.incorporated(core, taskId)) {
+      // Marked before sibling calls of the same batch are checked.
+      rules.markClosing(core, taskId, toolCallId);
+      return undefined;
     }
-    if (toolName === "agent_task_message") {
-      const taskId = taskIdOf(core, input);
-      if (taskId !== undefined && eligible(core, taskId)) return undefined;
-      return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_message must name an active assignment of this worker.");
-    }
-    if (anyEligible(core)) return undefined;
-    return blocked(
-      "PI_TASK_WORKER_ASSIGNMENT_REQUIRED",
-      "End your turn: pi-tasks wakes you when an assignment arrives (agent_task_inbox lists your tasks).",
-    );
+    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_done must name this worker's assignment.");
   }
+  if (toolName === "agent_task_message") {
+    const taskId = taskIdOf(core, input);
+    if (taskId !== undefined && rules.eligible(core, taskId)) return undefined;
+    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_message must name an active assignment of this worker.");
+  }
+  if (rules.anyEligible(core)) return undefined;
+  return blocked(
+    "PI_TASK_WORKER_ASSIGNMENT_REQUIRED",
+    "End your turn: pi-tasks wakes you when an assignment arrives (agent_task_inbox lists your tasks).",
+  );
+}
 
+export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
+  const rules = createEligibility(deps);
   return {
     enabled,
     check(toolName, input, toolCallId) {
       if (!enabled) return undefined;
       try {
-        return decide(toolName, input, toolCallId);
+        return decide(rules, deps, toolName, input, toolCallId);
       } catch {
         return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "The gate could not verify an assignment.");
       }
@@ -143,16 +172,13 @@ export function createWorkerGate(enabled: boolean, deps: GateDeps): WorkerGate {
     waiting() {
       if (!enabled) return false;
       const core = deps.core();
-      return core === undefined || !anyEligible(core);
+      return core === undefined || !rules.anyEligible(core);
     },
     ended(toolCallId, isError) {
       const core = deps.core();
       if (!enabled || !isError || core === undefined) return;
-      const marks = closingOf(core);
-      for (const [round, call] of marks) if (call === toolCallId) marks.delete(round);
+      rules.release(core, toolCallId);
     },
-    reset: () => {
-      closing = new WeakMap();
-    },
+    reset: () => rules.reset(),
   };
 }
