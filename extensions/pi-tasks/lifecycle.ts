@@ -45,27 +45,58 @@ export interface Lifecycle {
   refreshFooter(): void;
 }
 
-export function createLifecycle(deps: LifecycleDeps): Lifecycle {
+/** What the person sees of the current Pi run: the status line and the workers widget. */
+interface RunDisplay {
+  bind(view: PiContextView): void;
+  /** A label instead of a Pi run's counts (starting, a failed start). */
+  label(text: string | undefined): void;
+  show(run: PiRun): void;
+}
+
+function createRunDisplay(): RunDisplay {
   const status = createStatusLine();
   const widget = createWorkerWidget();
+  return {
+    bind(view) {
+      status.bind(view);
+      widget.bind(view);
+    },
+    label: (text) => status.show(text),
+    show(run) {
+      status.show(piRunLabel(run));
+      widget.show(workerWidgetLines(run.configured.current().listTasks(), Date.now()));
+    },
+  };
+}
+
+/** The current Pi run, the start-up in progress and why the last start failed; a start fences the runs before it. */
+interface RunSlot {
+  running(): PiRun | undefined;
+  starting(): Promise<void> | undefined;
+  /** Stops the running Pi run (not waiting for it), then starts a new one; never throws. */
+  start(view: PiContextView): void;
+  stop(reason?: string): Promise<void>;
+  current(): TaskCore;
+  footer(): void;
+}
+
+function createRunSlot(deps: LifecycleDeps): RunSlot {
+  const display = createRunDisplay();
   let running: PiRun | undefined;
   let starting: Promise<void> | undefined;
   let startError: TaskError | undefined;
   let startCount = 0;
 
   function footer(): void {
-    if (running === undefined) return;
-    status.show(piRunLabel(running));
-    widget.show(workerWidgetLines(running.configured.current().listTasks(), Date.now()));
+    if (running !== undefined) display.show(running);
   }
 
-  function start(view: PiContextView): void {
+  function launch(view: PiContextView): void {
     const token = (startCount += 1);
-    status.bind(view);
-    widget.bind(view);
+    display.bind(view);
     startError = undefined;
     deps.gate.reset();
-    status.show(STARTING_LABEL);
+    display.label(STARTING_LABEL);
     const stale = () => token !== startCount;
     const install = (run: PiRun) => {
       running = run;
@@ -74,13 +105,13 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     starting = startPiRun(deps, view, { stale, footer, install }).catch((error: unknown) => {
       if (stale()) return;
       startError = toTaskError(error);
-      status.show(failureLabel(startError, undefined));
+      display.label(failureLabel(startError, undefined));
     });
   }
 
   async function stop(reason?: string): Promise<void> {
     startCount += 1;
-    const state = running;
+    const run = running;
     // Workers spawned to stop with this Pi: their holders also notice the Pi is gone, this is sooner.
     // Best effort: Pi is exiting and has nowhere left to show a failure; a holder whose Pi is gone
     // stops its worker by itself.
@@ -88,7 +119,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     running = undefined;
     starting = undefined;
     deps.gate.reset();
-    await Promise.all([state === undefined ? undefined : closePiRun(state), workers]);
+    await Promise.all([run === undefined ? undefined : closePiRun(run), workers]);
   }
 
   function current(): TaskCore {
@@ -98,41 +129,50 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
     throw new TaskError("TASKS_NOT_RUNNING");
   }
 
+  function start(view: PiContextView): void {
+    try {
+      if (running !== undefined) void stop();
+      launch(view);
+    } catch (error) {
+      startError = toTaskError(error);
+    }
+  }
+
+  return { running: () => running, starting: () => starting, start, stop, current, footer };
+}
+
+/** The lifecycle's face: tools, commands and Pi's events reach the current Pi run through the slot. */
+export function createLifecycle(deps: LifecycleDeps): Lifecycle {
+  const slot = createRunSlot(deps);
+  const running = () => slot.running();
   return {
-    start(view) {
-      try {
-        if (running !== undefined) void stop();
-        start(view);
-      } catch (error) {
-        startError = toTaskError(error);
-      }
-    },
-    stop,
-    requestRefresh: () => running?.scheduler.request(),
-    current,
+    start: (view) => slot.start(view),
+    stop: (reason) => slot.stop(reason),
+    requestRefresh: () => running()?.scheduler.request(),
+    current: () => slot.current(),
     async run(operation) {
-      await starting;
-      if (running === undefined) current();
-      return running!.configured.run(operation);
+      await slot.starting();
+      if (running() === undefined) slot.current();
+      return running()!.configured.run(operation);
     },
     ready: async () => {
-      await starting;
+      await slot.starting();
     },
-    info: () => running?.info,
-    failure: () => running?.failure,
-    presenter: () => running?.presenter,
+    info: () => running()?.info,
+    failure: () => running()?.failure,
+    presenter: () => running()?.presenter,
     onMessageEnd(message) {
-      running?.presenter.onMessageEnd(message);
+      running()?.presenter.onMessageEnd(message);
     },
-    observer: () => running?.observer,
+    observer: () => running()?.observer,
     checkGrant(toolName, input, cwd) {
       try {
-        return grantVerdict(running?.configured.current(), toolName, input, cwd);
+        return grantVerdict(running()?.configured.current(), toolName, input, cwd);
       } catch {
         return { code: "PI_TASK_GRANT_DENIED", reason: "PI_TASK_GRANT_DENIED: the grant of this session's task could not be checked." };
       }
     },
-    refreshFooter: footer,
+    refreshFooter: () => slot.footer(),
   };
 }
 
