@@ -1,8 +1,8 @@
 /**
  * Pi's agent events, as the tasks this session works on need them: the activity tracker and its
  * reporter (activity.ts), the reminders for an unreported task (reminders.ts) and the budgets of
- * granted tasks (budgets.ts). One observer per Pi run (pi-run.ts), fed by index.ts; nothing here
- * throws into Pi (index.ts calls it quietly).
+ * granted tasks (budgets.ts). One observer per Pi run (pi-run.ts), fed by pi-events.ts; nothing
+ * here throws into Pi (pi-events.ts calls it quietly).
  */
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { createActivityReporter, createActivityTracker } from "./activity.ts";
