@@ -47,18 +47,24 @@ export interface RowTables<Table extends string> {
 
 const slotOf = (table: string, key: string) => `${table}\u0000${key}`;
 
-export function createRowTables<Table extends string>(options: RowEngineOptions<Table>, cache: ParseCache): RowTables<Table> {
-  const tables = new Map<Table, Map<string, string>>(options.tables.map((name) => [name, new Map()]));
+/** The record and byte counts of the rows held: what the bounds are checked against. */
+interface RowCounts {
+  records(): number;
+  encodedBytes(): number;
+  /** Counts one row's text in (`+1`) or out (`-1`). */
+  count(key: string, text: string, sign: 1 | -1): void;
+  /** Asserts the counts are not negative and the records within their bound. */
+  check(): void;
+  /** Throws `TASK_CAPACITY` unless replacing `previousText` by `text` at `key` fits both bounds (dropping cached values if needed). */
+  admit(table: string, key: string, previousText: string | undefined, text: string): void;
+  clear(): void;
+}
+
+function createRowCounts(options: Pick<RowEngineOptions<string>, "maxRecords" | "maxEncodedBytes">, cache: ParseCache): RowCounts {
   let records = 0;
   let encodedBytes = 0;
 
-  function rows(table: Table): Map<string, string> {
-    const found = tables.get(table);
-    if (found === undefined) throw new TaskError("INVALID_TRANSACTION", { message: `unknown table ${table}` });
-    return found;
-  }
-
-  function checkCounters(): void {
+  function check(): void {
     const cachedBytes = cache.bytes();
     invariant(records >= 0 && encodedBytes >= 0 && cachedBytes >= 0, "store counters are not negative", {
       records,
@@ -68,32 +74,7 @@ export function createRowTables<Table extends string>(options: RowEngineOptions<
     invariant(records <= options.maxRecords, "records stay within their bound", { records, maxRecords: options.maxRecords });
   }
 
-  const parsed = (table: Table, key: string, text: string) => cache.value(slotOf(table, key), text);
-
-  function set(table: Table, key: string, text: string | undefined, nextValue?: unknown): void {
-    const map = rows(table);
-    const previousText = map.get(key);
-    const indexed = options.indexed.has(table);
-    const previousValue = previousText === undefined || !indexed ? undefined : parsed(table, key, previousText);
-    if (previousText !== undefined) {
-      records -= 1;
-      encodedBytes -= encodedRecordBytes(key, previousText);
-      map.delete(key);
-      cache.drop(slotOf(table, key));
-    }
-    if (text !== undefined) {
-      records += 1;
-      encodedBytes += encodedRecordBytes(key, text);
-      map.set(key, text);
-    }
-    checkCounters();
-    if (!indexed) return;
-    const next = text === undefined ? undefined : (nextValue ?? JSON.parse(text));
-    options.apply(table, key, previousValue, next);
-  }
-
-  function admit(table: Table, key: string, text: string): void {
-    const previousText = rows(table).get(key);
+  function admit(table: string, key: string, previousText: string | undefined, text: string): void {
     const nextRecords = records + (previousText === undefined ? 1 : 0);
     const delta = encodedRecordBytes(key, text) - (previousText === undefined ? 0 : encodedRecordBytes(key, previousText));
     if (nextRecords <= options.maxRecords && cache.makeRoom(delta)) return;
@@ -112,19 +93,66 @@ export function createRowTables<Table extends string>(options: RowEngineOptions<
   }
 
   return {
+    records: () => records,
+    encodedBytes: () => encodedBytes,
+    count(key, text, sign) {
+      records += sign;
+      encodedBytes += sign * encodedRecordBytes(key, text);
+    },
+    check,
+    admit,
+    clear() {
+      records = 0;
+      encodedBytes = 0;
+    },
+  };
+}
+
+export function createRowTables<Table extends string>(options: RowEngineOptions<Table>, cache: ParseCache): RowTables<Table> {
+  const tables = new Map<Table, Map<string, string>>(options.tables.map((name) => [name, new Map()]));
+  const counts = createRowCounts(options, cache);
+
+  function rows(table: Table): Map<string, string> {
+    const found = tables.get(table);
+    if (found === undefined) throw new TaskError("INVALID_TRANSACTION", { message: `unknown table ${table}` });
+    return found;
+  }
+
+  const parsed = (table: Table, key: string, text: string) => cache.value(slotOf(table, key), text);
+
+  function set(table: Table, key: string, text: string | undefined, nextValue?: unknown): void {
+    const map = rows(table);
+    const previousText = map.get(key);
+    const indexed = options.indexed.has(table);
+    const previousValue = previousText === undefined || !indexed ? undefined : parsed(table, key, previousText);
+    if (previousText !== undefined) {
+      counts.count(key, previousText, -1);
+      map.delete(key);
+      cache.drop(slotOf(table, key));
+    }
+    if (text !== undefined) {
+      counts.count(key, text, 1);
+      map.set(key, text);
+    }
+    counts.check();
+    if (!indexed) return;
+    const next = text === undefined ? undefined : (nextValue ?? JSON.parse(text));
+    options.apply(table, key, previousValue, next);
+  }
+
+  return {
     get: (table, key) => rows(table).get(key),
     has: (table, key) => rows(table).has(key),
     keys: (table) => rows(table).keys(),
     size: (table) => rows(table).size,
     parsed,
     set,
-    admit,
-    records: () => records,
-    encodedBytes: () => encodedBytes,
+    admit: (table, key, text) => counts.admit(table, key, rows(table).get(key), text),
+    records: () => counts.records(),
+    encodedBytes: () => counts.encodedBytes(),
     clear() {
       for (const map of tables.values()) map.clear();
-      records = 0;
-      encodedBytes = 0;
+      counts.clear();
     },
   };
 }
