@@ -92,46 +92,72 @@ export async function bounded<T>(work: Promise<T>, ms: number, timedOut: () => T
   return outcome.value;
 }
 
+/** Why a connection could not be made: nothing accepts TCP there, or the Redis handshake failed. */
+async function explain(target: RedisTarget, options: RedisLinkOptions, cause: unknown): Promise<TaskError> {
+  if (await acceptsTcp(target, options.connectTimeoutMs)) {
+    const hint = target.tls
+      ? "TLS or credentials"
+      : `credentials (the password of ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`;
+    return unavailable(target, `accepts connections but the Redis handshake failed: check the ${hint}`, cause);
+  }
+  return unavailable(target, `cannot be reached (nothing accepts connections there within ${options.connectTimeoutMs} ms)`, cause);
+}
+
+/** One connection attempt within the timeouts, handshake included; `onClose` hears when the connection made closes. */
+async function connect(
+  target: RedisTarget,
+  options: RedisLinkOptions,
+  onClose: (client: RedisClient, error: unknown) => void,
+): Promise<RedisClient> {
+  // The global, not an import of "bun": the relay's built JavaScript also runs on Node, where
+  // this store is refused before it is loaded (src/cli/relay.ts).
+  const client = new Bun.RedisClient(target.url, {
+    connectionTimeout: options.connectTimeoutMs,
+    autoReconnect: false,
+    enableOfflineQueue: false,
+    // A private certificate authority (PI_TASKS_REDIS_CA_FILE), else the system's.
+    ...(target.tls ? { tls: target.ca === undefined ? true : { ca: target.ca } } : {}),
+  });
+  try {
+    await bounded(client.connect(), options.connectTimeoutMs, () =>
+      unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`),
+    );
+    // The handshake (AUTH, SELECT) is done when a command answers.
+    await bounded(client.send("PING", []), options.commandTimeoutMs, () =>
+      unavailable(target, `did not answer within ${options.commandTimeoutMs} ms`),
+    );
+  } catch (error) {
+    client.close();
+    throw error instanceof TaskError ? error : await explain(target, options, error);
+  }
+  client.onclose = (error) => onClose(client, error);
+  return client;
+}
+
+/** One command on a connected client within the command timeout; every failure is `REDIS_UNAVAILABLE`. */
+async function sendOn(
+  target: RedisTarget,
+  options: RedisLinkOptions,
+  connected: RedisClient,
+  command: string,
+  args: readonly string[],
+): Promise<unknown> {
+  try {
+    return await bounded(connected.send(command, [...args]), options.commandTimeoutMs, () =>
+      unavailable(target, `did not answer ${command} within ${options.commandTimeoutMs} ms`),
+    );
+  } catch (error) {
+    if (error instanceof TaskError) throw error;
+    if (isErrorReply(error)) throw replied(target, command, error.message);
+    throw unavailable(target, `failed ${command}`, error);
+  }
+}
+
+/** The link's one connection: made on demand (one attempt at a time), forgotten when lost, closed for good by `close`. */
 export function createRedisLink(target: RedisTarget, options: RedisLinkOptions): RedisLink {
   let current: RedisClient | undefined;
   let connecting: Promise<RedisClient> | undefined;
   let closed = false;
-
-  async function explain(cause: unknown): Promise<TaskError> {
-    if (await acceptsTcp(target, options.connectTimeoutMs)) {
-      const hint = target.tls
-        ? "TLS or credentials"
-        : `credentials (the password of ${REDIS_PASSWORD_FILE_VARIABLE} or ${REDIS_PASSWORD_VARIABLE}), the database number, or rediss:// for a TLS port`;
-      return unavailable(target, `accepts connections but the Redis handshake failed: check the ${hint}`, cause);
-    }
-    return unavailable(target, `cannot be reached (nothing accepts connections there within ${options.connectTimeoutMs} ms)`, cause);
-  }
-
-  async function connect(): Promise<RedisClient> {
-    // The global, not an import of "bun": the relay's built JavaScript also runs on Node, where
-    // this store is refused before it is loaded (src/cli/relay.ts).
-    const client = new Bun.RedisClient(target.url, {
-      connectionTimeout: options.connectTimeoutMs,
-      autoReconnect: false,
-      enableOfflineQueue: false,
-      // A private certificate authority (PI_TASKS_REDIS_CA_FILE), else the system's.
-      ...(target.tls ? { tls: target.ca === undefined ? true : { ca: target.ca } } : {}),
-    });
-    try {
-      await bounded(client.connect(), options.connectTimeoutMs, () =>
-        unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`),
-      );
-      // The handshake (AUTH, SELECT) is done when a command answers.
-      await bounded(client.send("PING", []), options.commandTimeoutMs, () =>
-        unavailable(target, `did not answer within ${options.commandTimeoutMs} ms`),
-      );
-    } catch (error) {
-      client.close();
-      throw error instanceof TaskError ? error : await explain(error);
-    }
-    client.onclose = (error) => lost(client, error);
-    return client;
-  }
 
   /** Forgets a connection that went away (before or without its `onclose`), and says so once. */
   function lost(client: RedisClient, cause?: unknown): void {
@@ -145,7 +171,7 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
     if (closed) throw unavailable(target, "is closed (the relay is stopping)");
     if (current?.connected === true) return current;
     if (current !== undefined) lost(current);
-    connecting ??= connect().then(
+    connecting ??= connect(target, options, lost).then(
       (made) => {
         connecting = undefined;
         if (closed) {
@@ -165,18 +191,7 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
 
   return {
     client,
-    async send(command, args) {
-      const connected = await client();
-      try {
-        return await bounded(connected.send(command, [...args]), options.commandTimeoutMs, () =>
-          unavailable(target, `did not answer ${command} within ${options.commandTimeoutMs} ms`),
-        );
-      } catch (error) {
-        if (error instanceof TaskError) throw error;
-        if (isErrorReply(error)) throw replied(target, command, error.message);
-        throw unavailable(target, `failed ${command}`, error);
-      }
-    },
+    send: async (command, args) => sendOn(target, options, await client(), command, args),
     close() {
       closed = true;
       const open = current;
