@@ -500,7 +500,7 @@ function createExchanger(requestTimeoutMs: number, closing: AbortController, pro
 export interface ListedSession {
   readonly session: string;
   readonly taskEndpoint?: TaskEndpoint;
-  readonly taskTransport?: { readonly leaseExpiresAt?: string };
+  readonly taskTransport?: { readonly leaseExpiresAt?: string; readonly [field: string]: unknown };
   readonly [field: string]: unknown;
 }
 
@@ -508,12 +508,15 @@ function listedSession(value: unknown): ListedSession | undefined {
   if (!isRecord(value) || typeof value.session !== "string") return undefined;
   const { taskEndpoint, taskTransport, ...rest } = value;
   const endpoint = isRecord(taskEndpoint) && typeof taskEndpoint.relay === "string" && typeof taskEndpoint.id === "string";
-  const lease = isRecord(taskTransport) ? taskTransport.leaseExpiresAt : undefined;
+  // The lease's end is kept only as text; the rest of the transport (epoch, …) as the relay said it.
+  const transport = isRecord(taskTransport)
+    ? (({ leaseExpiresAt, ...others }) => ({ ...others, ...(typeof leaseExpiresAt === "string" ? { leaseExpiresAt } : {}) }))(taskTransport)
+    : undefined;
   return {
     ...rest,
     session: value.session,
     ...(endpoint ? { taskEndpoint: { relay: taskEndpoint.relay as string, id: taskEndpoint.id as string } } : {}),
-    ...(isRecord(taskTransport) ? { taskTransport: typeof lease === "string" ? { leaseExpiresAt: lease } : {} } : {}),
+    ...(transport === undefined ? {} : { taskTransport: transport }),
   };
 }
 
