@@ -71,68 +71,78 @@ function judge(
   return undefined;
 }
 
+/** What the front's answers need: the relay behind it, its epoch, and the count of each rule met. */
+interface Front {
+  readonly upstream: string;
+  readonly epoch: string | undefined;
+  count(rule: number): void;
+}
+
+/** Passes a request through as it came (headers and raw body), and its reply back as it came. */
+async function forward(upstream: string, request: Request, path: string, body?: Uint8Array | string): Promise<Response> {
+  const headers = new Headers(request.headers);
+  headers.delete("host");
+  headers.delete("content-length");
+  const init: RequestInit = { method: request.method, headers, ...(body === undefined ? {} : { body }) };
+  const reply = await fetch(`${upstream}${path}`, init);
+  const replyBody = await reply.arrayBuffer();
+  return new Response(replyBody, { status: reply.status, headers: reply.headers });
+}
+
+/** Wolfpack's profile: ours without `features` (it advertises none). */
+async function profileReply(upstream: string, request: Request, path: string): Promise<Response> {
+  const reply = await forward(upstream, request, path);
+  if (reply.status !== 200) return reply;
+  const { features: _none, ...rest } = (await reply.json()) as Record<string, unknown>;
+  return Response.json(rest, { status: 200, headers: { "cache-control": "no-store" } });
+}
+
+/** The body, or undefined when it did not arrive within `relayBodyReadDeadlineMs` (as both relays bound it). */
+async function bodyOf(request: Request): Promise<Uint8Array | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), relayBodyReadDeadlineMs);
+  });
+  try {
+    const read = request.arrayBuffer().then((buffer) => new Uint8Array(buffer));
+    return await Promise.race([read, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The front's answer to one request; `bodyRead` frees its pre-body slot once the body is in. */
+async function answer(front: Front, request: Request, bodyRead: () => void): Promise<Response> {
+  const { upstream, epoch } = front;
+  const url = new URL(request.url);
+  const path = `${url.pathname}${url.search}`;
+  if (request.method === "GET" && url.pathname === RELAY_PROFILE_PATH && url.search === "") return profileReply(upstream, request, path);
+  if (request.method !== "POST" || url.pathname !== RELAY_ENDPOINT_PATH) return forward(upstream, request, path);
+  const raw = await bodyOf(request);
+  bodyRead();
+  // A body too late: 408, and the connection is closed (its rest would be read as a request).
+  if (raw === undefined) return wireError("INVALID_REQUEST", epoch, HTTP_STATUS.requestTimeout, true);
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
+  } catch {
+    return forward(upstream, request, path, raw);
+  }
+  const rule = isRecord(body) ? judge(body) : undefined;
+  if (rule === undefined) return forward(upstream, request, path, raw);
+  front.count(rule.rule);
+  if (rule.code !== undefined) return wireError(rule.code, epoch);
+  return forward(upstream, request, path, JSON.stringify(rule.rewritten));
+}
+
 /** Starts the front on a free loopback port before the relay at `upstream` (its base URL). */
 export async function startWolfpackAnswers(upstream: string): Promise<WolfpackAnswers> {
   const profile = (await (await fetch(`${upstream}${RELAY_PROFILE_PATH}`)).json()) as { epoch?: string };
   const epoch = profile.epoch;
   const met = new Map<number, number>();
   const count = (rule: number) => met.set(rule, (met.get(rule) ?? 0) + 1);
+  const front: Front = { upstream, epoch, count };
   let inFlight = 0;
-
-  /** Passes a request through as it came (headers and raw body), and its reply back as it came. */
-  async function forward(request: Request, path: string, body?: Uint8Array | string): Promise<Response> {
-    const headers = new Headers(request.headers);
-    headers.delete("host");
-    headers.delete("content-length");
-    const init: RequestInit = { method: request.method, headers, ...(body === undefined ? {} : { body }) };
-    const reply = await fetch(`${upstream}${path}`, init);
-    const replyBody = await reply.arrayBuffer();
-    return new Response(replyBody, { status: reply.status, headers: reply.headers });
-  }
-
-  /** Wolfpack's profile: ours without `features` (it advertises none). */
-  async function profileReply(request: Request, path: string): Promise<Response> {
-    const reply = await forward(request, path);
-    if (reply.status !== 200) return reply;
-    const { features: _none, ...rest } = (await reply.json()) as Record<string, unknown>;
-    return Response.json(rest, { status: 200, headers: { "cache-control": "no-store" } });
-  }
-
-  /** The body, or undefined when it did not arrive within `relayBodyReadDeadlineMs` (as both relays bound it). */
-  async function bodyOf(request: Request): Promise<Uint8Array | undefined> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), relayBodyReadDeadlineMs);
-    });
-    try {
-      const read = request.arrayBuffer().then((buffer) => new Uint8Array(buffer));
-      return await Promise.race([read, late]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  async function answer(request: Request, bodyRead: () => void): Promise<Response> {
-    const url = new URL(request.url);
-    const path = `${url.pathname}${url.search}`;
-    if (request.method === "GET" && url.pathname === RELAY_PROFILE_PATH && url.search === "") return profileReply(request, path);
-    if (request.method !== "POST" || url.pathname !== RELAY_ENDPOINT_PATH) return forward(request, path);
-    const raw = await bodyOf(request);
-    bodyRead();
-    // A body too late: 408, and the connection is closed (its rest would be read as a request).
-    if (raw === undefined) return wireError("INVALID_REQUEST", epoch, HTTP_STATUS.requestTimeout, true);
-    let body: unknown;
-    try {
-      body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw));
-    } catch {
-      return forward(request, path, raw);
-    }
-    const rule = isRecord(body) ? judge(body) : undefined;
-    if (rule === undefined) return forward(request, path, raw);
-    count(rule.rule);
-    if (rule.code !== undefined) return wireError(rule.code, epoch);
-    return forward(request, path, JSON.stringify(rule.rewritten));
-  }
 
   const server: Server<undefined> = Bun.serve({
     hostname: "127.0.0.1",
@@ -151,7 +161,7 @@ export async function startWolfpackAnswers(upstream: string): Promise<WolfpackAn
         held = false;
       };
       try {
-        return await answer(request, release);
+        return await answer(front, request, release);
       } catch {
         return wireError("RELAY_UNAVAILABLE", undefined);
       } finally {
