@@ -251,7 +251,7 @@ export async function measureRedis(options: { quick?: boolean } = {}): Promise<R
   return { cycles, delivery, memory, redisVersion: version };
 }
 
-/** The goals the Redis figures are held to (bench/run.ts `GOALS`). */
+/** The goals the Redis figures are held to (bench/goals.ts `GOALS`). */
 export interface RedisGoals {
   readonly redisCyclesRatio: number;
   readonly watchDeliveryP95Ms: number;
