@@ -26,6 +26,7 @@ import { createFaultProxy } from "../../testkit/fault-proxy.ts";
 import { boundEndpoint, type FakePi, startFakePi } from "../lib/fake-pi.ts";
 import { now, sleepUntil } from "../lib/stats.ts";
 import { introduceFakePis } from "../lib/proofs.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { filler } from "../lib/wire.ts";
 
 const OUTAGE_MS = 15_000;
@@ -65,6 +66,138 @@ export interface OutageResult {
   };
 }
 
+/** The parties of the measurement: an origin and workers, each worker proven and holding one active task. */
+interface OutageSetup {
+  readonly origin: FakePi;
+  readonly workers: readonly FakePi[];
+  readonly targets: readonly TaskEndpoint[];
+  /** Each worker's active task, by worker index. */
+  readonly tasks: readonly string[];
+  /** The task text of every new task. */
+  readonly text: string;
+}
+
+/** Starts the parties behind the proxy (added to `parties` at once, for the caller to stop) and settles them. */
+async function setUp(url: string, parties: FakePi[]): Promise<OutageSetup> {
+  const origin = startFakePi({ url });
+  const workers = Array.from({ length: WORKERS }, () => startFakePi({ url, worker: true }));
+  parties.push(origin, ...workers);
+  const targets = await Promise.all(workers.map((worker) => boundEndpoint(worker)));
+  await boundEndpoint(origin);
+  for (const [index, worker] of workers.entries()) await introduceFakePis(origin, worker, targets[index]!);
+  const text = filler(TASK_TEXT_CHARS);
+  const tasks: string[] = [];
+  for (const to of targets) tasks.push((await origin.lifecycle.run((core) => core.createTask({ to, task: text }))).taskId);
+  const settled = await eventually(
+    () => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])),
+    SETUP_TIMEOUT_MS,
+    POLL_MS,
+  );
+  if (!settled) throw new Error("outage: the workers never received their tasks");
+  await Bun.sleep(200);
+  return { origin, workers, targets, tasks, text };
+}
+
+interface Offers {
+  accepted: number;
+  pendingNewTasks: number;
+  /** The messages offered, with the worker each went to. */
+  readonly messageTexts: { text: string; worker: number }[];
+}
+
+/** The origin's offers from `from` on, evenly spaced over the outage: new tasks and messages on the active tasks, alternating. */
+async function offerDuringOutage(setup: OutageSetup, from: number, outageMs: number, offered: number): Promise<Offers> {
+  const { origin, targets, tasks, text } = setup;
+  const offers: Offers = { accepted: 0, pendingNewTasks: 0, messageTexts: [] };
+  const spacing = outageMs / offered;
+  const pending: Promise<unknown>[] = [];
+  for (let index = 0; index < offered; index += 1) {
+    await sleepUntil(from + index * spacing);
+    const slot = index % WORKERS;
+    if (index % 2 === 0) {
+      pending.push(
+        origin.lifecycle
+          .run((core) => core.createTask({ to: targets[slot]!, task: text }))
+          .then(
+            () => (offers.accepted += 1),
+            () => (offers.pendingNewTasks += 1),
+          ),
+      );
+    } else {
+      const message = `outage message ${index}`;
+      offers.messageTexts.push({ text: message, worker: slot });
+      pending.push(
+        origin.lifecycle
+          .run((core) => core.message({ taskId: tasks[slot]!, type: "information", message }))
+          .then(
+            () => (offers.accepted += 1),
+            () => undefined,
+          ),
+      );
+    }
+  }
+  await Promise.all(pending);
+  return offers;
+}
+
+/** Every request every party made between `from` and `to` (client-side logs), in all, by party and by operation. */
+function requestsBetween(parties: readonly FakePi[], from: number, to: number) {
+  const byParty: Record<string, number> = {};
+  const byOperation: Record<string, number> = {};
+  let requests = 0;
+  parties.forEach((party, index) => {
+    const count = party.log.countBetween(from, to);
+    byParty[index === 0 ? "origin" : `worker${index}`] = count;
+    requests += count;
+    for (const [operation, value] of Object.entries(party.log.byOperation(from, to)))
+      byOperation[operation] = (byOperation[operation] ?? 0) + value;
+  });
+  return { requests, byParty, byOperation };
+}
+
+/** After the outage: the passes drain the queue at their real cadence; each message must reach its worker once. */
+async function drainAfterOutage(
+  setup: OutageSetup,
+  parties: readonly FakePi[],
+  messageTexts: Offers["messageTexts"],
+): Promise<OutageResult["afterOutage"]> {
+  const { origin, workers } = setup;
+  const presentedMessages = () =>
+    workers.reduce((sum, worker) => sum + worker.insertions.filter((item) => item.type === "task.information").length, 0);
+  const wanted = messageTexts.length;
+  const drainFrom = now();
+  const drained =
+    (await eventually(
+      () => coreInternals(origin.core()).store.pendingOutboxCount() === 0 && presentedMessages() >= wanted,
+      DRAIN_TIMEOUT_MS,
+      POLL_MS,
+    )) === true;
+  const drainMs = now() - drainFrom;
+  const drainRequests = parties.reduce((sum, party) => sum + party.log.countBetween(drainFrom, now()), 0);
+  const presentedIds = workers.flatMap((worker) =>
+    worker.insertions.filter((item) => item.type === "task.information").map((item) => item.eventId),
+  );
+  const messagesByWorker = workers.map((worker) =>
+    worker
+      .core()
+      .listTasks()
+      .flatMap((task) =>
+        task.events
+          .filter((event) => event.type === "task.information")
+          .map((event) => String((event.payload as { message?: unknown }).message)),
+      ),
+  );
+  const lost = messageTexts.filter((item) => !messagesByWorker[item.worker]!.includes(item.text)).length;
+  return {
+    drainMs: Math.round(drainMs),
+    drained,
+    requests: drainRequests,
+    messagesPresented: new Set(presentedIds).size,
+    duplicatePresentations: presentedIds.length - new Set(presentedIds).size,
+    lost,
+  };
+}
+
 export async function measureOutage(options: { quick?: boolean } = {}): Promise<OutageResult> {
   const quick = options.quick === true;
   const outageMs = quick ? QUICK_OUTAGE_MS : OUTAGE_MS;
@@ -73,23 +206,7 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
   const proxy = createFaultProxy({ target: relay.url });
   const parties: FakePi[] = [];
   try {
-    const origin = startFakePi({ url: proxy.url });
-    const workers = Array.from({ length: WORKERS }, () => startFakePi({ url: proxy.url, worker: true }));
-    parties.push(origin, ...workers);
-    const targets = await Promise.all(workers.map((worker) => boundEndpoint(worker)));
-    await boundEndpoint(origin);
-    for (const [index, worker] of workers.entries()) await introduceFakePis(origin, worker, targets[index]!);
-    const text = filler(TASK_TEXT_CHARS);
-    const tasks: string[] = [];
-    for (const to of targets) tasks.push((await origin.lifecycle.run((core) => core.createTask({ to, task: text }))).taskId);
-    const settled = await eventually(
-      () => workers.every((worker, index) => worker.insertions.some((item) => item.taskId === tasks[index])),
-      SETUP_TIMEOUT_MS,
-      POLL_MS,
-    );
-    if (!settled) throw new Error("outage: the workers never received their tasks");
-    await Bun.sleep(200);
-
+    const setup = await setUp(proxy.url, parties);
     // The outage.
     const outage = proxy.push({
       operation: "*",
@@ -100,80 +217,14 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
     });
     const proxyBefore = proxy.stats().total.seen;
     const from = now();
-    const messageTexts: { text: string; worker: number }[] = [];
-    let accepted = 0;
-    let pendingNewTasks = 0;
-    const spacing = outageMs / offered;
-    const pending: Promise<unknown>[] = [];
-    for (let index = 0; index < offered; index += 1) {
-      await sleepUntil(from + index * spacing);
-      const slot = index % WORKERS;
-      if (index % 2 === 0) {
-        pending.push(
-          origin.lifecycle
-            .run((core) => core.createTask({ to: targets[slot]!, task: text }))
-            .then(
-              () => (accepted += 1),
-              () => (pendingNewTasks += 1),
-            ),
-        );
-      } else {
-        const message = `outage message ${index}`;
-        messageTexts.push({ text: message, worker: slot });
-        pending.push(
-          origin.lifecycle
-            .run((core) => core.message({ taskId: tasks[slot]!, type: "information", message }))
-            .then(
-              () => (accepted += 1),
-              () => undefined,
-            ),
-        );
-      }
-    }
-    await Promise.all(pending);
+    const offers = await offerDuringOutage(setup, from, outageMs, offered);
     await sleepUntil(from + outageMs);
     const to = now();
     outage.cancel();
     const requestsAtProxy = proxy.stats().total.seen - proxyBefore;
-    const byParty: Record<string, number> = {};
-    const byOperation: Record<string, number> = {};
-    let requests = 0;
-    parties.forEach((party, index) => {
-      const count = party.log.countBetween(from, to);
-      byParty[index === 0 ? "origin" : `worker${index}`] = count;
-      requests += count;
-      for (const [operation, value] of Object.entries(party.log.byOperation(from, to)))
-        byOperation[operation] = (byOperation[operation] ?? 0) + value;
-    });
-    const queued = coreInternals(origin.core()).store.pendingOutboxCount();
-
-    // After the outage: the passes drain the queue at their real cadence.
-    const presentedMessages = () =>
-      workers.reduce((sum, worker) => sum + worker.insertions.filter((item) => item.type === "task.information").length, 0);
-    const wanted = messageTexts.length;
-    const drainFrom = now();
-    const drained =
-      (await eventually(
-        () => coreInternals(origin.core()).store.pendingOutboxCount() === 0 && presentedMessages() >= wanted,
-        DRAIN_TIMEOUT_MS,
-        POLL_MS,
-      )) === true;
-    const drainMs = now() - drainFrom;
-    const drainRequests = parties.reduce((sum, party) => sum + party.log.countBetween(drainFrom, now()), 0);
-    const presentedIds = workers.flatMap((worker) =>
-      worker.insertions.filter((item) => item.type === "task.information").map((item) => item.eventId),
-    );
-    const messagesByWorker = workers.map((worker) =>
-      worker
-        .core()
-        .listTasks()
-        .flatMap((task) =>
-          task.events
-            .filter((event) => event.type === "task.information")
-            .map((event) => String((event.payload as { message?: unknown }).message)),
-        ),
-    );
-    const lost = messageTexts.filter((item) => !messagesByWorker[item.worker]!.includes(item.text)).length;
+    const { requests, byParty, byOperation } = requestsBetween(parties, from, to);
+    const queued = coreInternals(setup.origin.core()).store.pendingOutboxCount();
+    const afterOutage = await drainAfterOutage(setup, parties, offers.messageTexts);
     return {
       outageMs,
       offered: { total: offered, createTask: Math.ceil(offered / 2), message: Math.floor(offered / 2) },
@@ -183,18 +234,11 @@ export async function measureOutage(options: { quick?: boolean } = {}): Promise<
         requestsPerOfferedSend: Math.round((requests / offered) * 1000) / 1000,
         byOperation,
         byParty,
-        accepted,
-        pendingNewTasks,
+        accepted: offers.accepted,
+        pendingNewTasks: offers.pendingNewTasks,
         queued,
       },
-      afterOutage: {
-        drainMs: Math.round(drainMs),
-        drained,
-        requests: drainRequests,
-        messagesPresented: new Set(presentedIds).size,
-        duplicatePresentations: presentedIds.length - new Set(presentedIds).size,
-        lost,
-      },
+      afterOutage,
     };
   } finally {
     for (const party of parties) await party.stop().catch(() => undefined);
