@@ -206,74 +206,86 @@ export interface CycleOptions {
   readonly singleAcks?: boolean;
 }
 
-export async function runCycles(url: string, kind: "session" | "raw", total: number, options: CycleOptions = {}): Promise<CycleRun> {
-  const { hooks, relayPid } = options;
-  const make = kind === "session" ? sessionClient : rawClient;
-  const receiver = await make(options.receiverUrl ?? url, "cycle-receiver");
-  const senders = await Promise.all(Array.from({ length: SENDERS }, (_, index) => make(url, `cycle-sender-${index}`)));
-  const text = filler(TEXT_CHARS);
-  const accepted = new Set<string>();
-  const received = new Map<string, number>();
-  let capacityRefusals = 0;
-  let acknowledged = 0;
-  let verifyFailures = 0;
-  let failure: unknown;
-  const relayCpuAtStart = relayPid === undefined ? undefined : childCpuMs(relayPid);
-  const cpuAtStart = ownCpuMs();
-  const started = now();
-  const deadline = Date.now() + RUN_TIMEOUT_MS;
-  // The window: a slot per envelope from before its send until its ACK.
-  let open = WINDOW;
-  const waiting: (() => void)[] = [];
-  const acquire = async () => {
-    while (open === 0) await new Promise<void>((resolve) => waiting.push(resolve));
-    open -= 1;
-  };
-  const release = (count: number) => {
-    open += count;
-    for (const wake of waiting.splice(0)) wake();
-  };
+/** What a run tallies while it goes; the first error of any sender stops the run. */
+interface Tally {
+  readonly accepted: Set<string>;
+  readonly received: Map<string, number>;
+  capacityRefusals: number;
+  acknowledged: number;
+  verifyFailures: number;
+  failure: unknown;
+}
 
-  const perSender = Math.ceil(total / SENDERS);
-  const sending = senders.map(async (sender, senderIndex) => {
-    const quota = Math.min(perSender, total - senderIndex * perSender);
-    let next = 0;
-    const lanes = Array.from({ length: SENDS_IN_FLIGHT }, async () => {
-      while (next < quota && failure === undefined) {
-        next += 1;
-        await acquire();
-        const envelope = envelopeWithText(sender.endpoint, receiver.endpoint, text);
-        const payloadText = hooks?.prepare(envelope, senderIndex);
-        for (;;) {
-          try {
-            await sender.send(envelope, payloadText);
-            accepted.add(envelope.envelopeId);
-            break;
-          } catch (error) {
-            if (!(error instanceof CapacityRefusal)) throw error;
-            capacityRefusals += 1;
-            await Bun.sleep(CAPACITY_BACKOFF_MS);
-          }
+/** The flow-control window: a slot per envelope from before its send until its ACK. */
+interface Window {
+  acquire(): Promise<void>;
+  release(count: number): void;
+}
+
+function createWindow(size: number): Window {
+  let open = size;
+  const waiting: (() => void)[] = [];
+  return {
+    async acquire() {
+      while (open === 0) await new Promise<void>((resolve) => waiting.push(resolve));
+      open -= 1;
+    },
+    release(count) {
+      open += count;
+      for (const wake of waiting.splice(0)) wake();
+    },
+  };
+}
+
+/** What every sender sends: its envelopes' target and text, the hooks, the tally and the window. */
+interface Sending {
+  readonly target: TaskEndpoint;
+  readonly text: string;
+  readonly hooks: CycleHooks | undefined;
+  readonly tally: Tally;
+  readonly window: Window;
+}
+
+/** One sender's share of `total`, over SENDS_IN_FLIGHT lanes; a capacity refusal backs off and sends again. */
+async function sendShare(sender: Client, senderIndex: number, quota: number, sending: Sending): Promise<void> {
+  const { tally, window, hooks } = sending;
+  let next = 0;
+  const lanes = Array.from({ length: SENDS_IN_FLIGHT }, async () => {
+    while (next < quota && tally.failure === undefined) {
+      next += 1;
+      await window.acquire();
+      const envelope = envelopeWithText(sender.endpoint, sending.target, sending.text);
+      const payloadText = hooks?.prepare(envelope, senderIndex);
+      for (;;) {
+        try {
+          await sender.send(envelope, payloadText);
+          tally.accepted.add(envelope.envelopeId);
+          break;
+        } catch (error) {
+          if (!(error instanceof CapacityRefusal)) throw error;
+          tally.capacityRefusals += 1;
+          await Bun.sleep(CAPACITY_BACKOFF_MS);
         }
       }
-    });
-    await Promise.all(lanes);
+    }
   });
-  const sent = Promise.all(sending).catch((error) => {
-    failure = error;
-  });
+  await Promise.all(lanes);
+}
 
+/** The receiver pages, checks each payload and acknowledges each page until all `total` are acknowledged. */
+async function receiveAll(receiver: Client, total: number, options: CycleOptions, tally: Tally, window: Window, deadline: number) {
+  const { hooks } = options;
   let cursor = "0";
-  while (acknowledged < total && failure === undefined) {
-    if (Date.now() > deadline) throw new Error(`envelope cycles stalled: ${acknowledged}/${total} acknowledged`);
+  while (tally.acknowledged < total && tally.failure === undefined) {
+    if (Date.now() > deadline) throw new Error(`envelope cycles stalled: ${tally.acknowledged}/${total} acknowledged`);
     const page = await receiver.receive(cursor);
     if (page.deliveries.length === 0) {
       await receiver.watch(cursor, RECEIVER_WATCH_MS);
       continue;
     }
     for (const delivery of page.deliveries) {
-      received.set(delivery.envelopeId, (received.get(delivery.envelopeId) ?? 0) + 1);
-      if (hooks !== undefined && !hooks.check(delivery.payload)) verifyFailures += 1;
+      tally.received.set(delivery.envelopeId, (tally.received.get(delivery.envelopeId) ?? 0) + 1);
+      if (hooks !== undefined && !hooks.check(delivery.payload)) tally.verifyFailures += 1;
     }
     const ids = page.deliveries.map((delivery) => delivery.envelopeId);
     if (options.singleAcks === true) {
@@ -284,22 +296,26 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
       for (let start = 0; start < ids.length; start += ackBatchMaxItems)
         await receiver.acknowledgeBatch(ids.slice(start, start + ackBatchMaxItems));
     }
-    acknowledged += page.deliveries.length;
-    release(page.deliveries.length);
+    tally.acknowledged += page.deliveries.length;
+    window.release(page.deliveries.length);
     cursor = page.nextCursor;
   }
-  const seconds = (now() - started) / 1000;
-  const clientCpuMs = ownCpuMs() - cpuAtStart;
-  const relayCpuAtEnd = relayPid === undefined ? undefined : childCpuMs(relayPid);
-  const relayCpuMs = relayCpuAtStart === undefined || relayCpuAtEnd === undefined ? undefined : relayCpuAtEnd - relayCpuAtStart;
-  await sent;
-  if (failure !== undefined) throw failure;
+}
+
+/** Time and CPU over a run: what `cycleRun` divides by the envelopes. */
+interface RunCosts {
+  readonly seconds: number;
+  readonly requests: number;
+  readonly clientCpuMs: number;
+  readonly relayCpuMs: number | undefined;
+}
+
+/** The run's record from its tally: lost and duplicated ids, rate and CPU per cycle. */
+function cycleRun(kind: CycleRun["client"], hooks: CycleHooks | undefined, total: number, tally: Tally, costs: RunCosts): CycleRun {
+  const { accepted, received } = tally;
   const lost = [...accepted].filter((id) => !received.has(id)).length;
   const duplicates =
     [...received.values()].reduce((sum, count) => sum + (count - 1), 0) + [...received.keys()].filter((id) => !accepted.has(id)).length;
-  const clients = [receiver, ...senders];
-  const requests = clients.reduce((sum, client) => sum + client.requests(), 0);
-  for (const client of clients) client.close();
   const perCycleUs = (ms: number) => Math.round((ms * MICROS_PER_MS) / total);
   return {
     client: kind,
@@ -307,17 +323,57 @@ export async function runCycles(url: string, kind: "session" | "raw", total: num
     signed: hooks?.signed === true,
     sealed: hooks?.sealed === true,
     envelopes: total,
-    seconds: Math.round(seconds * 1000) / 1000,
-    cyclesPerSecond: Math.round(total / seconds),
-    requests,
-    capacityRefusals,
+    seconds: Math.round(costs.seconds * 1000) / 1000,
+    cyclesPerSecond: Math.round(total / costs.seconds),
+    requests: costs.requests,
+    capacityRefusals: tally.capacityRefusals,
     lost,
     duplicates,
     relayActiveItemsAfter: -1,
-    verifyFailures,
-    clientCpuUsPerCycle: perCycleUs(clientCpuMs),
-    relayCpuUsPerCycle: relayCpuMs === undefined ? -1 : perCycleUs(relayCpuMs),
+    verifyFailures: tally.verifyFailures,
+    clientCpuUsPerCycle: perCycleUs(costs.clientCpuMs),
+    relayCpuUsPerCycle: costs.relayCpuMs === undefined ? -1 : perCycleUs(costs.relayCpuMs),
   };
+}
+
+export async function runCycles(url: string, kind: "session" | "raw", total: number, options: CycleOptions = {}): Promise<CycleRun> {
+  const { hooks, relayPid } = options;
+  const make = kind === "session" ? sessionClient : rawClient;
+  const receiver = await make(options.receiverUrl ?? url, "cycle-receiver");
+  const senders = await Promise.all(Array.from({ length: SENDERS }, (_, index) => make(url, `cycle-sender-${index}`)));
+  const text = filler(TEXT_CHARS);
+  const tally: Tally = {
+    accepted: new Set(),
+    received: new Map(),
+    capacityRefusals: 0,
+    acknowledged: 0,
+    verifyFailures: 0,
+    failure: undefined,
+  };
+  const relayCpuAtStart = relayPid === undefined ? undefined : childCpuMs(relayPid);
+  const cpuAtStart = ownCpuMs();
+  const started = now();
+  const deadline = Date.now() + RUN_TIMEOUT_MS;
+  // The window: at most one mailbox of envelopes sent but not yet acknowledged.
+  const sending: Sending = { target: receiver.endpoint, text, hooks, tally, window: createWindow(WINDOW) };
+  const perSender = Math.ceil(total / SENDERS);
+  const shares = senders.map((sender, senderIndex) =>
+    sendShare(sender, senderIndex, Math.min(perSender, total - senderIndex * perSender), sending),
+  );
+  const sent = Promise.all(shares).catch((error) => {
+    tally.failure = error;
+  });
+  await receiveAll(receiver, total, options, tally, sending.window, deadline);
+  const seconds = (now() - started) / 1000;
+  const clientCpuMs = ownCpuMs() - cpuAtStart;
+  const relayCpuAtEnd = relayPid === undefined ? undefined : childCpuMs(relayPid);
+  const relayCpuMs = relayCpuAtStart === undefined || relayCpuAtEnd === undefined ? undefined : relayCpuAtEnd - relayCpuAtStart;
+  await sent;
+  if (tally.failure !== undefined) throw tally.failure;
+  const clients = [receiver, ...senders];
+  const requests = clients.reduce((sum, client) => sum + client.requests(), 0);
+  for (const client of clients) client.close();
+  return cycleRun(kind, hooks, total, tally, { seconds, requests, clientCpuMs, relayCpuMs });
 }
 
 export async function activeItems(url: string): Promise<number> {
