@@ -106,6 +106,111 @@ function combine(runs: { seconds: number; failures: number; latencies: number[] 
   };
 }
 
+/** A raw loop's URL and request body. */
+interface Target {
+  readonly url: string;
+  readonly body: string;
+}
+
+/** What the raw loops hit: the echo (plain and stream-reading), the relay's receive and health, and the relay on Node. */
+interface Targets {
+  readonly echo: Target;
+  readonly stream: Target;
+  readonly receive: Target;
+  readonly health: Target;
+  readonly node: Target | undefined;
+}
+
+type Run = Awaited<ReturnType<typeof rawLoop>>;
+
+interface Runs {
+  readonly echo: Run[];
+  readonly stream: Run[];
+  readonly receive: Run[];
+  readonly health: Run[];
+  readonly client: Run[];
+  readonly node: Run[];
+}
+
+/** The raw loops' own registrations (protected like the session's), with as empty a mailbox; the echo gets the same body as the relay's receive. */
+async function targetsOf(relayUrl: string, nodeRelayUrl: string | undefined, echoUrl: string, echoStreamUrl: string): Promise<Targets> {
+  const { base } = await rawBinding(relayUrl, "rate-raw");
+  const receiveBody = JSON.stringify({ operation: "receive", ...base, cursor: "0", limit: 50 });
+  const node =
+    nodeRelayUrl === undefined
+      ? undefined
+      : {
+          url: `${nodeRelayUrl}${RELAY_ENDPOINT_PATH}`,
+          body: JSON.stringify({ operation: "receive", ...(await rawBinding(nodeRelayUrl, "rate-raw")).base, cursor: "0", limit: 50 }),
+        };
+  const relay = `${relayUrl}${RELAY_ENDPOINT_PATH}`;
+  return {
+    echo: { url: `${echoUrl}/echo`, body: receiveBody },
+    stream: { url: `${echoStreamUrl}/echo`, body: receiveBody },
+    receive: { url: relay, body: receiveBody },
+    health: { url: relay, body: JSON.stringify({ operation: "health", ...base }) },
+    node,
+  };
+}
+
+const loop = (target: Target, count: number) => rawLoop(target.url, target.body, count);
+
+async function warmUp(targets: Targets, session: VolatileTaskSession, warmup: number): Promise<void> {
+  await loop(targets.echo, warmup);
+  await loop(targets.stream, warmup);
+  await loop(targets.receive, warmup);
+  await loop(targets.health, warmup);
+  await clientLoop(session, warmup);
+  if (targets.node !== undefined) await loop(targets.node, warmup);
+}
+
+/** Each round runs every loop back to back, so a round's ratios are immune to drift between rounds. */
+async function measureRounds(targets: Targets, session: VolatileTaskSession, perRound: number, rounds: number): Promise<Runs> {
+  const runs: Runs = { echo: [], stream: [], receive: [], health: [], client: [], node: [] };
+  for (let round = 0; round < rounds; round += 1) {
+    runs.echo.push(await loop(targets.echo, perRound));
+    runs.stream.push(await loop(targets.stream, perRound));
+    runs.receive.push(await loop(targets.receive, perRound));
+    if (targets.node !== undefined) runs.node.push(await loop(targets.node, perRound));
+    runs.health.push(await loop(targets.health, perRound));
+    runs.client.push(await clientLoop(session, perRound));
+  }
+  return runs;
+}
+
+/** The rates of every loop, and the medians of the per-round ratios (robust to one disturbed round). */
+function throughputResult(
+  targets: Targets,
+  runs: Runs,
+  shape: { readonly perRound: number; readonly rounds: number },
+  node: ReturnType<typeof usersNode>,
+): ThroughputResult {
+  const rate = (run: { seconds: number; latencies: number[] }) => run.latencies.length / run.seconds;
+  const medianRatio = (list: { seconds: number; latencies: number[] }[], base = runs.echo) => {
+    const ratios = list.map((run, index) => rate(run) / rate(base[index]!)).sort((a, b) => a - b);
+    return Math.round(ratios[Math.floor(ratios.length / 2)]! * 1000) / 1000;
+  };
+  return {
+    concurrency: CONCURRENCY,
+    requestsPerRound: shape.perRound,
+    rounds: shape.rounds,
+    requestBytes: { echo: targets.echo.body.length, receive: targets.receive.body.length, health: targets.health.body.length },
+    echo: combine(runs.echo),
+    echoStreamBody: combine(runs.stream),
+    relayReceive: combine(runs.receive),
+    relayHealth: combine(runs.health),
+    clientReceive: combine(runs.client),
+    ratio: medianRatio(runs.receive),
+    roundRatios: runs.receive.map((run, index) => Math.round((rate(run) / rate(runs.echo[index]!)) * 1000) / 1000),
+    healthRatio: medianRatio(runs.health),
+    clientRatio: medianRatio(runs.client, runs.receive),
+    streamBodyRatio: medianRatio(runs.stream),
+    ...(node === undefined
+      ? {}
+      : { nodeRelayReceive: combine(runs.node), nodeRelayRatio: medianRatio(runs.node, runs.receive), nodeVersion: node.version }),
+  };
+}
+
 export async function measureThroughput(options: { quick?: boolean } = {}): Promise<ThroughputResult> {
   const quick = options.quick === true;
   const perRound = quick ? QUICK_REQUESTS_PER_ROUND : REQUESTS_PER_ROUND;
@@ -118,74 +223,10 @@ export async function measureThroughput(options: { quick?: boolean } = {}): Prom
   const nodeRelay = node === undefined ? undefined : await startRelayProcess({ command: [node.path, CLI_BUNDLE] });
   const { session } = await boundSession(relay.url, "rate");
   try {
-    // The raw loops' own registration (protected like the session's), with as empty a mailbox.
-    const { base } = await rawBinding(relay.url, "rate-raw");
-    const receiveBody = JSON.stringify({ operation: "receive", ...base, cursor: "0", limit: 50 });
-    const nodeReceive =
-      nodeRelay === undefined
-        ? undefined
-        : {
-            url: `${nodeRelay.url}${RELAY_ENDPOINT_PATH}`,
-            body: JSON.stringify({ operation: "receive", ...(await rawBinding(nodeRelay.url, "rate-raw")).base, cursor: "0", limit: 50 }),
-          };
-    const healthBody = JSON.stringify({ operation: "health", ...base });
-    const relayUrl = `${relay.url}${RELAY_ENDPOINT_PATH}`;
-    const echoUrl = `${echo.url}/echo`;
-    const echoStreamUrl = `${echoStream.url}/echo`;
-    // The echo gets the same request body as the relay's receive.
-    const echoBody = receiveBody;
-    await rawLoop(echoUrl, echoBody, warmup);
-    await rawLoop(echoStreamUrl, echoBody, warmup);
-    await rawLoop(relayUrl, receiveBody, warmup);
-    await rawLoop(relayUrl, healthBody, warmup);
-    await clientLoop(session, warmup);
-    if (nodeReceive !== undefined) await rawLoop(nodeReceive.url, nodeReceive.body, warmup);
-    type Run = Awaited<ReturnType<typeof rawLoop>>;
-    const runs = {
-      echo: [] as Run[],
-      stream: [] as Run[],
-      receive: [] as Run[],
-      health: [] as Run[],
-      client: [] as Run[],
-      node: [] as Run[],
-    };
-    for (let round = 0; round < rounds; round += 1) {
-      runs.echo.push(await rawLoop(echoUrl, echoBody, perRound));
-      runs.stream.push(await rawLoop(echoStreamUrl, echoBody, perRound));
-      runs.receive.push(await rawLoop(relayUrl, receiveBody, perRound));
-      if (nodeReceive !== undefined) runs.node.push(await rawLoop(nodeReceive.url, nodeReceive.body, perRound));
-      runs.health.push(await rawLoop(relayUrl, healthBody, perRound));
-      runs.client.push(await clientLoop(session, perRound));
-    }
-    const result = {
-      echo: combine(runs.echo),
-      echoStreamBody: combine(runs.stream),
-      relayReceive: combine(runs.receive),
-      relayHealth: combine(runs.health),
-      clientReceive: combine(runs.client),
-    };
-    // Each round measures the echo and the relay back to back: the ratio of a round is immune to
-    // drift between rounds, and the median of the rounds to one disturbed round.
-    const rate = (run: { seconds: number; latencies: number[] }) => run.latencies.length / run.seconds;
-    const medianRatio = (list: { seconds: number; latencies: number[] }[], base = runs.echo) => {
-      const ratios = list.map((run, index) => rate(run) / rate(base[index]!)).sort((a, b) => a - b);
-      return Math.round(ratios[Math.floor(ratios.length / 2)]! * 1000) / 1000;
-    };
-    return {
-      concurrency: CONCURRENCY,
-      requestsPerRound: perRound,
-      rounds,
-      requestBytes: { echo: echoBody.length, receive: receiveBody.length, health: healthBody.length },
-      ...result,
-      ratio: medianRatio(runs.receive),
-      roundRatios: runs.receive.map((run, index) => Math.round((rate(run) / rate(runs.echo[index]!)) * 1000) / 1000),
-      healthRatio: medianRatio(runs.health),
-      clientRatio: medianRatio(runs.client, runs.receive),
-      streamBodyRatio: medianRatio(runs.stream),
-      ...(node === undefined
-        ? {}
-        : { nodeRelayReceive: combine(runs.node), nodeRelayRatio: medianRatio(runs.node, runs.receive), nodeVersion: node.version }),
-    };
+    const targets = await targetsOf(relay.url, nodeRelay?.url, echo.url, echoStream.url);
+    await warmUp(targets, session, warmup);
+    const runs = await measureRounds(targets, session, perRound, rounds);
+    return throughputResult(targets, runs, { perRound, rounds }, node);
   } finally {
     session.close();
     await relay.stop().catch(() => undefined);
