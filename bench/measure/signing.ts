@@ -67,77 +67,92 @@ type Builder = (from: TaskEndpoint, to: TaskEndpoint, atMs: number) => TaskPaylo
 
 const micros = (startedMs: number) => (now() - startedMs) * MICROS_PER_MS;
 
-function measureKind(kind: string, build: Builder, samples: number, warmup: number): SigningCost {
-  const { identity } = generateIdentity();
-  const from: TaskEndpoint = { relay: "bench-relay", id: crypto.randomUUID() };
-  const to: TaskEndpoint = { relay: "bench-relay", id: crypto.randomUUID() };
-  const series = {
-    sign: [] as number[],
-    verify: [] as number[],
-    signVerify: [] as number[],
-    encodeUnsigned: [] as number[],
-    encodeSigned: [] as number[],
-    digest: [] as number[],
-    edSign: [] as number[],
-    edVerify: [] as number[],
+/** Who signs an event, and between which endpoints. */
+interface Signer {
+  readonly identity: ReturnType<typeof generateIdentity>["identity"];
+  readonly from: TaskEndpoint;
+  readonly to: TaskEndpoint;
+}
+
+/** One event's timings (µs), its verify failures (0–2) and its encoded texts. */
+interface EventSample {
+  readonly sign: number;
+  readonly verify: number;
+  readonly encodeUnsigned: number;
+  readonly encodeSigned: number;
+  readonly digest: number;
+  readonly edSign: number;
+  readonly edVerify: number;
+  readonly failures: number;
+  readonly unsignedText: string;
+  readonly signedText: string;
+}
+
+/** `encodePayload` without and with a signer, in the order `signedFirst` says, each timed alone. */
+function timeEncodes(wire: TaskPayload, signing: Parameters<typeof encodePayload>[3], signedFirst: boolean) {
+  const inner = wire.payload as TaskWirePayload["payload"];
+  const out = { encodeUnsigned: 0, encodeSigned: 0, unsignedText: "", signedText: "" };
+  const encodeOnce = (signed: boolean) => {
+    const started = now();
+    if (signed) {
+      out.signedText = encodePayload(wire.taskId, wire.kind, inner, signing);
+      out.encodeSigned = micros(started);
+    } else {
+      out.unsignedText = encodePayload(wire.taskId, wire.kind, inner);
+      out.encodeUnsigned = micros(started);
+    }
   };
+  encodeOnce(signedFirst);
+  encodeOnce(!signedFirst);
+  return out;
+}
+
+/** Builds a fresh event and times its sign, encodes, verify, and the parts: digest, Ed25519 sign, Ed25519 verify. */
+function sampleEvent(build: Builder, signer: Signer, index: number): EventSample {
+  const { identity, from, to } = signer;
+  const atMs = Date.now();
+  const wire = build(from, to, atMs);
+  const innerText = canonicalJson(wire.payload as TaskWirePayload["payload"]);
+  let failures = 0;
+  let at = now();
+  const block = signPayload(wire, { identity, from, to, atMs }, innerText);
+  const sign = micros(at);
+  const encodes = timeEncodes(wire, { signer: { identity }, from, to, atMs }, index % 2 === 0);
+  const parsed = JSON.parse(encodes.signedText) as SignablePayload & { signature: SignatureBlock };
+  at = now();
+  const verified = verifyPayload(parsed, parsed.signature);
+  const verify = micros(at);
+  if (!verified) failures += 1;
+  at = now();
+  const digest = payloadDigest(parsed);
+  const digestUs = micros(at);
+  const bytes = signedBytes(factsOf(parsed, block), digest);
+  at = now();
+  const signature = identity.sign(bytes);
+  const edSign = micros(at);
+  at = now();
+  if (!verifySignature(identity.publicKey, bytes, signature)) failures += 1;
+  const edVerify = micros(at);
+  return { sign, verify, ...encodes, digest: digestUs, edSign, edVerify, failures };
+}
+
+const TIMINGS = ["sign", "verify", "signVerify", "encodeUnsigned", "encodeSigned", "digest", "edSign", "edVerify"] as const;
+
+function measureKind(kind: string, build: Builder, samples: number, warmup: number): SigningCost {
+  const signer: Signer = {
+    identity: generateIdentity().identity,
+    from: { relay: "bench-relay", id: crypto.randomUUID() },
+    to: { relay: "bench-relay", id: crypto.randomUUID() },
+  };
+  const series = Object.fromEntries(TIMINGS.map((name) => [name, [] as number[]])) as Record<(typeof TIMINGS)[number], number[]>;
   let payloadBytes = { unsigned: 0, signed: 0 };
   let verifyFailures = 0;
   for (let index = 0; index < warmup + samples; index += 1) {
-    const atMs = Date.now();
-    const wire = build(from, to, atMs);
-    const inner = wire.payload as TaskWirePayload["payload"];
-    const innerText = canonicalJson(inner);
-    const signing = { signer: { identity }, from, to, atMs };
-
-    let at = now();
-    const block = signPayload(wire, { identity, from, to, atMs }, innerText);
-    const sign = micros(at);
-
-    let encodeUnsigned = 0;
-    let encodeSigned = 0;
-    let unsignedText = "";
-    let signedText = "";
-    const encodeOnce = (signed: boolean) => {
-      const started = now();
-      if (signed) {
-        signedText = encodePayload(wire.taskId, wire.kind, inner, signing);
-        encodeSigned = micros(started);
-      } else {
-        unsignedText = encodePayload(wire.taskId, wire.kind, inner);
-        encodeUnsigned = micros(started);
-      }
-    };
-    encodeOnce(index % 2 === 0);
-    encodeOnce(index % 2 !== 0);
-
-    const parsed = JSON.parse(signedText) as SignablePayload & { signature: SignatureBlock };
-    at = now();
-    const verified = verifyPayload(parsed, parsed.signature);
-    const verify = micros(at);
-    if (!verified) verifyFailures += 1;
-
-    at = now();
-    const digest = payloadDigest(parsed);
-    const digestUs = micros(at);
-    const bytes = signedBytes(factsOf(parsed, block), digest);
-    at = now();
-    const signature = identity.sign(bytes);
-    const edSign = micros(at);
-    at = now();
-    if (!verifySignature(identity.publicKey, bytes, signature)) verifyFailures += 1;
-    const edVerify = micros(at);
-
+    const event = sampleEvent(build, signer, index);
+    verifyFailures += event.failures;
     if (index < warmup) continue;
-    series.sign.push(sign);
-    series.verify.push(verify);
-    series.signVerify.push(sign + verify);
-    series.encodeUnsigned.push(encodeUnsigned);
-    series.encodeSigned.push(encodeSigned);
-    series.digest.push(digestUs);
-    series.edSign.push(edSign);
-    series.edVerify.push(edVerify);
-    payloadBytes = { unsigned: utf8Bytes(unsignedText), signed: utf8Bytes(signedText) };
+    for (const name of TIMINGS) series[name].push(name === "signVerify" ? event.sign + event.verify : event[name]);
+    payloadBytes = { unsigned: utf8Bytes(event.unsignedText), signed: utf8Bytes(event.signedText) };
   }
   const summary = (values: number[]) => roundSummary(summarize(values), MICRO_DIGITS);
   return {
