@@ -65,6 +65,75 @@ function withoutFanOutCap(given: ConfiguredTaskCoreOptions | undefined): Configu
   return rest;
 }
 
+type RuntimeDeps = Parameters<typeof createTasksRuntime>[0];
+
+/** What the in-memory Pi session tells the lifecycle, once it exists and while it runs. */
+interface SessionHooks {
+  readonly onInsert: ((insertion: Insertion) => void) | undefined;
+  /** Pi's `message_end` record of a message. */
+  messageEnd(message: Record<string, unknown>): void;
+  /** The end of the (instant) model turn a wake started: `agent_end`, a refresh request. */
+  turnEnded(): void;
+}
+
+/** The in-memory Pi session: its branch, what was inserted and written, and Pi's `sendMessage` / `appendEntry`. */
+interface PiSession {
+  readonly branch: BranchEntry[];
+  readonly insertions: Insertion[];
+  readonly losses: string[];
+  readonly sendMessage: RuntimeDeps["sendMessage"];
+  readonly appendEntry: RuntimeDeps["appendEntry"];
+}
+
+function createPiSession(hooks: SessionHooks): PiSession {
+  const branch: BranchEntry[] = [];
+  const insertions: Insertion[] = [];
+  const losses: string[] = [];
+  return {
+    branch,
+    insertions,
+    losses,
+    sendMessage(message, sendOptions) {
+      const entry = { type: "custom_message", customType: message.customType, details: message.details };
+      branch.push(entry);
+      const details = (message.details ?? {}) as { eventId?: string; taskId?: string; event?: { type?: string } };
+      if (message.customType === EVENT_MESSAGE && typeof details.eventId === "string") {
+        const insertion = { eventId: details.eventId, taskId: String(details.taskId), type: String(details.event?.type), at: now() };
+        insertions.push(insertion);
+        hooks.onInsert?.(insertion);
+        // Pi ends the inserted message as its own record.
+        queueMicrotask(() => hooks.messageEnd({ role: "custom", customType: EVENT_MESSAGE, details: message.details }));
+      }
+      if (message.customType === "pi-tasks-relay-loss") losses.push(String(details.taskId));
+      if (message.customType === WAKE_MESSAGE && sendOptions.triggerTurn === true) {
+        // The wake starts a turn: Pi ends the wake message, the (instant) model turn ends, agent_end.
+        setTimeout(() => {
+          hooks.messageEnd({ role: "custom", customType: WAKE_MESSAGE, details: message.details });
+          hooks.turnEnded();
+        }, 0);
+      }
+    },
+    appendEntry(customType, data) {
+      branch.push({ type: "custom", customType, data });
+    },
+  };
+}
+
+/**
+ * The benches hold far more active tasks than a Pi session's fan-out cap allows: they measure the
+ * core under load, not a model's delegation (the cap is tested in tests/extension/fanout.test.ts).
+ */
+function createCoreFor(options: FakePiOptions, log: RequestLog): typeof createConfiguredTaskCore {
+  return (given) =>
+    createConfiguredTaskCore({
+      ...withoutFanOutCap(given),
+      ...(options.logRequests === false ? {} : { fetch: log.fetch }),
+      ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+      ...(options.timers === undefined ? {} : { timers: options.timers }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+    });
+}
+
 export function startFakePi(options: FakePiOptions): FakePi {
   serial += 1;
   const name = options.name ?? `bench-${options.worker ? "worker" : "origin"}-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
@@ -75,66 +144,37 @@ export function startFakePi(options: FakePiOptions): FakePi {
     WOLFPACK_JWT_SECRET: "",
   };
   const log = createRequestLog();
-  const branch: BranchEntry[] = [];
-  const insertions: Insertion[] = [];
-  const losses: string[] = [];
   let stopped = false;
+  // Pi's `message_end` reaches the lifecycle only once it exists and while it runs.
+  let lifecycle: Lifecycle | undefined;
+  const session = createPiSession({
+    onInsert: options.onInsert,
+    messageEnd: (message) => {
+      if (!stopped) lifecycle?.onMessageEnd(message);
+    },
+    turnEnded: () => {
+      if (!stopped) lifecycle?.requestRefresh();
+    },
+  });
   const pi = {
     name,
     home: piTasksHome(env),
     log,
-    insertions,
-    losses,
+    insertions: session.insertions,
+    losses: session.losses,
     busy: false,
   } as FakePi & { lifecycle: Lifecycle };
-
-  // Pi's `message_end` reaches the lifecycle only once it exists and while it runs.
-  let lifecycle: Lifecycle | undefined;
-  function messageEnd(message: Record<string, unknown>): void {
-    if (!stopped) lifecycle?.onMessageEnd(message);
-  }
-
   ({ lifecycle } = createTasksRuntime({
     env,
-    // The benches hold far more active tasks than a Pi session's fan-out cap allows: they measure
-    // the core under load, not a model's delegation (the cap is tested in tests/extension/fanout.test.ts).
-    createCore: (given) =>
-      createConfiguredTaskCore({
-        ...withoutFanOutCap(given),
-        ...(options.logRequests === false ? {} : { fetch: log.fetch }),
-        ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
-        ...(options.timers === undefined ? {} : { timers: options.timers }),
-        ...(options.clock === undefined ? {} : { clock: options.clock }),
-      }),
-    sendMessage(message, sendOptions) {
-      const entry = { type: "custom_message", customType: message.customType, details: message.details };
-      branch.push(entry);
-      const details = (message.details ?? {}) as { eventId?: string; taskId?: string; event?: { type?: string } };
-      if (message.customType === EVENT_MESSAGE && typeof details.eventId === "string") {
-        const insertion = { eventId: details.eventId, taskId: String(details.taskId), type: String(details.event?.type), at: now() };
-        insertions.push(insertion);
-        options.onInsert?.(insertion);
-        // Pi ends the inserted message as its own record.
-        queueMicrotask(() => messageEnd({ role: "custom", customType: EVENT_MESSAGE, details: message.details }));
-      }
-      if (message.customType === "pi-tasks-relay-loss") losses.push(String(details.taskId));
-      if (message.customType === WAKE_MESSAGE && sendOptions.triggerTurn === true) {
-        // The wake starts a turn: Pi ends the wake message, the (instant) model turn ends, agent_end.
-        setTimeout(() => {
-          messageEnd({ role: "custom", customType: WAKE_MESSAGE, details: message.details });
-          if (!stopped) lifecycle?.requestRefresh();
-        }, 0);
-      }
-    },
-    appendEntry(customType, data) {
-      branch.push({ type: "custom", customType, data });
-    },
+    createCore: createCoreFor(options, log),
+    sendMessage: session.sendMessage,
+    appendEntry: session.appendEntry,
   }));
   const context: PiContextView = {
     cwd: process.cwd(),
     isIdle: () => !pi.busy,
     hasPendingMessages: () => false,
-    branch: () => branch,
+    branch: () => session.branch,
     setStatus: () => undefined,
     notify: () => undefined,
     abort: () => undefined,
