@@ -791,6 +791,26 @@ async function activeTaskCurves(url: string, quick: boolean): Promise<{ curves: 
   } finally {
     await closeParties([origin, worker, ...sinkParties]);
   }
+  return activeTaskResult({ points, passPoints, medians, mismatches, records, samples, warmup, passes });
+}
+
+/** What `activeTaskCurves` measured, for its curves and check. */
+interface ActiveTaskMeasured {
+  readonly points: readonly GrowthPoint[];
+  readonly passPoints: readonly GrowthPoint[];
+  /** createTask p50 per point. */
+  readonly medians: readonly number[];
+  readonly mismatches: readonly string[];
+  /** The origin store's records at the end. */
+  readonly records: number;
+  readonly samples: number;
+  readonly warmup: number;
+  readonly passes: number;
+}
+
+/** The createTask and refresh-pass curves against active tasks, and the check that every point held its size. */
+function activeTaskResult(measured: ActiveTaskMeasured): { curves: GrowthCurve[]; check: GrowthCheck } {
+  const { points, passPoints, medians, mismatches, records, samples, warmup, passes } = measured;
   const create = curve({
     id: "growth-create-p95",
     title: "createTask p95 (call → relay acceptance) against the origin's active tasks, ms",
