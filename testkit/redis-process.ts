@@ -86,6 +86,60 @@ async function answersPing(url: string): Promise<boolean> {
   }
 }
 
+type RedisChild = Subprocess<"ignore", "ignore", "pipe">;
+
+/** Where one server runs and how it is started: its binary, port, directory, URL and options. */
+interface RedisPlace {
+  readonly binary: string;
+  readonly port: number;
+  readonly dir: string;
+  readonly url: string;
+  readonly options: RedisProcessOptions;
+  /** Everything every launch on this port wrote to stderr (for the start-up error). */
+  stderr: string;
+}
+
+/**
+ * Spawns `redis-server` on the place's port (handing the child to `spawned` at once) and waits
+ * until it answers PING, killing it when it does not in time.
+ */
+async function launchRedis(place: RedisPlace, spawned: (child: RedisChild) => void): Promise<void> {
+  const { binary, port, dir, url, options } = place;
+  const args = [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    ...memoryOnlyArgs(dir),
+    ...(options.password === undefined ? [] : ["--requirepass", options.password]),
+    ...(options.args ?? []),
+  ];
+  const started = spawn([binary, ...args], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+  spawned(started);
+  live.add(started);
+  void started.exited.then(() => live.delete(started));
+  void new Response(started.stderr).text().then((text) => (place.stderr += text));
+  const deadline = Date.now() + REDIS_READY_TIMEOUT_MS;
+  while (!(await answersPing(url))) {
+    if (started.exitCode !== null || Date.now() > deadline) {
+      started.kill("SIGKILL");
+      throw new Error(
+        `redis-server did not answer PING on port ${port} within ${REDIS_READY_TIMEOUT_MS} ms (exit ${started.exitCode}): ${place.stderr}`,
+      );
+    }
+    await Bun.sleep(REDIS_READY_POLL_MS);
+  }
+}
+
+/** SIGTERM (after SIGCONT, in case it is paused), SIGKILL after the grace; resolves once it exited. */
+async function terminate(running: RedisChild): Promise<void> {
+  running.kill("SIGCONT");
+  running.kill("SIGTERM");
+  const timer = setTimeout(() => running.kill("SIGKILL"), REDIS_STOP_GRACE_MS);
+  await running.exited;
+  clearTimeout(timer);
+}
+
 export async function startRedis(options: RedisProcessOptions = {}): Promise<RedisProcess> {
   const binary = requirePackageBinary(REDIS_BINARY, REDIS_PACKAGE);
   installExitHook();
@@ -93,35 +147,13 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
   const port = freePort();
   const plainUrl = `redis://127.0.0.1:${port}`;
   const url = options.password === undefined ? plainUrl : `redis://:${encodeURIComponent(options.password)}@127.0.0.1:${port}`;
-  let child: Subprocess<"ignore", "ignore", "pipe"> | undefined;
-  let stderr = "";
+  const place: RedisPlace = { binary, port, dir, url, options, stderr: "" };
+  let child: RedisChild | undefined;
 
-  async function launch(): Promise<void> {
-    const args = [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      ...memoryOnlyArgs(dir),
-      ...(options.password === undefined ? [] : ["--requirepass", options.password]),
-      ...(options.args ?? []),
-    ];
-    const started = spawn([binary, ...args], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
-    child = started;
-    live.add(started);
-    void started.exited.then(() => live.delete(started));
-    void new Response(started.stderr).text().then((text) => (stderr += text));
-    const deadline = Date.now() + REDIS_READY_TIMEOUT_MS;
-    while (!(await answersPing(url))) {
-      if (started.exitCode !== null || Date.now() > deadline) {
-        started.kill("SIGKILL");
-        throw new Error(
-          `redis-server did not answer PING on port ${port} within ${REDIS_READY_TIMEOUT_MS} ms (exit ${started.exitCode}): ${stderr}`,
-        );
-      }
-      await Bun.sleep(REDIS_READY_POLL_MS);
-    }
-  }
+  const launch = () =>
+    launchRedis(place, (started) => {
+      child = started;
+    });
 
   async function kill(): Promise<void> {
     const running = child;
@@ -146,13 +178,7 @@ export async function startRedis(options: RedisProcessOptions = {}): Promise<Red
     async stop() {
       const running = child;
       child = undefined;
-      if (running !== undefined && running.exitCode === null) {
-        running.kill("SIGCONT");
-        running.kill("SIGTERM");
-        const timer = setTimeout(() => running.kill("SIGKILL"), REDIS_STOP_GRACE_MS);
-        await running.exited;
-        clearTimeout(timer);
-      }
+      if (running !== undefined && running.exitCode === null) await terminate(running);
       rmSync(dir, { recursive: true, force: true });
     },
     async command(name, args = []) {
