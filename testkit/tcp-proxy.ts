@@ -24,6 +24,34 @@ interface Pair {
   client?: Socket<Pair>;
 }
 
+/** Opens the pair's connection to the target: bytes from it go to the client, its end or failure ends the client. */
+function connectUpstream(pair: Pair, targetPort: number, pairs: Set<Pair>): void {
+  void Bun.connect<Pair>({
+    hostname: "127.0.0.1",
+    port: targetPort,
+    data: pair,
+    socket: {
+      open(upstream) {
+        pair.upstream = upstream;
+        for (const chunk of pair.pending.splice(0)) upstream.write(chunk);
+      },
+      data(_upstream, chunk) {
+        pair.client?.write(chunk);
+      },
+      close() {
+        pair.client?.end();
+        pairs.delete(pair);
+      },
+      error() {
+        pair.client?.end();
+      },
+      connectError() {
+        pair.client?.end();
+      },
+    },
+  }).catch(() => pair.client?.end());
+}
+
 export function createTcpProxy(initialTarget: number): TcpProxy {
   const port = freePort();
   let targetPort = initialTarget;
@@ -39,30 +67,7 @@ export function createTcpProxy(initialTarget: number): TcpProxy {
           const pair: Pair = { pending: [], client };
           client.data = pair;
           pairs.add(pair);
-          void Bun.connect<Pair>({
-            hostname: "127.0.0.1",
-            port: targetPort,
-            data: pair,
-            socket: {
-              open(upstream) {
-                pair.upstream = upstream;
-                for (const chunk of pair.pending.splice(0)) upstream.write(chunk);
-              },
-              data(_upstream, chunk) {
-                pair.client?.write(chunk);
-              },
-              close() {
-                pair.client?.end();
-                pairs.delete(pair);
-              },
-              error() {
-                pair.client?.end();
-              },
-              connectError() {
-                pair.client?.end();
-              },
-            },
-          }).catch(() => client.end());
+          connectUpstream(pair, targetPort, pairs);
         },
         data(client, chunk) {
           const pair = client.data;
