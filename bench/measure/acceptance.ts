@@ -43,6 +43,37 @@ export interface AcceptanceResult {
   readonly failures: number;
 }
 
+type Bound = Awaited<ReturnType<typeof boundSession>>;
+type RawBound = Awaited<ReturnType<typeof rawBinding>>;
+
+/**
+ * The breakdown probe between the creates: a bare `VolatileTaskSession.send` of the same text,
+ * then that send as a raw `fetch` POST, each to its own sink; `record` adds their times.
+ */
+function breakdownProbe(
+  relayUrl: string,
+  sides: { readonly probe: Bound; readonly sink: Bound; readonly rawProbe: RawBound; readonly rawSink: Bound },
+  text: string,
+  times: { readonly sends: number[]; readonly raws: number[] },
+): (record: boolean) => Promise<void> {
+  const { probe, sink, rawProbe, rawSink } = sides;
+  const rawBase = { operation: "send", ...rawProbe.base };
+  return async (record) => {
+    let at = now();
+    await probe.session.send(encodedForSend(envelopeWithText(probe.endpoint, sink.endpoint, text)));
+    if (record) times.sends.push(now() - at);
+    const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(rawProbe.endpoint, rawSink.endpoint, text) });
+    at = now();
+    const response = await fetch(`${relayUrl}${RELAY_ENDPOINT_PATH}`, {
+      method: "POST",
+      body,
+      headers: { "content-type": "application/json" },
+    });
+    await response.text();
+    if (record) times.raws.push(now() - at);
+  };
+}
+
 export async function measureAcceptance(options: { quick?: boolean } = {}): Promise<AcceptanceResult> {
   const quick = options.quick === true;
   const samples = quick ? QUICK_SAMPLES : SAMPLES;
@@ -64,7 +95,6 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
     const to = proving.core.endpoint()!;
     await proveEndpoint(() => origin.core(), to, { pass: () => proving.core.refresh().then(() => origin.core().refresh()) });
     const text = filler(TASK_TEXT_CHARS);
-    const rawBase = { operation: "send", ...rawProbe.base };
     const created: number[] = [];
     const sends: number[] = [];
     const raws: number[] = [];
@@ -82,20 +112,7 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
       requireSentAtOnce(result, "acceptance");
       if (record) created.push(elapsed);
     };
-    const probeOnce = async (record: boolean) => {
-      let at = now();
-      await probe.session.send(encodedForSend(envelopeWithText(probe.endpoint, sink.endpoint, text)));
-      if (record) sends.push(now() - at);
-      const body = JSON.stringify({ ...rawBase, envelope: envelopeWithText(rawProbe.endpoint, rawSink.endpoint, text) });
-      at = now();
-      const response = await fetch(`${relay.url}${RELAY_ENDPOINT_PATH}`, {
-        method: "POST",
-        body,
-        headers: { "content-type": "application/json" },
-      });
-      await response.text();
-      if (record) raws.push(now() - at);
-    };
+    const probeOnce = breakdownProbe(relay.url, { probe, sink, rawProbe, rawSink }, text, { sends, raws });
     for (let index = 0; index < warmup; index += 1) {
       await createOnce(false);
       await probeOnce(false);
