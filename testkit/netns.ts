@@ -76,6 +76,57 @@ function makeNamespace(namespace: string): void {
   ip(["-n", namespace, "link", "set", "lo", "up"]);
 }
 
+/** What the hosts of one network share: its id, its /24, the switch namespace, and the programs started on it. */
+interface NetworkPlace {
+  readonly id: string;
+  readonly subnet: string;
+  readonly hub: string;
+  readonly programs: Set<Subprocess>;
+}
+
+/** Host `index`: its namespace, a veth pair (the inside end addressed on the subnet, the switch end on the bridge). */
+function addHost(network: NetworkPlace, name: string, index: number): Host & { readonly port: string } {
+  const { id, subnet, hub, programs } = network;
+  const namespace = `pt${id}${name}`;
+  const inside = `v${id}${index}h`;
+  const port = `v${id}${index}s`;
+  makeNamespace(namespace);
+  ip(["link", "add", inside, "type", "veth", "peer", "name", port]);
+  ip(["link", "set", inside, "netns", namespace]);
+  ip(["link", "set", port, "netns", hub]);
+  ip(["-n", hub, "link", "set", port, "master", "br0"]);
+  ip(["-n", hub, "link", "set", port, "up"]);
+  const address = `${subnet}.${index + 1}`;
+  ip(["-n", namespace, "addr", "add", `${address}/24`, "dev", inside]);
+  ip(["-n", namespace, "link", "set", inside, "up"]);
+  const wrap = (argv: readonly string[]) => ["ip", "netns", "exec", namespace, ...argv];
+  return {
+    name,
+    namespace,
+    address,
+    port,
+    wrap,
+    spawn(argv, options = {}) {
+      const env = { ...process.env, ...options.env };
+      for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
+      const child = spawn(wrap(argv), {
+        env,
+        ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+        stdin: "pipe",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      programs.add(child);
+      void child.exited.then(() => programs.delete(child));
+      return child;
+    },
+    run(argv) {
+      const done = spawnSync(wrap(argv), { stdout: "pipe", stderr: "pipe" });
+      return { code: done.exitCode ?? -1, stdout: done.stdout.toString(), stderr: done.stderr.toString() };
+    },
+  };
+}
+
 /** Builds the switch and one host per name, each on its address of a fresh private /24. */
 export async function createNetwork(names: readonly string[]): Promise<Network> {
   const reason = netnsUnavailable();
@@ -88,46 +139,7 @@ export async function createNetwork(names: readonly string[]): Promise<Network> 
   ip(["-n", hub, "link", "set", "br0", "up"]);
   const hosts = new Map<string, Host & { readonly port: string }>();
   const programs = new Set<Subprocess>();
-  names.forEach((name, index) => {
-    const namespace = `pt${id}${name}`;
-    const inside = `v${id}${index}h`;
-    const port = `v${id}${index}s`;
-    makeNamespace(namespace);
-    ip(["link", "add", inside, "type", "veth", "peer", "name", port]);
-    ip(["link", "set", inside, "netns", namespace]);
-    ip(["link", "set", port, "netns", hub]);
-    ip(["-n", hub, "link", "set", port, "master", "br0"]);
-    ip(["-n", hub, "link", "set", port, "up"]);
-    const address = `${subnet}.${index + 1}`;
-    ip(["-n", namespace, "addr", "add", `${address}/24`, "dev", inside]);
-    ip(["-n", namespace, "link", "set", inside, "up"]);
-    const wrap = (argv: readonly string[]) => ["ip", "netns", "exec", namespace, ...argv];
-    hosts.set(name, {
-      name,
-      namespace,
-      address,
-      port,
-      wrap,
-      spawn(argv, options = {}) {
-        const env = { ...process.env, ...options.env };
-        for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
-        const child = spawn(wrap(argv), {
-          env,
-          ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
-          stdin: "pipe",
-          stdout: "pipe",
-          stderr: "pipe",
-        });
-        programs.add(child);
-        void child.exited.then(() => programs.delete(child));
-        return child;
-      },
-      run(argv) {
-        const done = spawnSync(wrap(argv), { stdout: "pipe", stderr: "pipe" });
-        return { code: done.exitCode ?? -1, stdout: done.stdout.toString(), stderr: done.stderr.toString() };
-      },
-    });
-  });
+  names.forEach((name, index) => hosts.set(name, addHost({ id, subnet, hub, programs }, name, index)));
   const get = (name: string) => {
     const host = hosts.get(name);
     if (host === undefined) throw new Error(`no host ${name} on this network`);
