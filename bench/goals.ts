@@ -1,7 +1,7 @@
 /**
- * What the bench holds pi-tasks to: the goal of each figure (`GOALS`, from the issues that set
- * them) and Wolfpack's published relay figures beside them (`ANCHORS`). bench/run.ts and the
- * figure builders in bench/figures/ read them; docs/performance.md prints them.
+ * What the bench holds pi-tasks to: the goal of each figure (`GOALS`) and Wolfpack's published
+ * relay figures beside them (`ANCHORS`). bench/run.ts and the figure builders in bench/figures/
+ * read them; docs/performance.md prints them.
  */
 
 /** Signed cycles/s ÷ unsigned (issue 12, "Measure"). */

@@ -1,7 +1,7 @@
 /**
- * Issue 16's goals: each figure a ratio of two measurements of the same run — real-client cycles
- * per echo request, acceptance, delivery and a real Pi's insertion per raw loopback POST, relay
- * memory per encoded byte, and a refresh pass per bare receive.
+ * The ratio figures: each a ratio of two measurements of the same run — real-client cycles per
+ * echo request, acceptance, delivery and a real Pi's insertion per raw loopback POST, relay memory
+ * per encoded byte, and a refresh pass per bare receive.
  */
 import type { AcceptanceResult } from "../measure/acceptance.ts";
 import type { CyclesResult } from "../measure/cycles.ts";

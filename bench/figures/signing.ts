@@ -1,7 +1,6 @@
 /**
- * The signing and sealing figures (issue 12, "Measure"): sign + verify per event
- * (bench/measure/signing.ts), and cycles/s signed ÷ unsigned and sealed ÷ plain on the real client
- * (bench/measure/signed-cycles.ts).
+ * The signing and sealing figures: sign + verify per event (bench/measure/signing.ts), and
+ * cycles/s signed ÷ unsigned and sealed ÷ plain on the real client (bench/measure/signed-cycles.ts).
  */
 import type { CyclesResult } from "../measure/cycles.ts";
 import type { SealedCyclesResult, SignedCyclesResult } from "../measure/signed-cycles.ts";

@@ -1,7 +1,7 @@
 /**
- * Shared steps of the outcome rows (issue 14): a lost worker, a worker that returns after
- * reassignment, a result that arrives after the timeout. Passes at the active cadence on simulated
- * time, the delegation these rows start with, and the checks of orphaning and reassignment.
+ * Shared steps of the outcome rows: a lost worker, a worker that returns after reassignment, a
+ * result that arrives after the timeout. Passes at the active cadence on simulated time, the
+ * delegation these rows start with, and the checks of orphaning and reassignment.
  */
 import { activePollIntervalMs, orphanAfterMs, orphanProbeIntervalMs } from "../../../src/protocol/limits.ts";
 import { eventTypeRow } from "../../../src/protocol/events.ts";
