@@ -56,6 +56,7 @@ export type {
   TerminalDelivery,
 } from "./protocol/schemas.ts";
 export * as limits from "./protocol/limits.ts";
+export * as names from "./protocol/names.ts";
 
 // The in-memory relay fixture (the real relay answering a fetch function; also in `pi-tasks/relay`).
 export { createInMemoryTaskRelay, type InMemoryTaskRelay } from "./relay-server/in-memory.ts";

@@ -2,7 +2,7 @@
  * Reading the relay's session-control routes (`GET /api/session-control/list` and `…/status`):
  * which sessions are registered, one session's status, and waiting until a session registered.
  */
-import { SESSION_LIST_PATH, SESSION_STATUS_PATH } from "../src/protocol/limits.ts";
+import { SESSION_LIST_PATH, SESSION_STATUS_PATH } from "../src/protocol/names.ts";
 import type { TaskEndpoint } from "../src/protocol/schemas.ts";
 import { eventually } from "./async.ts";
 

@@ -19,14 +19,8 @@
 import type { Server } from "bun";
 import { ERROR_REGISTRY, type RegisteredErrorCode } from "../src/protocol/errors.ts";
 import { HTTP_STATUS } from "../src/protocol/http.ts";
-import {
-  maxWireIdChars,
-  RELAY_ENDPOINT_PATH,
-  RELAY_PROFILE,
-  RELAY_PROFILE_PATH,
-  relayBodyReadDeadlineMs,
-  wolfpackHttpSlots,
-} from "../src/protocol/limits.ts";
+import { maxWireIdChars, relayBodyReadDeadlineMs, wolfpackHttpSlots } from "../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_PROFILE, RELAY_PROFILE_PATH } from "../src/protocol/names.ts";
 import { isRecord } from "../src/protocol/validate.ts";
 
 export interface WolfpackAnswers {

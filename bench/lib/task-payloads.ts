@@ -4,7 +4,7 @@
  * intent (the delivery receipt a worker sends for every assignment it presents). Fresh ids each
  * call, as every real event has.
  */
-import { TASK_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import { TASK_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { makeEvent, makeIntent } from "../../src/core/envelopes.ts";
 import type { SignablePayload } from "../../src/trust/signing.ts";

@@ -5,7 +5,7 @@
 import { type EncodedEnvelope, mintBindingSecret } from "../../src/protocol/wire.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { canonicalBytes } from "../../src/protocol/canonical-json.ts";
-import { RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
 

@@ -16,7 +16,8 @@
  * with). createTask = one send through the client + the core's own work (validation, store
  * transaction, envelope): the send's own target check is the only relay round trip.
  */
-import { KiB, RELAY_ENDPOINT_PATH, msPerSecond } from "../../src/protocol/limits.ts";
+import { KiB, msPerSecond } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH } from "../../src/protocol/names.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import type { CreateResult } from "../../src/core/task-core.ts";
 import { homeTrust } from "../../src/core/home-trust.ts";

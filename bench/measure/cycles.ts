@@ -15,7 +15,8 @@
  * encodes the payload itself returns its text, which is spliced into the envelope's text as the
  * core splices `encodePayload`'s text (no parse, no re-serialization).
  */
-import { ackBatchMaxItems, KiB, RELAY_ENDPOINT_PATH, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { ackBatchMaxItems, KiB, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH } from "../../src/protocol/names.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";

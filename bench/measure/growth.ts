@@ -39,13 +39,11 @@ import {
   KiB,
   leaseMaxMs,
   maxStoreRecords,
-  RELAY_ENDPOINT_PATH,
-  RELAY_PROFILE,
   relayMaxMailboxItems,
   relayMaxReceiptBytes,
   relayMaxRegistrations,
-  WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createRelayEngine, type RelayEngine } from "../../src/relay-server/engine.ts";
 import { eventually } from "../../testkit/async.ts";

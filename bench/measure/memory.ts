@@ -9,14 +9,8 @@
  * its mailbox item and its dedupe receipt, and their index entries. Median of a few trials on fresh relays.
  */
 import { heapStats } from "bun:jsc";
-import {
-  KiB,
-  RELAY_PROFILE,
-  relayMaxActiveItems,
-  relayMaxMailboxItems,
-  relaySenderMaxMailboxItems,
-  WIRE_PROTOCOL_VERSION,
-} from "../../src/protocol/limits.ts";
+import { KiB, relayMaxActiveItems, relayMaxMailboxItems, relaySenderMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { startRelayServer } from "../../src/relay-server/server.ts";
 import { round } from "../lib/stats.ts";

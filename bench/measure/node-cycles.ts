@@ -14,7 +14,7 @@
  */
 import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { type RelayProcess, startRelayProcess } from "../../src/demo/relay-process.ts";
-import { RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH } from "../../src/protocol/names.ts";
 import { usersNode } from "../lib/processes.ts";
 import { pool, round } from "../lib/stats.ts";
 import { envelopeWithText, filler, rawBinding } from "../lib/wire.ts";

@@ -10,7 +10,8 @@
 import { coreInternals } from "../../src/core/task-core.ts";
 import { makeEvent } from "../../src/core/envelopes.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { maxStoreRecords, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { maxStoreRecords, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { TASK_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { closeParties, createParty } from "../../testkit/party.ts";

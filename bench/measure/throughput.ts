@@ -6,7 +6,8 @@
  * reply validation), to show what the client stack costs, and the echo reading its bodies the way
  * the relay does (a ReadableStream reader), to show what that costs.
  */
-import { maxInFlightRequests, RELAY_ENDPOINT_PATH } from "../../src/protocol/limits.ts";
+import { maxInFlightRequests } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH } from "../../src/protocol/names.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
 import { CLI_BUNDLE } from "../../src/host/runtime.ts";

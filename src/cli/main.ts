@@ -7,7 +7,8 @@
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { DEFAULT_RELAY_PORT, relayDefaultHost, workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
+import { workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
+import { DEFAULT_RELAY_PORT, DEFAULT_RELAY_HOST } from "../protocol/names.ts";
 import { auditCommand } from "./audit.ts";
 import { conformanceCommand } from "./conformance.ts";
 import { identityCommand } from "./identity.ts";
@@ -49,7 +50,7 @@ function integer(value: string | undefined, flag: string): number | undefined {
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   relay: {
-    usage: `pi-tasks relay [--host ${relayDefaultHost}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…] [--secret-file PATH] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
+    usage: `pi-tasks relay [--host ${DEFAULT_RELAY_HOST}] [--port ${DEFAULT_RELAY_PORT}] [--allow ADDR,…] [--secret-file PATH] [--store redis://HOST:PORT[/DB] [--allow-persistent-store]]\n       pi-tasks relay stop [--port ${DEFAULT_RELAY_PORT}] [--json]`,
     summary:
       "run the memory-only volatile-v1 relay (--port 0 picks a free port; --secret-file admits only clients that hold that relay secret, docs/security.md; --store redis://… shares its state with relays on other machines, docs/multi-machine.md), or stop the relay pi-tasks started on a port",
     environment: `${ENVIRONMENT}, ${REDIS_PASSWORD_FILE_VARIABLE} (a 0600 file holding the Redis password) or ${REDIS_PASSWORD_VARIABLE} (the password itself; a URL never carries one)`,

@@ -25,7 +25,8 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { TaskError } from "../protocol/errors.ts";
-import { MAX_TCP_PORT, RELAY_PROFILE, relayDefaultHost, relayShutdownGraceMs } from "../protocol/limits.ts";
+import { maxTcpPort, relayShutdownGraceMs } from "../protocol/limits.ts";
+import { RELAY_PROFILE, DEFAULT_RELAY_HOST } from "../protocol/names.ts";
 import { defaultRelayPort } from "../relay-client/config.ts";
 import { startRelayServer } from "../relay-server/server.ts";
 import type { RedisStore } from "../relay-server/store/redis/index.ts";
@@ -43,8 +44,8 @@ export interface RelayCommandIo {
 function parsePort(value: string | undefined, env: Record<string, string | undefined>): number {
   if (value === undefined) return defaultRelayPort(env);
   const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > MAX_TCP_PORT || !/^\d+$/.test(value)) {
-    throw new TaskError("CLI_USAGE", { message: `--port must be an integer from 0 to ${MAX_TCP_PORT}`, details: { port: value } });
+  if (!Number.isInteger(port) || port < 0 || port > maxTcpPort || !/^\d+$/.test(value)) {
+    throw new TaskError("CLI_USAGE", { message: `--port must be an integer from 0 to ${maxTcpPort}`, details: { port: value } });
   }
   return port;
 }
@@ -128,7 +129,7 @@ export async function relayCommand(
   let server: Awaited<ReturnType<typeof startRelayServer>>;
   try {
     server = await startRelayServer({
-      host: values.host ?? relayDefaultHost,
+      host: values.host ?? DEFAULT_RELAY_HOST,
       port,
       allow,
       env: io.env,

@@ -11,7 +11,7 @@ import type { TSchema } from "@sinclair/typebox";
 import { isUuid } from "../protocol/endpoint.ts";
 import { ERROR_REGISTRY, type RegisteredErrorCode } from "../protocol/errors.ts";
 import { HTTP_STATUS } from "../protocol/http.ts";
-import { RELAY_PROFILE } from "../protocol/limits.ts";
+import { RELAY_PROFILE } from "../protocol/names.ts";
 import { firstError } from "../protocol/validate.ts";
 import { EPOCHLESS_CODES, RELAY_REPLIES, WireErrorBody, WireSuccessBody } from "../protocol/wire.ts";
 import { type ConnectOptions, getProfile, WireSession } from "./wire-client.ts";

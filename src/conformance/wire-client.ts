@@ -11,7 +11,7 @@
  */
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
-import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../protocol/names.ts";
 import { WIRE_TEST_TIMEOUT_MS } from "./timing.ts";
 
 export interface WireEndpoint {

@@ -5,13 +5,8 @@
  */
 import { CanonicalText, canonicalJson, utf8Bytes } from "../protocol/canonical-json.ts";
 import { TaskError } from "../protocol/errors.ts";
-import {
-  maxRelayPayloadBytes,
-  sealHeaderReserveBytes,
-  sealTagBytes,
-  signatureReserveBytes,
-  WIRE_PROTOCOL_VERSION,
-} from "../protocol/limits.ts";
+import { maxRelayPayloadBytes, sealHeaderReserveBytes, sealTagBytes, signatureReserveBytes } from "../protocol/limits.ts";
+import { WIRE_PROTOCOL_VERSION } from "../protocol/names.ts";
 import type { EncodedEnvelope } from "../protocol/wire.ts";
 import type { Identity } from "../trust/keys.ts";
 import { signPayload } from "../trust/signing.ts";

@@ -7,7 +7,8 @@ import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError, type DeferralCause, deferralCause } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
 import { narrowGrant } from "../protocol/grant.ts";
-import { TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs } from "../protocol/limits.ts";
+import { taskTimeoutDefaultMs } from "../protocol/limits.ts";
+import { TASK_PROTOCOL_VERSION } from "../protocol/names.ts";
 import type {
   CancelParams,
   Grant,

@@ -32,9 +32,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { deriveRelayKeys, instanceProof, newChallenge, proofMatches, type RelayKeys } from "../protocol/jwt.ts";
 import {
-  RELAY_CHALLENGE_HEADER,
-  RELAY_INSTANCE_PATH,
-  RELAY_PROFILE,
   relayInstanceBytes,
   relayProbeAttempts,
   relayProbeBudgetMs,
@@ -42,6 +39,7 @@ import {
   relayReadyTimeoutMs,
   relayStartPollMs,
 } from "../protocol/limits.ts";
+import { RELAY_CHALLENGE_HEADER, RELAY_INSTANCE_PATH, RELAY_PROFILE } from "../protocol/names.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { proveRelay, type RelayProbe, type RelaySecretPlan, relaySecretPlan } from "../relay-client/auth.ts";
 import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";

@@ -19,12 +19,12 @@ import { TaskError, toTaskError } from "../protocol/errors.ts";
 import {
   cliRelayCheckMs,
   maxWireIdChars,
-  RELAY_PROFILE,
   workerReadinessPollMs,
   workerReadinessTimeoutDefaultMs,
   workerReadinessTimeoutMaxMs,
   workerReadinessTimeoutMinMs,
 } from "../protocol/limits.ts";
+import { RELAY_PROFILE } from "../protocol/names.ts";
 import type { Grant, TaskEndpoint } from "../protocol/schemas.ts";
 import { authFromEnv } from "../relay-client/auth.ts";
 import { normaliseRelayUrl, relayUrlFromEnv } from "../relay-client/config.ts";

@@ -3,39 +3,24 @@
  *
  * The wire's bounds are listed in docs/wire.md ("Limits"), the task and tool bounds in
  * docs/protocol.md. No other module may repeat these numbers; import the constant instead.
+ * Every export is a number, named in camelCase with its unit last (tests/unit/limits.test.ts);
+ * the names that are not bounds (paths, headers, versions, domains, defaults) are in
+ * src/protocol/names.ts.
  */
 
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
 
 // ---------------------------------------------------------------------------------------------
-// Identity and wire constants
+// Session names and TCP ports
 // ---------------------------------------------------------------------------------------------
 
-/** The relay profile this package speaks. */
-export const RELAY_PROFILE = "volatile-v1" as const;
-/** The relay id of a local Wolfpack-compatible endpoint. */
-export const RELAY_ID = "wolfpack-pi-tasks-v2" as const;
-/** Wire `protocolVersion` of a relay envelope. */
-export const WIRE_PROTOCOL_VERSION = 2 as const;
-/** Task-layer protocol version stored in every task record. */
-export const TASK_PROTOCOL_VERSION = "pi-tasks/v2" as const;
-/** Relay endpoint path. */
-export const RELAY_ENDPOINT_PATH = "/api/task-relay/volatile-v1" as const;
-/** Relay profile discovery path. */
-export const RELAY_PROFILE_PATH = "/api/task-relay/profile" as const;
-/** Session-control status path (docs/wire.md, "Our additions"). */
-export const SESSION_STATUS_PATH = "/api/session-control/status" as const;
-/** Session-control list path (live registrations; Wolfpack exposes the same route). */
-export const SESSION_LIST_PATH = "/api/session-control/list" as const;
-/** Default relay port when neither `PI_TASKS_RELAY_URL` nor `WOLFPACK_PORT` is set. */
-export const DEFAULT_RELAY_PORT = 18790;
 /** A generated session name: the project directory's slug (at most this long) plus a random suffix. */
 export const generatedSessionSlugMaxChars = 24;
 export const generatedSessionSuffixChars = 6;
 /** Valid TCP port range for `WOLFPACK_PORT` and `--port` (0 only on the CLI: "pick a free port"). */
-export const MIN_TCP_PORT = 1;
-export const MAX_TCP_PORT = 65535;
+export const minTcpPort = 1;
+export const maxTcpPort = 65535;
 
 // ---------------------------------------------------------------------------------------------
 // Client transport (relay-client)
@@ -248,15 +233,11 @@ export const relayRegistrationRetentionMs = relayReceiptRetentionMs;
 export const relayIdleTimeoutSeconds = 30;
 /** Outstanding `watch` requests per endpoint; a newer watch answers the older one at once. */
 export const relayWatchesPerEndpoint = 1;
-/** Default listen address and port of `pi-tasks relay`. */
-export const relayDefaultHost = "127.0.0.1";
 
 // ---------------------------------------------------------------------------------------------
 // Trust: identity, signed events, the trust gate, peers
 // ---------------------------------------------------------------------------------------------
 
-/** Domain separation prefix of every signed task event (followed by a NUL byte). */
-export const SIGNATURE_DOMAIN = "pi-tasks-v1" as const;
 /** A signed event older than this (by its signed time) is stale. */
 export const signatureMaxAgeMs = 24 * 60 * 60_000;
 /** A signed event dated more than this into the future is stale. */
@@ -280,8 +261,6 @@ export const peersLockPollMs = 25;
 /** How long the interactive pairing dialog waits for the human before refusing. */
 export const pairingDialogTimeoutMs = 120_000;
 // Sealing (src/trust/sealing.ts) and proofs of endpoints (src/core/proofs.ts)
-/** Domain separation of the seal keys: derived from an identity's key, bound to it by a signature, and their shared keys. */
-export const SEAL_DOMAIN = "pi-tasks-seal-v1" as const;
 /** Bytes of an AES-256-GCM key and of an X25519 seed. */
 export const sealKeyBytes = 32;
 /** Bytes of an AES-GCM nonce (random per envelope). */
@@ -311,10 +290,8 @@ export const resumePollMs = 100;
 export const maxPendingHellos = 256;
 /** How long `agent_task_send` waits for a new worker to prove who it is before it answers "pending". */
 export const sendProofWaitMs = 3_000;
-/** Between a session name and the suffix of the name it binds under when its own is held by another registration. */
-export const DERIVED_NAME_SEPARATOR = "~";
 /** Characters of the session's generation in that suffix. */
-export const DERIVED_NAME_SUFFIX_CHARS = 8;
+export const derivedNameSuffixChars = 8;
 /** While `agent_task_send` waits for that proof, how long between two passes. */
 export const sendProofPollMs = 50;
 /** Room kept under the payload bound for a signature block (key, time, endpoints, signature, claimed name). */
@@ -322,9 +299,9 @@ export const signatureReserveBytes = KiB;
 /** Random bytes of the binding secret our client picks (binding-secret-v1; 43 base64url characters). */
 export const bindingSecretBytes = 32;
 /** The relay's random key for acceptance ids (a keyed hash of the envelope id, so none is stored). */
-export const ACCEPTANCE_KEY_BYTES = 32;
+export const acceptanceKeyBytes = 32;
 /** Bytes of a UUID. */
-export const UUID_BYTES = 16;
+export const uuidBytes = 16;
 /** Shortest binding secret a relay accepts on connect (binding-secret-v1), in characters. */
 export const bindingSecretMinChars = 32;
 
@@ -531,8 +508,6 @@ export const demoTimeoutMs = 90_000;
 // The Redis relay store (`pi-tasks relay --store redis://…`) — docs/multi-machine.md
 // ---------------------------------------------------------------------------------------------
 
-/** Port of a `redis://` or `rediss://` store URL that names none (Redis's own default). */
-export const redisDefaultPort = 6379;
 /** Connecting to Redis (at start-up, and again after the connection was lost) gives up after this. */
 export const redisConnectTimeoutMs = 2_000;
 /** A store call Redis has not answered within this fails (the relay answers `RELAY_UNAVAILABLE`). */
@@ -584,11 +559,6 @@ export const relayTokenReplayEntries = 65_536;
 export const relayChallengeBytes = 32;
 /** Random bytes of an embedded relay's instance nonce (its record and the relay process know it). */
 export const relayInstanceBytes = 32;
-/** The relay-secret headers and the instance route of our relay (docs/wire.md, "Our additions"). */
-export const RELAY_CHALLENGE_HEADER = "x-pi-tasks-challenge" as const;
-export const RELAY_CHALLENGE_PROOF_HEADER = "x-pi-tasks-relay-proof" as const;
-export const RELAY_REPLY_PROOF_HEADER = "x-pi-tasks-reply-proof" as const;
-export const RELAY_INSTANCE_PATH = "/api/pi-tasks/relay-instance" as const;
 
 // ---------------------------------------------------------------------------------------------
 // Fair shares (no one client can switch the relay off) — docs/wire.md, "Our

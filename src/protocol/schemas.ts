@@ -42,13 +42,12 @@ import {
   maxAuditEntries,
   maxWorkerNameChars,
   minWireIdChars,
-  TASK_PROTOCOL_VERSION,
   taskTimeoutMaxMs,
   taskTimeoutMinMs,
   waitTimeoutMaxMs,
   waitTimeoutMinMs,
-  WIRE_PROTOCOL_VERSION,
 } from "./limits.ts";
+import { TASK_PROTOCOL_VERSION, WIRE_PROTOCOL_VERSION } from "./names.ts";
 
 const strict = { additionalProperties: false } as const;
 

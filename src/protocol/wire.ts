@@ -27,12 +27,12 @@ import {
   maxWireIdChars,
   minProtocolVersionsItems,
   minWireIdChars,
-  RELAY_PROFILE,
   receivePageMaxItems,
   sendBatchMaxItems,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "./limits.ts";
+import { RELAY_PROFILE } from "./names.ts";
 
 const strict = { additionalProperties: false } as const;
 

@@ -21,7 +21,7 @@ import {
   readJwtSecret,
   signJwt,
 } from "../protocol/jwt.ts";
-import { RELAY_CHALLENGE_HEADER, RELAY_CHALLENGE_PROOF_HEADER, RELAY_PROFILE, RELAY_PROFILE_PATH } from "../protocol/limits.ts";
+import { RELAY_CHALLENGE_HEADER, RELAY_CHALLENGE_PROOF_HEADER, RELAY_PROFILE, RELAY_PROFILE_PATH } from "../protocol/names.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { readRelaySecret, RELAY_SECRET_FILE_VARIABLE, relaySecretExists, relaySecretPath } from "../trust/relay-secret.ts";
 import { defaultRelayPort, isLoopbackHttpUrl, type RelayConfig, relayConfigFromEnv } from "./config.ts";

@@ -13,13 +13,8 @@ import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { customAlphabet } from "nanoid";
 import { TaskError } from "../protocol/errors.ts";
-import {
-  DEFAULT_RELAY_PORT,
-  generatedSessionSlugMaxChars,
-  generatedSessionSuffixChars,
-  MAX_TCP_PORT,
-  MIN_TCP_PORT,
-} from "../protocol/limits.ts";
+import { generatedSessionSlugMaxChars, generatedSessionSuffixChars, maxTcpPort, minTcpPort } from "../protocol/limits.ts";
+import { DEFAULT_RELAY_PORT } from "../protocol/names.ts";
 
 export type Env = Record<string, string | undefined>;
 
@@ -68,8 +63,8 @@ export interface RelayConfig {
 
 function parsePort(text: string): number {
   const port = Number(text);
-  if (!/^\d+$/.test(text) || port < MIN_TCP_PORT || port > MAX_TCP_PORT) {
-    throw invalid(`WOLFPACK_PORT must be an integer from ${MIN_TCP_PORT} to ${MAX_TCP_PORT}`, { WOLFPACK_PORT: text });
+  if (!/^\d+$/.test(text) || port < minTcpPort || port > maxTcpPort) {
+    throw invalid(`WOLFPACK_PORT must be an integer from ${minTcpPort} to ${maxTcpPort}`, { WOLFPACK_PORT: text });
   }
   return port;
 }

@@ -26,16 +26,8 @@
 import type { Static } from "@sinclair/typebox";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { deferral, type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
-import {
-  DERIVED_NAME_SEPARATOR,
-  DERIVED_NAME_SUFFIX_CHARS,
-  leaseDefaultMs,
-  leaseRenewMarginMs,
-  maxWireIdChars,
-  RELAY_PROFILE,
-  receivePageMaxItems,
-  WIRE_PROTOCOL_VERSION,
-} from "../protocol/limits.ts";
+import { derivedNameSuffixChars, leaseDefaultMs, leaseRenewMarginMs, maxWireIdChars, receivePageMaxItems } from "../protocol/limits.ts";
+import { DERIVED_NAME_SEPARATOR, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../protocol/names.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
 import {
@@ -179,7 +171,7 @@ function copyEndpoint(endpoint: TaskEndpoint): TaskEndpoint {
 
 /** The name a session binds under when its own is held by another registration: `<name>~<8 chars of the generation>`. */
 export function derivedName(callerSession: string, generation: string): string {
-  const suffix = `${DERIVED_NAME_SEPARATOR}${generation.slice(0, DERIVED_NAME_SUFFIX_CHARS)}`;
+  const suffix = `${DERIVED_NAME_SEPARATOR}${generation.slice(0, derivedNameSuffixChars)}`;
   return `${callerSession.slice(0, maxWireIdChars - suffix.length)}${suffix}`;
 }
 

@@ -25,17 +25,19 @@ import {
   maxRequestBodyBytes,
   maxResponseBodyBytes,
   msPerSecond,
-  RELAY_ENDPOINT_PATH,
-  RELAY_PROFILE,
-  RELAY_PROFILE_PATH,
-  RELAY_REPLY_PROOF_HEADER,
   requestDeadlineDefaultMs,
   requestDeadlineMaxMs,
   requestDeadlineMinMs,
   reservedRequestSlots,
+} from "../protocol/limits.ts";
+import {
+  RELAY_ENDPOINT_PATH,
+  RELAY_PROFILE,
+  RELAY_PROFILE_PATH,
+  RELAY_REPLY_PROOF_HEADER,
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
-} from "../protocol/limits.ts";
+} from "../protocol/names.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { EPOCHLESS_CODES, type RelayOperation } from "../protocol/wire.ts";

@@ -32,11 +32,8 @@ import {
   maxRelayPayloadBytes,
   relayMailLifetimeMs,
   relayQuotaRetryAfterMs,
-  RELAY_ENDPOINT_PATH,
-  RELAY_ID,
-  RELAY_PROFILE,
-  WIRE_PROTOCOL_VERSION,
 } from "../protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../protocol/names.ts";
 import { type TaskEndpoint, WireEnvelope } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
 import {

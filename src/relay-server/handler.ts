@@ -13,18 +13,15 @@
 import { type CappedReadErrors, readCappedBody } from "../protocol/capped-body.ts";
 import { errorSpec, TaskError, toTaskError } from "../protocol/errors.ts";
 import { HTTP_STATUS } from "../protocol/http.ts";
+import { maxRequestBodyBytes, relayBodyReadDeadlineMs, relayBodyReadSweepMs, relayMaintenanceIntervalMs } from "../protocol/limits.ts";
 import {
-  maxRequestBodyBytes,
   RELAY_ENDPOINT_PATH,
   RELAY_INSTANCE_PATH,
   RELAY_PROFILE,
   RELAY_PROFILE_PATH,
-  relayBodyReadDeadlineMs,
-  relayBodyReadSweepMs,
-  relayMaintenanceIntervalMs,
   SESSION_LIST_PATH,
   SESSION_STATUS_PATH,
-} from "../protocol/limits.ts";
+} from "../protocol/names.ts";
 import {
   FEATURE_BINDING_SECRET,
   isRelayOperation,

@@ -38,7 +38,7 @@ import {
   RELAY_PROFILE,
   RELAY_PROFILE_PATH,
   RELAY_REPLY_PROOF_HEADER,
-} from "../protocol/limits.ts";
+} from "../protocol/names.ts";
 import { createTokenReplayCache, type TokenReplayCache } from "./token-replay.ts";
 
 export interface RelayAuthOptions {

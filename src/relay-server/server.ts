@@ -3,7 +3,7 @@
  * `Bun.serve` under Bun (socket/bun.ts), `node:http` under Node (socket/node.ts). Both answer the
  * same bytes; docs/wire.md describes them and docs/architecture.md says why there are two.
  */
-import { relayDefaultHost } from "../protocol/limits.ts";
+import { DEFAULT_RELAY_HOST } from "../protocol/names.ts";
 import type { RelayEngine } from "./engine.ts";
 import { createRelayHandler, type RelayHandlerOptions } from "./handler.ts";
 import { serveOnBun } from "./socket/bun.ts";
@@ -36,7 +36,7 @@ export function runtimeSocket(): RelaySocketKind {
 
 export async function startRelayServer(options: RelayServerOptions = {}): Promise<RelayServer> {
   const handler = await createRelayHandler(options);
-  const host = options.host ?? relayDefaultHost;
+  const host = options.host ?? DEFAULT_RELAY_HOST;
   const socket = options.socket ?? runtimeSocket();
   let listening: { port: number; stop(): Promise<void> };
   try {

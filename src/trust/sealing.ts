@@ -28,7 +28,8 @@ import {
   randomBytes,
 } from "node:crypto";
 import { TaskError } from "../protocol/errors.ts";
-import { SEAL_DOMAIN, sealKeyBytes, sealNonceBytes, sealSharedKeyCacheEntries, sealTagBytes } from "../protocol/limits.ts";
+import { sealKeyBytes, sealNonceBytes, sealSharedKeyCacheEntries, sealTagBytes } from "../protocol/limits.ts";
+import { SEAL_DOMAIN } from "../protocol/names.ts";
 
 export const SEAL_KEY_PREFIX = "x25519:";
 const SEAL_KEY_PATTERN = /^x25519:[A-Za-z0-9_-]{43}$/;

@@ -16,7 +16,7 @@
  */
 import { createHash } from "node:crypto";
 import { CanonicalText, canonicalJson } from "../protocol/canonical-json.ts";
-import { SIGNATURE_DOMAIN } from "../protocol/limits.ts";
+import { SIGNATURE_DOMAIN } from "../protocol/names.ts";
 import type { EnvelopeKind, SignatureBlock, TaskEndpoint } from "../protocol/schemas.ts";
 import { type Identity, verifySignature } from "./keys.ts";
 

@@ -3,7 +3,8 @@
  * what each does), given the rule that matched and the exchange it faults — the request, its
  * forwarding to the relay, and the parking where `hold` and `hang` wait.
  */
-import { KiB, maxResponseBodyBytes, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { KiB, maxResponseBodyBytes } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import type { Parking } from "./parking.ts";
 import { chunkedResponse, droppedResponse, JSON_HEADERS, jsonResponse, padReply, slowBodyResponse } from "./responses.ts";
 import type { FaultKind, FaultRule, ProxyRequest } from "./types.ts";

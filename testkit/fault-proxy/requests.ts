@@ -3,7 +3,7 @@
  * and its operation — the `operation` field of a relay POST body, `"profile"` and
  * `"session-status"` for those GET routes, `"other"` for anything else — which rules match on.
  */
-import { RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_PROFILE_PATH, SESSION_STATUS_PATH } from "../../src/protocol/names.ts";
 import type { ProxyOperation, ProxyRequest } from "./types.ts";
 
 function operationOf(method: string, pathname: string, body: unknown): ProxyOperation {

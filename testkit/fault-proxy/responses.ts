@@ -2,7 +2,8 @@
  * The responses the fault proxy makes up: JSON bodies, a reply cut mid-body, a reply padded to a
  * size, streamed in chunks, or whose second half comes late.
  */
-import { KiB, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { KiB } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 
 export const JSON_HEADERS = { "content-type": "application/json", "cache-control": "no-store" } as const;
 const OVERSIZE_CHUNK_BYTES = 16 * KiB;

@@ -5,7 +5,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { RELAY_SECRET_DIR_VARIABLE } from "../../src/trust/relay-secret.ts";
 import { spawn } from "bun";
-import { MAX_TCP_PORT, RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { maxTcpPort } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { ensureRelay } from "../../src/host/embedded-relay.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
@@ -73,7 +74,7 @@ describe("pi-tasks relay", () => {
 
   test("a port out of range is a usage error (exit 2, one JSON line on stderr)", async () => {
     const sandboxed = box();
-    for (const port of [String(MAX_TCP_PORT + 1), "-1", "http"]) {
+    for (const port of [String(maxTcpPort + 1), "-1", "http"]) {
       const run = await sandboxed.run(["relay", "--port", port]);
       expect({ port, code: run.code }).toEqual({ port, code: 2 });
       expect(run.stdout).toBe("");

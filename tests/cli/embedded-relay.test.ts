@@ -21,13 +21,8 @@ import {
   signJwt,
   signRelayToken,
 } from "../../src/protocol/jwt.ts";
-import {
-  jwtMinSecretChars,
-  RELAY_PROFILE,
-  relaySecretBytes,
-  relayTokenClockToleranceMs,
-  relayTokenLifetimeMs,
-} from "../../src/protocol/limits.ts";
+import { jwtMinSecretChars, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Subprocess, spawn } from "bun";
-import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { installedPackage, NODE_BINARY, nodeHostMissingReason, nodeHostPath } from "../helpers/host-kit.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
 

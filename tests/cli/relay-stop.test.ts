@@ -26,14 +26,8 @@ import { relayCommand } from "../../src/cli/relay.ts";
 import { listSpawned, loadSpawned, piPidFile, type SpawnedWorker, saveSpawned } from "../../src/host/spawned.ts";
 import { stopOwnedWorkers, stopProcess } from "../../src/host/stop.ts";
 import { instanceProof, isChallenge, newChallenge } from "../../src/protocol/jwt.ts";
-import {
-  RELAY_CHALLENGE_HEADER,
-  RELAY_INSTANCE_PATH,
-  RELAY_PROFILE,
-  relayInstanceBytes,
-  processExitConfirmMs,
-  workerReadinessPollMs,
-} from "../../src/protocol/limits.ts";
+import { relayInstanceBytes, processExitConfirmMs, workerReadinessPollMs } from "../../src/protocol/limits.ts";
+import { RELAY_CHALLENGE_HEADER, RELAY_INSTANCE_PATH, RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { createRelayAuth } from "../../src/relay-server/relay-auth.ts";
 import { useCleanups } from "../helpers/cleanups.ts";
 

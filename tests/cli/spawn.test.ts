@@ -11,7 +11,7 @@ import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf, markedProcesses, running } from "../helpers/cli-kit.ts";
 import { eventually } from "../../testkit/async.ts";
 import { relaySessionStatus } from "../../testkit/session-control.ts";
-import { RELAY_ID } from "../../src/protocol/limits.ts";
+import { RELAY_ID } from "../../src/protocol/names.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

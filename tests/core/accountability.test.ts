@@ -16,9 +16,9 @@ import {
   maxAuditEntries,
   orphanAfterMs,
   orphanProbeIntervalMs,
-  RELAY_PROFILE,
   taskTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";

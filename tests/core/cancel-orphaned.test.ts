@@ -12,7 +12,7 @@ import { cancelTool } from "../../extensions/pi-tasks/tools/cancel.ts";
 import { toolDepsOn } from "../helpers/extension-fakes.ts";
 import { taskWords } from "../../extensions/pi-tasks/describe.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
-import { RELAY_PROFILE } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { settle } from "../../testkit/drain.ts";
 import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { failure } from "../../testkit/async.ts";

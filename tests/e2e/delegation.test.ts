@@ -6,7 +6,8 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { RELAY_ID, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { waitTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { RELAY_ID } from "../../src/protocol/names.ts";
 import {
   stopEach,
   bannerWorkerBrain,

@@ -7,7 +7,8 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
-import { RELAY_ID, requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import { requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import { RELAY_ID } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import {
   called,

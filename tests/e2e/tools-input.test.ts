@@ -9,12 +9,12 @@ import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/cor
 import {
   maxSummaryChars,
   maxTaskTextChars,
-  RELAY_ID,
   taskTimeoutMaxMs,
   taskTimeoutMinMs,
   waitTimeoutMaxMs,
   waitTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ID } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
 import { expectNoProblems, field, toolCalls, type ToolCall } from "../helpers/pi-kit.ts";

@@ -27,11 +27,10 @@ import {
   envelopeMaxFutureSkewMs,
   leaseRenewMarginMs,
   maxInFlightRequests,
-  RELAY_ID,
-  RELAY_PROFILE,
   reservedRequestSlots,
   taskTimeoutMinMs,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ID, RELAY_PROFILE } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskEvent, TaskRecord } from "../../src/protocol/schemas.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";

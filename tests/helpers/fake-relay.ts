@@ -6,7 +6,7 @@
  */
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { RELAY_ID } from "../../src/protocol/limits.ts";
+import { RELAY_ID } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { FEATURE_SUCCESSOR, FEATURE_WATCH, type RelayOperation } from "../../src/protocol/wire.ts";
 import type {

@@ -1,5 +1,6 @@
 /** Small builders of valid protocol values for tests. */
-import { RELAY_ID, TASK_PROTOCOL_VERSION, taskTimeoutDefaultMs, WIRE_PROTOCOL_VERSION } from "../../src/protocol/limits.ts";
+import { taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { RELAY_ID, TASK_PROTOCOL_VERSION, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskEnvelope, TaskEvent, TaskEventType, TaskRecord } from "../../src/protocol/schemas.ts";
 
 let counter = 0;

@@ -9,7 +9,6 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { canonicalJson, sha256Hex } from "../../src/protocol/canonical-json.ts";
 import {
   leaseMaxMs,
-  RELAY_ID,
   receivePageMaxBytes,
   relayActivityResolutionMs,
   relayMailLifetimeMs,
@@ -24,8 +23,8 @@ import {
   relaySenderMaxMailboxItems,
   relaySenderMaxReceiptBytes,
   relaySenderMaxReceipts,
-  WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ID, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { secretDigest } from "../../src/relay-server/binding-secret.ts";
 import type { AdmitRequest, RelayStore } from "../../src/relay-server/store/store.ts";

@@ -9,7 +9,7 @@ import { chmodSync, chownSync, mkdtempSync, rmSync, symlinkSync, writeFileSync }
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { thrown } from "../../testkit/async.ts";
-import { redisDefaultPort } from "../../src/protocol/limits.ts";
+import { DEFAULT_REDIS_PORT } from "../../src/protocol/names.ts";
 import { parseRedisUrl, REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE } from "../../src/relay-server/store/redis/url.ts";
 
 /** A user id that is not this process's (nobody). */
@@ -35,7 +35,7 @@ describe("the Redis store URL", () => {
       url: "redis://redis.example/0",
       display: "redis://redis.example/0",
       host: "redis.example",
-      port: redisDefaultPort,
+      port: DEFAULT_REDIS_PORT,
       database: 0,
       tls: false,
     });

@@ -14,15 +14,8 @@ import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { connectRequest, getPath, postJson, type WireReply, WireSession } from "../../src/conformance/wire-client.ts";
 import type { RegisteredErrorCode } from "../../src/protocol/errors.ts";
 import { HTTP_STATUS } from "../../src/protocol/http.ts";
-import {
-  bindingSecretBytes,
-  DERIVED_NAME_SUFFIX_CHARS,
-  leaseRenewMarginMs,
-  RELAY_PROFILE,
-  SESSION_LIST_PATH,
-  SESSION_STATUS_PATH,
-  WIRE_PROTOCOL_VERSION,
-} from "../../src/protocol/limits.ts";
+import { bindingSecretBytes, derivedNameSuffixChars, leaseRenewMarginMs } from "../../src/protocol/limits.ts";
+import { RELAY_PROFILE, SESSION_LIST_PATH, SESSION_STATUS_PATH, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import {
   type EncodedEnvelope,
@@ -459,7 +452,7 @@ describe("compatibility", () => {
     proxy.push(protectedReply);
     const rebound = await session.rebind();
     expect(rebound.callerSession).toBe(derivedName(session.callerSession, rebound.generation));
-    expect(rebound.callerSession).toMatch(new RegExp(`^${session.callerSession}~.{${DERIVED_NAME_SUFFIX_CHARS}}$`));
+    expect(rebound.callerSession).toMatch(new RegExp(`^${session.callerSession}~.{${derivedNameSuffixChars}}$`));
     expect(
       bodies(proxy)
         .slice(-2)

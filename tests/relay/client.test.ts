@@ -17,15 +17,13 @@ import {
   maxRequestBodyBytes,
   maxResponseBodyBytes,
   msPerSecond,
-  RELAY_ID,
-  RELAY_PROFILE,
   receivePageMaxItems,
   requestDeadlineDefaultMs,
   requestDeadlineMaxMs,
   requestDeadlineMinMs,
   reservedRequestSlots,
-  WIRE_PROTOCOL_VERSION,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ID, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import {
   type EncodedEnvelope,

@@ -24,13 +24,11 @@ import {
   maxRelayPayloadBytes,
   maxRequestBodyBytes,
   maxWireIdChars,
-  RELAY_ID,
-  RELAY_PROFILE,
   receivePageMaxItems,
-  WIRE_PROTOCOL_VERSION,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ID, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import { RECEIVE_LIMIT, RELAY_OPERATIONS, RELAY_REQUEST_KEYS, type RelayOperation } from "../../src/protocol/wire.ts";
 import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 

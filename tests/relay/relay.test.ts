@@ -26,13 +26,11 @@ import {
   KiB,
   leaseMinMs,
   maxRequestBodyBytes,
-  RELAY_ENDPOINT_PATH,
-  RELAY_PROFILE,
   relayMaintenanceIntervalMs,
-  SESSION_STATUS_PATH,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_PROFILE, SESSION_STATUS_PATH } from "../../src/protocol/names.ts";
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
 import { settlesWithin } from "../../testkit/async.ts";
 import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";

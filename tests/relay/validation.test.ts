@@ -27,15 +27,14 @@ import {
   maxCursorDigits,
   maxRelayPayloadBytes,
   maxRequestBodyBytes,
-  RELAY_ID,
   receivePageMaxItems,
   relayMaxActiveBytes,
   relayMaxMailboxBytes,
   relayMaxMailboxItems,
   relaySenderMaxMailboxBytes,
-  WIRE_PROTOCOL_VERSION,
   watchMinWaitMs,
 } from "../../src/protocol/limits.ts";
+import { RELAY_ID, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
 
 const fixture = useRelayFixture();

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import * as limits from "../../src/protocol/limits.ts";
+import * as names from "../../src/protocol/names.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const SOURCE_DIRS = ["src", "extensions"];
@@ -68,14 +69,14 @@ describe("limits", () => {
 
   test("no other source file repeats a limit's number", () => {
     const values = new Set(
-      Object.values(limits)
+      [...Object.values(limits), ...Object.values(names)]
         .filter((value): value is number => typeof value === "number" && value >= SMALLEST_CHECKED)
         .map(String),
     );
     const offenders: string[] = [];
-    // limits.ts defines them; http.ts holds HTTP status codes, protocol constants that happen to
+    // limits.ts and names.ts define them; http.ts holds HTTP status codes, protocol constants that happen to
     // share values with some limits (200, 400, …).
-    const exempt = new Set([join(ROOT, "src", "protocol", "limits.ts"), join(ROOT, "src", "protocol", "http.ts")]);
+    const exempt = new Set(["limits.ts", "names.ts", "http.ts"].map((name) => join(ROOT, "src", "protocol", name)));
     for (const file of SOURCE_DIRS.flatMap((dir) => sourceFiles(join(ROOT, dir)))) {
       if (exempt.has(file)) continue;
       const lines = stripCommentsAndStrings(readFileSync(file, "utf8")).split("\n");
@@ -89,5 +90,20 @@ describe("limits", () => {
       });
     }
     expect(offenders).toEqual([]);
+  });
+
+  test("limits.ts holds bounds only: every export a finite number, named in camelCase (the units KiB and MiB aside)", () => {
+    const misnamed = Object.entries(limits)
+      .filter(([name, value]) => typeof value !== "number" || !Number.isFinite(value) || !/^[a-z][A-Za-z0-9]*$/.test(name))
+      .map(([name]) => name)
+      .filter((name) => name !== "KiB" && name !== "MiB");
+    expect(misnamed).toEqual([]);
+  });
+
+  test("names.ts holds no bound: its exports are words and defaults in UPPER_SNAKE, none also in limits.ts", () => {
+    const entries = Object.entries(names);
+    expect(entries.length).toBeGreaterThan(0);
+    expect(entries.map(([name]) => name).filter((name) => !/^[A-Z][A-Z0-9_]*$/.test(name))).toEqual([]);
+    expect(entries.map(([name]) => name).filter((name) => name in limits)).toEqual([]);
   });
 });

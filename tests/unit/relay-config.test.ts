@@ -5,7 +5,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { DEFAULT_RELAY_PORT, MAX_TCP_PORT, MIN_TCP_PORT } from "../../src/protocol/limits.ts";
+import { maxTcpPort, minTcpPort } from "../../src/protocol/limits.ts";
+import { DEFAULT_RELAY_PORT } from "../../src/protocol/names.ts";
 import { normaliseRelayUrl, relayUrlFromEnv } from "../../src/relay-client/config.ts";
 
 function configurationError(run: () => unknown): TaskError {
@@ -39,16 +40,16 @@ describe("relayUrlFromEnv", () => {
     configurationError(() => relayUrlFromEnv({ PI_TASKS_RELAY_URL: "http://10.1.2.3:4100", WOLFPACK_PORT: "4200" }));
   });
 
-  test("WOLFPACK_PORT accepts MIN_TCP_PORT..MAX_TCP_PORT", () => {
-    expect(relayUrlFromEnv({ WOLFPACK_PORT: String(MIN_TCP_PORT) })).toBe(`http://127.0.0.1:${MIN_TCP_PORT}`);
-    expect(relayUrlFromEnv({ WOLFPACK_PORT: String(MAX_TCP_PORT) })).toBe(`http://127.0.0.1:${MAX_TCP_PORT}`);
+  test("WOLFPACK_PORT accepts minTcpPort..maxTcpPort", () => {
+    expect(relayUrlFromEnv({ WOLFPACK_PORT: String(minTcpPort) })).toBe(`http://127.0.0.1:${minTcpPort}`);
+    expect(relayUrlFromEnv({ WOLFPACK_PORT: String(maxTcpPort) })).toBe(`http://127.0.0.1:${maxTcpPort}`);
     expect(relayUrlFromEnv({ WOLFPACK_PORT: "4242" })).toBe("http://127.0.0.1:4242");
   });
 
   test("WOLFPACK_PORT outside the range or not a decimal integer is INVALID_CONFIGURATION", () => {
     for (const port of [
-      String(MIN_TCP_PORT - 1),
-      String(MAX_TCP_PORT + 1),
+      String(minTcpPort - 1),
+      String(maxTcpPort + 1),
       "abc",
       "-1",
       "80.5",

@@ -6,15 +6,14 @@ import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
 import {
   ackBatchMaxItems,
-  RELAY_PROFILE,
   relayMailLifetimeMs,
   relayMaxRegistrations,
   relaySenderMaxActiveItems,
   relaySenderMaxMailboxItems,
-  SESSION_STATUS_PATH,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "../../protocol/limits.ts";
+import { RELAY_PROFILE, SESSION_STATUS_PATH } from "../../protocol/names.ts";
 import { FEATURE_ACK_BATCH, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../protocol/wire.ts";
 import {
   above,

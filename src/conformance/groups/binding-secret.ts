@@ -1,15 +1,8 @@
 /** binding-secret-v1: a registration protected by its client's secret. */
 import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
-import {
-  bindingSecretMinChars,
-  leaseDefaultMs,
-  leaseMinMs,
-  maxWireIdChars,
-  SESSION_LIST_PATH,
-  SESSION_STATUS_PATH,
-  watchMinWaitMs,
-} from "../../protocol/limits.ts";
+import { bindingSecretMinChars, leaseDefaultMs, leaseMinMs, maxWireIdChars, watchMinWaitMs } from "../../protocol/limits.ts";
+import { SESSION_LIST_PATH, SESSION_STATUS_PATH } from "../../protocol/names.ts";
 import { FEATURE_BINDING_SECRET, FEATURE_WATCH, mintBindingSecret } from "../../protocol/wire.ts";
 import {
   above,

@@ -8,17 +8,13 @@ import {
   leaseMinMs,
   maxCursorDigits,
   maxRequestBodyBytes,
-  RELAY_ENDPOINT_PATH,
-  RELAY_ID,
-  RELAY_PROFILE,
-  RELAY_PROFILE_PATH,
   receivePageMaxItems,
   relayBodyReadDeadlineMs,
   relayMaxMailboxItems,
   relaySenderMaxMailboxItems,
-  WIRE_PROTOCOL_VERSION,
   watchMinWaitMs,
 } from "../../protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../../protocol/names.ts";
 import { FEATURE_WATCH, RECEIVE_LIMIT } from "../../protocol/wire.ts";
 import { type ConformanceCheck, describeReply, equal, idsOf, inBatches, inGroup, isoOffset, sleep } from "../kit.ts";
 import { EDGE_MARGIN_MS, TEST_SLACK_MS } from "../timing.ts";

@@ -13,10 +13,10 @@ import {
   minWireIdChars,
   receivePageMaxBytes,
   receivePageMaxItems,
-  WIRE_PROTOCOL_VERSION,
   watchMaxWaitMs,
   watchMinWaitMs,
 } from "../../protocol/limits.ts";
+import { WIRE_PROTOCOL_VERSION } from "../../protocol/names.ts";
 import { FEATURE_WATCH, RECEIVE_LIMIT } from "../../protocol/wire.ts";
 import { above, atLeast, atMost, below, type ConformanceCheck, cursorsOf, equal, exactLength, idsOf, inBatches, inGroup } from "../kit.ts";
 import { PROMPT_REPLY_MS } from "../timing.ts";

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { isUuid } from "../../protocol/endpoint.ts";
 import { HTTP_STATUS } from "../../protocol/http.ts";
-import { RELAY_ENDPOINT_PATH, RELAY_PROFILE } from "../../protocol/limits.ts";
+import { RELAY_ENDPOINT_PATH, RELAY_PROFILE } from "../../protocol/names.ts";
 import { ANY_ADDITION, type ConformanceCheck, contains, inGroup, show } from "../kit.ts";
 import { type Binding, connectRequest, getPath, getProfile, makeEnvelope, postJson, uniqueName } from "../wire-client.ts";
 

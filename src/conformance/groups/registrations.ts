@@ -1,7 +1,8 @@
 /** Registrations: renewal with the same generation, a new generation's new endpoint, the lease. */
 import assert from "node:assert/strict";
 import { isUuid } from "../../protocol/endpoint.ts";
-import { leaseDefaultMs, leaseMaxMs, RELAY_ID } from "../../protocol/limits.ts";
+import { leaseDefaultMs, leaseMaxMs } from "../../protocol/limits.ts";
+import { RELAY_ID } from "../../protocol/names.ts";
 import { above, atLeast, atMost, type ConformanceCheck, idsOf, inGroup } from "../kit.ts";
 import { connectRequest, postJson, uniqueName } from "../wire-client.ts";
 

@@ -4,7 +4,8 @@
  * plain checks accept either answer (error-table.ts, limits.ts, admission.ts).
  */
 import assert from "node:assert/strict";
-import { maxWireIdChars, RELAY_ID } from "../../protocol/limits.ts";
+import { maxWireIdChars } from "../../protocol/limits.ts";
+import { RELAY_ID } from "../../protocol/names.ts";
 import { FEATURE_STRICT_ANSWERS } from "../../protocol/wire.ts";
 import { type ConformanceCheck, equal, exactLength, inGroup } from "../kit.ts";
 import { connectRequest, postJson, uniqueName } from "../wire-client.ts";

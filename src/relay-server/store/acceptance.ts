@@ -5,11 +5,11 @@
  * memory store's own, the Redis state's beside its epoch).
  */
 import { createHmac } from "node:crypto";
-import { ACCEPTANCE_KEY_BYTES, UUID_BYTES } from "../../protocol/limits.ts";
+import { acceptanceKeyBytes, uuidBytes } from "../../protocol/limits.ts";
 
 /** A UUID (version 8, RFC 9562 variant) from the first 16 bytes of a digest. */
 function uuidFromDigest(digest: Uint8Array): string {
-  const bytes = digest.subarray(0, UUID_BYTES);
+  const bytes = digest.subarray(0, uuidBytes);
   bytes[6] = (bytes[6]! & 0x0f) | 0x80;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
   const hex = Buffer.from(bytes).toString("hex");
@@ -21,7 +21,7 @@ export function acceptanceIdOf(key: Uint8Array | string, envelopeId: string): st
   return uuidFromDigest(createHmac("sha256", key).update(envelopeId).digest());
 }
 
-/** A fresh acceptance key: `ACCEPTANCE_KEY_BYTES` random bytes, hex (a memory store's own, or a new Redis state's). */
+/** A fresh acceptance key: `acceptanceKeyBytes` random bytes, hex (a memory store's own, or a new Redis state's). */
 export function mintAcceptanceKey(): string {
-  return Buffer.from(crypto.getRandomValues(new Uint8Array(ACCEPTANCE_KEY_BYTES))).toString("hex");
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(acceptanceKeyBytes))).toString("hex");
 }

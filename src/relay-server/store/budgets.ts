@@ -1,5 +1,5 @@
 /**
- * AuthVerdict budgets of the relay: per mailbox, relay-wide active envelopes, and dedupe receipts,
+ * Admission budgets of the relay: per mailbox, relay-wide active envelopes, and dedupe receipts,
  * reserved all together or not at all and never by eviction — and, inside them, each sender's
  * fair share (`quotas-v1`, limits.ts "Fair shares"): its share of a mailbox, of the relay-wide
  * envelope budget and of the receipt budget, so that no one registration spends what every other

@@ -10,13 +10,13 @@
  */
 import { canonicalBytes, sha256Hex, utf8Bytes } from "../../protocol/canonical-json.ts";
 import {
-  RELAY_ID,
   maxCursorDigits,
   receivePageMaxBytes,
   relayMailLifetimeMs,
   relayReceiptOverheadBytes,
   relayReceiptRetentionMs,
 } from "../../protocol/limits.ts";
+import { RELAY_ID } from "../../protocol/names.ts";
 import { cursorValue } from "../../protocol/wire.ts";
 import { acceptanceIdOf, mintAcceptanceKey } from "./acceptance.ts";
 import { type AcceptedTable, createAcceptedTable, type NewAccepted, type ReceiptState } from "./accepted.ts";
@@ -54,7 +54,7 @@ interface Mailbox {
 }
 
 /** What a mailbox answers a send: the (earlier, for a duplicate) acceptance or the refusal. */
-export type AuthVerdict = AdmitOutcome;
+export type Admission = AdmitOutcome;
 
 /** A page of a mailbox, its items already JSON (`{"cursor":…,"envelope":…}` each). */
 export type MailboxPage = PageOutcome;
@@ -64,7 +64,7 @@ export interface Mailboxes {
    * Dedupe, freshness, budgets and cursor of one send, in that order (`AdmitOutcome` steps 2–5);
    * the target's liveness was checked by the caller. Calls `onAdmit(target)` once admitted.
    */
-  admit(request: AdmitRequest): AuthVerdict;
+  admit(request: AdmitRequest): Admission;
   page(endpointId: string, after: string, limit: number): MailboxPage;
   acknowledge(endpointId: string, envelopeId: string): AcknowledgeOutcome;
   /** Highest cursor ever assigned in a mailbox (0 when none). */
@@ -356,14 +356,14 @@ interface Parts {
 }
 
 /** An envelope id seen before: its earlier acceptance, or why the send is refused. */
-function readmit(parts: Parts, envelopeId: string, earlier: Slot, digest: string): AuthVerdict {
+function readmit(parts: Parts, envelopeId: string, earlier: Slot, digest: string): Admission {
   const { table } = parts;
   if (table.state(earlier) === "dropped" || digestOf(table, earlier) !== digest) return { kind: "conflict" };
   if (table.state(earlier) === "expired") return { kind: "expired" };
   return { kind: "accepted", acceptanceId: parts.acceptanceIdOf(envelopeId), duplicate: true, acceptedAt: table.acceptedAt(earlier) };
 }
 
-function admit(parts: Parts, request: AdmitRequest, onAdmit: (endpointId: string) => void): AuthVerdict {
+function admit(parts: Parts, request: AdmitRequest, onAdmit: (endpointId: string) => void): Admission {
   const { envelopeId, digest, text, source, target, fresh, now } = request;
   const earlier = parts.receipts.get(envelopeId);
   if (earlier !== undefined) return readmit(parts, envelopeId, earlier, digest);

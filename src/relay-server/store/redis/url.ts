@@ -15,7 +15,8 @@
  */
 import { readFileSync } from "node:fs";
 import { TaskError } from "../../../protocol/errors.ts";
-import { MAX_TCP_PORT, MIN_TCP_PORT, redisDefaultPort } from "../../../protocol/limits.ts";
+import { maxTcpPort, minTcpPort } from "../../../protocol/limits.ts";
+import { DEFAULT_REDIS_PORT } from "../../../protocol/names.ts";
 import { readPrivateFile } from "../../../platform/private-file.ts";
 
 /** The variable holding the password itself. */
@@ -52,9 +53,9 @@ function refuse(text: string, problem: string): TaskError {
 }
 
 function portOf(text: string, url: URL): number {
-  if (url.port === "") return redisDefaultPort;
+  if (url.port === "") return DEFAULT_REDIS_PORT;
   const port = Number(url.port);
-  if (!Number.isInteger(port) || port < MIN_TCP_PORT || port > MAX_TCP_PORT) throw refuse(text, "has an invalid port");
+  if (!Number.isInteger(port) || port < minTcpPort || port > maxTcpPort) throw refuse(text, "has an invalid port");
   return port;
 }
 
