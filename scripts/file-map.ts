@@ -26,7 +26,10 @@ export interface Layer {
 
 /** The layers, bottom to top: a file imports only from its own layer and the layers before it. */
 export const LAYERS: readonly Layer[] = [
-  { dir: "src/protocol", what: "the wire and its tables: schemas, limits, errors, events, canonical JSON; no I/O" },
+  {
+    dir: "src/protocol",
+    what: "the wire and its tables: schemas, limits and names, errors, events, canonical JSON, path containment; no I/O",
+  },
   {
     dir: "src/platform",
     what: "file and process primitives: atomic and private files, the file lock, the home directory, isAlive, bounded waits",

@@ -11,7 +11,8 @@
  * directory. A path is inside a scope when it is the scope or below it, after normalization (no
  * `..` escapes a scope).
  */
-import { isAbsolute, normalize, resolve, sep } from "node:path";
+import { resolve } from "node:path";
+import { isWithin } from "./paths.ts";
 import type { Grant } from "./schemas.ts";
 
 /** Tools that only read files, and the argument naming the path. */
@@ -26,16 +27,6 @@ const WRITE_TOOLS: Readonly<Record<string, readonly string[]>> = { write: ["path
 /** pi-tasks' own tools: the protocol itself, governed by the worker gate, not by grants. */
 const PROTOCOL_TOOL_PREFIX = "agent_task_";
 
-/** Lexically: `path` is `scope` or inside it. */
-function within(path: string, scope: string): boolean {
-  const p = normalize(path);
-  const s = normalize(scope);
-  if (p === s) return true;
-  // The project directory itself (a relative "."): every relative path that does not climb out of it.
-  if (s === "." || s === `.${sep}`) return !isAbsolute(p) && p !== ".." && !p.startsWith(`..${sep}`);
-  return p.startsWith(s.endsWith(sep) ? s : `${s}${sep}`);
-}
-
 function narrowList(child: readonly string[] | undefined, parent: readonly string[] | undefined): string[] | undefined {
   if (parent === undefined) return child === undefined ? undefined : [...child];
   if (child === undefined) return [...parent];
@@ -45,7 +36,7 @@ function narrowList(child: readonly string[] | undefined, parent: readonly strin
 function narrowScopes(child: readonly string[] | undefined, parent: readonly string[] | undefined): string[] | undefined {
   if (parent === undefined) return child === undefined ? undefined : [...child];
   if (child === undefined) return [...parent];
-  return child.filter((scope) => parent.some((outer) => within(scope, outer)));
+  return child.filter((scope) => parent.some((outer) => isWithin(scope, outer)));
 }
 
 function lower(child: number | undefined, parent: number | undefined): number | undefined {
@@ -86,7 +77,7 @@ function pathVerdict(
 ): string | undefined {
   if (scopes === undefined) return undefined;
   const path = resolve(cwd, pathArgument(input, names) ?? ".");
-  if (scopes.some((scope) => within(path, resolve(cwd, scope)))) return undefined;
+  if (scopes.some((scope) => isWithin(path, resolve(cwd, scope)))) return undefined;
   return `${path} is outside the paths this task may ${kind} (${scopes.join(", ")})`;
 }
 

@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
 import { maxResultContentBytes, maxResultFiles } from "../protocol/limits.ts";
+import { isWithin, leavesStart } from "../protocol/paths.ts";
 import { ResultContent } from "../protocol/schemas.ts";
 import { assertValid } from "../protocol/validate.ts";
 import { git } from "./worktree.ts";
@@ -33,7 +34,7 @@ export function insideProject(root: string, path: unknown): string {
   if (typeof path !== "string" || path.length === 0) throw badPath(path, "not a path");
   if (isAbsolute(path)) throw badPath(path, "absolute; give it relative to the project");
   const normal = normalize(path);
-  if (normal === ".." || normal.startsWith(`..${sep}`)) throw badPath(path, "leaves the project");
+  if (leavesStart(normal)) throw badPath(path, "leaves the project");
   // A symbolic link on the way may lead out of the project too — also one whose target does not
   // exist yet (writing through it would create that target, wherever it is).
   const real = realpathSync(root);
@@ -43,7 +44,7 @@ export function insideProject(root: string, path: unknown): string {
     const stat = lstatIfAny(at);
     if (stat === undefined) break;
     const target = stat.isSymbolicLink() ? linkTarget(path, at) : at;
-    if (target !== real && !target.startsWith(`${real}${sep}`)) throw badPath(path, "leads out of the project through a symbolic link");
+    if (!isWithin(target, real)) throw badPath(path, "leads out of the project through a symbolic link");
   }
   return normal;
 }
