@@ -6,7 +6,7 @@
  * relays and never used after. At each size:
  *
  * - **registered**: live registrations the state holds (relay `health`), and **refused** connects
- *   (`RELAY_CAPACITY`: the state's `relayMaxRegistrations` budget is shared by every relay);
+ *   (`RELAY_CAPACITY`: the state's `maxRelayRegistrations` budget is shared by every relay);
  * - **Redis bytes per session**: what the sessions registered at this point added to `INFO memory`
  *   `used_memory`, ÷ their number (measured before the load runs, so its receipts do not count);
  * - **cycles/s**: the raw-client cycles workload of bench/measure/cycles.ts (send + receive + ACK,
@@ -21,7 +21,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type RedisProcess, startRedis } from "../testkit/redis-process.ts";
 import { type RelayProcess, startRelayProcess } from "../testkit/relay-process.ts";
-import { relayMaxRegistrations } from "../src/protocol/limits.ts";
+import { maxRelayRegistrations } from "../src/protocol/limits.ts";
 import { replaceTail } from "./lib/doc.ts";
 import { round } from "./lib/stats.ts";
 import { rawBinding } from "./lib/wire.ts";
@@ -105,7 +105,7 @@ async function curve(count: number, progress: (line: string) => void): Promise<S
         registered,
         refused,
         ...(added >= MIN_SESSIONS_MEASURED ? { redisBytesPerSession: Math.round(grown / added) } : {}),
-        ...(registered + LOAD_SESSIONS > relayMaxRegistrations ? {} : await load(relays)),
+        ...(registered + LOAD_SESSIONS > maxRelayRegistrations ? {} : await load(relays)),
       };
       progress(JSON.stringify(point));
       points.push(point);
@@ -139,7 +139,7 @@ function scaleMarkdown(curves: readonly ScalePoint[][], date: string, seconds: n
         `| ${points[0]!.relays} | ${slope(points, (p) => p.cyclesPerSecond)} | ${slope(points, (p) => p.deliveryP95Ms)} | ${slope(points, (p) => p.redisBytesPerSession)} |`,
     ),
     "",
-    `Where it bends: at \`relayMaxRegistrations\` (${relayMaxRegistrations}) registrations. The budget is the state's, shared by every relay on the Redis, so more relays do not hold more sessions: past it every connect is refused \`RELAY_CAPACITY\` (the simulated sessions are live — the longest lease — and a registration that never made a bound request is reclaimed only once \`relayRegistrationGraceMs\` old, longer than a point takes here), and the load's own new sessions find no room either (— in the table). Below the budget the costs stay flat in the population: each request touches its own registration and mailbox keys (hashes and sorted sets, O(1) or O(log n)), so cycles/s and delivery p95 do not depend on how many others are registered; they depend on how many relay processes share the 2 cores. Redis memory per session is the registration's hash and its index entries.`,
+    `Where it bends: at \`maxRelayRegistrations\` (${maxRelayRegistrations}) registrations. The budget is the state's, shared by every relay on the Redis, so more relays do not hold more sessions: past it every connect is refused \`RELAY_CAPACITY\` (the simulated sessions are live — the longest lease — and a registration that never made a bound request is reclaimed only once \`relayRegistrationGraceMs\` old, longer than a point takes here), and the load's own new sessions find no room either (— in the table). Below the budget the costs stay flat in the population: each request touches its own registration and mailbox keys (hashes and sorted sets, O(1) or O(log n)), so cycles/s and delivery p95 do not depend on how many others are registered; they depend on how many relay processes share the 2 cores. Redis memory per session is the registration's hash and its index entries.`,
     "",
   ];
   return lines.join("\n");

@@ -8,7 +8,7 @@
  * `succeeded` and clears the attention while the status stays `timed_out`, and the late result is
  * shown to the origin's model once (one insertion, one wake).
  */
-import { taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { minTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import { account } from "./shared/accounting.ts";
 import { createLedger } from "./shared/ledger.ts";
 import { delegate } from "./shared/outcomes.ts";
@@ -23,13 +23,13 @@ function isLateResult(event: { readonly type: string; readonly payload: Record<s
 
 export const completionAfterTimeout: FaultSpec = {
   name: "completion after timeout",
-  injection: `every task is sent with the minimum timeout (${taskTimeoutMinMs / 1000} s); after the worker took it and its message in, the origin's record clock passes the deadline and its pass times the task out (\`task.timed_out\`, shown to its model; outcome unknown, attention indeterminate). Only then does the worker — not yet aware of it — report each task completed.`,
+  injection: `every task is sent with the minimum timeout (${minTaskTimeoutMs / 1000} s); after the worker took it and its message in, the origin's record clock passes the deadline and its pass times the task out (\`task.timed_out\`, shown to its model; outcome unknown, attention indeterminate). Only then does the worker — not yet aware of it — report each task completed.`,
   async run({ relay, tasks }) {
     const rig = await makeRig(relay);
     try {
       const ledger = createLedger();
-      const { taskIds, tookIn } = await delegate(rig, ledger, tasks, "finished after its timeout", { timeoutMs: taskTimeoutMinMs });
-      rig.clock.jump(taskTimeoutMinMs);
+      const { taskIds, tookIn } = await delegate(rig, ledger, tasks, "finished after its timeout", { timeoutMs: minTaskTimeoutMs });
+      rig.clock.jump(minTaskTimeoutMs);
       await rig.origin.refresh().catch(() => undefined);
       const view = (taskId: string) => rig.origin.core().getTask(taskId);
       const insertedOf = (taskId: string, match: (event: { type: string; payload: Record<string, unknown> }) => boolean) =>

@@ -11,7 +11,7 @@
  * caller, and fresh lifetimes carry on and drain.
  */
 import { coreInternals } from "../../src/core/task-core.ts";
-import { taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { minTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import type { RuleHandle } from "../../testkit/fault-proxy.ts";
 import { account, type FaultRow, presentedItem } from "./shared/accounting.ts";
 import { createLedger, type Item, type Ledger } from "./shared/ledger.ts";
@@ -23,7 +23,7 @@ import { workload } from "./shared/workload.ts";
 async function closeWorkerMidPass(rig: Rig, ledger: Ledger, first: number): Promise<{ held: RuleHandle; workerCleared: boolean }> {
   const worker = rig.worker.core().endpoint()!;
   for (let index = 0; index < first; index += 1)
-    await ledger.offerTask(rig, worker, `to a worker that shuts down ${index}`, { timeoutMs: taskTimeoutMinMs });
+    await ledger.offerTask(rig, worker, `to a worker that shuts down ${index}`, { timeoutMs: minTaskTimeoutMs });
   const held = rig.proxy.push({ operation: "receive", kind: "hold", when: fromEndpoint(worker) });
   const pass = rig.worker.refresh().catch(() => undefined);
   await rig.proxy.waitFor((stats) => stats.held === 1);
@@ -31,7 +31,7 @@ async function closeWorkerMidPass(rig: Rig, ledger: Ledger, first: number): Prom
   await pass;
   rig.proxy.release();
   const workerCleared = coreInternals(rig.worker.core()).store.stats().records === 0;
-  rig.clock.jump(taskTimeoutMinMs);
+  rig.clock.jump(minTaskTimeoutMs);
   await rig.origin.refresh().catch(() => undefined);
   for (const item of ledger.items) {
     const timedOut = rig.origin.host.inserted.some((entry) => entry.taskId === item.taskId && entry.event.type === "task.timed_out");

@@ -3,7 +3,7 @@
  * (bench/measure/cycles.ts), and the relay on Node ÷ on Bun under the raw client
  * (bench/measure/node-cycles.ts).
  */
-import { relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { maxRelayMailboxItems } from "../../src/protocol/limits.ts";
 import { type CyclesResult, SENDERS } from "../measure/cycles.ts";
 import { type NodeCyclesMeasurement, nodeCyclesSkipped } from "../measure/node-cycles.ts";
 import { GOALS } from "../goals.ts";
@@ -21,7 +21,7 @@ export function cyclesFigures(c: CyclesResult): Figure[] {
       detail: `${c.senders} senders → 1 receiver, ${fmt(c.session.envelopes)} envelopes, lost ${c.session.lost}, duplicates ${c.session.duplicates}, ${fmt(c.session.capacityRefusals)} mailbox-full refusals`,
       goal: { op: ">=", value: GOALS.cyclesPerSecond },
       anchor: "10 accepted/s (normal load)",
-      how: `${c.senders} \`VolatileTaskSession\` senders (4 sends in flight each, and together at most one mailbox (${relayMaxMailboxItems}) of envelopes sent but not yet ACKed) → one receiver that pages (\`receive\`, 50 per page), ACKs each envelope and waits with \`watch\` when empty; ${c.envelopeBytes}-byte envelopes (${c.payloadBytes}-byte payload with 1 KiB text); a fresh relay per run (each accepted envelope pins a 15-minute dedupe receipt). Every accepted id must be received exactly once and the relay must end empty.`,
+      how: `${c.senders} \`VolatileTaskSession\` senders (4 sends in flight each, and together at most one mailbox (${maxRelayMailboxItems}) of envelopes sent but not yet ACKed) → one receiver that pages (\`receive\`, 50 per page), ACKs each envelope and waits with \`watch\` when empty; ${c.envelopeBytes}-byte envelopes (${c.payloadBytes}-byte payload with 1 KiB text); a fresh relay per run (each accepted envelope pins a 15-minute dedupe receipt). Every accepted id must be received exactly once and the relay must end empty.`,
       reason:
         "client-bound: the five `VolatileTaskSession`s and the relay share the machine's 2 cores; a cycle is ≈ 1.1 requests (the receiver's page is acknowledged with one `ack-batch-v1` request), so the send dominates, and per request the client spends its CPU in Bun's fetch, then ky (a `Request`, a clone and merged headers on every call; ky is a required dependency and stays), then reply validation",
     },

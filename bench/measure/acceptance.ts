@@ -82,7 +82,7 @@ export async function measureAcceptance(options: { quick?: boolean } = {}): Prom
   const relay = await startRelayProcess();
   const origin = startFakePi({ url: relay.url, logRequests: false });
   let worker: Party | undefined;
-  // Two sinks: each mailbox holds at most relayMaxMailboxItems envelopes.
+  // Two sinks: each mailbox holds at most maxRelayMailboxItems envelopes.
   const sink = await boundSession(relay.url, "acceptance-sink");
   const rawSink = await boundSession(relay.url, "acceptance-raw-sink");
   const probe = await boundSession(relay.url, "acceptance-probe");

@@ -15,7 +15,7 @@
  * encodes the payload itself returns its text, which is spliced into the envelope's text as the
  * core splices `encodePayload`'s text (no parse, no re-serialization).
  */
-import { ackBatchMaxItems, KiB, receivePageMaxItems, relayMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { maxAckBatchItems, KiB, maxReceivePageItems, maxRelayMailboxItems } from "../../src/protocol/limits.ts";
 import { RELAY_ENDPOINT_PATH } from "../../src/protocol/names.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -39,7 +39,7 @@ export const TEXT_CHARS = KiB;
  * Flow control: senders keep at most this many envelopes accepted-or-in-flight but not yet ACKed
  * (the receiver's mailbox bound), so they do not flood a full mailbox with refused sends.
  */
-const WINDOW = relayMaxMailboxItems;
+const WINDOW = maxRelayMailboxItems;
 /** Back-off of a sender refused for mailbox capacity anyway (should stay rare). */
 const CAPACITY_BACKOFF_MS = 2;
 /** Watch wait of an idle receiver. */
@@ -112,7 +112,7 @@ interface Client {
   send(envelope: Record<string, unknown> & { envelopeId: string }, payloadText?: string): Promise<void>;
   receive(cursor: string): Promise<{ deliveries: { cursor: string; envelopeId: string; payload: unknown }[]; nextCursor: string }>;
   acknowledge(envelopeId: string): Promise<void>;
-  /** `ack-batch-v1` when the relay advertises it (ours does): one request for up to `ackBatchMaxItems` ids. */
+  /** `ack-batch-v1` when the relay advertises it (ours does): one request for up to `maxAckBatchItems` ids. */
   acknowledgeBatch(envelopeIds: readonly string[]): Promise<void>;
   watch(cursor: string, waitMs: number): Promise<void>;
   requests(): number;
@@ -144,7 +144,7 @@ async function sessionClient(url: string, role: string): Promise<Client> {
         ),
       ).then(() => undefined),
     receive: (cursor) =>
-      wrap((s) => s.receive(cursor, { limit: receivePageMaxItems })).then((page) => ({
+      wrap((s) => s.receive(cursor, { limit: maxReceivePageItems })).then((page) => ({
         deliveries: page.deliveries.map((item) => ({ cursor: item.cursor, envelopeId: item.envelopeId, payload: item.envelope.payload })),
         nextCursor: page.nextCursor,
       })),
@@ -179,7 +179,7 @@ async function rawClient(url: string, role: string): Promise<Client> {
         : post({ operation: "send" }, envelopeTextWith(envelope, payloadText))
       ).then(() => undefined),
     receive: (cursor) =>
-      post({ operation: "receive", cursor, limit: receivePageMaxItems }).then((value) => ({
+      post({ operation: "receive", cursor, limit: maxReceivePageItems }).then((value) => ({
         deliveries: (value.deliveries as { cursor: string; envelope: { envelopeId: string; payload: unknown } }[]).map((item) => ({
           cursor: item.cursor,
           envelopeId: item.envelope.envelopeId,
@@ -294,8 +294,8 @@ async function receiveAll(receiver: Client, total: number, options: CycleOptions
       for (let start = 0; start < ids.length; start += lanes)
         await Promise.all(ids.slice(start, start + lanes).map((id) => receiver.acknowledge(id)));
     } else {
-      for (let start = 0; start < ids.length; start += ackBatchMaxItems)
-        await receiver.acknowledgeBatch(ids.slice(start, start + ackBatchMaxItems));
+      for (let start = 0; start < ids.length; start += maxAckBatchItems)
+        await receiver.acknowledgeBatch(ids.slice(start, start + maxAckBatchItems));
     }
     tally.acknowledged += page.deliveries.length;
     window.release(page.deliveries.length);

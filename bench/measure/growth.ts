@@ -10,7 +10,7 @@
  *   `/proc/<pid>/stat` before and after each run) and delivery samples between fresh pairs of fake
  *   Pis (bench/lib/fake-pi.ts, the real extension stack with `watch-v1`): createTask accepted → the
  *   worker's ACK returned, one task at a time with a pause between. The relay refuses
- *   registrations beyond `relayMaxRegistrations` (RELAY_CAPACITY, by design), so the largest point
+ *   registrations beyond `maxRelayRegistrations` (RELAY_CAPACITY, by design), so the largest point
  *   fills it to its budget.
  * - Relay memory per registration: an in-process relay engine (as memory.ts does), JS heap after
  *   a full GC before and after registering N sessions through the engine, divided by N.
@@ -37,11 +37,11 @@ import { type RelayProcess, startRelayProcess } from "../../src/demo/relay-proce
 import { mintBindingSecret } from "../../src/protocol/wire.ts";
 import {
   KiB,
-  leaseMaxMs,
+  maxLeaseMs,
   maxStoreRecords,
-  relayMaxMailboxItems,
-  relayMaxReceiptBytes,
-  relayMaxRegistrations,
+  maxRelayMailboxItems,
+  maxRelayReceiptBytes,
+  maxRelayRegistrations,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ENDPOINT_PATH, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -103,7 +103,7 @@ const ASKED_LARGEST_SESSIONS = 10_000;
 /**
  * Envelopes of each cycles run, runs per point (odd: the median run counts, since this 2-core
  * machine is shared and single runs swing by ±20 %), and each relay's warm-up run. A relay keeps
- * a dedupe receipt per accepted envelope for 15 minutes within `relayMaxReceiptBytes` (about 6,700
+ * a dedupe receipt per accepted envelope for 15 minutes within `maxRelayReceiptBytes` (about 6,700
  * 1 KiB envelopes), so every envelope of one point must fit in its relay's receipts (checked).
  */
 const CYCLE_ENVELOPES = 1_200;
@@ -132,7 +132,7 @@ const POLL_MS = 1;
 const CONNECT_CONCURRENCY = 8;
 
 /** Registrations at the memory points (the last is the budget). */
-const MEMORY_SIZES = [100, 1_000, relayMaxRegistrations];
+const MEMORY_SIZES = [100, 1_000, maxRelayRegistrations];
 const QUICK_MEMORY_SIZES = [100, 1_000];
 const MEMORY_TRIALS = 3;
 const QUICK_MEMORY_TRIALS = 1;
@@ -299,7 +299,7 @@ export async function registerIdle(url: string, count: number): Promise<number> 
       callerSession: benchName("growth-idle"),
       generation: crypto.randomUUID(),
       protocolVersions: [WIRE_PROTOCOL_VERSION],
-      leaseMs: leaseMaxMs,
+      leaseMs: maxLeaseMs,
       bindingSecret: mintBindingSecret(),
     };
     await relayPost(url, body).catch(() => {
@@ -325,7 +325,7 @@ export async function relayUsage(
 export async function requireReceiptRoom(url: string, probe: Record<string, unknown>, envelopes: number): Promise<void> {
   const { receipts, receiptBytes } = await relayUsage(url, probe);
   if (receipts === 0) return;
-  const room = Math.floor((relayMaxReceiptBytes - receiptBytes) / (receiptBytes / receipts));
+  const room = Math.floor((maxRelayReceiptBytes - receiptBytes) / (receiptBytes / receipts));
   if (room < envelopes)
     throw new Error(`growth: the relay's receipt budget has room for ${room} envelopes, the next point needs ${envelopes}`);
 }
@@ -442,7 +442,7 @@ async function openStation(target: number | "budget", settings: RelaySettings, c
     const before = (await relayUsage(relay.url, probe)).registrations;
     // The point's own clients: a receiver and the senders per cycles run, a pair per delivery round.
     const own = settings.runs * (SENDERS + 1) + settings.rounds * 2;
-    const idle = target === "budget" ? relayMaxRegistrations - before - own : target;
+    const idle = target === "budget" ? maxRelayRegistrations - before - own : target;
     counts.refused += await registerIdle(relay.url, idle);
     await requireReceiptRoom(
       relay.url,
@@ -516,7 +516,7 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
   const sizes = points.map((point) => formatNumber(point.idle)).join(", ");
   const capped = quick
     ? `Quick run: ${sizes} idle sessions only.`
-    : `The largest point is the relay's registration budget: ${formatNumber(ASKED_LARGEST_SESSIONS)} sessions are beyond relayMaxRegistrations = ${formatNumber(relayMaxRegistrations)} (refused with RELAY_CAPACITY by design), so there the relay holds ${formatNumber(largest.registrations)} registrations: ${formatNumber(largest.idle)} idle ones and the rest the measuring clients' (live and ended).`;
+    : `The largest point is the relay's registration budget: ${formatNumber(ASKED_LARGEST_SESSIONS)} sessions are beyond maxRelayRegistrations = ${formatNumber(maxRelayRegistrations)} (refused with RELAY_CAPACITY by design), so there the relay holds ${formatNumber(largest.registrations)} registrations: ${formatNumber(largest.idle)} idle ones and the rest the measuring clients' (live and ended).`;
   const sessionsLabel = "idle registered sessions";
   const cycles = curve({
     id: "growth-relay-cycles",
@@ -526,7 +526,7 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
     unit: "cycles/s",
     sense: "rate",
     points: points.map((point) => ({ x: point.idle, value: point.cyclesPerSecond })),
-    note: `A relay process per point, all open at once and the runs interleaved across them, the order reversed every other round (receipts piling up from earlier points would slow later ones by themselves on one relay); idle sessions registered with raw connects (binding secret, ${formatNumber(leaseMaxMs / MS_PER_SECOND)} s lease) beside the active clients; at each point the median of ${settings.runs} runs of ${formatNumber(settings.envelopes)} cycles of a 1 KiB text, 4 raw senders → 1 receiver (cycles.ts). ${capped}`,
+    note: `A relay process per point, all open at once and the runs interleaved across them, the order reversed every other round (receipts piling up from earlier points would slow later ones by themselves on one relay); idle sessions registered with raw connects (binding secret, ${formatNumber(maxLeaseMs / MS_PER_SECOND)} s lease) beside the active clients; at each point the median of ${settings.runs} runs of ${formatNumber(settings.envelopes)} cycles of a 1 KiB text, 4 raw senders → 1 receiver (cycles.ts). ${capped}`,
   });
   const cpu = curve({
     id: "growth-relay-cpu",
@@ -565,11 +565,11 @@ async function relayCurves(quick: boolean): Promise<RelayCurves> {
     },
   ];
   if (!quick) {
-    const full = largest.registrations === relayMaxRegistrations;
+    const full = largest.registrations === maxRelayRegistrations;
     checks.push({
       name: "growth: the largest relay point holds the whole registration budget",
       ok: full,
-      detail: `${formatNumber(largest.registrations)} of ${formatNumber(relayMaxRegistrations)}`,
+      detail: `${formatNumber(largest.registrations)} of ${formatNumber(maxRelayRegistrations)}`,
     });
   }
   return { curves: [cycles, cpu, delivery], checks };
@@ -588,7 +588,7 @@ async function connectThroughEngine(engine: RelayEngine, count: number): Promise
       callerSession: benchName("growth-memory"),
       generation: crypto.randomUUID(),
       protocolVersions: [WIRE_PROTOCOL_VERSION],
-      leaseMs: leaseMaxMs,
+      leaseMs: maxLeaseMs,
       bindingSecret: mintBindingSecret(),
     });
   }
@@ -722,7 +722,7 @@ async function refreshCurve(url: string, quick: boolean): Promise<{ curve: Growt
  * so the assignments wait in their mailboxes unanswered. Each is pushed to `parties` (to close).
  */
 async function sinks(url: string, tasks: number, origin: TaskCore, parties: Party[]): Promise<TaskEndpoint[]> {
-  const count = Math.ceil(tasks / (relayMaxMailboxItems / 2)) + 1;
+  const count = Math.ceil(tasks / (maxRelayMailboxItems / 2)) + 1;
   const endpoints: TaskEndpoint[] = [];
   for (let index = 0; index < count; index += 1) {
     const sink = await createParty({ url, name: benchName(`growth-sink-${index}`) });

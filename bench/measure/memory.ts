@@ -1,15 +1,15 @@
 /**
  * Relay memory per queued 1 KiB envelope: an in-process relay (`startRelayServer`), JS heap after a
  * full synchronous GC before and after queueing envelopes (unacknowledged) spread over several
- * target mailboxes (each mailbox holds at most `relayMaxMailboxItems`), sent by enough sources that
- * each stays within its fair share of a mailbox (`relaySenderMaxMailboxItems`, quotas-v1; the
+ * target mailboxes (each mailbox holds at most `maxRelayMailboxItems`), sent by enough sources that
+ * each stays within its fair share of a mailbox (`maxRelaySenderMailboxItems`, quotas-v1; the
  * sources are registered before the first heap reading). Requests are handed to the
  * relay engine as the HTTP layer does (the body text parsed with `JSON.parse`), without sockets, so
  * the heap holds only what the relay keeps: the canonical envelope text, the one object that is
  * its mailbox item and its dedupe receipt, and their index entries. Median of a few trials on fresh relays.
  */
 import { heapStats } from "bun:jsc";
-import { KiB, relayMaxActiveItems, relayMaxMailboxItems, relaySenderMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { KiB, maxRelayActiveItems, maxRelayMailboxItems, maxRelaySenderMailboxItems } from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { startRelayServer } from "../../src/relay-server/server.ts";
@@ -81,7 +81,7 @@ export async function memoryWorkload(
   targets: number,
   perTarget: number,
 ): Promise<MemoryWorkload> {
-  const sourcesPerTarget = Math.ceil(perTarget / relaySenderMaxMailboxItems);
+  const sourcesPerTarget = Math.ceil(perTarget / maxRelaySenderMailboxItems);
   const sources: Awaited<ReturnType<typeof connect>>[] = [];
   for (let index = 0; index < targets * sourcesPerTarget; index += 1) sources.push(await connect(relay, `memory-source-${index}`));
   const sinks: TaskEndpoint[] = [];
@@ -135,8 +135,8 @@ async function trial(targets: number, perTarget: number): Promise<{ perEnvelope:
 export async function measureMemory(options: { quick?: boolean } = {}): Promise<MemoryResult> {
   const quick = options.quick === true;
   const targets = quick ? QUICK_TARGETS : TARGETS;
-  const perTarget = Math.min(quick ? QUICK_PER_TARGET : PER_TARGET, relayMaxMailboxItems);
-  if (targets * perTarget > relayMaxActiveItems) throw new Error("memory: workload exceeds the relay's active-item budget");
+  const perTarget = Math.min(quick ? QUICK_PER_TARGET : PER_TARGET, maxRelayMailboxItems);
+  if (targets * perTarget > maxRelayActiveItems) throw new Error("memory: workload exceeds the relay's active-item budget");
   const trials = quick ? QUICK_TRIALS : TRIALS;
   // One untimed warm-up trial: JIT tiers and lazily built structures are not per-envelope memory.
   await trial(2, 20);

@@ -10,7 +10,7 @@
 import { coreInternals } from "../../src/core/task-core.ts";
 import { makeEvent } from "../../src/core/envelopes.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { maxStoreRecords, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { maxStoreRecords, defaultTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import { TASK_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskRecord } from "../../src/protocol/schemas.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
@@ -57,7 +57,7 @@ export function archive(core: TaskCore, target: TaskEndpoint, tasks: number, eve
       target,
       task: `archived task ${t}`,
       createdAt: at,
-      expiresAt: at + taskTimeoutDefaultMs,
+      expiresAt: at + defaultTaskTimeoutMs,
       status: "active",
     };
     store.transaction(() => {

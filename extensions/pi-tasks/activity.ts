@@ -3,14 +3,14 @@
  * the tracker follows Pi's events (a run starts, a tool starts and ends, a message ends with its
  * usage, a turn ends, the agent settles), and the reporter sends the origin of every active task
  * this session works on a snapshot — when the state changed (at most once per
- * `activityReportMinIntervalMs`) and at least every `heartbeatIntervalMs` (the heartbeat that lets
+ * `minActivityReportIntervalMs`) and at least every `heartbeatIntervalMs` (the heartbeat that lets
  * the origin tell a crashed worker within seconds). A report that cannot be sent is dropped: the
  * next one carries the newer state. Timers are unref'd; `stop()` clears them.
  */
 import type { ActivityReport } from "../../src/core/activity.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import {
-  activityReportMinIntervalMs,
+  minActivityReportIntervalMs,
   heartbeatIntervalMs,
   maxActivitySummaryChars,
   maxActivityToolChars,
@@ -149,7 +149,7 @@ export function createActivityReporter(deps: ActivityReporterDeps): ActivityRepo
     await Promise.allSettled(taskIds.map((taskId) => core.reportActivity(taskId, snapshot)));
   };
 
-  const changeDelay = () => Math.max(0, lastSentAt + activityReportMinIntervalMs - deps.now());
+  const changeDelay = () => Math.max(0, lastSentAt + minActivityReportIntervalMs - deps.now());
 
   const arm = (delayMs: number) => {
     if (stopped) return;

@@ -32,9 +32,9 @@ import {
   maxWireIdChars,
   traceExportDelayMs,
   traceExportTimeoutMs,
-  traceMaxEventsPerSpan,
-  traceMaxExportBatchSpans,
-  traceMaxQueuedSpans,
+  maxTraceEventsPerSpan,
+  maxTraceExportBatchSpans,
+  maxTraceQueuedSpans,
   traceShutdownMs,
 } from "../../src/protocol/limits.ts";
 import type { Env } from "../../src/relay-client/config.ts";
@@ -177,12 +177,12 @@ function providerFor(modules: TraceModules, env: Env, url: string, ids: TaskIds,
   return new sdk.TracerProvider({
     resource: resources.defaultResource().merge(resources.resourceFromAttributes({ "service.name": serviceName })),
     idGenerator: ids,
-    spanLimits: { eventCountLimit: traceMaxEventsPerSpan, attributeValueLengthLimit: maxWireIdChars },
+    spanLimits: { eventCountLimit: maxTraceEventsPerSpan, attributeValueLengthLimit: maxWireIdChars },
     spanProcessors: [
       new sdk.BatchSpanProcessor({
         exporter: countedExporter(exporter, failed),
-        maxQueueSize: traceMaxQueuedSpans,
-        maxExportBatchSize: traceMaxExportBatchSpans,
+        maxQueueSize: maxTraceQueuedSpans,
+        maxExportBatchSize: maxTraceExportBatchSpans,
         scheduledDelayMillis: traceExportDelayMs,
         exportTimeoutMillis: traceExportTimeoutMs,
       }),

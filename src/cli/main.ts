@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { workerReadinessTimeoutDefaultMs } from "../protocol/limits.ts";
+import { defaultWorkerReadinessTimeoutMs } from "../protocol/limits.ts";
 import { DEFAULT_RELAY_PORT, DEFAULT_RELAY_HOST } from "../protocol/names.ts";
 import { auditCommand } from "./audit.ts";
 import { conformanceCommand } from "./conformance.ts";
@@ -58,7 +58,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
       relayCommand(args, { stdout: (line) => process.stdout.write(line), stderr: (line) => process.stderr.write(line), env }),
   },
   spawn: {
-    usage: `pi-tasks spawn --task-worker --name NAME --project-dir DIR [--model provider/id] [--relay URL]\n       [--readiness-timeout-ms ${workerReadinessTimeoutDefaultMs}] [--script MODULE] [--json]`,
+    usage: `pi-tasks spawn --task-worker --name NAME --project-dir DIR [--model provider/id] [--relay URL]\n       [--readiness-timeout-ms ${defaultWorkerReadinessTimeoutMs}] [--script MODULE] [--json]`,
     summary: "start a Pi task worker and wait until its endpoint is registered",
     async run(args, env) {
       const { values, positionals } = parseArgs({

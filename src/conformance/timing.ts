@@ -2,7 +2,7 @@
  * Time bounds of the conformance suite itself (how long a check waits), not relay limits: those
  * are imported from src/protocol/limits.ts.
  */
-import { msPerSecond, watchMaxWaitMs } from "../protocol/limits.ts";
+import { msPerSecond, maxWatchWaitMs } from "../protocol/limits.ts";
 
 /** Default deadline of one helper request; a check that needs a tighter bound passes `timeoutMs`. */
 export const WIRE_TEST_TIMEOUT_MS = 10 * msPerSecond;
@@ -19,14 +19,14 @@ export const EDGE_MARGIN_MS = msPerSecond;
 export const DOORBELL_MARGIN_MS = 5 * msPerSecond;
 /** A watch wait far longer than any answer in time: only a doorbell answers it before it elapses. */
 export const LONG_WATCH_MS = 3 * msPerSecond;
-/** Deadline of the doorbell check: its watch may wait `watchMaxWaitMs`, then the reply. */
-export const WATCH_CHECK_TIMEOUT_MS = watchMaxWaitMs + 2 * PROMPT_REPLY_MS;
+/** Deadline of the doorbell check: its watch may wait `maxWatchWaitMs`, then the reply. */
+export const WATCH_CHECK_TIMEOUT_MS = maxWatchWaitMs + 2 * PROMPT_REPLY_MS;
 /** Deadline of one conformance check (a check's own `timeoutMs` replaces it). */
 export const CONFORMANCE_TEST_TIMEOUT_MS = 30 * msPerSecond;
 /**
  * How many non-serial checks run at once (a count of checks). A check keeps up to three requests in
  * flight (a fair-share check eight), so ten checks stay within a relay's admission slots
- * (`relayMaxConcurrentRequests`, 28; Wolfpack's 24) even when they line up: at twenty, a slow run
+ * (`maxRelayConcurrentRequests`, 28; Wolfpack's 24) even when they line up: at twenty, a slow run
  * (a loaded machine, a relay on Redis) saw connects refused RELAY_CAPACITY by the suite's own load.
  */
 export const CONFORMANCE_MAX_CONCURRENT_CHECKS = 10;

@@ -6,7 +6,7 @@
  * sealed `task.activity` intent to the origin. A report is a snapshot, not history: it is sent
  * straight to the relay, never stored in the worker's outbox and never retried — the next report
  * carries the newer state — and the origin keeps only the newest in the task's meta, never as an
- * event in the task's log. The worker's extension coalesces changes (`activityReportMinIntervalMs`)
+ * event in the task's log. The worker's extension coalesces changes (`minActivityReportIntervalMs`)
  * and reports at least every `heartbeatIntervalMs` while it holds an active task: a heartbeat.
  *
  * Liveness: the heartbeat is what lets the origin tell a worker that died from one that works

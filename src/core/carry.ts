@@ -17,7 +17,7 @@
  * - `shipCarried`: carried receipts that found no ACK request to ride in are sent as usual.
  */
 import { deferral, TaskError, toTaskError } from "../protocol/errors.ts";
-import { sendBatchMaxItems } from "../protocol/limits.ts";
+import { maxSendBatchItems } from "../protocol/limits.ts";
 import { type EncodedEnvelope, FEATURE_ACK_BATCH, FEATURE_ACK_CARRY, type AckOutcome } from "../protocol/wire.ts";
 import type { SentOutcome } from "../relay-client/session.ts";
 import { invariant } from "../store/rows.ts";
@@ -38,7 +38,7 @@ export function carriesReceipts(context: CoreContext): boolean {
  */
 export function takeReceiptTail(context: CoreContext, scope: WorkScope, tail: readonly string[]): boolean {
   const { store } = context;
-  if (tail.length === 0 || scope.carried.length + tail.length > sendBatchMaxItems || scope.signal.aborted) return false;
+  if (tail.length === 0 || scope.carried.length + tail.length > maxSendBatchItems || scope.signal.aborted) return false;
   const entries = tail.map((envelopeId) => store.getOutbox(envelopeId));
   for (const entry of entries) {
     if (entry === undefined || entry.state !== "pending" || entry.purpose !== "receipt") return false;

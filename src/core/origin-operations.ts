@@ -7,7 +7,7 @@ import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError, type DeferralCause, deferralCause } from "../protocol/errors.ts";
 import { eventTypeRow, isTerminalStatus } from "../protocol/events.ts";
 import { narrowGrant } from "../protocol/grant.ts";
-import { taskTimeoutDefaultMs } from "../protocol/limits.ts";
+import { defaultTaskTimeoutMs } from "../protocol/limits.ts";
 import { TASK_PROTOCOL_VERSION } from "../protocol/names.ts";
 import type {
   CancelParams,
@@ -92,7 +92,7 @@ export async function createTask(
     target,
     task: params.task,
     createdAt,
-    expiresAt: createdAt + (params.timeoutMs ?? taskTimeoutDefaultMs),
+    expiresAt: createdAt + (params.timeoutMs ?? defaultTaskTimeoutMs),
     status: "active",
     lineage,
     ...grantField(context, lineage, options.grant),

@@ -18,7 +18,7 @@
  * While a configuration refusal holds relay work (relay-health.ts), a pass makes no relay request at all.
  */
 import { deferral, TaskError, toTaskError } from "../protocol/errors.ts";
-import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, receivePageMaxItems } from "../protocol/limits.ts";
+import { maxAckAttemptsPerPass, maxFetchedUnacknowledgedDeliveries, maxReceivePageItems } from "../protocol/limits.ts";
 import { FEATURE_ACK_BATCH } from "../protocol/wire.ts";
 import { COOLDOWN, type CoreDelivery, type OutboxPurpose, requiredOf, UNCLASSIFIED } from "./bookkeeping.ts";
 import { type CoreContext, isClosed, rethrowRelayLoss } from "./context.ts";
@@ -93,7 +93,7 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
     const cursor = store.checkpoint().highWater;
     let page;
     try {
-      page = await session.receive(cursor, { limit: Math.min(receivePageMaxItems, room), signal: scope.signal });
+      page = await session.receive(cursor, { limit: Math.min(maxReceivePageItems, room), signal: scope.signal });
     } catch (error) {
       rethrowRelayLoss(error);
       relayFailure(context, scope, "intake", error);

@@ -268,7 +268,7 @@ function newestProgress(entries: readonly ReceiveItem[]): Map<string, string> {
 /**
  * What happens to a progress event now: `show` (inserted without a wake), `wait` (the newest of an
  * active task, kept queued until the model can take it, the pass has room and
- * `progressMinIntervalMs` has passed since its task's last one) or `archive` (superseded by a newer
+ * `minProgressIntervalMs` has passed since its task's last one) or `archive` (superseded by a newer
  * one, or its task ended). At most `maxProgressPresentationsPerPass` are shown per pass; status
  * shows the newest either way, and a waiting one never holds other items.
  */

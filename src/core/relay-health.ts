@@ -3,7 +3,7 @@
  * Two waits, one owner:
  * - the configuration hold: after a refusal about configuration (`RELAY_AUTH_REQUIRED`,
  *   `RELAY_PROFILE_REQUIRED`, `PEER_POLICY_REQUIRED`, …) all relay work waits a bounded backoff
- *   (`configHoldInitialMs` doubling to `configHoldMaxMs`) instead of resending every pass. Nothing
+ *   (`configHoldInitialMs` doubling to `maxConfigHoldMs`) instead of resending every pass. Nothing
  *   is quarantined or lost.
  * - the outage wait: when a pass finds the relay unreachable (its lease or receive failed with a
  *   network failure or a timeout, not a refusal), sends wait `outageWaitMs` instead of each
@@ -13,7 +13,7 @@
  * Any request the relay answered ends both (`answered`).
  */
 import { sendRefusal, type TaskError } from "../protocol/errors.ts";
-import { configHoldInitialMs, configHoldMaxMs, outageWaitMs } from "../protocol/limits.ts";
+import { configHoldInitialMs, maxConfigHoldMs, outageWaitMs } from "../protocol/limits.ts";
 import type { TaskTimers } from "./timers.ts";
 
 export interface ConfigurationHold {
@@ -55,7 +55,7 @@ export function createRelayHealth(timers: TaskTimers): RelayHealth {
     failed(error, { probe }) {
       if (probe && showsUnreachable(error)) unreachableAt = timers.now();
       if (sendRefusal(error) !== "hold") return false;
-      const delayMs = hold === undefined ? configHoldInitialMs : Math.min(hold.delayMs * 2, configHoldMaxMs);
+      const delayMs = hold === undefined ? configHoldInitialMs : Math.min(hold.delayMs * 2, maxConfigHoldMs);
       hold = { error, until: timers.now() + delayMs, delayMs };
       return true;
     },

@@ -11,7 +11,7 @@
  * internals; tests and benchmarks that must look inside use `coreInternals(core)`.
  */
 import { TaskError } from "../protocol/errors.ts";
-import { maxActiveOriginTasks, maxDelegationDepth, progressMinIntervalMs } from "../protocol/limits.ts";
+import { maxActiveOriginTasks, maxDelegationDepth, minProgressIntervalMs } from "../protocol/limits.ts";
 import {
   AckParams,
   CancelParams,
@@ -296,7 +296,7 @@ export function createCoreContext(options: TaskCoreOptions): CoreContext {
     health: createRelayHealth(timers),
     sends: createSendRegistry(),
     search: createPeerSearch(timers),
-    progressPacing: createPacer(timers, progressMinIntervalMs),
+    progressPacing: createPacer(timers, minProgressIntervalMs),
     trust: createTrustState(trustFor(options), clock()),
     proofs: createProofBook(),
   };

@@ -5,7 +5,7 @@
  *
  * The order decides what a sender learns: mail from a key that may not send it is refused as such
  * (`NOT_AUTHORIZED` / `UNKNOWN_PEER`) even when it is also old. Fresh means signed within
- * `signatureMaxAgeMs` (and not from the future) — and, for a task this lifetime does not hold,
+ * `maxSignatureAgeMs` (and not from the future) — and, for a task this lifetime does not hold,
  * signed after this lifetime began (less the clock skew allowed): mail signed before a restart
  * cannot open a task anew, whoever serves it. Replays are remembered per trusted key, in a window of
  * `replayWindowEvents` each; a key this identity does not trust is never remembered, so strangers
@@ -26,7 +26,7 @@
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
-import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../protocol/limits.ts";
+import { replayWindowEvents, maxSignatureAgeMs, maxSignatureFutureSkewMs } from "../protocol/limits.ts";
 import type { HelloEnvelope, SignatureBlock, TaskEndpoint, TaskEnvelope } from "../protocol/schemas.ts";
 import { fingerprintOf, generateIdentity, type Identity } from "../trust/keys.ts";
 import { factsOf, type SignedFacts, verifyPayload } from "../trust/signing.ts";
@@ -182,8 +182,8 @@ function sessionOf(signer: Extract<Signer, { verified: true }>): { peerSession?:
 function checkFresh(facts: SignedFacts, now: number): void {
   const at = Date.parse(facts.at);
   const age = now - at;
-  if (Number.isNaN(at) || age > signatureMaxAgeMs || -age > signatureMaxFutureSkewMs) {
-    throw rejection("STALE_EVENT", { at: facts.at, maxAgeMs: signatureMaxAgeMs, maxFutureSkewMs: signatureMaxFutureSkewMs });
+  if (Number.isNaN(at) || age > maxSignatureAgeMs || -age > maxSignatureFutureSkewMs) {
+    throw rejection("STALE_EVENT", { at: facts.at, maxAgeMs: maxSignatureAgeMs, maxFutureSkewMs: maxSignatureFutureSkewMs });
   }
 }
 
@@ -191,7 +191,7 @@ function checkFresh(facts: SignedFacts, now: number): void {
 function checkLifetime(store: CoreStore, trust: TrustState, facts: SignedFacts): void {
   if (store.getStoredTask(facts.taskId) !== undefined) return;
   const at = Date.parse(facts.at);
-  if (at < trust.startedAt - signatureMaxFutureSkewMs) {
+  if (at < trust.startedAt - maxSignatureFutureSkewMs) {
     throw rejection("STALE_EVENT", {
       at: facts.at,
       problem: "signed before this session's lifetime began, for a task it does not hold",

@@ -13,7 +13,7 @@ import { awaitRegistration, relayTransport, spawnWorker } from "../host/spawn.ts
 import { rpcLogFile } from "../host/spawned.ts";
 import { stopProcess } from "../host/stop.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
-import { demoTimeoutMs, workerReadinessTimeoutDefaultMs, workerShutdownGraceMs } from "../protocol/limits.ts";
+import { demoTimeoutMs, defaultWorkerReadinessTimeoutMs, workerShutdownGraceMs } from "../protocol/limits.ts";
 import { PACKAGE_ROOT } from "../host/pi-cli.ts";
 import { type PiRpc, type RpcRecord, startPiRpc } from "./pi-rpc.ts";
 import { type RelayProcess, startRelayProcess } from "./relay-process.ts";
@@ -211,7 +211,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     const registered = await awaitRegistration(
       transport,
       originName,
-      workerReadinessTimeoutDefaultMs,
+      defaultWorkerReadinessTimeoutMs,
       () => running.process.exitCode === null,
     ).finally(() => transport.close());
     if (registered === undefined)

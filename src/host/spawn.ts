@@ -20,9 +20,9 @@ import {
   cliRelayCheckMs,
   maxWireIdChars,
   workerReadinessPollMs,
-  workerReadinessTimeoutDefaultMs,
-  workerReadinessTimeoutMaxMs,
-  workerReadinessTimeoutMinMs,
+  defaultWorkerReadinessTimeoutMs,
+  maxWorkerReadinessTimeoutMs,
+  minWorkerReadinessTimeoutMs,
 } from "../protocol/limits.ts";
 import { RELAY_PROFILE } from "../protocol/names.ts";
 import type { Grant, TaskEndpoint } from "../protocol/schemas.ts";
@@ -90,7 +90,7 @@ function modelAvailable(model: string, env: Record<string, string | undefined>):
   const listed = spawnSync(command!, [...prefix, "--list-models", id], {
     env: env as NodeJS.ProcessEnv,
     encoding: "utf8",
-    timeout: workerReadinessTimeoutDefaultMs,
+    timeout: defaultWorkerReadinessTimeoutMs,
   });
   return `${listed.stdout ?? ""}`.split("\n").some((line) => {
     const columns = line.trim().split(/\s+/);
@@ -190,11 +190,11 @@ function startHolder(
 }
 
 function validateTimeout(value: number | undefined): number {
-  const timeout = value ?? workerReadinessTimeoutDefaultMs;
-  if (!Number.isInteger(timeout) || timeout < workerReadinessTimeoutMinMs || timeout > workerReadinessTimeoutMaxMs) {
+  const timeout = value ?? defaultWorkerReadinessTimeoutMs;
+  if (!Number.isInteger(timeout) || timeout < minWorkerReadinessTimeoutMs || timeout > maxWorkerReadinessTimeoutMs) {
     throw preflight(
       "readiness-timeout-ms",
-      `--readiness-timeout-ms must be an integer from ${workerReadinessTimeoutMinMs} to ${workerReadinessTimeoutMaxMs}`,
+      `--readiness-timeout-ms must be an integer from ${minWorkerReadinessTimeoutMs} to ${maxWorkerReadinessTimeoutMs}`,
     );
   }
   return timeout;

@@ -4,12 +4,12 @@
  * tool answered, when it went idle. Everything else in the RPC stream (streaming deltas, the
  * whole-transcript `agent_end`) is left to the raw `.rpc.jsonl` beside it.
  */
-import { transcriptLineMaxChars } from "../protocol/limits.ts";
+import { maxTranscriptLineChars } from "../protocol/limits.ts";
 import { isRecord } from "../protocol/validate.ts";
 
 function clip(text: string): string {
   const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > transcriptLineMaxChars ? `${flat.slice(0, transcriptLineMaxChars - 1)}…` : flat;
+  return flat.length > maxTranscriptLineChars ? `${flat.slice(0, maxTranscriptLineChars - 1)}…` : flat;
 }
 
 function clock(): string {

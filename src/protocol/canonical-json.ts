@@ -13,7 +13,7 @@
  */
 import { createHash } from "node:crypto";
 import { TaskError } from "./errors.ts";
-import { canonicalScanMaxChars } from "./limits.ts";
+import { maxCanonicalScanChars } from "./limits.ts";
 
 function reject(path: string, problem: string): never {
   throw new TaskError("INVALID_REQUEST", { details: { path, problem } });
@@ -46,7 +46,7 @@ function mayEscape(unit: number): boolean {
 
 /** A string as `JSON.stringify` writes it: between quotes as is when nothing in it may be escaped. */
 function quote(text: string): string {
-  if (text.length > canonicalScanMaxChars) return JSON.stringify(text);
+  if (text.length > maxCanonicalScanChars) return JSON.stringify(text);
   for (let index = 0; index < text.length; index += 1) if (mayEscape(text.charCodeAt(index))) return JSON.stringify(text);
   return `"${text}"`;
 }

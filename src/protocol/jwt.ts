@@ -14,7 +14,7 @@ import { TaskError } from "./errors.ts";
 import {
   jwtClockToleranceMs,
   jwtIdBytes,
-  jwtMinSecretChars,
+  minJwtSecretChars,
   jwtTokenLifetimeMs,
   msPerSecond,
   relayChallengeBytes,
@@ -39,10 +39,10 @@ function decodeSegment(segment: string): unknown {
 export function readJwtSecret(env: Record<string, string | undefined>): string | undefined {
   const secret = env.WOLFPACK_JWT_SECRET?.trim();
   if (secret === undefined || secret.length === 0) return undefined;
-  if (secret.length < jwtMinSecretChars) {
+  if (secret.length < minJwtSecretChars) {
     throw new TaskError("RELAY_AUTH_REQUIRED", {
-      message: `WOLFPACK_JWT_SECRET must have at least ${jwtMinSecretChars} characters`,
-      details: { minimumChars: jwtMinSecretChars },
+      message: `WOLFPACK_JWT_SECRET must have at least ${minJwtSecretChars} characters`,
+      details: { minimumChars: minJwtSecretChars },
     });
   }
   return secret;

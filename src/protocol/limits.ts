@@ -3,9 +3,9 @@
  *
  * The wire's bounds are listed in docs/wire.md ("Limits"), the task and tool bounds in
  * docs/protocol.md. No other module may repeat these numbers; import the constant instead.
- * Every export is a number, named in camelCase with its unit last (tests/unit/limits.test.ts);
- * the names that are not bounds (paths, headers, versions, domains, defaults) are in
- * src/protocol/names.ts.
+ * Every export is a number, named in one order — camelCase, its kind first (`max`, `min`,
+ * `default`), its unit last: `maxLeaseMs` (tests/unit/limits.test.ts). The names that are not
+ * bounds (paths, headers, versions, domains, defaults) are in src/protocol/names.ts.
  */
 
 export const KiB = 1024;
@@ -16,7 +16,7 @@ export const MiB = 1024 * KiB;
 // ---------------------------------------------------------------------------------------------
 
 /** A generated session name: the project directory's slug (at most this long) plus a random suffix. */
-export const generatedSessionSlugMaxChars = 24;
+export const maxGeneratedSessionSlugChars = 24;
 export const generatedSessionSuffixChars = 6;
 /** Valid TCP port range for `WOLFPACK_PORT` and `--port` (0 only on the CLI: "pick a free port"). */
 export const minTcpPort = 1;
@@ -31,11 +31,11 @@ export const maxInFlightRequests = 8;
 /** Extra slots only `acknowledge` and `connect` may use, so ACKs and lease renewal never starve. */
 export const reservedRequestSlots = 2;
 /** Default per-request deadline, covering the complete response body. */
-export const requestDeadlineDefaultMs = 12_000;
+export const defaultRequestDeadlineMs = 12_000;
 /** Smallest configurable request deadline. */
-export const requestDeadlineMinMs = 1;
+export const minRequestDeadlineMs = 1;
 /** Largest configurable request deadline. */
-export const requestDeadlineMaxMs = 15_000;
+export const maxRequestDeadlineMs = 15_000;
 /** Renew the lease when less than (request deadline + this margin) remains. */
 export const leaseRenewMarginMs = 10_000;
 /** Largest response body the client reads before failing with `INVALID_RESPONSE`. */
@@ -50,9 +50,9 @@ export const maxRequestBodyBytes = 64 * KiB;
 /** Largest canonical-JSON payload of one envelope (`MAX_RELAY_PAYLOAD_BYTES`). */
 export const maxRelayPayloadBytes = 48 * KiB;
 /** Most deliveries one receive page holds. */
-export const receivePageMaxItems = 50;
+export const maxReceivePageItems = 50;
 /** Most bytes one receive page holds, measured over each item's canonical `{cursor, envelope}`. */
-export const receivePageMaxBytes = 256 * KiB;
+export const maxReceivePageBytes = 256 * KiB;
 /** Most decimal digits of a relay cursor. */
 export const maxCursorDigits = 32;
 /** Length bounds of opaque ids on the wire (`envelopeId`, `callerSession`, `generation`). */
@@ -67,11 +67,11 @@ export const maxProtocolVersionsItems = 16;
 // ---------------------------------------------------------------------------------------------
 
 /** Lease the client asks for, and the relay default when `leaseMs` is omitted. */
-export const leaseDefaultMs = 60_000;
+export const defaultLeaseMs = 60_000;
 /** Smallest lease the relay grants. */
-export const leaseMinMs = 1;
+export const minLeaseMs = 1;
 /** Largest lease the relay grants. */
-export const leaseMaxMs = 300_000;
+export const maxLeaseMs = 300_000;
 
 // ---------------------------------------------------------------------------------------------
 // The refresh pass (TaskCore)
@@ -84,16 +84,16 @@ export const maxOldWorkSendsPerPass = 8;
 /** ACK attempts (including repair) one pass may make. */
 export const maxAckAttemptsPerPass = 48;
 /** `ack-batch-v1`: the most envelope ids one `acknowledge` request may carry (a pass's ACK budget). */
-export const ackBatchMaxItems = maxAckAttemptsPerPass;
+export const maxAckBatchItems = maxAckAttemptsPerPass;
 /**
  * `send-batch-v1` / `ack-carry-v1`: the most envelopes one `send` (`envelopes`) or one `acknowledge`
  * (carried `envelopes`) request may hold; the request body stays within `maxRequestBodyBytes`.
  */
-export const sendBatchMaxItems = 16;
+export const maxSendBatchItems = 16;
 /** Room a client leaves in a batch request for everything but the envelopes (operation, binding, secret, brackets). */
 export const sendBatchHeadroomBytes = 2 * KiB;
 /** Longest string canonical JSON scans for characters to escape itself; a longer one goes to `JSON.stringify` whole. */
-export const canonicalScanMaxChars = 256;
+export const maxCanonicalScanChars = 256;
 /** Fetching pauses while this many relay deliveries are fetched but unacknowledged. */
 export const maxFetchedUnacknowledgedDeliveries = 200;
 /** Overall deadline of one background pass. */
@@ -104,10 +104,10 @@ export const passSliceMs = 250;
 export const capacityCooldownMs = 5_000;
 /**
  * After a configuration refusal (authentication, profile, address policy) all relay work holds
- * this long, doubling on each further refusal up to `configHoldMaxMs`; a success ends the hold.
+ * this long, doubling on each further refusal up to `maxConfigHoldMs`; a success ends the hold.
  */
 export const configHoldInitialMs = 5_000;
-export const configHoldMaxMs = 60_000;
+export const maxConfigHoldMs = 60_000;
 
 // ---------------------------------------------------------------------------------------------
 // Background cadence and waiting (extension)
@@ -124,8 +124,8 @@ export const outageWaitMs = activePollIntervalMs;
 export const idlePollIntervalMs = 5_000;
 /** `agent_task_wait` re-check backoff: first delay, doubling up to the maximum. */
 export const waitBackoffInitialMs = 250;
-export const waitBackoffMaxMs = 2_000;
-/** `watch-v1` wait the client asks for (the relay allows up to `watchMaxWaitMs`). */
+export const maxWaitBackoffMs = 2_000;
+/** `watch-v1` wait the client asks for (the relay allows up to `maxWatchWaitMs`). */
 export const watchClientWaitMs = 20_000;
 /** A Pi wake that does not appear as a message within this time counts as not observed. */
 export const wakeObservationMs = 1_000;
@@ -162,13 +162,13 @@ export const maxArtifactFieldChars = 1_024;
 /** Longest task, event, intent or envelope id accepted from tools and the wire. */
 export const maxTaskIdChars = maxWireIdChars;
 /** Task timeout bounds and default (a failure deadline, not a poll interval). */
-export const taskTimeoutMinMs = 1_000;
-export const taskTimeoutMaxMs = 86_400_000;
-export const taskTimeoutDefaultMs = 1_800_000;
+export const minTaskTimeoutMs = 1_000;
+export const maxTaskTimeoutMs = 86_400_000;
+export const defaultTaskTimeoutMs = 1_800_000;
 /** `agent_task_wait` timeout: same bounds and default as the task timeout. */
-export const waitTimeoutMinMs = taskTimeoutMinMs;
-export const waitTimeoutMaxMs = taskTimeoutMaxMs;
-export const waitTimeoutDefaultMs = taskTimeoutDefaultMs;
+export const minWaitTimeoutMs = minTaskTimeoutMs;
+export const maxWaitTimeoutMs = maxTaskTimeoutMs;
+export const defaultWaitTimeoutMs = defaultTaskTimeoutMs;
 /** Most digits of a task event `sequence` (a positive decimal string). */
 export const maxSequenceDigits = 32;
 
@@ -181,46 +181,46 @@ export const relayBodyReadDeadlineMs = 5_000;
 /** How often the relay fails body reads past `relayBodyReadDeadlineMs` (a read may take this much longer). */
 export const relayBodyReadSweepMs = 250;
 /** `createdAt` more than this far in the future is `ENVELOPE_EXPIRED`. */
-export const envelopeMaxFutureSkewMs = 30_000;
+export const maxEnvelopeFutureSkewMs = 30_000;
 /** `createdAt` this old or older is `ENVELOPE_EXPIRED`. */
-export const envelopeMaxAgeMs = 150_000;
+export const maxEnvelopeAgeMs = 150_000;
 /** All active envelopes of one relay. */
-export const relayMaxActiveItems = 4_096;
-export const relayMaxActiveBytes = 64 * MiB;
+export const maxRelayActiveItems = 4_096;
+export const maxRelayActiveBytes = 64 * MiB;
 /** One mailbox. */
-export const relayMaxMailboxItems = 256;
-export const relayMaxMailboxBytes = 8 * MiB;
+export const maxRelayMailboxItems = 256;
+export const maxRelayMailboxBytes = 8 * MiB;
 /** One peer outbox (Wolfpack forwarding; our relay forwards nothing yet). */
-export const relayMaxPeerOutboxItems = 128;
-export const relayMaxPeerOutboxBytes = 8 * MiB;
+export const maxRelayPeerOutboxItems = 128;
+export const maxRelayPeerOutboxBytes = 8 * MiB;
 /** Acknowledgement/dedupe receipts. */
-export const relayMaxReceipts = 50_000;
-export const relayMaxReceiptBytes = 8 * MiB;
+export const maxRelayReceipts = 50_000;
+export const maxRelayReceiptBytes = 8 * MiB;
 /** Bytes charged per receipt on top of its canonical `{id, source, target}`. */
 export const relayReceiptOverheadBytes = 1_024;
 /** How long a receipt is kept after acceptance. */
 export const relayReceiptRetentionMs = 15 * 60_000;
 /** Registrations (and peer routes) of one relay, sharing one metadata budget. */
-export const relayMaxRegistrations = 2_048;
-export const relayMaxRoutes = 2_048;
-export const relayMaxMetadataBytes = 16 * MiB;
+export const maxRelayRegistrations = 2_048;
+export const maxRelayRoutes = 2_048;
+export const maxRelayMetadataBytes = 16 * MiB;
 /** Bytes charged per registration on top of its canonical size. */
 export const relayRegistrationOverheadBytes = 128;
 /** Maintenance timer period (lease reaping, receipt expiry). */
 export const relayMaintenanceIntervalMs = 1_000;
 /** Requests the relay works on at once; more get `RELAY_CAPACITY` with `retryAfterMs`. */
-export const relayMaxConcurrentRequests = 28;
+export const maxRelayConcurrentRequests = 28;
 /** `retryAfterMs` the relay sends with an request-slot overload `RELAY_CAPACITY`. */
 export const relayOverloadRetryAfterMs = 1_000;
 /**
  * Wolfpack's relay: the pre-body HTTP slots its profile and endpoint routes share (requests held in
  * their body count); the next request gets `RELAY_CAPACITY` without `retryAfterMs`. The conformance
- * suite allows it without our `strict-answers-v1` (ours takes `relayMaxConcurrentRequests` at once).
+ * suite allows it without our `strict-answers-v1` (ours takes `maxRelayConcurrentRequests` at once).
  */
 export const wolfpackHttpSlots = 24;
 /** `watch-v1` wait bounds. */
-export const watchMinWaitMs = 0;
-export const watchMaxWaitMs = 25_000;
+export const minWatchWaitMs = 0;
+export const maxWatchWaitMs = 25_000;
 /** Grace after SIGTERM/SIGINT before the relay process must have exited. */
 export const relayShutdownGraceMs = 2_000;
 /**
@@ -239,9 +239,9 @@ export const relayWatchesPerEndpoint = 1;
 // ---------------------------------------------------------------------------------------------
 
 /** A signed event older than this (by its signed time) is stale. */
-export const signatureMaxAgeMs = 24 * 60 * 60_000;
+export const maxSignatureAgeMs = 24 * 60 * 60_000;
 /** A signed event dated more than this into the future is stale. */
-export const signatureMaxFutureSkewMs = 60_000;
+export const maxSignatureFutureSkewMs = 60_000;
 /** Signed event ids remembered per endpoint lifetime to detect replays (oldest forgotten first). */
 export const replayWindowEvents = 4_096;
 /** Verified public keys kept parsed (oldest dropped first). */
@@ -303,7 +303,7 @@ export const acceptanceKeyBytes = 32;
 /** Bytes of a UUID. */
 export const uuidBytes = 16;
 /** Shortest binding secret a relay accepts on connect (binding-secret-v1), in characters. */
-export const bindingSecretMinChars = 32;
+export const minBindingSecretChars = 32;
 
 // ---------------------------------------------------------------------------------------------
 // Delegation beyond one hop, progress, cancel
@@ -317,7 +317,7 @@ export const maxDelegationDepth = 3;
 /** The most endpoints a received lineage may list (a size bound of the schema; the cap above is the rule). */
 export const maxLineageChainItems = 16;
 /** At the origin, a task's progress is shown to the model at most once per this interval (else archived). */
-export const progressMinIntervalMs = 10_000;
+export const minProgressIntervalMs = 10_000;
 /** At the origin, at most this many progress events are shown to the model per pass (the rest archived). */
 export const maxProgressPresentationsPerPass = 1;
 /** A progress report's `percent` runs from 0 to this. */
@@ -372,7 +372,7 @@ export const maxWaitTasks = 32;
 // ---------------------------------------------------------------------------------------------
 
 /** A worker reports a change of its activity at most once per this interval (changes in between coalesce). */
-export const activityReportMinIntervalMs = 1_000;
+export const minActivityReportIntervalMs = 1_000;
 /** While it holds an active task, a worker reports its activity at least this often (a heartbeat). */
 export const heartbeatIntervalMs = 3_000;
 /**
@@ -437,7 +437,7 @@ export const msPerSecond = 1_000;
 // ---------------------------------------------------------------------------------------------
 
 /** Shortest accepted `WOLFPACK_JWT_SECRET`, in characters (after trimming). */
-export const jwtMinSecretChars = 32;
+export const minJwtSecretChars = 32;
 /** Clock tolerance when checking `exp`, `nbf` and `iat`. */
 export const jwtClockToleranceMs = 30_000;
 /** Lifetime of a client-minted token (`exp = iat + 60`). */
@@ -462,10 +462,10 @@ export const maxResultContentBytes = 24 * KiB;
 /** Files one result carries (count). */
 export const maxResultFiles = 16;
 /** Default time a spawned worker has to register its endpoint. */
-export const workerReadinessTimeoutDefaultMs = 30_000;
+export const defaultWorkerReadinessTimeoutMs = 30_000;
 /** Bounds of `--readiness-timeout-ms`. */
-export const workerReadinessTimeoutMinMs = 1_000;
-export const workerReadinessTimeoutMaxMs = 600_000;
+export const minWorkerReadinessTimeoutMs = 1_000;
+export const maxWorkerReadinessTimeoutMs = 600_000;
 /** How often `spawn` asks the relay whether the worker registered. */
 export const workerReadinessPollMs = 100;
 /** How often a worker holder checks that the Pi which spawned it (and did not keep it) still runs. */
@@ -498,7 +498,7 @@ export const relayStartPollMs = 100;
 /** On shutdown a lifetime tells the relay it is gone (`disconnect`) within this time, best effort. */
 export const shutdownDisconnectMs = 1_000;
 /** Characters of one transcript line of a spawned worker's log (longer text is cut, marked `…`). */
-export const transcriptLineMaxChars = 360;
+export const maxTranscriptLineChars = 360;
 /** Characters of a child process's stderr quoted in a diagnostic. */
 export const diagnosticTailChars = 2_000;
 /** The demo must see the origin acknowledge the completed task within this time. */
@@ -517,7 +517,7 @@ export const redisCommandTimeoutMs = 5_000;
  * (the in-process store's space is `maxCursorDigits` digits). Beyond it the mailbox is full
  * (budget `cursor`), as in memory.
  */
-export const redisMaxCursor = Number.MAX_SAFE_INTEGER;
+export const maxRedisCursor = Number.MAX_SAFE_INTEGER;
 
 // ---------------------------------------------------------------------------------------------
 // What others wrote, as pi-tasks shows it (extensions/pi-tasks/quote.ts), and pairing dialogs —
@@ -541,9 +541,9 @@ export const maxPendingPairingDialogs = 3;
 /** Random bytes of a relay secret a Pi makes for its embedded relay (one file per user and port). */
 export const relaySecretBytes = 32;
 /** Fewest bytes a relay secret file may hold (decoded), for a secret made elsewhere. */
-export const relaySecretMinBytes = relaySecretBytes;
+export const minRelaySecretBytes = relaySecretBytes;
 /** Largest relay secret file read. */
-export const relaySecretFileMaxBytes = KiB;
+export const maxRelaySecretFileBytes = KiB;
 /** Lifetime of a token signed with the relay secret (`exp = iat + 10`): seconds, not a minute. */
 export const relayTokenLifetimeMs = 10_000;
 /** Clock tolerance for relay tokens (one machine's clock, or machines kept in time). */
@@ -574,11 +574,11 @@ export const relayInstanceBytes = 32;
  * measured, the bench's origin holding 1,000 active tasks whose workers never receive (growth
  * curve of createTask), about 1,010.
  */
-export const relaySenderMaxActiveItems = relayMaxActiveItems / 4;
-export const relaySenderMaxActiveBytes = relayMaxActiveBytes / 4;
+export const maxRelaySenderActiveItems = maxRelayActiveItems / 4;
+export const maxRelaySenderActiveBytes = maxRelayActiveBytes / 4;
 /** One sender's share of one mailbox: half, so a flood from one sender leaves the other half to the target's other senders. */
-export const relaySenderMaxMailboxItems = relayMaxMailboxItems / 2;
-export const relaySenderMaxMailboxBytes = relayMaxMailboxBytes / 2;
+export const maxRelaySenderMailboxItems = maxRelayMailboxItems / 2;
+export const maxRelaySenderMailboxBytes = maxRelayMailboxBytes / 2;
 /**
  * One sender's share of the receipt budget, i.e. of its sends within the receipt window (each
  * accepted envelope holds a receipt for `relayReceiptRetentionMs`, acknowledged or not; about
@@ -587,8 +587,8 @@ export const relaySenderMaxMailboxBytes = relayMaxMailboxBytes / 2;
  * minutes. The busiest sender measured, the bench's origin timing createTask beside 1,000 active
  * tasks (growth curve), sends about 2,400 within 15 minutes.
  */
-export const relaySenderMaxReceipts = relayMaxReceipts / 2;
-export const relaySenderMaxReceiptBytes = relayMaxReceiptBytes / 2;
+export const maxRelaySenderReceipts = maxRelayReceipts / 2;
+export const maxRelaySenderReceiptBytes = maxRelayReceiptBytes / 2;
 /**
  * `retryAfterMs` of a refusal for a sender's share: room comes back when the target receives and
  * acknowledges, which an idle Pi does within one idle poll.
@@ -611,12 +611,12 @@ export const relayMailLifetimeMs = 60 * 60_000;
  * 5 s or watches 20 s at a time, so a minute without any request is no working Pi; last an ended
  * one that holds mail (which then expires).
  */
-export const relayRegistrationIdleMs = leaseDefaultMs;
+export const relayRegistrationIdleMs = defaultLeaseMs;
 /**
  * How long a new registration has for its first bound request before it counts as unused: a client
  * sends one as soon as its connect is answered, within one request deadline.
  */
-export const relayRegistrationGraceMs = requestDeadlineMaxMs;
+export const relayRegistrationGraceMs = maxRequestDeadlineMs;
 /** A registration's last bound request is recorded at most this often (a shared store writes no more than that). */
 export const relayActivityResolutionMs = relayMaintenanceIntervalMs;
 
@@ -625,9 +625,9 @@ export const relayActivityResolutionMs = relayMaintenanceIntervalMs;
 // ---------------------------------------------------------------------------------------------
 
 /** Ended task spans waiting for export; past this many, new ones are dropped (one span per task). */
-export const traceMaxQueuedSpans = 2048;
+export const maxTraceQueuedSpans = 2048;
 /** Most spans in one OTLP export request. */
-export const traceMaxExportBatchSpans = 512;
+export const maxTraceExportBatchSpans = 512;
 /** How long ended spans wait to be batched into one export (a session's end exports at once). */
 export const traceExportDelayMs = 5_000;
 /** Deadline of one OTLP export request, its retries included. */
@@ -635,4 +635,4 @@ export const traceExportTimeoutMs = 2_000;
 /** How long a session's end waits for its last spans to be exported (one export's deadline). */
 export const traceShutdownMs = traceExportTimeoutMs;
 /** Most events one task's span records (the first ones; the SDK counts the rest as dropped). */
-export const traceMaxEventsPerSpan = 128;
+export const maxTraceEventsPerSpan = 128;

@@ -42,10 +42,10 @@ import {
   maxAuditEntries,
   maxWorkerNameChars,
   minWireIdChars,
-  taskTimeoutMaxMs,
-  taskTimeoutMinMs,
-  waitTimeoutMaxMs,
-  waitTimeoutMinMs,
+  maxTaskTimeoutMs,
+  minTaskTimeoutMs,
+  maxWaitTimeoutMs,
+  minWaitTimeoutMs,
 } from "./limits.ts";
 import { TASK_PROTOCOL_VERSION, WIRE_PROTOCOL_VERSION } from "./names.ts";
 
@@ -128,7 +128,7 @@ export const Grant = Type.Object(
     write: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
     maxTurns: Type.Optional(Type.Integer({ minimum: 1, maximum: maxGrantTurns })),
     maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: maxGrantCostUsd })),
-    maxWallMs: Type.Optional(Type.Integer({ minimum: 1, maximum: taskTimeoutMaxMs })),
+    maxWallMs: Type.Optional(Type.Integer({ minimum: 1, maximum: maxTaskTimeoutMs })),
   },
   strict,
 );
@@ -657,7 +657,7 @@ export const SendParams = Type.Object(
   {
     to: TaskEndpoint,
     task: TaskText,
-    timeoutMs: Type.Optional(wholeNumber(taskTimeoutMinMs, taskTimeoutMaxMs)),
+    timeoutMs: Type.Optional(wholeNumber(minTaskTimeoutMs, maxTaskTimeoutMs)),
   },
   strict,
 );
@@ -724,7 +724,7 @@ export const WaitParams = Type.Object(
     taskId: Type.Optional(Id),
     /** Wait until any of these is terminal (1–32 ids); give this or taskId. */
     taskIds: Type.Optional(Type.Array(Id, { minItems: 1, maxItems: maxWaitTasks, uniqueItems: true })),
-    timeoutMs: Type.Optional(wholeNumber(waitTimeoutMinMs, waitTimeoutMaxMs)),
+    timeoutMs: Type.Optional(wholeNumber(minWaitTimeoutMs, maxWaitTimeoutMs)),
   },
   strict,
 );

@@ -18,19 +18,19 @@ import type { TaskError } from "./errors.ts";
 import type { TaskEndpoint } from "./schemas.ts";
 import {
   bindingSecretBytes,
-  bindingSecretMinChars,
-  leaseMaxMs,
-  leaseMinMs,
+  minBindingSecretChars,
+  maxLeaseMs,
+  minLeaseMs,
   maxCursorDigits,
   maxProtocolVersionsItems,
-  ackBatchMaxItems,
+  maxAckBatchItems,
   maxWireIdChars,
   minProtocolVersionsItems,
   minWireIdChars,
-  receivePageMaxItems,
-  sendBatchMaxItems,
-  watchMaxWaitMs,
-  watchMinWaitMs,
+  maxReceivePageItems,
+  maxSendBatchItems,
+  maxWatchWaitMs,
+  minWatchWaitMs,
 } from "./limits.ts";
 import { RELAY_PROFILE } from "./names.ts";
 
@@ -65,8 +65,8 @@ export function compareCursors(a: string, b: string): number {
 // ---------------------------------------------------------------------------------------------
 
 export const WireString = Type.String({ minLength: minWireIdChars, maxLength: maxWireIdChars });
-/** A binding secret chosen by a client on connect (`binding-secret-v1`): `bindingSecretMinChars`..`maxWireIdChars` characters. */
-export const BindingSecret = Type.String({ minLength: bindingSecretMinChars, maxLength: maxWireIdChars });
+/** A binding secret chosen by a client on connect (`binding-secret-v1`): `minBindingSecretChars`..`maxWireIdChars` characters. */
+export const BindingSecret = Type.String({ minLength: minBindingSecretChars, maxLength: maxWireIdChars });
 
 export const RELAY_OPERATIONS = ["connect", "resolve", "send", "receive", "acknowledge", "disconnect", "health", "watch"] as const;
 export type RelayOperation = (typeof RELAY_OPERATIONS)[number];
@@ -90,11 +90,11 @@ const bindingFields = {
 };
 const base = { operation: Type.String(), profile: Type.String() };
 /**
- * `send-batch-v1` / `ack-carry-v1`: 1–`sendBatchMaxItems` envelopes, each an object naming its
+ * `send-batch-v1` / `ack-carry-v1`: 1–`maxSendBatchItems` envelopes, each an object naming its
  * `envelopeId` (distinct: checked after the schema); everything else about each is judged per
  * envelope, as a single send's envelope is.
  */
-const BatchEnvelopes = Type.Array(Type.Object({ envelopeId: WireString }), { minItems: 1, maxItems: sendBatchMaxItems });
+const BatchEnvelopes = Type.Array(Type.Object({ envelopeId: WireString }), { minItems: 1, maxItems: maxSendBatchItems });
 /** The `resolve` target `{relay, id}`; `id` must also be a UUID. */
 const ResolveTarget = Type.Object({ relay: Type.String(), id: Type.String() }, strict);
 
@@ -105,7 +105,7 @@ export const RELAY_REQUESTS = {
       callerSession: WireString,
       generation: WireString,
       protocolVersions: Type.Array(Type.Integer(), { minItems: minProtocolVersionsItems, maxItems: maxProtocolVersionsItems }),
-      leaseMs: Type.Optional(Type.Integer({ minimum: leaseMinMs, maximum: leaseMaxMs })),
+      leaseMs: Type.Optional(Type.Integer({ minimum: minLeaseMs, maximum: maxLeaseMs })),
       epoch: Type.Optional(Type.String()),
       // binding-secret-v1: the client's own secret; protects this registration, and proves the
       // live protected one of this name to be the same client's.
@@ -127,7 +127,7 @@ export const RELAY_REQUESTS = {
       ...base,
       ...bindingFields,
       envelopeId: Type.Optional(WireString),
-      envelopeIds: Type.Optional(Type.Array(WireString, { minItems: 1, maxItems: ackBatchMaxItems })),
+      envelopeIds: Type.Optional(Type.Array(WireString, { minItems: 1, maxItems: maxAckBatchItems })),
       // ack-carry-v1: envelopes admitted first (only with `envelopeIds`); the ids are acknowledged only if all were accepted.
       envelopes: Type.Optional(BatchEnvelopes),
     },
@@ -136,7 +136,7 @@ export const RELAY_REQUESTS = {
   disconnect: Type.Object({ ...base, ...bindingFields }, strict),
   health: Type.Object({ ...base, ...bindingFields }, strict),
   watch: Type.Object(
-    { ...base, ...bindingFields, cursor: Type.Unknown(), waitMs: Type.Integer({ minimum: watchMinWaitMs, maximum: watchMaxWaitMs }) },
+    { ...base, ...bindingFields, cursor: Type.Unknown(), waitMs: Type.Integer({ minimum: minWatchWaitMs, maximum: maxWatchWaitMs }) },
     strict,
   ),
 } as const satisfies Record<RelayOperation, TSchema>;
@@ -197,7 +197,7 @@ export function isRelayOperation(value: unknown): value is RelayOperation {
 }
 
 /** Limits of `receive.limit`. */
-export const RECEIVE_LIMIT = { minimum: 1, maximum: receivePageMaxItems, default: receivePageMaxItems } as const;
+export const RECEIVE_LIMIT = { minimum: 1, maximum: maxReceivePageItems, default: maxReceivePageItems } as const;
 
 // ---------------------------------------------------------------------------------------------
 // Reply values (`value` of a success body), one per operation
@@ -266,7 +266,7 @@ export const SendResult = Type.Union([
 export type SendResult = Static<typeof SendResult>;
 export const AcceptedBatchValue = Type.Object({
   kind: Type.Literal("accepted-batch"),
-  results: Type.Array(SendResult, { maxItems: sendBatchMaxItems }),
+  results: Type.Array(SendResult, { maxItems: maxSendBatchItems }),
 });
 /** One page item; the envelope is the stored one, checked by whoever takes it in. */
 export const WireDelivery = Type.Object({ cursor: Cursor, envelope: Type.Object({ envelopeId: NonEmpty }) });
@@ -288,9 +288,9 @@ export const AckOutcome = Type.Union([
 export type AckOutcome = Static<typeof AckOutcome>;
 export const AcknowledgedBatchValue = Type.Object({
   kind: Type.Literal("acknowledged-batch"),
-  results: Type.Array(Type.Object({ envelopeId: Type.String(), outcome: AckOutcome }), { maxItems: ackBatchMaxItems }),
+  results: Type.Array(Type.Object({ envelopeId: Type.String(), outcome: AckOutcome }), { maxItems: maxAckBatchItems }),
   /** `ack-carry-v1`: the carried envelopes' outcomes, in request order. */
-  sent: Type.Optional(Type.Array(SendResult, { maxItems: sendBatchMaxItems })),
+  sent: Type.Optional(Type.Array(SendResult, { maxItems: maxSendBatchItems })),
 });
 export const DisconnectedValue = Type.Object({ kind: Type.Literal("disconnected") });
 export const HealthValue = Type.Object({ kind: Type.Literal("health"), store: Type.Record(Type.String(), Type.Unknown()) });
@@ -362,7 +362,7 @@ export const FEATURE_WATCH = "watch-v1";
 export const FEATURE_SUCCESSOR = "successor-v1";
 export const FEATURE_BINDING_SECRET = "binding-secret-v1";
 export const FEATURE_ACK_BATCH = "ack-batch-v1";
-/** `send` may carry `envelopes` (`sendBatchMaxItems`): each admitted on its own, in order, its outcome reported (`SendResult`). */
+/** `send` may carry `envelopes` (`maxSendBatchItems`): each admitted on its own, in order, its outcome reported (`SendResult`). */
 export const FEATURE_SEND_BATCH = "send-batch-v1";
 /**
  * An `acknowledge` with `envelopeIds` may carry `envelopes` (a delivery's receipts): admitted first as
@@ -379,7 +379,7 @@ export const FEATURE_MAIL_EXPIRY = "mail-expiry-v1";
  * Malformed input gets the one answer docs/wire.md names where Wolfpack's own relay gives a looser
  * one its spec allows (an extra key in an envelope, binding endpoint or resolve target; a malformed
  * connect epoch; an over-long bound `callerSession`; `leaseMs: null`; `retryAfterMs` on every
- * admission refusal, with `relayMaxConcurrentRequests` slots). Checked by conformance group
+ * admission refusal, with `maxRelayConcurrentRequests` slots). Checked by conformance group
  * "strict answers".
  */
 export const FEATURE_STRICT_ANSWERS = "strict-answers-v1";

@@ -13,7 +13,7 @@ import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { customAlphabet } from "nanoid";
 import { TaskError } from "../protocol/errors.ts";
-import { generatedSessionSlugMaxChars, generatedSessionSuffixChars, maxTcpPort, minTcpPort } from "../protocol/limits.ts";
+import { maxGeneratedSessionSlugChars, generatedSessionSuffixChars, maxTcpPort, minTcpPort } from "../protocol/limits.ts";
 import { DEFAULT_RELAY_PORT } from "../protocol/names.ts";
 
 export type Env = Record<string, string | undefined>;
@@ -108,7 +108,7 @@ export function projectSlug(directory: string): string {
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, "-")
     .replace(/^-+|-+$/g, "")
-    .slice(0, generatedSessionSlugMaxChars)
+    .slice(0, maxGeneratedSessionSlugChars)
     .replace(/-+$/, "");
   return slug.length > 0 ? slug : "pi";
 }

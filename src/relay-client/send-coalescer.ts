@@ -2,7 +2,7 @@
  * Sends of one tick in one request (`send-batch-v1`). A `send` made while the relay advertises the
  * feature waits for the end of the current tick (a microtask, no timer); the sends gathered by then
  * that share its abort signal leave together, in the order they were made, in requests of at most
- * `sendBatchMaxItems` envelopes and `maxRequestBodyBytes` less `sendBatchHeadroomBytes`. Each send
+ * `maxSendBatchItems` envelopes and `maxRequestBodyBytes` less `sendBatchHeadroomBytes`. Each send
  * settles with its own envelope's outcome: its acceptance, the refusal a single send would throw, or
  * `TASK_DELIVERY_DEFERRED` when it was skipped; a failure of the whole request fails each of them.
  * A lone send (or a relay without the feature) goes as a single send, exactly as before.
@@ -13,7 +13,7 @@
  */
 import { utf8Bytes } from "../protocol/canonical-json.ts";
 import { deferral } from "../protocol/errors.ts";
-import { maxRequestBodyBytes, sendBatchHeadroomBytes, sendBatchMaxItems } from "../protocol/limits.ts";
+import { maxRequestBodyBytes, sendBatchHeadroomBytes, maxSendBatchItems } from "../protocol/limits.ts";
 import type { EncodedEnvelope } from "../protocol/wire.ts";
 import type { SendAcceptance, SentOutcome } from "./session-types.ts";
 
@@ -34,14 +34,14 @@ interface Waiter {
   reject(error: unknown): void;
 }
 
-/** The waiters in requests: at most `sendBatchMaxItems` each, and within the body budget. */
+/** The waiters in requests: at most `maxSendBatchItems` each, and within the body budget. */
 export function batchesOf<T extends { readonly bytes: number }>(waiters: readonly T[]): T[][] {
   const budget = maxRequestBodyBytes - sendBatchHeadroomBytes;
   const batches: T[][] = [];
   let current: T[] = [];
   let bytes = 0;
   for (const waiter of waiters) {
-    if (current.length > 0 && (current.length === sendBatchMaxItems || bytes + waiter.bytes + 1 > budget)) {
+    if (current.length > 0 && (current.length === maxSendBatchItems || bytes + waiter.bytes + 1 > budget)) {
       batches.push(current);
       current = [];
       bytes = 0;

@@ -26,7 +26,7 @@
 import type { Static } from "@sinclair/typebox";
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { deferral, type ErrorCode, errorSpec, TaskError } from "../protocol/errors.ts";
-import { derivedNameSuffixChars, leaseDefaultMs, leaseRenewMarginMs, maxWireIdChars, receivePageMaxItems } from "../protocol/limits.ts";
+import { derivedNameSuffixChars, defaultLeaseMs, leaseRenewMarginMs, maxWireIdChars, maxReceivePageItems } from "../protocol/limits.ts";
 import { DERIVED_NAME_SEPARATOR, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../protocol/names.ts";
 import type { TaskEndpoint } from "../protocol/schemas.ts";
 import { checkValue, isRecord } from "../protocol/validate.ts";
@@ -108,7 +108,7 @@ export interface VolatileTaskSession {
   acknowledge(envelopeId: string, signal?: AbortSignal): Promise<{ duplicate: boolean }>;
   /**
    * `ack-batch-v1` (only when the relay advertises it; else `INCOMPATIBLE_PROTOCOL` before any
-   * request): acknowledges up to `ackBatchMaxItems` distinct ids in one request; each id's outcome
+   * request): acknowledges up to `maxAckBatchItems` distinct ids in one request; each id's outcome
    * in order (`unknown` / `gone`: the relay does not hold it for this endpoint).
    */
   acknowledgeBatch(
@@ -117,7 +117,7 @@ export interface VolatileTaskSession {
   ): Promise<readonly { readonly envelopeId: string; readonly outcome: AckOutcome }[]>;
   /**
    * `send-batch-v1` (only when advertised; else `INCOMPATIBLE_PROTOCOL` before any request): up to
-   * `sendBatchMaxItems` distinct envelopes in one request, each envelope's outcome in order. `send`
+   * `maxSendBatchItems` distinct envelopes in one request, each envelope's outcome in order. `send`
    * itself puts the sends of one tick that share a signal into such a request when the relay
    * advertises the feature.
    */
@@ -553,7 +553,7 @@ async function sendEnvelopes(
 }
 
 async function receivePage(ctx: SessionContext, cursor: string, options: { limit?: number; signal?: AbortSignal }): Promise<InboxPage> {
-  const limit = options.limit ?? receivePageMaxItems;
+  const limit = options.limit ?? maxReceivePageItems;
   const reply = await callBound(ctx, "receive", { cursor, limit }, options.signal);
   // Checked against the endpoint the page was asked for, even if the session rebinds meanwhile.
   return validatePage(reply.value, cursor, limit, reply.bound.endpoint);
@@ -622,7 +622,7 @@ function sessionContext(options: VolatileTaskSessionOptions): SessionContext {
     transport,
     url: transport.baseUrl,
     callerSession: options.callerSession,
-    leaseMs: options.leaseMs ?? leaseDefaultMs,
+    leaseMs: options.leaseMs ?? defaultLeaseMs,
     now: options.now ?? Date.now,
     state: createBindingHolder(options.callerSession),
     secret: createSecretKeeper(),

@@ -25,9 +25,9 @@ import {
   maxRequestBodyBytes,
   maxResponseBodyBytes,
   msPerSecond,
-  requestDeadlineDefaultMs,
-  requestDeadlineMaxMs,
-  requestDeadlineMinMs,
+  defaultRequestDeadlineMs,
+  maxRequestDeadlineMs,
+  minRequestDeadlineMs,
   reservedRequestSlots,
 } from "../protocol/limits.ts";
 import {
@@ -107,10 +107,10 @@ const MAX_UTF8_BYTES_PER_UNIT = 3;
 const HTTP_UNAUTHORIZED = HTTP_STATUS.unauthorized;
 
 export function validateDeadline(value: number | undefined): number {
-  if (value === undefined) return requestDeadlineDefaultMs;
-  if (!Number.isInteger(value) || value < requestDeadlineMinMs || value > requestDeadlineMaxMs) {
+  if (value === undefined) return defaultRequestDeadlineMs;
+  if (!Number.isInteger(value) || value < minRequestDeadlineMs || value > maxRequestDeadlineMs) {
     throw new TaskError("INVALID_CONFIGURATION", {
-      message: `requestTimeoutMs must be an integer from ${requestDeadlineMinMs} to ${requestDeadlineMaxMs}`,
+      message: `requestTimeoutMs must be an integer from ${minRequestDeadlineMs} to ${maxRequestDeadlineMs}`,
       details: { requestTimeoutMs: value },
     });
   }

@@ -26,9 +26,9 @@ import { CanonicalText, canonicalJson, sha256Hex, utf8Bytes } from "../protocol/
 import { isUuid, sameEndpoint } from "../protocol/endpoint.ts";
 import { TaskError } from "../protocol/errors.ts";
 import {
-  envelopeMaxAgeMs,
-  envelopeMaxFutureSkewMs,
-  leaseDefaultMs,
+  maxEnvelopeAgeMs,
+  maxEnvelopeFutureSkewMs,
+  defaultLeaseMs,
   maxRelayPayloadBytes,
   relayMailLifetimeMs,
   relayQuotaRetryAfterMs,
@@ -367,7 +367,7 @@ function checkEnvelope(endpointId: string, envelope: unknown): { wire: WireEnvel
 function admitRequest(binding: BindingRequest, envelope: unknown): { request: AdmitRequest; createdAt: string } {
   const { wire, createdAt, text, digest } = checkEnvelope(binding.endpointId, envelope);
   const at = binding.now;
-  const fresh = createdAt <= at + envelopeMaxFutureSkewMs && at < createdAt + envelopeMaxAgeMs;
+  const fresh = createdAt <= at + maxEnvelopeFutureSkewMs && at < createdAt + maxEnvelopeAgeMs;
   // One atomic store call: concurrent identical sends coalesce on the receipt.
   const request = { envelopeId: wire.envelopeId, digest, text, source: wire.source, target: wire.target, fresh, now: at };
   return { request, createdAt: wire.createdAt };
@@ -580,7 +580,7 @@ function connection(outcome: ConnectOutcome, at: number): RelayValue {
 
 /**
  * `binding-secret-v1`: the connect's `bindingSecret` is the client's own (the schema holds it to
- * `bindingSecretMinChars`); only its digest goes to the store, which decides in one call whether
+ * `minBindingSecretChars`); only its digest goes to the store, which decides in one call whether
  * it may take the name. The reply never carries a secret.
  */
 async function connect({ store, now, epochs }: Relay, request: Record<string, unknown>): Promise<RelayValue> {
@@ -593,7 +593,7 @@ async function connect({ store, now, epochs }: Relay, request: Record<string, un
   const outcome = await store.connect({
     session: request.callerSession as string,
     generation: request.generation as string,
-    leaseMs: (request.leaseMs as number | undefined) ?? leaseDefaultMs,
+    leaseMs: (request.leaseMs as number | undefined) ?? defaultLeaseMs,
     now: at,
     ...(secret === undefined ? {} : { secretDigest: secretDigest(secret) }),
   });

@@ -1,10 +1,10 @@
 /**
- * Request slots: the relay works on at most `relayMaxConcurrentRequests` at once
+ * Request slots: the relay works on at most `maxRelayConcurrentRequests` at once
  * and refuses more with `RELAY_CAPACITY` and `retryAfterMs`, instead of a per-client request
  * bucket (docs/wire.md).
  */
 import { TaskError } from "../protocol/errors.ts";
-import { relayMaxConcurrentRequests, relayOverloadRetryAfterMs } from "../protocol/limits.ts";
+import { maxRelayConcurrentRequests, relayOverloadRetryAfterMs } from "../protocol/limits.ts";
 
 export interface RequestSlots {
   /** Takes a slot, or throws `RELAY_CAPACITY` with `retryAfterMs` when all are busy. */
@@ -12,7 +12,7 @@ export interface RequestSlots {
   inFlight(): number;
 }
 
-export function createRequestSlots(limit = relayMaxConcurrentRequests): RequestSlots {
+export function createRequestSlots(limit = maxRelayConcurrentRequests): RequestSlots {
   let busy = 0;
   return {
     enter() {

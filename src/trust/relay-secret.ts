@@ -20,7 +20,7 @@ import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readFi
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
-import { relaySecretBytes, relaySecretFileMaxBytes, relaySecretMinBytes } from "../protocol/limits.ts";
+import { relaySecretBytes, maxRelaySecretFileBytes, minRelaySecretBytes } from "../protocol/limits.ts";
 import { createFileExclusive } from "../platform/atomic-file.ts";
 
 /** Names the directory of the user's relay secrets (tests; a user who keeps them elsewhere). */
@@ -91,10 +91,10 @@ export function ensureSecretDir(dir: string): void {
 function parseSecret(path: string, text: string): Buffer {
   const trimmed = text.trim();
   const secret = BASE64URL_TEXT.test(trimmed) ? Buffer.from(trimmed, "base64url") : Buffer.alloc(0);
-  if (secret.length < relaySecretMinBytes) {
+  if (secret.length < minRelaySecretBytes) {
     throw invalid(
       path,
-      `it does not hold a secret of at least ${relaySecretMinBytes} bytes as base64url text`,
+      `it does not hold a secret of at least ${minRelaySecretBytes} bytes as base64url text`,
       "remove it so a new one is made, or copy the file again",
     );
   }
@@ -116,8 +116,8 @@ export function readRelaySecret(path: string): Buffer | undefined {
     const stat = fstatSync(fd);
     if (!stat.isFile()) throw invalid(path, "it is not a regular file", "remove it");
     checkOwnership(path, stat, "file");
-    if (stat.size > relaySecretFileMaxBytes)
-      throw invalid(path, `it is larger than ${relaySecretFileMaxBytes} bytes`, "remove it so a new one is made");
+    if (stat.size > maxRelaySecretFileBytes)
+      throw invalid(path, `it is larger than ${maxRelaySecretFileBytes} bytes`, "remove it so a new one is made");
     return parseSecret(path, readFileSync(fd, "utf8"));
   } finally {
     closeSync(fd);

@@ -21,7 +21,7 @@ import {
   signJwt,
   signRelayToken,
 } from "../../src/protocol/jwt.ts";
-import { jwtMinSecretChars, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
+import { minJwtSecretChars, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { authFromEnv } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
@@ -211,7 +211,7 @@ describe("the relay secret", () => {
   });
 
   test("with WOLFPACK_JWT_SECRET configured, the embedded relay also takes the Wolfpack JWT as before (reusable, 60 s); the user's Pis send relay tokens", async () => {
-    const jwt = "j".repeat(jwtMinSecretChars);
+    const jwt = "j".repeat(minJwtSecretChars);
     const { env } = defaultPort(home());
     const configured = { ...env, WOLFPACK_JWT_SECRET: jwt };
     const used = await ensureRelay({ env: configured, config: relayConfigFromEnv(configured) });

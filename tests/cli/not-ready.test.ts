@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { maxWorkerReadinessTimeoutMs, minWorkerReadinessTimeoutMs } from "../../src/protocol/limits.ts";
 import { type CliSandbox, createCliSandbox, jsonOf, running } from "../helpers/cli-kit.ts";
 import { relaySessions } from "../../testkit/session-control.ts";
 
@@ -53,7 +53,7 @@ describe("spawn: a worker that never registers", () => {
         "--relay",
         relay.url,
         "--readiness-timeout-ms",
-        String(workerReadinessTimeoutMinMs),
+        String(minWorkerReadinessTimeoutMs),
         "--json",
       ],
       {
@@ -76,7 +76,7 @@ describe("spawn: a worker that never registers", () => {
     });
     expect(run.code).toBe(1);
     // It waited for the whole readiness timeout before giving up.
-    expect(run.elapsedMs).toBeGreaterThanOrEqual(workerReadinessTimeoutMinMs);
+    expect(run.elapsedMs).toBeGreaterThanOrEqual(minWorkerReadinessTimeoutMs);
 
     const holderPid = out.error.details.pid as number;
     const [standInPid, ...others] = pidsIn(pids);
@@ -103,7 +103,7 @@ describe("spawn: a worker that never registers", () => {
         "--relay",
         relay.url,
         "--readiness-timeout-ms",
-        String(workerReadinessTimeoutMinMs),
+        String(minWorkerReadinessTimeoutMs),
         "--json",
       ],
       { env: { PI_TASKS_PI_CLI: standIn(box, "exits.ts", "process.exit(0);").cli, STANDIN_PIDS: pids } },
@@ -131,7 +131,7 @@ describe("spawn: a worker that never registers", () => {
         // Ten minutes: far longer than the run may take (it is killed first), so only noticing the
         // exit can end it.
         "--readiness-timeout-ms",
-        String(workerReadinessTimeoutMaxMs),
+        String(maxWorkerReadinessTimeoutMs),
         "--json",
       ],
       { env: { PI_TASKS_PI_CLI: cli, STANDIN_PIDS: pids } },

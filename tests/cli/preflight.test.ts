@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createVolatileTaskSession, type VolatileTaskSession } from "../../src/relay-client/session.ts";
-import { maxWireIdChars, workerReadinessTimeoutMaxMs, workerReadinessTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { maxWireIdChars, maxWorkerReadinessTimeoutMs, minWorkerReadinessTimeoutMs } from "../../src/protocol/limits.ts";
 import { type CliRun, type CliSandbox, createCliSandbox, DEMO_WORKER_SCRIPT, jsonOf } from "../helpers/cli-kit.ts";
 import { freePort } from "../../testkit/relay-process.ts";
 import { relaySessions, relaySessionStatus } from "../../testkit/session-control.ts";
@@ -171,7 +171,7 @@ describe("spawn preflight", () => {
 
   test("--readiness-timeout-ms out of bounds", async () => {
     const { box, url, name, args } = await setup();
-    for (const timeout of [workerReadinessTimeoutMinMs - 1, workerReadinessTimeoutMaxMs + 1, 0]) {
+    for (const timeout of [minWorkerReadinessTimeoutMs - 1, maxWorkerReadinessTimeoutMs + 1, 0]) {
       const out = await expectPreflight(
         await box.run(args({ "--readiness-timeout-ms": String(timeout) })),
         box,
@@ -179,8 +179,8 @@ describe("spawn preflight", () => {
         name,
         "readiness-timeout-ms",
       );
-      expect(out.error.message).toContain(String(workerReadinessTimeoutMinMs));
-      expect(out.error.message).toContain(String(workerReadinessTimeoutMaxMs));
+      expect(out.error.message).toContain(String(minWorkerReadinessTimeoutMs));
+      expect(out.error.message).toContain(String(maxWorkerReadinessTimeoutMs));
     }
   });
 

@@ -16,7 +16,7 @@ import {
   maxAuditEntries,
   orphanAfterMs,
   orphanProbeIntervalMs,
-  taskTimeoutMinMs,
+  minTaskTimeoutMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -405,8 +405,8 @@ describe("late outcomes", () => {
   ] as const) {
     test(`a ${status} report after the timeout: status stays timed_out, outcome ${outcome}, shown once, attention cleared`, async () => {
       const time = jumpTime();
-      const { origin, worker, taskId } = await delegated(time, { timeoutMs: taskTimeoutMinMs });
-      time.advance(taskTimeoutMinMs);
+      const { origin, worker, taskId } = await delegated(time, { timeoutMs: minTaskTimeoutMs });
+      time.advance(minTaskTimeoutMs);
       await origin.core.refresh();
       let view = origin.core.getTask(taskId);
       expect(view).toMatchObject({ status: "timed_out", outcome: "unknown", attention: "indeterminate" });
@@ -445,8 +445,8 @@ describe("late outcomes", () => {
 
   test("a timed-out task with no late report stays indeterminate", async () => {
     const time = jumpTime();
-    const { origin, worker, taskId } = await delegated(time, { timeoutMs: taskTimeoutMinMs });
-    time.advance(taskTimeoutMinMs);
+    const { origin, worker, taskId } = await delegated(time, { timeoutMs: minTaskTimeoutMs });
+    time.advance(minTaskTimeoutMs);
     await settle([origin, worker]);
     expect(origin.core.getTask(taskId)).toMatchObject({ status: "timed_out", outcome: "unknown", attention: "indeterminate" });
     expect(ofTask(origin.host, taskId, "task.late_terminal")).toEqual([]);

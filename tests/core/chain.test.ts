@@ -10,7 +10,7 @@ import type { PresentationHost, PresentationItem } from "../../src/core/host.ts"
 import { coreInternals, createTaskCore } from "../../src/core/task-core.ts";
 import { encodeEnvelope, makeEvent } from "../../src/core/envelopes.ts";
 import { processLocalTrust } from "../../src/core/trust.ts";
-import { maxDelegationDepth, maxProgressPresentationsPerPass, progressMinIntervalMs } from "../../src/protocol/limits.ts";
+import { maxDelegationDepth, maxProgressPresentationsPerPass, minProgressIntervalMs } from "../../src/protocol/limits.ts";
 import type { CancelOutcome, TaskRecord } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
@@ -225,7 +225,7 @@ describe("questions up the chain", () => {
 });
 
 describe("progress", () => {
-  test(`50 reports: none wakes the origin; at most ${maxProgressPresentationsPerPass} shown per pass and one per ${progressMinIntervalMs} ms; the newest is what the view shows`, async () => {
+  test(`50 reports: none wakes the origin; at most ${maxProgressPresentationsPerPass} shown per pass and one per ${minProgressIntervalMs} ms; the newest is what the view shows`, async () => {
     const on = await relay();
     const timers = createJumpTimers();
     const [origin, worker] = [
@@ -255,7 +255,7 @@ describe("progress", () => {
     await passes([origin]);
     expect(archived()).toBe(50);
     // … and once the interval passed, the newest is shown.
-    timers.jump(progressMinIntervalMs);
+    timers.jump(minProgressIntervalMs);
     await passes([origin]);
     expect(shown().map((item) => item.event.payload.message)).toEqual(["step 50 of 50", "late 2"]);
     expect(origin.host.wakes.length).toBe(wakesBefore);

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { OPERATION } from "../../src/core/bookkeeping.ts";
 import { coreInternals, createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { PresentationHost, PresentationItem } from "../../src/core/host.ts";
-import { taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { maxTaskTimeoutMs, minTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import { RELAY_ID } from "../../src/protocol/names.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
@@ -131,8 +131,8 @@ describe("createTask", () => {
     const cases: [unknown, string][] = [
       [{ to: { ...target, extra: true }, task: "x" }, "/to/extra"],
       [{ to: target, task: "" }, "/task"],
-      [{ to: target, task: "x", timeoutMs: taskTimeoutMinMs - 1 }, "/timeoutMs"],
-      [{ to: target, task: "x", timeoutMs: taskTimeoutMaxMs + 1 }, "/timeoutMs"],
+      [{ to: target, task: "x", timeoutMs: minTaskTimeoutMs - 1 }, "/timeoutMs"],
+      [{ to: target, task: "x", timeoutMs: maxTaskTimeoutMs + 1 }, "/timeoutMs"],
       [{ to: target, task: "x", priority: "high" }, "/priority"],
     ];
     const before = requestsOf(fx.proxy, origin.name).length;
@@ -737,10 +737,10 @@ describe("acknowledge", () => {
 describe("timeouts", () => {
   test("an expired task times out at the origin, is presented on both sides, and a later completion is late", async () => {
     const { origin, worker, settle } = await pair();
-    const { taskId } = await origin.core.createTask({ to: to(worker), task: "too slow", timeoutMs: taskTimeoutMinMs });
+    const { taskId } = await origin.core.createTask({ to: to(worker), task: "too slow", timeoutMs: minTaskTimeoutMs });
     await settle();
     const { expiresAt, createdAt } = origin.core.getTask(taskId);
-    expect(expiresAt - createdAt).toBe(taskTimeoutMinMs);
+    expect(expiresAt - createdAt).toBe(minTaskTimeoutMs);
     await passes(origin);
     expect(origin.core.getTask(taskId).status).toBe("active");
     await Bun.sleep(Math.max(0, expiresAt - Date.now()) + 20);

@@ -12,7 +12,7 @@ import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/tas
 import { processLocalTrust, type TrustOptions } from "../../src/core/trust.ts";
 import { assignmentBytes } from "../../src/core/envelopes.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
-import { maxRelayPayloadBytes, maxTaskTextChars, taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { maxRelayPayloadBytes, maxTaskTextChars, defaultTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import { RELAY_ID, RELAY_PROFILE, TASK_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskEvent } from "../../src/protocol/schemas.ts";
 import { requestEnvelopes } from "../../src/protocol/wire.ts";
@@ -405,7 +405,7 @@ describe("reassignment size bounds", () => {
         target: endpoint,
         task: text,
         createdAt: now,
-        expiresAt: now + taskTimeoutDefaultMs,
+        expiresAt: now + defaultTaskTimeoutMs,
         status: "active",
       };
       const event = {

@@ -10,7 +10,7 @@ import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createVirtualTimers } from "../../testkit/virtual-timers.ts";
 import { errorSpec } from "../../src/protocol/errors.ts";
-import { configHoldMaxMs, orphanProbeIntervalMs, reconnectTimeoutMs, outageWaitMs } from "../../src/protocol/limits.ts";
+import { maxConfigHoldMs, orphanProbeIntervalMs, reconnectTimeoutMs, outageWaitMs } from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { settle, tryDrain } from "../../testkit/drain.ts";
 import { createJumpClock, createJumpTimers } from "../../testkit/jump-timers.ts";
@@ -322,7 +322,7 @@ describe("failures that never trigger recovery", () => {
       const held = await origin.configured.refresh();
       expect([code, held.failures.get("lease")?.code]).toEqual([code, code]);
       expect(requestsOf(fx.proxy, origin.name).length).toBe(before);
-      await timers.advance(configHoldMaxMs);
+      await timers.advance(maxConfigHoldMs);
     };
     const when = onlyFor(origin.name);
     const cases: [string, () => void][] = [

@@ -6,7 +6,7 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { waitTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { minWaitTimeoutMs } from "../../src/protocol/limits.ts";
 import { RELAY_ID } from "../../src/protocol/names.ts";
 import {
   stopEach,
@@ -395,7 +395,7 @@ async function gateBeforeAssignment() {
         { name: "write", arguments: { path: "written.txt", content: "x" } },
         { name: "agent_task_inbox", arguments: {} },
         { name: "agent_task_status", arguments: { taskId: "no-such-task" } },
-        { name: "agent_task_wait", arguments: { taskId: "no-such-task", timeoutMs: waitTimeoutMinMs } },
+        { name: "agent_task_wait", arguments: { taskId: "no-such-task", timeoutMs: minWaitTimeoutMs } },
         { name: "agent_task_message", arguments: { taskId: "no-such-task", type: "information", message: "hi" } },
         { name: "agent_task_done", arguments: { taskId: "no-such-task", status: "completed", summary: "nothing" } },
         { name: "agent_task_ack", arguments: { taskId: "no-such-task" } },

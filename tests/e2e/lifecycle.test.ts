@@ -7,7 +7,7 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
-import { requestDeadlineDefaultMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import { defaultRequestDeadlineMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
 import { RELAY_ID } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import {
@@ -64,7 +64,7 @@ async function shutdownMidPass() {
   const mark = worker.records.length;
   const closedAt = Date.now();
   // A grace beyond the request deadline (plus the usual stop budget): Pi must exit by itself.
-  const code = await worker.stop(requestDeadlineDefaultMs + STOP_GRACE_MS);
+  const code = await worker.stop(defaultRequestDeadlineMs + STOP_GRACE_MS);
   const killed = worker.killed();
   // The held request may now reach the relay; the worker is gone and must not have acted on it.
   gate.release();

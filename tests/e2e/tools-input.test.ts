@@ -9,10 +9,10 @@ import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/cor
 import {
   maxSummaryChars,
   maxTaskTextChars,
-  taskTimeoutMaxMs,
-  taskTimeoutMinMs,
-  waitTimeoutMaxMs,
-  waitTimeoutMinMs,
+  maxTaskTimeoutMs,
+  minTaskTimeoutMs,
+  maxWaitTimeoutMs,
+  minWaitTimeoutMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ID } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -61,13 +61,13 @@ const CASES: readonly Case[] = [
   {
     label: "send: timeoutMs below the minimum",
     tool: "agent_task_send",
-    args: (to) => ({ to, task: "x", timeoutMs: taskTimeoutMinMs - 1 }),
+    args: (to) => ({ to, task: "x", timeoutMs: minTaskTimeoutMs - 1 }),
     expect: "validation",
   },
   {
     label: "send: timeoutMs above the maximum",
     tool: "agent_task_send",
-    args: (to) => ({ to, task: "x", timeoutMs: taskTimeoutMaxMs + 1 }),
+    args: (to) => ({ to, task: "x", timeoutMs: maxTaskTimeoutMs + 1 }),
     expect: "validation",
   },
   {
@@ -136,19 +136,19 @@ const CASES: readonly Case[] = [
   {
     label: "wait: unknown taskId",
     tool: "agent_task_wait",
-    args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMinMs }),
+    args: () => ({ taskId: NO_TASK, timeoutMs: minWaitTimeoutMs }),
     expect: "UNKNOWN_TASK",
   },
   {
     label: "wait: timeoutMs below the minimum",
     tool: "agent_task_wait",
-    args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMinMs - 1 }),
+    args: () => ({ taskId: NO_TASK, timeoutMs: minWaitTimeoutMs - 1 }),
     expect: "validation",
   },
   {
     label: "wait: timeoutMs above the maximum",
     tool: "agent_task_wait",
-    args: () => ({ taskId: NO_TASK, timeoutMs: waitTimeoutMaxMs + 1 }),
+    args: () => ({ taskId: NO_TASK, timeoutMs: maxWaitTimeoutMs + 1 }),
     expect: "validation",
   },
 ];
@@ -178,7 +178,7 @@ async function probe() {
       if (calls === 1) return { tools: [{ name: "agent_task_inbox", arguments: {} }] };
       if (calls === 2) {
         await checked.promise;
-        return { tools: [{ name: "agent_task_send", arguments: { to, task: "fractional timeout", timeoutMs: taskTimeoutMinMs + 0.5 } }] };
+        return { tools: [{ name: "agent_task_send", arguments: { to, task: "fractional timeout", timeoutMs: minTaskTimeoutMs + 0.5 } }] };
       }
       return { text: "done probing" };
     },

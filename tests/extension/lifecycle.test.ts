@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import piTasks from "../../extensions/pi-tasks/index.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
-import { idlePollIntervalMs, requestDeadlineDefaultMs } from "../../src/protocol/limits.ts";
+import { idlePollIntervalMs, defaultRequestDeadlineMs } from "../../src/protocol/limits.ts";
 import { startRelayServer, type RelayServer } from "../../src/relay-server/server.ts";
 import { createFaultProxy, type FaultProxy } from "../../testkit/fault-proxy.ts";
 import { eventually, settlesWithin, withUnhandledRejections } from "../../testkit/async.ts";
@@ -253,7 +253,7 @@ describe("history #7: shutdown in the middle of a pass", () => {
     await settlesWithin(
       fake.emit("session_shutdown", { reason: "quit" }),
       "session_shutdown (waiting for the held request would take the request deadline)",
-      (requestDeadlineDefaultMs * 3) / 4,
+      (defaultRequestDeadlineMs * 3) / 4,
     );
     loaded.splice(loaded.indexOf(fake), 1);
     // The held request now reaches the relay (the client gave up on it); give any survivor time.

@@ -4,7 +4,7 @@ import { createTaskCore, type TaskCore } from "../../src/core/task-core.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { maxTaskTextChars, taskTimeoutMinMs, waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { maxTaskTextChars, minTaskTimeoutMs, waitBackoffInitialMs, maxWaitBackoffMs, minWaitTimeoutMs } from "../../src/protocol/limits.ts";
 import { TOOL_PARAMETERS } from "../../src/protocol/schemas.ts";
 import {
   ACCEPTED_DELIVERY,
@@ -116,15 +116,15 @@ describe("errors are isError results with code, retryable and details", () => {
     const cases: [string, unknown][] = [
       ["agent_task_send", { to: TO, task: "x", extra: 1 }],
       ["agent_task_send", { to: TO, task: "x".repeat(maxTaskTextChars + 1) }],
-      ["agent_task_send", { to: TO, task: "x", timeoutMs: taskTimeoutMinMs - 1 }],
-      ["agent_task_send", { to: TO, task: "x", timeoutMs: taskTimeoutMinMs + 0.5 }],
+      ["agent_task_send", { to: TO, task: "x", timeoutMs: minTaskTimeoutMs - 1 }],
+      ["agent_task_send", { to: TO, task: "x", timeoutMs: minTaskTimeoutMs + 0.5 }],
       ["agent_task_message", { taskId: "t", type: "shout", message: "x" }],
       ["agent_task_done", { taskId: "t", status: "finished", summary: "s" }],
       ["agent_task_ack", {}],
       ["agent_task_cancel", { taskId: "" }],
       ["agent_task_status", { taskId: 7 }],
       ["agent_task_inbox", { all: true }],
-      ["agent_task_wait", { taskId: "t", timeoutMs: waitTimeoutMinMs - 1 }],
+      ["agent_task_wait", { taskId: "t", timeoutMs: minWaitTimeoutMs - 1 }],
       ["agent_task_spawn", { name: "has space" }],
       ["agent_task_spawn", { name: "w", model: "no-slash" }],
       ["agent_task_workers", { all: true }],
@@ -238,16 +238,16 @@ describe("agent_task_wait", () => {
     const task = taskView({ role: "origin" });
     const h = harness(fakeCore([task]));
     let result: ToolResult | undefined;
-    void h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: waitTimeoutMinMs }, undefined).then((value) => {
+    void h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: minWaitTimeoutMs }, undefined).then((value) => {
       result = value;
     });
-    for (let elapsed = 0; elapsed < waitTimeoutMinMs + waitBackoffMaxMs && result === undefined; elapsed += 50) {
+    for (let elapsed = 0; elapsed < minWaitTimeoutMs + maxWaitBackoffMs && result === undefined; elapsed += 50) {
       jest.advanceTimersByTime(50);
       await flushMicrotasks();
     }
     expect(result).toBeDefined();
     const details = expectError(result!, "TASK_WAIT_TIMEOUT", true);
-    expect(details).toEqual({ taskId: task.taskId, status: "active", timeoutMs: waitTimeoutMinMs });
+    expect(details).toEqual({ taskId: task.taskId, status: "active", timeoutMs: minWaitTimeoutMs });
   });
 
   test("re-checks local state as soon as the store commits a change, without relay requests of its own", async () => {
@@ -256,7 +256,7 @@ describe("agent_task_wait", () => {
     const fake = fakeCore([task]);
     const h = harness(fake);
     let result: ToolResult | undefined;
-    void h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: waitTimeoutMinMs * 10 }, undefined).then((value) => {
+    void h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: minWaitTimeoutMs * 10 }, undefined).then((value) => {
       result = value;
     });
     await flushMicrotasks();
@@ -280,7 +280,7 @@ describe("agent_task_wait", () => {
     const h = harness(fake);
     let done = false;
     const controller = new AbortController();
-    void h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: waitTimeoutMinMs * 30 }, controller.signal).then(() => {
+    void h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: minWaitTimeoutMs * 30 }, controller.signal).then(() => {
       done = true;
     });
     for (let elapsed = 0; elapsed < 12_000; elapsed += 25) {
@@ -292,11 +292,11 @@ describe("agent_task_wait", () => {
     for (
       let delay = waitBackoffInitialMs;
       expected.reduce((sum, gap) => sum + gap, 0) + delay <= 12_000;
-      delay = Math.min(delay * 2, waitBackoffMaxMs)
+      delay = Math.min(delay * 2, maxWaitBackoffMs)
     )
       expected.push(delay);
     expect(gaps).toEqual(expected);
-    expect(expected.slice(0, 4)).toEqual([waitBackoffInitialMs, waitBackoffInitialMs * 2, waitBackoffInitialMs * 4, waitBackoffMaxMs]);
+    expect(expected.slice(0, 4)).toEqual([waitBackoffInitialMs, waitBackoffInitialMs * 2, waitBackoffInitialMs * 4, maxWaitBackoffMs]);
     expect(h.runs).toEqual([]);
     expect(h.refreshes).toBe(1);
     expect(done).toBe(false);
@@ -311,7 +311,7 @@ describe("agent_task_wait", () => {
     const h = harness(fakeCore([task]));
     const controller = new AbortController();
     // Its timeout is far longer than the test may run: only the abort can end it.
-    const pending = h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: waitTimeoutMinMs * 60 }, controller.signal);
+    const pending = h.tools.agent_task_wait!.execute("call", { taskId: task.taskId, timeoutMs: minWaitTimeoutMs * 60 }, controller.signal);
     setTimeout(() => controller.abort(), 20);
     expectError(await pending, "ABORTED", true);
   });

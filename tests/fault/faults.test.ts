@@ -17,7 +17,7 @@ import {
   leaseRenewMarginMs,
   maxResponseBodyBytes,
   orphanProbeIntervalMs,
-  taskTimeoutMinMs,
+  minTaskTimeoutMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
@@ -335,7 +335,7 @@ describe("isolation of one undeliverable envelope", () => {
     const c = await party();
     const toB = await a.core.createTask({ to: b.core.endpoint()!, task: "work for b" });
     const toC = await a.core.createTask({ to: c.core.endpoint()!, task: "work for c" });
-    const timed = await a.core.createTask({ to: b.core.endpoint()!, task: "will time out", timeoutMs: taskTimeoutMinMs });
+    const timed = await a.core.createTask({ to: b.core.endpoint()!, task: "will time out", timeoutMs: minTaskTimeoutMs });
     await drain([a, b, c], { timers });
 
     // From now on every send to C is refused for capacity.
@@ -357,7 +357,7 @@ describe("isolation of one undeliverable envelope", () => {
 
     // One pass of A: receive, timeout canonicalization and lease renewal all happen while C's
     // envelope is still refused (its cooldown is over, so the pass tries it again).
-    clock.jump(taskTimeoutMinMs);
+    clock.jump(minTaskTimeoutMs);
     timers.jump(capacityCooldownMs);
     await Bun.sleep(RENEW_DUE_MS);
     const endpointBefore = a.core.endpoint();

@@ -23,12 +23,12 @@ import { createVirtualTimers, type VirtualTimers } from "../../testkit/virtual-t
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
 import {
   capacityCooldownMs,
-  configHoldMaxMs,
-  envelopeMaxFutureSkewMs,
+  maxConfigHoldMs,
+  maxEnvelopeFutureSkewMs,
   leaseRenewMarginMs,
   maxInFlightRequests,
   reservedRequestSlots,
-  taskTimeoutMinMs,
+  minTaskTimeoutMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ID, RELAY_PROFILE } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskEvent, TaskRecord } from "../../src/protocol/schemas.ts";
@@ -553,7 +553,7 @@ describe("failure history (docs/failure-history.md)", () => {
     const toWorker = await w.drive(w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "for the worker" }));
     const toLost = await w.drive(w.origin.core.createTask({ to: lost.core.endpoint()!, task: "for the lost one" }));
     const timed = await w.drive(
-      w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "times out", timeoutMs: taskTimeoutMinMs }),
+      w.origin.core.createTask({ to: w.worker.core.endpoint()!, task: "times out", timeoutMs: minTaskTimeoutMs }),
     );
     await w.pass(w.worker);
     await w.pass(lost);
@@ -576,7 +576,7 @@ describe("failure history (docs/failure-history.md)", () => {
 
     // With the model busy (queued messages), the origin still receives and canonicalizes.
     w.origin.host.busy = true;
-    w.wall.jump(taskTimeoutMinMs);
+    w.wall.jump(minTaskTimeoutMs);
     const report = await w.pass(w.origin);
     expect(report.intake.fetched).toBeGreaterThanOrEqual(1);
     expect(report.intake.timedOut).toBe(1);
@@ -917,7 +917,7 @@ describe("failure history (docs/failure-history.md)", () => {
 
   test("regression #18: retries after a lost reply resend the identical envelope, createdAt included; the relay dedupes instead of ENVELOPE_CONFLICT", async () => {
     const r = await rig();
-    const jumpMs = envelopeMaxFutureSkewMs / 2;
+    const jumpMs = maxEnvelopeFutureSkewMs / 2;
     r.proxy.push({ operation: "send", kind: "drop-reply", when: (request) => body(request).envelope?.payload?.kind === "assignment" });
     const lost = await failure(r.origin.core.createTask({ to: r.worker.core.endpoint()!, task: "same bytes" }));
     const envelopeId = lost.details.envelopeId as string;
@@ -1199,7 +1199,7 @@ describe("failure history (docs/failure-history.md)", () => {
       expect(configured.recovering()).toBe(false);
       expect(configured.current().endpoint()).toEqual(bound);
       // A configuration refusal holds relay work for a while (never a recovery): let it pass.
-      if (errorSpec(code).holdsSending) timers.jump(configHoldMaxMs);
+      if (errorSpec(code).holdsSending) timers.jump(maxConfigHoldMs);
     }
     // A caller abort is no loss either.
     const aborted = await failure(configured.run((core) => core.connect({ signal: AbortSignal.abort() })));

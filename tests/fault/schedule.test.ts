@@ -26,7 +26,7 @@ import { createTaskCore, type TaskCore, coreInternals } from "../../src/core/tas
 import { createVirtualTimers, type VirtualTimers } from "../../testkit/virtual-timers.ts";
 import { TaskError, toTaskError } from "../../src/protocol/errors.ts";
 import { eventTypeRow } from "../../src/protocol/events.ts";
-import { capacityCooldownMs, maxFetchedUnacknowledgedDeliveries, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { capacityCooldownMs, maxFetchedUnacknowledgedDeliveries, minTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint, TaskEnvelope, TaskEvent } from "../../src/protocol/schemas.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
@@ -458,7 +458,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
         side,
         () =>
           side.core.createTask(
-            { to: target.core.endpoint()!, task: `task ${n}`, ...(short ? { timeoutMs: taskTimeoutMinMs } : {}) },
+            { to: target.core.endpoint()!, task: `task ${n}`, ...(short ? { timeoutMs: minTaskTimeoutMs } : {}) },
             { lineage: "root" },
           ),
         (value) => {
@@ -506,7 +506,7 @@ async function fakeRun(seed: number): Promise<{ violations: string[]; trace: str
       side.host[flag] = !side.host[flag];
       trace.push(`${side.name}.${flag}=${side.host[flag]}`);
     } else if (roll < 91) {
-      wall += taskTimeoutMinMs;
+      wall += minTaskTimeoutMs;
       trace.push("clock +timeout");
     } else {
       trace.push("settle");
@@ -710,7 +710,7 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
         trace.push(`create p${index}`);
         const outcome = await side.core
           .createTask(
-            { to: other.core.endpoint()!, task: `real ${step}`, ...(rand.chance(0.15) ? { timeoutMs: taskTimeoutMinMs } : {}) },
+            { to: other.core.endpoint()!, task: `real ${step}`, ...(rand.chance(0.15) ? { timeoutMs: minTaskTimeoutMs } : {}) },
             { lineage: "root" },
           )
           .then(
@@ -744,7 +744,7 @@ async function realRun(relayUrl: string, seed: number): Promise<{ violations: st
         side.host.busy = !side.host.busy;
         trace.push(`p${index}.busy=${side.host.busy}`);
       } else if (roll < 78) {
-        clock.jump(taskTimeoutMinMs);
+        clock.jump(minTaskTimeoutMs);
         trace.push("clock +timeout");
       } else {
         trace.push(`refresh p${index}`);

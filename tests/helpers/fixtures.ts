@@ -1,5 +1,5 @@
 /** Small builders of valid protocol values for tests. */
-import { taskTimeoutDefaultMs } from "../../src/protocol/limits.ts";
+import { defaultTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import { RELAY_ID, TASK_PROTOCOL_VERSION, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint, TaskEnvelope, TaskEvent, TaskEventType, TaskRecord } from "../../src/protocol/schemas.ts";
 
@@ -28,7 +28,7 @@ export function taskRecord(overrides: Partial<TaskRecord> = {}): TaskRecord {
     target: WORKER,
     task: "implement the narrow change and run focused tests",
     createdAt,
-    expiresAt: createdAt + taskTimeoutDefaultMs,
+    expiresAt: createdAt + defaultTaskTimeoutMs,
     status: "active",
     ...overrides,
   };

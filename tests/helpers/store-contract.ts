@@ -8,21 +8,21 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { canonicalJson, sha256Hex } from "../../src/protocol/canonical-json.ts";
 import {
-  leaseMaxMs,
-  receivePageMaxBytes,
+  maxLeaseMs,
+  maxReceivePageBytes,
   relayActivityResolutionMs,
   relayMailLifetimeMs,
-  relayMaxActiveItems,
-  relayMaxMailboxItems,
-  relayMaxRegistrations,
+  maxRelayActiveItems,
+  maxRelayMailboxItems,
+  maxRelayRegistrations,
   relayReceiptRetentionMs,
   relayRegistrationGraceMs,
   relayRegistrationIdleMs,
   relayRegistrationRetentionMs,
-  relaySenderMaxActiveItems,
-  relaySenderMaxMailboxItems,
-  relaySenderMaxReceiptBytes,
-  relaySenderMaxReceipts,
+  maxRelaySenderActiveItems,
+  maxRelaySenderMailboxItems,
+  maxRelaySenderReceiptBytes,
+  maxRelaySenderReceipts,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ID, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
@@ -39,7 +39,7 @@ export async function connected(
   const outcome = await store.connect({
     session,
     generation: options.generation ?? crypto.randomUUID(),
-    leaseMs: options.leaseMs ?? leaseMaxMs,
+    leaseMs: options.leaseMs ?? maxLeaseMs,
     now: options.now ?? Date.now(),
     ...(options.secret === undefined ? {} : { secretDigest: secretDigest(options.secret) }),
   });
@@ -48,7 +48,7 @@ export async function connected(
 }
 
 /** Senders enough that `items` admissions into one mailbox stay within each sender's share of it (`quotas-v1`). */
-export const sendersFor = (items: number) => Math.ceil(items / relaySenderMaxMailboxItems);
+export const sendersFor = (items: number) => Math.ceil(items / maxRelaySenderMailboxItems);
 
 /** `count` fresh registrations named `label-N`. */
 export function connectedMany(store: RelayStore, label: string, count: number, options: { now?: number } = {}): Promise<TaskEndpoint[]> {
@@ -81,7 +81,7 @@ export async function admission(
   };
 }
 
-async function pageOf(store: RelayStore, target: TaskEndpoint, after = "0", limit = relayMaxMailboxItems) {
+async function pageOf(store: RelayStore, target: TaskEndpoint, after = "0", limit = maxRelayMailboxItems) {
   const page = await store.page(target.id, after, limit);
   if (page.kind !== "page") throw new Error(`page: ${page.kind}`);
   const items = JSON.parse(page.itemsJson) as { cursor: string; envelope: { envelopeId: string } }[];
@@ -111,22 +111,22 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
     test("admissions racing on one mailbox never over-admit nor share a cursor", async () => {
       const store = await fresh();
       // Several senders, each within its share of the mailbox, so the mailbox's own bound is what refuses.
-      const sources = await connectedMany(store, "racer-source", sendersFor(relayMaxMailboxItems) + 1);
+      const sources = await connectedMany(store, "racer-source", sendersFor(maxRelayMailboxItems) + 1);
       const target = await connected(store, "racer-target");
       const requests = await Promise.all(
-        Array.from({ length: relayMaxMailboxItems + 20 }, (_, index) => admission(sources[index % sources.length]!, target)),
+        Array.from({ length: maxRelayMailboxItems + 20 }, (_, index) => admission(sources[index % sources.length]!, target)),
       );
       const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
-      expect(outcomes.filter((outcome) => outcome.kind === "accepted").length).toBe(relayMaxMailboxItems);
+      expect(outcomes.filter((outcome) => outcome.kind === "accepted").length).toBe(maxRelayMailboxItems);
       expect(
         outcomes
           .filter((outcome) => outcome.kind !== "accepted")
           .every((outcome) => outcome.kind === "full" && outcome.budget === "mailbox"),
       ).toBe(true);
       const page = await pageOf(store, target);
-      expect(new Set(page.cursors).size).toBe(relayMaxMailboxItems);
-      expect(page.cursors.at(-1)).toBe(String(relayMaxMailboxItems));
-      expect((await store.usage()).activeItems).toBe(relayMaxMailboxItems);
+      expect(new Set(page.cursors).size).toBe(maxRelayMailboxItems);
+      expect(page.cursors.at(-1)).toBe(String(maxRelayMailboxItems));
+      expect((await store.usage()).activeItems).toBe(maxRelayMailboxItems);
       expect(await store.maintain(Date.now())).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
     });
 
@@ -269,7 +269,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         sizes.push(Buffer.byteLength(`{"cursor":"${index + 1}","envelope":}`) + Buffer.byteLength(request.text));
       }
       let fits = 0;
-      for (let total = sizes[0]!; total <= receivePageMaxBytes; total += sizes[fits]!) fits += 1;
+      for (let total = sizes[0]!; total <= maxReceivePageBytes; total += sizes[fits]!) fits += 1;
       const page = await pageOf(store, target, "0", 50);
       expect(fits).toBeLessThan(sizes.length);
       expect(page.items.length).toBe(fits);
@@ -299,7 +299,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       expect((await store.usage()).activeItems).toBe(0);
       expect(await store.admit({ ...queued, target: second })).toEqual({ kind: "conflict" });
       expect(await store.acknowledge(first.id, queued.envelopeId)).toEqual({ kind: "unknown" });
-      expect(await store.connect({ session: "gen", generation: "g1", leaseMs: leaseMaxMs, now: now + 6 })).toEqual({
+      expect(await store.connect({ session: "gen", generation: "g1", leaseMs: maxLeaseMs, now: now + 6 })).toEqual({
         kind: "generation-retired",
       });
       const third = await connected(store, "gen", { generation: "g3", now: now + 7 });
@@ -409,17 +409,17 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
     test("budgets: relay-wide items across mailboxes, and registrations, are refused when spent", async () => {
       const store = await fresh();
       const now = Date.now();
-      const targets = await connectedMany(store, "wide", relayMaxActiveItems / relayMaxMailboxItems + 1, { now });
+      const targets = await connectedMany(store, "wide", maxRelayActiveItems / maxRelayMailboxItems + 1, { now });
       const full = targets.slice(0, -1);
       // Senders enough that each stays within its shares (`quotas-v1`): the relay-wide budget is what refuses.
-      const senders = relayMaxActiveItems / relaySenderMaxActiveItems;
+      const senders = maxRelayActiveItems / maxRelaySenderActiveItems;
       const sources = await connectedMany(store, "wide-source", senders + 1, { now });
       // Each mailbox filled by `perMailbox` distinct senders, the senders taken in turn.
-      const perMailbox = sendersFor(relayMaxMailboxItems);
+      const perMailbox = sendersFor(maxRelayMailboxItems);
       const sourceOf = (mailbox: number, index: number) => sources[(mailbox * perMailbox + (index % perMailbox)) % senders]!;
       const requests = await Promise.all(
         full.flatMap((target, mailbox) =>
-          Array.from({ length: relayMaxMailboxItems }, (_, index) => admission(sourceOf(mailbox, index), target, { now })),
+          Array.from({ length: maxRelayMailboxItems }, (_, index) => admission(sourceOf(mailbox, index), target, { now })),
         ),
       );
       const outcomes = await Promise.all(requests.map((request) => store.admit(request)));
@@ -427,27 +427,27 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       expect(await store.admit(await admission(sources.at(-1)!, targets.at(-1)!, { now }))).toEqual({
         kind: "full",
         budget: "active",
-        details: { items: relayMaxActiveItems, bytes: (await store.usage()).activeBytes },
+        details: { items: maxRelayActiveItems, bytes: (await store.usage()).activeBytes },
       });
       // Registrations: refused once spent while every place is in use (a recent bound request each).
       const registered = (await store.usage()).registrations;
       const more = await Promise.all(
-        Array.from({ length: relayMaxRegistrations - registered }, (_, index) =>
-          store.connect({ session: `many-${index}`, generation: "g", leaseMs: leaseMaxMs, now }),
+        Array.from({ length: maxRelayRegistrations - registered }, (_, index) =>
+          store.connect({ session: `many-${index}`, generation: "g", leaseMs: maxLeaseMs, now }),
         ),
       );
       const views = [...targets, ...sources].map((endpoint) => ({ endpointId: endpoint.id }));
       for (const outcome of more) if (outcome.kind === "connected") views.push(outcome.registration);
-      expect(views.length).toBe(relayMaxRegistrations);
+      expect(views.length).toBe(maxRelayRegistrations);
       await Promise.all(
         views.map(async ({ endpointId }) => {
           const registration = await store.registration(endpointId);
           await store.binding(registration!.session, endpointId, undefined, now);
         }),
       );
-      expect(await store.connect({ session: "one-more", generation: "g", leaseMs: leaseMaxMs, now })).toEqual({
+      expect(await store.connect({ session: "one-more", generation: "g", leaseMs: maxLeaseMs, now })).toEqual({
         kind: "full",
-        details: { registrations: relayMaxRegistrations, metadataBytes: (await store.usage()).metadataBytes },
+        details: { registrations: maxRelayRegistrations, metadataBytes: (await store.usage()).metadataBytes },
       });
       expect(await store.maintain(now)).toEqual({ reaped: 0, expiredReceipts: 0, expiredMail: 0 });
     });
@@ -458,13 +458,13 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const now = Date.now();
         const source = await connected(store, "squat-source", { now });
         await store.binding("squat-source", source.id, undefined, now);
-        const squatters = await connectedMany(store, "squatter", relayMaxRegistrations - 1, { now });
+        const squatters = await connectedMany(store, "squatter", maxRelayRegistrations - 1, { now });
         const queued = await admission(source, squatters[0]!, { now });
         await store.admit(queued);
-        expect((await store.usage()).registrations).toBe(relayMaxRegistrations);
+        expect((await store.usage()).registrations).toBe(maxRelayRegistrations);
         // Within their grace (a client's first request may still be on its way) they keep their places.
         expect(
-          await store.connect({ session: "legit", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationGraceMs - 1 }),
+          await store.connect({ session: "legit", generation: "g", leaseMs: maxLeaseMs, now: now + relayRegistrationGraceMs - 1 }),
         ).toMatchObject({ kind: "full" });
         // Then the new connect takes the place of the first-made never-used registration.
         const later = now + relayRegistrationGraceMs;
@@ -472,7 +472,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         expect(await store.registration(legit.id)).toMatchObject({ session: "legit", state: "active" });
         expect(await store.registration(squatters[0]!.id)).toBeUndefined();
         expect(await store.sessionRegistration("squatter-0")).toBeUndefined();
-        expect((await store.usage()).registrations).toBe(relayMaxRegistrations);
+        expect((await store.usage()).registrations).toBe(maxRelayRegistrations);
         // Its mail expired with it: the budget is free and a resend is not a duplicate.
         expect(await store.usage()).toMatchObject({ activeItems: 0, activeBytes: 0 });
         expect(await store.admit({ ...queued, target: legit, now: later })).toEqual({ kind: "expired" });
@@ -486,10 +486,10 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       test("registrations in use are kept; an ended one is reclaimed before a live one, and a live one only once idle for relayRegistrationIdleMs", async () => {
         const store = await fresh();
         const now = Date.now();
-        const users = await connectedMany(store, "user", relayMaxRegistrations, { now });
+        const users = await connectedMany(store, "user", maxRelayRegistrations, { now });
         const use = (index: number, at: number) => store.binding(`user-${index}`, users[index]!.id, undefined, at);
         await Promise.all(users.map((_, index) => use(index, now + (index === 1 ? 0 : 1))));
-        expect(await store.connect({ session: "newcomer", generation: "g", leaseMs: leaseMaxMs, now: now + 2 })).toMatchObject({
+        expect(await store.connect({ session: "newcomer", generation: "g", leaseMs: maxLeaseMs, now: now + 2 })).toMatchObject({
           kind: "full",
         });
         // A disconnected one goes first, though another was idle longer.
@@ -501,7 +501,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         await store.binding("user-0", users[1]!.id, undefined, now + relayActivityResolutionMs);
         await store.binding("user-1", users[1]!.id, secretDigest("x".repeat(40)), now + relayActivityResolutionMs);
         expect(
-          await store.connect({ session: "second", generation: "g", leaseMs: leaseMaxMs, now: now + relayRegistrationIdleMs - 1 }),
+          await store.connect({ session: "second", generation: "g", leaseMs: maxLeaseMs, now: now + relayRegistrationIdleMs - 1 }),
         ).toMatchObject({ kind: "full" });
         // Idle long enough: the least recently active live one (user-1) gives way.
         const second = await connected(store, "second", { now: now + relayRegistrationIdleMs });
@@ -515,7 +515,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
           store.binding("newcomer", newcomer.id, undefined, later),
           store.binding("second", second.id, undefined, later),
         ]);
-        expect(await store.connect({ session: "user-2", generation: "g-new", leaseMs: leaseMaxMs, now: later })).toMatchObject({
+        expect(await store.connect({ session: "user-2", generation: "g-new", leaseMs: maxLeaseMs, now: later })).toMatchObject({
           kind: "full",
         });
         expect(await store.registration(users[2]!.id)).toMatchObject({ session: "user-2", state: "active" });
@@ -526,15 +526,15 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const now = Date.now();
         const [flooder, other, target] = await connectedMany(store, "share", 3, { now });
         const flood = await Promise.all(
-          Array.from({ length: relaySenderMaxMailboxItems + 8 }, () => admission(flooder!, target!, { now })),
+          Array.from({ length: maxRelaySenderMailboxItems + 8 }, () => admission(flooder!, target!, { now })),
         );
         const outcomes = await Promise.all(flood.map((request) => store.admit(request)));
         const accepted = outcomes.filter((outcome) => outcome.kind === "accepted").length;
-        expect(accepted).toBe(relaySenderMaxMailboxItems);
+        expect(accepted).toBe(maxRelaySenderMailboxItems);
         const refusal = outcomes.find((outcome) => outcome.kind !== "accepted");
-        expect(refusal).toMatchObject({ kind: "quota", quota: "mailbox-share", details: { items: relaySenderMaxMailboxItems } });
+        expect(refusal).toMatchObject({ kind: "quota", quota: "mailbox-share", details: { items: maxRelaySenderMailboxItems } });
         // Nothing was reserved for the refused ones; the other sender's mail gets in.
-        expect((await store.usage()).activeItems).toBe(relaySenderMaxMailboxItems);
+        expect((await store.usage()).activeItems).toBe(maxRelaySenderMailboxItems);
         expect(await store.admit(await admission(other!, target!, { now }))).toMatchObject({ kind: "accepted" });
         expect(await store.acknowledge(target!.id, flood[0]!.envelopeId)).toEqual({ kind: "acknowledged", duplicate: false });
         expect(await store.admit(await admission(flooder!, target!, { now }))).toMatchObject({ kind: "accepted" });
@@ -545,9 +545,9 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         const store = await fresh();
         const now = Date.now();
         const flooder = await connected(store, "wide-flooder", { now });
-        const sinks = await connectedMany(store, "wide-sink", sendersFor(relaySenderMaxActiveItems) + 1, { now });
+        const sinks = await connectedMany(store, "wide-sink", sendersFor(maxRelaySenderActiveItems) + 1, { now });
         const flood = await Promise.all(
-          Array.from({ length: relaySenderMaxActiveItems }, (_, index) => admission(flooder, sinks[index % sinks.length]!, { now })),
+          Array.from({ length: maxRelaySenderActiveItems }, (_, index) => admission(flooder, sinks[index % sinks.length]!, { now })),
         );
         expect((await Promise.all(flood.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(
           true,
@@ -556,7 +556,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         expect(await store.admit(await admission(flooder, sinks[0]!, { now }))).toEqual({
           kind: "quota",
           quota: "sender-active",
-          details: { items: relaySenderMaxActiveItems, bytes },
+          details: { items: maxRelaySenderActiveItems, bytes },
         });
         const other = await connected(store, "wide-other", { now });
         expect(await store.admit(await admission(other, sinks[0]!, { now }))).toMatchObject({ kind: "accepted" });
@@ -581,7 +581,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         }
         expect(outcome).toMatchObject({ kind: "quota", quota: "sender-receipts" });
         const used = await store.usage();
-        expect(sent).toBe(Math.min(relaySenderMaxReceipts, Math.floor(relaySenderMaxReceiptBytes / (used.receiptBytes / used.receipts))));
+        expect(sent).toBe(Math.min(maxRelaySenderReceipts, Math.floor(maxRelaySenderReceiptBytes / (used.receiptBytes / used.receipts))));
         expect(await store.admit(await admission(other!, target!, { now }))).toMatchObject({ kind: "accepted" });
         // A receipt retention later the sender's receipts are gone, and it may send again.
         const later = now + relayReceiptRetentionMs;
@@ -611,7 +611,7 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
         expect(await store.acknowledge(target!.id, old.envelopeId)).toEqual({ kind: "gone" });
         // The sender's share is free again: a full share of new mail fits beside the young one.
         const refill = await Promise.all(
-          Array.from({ length: relaySenderMaxMailboxItems - 1 }, () => admission(source!, target!, { now: lifetimeEnd })),
+          Array.from({ length: maxRelaySenderMailboxItems - 1 }, () => admission(source!, target!, { now: lifetimeEnd })),
         );
         expect((await Promise.all(refill.map((request) => store.admit(request)))).every((outcome) => outcome.kind === "accepted")).toBe(
           true,
@@ -629,8 +629,8 @@ export function describeRelayStore(label: string, open: () => Promise<RelayStore
       test("an ended registration that pins mail is reaped a mail lifetime after it ended, its mail expired", async () => {
         const store = await fresh();
         const now = Date.now();
-        const source = await connected(store, "pin-source", { now, leaseMs: leaseMaxMs });
-        const target = await connected(store, "pin-target", { now, leaseMs: leaseMaxMs });
+        const source = await connected(store, "pin-source", { now, leaseMs: maxLeaseMs });
+        const target = await connected(store, "pin-target", { now, leaseMs: maxLeaseMs });
         const request = await admission(source, target, { now });
         await store.admit(request);
         await store.disconnect(target.id, now + 1);

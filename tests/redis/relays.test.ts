@@ -15,7 +15,7 @@ import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, startRedis } from "../../testkit/redis-process.ts";
 import { BUN, CLI_ENTRY, freePort, REPO_ROOT } from "../../testkit/relay-process.ts";
 import { postJson, WireSession } from "../../src/conformance/wire-client.ts";
-import { orphanProbeIntervalMs, relayMaxMailboxItems, redisConnectTimeoutMs, watchMaxWaitMs } from "../../src/protocol/limits.ts";
+import { orphanProbeIntervalMs, maxRelayMailboxItems, redisConnectTimeoutMs, maxWatchWaitMs } from "../../src/protocol/limits.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { eventsOf } from "../helpers/core-kit.ts";
 import { configuredParties, expectCompletedHearing, expectNothingTwice, useRedisRelays } from "../helpers/redis-kit.ts";
@@ -53,7 +53,7 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
     const senders = await Promise.all(
       Array.from({ length: RACE_SENDERS }, (_, index) => WireSession.connect(relayUrl(index % 2), { label: `race-${index}` })),
     );
-    const offered = relayMaxMailboxItems + 64;
+    const offered = maxRelayMailboxItems + 64;
     const accepted: string[] = [];
     const refused: string[] = [];
     await inLanes(
@@ -65,9 +65,9 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
         else refused.push(`${reply.status} ${reply.body?.error?.code} ${reply.body?.error?.retryAfterMs ?? ""}`.trim());
       },
     );
-    expect(accepted.length).toBe(relayMaxMailboxItems);
+    expect(accepted.length).toBe(maxRelayMailboxItems);
     // Mailbox-full refusals only (an overload refusal would carry retryAfterMs).
-    expect(refused).toEqual(Array.from({ length: offered - relayMaxMailboxItems }, () => "503 RELAY_CAPACITY"));
+    expect(refused).toEqual(Array.from({ length: offered - maxRelayMailboxItems }, () => "503 RELAY_CAPACITY"));
     // The target pages through both relays in turn, with the same binding.
     const received: { cursor: string; envelopeId: string }[] = [];
     let cursor = "0";
@@ -83,7 +83,7 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
       cursor = value.nextCursor;
       if (!value.hasMore) break;
     }
-    expect(received.map((item) => item.cursor)).toEqual(Array.from({ length: relayMaxMailboxItems }, (_, index) => String(index + 1)));
+    expect(received.map((item) => item.cursor)).toEqual(Array.from({ length: maxRelayMailboxItems }, (_, index) => String(index + 1)));
     expect(received.map((item) => item.envelopeId).sort()).toEqual([...accepted].sort());
     const acks = await inLanes(received, (item, index) =>
       postJson(relayUrl(index % 2), target.request("acknowledge", { envelopeId: item.envelopeId })),
@@ -99,7 +99,7 @@ describeWithPackage("two relays sharing one Redis", REDIS_BINARY, REDIS_PACKAGE,
     let settled = false;
     // The longest wait the relay allows; the request gives up well before it ends (a budget for a
     // loaded machine): only the doorbell answers it in time.
-    const watching = watcher.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: watchMaxWaitMs - 10_000 }).finally(() => {
+    const watching = watcher.call("watch", { cursor: "0", waitMs: maxWatchWaitMs }, { timeoutMs: maxWatchWaitMs - 10_000 }).finally(() => {
       settled = true;
     });
     await Bun.sleep(150);

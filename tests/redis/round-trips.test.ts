@@ -9,7 +9,7 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
-import { relayMaintenanceIntervalMs, sendBatchMaxItems } from "../../src/protocol/limits.ts";
+import { relayMaintenanceIntervalMs, maxSendBatchItems } from "../../src/protocol/limits.ts";
 import { useRedisRelays } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
@@ -80,13 +80,13 @@ describeWithPackage("a relay on Redis", REDIS_BINARY, REDIS_PACKAGE, () => {
     expect(results.map((result) => result.envelopeId)).toEqual([...ids, unknown]);
   });
 
-  test(`a send-batch-v1 send of ${sendBatchMaxItems} envelopes, and an ack-carry-v1 acknowledgement with its receipts, cost one script call each`, async () => {
+  test(`a send-batch-v1 send of ${maxSendBatchItems} envelopes, and an ack-carry-v1 acknowledgement with its receipts, cost one script call each`, async () => {
     const url = fx.relays[0]!.url;
     const [sender, receiver] = await Promise.all([
       WireSession.connect(url, { label: "each-a" }),
       WireSession.connect(url, { label: "each-b" }),
     ]);
-    const envelopes = Array.from({ length: sendBatchMaxItems }, () => sender.envelopeTo(receiver.endpoint));
+    const envelopes = Array.from({ length: maxSendBatchItems }, () => sender.envelopeTo(receiver.endpoint));
     let outcomes: string[] = [];
     const sent = await counted(async () => {
       outcomes = (await sender.call("send", { envelopes })).body.value.results.map((result: { outcome: string }) => result.outcome);

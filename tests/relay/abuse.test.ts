@@ -10,11 +10,11 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue, inBatches } from "../../src/conformance/kit.ts";
 import { connectRequest, postJson, uniqueName, WireSession } from "../../src/conformance/wire-client.ts";
 import {
-  leaseMaxMs,
+  maxLeaseMs,
   relayMailLifetimeMs,
-  relayMaxActiveItems,
-  relayMaxMailboxItems,
-  relayMaxRegistrations,
+  maxRelayActiveItems,
+  maxRelayMailboxItems,
+  maxRelayRegistrations,
   relayRegistrationGraceMs,
   relayRegistrationIdleMs,
 } from "../../src/protocol/limits.ts";
@@ -25,7 +25,7 @@ const ATTACK_WIDTH = 16;
 /** Attempts beyond a budget the attacker makes, to show it is not stuck at the budget's edge. */
 const BEYOND = 64;
 /** Clock steps shorter than a lease, so clients that renew stay live while the clock moves on. */
-const STEP_MS = leaseMaxMs - 60_000;
+const STEP_MS = maxLeaseMs - 60_000;
 
 let relay: RelayServer | undefined;
 let clock = Date.now();
@@ -41,7 +41,7 @@ async function startRelay(): Promise<RelayServer> {
 }
 
 /** A session on the relay with the longest lease (the clock moves in steps shorter than it). */
-const session = (url: string, label: string) => WireSession.connect(url, { label, leaseMs: leaseMaxMs });
+const session = (url: string, label: string) => WireSession.connect(url, { label, leaseMs: maxLeaseMs });
 
 /** An envelope dated by the relay's clock (its freshness is judged by that clock). */
 const fresh = (from: WireSession, to: WireSession, payload: unknown = { note: "abuse" }) =>
@@ -69,7 +69,7 @@ async function floodUntilRefused(from: WireSession, targets: readonly WireSessio
 async function advance(ms: number, sessions: readonly WireSession[]): Promise<void> {
   for (let moved = 0; moved < ms; moved += STEP_MS) {
     clock += Math.min(STEP_MS, ms - moved);
-    for (const live of sessions) expectWireValue(await live.renew({ leaseMs: leaseMaxMs }), "connected");
+    for (const live of sessions) expectWireValue(await live.renew({ leaseMs: maxLeaseMs }), "connected");
   }
 }
 
@@ -78,20 +78,20 @@ describe("attacks on the relay's shared budgets", () => {
     const { url } = await startRelay();
     const squat = (count: number) =>
       inBatches(count, ATTACK_WIDTH, () =>
-        postJson(url, connectRequest({ callerSession: uniqueName("squatter"), generation: crypto.randomUUID(), leaseMs: leaseMaxMs })),
+        postJson(url, connectRequest({ callerSession: uniqueName("squatter"), generation: crypto.randomUUID(), leaseMs: maxLeaseMs })),
       );
-    const flood = await squat(relayMaxRegistrations + BEYOND);
+    const flood = await squat(maxRelayRegistrations + BEYOND);
     expect(flood.filter((reply) => reply.body?.ok === true).length).toBeGreaterThan(0);
     // Once the squatter's first names are past the grace a new registration has for its first request:
     clock += relayRegistrationGraceMs;
     const [legit] = await Promise.all([session(url, "legit"), squat(BEYOND)]);
     expectWireValue(await legit.call("health"), "health");
-    expect((await relay!.engine.usage()).registrations).toBeLessThanOrEqual(relayMaxRegistrations);
+    expect((await relay!.engine.usage()).registrations).toBeLessThanOrEqual(maxRelayRegistrations);
   });
 
   test("registrations the squatter keeps using hold only until they sit idle; then a legitimate connect takes one", async () => {
     const { url } = await startRelay();
-    const squatters = await inBatches(relayMaxRegistrations, ATTACK_WIDTH, (index) => session(url, `used-${index}`).catch(() => undefined));
+    const squatters = await inBatches(maxRelayRegistrations, ATTACK_WIDTH, (index) => session(url, `used-${index}`).catch(() => undefined));
     // Each used once: not the never-used registrations a newcomer may take at once.
     await inBatches(squatters.length, ATTACK_WIDTH, async (index) => squatters[index]?.call("health"));
     const refused = await postJson(url, connectRequest({ callerSession: uniqueName("early"), generation: crypto.randomUUID() }));
@@ -104,10 +104,10 @@ describe("attacks on the relay's shared budgets", () => {
   test("a sender filling the relay-wide budget does not deny another sender's send", async () => {
     const { url } = await startRelay();
     const attacker = await session(url, "filler");
-    const sinks = await inBatches(relayMaxActiveItems / relayMaxMailboxItems + 1, ATTACK_WIDTH, (index) => session(url, `sink-${index}`));
-    const { accepted, refusal } = await floodUntilRefused(attacker, sinks, relayMaxActiveItems + BEYOND);
+    const sinks = await inBatches(maxRelayActiveItems / maxRelayMailboxItems + 1, ATTACK_WIDTH, (index) => session(url, `sink-${index}`));
+    const { accepted, refusal } = await floodUntilRefused(attacker, sinks, maxRelayActiveItems + BEYOND);
     expect(refusal).toBeDefined();
-    expect(accepted).toBeLessThan(relayMaxActiveItems);
+    expect(accepted).toBeLessThan(maxRelayActiveItems);
     const error = expectWireError(refusal!, "RELAY_CAPACITY");
     expect(error.retryAfterMs).toBeGreaterThan(0);
     const [sender, target] = await Promise.all([session(url, "other-sender"), session(url, "other-target")]);
@@ -118,7 +118,7 @@ describe("attacks on the relay's shared budgets", () => {
     const { url } = await startRelay();
     const [attacker, victim, origin] = await Promise.all([session(url, "flooder"), session(url, "victim"), session(url, "origin")]);
     for (let round = 0; round < 3; round += 1) {
-      const { refusal } = await floodUntilRefused(attacker, [victim], relayMaxMailboxItems + BEYOND);
+      const { refusal } = await floodUntilRefused(attacker, [victim], maxRelayMailboxItems + BEYOND);
       expect(expectWireError(refusal!, "RELAY_CAPACITY").retryAfterMs).toBeGreaterThan(0);
       const task = fresh(origin, victim, { task: round });
       expectWireValue(await origin.send(task), "accepted");

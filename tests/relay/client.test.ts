@@ -11,16 +11,16 @@ import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, te
 import { ERROR_REGISTRY, TaskError } from "../../src/protocol/errors.ts";
 import { signJwt, verifyJwt } from "../../src/protocol/jwt.ts";
 import {
-  jwtMinSecretChars,
+  minJwtSecretChars,
   leaseRenewMarginMs,
   maxInFlightRequests,
   maxRequestBodyBytes,
   maxResponseBodyBytes,
   msPerSecond,
-  receivePageMaxItems,
-  requestDeadlineDefaultMs,
-  requestDeadlineMaxMs,
-  requestDeadlineMinMs,
+  maxReceivePageItems,
+  defaultRequestDeadlineMs,
+  maxRequestDeadlineMs,
+  minRequestDeadlineMs,
   reservedRequestSlots,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ID, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
@@ -252,7 +252,7 @@ describe("request lanes", () => {
     const session = open(proxy.url);
     await session.connect();
     proxy.push({ operation: "receive", kind: "hold", times: maxInFlightRequests });
-    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0", { limit: receivePageMaxItems })));
+    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0", { limit: maxReceivePageItems })));
     await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
 
     // Waiters A..E, told apart by their page limit.
@@ -297,7 +297,7 @@ describe("request lanes", () => {
     await proxy.waitFor((stats) => stats.held === 0);
 
     // Queued: every slot is held, the waiter is aborted before a slot frees.
-    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0", { limit: receivePageMaxItems })));
+    const hanging = range(maxInFlightRequests).map(() => settle(session.receive("0", { limit: maxReceivePageItems })));
     await proxy.waitFor((stats) => stats.held >= maxInFlightRequests);
     const queued = new AbortController();
     const queuedCall = failure(session.receive("0", { limit: 7, signal: queued.signal }));
@@ -430,8 +430,8 @@ describe("request deadline", () => {
     transport.close();
   });
 
-  test("requestTimeoutMs must lie in requestDeadlineMinMs..requestDeadlineMaxMs", async () => {
-    for (const bad of [requestDeadlineMinMs - 1, requestDeadlineMaxMs + 1, requestDeadlineMinMs + 0.5, Number.NaN]) {
+  test("requestTimeoutMs must lie in minRequestDeadlineMs..maxRequestDeadlineMs", async () => {
+    for (const bad of [minRequestDeadlineMs - 1, maxRequestDeadlineMs + 1, minRequestDeadlineMs + 0.5, Number.NaN]) {
       let thrown: unknown;
       try {
         createRelayTransport({ baseUrl: relay.url, requestTimeoutMs: bad });
@@ -448,16 +448,16 @@ describe("request deadline", () => {
       }
       expect((fromSession as TaskError).code).toBe("INVALID_CONFIGURATION");
     }
-    for (const good of [requestDeadlineMinMs, requestDeadlineMaxMs]) {
+    for (const good of [minRequestDeadlineMs, maxRequestDeadlineMs]) {
       const transport = createRelayTransport({ baseUrl: relay.url, requestTimeoutMs: good });
       expect(transport.requestTimeoutMs).toBe(good);
       transport.close();
     }
     const defaulted = createRelayTransport({ baseUrl: relay.url });
-    expect(defaulted.requestTimeoutMs).toBe(requestDeadlineDefaultMs);
+    expect(defaulted.requestTimeoutMs).toBe(defaultRequestDeadlineMs);
     defaulted.close();
     // The largest deadline still works against the relay.
-    const session = open(relay.url, { requestTimeoutMs: requestDeadlineMaxMs });
+    const session = open(relay.url, { requestTimeoutMs: maxRequestDeadlineMs });
     await session.connect();
     expect((await session.receive("0")).deliveries).toEqual([]);
   });
@@ -1454,7 +1454,7 @@ describe("features", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("JWT", () => {
-  const secret = "s".repeat(jwtMinSecretChars + 8);
+  const secret = "s".repeat(minJwtSecretChars + 8);
 
   test("against a relay with WOLFPACK_JWT_SECRET the client authenticates with a fresh token per request", async () => {
     const secured = await startRelayProcess({ env: { WOLFPACK_JWT_SECRET: secret } });
@@ -1479,7 +1479,7 @@ describe("JWT", () => {
     const anonymous = open(proxy.url);
     const refused = await failure(anonymous.connect());
     expect({ code: refused.code, retryable: refused.retryable }).toEqual({ code: "RELAY_AUTH_REQUIRED", retryable: false });
-    const wrong = open(proxy.url, { auth: { secret: "w".repeat(jwtMinSecretChars) } });
+    const wrong = open(proxy.url, { auth: { secret: "w".repeat(minJwtSecretChars) } });
     expect((await failure(wrong.connect())).code).toBe("RELAY_AUTH_REQUIRED");
   });
 
@@ -1523,10 +1523,10 @@ describe("JWT", () => {
     expect(captured[1]).toStartWith("Bearer ");
   });
 
-  test("a secret shorter than jwtMinSecretChars is RELAY_AUTH_REQUIRED from authFromEnv", () => {
+  test("a secret shorter than minJwtSecretChars is RELAY_AUTH_REQUIRED from authFromEnv", () => {
     let thrown: unknown;
     try {
-      authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(jwtMinSecretChars - 1) });
+      authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(minJwtSecretChars - 1) });
     } catch (error) {
       thrown = error;
     }
@@ -1535,7 +1535,7 @@ describe("JWT", () => {
     expect((thrown as TaskError).retryable).toBe(false);
     expect(authFromEnv({})).toBeUndefined();
     expect(authFromEnv({ WOLFPACK_JWT_SECRET: "   " })).toBeUndefined();
-    expect(authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(jwtMinSecretChars) })?.secret).toBe("k".repeat(jwtMinSecretChars));
+    expect(authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(minJwtSecretChars) })?.secret).toBe("k".repeat(minJwtSecretChars));
     const claims = authFromEnv({ WOLFPACK_JWT_SECRET: secret, WOLFPACK_JWT_ISSUER: "iss-x", WOLFPACK_JWT_AUDIENCE: "aud-y" });
     expect(claims).toEqual({ secret, issuer: "iss-x", audience: "aud-y" });
   });

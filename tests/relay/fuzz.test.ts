@@ -15,18 +15,18 @@ import { canonicalBytes, utf8Bytes } from "../../src/protocol/canonical-json.ts"
 import { isUuid } from "../../src/protocol/endpoint.ts";
 import { errorSpec, isRegisteredCode } from "../../src/protocol/errors.ts";
 import {
-  envelopeMaxAgeMs,
+  maxEnvelopeAgeMs,
   KiB,
-  leaseDefaultMs,
-  leaseMaxMs,
-  leaseMinMs,
+  defaultLeaseMs,
+  maxLeaseMs,
+  minLeaseMs,
   maxProtocolVersionsItems,
   maxRelayPayloadBytes,
   maxRequestBodyBytes,
   maxWireIdChars,
-  receivePageMaxItems,
-  watchMaxWaitMs,
-  watchMinWaitMs,
+  maxReceivePageItems,
+  maxWatchWaitMs,
+  minWatchWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ID, RELAY_PROFILE, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import { RECEIVE_LIMIT, RELAY_OPERATIONS, RELAY_REQUEST_KEYS, type RelayOperation } from "../../src/protocol/wire.ts";
@@ -59,8 +59,8 @@ const connectGeneration = crypto.randomUUID();
 
 beforeAll(async () => {
   relay = await startRelayProcess();
-  sender = await WireSession.connect(relay.url, { label: "fuzz-sender", leaseMs: leaseMaxMs });
-  receiver = await WireSession.connect(relay.url, { label: "fuzz-receiver", leaseMs: leaseMaxMs });
+  sender = await WireSession.connect(relay.url, { label: "fuzz-sender", leaseMs: maxLeaseMs });
+  receiver = await WireSession.connect(relay.url, { label: "fuzz-receiver", leaseMs: maxLeaseMs });
 });
 
 afterAll(async () => {
@@ -139,7 +139,7 @@ const badCreatedAt = fc.oneof(
   notAString,
   fc.string({ maxLength: 30 }).filter((value) => {
     const parsed = Date.parse(value);
-    return Number.isNaN(parsed) || Math.abs(parsed - Date.now()) > 100 * envelopeMaxAgeMs;
+    return Number.isNaN(parsed) || Math.abs(parsed - Date.now()) > 100 * maxEnvelopeAgeMs;
   }),
   fc.constantFrom(new Date(0).toISOString(), "9999-12-31T23:59:59.999Z", "2026-02-30T25:61:00Z", ""),
 );
@@ -175,7 +175,7 @@ function templates(): Record<string, Template> {
   const envelope = () => sender.envelopeTo(receiver.endpoint, { payload: { fuzz: true } });
   return {
     connect: {
-      make: () => connectRequest({ callerSession: connectName, generation: connectGeneration, leaseMs: leaseDefaultMs }),
+      make: () => connectRequest({ callerSession: connectName, generation: connectGeneration, leaseMs: defaultLeaseMs }),
       required: ["operation", "profile", "callerSession", "generation", "protocolVersions"],
       invalid: {
         operation: badOperation,
@@ -183,7 +183,7 @@ function templates(): Record<string, Template> {
         callerSession: badWireId,
         generation: badWireId,
         protocolVersions: badProtocolVersions,
-        leaseMs: outsideRange(leaseMinMs, leaseMaxMs),
+        leaseMs: outsideRange(minLeaseMs, maxLeaseMs),
         epoch: fc.oneof(notAString, fc.string({ maxLength: 40 }), fc.uuid()),
       },
     },
@@ -230,9 +230,9 @@ function templates(): Record<string, Template> {
       },
     },
     receive: {
-      make: () => receiver.request("receive", { cursor: "0", limit: receivePageMaxItems }),
+      make: () => receiver.request("receive", { cursor: "0", limit: maxReceivePageItems }),
       required: [...binding, "cursor"],
-      invalid: { ...bindingInvalid, cursor: badCursor, limit: outsideRange(RECEIVE_LIMIT.minimum, receivePageMaxItems) },
+      invalid: { ...bindingInvalid, cursor: badCursor, limit: outsideRange(RECEIVE_LIMIT.minimum, maxReceivePageItems) },
     },
     acknowledge: {
       // Never valid: nothing is ever admitted, so every envelopeId is unknown.
@@ -251,9 +251,9 @@ function templates(): Record<string, Template> {
       invalid: bindingInvalid,
     },
     watch: {
-      make: () => receiver.request("watch", { cursor: "0", waitMs: watchMinWaitMs }),
+      make: () => receiver.request("watch", { cursor: "0", waitMs: minWatchWaitMs }),
       required: [...binding, "cursor", "waitMs"],
-      invalid: { ...bindingInvalid, cursor: badCursor, waitMs: outsideRange(watchMinWaitMs, watchMaxWaitMs) },
+      invalid: { ...bindingInvalid, cursor: badCursor, waitMs: outsideRange(minWatchWaitMs, maxWatchWaitMs) },
     },
   };
 }

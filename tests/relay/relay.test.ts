@@ -21,14 +21,14 @@ import { isUuid } from "../../src/protocol/endpoint.ts";
 import { signJwt } from "../../src/protocol/jwt.ts";
 import {
   jwtClockToleranceMs,
-  jwtMinSecretChars,
+  minJwtSecretChars,
   jwtTokenLifetimeMs,
   KiB,
-  leaseMinMs,
+  minLeaseMs,
   maxRequestBodyBytes,
   relayMaintenanceIntervalMs,
-  watchMaxWaitMs,
-  watchMinWaitMs,
+  maxWatchWaitMs,
+  minWatchWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ENDPOINT_PATH, RELAY_PROFILE, SESSION_STATUS_PATH } from "../../src/protocol/names.ts";
 import { RELAY_FEATURES } from "../../src/relay-server/engine.ts";
@@ -117,7 +117,7 @@ describe("relay process", () => {
       try {
         const session = await WireSession.connect(proc.url, { label: "shutdown" });
         const watch = session
-          .call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: watchMaxWaitMs + 5_000 })
+          .call("watch", { cursor: "0", waitMs: maxWatchWaitMs }, { timeoutMs: maxWatchWaitMs + 5_000 })
           .catch((error: unknown) => error);
         const slow = openRawRequest(proc.url, { contentLength: KiB, body: "{" });
         await slow.sent;
@@ -166,7 +166,7 @@ describe("restart", () => {
       send: { envelope: stale.envelopeTo(stale.endpoint) },
       acknowledge: { envelopeId: crypto.randomUUID() },
       resolve: { target: stale.endpoint },
-      watch: { cursor: "0", waitMs: watchMinWaitMs },
+      watch: { cursor: "0", waitMs: minWatchWaitMs },
       disconnect: {},
     };
     for (const [operation, fields] of Object.entries(operations)) {
@@ -197,7 +197,7 @@ describe("restart", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("optional JWT", () => {
-  const secret = secretOf(jwtMinSecretChars);
+  const secret = secretOf(minJwtSecretChars);
   const issuer = "pi-tasks-conformance-issuer";
   const audience = "pi-tasks-conformance-audience";
   let plain: RelayProcess | undefined;
@@ -220,8 +220,8 @@ describe("optional JWT", () => {
     expect(reply.headers.get("www-authenticate")).toBe('Bearer realm="wolfpack"');
   };
 
-  test.concurrent("a WOLFPACK_JWT_SECRET shorter than jwtMinSecretChars (after trimming) refuses to start", async () => {
-    for (const short of [secretOf(jwtMinSecretChars - 1), `   ${secretOf(jwtMinSecretChars - 1)}   `]) {
+  test.concurrent("a WOLFPACK_JWT_SECRET shorter than minJwtSecretChars (after trimming) refuses to start", async () => {
+    for (const short of [secretOf(minJwtSecretChars - 1), `   ${secretOf(minJwtSecretChars - 1)}   `]) {
       const child = spawnRelayCli({ WOLFPACK_JWT_SECRET: short });
       try {
         const code = await settlesWithin(child.exited, "the refused relay to exit", PROCESS_TIMEOUT_MS);
@@ -282,7 +282,7 @@ describe("optional JWT", () => {
     // Issued far in the future.
     const future = Date.now() + 100 * (jwtTokenLifetimeMs + jwtClockToleranceMs);
     expectUnauthorized(await getProfile(plain!.url, { headers: bearer(await signJwt(secret, { nowMs: future })) }), plain!.epoch);
-    expectUnauthorized(await getProfile(plain!.url, { headers: bearer(await signJwt(secretOf(jwtMinSecretChars + 8))) }), plain!.epoch);
+    expectUnauthorized(await getProfile(plain!.url, { headers: bearer(await signJwt(secretOf(minJwtSecretChars + 8))) }), plain!.epoch);
     // A valid token with a tampered signature.
     const token = await signJwt(secret);
     const tampered = `${token.slice(0, -2)}${token.endsWith("AA") ? "BB" : "AA"}`;
@@ -306,7 +306,7 @@ describe("optional JWT", () => {
     }
     // A relay started with claims also refuses tokens of another secret.
     expectUnauthorized(
-      await getProfile(scoped!.url, { headers: bearer(await signJwt(secretOf(jwtMinSecretChars), { issuer, audience })) }),
+      await getProfile(scoped!.url, { headers: bearer(await signJwt(secretOf(minJwtSecretChars), { issuer, audience })) }),
       epoch,
     );
   });
@@ -324,7 +324,7 @@ describe("registration retention and typed 413s", () => {
     const session = await WireSession.connect(relay!.url, { label: "reap-receipts" });
     const { envelope } = await session.sendOk(session.endpoint);
     expectWireValue(await session.acknowledge(envelope.envelopeId), "acknowledged", relay!.epoch);
-    expectWireValue(await session.renew({ leaseMs: leaseMinMs }), "connected", relay!.epoch);
+    expectWireValue(await session.renew({ leaseMs: minLeaseMs }), "connected", relay!.epoch);
     // Long enough for at least two maintenance passes.
     await sleep(2 * relayMaintenanceIntervalMs + 200);
     expectWireError(await session.call("health"), "REGISTRATION_EXPIRED", { epoch: relay!.epoch, requireEpoch: true });

@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
 import { WireSession } from "../../src/conformance/wire-client.ts";
 import { errorSpec, TaskError } from "../../src/protocol/errors.ts";
-import { relayMaxMailboxItems, relaySenderMaxMailboxItems } from "../../src/protocol/limits.ts";
+import { maxRelayMailboxItems, maxRelaySenderMailboxItems } from "../../src/protocol/limits.ts";
 import { type RelayServer, startRelayServer } from "../../src/relay-server/server.ts";
 import { createBudgets } from "../../src/relay-server/store/budgets.ts";
 import { createMemoryStore } from "../../src/relay-server/store/memory.ts";
@@ -72,7 +72,7 @@ describe("budget invariants", () => {
     expect(() =>
       budgets.audit([
         { usage: first, shares: [a] },
-        { usage: { items: relayMaxMailboxItems + 1, bytes: 0 }, shares: [] },
+        { usage: { items: maxRelayMailboxItems + 1, bytes: 0 }, shares: [] },
       ]),
     ).toThrow(violated("mailbox usage stays within its bound"));
   });
@@ -81,16 +81,16 @@ describe("budget invariants", () => {
     const budgets = createBudgets();
     const mailbox = { items: 0, bytes: 0 };
     const share = { items: 0, bytes: 0 };
-    for (let index = 0; index < relaySenderMaxMailboxItems; index += 1)
+    for (let index = 0; index < maxRelaySenderMailboxItems; index += 1)
       expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toBeUndefined();
     expect(budgets.reserve(reservation(mailbox, share, "a", 10, 50))).toEqual({
       kind: "quota",
       quota: "mailbox-share",
-      details: { items: relaySenderMaxMailboxItems, bytes: 10 * relaySenderMaxMailboxItems },
+      details: { items: maxRelaySenderMailboxItems, bytes: 10 * maxRelaySenderMailboxItems },
     });
     // Another sender's share of the same mailbox is its own.
     expect(budgets.reserve(reservation(mailbox, { items: 0, bytes: 0 }, "b", 10, 50))).toBeUndefined();
-    expect(share.items).toBe(relaySenderMaxMailboxItems);
+    expect(share.items).toBe(maxRelaySenderMailboxItems);
   });
 
   test("INVARIANT_VIOLATED is internal: no HTTP status of its own, never retryable", () => {

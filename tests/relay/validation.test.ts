@@ -8,7 +8,7 @@
  * - a binding endpoint nobody registered is `REGISTRATION_EXPIRED` (the binding check before the
  *   owner check), not `SOURCE_MISMATCH`;
  * - an ACK frees the mailbox's own byte budget (it "frees its payload charge"), shown at the
- *   exact edge of `relayMaxMailboxBytes`.
+ *   exact edge of `maxRelayMailboxBytes`.
  */
 import { describe, expect, test } from "bun:test";
 import { expectWireError, expectWireValue } from "../../src/conformance/kit.ts";
@@ -27,12 +27,12 @@ import {
   maxCursorDigits,
   maxRelayPayloadBytes,
   maxRequestBodyBytes,
-  receivePageMaxItems,
-  relayMaxActiveBytes,
-  relayMaxMailboxBytes,
-  relayMaxMailboxItems,
-  relaySenderMaxMailboxBytes,
-  watchMinWaitMs,
+  maxReceivePageItems,
+  maxRelayActiveBytes,
+  maxRelayMailboxBytes,
+  maxRelayMailboxItems,
+  maxRelaySenderMailboxBytes,
+  minWatchWaitMs,
 } from "../../src/protocol/limits.ts";
 import { RELAY_ID, WIRE_PROTOCOL_VERSION } from "../../src/protocol/names.ts";
 import { useRelayFixture } from "../helpers/relay-fixture.ts";
@@ -97,7 +97,7 @@ describe("fields are checked before the binding", () => {
       { cursor: 0 },
       { cursor: "1".repeat(maxCursorDigits + 1) },
       { cursor: "0", limit: 0 },
-      { cursor: "0", limit: receivePageMaxItems + 1 },
+      { cursor: "0", limit: maxReceivePageItems + 1 },
       { cursor: "0", limit: "10" },
     ]) {
       await expectFieldErrorBeforeBinding(a, b, "receive", fields, "INVALID_CURSOR");
@@ -110,7 +110,7 @@ describe("fields are checked before the binding", () => {
   test.concurrent("watch: a malformed cursor is INVALID_CURSOR whatever the binding", async () => {
     const [a, b] = await pair("order-watch");
     for (const cursor of ["x", "-1", 7, null]) {
-      await expectFieldErrorBeforeBinding(a, b, "watch", { cursor, waitMs: watchMinWaitMs }, "INVALID_CURSOR");
+      await expectFieldErrorBeforeBinding(a, b, "watch", { cursor, waitMs: minWatchWaitMs }, "INVALID_CURSOR");
     }
   });
 
@@ -139,15 +139,15 @@ describe("watch-v1 cursor", () => {
   test.concurrent("a watch cursor that is not a string is INVALID_CURSOR, as for receive", async () => {
     const a = await session("watch-cursor-type");
     for (const cursor of [0, 1, null, true, [], {}]) {
-      const reply = await a.call("watch", { cursor, waitMs: watchMinWaitMs });
+      const reply = await a.call("watch", { cursor, waitMs: minWatchWaitMs });
       expect(reply.status, JSON.stringify(cursor)).toBe(400);
       expectError(reply, "INVALID_CURSOR");
     }
     // A missing cursor is a missing required field.
-    const { cursor: _cursor, ...withoutCursor } = a.request("watch", { cursor: "0", waitMs: watchMinWaitMs });
+    const { cursor: _cursor, ...withoutCursor } = a.request("watch", { cursor: "0", waitMs: minWatchWaitMs });
     expectError(await postJson(fixture.relay.url, withoutCursor), "INVALID_REQUEST");
     // And a good one still works.
-    expect(expectValue(await a.call("watch", { cursor: "0", waitMs: watchMinWaitMs }), "watch").pending).toBe(false);
+    expect(expectValue(await a.call("watch", { cursor: "0", waitMs: minWatchWaitMs }), "watch").pending).toBe(false);
   });
 });
 
@@ -168,14 +168,14 @@ describe("binding", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("an ACK frees the mailbox's own budget", () => {
-  test("bytes: a mailbox filled to exactly relayMaxMailboxBytes refuses more; an ACK admits an envelope of the freed size again", async () => {
+  test("bytes: a mailbox filled to exactly maxRelayMailboxBytes refuses more; an ACK admits an envelope of the freed size again", async () => {
     const [a, b] = await pair("ack-bytes");
     // Several senders fill it, each within its share of the mailbox (quotas-v1): the mailbox's own
     // budget is what refuses.
     const senders = [
       a,
       ...(await Promise.all(
-        Array.from({ length: Math.ceil(relayMaxMailboxBytes / relaySenderMaxMailboxBytes) }, (_, index) => session(`ack-bytes-${index}`)),
+        Array.from({ length: Math.ceil(maxRelayMailboxBytes / maxRelaySenderMailboxBytes) }, (_, index) => session(`ack-bytes-${index}`)),
       )),
     ];
     // The relay charges an envelope its canonical bytes. With a UUID envelopeId, UUID endpoint ids
@@ -186,13 +186,13 @@ describe("an ACK frees the mailbox's own budget", () => {
       from.envelopeTo(b.endpoint, { payload: { d: "x".repeat(bytes - envelopeOverhead) } });
     const largest = envelopeOverhead - payloadOverhead + maxRelayPayloadBytes;
     // Few, large envelopes whose sizes add up to the byte limit exactly.
-    const count = Math.ceil(relayMaxMailboxBytes / largest);
-    const base = Math.floor(relayMaxMailboxBytes / count);
-    const sizes = Array.from({ length: count }, (_, index) => base + (index < relayMaxMailboxBytes - base * count ? 1 : 0));
-    expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(relayMaxMailboxBytes);
+    const count = Math.ceil(maxRelayMailboxBytes / largest);
+    const base = Math.floor(maxRelayMailboxBytes / count);
+    const sizes = Array.from({ length: count }, (_, index) => base + (index < maxRelayMailboxBytes - base * count ? 1 : 0));
+    expect(sizes.reduce((sum, size) => sum + size, 0)).toBe(maxRelayMailboxBytes);
     expect(Math.max(...sizes)).toBeLessThanOrEqual(largest);
     // The item budget is not what fills up, and every request stays within the body limit.
-    expect(count).toBeLessThan(relayMaxMailboxItems);
+    expect(count).toBeLessThan(maxRelayMailboxItems);
     const sample = sized(Math.max(...sizes));
     expect(canonicalBytes(sample)).toBe(Math.max(...sizes));
     expect(canonicalBytes(sample.payload)).toBeLessThanOrEqual(maxRelayPayloadBytes);
@@ -213,7 +213,7 @@ describe("an ACK frees the mailbox's own budget", () => {
     expect(refused.retryAfterMs).toBeUndefined();
     // It is this mailbox's budget, not the relay-wide one.
     const store = expectValue(await a.call("health"), "health").store;
-    expect(store.activeBytes + envelopeOverhead).toBeLessThanOrEqual(relayMaxActiveBytes);
+    expect(store.activeBytes + envelopeOverhead).toBeLessThanOrEqual(maxRelayActiveBytes);
     const other = await session("ack-bytes-other");
     expectValue(await a.send(a.envelopeTo(other.endpoint)), "accepted");
 
@@ -227,6 +227,6 @@ describe("an ACK frees the mailbox's own budget", () => {
     expect(held.length).toBe(count);
   });
 
-  // The item count (relayMaxMailboxItems; an ACK makes room) is covered by the conformance test
-  // "RELAY_CAPACITY: 503 retryable once a mailbox holds relayMaxMailboxItems …".
+  // The item count (maxRelayMailboxItems; an ACK makes room) is covered by the conformance test
+  // "RELAY_CAPACITY: 503 retryable once a mailbox holds maxRelayMailboxItems …".
 });

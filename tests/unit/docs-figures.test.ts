@@ -10,7 +10,7 @@ import {
   activePollIntervalMs,
   heartbeatIntervalMs,
   heartbeatSilenceMs,
-  leaseDefaultMs,
+  defaultLeaseMs,
   msPerSecond,
   orphanAfterMs,
   orphanProbeIntervalMs,
@@ -22,9 +22,9 @@ describe("README figures", () => {
   test("a dead worker is orphaned within its lease plus the probes: the bound the README states", () => {
     // The registration outlives a crash by up to its lease; then `orphanAfterMs` of failed probes,
     // each up to `orphanProbeIntervalMs` apart.
-    const worstSeconds = (leaseDefaultMs + orphanAfterMs + orphanProbeIntervalMs) / msPerSecond;
+    const worstSeconds = (defaultLeaseMs + orphanAfterMs + orphanProbeIntervalMs) / msPerSecond;
     expect(README).toContain(
-      `within about ${worstSeconds} s (its lease lasts up to ${leaseDefaultMs / msPerSecond} s, then ${orphanAfterMs / msPerSecond}–${(orphanAfterMs + orphanProbeIntervalMs) / msPerSecond} s of probes`,
+      `within about ${worstSeconds} s (its lease lasts up to ${defaultLeaseMs / msPerSecond} s, then ${orphanAfterMs / msPerSecond}–${(orphanAfterMs + orphanProbeIntervalMs) / msPerSecond} s of probes`,
     );
     expect(README).not.toMatch(/orphaned` within about 15 s/);
   });

@@ -25,7 +25,7 @@ import {
 import {
   jwtClockToleranceMs,
   jwtIdBytes,
-  jwtMinSecretChars,
+  minJwtSecretChars,
   jwtTokenLifetimeMs,
   msPerSecond,
   relaySecretBytes,
@@ -209,14 +209,14 @@ describe("verifyJwt", () => {
 });
 
 describe("configuration from the environment", () => {
-  test("WOLFPACK_JWT_SECRET is trimmed; unset or blank disables; shorter than jwtMinSecretChars is RELAY_AUTH_REQUIRED", () => {
+  test("WOLFPACK_JWT_SECRET is trimmed; unset or blank disables; shorter than minJwtSecretChars is RELAY_AUTH_REQUIRED", () => {
     expect(readJwtSecret({})).toBeUndefined();
     expect(readJwtSecret({ WOLFPACK_JWT_SECRET: "  \t " })).toBeUndefined();
-    const exact = "k".repeat(jwtMinSecretChars);
+    const exact = "k".repeat(minJwtSecretChars);
     expect(readJwtSecret({ WOLFPACK_JWT_SECRET: `  ${exact}\n` })).toBe(exact);
     let thrown: unknown;
     try {
-      readJwtSecret({ WOLFPACK_JWT_SECRET: ` ${"k".repeat(jwtMinSecretChars - 1)}     ` });
+      readJwtSecret({ WOLFPACK_JWT_SECRET: ` ${"k".repeat(minJwtSecretChars - 1)}     ` });
     } catch (error) {
       thrown = error;
     }

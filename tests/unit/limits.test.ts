@@ -35,36 +35,36 @@ describe("limits", () => {
   test("the seed's bounds have their values", () => {
     expect([limits.maxInFlightRequests, limits.reservedRequestSlots]).toEqual([8, 2]);
     expect([limits.maxScopedSendsPerPass, limits.maxOldWorkSendsPerPass, limits.maxAckAttemptsPerPass]).toEqual([56, 8, 48]);
-    expect([limits.receivePageMaxItems, limits.receivePageMaxBytes, limits.maxFetchedUnacknowledgedDeliveries]).toEqual([
+    expect([limits.maxReceivePageItems, limits.maxReceivePageBytes, limits.maxFetchedUnacknowledgedDeliveries]).toEqual([
       50,
       256 * 1024,
       200,
     ]);
     expect([limits.passDeadlineMs, limits.passSliceMs, limits.capacityCooldownMs]).toEqual([2000, 250, 5000]);
     expect([limits.maxStoreRecords, limits.maxStoreEncodedBytes]).toEqual([16_384, 32 * 1024 * 1024]);
-    expect([limits.activePollIntervalMs, limits.idlePollIntervalMs, limits.waitBackoffInitialMs, limits.waitBackoffMaxMs]).toEqual([
+    expect([limits.activePollIntervalMs, limits.idlePollIntervalMs, limits.waitBackoffInitialMs, limits.maxWaitBackoffMs]).toEqual([
       1000, 5000, 250, 2000,
     ]);
-    expect([limits.requestDeadlineDefaultMs, limits.requestDeadlineMinMs, limits.requestDeadlineMaxMs]).toEqual([12_000, 1, 15_000]);
+    expect([limits.defaultRequestDeadlineMs, limits.minRequestDeadlineMs, limits.maxRequestDeadlineMs]).toEqual([12_000, 1, 15_000]);
     expect([limits.maxRelayPayloadBytes, limits.maxRequestBodyBytes, limits.maxResponseBodyBytes]).toEqual([
       48 * 1024,
       64 * 1024,
       300 * 1024,
     ]);
-    expect([limits.maxTaskTextChars, limits.leaseDefaultMs, limits.leaseMaxMs]).toEqual([16 * 1024, 60_000, 300_000]);
-    expect([limits.relayMaxActiveItems, limits.relayMaxActiveBytes, limits.relayMaxMailboxItems, limits.relayMaxMailboxBytes]).toEqual([
+    expect([limits.maxTaskTextChars, limits.defaultLeaseMs, limits.maxLeaseMs]).toEqual([16 * 1024, 60_000, 300_000]);
+    expect([limits.maxRelayActiveItems, limits.maxRelayActiveBytes, limits.maxRelayMailboxItems, limits.maxRelayMailboxBytes]).toEqual([
       4096,
       64 * 1024 * 1024,
       256,
       8 * 1024 * 1024,
     ]);
-    expect([limits.relayMaxReceipts, limits.relayMaxReceiptBytes, limits.relayReceiptRetentionMs, limits.relayMaxRegistrations]).toEqual([
+    expect([limits.maxRelayReceipts, limits.maxRelayReceiptBytes, limits.relayReceiptRetentionMs, limits.maxRelayRegistrations]).toEqual([
       50_000,
       8 * 1024 * 1024,
       15 * 60 * 1000,
       2048,
     ]);
-    expect([limits.envelopeMaxFutureSkewMs, limits.envelopeMaxAgeMs, limits.relayBodyReadDeadlineMs]).toEqual([30_000, 150_000, 5000]);
+    expect([limits.maxEnvelopeFutureSkewMs, limits.maxEnvelopeAgeMs, limits.relayBodyReadDeadlineMs]).toEqual([30_000, 150_000, 5000]);
   });
 
   test("no other source file repeats a limit's number", () => {
@@ -98,6 +98,11 @@ describe("limits", () => {
       .map(([name]) => name)
       .filter((name) => name !== "KiB" && name !== "MiB");
     expect(misnamed).toEqual([]);
+  });
+
+  test("one naming order: a bound's kind (max, min, default) comes first, its unit last", () => {
+    const kindInside = Object.keys(limits).filter((name) => /.(Max|Min|Default)(?=[A-Z]|$)/.test(name));
+    expect(kindInside).toEqual([]);
   });
 
   test("names.ts holds no bound: its exports are words and defaults in UPPER_SNAKE, none also in limits.ts", () => {

@@ -13,7 +13,7 @@ import { attemptSend, sendInOrder } from "../../src/core/outbox.ts";
 import { createTaskWorkScope } from "../../src/core/scope.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { configHoldInitialMs, configHoldMaxMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
+import { configHoldInitialMs, maxConfigHoldMs, passDeadlineMs, wakeObservationMs } from "../../src/protocol/limits.ts";
 import { createTaskStore, type TaskStore } from "../../src/store/task-store.ts";
 import { encodeEnvelope, makeIntent } from "../../src/core/envelopes.ts";
 import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
@@ -181,7 +181,7 @@ describe("what a refused send means for its envelope", () => {
     expect(p.relay.requests.length).toBe(afterFirstRetry);
     // Fixed: the held message is delivered, byte for byte the one created.
     refusing = false;
-    await p.timers.advance(configHoldMaxMs);
+    await p.timers.advance(maxConfigHoldMs);
     await run(p.timers, p.worker.refresh());
     expect(coreInternals(p.worker).store.pendingOutboxCount()).toBe(0);
     await run(p.timers, p.origin.refresh());

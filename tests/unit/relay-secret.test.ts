@@ -19,7 +19,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { relaySecretBytes, relaySecretFileMaxBytes, relaySecretMinBytes, relayTokenReplayEntries } from "../../src/protocol/limits.ts";
+import { relaySecretBytes, maxRelaySecretFileBytes, minRelaySecretBytes, relayTokenReplayEntries } from "../../src/protocol/limits.ts";
 import { relaySecretPlan } from "../../src/relay-client/auth.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { createTokenReplayCache } from "../../src/relay-server/token-replay.ts";
@@ -186,32 +186,32 @@ describe("what the secret file holds", () => {
     expect(error.details.problem).toBe("it is not a regular file");
   });
 
-  test(`a file of exactly ${relaySecretFileMaxBytes} bytes is read; one byte more is refused as too large`, () => {
-    // Guards relay-secret.ts readRelaySecret: `stat.size > relaySecretFileMaxBytes`.
+  test(`a file of exactly ${maxRelaySecretFileBytes} bytes is read; one byte more is refused as too large`, () => {
+    // Guards relay-secret.ts readRelaySecret: `stat.size > maxRelaySecretFileBytes`.
     const dir = join(temp(), "secrets");
     mkdirSync(dir, { mode: 0o700 });
     const largest = join(dir, "1.secret");
-    writeFileSync(largest, `${"A".repeat(relaySecretFileMaxBytes - 1)}\n`, { mode: 0o600 });
-    expect(readRelaySecret(largest)?.length).toBeGreaterThanOrEqual(relaySecretMinBytes);
+    writeFileSync(largest, `${"A".repeat(maxRelaySecretFileBytes - 1)}\n`, { mode: 0o600 });
+    expect(readRelaySecret(largest)?.length).toBeGreaterThanOrEqual(minRelaySecretBytes);
     const larger = join(dir, "2.secret");
-    writeFileSync(larger, `${"A".repeat(relaySecretFileMaxBytes)}\n`, { mode: 0o600 });
+    writeFileSync(larger, `${"A".repeat(maxRelaySecretFileBytes)}\n`, { mode: 0o600 });
     const error = refusal(() => readRelaySecret(larger));
     expect(error.code).toBe("RELAY_SECRET_INVALID");
-    expect(error.details.problem).toBe(`it is larger than ${relaySecretFileMaxBytes} bytes`);
+    expect(error.details.problem).toBe(`it is larger than ${maxRelaySecretFileBytes} bytes`);
   });
 
-  test(`a secret of ${relaySecretMinBytes} bytes is read; ${relaySecretMinBytes - 1} bytes, or text outside the base64url alphabet, is refused`, () => {
-    // Guards relay-secret.ts parseSecret: `secret.length < relaySecretMinBytes` and the base64url alphabet.
+  test(`a secret of ${minRelaySecretBytes} bytes is read; ${minRelaySecretBytes - 1} bytes, or text outside the base64url alphabet, is refused`, () => {
+    // Guards relay-secret.ts parseSecret: `secret.length < minRelaySecretBytes` and the base64url alphabet.
     const dir = join(temp(), "secrets");
     mkdirSync(dir, { mode: 0o700 });
     const exact = join(dir, "1.secret");
-    writeFileSync(exact, secretText(relaySecretMinBytes), { mode: 0o600 });
-    expect(readRelaySecret(exact)).toEqual(Buffer.alloc(relaySecretMinBytes, 0xfb));
-    const problem = `it does not hold a secret of at least ${relaySecretMinBytes} bytes as base64url text`;
+    writeFileSync(exact, secretText(minRelaySecretBytes), { mode: 0o600 });
+    expect(readRelaySecret(exact)).toEqual(Buffer.alloc(minRelaySecretBytes, 0xfb));
+    const problem = `it does not hold a secret of at least ${minRelaySecretBytes} bytes as base64url text`;
     const bad = {
-      "one byte short": secretText(relaySecretMinBytes - 1),
-      "standard base64 (+ / =)": `${Buffer.alloc(relaySecretMinBytes, 0xfb).toString("base64")}\n`,
-      "two lines": `${secretText(relaySecretMinBytes)}${secretText(relaySecretMinBytes)}`,
+      "one byte short": secretText(minRelaySecretBytes - 1),
+      "standard base64 (+ / =)": `${Buffer.alloc(minRelaySecretBytes, 0xfb).toString("base64")}\n`,
+      "two lines": `${secretText(minRelaySecretBytes)}${secretText(minRelaySecretBytes)}`,
     };
     for (const [name, text] of Object.entries(bad)) {
       const path = join(dir, "2.secret");

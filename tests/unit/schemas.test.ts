@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import type { TSchema } from "@sinclair/typebox";
 import { Value as ValueV1 } from "typebox/value";
-import { maxArtifacts, maxSummaryChars, maxTaskTextChars, taskTimeoutMaxMs, taskTimeoutMinMs } from "../../src/protocol/limits.ts";
+import { maxArtifacts, maxSummaryChars, maxTaskTextChars, maxTaskTimeoutMs, minTaskTimeoutMs } from "../../src/protocol/limits.ts";
 import * as schemas from "../../src/protocol/schemas.ts";
 import { assertValid, checkValue, normaliseError, type ValueModule } from "../../src/protocol/validate.ts";
 import { canonicalEnvelope, ORIGIN, taskEvent, taskRecord, WORKER } from "../helpers/fixtures.ts";
@@ -50,10 +50,10 @@ describe("schemas", () => {
   test("agent_task_send accepts exactly to, task and timeoutMs", () => {
     const to = { relay: WORKER.relay, id: WORKER.id };
     expect(pathOf(schemas.SendParams, { to, task: "x" })).toBe("valid");
-    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: taskTimeoutMinMs })).toBe("valid");
-    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: taskTimeoutMaxMs })).toBe("valid");
-    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: taskTimeoutMinMs - 1 })).toBe("/timeoutMs");
-    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: taskTimeoutMaxMs + 1 })).toBe("/timeoutMs");
+    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: minTaskTimeoutMs })).toBe("valid");
+    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: maxTaskTimeoutMs })).toBe("valid");
+    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: minTaskTimeoutMs - 1 })).toBe("/timeoutMs");
+    expect(pathOf(schemas.SendParams, { to, task: "x", timeoutMs: maxTaskTimeoutMs + 1 })).toBe("/timeoutMs");
     expect(pathOf(schemas.SendParams, { to, task: "x", priority: "high" })).toBe("/priority");
     expect(pathOf(schemas.SendParams, { to: { ...to, name: "worker" }, task: "x" })).toBe("/to/name");
     expect(pathOf(schemas.SendParams, { to })).toBe("/task");

@@ -1,21 +1,21 @@
 /**
  * The client's batches (`send-batch-v1`, src/relay-client/send-coalescer.ts): at most
- * `sendBatchMaxItems` envelopes a request, and within `maxRequestBodyBytes` less
+ * `maxSendBatchItems` envelopes a request, and within `maxRequestBodyBytes` less
  * `sendBatchHeadroomBytes`, in the order the sends were made.
  */
 import { describe, expect, test } from "bun:test";
-import { KiB, maxRequestBodyBytes, sendBatchHeadroomBytes, sendBatchMaxItems } from "../../src/protocol/limits.ts";
+import { KiB, maxRequestBodyBytes, sendBatchHeadroomBytes, maxSendBatchItems } from "../../src/protocol/limits.ts";
 import { batchesOf } from "../../src/relay-client/send-coalescer.ts";
 
 const items = (count: number, bytes: number) => Array.from({ length: count }, (_, index) => ({ index, bytes }));
 const shape = (batches: { index: number }[][]) => batches.map((batch) => batch.map((item) => item.index));
 
 describe("batchesOf", () => {
-  test(`${sendBatchMaxItems} envelopes fit one request; one more starts the next`, () => {
-    expect(shape(batchesOf(items(sendBatchMaxItems, KiB)))).toEqual([items(sendBatchMaxItems, 0).map((item) => item.index)]);
-    const over = batchesOf(items(sendBatchMaxItems + 1, KiB));
-    expect(over.map((batch) => batch.length)).toEqual([sendBatchMaxItems, 1]);
-    expect(over.flat().map((item) => item.index)).toEqual(items(sendBatchMaxItems + 1, 0).map((item) => item.index));
+  test(`${maxSendBatchItems} envelopes fit one request; one more starts the next`, () => {
+    expect(shape(batchesOf(items(maxSendBatchItems, KiB)))).toEqual([items(maxSendBatchItems, 0).map((item) => item.index)]);
+    const over = batchesOf(items(maxSendBatchItems + 1, KiB));
+    expect(over.map((batch) => batch.length)).toEqual([maxSendBatchItems, 1]);
+    expect(over.flat().map((item) => item.index)).toEqual(items(maxSendBatchItems + 1, 0).map((item) => item.index));
   });
 
   test("the body budget cuts a batch before its envelopes (with their separators) pass it", () => {

@@ -15,7 +15,7 @@ import { coreInternals, createCoreContext } from "../../src/core/task-core.ts";
 import { gateHello, gateMail, createTrustState, type PairingRequest, type TrustOptions } from "../../src/core/trust.ts";
 import type { CoreBook, TaskMeta } from "../../src/core/bookkeeping.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { replayWindowEvents, signatureMaxAgeMs, signatureMaxFutureSkewMs } from "../../src/protocol/limits.ts";
+import { replayWindowEvents, maxSignatureAgeMs, maxSignatureFutureSkewMs } from "../../src/protocol/limits.ts";
 import type { HelloEnvelope, SignatureBlock, TaskEndpoint, TaskEnvelope } from "../../src/protocol/schemas.ts";
 import { encodedEnvelope } from "../../src/protocol/wire.ts";
 import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
@@ -66,14 +66,14 @@ describe("the gate's bounds at their edges", () => {
     return envelopeId === undefined ? envelope : { ...envelope, envelopeId };
   }
 
-  test(`fresh: signed exactly ${signatureMaxAgeMs} ms ago or ${signatureMaxFutureSkewMs} ms ahead passes; 1 ms more is STALE_EVENT`, () => {
+  test(`fresh: signed exactly ${maxSignatureAgeMs} ms ago or ${maxSignatureFutureSkewMs} ms ahead passes; 1 ms more is STALE_EVENT`, () => {
     const now = Date.UTC(2026, 0, 1);
     // A lifetime that began long before: only the age bounds decide here.
     const trust = () => createTrustState(trustOf(alice), 0);
-    expect(gateMail(store(), trust(), assignment(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
-    expect(gateMail(store(), trust(), assignment(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
-    expect(thrown(() => gateMail(store(), trust(), assignment(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
-    expect(thrown(() => gateMail(store(), trust(), assignment(now + signatureMaxFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(gateMail(store(), trust(), assignment(now - maxSignatureAgeMs), WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust(), assignment(now + maxSignatureFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(thrown(() => gateMail(store(), trust(), assignment(now - maxSignatureAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateMail(store(), trust(), assignment(now + maxSignatureFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
   });
 
   test(`replays: the same envelope again passes (a redelivery); another envelope with a seen event is REPLAYED_EVENT for the last ${replayWindowEvents} events`, () => {
@@ -129,7 +129,7 @@ describe("the gate's bounds at their edges", () => {
     });
     expect(thrown(() => gateMail(store(), trust, old, WORKER, now)).code).toBe("STALE_EVENT");
     // Within the clock skew allowed it passes; and a task this lifetime holds takes its older mail.
-    expect(gateMail(store(), trust, assignment(startedAt - signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(gateMail(store(), trust, assignment(startedAt - maxSignatureFutureSkewMs), WORKER, now).verified).toBe(true);
     const held = store();
     held.putTask((old.payload.payload as { task: unknown }).task as never, "worker");
     expect(gateMail(held, createTrustState(trustOf(alice), startedAt), old, WORKER, now).verified).toBe(true);
@@ -151,7 +151,7 @@ describe("the gate's bounds at their edges", () => {
 
   test("order: authorization before freshness — old mail of an unknown or unauthorized key is refused as such, never as stale", () => {
     const now = Date.now();
-    const old = assignment(now - signatureMaxAgeMs - 60_000);
+    const old = assignment(now - maxSignatureAgeMs - 60_000);
     // An unknown key (the worker trusts only itself): refused as unknown, though also stale.
     expect(thrown(() => gateMail(store(), createTrustState(trustOf(generateIdentity().identity), 0), old, WORKER, now)).code).toBe(
       "UNKNOWN_PEER",
@@ -207,13 +207,13 @@ describe("the hello gate: verified, addressed to me, fresh (trust.ts gateHello)"
     expect(thrown(() => gateHello(trust(), { ...hello(now), source: OTHER }, WORKER, now)).code).toBe("NOT_ADDRESSED");
   });
 
-  test(`fresh: signed exactly ${signatureMaxAgeMs} ms ago or ${signatureMaxFutureSkewMs} ms ahead passes; 1 ms more, or a time that is no time, is STALE_EVENT`, () => {
+  test(`fresh: signed exactly ${maxSignatureAgeMs} ms ago or ${maxSignatureFutureSkewMs} ms ahead passes; 1 ms more, or a time that is no time, is STALE_EVENT`, () => {
     // Guards gateHello: checkFresh (an old answer replayed by a relay proves nothing now).
     const now = Date.UTC(2026, 0, 1);
-    expect(gateHello(trust(), hello(now - signatureMaxAgeMs), WORKER, now).verified).toBe(true);
-    expect(gateHello(trust(), hello(now + signatureMaxFutureSkewMs), WORKER, now).verified).toBe(true);
-    expect(thrown(() => gateHello(trust(), hello(now - signatureMaxAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
-    expect(thrown(() => gateHello(trust(), hello(now + signatureMaxFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(gateHello(trust(), hello(now - maxSignatureAgeMs), WORKER, now).verified).toBe(true);
+    expect(gateHello(trust(), hello(now + maxSignatureFutureSkewMs), WORKER, now).verified).toBe(true);
+    expect(thrown(() => gateHello(trust(), hello(now - maxSignatureAgeMs - 1), WORKER, now)).code).toBe("STALE_EVENT");
+    expect(thrown(() => gateHello(trust(), hello(now + maxSignatureFutureSkewMs + 1), WORKER, now)).code).toBe("STALE_EVENT");
     expect(thrown(() => gateHello(trust(), signedAt(hello(now), bob, "not a time"), WORKER, now)).code).toBe("STALE_EVENT");
   });
 
@@ -251,12 +251,12 @@ describe("the task-mail gate's remaining edges", () => {
     ).toBe("STALE_EVENT");
   });
 
-  test(`the lifetime's edge: signed ${signatureMaxFutureSkewMs} ms before it began passes, 1 ms earlier is STALE_EVENT`, () => {
-    // Guards checkLifetime: `at < startedAt - signatureMaxFutureSkewMs`.
+  test(`the lifetime's edge: signed ${maxSignatureFutureSkewMs} ms before it began passes, 1 ms earlier is STALE_EVENT`, () => {
+    // Guards checkLifetime: `at < startedAt - maxSignatureFutureSkewMs`.
     const startedAt = Date.now();
     const trust = () => createTrustState(trustOf(alice), startedAt);
-    expect(gateMail(store(), trust(), assignment(startedAt - signatureMaxFutureSkewMs), WORKER, startedAt).verified).toBe(true);
-    expect(thrown(() => gateMail(store(), trust(), assignment(startedAt - signatureMaxFutureSkewMs - 1), WORKER, startedAt)).code).toBe(
+    expect(gateMail(store(), trust(), assignment(startedAt - maxSignatureFutureSkewMs), WORKER, startedAt).verified).toBe(true);
+    expect(thrown(() => gateMail(store(), trust(), assignment(startedAt - maxSignatureFutureSkewMs - 1), WORKER, startedAt)).code).toBe(
       "STALE_EVENT",
     );
   });

@@ -6,7 +6,7 @@ import type { TaskCore, TaskView } from "../../../src/core/task-core.ts";
 import { pause } from "../../../src/core/timers.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../../src/protocol/events.ts";
-import { waitBackoffInitialMs, waitBackoffMaxMs, waitTimeoutDefaultMs } from "../../../src/protocol/limits.ts";
+import { waitBackoffInitialMs, maxWaitBackoffMs, defaultWaitTimeoutMs } from "../../../src/protocol/limits.ts";
 import { TOOL_PARAMETERS, WaitParams } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { renderTask } from "../render.ts";
@@ -68,7 +68,7 @@ export function waitTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
     async execute(_id, params, signal) {
       const input = assertValid(WaitParams, params, { subject: "agent_task_wait" });
       const ids = waitedIds(input);
-      const timeoutMs = input.timeoutMs ?? waitTimeoutDefaultMs;
+      const timeoutMs = input.timeoutMs ?? defaultWaitTimeoutMs;
       const deadline = Date.now() + timeoutMs;
       await deps.ready();
       deps.requestRefresh();
@@ -88,7 +88,7 @@ export function waitTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
           return errorResult(new TaskError(reason, { details: single ? { ...still[0], timeoutMs } : { open: still, timeoutMs } }));
         }
         await nextChange(core, signal, Math.min(delay, remaining));
-        delay = Math.min(delay * 2, waitBackoffMaxMs);
+        delay = Math.min(delay * 2, maxWaitBackoffMs);
       }
     },
   };

@@ -5,13 +5,13 @@
 import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
 import {
-  ackBatchMaxItems,
+  maxAckBatchItems,
   relayMailLifetimeMs,
-  relayMaxRegistrations,
-  relaySenderMaxActiveItems,
-  relaySenderMaxMailboxItems,
-  watchMaxWaitMs,
-  watchMinWaitMs,
+  maxRelayRegistrations,
+  maxRelaySenderActiveItems,
+  maxRelaySenderMailboxItems,
+  maxWatchWaitMs,
+  minWatchWaitMs,
 } from "../../protocol/limits.ts";
 import { RELAY_PROFILE, SESSION_STATUS_PATH } from "../../protocol/names.ts";
 import { FEATURE_ACK_BATCH, FEATURE_MAIL_EXPIRY, FEATURE_QUOTAS, FEATURE_SUCCESSOR, FEATURE_WATCH } from "../../protocol/wire.ts";
@@ -69,7 +69,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       let settled = false;
       // The longest wait a watch may ask: if the doorbell did not ring, the watch would only answer
       // when it elapses. How soon the doorbell rings is measured (npm run bench, delivery-watch), not judged here.
-      const waitMs = watchMaxWaitMs;
+      const waitMs = maxWatchWaitMs;
       const watching = b.call("watch", { cursor: "0", waitMs }, { timeoutMs: waitMs + PROMPT_REPLY_MS }).finally(() => {
         settled = true;
       });
@@ -93,13 +93,13 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     run: async ({ expectValue, pair }) => {
       const [a, b] = await pair("watch-pending");
       const { envelope } = await a.sendOk(b.endpoint);
-      const value = expectValue(await b.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
+      const value = expectValue(await b.call("watch", { cursor: "0", waitMs: maxWatchWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
       assert.deepEqual(value, { kind: "watch", pending: true, highestCursor: "1" });
       // Nothing after cursor 1: not pending.
-      assert.equal(expectValue(await b.call("watch", { cursor: "1", waitMs: watchMinWaitMs }), "watch").pending, false);
+      assert.equal(expectValue(await b.call("watch", { cursor: "1", waitMs: minWatchWaitMs }), "watch").pending, false);
       assert.deepEqual(idsOf(await b.drain()), [envelope.envelopeId]);
       expectValue(await b.acknowledge(envelope.envelopeId), "acknowledged");
-      assert.deepEqual(expectValue(await b.call("watch", { cursor: "0", waitMs: watchMinWaitMs }), "watch"), {
+      assert.deepEqual(expectValue(await b.call("watch", { cursor: "0", waitMs: minWatchWaitMs }), "watch"), {
         kind: "watch",
         pending: false,
         highestCursor: "1",
@@ -144,7 +144,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       const [a, b] = await pair("ack-batch-bad");
       const { envelope } = await a.sendOk(b.endpoint);
       const id = envelope.envelopeId as string;
-      const tooMany = [id, ...Array.from({ length: ackBatchMaxItems }, () => crypto.randomUUID())];
+      const tooMany = [id, ...Array.from({ length: maxAckBatchItems }, () => crypto.randomUUID())];
       for (const fields of [
         { envelopeId: id, envelopeIds: [id] },
         {},
@@ -187,13 +187,13 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     },
   },
   {
-    name: "quotas-v1: one sender holds at most relaySenderMaxMailboxItems of a mailbox; its next send is 503 RELAY_CAPACITY with retryAfterMs, another sender's still gets in; an ACK makes room",
+    name: "quotas-v1: one sender holds at most maxRelaySenderMailboxItems of a mailbox; its next send is 503 RELAY_CAPACITY with retryAfterMs, another sender's still gets in; an ACK makes room",
     serial: true,
     feature: FEATURE_QUOTAS,
     run: async ({ expectError, expectValue, pair, session }) => {
       const [flooder, target] = await pair("share");
       const sent = await inBatches(
-        relaySenderMaxMailboxItems,
+        maxRelaySenderMailboxItems,
         SHARE_WIDTH,
         async (index) => (await flooder.sendOk(target.endpoint, { payload: { index } })).envelope.envelopeId,
       );
@@ -205,23 +205,23 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       expectValue(await target.acknowledge(sent[0]!), "acknowledged");
       expectValue(await flooder.send(flooder.envelopeTo(target.endpoint)), "accepted");
       const held = await target.drain();
-      assert.equal(held.length, relaySenderMaxMailboxItems + 1);
+      assert.equal(held.length, maxRelaySenderMailboxItems + 1);
       assert.ok(idsOf(held).includes(envelope.envelopeId), "the other sender's envelope is in the mailbox");
       await clear(target);
     },
   },
   {
-    name: "quotas-v1: one sender holds at most relaySenderMaxActiveItems queued relay-wide; its next send is 503 RELAY_CAPACITY with retryAfterMs, another sender's still gets in",
+    name: "quotas-v1: one sender holds at most maxRelaySenderActiveItems queued relay-wide; its next send is 503 RELAY_CAPACITY with retryAfterMs, another sender's still gets in",
     serial: true,
     feature: FEATURE_QUOTAS,
     run: async ({ expectError, expectValue, session }) => {
       const flooder = await session("wide-share");
       const targets = await Promise.all(
-        Array.from({ length: Math.ceil(relaySenderMaxActiveItems / relaySenderMaxMailboxItems) + 1 }, (_, index) =>
+        Array.from({ length: Math.ceil(maxRelaySenderActiveItems / maxRelaySenderMailboxItems) + 1 }, (_, index) =>
           session(`wide-share-${index}`),
         ),
       );
-      await inBatches(relaySenderMaxActiveItems, SHARE_WIDTH, (index) =>
+      await inBatches(maxRelaySenderActiveItems, SHARE_WIDTH, (index) =>
         flooder.sendOk(targets[index % (targets.length - 1)]!.endpoint, { payload: { index } }),
       );
       // The last target's mailbox is empty: what refuses is the sender's relay-wide share.
@@ -232,7 +232,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       expectValue(await other.send(other.envelopeTo(last.endpoint)), "accepted");
       let cleared = 0;
       for (const target of targets) cleared += await clear(target);
-      assert.equal(cleared, relaySenderMaxActiveItems + 1);
+      assert.equal(cleared, maxRelaySenderActiveItems + 1);
     },
   },
   {
@@ -241,7 +241,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
     feature: FEATURE_QUOTAS,
     run: async ({ baseUrl, epoch, expectValue, session }) => {
       const probe = await session("registry-probe");
-      const room = relayMaxRegistrations - Number(expectValue(await probe.call("health"), "health").store.registrations);
+      const room = maxRelayRegistrations - Number(expectValue(await probe.call("health"), "health").store.registrations);
       // Fill every place, then end the registrations (a client that went away).
       const fillers = await inBatches(room, SHARE_WIDTH, async (index) => {
         const callerSession = uniqueName(`registry-filler-${index}`);
@@ -249,7 +249,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
         return { callerSession, endpoint: value.endpoint };
       });
       const registrations = Number(expectValue(await probe.call("health"), "health").store.registrations);
-      atMost(registrations, relayMaxRegistrations);
+      atMost(registrations, maxRelayRegistrations);
       await inBatches(fillers.length, SHARE_WIDTH, async (index) => {
         const { callerSession, endpoint } = fillers[index]!;
         return valueOf(
@@ -260,7 +260,7 @@ export const additionChecks: readonly ConformanceCheck[] = inGroup("additions", 
       // Ended registrations are kept for a while, but they no longer hold a place against a newcomer.
       const newcomer = await session("registry-newcomer");
       expectValue(await newcomer.call("health"), "health");
-      atMost(Number(expectValue(await probe.call("health"), "health").store.registrations), relayMaxRegistrations);
+      atMost(Number(expectValue(await probe.call("health"), "health").store.registrations), maxRelayRegistrations);
     },
   },
   {

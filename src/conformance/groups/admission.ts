@@ -1,13 +1,13 @@
 /**
  * Bounded admission: a relay works on a bounded number of requests and refuses the next with 503
  * `RELAY_CAPACITY`. Wolfpack's relay refuses at its `wolfpackHttpSlots` pre-body slots without
- * `retryAfterMs`; ours admits `relayMaxConcurrentRequests` and names `retryAfterMs` (the strict check).
+ * `retryAfterMs`; ours admits `maxRelayConcurrentRequests` and names `retryAfterMs` (the strict check).
  */
 import assert from "node:assert/strict";
 import {
   KiB,
   relayBodyReadDeadlineMs,
-  relayMaxConcurrentRequests,
+  maxRelayConcurrentRequests,
   relayOverloadRetryAfterMs,
   wolfpackHttpSlots,
 } from "../../protocol/limits.ts";
@@ -31,7 +31,7 @@ async function fill(kit: ConformanceKit, held: RawRequest[]): Promise<Full> {
     return request.sent;
   };
   for (let attempt = 0; attempt < 10; attempt += 1) {
-    await Promise.all(Array.from({ length: relayMaxConcurrentRequests - live().length }, hold));
+    await Promise.all(Array.from({ length: maxRelayConcurrentRequests - live().length }, hold));
     await sleep(150);
     const probe = await getProfile(kit.baseUrl);
     if (probe.status !== 200) return { slots: live().length, error: kit.expectError(probe, "RELAY_CAPACITY") };
@@ -73,23 +73,23 @@ async function admission(kit: ConformanceKit, judge: (full: Full) => void): Prom
 
 export const admissionChecks: readonly ConformanceCheck[] = inGroup("bounded admission", [
   {
-    name: `slow requests hold every slot (${wolfpackHttpSlots} or ${relayMaxConcurrentRequests}): the next gets 503 RELAY_CAPACITY; a freed slot serves again`,
+    name: `slow requests hold every slot (${wolfpackHttpSlots} or ${maxRelayConcurrentRequests}): the next gets 503 RELAY_CAPACITY; a freed slot serves again`,
     serial: true,
     timeoutMs: relayBodyReadDeadlineMs + TEST_SLACK_MS,
     run: (kit) =>
       admission(kit, ({ slots, error }) => {
-        contains([wolfpackHttpSlots, relayMaxConcurrentRequests], slots, "slots held when the relay refused");
+        contains([wolfpackHttpSlots, maxRelayConcurrentRequests], slots, "slots held when the relay refused");
         contains([undefined, relayOverloadRetryAfterMs], error.retryAfterMs, "retryAfterMs");
       }),
   },
   {
-    name: `strict answers: exactly relayMaxConcurrentRequests (${relayMaxConcurrentRequests}) slots, refused with retryAfterMs ${relayOverloadRetryAfterMs}`,
+    name: `strict answers: exactly maxRelayConcurrentRequests (${maxRelayConcurrentRequests}) slots, refused with retryAfterMs ${relayOverloadRetryAfterMs}`,
     feature: FEATURE_STRICT_ANSWERS,
     serial: true,
     timeoutMs: relayBodyReadDeadlineMs + TEST_SLACK_MS,
     run: (kit) =>
       admission(kit, ({ slots, error }) => {
-        equal(slots, relayMaxConcurrentRequests, "slots held when the relay refused");
+        equal(slots, maxRelayConcurrentRequests, "slots held when the relay refused");
         equal(error.retryAfterMs, relayOverloadRetryAfterMs, "retryAfterMs");
       }),
   },

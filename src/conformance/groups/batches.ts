@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
-import { sendBatchMaxItems } from "../../protocol/limits.ts";
+import { maxSendBatchItems } from "../../protocol/limits.ts";
 import { FEATURE_ACK_CARRY, FEATURE_SEND_BATCH } from "../../protocol/wire.ts";
 import { type ConformanceCheck, equal, idsOf, inGroup } from "../kit.ts";
 import { localEndpoint, type WireEnvelopeValue } from "../wire-client.ts";
@@ -80,7 +80,7 @@ export const batchChecks: readonly ConformanceCheck[] = inGroup("batches", [
     run: async ({ expectError, pair }) => {
       const [a, b] = await pair("send-batch-bad");
       const one = a.envelopeTo(b.endpoint);
-      const tooMany = Array.from({ length: sendBatchMaxItems + 1 }, () => a.envelopeTo(b.endpoint));
+      const tooMany = Array.from({ length: maxSendBatchItems + 1 }, () => a.envelopeTo(b.endpoint));
       for (const fields of [
         { envelope: one, envelopes: [one] },
         {},
@@ -152,7 +152,7 @@ export const batchChecks: readonly ConformanceCheck[] = inGroup("batches", [
       const { envelope } = await a.sendOk(b.endpoint);
       const id = envelope.envelopeId;
       const receipt = b.envelopeTo(a.endpoint);
-      const tooMany = Array.from({ length: sendBatchMaxItems + 1 }, () => b.envelopeTo(a.endpoint));
+      const tooMany = Array.from({ length: maxSendBatchItems + 1 }, () => b.envelopeTo(a.endpoint));
       for (const fields of [
         { envelopeId: id, envelopes: [receipt] },
         { envelopeIds: [id], envelopes: [] },

@@ -1,7 +1,7 @@
 /** binding-secret-v1: a registration protected by its client's secret. */
 import assert from "node:assert/strict";
 import { HTTP_STATUS } from "../../protocol/http.ts";
-import { bindingSecretMinChars, leaseDefaultMs, leaseMinMs, maxWireIdChars, watchMinWaitMs } from "../../protocol/limits.ts";
+import { minBindingSecretChars, defaultLeaseMs, minLeaseMs, maxWireIdChars, minWatchWaitMs } from "../../protocol/limits.ts";
 import { SESSION_LIST_PATH, SESSION_STATUS_PATH } from "../../protocol/names.ts";
 import { FEATURE_BINDING_SECRET, FEATURE_WATCH, mintBindingSecret } from "../../protocol/wire.ts";
 import {
@@ -47,7 +47,7 @@ function secretKit(kit: ConformanceKit): SecretKit {
       equal(reply.status, HTTP_STATUS.forbidden, label);
       const error = kit.expectError(reply, "SESSION_PROTECTED");
       above(error.retryAfterMs, 0, label);
-      atMost(error.retryAfterMs, leaseDefaultMs, label);
+      atMost(error.retryAfterMs, defaultLeaseMs, label);
     },
   };
 }
@@ -106,7 +106,7 @@ export const bindingSecretChecks: readonly ConformanceCheck[] = inGroup("binding
         acknowledge: { envelopeId: envelope.envelopeId },
         health: {},
         disconnect: {},
-        ...(hasFeature(FEATURE_WATCH) ? { watch: { cursor: "0", waitMs: watchMinWaitMs } } : {}),
+        ...(hasFeature(FEATURE_WATCH) ? { watch: { cursor: "0", waitMs: minWatchWaitMs } } : {}),
       };
       for (const [operation, fields] of Object.entries(operations)) {
         const missing = await asOwner(owner, operation, fields, undefined);
@@ -204,24 +204,24 @@ export const bindingSecretChecks: readonly ConformanceCheck[] = inGroup("binding
       assert.notEqual(taker.endpoint.id, first.endpoint.id);
       expectError(await first.renew(), "REGISTRATION_EXPIRED");
       // A lapsed lease frees the name too, for a client with another secret.
-      const lapsing = await protectedSession("lapsed", { leaseMs: leaseMinMs });
-      await sleep(leaseMinMs + 20);
+      const lapsing = await protectedSession("lapsed", { leaseMs: minLeaseMs });
+      await sleep(minLeaseMs + 20);
       const next = await protectedSession("lapsed", { callerSession: lapsing.callerSession });
       assert.notEqual(next.endpoint.id, lapsing.endpoint.id);
     },
   }),
   secured({
-    name: "malformed binding-secret fields are 400 INVALID_REQUEST: a connect secret is a string of at least bindingSecretMinChars characters; previousSecret is no field",
+    name: "malformed binding-secret fields are 400 INVALID_REQUEST: a connect secret is a string of at least minBindingSecretChars characters; previousSecret is no field",
     run: async ({ baseUrl, expectError, expectValue, protectedSession }) => {
       const owner = await protectedSession("secret-fields");
       const connect = () => connectRequest({ callerSession: uniqueName("secret-fields-c"), generation: crypto.randomUUID() });
-      const tooShort = exactLength(bindingSecretMinChars - 1);
+      const tooShort = exactLength(minBindingSecretChars - 1);
       for (const bindingSecret of [true, false, 1, null, "", tooShort, exactLength(maxWireIdChars + 1)]) {
         const reply = await postJson(baseUrl, { ...connect(), bindingSecret });
         expectError(reply, "INVALID_REQUEST");
         lacks(reply.text, tooShort);
       }
-      expectValue(await postJson(baseUrl, { ...connect(), bindingSecret: exactLength(bindingSecretMinChars) }), "connected");
+      expectValue(await postJson(baseUrl, { ...connect(), bindingSecret: exactLength(minBindingSecretChars) }), "connected");
       expectError(
         await postJson(baseUrl, { ...connect(), bindingSecret: mintBindingSecret(), previousSecret: mintBindingSecret() }),
         "INVALID_REQUEST",

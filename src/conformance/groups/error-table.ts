@@ -2,17 +2,17 @@
 import assert from "node:assert/strict";
 import { utf8Bytes } from "../../protocol/canonical-json.ts";
 import {
-  envelopeMaxAgeMs,
-  envelopeMaxFutureSkewMs,
+  maxEnvelopeAgeMs,
+  maxEnvelopeFutureSkewMs,
   KiB,
-  leaseMinMs,
+  minLeaseMs,
   maxCursorDigits,
   maxRequestBodyBytes,
-  receivePageMaxItems,
+  maxReceivePageItems,
   relayBodyReadDeadlineMs,
-  relayMaxMailboxItems,
-  relaySenderMaxMailboxItems,
-  watchMinWaitMs,
+  maxRelayMailboxItems,
+  maxRelaySenderMailboxItems,
+  minWatchWaitMs,
 } from "../../protocol/limits.ts";
 import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../../protocol/names.ts";
 import { FEATURE_WATCH, RECEIVE_LIMIT } from "../../protocol/wire.ts";
@@ -60,7 +60,7 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
         acknowledge: { envelopeId: crypto.randomUUID() },
         health: {},
         disconnect: {},
-        ...(hasFeature(FEATURE_WATCH) ? { watch: { cursor: "0", waitMs: watchMinWaitMs } } : {}),
+        ...(hasFeature(FEATURE_WATCH) ? { watch: { cursor: "0", waitMs: minWatchWaitMs } } : {}),
       };
       for (const [operation, fields] of Object.entries(operations)) {
         const error = expectError(await owner.call(operation, { ...fields, epoch: stale }), "RELAY_RESET");
@@ -271,8 +271,8 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
     run: async ({ expectError, expectValue, pair }) => {
       const [a, b] = await pair("lapsed");
       const { envelope } = await a.sendOk(b.endpoint);
-      expectValue(await b.renew({ leaseMs: leaseMinMs }), "connected");
-      await sleep(leaseMinMs + 20);
+      expectValue(await b.renew({ leaseMs: minLeaseMs }), "connected");
+      await sleep(minLeaseMs + 20);
       expectError(await b.receive("0"), "REGISTRATION_EXPIRED");
       const revived = expectValue(await b.renew(), "connected");
       assert.deepEqual(revived.endpoint, b.endpoint);
@@ -446,7 +446,7 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
     name: "INVALID_CURSOR: 400 for a limit of 0, 51 or a non-integer",
     run: async ({ expectError, session }) => {
       const a = await session("limit");
-      for (const limit of [RECEIVE_LIMIT.minimum - 1, receivePageMaxItems + 1, -1, 1.5, "10", null]) {
+      for (const limit of [RECEIVE_LIMIT.minimum - 1, maxReceivePageItems + 1, -1, 1.5, "10", null]) {
         const reply = await a.call("receive", { cursor: "0", limit });
         equal(reply.status, 400, JSON.stringify(limit));
         expectError(reply, "INVALID_CURSOR");
@@ -465,24 +465,24 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
     },
   },
   {
-    name: "ENVELOPE_EXPIRED: 400 for createdAt more than envelopeMaxFutureSkewMs ahead",
+    name: "ENVELOPE_EXPIRED: 400 for createdAt more than maxEnvelopeFutureSkewMs ahead",
     run: async ({ expectError, pair }) => {
       const [a, b] = await pair("future");
       const error = expectError(
-        await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs + EDGE_MARGIN_MS) })),
+        await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(maxEnvelopeFutureSkewMs + EDGE_MARGIN_MS) })),
         "ENVELOPE_EXPIRED",
       );
       assert.equal(error.retryable, false);
-      expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(10 * envelopeMaxFutureSkewMs) })), "ENVELOPE_EXPIRED");
+      expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(10 * maxEnvelopeFutureSkewMs) })), "ENVELOPE_EXPIRED");
       assert.deepEqual(await b.drain(), []);
     },
   },
   {
-    name: "ENVELOPE_EXPIRED: 400 for createdAt envelopeMaxAgeMs old (the edge itself is expired)",
+    name: "ENVELOPE_EXPIRED: 400 for createdAt maxEnvelopeAgeMs old (the edge itself is expired)",
     run: async ({ expectError, pair }) => {
       const [a, b] = await pair("old");
-      expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(-envelopeMaxAgeMs) })), "ENVELOPE_EXPIRED");
-      expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(-10 * envelopeMaxAgeMs) })), "ENVELOPE_EXPIRED");
+      expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(-maxEnvelopeAgeMs) })), "ENVELOPE_EXPIRED");
+      expectError(await a.send(a.envelopeTo(b.endpoint, { createdAt: isoOffset(-10 * maxEnvelopeAgeMs) })), "ENVELOPE_EXPIRED");
       assert.deepEqual(await b.drain(), []);
     },
   },
@@ -490,8 +490,8 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
     name: "ENVELOPE_EXPIRED edges: createdAt 1 s inside either edge is accepted",
     run: async ({ pair }) => {
       const [a, b] = await pair("fresh-edges");
-      const { envelope: ahead } = await a.sendOk(b.endpoint, { createdAt: isoOffset(envelopeMaxFutureSkewMs - EDGE_MARGIN_MS) });
-      const { envelope: old } = await a.sendOk(b.endpoint, { createdAt: isoOffset(-envelopeMaxAgeMs + EDGE_MARGIN_MS) });
+      const { envelope: ahead } = await a.sendOk(b.endpoint, { createdAt: isoOffset(maxEnvelopeFutureSkewMs - EDGE_MARGIN_MS) });
+      const { envelope: old } = await a.sendOk(b.endpoint, { createdAt: isoOffset(-maxEnvelopeAgeMs + EDGE_MARGIN_MS) });
       assert.deepEqual(idsOf(await b.drain()), [ahead.envelopeId, old.envelopeId]);
     },
   },
@@ -525,27 +525,27 @@ export const errorTableChecks: readonly ConformanceCheck[] = inGroup("error tabl
     },
   },
   {
-    name: "RELAY_CAPACITY: 503 retryable once a mailbox holds relayMaxMailboxItems; nothing evicted; an ACK makes room",
+    name: "RELAY_CAPACITY: 503 retryable once a mailbox holds maxRelayMailboxItems; nothing evicted; an ACK makes room",
     serial: true,
     run: async ({ expectError, expectValue, pair, session }) => {
       const [a, b] = await pair("mailbox-full");
       // Several senders fill it (a relay with quotas-v1 holds each to its share of one mailbox), and
       // the overflow comes from one holding nothing there: what refuses it is the mailbox's budget.
-      const more = Math.ceil(relayMaxMailboxItems / relaySenderMaxMailboxItems) - 1;
+      const more = Math.ceil(maxRelayMailboxItems / maxRelaySenderMailboxItems) - 1;
       const fillers = [a, ...(await Promise.all(Array.from({ length: more }, (_, index) => session(`mailbox-full-${index}`))))];
       const sent = await inBatches(
-        relayMaxMailboxItems,
+        maxRelayMailboxItems,
         8,
         async (index) => (await fillers[index % fillers.length]!.sendOk(b.endpoint, { payload: { index } })).envelope.envelopeId,
       );
       const late = await session("mailbox-full-late");
-      const overflow = late.envelopeTo(b.endpoint, { payload: { index: relayMaxMailboxItems } });
+      const overflow = late.envelopeTo(b.endpoint, { payload: { index: maxRelayMailboxItems } });
       const error = expectError(await late.send(overflow), "RELAY_CAPACITY");
       assert.equal(error.retryable, true);
       // Store budgets carry no retryAfterMs; only admission overload does.
       assert.equal(error.retryAfterMs, undefined);
       const held = await b.drain();
-      assert.equal(held.length, relayMaxMailboxItems);
+      assert.equal(held.length, maxRelayMailboxItems);
       assert.deepEqual(new Set(idsOf(held)), new Set(sent));
       assert.equal(expectValue(await b.acknowledge(held[0]!.envelope.envelopeId), "acknowledged").duplicate, false);
       // The refused envelope left no receipt: it is now admitted as new.

@@ -3,18 +3,18 @@ import assert from "node:assert/strict";
 import { canonicalBytes, utf8Bytes } from "../../protocol/canonical-json.ts";
 import {
   KiB,
-  leaseDefaultMs,
-  leaseMaxMs,
-  leaseMinMs,
+  defaultLeaseMs,
+  maxLeaseMs,
+  minLeaseMs,
   maxProtocolVersionsItems,
   maxRelayPayloadBytes,
   maxRequestBodyBytes,
   maxWireIdChars,
   minWireIdChars,
-  receivePageMaxBytes,
-  receivePageMaxItems,
-  watchMaxWaitMs,
-  watchMinWaitMs,
+  maxReceivePageBytes,
+  maxReceivePageItems,
+  maxWatchWaitMs,
+  minWatchWaitMs,
 } from "../../protocol/limits.ts";
 import { WIRE_PROTOCOL_VERSION } from "../../protocol/names.ts";
 import { FEATURE_WATCH, RECEIVE_LIMIT } from "../../protocol/wire.ts";
@@ -55,9 +55,9 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
     },
   },
   {
-    name: "leaseMs leaseMinMs and leaseMaxMs are accepted, 0 and leaseMaxMs + 1 are 400",
+    name: "leaseMs minLeaseMs and maxLeaseMs are accepted, 0 and maxLeaseMs + 1 are 400",
     run: async ({ baseUrl, expectError, expectErrorOf, expectValue }) => {
-      for (const leaseMs of [leaseMinMs, leaseMaxMs]) {
+      for (const leaseMs of [minLeaseMs, maxLeaseMs]) {
         const before = Date.now();
         const reply = await postJson(
           baseUrl,
@@ -67,7 +67,7 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
         atLeast(expires, before + leaseMs);
         atMost(expires, Date.now() + leaseMs);
       }
-      for (const leaseMs of [0, leaseMaxMs + 1, -1, 1.5, "1000"]) {
+      for (const leaseMs of [0, maxLeaseMs + 1, -1, 1.5, "1000"]) {
         const refused = await postJson(baseUrl, {
           ...connectRequest({ callerSession: uniqueName("lease"), generation: crypto.randomUUID() }),
           leaseMs,
@@ -84,8 +84,8 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
       if (nullLease.status !== 200) expectErrorOf(nullLease, ["INVALID_REQUEST"]);
       else {
         const expires = Date.parse(expectValue(nullLease, "connected").leaseExpiresAt);
-        atLeast(expires, before + leaseDefaultMs, "leaseMs: null served with the default lease");
-        atMost(expires, Date.now() + leaseDefaultMs, "leaseMs: null served with the default lease");
+        atLeast(expires, before + defaultLeaseMs, "leaseMs: null served with the default lease");
+        atMost(expires, Date.now() + defaultLeaseMs, "leaseMs: null served with the default lease");
       }
     },
   },
@@ -161,42 +161,42 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
       assert.deepEqual(cursorsOf(one.deliveries), ["1"]);
       assert.equal(one.hasMore, true);
       assert.equal(one.nextCursor, "1");
-      const fifty = expectValue(await a.receive("0", receivePageMaxItems), "page");
+      const fifty = expectValue(await a.receive("0", maxReceivePageItems), "page");
       assert.deepEqual(idsOf(fifty.deliveries), sent);
       assert.equal(fifty.hasMore, false);
       assert.equal(fifty.nextCursor, "3");
     },
   },
   {
-    name: "a page holds at most receivePageMaxItems: exactly 50 queued → hasMore false; 51 → hasMore true at cursor 50",
+    name: "a page holds at most maxReceivePageItems: exactly 50 queued → hasMore false; 51 → hasMore true at cursor 50",
     serial: true,
     run: async ({ pair }) => {
       const [a, b] = await pair("page-items");
-      await inBatches(receivePageMaxItems, 8, (index) => a.sendOk(b.endpoint, { payload: { index } }));
+      await inBatches(maxReceivePageItems, 8, (index) => a.sendOk(b.endpoint, { payload: { index } }));
       const full = await b.page("0");
-      assert.equal(full.deliveries.length, receivePageMaxItems);
+      assert.equal(full.deliveries.length, maxReceivePageItems);
       assert.equal(full.hasMore, false);
-      assert.equal(full.nextCursor, String(receivePageMaxItems));
+      assert.equal(full.nextCursor, String(maxReceivePageItems));
       const { envelope: last } = await a.sendOk(b.endpoint);
       const cut = await b.page("0");
-      assert.equal(cut.deliveries.length, receivePageMaxItems);
+      assert.equal(cut.deliveries.length, maxReceivePageItems);
       assert.equal(cut.hasMore, true);
-      assert.equal(cut.nextCursor, String(receivePageMaxItems));
+      assert.equal(cut.nextCursor, String(maxReceivePageItems));
       assert.equal(cut.nextCursor, cut.deliveries.at(-1).cursor);
       const rest = await b.page(cut.nextCursor);
-      assert.deepEqual(cursorsOf(rest.deliveries), [String(receivePageMaxItems + 1)]);
+      assert.deepEqual(cursorsOf(rest.deliveries), [String(maxReceivePageItems + 1)]);
       assert.deepEqual(idsOf(rest.deliveries), [last.envelopeId]);
       assert.equal(rest.hasMore, false);
     },
   },
   {
-    name: "a page is cut at receivePageMaxBytes before 50 items, with hasMore true",
+    name: "a page is cut at maxReceivePageBytes before 50 items, with hasMore true",
     serial: true,
     run: async ({ pair }) => {
       const [a, b] = await pair("page-bytes");
       const payload = { d: "x".repeat(40 * KiB) };
-      const count = Math.ceil(receivePageMaxBytes / canonicalBytes(payload)) + 2;
-      below(count, receivePageMaxItems);
+      const count = Math.ceil(maxReceivePageBytes / canonicalBytes(payload)) + 2;
+      below(count, maxReceivePageItems);
       await inBatches(count, 4, () => a.sendOk(b.endpoint, { payload }));
       const first = await b.page("0");
       const rest = await b.page(first.nextCursor);
@@ -206,26 +206,26 @@ export const limitChecks: readonly ConformanceCheck[] = inGroup("limits at their
       below(first.deliveries.length, count);
       assert.equal(first.hasMore, true);
       assert.equal(first.nextCursor, first.deliveries.at(-1).cursor);
-      atMost(used, receivePageMaxBytes);
+      atMost(used, maxReceivePageBytes);
       // The cut is exact: the next item would not have fitted.
-      above(used + itemBytes(rest.deliveries[0]), receivePageMaxBytes);
+      above(used + itemBytes(rest.deliveries[0]), maxReceivePageBytes);
       const all = await b.drain();
       assert.equal(all.length, count);
     },
   },
   {
-    name: "additions: watch waitMs 0 and watchMaxWaitMs are accepted, watchMaxWaitMs + 1 is 400",
+    name: "additions: watch waitMs 0 and maxWatchWaitMs are accepted, maxWatchWaitMs + 1 is 400",
     serial: true,
     feature: FEATURE_WATCH,
     run: async ({ expectError, expectValue, session }) => {
       const a = await session("watch-bounds");
-      const idle = expectValue(await a.call("watch", { cursor: "0", waitMs: watchMinWaitMs }), "watch");
+      const idle = expectValue(await a.call("watch", { cursor: "0", waitMs: minWatchWaitMs }), "watch");
       assert.equal(idle.pending, false);
       await a.sendOk(a.endpoint);
       // With pending mail even the longest wait answers at once (the request deadline guards it).
-      const longest = expectValue(await a.call("watch", { cursor: "0", waitMs: watchMaxWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
+      const longest = expectValue(await a.call("watch", { cursor: "0", waitMs: maxWatchWaitMs }, { timeoutMs: PROMPT_REPLY_MS }), "watch");
       assert.equal(longest.pending, true);
-      for (const waitMs of [watchMaxWaitMs + 1, watchMinWaitMs - 1, 1.5, "100"]) {
+      for (const waitMs of [maxWatchWaitMs + 1, minWatchWaitMs - 1, 1.5, "100"]) {
         const reply = await a.call("watch", { cursor: "0", waitMs });
         equal(reply.status, 400, JSON.stringify(waitMs));
         expectError(reply, "INVALID_REQUEST");

@@ -1,7 +1,7 @@
 /** Registrations: renewal with the same generation, a new generation's new endpoint, the lease. */
 import assert from "node:assert/strict";
 import { isUuid } from "../../protocol/endpoint.ts";
-import { leaseDefaultMs, leaseMaxMs } from "../../protocol/limits.ts";
+import { defaultLeaseMs, maxLeaseMs } from "../../protocol/limits.ts";
 import { RELAY_ID } from "../../protocol/names.ts";
 import { above, atLeast, atMost, type ConformanceCheck, idsOf, inGroup } from "../kit.ts";
 import { connectRequest, postJson, uniqueName } from "../wire-client.ts";
@@ -11,7 +11,7 @@ export const registrationChecks: readonly ConformanceCheck[] = inGroup("registra
     name: "the same generation renews the lease and keeps the endpoint id, also after disconnect",
     run: async ({ expectValue, pair }) => {
       const [a, b] = await pair("renew");
-      const renewed = expectValue(await b.renew({ leaseMs: leaseMaxMs }), "connected");
+      const renewed = expectValue(await b.renew({ leaseMs: maxLeaseMs }), "connected");
       assert.deepEqual(renewed.endpoint, b.endpoint);
       above(Date.parse(renewed.leaseExpiresAt), Date.parse(b.leaseExpiresAt));
       const { envelope } = await a.sendOk(b.endpoint);
@@ -43,9 +43,9 @@ export const registrationChecks: readonly ConformanceCheck[] = inGroup("registra
     },
   },
   {
-    name: "leaseExpiresAt is now + leaseMs (default leaseDefaultMs)",
+    name: "leaseExpiresAt is now + leaseMs (default defaultLeaseMs)",
     run: async ({ baseUrl, expectValue }) => {
-      for (const leaseMs of [undefined, leaseMaxMs / 2]) {
+      for (const leaseMs of [undefined, maxLeaseMs / 2]) {
         const before = Date.now();
         const reply = await postJson(
           baseUrl,
@@ -53,7 +53,7 @@ export const registrationChecks: readonly ConformanceCheck[] = inGroup("registra
         );
         const after = Date.now();
         const expires = Date.parse(expectValue(reply, "connected").leaseExpiresAt);
-        const lease = leaseMs ?? leaseDefaultMs;
+        const lease = leaseMs ?? defaultLeaseMs;
         atLeast(expires, before + lease);
         atMost(expires, after + lease);
       }

@@ -8,18 +8,18 @@
  * senders' usage, and each mailbox's usage the sum of its senders' shares.
  */
 import {
-  relayMaxActiveBytes,
-  relayMaxActiveItems,
-  relayMaxMailboxBytes,
-  relayMaxMailboxItems,
-  relayMaxReceiptBytes,
-  relayMaxReceipts,
-  relaySenderMaxActiveBytes,
-  relaySenderMaxActiveItems,
-  relaySenderMaxMailboxBytes,
-  relaySenderMaxMailboxItems,
-  relaySenderMaxReceiptBytes,
-  relaySenderMaxReceipts,
+  maxRelayActiveBytes,
+  maxRelayActiveItems,
+  maxRelayMailboxBytes,
+  maxRelayMailboxItems,
+  maxRelayReceiptBytes,
+  maxRelayReceipts,
+  maxRelaySenderActiveBytes,
+  maxRelaySenderActiveItems,
+  maxRelaySenderMailboxBytes,
+  maxRelaySenderMailboxItems,
+  maxRelaySenderReceiptBytes,
+  maxRelaySenderReceipts,
 } from "../../protocol/limits.ts";
 import { violation } from "./invariant.ts";
 import type { CapacityBudget, SenderQuota } from "./store.ts";
@@ -82,13 +82,13 @@ const over = (usage: MailboxUsage, items: number, bytes: number) => usage.items 
 /** The first share of the sender (`SenderQuota` order) that one more item of `itemBytes` and one more receipt would exceed. */
 function quotaOf(reservation: Reservation, sender: SenderUsage): Refusal | undefined {
   const { share, itemBytes, receiptBytes } = reservation;
-  if (share.items + 1 > relaySenderMaxMailboxItems || share.bytes + itemBytes > relaySenderMaxMailboxBytes) {
+  if (share.items + 1 > maxRelaySenderMailboxItems || share.bytes + itemBytes > maxRelaySenderMailboxBytes) {
     return { kind: "quota", quota: "mailbox-share", details: { items: share.items, bytes: share.bytes } };
   }
-  if (sender.items + 1 > relaySenderMaxActiveItems || sender.bytes + itemBytes > relaySenderMaxActiveBytes) {
+  if (sender.items + 1 > maxRelaySenderActiveItems || sender.bytes + itemBytes > maxRelaySenderActiveBytes) {
     return { kind: "quota", quota: "sender-active", details: { items: sender.items, bytes: sender.bytes } };
   }
-  if (sender.receipts + 1 > relaySenderMaxReceipts || sender.receiptBytes + receiptBytes > relaySenderMaxReceiptBytes) {
+  if (sender.receipts + 1 > maxRelaySenderReceipts || sender.receiptBytes + receiptBytes > maxRelaySenderReceiptBytes) {
     return { kind: "quota", quota: "sender-receipts", details: { receipts: sender.receipts, bytes: sender.receiptBytes } };
   }
   return undefined;
@@ -97,13 +97,13 @@ function quotaOf(reservation: Reservation, sender: SenderUsage): Refusal | undef
 /** A mailbox's usage is never negative and stays within the mailbox bound. */
 function checkMailbox(mailbox: MailboxUsage): void {
   if (mailbox.items < 0 || mailbox.bytes < 0) throw violation("mailbox usage is never negative", { ...mailbox });
-  if (over(mailbox, relayMaxMailboxItems, relayMaxMailboxBytes)) throw violation("mailbox usage stays within its bound", { ...mailbox });
+  if (over(mailbox, maxRelayMailboxItems, maxRelayMailboxBytes)) throw violation("mailbox usage stays within its bound", { ...mailbox });
 }
 
 /** A sender's share of a mailbox is never negative and stays within the share bound. */
 function checkShare(share: MailboxUsage): void {
   if (share.items < 0 || share.bytes < 0) throw violation("a sender's share of a mailbox is never negative", { ...share });
-  if (over(share, relaySenderMaxMailboxItems, relaySenderMaxMailboxBytes))
+  if (over(share, maxRelaySenderMailboxItems, maxRelaySenderMailboxBytes))
     throw violation("a sender's share of a mailbox stays within its bound", { ...share });
 }
 
@@ -112,9 +112,9 @@ function checkSender(sender: SenderUsage): void {
   if (sender.items < 0 || sender.bytes < 0 || sender.receipts < 0 || sender.receiptBytes < 0)
     throw violation("a sender's usage is never negative", { ...sender });
   if (
-    over(sender, relaySenderMaxActiveItems, relaySenderMaxActiveBytes) ||
-    sender.receipts > relaySenderMaxReceipts ||
-    sender.receiptBytes > relaySenderMaxReceiptBytes
+    over(sender, maxRelaySenderActiveItems, maxRelaySenderActiveBytes) ||
+    sender.receipts > maxRelaySenderReceipts ||
+    sender.receiptBytes > maxRelaySenderReceiptBytes
   ) {
     throw violation("a sender's usage stays within its shares", { ...sender });
   }
@@ -191,10 +191,10 @@ function createTotals(): Totals {
 
   return {
     refusal(itemBytes, receiptCost): Refusal | undefined {
-      if (activeItems + 1 > relayMaxActiveItems || activeBytes + itemBytes > relayMaxActiveBytes) {
+      if (activeItems + 1 > maxRelayActiveItems || activeBytes + itemBytes > maxRelayActiveBytes) {
         return { kind: "full", budget: "active", details: { items: activeItems, bytes: activeBytes } };
       }
-      if (receipts + 1 > relayMaxReceipts || receiptBytes + receiptCost > relayMaxReceiptBytes) {
+      if (receipts + 1 > maxRelayReceipts || receiptBytes + receiptCost > maxRelayReceiptBytes) {
         return { kind: "full", budget: "receipts", details: { receipts, bytes: receiptBytes } };
       }
       return undefined;
@@ -319,7 +319,7 @@ export function createBudgets(): Budgets {
       const { mailbox, share, senderId, itemBytes, receiptBytes: receiptCost } = reservation;
       const quota = senders.quota(reservation);
       if (quota !== undefined) return quota;
-      if (mailbox.items + 1 > relayMaxMailboxItems || mailbox.bytes + itemBytes > relayMaxMailboxBytes) {
+      if (mailbox.items + 1 > maxRelayMailboxItems || mailbox.bytes + itemBytes > maxRelayMailboxBytes) {
         return { kind: "full", budget: "mailbox", details: { items: mailbox.items, bytes: mailbox.bytes } };
       }
       const full = totals.refusal(itemBytes, receiptCost);

@@ -11,7 +11,7 @@
 import { canonicalBytes, sha256Hex, utf8Bytes } from "../../protocol/canonical-json.ts";
 import {
   maxCursorDigits,
-  receivePageMaxBytes,
+  maxReceivePageBytes,
   relayMailLifetimeMs,
   relayReceiptOverheadBytes,
   relayReceiptRetentionMs,
@@ -166,7 +166,7 @@ function pageOf(table: AcceptedTable, box: Mailbox | undefined, after: string, f
     const text = table.content(slot)!;
     const cursorText = table.cursor(slot).toString();
     const pageBytes = pageItemOverheadBytes + cursorText.length + utf8Bytes(text);
-    if (bytes + pageBytes > receivePageMaxBytes) break;
+    if (bytes + pageBytes > maxReceivePageBytes) break;
     bytes += pageBytes;
     parts.push(`{"cursor":"${cursorText}","envelope":${text}}`);
     last = cursorText;

@@ -30,8 +30,8 @@ import { canonicalBytes } from "../../protocol/canonical-json.ts";
 import {
   relayActivityResolutionMs,
   relayMailLifetimeMs,
-  relayMaxMetadataBytes,
-  relayMaxRegistrations,
+  maxRelayMetadataBytes,
+  maxRelayRegistrations,
   relayRegistrationGraceMs,
   relayRegistrationIdleMs,
   relayRegistrationOverheadBytes,
@@ -122,7 +122,7 @@ function createTable(): Table {
       return id === undefined ? undefined : byEndpoint.get(id);
     },
     setCurrent: (registration) => void bySession.set(registration.session, registration.endpointId),
-    fits: (size) => byEndpoint.size + 1 <= relayMaxRegistrations && metadataBytes + size <= relayMaxMetadataBytes,
+    fits: (size) => byEndpoint.size + 1 <= maxRelayRegistrations && metadataBytes + size <= maxRelayMetadataBytes,
     add(registration) {
       byEndpoint.set(registration.endpointId, registration);
       fresh.set(registration.endpointId, registration);

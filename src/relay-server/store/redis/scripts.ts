@@ -15,28 +15,28 @@
  */
 import { utf8Bytes } from "../../../protocol/canonical-json.ts";
 import {
-  receivePageMaxBytes,
-  redisMaxCursor,
+  maxReceivePageBytes,
+  maxRedisCursor,
   relayActivityResolutionMs,
   relayMailLifetimeMs,
-  relayMaxActiveBytes,
-  relayMaxActiveItems,
-  relayMaxMailboxBytes,
-  relayMaxMailboxItems,
-  relayMaxMetadataBytes,
-  relayMaxReceiptBytes,
-  relayMaxReceipts,
-  relayMaxRegistrations,
+  maxRelayActiveBytes,
+  maxRelayActiveItems,
+  maxRelayMailboxBytes,
+  maxRelayMailboxItems,
+  maxRelayMetadataBytes,
+  maxRelayReceiptBytes,
+  maxRelayReceipts,
+  maxRelayRegistrations,
   relayReceiptRetentionMs,
   relayRegistrationGraceMs,
   relayRegistrationIdleMs,
   relayRegistrationRetentionMs,
-  relaySenderMaxActiveBytes,
-  relaySenderMaxActiveItems,
-  relaySenderMaxMailboxBytes,
-  relaySenderMaxMailboxItems,
-  relaySenderMaxReceiptBytes,
-  relaySenderMaxReceipts,
+  maxRelaySenderActiveBytes,
+  maxRelaySenderActiveItems,
+  maxRelaySenderMailboxBytes,
+  maxRelaySenderMailboxItems,
+  maxRelaySenderReceiptBytes,
+  maxRelaySenderReceipts,
 } from "../../../protocol/limits.ts";
 import { KEYS, REDIS_LAYOUT } from "./keys.ts";
 
@@ -366,7 +366,7 @@ local usage = key('${KEYS.usage}')
 local registrations = num(redis.call('HGET', usage, 'registrations'))
 local metadata = num(redis.call('HGET', usage, 'metadataBytes'))
 -- Under contention a place is taken back from a registration that makes no use of it.
-while registrations + 1 > ${relayMaxRegistrations} or metadata + size > ${relayMaxMetadataBytes} do
+while registrations + 1 > ${maxRelayRegistrations} or metadata + size > ${maxRelayMetadataBytes} do
   local victim = reclaim_victim(now, current_id)
   if not victim then return { 'full', 'registrations', fmt(registrations), 'metadataBytes', fmt(metadata) } end
   remove_registration(victim, now)
@@ -500,15 +500,15 @@ const QUOTA = `
 local function quota_refusal(source, target, item_bytes, receipt_bytes)
   local share = redis.call('HMGET', key('${KEYS.mailboxShares}', target), 'i' .. source, 'b' .. source)
   local share_items, share_bytes = num(share[1]), num(share[2])
-  if share_items + 1 > ${relaySenderMaxMailboxItems} or share_bytes + item_bytes > ${relaySenderMaxMailboxBytes} then
+  if share_items + 1 > ${maxRelaySenderMailboxItems} or share_bytes + item_bytes > ${maxRelaySenderMailboxBytes} then
     return { 'quota', 'mailbox-share', 'items', fmt(share_items), 'bytes', fmt(share_bytes) }
   end
   local u = redis.call('HMGET', key('${KEYS.sender}', source), 'items', 'bytes', 'receipts', 'receiptBytes')
   local items, bytes, receipts, receipt_total = num(u[1]), num(u[2]), num(u[3]), num(u[4])
-  if items + 1 > ${relaySenderMaxActiveItems} or bytes + item_bytes > ${relaySenderMaxActiveBytes} then
+  if items + 1 > ${maxRelaySenderActiveItems} or bytes + item_bytes > ${maxRelaySenderActiveBytes} then
     return { 'quota', 'sender-active', 'items', fmt(items), 'bytes', fmt(bytes) }
   end
-  if receipts + 1 > ${relaySenderMaxReceipts} or receipt_total + receipt_bytes > ${relaySenderMaxReceiptBytes} then
+  if receipts + 1 > ${maxRelaySenderReceipts} or receipt_total + receipt_bytes > ${maxRelaySenderReceiptBytes} then
     return { 'quota', 'sender-receipts', 'receipts', fmt(receipts), 'bytes', fmt(receipt_total) }
   end
   return nil
@@ -532,20 +532,20 @@ local function admit(pid, digest, text, target_id, receipt_bytes_text, fresh, no
   local counts = redis.call('HMGET', box, 'highest', 'items', 'bytes')
   local highest, items, bytes = num(counts[1]), num(counts[2]), num(counts[3])
   local cursor = highest + 1
-  if cursor > ${redisMaxCursor} then return { 'full', 'cursor', 'items', fmt(items) } end
+  if cursor > ${maxRedisCursor} then return { 'full', 'cursor', 'items', fmt(items) } end
   local item_bytes, receipt_bytes = #text, tonumber(receipt_bytes_text)
   local refusal = quota_refusal(source, target_id, item_bytes, receipt_bytes)
   if refusal then return refusal end
-  if items + 1 > ${relayMaxMailboxItems} or bytes + item_bytes > ${relayMaxMailboxBytes} then
+  if items + 1 > ${maxRelayMailboxItems} or bytes + item_bytes > ${maxRelayMailboxBytes} then
     return { 'full', 'mailbox', 'items', fmt(items), 'bytes', fmt(bytes) }
   end
   local usage = key('${KEYS.usage}')
   local totals = redis.call('HMGET', usage, 'activeItems', 'activeBytes', 'receipts', 'receiptBytes')
   local active_items, active_bytes, receipts, receipt_total = num(totals[1]), num(totals[2]), num(totals[3]), num(totals[4])
-  if active_items + 1 > ${relayMaxActiveItems} or active_bytes + item_bytes > ${relayMaxActiveBytes} then
+  if active_items + 1 > ${maxRelayActiveItems} or active_bytes + item_bytes > ${maxRelayActiveBytes} then
     return { 'full', 'active', 'items', fmt(active_items), 'bytes', fmt(active_bytes) }
   end
-  if receipts + 1 > ${relayMaxReceipts} or receipt_total + receipt_bytes > ${relayMaxReceiptBytes} then
+  if receipts + 1 > ${maxRelayReceipts} or receipt_total + receipt_bytes > ${maxRelayReceiptBytes} then
     return { 'full', 'receipts', 'receipts', fmt(receipts), 'bytes', fmt(receipt_total) }
   end
   redis.call('HSET', box, 'highest', fmt(cursor), 'items', fmt(items + 1), 'bytes', fmt(bytes + item_bytes))
@@ -612,7 +612,7 @@ local function page(id, after, limit_text)
     local member = listed[taken * 2 + 1]
     local cursor, text = fmt(tonumber(listed[taken * 2 + 2])), string.sub(member, pid_end(member))
     local size = ${PAGE_ITEM_OVERHEAD_BYTES} + #cursor + #text
-    if total + size > ${receivePageMaxBytes} then break end
+    if total + size > ${maxReceivePageBytes} then break end
     total = total + size
     if taken > 0 then parts[#parts + 1] = ',' end
     parts[#parts + 1] = '{"cursor":"'
@@ -689,14 +689,14 @@ local function audit()
     local box = key('${KEYS.mailbox}', id)
     local items, bytes = num(redis.call('HGET', box, 'items')), num(redis.call('HGET', box, 'bytes'))
     if items < 0 or bytes < 0 then return { 'violation', 'mailbox usage is never negative', 'items', fmt(items), 'bytes', fmt(bytes) } end
-    if items > ${relayMaxMailboxItems} or bytes > ${relayMaxMailboxBytes} then return { 'violation', 'mailbox usage stays within its bound', 'items', fmt(items), 'bytes', fmt(bytes) } end
+    if items > ${maxRelayMailboxItems} or bytes > ${maxRelayMailboxBytes} then return { 'violation', 'mailbox usage stays within its bound', 'items', fmt(items), 'bytes', fmt(bytes) } end
     local listed = redis.call('ZCARD', key('${KEYS.mailboxItems}', id))
     if listed ~= items then return { 'violation', 'a mailbox counts the items it holds', 'items', fmt(items), 'listed', fmt(listed) } end
     local shares, share_items, share_bytes = redis.call('HGETALL', key('${KEYS.mailboxShares}', id)), 0, 0
     for i = 1, #shares, 2 do
       local value = tonumber(shares[i + 1])
       if string.sub(shares[i], 1, 1) == 'i' then
-        if value <= 0 or value > ${relaySenderMaxMailboxItems} then return { 'violation', "a sender's share of a mailbox stays within its bound", 'items', fmt(value) } end
+        if value <= 0 or value > ${maxRelaySenderMailboxItems} then return { 'violation', "a sender's share of a mailbox stays within its bound", 'items', fmt(value) } end
         share_items = share_items + value
       else share_bytes = share_bytes + value end
     end
@@ -718,7 +718,7 @@ local function audit()
       if num(u[i]) < 0 then return { 'violation', "a sender's usage is never negative", 'field', fmt(i), 'value', fmt(num(u[i])) } end
       s[i] = s[i] + num(u[i])
     end
-    if num(u[1]) > ${relaySenderMaxActiveItems} or num(u[2]) > ${relaySenderMaxActiveBytes} or num(u[3]) > ${relaySenderMaxReceipts} or num(u[4]) > ${relaySenderMaxReceiptBytes} then
+    if num(u[1]) > ${maxRelaySenderActiveItems} or num(u[2]) > ${maxRelaySenderActiveBytes} or num(u[3]) > ${maxRelaySenderReceipts} or num(u[4]) > ${maxRelaySenderReceiptBytes} then
       return { 'violation', "a sender's usage stays within its shares", 'items', fmt(num(u[1])), 'bytes', fmt(num(u[2])), 'receipts', fmt(num(u[3])), 'receiptBytes', fmt(num(u[4])) }
     end
   end
