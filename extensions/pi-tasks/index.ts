@@ -16,7 +16,7 @@
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
  * - profiles.ts   worker profiles (model, grant, instructions) from the home and a trusted project
  * - grants.ts     the person's default grant for sent tasks; every call checked against the grants
- *                 of the tasks this session works on; budgets.ts ends a task whose budget ran out
+ *                 of the tasks this session works on; grant-budgets.ts ends a task whose budget ran out
  * - work.ts       the tasks this session works on whose result is not submitted (reminders, grants, budgets)
  * - presenter.ts  task events into the Pi session (insert, wake, archive, loss records)
  * - observer.ts   Pi's agent events for the tasks this session works on: activity.ts (what the

@@ -1,12 +1,12 @@
 /**
  * Pi's agent events, as the tasks this session works on need them: the activity tracker and its
  * reporter (activity.ts), the reminders for an unreported task (reminders.ts) and the budgets of
- * granted tasks (budgets.ts). One observer per Pi run (pi-run.ts), fed by pi-events.ts; nothing
+ * granted tasks (grant-budgets.ts). One observer per Pi run (pi-run.ts), fed by pi-events.ts; nothing
  * here throws into Pi (pi-events.ts calls it quietly).
  */
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { createActivityReporter, createActivityTracker } from "./activity.ts";
-import { createBudgets } from "./budgets.ts";
+import { createGrantBudgets } from "./grant-budgets.ts";
 import type { PiMessage } from "./presenter.ts";
 import { createReminders } from "./reminders.ts";
 
@@ -38,7 +38,7 @@ export function createAgentObserver(deps: AgentObserverDeps): AgentObserver {
   const tracker = createActivityTracker(deps.now);
   const reporter = createActivityReporter({ tracker, core: deps.core, now: deps.now });
   const reminders = createReminders({ core: deps.core, sendMessage: deps.sendMessage, lastText: () => tracker.lastText() });
-  const budgets = createBudgets({ core: deps.core, now: deps.now });
+  const budgets = createGrantBudgets({ core: deps.core, now: deps.now });
   return {
     runStarted() {
       tracker.runStarted();

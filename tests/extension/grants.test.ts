@@ -1,10 +1,10 @@
 /**
- * The extension's side of grants (extensions/pi-tasks/grants.ts, budgets.ts): the person's default
+ * The extension's side of grants (extensions/pi-tasks/grants.ts, grant-budgets.ts): the person's default
  * grant is read strictly; a call is checked against the grant of every task this session works on;
  * a budget runs out at its edge, not before.
  */
 import { describe, expect, jest, test } from "bun:test";
-import { createBudgets, exhausted } from "../../extensions/pi-tasks/budgets.ts";
+import { createGrantBudgets, exhausted } from "../../extensions/pi-tasks/grant-budgets.ts";
 import { defaultGrant, GRANT_VARIABLE, grantVerdict } from "../../extensions/pi-tasks/grants.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { activePollIntervalMs } from "../../src/protocol/limits.ts";
@@ -108,7 +108,7 @@ interface Ended {
 }
 
 /**
- * Budgets (extensions/pi-tasks/budgets.ts createBudgets) over a fake core with these tasks: `ended` records each
+ * GrantBudgets (extensions/pi-tasks/grant-budgets.ts createGrantBudgets) over a fake core with these tasks: `ended` records each
  * `core.done` (a done still in flight: the task stays open in the fake), `now` is the clock the budgets read.
  */
 function budgetsOver(tasks: TaskView[]) {
@@ -122,15 +122,15 @@ function budgetsOver(tasks: TaskView[]) {
     },
   } as unknown as TaskCore;
   const clock = { now: 0 };
-  const budgets = createBudgets({ core: () => core, now: () => clock.now });
+  const budgets = createGrantBudgets({ core: () => core, now: () => clock.now });
   return { budgets, ended, clock, fake };
 }
 
 const assistant = (cost: unknown) => ({ role: "assistant", usage: { cost: { total: cost } } });
 const budgetedTask = (grant: Grant): TaskView => ({ ...granted(grant), createdAt: 0 });
 
-describe("budgets at the worker (createBudgets)", () => {
-  // budgets.ts messageEnded: `usedBy(task.taskId).costUsd += cost` — every message's cost adds up.
+describe("budgets at the worker (createGrantBudgets)", () => {
+  // grant-budgets.ts messageEnded: `usedBy(task.taskId).costUsd += cost` — every message's cost adds up.
   test("a cost budget adds every message's cost: messages that only exceed it together end the task", () => {
     const task = budgetedTask({ maxCostUsd: 1 });
     const { budgets, ended } = budgetsOver([task]);
@@ -143,7 +143,7 @@ describe("budgets at the worker (createBudgets)", () => {
     expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (cost: $1.1000 of $1)."]);
   });
 
-  // budgets.ts messageEnded: several messages of one turn add up before the turn's check.
+  // grant-budgets.ts messageEnded: several messages of one turn add up before the turn's check.
   test("two messages of one turn that together reach the cost budget end the task at that turn's end", () => {
     const task = budgetedTask({ maxCostUsd: 1 });
     const { budgets, ended } = budgetsOver([task]);
@@ -153,7 +153,7 @@ describe("budgets at the worker (createBudgets)", () => {
     expect(ended.map((end) => end.taskId)).toEqual([task.taskId]);
   });
 
-  // budgets.ts turnEnded: `turns += 1` per turn end, checked at each turn end; the edge is maxTurns itself.
+  // grant-budgets.ts turnEnded: `turns += 1` per turn end, checked at each turn end; the edge is maxTurns itself.
   test("a turn budget counts every turn end and ends the task at its last turn, reported failed with BUDGET_EXHAUSTED once", () => {
     const task = budgetedTask({ maxTurns: 3 });
     const { budgets, ended } = budgetsOver([task]);
@@ -171,7 +171,7 @@ describe("budgets at the worker (createBudgets)", () => {
     expect(ended.length).toBe(1);
   });
 
-  // budgets.ts messageEnded: only an assistant message's numeric, positive cost counts.
+  // grant-budgets.ts messageEnded: only an assistant message's numeric, positive cost counts.
   test("costs that are not an assistant's positive number count nothing", () => {
     const task = budgetedTask({ maxCostUsd: 1 });
     const { budgets, ended } = budgetsOver([task]);
@@ -190,7 +190,7 @@ describe("budgets at the worker (createBudgets)", () => {
     expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (cost: $1.0000 of $1)."]);
   });
 
-  // budgets.ts budgeted / check: every granted open task is counted and checked; an ungranted one is skipped, not a stop.
+  // grant-budgets.ts budgeted / check: every granted open task is counted and checked; an ungranted one is skipped, not a stop.
   test("with several tasks open, each granted one is counted and ended on its own; an ungranted one is not budgeted", () => {
     const ungranted = taskView({ role: "worker" });
     const roomy = budgetedTask({ maxTurns: 10, maxCostUsd: 10 });
@@ -207,7 +207,7 @@ describe("budgets at the worker (createBudgets)", () => {
     expect(ended.find((end) => end.taskId === alsoTight.taskId)?.error.message).toContain("cost: $1.2000 of $1");
   });
 
-  // budgets.ts usedBy: a task's count starts when it is open; an ungranted task before it changes nothing.
+  // grant-budgets.ts usedBy: a task's count starts when it is open; an ungranted task before it changes nothing.
   test("a granted task that arrives after turns of an ungranted one counts only its own turns", () => {
     const { budgets, ended, fake } = budgetsOver([taskView({ role: "worker" })]);
     for (let turn = 0; turn < 5; turn += 1) budgets.turnEnded();
@@ -220,16 +220,16 @@ describe("budgets at the worker (createBudgets)", () => {
     expect(ended.map((end) => end.error.message)).toEqual(["The budget granted for this task ran out (turns: 2 of 2)."]);
   });
 
-  // budgets.ts turnEnded / messageEnded / check: no lifetime, nothing to count — and nothing thrown into Pi's handlers.
+  // grant-budgets.ts turnEnded / messageEnded / check: no lifetime, nothing to count — and nothing thrown into Pi's handlers.
   test("without a running lifetime nothing is counted and nothing throws", () => {
-    const budgets = createBudgets({ core: () => undefined, now: () => 0 });
+    const budgets = createGrantBudgets({ core: () => undefined, now: () => 0 });
     expect(() => {
       budgets.messageEnded(assistant(1));
       budgets.turnEnded();
     }).not.toThrow();
   });
 
-  // budgets.ts start: the timer checks the wall budget though no turn ends (a model stuck in a long tool call); stop ends it.
+  // grant-budgets.ts start: the timer checks the wall budget though no turn ends (a model stuck in a long tool call); stop ends it.
   test("the wall-time budget ends the task from the timer, without any turn ending; after stop() nothing is checked", () => {
     jest.useFakeTimers();
     try {

@@ -9,7 +9,7 @@ import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { activePollIntervalMs } from "../../src/protocol/limits.ts";
 import { openWork } from "./work.ts";
 
-export interface Budgets {
+export interface GrantBudgets {
   /** A turn ended: it counts against every granted task active now. */
   turnEnded(): void;
   /** A message ended: an assistant message's cost counts against every granted task active now. */
@@ -39,7 +39,7 @@ export function exhausted(task: TaskView, used: Used, now: number): string | und
   return undefined;
 }
 
-export function createBudgets(deps: { readonly core: () => TaskCore | undefined; readonly now: () => number }): Budgets {
+export function createGrantBudgets(deps: { readonly core: () => TaskCore | undefined; readonly now: () => number }): GrantBudgets {
   const used = new Map<string, Used>();
   const ended = new Set<string>();
   let timer: ReturnType<typeof setInterval> | undefined;
