@@ -6,6 +6,8 @@ export interface VirtualTimers extends TaskTimers {
   /** Moves time forward, firing due timeouts in order; awaits their continuations. */
   advance(ms: number): Promise<void>;
   pending(): number;
+  /** When the earliest pending timeout is due (virtual ms), or undefined when none is. */
+  nextAt(): number | undefined;
 }
 
 /** Deterministic timers for tests: time moves only through `advance`. */
@@ -52,5 +54,6 @@ export function createVirtualTimers(start = 0): VirtualTimers {
       await flush();
     },
     pending: () => waiting.length,
+    nextAt: () => waiting.reduce<number | undefined>((earliest, entry) => (earliest === undefined || entry.at < earliest ? entry.at : earliest), undefined),
   };
 }

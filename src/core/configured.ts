@@ -33,6 +33,8 @@ export interface ConfiguredTaskCoreOptions {
   readonly requestTimeoutMs?: number;
   readonly host?: PresentationHost;
   readonly clock?: () => number;
+  /** Lease clock of the relay session (default `Date.now`; the simulator's runs on virtual time). */
+  readonly now?: () => number;
   readonly timers?: TaskTimers;
   readonly onRefreshRequested?: () => void;
   /** Called after the lifetime was re-homed on a fresh endpoint (relay loss). */
@@ -86,6 +88,7 @@ function sessionFor(options: ConfiguredTaskCoreOptions): VolatileTaskSession {
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
     ...(auth === undefined ? {} : { auth }),
+    ...(options.now === undefined ? {} : { now: options.now }),
   });
 }
 

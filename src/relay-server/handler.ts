@@ -49,6 +49,11 @@ export interface RelayHandlerOptions {
   readonly relaySecret?: Uint8Array;
   /** The embedded relay's instance nonce (base64url): the instance route answers with it. */
   readonly instance?: string;
+  /**
+   * Who runs the engine's maintenance: `"interval"` (default) every `relayMaintenanceIntervalMs` of
+   * real time, or `"caller"`, who calls `engine.maintain()` itself (the simulator, on virtual time).
+   */
+  readonly maintenance?: "interval" | "caller";
 }
 
 /** What the handler reads of a request. A fetch `Request` is one; server.ts builds one from `node:http`. */
@@ -396,7 +401,7 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
       ...(auth.instancePath === undefined ? [] : [auth.instancePath]),
     ]),
   };
-  const stopMaintenance = startMaintenance(engine);
+  const stopMaintenance = options.maintenance === "caller" ? () => undefined : startMaintenance(engine);
   return {
     get epoch() {
       return engine.epoch;

@@ -18,7 +18,7 @@ export const IN_MEMORY_RELAY_URL = "http://127.0.0.1:1";
 /** The client address the in-memory relay sees (loopback, so its client gate admits it). */
 const IN_MEMORY_PEER = "127.0.0.1";
 
-export type InMemoryRelayOptions = Pick<RelayHandlerOptions, "now" | "store" | "env">;
+export type InMemoryRelayOptions = Pick<RelayHandlerOptions, "now" | "store" | "env" | "maintenance">;
 
 export interface InMemoryTaskRelay {
   readonly url: string;

@@ -1,0 +1,213 @@
+/**
+ * The simulator's invariants, each named, checked after every step (and the end's at the end).
+ * A check returns the problem it found, in words, or nothing; it reads the world, never changes it.
+ *
+ * - presented-once: an event is shown to a Pi at most once in that Pi's life.
+ * - per-target-fifo: a Pi is shown one task's events in the order the origin numbered them —
+ *   progress aside, which is paced and never holds other items (src/core/presentation.ts).
+ * - first-terminal-wins: a task that ended failed, cancelled or timed out at its origin never ends
+ *   otherwise; a completed one becomes active again only by a revision.
+ * - generation-fence: a task completed at its origin was completed by a worker holding the task's
+ *   current generation (a reassigned task's old worker cannot complete it).
+ * - orphan-bound: a task whose worker's Pi crashed is orphaned (or ended) at its origin within
+ *   `ORPHAN_BOUND_MS`, when the origin could see the relay all that time.
+ * - live-not-orphaned: a task whose worker's Pi runs, both parties reachable since the task was
+ *   sent, on the same relay state, is never orphaned.
+ * - typed-errors: every tool call that fails, fails with a TaskError (a stable code).
+ * - truthful-end (at the end of a run, the network healed and time given): every task at its
+ *   origin is ended, or says why not (`orphaned`, `indeterminate`) — never silently nothing.
+ */
+import type { TaskView } from "../../src/core/task-core.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import {
+  defaultLeaseMs,
+  idlePollIntervalMs,
+  orphanAfterMs,
+  orphanProbeIntervalMs,
+  relayMaintenanceIntervalMs,
+} from "../../src/protocol/limits.ts";
+import type { TaskStatus } from "../../src/protocol/schemas.ts";
+import type { SimPi, SimSession, World } from "./world.ts";
+import { SIM_EPOCH_MS, SIM_REQUEST_TIMEOUT_MS } from "./world.ts";
+
+/** How long after its worker's crash a task may go without being orphaned: the lease lapses, the
+ * relay sweeps it, the orphan clock runs, a probe sees it — and two lost probes on the way. */
+export const ORPHAN_BOUND_MS =
+  defaultLeaseMs + relayMaintenanceIntervalMs + orphanAfterMs + 3 * orphanProbeIntervalMs + idlePollIntervalMs + 2 * SIM_REQUEST_TIMEOUT_MS;
+
+export type InvariantName =
+  | "presented-once"
+  | "per-target-fifo"
+  | "first-terminal-wins"
+  | "generation-fence"
+  | "orphan-bound"
+  | "live-not-orphaned"
+  | "typed-errors"
+  | "truthful-end";
+
+export interface Violation {
+  readonly invariant: InvariantName;
+  readonly message: string;
+}
+
+export interface Invariants {
+  /** The checks that hold at every step. */
+  afterStep(world: World): Violation | undefined;
+  /** A tool call's outcome: a failure that is not a TaskError breaks typed-errors. */
+  callSettled(label: string, outcome: PromiseSettledResult<unknown>): Violation | undefined;
+  /** The end's check, once the world had the time to settle. */
+  atEnd(world: World): Violation | undefined;
+}
+
+function presentedOnce(session: SimSession, pi: SimPi): Violation | undefined {
+  const seen = new Set<string>();
+  for (const eventId of pi.host.insertedIds()) {
+    if (seen.has(eventId)) return { invariant: "presented-once", message: `${pi.id} was shown event ${eventId} twice` };
+    seen.add(eventId);
+  }
+  return undefined;
+}
+
+function perTargetFifo(pi: SimPi): Violation | undefined {
+  const last = new Map<string, bigint>();
+  for (const item of pi.host.inserted) {
+    if (item.event.type === "task.progress") continue;
+    const sequence = BigInt(item.event.sequence);
+    const before = last.get(item.taskId);
+    if (before !== undefined && sequence <= before)
+      return {
+        invariant: "per-target-fifo",
+        message: `${pi.id} was shown event ${item.eventId} (${item.event.type}, sequence ${sequence}) of task ${item.taskId} after sequence ${before}`,
+      };
+    last.set(item.taskId, sequence);
+  }
+  return undefined;
+}
+
+/** Every Pi of the world that holds `taskId` as its worker, with its view. */
+function workersOf(world: World, taskId: string): { pi: SimPi; task: TaskView }[] {
+  return world.sessions.flatMap((session) =>
+    session.pis.flatMap((pi) => {
+      const task = pi.configured.current().findTask(taskId);
+      return task === undefined || task.role !== "worker" ? [] : [{ pi, task }];
+    }),
+  );
+}
+
+function generationFence(world: World, task: TaskView): Violation | undefined {
+  if (task.status !== "completed") return undefined;
+  const generation = task.generation ?? 1;
+  const holders = workersOf(world, task.taskId);
+  const completedBy = holders.filter(
+    ({ task: held }) => (held.generation ?? 1) === generation && held.terminalDelivery.state !== "not_submitted",
+  );
+  if (completedBy.length > 0) return undefined;
+  const seen = holders.map(({ pi, task: held }) => `${pi.id}: generation ${held.generation ?? 1}, ${held.status}`).join("; ");
+  return {
+    invariant: "generation-fence",
+    message: `task ${task.taskId} completed at generation ${generation}, but no worker of that generation reported (${seen || "none holds it"})`,
+  };
+}
+
+/** Who holds a task as its worker, in words. */
+function holding(world: World, taskId: string): string {
+  const holders = workersOf(world, taskId).map(({ pi, task }) => `${pi.id}: ${task.status}, generation ${task.generation ?? 1}`);
+  return holders.length === 0 ? "no worker holds it" : holders.join("; ");
+}
+
+/** The Pi at the task's target endpoint now, if any Pi ever held that endpoint. */
+function targetPi(world: World, task: TaskView): SimPi | undefined {
+  for (const session of world.sessions)
+    for (const pi of session.pis) if (pi.configured.current().endpoint()?.id === task.target.id) return pi;
+  return undefined;
+}
+
+function orphanChecks(world: World, session: SimSession, task: TaskView): Violation | undefined {
+  const worker = targetPi(world, task);
+  if (worker === undefined || task.status !== "active") return undefined;
+  const now = world.timers.now();
+  const origin = session.pi;
+  if (worker.crashedAt !== undefined) {
+    const since = worker.crashedAt;
+    const clearSight =
+      origin.startedAt <= since && !world.network.partitionedSince(session.name, since) && world.relayRestartedAt() < since;
+    if (clearSight && now - since > ORPHAN_BOUND_MS && task.attention !== "orphaned")
+      return {
+        invariant: "orphan-bound",
+        message: `task ${task.taskId}: its worker ${worker.id} crashed ${now - since} ms ago, yet it is not orphaned at ${origin.id}`,
+      };
+    return undefined;
+  }
+  const since = task.createdAt - SIM_EPOCH_MS;
+  const workerSession = worker.id.split("/")[0]!;
+  const reachable = (name: string) => !world.network.partitionedSince(name, since);
+  const steady = reachable(workerSession) && reachable(session.name) && world.relayRestartedAt() < since && worker.startedAt <= since;
+  if (steady && task.attention === "orphaned")
+    return {
+      invariant: "live-not-orphaned",
+      message: `task ${task.taskId} is orphaned at ${origin.id}, but its worker ${worker.id} runs and was reachable all along (${holding(world, task.taskId)})`,
+    };
+  return undefined;
+}
+
+const FINAL: ReadonlySet<TaskStatus> = new Set(["failed", "cancelled", "timed_out"]);
+
+function firstTerminalWins(ended: Map<string, { status: TaskStatus; revision: number }>, pi: SimPi, task: TaskView): Violation | undefined {
+  const key = `${pi.id}/${task.taskId}`;
+  const before = ended.get(key);
+  const now = { status: task.status, revision: task.revision ?? 0 };
+  ended.set(key, now);
+  if (before === undefined || before.status === now.status) return undefined;
+  const reopened = before.status === "completed" && now.status === "active" && now.revision > before.revision;
+  if (!FINAL.has(before.status) && (before.status !== "completed" || reopened)) return undefined;
+  return {
+    invariant: "first-terminal-wins",
+    message: `${pi.id}: task ${task.taskId} ended ${before.status}, then became ${now.status} (revision ${before.revision} → ${now.revision})`,
+  };
+}
+
+export function createInvariants(): Invariants {
+  /** Per origin Pi and task: the status last seen, and its revision round. */
+  const ended = new Map<string, { status: TaskStatus; revision: number }>();
+  const originChecks = (world: World, session: SimSession): Violation | undefined => {
+    if (session.down) return undefined;
+    for (const task of session.core.listTasks()) {
+      if (task.role !== "origin") continue;
+      const problem = firstTerminalWins(ended, session.pi, task) ?? generationFence(world, task) ?? orphanChecks(world, session, task);
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  };
+  return {
+    afterStep: (world) => {
+      for (const session of world.sessions) {
+        for (const pi of session.pis) {
+          const problem = presentedOnce(session, pi) ?? perTargetFifo(pi);
+          if (problem !== undefined) return problem;
+        }
+        const problem = originChecks(world, session);
+        if (problem !== undefined) return problem;
+      }
+      return undefined;
+    },
+    callSettled: (label, outcome) => {
+      if (outcome.status === "fulfilled" || outcome.reason instanceof TaskError) return undefined;
+      return { invariant: "typed-errors", message: `${label} failed with an untyped error: ${String(outcome.reason)}` };
+    },
+    atEnd: (world) => {
+      for (const session of world.sessions) {
+        if (session.down) continue;
+        for (const task of session.core.listTasks()) {
+          if (task.role !== "origin" || task.status !== "active") continue;
+          if (task.attention === "orphaned" || task.attention === "indeterminate") continue;
+          const holders = workersOf(world, task.taskId).map(({ pi, task: held }) => `${pi.id}: ${held.status}`);
+          return {
+            invariant: "truthful-end",
+            message: `${session.pi.id}: task ${task.taskId} to ${task.target.id} is still active with nothing said about why (workers: ${holders.join(", ") || "none holds it"})`,
+          };
+        }
+      }
+      return undefined;
+    },
+  };
+}

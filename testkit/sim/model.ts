@@ -1,0 +1,138 @@
+/**
+ * A session's model, drawn from the seed: on its turn it picks one tool call the way Pi's model
+ * could — as an origin: send, answer, cancel, acknowledge, ask for a revision, reassign an orphan;
+ * as a worker: ask (with and without choices), report progress, finish (completed or failed). The
+ * call is started, not awaited: the runner moves time while it runs.
+ */
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import type { SimSession, World } from "./world.ts";
+
+/** A task the model sends lasts this long at most, in virtual ms (short, so runs reach its end). */
+export const SIM_TASK_TIMEOUT_MAX_MS = 120_000;
+export const SIM_TASK_TIMEOUT_MIN_MS = 20_000;
+
+/** One tool call begun: what it is (for the trace) and its run. */
+export interface ModelCall {
+  readonly label: string;
+  readonly run: Promise<unknown>;
+}
+
+type Choice = () => ModelCall;
+
+/** The core's tool calls as the extension makes them: through the Pi's run (relay loss recovers). */
+type Calls = Pick<TaskCore, "createTask" | "message" | "done" | "cancel" | "acknowledge" | "requestRevision" | "reassignTask">;
+
+function useOf(session: SimSession): Calls {
+  const pi = session.pi.configured;
+  return {
+    createTask: (input, options) => pi.run((core) => core.createTask(input, options)),
+    message: (input, options) => pi.run((core) => core.message(input, options)),
+    done: (input, options) => pi.run((core) => core.done(input, options)),
+    cancel: (input, options) => pi.run((core) => core.cancel(input, options)),
+    acknowledge: (input, options) => pi.run((core) => core.acknowledge(input, options)),
+    requestRevision: (input, options) => pi.run((core) => core.requestRevision(input, options)),
+    reassignTask: (taskId, options) => pi.run((core) => core.reassignTask(taskId, options)),
+  };
+}
+
+const isTerminal = (task: TaskView) => task.status !== "active";
+const questionsOpen = (task: TaskView) => {
+  const answered = new Set(task.events.flatMap((event) => (event.type === "task.answer" ? [event.payload.inReplyTo] : [])));
+  return task.events.filter((event) => event.type === "task.question" && !answered.has(event.eventId));
+};
+
+function originChoices(world: World, session: SimSession, tasks: readonly TaskView[]): Choice[] {
+  const { random } = session;
+  const core = useOf(session);
+  const mine = tasks.filter((task) => task.role === "origin");
+  const others = world.sessions.filter((other) => other !== session && !other.down && other.core.endpoint() !== undefined);
+  const choices: Choice[] = [];
+  if (others.length > 0) {
+    choices.push(() => {
+      const to = random.pick(others);
+      const timeoutMs = random.between(SIM_TASK_TIMEOUT_MIN_MS, SIM_TASK_TIMEOUT_MAX_MS);
+      return {
+        label: `send to ${to.name}`,
+        run: core.createTask({ to: to.core.endpoint(), task: `work ${random.below(1000)}`, timeoutMs }),
+      };
+    });
+  }
+  for (const task of mine) {
+    const { taskId } = task;
+    if (!isTerminal(task)) choices.push(() => ({ label: `cancel ${taskId}`, run: core.cancel({ taskId, reason: "changed my mind" }) }));
+    if (isTerminal(task)) choices.push(() => ({ label: `ack ${taskId}`, run: core.acknowledge({ taskId }) }));
+    if (task.status === "completed")
+      choices.push(() => ({ label: `revise ${taskId}`, run: core.requestRevision({ taskId, reason: "once more" }) }));
+    if (task.attention === "orphaned") choices.push(() => reassign(world, session, taskId));
+    for (const question of questionsOpen(task)) {
+      const offered = (question.payload as { choices?: string[] }).choices;
+      const message = offered === undefined ? "go on" : random.pick(offered);
+      choices.push(() => ({
+        label: `answer ${taskId} ${question.eventId}`,
+        run: core.message({ taskId, type: "answer", inReplyTo: question.eventId, message }),
+      }));
+    }
+  }
+  return choices;
+}
+
+function workerChoices(session: SimSession, tasks: readonly TaskView[]): Choice[] {
+  const { random } = session;
+  const core = useOf(session);
+  const choices: Choice[] = [];
+  for (const task of tasks.filter((each) => each.role === "worker" && !isTerminal(each))) {
+    const { taskId } = task;
+    choices.push(() => {
+      const withChoices = random.chance(0.5);
+      const choicesOf = withChoices ? { choices: ["yes", "no"] } : {};
+      return {
+        label: `ask ${taskId}${withChoices ? " (choices)" : ""}`,
+        run: core.message({ taskId, type: "question", message: "which way?", ...choicesOf }),
+      };
+    });
+    choices.push(() => ({
+      label: `progress ${taskId}`,
+      run: core.message({ taskId, type: "progress", message: "halfway", percent: random.below(101) }),
+    }));
+    choices.push(() => finish(session, taskId));
+  }
+  return choices;
+}
+
+/** How likely a model with an orphaned task reassigns one on its turn. */
+const ORPHAN_TAKEN_UP = 0.5;
+
+/** The origin moves an orphaned task: to its lost worker's successor, or to another session. */
+function reassign(world: World, session: SimSession, taskId: string): ModelCall {
+  const { random } = session;
+  const others = world.sessions.filter((other) => other !== session && !other.down && other.core.endpoint() !== undefined);
+  const to = others.length > 0 && random.chance(0.5) ? random.pick(others) : undefined;
+  const where = to === undefined ? {} : { to: to.core.endpoint()! };
+  return { label: `reassign ${taskId}${to === undefined ? "" : ` to ${to.name}`}`, run: useOf(session).reassignTask(taskId, where) };
+}
+
+/** The worker reports its task done: completed or (less often) failed. */
+export function finish(session: SimSession, taskId: string): ModelCall {
+  const failed = session.random.chance(0.2);
+  const run = failed
+    ? useOf(session).done({
+        taskId,
+        status: "failed",
+        summary: "could not",
+        error: { code: "SIM_FAILED", message: "no", retryable: false },
+      })
+    : useOf(session).done({ taskId, status: "completed", summary: "done" });
+  return { label: `done ${taskId} ${failed ? "failed" : "completed"}`, run };
+}
+
+/** One tool call of this session's model, or undefined when it has nothing it could do. */
+export function modelTurn(world: World, session: SimSession): ModelCall | undefined {
+  if (session.down || session.core.endpoint() === undefined) return undefined;
+  const tasks = session.core.listTasks();
+  const choices = [...originChoices(world, session, tasks), ...workerChoices(session, tasks)];
+  if (choices.length === 0) return undefined;
+  // An orphan wakes the model with an offer to reassign: it takes it up more often than not.
+  const orphans = tasks.filter((task) => task.role === "origin" && task.status === "active" && task.attention === "orphaned");
+  if (orphans.length > 0 && session.random.chance(ORPHAN_TAKEN_UP)) return reassign(world, session, session.random.pick(orphans).taskId);
+  return session.random.pick(choices)();
+}

@@ -1,0 +1,232 @@
+/**
+ * One simulated world per seed: sessions, each run by a Pi — a real configured TaskCore (as the
+ * extension runs it: relay loss recovers) with its own identity derived from the seed, all trusting
+ * one another, an in-memory presentation host each — on one virtual clock; the real relay (handler,
+ * engine, memory store) behind the simulated network. A Pi may crash (its RAM and its host gone,
+ * its registration left to lapse) and a new Pi of the session start, with or without resuming the
+ * tasks its history shows. Time moves only when the runner says; `quiet()` waits until the relay
+ * has answered every request under way.
+ */
+import { createHash } from "node:crypto";
+import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
+import { taskRecordOf } from "../../src/core/resume.ts";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import type { TrustOptions } from "../../src/core/trust.ts";
+import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
+import { type Identity, identityFromPrivateKey } from "../../src/trust/keys.ts";
+import { flushMicrotasks } from "../async.ts";
+import { createMemoryHost, type MemoryHost } from "../memory-host.ts";
+import { createVirtualTimers, type VirtualTimers } from "../virtual-timers.ts";
+import { createSimNetwork, type NetworkFaults, type SimNetwork } from "./network.ts";
+import { createSimRandom, type SimRandom } from "./random.ts";
+
+/** Where the wall clock of every world starts (a fixed date, so runs compare byte for byte). */
+export const SIM_EPOCH_MS = Date.UTC(2026, 11, 7, 12);
+/** A Pi's request deadline in the world, in ms (the client default is 12 s; shorter keeps runs short). */
+export const SIM_REQUEST_TIMEOUT_MS = 5_000;
+/** Real-time yields `quiet()` gives the relay before it calls the world stuck. */
+const MAX_QUIET_YIELDS = 10_000;
+
+/** The DER header of an Ed25519 private key in PKCS #8 (RFC 8410), before its 32-byte seed. */
+const ED25519_PKCS8_HEADER = Buffer.from("302e020100300506032b657004220420", "hex");
+
+/** One Pi of a session: its configured core and its host, from its start to its crash. */
+export interface SimPi {
+  readonly id: string;
+  readonly configured: ConfiguredTaskCore;
+  readonly host: MemoryHost;
+  readonly startedAt: number;
+  crashedAt?: number;
+}
+
+export interface SimSession {
+  readonly name: string;
+  readonly identity: Identity;
+  readonly random: SimRandom;
+  /** Every Pi this session ran, the current one last. */
+  readonly pis: SimPi[];
+  /** The current Pi (crashed when `down`). */
+  readonly pi: SimPi;
+  /** Its core (the same for the Pi's whole run). */
+  readonly core: TaskCore;
+  /** The current Pi's host. */
+  readonly host: MemoryHost;
+  /** 1 for the first Pi, one more per restart. */
+  readonly lifetime: number;
+  /** Its Pi crashed and none runs now. */
+  readonly down: boolean;
+}
+
+export interface World {
+  readonly seed: number;
+  readonly random: SimRandom;
+  readonly timers: VirtualTimers;
+  readonly network: SimNetwork;
+  readonly sessions: readonly SimSession[];
+  /** The wall clock every core, session and the relay read: the virtual time since SIM_EPOCH_MS. */
+  wall(): number;
+  relay(): InMemoryTaskRelay;
+  /** When the relay last restarted (virtual ms), or -1. */
+  relayRestartedAt(): number;
+  /** The relay restarts empty (a new epoch: every session finds RELAY_RESET). */
+  restartRelay(): Promise<void>;
+  /** The session's Pi crashes: no goodbye, its RAM gone, its registration left to lapse. */
+  crash(session: SimSession): void;
+  /**
+   * A new Pi of a session that is down, at once; the returned run connects it and, with `resume`,
+   * takes back the tasks its history shows (the caller tracks it while time moves on).
+   */
+  restart(session: SimSession, resume: boolean): Promise<unknown>;
+  /** Waits (real time) until no request is at the relay and every continuation ran. */
+  quiet(): Promise<void>;
+  /** What happened inside the Pis since the last call (recoveries from relay loss), in words. */
+  drainNews(): string[];
+  close(): Promise<void>;
+}
+
+export interface WorldOptions {
+  readonly sessions: number;
+  readonly faults: NetworkFaults;
+}
+
+function identityFor(seed: number, name: string): Identity {
+  const secret = createHash("sha256").update(`identity\0${seed}\0${name}`).digest();
+  return identityFromPrivateKey(Buffer.concat([ED25519_PKCS8_HEADER, secret]).toString("base64url"));
+}
+
+function trustFor(identity: Identity, everyone: readonly { name: string; identity: Identity }[]): TrustOptions {
+  const names = new Map(everyone.map((peer) => [peer.identity.publicKey, peer.name]));
+  return { identity, peerName: (key) => names.get(key) };
+}
+
+type PiWorld = Pick<World, "wall" | "timers" | "network" | "relay"> & { readonly news: string[] };
+
+/** A new Pi of a session: a configured core on a new RAM store, its host empty. */
+function startPi(world: PiWorld, name: string, trust: TrustOptions, lifetime: number): SimPi {
+  const id = `${name}/${lifetime}`;
+  const host = createMemoryHost();
+  const configured = createConfiguredTaskCore({
+    env: {},
+    callerSession: name,
+    url: world.relay().url,
+    fetch: world.network.fetchFor(name, id),
+    requestTimeoutMs: SIM_REQUEST_TIMEOUT_MS,
+    host,
+    clock: world.wall,
+    now: world.wall,
+    timers: world.timers,
+    trust,
+    onRecovered: (info) =>
+      world.news.push(
+        `${id} rebound (${info.cause.code}${info.relayForgot ? ", the relay forgot" : ""}): ${info.previousEndpoint?.id ?? "none"} → ${info.endpoint.id}, ${info.reconnecting} task(s) looking for their peer`,
+      ),
+  });
+  return { id, configured, host, startedAt: world.timers.now() };
+}
+
+/** What a Pi's session history holds of the tasks it sent: records, events shown, the worker's key. */
+function historyOf(pi: SimPi): unknown[] {
+  return pi.configured
+    .current()
+    .listTasks()
+    .filter((task) => task.role === "origin")
+    .map((task) => ({
+      record: taskRecordOf(task),
+      events: task.events,
+      ...(task.peer?.verified === true ? { workerKey: task.peer.key } : {}),
+    }));
+}
+
+function createSession(world: PiWorld, seedRandom: SimRandom, name: string, identity: Identity, trust: TrustOptions) {
+  const pis: SimPi[] = [startPi(world, name, trust, 1)];
+  const session: SimSession & { startAgain(): SimPi } = {
+    name,
+    identity,
+    random: seedRandom.fork(name),
+    pis,
+    get pi() {
+      return pis.at(-1)!;
+    },
+    get core() {
+      return pis.at(-1)!.configured.current();
+    },
+    get host() {
+      return pis.at(-1)!.host;
+    },
+    get lifetime() {
+      return pis.length;
+    },
+    get down() {
+      return pis.at(-1)!.crashedAt !== undefined;
+    },
+    startAgain: () => {
+      const pi = startPi(world, name, trust, pis.length + 1);
+      pis.push(pi);
+      return pi;
+    },
+  };
+  return session;
+}
+
+export async function createWorld(seed: number, options: WorldOptions): Promise<World> {
+  const random = createSimRandom(seed);
+  const timers = createVirtualTimers(0);
+  // Exactly virtual time: many calls in one instant read the same time, as Date.now can.
+  const wall = () => SIM_EPOCH_MS + timers.now();
+  const newRelay = () => createInMemoryTaskRelay({ now: wall, maintenance: "caller" });
+  let relay = await newRelay();
+  let relayRestartedAt = -1;
+  const network = createSimNetwork({ timers, random: random.fork("network"), relay: () => relay.fetch, faults: options.faults });
+  const everyone = Array.from({ length: options.sessions }, (_, index) => ({
+    name: `s${index}`,
+    identity: identityFor(seed, `s${index}`),
+  }));
+  const news: string[] = [];
+  const piWorld: PiWorld = { wall, timers, network, relay: () => relay, news };
+  const sessions = everyone.map(({ name, identity }) => createSession(piWorld, random, name, identity, trustFor(identity, everyone)));
+  const quiet = async () => {
+    for (let yields = 0; network.inFlight() > 0; yields += 1) {
+      if (yields >= MAX_QUIET_YIELDS) throw new Error(`simulator: the relay did not answer ${network.inFlight()} requests`);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    await flushMicrotasks(20);
+  };
+  return {
+    seed,
+    random,
+    timers,
+    network,
+    sessions,
+    wall,
+    relay: () => relay,
+    relayRestartedAt: () => relayRestartedAt,
+    restartRelay: async () => {
+      const old = relay;
+      relay = await newRelay();
+      relayRestartedAt = timers.now();
+      await old.stop();
+    },
+    crash: (session) => {
+      const { pi } = session;
+      pi.crashedAt = timers.now();
+      network.kill(pi.id);
+      pi.configured.session.close();
+    },
+    restart: (session, resume) => {
+      const history = resume ? historyOf(session.pi) : [];
+      const pi = (session as SimSession & { startAgain(): SimPi }).startAgain();
+      return pi.configured.run(async (core) => {
+        await core.connect();
+        return history.length === 0 ? [] : core.resume(history);
+      });
+    },
+    quiet,
+    drainNews: () => news.splice(0),
+    close: async () => {
+      await Promise.allSettled(
+        sessions.flatMap((session) => session.pis.filter((pi) => pi.crashedAt === undefined).map((pi) => pi.configured.close())),
+      );
+      await relay.stop();
+    },
+  };
+}
