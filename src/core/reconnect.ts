@@ -71,6 +71,9 @@ export function rehome(context: CoreContext, self: TaskEndpoint, relayForgot = t
         ...relocated(stored.record.lineage, previous, self),
       });
       if (!needsPeer(context, stored)) continue;
+      // A worker that never proved its key holds none of the task's content (it waits for that
+      // proof): there is no peer to find again — the proof is asked at the task's target as before.
+      if (stored.role === "origin" && store.getTaskMeta(task.taskId)?.workerKey === undefined) continue;
       if (!relayForgot) {
         movePeer(context, undefined, task.taskId, stored.role === "origin" ? stored.record.target : stored.record.origin, "pending");
         continue;

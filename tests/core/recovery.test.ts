@@ -18,7 +18,7 @@ import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { introduce } from "../../testkit/introduce.ts";
 import { isHello } from "../../testkit/sealed.ts";
 import { generateIdentity } from "../../src/trust/keys.ts";
-import { failure, raised } from "../../testkit/async.ts";
+import { eventually, failure, raised } from "../../testkit/async.ts";
 import { expectCode, requestsOf } from "../helpers/core-kit.ts";
 import { createFaultProxy } from "../../testkit/fault-proxy.ts";
 import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
@@ -228,6 +228,8 @@ describe("relay-loss recovery", () => {
   test("a failed first rebind is retried by the next call; the tasks stay", async () => {
     const origin = await configured();
     const peer = await worker();
+    // The worker proved its key: after the restart the task looks for it (an unproven one has no one to look for).
+    await introduce(origin.configured.current(), peer.core);
     const active = await origin.configured.run((core) => core.createTask({ to: peer.core.endpoint()!, task: "kept across the restart" }));
     const lostEndpoint = origin.configured.current().endpoint()!;
     await fx.relay.stop();
@@ -282,6 +284,60 @@ describe("relay-loss recovery", () => {
     expect(view).toMatchObject({ status: "active", attention: "orphaned" });
     expect(view.events.filter((event) => event.type === "task.orphaned")).toHaveLength(1);
     expect(host.wakes.flat().filter((item) => item.event.type === "task.orphaned")).toHaveLength(1);
+  });
+
+  // Found by the simulator (seed 5000809 of its first version, docs/simulator.md): an origin sent a
+  // task to a worker that had already rebound on a restarted relay, then learned of the restart
+  // itself; the task waited to find a peer that never proved its key (no name to look up, no key
+  // to match) and was orphaned reconnectTimeoutMs later, its worker alive where it was sent.
+  test("a task whose worker never proved its key is not lost to a relay restart: its proof is asked where it was sent, and it is delivered", async () => {
+    const clock = createJumpClock();
+    const originCore = createConfiguredTaskCore({
+      url: fx.proxy.url,
+      callerSession: `configured-${crypto.randomUUID()}`,
+      host: createMemoryHost(),
+      env: {},
+      clock,
+    });
+    const workerCore = createConfiguredTaskCore({
+      url: fx.proxy.url,
+      callerSession: `configured-${crypto.randomUUID()}`,
+      host: createMemoryHost(),
+      env: {},
+      clock,
+    });
+    fx.defer(() => originCore.close());
+    fx.defer(() => workerCore.close());
+    await originCore.run((current) => current.connect());
+    await workerCore.run((current) => current.connect());
+    await fx.relay.stop();
+    fx.relay = await startRelayProcess({ port: fx.relay.port });
+    // The worker learns of the restart first and binds anew; the origin sends to where it is now.
+    expectCode(await failure(workerCore.refresh()), "RELAY_RESET");
+    await workerCore.settled();
+    // The send inside createTask meets the restart: the task is made, its delivery pending.
+    const sent = expectCode(
+      await failure(
+        originCore.run((current) => current.createTask({ to: workerCore.current().endpoint()!, task: "sent across the restart" })),
+      ),
+      "RELAY_RESET",
+    );
+    const task = { taskId: String(sent.details.taskId) };
+    await originCore.settled();
+    expect(originCore.current().getTask(task.taskId).attention).toBeUndefined();
+    // Passes on both sides until the worker holds the task (the origin's proof request, its answer, the task).
+    const delivered = await eventually(async () => {
+      await originCore.refresh().catch(() => undefined);
+      await workerCore.refresh().catch(() => undefined);
+      return workerCore.current().findTask(task.taskId) !== undefined;
+    }, 20_000);
+    expect(delivered).toBe(true);
+    expect(workerCore.current().getTask(task.taskId).status).toBe("active");
+    clock.jump(reconnectTimeoutMs);
+    await originCore.refresh();
+    await originCore.refresh();
+    expect(originCore.current().getTask(task.taskId)).toMatchObject({ status: "active" });
+    expect(originCore.current().getTask(task.taskId).attention).toBeUndefined();
   });
 });
 
