@@ -7,8 +7,8 @@
  *   progress aside, which is paced and never holds other items (src/core/presentation.ts).
  * - first-terminal-wins: a task that ended failed, cancelled or timed out at its origin never ends
  *   otherwise; a completed one becomes active again only by a revision.
- * - generation-fence: a task completed at its origin was completed by a worker holding the task's
- *   current generation (a reassigned task's old worker cannot complete it).
+ * - generation-fence: a task that ended completed or failed at its origin did not end by the report
+ *   of a worker of an older generation (a reassigned task's old worker cannot end it).
  * - orphan-bound: a task whose worker's Pi crashed is orphaned (or ended) at its origin within
  *   `ORPHAN_BOUND_MS`, when the origin could see the relay all that time.
  * - live-not-orphaned: a task whose worker's Pi runs, both parties reachable since the task was
@@ -95,18 +95,20 @@ function workersOf(world: World, taskId: string): { pi: SimPi; task: TaskView }[
 }
 
 function generationFence(world: World, task: TaskView): Violation | undefined {
-  if (task.status !== "completed") return undefined;
+  if (task.status !== "completed" && task.status !== "failed") return undefined;
+  const terminal = task.events.findLast((event) => event.type === "task.completed" || event.type === "task.failed");
+  const intentId = (terminal?.payload as { intentId?: unknown } | undefined)?.intentId;
+  if (typeof intentId !== "string") return undefined;
   const generation = task.generation ?? 1;
-  const holders = workersOf(world, task.taskId);
-  const completedBy = holders.filter(
-    ({ task: held }) => (held.generation ?? 1) === generation && held.terminalDelivery.state !== "not_submitted",
-  );
-  if (completedBy.length > 0) return undefined;
-  const seen = holders.map(({ pi, task: held }) => `${pi.id}: generation ${held.generation ?? 1}, ${held.status}`).join("; ");
-  return {
-    invariant: "generation-fence",
-    message: `task ${task.taskId} completed at generation ${generation}, but no worker of that generation reported (${seen || "none holds it"})`,
-  };
+  for (const { pi, task: held } of workersOf(world, task.taskId)) {
+    const delivery = held.terminalDelivery;
+    if (delivery.state === "not_submitted" || delivery.intentId !== intentId || (held.generation ?? 1) >= generation) continue;
+    return {
+      invariant: "generation-fence",
+      message: `task ${task.taskId} (generation ${generation}) ended ${task.status} by the report of ${pi.id}, which holds generation ${held.generation ?? 1}`,
+    };
+  }
+  return undefined;
 }
 
 /** Who holds a task as its worker, in words. */

@@ -8,8 +8,8 @@ import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import type { SimSession, World } from "./world.ts";
 
 /** A task the model sends lasts this long at most, in virtual ms (short, so runs reach its end). */
-export const SIM_TASK_TIMEOUT_MAX_MS = 120_000;
-export const SIM_TASK_TIMEOUT_MIN_MS = 20_000;
+export const SIM_TASK_TIMEOUT_MAX_MS = 300_000;
+export const SIM_TASK_TIMEOUT_MIN_MS = 30_000;
 
 /** One tool call begun: what it is (for the trace) and its run. */
 export interface ModelCall {
@@ -106,7 +106,7 @@ const ORPHAN_TAKEN_UP = 0.5;
 function reassign(world: World, session: SimSession, taskId: string): ModelCall {
   const { random } = session;
   const others = world.sessions.filter((other) => other !== session && !other.down && other.core.endpoint() !== undefined);
-  const to = others.length > 0 && random.chance(0.5) ? random.pick(others) : undefined;
+  const to = others.length > 0 && random.chance(0.75) ? random.pick(others) : undefined;
   const where = to === undefined ? {} : { to: to.core.endpoint()! };
   return { label: `reassign ${taskId}${to === undefined ? "" : ` to ${to.name}`}`, run: useOf(session).reassignTask(taskId, where) };
 }

@@ -29,7 +29,7 @@ export interface SimNetwork {
   fetchFor(session: string, pi: string): typeof fetch;
   /** A Pi crashed: nothing it sends arrives any more. */
   kill(pi: string): void;
-  /** Cut a session off until virtual time `untilMs` (every request fails as unreachable). */
+  /** Cut a session off until virtual time `untilMs` (every request fails as unreachable); a time already past heals it. */
   partition(session: string, untilMs: number): void;
   partitioned(session: string): boolean;
   /** Whether the session was partitioned at any moment from `fromMs` (virtual) until now. */
@@ -112,7 +112,8 @@ export function createSimNetwork(options: SimNetworkOptions): SimNetwork {
         )) as typeof fetch,
     kill: (pi) => void dead.add(pi),
     partition: (session, untilMs) => {
-      cutUntil.set(session, untilMs);
+      // A cut while cut lasts until the later end; healing (an end before now) ends it at once.
+      cutUntil.set(session, untilMs <= timers.now() ? untilMs : Math.max(untilMs, cutUntil.get(session) ?? untilMs));
       cuts.push([session, timers.now(), untilMs]);
     },
     partitionedSince: (session, fromMs) =>

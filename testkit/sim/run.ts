@@ -20,8 +20,8 @@ export const SIM_END_MS = SIM_TASK_TIMEOUT_MAX_MS + 60_000;
 const END_STRIDE_MS = 5_000;
 /** The longest one time step moves the clock, in virtual ms. */
 const MAX_TIME_STEP_MS = 4_000;
-/** The longest partition, in virtual ms: past a lease (60 s), so a cut-off worker can lose its name. */
-const MAX_PARTITION_MS = 90_000;
+/** The longest partition, in virtual ms: well past a lease (60 s) and the orphan bound, so a cut-off worker can be orphaned, its task reassigned, and come back. */
+const MAX_PARTITION_MS = 150_000;
 
 export interface SimOptions {
   readonly sessions: number;
@@ -43,7 +43,7 @@ export const DEFAULT_SIM_OPTIONS: SimOptions = {
   sessions: 3,
   steps: 120,
   faults: { delay: 0.05, loseRequest: 0.03, loseReply: 0.03, duplicate: 0.03 },
-  partitions: 0.02,
+  partitions: 0.04,
   relayRestarts: 0.005,
   crashes: 0.01,
   restarts: 0.05,
@@ -153,6 +153,9 @@ async function advance(run: Run, ms: number): Promise<void> {
   }
 }
 
+/** The session's Pi works on a task now. */
+const holdsWork = (session: SimSession) => session.core.listTasks().some((task) => task.role === "worker" && task.status === "active");
+
 /** A Pi crashes, or a crashed session's Pi starts again — or nothing, as the seed says. */
 function piFault(run: Run, options: SimOptions): boolean {
   const { world } = run;
@@ -161,7 +164,7 @@ function piFault(run: Run, options: SimOptions): boolean {
   const down = world.sessions.filter((session) => session.down);
   if (up.length > 0 && random.chance(options.crashes)) {
     // A worker's Pi crashing mid-task is the case that matters: it is the victim when there is one.
-    const working = up.filter((session) => session.core.listTasks().some((task) => task.role === "worker" && task.status === "active"));
+    const working = up.filter(holdsWork);
     const session = random.pick(working.length > 0 ? working : up);
     note(run, `${session.pi.id} crashes`);
     count(run, "fault crash");
@@ -189,7 +192,9 @@ async function step(run: Run, options: SimOptions): Promise<void> {
     return world.restartRelay();
   }
   if (random.chance(options.partitions)) {
-    const session = random.pick(world.sessions);
+    // A worker cut off mid-task (long enough to be orphaned, then back as a zombie) matters most.
+    const working = world.sessions.filter((session) => !session.down && holdsWork(session));
+    const session = random.pick(working.length > 0 ? working : world.sessions);
     const forMs = random.between(1_000, MAX_PARTITION_MS);
     note(run, `${session.name} partitioned for ${forMs} ms`);
     count(run, "fault partition");
