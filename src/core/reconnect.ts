@@ -30,7 +30,8 @@ import { outboxEnvelope } from "./outbox.ts";
 import { askProof, carriageFor, provenAt } from "./proofs.ts";
 import type { WorkScope } from "./scope.ts";
 import type { Signer } from "./trust.ts";
-import type { TaskMeta } from "./bookkeeping.ts";
+import { OPERATION, type TaskMeta } from "./bookkeeping.ts";
+import { latestAssignment } from "../protocol/events.ts";
 
 /**
  * A task's lineage with one party moved from `from` to `to`: the chain must end with the task's
@@ -138,8 +139,11 @@ export function movePeer(
   // Sealed again to the peer's key at its new endpoint (proven: by its verified mail, or by its
   // answer to our hello there); an endpoint not proven yet keeps the content waiting.
   const carriage = carriageFor(context, taskId, endpoint);
+  const from = stored.role === "origin" ? currentAssignmentSeq(context, taskId) : undefined;
   for (const entry of store.outboxOf(taskId)) {
     if (which === "pending" && entry.state !== "pending") continue;
+    // Mail of an earlier assignment was a former worker's: the peer found now holds the latest one.
+    if (from !== undefined && entry.seq < from) continue;
     const envelope = outboxEnvelope(context, entry.envelopeId);
     if (envelope === undefined) continue;
     const awaiting = carriage === "awaiting";
@@ -157,6 +161,15 @@ export function movePeer(
     store.reencodeOutbox(entry.envelopeId, endpoint, encoded.text, { awaiting });
     scope?.required.push(entry.envelopeId);
   }
+}
+
+/** The outbox order of the task's latest assignment (its creation, or its latest reassignment), if it is still kept. */
+function currentAssignmentSeq(context: CoreContext, taskId: string): number | undefined {
+  const { store } = context;
+  const assignment = latestAssignment(store.getEvents(taskId));
+  const envelopeId =
+    assignment === undefined ? undefined : store.getOperation(taskId, OPERATION.assignment(assignment.eventId))?.envelopeIds[0];
+  return envelopeId === undefined ? undefined : store.getOutbox(envelopeId)?.seq;
 }
 
 /**

@@ -9,6 +9,7 @@ import { type ConfiguredTaskCore, createConfiguredTaskCore, type RecoveryInfo } 
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskTimers } from "../../src/core/timers.ts";
 import { createVirtualTimers } from "../../testkit/virtual-timers.ts";
+import { sameEndpoint } from "../../src/protocol/endpoint.ts";
 import { errorSpec } from "../../src/protocol/errors.ts";
 import { maxConfigHoldMs, orphanProbeIntervalMs, reconnectTimeoutMs, outageWaitMs } from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
@@ -338,6 +339,44 @@ describe("relay-loss recovery", () => {
     await originCore.refresh();
     expect(originCore.current().getTask(task.taskId)).toMatchObject({ status: "active" });
     expect(originCore.current().getTask(task.taskId).attention).toBeUndefined();
+  });
+
+  // Found by the simulator (seeds 129 and 130 of its first version): after a reassignment, a relay
+  // restart made the origin re-send every envelope of the task to the worker it found again —
+  // the first assignment too, which was the former worker's — and the new worker was shown the
+  // task as created anew, after the events of its own assignment.
+  test("a reassigned task found again after a relay restart: its worker gets the mail of its own assignment, never the former worker's", async () => {
+    const origin = await configured();
+    const former = await worker();
+    const next = await configured();
+    await introduce(origin.configured.current(), former.core);
+    await introduce(origin.configured.current(), next.configured.current());
+    const task = await origin.configured.run((core) => core.createTask({ to: former.core.endpoint()!, task: "moves to another worker" }));
+    await settle([origin.party(), former]);
+    expect(former.core.getTask(task.taskId).status).toBe("active");
+    await closeParties([former]);
+    expect(origin.configured.current().workerGone(former.core.endpoint()!)).toBe(1);
+    await origin.configured.run((core) => core.reassignTask(task.taskId, { to: next.configured.current().endpoint()! }));
+    await settle([origin.party(), next.party()]);
+    expect(next.configured.current().getTask(task.taskId)).toMatchObject({ status: "active", generation: 2 });
+    await fx.relay.stop();
+    fx.relay = await startRelayProcess({ port: fx.relay.port });
+    const both = [origin, next];
+    for (const party of both) {
+      expectCode(await failure(party.configured.refresh()), "RELAY_RESET");
+      await party.configured.settled();
+    }
+    const found = await eventually(async () => {
+      for (const party of both) await party.configured.refresh().catch(() => undefined);
+      const atOrigin = origin.configured.current().getTask(task.taskId);
+      return sameEndpoint(atOrigin.target, next.configured.current().endpoint()!) && !origin.configured.current().hasPendingWork();
+    }, 20_000);
+    expect(found).toBe(true);
+    const shown = next.host.inserted.filter((item) => item.taskId === task.taskId);
+    expect(shown.map((item) => item.event.type)).not.toContain("task.created");
+    const sequences = shown.map((item) => BigInt(item.event.sequence));
+    expect(sequences).toEqual([...sequences].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    expect(new Set(sequences).size).toBe(sequences.length);
   });
 });
 
