@@ -9,13 +9,15 @@
  *   otherwise; a completed one becomes active again only by a revision.
  * - generation-fence: a task that ended completed or failed at its origin did not end by the report
  *   of a worker of an older generation (a reassigned task's old worker cannot end it).
- * - orphan-bound: a task whose worker's Pi crashed is orphaned (or ended) at its origin within
- *   `ORPHAN_BOUND_MS`, when the origin could see the relay all that time.
+ * - orphan-bound: a task whose worker's Pi crashed is orphaned (or ended, or says it could not be
+ *   delivered) at its origin within `ORPHAN_BOUND_MS`, when the origin could see the relay all
+ *   that time.
  * - live-not-orphaned: a task whose worker's Pi runs, both parties reachable since the task was
  *   sent, on the same relay state, is never orphaned.
  * - typed-errors: every tool call that fails, fails with a TaskError (a stable code).
  * - truthful-end (at the end of a run, the network healed and time given): every task at its
- *   origin is ended, or says why not (`orphaned`, `indeterminate`) — never silently nothing.
+ *   origin is ended, or says why not (`orphaned`, `indeterminate`, or its assignment could not be
+ *   delivered) — never silently nothing.
  */
 import type { TaskView } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
@@ -111,6 +113,9 @@ function generationFence(world: World, task: TaskView): Violation | undefined {
   return undefined;
 }
 
+/** The task says it could not be delivered (its assignment refused for good, e.g. its worker gone before it proved its key). */
+const undeliverable = (task: TaskView) => task.deliveryEvidence.relayAcceptance === "blocked";
+
 /** Who holds a task as its worker, in words. */
 function holding(world: World, taskId: string): string {
   const holders = workersOf(world, taskId).map(({ pi, task }) => `${pi.id}: ${task.status}, generation ${task.generation ?? 1}`);
@@ -133,7 +138,7 @@ function orphanChecks(world: World, session: SimSession, task: TaskView): Violat
     const since = worker.crashedAt;
     const clearSight =
       origin.startedAt <= since && !world.network.partitionedSince(session.name, since) && world.relayRestartedAt() < since;
-    if (clearSight && now - since > ORPHAN_BOUND_MS && task.attention !== "orphaned")
+    if (clearSight && now - since > ORPHAN_BOUND_MS && task.attention !== "orphaned" && !undeliverable(task))
       return {
         invariant: "orphan-bound",
         message: `task ${task.taskId}: its worker ${worker.id} crashed ${now - since} ms ago, yet it is not orphaned at ${origin.id}`,
@@ -201,7 +206,7 @@ export function createInvariants(): Invariants {
         if (session.down) continue;
         for (const task of session.core.listTasks()) {
           if (task.role !== "origin" || task.status !== "active") continue;
-          if (task.attention === "orphaned" || task.attention === "indeterminate") continue;
+          if (task.attention === "orphaned" || task.attention === "indeterminate" || undeliverable(task)) continue;
           const holders = workersOf(world, task.taskId).map(({ pi, task: held }) => `${pi.id}: ${held.status}`);
           return {
             invariant: "truthful-end",
