@@ -53,8 +53,11 @@ export const LAYERS: readonly Layer[] = [
   { dir: "src/bin", what: "the two entry points built into dist/ (`npm run build`, committed)" },
   { dir: "extensions/pi-tasks", what: "the Pi adapter (`pi-tasks/extension`): tools, hooks, `/tasks`, the footer" },
   { dir: "src", what: "the library entry (`pi-tasks`, docs/library.md)", topOnly: true },
-  { dir: "testkit", what: "shared by tests/ and bench/ (not shipped)" },
-  { dir: "bench", what: "`npm run bench`, `npm run faults`, `npm run scale`: the figures of docs/performance.md (not shipped)" },
+  { dir: "testkit", what: "shared by tests/ and bench/, and the deterministic simulator (testkit/sim/) (not shipped)" },
+  {
+    dir: "bench",
+    what: "`npm run bench`, `npm run faults`, `npm run scale`, `npm run simulate`: the figures of docs/performance.md, the simulator's command (not shipped)",
+  },
   { dir: "scripts", what: "repository tooling: this map (not shipped)" },
 ];
 

@@ -54,6 +54,10 @@ export function createVirtualTimers(start = 0): VirtualTimers {
       await flush();
     },
     pending: () => waiting.length,
-    nextAt: () => waiting.reduce<number | undefined>((earliest, entry) => (earliest === undefined || entry.at < earliest ? entry.at : earliest), undefined),
+    nextAt: () =>
+      waiting.reduce<number | undefined>(
+        (earliest, entry) => (earliest === undefined || entry.at < earliest ? entry.at : earliest),
+        undefined,
+      ),
   };
 }

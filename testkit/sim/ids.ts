@@ -1,8 +1,8 @@
 /**
  * Seeded ids for one run: while a run lasts, `crypto.randomUUID` (what the core, the relay and the
  * stores name tasks, events, envelopes and epochs with) draws from the seed, so two runs of one
- * seed name everything alike and order alike. Key pairs, seal nonces and binding secrets stay
- * random: nothing is ordered by them.
+ * seed name everything alike and order alike. Seal nonces and binding secrets stay random:
+ * nothing is ordered by them (the sessions' keys come from the seed: world.ts).
  */
 import type { SimRandom } from "./random.ts";
 

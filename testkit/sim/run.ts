@@ -18,6 +18,8 @@ import { createWorld, type SimSession, type World } from "./world.ts";
 export const SIM_END_MS = SIM_TASK_TIMEOUT_MAX_MS + 60_000;
 /** The end advances in strides of this much virtual time, workers finishing between them. */
 const END_STRIDE_MS = 5_000;
+/** The longest a model's turn keeps its Pi busy, in virtual ms. */
+const MAX_TURN_MS = 8_000;
 /** The longest one time step moves the clock, in virtual ms. */
 const MAX_TIME_STEP_MS = 4_000;
 /** The longest partition, in virtual ms: well past a lease (60 s) and the orphan bound, so a cut-off worker can be orphaned, its task reassigned, and come back. */
@@ -67,6 +69,8 @@ interface Run {
   readonly coverage: Record<string, number>;
   readonly calls: Set<Promise<void>>;
   readonly nextPass: Map<SimSession, number>;
+  /** Until when each session's Pi is busy with a turn of its model (it cannot be shown items). */
+  readonly busyUntil: Map<SimSession, number>;
   nextMaintenance: number;
   violation: Violation | undefined;
   alias(text: string): string;
@@ -119,6 +123,7 @@ function begin(run: Run, session: SimSession, call: ModelCall): void {
 async function runDue(run: Run): Promise<void> {
   const { world } = run;
   const now = world.timers.now();
+  for (const session of world.sessions) session.host.busy = (run.busyUntil.get(session) ?? 0) > now;
   for (const session of world.sessions) {
     if ((run.nextPass.get(session) ?? 0) > now || session.down) continue;
     const busy = session.core.hasActiveTasks() || session.core.hasPendingWork();
@@ -203,7 +208,11 @@ async function step(run: Run, options: SimOptions): Promise<void> {
   if (random.chance(0.5)) {
     const session = random.pick(world.sessions);
     const call = session.down ? undefined : modelTurn(world, session);
-    if (call !== undefined) begin(run, session, call);
+    if (call !== undefined) {
+      begin(run, session, call);
+      // The turn keeps the Pi busy a while: what arrives meanwhile waits to be shown.
+      run.busyUntil.set(session, world.timers.now() + random.between(0, MAX_TURN_MS));
+    }
     return world.quiet();
   }
   return advance(run, random.between(10, MAX_TIME_STEP_MS));
@@ -259,6 +268,7 @@ async function runWorld(seed: number, options: SimOptions): Promise<SimResult> {
     coverage: {},
     calls: new Set(),
     nextPass: new Map(world.sessions.map((session) => [session, 0])),
+    busyUntil: new Map(),
     nextMaintenance: 0,
     violation: undefined,
     alias: createAliases(),
