@@ -8,7 +8,8 @@
  * - first-terminal-wins: a task that ended failed, cancelled or timed out at its origin never ends
  *   otherwise; a completed one becomes active again only by a revision.
  * - generation-fence: a task that ended completed or failed at its origin did not end by the report
- *   of a worker of an older generation (a reassigned task's old worker cannot end it).
+ *   of a worker of an older generation (a reassigned task's old worker cannot end it) — unless the
+ *   task was reassigned back to that very endpoint (the same executor: src/core/intake.ts).
  * - orphan-bound: a task whose worker's Pi crashed is orphaned (or ended, or says it could not be
  *   delivered) at its origin within `ORPHAN_BOUND_MS`, when the origin could see the relay all
  *   that time.
@@ -105,6 +106,8 @@ function generationFence(world: World, task: TaskView): Violation | undefined {
   for (const { pi, task: held } of workersOf(world, task.taskId)) {
     const delivery = held.terminalDelivery;
     if (delivery.state === "not_submitted" || delivery.intentId !== intentId || (held.generation ?? 1) >= generation) continue;
+    // Reassigned back to the very endpoint that reports (its session re-homed there): the same executor, whose mail counts.
+    if (pi.configured.current().endpoint()?.id === task.target.id) continue;
     return {
       invariant: "generation-fence",
       message: `task ${task.taskId} (generation ${generation}) ended ${task.status} by the report of ${pi.id}, which holds generation ${held.generation ?? 1}`,
