@@ -3,7 +3,7 @@
  * `npm run simulate` — the deterministic simulator (testkit/sim/) from the command line: a long
  * sweep of seeds (`--seeds N`, from `--from S`, default a fresh start) or one seed (`--seed S`,
  * its whole trace printed), with `--steps`, `--sessions` and `--faults name=rate,…` (delay,
- * loseRequest, loseReply, duplicate, partitions, relayRestarts, crashes, restarts). Prints seeds
+ * loseRequest, loseReply, duplicate, partitions, relayRestarts, crashes, restarts, strangers). Prints seeds
  * per second, the coverage summary and every failure with its seed, invariant, shortened trace and
  * replay command; exits 1 when an invariant broke, 2 on wrong input.
  */
@@ -49,13 +49,17 @@ function withFaults(options: SimOptions, text: string | undefined): SimOptions {
     if (rate === "" || !(value >= 0 && value <= 1)) fail(`fault ${name} needs a rate from 0 to 1, got "${rate}"`);
     rates[name] = value;
   }
-  const { partitions, relayRestarts, crashes, restarts, delay, loseRequest, loseReply, duplicate } = rates as Record<string, number>;
+  const { partitions, relayRestarts, crashes, restarts, strangers, delay, loseRequest, loseReply, duplicate } = rates as Record<
+    string,
+    number
+  >;
   return {
     ...options,
     partitions: partitions!,
     relayRestarts: relayRestarts!,
     crashes: crashes!,
     restarts: restarts!,
+    strangers: strangers!,
     faults: { delay: delay!, loseRequest: loseRequest!, loseReply: loseReply!, duplicate: duplicate! },
   };
 }

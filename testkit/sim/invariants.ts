@@ -15,6 +15,8 @@
  *   that time.
  * - live-not-orphaned: a task whose worker's Pi runs, both parties reachable since the task was
  *   sent, on the same relay state, is never orphaned.
+ * - proof-before-content: no task content leaves a session sealed to a key that never proved itself
+ *   the task's peer — the stranger's (a key no session trusts, holding a name that lapsed).
  * - typed-errors: every tool call that fails, fails with a TaskError (a stable code).
  * - truthful-end (at the end of a run, the network healed and time given): every task at its
  *   origin is ended, or says why not (`orphaned`, `indeterminate`, or its assignment could not be
@@ -45,6 +47,7 @@ export type InvariantName =
   | "generation-fence"
   | "orphan-bound"
   | "live-not-orphaned"
+  | "proof-before-content"
   | "typed-errors"
   | "truthful-end";
 
@@ -190,6 +193,8 @@ export function createInvariants(): Invariants {
   };
   return {
     afterStep: (world) => {
+      const leak = world.leaks[0];
+      if (leak !== undefined) return { invariant: "proof-before-content", message: leak };
       for (const session of world.sessions) {
         for (const pi of session.pis) {
           const problem = presentedOnce(session, pi) ?? perTargetFifo(pi);

@@ -5,6 +5,8 @@
  * call is started, not awaited: the runner moves time while it runs.
  */
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import type { SimSession, World } from "./world.ts";
 
 /** A task the model sends lasts this long at most, in virtual ms (short, so runs reach its end). */
@@ -45,16 +47,16 @@ function originChoices(world: World, session: SimSession, tasks: readonly TaskVi
   const { random } = session;
   const core = useOf(session);
   const mine = tasks.filter((task) => task.role === "origin");
-  const others = world.sessions.filter((other) => other !== session && !other.down && other.core.endpoint() !== undefined);
   const choices: Choice[] = [];
-  if (others.length > 0) {
+  // The model names a session, as Pi's does: the relay says which endpoint holds that name now —
+  // after a crash, maybe a stranger's.
+  const names = world.sessions.filter((other) => other !== session).map((other) => other.name);
+  if (names.length > 0 && !session.down) {
     choices.push(() => {
-      const to = random.pick(others);
+      const name = random.pick(names);
       const timeoutMs = random.between(SIM_TASK_TIMEOUT_MIN_MS, SIM_TASK_TIMEOUT_MAX_MS);
-      return {
-        label: `send to ${to.name}`,
-        run: core.createTask({ to: to.core.endpoint(), task: `work ${random.below(1000)}`, timeoutMs }),
-      };
+      const text = `work ${random.below(1000)}`;
+      return { label: `send to ${name}`, run: sendToName(session, name, text, timeoutMs) };
     });
   }
   for (const task of mine) {
@@ -99,6 +101,14 @@ function workerChoices(session: SimSession, tasks: readonly TaskView[]): Choice[
   return choices;
 }
 
+/** A task sent to whoever holds `name` at the relay now (TARGET_NOT_REGISTERED when nobody does). */
+async function sendToName(session: SimSession, name: string, task: string, timeoutMs: number): Promise<unknown> {
+  const status = await session.pi.configured.session.transport.sessionStatus(name);
+  const to = status.taskEndpoint as TaskEndpoint | undefined;
+  if (to === undefined) throw new TaskError("TARGET_NOT_REGISTERED", { details: { session: name } });
+  return useOf(session).createTask({ to, task, timeoutMs });
+}
+
 /** How likely a model with an orphaned task reassigns one on its turn. */
 const ORPHAN_TAKEN_UP = 0.5;
 
@@ -106,7 +116,7 @@ const ORPHAN_TAKEN_UP = 0.5;
 function reassign(world: World, session: SimSession, taskId: string): ModelCall {
   const { random } = session;
   const others = world.sessions.filter((other) => other !== session && !other.down && other.core.endpoint() !== undefined);
-  const to = others.length > 0 && random.chance(0.75) ? random.pick(others) : undefined;
+  const to = others.length > 0 && random.chance(0.5) ? random.pick(others) : undefined;
   const where = to === undefined ? {} : { to: to.core.endpoint()! };
   return { label: `reassign ${taskId}${to === undefined ? "" : ` to ${to.name}`}`, run: useOf(session).reassignTask(taskId, where) };
 }

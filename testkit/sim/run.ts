@@ -6,7 +6,7 @@
  * and the end's invariant is checked. The trace says every step in words, ids as short aliases, so
  * two runs of one seed compare byte for byte.
  */
-import { activePollIntervalMs, idlePollIntervalMs, relayMaintenanceIntervalMs } from "../../src/protocol/limits.ts";
+import { activePollIntervalMs, defaultLeaseMs, idlePollIntervalMs, relayMaintenanceIntervalMs } from "../../src/protocol/limits.ts";
 import { seedIds } from "./ids.ts";
 import { createSimRandom } from "./random.ts";
 import { createInvariants, type Invariants, type Violation } from "./invariants.ts";
@@ -37,6 +37,8 @@ export interface SimOptions {
   readonly crashes: number;
   /** Per step: how likely a crashed session's Pi starts again (half of them resuming their tasks). */
   readonly restarts: number;
+  /** Per step: how likely a stranger takes the name of a session whose Pi crashed (once per name). */
+  readonly strangers: number;
   /** The checks (default: every invariant of invariants.ts; a test may give its own). */
   readonly invariants?: () => Invariants;
 }
@@ -48,7 +50,8 @@ export const DEFAULT_SIM_OPTIONS: SimOptions = {
   partitions: 0.04,
   relayRestarts: 0.005,
   crashes: 0.01,
-  restarts: 0.05,
+  restarts: 0.02,
+  strangers: 0.1,
 };
 
 export interface SimResult {
@@ -69,6 +72,8 @@ interface Run {
   readonly coverage: Record<string, number>;
   readonly calls: Set<Promise<void>>;
   readonly nextPass: Map<SimSession, number>;
+  /** When each stranger's Pi passes next, by the name it took. */
+  readonly strangerPass: Map<string, number>;
   /** Until when each session's Pi is busy with a turn of its model (it cannot be shown items). */
   readonly busyUntil: Map<SimSession, number>;
   nextMaintenance: number;
@@ -98,9 +103,10 @@ function note(run: Run, text: string): void {
 }
 
 /** A tool call or pass begun: its outcome is counted, traced and checked when it settles. */
-function begin(run: Run, session: SimSession, call: ModelCall): void {
+function begin(run: Run, session: SimSession | undefined, call: ModelCall): void {
   const kind = call.label.split(" ")[0]!;
-  note(run, `${session.name}: ${call.label}`);
+  const who = session === undefined ? "stranger" : session.name;
+  if (kind !== "pass" || session !== undefined) note(run, `${who}: ${call.label}`);
   const settled = call.run.then(
     () => ({ status: "fulfilled", value: undefined }) as const,
     (reason: unknown) => ({ status: "rejected", reason }) as const,
@@ -112,9 +118,8 @@ function begin(run: Run, session: SimSession, call: ModelCall): void {
       outcome.status === "rejected" ? (outcome.reason as { details?: { reason?: unknown; problem?: unknown } }).details : undefined;
     const why = reason?.reason ?? reason?.problem;
     count(run, `call ${kind} ${code}`);
-    if (kind !== "pass" || code !== "ok")
-      note(run, `${session.name}: ${call.label} → ${code}${typeof why === "string" ? ` (${why})` : ""}`);
-    run.violation ??= run.invariants.callSettled(`${session.name}: ${call.label}`, outcome);
+    if (kind !== "pass" || code !== "ok") note(run, `${who}: ${call.label} → ${code}${typeof why === "string" ? ` (${why})` : ""}`);
+    run.violation ??= run.invariants.callSettled(`${who}: ${call.label}`, outcome);
   });
   run.calls.add(tracked);
 }
@@ -129,6 +134,11 @@ async function runDue(run: Run): Promise<void> {
     const busy = session.core.hasActiveTasks() || session.core.hasPendingWork();
     run.nextPass.set(session, now + (busy ? activePollIntervalMs : idlePollIntervalMs));
     begin(run, session, { label: "pass", run: session.pi.configured.refresh() });
+  }
+  for (const [name, pi] of world.strangers) {
+    if ((run.strangerPass.get(name) ?? 0) > now) continue;
+    run.strangerPass.set(name, now + activePollIntervalMs);
+    begin(run, undefined, { label: `pass of the stranger as ${name}`, run: pi.configured.refresh() });
   }
   if (run.nextMaintenance <= now) {
     run.nextMaintenance = now + relayMaintenanceIntervalMs;
@@ -174,6 +184,17 @@ function piFault(run: Run, options: SimOptions): boolean {
     note(run, `${session.pi.id} crashes`);
     count(run, "fault crash");
     world.crash(session);
+    return true;
+  }
+  // A name lapses a lease after its Pi crashed: a stranger takes it then.
+  const lapsed = world.timers.now() - defaultLeaseMs - relayMaintenanceIntervalMs;
+  const nameless = down.filter(
+    (session) => !world.strangers.has(session.name) && (session.pi.crashedAt ?? Number.POSITIVE_INFINITY) < lapsed,
+  );
+  if (nameless.length > 0 && random.chance(options.strangers)) {
+    const session = random.pick(nameless);
+    count(run, "fault stranger");
+    begin(run, undefined, { label: `takes the name ${session.name}`, run: world.takeName(session) });
     return true;
   }
   if (down.length > 0 && random.chance(options.restarts)) {
@@ -269,6 +290,7 @@ async function runWorld(seed: number, options: SimOptions): Promise<SimResult> {
     calls: new Set(),
     nextPass: new Map(world.sessions.map((session) => [session, 0])),
     busyUntil: new Map(),
+    strangerPass: new Map(),
     nextMaintenance: 0,
     violation: undefined,
     alias: createAliases(),

@@ -33,6 +33,7 @@ const SWITCHES: readonly ((options: SimOptions) => SimOptions)[] = [
   (options) => ({ ...options, relayRestarts: 0 }),
   (options) => ({ ...options, crashes: 0 }),
   (options) => ({ ...options, partitions: 0 }),
+  (options) => ({ ...options, strangers: 0 }),
   ...(["delay", "loseRequest", "loseReply", "duplicate"] as const).map((fault) => (options: SimOptions) => ({
     ...options,
     faults: { ...options.faults, [fault]: 0 },

@@ -8,6 +8,8 @@
  * has answered every request under way.
  */
 import { createHash } from "node:crypto";
+import { openPayload } from "../../src/core/envelopes.ts";
+import { requestEnvelopes } from "../../src/protocol/wire.ts";
 import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
 import { taskRecordOf } from "../../src/core/resume.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
@@ -73,6 +75,15 @@ export interface World {
   /** The session's Pi crashes: no goodbye, its RAM gone, its registration left to lapse. */
   crash(session: SimSession): void;
   /**
+   * A stranger (a Pi of a key no session trusts, answering hellos as any Pi does) starts under a
+   * session's name — it takes the name once its holder's lease lapsed. Returns its connect.
+   */
+  takeName(session: SimSession): Promise<unknown>;
+  /** The strangers' Pis, by the name they took. */
+  readonly strangers: ReadonlyMap<string, SimPi>;
+  /** Task content that left a session sealed to a stranger's key (proof-before-content), in words. */
+  readonly leaks: string[];
+  /**
    * A new Pi of a session that is down, at once; the returned run connects it and, with `resume`,
    * takes back the tasks its history shows (the caller tracks it while time moves on).
    */
@@ -94,6 +105,31 @@ function identityFor(seed: number, name: string): Identity {
   return identityFromPrivateKey(Buffer.concat([ED25519_PKCS8_HEADER, secret]).toString("base64url"));
 }
 
+/** What a stranger's Pi trusts: nobody but itself. */
+function trustNobody(identity: Identity): TrustOptions {
+  return { identity, peerName: () => undefined };
+}
+
+/** The task content in a request body that opens with `identity` (hellos are not content), by envelope id. */
+function contentFor(identity: Identity, body: string): string[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return [];
+  }
+  return requestEnvelopes(parsed).flatMap((envelope) => {
+    const payload = envelope.payload as { kind?: string; sealed?: unknown } | undefined;
+    if (payload === undefined || payload.kind === "hello" || payload.sealed === undefined) return [];
+    try {
+      openPayload(identity, payload as never);
+      return [String(envelope.envelopeId)];
+    } catch {
+      return [];
+    }
+  });
+}
+
 function trustFor(identity: Identity, everyone: readonly { name: string; identity: Identity }[]): TrustOptions {
   const names = new Map(everyone.map((peer) => [peer.identity.publicKey, peer.name]));
   return { identity, peerName: (key) => names.get(key) };
@@ -102,14 +138,15 @@ function trustFor(identity: Identity, everyone: readonly { name: string; identit
 type PiWorld = Pick<World, "wall" | "timers" | "network" | "relay"> & { readonly news: string[] };
 
 /** A new Pi of a session: a configured core on a new RAM store, its host empty. */
-function startPi(world: PiWorld, name: string, trust: TrustOptions, lifetime: number): SimPi {
-  const id = `${name}/${lifetime}`;
+function startPi(world: PiWorld, name: string, trust: TrustOptions, lifetime: number, named?: string): SimPi {
+  const id = named ?? `${name}/${lifetime}`;
   const host = createMemoryHost();
   const configured = createConfiguredTaskCore({
     env: {},
     callerSession: name,
     url: world.relay().url,
-    fetch: world.network.fetchFor(name, id),
+    // A stranger is a host of its own: a partition of the session whose name it took is not its.
+    fetch: world.network.fetchFor(named === undefined ? name : "stranger", id),
     requestTimeoutMs: SIM_REQUEST_TIMEOUT_MS,
     host,
     clock: world.wall,
@@ -176,7 +213,16 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
   const newRelay = () => createInMemoryTaskRelay({ now: wall, maintenance: "caller" });
   let relay = await newRelay();
   let relayRestartedAt = -1;
-  const network = createSimNetwork({ timers, random: random.fork("network"), relay: () => relay.fetch, faults: options.faults });
+  const stranger = identityFor(seed, "stranger");
+  const strangers = new Map<string, SimPi>();
+  const strangerPis = new Set<string>();
+  const leaks: string[] = [];
+  // Proof before content: nothing a session sends may open with the stranger's key.
+  const inspect = (pi: string, body: string) => {
+    if (strangers.size === 0 || strangerPis.has(pi)) return;
+    for (const envelopeId of contentFor(stranger, body)) leaks.push(`${pi} sent envelope ${envelopeId} sealed to the stranger's key`);
+  };
+  const network = createSimNetwork({ timers, random: random.fork("network"), relay: () => relay.fetch, faults: options.faults, inspect });
   const everyone = Array.from({ length: options.sessions }, (_, index) => ({
     name: `s${index}`,
     identity: identityFor(seed, `s${index}`),
@@ -220,12 +266,26 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
         return history.length === 0 ? [] : core.resume(history);
       });
     },
+    takeName: (session) => {
+      const pi = startPi(piWorld, session.name, trustNobody(stranger), 0, `stranger@${session.name}`);
+      strangers.set(session.name, pi);
+      strangerPis.add(pi.id);
+      // A name still held (its lease has not lapsed) is not taken: the stranger goes, to try again later.
+      return pi.configured
+        .run((core) => core.connect())
+        .catch(async (error: unknown) => {
+          strangers.delete(session.name);
+          await pi.configured.close();
+          throw error;
+        });
+    },
+    strangers,
+    leaks,
     quiet,
     drainNews: () => news.splice(0),
     close: async () => {
-      await Promise.allSettled(
-        sessions.flatMap((session) => session.pis.filter((pi) => pi.crashedAt === undefined).map((pi) => pi.configured.close())),
-      );
+      const running = [...sessions.flatMap((session) => session.pis), ...strangers.values()].filter((pi) => pi.crashedAt === undefined);
+      await Promise.allSettled(running.map((pi) => pi.configured.close()));
       await relay.stop();
     },
   };

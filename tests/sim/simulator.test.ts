@@ -34,9 +34,9 @@ describe("the simulator", () => {
     // What a failure prints (seed, invariant, shortened trace, replay) is the assertion's message.
     expect(report.failures.map((failure) => failure.report)).toEqual([]);
     const reached = Object.keys(report.coverage);
-    for (const call of ["send", "ask", "answer", "progress", "done", "cancel", "ack", "revise", "reassign", "restart"])
+    for (const call of ["send", "ask", "answer", "progress", "done", "cancel", "ack", "revise", "reassign", "restart", "takes"])
       expect(reached.some((key) => key.startsWith(`call ${call} ok`))).toBe(true);
-    for (const fault of ["crash", "restart (resume)", "restart", "partition", "relay-restart"])
+    for (const fault of ["crash", "restart (resume)", "restart", "partition", "relay-restart", "stranger"])
       expect(report.coverage[`fault ${fault}`]).toBeGreaterThan(0);
     for (const fate of ["delayed", "lost-request", "lost-reply", "duplicated", "partitioned"])
       expect(report.coverage[`network ${fate}`]).toBeGreaterThan(0);
