@@ -205,6 +205,35 @@ function createSession(world: PiWorld, seedRandom: SimRandom, name: string, iden
   return session;
 }
 
+/** The strangers of a world: who holds which name, and the content that leaked to their key. */
+function createStrangers(identity: Identity) {
+  const byName = new Map<string, SimPi>();
+  const pis = new Set<string>();
+  const leaks: string[] = [];
+  return {
+    byName,
+    leaks,
+    /** Proof before content: nothing a session sends may open with the stranger's key. */
+    inspect: (pi: string, body: string) => {
+      if (byName.size === 0 || pis.has(pi)) return;
+      for (const envelopeId of contentFor(identity, body)) leaks.push(`${pi} sent envelope ${envelopeId} sealed to the stranger's key`);
+    },
+    takeName: (world: PiWorld, name: string) => {
+      const pi = startPi(world, name, trustNobody(identity), 0, `stranger@${name}`);
+      byName.set(name, pi);
+      pis.add(pi.id);
+      // A name still held (its lease has not lapsed) is not taken: the stranger goes, to try again later.
+      return pi.configured
+        .run((core) => core.connect())
+        .catch(async (error: unknown) => {
+          byName.delete(name);
+          await pi.configured.close();
+          throw error;
+        });
+    },
+  };
+}
+
 export async function createWorld(seed: number, options: WorldOptions): Promise<World> {
   const random = createSimRandom(seed);
   const timers = createVirtualTimers(0);
@@ -213,16 +242,14 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
   const newRelay = () => createInMemoryTaskRelay({ now: wall, maintenance: "caller" });
   let relay = await newRelay();
   let relayRestartedAt = -1;
-  const stranger = identityFor(seed, "stranger");
-  const strangers = new Map<string, SimPi>();
-  const strangerPis = new Set<string>();
-  const leaks: string[] = [];
-  // Proof before content: nothing a session sends may open with the stranger's key.
-  const inspect = (pi: string, body: string) => {
-    if (strangers.size === 0 || strangerPis.has(pi)) return;
-    for (const envelopeId of contentFor(stranger, body)) leaks.push(`${pi} sent envelope ${envelopeId} sealed to the stranger's key`);
-  };
-  const network = createSimNetwork({ timers, random: random.fork("network"), relay: () => relay.fetch, faults: options.faults, inspect });
+  const strangers = createStrangers(identityFor(seed, "stranger"));
+  const network = createSimNetwork({
+    timers,
+    random: random.fork("network"),
+    relay: () => relay.fetch,
+    faults: options.faults,
+    inspect: strangers.inspect,
+  });
   const everyone = Array.from({ length: options.sessions }, (_, index) => ({
     name: `s${index}`,
     identity: identityFor(seed, `s${index}`),
@@ -266,25 +293,15 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
         return history.length === 0 ? [] : core.resume(history);
       });
     },
-    takeName: (session) => {
-      const pi = startPi(piWorld, session.name, trustNobody(stranger), 0, `stranger@${session.name}`);
-      strangers.set(session.name, pi);
-      strangerPis.add(pi.id);
-      // A name still held (its lease has not lapsed) is not taken: the stranger goes, to try again later.
-      return pi.configured
-        .run((core) => core.connect())
-        .catch(async (error: unknown) => {
-          strangers.delete(session.name);
-          await pi.configured.close();
-          throw error;
-        });
-    },
-    strangers,
-    leaks,
+    takeName: (session) => strangers.takeName(piWorld, session.name),
+    strangers: strangers.byName,
+    leaks: strangers.leaks,
     quiet,
     drainNews: () => news.splice(0),
     close: async () => {
-      const running = [...sessions.flatMap((session) => session.pis), ...strangers.values()].filter((pi) => pi.crashedAt === undefined);
+      const running = [...sessions.flatMap((session) => session.pis), ...strangers.byName.values()].filter(
+        (pi) => pi.crashedAt === undefined,
+      );
       await Promise.allSettled(running.map((pi) => pi.configured.close()));
       await relay.stop();
     },
