@@ -17,6 +17,7 @@
  *   while a process outlives that; a Pi pid file naming no process adds nothing to signal.
  */
 import { describe, expect, jest, setDefaultTimeout, spyOn, test } from "bun:test";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -150,7 +151,8 @@ function home(): { PI_TASKS_HOME: string } {
 
 const PORT = 18_790;
 const RELAY_URL = `http://127.0.0.1:${PORT}`;
-const nonce = () => Buffer.alloc(relayInstanceBytes, Math.floor(Math.random() * 255) + 1).toString("base64url");
+/** A fresh instance nonce (two are never alike: a forged proof made with another one never verifies). */
+const nonce = () => randomBytes(relayInstanceBytes).toString("base64url");
 
 function recordPath(env: { PI_TASKS_HOME: string }): string {
   return join(env.PI_TASKS_HOME, "relays", `${PORT}.json`);
