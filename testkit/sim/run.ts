@@ -1,10 +1,11 @@
 /**
  * One seed's run, top to bottom: the world starts on a healed network and every session connects;
  * then `steps` steps, each drawn from the seed — a model's turn, time moving on (passes and relay
- * maintenance fire on the way), a partition, a relay restart — with the invariants checked after
- * each; then the end: the network heals, workers finish what they hold, time runs `SIM_END_MS`,
- * and the end's invariant is checked. The trace says every step in words, ids as short aliases, so
- * two runs of one seed compare byte for byte.
+ * maintenance fire on the way), a partition, a relay restart, a Pi crash or restart, a stranger
+ * taking a lapsed name — with the invariants checked after each; then the end: the network heals,
+ * workers finish what they hold, time runs `SIM_END_MS`, and the end's invariant is checked. The
+ * trace says every step in words, ids as short aliases, so two runs of one seed compare byte for
+ * byte.
  */
 import { activePollIntervalMs, defaultLeaseMs, idlePollIntervalMs, relayMaintenanceIntervalMs } from "../../src/protocol/limits.ts";
 import { seedIds } from "./ids.ts";
