@@ -7,6 +7,7 @@
  * - cooldown keys: capacity cooldowns per envelope and per ACK.
  * The store treats all of these as opaque; only the core reads and writes them.
  */
+import { latestAssignment } from "../protocol/events.ts";
 import type { ActivityPayload, ReceiptStage, ReceiptState, TaskEndpoint } from "../protocol/schemas.ts";
 import type { Bookkeeping, DeliveryRow, OperationReservation, OutboxEntry, TaskStore } from "../store/task-store.ts";
 
@@ -80,6 +81,12 @@ export const OPERATION = {
   /** The worker's one report of what its Pi did with a cancel event. */
   cancelOutcome: (eventId: string): OperationKey => `cancel_outcome:${eventId}`,
 } as const;
+
+/** The envelope that carries the task's latest assignment (its creation or its latest reassignment), if one was made. */
+export function latestAssignmentEnvelope(store: CoreStore, taskId: string): string | undefined {
+  const assignment = latestAssignment(store.getEvents(taskId));
+  return assignment === undefined ? undefined : store.getOperation(taskId, OPERATION.assignment(assignment.eventId))?.envelopeIds[0];
+}
 
 /** The worker's one terminal intent of the task's current round (a revision starts a round). */
 export function terminalIntentOf(task: { readonly revision?: number }): OperationKey {

@@ -15,9 +15,8 @@ import { endpointKey } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { maxPeerProbesPerPass, orphanAfterMs } from "../protocol/limits.ts";
 import type { StoredTask } from "../store/task-store.ts";
-import { latestAssignment } from "../protocol/events.ts";
 import { orphan } from "./liveness.ts";
-import { OPERATION } from "./bookkeeping.ts";
+import { latestAssignmentEnvelope } from "./bookkeeping.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
 import { reassignTask } from "./reassign.ts";
 import type { WorkScope } from "./scope.ts";
@@ -46,11 +45,8 @@ function due(context: CoreContext): Map<string, StoredTask[]> {
 
 /** Whether the relay accepted the task's current assignment. */
 function assignmentAccepted(context: CoreContext, taskId: string): boolean {
-  const { store } = context;
-  const assignment = latestAssignment(store.getEvents(taskId));
-  const envelopeId =
-    assignment === undefined ? undefined : store.getOperation(taskId, OPERATION.assignment(assignment.eventId))?.envelopeIds[0];
-  return envelopeId !== undefined && store.getOutbox(envelopeId)?.state === "accepted";
+  const envelopeId = latestAssignmentEnvelope(context.store, taskId);
+  return envelopeId !== undefined && context.store.getOutbox(envelopeId)?.state === "accepted";
 }
 
 /** Probes are paced per worker endpoint. */

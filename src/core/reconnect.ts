@@ -30,8 +30,7 @@ import { outboxEnvelope } from "./outbox.ts";
 import { askProof, carriageFor, provenAt } from "./proofs.ts";
 import type { WorkScope } from "./scope.ts";
 import type { Signer } from "./trust.ts";
-import { OPERATION, type TaskMeta } from "./bookkeeping.ts";
-import { latestAssignment } from "../protocol/events.ts";
+import { latestAssignmentEnvelope, type TaskMeta } from "./bookkeeping.ts";
 
 /**
  * A task's lineage with one party moved from `from` to `to`: the chain must end with the task's
@@ -165,11 +164,8 @@ export function movePeer(
 
 /** The outbox order of the task's latest assignment (its creation, or its latest reassignment), if it is still kept. */
 function currentAssignmentSeq(context: CoreContext, taskId: string): number | undefined {
-  const { store } = context;
-  const assignment = latestAssignment(store.getEvents(taskId));
-  const envelopeId =
-    assignment === undefined ? undefined : store.getOperation(taskId, OPERATION.assignment(assignment.eventId))?.envelopeIds[0];
-  return envelopeId === undefined ? undefined : store.getOutbox(envelopeId)?.seq;
+  const envelopeId = latestAssignmentEnvelope(context.store, taskId);
+  return envelopeId === undefined ? undefined : context.store.getOutbox(envelopeId)?.seq;
 }
 
 /**
