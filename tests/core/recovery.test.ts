@@ -39,7 +39,7 @@ interface Configured {
   party(): Party;
 }
 
-async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Configured> {
+async function configured(url = fx.proxy.url, timers?: TaskTimers, clock?: () => number): Promise<Configured> {
   const host = createMemoryHost();
   const recovered: RecoveryInfo[] = [];
   const name = `configured-${crypto.randomUUID()}`;
@@ -51,6 +51,7 @@ async function configured(url = fx.proxy.url, timers?: TaskTimers): Promise<Conf
     requestTimeoutMs: 4_000,
     onRecovered: (info) => recovered.push(info),
     ...(timers === undefined ? {} : { timers }),
+    ...(clock === undefined ? {} : { clock }),
   });
   fx.defer(() => core.close());
   await core.run((current) => current.connect());
@@ -293,24 +294,8 @@ describe("relay-loss recovery", () => {
   // to match) and was orphaned reconnectTimeoutMs later, its worker alive where it was sent.
   test("a task whose worker never proved its key is not lost to a relay restart: its proof is asked where it was sent, and it is delivered", async () => {
     const clock = createJumpClock();
-    const originCore = createConfiguredTaskCore({
-      url: fx.proxy.url,
-      callerSession: `configured-${crypto.randomUUID()}`,
-      host: createMemoryHost(),
-      env: {},
-      clock,
-    });
-    const workerCore = createConfiguredTaskCore({
-      url: fx.proxy.url,
-      callerSession: `configured-${crypto.randomUUID()}`,
-      host: createMemoryHost(),
-      env: {},
-      clock,
-    });
-    fx.defer(() => originCore.close());
-    fx.defer(() => workerCore.close());
-    await originCore.run((current) => current.connect());
-    await workerCore.run((current) => current.connect());
+    const originCore = (await configured(fx.proxy.url, undefined, clock)).configured;
+    const workerCore = (await configured(fx.proxy.url, undefined, clock)).configured;
     await fx.relay.stop();
     fx.relay = await startRelayProcess({ port: fx.relay.port });
     // The worker learns of the restart first and binds anew; the origin sends to where it is now.
