@@ -48,8 +48,11 @@ export interface SimNetworkOptions {
   /** The relay's fetch now (it changes when the relay restarts). */
   readonly relay: () => typeof fetch;
   readonly faults: NetworkFaults;
-  /** Sees the body of every request that reaches the relay, with the Pi that sent it (invariants). */
-  readonly inspect?: (pi: string, body: string) => void;
+  /**
+   * Sees every request that reaches the relay, with the Pi that sent it (invariants); it reads the
+   * body (`body()`) only when it wants it.
+   */
+  readonly inspect?: (pi: string, body: () => Promise<string>) => Promise<void>;
 }
 
 function unreachable(session: string, why: string): TypeError {
@@ -96,7 +99,7 @@ export function createSimNetwork(options: SimNetworkOptions): SimNetwork {
     if (fate === "partitioned") throw unreachable(session, "is partitioned");
     if (fate === "lost-request") throw unreachable(session, "lost the request");
     if (fate === "delayed") await timers.timeout(random.between(1, MAX_NETWORK_DELAY_MS));
-    if (options.inspect !== undefined) options.inspect(pi, await request.clone().text());
+    if (options.inspect !== undefined) await options.inspect(pi, () => request.clone().text());
     if (fate === "duplicated") await (await toRelay(request.clone() as unknown as Request)).text();
     const response = await toRelay(request);
     if (fate === "lost-reply") {

@@ -214,9 +214,10 @@ function createStrangers(identity: Identity) {
     byName,
     leaks,
     /** Proof before content: nothing a session sends may open with the stranger's key. */
-    inspect: (pi: string, body: string) => {
+    inspect: async (pi: string, body: () => Promise<string>) => {
       if (byName.size === 0 || pis.has(pi)) return;
-      for (const envelopeId of contentFor(identity, body)) leaks.push(`${pi} sent envelope ${envelopeId} sealed to the stranger's key`);
+      for (const envelopeId of contentFor(identity, await body()))
+        leaks.push(`${pi} sent envelope ${envelopeId} sealed to the stranger's key`);
     },
     takeName: (world: PiWorld, name: string) => {
       const pi = startPi(world, name, trustNobody(identity), 0, `stranger@${name}`);
