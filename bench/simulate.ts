@@ -3,13 +3,14 @@
  * `npm run simulate` — the deterministic simulator (testkit/sim/) from the command line: a long
  * sweep of seeds (`--seeds N`, from `--from S`, default a fresh start) or one seed (`--seed S`,
  * its whole trace printed), with `--steps`, `--sessions` and `--faults name=rate,…` (delay,
- * loseRequest, loseReply, duplicate, partitions, relayRestarts, crashes, restarts, strangers). Prints seeds
+ * loseRequest, loseReply, duplicate, partitions, relayRestarts, crashes, restarts, strangers, and
+ * the hostile relay's withhold, replay, rewrite, forge, junk). Prints seeds
  * per second, the coverage summary and every failure with its seed, invariant, shortened trace and
  * replay command; exits 1 when an invariant broke, 2 on wrong input.
  */
 import { parseArgs } from "node:util";
 import { DEFAULT_SIM_OPTIONS, runSeed, type SimOptions } from "../testkit/sim/run.ts";
-import { describeFailure, faultRates, shrink } from "../testkit/sim/shrink.ts";
+import { describeFailure, faultRates, shrink, withFaultRates } from "../testkit/sim/shrink.ts";
 import { coverageLines, sweep } from "../testkit/sim/sweep.ts";
 
 const USAGE = `usage: npm run simulate -- [--seeds N] [--from S] [--seed S] [--steps N] [--sessions N] [--faults name=rate,...]
@@ -41,27 +42,16 @@ function wholeNumber(name: string, text: string | undefined, fallback: number, m
 
 function withFaults(options: SimOptions, text: string | undefined): SimOptions {
   if (text === undefined) return options;
-  const rates = faultRates(options);
+  const known = Object.keys(faultRates(options));
+  const changes: Record<string, number> = {};
   for (const pair of text.split(",")) {
     const [name = "", rate = ""] = pair.split("=");
     const value = Number(rate);
-    if (!(name in rates)) fail(`unknown fault "${name}" (known: ${Object.keys(rates).join(", ")})`);
+    if (!known.includes(name)) fail(`unknown fault "${name}" (known: ${known.join(", ")})`);
     if (rate === "" || !(value >= 0 && value <= 1)) fail(`fault ${name} needs a rate from 0 to 1, got "${rate}"`);
-    rates[name] = value;
+    changes[name] = value;
   }
-  const { partitions, relayRestarts, crashes, restarts, strangers, delay, loseRequest, loseReply, duplicate } = rates as Record<
-    string,
-    number
-  >;
-  return {
-    ...options,
-    partitions: partitions!,
-    relayRestarts: relayRestarts!,
-    crashes: crashes!,
-    restarts: restarts!,
-    strangers: strangers!,
-    faults: { delay: delay!, loseRequest: loseRequest!, loseReply: loseReply!, duplicate: duplicate! },
-  };
+  return withFaultRates(options, changes);
 }
 
 function parse() {

@@ -17,6 +17,8 @@
  *   sent, on the same relay state, is never orphaned.
  * - proof-before-content: no task content leaves a session sealed to a key that never proved itself
  *   the task's peer — the stranger's (a key no session trusts, holding a name that lapsed).
+ * - nothing-forged-believed: no Pi is shown, and (at the end) no task holds, text the hostile
+ *   relay changed or forged (`FORGED_MARK`, testkit/sim/hostile.ts).
  * - typed-errors: every tool call that fails, fails with a TaskError (a stable code).
  * - truthful-end (at the end of a run, the network healed and time given): every task at its
  *   origin is ended, or says why not (`orphaned`, `indeterminate`, or its assignment could not be
@@ -32,6 +34,7 @@ import {
   relayMaintenanceIntervalMs,
 } from "../../src/protocol/limits.ts";
 import type { TaskStatus } from "../../src/protocol/schemas.ts";
+import { FORGED_MARK } from "./hostile.ts";
 import type { SimPi, SimSession, World } from "./world.ts";
 import { SIM_EPOCH_MS, SIM_REQUEST_TIMEOUT_MS } from "./world.ts";
 
@@ -48,6 +51,7 @@ export type InvariantName =
   | "orphan-bound"
   | "live-not-orphaned"
   | "proof-before-content"
+  | "nothing-forged-believed"
   | "typed-errors"
   | "truthful-end";
 
@@ -163,6 +167,30 @@ function orphanChecks(world: World, session: SimSession, task: TaskView): Violat
   return undefined;
 }
 
+/** What a Pi was shown since the last check (`checked` counts the items seen), searched for the forger's mark. */
+function shownForged(checked: Map<SimPi, number>, pi: SimPi): Violation | undefined {
+  const from = checked.get(pi) ?? 0;
+  checked.set(pi, pi.host.inserted.length);
+  for (const item of pi.host.inserted.slice(from)) {
+    if (JSON.stringify(item).includes(FORGED_MARK))
+      return {
+        invariant: "nothing-forged-believed",
+        message: `${pi.id} was shown ${item.event.type} ${item.eventId}, which the relay forged`,
+      };
+  }
+  return undefined;
+}
+
+/** A task a running Pi holds with text the relay forged in it. */
+function heldForged(session: SimSession): Violation | undefined {
+  const task = session.core.listTasks().find((each) => JSON.stringify(each).includes(FORGED_MARK));
+  if (task === undefined) return undefined;
+  return {
+    invariant: "nothing-forged-believed",
+    message: `${session.pi.id} holds task ${task.taskId} (${task.role}) with text the relay forged`,
+  };
+}
+
 const FINAL: ReadonlySet<TaskStatus> = new Set(["failed", "cancelled", "timed_out"]);
 
 function firstTerminalWins(ended: Map<string, { status: TaskStatus; revision: number }>, pi: SimPi, task: TaskView): Violation | undefined {
@@ -182,6 +210,8 @@ function firstTerminalWins(ended: Map<string, { status: TaskStatus; revision: nu
 export function createInvariants(): Invariants {
   /** Per origin Pi and task: the status last seen, and its revision round. */
   const ended = new Map<string, { status: TaskStatus; revision: number }>();
+  /** Per Pi: how many of its shown items were searched for forgeries. */
+  const checked = new Map<SimPi, number>();
   const originChecks = (world: World, session: SimSession): Violation | undefined => {
     if (session.down) return undefined;
     for (const task of session.core.listTasks()) {
@@ -197,7 +227,7 @@ export function createInvariants(): Invariants {
       if (leak !== undefined) return { invariant: "proof-before-content", message: leak };
       for (const session of world.sessions) {
         for (const pi of session.pis) {
-          const problem = presentedOnce(session, pi) ?? perTargetFifo(pi);
+          const problem = presentedOnce(session, pi) ?? perTargetFifo(pi) ?? shownForged(checked, pi);
           if (problem !== undefined) return problem;
         }
         const problem = originChecks(world, session);
@@ -212,6 +242,8 @@ export function createInvariants(): Invariants {
     atEnd: (world) => {
       for (const session of world.sessions) {
         if (session.down) continue;
+        const forged = heldForged(session);
+        if (forged !== undefined) return forged;
         for (const task of session.core.listTasks()) {
           if (task.role !== "origin" || task.status !== "active") continue;
           if (task.attention === "orphaned" || task.attention === "indeterminate" || undeliverable(task)) continue;

@@ -94,7 +94,7 @@ function workerChoices(session: SimSession, tasks: readonly TaskView[]): Choice[
     });
     choices.push(() => ({
       label: `progress ${taskId}`,
-      run: core.message({ taskId, type: "progress", message: "halfway", percent: random.below(101) }),
+      run: core.message({ taskId, type: "progress", message: "half way", percent: random.below(101) }),
     }));
     choices.push(() => finish(session, taskId));
   }
@@ -131,7 +131,7 @@ export function finish(session: SimSession, taskId: string): ModelCall {
         summary: "could not",
         error: { code: "SIM_FAILED", message: "no", retryable: false },
       })
-    : useOf(session).done({ taskId, status: "completed", summary: "done" });
+    : useOf(session).done({ taskId, status: "completed", summary: "all done" });
   return { label: `done ${taskId} ${failed ? "failed" : "completed"}`, run };
 }
 

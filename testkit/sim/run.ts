@@ -2,7 +2,8 @@
  * One seed's run, top to bottom: the world starts on a healed network and every session connects;
  * then `steps` steps, each drawn from the seed — a model's turn, time moving on (passes and relay
  * maintenance fire on the way), a partition, a relay restart, a Pi crash or restart, a stranger
- * taking a lapsed name — with the invariants checked after each; then the end: the network heals,
+ * taking a lapsed name — with the invariants checked after each, the relay hostile throughout as
+ * the seed says (testkit/sim/hostile.ts); then the end: the network heals and the relay turns honest,
  * workers finish what they hold, time runs `SIM_END_MS`, and the end's invariant is checked. The
  * trace says every step in words, ids as short aliases, so two runs of one seed compare byte for
  * byte.
@@ -12,6 +13,7 @@ import { seedIds } from "./ids.ts";
 import { createSimRandom } from "./random.ts";
 import { createInvariants, type Invariants, type Violation } from "./invariants.ts";
 import { finish, type ModelCall, modelTurn, SIM_TASK_TIMEOUT_MAX_MS } from "./model.ts";
+import { type HostileRates, NO_HOSTILITY } from "./hostile.ts";
 import { NO_NETWORK_FAULTS, type NetworkFaults } from "./network.ts";
 import { createWorld, type SimSession, type World } from "./world.ts";
 
@@ -40,6 +42,8 @@ export interface SimOptions {
   readonly restarts: number;
   /** Per step: how likely a stranger takes the name of a session whose Pi crashed (once per name). */
   readonly strangers: number;
+  /** Per receive: how likely the relay withholds, reorders, replays, rewrites, forges or sends junk (testkit/sim/hostile.ts). */
+  readonly hostile: HostileRates;
   /** The checks (default: every invariant of invariants.ts; a test may give its own). */
   readonly invariants?: () => Invariants;
 }
@@ -53,6 +57,7 @@ export const DEFAULT_SIM_OPTIONS: SimOptions = {
   crashes: 0.01,
   restarts: 0.02,
   strangers: 0.1,
+  hostile: { withhold: 0.05, reorder: 0.03, replay: 0.03, rewrite: 0.02, forge: 0.05, junk: 0.01 },
 };
 
 export interface SimResult {
@@ -244,6 +249,7 @@ async function step(run: Run, options: SimOptions): Promise<void> {
 async function end(run: Run): Promise<void> {
   const { world } = run;
   world.network.setFaults(NO_NETWORK_FAULTS);
+  world.hostile.setRates(NO_HOSTILITY);
   for (const session of world.sessions) world.network.partition(session.name, 0);
   note(run, "end: the network heals");
   for (let elapsed = 0; elapsed < SIM_END_MS && run.violation === undefined; elapsed += END_STRIDE_MS) {
@@ -282,7 +288,7 @@ export async function runSeed(seed: number, options: SimOptions = DEFAULT_SIM_OP
 }
 
 async function runWorld(seed: number, options: SimOptions): Promise<SimResult> {
-  const world = await createWorld(seed, { sessions: options.sessions, faults: NO_NETWORK_FAULTS });
+  const world = await createWorld(seed, { sessions: options.sessions, faults: NO_NETWORK_FAULTS, hostile: NO_HOSTILITY });
   const run: Run = {
     world,
     invariants: (options.invariants ?? createInvariants)(),
@@ -300,6 +306,7 @@ async function runWorld(seed: number, options: SimOptions): Promise<SimResult> {
   try {
     await connectAll(run);
     world.network.setFaults(options.faults);
+    world.hostile.setRates(options.hostile);
     for (; at < options.steps && run.violation === undefined; at += 1) {
       await step(run, options);
       run.violation ??= run.invariants.afterStep(world);
@@ -309,6 +316,7 @@ async function runWorld(seed: number, options: SimOptions): Promise<SimResult> {
     await world.close();
   }
   for (const [fate, times] of Object.entries(world.network.fates())) if (times > 0) run.coverage[`network ${fate}`] = times;
+  for (const [act, times] of Object.entries(world.hostile.acts())) if (times > 0) run.coverage[`hostile ${act}`] = times;
   return {
     seed,
     options,

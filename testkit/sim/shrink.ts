@@ -2,7 +2,8 @@
  * Failures that can be worked with: a failing seed's run made shorter while it still breaks the
  * same invariant — fewer steps first (the steps it keeps are the same draws: a cut run is a prefix
  * of the long one), then each kind of fault switched off in turn (a switched-off fault still draws
- * its number, so the rest of the run draws alike) — and the one-line command that replays it.
+ * its number, so the rest of the run draws alike) — and the one-line command that replays it. The
+ * fault rates by name (`faultRates`, `withFaultRates`) are what `--faults` sets.
  */
 import { DEFAULT_SIM_OPTIONS, runSeed, type SimOptions, type SimResult } from "./run.ts";
 
@@ -28,28 +29,17 @@ async function fewerSteps(seed: number, options: SimOptions, invariant: string, 
   return best;
 }
 
-/** The fault switches a run has: the network's four and the world's three. */
-const SWITCHES: readonly ((options: SimOptions) => SimOptions)[] = [
-  (options) => ({ ...options, relayRestarts: 0 }),
-  (options) => ({ ...options, crashes: 0 }),
-  (options) => ({ ...options, partitions: 0 }),
-  (options) => ({ ...options, strangers: 0 }),
-  ...(["delay", "loseRequest", "loseReply", "duplicate"] as const).map((fault) => (options: SimOptions) => ({
-    ...options,
-    faults: { ...options.faults, [fault]: 0 },
-  })),
-];
-
 /** A failing run, shortened: fewer steps, then fewer kinds of fault, while it still fails alike. */
 export async function shrink(failed: SimResult): Promise<SimResult> {
   const invariant = failed.violation?.invariant;
   if (invariant === undefined) return failed;
   const budget = { runs: MAX_SHRINK_RUNS };
   let best = (await fewerSteps(failed.seed, failed.options, invariant, budget)) ?? failed;
-  for (const off of SWITCHES) {
+  for (const name of Object.keys(faultRates(best.options))) {
     if (budget.runs <= 0) break;
+    if (faultRates(best.options)[name] === 0) continue;
     budget.runs -= 1;
-    const result = await runSeed(best.seed, off(best.options));
+    const result = await runSeed(best.seed, withFaultRates(best.options, { [name]: 0 }));
     if (stillFails(result, invariant)) best = result;
   }
   return best;
@@ -68,14 +58,27 @@ export function replayCommand(result: Pick<SimResult, "seed" | "options">): stri
   return parts.join(" ");
 }
 
-/** Every fault rate of a run by its option name (what `--faults` sets). */
+/** Every fault rate of a run by its name (what `--faults` sets): the network's, the world's, the hostile relay's. */
 export function faultRates(options: SimOptions): Record<string, number> {
+  const { partitions, relayRestarts, crashes, restarts, strangers } = options;
+  return { ...options.faults, partitions, relayRestarts, crashes, restarts, strangers, ...options.hostile };
+}
+
+/** The options with some fault rates changed, by the names `faultRates` gives (an unknown name is a RangeError). */
+export function withFaultRates(options: SimOptions, changes: Readonly<Record<string, number>>): SimOptions {
+  const rates = faultRates(options);
+  for (const name of Object.keys(changes)) if (!(name in rates)) throw new RangeError(`unknown fault "${name}"`);
+  const rate = (name: string) => changes[name] ?? rates[name]!;
+  const group = <T>(of: T) => Object.fromEntries(Object.keys(of as object).map((name) => [name, rate(name)])) as T;
   return {
-    ...options.faults,
-    partitions: options.partitions,
-    relayRestarts: options.relayRestarts,
-    crashes: options.crashes,
-    restarts: options.restarts,
+    ...options,
+    faults: group(options.faults),
+    hostile: group(options.hostile),
+    partitions: rate("partitions"),
+    relayRestarts: rate("relayRestarts"),
+    crashes: rate("crashes"),
+    restarts: rate("restarts"),
+    strangers: rate("strangers"),
   };
 }
 

@@ -19,6 +19,7 @@ import { type Identity, identityFromPrivateKey } from "../../src/trust/keys.ts";
 import { flushMicrotasks } from "../async.ts";
 import { createMemoryHost, type MemoryHost } from "../memory-host.ts";
 import { createVirtualTimers, type VirtualTimers } from "../virtual-timers.ts";
+import { createHostileRelay, type HostileRelay, type HostileRates } from "./hostile.ts";
 import { createSimNetwork, type NetworkFaults, type SimNetwork } from "./network.ts";
 import { createSimRandom, type SimRandom } from "./random.ts";
 
@@ -64,6 +65,8 @@ export interface World {
   readonly random: SimRandom;
   readonly timers: VirtualTimers;
   readonly network: SimNetwork;
+  /** The relay as the sessions reach it: honest, or hostile as the seed says. */
+  readonly hostile: HostileRelay;
   readonly sessions: readonly SimSession[];
   /** The wall clock every core, session and the relay read: the virtual time since SIM_EPOCH_MS. */
   wall(): number;
@@ -81,7 +84,7 @@ export interface World {
   takeName(session: SimSession): Promise<unknown>;
   /** The strangers' Pis, by the name they took. */
   readonly strangers: ReadonlyMap<string, SimPi>;
-  /** Task content that left a session sealed to a stranger's key (proof-before-content), in words. */
+  /** Task content that left a session sealed to a stranger's or the hostile relay's key (proof-before-content), in words. */
   readonly leaks: string[];
   /**
    * A new Pi of a session that is down, at once; the returned run connects it and, with `resume`,
@@ -98,6 +101,7 @@ export interface World {
 export interface WorldOptions {
   readonly sessions: number;
   readonly faults: NetworkFaults;
+  readonly hostile: HostileRates;
 }
 
 function identityFor(seed: number, name: string): Identity {
@@ -110,7 +114,7 @@ function trustNobody(identity: Identity): TrustOptions {
   return { identity, peerName: () => undefined };
 }
 
-/** The task content in a request body that opens with `identity` (hellos are not content), by envelope id. */
+/** The task content in a request body that opens with `identity` (hellos and refusals are not content), by envelope id. */
 function contentFor(identity: Identity, body: string): string[] {
   let parsed: unknown;
   try {
@@ -122,8 +126,10 @@ function contentFor(identity: Identity, body: string): string[] {
     const payload = envelope.payload as { kind?: string; sealed?: unknown } | undefined;
     if (payload === undefined || payload.kind === "hello" || payload.sealed === undefined) return [];
     try {
-      openPayload(identity, payload as never);
-      return [String(envelope.envelopeId)];
+      const opened = openPayload(identity, payload as never).payload;
+      // A refusal of an assignment the key signed says only why (src/core/intake.ts): not content.
+      const refusal = opened.kind === "intent" && (opened.payload as { type?: unknown }).type === "task.refused";
+      return refusal ? [] : [String(envelope.envelopeId)];
     } catch {
       return [];
     }
@@ -205,8 +211,11 @@ function createSession(world: PiWorld, seedRandom: SimRandom, name: string, iden
   return session;
 }
 
-/** The strangers of a world: who holds which name, and the content that leaked to their key. */
-function createStrangers(identity: Identity) {
+/**
+ * The strangers of a world: who holds which name, and the content that leaked to their key — or to
+ * the hostile relay's, once it answered a hello with its own (`relayForged`).
+ */
+function createStrangers(identity: Identity, relay: Identity, relayForged: () => boolean) {
   const byName = new Map<string, SimPi>();
   const pis = new Set<string>();
   const leaks: string[] = [];
@@ -215,9 +224,13 @@ function createStrangers(identity: Identity) {
     leaks,
     /** Proof before content: nothing a session sends may open with the stranger's key. */
     inspect: async (pi: string, body: () => Promise<string>) => {
-      if (byName.size === 0 || pis.has(pi)) return;
-      for (const envelopeId of contentFor(identity, await body()))
+      const forged = relayForged();
+      if ((byName.size === 0 && !forged) || pis.has(pi)) return;
+      const text = await body();
+      for (const envelopeId of byName.size === 0 ? [] : contentFor(identity, text))
         leaks.push(`${pi} sent envelope ${envelopeId} sealed to the stranger's key`);
+      for (const envelopeId of forged ? contentFor(relay, text) : [])
+        leaks.push(`${pi} sent envelope ${envelopeId} sealed to the hostile relay's key`);
     },
     takeName: (world: PiWorld, name: string) => {
       const pi = startPi(world, name, trustNobody(identity), 0, `stranger@${name}`);
@@ -237,25 +250,34 @@ function createStrangers(identity: Identity) {
 
 export async function createWorld(seed: number, options: WorldOptions): Promise<World> {
   const random = createSimRandom(seed);
+  const news: string[] = [];
   const timers = createVirtualTimers(0);
   // Exactly virtual time: many calls in one instant read the same time, as Date.now can.
   const wall = () => SIM_EPOCH_MS + timers.now();
   const newRelay = () => createInMemoryTaskRelay({ now: wall, maintenance: "caller" });
   let relay = await newRelay();
   let relayRestartedAt = -1;
-  const strangers = createStrangers(identityFor(seed, "stranger"));
-  const network = createSimNetwork({
-    timers,
-    random: random.fork("network"),
-    relay: () => relay.fetch,
-    faults: options.faults,
-    inspect: strangers.inspect,
-  });
   const everyone = Array.from({ length: options.sessions }, (_, index) => ({
     name: `s${index}`,
     identity: identityFor(seed, `s${index}`),
   }));
-  const news: string[] = [];
+  const hostile = createHostileRelay({
+    random: random.fork("hostile"),
+    identity: identityFor(seed, "relay"),
+    recipients: () => everyone.map((each) => each.identity),
+    rates: options.hostile,
+    now: wall,
+    onAct: (text) => news.push(text),
+  });
+  const strangers = createStrangers(identityFor(seed, "stranger"), hostile.identity, () => hostile.acts().forge > 0);
+  const hostileFetch = ((request: Request) => hostile.handle(request, relay.fetch)) as typeof fetch;
+  const network = createSimNetwork({
+    timers,
+    random: random.fork("network"),
+    relay: () => hostileFetch,
+    faults: options.faults,
+    inspect: strangers.inspect,
+  });
   const piWorld: PiWorld = { wall, timers, network, relay: () => relay, news };
   const sessions = everyone.map(({ name, identity }) => createSession(piWorld, random, name, identity, trustFor(identity, everyone)));
   const quiet = async () => {
@@ -270,6 +292,7 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
     random,
     timers,
     network,
+    hostile,
     sessions,
     wall,
     relay: () => relay,
