@@ -28,13 +28,14 @@ import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigur
 import { measureRefresh, type RefreshResult } from "./measure/refresh.ts";
 import { measureSealedCycles, measureSignedCycles, type SealedCyclesResult, type SignedCyclesResult } from "./measure/signed-cycles.ts";
 import { measureSigning, type SigningResult } from "./measure/signing.ts";
+import { measureSimulator, type SimulatorResult } from "./measure/simulator.ts";
 import { measureThroughput, type ThroughputResult } from "./measure/throughput.ts";
 import { keptSections } from "./lib/doc.ts";
 import { type Figure, machineFacts, type MachineFacts, performanceMarkdown, verdict } from "./report.ts";
 
 import { ANCHORS, GOALS } from "./goals.ts";
 import { cyclesFigures, nodeCyclesFigures } from "./figures/cycles.ts";
-import { memoryFigure, outageFigure, refreshFigure } from "./figures/costs.ts";
+import { memoryFigure, outageFigure, refreshFigure, simulatorFigure } from "./figures/costs.ts";
 import { acceptanceFigure, deliveryFigures, livenessFigure, piFigure } from "./figures/latency.ts";
 import { ratioFigures } from "./figures/ratios.ts";
 import { sealingFigure, signingFigures } from "./figures/signing.ts";
@@ -64,6 +65,7 @@ export interface BenchResults {
     readonly liveness: LivenessResult;
     readonly redis: RedisMeasurement;
     readonly growth: GrowthResult;
+    readonly simulator: SimulatorResult;
   };
   /** Markdown sections after the figures (the growth curves). */
   readonly sections: readonly string[];
@@ -96,6 +98,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
     piFigure(m.pi),
     ...(m.liveness.skipped === undefined ? [livenessFigure(m.liveness)] : []),
     ...redisFigures(m.redis, GOALS, ANCHORS),
+    simulatorFigure(m.simulator),
   ];
 }
 
@@ -158,6 +161,11 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
           },
         ]),
     ...redisChecks(m.redis),
+    {
+      name: "simulator: every invariant held on the bench's seeds",
+      ok: m.simulator.failures.length === 0,
+      detail: m.simulator.failures.length === 0 ? `${m.simulator.seeds} seeds` : m.simulator.failures.join("; "),
+    },
     ...m.growth.checks.map((check) => ({
       name: check.name.startsWith("growth: ") ? check.name : `growth: ${check.name}`,
       ok: check.ok,
@@ -196,6 +204,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     liveness: await step("liveness", () => measureLiveness({ quick })),
     redis: await step("redis", () => measureRedis({ quick })),
     growth: await step("growth", () => measureGrowth({ quick })),
+    simulator: await step("simulator", () => measureSimulator({ quick })),
   };
   if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
   if (nodeCyclesSkipped(measurements.nodeCycles)) progress(`node-cycles: skipped: ${measurements.nodeCycles.skipped}`);

@@ -118,154 +118,154 @@ function forged(value: unknown, key = ""): unknown {
 const isSealed = (payload: unknown): payload is SealedWirePayload =>
   typeof payload === "object" && payload !== null && "sealed" in payload && "taskId" in payload;
 
-export function createHostileRelay(options: HostileRelayOptions): HostileRelay {
-  const { random, identity } = options;
-  let rates = options.rates;
-  const mailboxes = new Map<string, Mailbox>();
-  const remembered = new Map<string, Envelope[]>();
-  const acts: Record<HostileAct, number> = { withhold: 0, reorder: 0, replay: 0, rewrite: 0, forge: 0, junk: 0 };
+/** What one hostile relay keeps: its rates, the cursors it made up per mailbox, the mail it remembers, its counts. */
+interface Hostility {
+  readonly options: HostileRelayOptions;
+  rates: HostileRates;
+  readonly mailboxes: Map<string, Mailbox>;
+  readonly remembered: Map<string, Envelope[]>;
+  readonly acts: Record<HostileAct, number>;
+}
 
-  const remember = (endpointId: string, deliveries: readonly Delivery[]) => {
-    const list = remembered.get(endpointId) ?? [];
-    list.push(...deliveries.map((delivery) => delivery.envelope));
-    remembered.set(endpointId, list.slice(-MAX_REMEMBERED_ENVELOPES));
-  };
+function remember(state: Hostility, endpointId: string, envelopes: readonly Envelope[]): void {
+  const list = state.remembered.get(endpointId) ?? [];
+  list.push(...envelopes);
+  state.remembered.set(endpointId, list.slice(-MAX_REMEMBERED_ENVELOPES));
+}
 
-  /** Opens a sealed envelope as its recipient would: its content, or undefined. */
-  const opened = (envelope: Envelope) => {
-    const payload = envelope.payload;
-    if (!isSealed(payload)) return undefined;
-    const recipient = options.recipients().find((each) => each.seal?.().publicKey === payload.sealed.to);
-    if (recipient === undefined) return undefined;
-    try {
-      return { wire: payload, ...openPayload(recipient, payload) };
-    } catch {
-      return undefined;
-    }
-  };
-
-  /** The made-up envelope for `act`, from one the relay carried to this endpoint; undefined when it has none to make it from. */
-  const madeUp = (act: Exclude<HostileAct, "withhold" | "reorder">, from: Envelope): Envelope | undefined => {
-    if (act === "replay") return random.chance(0.5) ? from : { ...from, envelopeId: newId() };
-    if (act === "junk") return { ...from, envelopeId: newId(), payload: { taskId: newId(), kind: "assignment", junk: FORGED_MARK } };
-    const hello = from.payload as { kind?: string; taskId?: string; payload?: { inReplyTo?: string } };
-    if (act === "forge" && hello.kind === "hello") {
-      const extra = hello.payload?.inReplyTo === undefined ? {} : { inReplyTo: hello.payload.inReplyTo };
-      const { encoded } = encodeHello(from.source, from.target, { identity }, options.now(), extra);
-      return JSON.parse(encoded.text) as Envelope;
-    }
-    const carried = opened(from);
-    if (carried === undefined) return undefined;
-    const { wire, payload } = carried;
-    const content = forged(payload.payload);
-    const text = canonicalJson(content);
-    const signature = payload.signature as SignatureBlock;
-    const sealTo = { sealTo: wire.sealed.to };
-    const sealedText =
-      act === "rewrite"
-        ? sealSigned(identity, wire.sealed.to, wire.taskId, wire.kind, text, signature)
-        : encodePayload(
-            wire.taskId,
-            wire.kind,
-            content as never,
-            {
-              signer: { identity, ...(signature.name === undefined ? {} : { claimedName: signature.name }) },
-              from: from.source,
-              to: from.target,
-              atMs: Date.parse(signature.at),
-            },
-            sealTo,
-          );
-    return { ...from, envelopeId: newId(), payload: JSON.parse(sealedText) };
-  };
-
-  /** The act drawn for this receive, or undefined for an honest answer. */
-  const draw = (): HostileAct | undefined => {
-    for (const act of Object.keys(acts) as HostileAct[]) if (random.chance(rates[act])) return act;
+/** Opens a sealed envelope as its recipient would: its content, or undefined. */
+function opened(recipients: readonly Identity[], envelope: Envelope) {
+  const payload = envelope.payload;
+  if (!isSealed(payload)) return undefined;
+  const recipient = recipients.find((each) => each.seal?.().publicKey === payload.sealed.to);
+  if (recipient === undefined) return undefined;
+  try {
+    return { wire: payload, ...openPayload(recipient, payload) };
+  } catch {
     return undefined;
+  }
+}
+
+type MadeUpAct = Exclude<HostileAct, "withhold" | "reorder">;
+
+/** The made-up envelope for `act`, from one the relay carried to this endpoint; undefined when it cannot make one from it. */
+function madeUp(state: Hostility, act: MadeUpAct, from: Envelope): Envelope | undefined {
+  const { random, identity } = state.options;
+  if (act === "replay") return random.chance(0.5) ? from : { ...from, envelopeId: newId() };
+  if (act === "junk") return { ...from, envelopeId: newId(), payload: { taskId: newId(), kind: "assignment", junk: FORGED_MARK } };
+  const hello = from.payload as { kind?: string; payload?: { inReplyTo?: string } };
+  if (act === "forge" && hello.kind === "hello") {
+    const extra = hello.payload?.inReplyTo === undefined ? {} : { inReplyTo: hello.payload.inReplyTo };
+    return JSON.parse(encodeHello(from.source, from.target, { identity }, state.options.now(), extra).encoded.text) as Envelope;
+  }
+  const carried = opened(state.options.recipients(), from);
+  if (carried === undefined) return undefined;
+  const { wire, payload } = carried;
+  const content = forged(payload.payload);
+  const signature = payload.signature as SignatureBlock;
+  const signer = { identity, ...(signature.name === undefined ? {} : { claimedName: signature.name }) };
+  const signing = { signer, from: from.source, to: from.target, atMs: Date.parse(signature.at) };
+  const sealedText =
+    act === "rewrite"
+      ? sealSigned(identity, wire.sealed.to, wire.taskId, wire.kind, canonicalJson(content), signature)
+      : encodePayload(wire.taskId, wire.kind, content as never, signing, { sealTo: wire.sealed.to });
+  return { ...from, envelopeId: newId(), payload: JSON.parse(sealedText) };
+}
+
+/** The act drawn for this receive, or undefined for an honest answer. */
+function draw(state: Hostility): HostileAct | undefined {
+  for (const act of Object.keys(state.acts) as HostileAct[]) if (state.options.random.chance(state.rates[act])) return act;
+  return undefined;
+}
+
+const answer = (body: Record<string, unknown>, value: unknown) => Response.json({ ...body, value });
+
+/** The request as the relay must see it: the client's cursor translated to the relay's. */
+function forwarded(request: Request, body: Record<string, unknown>, relayCursor: bigint): Request {
+  const headers = new Headers(request.headers);
+  headers.delete("content-length");
+  return new Request(request.url, { method: request.method, headers, body: JSON.stringify({ ...body, cursor: String(relayCursor) }) });
+}
+
+type PageReply = Record<string, unknown> & { ok?: boolean; value?: { kind?: string; deliveries: Delivery[]; hasMore: boolean } };
+
+async function receive(state: Hostility, request: Request, body: Record<string, unknown>, relayFetch: typeof fetch): Promise<Response> {
+  const endpointId = String((body.endpoint as { id?: unknown } | undefined)?.id);
+  const key = `${String(body.epoch)}/${endpointId}`;
+  const mailbox = state.mailboxes.get(key) ?? new Mailbox();
+  state.mailboxes.set(key, mailbox);
+  const clientCursor = BigInt(String(body.cursor));
+  const relayCursor = mailbox.toRelay(clientCursor);
+  const response = await relayFetch(forwarded(request, body, relayCursor) as never);
+  const reply = (await response.json()) as PageReply;
+  const page = reply.value;
+  if (reply.ok !== true || page?.kind !== "page") return Response.json(reply, { status: response.status });
+  const real = page.deliveries;
+  const envelopes = real.map((delivery) => delivery.envelope);
+  const deliveries = real.map((delivery) => ({ ...delivery, cursor: String(mailbox.toClient(BigInt(delivery.cursor))) }));
+  const honest = () => answer(reply, { ...page, deliveries, nextCursor: deliveries.at(-1)?.cursor ?? String(clientCursor) });
+  const act = draw(state);
+  const tell = (text: string) => {
+    state.acts[act!] += 1;
+    state.options.onAct?.(`the relay ${text} to ${endpointId}`);
   };
+  if (act === "withhold" && real.length > 0) {
+    tell(`withholds ${real.length} deliveries`);
+    return answer(reply, { ...page, deliveries: [], nextCursor: String(clientCursor), hasMore: false });
+  }
+  if (act === "reorder" && real.length > 1) {
+    tell(`reorders ${real.length} deliveries`);
+    const rotated = deliveries.map((delivery, index) => ({ ...delivery, envelope: envelopes.at(index - 1)! }));
+    return answer(reply, { ...page, deliveries: rotated, nextCursor: rotated.at(-1)!.cursor });
+  }
+  const old = (state.remembered.get(endpointId) ?? []).filter((each) => !envelopes.some((one) => one.envelopeId === each.envelopeId));
+  remember(state, endpointId, envelopes);
+  // Mail in this page is news to the receiver: what the relay makes up from when it has some (a replay is of old mail).
+  const candidates = act !== "replay" && envelopes.length > 0 ? envelopes : old;
+  const last = real.length === 0 ? relayCursor : BigInt(real.at(-1)!.cursor);
+  const limit = typeof body.limit === "number" ? body.limit : Number.POSITIVE_INFINITY;
+  const room = !page.hasMore && real.length < limit && mailbox.canAdd(last);
+  if (act === undefined || act === "withhold" || act === "reorder" || !room || candidates.length === 0) return honest();
+  const source = state.options.random.pick(candidates);
+  const extra = madeUp(state, act, source);
+  if (extra === undefined) return honest();
+  tell(
+    act === "junk"
+      ? "sends junk"
+      : `${act}s ${String((extra.payload as { kind?: unknown }).kind)} ${extra.envelopeId} (from ${source.envelopeId})`,
+  );
+  // The made-up envelope comes before the one it was made from (a rewrite seen first is the one that matters).
+  const at = envelopes.indexOf(source);
+  const order = at < 0 ? [...envelopes, extra] : [...envelopes.slice(0, at), extra, ...envelopes.slice(at)];
+  const cursors = [...deliveries.map((delivery) => delivery.cursor), String(mailbox.add(last))];
+  return answer(reply, {
+    ...page,
+    deliveries: order.map((envelope, index) => ({ cursor: cursors[index]!, envelope })),
+    nextCursor: cursors.at(-1)!,
+  });
+}
 
-  const answer = (body: Record<string, unknown>, value: unknown) => Response.json({ ...body, value });
-
-  const receive = async (request: Request, body: Record<string, unknown>, relayFetch: typeof fetch): Promise<Response> => {
-    const endpointId = String((body.endpoint as { id?: unknown } | undefined)?.id);
-    const key = `${String(body.epoch)}/${endpointId}`;
-    const mailbox = mailboxes.get(key) ?? new Mailbox();
-    mailboxes.set(key, mailbox);
-    const clientCursor = BigInt(String(body.cursor));
-    const relayCursor = mailbox.toRelay(clientCursor);
-    const headers = new Headers(request.headers);
-    headers.delete("content-length");
-    const forwarded = new Request(request.url, {
-      method: request.method,
-      headers,
-      body: JSON.stringify({ ...body, cursor: String(relayCursor) }),
-    });
-    const response = await relayFetch(forwarded as never);
-    const reply = (await response.json()) as Record<string, unknown> & {
-      ok?: boolean;
-      value?: { kind?: string; deliveries: Delivery[]; hasMore: boolean };
-    };
-    const page = reply.value;
-    if (reply.ok !== true || page?.kind !== "page") return Response.json(reply, { status: response.status });
-    const real = page.deliveries;
-    const act = draw();
-    const deliveries = real.map((delivery) => ({ ...delivery, cursor: String(mailbox.toClient(BigInt(delivery.cursor))) }));
-    const limit = typeof body.limit === "number" ? body.limit : Number.POSITIVE_INFINITY;
-    const tell = (text: string) => options.onAct?.(`the relay ${text} to ${endpointId}`);
-    if (act === "withhold" && real.length > 0) {
-      acts.withhold += 1;
-      tell(`withholds ${real.length} deliveries`);
-      return answer(reply, { ...page, deliveries: [], nextCursor: String(clientCursor), hasMore: false });
-    }
-    const last = real.length === 0 ? relayCursor : BigInt(real.at(-1)!.cursor);
-    const envelopes = real.map((delivery) => delivery.envelope);
-    const fresh = act === "replay" ? [] : envelopes;
-    const old = (remembered.get(endpointId) ?? []).filter((each) => !envelopes.some((one) => one.envelopeId === each.envelopeId));
-    remember(endpointId, real);
-    // Mail in this page is news to the receiver: it is what the relay makes up from when it has some.
-    const candidates = fresh.length > 0 ? fresh : old;
-    const room = !page.hasMore && real.length < limit && mailbox.canAdd(last);
-    if (act === "reorder" && envelopes.length > 1) {
-      acts.reorder += 1;
-      tell(`reorders ${real.length} deliveries`);
-      const rotated = deliveries.map((delivery, index) => ({ ...delivery, envelope: envelopes.at(index - 1)! }));
-      return answer(reply, { ...page, deliveries: rotated, nextCursor: rotated.at(-1)!.cursor });
-    }
-    const source =
-      act === undefined || act === "withhold" || act === "reorder" || !room || candidates.length === 0
-        ? undefined
-        : random.pick(candidates);
-    const extra = source === undefined ? undefined : madeUp(act as Exclude<HostileAct, "withhold" | "reorder">, source);
-    if (extra === undefined) return answer(reply, { ...page, deliveries, nextCursor: deliveries.at(-1)?.cursor ?? String(clientCursor) });
-    acts[act as HostileAct] += 1;
-    const kind = (extra.payload as { kind?: unknown } | undefined)?.kind;
-    tell(`${act === "junk" ? "sends junk" : `${act}s ${String(kind)} ${extra.envelopeId} (from ${source!.envelopeId})`}`);
-    // The made-up envelope comes before the one it was made from (a rewrite seen first is the one that matters).
-    const at = envelopes.indexOf(source!);
-    const order = at < 0 ? [...envelopes, extra] : [...envelopes.slice(0, at), extra, ...envelopes.slice(at)];
-    const cursors = [...deliveries.map((delivery) => delivery.cursor), String(mailbox.add(last))];
-    return answer(reply, {
-      ...page,
-      deliveries: order.map((envelope, index) => ({ cursor: cursors[index]!, envelope })),
-      nextCursor: cursors.at(-1)!,
-    });
+export function createHostileRelay(options: HostileRelayOptions): HostileRelay {
+  const state: Hostility = {
+    options,
+    rates: options.rates,
+    mailboxes: new Map(),
+    remembered: new Map(),
+    acts: { withhold: 0, reorder: 0, replay: 0, rewrite: 0, forge: 0, junk: 0 },
   };
-
   return {
-    identity,
-    setRates: (next) => void (rates = next),
-    acts: () => ({ ...acts }),
+    identity: options.identity,
+    setRates: (next) => void (state.rates = next),
+    acts: () => ({ ...state.acts }),
     handle: async (request, relayFetch) => {
       if (request.method !== "POST") return relayFetch(request as never);
-      const text = await request.clone().text();
       let body: Record<string, unknown>;
       try {
-        body = JSON.parse(text) as Record<string, unknown>;
+        body = JSON.parse(await request.clone().text()) as Record<string, unknown>;
       } catch {
         return relayFetch(request as never);
       }
-      return body.operation === "receive" ? receive(request, body, relayFetch) : relayFetch(request as never);
+      return body.operation === "receive" ? receive(state, request, body, relayFetch) : relayFetch(request as never);
     },
   };
 }

@@ -9,7 +9,8 @@
  *   otherwise; a completed one becomes active again only by a revision.
  * - generation-fence: a task that ended completed or failed at its origin did not end by the report
  *   of a worker of an older generation (a reassigned task's old worker cannot end it) — unless the
- *   task was reassigned back to that very endpoint (the same executor: src/core/intake.ts).
+ *   task was reassigned back to that very endpoint (the same executor: src/core/intake.ts); and a
+ *   worker's generation of a task never goes back (a late older assignment moves nothing).
  * - orphan-bound: a task whose worker's Pi crashed is orphaned (or ended, or says it could not be
  *   delivered) at its origin within `ORPHAN_BOUND_MS`, when the origin could see the relay all
  *   that time.
@@ -123,6 +124,20 @@ function generationFence(world: World, task: TaskView): Violation | undefined {
   return undefined;
 }
 
+/** A worker Pi's generation of each task it holds only grows (`held`: the highest seen, per Pi and task). */
+function workerGenerations(held: Map<string, number>, pi: SimPi): Violation | undefined {
+  for (const task of pi.configured.current().listTasks()) {
+    if (task.role !== "worker") continue;
+    const key = `${pi.id}/${task.taskId}`;
+    const generation = task.generation ?? 1;
+    const before = held.get(key) ?? generation;
+    held.set(key, Math.max(before, generation));
+    if (generation < before)
+      return { invariant: "generation-fence", message: `${pi.id} holds task ${task.taskId} at generation ${generation}, after ${before}` };
+  }
+  return undefined;
+}
+
 /** The task says it could not be delivered (its assignment refused for good, e.g. its worker gone before it proved its key). */
 const undeliverable = (task: TaskView) => task.deliveryEvidence.relayAcceptance === "blocked";
 
@@ -212,6 +227,8 @@ export function createInvariants(): Invariants {
   const ended = new Map<string, { status: TaskStatus; revision: number }>();
   /** Per Pi: how many of its shown items were searched for forgeries. */
   const checked = new Map<SimPi, number>();
+  /** Per worker Pi and task: the highest generation it held. */
+  const generations = new Map<string, number>();
   const originChecks = (world: World, session: SimSession): Violation | undefined => {
     if (session.down) return undefined;
     for (const task of session.core.listTasks()) {
@@ -227,7 +244,7 @@ export function createInvariants(): Invariants {
       if (leak !== undefined) return { invariant: "proof-before-content", message: leak };
       for (const session of world.sessions) {
         for (const pi of session.pis) {
-          const problem = presentedOnce(session, pi) ?? perTargetFifo(pi) ?? shownForged(checked, pi);
+          const problem = presentedOnce(session, pi) ?? perTargetFifo(pi) ?? shownForged(checked, pi) ?? workerGenerations(generations, pi);
           if (problem !== undefined) return problem;
         }
         const problem = originChecks(world, session);

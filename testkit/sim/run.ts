@@ -19,6 +19,8 @@ import { createWorld, type SimSession, type World } from "./world.ts";
 
 /** Virtual time the end gives the world to settle: past every task's expiry, plus the orphan bound. */
 export const SIM_END_MS = SIM_TASK_TIMEOUT_MAX_MS + 60_000;
+/** How likely the end begins with one working Pi crashing for good. */
+const END_CRASH_CHANCE = 0.5;
 /** The end advances in strides of this much virtual time, workers finishing between them. */
 const END_STRIDE_MS = 5_000;
 /** The longest a model's turn keeps its Pi busy, in virtual ms. */
@@ -245,13 +247,24 @@ async function step(run: Run, options: SimOptions): Promise<void> {
   return advance(run, random.between(10, MAX_TIME_STEP_MS));
 }
 
-/** The end: a healed network, workers finishing everything they hold, time for all of it to land. */
+/**
+ * The end: a healed network and an honest relay; half the time one worker's Pi crashes for good
+ * (its tasks must be orphaned within the bound); the others finish everything they hold; time for
+ * all of it to land.
+ */
 async function end(run: Run): Promise<void> {
   const { world } = run;
   world.network.setFaults(NO_NETWORK_FAULTS);
   world.hostile.setRates(NO_HOSTILITY);
   for (const session of world.sessions) world.network.partition(session.name, 0);
   note(run, "end: the network heals");
+  const working = world.sessions.filter((session) => !session.down && holdsWork(session));
+  if (working.length > 0 && world.random.chance(END_CRASH_CHANCE)) {
+    const lost = world.random.pick(working);
+    note(run, `end: ${lost.pi.id} crashes for good`);
+    count(run, "fault crash (end)");
+    world.crash(lost);
+  }
   for (let elapsed = 0; elapsed < SIM_END_MS && run.violation === undefined; elapsed += END_STRIDE_MS) {
     for (const session of world.sessions.filter((each) => !each.down)) {
       for (const task of session.core.listTasks()) {

@@ -248,6 +248,15 @@ function createStrangers(identity: Identity, relay: Identity, relayForged: () =>
   };
 }
 
+/** Waits (real time) until the relay answered every request under way and every continuation ran. */
+async function quiet(network: SimNetwork): Promise<void> {
+  for (let yields = 0; network.inFlight() > 0; yields += 1) {
+    if (yields >= MAX_QUIET_YIELDS) throw new Error(`simulator: the relay did not answer ${network.inFlight()} requests`);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  await flushMicrotasks(20);
+}
+
 export async function createWorld(seed: number, options: WorldOptions): Promise<World> {
   const random = createSimRandom(seed);
   const news: string[] = [];
@@ -280,13 +289,6 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
   });
   const piWorld: PiWorld = { wall, timers, network, relay: () => relay, news };
   const sessions = everyone.map(({ name, identity }) => createSession(piWorld, random, name, identity, trustFor(identity, everyone)));
-  const quiet = async () => {
-    for (let yields = 0; network.inFlight() > 0; yields += 1) {
-      if (yields >= MAX_QUIET_YIELDS) throw new Error(`simulator: the relay did not answer ${network.inFlight()} requests`);
-      await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-    await flushMicrotasks(20);
-  };
   return {
     seed,
     random,
@@ -320,7 +322,7 @@ export async function createWorld(seed: number, options: WorldOptions): Promise<
     takeName: (session) => strangers.takeName(piWorld, session.name),
     strangers: strangers.byName,
     leaks: strangers.leaks,
-    quiet,
+    quiet: () => quiet(network),
     drainNews: () => news.splice(0),
     close: async () => {
       const running = [...sessions.flatMap((session) => session.pis), ...strangers.byName.values()].filter(

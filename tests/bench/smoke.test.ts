@@ -49,7 +49,7 @@ describe("bench (quick)", () => {
   test("every measurement runs, every figure has a number, a verdict and a method; loss and duplicate checks hold", async () => {
     const results = await runBench({ quick: true });
     expect(results.quick).toBe(true);
-    expect(results.figures.map((figure) => figure.id)).toEqual(redisInstalled ? [...FIGURE_IDS, ...REDIS_FIGURE_IDS] : FIGURE_IDS);
+    expect(results.figures.map((figure) => figure.id)).toEqual([...FIGURE_IDS, ...(redisInstalled ? REDIS_FIGURE_IDS : []), "simulator"]);
     // The lost-worker figure takes a silence window of real time: full runs only (tests/e2e/activity.test.ts checks it).
     expect(results.skipped.map((skip) => skip.name)).toEqual(redisInstalled ? ["liveness"] : ["liveness", "redis"]);
     for (const figure of results.figures) {

@@ -1,6 +1,6 @@
 /**
  * The deterministic simulator (testkit/sim/): one seed is one run, byte for byte; a bounded sweep of
- * fixed seeds keeps every invariant while it reaches every kind of tool call and fault; a broken
+ * fixed seeds keeps every invariant while it reaches every kind of tool call, fault and hostile act of the relay; a broken
  * invariant is reported with its seed, a shortened trace and the replay command.
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
@@ -40,6 +40,8 @@ describe("the simulator", () => {
       expect(report.coverage[`fault ${fault}`]).toBeGreaterThan(0);
     for (const fate of ["delayed", "lost-request", "lost-reply", "duplicated", "partitioned"])
       expect(report.coverage[`network ${fate}`]).toBeGreaterThan(0);
+    for (const act of ["withhold", "reorder", "replay", "rewrite", "forge", "junk"])
+      expect(report.coverage[`hostile ${act}`]).toBeGreaterThan(0);
     expect(coverageLines(report.coverage).length).toBeGreaterThanOrEqual(4);
   });
 
