@@ -33,7 +33,11 @@ export type ReceiveItem =
   | { readonly kind: "relay"; readonly delivery: CoreDelivery; readonly order: number }
   | { readonly kind: "local"; readonly event: TaskEvent; readonly order: number };
 
-/** Relay deliveries waiting for presentation and local items, merged by intake order. */
+/**
+ * Relay deliveries waiting for presentation and local items, merged by intake order — except that
+ * one task's relayed events keep the order their origin numbered them (per-target FIFO): a relay
+ * may hand one page's mail in another order than it was sent, and intake records what it is given.
+ */
 export function receiveItems(store: CoreStore): ReceiveItem[] {
   const relay: ReceiveItem[] = store
     .deliveries()
@@ -42,7 +46,38 @@ export function receiveItems(store: CoreStore): ReceiveItem[] {
   const local: ReceiveItem[] = store
     .localPresentations()
     .map((item: LocalPresentation) => ({ kind: "local", event: item.event, order: item.order }));
-  return [...relay, ...local].sort((a, b) => a.order - b.order);
+  return inSequence(
+    store,
+    [...relay, ...local].sort((a, b) => a.order - b.order),
+  );
+}
+
+/** The task and origin sequence of a relayed item's event, when it has one. */
+function sequenceOf(store: CoreStore, item: ReceiveItem): { taskId: string; sequence: bigint } | undefined {
+  if (item.kind !== "relay" || !("eventId" in item.delivery.data)) return undefined;
+  const event = store.getEvent(item.delivery.data.eventId);
+  return event === undefined ? undefined : { taskId: event.taskId, sequence: BigInt(event.sequence) };
+}
+
+/** Each task's relayed events, in the slots they hold, put in sequence order (everything else stays where it is). */
+function inSequence(store: CoreStore, items: ReceiveItem[]): ReceiveItem[] {
+  const slots = new Map<string, { index: number; sequence: bigint }[]>();
+  items.forEach((item, index) => {
+    const sequenced = sequenceOf(store, item);
+    if (sequenced === undefined) return;
+    const taskSlots = slots.get(sequenced.taskId) ?? [];
+    taskSlots.push({ index, sequence: sequenced.sequence });
+    slots.set(sequenced.taskId, taskSlots);
+  });
+  const ordered = [...items];
+  for (const taskSlots of slots.values()) {
+    if (taskSlots.length < 2) continue;
+    const bySequence = [...taskSlots].sort((a, b) => (a.sequence < b.sequence ? -1 : a.sequence > b.sequence ? 1 : 0));
+    taskSlots.forEach((slot, rank) => {
+      ordered[slot.index] = items[bySequence[rank]!.index]!;
+    });
+  }
+  return ordered;
 }
 
 /**
