@@ -20,6 +20,10 @@
  *   the task's peer — the stranger's (a key no session trusts, holding a name that lapsed).
  * - nothing-forged-believed: no Pi is shown, and (at the end) no task holds, text the hostile
  *   relay changed or forged (`FORGED_MARK`, testkit/sim/hostile.ts).
+ * - grants-narrow: a task delegated from another never grants more than its parent (tools, bash,
+ *   read and write scopes, turn, cost and time budgets), and a worker holds the grant its origin sent.
+ * - caps-kept: no Pi has more than `SIM_MAX_ACTIVE_TASKS` tasks active as their origin, and no task
+ *   is deeper than `maxDelegationDepth`.
  * - typed-errors: every tool call that fails, fails with a TaskError (a stable code).
  * - truthful-end (at the end of a run, the network healed and time given): every task at its
  *   origin is ended, or says why not (`orphaned`, `indeterminate`, or its assignment could not be
@@ -30,14 +34,16 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import {
   defaultLeaseMs,
   idlePollIntervalMs,
+  maxDelegationDepth,
   orphanAfterMs,
   orphanProbeIntervalMs,
   relayMaintenanceIntervalMs,
 } from "../../src/protocol/limits.ts";
-import type { TaskStatus } from "../../src/protocol/schemas.ts";
+import { canonicalJson } from "../../src/protocol/canonical-json.ts";
+import type { Grant, TaskStatus } from "../../src/protocol/schemas.ts";
 import { FORGED_MARK } from "./hostile.ts";
 import type { SimPi, SimSession, World } from "./world.ts";
-import { SIM_EPOCH_MS, SIM_REQUEST_TIMEOUT_MS } from "./world.ts";
+import { SIM_EPOCH_MS, SIM_MAX_ACTIVE_TASKS, SIM_REQUEST_TIMEOUT_MS } from "./world.ts";
 
 /** How long after its worker's crash a task may go without being orphaned: the lease lapses, the
  * relay sweeps it, the orphan clock runs, a probe sees it — and two lost probes on the way. */
@@ -53,6 +59,8 @@ export type InvariantName =
   | "live-not-orphaned"
   | "proof-before-content"
   | "nothing-forged-believed"
+  | "grants-narrow"
+  | "caps-kept"
   | "typed-errors"
   | "truthful-end";
 
@@ -206,6 +214,57 @@ function heldForged(session: SimSession): Violation | undefined {
   };
 }
 
+/** A scope inside another: the same path, or under it (the model's scopes are plain relative paths). */
+const inside = (scope: string, outer: string) => scope === outer || scope.startsWith(`${outer}/`);
+
+/** What `child` grants beyond `parent`, in words, or undefined when it grants nothing more. */
+function widening(child: Grant | undefined, parent: Grant): string | undefined {
+  if (child === undefined) return "no grant at all (everything)";
+  if (parent.tools !== undefined && (child.tools === undefined || child.tools.some((tool) => !parent.tools!.includes(tool))))
+    return `tools ${JSON.stringify(child.tools)} beyond ${JSON.stringify(parent.tools)}`;
+  if (parent.bash === false && child.bash !== false) return "bash, which its parent may not use";
+  for (const kind of ["read", "write"] as const) {
+    const outer = parent[kind];
+    const scopes = child[kind];
+    if (outer !== undefined && (scopes === undefined || scopes.some((scope) => !outer.some((each) => inside(scope, each)))))
+      return `${kind} ${JSON.stringify(scopes)} beyond ${JSON.stringify(outer)}`;
+  }
+  for (const budget of ["maxTurns", "maxCostUsd", "maxWallMs"] as const) {
+    const bound = parent[budget];
+    if (bound !== undefined && !((child[budget] ?? Number.POSITIVE_INFINITY) <= bound)) return `${budget} ${child[budget]} over ${bound}`;
+  }
+  return undefined;
+}
+
+/** Grants along chains (at each origin) and in transit (each worker holds what its origin sent), caps. */
+function grantsAndCaps(world: World, session: SimSession): Violation | undefined {
+  const tasks = session.core.listTasks();
+  const active = tasks.filter((task) => task.role === "origin" && task.status === "active").length;
+  if (active > SIM_MAX_ACTIVE_TASKS) return { invariant: "caps-kept", message: `${session.pi.id} has ${active} active tasks of its own` };
+  for (const task of tasks) {
+    const depth = task.lineage?.depth ?? 0;
+    if (depth > maxDelegationDepth) return { invariant: "caps-kept", message: `task ${task.taskId} is ${depth} deep at ${session.pi.id}` };
+    const parentId = task.role === "origin" ? task.lineage?.parentTaskId : undefined;
+    const parent = parentId === undefined ? undefined : session.core.findTask(parentId)?.grant;
+    const wider = parent === undefined ? undefined : widening(task.grant, parent);
+    if (wider !== undefined)
+      return {
+        invariant: "grants-narrow",
+        message: `task ${task.taskId}, delegated from ${parentId} at ${session.pi.id}, grants ${wider}`,
+      };
+    if (task.role !== "worker") continue;
+    for (const origin of world.sessions.filter((each) => !each.down)) {
+      const sent = origin.core.findTask(task.taskId);
+      if (sent?.role === "origin" && canonicalJson(sent.grant ?? null) !== canonicalJson(task.grant ?? null))
+        return {
+          invariant: "grants-narrow",
+          message: `${session.pi.id} holds task ${task.taskId} with another grant than ${origin.pi.id} sent`,
+        };
+    }
+  }
+  return undefined;
+}
+
 const FINAL: ReadonlySet<TaskStatus> = new Set(["failed", "cancelled", "timed_out"]);
 
 function firstTerminalWins(ended: Map<string, { status: TaskStatus; revision: number }>, pi: SimPi, task: TaskView): Violation | undefined {
@@ -247,7 +306,7 @@ export function createInvariants(): Invariants {
           const problem = presentedOnce(session, pi) ?? perTargetFifo(pi) ?? shownForged(checked, pi) ?? workerGenerations(generations, pi);
           if (problem !== undefined) return problem;
         }
-        const problem = originChecks(world, session);
+        const problem = originChecks(world, session) ?? (session.down ? undefined : grantsAndCaps(world, session));
         if (problem !== undefined) return problem;
       }
       return undefined;

@@ -6,7 +6,8 @@
  */
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import type { Grant, TaskEndpoint } from "../../src/protocol/schemas.ts";
+import type { SimRandom } from "./random.ts";
 import type { SimSession, World } from "./world.ts";
 
 /** A task the model sends lasts this long at most, in virtual ms (short, so runs reach its end). */
@@ -56,7 +57,9 @@ function originChoices(world: World, session: SimSession, tasks: readonly TaskVi
       const name = random.pick(names);
       const timeoutMs = random.between(SIM_TASK_TIMEOUT_MIN_MS, SIM_TASK_TIMEOUT_MAX_MS);
       const text = `work ${random.below(1000)}`;
-      return { label: `send to ${name}`, run: sendToName(session, name, text, timeoutMs) };
+      const grant = random.chance(0.5) ? grantOf(random) : undefined;
+      const label = `send to ${name}${grant === undefined ? "" : ` granting ${JSON.stringify(grant)}`}`;
+      return { label, run: sendToName(session, name, text, timeoutMs, grant) };
     });
   }
   for (const task of mine) {
@@ -101,12 +104,33 @@ function workerChoices(session: SimSession, tasks: readonly TaskView[]): Choice[
   return choices;
 }
 
-/** A task sent to whoever holds `name` at the relay now (TARGET_NOT_REGISTERED when nobody does). */
-async function sendToName(session: SimSession, name: string, task: string, timeoutMs: number): Promise<unknown> {
+/** What a model may grant: a few tools, bash or not, scopes under the project, turn and time budgets. */
+const GRANT_TOOLS = ["read", "edit", "bash", "grep"];
+const GRANT_SCOPES = ["src", "docs", "src/core"];
+
+/** A grant drawn from the seed: each field present or not. */
+function grantOf(random: SimRandom): Grant {
+  const some = (items: readonly string[]) => items.filter(() => random.chance(0.5));
+  const fields: Grant = {
+    ...(random.chance(0.5) ? { tools: some(GRANT_TOOLS) } : {}),
+    ...(random.chance(0.5) ? { bash: random.chance(0.5) } : {}),
+    ...(random.chance(0.5) ? { read: some(GRANT_SCOPES) } : {}),
+    ...(random.chance(0.5) ? { write: some(GRANT_SCOPES) } : {}),
+    ...(random.chance(0.5) ? { maxTurns: random.between(1, 20) } : {}),
+    ...(random.chance(0.5) ? { maxWallMs: random.between(10_000, SIM_TASK_TIMEOUT_MAX_MS) } : {}),
+  };
+  return fields;
+}
+
+/**
+ * A task sent to whoever holds `name` at the relay now (TARGET_NOT_REGISTERED when nobody does) —
+ * delegated from the one task this session works on, if it works on one (the core's own choice).
+ */
+async function sendToName(session: SimSession, name: string, task: string, timeoutMs: number, grant?: Grant): Promise<unknown> {
   const status = await session.pi.configured.session.transport.sessionStatus(name);
   const to = status.taskEndpoint as TaskEndpoint | undefined;
   if (to === undefined) throw new TaskError("TARGET_NOT_REGISTERED", { details: { session: name } });
-  return useOf(session).createTask({ to, task, timeoutMs });
+  return useOf(session).createTask({ to, task, timeoutMs }, grant === undefined ? {} : { grant });
 }
 
 /** How likely a model with an orphaned task reassigns one on its turn. */

@@ -27,6 +27,8 @@ import { createSimRandom, type SimRandom } from "./random.ts";
 export const SIM_EPOCH_MS = Date.UTC(2026, 11, 7, 12);
 /** A Pi's request deadline in the world, in ms (the client default is 12 s; shorter keeps runs short). */
 export const SIM_REQUEST_TIMEOUT_MS = 5_000;
+/** The most tasks one Pi keeps active as their origin (`maxActiveTasks`: FANOUT_LIMIT past it). */
+export const SIM_MAX_ACTIVE_TASKS = 4;
 /** Real-time yields `quiet()` gives the relay before it calls the world stuck. */
 const MAX_QUIET_YIELDS = 10_000;
 
@@ -154,6 +156,7 @@ function startPi(world: PiWorld, name: string, trust: TrustOptions, lifetime: nu
     // A stranger is a host of its own: a partition of the session whose name it took is not its.
     fetch: world.network.fetchFor(named === undefined ? name : "stranger", id),
     requestTimeoutMs: SIM_REQUEST_TIMEOUT_MS,
+    maxActiveTasks: SIM_MAX_ACTIVE_TASKS,
     host,
     clock: world.wall,
     now: world.wall,

@@ -50,7 +50,7 @@ import { type RelayProcess, startRelayProcess } from "../../testkit/relay-proces
 setDefaultTimeout(90_000);
 
 const BASE_SEED = Number(process.env.SCHEDULE_SEED ?? 0x5eed0004);
-const RUNS = Number(process.env.SCHEDULE_RUNS ?? 1_000);
+const RUNS = Number(process.env.SCHEDULE_RUNS ?? 500);
 const REAL_RUNS = Number(process.env.SCHEDULE_REAL_RUNS ?? 20);
 
 // ---------------------------------------------------------------------------------------------
