@@ -10,6 +10,7 @@ import { ERROR_REGISTRY, TaskError } from "../../src/protocol/errors.ts";
 import { toolVerdict } from "../../src/protocol/grant.ts";
 import { Grant } from "../../src/protocol/schemas.ts";
 import { assertValid } from "../../src/protocol/validate.ts";
+import { toolPathOnDisk } from "../../src/workspace/tool-paths.ts";
 import type { Env } from "../../src/relay-client/config.ts";
 import { openWork } from "./work.ts";
 
@@ -45,7 +46,8 @@ export function grantVerdict(
   if (core === undefined) return undefined;
   for (const { taskId, grant } of openWork(core)) {
     if (grant === undefined) continue;
-    const problem = toolVerdict(grant, toolName, input, cwd);
+    // Paths as Pi's tools resolve them (`@`, `~`, `file://`), through symbolic links.
+    const problem = toolVerdict(grant, toolName, input, cwd, toolPathOnDisk);
     if (problem !== undefined) {
       return {
         code: "PI_TASK_GRANT_DENIED",

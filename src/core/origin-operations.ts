@@ -57,10 +57,28 @@ function discardRefused(context: CoreContext, taskId: string, envelopeId: string
   });
 }
 
-/** The grant a new task carries: the one asked for, narrowed to its parent task's (a sub-delegation never widens). */
-function grantField(context: CoreContext, lineage: TaskRecord["lineage"], requested: Grant | undefined): { grant?: Grant } {
+/**
+ * What a sub-task may take from its parent task: the parent's grant with its wall time cut to what
+ * is left of it now, and the parent's end — a sub-task draws from its parent's budget, it does not
+ * start a new one. A parent whose wall time is spent sends nothing (BUDGET_EXHAUSTED).
+ */
+function parentBudget(context: CoreContext, lineage: TaskRecord["lineage"], now: number): { grant?: Grant; endsAt?: number } {
   const parentId = lineage?.parentTaskId;
-  const parent = parentId === undefined ? undefined : context.store.getStoredTask(parentId)?.record.grant;
+  const parent = parentId === undefined ? undefined : context.store.getStoredTask(parentId)?.record;
+  if (parent === undefined) return {};
+  const wall = parent.grant?.maxWallMs;
+  const left = wall === undefined ? undefined : wall - (now - parent.createdAt);
+  if (left !== undefined && left <= 0)
+    throw new TaskError("BUDGET_EXHAUSTED", {
+      message: "the wall time granted to the task this one is delegated from is spent; nothing was sent",
+      details: { parentTaskId: parent.taskId, maxWallMs: wall },
+    });
+  const grant = parent.grant === undefined ? undefined : { ...parent.grant, ...(left === undefined ? {} : { maxWallMs: left }) };
+  return { ...(grant === undefined ? {} : { grant }), endsAt: parent.expiresAt };
+}
+
+/** The grant a new task carries: the one asked for, narrowed to what its parent task has left (a sub-delegation never widens). */
+function grantField(requested: Grant | undefined, parent: Grant | undefined): { grant?: Grant } {
   const grant = narrowGrant(requested, parent);
   return grant === undefined ? {} : { grant };
 }
@@ -85,6 +103,8 @@ export async function createTask(
   // for good → it is forgotten (no task); an uncertain outcome keeps it, its assignment pending.
   const target = params.to;
   const createdAt = context.clock();
+  const parent = parentBudget(context, lineage, createdAt);
+  const asked = createdAt + (params.timeoutMs ?? defaultTaskTimeoutMs);
   const task: TaskRecord = {
     taskId,
     protocolVersion: TASK_PROTOCOL_VERSION,
@@ -92,10 +112,10 @@ export async function createTask(
     target,
     task: params.task,
     createdAt,
-    expiresAt: createdAt + (params.timeoutMs ?? defaultTaskTimeoutMs),
+    expiresAt: parent.endsAt === undefined ? asked : Math.min(asked, parent.endsAt),
     status: "active",
     lineage,
-    ...grantField(context, lineage, options.grant),
+    ...grantField(options.grant, parent.grant),
   };
   const created = makeEvent(task, "task.created", "1", createdAt, { task: task.task });
   const envelopeId = store.transaction(() => {

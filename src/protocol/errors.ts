@@ -189,7 +189,7 @@ export const ERROR_REGISTRY = Object.freeze({
   ),
   INVALID_RESULT_PATH: spec(
     "invalid",
-    "A path of the result (result.changedFiles, or a file it carries) is absolute or leaves the project; nothing was reported or applied.",
+    "A path of the result (result.changedFiles, a file it carries, or a file its patch touches) is absolute, leaves the project, lies inside .git, is a symbolic link a patch would make, or is both a file and a directory; nothing was reported or applied.",
   ),
   RESULT_TOO_LARGE: spec("refused", "The result's file content is larger than maxResultContentBytes; it was not attached."),
   RESULT_CONTENT_INVALID: spec("invalid", "The result's content is malformed or does not match its hash; nothing was applied."),
@@ -198,6 +198,7 @@ export const ERROR_REGISTRY = Object.freeze({
     "refused",
     "The result's content does not apply cleanly to this checkout (the conflicts are listed); nothing was changed.",
   ),
+  APPLY_FAILED: spec("error", "Writing the result's files failed midway (the cause is given); what was written was taken back."),
   RESUME_LIMIT: spec(
     "refused",
     "The session history names more delegated tasks than one resume takes back (maxResumeTasks); nothing was resumed.",

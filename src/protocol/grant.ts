@@ -24,6 +24,8 @@ const READ_TOOLS: Readonly<Record<string, readonly string[]>> = {
 };
 /** Tools that change files, and the argument naming the path. */
 const WRITE_TOOLS: Readonly<Record<string, readonly string[]>> = { write: ["path", "file_path"], edit: ["path", "file_path"] };
+/** Tools that run commands: refused by `bash: false`, and (bash aside) allowed only when a grant names them. */
+const COMMAND_TOOLS: ReadonlySet<string> = new Set(["bash", "powershell"]);
 /** pi-tasks' own tools: the protocol itself, governed by the worker gate, not by grants. */
 const PROTOCOL_TOOL_PREFIX = "agent_task_";
 
@@ -68,32 +70,47 @@ function pathArgument(input: unknown, names: readonly string[]): string | undefi
   return undefined;
 }
 
+/** Where a path argument (or a scope) lands: an absolute path. The default reads the text alone; the extension resolves as Pi's tools do. */
+export type PathResolver = (raw: string, cwd: string) => string;
+const lexicalPath: PathResolver = (raw, cwd) => resolve(cwd, raw);
+
 function pathVerdict(
   kind: "read" | "write",
   scopes: readonly string[] | undefined,
   input: unknown,
   names: readonly string[],
   cwd: string,
+  where: PathResolver,
 ): string | undefined {
   if (scopes === undefined) return undefined;
-  const path = resolve(cwd, pathArgument(input, names) ?? ".");
-  if (scopes.some((scope) => isWithin(path, resolve(cwd, scope)))) return undefined;
+  const path = where(pathArgument(input, names) ?? ".", cwd);
+  if (scopes.some((scope) => isWithin(path, where(scope, cwd)))) return undefined;
   return `${path} is outside the paths this task may ${kind} (${scopes.join(", ")})`;
 }
 
 /**
  * Why a tool call is outside the grant, or undefined when it is inside. A tool list, when given,
- * names every tool allowed; `bash: false` refuses bash even when listed; file tools must name a path
- * inside the read (or write) scopes, when given.
+ * names every tool allowed; `bash: false` refuses every command-running tool even when listed; a
+ * tool that runs commands other than bash, or one this check does not know, must be named; file
+ * tools must name a path inside the read (or write) scopes, when given — the path as `where`
+ * resolves it (the extension: as Pi's tools do, through symbolic links).
  */
-export function toolVerdict(grant: Grant, toolName: string, input: unknown, cwd: string): string | undefined {
+export function toolVerdict(
+  grant: Grant,
+  toolName: string,
+  input: unknown,
+  cwd: string,
+  where: PathResolver = lexicalPath,
+): string | undefined {
   if (toolName.startsWith(PROTOCOL_TOOL_PREFIX)) return undefined;
-  if (toolName === "bash" && grant.bash === false) return "bash is not granted for this task";
+  if (COMMAND_TOOLS.has(toolName) && grant.bash === false)
+    return toolName === "bash" ? "bash is not granted for this task" : `${toolName} runs commands, and bash is not granted for this task`;
   if (grant.tools !== undefined && !grant.tools.includes(toolName))
     return `${toolName} is not among the tools granted for this task (${grant.tools.join(", ") || "none"})`;
   const reads = READ_TOOLS[toolName];
-  if (reads !== undefined) return pathVerdict("read", grant.read, input, reads, cwd);
+  if (reads !== undefined) return pathVerdict("read", grant.read, input, reads, cwd, where);
   const writes = WRITE_TOOLS[toolName];
-  if (writes !== undefined) return pathVerdict("write", grant.write, input, writes, cwd);
+  if (writes !== undefined) return pathVerdict("write", grant.write, input, writes, cwd, where);
+  if (toolName !== "bash" && grant.tools === undefined) return `${toolName} is not a tool this task may use unless its grant names it`;
   return undefined;
 }

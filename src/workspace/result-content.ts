@@ -8,12 +8,25 @@
  *   must be relative and inside the worker's project (`checkChangedFiles`, INVALID_RESULT_PATH).
  *   Content over `maxResultContentBytes` is not attached: the result says so (`omitted`).
  * - At the origin (`applyContent`), only on request: the hashes are checked, then the patch is
- *   checked with `git apply --check` and applied, or the files are written — all or nothing; a file
- *   that exists with other content, or a hunk that does not apply, is a conflict (APPLY_CONFLICT,
- *   listed) and nothing changes.
+ *   checked with `git apply --check` and applied relative to the project (also inside a larger
+ *   repository), or the files are written — all or nothing (staged beside their targets, renamed
+ *   into place, taken back on any failure: APPLY_FAILED); a file that exists with other content, or
+ *   a hunk that does not apply, is a conflict (APPLY_CONFLICT, listed) and nothing changes. No path
+ *   of either form may lie inside `.git`, lead out through a symbolic link, or (a patch) make one.
  */
 import { createHash } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, type Stats, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  type Stats,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
@@ -35,6 +48,8 @@ export function insideProject(root: string, path: unknown): string {
   if (isAbsolute(path)) throw badPath(path, "absolute; give it relative to the project");
   const normal = normalize(path);
   if (leavesStart(normal)) throw badPath(path, "leaves the project");
+  // Git's own directory holds hooks and configuration that run code: no result writes there.
+  if (normal.split(sep).some((part) => part.toLowerCase() === ".git")) throw badPath(path, "lies inside .git");
   // A symbolic link on the way may lead out of the project too — also one whose target does not
   // exist yet (writing through it would create that target, wherever it is).
   const real = realpathSync(root);
@@ -158,50 +173,129 @@ function conflict(conflicts: readonly string[]): TaskError {
   return new TaskError("APPLY_CONFLICT", { message: `conflicts: ${conflicts.join("; ")}`, details: { conflicts } });
 }
 
-/** Applies a patch in the repository (or plain directory) at `cwd`: checked first, then applied. */
-function applyPatch(cwd: string, patch: NonNullable<ResultContent["patch"]>): Applied {
+/**
+ * Whether this session may write a path of the project (a grant it works under: the extension's
+ * check), as the reason it may not, or undefined when it may. Applying checks every path first.
+ */
+export type WriteCheck = (path: string) => string | undefined;
+
+/** Every path allowed by `mayWrite`, or PI_TASK_GRANT_DENIED with the first reason (nothing written). */
+function allowed(paths: readonly string[], mayWrite: WriteCheck): void {
+  for (const path of paths) {
+    const reason = mayWrite(path);
+    if (reason !== undefined) throw new TaskError("PI_TASK_GRANT_DENIED", { message: reason, details: { path } });
+  }
+}
+
+/** File modes a patch may not give: a symbolic link (it could point anywhere once applied). */
+const GIT_SYMLINK_MODE = "120000";
+const LINK_MODE = new RegExp(`^(?:new file mode|new mode|old mode|deleted file mode) ${GIT_SYMLINK_MODE}$`, "m");
+
+/**
+ * Applies a patch in the project at `cwd` (a repository, a directory inside one, or a plain
+ * directory): paths are the project's, applied from the repository's top under the project's own
+ * directory; every path it touches checked as a carried file's is; checked with git first, then applied.
+ */
+function applyPatch(cwd: string, patch: NonNullable<ResultContent["patch"]>, mayWrite: WriteCheck): Applied {
   if (sha256(patch.text) !== patch.sha256) throw new TaskError("RESULT_CONTENT_INVALID", { message: "the patch does not match its hash" });
+  if (LINK_MODE.test(patch.text)) throw badPath("(patch)", "makes a symbolic link");
   const top = git(cwd, ["rev-parse", "--show-toplevel"]);
   const where = top.ok ? top.out : cwd;
+  const under = top.ok ? relative(realpathSync(top.out), realpathSync(cwd)) : "";
+  const directory = under === "" ? [] : [`--directory=${under}`];
   const scratch = mkdtempSync(join(tmpdir(), "pi-tasks-patch-"));
   try {
     const file = join(scratch, "result.patch");
     writeFileSync(file, patch.text);
-    const checked = git(where, ["apply", "--check", "--verbose", file]);
+    const stat = git(where, ["apply", "--numstat", ...directory, file]);
+    if (!stat.ok) throw conflict([stat.err]);
+    const paths = stat.out
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => insideProject(cwd, relative(under, line.split("\t").at(-1) ?? line)));
+    allowed(paths, mayWrite);
+    const checked = git(where, ["apply", "--check", "--verbose", ...directory, file]);
     if (!checked.ok) throw conflict(checked.err.split("\n").filter((line) => line.startsWith("error:")));
-    const stat = git(where, ["apply", "--numstat", file]);
-    const applied = git(where, ["apply", file]);
+    const applied = git(where, ["apply", ...directory, file]);
     if (!applied.ok) throw conflict([applied.err]);
-    return { mode: "patch", paths: stat.out.split("\n").map((line) => line.split("\t").at(-1) ?? line) };
+    return { mode: "patch", paths };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 }
 
+/** Why carried files cannot be written as planned: one is under another, or something in the way; an empty list when they can. */
+function obstacles(cwd: string, planned: readonly { path: string; bytes: Buffer }[]): string[] {
+  const paths = planned.map(({ path }) => path);
+  const nested = paths.find((path) => paths.some((other) => path.startsWith(`${other}${sep}`)));
+  if (nested !== undefined) throw badPath(nested, "lies under another file this result writes");
+  const found: string[] = [];
+  for (const { path, bytes } of planned) {
+    const parts = path.split(sep);
+    const blocker = parts
+      .slice(0, -1)
+      .findIndex((_, index) => lstatIfAny(join(cwd, ...parts.slice(0, index + 1)))?.isDirectory() === false);
+    const stat = lstatIfAny(join(cwd, path));
+    if (blocker >= 0) found.push(`${path}: ${parts.slice(0, blocker + 1).join("/")} is a file`);
+    else if (stat?.isDirectory() === true) found.push(`${path} is a directory`);
+    else if (stat !== undefined && !readFileSync(join(cwd, path)).equals(bytes)) found.push(`${path} exists with other content`);
+  }
+  return found;
+}
+
 /** Writes carried files into `cwd`, all or nothing: every path and hash checked, every conflict listed first. */
-function applyFiles(cwd: string, files: NonNullable<ResultContent["files"]>): Applied {
+function applyFiles(cwd: string, files: NonNullable<ResultContent["files"]>, mayWrite: WriteCheck): Applied {
   const planned = files.map((file) => {
     const bytes = file.encoding === "utf8" ? Buffer.from(file.data, "utf8") : Buffer.from(file.data, "base64");
     if (sha256(bytes) !== file.sha256) throw new TaskError("RESULT_CONTENT_INVALID", { message: `${file.path} does not match its hash` });
     return { path: insideProject(cwd, file.path), bytes };
   });
-  const conflicts = planned
-    .filter(({ path, bytes }) => existsSync(join(cwd, path)) && !readFileSync(join(cwd, path)).equals(bytes))
-    .map(({ path }) => `${path} exists with other content`);
+  allowed(
+    planned.map(({ path }) => path),
+    mayWrite,
+  );
+  const conflicts = obstacles(cwd, planned);
   if (conflicts.length > 0) throw conflict(conflicts);
-  for (const { path, bytes } of planned) {
-    mkdirSync(dirname(resolve(cwd, path)), { recursive: true });
-    writeFileSync(resolve(cwd, path), bytes);
-  }
+  writeAllOrNothing(cwd, planned);
   return { mode: "files", paths: planned.map(({ path }) => relative(cwd, resolve(cwd, path))) };
 }
 
+/**
+ * Stages every file beside its target, then renames them into place; on any failure, takes back
+ * what it did — staged files, files it created, directories it made — and says why (APPLY_FAILED).
+ */
+function writeAllOrNothing(cwd: string, planned: readonly { path: string; bytes: Buffer }[]): void {
+  const madeDirs: string[] = [];
+  const staged: string[] = [];
+  const created: string[] = [];
+  try {
+    for (const { path, bytes } of planned) {
+      const target = resolve(cwd, path);
+      const first = mkdirSync(dirname(target), { recursive: true });
+      if (first !== undefined) madeDirs.push(first);
+      const stage = `${target}.pi-tasks-apply`;
+      writeFileSync(stage, bytes, { flag: "wx" });
+      staged.push(stage);
+    }
+    for (const [index, { path }] of planned.entries()) {
+      const target = resolve(cwd, path);
+      const existed = existsSync(target);
+      renameSync(staged[index]!, target);
+      if (!existed) created.push(target);
+    }
+  } catch (error) {
+    for (const path of [...staged, ...created]) rmSync(path, { force: true });
+    for (const dir of madeDirs.reverse()) rmSync(dir, { recursive: true, force: true });
+    throw new TaskError("APPLY_FAILED", { message: `applying stopped: ${(error as Error).message}`, cause: error, details: { cwd } });
+  }
+}
+
 /** Applies a result's content to the checkout at `cwd` (only on request: a tool or a command). */
-export function applyContent(cwd: string, raw: unknown): Applied {
+export function applyContent(cwd: string, raw: unknown, mayWrite: WriteCheck = () => undefined): Applied {
   if (raw === undefined) throw new TaskError("NO_RESULT_CONTENT");
   const content = assertValid(ResultContent, raw, { code: "RESULT_CONTENT_INVALID", pathPrefix: "/result/content" });
-  if (content.patch !== undefined) return applyPatch(cwd, content.patch);
-  if (content.files !== undefined) return applyFiles(cwd, content.files);
+  if (content.patch !== undefined) return applyPatch(cwd, content.patch, mayWrite);
+  if (content.files !== undefined) return applyFiles(cwd, content.files, mayWrite);
   throw new TaskError("NO_RESULT_CONTENT", {
     details: content.omitted === undefined ? {} : { omitted: content.omitted },
   });

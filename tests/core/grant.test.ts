@@ -14,9 +14,10 @@ const fx = useRelayFixture({ proxy: false });
 const opened: Party[] = [];
 afterEach(() => closeParties(opened.splice(0)));
 
-async function parties(count: number): Promise<Party[]> {
+async function parties(count: number, clock?: () => number): Promise<Party[]> {
   const made: Party[] = [];
-  for (let index = 0; index < count; index += 1) made.push(await createParty({ url: fx.relay.url }));
+  for (let index = 0; index < count; index += 1)
+    made.push(await createParty({ url: fx.relay.url, ...(clock === undefined ? {} : { clock }) }));
   opened.push(...made);
   for (const left of made) for (const right of made) if (left !== right) await introduce(left.core, right.core);
   return made;
@@ -47,5 +48,33 @@ describe("grants", () => {
     await b!.core.cancel({ taskId: child.taskId });
     const inherited = await b!.core.createTask({ to: c!.core.endpoint()!, task: "again" });
     expect(b!.core.getTask(inherited.taskId).grant).toEqual({ tools: ["read"], maxTurns: 4 });
+  });
+
+  // Issue 37: budgets restarted at every hop — A→B→C, C got the full wall time again, its clock started when B sent.
+  test("a sub-task's wall time is what is left of its parent's, and it ends no later than its parent; a spent budget sends nothing", async () => {
+    const [a, b, c] = await parties(3);
+    const parent = await a!.core.createTask(
+      { to: b!.core.endpoint()!, task: "coordinate", timeoutMs: 120_000 },
+      { grant: { maxWallMs: 10_000 } },
+    );
+    await settle([a!, b!, c!]);
+    await Bun.sleep(1_000);
+    const child = await b!.core.createTask(
+      { to: c!.core.endpoint()!, task: "do it", timeoutMs: 300_000 },
+      { grant: { maxWallMs: 60_000 } },
+    );
+    const granted = b!.core.getTask(child.taskId).grant?.maxWallMs ?? Number.POSITIVE_INFINITY;
+    expect(granted).toBeLessThanOrEqual(9_000);
+    expect(granted).toBeGreaterThan(0);
+    expect(b!.core.getTask(child.taskId).expiresAt).toBeLessThanOrEqual(b!.core.getTask(parent.taskId).expiresAt);
+    await b!.core.cancel({ taskId: child.taskId });
+    await a!.core.cancel({ taskId: parent.taskId });
+    // A parent whose wall time is spent: its worker can delegate nothing more.
+    await a!.core.createTask({ to: b!.core.endpoint()!, task: "quick", timeoutMs: 120_000 }, { grant: { maxWallMs: 1_000 } });
+    await settle([a!, b!, c!]);
+    await Bun.sleep(1_100);
+    const before = b!.core.listTasks().length;
+    await expect(b!.core.createTask({ to: c!.core.endpoint()!, task: "too late" })).rejects.toMatchObject({ code: "BUDGET_EXHAUSTED" });
+    expect(b!.core.listTasks().length).toBe(before);
   });
 });

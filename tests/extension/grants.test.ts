@@ -256,3 +256,79 @@ describe("budgets at the worker (createGrantBudgets)", () => {
     }
   });
 });
+
+// Issue 37: the grant check resolves a path as Pi's own tools do (src/workspace/tool-paths.ts) — a
+// lexical `resolve` let `@/abs`, `file://` and `~` forms and a symbolic link inside a scope past it.
+describe("a path in every form Pi's tools accept", () => {
+  const { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } = require("node:fs") as typeof import("node:fs");
+  const { join } = require("node:path") as typeof import("node:path");
+  const { tmpdir, homedir } = require("node:os") as typeof import("node:os");
+  const root = mkdtempSync(join(tmpdir(), "pi-tasks-grant-paths-"));
+  const project = join(root, "project");
+  const outside = join(root, "outside");
+  mkdirSync(join(project, "src"), { recursive: true });
+  mkdirSync(outside, { recursive: true });
+  writeFileSync(join(outside, "secret.txt"), "secret");
+  // A link inside the write scope that points out of the project.
+  symlinkSync(outside, join(project, "src", "out"));
+  const task = granted({ read: ["."], write: ["src"] });
+  const verdict = (tool: string, path: string) => grantVerdict(coreWith([task]), tool, { path }, project)?.code;
+
+  test("outside the scopes through @, file://, ~ or a symbolic link is denied, for reading and writing", () => {
+    const escapes = [`@${join(outside, "secret.txt")}`, `file://${join(outside, "secret.txt")}`, "src/out/secret.txt", "@src/out/new.txt"];
+    for (const path of escapes) {
+      expect({ path, read: verdict("read", path), write: verdict("write", path) }).toEqual({
+        path,
+        read: "PI_TASK_GRANT_DENIED",
+        write: "PI_TASK_GRANT_DENIED",
+      });
+    }
+    // `~` is the home directory, whatever the project: outside both scopes unless the project is the home.
+    if (!project.startsWith(homedir())) expect(verdict("read", "~/.ssh/id_ed25519")).toBe("PI_TASK_GRANT_DENIED");
+    expect(verdict("write", `@${join(project, "docs", "x.md")}`)).toBe("PI_TASK_GRANT_DENIED");
+  });
+
+  test("inside the scopes, written in any of those forms, is allowed", () => {
+    for (const path of ["src/a.ts", "@src/a.ts", `@${join(project, "src", "a.ts")}`, `file://${join(project, "src", "new", "b.ts")}`])
+      expect({ path, write: verdict("write", path) }).toEqual({ path, write: undefined });
+    expect(verdict("read", "@docs/readme.md")).toBeUndefined();
+  });
+});
+
+// Issue 37: protocol tools skipped the grant — a coordinator allowed no writes still wrote files with agent_task_apply.
+describe("applying a result under a grant", () => {
+  const { existsSync, mkdtempSync } = require("node:fs") as typeof import("node:fs");
+  const { join } = require("node:path") as typeof import("node:path");
+  const { tmpdir } = require("node:os") as typeof import("node:os");
+  const { applyResult } = require("../../extensions/pi-tasks/tools/apply.ts") as typeof import("../../extensions/pi-tasks/tools/apply.ts");
+
+  function carrying(path: string): TaskView {
+    const data = "written\n";
+    const sha256 = new Bun.CryptoHasher("sha256").update(data).digest("hex");
+    const content = { files: [{ path, encoding: "utf8", data, sha256 }] };
+    return taskView({
+      role: "origin",
+      status: "completed",
+      events: [{ type: "task.completed", payload: { summary: "s", result: { content } } }],
+    });
+  }
+  const coreOf = (tasks: TaskView[]) =>
+    ({ ...coreWith(tasks), getTask: (taskId: string) => tasks.find((task) => task.taskId === taskId)! }) as TaskCore;
+
+  test("a session working under a grant applies only inside its write scopes: outside is PI_TASK_GRANT_DENIED and nothing is written", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-apply-grant-"));
+    const outside = carrying("docs/notes.md");
+    const coordinator = granted({ write: ["src"] });
+    let code: string | undefined;
+    try {
+      applyResult(coreOf([outside, coordinator]), outside.taskId, cwd);
+    } catch (error) {
+      code = (error as { code?: string }).code;
+    }
+    expect(code).toBe("PI_TASK_GRANT_DENIED");
+    expect(existsSync(join(cwd, "docs", "notes.md"))).toBe(false);
+    const inside = carrying("src/a.ts");
+    expect(applyResult(coreOf([inside, coordinator]), inside.taskId, cwd).paths).toEqual(["src/a.ts"]);
+    expect(existsSync(join(cwd, "src", "a.ts"))).toBe(true);
+  });
+});

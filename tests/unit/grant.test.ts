@@ -126,12 +126,12 @@ describe("toolVerdict", () => {
   });
 
   // src/protocol/grant.ts toolVerdict (tools): an empty tool list allows no tool; an absent one restricts none.
-  test("a grant narrowed to no tools allows none; no tool list allows every tool", () => {
+  test("a grant narrowed to no tools allows none; no tool list allows every tool this check knows", () => {
     for (const tool of ["read", "bash", "write", "edit", "grep", "find", "ls", "web_search"])
       expect(toolVerdict({ tools: [] }, tool, { path: "a.txt", command: "ls" }, cwd)).toBe(
         `${tool} is not among the tools granted for this task (none)`,
       );
-    for (const tool of ["read", "bash", "write", "web_search"])
+    for (const tool of ["read", "bash", "write", "edit", "grep", "find", "ls"])
       expect(toolVerdict({}, tool, { path: "a.txt", command: "ls" }, cwd)).toBeUndefined();
     expect(toolVerdict({ tools: ["read"] }, "read", { path: "a.txt" }, cwd)).toBeUndefined();
     expect(toolVerdict({ tools: ["read"] }, "bash", { command: "ls" }, cwd)).toContain("bash is not among the tools granted");
@@ -139,6 +139,17 @@ describe("toolVerdict", () => {
     const none = narrowGrant({ tools: ["bash"] }, { tools: ["read"] })!;
     expect(toolVerdict(none, "bash", { command: "ls" }, cwd)).toContain("not among the tools granted");
     expect(toolVerdict(none, "read", { path: "a.txt" }, cwd)).toContain("not among the tools granted");
+  });
+
+  // Issue 37: a tool the check does not know, or one that runs commands other than bash, is denied unless the grant names it.
+  test("an unknown tool or another command-running tool (powershell) needs the grant to name it; bash: false refuses it even then", () => {
+    for (const tool of ["web_search", "powershell"]) {
+      expect(toolVerdict({}, tool, { command: "ls" }, cwd)).toBe(`${tool} is not a tool this task may use unless its grant names it`);
+      expect(toolVerdict({ tools: [tool] }, tool, { command: "ls" }, cwd)).toBeUndefined();
+    }
+    expect(toolVerdict({ tools: ["powershell"], bash: false }, "powershell", { command: "ls" }, cwd)).toBe(
+      "powershell runs commands, and bash is not granted for this task",
+    );
   });
 
   // src/protocol/grant.ts toolVerdict (bash): only bash: false refuses bash; absent allows it.

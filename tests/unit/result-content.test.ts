@@ -313,3 +313,88 @@ describe("changedFiles paths", () => {
     }
   });
 });
+
+// Issue 37, tried from outside: results reached what they should not.
+describe("what applying a result may never reach", () => {
+  /** A patch the way a worker's collectContent carries it. */
+  function patchOf(text: string) {
+    const sha256 = new Bun.CryptoHasher("sha256").update(text).digest("hex");
+    return { patch: { format: "git-diff", text, sha256, base: "0".repeat(40) } };
+  }
+
+  test("a carried file into .git (a hook, or .git itself at any depth, in any case) is INVALID_RESULT_PATH and nothing is written", async () => {
+    const { clone } = repoAndClone();
+    for (const path of [".git/hooks/pre-commit", "sub/.git/config", ".GIT/hooks/post-checkout"]) {
+      const { error } = await raised(async () =>
+        applyContent(clone, { files: [carried("ok.txt", "fine\n"), carried(path, "#!/bin/sh\necho owned\n")] }),
+      );
+      expect({ path, code: error.code }).toEqual({ path, code: "INVALID_RESULT_PATH" });
+    }
+    expect(existsSync(join(clone, ".git", "hooks", "pre-commit"))).toBe(false);
+    expect(existsSync(join(clone, "ok.txt"))).toBe(false);
+  });
+
+  test("a file and a directory of the same name (`a`, then `a/b`) are refused before anything is written; no untyped error", async () => {
+    const root = scratchDir("pi-tasks-apply-");
+    const { error } = await raised(async () => applyContent(root, { files: [carried("a", "file\n"), carried("a/b", "under\n")] }));
+    expect(error.code).toBe("INVALID_RESULT_PATH");
+    expect(existsSync(join(root, "a"))).toBe(false);
+    writeFileSync(join(root, "c"), "a file already\n");
+    const { error: blocked } = await raised(async () =>
+      applyContent(root, { files: [carried("new.txt", "n\n"), carried("c/d", "under\n")] }),
+    );
+    expect(blocked.code).toBe("APPLY_CONFLICT");
+    expect(existsSync(join(root, "new.txt"))).toBe(false);
+  });
+
+  test("a patch that makes a symbolic link, or writes into .git, is INVALID_RESULT_PATH and changes nothing", async () => {
+    const { clone } = repoAndClone();
+    const link = [
+      "diff --git a/escape b/escape",
+      "new file mode 120000",
+      "index 0000000..1111111",
+      "--- /dev/null",
+      "+++ b/escape",
+      "@@ -0,0 +1 @@",
+      "+/etc",
+      "\\ No newline at end of file",
+      "",
+    ].join("\n");
+    expect((await raised(async () => applyContent(clone, patchOf(link)))).error.code).toBe("INVALID_RESULT_PATH");
+    expect(existsSync(join(clone, "escape"))).toBe(false);
+    const hook = [
+      "diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit",
+      "new file mode 100755",
+      "--- /dev/null",
+      "+++ b/.git/hooks/pre-commit",
+      "@@ -0,0 +1,2 @@",
+      "+#!/bin/sh",
+      "+echo owned",
+      "",
+    ].join("\n");
+    expect((await raised(async () => applyContent(clone, patchOf(hook)))).error.code).toBe("INVALID_RESULT_PATH");
+    expect(existsSync(join(clone, ".git", "hooks", "pre-commit"))).toBe(false);
+  });
+
+  test("in a project inside a larger repository, a patch applies relative to the project, not the repository's top", () => {
+    const outer = gitProject();
+    mkdirSync(join(outer, "app"));
+    writeFileSync(join(outer, "app", "README.md"), "app\n");
+    writeFileSync(join(outer, "README.md"), "outer\n");
+    git(outer, "add", "-A");
+    git(outer, "commit", "-q", "-m", "app inside");
+    const patch = [
+      "diff --git a/README.md b/README.md",
+      "--- a/README.md",
+      "+++ b/README.md",
+      "@@ -1 +1 @@",
+      "-app",
+      "+app, changed",
+      "",
+    ].join("\n");
+    const applied = applyContent(join(outer, "app"), patchOf(patch));
+    expect(applied.paths).toEqual(["README.md"]);
+    expect(readFileSync(join(outer, "app", "README.md"), "utf8")).toBe("app, changed\n");
+    expect(readFileSync(join(outer, "README.md"), "utf8")).toBe("outer\n");
+  });
+});

@@ -1,13 +1,15 @@
 /**
  * `agent_task_apply`: the origin applies the file content a worker's completed result carries (a
- * patch, or the changed files) into its own checkout — only when asked (src/workspace/result-content.ts).
- * Conflicts are listed and nothing changes.
+ * patch, or the changed files) into its own checkout — only when asked (src/workspace/result-content.ts),
+ * and only inside the write scopes of any grant this session works under. Conflicts are listed and
+ * nothing changes.
  */
 import { applyContent } from "../../../src/workspace/result-content.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import type { TaskCore } from "../../../src/core/task-core.ts";
 import { isRecord } from "../../../src/protocol/validate.ts";
+import { grantVerdict } from "../grants.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 /** The content of the task's latest completed result, as this origin received it. */
@@ -22,9 +24,12 @@ export function resultContent(core: TaskCore, taskId: string): unknown {
   return content;
 }
 
-/** Applies a task's result content in `cwd`; the words both the tool and `/tasks apply` say. */
+/**
+ * Applies a task's result content in `cwd`; the words both the tool and `/tasks apply` say. A session
+ * that works under a grant applies only inside its write scopes (every path checked first).
+ */
 export function applyResult(core: TaskCore, taskId: string, cwd: string): { readonly text: string; readonly paths: readonly string[] } {
-  const applied = applyContent(cwd, resultContent(core, taskId));
+  const applied = applyContent(cwd, resultContent(core, taskId), (path) => grantVerdict(core, "write", { path }, cwd)?.reason);
   const text = lines(
     "## result applied",
     `- taskId: ${taskId}`,
