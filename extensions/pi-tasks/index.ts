@@ -14,6 +14,7 @@
  * - pi-run.ts     what a Pi run is made of: session name, relay (embedded when none runs),
  *                 configured core, presenter, scheduler, mail watch; its start and close
  * - gate.ts       the worker tool gate (`PI_TASK_WORKER=1`), fail-closed in `tool_call`
+ * - sandbox-bash.ts  a worker's bash: its commands in an OS sandbox (bubblewrap) under a grant
  * - profiles.ts   worker profiles (model, grant, instructions) from the home and a trusted project
  * - grants.ts     the person's default grant for sent tasks; every call checked against the grants
  *                 of the tasks this session works on; grant-budgets.ts ends a task whose budget ran out
@@ -44,9 +45,11 @@
  *                 lists them; tools/shared.ts holds the one error boundary of tool execution)
  */
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { isWorker } from "./gate.ts";
 import { createTasksRuntime } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
 import { registerPiEvents } from "./pi-events.ts";
+import { registerSandboxedBash } from "./sandbox-bash.ts";
 import { registerTasksCommand } from "./tasks-command.ts";
 import { createTaskTools } from "./tools/index.ts";
 
@@ -68,6 +71,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     rememberPeer: (session, endpoint) => peers.remember(session, endpoint),
   });
   for (const tool of tools) pi.registerTool(tool);
+  if (isWorker(process.env)) registerSandboxedBash(pi, { core: () => lifecycle.current(), env: process.env });
   registerTasksCommand(pi, lifecycle, peers);
   registerPiEvents(pi, lifecycle, gate);
 }

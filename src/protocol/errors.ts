@@ -222,6 +222,10 @@ export const ERROR_REGISTRY = Object.freeze({
   ),
   TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
   PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
+  PI_TASK_SANDBOX_UNAVAILABLE: spec(
+    "gate",
+    "This task's grant needs an OS sandbox for commands (bubblewrap on Linux) and none can be made here; the command did not run.",
+  ),
   PI_TASK_GRANT_DENIED: spec("gate", "This call is outside the grant of the task this session works on: the origin did not allow it."),
   BUDGET_EXHAUSTED: spec("refused", "The task's budget (turns, cost or time) granted by its origin ran out; the task ended failed."),
   PI_TASK_WORKER_COORDINATION_FORBIDDEN: spec("gate", "A task worker may not send, cancel or acknowledge tasks."),

@@ -41,6 +41,13 @@ function narrowScopes(child: readonly string[] | undefined, parent: readonly str
   return child.filter((scope) => parent.some((outer) => isWithin(scope, outer)));
 }
 
+/** An allowance granted only when asked for: true only where each side that has a grant says true. */
+function narrowAllowance(child: Grant | undefined, parent: Grant | undefined, name: "network"): boolean | undefined {
+  if (child === undefined) return parent?.[name];
+  if (parent === undefined) return child[name];
+  return child[name] === true && parent[name] === true ? true : child[name] === undefined && parent[name] === undefined ? undefined : false;
+}
+
 function lower(child: number | undefined, parent: number | undefined): number | undefined {
   if (child === undefined) return parent;
   return parent === undefined ? child : Math.min(child, parent);
@@ -52,6 +59,7 @@ export function narrowGrant(requested: Grant | undefined, parent: Grant | undefi
   const fields = {
     tools: narrowList(requested?.tools, parent?.tools),
     bash: requested?.bash === false || parent?.bash === false ? false : (requested?.bash ?? parent?.bash),
+    network: narrowAllowance(requested, parent, "network"),
     read: narrowScopes(requested?.read, parent?.read),
     write: narrowScopes(requested?.write, parent?.write),
     maxTurns: lower(requested?.maxTurns, parent?.maxTurns),

@@ -124,6 +124,8 @@ export const Grant = Type.Object(
   {
     tools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxGrantToolChars }), { maxItems: maxGrantTools })),
     bash: Type.Optional(Type.Boolean()),
+    /** Whether the worker's commands may reach the network (its sandbox cuts it otherwise). */
+    network: Type.Optional(Type.Boolean()),
     read: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
     write: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
     maxTurns: Type.Optional(Type.Integer({ minimum: 1, maximum: maxGrantTurns })),

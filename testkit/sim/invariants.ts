@@ -223,6 +223,7 @@ function widening(child: Grant | undefined, parent: Grant): string | undefined {
   if (parent.tools !== undefined && (child.tools === undefined || child.tools.some((tool) => !parent.tools!.includes(tool))))
     return `tools ${JSON.stringify(child.tools)} beyond ${JSON.stringify(parent.tools)}`;
   if (parent.bash === false && child.bash !== false) return "bash, which its parent may not use";
+  if (parent.network !== true && child.network === true) return "the network, which its parent may not reach";
   for (const kind of ["read", "write"] as const) {
     const outer = parent[kind];
     const scopes = child[kind];

@@ -1,7 +1,8 @@
 /**
  * A session's model, drawn from the seed: on its turn it picks one tool call the way Pi's model
  * could — as an origin: send, answer, cancel, acknowledge, ask for a revision, reassign an orphan;
- * as a worker: ask (with and without choices), report progress, finish (completed or failed). The
+ * as a worker: ask (with and without choices), report progress, finish (completed or failed),
+ * delegate a part onward asking for a grant of its own (a chain). The
  * call is started, not awaited: the runner moves time while it runs.
  */
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
@@ -81,8 +82,9 @@ function originChoices(world: World, session: SimSession, tasks: readonly TaskVi
   return choices;
 }
 
-function workerChoices(session: SimSession, tasks: readonly TaskView[]): Choice[] {
+function workerChoices(world: World, session: SimSession, tasks: readonly TaskView[]): Choice[] {
   const { random } = session;
+  const names = world.sessions.filter((other) => other !== session).map((other) => other.name);
   const core = useOf(session);
   const choices: Choice[] = [];
   for (const task of tasks.filter((each) => each.role === "worker" && !isTerminal(each))) {
@@ -100,8 +102,18 @@ function workerChoices(session: SimSession, tasks: readonly TaskView[]): Choice[
       run: core.message({ taskId, type: "progress", message: "half way", percent: random.below(101) }),
     }));
     choices.push(() => finish(session, taskId));
+    if (names.length > 0) choices.push(() => delegate(session, random.pick(names)));
   }
   return choices;
+}
+
+/** A worker delegates part of its task onward, asking for a grant of its own (the core narrows it to what its task has). */
+function delegate(session: SimSession, name: string): ModelCall {
+  const grant = grantOf(session.random);
+  return {
+    label: `delegate to ${name} asking ${JSON.stringify(grant)}`,
+    run: sendToName(session, name, "a part of it", SIM_TASK_TIMEOUT_MIN_MS, grant),
+  };
 }
 
 /** What a model may grant: a few tools, bash or not, scopes under the project, turn and time budgets. */
@@ -114,6 +126,7 @@ function grantOf(random: SimRandom): Grant {
   const fields: Grant = {
     ...(random.chance(0.5) ? { tools: some(GRANT_TOOLS) } : {}),
     ...(random.chance(0.5) ? { bash: random.chance(0.5) } : {}),
+    ...(random.chance(0.5) ? { network: random.chance(0.5) } : {}),
     ...(random.chance(0.5) ? { read: some(GRANT_SCOPES) } : {}),
     ...(random.chance(0.5) ? { write: some(GRANT_SCOPES) } : {}),
     ...(random.chance(0.5) ? { maxTurns: random.between(1, 20) } : {}),
@@ -163,7 +176,7 @@ export function finish(session: SimSession, taskId: string): ModelCall {
 export function modelTurn(world: World, session: SimSession): ModelCall | undefined {
   if (session.down || session.core.endpoint() === undefined) return undefined;
   const tasks = session.core.listTasks();
-  const choices = [...originChoices(world, session, tasks), ...workerChoices(session, tasks)];
+  const choices = [...originChoices(world, session, tasks), ...workerChoices(world, session, tasks)];
   if (choices.length === 0) return undefined;
   // An orphan wakes the model with an offer to reassign: it takes it up more often than not.
   const orphans = tasks.filter((task) => task.role === "origin" && task.status === "active" && task.attention === "orphaned");

@@ -71,6 +71,16 @@ describe("narrowGrant", () => {
     expect(narrowGrant({ bash: true }, { bash: false })).toEqual({ bash: false });
   });
 
+  // Issue 37: the network is an allowance — granted only where each side that has a grant says so.
+  test("network is true only when the request and the parent both allow it; either side's silence or false keeps it off", () => {
+    expect(narrowGrant({ network: true }, { network: true })).toEqual({ network: true });
+    expect(narrowGrant({ network: true }, { maxTurns: 2 })).toEqual({ network: false, maxTurns: 2 });
+    expect(narrowGrant({ maxTurns: 2 }, { network: true })).toEqual({ network: false, maxTurns: 2 });
+    expect(narrowGrant({ network: true }, undefined)).toEqual({ network: true });
+    expect(narrowGrant(undefined, { network: false })).toEqual({ network: false });
+    expect(narrowGrant({ maxTurns: 2 }, { maxTurns: 3 })).toEqual({ maxTurns: 2 });
+  });
+
   // src/protocol/grant.ts lower: every budget takes the lower of the two, whichever side it is on.
   test("each budget takes the lower value whether the request or the parent holds it", () => {
     const low = { maxTurns: 2, maxCostUsd: 0.5, maxWallMs: 1_000 };

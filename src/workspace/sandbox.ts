@@ -1,0 +1,67 @@
+/**
+ * An OS sandbox for the commands a worker's model runs under a grant: bubblewrap (`bwrap`, the
+ * Debian package `bubblewrap`), Linux user namespaces. The whole file system is mounted read-only
+ * and `/tmp` is a private, empty, writable one (the project directory shown in it again when it lies
+ * there); only the grant's write scopes are writable besides; the pi-tasks home
+ * and Pi's agent directory are hidden behind empty directories (no key, no pairing, no profile, no
+ * provider credential can be read or changed from inside); the network is cut unless the grant
+ * allows it. The command keeps its working directory and environment.
+ *
+ * What it does not do: hide what lies outside the read scopes (the tools' own checks do that for
+ * the file tools; a command can read what the user can, the hidden directories aside), limit CPU or
+ * memory, or apply on another OS (`sandboxUnavailable` says why).
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+
+/** The bubblewrap program; found on PATH. */
+export const BWRAP = "bwrap";
+
+/** What one sandboxed command may touch. */
+export interface SandboxPlan {
+  /** Absolute, real paths shown read-only again over the private `/tmp` (the project directory). */
+  readonly readable: readonly string[];
+  /** Absolute, real paths the command may write (those that do not exist are left out). */
+  readonly writable: readonly string[];
+  /** Absolute paths hidden behind an empty directory (the pi-tasks home, Pi's agent directory). */
+  readonly hidden: readonly string[];
+  /** Whether the command may reach the network. */
+  readonly network: boolean;
+}
+
+let probed: string | undefined | null = null;
+
+/** Why no sandbox can be made here (another OS, no bubblewrap, no user namespaces), or undefined when one can. */
+export function sandboxUnavailable(): string | undefined {
+  if (probed !== null) return probed;
+  if (process.platform !== "linux")
+    probed = `no sandbox on ${process.platform}: workers' commands are sandboxed with bubblewrap on Linux only`;
+  else {
+    const run = spawnSync(BWRAP, ["--ro-bind", "/", "/", "--unshare-net", "--", "true"], { stdio: "ignore" });
+    if (run.error !== undefined)
+      probed = "bubblewrap is not installed (install the Debian package `bubblewrap`: apt-get install -y bubblewrap)";
+    else if (run.status !== 0) probed = `bubblewrap cannot make a sandbox here (exit ${run.status}): user namespaces may be off`;
+    else probed = undefined;
+  }
+  return probed;
+}
+
+/** A text as one shell word. */
+export function shellWord(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+/** bubblewrap's arguments for `plan`, up to (not including) the command. Later mounts go over earlier ones. */
+export function sandboxArgs(plan: SandboxPlan): string[] {
+  const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent"];
+  for (const path of plan.readable) if (existsSync(path)) args.push("--ro-bind", path, path);
+  for (const path of plan.writable) if (existsSync(path)) args.push("--bind", path, path);
+  for (const path of plan.hidden) if (existsSync(path)) args.push("--tmpfs", path);
+  if (!plan.network) args.push("--unshare-net");
+  return args;
+}
+
+/** `command` (a shell command line) wrapped to run in the sandbox `plan` describes: bubblewrap runs the original with bash. */
+export function sandboxedCommand(command: string, plan: SandboxPlan): string {
+  return `exec ${BWRAP} ${sandboxArgs(plan).map(shellWord).join(" ")} -- /bin/bash -c ${shellWord(command)}`;
+}

@@ -1,0 +1,79 @@
+/**
+ * The OS sandbox of a granted worker's commands (src/workspace/sandbox.ts, with real bubblewrap) and
+ * what a worker Pi's bash makes of its grants (extensions/pi-tasks/sandbox-bash.ts): writable only
+ * inside the write scopes, the pi-tasks home and Pi's agent directory hidden, the network cut unless
+ * granted; a command with single quotes reaches bash as it was written.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { planFor, spawnUnderGrants } from "../../extensions/pi-tasks/sandbox-bash.ts";
+import { sandboxedCommand } from "../../src/workspace/sandbox.ts";
+import { describeWithPackage } from "../helpers/requires-package.ts";
+
+const root = realpathSync(mkdtempSync(join(tmpdir(), "pi-tasks-sandbox-test-")));
+const project = join(root, "project");
+const home = join(root, "home");
+mkdirSync(join(project, "src"), { recursive: true });
+mkdirSync(home);
+writeFileSync(join(home, "identity.json"), "the private key");
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function run(command: string): { status: number | null; out: string } {
+  const result = spawnSync("/bin/bash", ["-c", command], { cwd: project, encoding: "utf8" });
+  return { status: result.status, out: `${result.stdout}${result.stderr}` };
+}
+
+const plan = { readable: [project], writable: [join(project, "src")], hidden: [home], network: false };
+
+describeWithPackage("the sandbox of a granted worker's commands", "bwrap", "bubblewrap", () => {
+  test("writes inside a write scope succeed; outside it, the file system is read-only", () => {
+    expect(run(sandboxedCommand("echo in > src/in.txt && cat src/in.txt", plan))).toEqual({ status: 0, out: "in\n" });
+    const outside = run(sandboxedCommand("echo out > escaped.txt", plan));
+    expect(outside.status).not.toBe(0);
+    expect(outside.out).toContain("Read-only file system");
+    expect(run("test -e escaped.txt; echo $?").out).toBe("1\n");
+  });
+
+  test("the hidden directories are empty inside (no key to read); /tmp is private and writable", () => {
+    const read = run(sandboxedCommand(`cat ${join(home, "identity.json")}`, plan));
+    expect(read.status).not.toBe(0);
+    expect(read.out).toContain("No such file or directory");
+    expect(run(sandboxedCommand("echo t > /tmp/scratch && cat /tmp/scratch", plan))).toEqual({ status: 0, out: "t\n" });
+  });
+
+  test("the network is cut unless the plan allows it", async () => {
+    const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("reached") });
+    try {
+      const probe = `exec 3<>/dev/tcp/127.0.0.1/${server.port} && echo reached`;
+      expect(run(sandboxedCommand(probe, plan)).out).not.toContain("reached");
+      // Off the event loop's thread: the server answers while bash connects.
+      const allowed = Bun.spawn(["/bin/bash", "-c", sandboxedCommand(probe, { ...plan, network: true })], { cwd: project, stdout: "pipe" });
+      expect(await new Response(allowed.stdout).text()).toBe("reached\n");
+    } finally {
+      server.stop(true);
+    }
+  });
+
+  test("a command with quotes, $ and newlines reaches bash as written", () => {
+    expect(run(sandboxedCommand("printf '%s\\n' \"it's\" '$HOME'\necho two", plan)).out).toBe("it's\n$HOME\ntwo\n");
+  });
+});
+
+test("a worker's bash: without a granted task a command runs as Pi runs it; the plan is the narrowest of its grants", () => {
+  const context = { command: "ls", cwd: project, env: {} };
+  expect(spawnUnderGrants(context, [], {})).toBe(context);
+  const env = { PI_TASKS_HOME: home };
+  const narrow = planFor([{ write: ["src", "docs"], network: true }, { write: ["src/core", "tests"] }], project, env);
+  expect(narrow.writable).toEqual([join(project, "src", "core")]);
+  expect(planFor([{ write: ["src", "docs"] }, { write: ["."] }], project, env).writable).toEqual([
+    join(project, "src"),
+    join(project, "docs"),
+  ]);
+  expect(narrow.network).toBe(false);
+  expect(narrow.hidden).toContain(home);
+  expect(planFor([{ bash: true }], project, env).writable).toEqual(["/"]);
+  expect(planFor([{ network: true }], project, env).network).toBe(true);
+});
