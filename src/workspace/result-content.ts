@@ -213,7 +213,9 @@ function applyPatch(cwd: string, patch: NonNullable<ResultContent["patch"]>, may
       .split("\n")
       .filter((line) => line !== "")
       .map((line) => insideProject(cwd, relative(under, line.split("\t").at(-1) ?? line)));
-    allowed(paths, mayWrite);
+    // A rename or copy also touches its source, which the count names not: checked as well.
+    const sources = [...patch.text.matchAll(/^(?:rename|copy) from (.+)$/gm)].map((match) => insideProject(cwd, match[1]));
+    allowed([...paths, ...sources], mayWrite);
     const checked = git(where, ["apply", "--check", "--verbose", ...directory, file]);
     if (!checked.ok) throw conflict(checked.err.split("\n").filter((line) => line.startsWith("error:")));
     const applied = git(where, ["apply", ...directory, file]);

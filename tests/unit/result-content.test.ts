@@ -374,6 +374,16 @@ describe("what applying a result may never reach", () => {
     ].join("\n");
     expect((await raised(async () => applyContent(clone, patchOf(hook)))).error.code).toBe("INVALID_RESULT_PATH");
     expect(existsSync(join(clone, ".git", "hooks", "pre-commit"))).toBe(false);
+    // A rename whose source is git's own configuration: the count names only where it goes.
+    const moved = [
+      "diff --git a/.git/config b/config.txt",
+      "similarity index 100%",
+      "rename from .git/config",
+      "rename to config.txt",
+      "",
+    ].join("\n");
+    expect((await raised(async () => applyContent(clone, patchOf(moved)))).error.code).toBe("INVALID_RESULT_PATH");
+    expect(existsSync(join(clone, ".git", "config"))).toBe(true);
   });
 
   test("in a project inside a larger repository, a patch applies relative to the project, not the repository's top", () => {
