@@ -104,7 +104,7 @@ export function worktreeLines(worktree: StopResult["worktree"]): string[] {
   if (worktree.removed) return [`Its worktree ${worktree.path} (branch ${worktree.branch}) had nothing unmerged and was removed.`];
   return [
     `Its worktree ${worktree.path} (branch ${worktree.branch}) is kept: ${worktree.kept}.`,
-    `Merge it with git merge ${worktree.branch} (after committing in the worktree), or discard it with git worktree remove --force ${worktree.path} and git branch -D ${worktree.branch}.`,
+    `See what it holds with git -C ${worktree.path} status --ignored and git -C ${worktree.path} log -g; merge what you keep (git merge ${worktree.branch} after committing in the worktree, or git cherry-pick <commit> for one off the branch), or discard it with git worktree remove --force ${worktree.path} and git branch -D ${worktree.branch}.`,
   ];
 }
 

@@ -5,9 +5,10 @@
  * - the worktree lives in this Pi's pi-tasks home (`worktrees/<name>-<stamp>`), on branch
  *   `pi-tasks/<name>-<stamp>` from the project's current commit;
  * - a worker's result carries its branch and a summary of what changed (`worktreeChanges`);
- * - when the worker stops, the worktree is removed only when nothing in it is unmerged (no
- *   uncommitted change, and its branch adds nothing the project's HEAD lacks); otherwise it is kept
- *   and the stop says where, and how to merge or remove it.
+ * - when the worker stops, the worktree is removed only when removing it loses nothing (no
+ *   uncommitted change, untracked or ignored file; its branch and its HEAD, detached or not, add
+ *   nothing the project's HEAD lacks; no commit only its history holds); otherwise it is kept and
+ *   the stop says where, and how to merge or remove it.
  */
 import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
@@ -76,13 +77,43 @@ export function worktreeChanges(cwd: string, base: string): { readonly diffStat:
   };
 }
 
-/** Why a worktree must be kept (unmerged work), or undefined when removing it loses nothing. */
+/** Commits a list of kept work names, at most (the rest counted). */
+const MAX_NAMED_COMMITS = 3;
+/** Characters of a commit id in what is said. */
+const SHORT_COMMIT_CHARS = 12;
+
+const named = (items: readonly string[], shorten: (item: string) => string = (item) => item) =>
+  items.length <= MAX_NAMED_COMMITS
+    ? items.map(shorten).join(", ")
+    : `${items.slice(0, MAX_NAMED_COMMITS).map(shorten).join(", ")} and ${items.length - MAX_NAMED_COMMITS} more`;
+const short = (commit: string) => commit.slice(0, SHORT_COMMIT_CHARS);
+
+/**
+ * Why a worktree must be kept (work removing it would lose), or undefined when removing it loses
+ * nothing: uncommitted changes or untracked files, ignored files (a build the worker made), its
+ * branch or its HEAD (also detached) ahead of the project's HEAD, or commits only its own history
+ * (its HEAD's reflog) still holds — reachable from no branch.
+ */
 export function unmergedWork(worktree: Worktree): string | undefined {
-  const status = git(worktree.path, ["status", "--porcelain"]);
+  const status = git(worktree.path, ["status", "--porcelain", "--ignored"]);
   if (!status.ok) return `git status failed: ${status.err}`;
-  if (status.out !== "") return "it has uncommitted changes";
-  const merged = git(worktree.root, ["merge-base", "--is-ancestor", worktree.branch, "HEAD"]);
-  return merged.ok ? undefined : `its branch ${worktree.branch} has commits the project's HEAD does not`;
+  const entries = status.out === "" ? [] : status.out.split("\n");
+  if (entries.some((entry) => !entry.startsWith("!! "))) return "it has uncommitted changes";
+  if (entries.length > 0) return `it has ignored files (${named(entries.map((entry) => entry.slice(3)))})`;
+  const project = git(worktree.root, ["rev-parse", "HEAD"]);
+  if (!project.ok) return `git rev-parse failed: ${project.err}`;
+  const ahead = (commit: string) => !git(worktree.root, ["merge-base", "--is-ancestor", commit, project.out]).ok;
+  if (ahead(worktree.branch)) return `its branch ${worktree.branch} has commits the project's HEAD does not`;
+  const head = git(worktree.path, ["rev-parse", "HEAD"]);
+  if (!head.ok) return `git rev-parse failed: ${head.err}`;
+  if (ahead(head.out)) return `its HEAD (${short(head.out)}) has commits the project's HEAD does not`;
+  const history = git(worktree.path, ["reflog", "--format=%H", "HEAD"]);
+  if (!history.ok) return `git reflog failed: ${history.err}`;
+  const seen = [...new Set(history.out.split("\n").filter((commit) => commit !== ""))];
+  if (seen.length === 0) return undefined;
+  const lost = git(worktree.root, ["rev-list", "--no-walk", ...seen, "--not", "--branches", project.out]);
+  if (!lost.ok) return `git rev-list failed: ${lost.err}`;
+  return lost.out === "" ? undefined : `its history holds commits no branch has (${named(lost.out.split("\n"), short)})`;
 }
 
 /** After the worker stopped: removes its worktree and branch when nothing is unmerged; else says why it is kept. */

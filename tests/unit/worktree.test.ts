@@ -71,6 +71,36 @@ describe("a worker's worktree", () => {
     expect(retireWorktree(untouched)).toEqual({ removed: true });
   });
 
+  // Issue 37: stopping a worker removed its worktree though it held a commit on a detached HEAD, and deleted its ignored files.
+  test("a commit on a detached HEAD, or one only the worktree's history holds, keeps the worktree", () => {
+    const { root, home } = repo();
+    const { worktree } = createWorktree(root, "builder", home);
+    git(worktree.path, "checkout", "-q", "--detach");
+    writeFileSync(join(worktree.path, "src", "a.ts"), "export const a = 4;\n");
+    git(worktree.path, "commit", "-q", "-am", "detached work");
+    const detached = git(worktree.path, "rev-parse", "HEAD");
+    expect(retireWorktree(worktree).kept).toBe(`its HEAD (${detached.slice(0, 12)}) has commits the project's HEAD does not`);
+    expect(existsSync(worktree.path)).toBe(true);
+    // Back on its branch, the detached commit is reachable from no ref: only the worktree's own history (its reflog) holds it.
+    git(worktree.path, "checkout", "-q", worktree.branch);
+    expect(retireWorktree(worktree).kept).toBe(`its history holds commits no branch has (${detached.slice(0, 12)})`);
+    expect(git(root, "cat-file", "-t", detached)).toBe("commit");
+  });
+
+  test("ignored files keep the worktree; a worktree with nothing of its own is still removed", () => {
+    const { root, home } = repo();
+    writeFileSync(join(root, ".gitignore"), "build/\n");
+    git(root, "add", ".gitignore");
+    git(root, "commit", "-q", "-m", "ignore build");
+    const { worktree } = createWorktree(root, "builder", home);
+    mkdirSync(join(worktree.path, "build"));
+    writeFileSync(join(worktree.path, "build", "out.bin"), "made by the worker");
+    expect(retireWorktree(worktree).kept).toBe("it has ignored files (build/)");
+    expect(existsSync(join(worktree.path, "build", "out.bin"))).toBe(true);
+    rmSync(join(worktree.path, "build"), { recursive: true });
+    expect(retireWorktree(worktree)).toEqual({ removed: true });
+  });
+
   test("a project outside git gets none: WORKTREE_UNAVAILABLE, and nothing is made", () => {
     const plain = mkdtempSync(join(tmpdir(), "pi-tasks-plain-"));
     const home = mkdtempSync(join(tmpdir(), "pi-tasks-home-"));
