@@ -10,6 +10,8 @@ import { activePollIntervalMs } from "../../src/protocol/limits.ts";
 import { openWork } from "./work.ts";
 
 export interface GrantBudgets {
+  /** What this session's model spent on a granted task so far (a sub-task of it gets what is left). */
+  spent(taskId: string): Used | undefined;
   /** A turn ended: it counts against every granted task active now. */
   turnEnded(): void;
   /** A message ended: an assistant message's cost counts against every granted task active now. */
@@ -18,7 +20,7 @@ export interface GrantBudgets {
   stop(): void;
 }
 
-interface Used {
+export interface Used {
   turns: number;
   costUsd: number;
 }
@@ -67,6 +69,7 @@ export function createGrantBudgets(deps: { readonly core: () => TaskCore | undef
   };
 
   return {
+    spent: (taskId) => used.get(taskId),
     turnEnded() {
       const core = deps.core();
       if (core === undefined) return;

@@ -69,6 +69,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     info: () => lifecycle.info(),
     requestRefresh: () => lifecycle.requestRefresh(),
     rememberPeer: (session, endpoint) => peers.remember(session, endpoint),
+    spentOn: (taskId) => lifecycle.observer()?.spentOn(taskId),
   });
   for (const tool of tools) pi.registerTool(tool);
   if (isWorker(process.env)) registerSandboxedBash(pi, { core: () => lifecycle.current(), env: process.env });

@@ -6,11 +6,13 @@
  */
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { createActivityReporter, createActivityTracker } from "./activity.ts";
-import { createGrantBudgets } from "./grant-budgets.ts";
+import { createGrantBudgets, type Used } from "./grant-budgets.ts";
 import type { PiMessage } from "./presenter.ts";
 import { createReminders } from "./reminders.ts";
 
 export interface AgentObserver {
+  /** What the model spent on a granted task so far (grant-budgets.ts). */
+  spentOn(taskId: string): Used | undefined;
   runStarted(): void;
   toolStarted(toolName: string, args: unknown): void;
   toolEnded(): void;
@@ -40,6 +42,7 @@ export function createAgentObserver(deps: AgentObserverDeps): AgentObserver {
   const reminders = createReminders({ core: deps.core, sendMessage: deps.sendMessage, lastText: () => tracker.lastText() });
   const budgets = createGrantBudgets({ core: deps.core, now: deps.now });
   return {
+    spentOn: (taskId) => budgets.spent(taskId),
     runStarted() {
       tracker.runStarted();
       reminders.runStarted();

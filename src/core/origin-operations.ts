@@ -58,23 +58,35 @@ function discardRefused(context: CoreContext, taskId: string, envelopeId: string
 }
 
 /**
- * What a sub-task may take from its parent task: the parent's grant with its wall time cut to what
- * is left of it now, and the parent's end — a sub-task draws from its parent's budget, it does not
- * start a new one. A parent whose wall time is spent sends nothing (BUDGET_EXHAUSTED).
+ * What a sub-task may take from its parent task: the parent's grant with its wall time, turns and
+ * cost cut to what is left of them now (`spent`: what this session's model used on the parent), and
+ * the parent's end — a sub-task draws from its parent's budget, it does not start a new one. A
+ * parent whose budget is spent sends nothing (BUDGET_EXHAUSTED).
  */
-function parentBudget(context: CoreContext, lineage: TaskRecord["lineage"], now: number): { grant?: Grant; endsAt?: number } {
+function parentBudget(
+  context: CoreContext,
+  lineage: TaskRecord["lineage"],
+  now: number,
+  spentOn: CreateOptions["spentOn"],
+): { grant?: Grant; endsAt?: number } {
   const parentId = lineage?.parentTaskId;
   const parent = parentId === undefined ? undefined : context.store.getStoredTask(parentId)?.record;
   if (parent === undefined) return {};
-  const wall = parent.grant?.maxWallMs;
-  const left = wall === undefined ? undefined : wall - (now - parent.createdAt);
-  if (left !== undefined && left <= 0)
+  if (parent.grant === undefined) return { endsAt: parent.expiresAt };
+  const spent = spentOn?.(parent.taskId);
+  const { maxWallMs, maxTurns, maxCostUsd } = parent.grant;
+  const left = {
+    ...(maxWallMs === undefined ? {} : { maxWallMs: maxWallMs - (now - parent.createdAt) }),
+    ...(maxTurns === undefined ? {} : { maxTurns: maxTurns - (spent?.turns ?? 0) }),
+    ...(maxCostUsd === undefined ? {} : { maxCostUsd: maxCostUsd - (spent?.costUsd ?? 0) }),
+  };
+  const spentOut = Object.entries(left).find(([, value]) => value <= 0);
+  if (spentOut !== undefined)
     throw new TaskError("BUDGET_EXHAUSTED", {
-      message: "the wall time granted to the task this one is delegated from is spent; nothing was sent",
-      details: { parentTaskId: parent.taskId, maxWallMs: wall },
+      message: `the ${spentOut[0]} granted to the task this one is delegated from is spent; nothing was sent`,
+      details: { parentTaskId: parent.taskId, budget: spentOut[0], granted: parent.grant[spentOut[0] as keyof typeof left] },
     });
-  const grant = parent.grant === undefined ? undefined : { ...parent.grant, ...(left === undefined ? {} : { maxWallMs: left }) };
-  return { ...(grant === undefined ? {} : { grant }), endsAt: parent.expiresAt };
+  return { grant: { ...parent.grant, ...left }, endsAt: parent.expiresAt };
 }
 
 /** The grant a new task carries: the one asked for, narrowed to what its parent task has left (a sub-delegation never widens). */
@@ -103,7 +115,7 @@ export async function createTask(
   // for good → it is forgotten (no task); an uncertain outcome keeps it, its assignment pending.
   const target = params.to;
   const createdAt = context.clock();
-  const parent = parentBudget(context, lineage, createdAt);
+  const parent = parentBudget(context, lineage, createdAt, options.spentOn);
   const asked = createdAt + (params.timeoutMs ?? defaultTaskTimeoutMs);
   const task: TaskRecord = {
     taskId,

@@ -21,6 +21,17 @@ export interface CreateOptions extends OperationOptions {
    * its parent's grant whatever is asked here; absent: the parent's, or none.
    */
   readonly grant?: Grant;
+  /**
+   * What this session's model has used so far on a task, as the extension counts it (turns, cost):
+   * a sub-task gets only what is left of its parent's `maxTurns` and `maxCostUsd`.
+   */
+  readonly spentOn?: (taskId: string) => BudgetSpent | undefined;
+}
+
+/** Turns and cost a worker's model spent on a task (extensions/pi-tasks/grant-budgets.ts). */
+export interface BudgetSpent {
+  readonly turns: number;
+  readonly costUsd: number;
 }
 
 export interface CreateResult {

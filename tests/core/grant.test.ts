@@ -79,4 +79,22 @@ describe("grants", () => {
     expect(error.code).toBe("BUDGET_EXHAUSTED");
     expect(b!.core.listTasks().length).toBe(before);
   });
+
+  // Issue 37: C got its own turns and cost on top of what B spent.
+  test("a sub-task's turns and cost are what its parent's model left of them; spent, nothing is sent", async () => {
+    const [a, b, c] = await parties(3);
+    const parent = await a!.core.createTask({ to: b!.core.endpoint()!, task: "coordinate" }, { grant: { maxTurns: 5, maxCostUsd: 1 } });
+    await settle([a!, b!, c!]);
+    const spent = new Map([[parent.taskId, { turns: 3, costUsd: 0.25 }]]);
+    const spentOn = (taskId: string) => spent.get(taskId);
+    const child = await b!.core.createTask({ to: c!.core.endpoint()!, task: "do it" }, { grant: { maxTurns: 40, maxCostUsd: 5 }, spentOn });
+    expect(b!.core.getTask(child.taskId).grant).toEqual({ maxTurns: 2, maxCostUsd: 0.75 });
+    await b!.core.cancel({ taskId: child.taskId });
+    spent.set(parent.taskId, { turns: 5, costUsd: 0.25 });
+    const before = b!.core.listTasks().length;
+    const { error } = await raised(async () => b!.core.createTask({ to: c!.core.endpoint()!, task: "more" }, { spentOn }));
+    expect(error.code).toBe("BUDGET_EXHAUSTED");
+    expect(error.details.budget).toBe("maxTurns");
+    expect(b!.core.listTasks().length).toBe(before);
+  });
 });

@@ -102,6 +102,7 @@ describe("the spawn cap of a Pi", () => {
         current: (() => {}) as never,
         requestRefresh: () => {},
         rememberPeer: () => {},
+        spentOn: () => undefined,
       }),
     );
   }

@@ -51,6 +51,7 @@ function harness(fake: FakeCore = fakeCore()): Harness {
       state.refreshes += 1;
     },
     rememberPeer: () => undefined,
+    spentOn: () => undefined,
   });
   for (const tool of tools) state.tools[tool.name] = tool;
   return state;
@@ -111,6 +112,7 @@ describe("errors are isError results with code, retryable and details", () => {
         h.refreshes += 1;
       },
       rememberPeer: () => undefined,
+      spentOn: () => undefined,
     });
     const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
     const cases: [string, unknown][] = [

@@ -185,6 +185,7 @@ export function toolDepsOn(
     info: () => options.info,
     requestRefresh: () => undefined,
     rememberPeer: () => undefined,
+    spentOn: () => undefined,
   };
 }
 

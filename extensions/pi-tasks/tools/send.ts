@@ -78,7 +78,9 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
       const spawned =
         info === undefined || info.relay.state === "untrusted" ? undefined : await spawnedGrant(info.env, info.relay.url, params);
       const grant = info === undefined ? undefined : narrowGrant(spawned, defaultGrant(info.env));
-      const created = await deps.run((core) => core.createTask(params, { signal, ...(grant === undefined ? {} : { grant }) }));
+      // A sub-task draws from what this session's model left of its own task's turns and cost.
+      const options = { signal, spentOn: (taskId: string) => deps.spentOn(taskId), ...(grant === undefined ? {} : { grant }) };
+      const created = await deps.run((core) => core.createTask(params, options));
       const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
       if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
       return ok(

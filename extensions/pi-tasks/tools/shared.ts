@@ -15,6 +15,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { TextContent } from "@earendil-works/pi-ai";
 import type { AgentToolResult, AgentToolUpdateCallback, ExtensionToolContext, ToolDefinition } from "@earendil-works/pi-coding-agent";
 import type { Static, TSchema } from "typebox";
+import type { BudgetSpent } from "../../../src/core/results.ts";
 import type { TaskCore } from "../../../src/core/task-core.ts";
 import type { TaskView } from "../../../src/core/views.ts";
 import { TaskError, toTaskError } from "../../../src/protocol/errors.ts";
@@ -45,6 +46,8 @@ export interface ToolDeps {
   info(): SessionInfo | undefined;
   /** Remembers a peer's session name for the board. */
   rememberPeer(session: string, endpoint: TaskEndpoint): void;
+  /** What this session's model spent on a granted task it works on (a sub-task gets what is left). */
+  spentOn(taskId: string): BudgetSpent | undefined;
 }
 
 /**
