@@ -41,6 +41,8 @@ export const GOALS = {
   refreshPerReceive: 1.5,
   /** Issue 20: the relay on the runtime Pi's users have, beside the Bun relay (no goal was given; this is the floor we hold it to). */
   nodeRelayRatio: 0.5,
+  /** Issue 37: a granted worker's command in its OS sandbox ÷ the same command run plainly (p50). */
+  sandboxedPerPlainCall: 1.3,
   /** Issue 33: a SIGKILLed worker is orphaned within 15 s (the worst run of the step). */
   killToOrphanMs: 15_000,
 } as const;

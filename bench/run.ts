@@ -28,6 +28,7 @@ import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigur
 import { measureRefresh, type RefreshResult } from "./measure/refresh.ts";
 import { measureSealedCycles, measureSignedCycles, type SealedCyclesResult, type SignedCyclesResult } from "./measure/signed-cycles.ts";
 import { measureSigning, type SigningResult } from "./measure/signing.ts";
+import { measureSandbox, type SandboxResult } from "./measure/sandbox.ts";
 import { measureSimulator, type SimulatorResult } from "./measure/simulator.ts";
 import { measureThroughput, type ThroughputResult } from "./measure/throughput.ts";
 import { keptSections } from "./lib/doc.ts";
@@ -35,7 +36,7 @@ import { type Figure, machineFacts, type MachineFacts, performanceMarkdown, verd
 
 import { ANCHORS, GOALS } from "./goals.ts";
 import { cyclesFigures, nodeCyclesFigures } from "./figures/cycles.ts";
-import { memoryFigure, outageFigure, refreshFigure, simulatorFigure } from "./figures/costs.ts";
+import { memoryFigure, outageFigure, refreshFigure, sandboxFigure, simulatorFigure } from "./figures/costs.ts";
 import { acceptanceFigure, deliveryFigures, livenessFigure, piFigure } from "./figures/latency.ts";
 import { ratioFigures } from "./figures/ratios.ts";
 import { sealingFigure, signingFigures } from "./figures/signing.ts";
@@ -66,6 +67,7 @@ export interface BenchResults {
     readonly redis: RedisMeasurement;
     readonly growth: GrowthResult;
     readonly simulator: SimulatorResult;
+    readonly sandbox: SandboxResult;
   };
   /** Markdown sections after the figures (the growth curves). */
   readonly sections: readonly string[];
@@ -99,6 +101,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
     ...(m.liveness.skipped === undefined ? [livenessFigure(m.liveness)] : []),
     ...redisFigures(m.redis, GOALS, ANCHORS),
     simulatorFigure(m.simulator),
+    ...(m.sandbox.skipped === undefined ? [sandboxFigure(m.sandbox)] : []),
   ];
 }
 
@@ -205,6 +208,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     redis: await step("redis", () => measureRedis({ quick })),
     growth: await step("growth", () => measureGrowth({ quick })),
     simulator: await step("simulator", () => measureSimulator({ quick })),
+    sandbox: await step("sandbox", () => measureSandbox({ quick })),
   };
   if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
   if (nodeCyclesSkipped(measurements.nodeCycles)) progress(`node-cycles: skipped: ${measurements.nodeCycles.skipped}`);
@@ -212,6 +216,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     ...(measurements.liveness.skipped === undefined ? [] : [{ name: "liveness", reason: measurements.liveness.skipped }]),
     ...(isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : []),
     ...(nodeCyclesSkipped(measurements.nodeCycles) ? [{ name: "node-cycles", reason: measurements.nodeCycles.skipped }] : []),
+    ...(measurements.sandbox.skipped === undefined ? [] : [{ name: "sandbox", reason: measurements.sandbox.skipped }]),
   ];
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));
   return {

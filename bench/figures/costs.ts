@@ -1,15 +1,17 @@
 /**
  * What things cost: relay requests per offered send during an outage (bench/measure/outage.ts),
  * relay memory per queued envelope (bench/measure/memory.ts), a refresh pass over a store of
- * archived events (bench/measure/refresh.ts), and the simulator's seeds per second
- * (bench/measure/simulator.ts).
+ * archived events (bench/measure/refresh.ts), the simulator's seeds per second
+ * (bench/measure/simulator.ts), and a sandboxed command's cost (bench/measure/sandbox.ts).
  */
 import type { MemoryResult } from "../measure/memory.ts";
 import type { OutageResult } from "../measure/outage.ts";
 import type { RefreshResult } from "../measure/refresh.ts";
+import type { SandboxResult } from "../measure/sandbox.ts";
 import type { SimulatorResult } from "../measure/simulator.ts";
 import { ANCHORS, GOALS } from "../goals.ts";
 import type { Figure } from "../report.ts";
+import { round } from "../lib/stats.ts";
 import { fmt } from "./format.ts";
 
 /** Relay requests per offered send during the outage. */
@@ -77,5 +79,22 @@ export function simulatorFigure(sim: SimulatorResult): Figure {
     detail: `${sim.seeds} seeds in ${fmt(sim.seconds)} s; ${fmt(sim.virtualPerReal)} virtual s per real s; ${sim.failures.length} broke an invariant`,
     anchor: "—",
     how: "`sweep` of testkit/sim/sweep.ts over fixed seeds in this process: each seed a whole world (real task cores, the real relay engine, the hostile relay and the simulated network) on virtual time, every invariant checked after every step.",
+  };
+}
+
+/** A granted worker's command in its OS sandbox ÷ the same command run plainly. */
+export function sandboxFigure(sb: SandboxResult): Figure {
+  return {
+    id: "sandbox-ratio",
+    label: "A worker's command in its OS sandbox ÷ the same command plainly (p50)",
+    measured: round(sb.sandboxedP50Ms / sb.plainP50Ms, 2),
+    unit: "×",
+    detail: `sandboxed p50 ${fmt(sb.sandboxedP50Ms)} ms, plain p50 ${fmt(sb.plainP50Ms)} ms (+${fmt(round(sb.sandboxedP50Ms - sb.plainP50Ms, 1))} ms a call); ${sb.calls} calls each, interleaved; no per-worker start (a sandbox is made per command)`,
+    goal: { op: "<=", value: GOALS.sandboxedPerPlainCall },
+    anchor: "—",
+    how: "`bash -c` of `git status --porcelain && ls src` in this checkout, plainly and wrapped by `sandboxedCommand` (bubblewrap: read-only root, private /tmp, `src` writable, no network), each call timed from spawn to exit (`spawnSync`).",
+    evidence: `+${fmt(round(sb.sandboxedP50Ms - sb.plainP50Ms, 1))} ms per call for making and tearing down the namespaces and mounts.`,
+    reason:
+      "bubblewrap makes a user, mount, network and PID namespace and a dozen mounts for every command; against a command of a few milliseconds that is most of the call. A longer command (a build, a test run) pays the same few milliseconds once. Proposed: one sandbox per worker that runs its commands (a long-lived shell inside it), made when the worker takes a granted task.",
   };
 }

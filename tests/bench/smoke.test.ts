@@ -44,14 +44,25 @@ const FIGURE_IDS = [
 /** The Redis store's rows (issue 15), measured when `redis-server` is installed, else reported as skipped. */
 const REDIS_FIGURE_IDS = ["redis-cycles-ratio", "redis-delivery-watch", "redis-memory"];
 const redisInstalled = packageBinary(REDIS_BINARY) !== undefined;
+/** The sandbox's row (issue 37), measured where bubblewrap can make one. */
+const bwrapInstalled = packageBinary("bwrap") !== undefined;
 
 describe("bench (quick)", () => {
   test("every measurement runs, every figure has a number, a verdict and a method; loss and duplicate checks hold", async () => {
     const results = await runBench({ quick: true });
     expect(results.quick).toBe(true);
-    expect(results.figures.map((figure) => figure.id)).toEqual([...FIGURE_IDS, ...(redisInstalled ? REDIS_FIGURE_IDS : []), "simulator"]);
+    expect(results.figures.map((figure) => figure.id)).toEqual([
+      ...FIGURE_IDS,
+      ...(redisInstalled ? REDIS_FIGURE_IDS : []),
+      "simulator",
+      ...(bwrapInstalled ? ["sandbox-ratio"] : []),
+    ]);
     // The lost-worker figure takes a silence window of real time: full runs only (tests/e2e/activity.test.ts checks it).
-    expect(results.skipped.map((skip) => skip.name)).toEqual(redisInstalled ? ["liveness"] : ["liveness", "redis"]);
+    expect(results.skipped.map((skip) => skip.name)).toEqual([
+      "liveness",
+      ...(redisInstalled ? [] : ["redis"]),
+      ...(bwrapInstalled ? [] : ["sandbox"]),
+    ]);
     for (const figure of results.figures) {
       expect({ id: figure.id, finite: Number.isFinite(figure.measured) }).toEqual({ id: figure.id, finite: true });
       expect(["met", "missed", "—"]).toContain(figure.verdict);
