@@ -6,6 +6,7 @@
  * one task in detail. A session name is the peer's claim (shown escaped and marked) and peer text is
  * quoted on its line (quote.ts), so neither can add a line to the board or drive the terminal.
  */
+import { sandboxLine } from "./sandbox-bash.ts";
 import { embeddedRelayRecord } from "../../src/host/embedded-relay.ts";
 import { listSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
 import { isAlive } from "../../src/platform/processes.ts";
@@ -168,6 +169,7 @@ export function boardLines(
     sessionLine(info, endpoint),
     identityLine(info),
     relayLine(info, endpoint !== undefined),
+    ...[sandboxLine(info.env, tasks)].filter((line): line is string => line !== undefined),
     ...failureLines(failure),
     ...workerLines(listSpawned(info.env), process.pid),
     ...rejectionLines(rejections),

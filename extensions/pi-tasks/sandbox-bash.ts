@@ -8,12 +8,13 @@
  * alone (`PI_TASKS_SANDBOX=lexical`).
  */
 import { type BashSpawnContext, createBashToolDefinition, type ExtensionAPI, getAgentDir } from "@earendil-works/pi-coding-agent";
-import type { TaskCore } from "../../src/core/task-core.ts";
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { isWithin } from "../../src/protocol/paths.ts";
 import type { Grant } from "../../src/protocol/schemas.ts";
 import { type Env, piTasksHome } from "../../src/relay-client/config.ts";
 import { type SandboxPlan, sandboxedCommand, sandboxUnavailable, shellWord } from "../../src/workspace/sandbox.ts";
 import { realPathOf, toolPathOnDisk } from "../../src/workspace/tool-paths.ts";
+import { isWorker } from "./gate.ts";
 import { openWork } from "./work.ts";
 
 export const SANDBOX_VARIABLE = "PI_TASKS_SANDBOX";
@@ -78,4 +79,15 @@ export function registerSandboxedBash(pi: ExtensionAPI, deps: { readonly core: (
     return openWork(core).flatMap((task) => (task.grant === undefined ? [] : [task.grant]));
   };
   pi.registerTool(createBashToolDefinition(process.cwd(), { spawnHook: (context) => spawnUnderGrants(context, grants(), deps.env) }));
+}
+
+/** What holds the commands of this Pi's model under a grant, in words (for /tasks), or undefined when it works on no granted task. */
+export function sandboxLine(env: Env, tasks: readonly TaskView[]): string | undefined {
+  if (!tasks.some((task) => task.role === "worker" && task.status === "active" && task.grant !== undefined)) return undefined;
+  if (!isWorker(env))
+    return "commands under a grant: NOT sandboxed in this Pi (only a spawned worker's are); the grant's tool checks apply";
+  const missing = sandboxUnavailable();
+  if (missing === undefined) return "commands under a grant: in an OS sandbox (bubblewrap)";
+  if (env[SANDBOX_VARIABLE] === "lexical") return `commands under a grant: the tool checks only (${SANDBOX_VARIABLE}=lexical; ${missing})`;
+  return `commands under a grant: refused — ${missing}. Fix: install bubblewrap, or set ${SANDBOX_VARIABLE}=lexical`;
 }

@@ -9,8 +9,8 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { planFor, spawnUnderGrants } from "../../extensions/pi-tasks/sandbox-bash.ts";
-import { sandboxedCommand } from "../../src/workspace/sandbox.ts";
+import { planFor, sandboxLine, spawnUnderGrants } from "../../extensions/pi-tasks/sandbox-bash.ts";
+import { sandboxedCommand, sandboxUnavailable } from "../../src/workspace/sandbox.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), "pi-tasks-sandbox-test-")));
@@ -76,4 +76,16 @@ test("a worker's bash: without a granted task a command runs as Pi runs it; the 
   expect(narrow.hidden).toContain(home);
   expect(planFor([{ bash: true }], project, env).writable).toEqual(["/"]);
   expect(planFor([{ network: true }], project, env).network).toBe(true);
+});
+
+test("/tasks says what holds the commands under a grant: the sandbox, the tool checks only, a refusal with its fix, or not sandboxed here", () => {
+  const granted = [{ role: "worker", status: "active", grant: { write: ["src"] } }] as never;
+  expect(sandboxLine({ PI_TASK_WORKER: "1" }, [])).toBeUndefined();
+  expect(sandboxLine({}, granted)).toContain("NOT sandboxed in this Pi");
+  const line = sandboxLine({ PI_TASK_WORKER: "1" }, granted);
+  expect(line).toBe(
+    sandboxUnavailable() === undefined
+      ? "commands under a grant: in an OS sandbox (bubblewrap)"
+      : `commands under a grant: refused — ${sandboxUnavailable()}. Fix: install bubblewrap, or set PI_TASKS_SANDBOX=lexical`,
+  );
 });
