@@ -19,7 +19,7 @@ export const BWRAP = "bwrap";
 
 /** What one sandboxed command may touch. */
 export interface SandboxPlan {
-  /** Absolute, real paths shown read-only again over the private `/tmp` (the project directory). */
+  /** Absolute, real paths shown again over the private `/tmp` (the project directory), as the root is. */
   readonly readable: readonly string[];
   /** Absolute, real paths the command may write (those that do not exist are left out). */
   readonly writable: readonly string[];
@@ -53,9 +53,13 @@ export function shellWord(text: string): string {
 
 /** bubblewrap's arguments for `plan`, up to (not including) the command. Later mounts go over earlier ones. */
 export function sandboxArgs(plan: SandboxPlan): string[] {
-  const args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent"];
-  for (const path of plan.readable) if (existsSync(path)) args.push("--ro-bind", path, path);
-  for (const path of plan.writable) if (existsSync(path)) args.push("--bind", path, path);
+  // Writable everywhere (a grant that restricts no writes): the root itself is bound writable, so
+  // the sandbox's own /dev, /proc and /tmp still go over it.
+  const root = plan.writable.includes("/") ? "--bind" : "--ro-bind";
+  const args = [root, "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent"];
+  // Shown again over the private /tmp: as the root is (read-only, or writable everywhere).
+  for (const path of plan.readable) if (existsSync(path)) args.push(root, path, path);
+  for (const path of plan.writable) if (path !== "/" && existsSync(path)) args.push("--bind", path, path);
   for (const path of plan.hidden) if (existsSync(path)) args.push("--tmpfs", path);
   if (!plan.network) args.push("--unshare-net");
   return args;

@@ -57,6 +57,17 @@ describeWithPackage("the sandbox of a granted worker's commands", "bwrap", "bubb
     }
   });
 
+  test("a grant that restricts no writes: the project and the rest are writable, /dev and /proc are the sandbox's, the home still hidden", () => {
+    const open = { ...plan, writable: ["/"] };
+    expect(
+      run(sandboxedCommand("echo w > anywhere.txt && cat anywhere.txt >/dev/null && ls /proc/self >/dev/null && echo ok", open)),
+    ).toEqual({
+      status: 0,
+      out: "ok\n",
+    });
+    expect(run(sandboxedCommand(`cat ${join(home, "identity.json")}`, open)).status).not.toBe(0);
+  });
+
   test("a command with quotes, $ and newlines reaches bash as written", () => {
     expect(run(sandboxedCommand("printf '%s\\n' \"it's\" '$HOME'\necho two", plan)).out).toBe("it's\n$HOME\ntwo\n");
   });
