@@ -18,7 +18,9 @@ const USAGE = `usage: npm run simulate -- [--seeds N] [--from S] [--seed S] [--s
   --seed S       run one seed and print its whole trace
   --steps N      steps per seed (default ${DEFAULT_SIM_OPTIONS.steps})
   --sessions N   sessions in the world (default ${DEFAULT_SIM_OPTIONS.sessions})
-  --faults ...   rates per request, per step or (the hostile relay's) per receive, e.g. loseRequest=0.1,crashes=0,forge=0.2 (defaults: ${Object.entries(faultRates(DEFAULT_SIM_OPTIONS))
+  --faults ...   rates per request, per step or (the hostile relay's) per receive, e.g. loseRequest=0.1,crashes=0,forge=0.2 (defaults: ${Object.entries(
+    faultRates(DEFAULT_SIM_OPTIONS),
+  )
     .map(([name, rate]) => `${name}=${rate}`)
     .join(",")})`;
 
