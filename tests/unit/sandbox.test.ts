@@ -68,6 +68,15 @@ describeWithPackage("the sandbox of a granted worker's commands", "bwrap", "bubb
     expect(run(sandboxedCommand(`cat ${join(home, "identity.json")}`, open)).status).not.toBe(0);
   });
 
+  // Issue 37: the built-in reviewer ("reads and reports; never edits files") edited files through bash.
+  test("the built-in reviewer's grant (write: []) leaves nothing writable to its commands", () => {
+    const reviewer = planFor([{ write: [] }], project, { PI_TASKS_HOME: home });
+    expect(reviewer.writable).toEqual([]);
+    const edit = run(sandboxedCommand("echo edited > src/a.ts", reviewer));
+    expect(edit.status).not.toBe(0);
+    expect(edit.out).toContain("Read-only file system");
+  });
+
   test("a command with quotes, $ and newlines reaches bash as written", () => {
     expect(run(sandboxedCommand("printf '%s\\n' \"it's\" '$HOME'\necho two", plan)).out).toBe("it's\n$HOME\ntwo\n");
   });
