@@ -1,14 +1,16 @@
 /**
  * The bash tool of a worker Pi (`PI_TASK_WORKER=1`): Pi's own bash tool (`createBashToolDefinition`),
  * whose commands run in an OS sandbox (src/workspace/sandbox.ts) while the session works on a task
- * that carries a grant — writable only inside the write scopes every such grant allows, the pi-tasks
- * home and Pi's agent directory hidden, no network unless every grant allows it. Without a granted
+ * that carries a grant — writable only inside the write scopes every such grant allows, readable only
+ * inside its read scopes (and the system's directories) when they are given, the pi-tasks home and
+ * Pi's agent directory hidden, no network unless every grant allows it. Without a granted
  * task a command runs as Pi runs it. Where no sandbox can be made the command is not run: it fails
  * with `PI_TASK_SANDBOX_UNAVAILABLE` and the fix, unless the person chose the tools' own checks
  * alone (`PI_TASKS_SANDBOX=lexical`).
  */
 import { type BashSpawnContext, createBashToolDefinition, type ExtensionAPI, getAgentDir } from "@earendil-works/pi-coding-agent";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { dirname } from "node:path";
 import { isWithin } from "../../src/protocol/paths.ts";
 import type { Grant } from "../../src/protocol/schemas.ts";
 import { type Env, piTasksHome } from "../../src/relay-client/config.ts";
@@ -22,24 +24,33 @@ export const SANDBOX_VARIABLE = "PI_TASKS_SANDBOX";
 /** Exit status of a command refused because no sandbox could be made (the shell's "cannot execute"). */
 const REFUSED_EXIT_STATUS = 126;
 
-/** Write scopes every grant allows, as real paths (`["/"]` when none restricts writing): the deeper of each pair that nests. */
-function writableFor(grants: readonly Grant[], cwd: string): string[] {
-  const restricting = grants.filter((grant) => grant.write !== undefined);
-  if (restricting.length === 0) return ["/"];
-  const scopesOf = (grant: Grant) => grant.write!.map((scope) => toolPathOnDisk(scope, cwd));
+/**
+ * The scopes of `kind` every grant allows, as real paths — the deeper of each pair that nests — or
+ * undefined when no grant restricts that kind.
+ */
+function allowedScopes(grants: readonly Grant[], kind: "read" | "write", cwd: string): string[] | undefined {
+  const restricting = grants.filter((grant) => grant[kind] !== undefined);
+  if (restricting.length === 0) return undefined;
+  const scopesOf = (grant: Grant) => grant[kind]!.map((scope) => toolPathOnDisk(scope, cwd));
   const [first, ...others] = restricting.map(scopesOf);
   const both = (left: readonly string[], right: readonly string[]) =>
     left.flatMap((a) => right.flatMap((b) => (isWithin(a, b) ? [a] : isWithin(b, a) ? [b] : [])));
   return [...new Set(others.reduce(both, first!))];
 }
 
+/** Where this process's runtime lives (node or bun): shown when reading is scoped, so scripts still run. */
+const runtimeDir = () => dirname(realPathOf(process.execPath));
+
 /** The sandbox for the grants this session works under now. */
 export function planFor(grants: readonly Grant[], cwd: string, env: Env): SandboxPlan {
+  const writable = allowedScopes(grants, "write", cwd) ?? ["/"];
+  const read = allowedScopes(grants, "read", cwd);
   return {
     readable: [realPathOf(cwd)],
-    writable: writableFor(grants, cwd),
+    writable,
     hidden: [realPathOf(piTasksHome(env)), realPathOf(getAgentDir())],
     network: grants.every((grant) => grant.network === true),
+    ...(read === undefined ? {} : { visible: [...read, runtimeDir()] }),
   };
 }
 

@@ -7,9 +7,11 @@
  * provider credential can be read or changed from inside); the network is cut unless the grant
  * allows it. The command keeps its working directory and environment.
  *
- * What it does not do: hide what lies outside the read scopes (the tools' own checks do that for
- * the file tools; a command can read what the user can, the hidden directories aside), limit CPU or
- * memory, or apply on another OS (`sandboxUnavailable` says why).
+ * When the grant scopes reading, the sandbox shows only the system's directories (programs,
+ * libraries, configuration), the toolchain, the read scopes and the write scopes: nothing else of
+ * the file system (the user's home included) exists inside.
+ *
+ * What it does not do: limit CPU or memory, or apply on another OS (`sandboxUnavailable` says why).
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -27,7 +29,16 @@ export interface SandboxPlan {
   readonly hidden: readonly string[];
   /** Whether the command may reach the network. */
   readonly network: boolean;
+  /**
+   * When given, the only paths of the file system shown (read-only) besides the system's own
+   * directories (`SYSTEM_DIRS`) and the writable ones: the grant's read scopes and what the
+   * toolchain needs. Absent: everything is shown.
+   */
+  readonly visible?: readonly string[];
 }
+
+/** What every command needs to run at all: programs, libraries, configuration. Shown when reading is scoped. */
+export const SYSTEM_DIRS: readonly string[] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"];
 
 let probed: string | undefined | null = null;
 
@@ -56,9 +67,20 @@ export function sandboxArgs(plan: SandboxPlan): string[] {
   // Writable everywhere (a grant that restricts no writes): the root itself is bound writable, so
   // the sandbox's own /dev, /proc and /tmp still go over it.
   const root = plan.writable.includes("/") ? "--bind" : "--ro-bind";
-  const args = [root, "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent"];
+  // Reading scoped: an empty root with the system's directories and the visible paths on it.
+  const base =
+    plan.visible === undefined
+      ? [root, "/", "/"]
+      : [
+          "--tmpfs",
+          "/",
+          ...[...SYSTEM_DIRS, ...plan.visible].filter((path) => existsSync(path)).flatMap((path) => ["--ro-bind", path, path]),
+        ];
+  const args = [...base, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent"];
+  // The working directory exists inside even when reading is scoped to parts of it (its other files do not).
+  if (plan.visible !== undefined) for (const path of plan.readable) args.push("--dir", path);
   // Shown again over the private /tmp: as the root is (read-only, or writable everywhere).
-  for (const path of plan.readable) if (existsSync(path)) args.push(root, path, path);
+  for (const path of plan.visible === undefined ? plan.readable : plan.visible) if (existsSync(path)) args.push(root, path, path);
   for (const path of plan.writable) if (path !== "/" && existsSync(path)) args.push("--bind", path, path);
   for (const path of plan.hidden) if (existsSync(path)) args.push("--tmpfs", path);
   if (!plan.network) args.push("--unshare-net");

@@ -77,6 +77,23 @@ describeWithPackage("the sandbox of a granted worker's commands", "bwrap", "bubb
     expect(edit.out).toContain("Read-only file system");
   });
 
+  // Issue 37: reads only inside the read scopes, plus what the toolchain needs.
+  test("with read scopes, only they, the write scopes and the system's directories exist inside", () => {
+    writeFileSync(join(project, "README.md"), "outside the read scope");
+    writeFileSync(join(project, "src", "code.ts"), "inside");
+    const scoped = planFor([{ read: ["src"], write: ["src"] }], project, { PI_TASKS_HOME: home });
+    expect(run(sandboxedCommand("cat src/code.ts && git --version >/dev/null && echo tools-ok", scoped))).toEqual({
+      status: 0,
+      out: "insidetools-ok\n",
+    });
+    const outside = run(sandboxedCommand("cat README.md", scoped));
+    expect(outside.status).not.toBe(0);
+    expect(outside.out).toContain("No such file or directory");
+    // Nothing else: this checkout's own files (the runtime's directory inside it aside) are not there.
+    const elsewhere = join(import.meta.dir, "..", "..", "package.json");
+    expect(run(sandboxedCommand(`test -e ${elsewhere}; echo $?`, scoped)).out).toBe("1\n");
+  });
+
   test("a command with quotes, $ and newlines reaches bash as written", () => {
     expect(run(sandboxedCommand("printf '%s\\n' \"it's\" '$HOME'\necho two", plan)).out).toBe("it's\n$HOME\ntwo\n");
   });
