@@ -15,7 +15,7 @@
  *   delivered) at its origin within `ORPHAN_BOUND_MS`, when the origin could see the relay all
  *   that time.
  * - live-not-orphaned: a task whose worker's Pi runs, both parties reachable since the task was
- *   sent, on the same relay state, is never orphaned.
+ *   sent, on the same relay state, neither Pi restarted since, is never orphaned.
  * - proof-before-content: no task content leaves a session sealed to a key that never proved itself
  *   the task's peer — the stranger's (a key no session trusts, holding a name that lapsed).
  * - nothing-forged-believed: no Pi is shown, and (at the end) no task holds, text the hostile
@@ -181,7 +181,14 @@ function orphanChecks(world: World, session: SimSession, task: TaskView): Violat
   const since = task.createdAt - SIM_EPOCH_MS;
   const workerSession = worker.id.split("/")[0]!;
   const reachable = (name: string) => !world.network.partitionedSince(name, since);
-  const steady = reachable(workerSession) && reachable(session.name) && world.relayRestartedAt() < since && worker.startedAt <= since;
+  // An origin Pi that started after the task did (a restart, resuming it) asks the worker whether it
+  // holds the task; one whose assignment never left the crashed Pi is truthfully orphaned then.
+  const steady =
+    reachable(workerSession) &&
+    reachable(session.name) &&
+    world.relayRestartedAt() < since &&
+    worker.startedAt <= since &&
+    origin.startedAt <= since;
   if (steady && task.attention === "orphaned")
     return {
       invariant: "live-not-orphaned",
