@@ -20,6 +20,7 @@ import { activityLine, age, signerShort, taskTitle, taskWords, waitBrief, waitWo
 import { failureLines, type FooterFailure } from "./failures.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
+import { grantRequestLines, waitingGrantRequests } from "./grant-requests.ts";
 import { claimedName, inlineText, oneLine } from "./quote.ts";
 import { shortId } from "./short-ids.ts";
 import { evidenceLines, signerWords, terminalLines } from "./render.ts";
@@ -174,6 +175,7 @@ export function boardLines(
     ...workerLines(listSpawned(info.env), process.pid),
     ...rejectionLines(rejections),
     ...questionLines(waitingQuestions(tasks), now),
+    ...grantRequestLines(waitingGrantRequests(tasks), now),
     counts.join(" · "),
     ...tasks.map((task) => taskLine(task, names, now, waiting(task.taskId))),
     ...(tasks.length > 0 ? ["Details: /tasks <task id>"] : []),

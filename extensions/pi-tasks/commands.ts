@@ -16,6 +16,7 @@ import { applyResult } from "./tools/apply.ts";
 import { boardLines, detailLines } from "./board.ts";
 import type { Lifecycle, SessionInfo } from "./lifecycle.ts";
 import type { PeerDirectory } from "./peers.ts";
+import { grantCommand } from "./grant-requests.ts";
 import { type AnswerDialog, answerCommand } from "./questions.ts";
 import { reassignCommand } from "./reassign.ts";
 import { findTask } from "./short-ids.ts";
@@ -87,6 +88,14 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
       deps.life
         .ready()
         .then(() => answerCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), dialog })),
+  },
+  grant: {
+    usage: "/tasks grant [<request id>] [allow|deny] [<note>]",
+    summary: "decide a worker's request for more than its grant (only you can; a dialog asks for what you leave out)",
+    run: (words, deps, dialog) =>
+      deps.life
+        .ready()
+        .then(() => grantCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), dialog })),
   },
   reassign: {
     usage: "/tasks reassign <task id> [<worker session>]",

@@ -6,7 +6,7 @@
  * - every other tool needs an eligible assignment: a task addressed to this endpoint, active in
  *   this lifetime's RAM, whose `task.created`/`task.reassigned` event Pi recorded in the session,
  *   with no terminal intent submitted and not closing;
- * - `agent_task_message` must name an eligible assignment (by its full id or a short id, resolved
+ * - `agent_task_message` and `agent_task_request_grant` must name an eligible assignment (by its full id or a short id, resolved
  *   as the tool resolves it: short-ids.ts);
  * - preflighting `agent_task_done` marks its task closing before sibling calls are preflighted; a
  *   done retry for the same assigned task stays allowed; a done call that ends in an error (refused:
@@ -145,10 +145,10 @@ function decide(rules: Eligibility, deps: GateDeps, toolName: string, input: unk
     }
     return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_done must name this worker's assignment.");
   }
-  if (toolName === "agent_task_message") {
+  if (toolName === "agent_task_message" || toolName === "agent_task_request_grant") {
     const taskId = taskIdOf(core, input);
     if (taskId !== undefined && rules.eligible(core, taskId)) return undefined;
-    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", "agent_task_message must name an active assignment of this worker.");
+    return blocked("PI_TASK_WORKER_ASSIGNMENT_REQUIRED", `${toolName} must name an active assignment of this worker.`);
   }
   if (rules.anyEligible(core)) return undefined;
   return blocked(

@@ -51,7 +51,7 @@ export function grantVerdict(
     if (problem !== undefined) {
       return {
         code: "PI_TASK_GRANT_DENIED",
-        reason: `PI_TASK_GRANT_DENIED: ${ERROR_REGISTRY.PI_TASK_GRANT_DENIED.message} Task ${taskId}: ${problem}.`,
+        reason: `PI_TASK_GRANT_DENIED: ${ERROR_REGISTRY.PI_TASK_GRANT_DENIED.message} Task ${taskId}: ${problem}. If the task cannot be done without it, ask once with agent_task_request_grant.`,
       };
     }
   }

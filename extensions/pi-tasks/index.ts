@@ -32,11 +32,12 @@
  *                 and what it waits for, in words (describe.ts `waitWords`)
  * - widget.ts     the live workers widget: one line per reporting worker, rewritten after each pass
  * - spawn-watch.ts  workers this Pi spawned are orphaned at once when their process exits
- * - commands.ts   `/tasks` and its subcommands (board, answer, reassign, audit, identity, pairing, relay)
+ * - commands.ts   `/tasks` and its subcommands (board, answer, grant, reassign, audit, identity, pairing, relay)
  * - board.ts      the `/tasks` board and `/tasks <id>` details; describe.ts: states in plain words
  * - peers.ts      session names of peer endpoints (display only)
  * - trust.ts      identity, paired peers, PI_TASKS_TRUST and the pairing dialog (the human decides)
  * - questions.ts  questions for the person: announced, listed on /tasks, answered with /tasks answer
+ * - grant-requests.ts  a worker's request for more: announced, listed on /tasks, decided by the person with /tasks grant
  * - reassign.ts   /tasks reassign: the person moves an orphaned task to another worker
  * - audit.ts      /tasks audit: one timeline joining both sides' views, gaps named
  * - render.ts     the text the model reads

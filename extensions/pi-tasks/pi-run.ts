@@ -23,6 +23,7 @@ import { type AgentObserver, createAgentObserver } from "./observer.ts";
 import { createSpawnWatch, type SpawnWatch } from "./spawn-watch.ts";
 import { createPiPresenter, type PiPresenter } from "./presenter.ts";
 import { announceQuestions } from "./questions.ts";
+import { announceGrantRequests } from "./grant-requests.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
 import { resumeDelegated, resumeWanted } from "./resume.ts";
 import { createTaskTracer, type TaskTracer } from "./traces.ts";
@@ -66,7 +67,7 @@ export interface PiRun {
   failure: FooterFailure | undefined;
   /** A pass reached the relay (its lease held): a relay that did not answer at start-up answers now. */
   relayAnswered: boolean;
-  /** Questions already announced to the person at this Pi (by event id). */
+  /** Questions and grant requests already announced to the person at this Pi (by event id). */
   readonly announced: Set<string>;
 }
 
@@ -222,7 +223,9 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
       if (!report.failures.has("lease")) run.relayAnswered = true;
       run.failure = passFailure(report, relay.url, problemNow(found, run));
       hooks.footer();
-      announceQuestions(configured.current().listTasks(), run.announced, (message) => hooks.notify(message, "info"));
+      const tasks = configured.current().listTasks();
+      announceQuestions(tasks, run.announced, (message) => hooks.notify(message, "info"));
+      announceGrantRequests(tasks, run.announced, (message) => hooks.notify(message, "warning"));
       // The first pass binds the session: the doorbell need not wait for its next check.
       run.watch.nudge();
     },

@@ -309,6 +309,21 @@ function revisionBody({ payload, task, head }: EventParts): string[] {
   ];
 }
 
+function grantDecidedBody({ payload, task, head }: EventParts): string[] {
+  const approved = payload.approved === true;
+  return [
+    `## task grant request ${approved ? "approved" : "denied"}`,
+    ...head,
+    field("request", payload.request),
+    ...(approved ? [field("grant", JSON.stringify(payload.grant ?? {}))] : []),
+    ...(payload.note === undefined ? [] : ["", ...quotedBlock("note", payload.note)]),
+    "",
+    approved
+      ? `The person at the origin allowed it for this task: the grant above is what you may do from now on. Go on with task ${task.taskId}.`
+      : `The person at the origin denied it: your grant is unchanged. Do what you can within it, or report with agent_task_done (taskId ${task.taskId}) what could not be done and why.`,
+  ];
+}
+
 function cancelOutcomeBody({ payload, head }: EventParts): string[] {
   return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)];
 }
@@ -379,6 +394,7 @@ const EVENT_BODIES: Readonly<Record<string, (parts: EventParts) => string[]>> = 
   "task.refused": refusedBody,
   "task.unreported": unreportedBody,
   "task.revision_requested": revisionBody,
+  "task.grant_decided": grantDecidedBody,
 };
 
 function renderEventBody(event: TaskEvent, task: TaskSnapshot, peer: Signer | undefined): string {

@@ -63,7 +63,8 @@ export type OperationKey =
   | "origin_terminal"
   | "origin_cancellation"
   | "parent_acknowledgment"
-  | `cancel_outcome:${string}`;
+  | `cancel_outcome:${string}`
+  | "grant_request";
 
 export const OPERATION = {
   /** The envelope carrying an assignment event (`task.created` / `task.reassigned`). */
@@ -80,6 +81,8 @@ export const OPERATION = {
   parentAcknowledgment: "parent_acknowledgment",
   /** The worker's one report of what its Pi did with a cancel event. */
   cancelOutcome: (eventId: string): OperationKey => `cancel_outcome:${eventId}`,
+  /** The worker's one request for a wider grant (grant-requests.ts). */
+  grantRequest: "grant_request",
 } as const;
 
 /** The envelope that carries the task's latest assignment (its creation or its latest reassignment), if one was made. */

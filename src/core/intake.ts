@@ -41,6 +41,7 @@ import { fanOut, outboxEnvelope, queueEnvelope } from "./outbox.ts";
 import { recordActivity } from "./activity.ts";
 import { heardFromWorker } from "./liveness.ts";
 import { reopenForRevision } from "./revision.ts";
+import { applyGrantDecision } from "./grant-requests.ts";
 import { checkChoiceAnswer, choiceFields, fitsChoices } from "./choices.ts";
 import { gateMail, gateHello, countRejection, type Signer } from "./trust.ts";
 import type { WorkScope } from "./scope.ts";
@@ -323,6 +324,7 @@ function recordCanonical(context: CoreContext, scope: WorkScope, envelope: TaskE
   const terminal = eventTypeRow(event.type).terminalStatus;
   const requires = store.transaction(() => {
     if (event.type === "task.revision_requested") reopenForRevision(context, event);
+    if (event.type === "task.grant_decided") applyGrantDecision(context, event);
     store.appendEvent(event);
     if (terminal !== null && stored.record.status === "active") store.setStatus(event.taskId, terminal);
     // The origin asks for this side's view: answered at once (audit.ts).

@@ -24,7 +24,7 @@ import { sameEndpoint, endpointKey } from "../protocol/endpoint.ts";
 import { TaskError, toTaskError } from "../protocol/errors.ts";
 import { eventTypeRow, isAssignmentType, validateTaskEvent } from "../protocol/events.ts";
 import { maxHellosPerPass, maxResumeTasks } from "../protocol/limits.ts";
-import { type ResumeList, TaskRecord, type TaskEndpoint, type TaskEvent } from "../protocol/schemas.ts";
+import { type Grant, type ResumeList, TaskRecord, type TaskEndpoint, type TaskEvent } from "../protocol/schemas.ts";
 import { assertValid, isRecord } from "../protocol/validate.ts";
 import { OPERATION } from "./bookkeeping.ts";
 import { type CoreContext, isClosed, me, rethrowRelayLoss } from "./context.ts";
@@ -80,6 +80,8 @@ function replayed(sent: TaskRecord, events: readonly TaskEvent[]): TaskRecord {
     if (event.type === "task.revision_requested") {
       record = { ...record, status: "active", revision: Number(event.payload.round), expiresAt: Number(event.payload.expiresAt) };
     }
+    if (event.type === "task.grant_decided" && event.payload.grant !== undefined)
+      record = { ...record, grant: event.payload.grant as Grant };
     const terminal = eventTypeRow(event.type).terminalStatus;
     if (terminal !== null && record.status === "active") record = { ...record, status: terminal };
   }

@@ -17,6 +17,7 @@ import {
   CancelParams,
   DoneParams,
   MessageParams,
+  RequestGrantParams,
   ReviseParams,
   SendParams,
   type TaskEndpoint,
@@ -51,6 +52,7 @@ import { systemTimers, type TaskTimers } from "./timers.ts";
 import { checkCorrection } from "./corrections.ts";
 import { rehome } from "./reconnect.ts";
 import { requestRevision, type RevisionResult } from "./revision.ts";
+import { decideGrant, type GrantDecisionResult, requestGrant } from "./grant-requests.ts";
 import { type AuditReport, auditReport, requestAudit } from "./audit.ts";
 import { createTrustState, processLocalTrust, type TrustOptions } from "./trust.ts";
 import { ROOT_DEPTH } from "./lineage.ts";
@@ -121,6 +123,13 @@ export interface TaskCore {
    * (`{taskId, reason}`): the task is active again for one more round (revision.ts).
    */
   requestRevision(input: unknown, options?: OperationOptions): Promise<RevisionResult>;
+  /** The worker asks its origin's person for more than its grant, once per task (`{taskId, request, reason}`; grant-requests.ts). */
+  requestGrant(input: unknown, options?: OperationOptions): Promise<MessageResult>;
+  /** The origin's person decides an open grant request (`request`: its event id); approved widens the task's grant. */
+  decideGrant(
+    decision: { readonly taskId: string; readonly request: string; readonly approved: boolean; readonly note?: string },
+    options?: OperationOptions,
+  ): Promise<GrantDecisionResult>;
   /** The origin's acknowledgement of a terminal task (`{taskId}`). */
   acknowledge(input: unknown, options?: OperationOptions): Promise<AckResult>;
   /** Moves an orphaned task (or one whose target is gone) to `to`, else to its target's live successor. */
@@ -351,6 +360,13 @@ function operations(context: CoreContext, track: Track) {
         const params = assertValid(ReviseParams, input, { subject: "agent_task_revise" });
         return requestRevision(context, await leasedEndpoint(context, opts.signal), params.taskId, params.reason, opts.signal);
       }),
+    requestGrant: (input: unknown, opts: OperationOptions = {}) =>
+      track("requestGrant", async () => {
+        const params = assertValid(RequestGrantParams, input, { subject: "agent_task_request_grant" });
+        return requestGrant(context, await leasedEndpoint(context, opts.signal), params, opts.signal);
+      }),
+    decideGrant: (decision: Parameters<TaskCore["decideGrant"]>[0], opts: OperationOptions = {}) =>
+      track("decideGrant", async () => decideGrant(context, await leasedEndpoint(context, opts.signal), decision, opts.signal)),
     reportActivity: (taskId: string, report: ActivityReport, opts: OperationOptions = {}) =>
       track("reportActivity", async () => sendActivity(context, await leasedEndpoint(context, opts.signal), taskId, report, opts.signal)),
     reportUnreported: (taskId: string, report: UnreportedReport, opts: OperationOptions = {}) =>

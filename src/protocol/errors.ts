@@ -187,6 +187,10 @@ export const ERROR_REGISTRY = Object.freeze({
     "refused",
     "The task cannot be sent back for revision: only a completed, not yet acknowledged task of this origin, at most maxRevisionRounds times.",
   ),
+  GRANT_REQUEST_REFUSED: spec(
+    "refused",
+    "No grant request was made or decided: a worker asks once per active task and only for what its grant lacks; a decision names an open request of a task this session assigned.",
+  ),
   INVALID_RESULT_PATH: spec(
     "invalid",
     "A path of the result (result.changedFiles, a file it carries, or a file its patch touches) is absolute, leaves the project, lies inside .git, is a symbolic link a patch would make, or is both a file and a directory; nothing was reported or applied.",

@@ -21,6 +21,8 @@ import {
   ReassignedPayload,
   RefusedPayload,
   RevisionPayload,
+  GrantDecidedPayload,
+  GrantRequestedPayload,
   TASK_EVENT_TYPE_NAMES,
   TaskEvent,
   type TaskEventType,
@@ -187,6 +189,26 @@ export const TASK_EVENT_TYPES: Readonly<Record<TaskEventType, EventTypeRow>> = O
     originLocal: false,
     receiverIntent: false,
     payload: RevisionPayload,
+  }),
+  // A worker asks for more than its grant (once per task): kept at the origin for its person to
+  // decide (announced to them, never shown to the origin's model, which cannot decide); never forwarded.
+  "task.grant_requested": row("task.grant_requested", {
+    modelVisible: false,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: true,
+    receiverIntent: true,
+    payload: GrantRequestedPayload,
+  }),
+  // The origin's person decided a grant request: shown to the worker's model with a wake (approved:
+  // its grant is wider from now on, src/core/grant-requests.ts).
+  "task.grant_decided": row("task.grant_decided", {
+    modelVisible: true,
+    terminalStatus: null,
+    conversational: false,
+    originLocal: false,
+    receiverIntent: false,
+    payload: GrantDecidedPayload,
   }),
 });
 

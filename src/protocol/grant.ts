@@ -13,7 +13,7 @@
  */
 import { resolve } from "node:path";
 import { isWithin } from "./paths.ts";
-import type { Grant } from "./schemas.ts";
+import type { Grant, GrantRequest } from "./schemas.ts";
 
 /** Tools that only read files, and the argument naming the path. */
 const READ_TOOLS: Readonly<Record<string, readonly string[]>> = {
@@ -121,4 +121,36 @@ export function toolVerdict(
   if (writes !== undefined) return pathVerdict("write", grant.write, input, writes, cwd, where);
   if (toolName !== "bash" && grant.tools === undefined) return `${toolName} is not a tool this task may use unless its grant names it`;
   return undefined;
+}
+
+function union(have: readonly string[] | undefined, asked: readonly string[] | undefined): string[] | undefined {
+  if (have === undefined) return undefined;
+  return [...new Set([...have, ...(asked ?? [])])];
+}
+
+/** What `request` asks for beyond `grant` (no grant: everything is allowed already), as words; empty when nothing. */
+export function grantAdditions(grant: Grant | undefined, request: GrantRequest): string[] {
+  if (grant === undefined) return [];
+  const added = (have: readonly string[] | undefined, asked: readonly string[] | undefined) =>
+    have === undefined ? [] : (asked ?? []).filter((item) => !have.includes(item));
+  return [
+    ...added(grant.tools, request.tools).map((tool) => `tool ${tool}`),
+    ...(request.bash === true && grant.bash === false ? ["bash"] : []),
+    ...(request.network === true && grant.network !== true ? ["network"] : []),
+    ...added(grant.read, request.read).map((path) => `read ${path}`),
+    ...added(grant.write, request.write).map((path) => `write ${path}`),
+  ];
+}
+
+/** `grant` widened by `request` (budgets untouched); the caller narrows it to what its own side holds. */
+export function widenGrant(grant: Grant, request: GrantRequest): Grant {
+  const fields = {
+    ...grant,
+    tools: union(grant.tools, request.tools),
+    bash: request.bash === true ? true : grant.bash,
+    network: request.network === true ? true : grant.network,
+    read: union(grant.read, request.read),
+    write: union(grant.write, request.write),
+  };
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as Grant;
 }

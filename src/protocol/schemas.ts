@@ -120,14 +120,18 @@ export type Lineage = Static<typeof Lineage>;
  * `bash` or not, and budgets — turns, cost, wall time. Absent fields grant what the worker's Pi
  * allows; a sub-delegation's grant is always narrowed to its parent's.
  */
+/** What a grant allows besides budgets: the part a worker may ask to widen (grant-requests.ts). */
+const grantScopeFields = {
+  tools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxGrantToolChars }), { maxItems: maxGrantTools })),
+  bash: Type.Optional(Type.Boolean()),
+  /** Whether the worker's commands may reach the network (its sandbox cuts it otherwise). */
+  network: Type.Optional(Type.Boolean()),
+  read: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
+  write: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
+};
 export const Grant = Type.Object(
   {
-    tools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxGrantToolChars }), { maxItems: maxGrantTools })),
-    bash: Type.Optional(Type.Boolean()),
-    /** Whether the worker's commands may reach the network (its sandbox cuts it otherwise). */
-    network: Type.Optional(Type.Boolean()),
-    read: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
-    write: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: maxPathChars }), { maxItems: maxGrantPaths })),
+    ...grantScopeFields,
     maxTurns: Type.Optional(Type.Integer({ minimum: 1, maximum: maxGrantTurns })),
     maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: maxGrantCostUsd })),
     maxWallMs: Type.Optional(Type.Integer({ minimum: 1, maximum: maxTaskTimeoutMs })),
@@ -135,6 +139,12 @@ export const Grant = Type.Object(
   strict,
 );
 export type Grant = Static<typeof Grant>;
+/**
+ * What a worker asks to have beside its grant (`agent_task_request_grant`): tools, `bash`,
+ * `network`, read or write paths — never budgets. Each field names only what it adds.
+ */
+export const GrantRequest = Type.Object(grantScopeFields, { ...strict, minProperties: 1 });
+export type GrantRequest = Static<typeof GrantRequest>;
 
 export const TaskRecord = Type.Object(
   {
@@ -181,6 +191,8 @@ export const TASK_EVENT_TYPE_NAMES = [
   "task.activity",
   "task.unreported",
   "task.revision_requested",
+  "task.grant_requested",
+  "task.grant_decided",
 ] as const;
 export type TaskEventType = (typeof TASK_EVENT_TYPE_NAMES)[number];
 
@@ -405,6 +417,16 @@ export const RevisionPayload = Type.Object(
   { result: Id, reason: TaskText, round: Type.Integer({ minimum: 1, maximum: maxRevisionRounds }), expiresAt: Millis },
   strict,
 );
+/** A worker asks its origin's person for more than its grant allows, once per task, with a reason. */
+export const GrantRequestedPayload = Type.Object({ ...intentIdField, request: GrantRequest, reason: TaskText }, strict);
+/**
+ * The origin's person decided a grant request (`request`: its event id). Approved: `grant` is the
+ * task's grant from now on (the old one widened by the request, narrowed to what the origin holds).
+ */
+export const GrantDecidedPayload = Type.Object(
+  { request: Id, approved: Type.Boolean(), grant: Type.Optional(Grant), note: Type.Optional(TaskText) },
+  strict,
+);
 /** What a worker's Pi did with a cancel: its turn aborted, it was already idle, or it was still busy after the grace period. */
 export const CancelOutcomePayload = Type.Object({ ...intentIdField, cancelEventId: Id, outcome: CancelOutcome }, strict);
 export const TerminalPayload = Type.Object({ ...intentIdField, ...terminalFields }, strict);
@@ -509,6 +531,7 @@ export const ReceiverIntentType = Type.Union([
   Type.Literal("task.audit_view"),
   Type.Literal("task.activity"),
   Type.Literal("task.unreported"),
+  Type.Literal("task.grant_requested"),
 ]);
 export type ReceiverIntentType = Static<typeof ReceiverIntentType>;
 
@@ -709,6 +732,9 @@ export type AckParams = Static<typeof AckParams>;
 export const ReviseParams = Type.Object({ taskId: Id, reason: TaskText }, strict);
 export type ReviseParams = Static<typeof ReviseParams>;
 
+export const RequestGrantParams = Type.Object({ taskId: Id, request: GrantRequest, reason: TaskText }, strict);
+export type RequestGrantParams = Static<typeof RequestGrantParams>;
+
 export const CancelParams = Type.Object(
   { taskId: Id, reason: Type.Optional(Type.String({ minLength: 1, maxLength: maxReasonChars })) },
   strict,
@@ -770,6 +796,7 @@ export const TOOL_PARAMETERS = {
   agent_task_ack: AckParams,
   agent_task_cancel: CancelParams,
   agent_task_revise: ReviseParams,
+  agent_task_request_grant: RequestGrantParams,
   agent_task_apply: ApplyParams,
   agent_task_status: StatusParams,
   agent_task_inbox: InboxParams,

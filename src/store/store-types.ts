@@ -33,7 +33,9 @@ export interface Bookkeeping {
 export type TaskRole = "origin" | "worker";
 
 /** The fields of a task record that may change after it was created. */
-export type TaskRecordPatch = Partial<Pick<TaskRecord, "origin" | "target" | "lineage" | "generation" | "revision" | "expiresAt">>;
+export type TaskRecordPatch = Partial<
+  Pick<TaskRecord, "origin" | "target" | "lineage" | "generation" | "revision" | "expiresAt" | "grant">
+>;
 
 export interface StoredTask {
   readonly record: TaskRecord;

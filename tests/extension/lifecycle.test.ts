@@ -144,7 +144,7 @@ function operationsSince(from: number): string[] {
 const registered = (session: string) => waitForEndpoint(relay.url, session, { timeoutMs: 3_000, pollMs: 20 });
 
 describe("the factory", () => {
-  test("registers fourteen tools, /tasks and its handlers, and starts nothing before session_start", async () => {
+  test("registers fifteen tools, /tasks and its handlers, and starts nothing before session_start", async () => {
     proxy.resetStats();
     const handlers: string[] = [];
     const tools: string[] = [];
@@ -168,6 +168,7 @@ describe("the factory", () => {
       "agent_task_inbox",
       "agent_task_message",
       "agent_task_reassign",
+      "agent_task_request_grant",
       "agent_task_revise",
       "agent_task_send",
       "agent_task_spawn",

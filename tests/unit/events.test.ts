@@ -7,7 +7,7 @@ import { thrown } from "../../testkit/async.ts";
 describe("TASK_EVENT_TYPES", () => {
   test("has exactly one row per type", () => {
     expect(Object.keys(TASK_EVENT_TYPES).sort()).toEqual([...TASK_EVENT_TYPE_NAMES].sort());
-    expect(TASK_EVENT_TYPE_NAMES.length).toBe(22);
+    expect(TASK_EVENT_TYPE_NAMES.length).toBe(24);
     for (const [type, row] of Object.entries(TASK_EVENT_TYPES)) expect(row.type).toBe(type as never);
   });
 
@@ -41,6 +41,8 @@ describe("TASK_EVENT_TYPES", () => {
       "task.activity": [false, null, false, true, true, false],
       "task.unreported": [true, null, false, true, true, true],
       "task.revision_requested": [true, null, false, false, false, true],
+      "task.grant_requested": [false, null, false, true, true, false],
+      "task.grant_decided": [true, null, false, false, false, true],
     });
     expect(isTerminalType("task.timed_out")).toBe(true);
     expect(isTerminalType("task.late_terminal")).toBe(false);

@@ -9,6 +9,7 @@ import { doneTool } from "./done.ts";
 import { inboxTool } from "./inbox.ts";
 import { messageTool } from "./message.ts";
 import { reassignTool } from "./reassign.ts";
+import { requestGrantTool } from "./request-grant.ts";
 import { reviseTool } from "./revise.ts";
 import { sendTool } from "./send.ts";
 import { type TaskToolDefinition, type ToolDeps, withErrorResult, withTaskIds } from "./shared.ts";
@@ -25,6 +26,7 @@ export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
   return [
     sendTool,
     messageTool,
+    requestGrantTool,
     doneTool,
     ackTool,
     cancelTool,
