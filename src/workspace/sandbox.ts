@@ -15,6 +15,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { isWithin } from "../protocol/paths.ts";
 
 /** The bubblewrap program; found on PATH. */
 export const BWRAP = "bwrap";
@@ -83,6 +84,13 @@ export function sandboxArgs(plan: SandboxPlan): string[] {
   for (const path of plan.visible === undefined ? plan.readable : plan.visible) if (existsSync(path)) args.push(root, path, path);
   for (const path of plan.writable) if (path !== "/" && existsSync(path)) args.push("--bind", path, path);
   for (const path of plan.hidden) if (existsSync(path)) args.push("--tmpfs", path);
+  // A path shown or writable *inside* a hidden directory (a worker's own workspace in the pi-tasks
+  // home) is bound again over the hiding; the hidden directory itself, and the rest of it, stay hidden.
+  const under = (path: string) => plan.hidden.some((hidden) => path !== hidden && isWithin(path, hidden));
+  if (plan.visible !== undefined) for (const path of plan.readable) if (under(path)) args.push("--dir", path);
+  for (const path of plan.visible === undefined ? plan.readable : plan.visible)
+    if (under(path) && existsSync(path)) args.push(root, path, path);
+  for (const path of plan.writable) if (under(path) && existsSync(path)) args.push("--bind", path, path);
   if (!plan.network) args.push("--unshare-net");
   return args;
 }

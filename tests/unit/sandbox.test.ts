@@ -94,6 +94,41 @@ describeWithPackage("the sandbox of a granted worker's commands", "bwrap", "bubb
     expect(run(sandboxedCommand(`test -e ${elsewhere}; echo $?`, scoped)).out).toBe("1\n");
   });
 
+  // Worktree × sandbox: a spawned worker's workspace lives in the pi-tasks home, which the sandbox
+  // hides — hidden last, the worker's own project vanished inside its sandbox.
+  test("a project inside a hidden directory (a worker's own workspace in the pi-tasks home) stays, the rest of the home stays hidden", () => {
+    const workspace = join(home, "worktrees", "w1");
+    mkdirSync(join(workspace, "src"), { recursive: true });
+    writeFileSync(join(workspace, "README"), "the worker's project\n");
+    const inside = { readable: [workspace], writable: [join(workspace, "src")], hidden: [home], network: false };
+    const shown = spawnSync(
+      "/bin/bash",
+      ["-c", sandboxedCommand(`cat README && echo w > src/w.txt && cat ${join(home, "identity.json")}`, inside)],
+      {
+        cwd: workspace,
+        encoding: "utf8",
+      },
+    );
+    expect(shown.stdout).toBe("the worker's project\n");
+    expect(shown.stderr).toContain("No such file or directory");
+    expect(run(`cat ${join(workspace, "src/w.txt")}`).out).toBe("w\n");
+    // Everything writable (no write scopes): the home is still hidden, the workspace still there.
+    const open = { ...inside, writable: ["/"] };
+    const everywhere = spawnSync("/bin/bash", ["-c", sandboxedCommand(`cat README; ls ${home}`, open)], {
+      cwd: workspace,
+      encoding: "utf8",
+    });
+    expect(everywhere.stdout).toBe("the worker's project\nworktrees\n");
+    // Reading scoped to its src/: the working directory exists, src/ is there, the home's key is not.
+    const scoped = { ...inside, visible: [join(workspace, "src")] };
+    const read = spawnSync("/bin/bash", ["-c", sandboxedCommand(`cat src/w.txt; ls; cat ${join(home, "identity.json")}`, scoped)], {
+      cwd: workspace,
+      encoding: "utf8",
+    });
+    expect(read.stdout).toBe("w\nsrc\n");
+    expect(read.stderr).toContain("No such file or directory");
+  });
+
   test("a command with quotes, $ and newlines reaches bash as written", () => {
     expect(run(sandboxedCommand("printf '%s\\n' \"it's\" '$HOME'\necho two", plan)).out).toBe("it's\n$HOME\ntwo\n");
   });
