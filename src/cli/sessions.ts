@@ -4,7 +4,7 @@
  */
 import type { Env } from "../relay-client/config.ts";
 import { fields, table } from "../host/format.ts";
-import { killSession, sessionList, sessionStatus, worktreeLines } from "../host/sessions.ts";
+import { killSession, sessionList, sessionStatus, workspaceLines } from "../host/sessions.ts";
 
 /** A value for `--json` and its text for people. */
 export interface Printed {
@@ -53,7 +53,8 @@ export async function killCommand(name: string, env: Env): Promise<Printed> {
       killed: true,
       pids: killed.pids,
       ...(killed.worktree === undefined ? {} : { worktree: killed.worktree }),
+      ...(killed.scratch === undefined ? {} : { scratch: killed.scratch }),
     },
-    text: [`Stopped ${name} (pids ${killed.pids.join(", ")}); confirmed gone.`, ...worktreeLines(killed.worktree)].join("\n"),
+    text: [`Stopped ${name} (pids ${killed.pids.join(", ")}); confirmed gone.`, ...workspaceLines(killed)].join("\n"),
   };
 }

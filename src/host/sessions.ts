@@ -39,6 +39,7 @@ export interface KilledSession {
   readonly session: string;
   readonly pids: readonly number[];
   readonly worktree?: StopResult["worktree"];
+  readonly scratch?: StopResult["scratch"];
 }
 
 /** The relay a command talks to: `--relay` (validated), else the environment's. */
@@ -98,8 +99,16 @@ export function sessionList(env: Env, relay?: string): Promise<SessionListing> {
   });
 }
 
-/** What became of a stopped worker's worktree, in words (with how to merge or remove a kept one). */
-export function worktreeLines(worktree: StopResult["worktree"]): string[] {
+/** What became of a stopped worker's workspace (worktree or scratch copy), in words (with how to merge or remove a kept one). */
+export function workspaceLines(stopped: Pick<StopResult, "worktree" | "scratch">): string[] {
+  const { worktree, scratch } = stopped;
+  if (scratch !== undefined)
+    return scratch.removed
+      ? [`Its scratch copy ${scratch.path} had no change and was removed.`]
+      : [
+          `Its scratch copy ${scratch.path} is kept: ${scratch.kept}.`,
+          `Bring over what you keep (agent_task_apply of its result, or copy the files yourself), then discard it with rm -rf ${scratch.path} ${scratch.path}.manifest.json.`,
+        ];
   if (worktree === undefined) return [];
   if (worktree.removed) return [`Its worktree ${worktree.path} (branch ${worktree.branch}) had nothing unmerged and was removed.`];
   return [
@@ -122,5 +131,10 @@ export async function killSession(name: string, env: Env): Promise<KilledSession
       details: { session: name, pids: result.pids },
     });
   }
-  return { session: name, pids: result.pids, ...(result.worktree === undefined ? {} : { worktree: result.worktree }) };
+  return {
+    session: name,
+    pids: result.pids,
+    ...(result.worktree === undefined ? {} : { worktree: result.worktree }),
+    ...(result.scratch === undefined ? {} : { scratch: result.scratch }),
+  };
 }

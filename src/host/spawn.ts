@@ -35,6 +35,7 @@ import { loadSpawned, logDir, saveSpawned, scriptedAgentDir, workerSessionDir } 
 import { isAlive } from "../platform/processes.ts";
 import { stopProcess } from "./stop.ts";
 import type { HostConfig } from "./worker-host.ts";
+import type { ScratchCopy } from "../workspace/scratch.ts";
 import { type Worktree, WORKTREE_BASE_ENV, WORKTREE_BRANCH_ENV } from "../workspace/worktree.ts";
 
 export interface SpawnOptions {
@@ -50,6 +51,8 @@ export interface SpawnOptions {
   readonly spawner?: number;
   /** The worker's own worktree (made by the caller; recorded, and named in the worker's environment). */
   readonly worktree?: Worktree;
+  /** The worker's scratch copy of a project outside git (made by the caller; recorded). */
+  readonly scratch?: ScratchCopy;
   /** Extra instructions appended to the worker's system prompt (a profile's), and the profile's name and grant (recorded). */
   readonly profile?: { readonly name: string; readonly instructions: string; readonly grant?: Grant };
   /** Check that Pi knows `model` (default true; the origin's own model needs no check). */
@@ -239,6 +242,7 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
     ...(options.profile === undefined ? {} : { profile: options.profile.name }),
     ...(options.profile?.grant === undefined ? {} : { grant: options.profile.grant }),
     ...(options.worktree === undefined ? {} : { worktree: options.worktree }),
+    ...(options.scratch === undefined ? {} : { scratch: options.scratch }),
   };
   const hostConfig: HostConfig = { command: [...piCommand(options.env), ...piRpcArgs(launch)], log, ...owner };
   const runtime = ownRuntime(options.env);

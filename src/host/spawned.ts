@@ -6,6 +6,7 @@
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Grant, TaskEndpoint } from "../protocol/schemas.ts";
+import type { ScratchCopy } from "../workspace/scratch.ts";
 import type { Worktree } from "../workspace/worktree.ts";
 import { piTasksHome } from "../relay-client/config.ts";
 import { ensureHomeSubdirectory } from "../platform/home-dir.ts";
@@ -29,6 +30,8 @@ export interface SpawnedWorker {
   readonly grant?: Grant;
   /** Its own git worktree, when it has one (removed when it stops, unless it holds unmerged work). */
   readonly worktree?: Worktree;
+  /** Its scratch copy of a project outside git, when it has one (removed when it stops, unless something in it changed). */
+  readonly scratch?: ScratchCopy;
 }
 
 export const stateDir = piTasksHome;

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { processExitConfirmMs, workerReadinessPollMs } from "../protocol/limits.ts";
 import { forgetSpawned, listSpawned, loadSpawned, piPidFile } from "./spawned.ts";
 import { isAlive } from "../platform/processes.ts";
+import { retireScratch } from "../workspace/scratch.ts";
 import { retireWorktree } from "../workspace/worktree.ts";
 
 export interface StopResult {
@@ -16,6 +17,8 @@ export interface StopResult {
   readonly confirmed: boolean;
   /** Its worktree, if it had one: removed, or kept with the reason (unmerged work). */
   readonly worktree?: { readonly path: string; readonly branch: string; readonly removed: boolean; readonly kept?: string };
+  /** Its scratch copy, if it had one: removed, or kept with the reason (something in it changed). */
+  readonly scratch?: { readonly path: string; readonly removed: boolean; readonly kept?: string };
 }
 
 function piPid(log: string): number | undefined {
@@ -66,9 +69,15 @@ export async function stopProcess(env: Record<string, string | undefined>, sessi
   if (!confirmed) return { session, pids, confirmed };
   forgetSpawned(env, session);
   rmSync(piPidFile(record.log), { force: true });
-  if (record.worktree === undefined) return { session, pids, confirmed };
-  const retired = retireWorktree(record.worktree);
-  return { session, pids, confirmed, worktree: { path: record.worktree.path, branch: record.worktree.branch, ...retired } };
+  return {
+    session,
+    pids,
+    confirmed,
+    ...(record.worktree === undefined
+      ? {}
+      : { worktree: { path: record.worktree.path, branch: record.worktree.branch, ...retireWorktree(record.worktree) } }),
+    ...(record.scratch === undefined ? {} : { scratch: { path: record.scratch.path, ...retireScratch(record.scratch) } }),
+  };
 }
 
 /** Stops every live worker that `owner` (a Pi's pid) spawned without keeping it; resolves with their results. */

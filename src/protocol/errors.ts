@@ -177,7 +177,11 @@ export const ERROR_REGISTRY = Object.freeze({
   DELEGATION_CYCLE: spec("refused", "The target is already in this task's delegation chain (A→B→A); nothing was created."),
   WORKTREE_UNAVAILABLE: spec(
     "invalid",
-    "The worker cannot have a worktree of its own (the project is not a git repository with a commit, or git failed); nothing was started.",
+    "The worker cannot have a worktree of its own (the project is not a git repository with a commit, or git failed, or the person's uncommitted work could not be carried over); nothing was started. Spawn with worktree: false to let it work in the project itself.",
+  ),
+  WORKSPACE_TOO_LARGE: spec(
+    "refused",
+    "The project outside git is too large for a worker's scratch copy (maxScratchCopyBytes, maxScratchCopyEntries); nothing was started. Spawn with worktree: false, or make it a git repository.",
   ),
   INVALID_PROFILE: spec(
     "invalid",

@@ -346,6 +346,12 @@ export const maxWorkerProfileBytes = 64 * KiB;
 export const maxWorkspaceDiffChars = 4_000;
 /** Most untracked files a worker's result names from its worktree (a count of the rest beyond). */
 export const maxWorkspaceUntracked = 50;
+/** Largest diff of the person's uncommitted changes carried into a worker's new worktree, in bytes (beyond: WORKTREE_UNAVAILABLE). */
+export const maxCarriedDiffBytes = 64 * MiB;
+/** Most bytes of files a scratch copy of a project outside git may take (beyond: WORKSPACE_TOO_LARGE, nothing copied). */
+export const maxScratchCopyBytes = 256 * MiB;
+/** Most entries (files, directories, links) a scratch copy of a project outside git may hold (beyond: WORKSPACE_TOO_LARGE). */
+export const maxScratchCopyEntries = 20_000;
 /** How many times an origin may send a completed result back to its worker for revision. */
 export const maxRevisionRounds = 3;
 /** A question with choices offers at least this many (`agent_task_message` `choices`). */

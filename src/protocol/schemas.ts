@@ -773,7 +773,11 @@ export const SpawnParams = Type.Object(
     keep: Type.Optional(Type.Boolean()),
     /** A worker profile by name (agent_task_workers lists them): its model, grant and instructions. */
     profile: Type.Optional(WorkerName),
-    /** Give the worker its own git worktree on a new branch (default: what its profile says, else no). */
+    /**
+     * The worker's workspace (default: what its profile says, else a workspace of its own — a git
+     * worktree on a new branch, or a scratch copy outside git); true: a git worktree or nothing;
+     * false: the project directory itself.
+     */
     worktree: Type.Optional(Type.Boolean()),
   },
   strict,

@@ -11,10 +11,10 @@
  *   the stop says where, and how to merge or remove it.
  */
 import { spawnSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { cpSync, mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { TaskError } from "../protocol/errors.ts";
-import { maxWorkspaceDiffChars, maxWorkspaceUntracked } from "../protocol/limits.ts";
+import { maxCarriedDiffBytes, maxWorkspaceDiffChars, maxWorkspaceUntracked } from "../protocol/limits.ts";
 
 export interface Worktree {
   /** The worktree's directory (the worker's project directory is this, or a directory inside it). */
@@ -56,7 +56,43 @@ export function createWorktree(projectDir: string, name: string, home: string, n
   const path = join(dir, `${name}-${stamp}`);
   const added = git(root.out, ["worktree", "add", "-b", branch, path, base.out]);
   if (!added.ok) throw unavailable("git worktree add failed", { projectDir, git: added.err });
-  return { worktree: { path, branch, base: base.out, root: root.out }, workDir: join(path, relative(root.out, projectDir)) };
+  const start = carryUncommitted(root.out, path) ?? base.out;
+  return { worktree: { path, branch, base: start, root: root.out }, workDir: join(path, relative(root.out, projectDir)) };
+}
+
+/** Who commits the person's uncommitted work in a worker's worktree (never the person's own identity). */
+const CARRY_IDENTITY = ["-c", "user.name=pi-tasks", "-c", "user.email=pi-tasks@localhost"];
+const CARRY_MESSAGE = "pi-tasks: the uncommitted work the worker started from";
+
+/**
+ * The person's uncommitted work — tracked changes and untracked files git does not ignore — copied
+ * into the new worktree and committed there as its base, so the worker starts from what the person
+ * sees and its changes are measured from that. Returns the base commit, or undefined when there was
+ * nothing to carry. `WORKTREE_UNAVAILABLE` when it cannot be carried (the worktree is removed).
+ */
+function carryUncommitted(root: string, path: string): string | undefined {
+  const diff = spawnSync("git", ["-C", root, "diff", "--binary", "HEAD"], { encoding: "buffer", maxBuffer: maxCarriedDiffBytes });
+  const listed = git(root, ["ls-files", "--others", "--exclude-standard", "-z"]);
+  const untracked = listed.ok ? listed.out.split("\0").filter((name) => name !== "") : [];
+  if (diff.status !== 0 || !listed.ok) return dropWorktree(root, path, diff.error?.message ?? listed.err);
+  if (diff.stdout.length === 0 && untracked.length === 0) return undefined;
+  if (diff.stdout.length > 0) {
+    const applied = spawnSync("git", ["-C", path, "apply", "--binary", "--whitespace=nowarn"], { input: diff.stdout, encoding: "utf8" });
+    if (applied.status !== 0) return dropWorktree(root, path, applied.stderr);
+  }
+  for (const name of untracked) cpSync(join(root, name), join(path, name), { verbatimSymlinks: true });
+  const staged = git(path, ["add", "-A"]);
+  if (!staged.ok) return dropWorktree(root, path, staged.err);
+  const committed = git(path, [...CARRY_IDENTITY, "commit", "-q", "--no-verify", "-m", CARRY_MESSAGE]);
+  if (!committed.ok) return dropWorktree(root, path, committed.err);
+  return git(path, ["rev-parse", "HEAD"]).out;
+}
+
+function dropWorktree(root: string, path: string, problem: string): never {
+  const branch = git(path, ["rev-parse", "--abbrev-ref", "HEAD"]);
+  git(root, ["worktree", "remove", "--force", path]);
+  if (branch.ok) git(root, ["branch", "-D", branch.out]);
+  throw unavailable("the uncommitted work could not be carried into it", { git: problem });
 }
 
 /** What changed in a worktree since its base: `git diff --stat` (commits and uncommitted edits) and untracked files. */
@@ -82,7 +118,8 @@ const MAX_NAMED_COMMITS = 3;
 /** Characters of a commit id in what is said. */
 const SHORT_COMMIT_CHARS = 12;
 
-const named = (items: readonly string[], shorten: (item: string) => string = (item) => item) =>
+/** At most `MAX_NAMED_COMMITS` of `items` in words, the rest counted. */
+export const namedItems = (items: readonly string[], shorten: (item: string) => string = (item) => item) =>
   items.length <= MAX_NAMED_COMMITS
     ? items.map(shorten).join(", ")
     : `${items.slice(0, MAX_NAMED_COMMITS).map(shorten).join(", ")} and ${items.length - MAX_NAMED_COMMITS} more`;
@@ -99,10 +136,12 @@ export function unmergedWork(worktree: Worktree): string | undefined {
   if (!status.ok) return `git status failed: ${status.err}`;
   const entries = status.out === "" ? [] : status.out.split("\n");
   if (entries.some((entry) => !entry.startsWith("!! "))) return "it has uncommitted changes";
-  if (entries.length > 0) return `it has ignored files (${named(entries.map((entry) => entry.slice(3)))})`;
+  if (entries.length > 0) return `it has ignored files (${namedItems(entries.map((entry) => entry.slice(3)))})`;
   const project = git(worktree.root, ["rev-parse", "HEAD"]);
   if (!project.ok) return `git rev-parse failed: ${project.err}`;
-  const ahead = (commit: string) => !git(worktree.root, ["merge-base", "--is-ancestor", commit, project.out]).ok;
+  // The base (the project's commit, or the person's uncommitted work carried over on it) is the person's own.
+  const merged = (commit: string, into: string) => git(worktree.root, ["merge-base", "--is-ancestor", commit, into]).ok;
+  const ahead = (commit: string) => !merged(commit, project.out) && !merged(commit, worktree.base);
   if (ahead(worktree.branch)) return `its branch ${worktree.branch} has commits the project's HEAD does not`;
   const head = git(worktree.path, ["rev-parse", "HEAD"]);
   if (!head.ok) return `git rev-parse failed: ${head.err}`;
@@ -111,9 +150,9 @@ export function unmergedWork(worktree: Worktree): string | undefined {
   if (!history.ok) return `git reflog failed: ${history.err}`;
   const seen = [...new Set(history.out.split("\n").filter((commit) => commit !== ""))];
   if (seen.length === 0) return undefined;
-  const lost = git(worktree.root, ["rev-list", "--no-walk", ...seen, "--not", "--branches", project.out]);
+  const lost = git(worktree.root, ["rev-list", "--no-walk", ...seen, "--not", "--branches", project.out, worktree.base]);
   if (!lost.ok) return `git rev-list failed: ${lost.err}`;
-  return lost.out === "" ? undefined : `its history holds commits no branch has (${named(lost.out.split("\n"), short)})`;
+  return lost.out === "" ? undefined : `its history holds commits no branch has (${namedItems(lost.out.split("\n"), short)})`;
 }
 
 /** After the worker stopped: removes its worktree and branch when nothing is unmerged; else says why it is kept. */
@@ -122,6 +161,7 @@ export function retireWorktree(worktree: Worktree): { readonly removed: boolean;
   if (kept !== undefined) return { removed: false, kept };
   const removed = git(worktree.root, ["worktree", "remove", worktree.path]);
   if (!removed.ok) return { removed: false, kept: `git worktree remove failed: ${removed.err}` };
-  git(worktree.root, ["branch", "-d", worktree.branch]);
+  // Nothing on it but the person's own (merged, or the uncommitted work carried over as its base).
+  git(worktree.root, ["branch", "-D", worktree.branch]);
   return { removed: true };
 }

@@ -74,7 +74,7 @@ describe("a coordinator reaches its worker through agent_task_spawn / agent_task
     expect(send!.details.target).toEqual(endpoint);
   });
 
-  test("the task runs end to end: question answered, completed, acknowledged; the file is written", async () => {
+  test("the task runs end to end: question answered, completed, applied, acknowledged; the file is written", async () => {
     const { hello } = await run;
     expect(toolCalls(origin, "agent_task_message").map((call) => call.isError)).toEqual([false]);
     expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false]);
@@ -86,6 +86,9 @@ describe("a coordinator reaches its worker through agent_task_spawn / agent_task
     const [stop] = toolCalls(origin, "agent_task_stop");
     expect(stop!.isError).toBe(false);
     expect(stop!.text).toContain("confirmed gone: yes");
+    // The worker wrote hello.txt in its own scratch copy (the project is not a git repository): kept, with how to discard it.
+    expect(stop!.text).toContain("Its scratch copy");
+    expect(stop!.text).toContain("is kept: it holds changes");
     expect(workerGone).toBe(true);
     expect(registeredAfterStop).toBe(false);
     expect(spawnedRecords).toBe(0);

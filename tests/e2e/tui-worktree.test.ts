@@ -39,7 +39,7 @@ describeWithTmux("a worktree per worker in the TUI", () => {
           session: `tui-tree-origin-${host}`,
           settings: { tuiMode: "regular" },
           env: { PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
-          brain: worktreeOriginBrain(name, { apply: false, last: "The worker's branch is ready to merge." }),
+          brain: worktreeOriginBrain(name, { worktree: true, apply: false, last: "The worker's branch is ready to merge." }),
         });
         await tui.submit("Delegate the hello task to a worker in its own worktree.");
         await tui.waitForScreen(/ready to merge/, 90_000);

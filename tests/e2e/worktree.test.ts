@@ -1,12 +1,13 @@
 /**
  * A workspace per worker in the real Pi 1.6 CLI (`--mode rpc`), on each host: the origin's model
- * spawns a worker with `worktree: true` in a git project; the worker writes and tests hello.txt in
- * its own worktree (the project's tree stays untouched); its completed result names the branch and
+ * spawns a worker in a git project, asking nothing about workspaces (issue 37: one of its own by
+ * default), while the person has an uncommitted edit; the worker writes and tests hello.txt in its
+ * own worktree, which starts from the person's edit (the project's tree stays untouched); its completed result names the branch and
  * what changed; stopping it keeps the worktree, because it holds unmerged work, and says how to
  * merge or remove it.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually } from "../../testkit/async.ts";
 import { REPO_ROOT } from "../../testkit/relay-process.ts";
@@ -25,6 +26,8 @@ const isStopped = (record: RpcRecord) => record.type === "tool_execution_end" &&
 
 async function inWorktree(host: PiHost) {
   const cwd = gitProject();
+  // The person's edit, not committed: the worker starts from it.
+  writeFileSync(join(cwd, "README.md"), "project, being edited\n");
   const name = `tree-${host}`;
   // Whether the project's own tree held hello.txt when the worker's result arrived (it must not).
   let inProjectAtCompletion: boolean | undefined;
@@ -41,7 +44,7 @@ async function inWorktree(host: PiHost) {
       },
     }),
   });
-  origin.prompt("Delegate the hello task to a worker in its own worktree.");
+  origin.prompt("Delegate the hello task to a worker.");
   // Polled (not a record listener): the scenario's last step is the stop, whatever comes after it.
   const stopped = await eventually(() => origin.records.find(isStopped), 75_000, 50);
   return { origin, cwd, stopped, inProjectAtCompletion };
@@ -89,5 +92,6 @@ describeOnHosts("a worktree per worker", (host) => {
     expect(stop.text).toMatch(/git merge pi-tasks\/tree-/);
     const kept = stop.text.match(/Its worktree (\S+) /)?.[1];
     expect(kept !== undefined && existsSync(join(kept, "hello.txt"))).toBe(true);
+    expect(readFileSync(join(kept!, "README.md"), "utf8")).toBe("project, being edited\n");
   });
 });

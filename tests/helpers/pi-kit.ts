@@ -386,10 +386,11 @@ export function usePiFixture(): PiFixture {
  */
 export function worktreeOriginBrain(
   name: string,
-  options: { readonly apply: boolean; readonly last: string; readonly onCompleted?: () => void },
+  options: { readonly apply: boolean; readonly last: string; readonly onCompleted?: () => void; readonly worktree?: boolean },
 ): (turn: ScriptTurn) => ScriptReply {
+  const asked = options.worktree === undefined ? {} : { worktree: options.worktree };
   return (turn) => {
-    if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name, worktree: true } }] };
+    if (!called(turn, "agent_task_spawn")) return { tools: [{ name: "agent_task_spawn", arguments: { name, ...asked } }] };
     const endpoint = field(lastSeen(turn, "## worker started"), "taskEndpoint");
     if (endpoint === undefined) return { text: "no worker" };
     if (!called(turn, "agent_task_send"))

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createWorktree, retireWorktree, worktreeChanges } from "../../src/workspace/worktree.ts";
@@ -99,6 +99,35 @@ describe("a worker's worktree", () => {
     expect(existsSync(join(worktree.path, "build", "out.bin"))).toBe(true);
     rmSync(join(worktree.path, "build"), { recursive: true });
     expect(retireWorktree(worktree)).toEqual({ removed: true });
+  });
+
+  // Issue 37: a workspace per worker by default — the worker starts from what the person sees.
+  test("the person's uncommitted work goes with the worker (tracked edits, new files; not ignored ones), committed as its base", () => {
+    const { root, home } = repo();
+    writeFileSync(join(root, ".gitignore"), "build/\n");
+    git(root, "add", ".gitignore");
+    git(root, "commit", "-q", "-m", "ignore build");
+    writeFileSync(join(root, "src", "a.ts"), "export const a = 'being edited';\n");
+    writeFileSync(join(root, "notes.md"), "new, not added\n");
+    mkdirSync(join(root, "build"));
+    writeFileSync(join(root, "build", "out.bin"), "ignored");
+    const before = git(root, "status", "--porcelain");
+    const { worktree } = createWorktree(root, "builder", home);
+    expect(readFileSync(join(worktree.path, "src", "a.ts"), "utf8")).toBe("export const a = 'being edited';\n");
+    expect(readFileSync(join(worktree.path, "notes.md"), "utf8")).toBe("new, not added\n");
+    expect(existsSync(join(worktree.path, "build"))).toBe(false);
+    expect(worktree.base).not.toBe(git(root, "rev-parse", "HEAD"));
+    expect(git(worktree.path, "log", "-1", "--format=%an %s")).toBe("pi-tasks pi-tasks: the uncommitted work the worker started from");
+    // The person's checkout is as it was; the worker's changes are measured from what it started with.
+    expect(git(root, "status", "--porcelain")).toBe(before);
+    expect(worktreeChanges(worktree.path, worktree.base)).toEqual({ diffStat: "", untracked: [] });
+    // Nothing of the worker's own: removed, branch and all.
+    expect(retireWorktree(worktree)).toEqual({ removed: true });
+    expect(git(root, "branch", "--list", worktree.branch)).toBe("");
+    const working = createWorktree(root, "worker", home).worktree;
+    writeFileSync(join(working.path, "src", "a.ts"), "export const a = 'the worker's';\n");
+    expect(worktreeChanges(working.path, working.base).diffStat).toContain("src/a.ts");
+    expect(retireWorktree(working)).toEqual({ removed: false, kept: "it has uncommitted changes" });
   });
 
   test("a project outside git gets none: WORKTREE_UNAVAILABLE, and nothing is made", () => {

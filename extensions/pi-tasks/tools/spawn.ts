@@ -15,7 +15,7 @@ import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
 import { type Env, piTasksHome } from "../../../src/relay-client/config.ts";
 import { configuredNumber, MAX_WORKERS_VARIABLE } from "../pi-run.ts";
-import { createWorktree } from "../../../src/workspace/worktree.ts";
+import { createWorkspace, type Workspace } from "../../../src/workspace/workspace.ts";
 import { findProfile, loadProfiles } from "../profiles.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
@@ -29,12 +29,25 @@ function checkSpawnCap(env: Env): void {
   if (running >= cap) throw new TaskError("SPAWN_LIMIT", { details: { running, maxWorkers: cap } });
 }
 
+/** Where the worker works, in words (a line of the spawn's answer). */
+function workspaceLine(own: Workspace): string[] {
+  if (own.worktree !== undefined)
+    return [
+      `- worktree: ${own.worktree.path} on branch ${own.worktree.branch}, from your checkout as it is now (its result names what changed; agent_task_apply brings it over)`,
+    ];
+  if (own.scratch !== undefined)
+    return [
+      `- workspace: a scratch copy of ${own.scratch.source} at ${own.scratch.path} (your files change only when you apply its result with agent_task_apply)`,
+    ];
+  return ["- workspace: your project directory itself (worktree: false): its edits land in your files directly"];
+}
+
 export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_spawn> {
   return {
     name: "agent_task_spawn",
     label: "Start worker",
     description:
-      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id) or a profile (agent_task_workers lists them: model, grant, instructions). It stops when this Pi exits unless keep is true.",
+      "Start a dedicated worker Pi session that takes tasks, and wait until it is registered. Returns its taskEndpoint {relay, id} for agent_task_send. The worker runs in projectDir (default: this session's directory) with your model unless you name another (provider/id) or a profile (agent_task_workers lists them: model, grant, instructions). It works in a workspace of its own (a git worktree of your checkout as it is, or a scratch copy outside git) unless worktree is false: its edits reach your files when you apply its result with agent_task_apply. It stops when this Pi exits unless keep is true.",
     promptSnippet: "agent_task_spawn: start a worker Pi and get its taskEndpoint",
     promptGuidelines: [
       "Use agent_task_spawn to start a worker when you need one, then send it work with agent_task_send using the taskEndpoint it returns; stop workers you spawned with agent_task_stop when their tasks are acknowledged.",
@@ -64,11 +77,12 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
             : {};
       checkSpawnCap(info.env);
       const home = piTasksHome(info.env);
-      const own = (input.worktree ?? profile?.worktree) === true ? createWorktree(projectDir, input.name, home) : undefined;
+      const own = createWorkspace(projectDir, input.name, home, input.worktree ?? profile?.worktree);
       const worker = await spawnWorker({
         name: input.name,
-        projectDir: own?.workDir ?? projectDir,
-        ...(own === undefined ? {} : { worktree: own.worktree }),
+        projectDir: own.workDir,
+        ...(own.worktree === undefined ? {} : { worktree: own.worktree }),
+        ...(own.scratch === undefined ? {} : { scratch: own.scratch }),
         relay: info.relay.url,
         env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
         ...(input.keep === true ? {} : { owner: process.pid }),
@@ -93,9 +107,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
           `- projectDir: ${worker.projectDir}`,
           `- pid: ${worker.pid}`,
           `- log: ${worker.log}`,
-          ...(own === undefined
-            ? []
-            : [`- worktree: ${own.worktree.path} on branch ${own.worktree.branch} (its result names what changed; merge it yourself)`]),
+          ...workspaceLine(own),
           ...(profile === undefined
             ? []
             : [`- profile: ${profile.name}${profile.grant === undefined ? "" : " (tasks sent to it carry its grant)"}`]),

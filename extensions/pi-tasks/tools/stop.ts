@@ -6,7 +6,7 @@ import { killSession } from "../../../src/host/sessions.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { StopParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { worktreeLines } from "../../../src/host/sessions.ts";
+import { workspaceLines } from "../../../src/host/sessions.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
 
 export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMETERS.agent_task_stop> {
@@ -30,7 +30,7 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
           `- session: ${input.name}`,
           `- pids: ${stopped.pids.join(", ")}`,
           "- confirmed gone: yes",
-          ...worktreeLines(stopped.worktree).map((line) => `- ${line}`),
+          ...workspaceLines(stopped).map((line) => `- ${line}`),
         ),
         { ...stopped },
       );

@@ -1,7 +1,7 @@
 /**
  * An origin that starts its own worker with agent_task_spawn (no endpoint handed to it), delegates
- * the hello.txt task, answers the worker's question, acknowledges the completion and stops the
- * worker — what the delegation skill tells a model to do. The worker runs
+ * the hello.txt task, answers the worker's question, applies the result the worker made in its own
+ * workspace, acknowledges the completion and stops the worker — what the delegation skill tells a model to do. The worker runs
  * src/demo/scenarios/demo-worker.ts (set as PI_TASKS_WORKER_SCRIPT by the test).
  */
 import type { ScriptReply, ScriptTurn } from "../../../src/demo/scripted-model.ts";
@@ -27,6 +27,8 @@ export function respond(turn: ScriptTurn): ScriptReply {
   const completed = latest(turn, "## task completed");
   const taskId = field(completed, "taskId");
   if (completed === undefined || taskId === undefined) return { text: "Waiting for the worker." };
+  // The worker wrote in its own workspace: its files reach this checkout when applied.
+  if (!called(turn, "agent_task_apply")) return { tools: [{ name: "agent_task_apply", arguments: { taskId } }] };
   if (!called(turn, "agent_task_ack")) return { tools: [{ name: "agent_task_ack", arguments: { taskId } }] };
   if (!called(turn, "agent_task_stop")) return { tools: [{ name: "agent_task_stop", arguments: { name: WORKER_NAME } }] };
   return { text: "Delegated, verified, acknowledged and cleaned up." };
