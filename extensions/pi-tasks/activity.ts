@@ -8,7 +8,7 @@
  * next one carries the newer state. Timers are unref'd; `stop()` clears them.
  */
 import type { ActivityReport } from "../../src/core/activity.ts";
-import type { TaskCore } from "../../src/core/task-core.ts";
+import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import {
   minActivityReportIntervalMs,
   heartbeatIntervalMs,
@@ -17,7 +17,7 @@ import {
   maxUnreportedTextChars,
   stuckAfterMs,
 } from "../../src/protocol/limits.ts";
-import type { ActivityState } from "../../src/protocol/schemas.ts";
+import type { ActivityState, ActivityUsage } from "../../src/protocol/schemas.ts";
 
 export interface ActivityTracker {
   runStarted(): void;
@@ -125,6 +125,27 @@ export interface ActivityReporter {
   stop(): void;
 }
 
+/**
+ * The chain's usage below `taskId`: this worker's own plus, for every sub-task this session delegated
+ * from it, what that sub-task's worker last reported (its own chain when it has one). Undefined when
+ * no sub-task has reported.
+ */
+export function chainUsage(tasks: readonly TaskView[], taskId: string, own: ActivityUsage): ActivityUsage["chain"] {
+  const below = tasks
+    .filter((task) => task.role === "origin" && task.lineage?.parentTaskId === taskId && task.activity !== undefined)
+    .map((task) => task.activity!.usage.chain ?? { ...task.activity!.usage, workers: 1 });
+  if (below.length === 0) return undefined;
+  const cost = [own, ...below].some((usage) => usage.cost !== undefined)
+    ? Math.round([own, ...below].reduce((sum, usage) => sum + (usage.cost ?? 0), 0) * 1e6) / 1e6
+    : undefined;
+  return {
+    turns: below.reduce((sum, usage) => sum + usage.turns, own.turns),
+    tokens: below.reduce((sum, usage) => sum + usage.tokens, own.tokens),
+    ...(cost === undefined ? {} : { cost }),
+    workers: below.reduce((sum, usage) => sum + usage.workers, 1),
+  };
+}
+
 /** Tasks this session works on (the worker side) that are still active. */
 function workingOn(core: TaskCore): string[] {
   return core.activeTaskIds().filter((taskId) => core.findTask(taskId)?.role === "worker");
@@ -145,8 +166,13 @@ export function createActivityReporter(deps: ActivityReporterDeps): ActivityRepo
     lastSentAt = deps.now();
     dirty = false;
     const snapshot = deps.tracker.snapshot(lastSentAt);
+    const tasks = core.listTasks();
+    const reportOf = (taskId: string): ActivityReport => {
+      const chain = chainUsage(tasks, taskId, snapshot.usage);
+      return chain === undefined ? snapshot : { ...snapshot, usage: { ...snapshot.usage, chain } };
+    };
     // Best effort: a report that cannot be sent now is superseded by the next.
-    await Promise.allSettled(taskIds.map((taskId) => core.reportActivity(taskId, snapshot)));
+    await Promise.allSettled(taskIds.map((taskId) => core.reportActivity(taskId, reportOf(taskId))));
   };
 
   const changeDelay = () => Math.max(0, lastSentAt + minActivityReportIntervalMs - deps.now());

@@ -115,12 +115,20 @@ export function activityState(activity: WorkerActivity): string {
   }
 }
 
-/** What the worker's model used so far: `3 turns · 12,345 tokens · $0.02`. */
-export function usageWords(activity: WorkerActivity): string {
-  const { turns, tokens, cost } = activity.usage;
+function spentWords({ turns, tokens, cost }: { turns: number; tokens: number; cost?: number }): string[] {
   const parts = [`${turns} turn${turns === 1 ? "" : "s"}`, `${tokens.toLocaleString("en-US")} tokens`];
   if (cost !== undefined) parts.push(`$${cost.toFixed(2)}`);
-  return parts.join(" · ");
+  return parts;
+}
+
+/**
+ * What the worker's model used so far: `3 turns · 12,345 tokens · $0.02`; with the sub-tasks it
+ * delegated, the chain's total after it: `… · chain of 3 workers: 9 turns · 40,000 tokens · $0.10`.
+ */
+export function usageWords(activity: WorkerActivity): string {
+  const { chain } = activity.usage;
+  const own = spentWords(activity.usage).join(" · ");
+  return chain === undefined ? own : `${own} · chain of ${chain.workers} workers: ${spentWords(chain).join(" · ")}`;
 }
 
 /** One line of a worker's activity with its ages: state (for how long), usage, when last heard. */

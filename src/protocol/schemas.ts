@@ -377,12 +377,20 @@ export const AuditViewPayload = Type.Object(
 export type AuditViewPayload = Static<typeof AuditViewPayload>;
 export const ActivityState = Type.Union([Type.Literal("running"), Type.Literal("idle"), Type.Literal("waiting"), Type.Literal("stuck")]);
 export type ActivityState = Static<typeof ActivityState>;
-/** What the worker's model has used so far in this Pi session (cost where the model reports it). */
+const usageFields = {
+  turns: Type.Integer({ minimum: 0 }),
+  tokens: Type.Integer({ minimum: 0 }),
+  cost: Type.Optional(Type.Number({ minimum: 0 })),
+};
+/**
+ * What the worker's model has used so far in this Pi session (cost where the model reports it), and
+ * `chain`: the same summed over this worker and every worker of the sub-tasks it delegated from the
+ * task (as they last reported, their own chains included) — absent while it delegated none.
+ */
 export const ActivityUsage = Type.Object(
   {
-    turns: Type.Integer({ minimum: 0 }),
-    tokens: Type.Integer({ minimum: 0 }),
-    cost: Type.Optional(Type.Number({ minimum: 0 })),
+    ...usageFields,
+    chain: Type.Optional(Type.Object({ ...usageFields, workers: Type.Integer({ minimum: 1 }) }, strict)),
   },
   strict,
 );

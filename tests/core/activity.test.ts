@@ -87,6 +87,14 @@ describe("worker activity", () => {
     expect(origin.core.getTask(taskId).activity?.state).toBe("idle");
   });
 
+  test("a report with the chain's total below the task reaches the origin with it", async () => {
+    const { origin, worker, taskId, round } = await pair();
+    const chain = { turns: 9, tokens: 5_000, cost: 0.4, workers: 3 };
+    expect(await worker.core.reportActivity(taskId, { ...running, usage: { ...running.usage, chain } })).toBe(true);
+    await round();
+    expect(origin.core.getTask(taskId).activity?.usage).toEqual({ ...running.usage, chain });
+  });
+
   test("reports go only from the worker of an active task: the origin, and a worker whose task ended, send nothing", async () => {
     const { origin, worker, taskId, round } = await pair();
     expect(await origin.core.reportActivity(taskId, running)).toBe("not_working");

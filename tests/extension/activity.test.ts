@@ -4,7 +4,8 @@
  * reminders.ts). The real-Pi proof is tests/e2e/activity.test.ts.
  */
 import { describe, expect, jest, test } from "bun:test";
-import { createActivityReporter, createActivityTracker, summarizeCall } from "../../extensions/pi-tasks/activity.ts";
+import { chainUsage, createActivityReporter, createActivityTracker, summarizeCall } from "../../extensions/pi-tasks/activity.ts";
+import { usageWords } from "../../extensions/pi-tasks/describe.ts";
 import { createReminders, REMINDER_MESSAGE } from "../../extensions/pi-tasks/reminders.ts";
 import type { ActivityReport } from "../../src/core/activity.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
@@ -180,5 +181,49 @@ describe("the activity reporter's heartbeat", () => {
       reporter.stop();
       jest.useRealTimers();
     }
+  });
+});
+
+describe("the chain's total", () => {
+  // Issue 37: the origin's person sees the chain's total — A→B→C, B's report to A carries B's own
+  // usage and, summed with it, what the workers of the sub-tasks B delegated last reported.
+  test("a worker's report carries its own usage and the chain below its task; the origin's words show both", async () => {
+    jest.useFakeTimers();
+    const task = taskView({ role: "worker" });
+    const sub = (usage: ActivityReport["usage"]): TaskView =>
+      ({
+        ...taskView({ role: "origin" }),
+        lineage: { rootTaskId: task.taskId, parentTaskId: task.taskId },
+        activity: { state: "idle", since: 1, heardAt: 1, usage },
+      }) as unknown as TaskView;
+    const unrelated = { ...sub({ turns: 100, tokens: 100 }), lineage: undefined } as unknown as TaskView;
+    const tasks = [
+      task,
+      sub({ turns: 3, tokens: 300, cost: 0.5 }),
+      sub({ turns: 1, tokens: 10, chain: { turns: 5, tokens: 50, workers: 2 } }),
+      unrelated,
+    ];
+    const { core, reported } = fakeCore(tasks);
+    let now = 1_000;
+    const tracker = createActivityTracker(() => now);
+    tracker.messageEnded({ role: "assistant", content: "working", usage: { totalTokens: 40, cost: { total: 0.25 } } });
+    tracker.turnEnded();
+    const reporter = createActivityReporter({ tracker, core: () => core, now: () => now });
+    reporter.start();
+    try {
+      now += heartbeatIntervalMs;
+      jest.advanceTimersByTime(heartbeatIntervalMs);
+      await flushMicrotasks();
+    } finally {
+      reporter.stop();
+      jest.useRealTimers();
+    }
+    const usage = reported.find((entry) => entry.taskId === task.taskId)!.report.usage;
+    expect(usage).toEqual({ turns: 1, tokens: 40, cost: 0.25, chain: { turns: 9, tokens: 390, cost: 0.75, workers: 4 } });
+    expect(chainUsage(tasks, task.taskId, { turns: 1, tokens: 40 })?.workers).toBe(4);
+    expect(chainUsage([task], task.taskId, { turns: 1, tokens: 40 })).toBeUndefined();
+    expect(usageWords({ state: "idle", since: 1, heardAt: 1, usage })).toBe(
+      "1 turn · 40 tokens · $0.25 · chain of 4 workers: 9 turns · 390 tokens · $0.75",
+    );
   });
 });
