@@ -1,11 +1,13 @@
 /**
  * The footer status line (key `pi-tasks`): what matters most first — this session and its counts
- * (active work, questions waiting, orphaned, …) — then, while a pass reports one, the failure after
+ * (active work, questions and grant requests waiting, orphaned, …; what holds its commands under a
+ * grant, when it works on one) — then, while a pass reports one, the failure after
  * them, never in place of the counts. A failure lasts exactly as long as the passes report it (each
  * pass replaces it; a pass without one clears it); its words, and the fix `/tasks` names beside the
  * same words, are failures.ts's.
  */
 import { openQuestions } from "../../src/core/attention.ts";
+import { openGrantRequests } from "../../src/core/grant-requests.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import type { FooterFailure } from "./failures.ts";
 
@@ -35,11 +37,13 @@ export function footerLabel(
   tasks: readonly TaskView[],
   rejections: Readonly<Record<string, number>>,
   failure: FooterFailure | undefined,
+  grantWord?: string,
 ): string {
   const { work, rejected } = countParts(tasks, rejections);
   const idle = work.length === 0 && failure === undefined ? ["idle"] : [];
   const words = failure === undefined ? [] : [failure.words];
-  return `tasks: ${[session, ...work, ...idle, ...rejected, ...words].join(" · ")}`;
+  const grant = grantWord === undefined ? [] : [grantWord];
+  return `tasks: ${[session, ...work, ...grant, ...idle, ...rejected, ...words].join(" · ")}`;
 }
 
 /**
@@ -49,6 +53,7 @@ export function footerLabel(
 function countParts(tasks: readonly TaskView[], rejections: Readonly<Record<string, number>>): { work: string[]; rejected: string[] } {
   const active = tasks.filter((task) => task.status === "active").length;
   const questions = tasks.reduce((sum, task) => sum + openQuestions(task).length, 0);
+  const asks = tasks.reduce((sum, task) => sum + openGrantRequests(task).length, 0);
   const rejected = rejectedCount(rejections);
   const orphaned = tasks.filter((task) => task.attention === "orphaned").length;
   const reconnecting = tasks.filter((task) => task.attention === "indeterminate" && task.status === "active").length;
@@ -62,6 +67,7 @@ function countParts(tasks: readonly TaskView[], rejections: Readonly<Record<stri
   if (orphaned > 0) work.push(`${orphaned} orphaned`);
   if (reconnecting > 0) work.push(`${reconnecting} reconnecting`);
   if (questions > 0) work.push(`${plural(questions, "question")} waiting`);
+  if (asks > 0) work.push(`${plural(asks, "grant request")} waiting`);
   return { work, rejected: rejected > 0 ? [`${rejected} rejected`] : [] };
 }
 

@@ -24,6 +24,7 @@ import { createSpawnWatch, type SpawnWatch } from "./spawn-watch.ts";
 import { createPiPresenter, type PiPresenter } from "./presenter.ts";
 import { announceQuestions } from "./questions.ts";
 import { announceGrantRequests } from "./grant-requests.ts";
+import { sandboxWord } from "./sandbox-bash.ts";
 import { createMailWatch, createRefreshScheduler, type MailWatch, type RefreshScheduler } from "./scheduler.ts";
 import { resumeDelegated, resumeWanted } from "./resume.ts";
 import { createTaskTracer, type TaskTracer } from "./traces.ts";
@@ -295,7 +296,8 @@ export async function startPiRun(deps: LifecycleDeps, view: PiContextView, hooks
 /** The footer label of a Pi run: its counts, then its last pass's failure (if any). */
 export function piRunLabel(run: PiRun): string {
   const core = run.configured.current();
-  return footerLabel(run.info.session.name, core.listTasks(), core.rejections(), run.failure);
+  const tasks = core.listTasks();
+  return footerLabel(run.info.session.name, tasks, core.rejections(), run.failure, sandboxWord(run.info.env, tasks));
 }
 
 /** Stops a Pi run's background work at once, then closes its core (never rejects). */

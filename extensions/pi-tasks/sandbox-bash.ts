@@ -92,13 +92,42 @@ export function registerSandboxedBash(pi: ExtensionAPI, deps: { readonly core: (
   pi.registerTool(createBashToolDefinition(process.cwd(), { spawnHook: (context) => spawnUnderGrants(context, grants(), deps.env) }));
 }
 
+/** What holds the commands of this Pi's model under a grant now. */
+type Enforcement = "sandbox" | "lexical" | "refused" | "unsandboxed";
+
+function enforcement(env: Env, tasks: readonly TaskView[]): { kind: Enforcement; missing?: string } | undefined {
+  if (!tasks.some((task) => task.role === "worker" && task.status === "active" && task.grant !== undefined)) return undefined;
+  if (!isWorker(env)) return { kind: "unsandboxed" };
+  const missing = sandboxUnavailable();
+  if (missing === undefined) return { kind: "sandbox" };
+  return { kind: env[SANDBOX_VARIABLE] === "lexical" ? "lexical" : "refused", missing };
+}
+
+/** The footer's word for it (after the counts), or undefined when this Pi works on no granted task. */
+const FOOTER_WORDS: Readonly<Record<Enforcement, string>> = {
+  sandbox: "grant: sandboxed",
+  lexical: "grant: tool checks only",
+  refused: "grant: commands refused (no sandbox)",
+  unsandboxed: "grant: commands not sandboxed",
+};
+
+export function sandboxWord(env: Env, tasks: readonly TaskView[]): string | undefined {
+  const found = enforcement(env, tasks);
+  return found === undefined ? undefined : FOOTER_WORDS[found.kind];
+}
+
 /** What holds the commands of this Pi's model under a grant, in words (for /tasks), or undefined when it works on no granted task. */
 export function sandboxLine(env: Env, tasks: readonly TaskView[]): string | undefined {
-  if (!tasks.some((task) => task.role === "worker" && task.status === "active" && task.grant !== undefined)) return undefined;
-  if (!isWorker(env))
-    return "commands under a grant: NOT sandboxed in this Pi (only a spawned worker's are); the grant's tool checks apply";
-  const missing = sandboxUnavailable();
-  if (missing === undefined) return "commands under a grant: in an OS sandbox (bubblewrap)";
-  if (env[SANDBOX_VARIABLE] === "lexical") return `commands under a grant: the tool checks only (${SANDBOX_VARIABLE}=lexical; ${missing})`;
-  return `commands under a grant: refused — ${missing}. Fix: install bubblewrap, or set ${SANDBOX_VARIABLE}=lexical`;
+  const found = enforcement(env, tasks);
+  if (found === undefined) return undefined;
+  switch (found.kind) {
+    case "unsandboxed":
+      return "commands under a grant: NOT sandboxed in this Pi (only a spawned worker's are); the grant's tool checks apply";
+    case "sandbox":
+      return "commands under a grant: in an OS sandbox (bubblewrap)";
+    case "lexical":
+      return `commands under a grant: the tool checks only (${SANDBOX_VARIABLE}=lexical; ${found.missing})`;
+    case "refused":
+      return `commands under a grant: refused — ${found.missing}. Fix: install bubblewrap, or set ${SANDBOX_VARIABLE}=lexical`;
+  }
 }

@@ -17,6 +17,14 @@ describe("the healthy footer", () => {
     expect(healthyLabel("s", [], {})).toBe("tasks: s · idle");
     expect(rejectedCount({ A: 2, B: 0 })).toBe(2);
   });
+
+  test("a worker's request for more waits for the person: counted after the questions", () => {
+    const asking = taskView({
+      role: "origin",
+      events: [{ type: "task.grant_requested", payload: { intentId: "i-1", request: { bash: true }, reason: "run the tests" } }],
+    });
+    expect(healthyLabel("s", [asking])).toBe("tasks: s · 1 active · 1 grant request waiting");
+  });
 });
 
 describe("trust refusals in words", () => {

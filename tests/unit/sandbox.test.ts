@@ -9,7 +9,8 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { planFor, sandboxLine, spawnUnderGrants } from "../../extensions/pi-tasks/sandbox-bash.ts";
+import { footerLabel } from "../../extensions/pi-tasks/footer.ts";
+import { planFor, sandboxLine, sandboxWord, spawnUnderGrants } from "../../extensions/pi-tasks/sandbox-bash.ts";
 import { sandboxedCommand, sandboxUnavailable } from "../../src/workspace/sandbox.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
@@ -150,10 +151,18 @@ test("a worker's bash: without a granted task a command runs as Pi runs it; the 
   expect(planFor([{ network: true }], project, env).network).toBe(true);
 });
 
-test("/tasks says what holds the commands under a grant: the sandbox, the tool checks only, a refusal with its fix, or not sandboxed here", () => {
-  const granted = [{ role: "worker", status: "active", grant: { write: ["src"] } }] as never;
+test("/tasks and the footer say what holds the commands under a grant: the sandbox, the tool checks only, a refusal with its fix, or not sandboxed here", () => {
+  const granted = [{ role: "worker", status: "active", events: [], grant: { write: ["src"] } }] as never;
   expect(sandboxLine({ PI_TASK_WORKER: "1" }, [])).toBeUndefined();
+  expect(sandboxWord({ PI_TASK_WORKER: "1" }, [])).toBeUndefined();
   expect(sandboxLine({}, granted)).toContain("NOT sandboxed in this Pi");
+  expect(sandboxWord({}, granted)).toBe("grant: commands not sandboxed");
+  expect(footerLabel("w", granted, {}, undefined, sandboxWord({}, granted))).toBe("tasks: w · 1 active · grant: commands not sandboxed");
+  expect(sandboxWord({ PI_TASK_WORKER: "1" }, granted)).toBe(
+    sandboxUnavailable() === undefined ? "grant: sandboxed" : "grant: commands refused (no sandbox)",
+  );
+  if (sandboxUnavailable() !== undefined)
+    expect(sandboxWord({ PI_TASK_WORKER: "1", PI_TASKS_SANDBOX: "lexical" }, granted)).toBe("grant: tool checks only");
   const line = sandboxLine({ PI_TASK_WORKER: "1" }, granted);
   expect(line).toBe(
     sandboxUnavailable() === undefined
