@@ -11,19 +11,30 @@
  * or ask — its next call is judged by the grant, not locked by the gate.
  */
 import { beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { GRANT_VARIABLE } from "../../extensions/pi-tasks/grants.ts";
 import { describeOnHosts, type PiHost } from "../helpers/host-kit.ts";
 import { callCount, called, EVENT_MESSAGE, field, isCustom, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
-import type { RpcRecord } from "../helpers/pi-process.ts";
+import { type RpcRecord, sharedTestHome } from "../helpers/pi-process.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(60_000);
 
 const fx = usePiFixture();
-const GRANT = { write: ["src"], maxTurns: 6 };
-/** What the worker's model runs through bash, in order: inside its write scope, outside it, the pi-tasks home. */
-const COMMANDS = ["echo inside > src/inside.txt && echo wrote-inside", "echo outside > escaped.txt", 'cat "$PI_TASKS_HOME/identity.json"'];
+const GRANT = { write: ["src"], maxTurns: 8 };
+/**
+ * What the worker's model runs through bash, in order: inside its write scope, outside it, the
+ * pi-tasks home (its key; pairing a key by writing its peers file), the network (its own relay).
+ */
+const COMMANDS = [
+  "echo inside > src/inside.txt && echo wrote-inside",
+  "echo outside > escaped.txt",
+  'cat "$PI_TASKS_HOME/identity.json"',
+  `echo '{"intruder":"ed25519:AAAA"}' > "$PI_TASKS_HOME/peers.json"; echo pairing-tried`,
+  'port="${PI_TASKS_RELAY_URL##*:}"; exec 3<>"/dev/tcp/127.0.0.1/${port%%/*}" && echo reached-the-relay',
+];
 
 const isFailed = (record: RpcRecord) =>
   isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith("## task failed");
@@ -83,6 +94,18 @@ describeWithPackage("grants in the real Pi", "bwrap", "bubblewrap", () =>
       expect(await Bun.file(`${worker.cwd}/escaped.txt`).exists()).toBe(false);
       expect(bash[2]!.isError).toBe(true);
       expect(bash[2]!.text).toContain("No such file or directory");
+    });
+
+    test("from inside its sandbox it can neither pair a key (the home it writes is not the real one) nor reach the network", async () => {
+      const { worker } = await run;
+      const bash = toolCalls(worker, "bash");
+      expect(bash[3]!.text).toContain("pairing-tried");
+      const peers = join(sharedTestHome(), "peers.json");
+      expect(existsSync(peers) ? readFileSync(peers, "utf8") : "").not.toContain("intruder");
+      expect(bash[4]!.isError).toBe(true);
+      expect(bash[4]!.text).not.toContain("reached-the-relay");
+      // Its own loopback: nothing listens there (the relay does, outside).
+      expect(bash[4]!.text).toContain("Connection refused");
     });
 
     test("a refused agent_task_done (INVALID_RESULT_PATH) submitted nothing and leaves the worker's tools open", async () => {
