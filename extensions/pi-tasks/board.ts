@@ -66,7 +66,18 @@ function relayLine(info: SessionInfo, bound: boolean): string {
         : `relay: ${relay.url} — NOT USED YET: ${relay.problem ?? "it did not answer in time"}`;
     case "absent":
       return `relay: ${relay.url} — not running: ${relay.problem ?? "no relay answers"}. Fix: see the relay log, set PI_TASKS_RUNTIME to a node (>= 22.19) or bun, or set PI_TASKS_RELAY_URL to a relay you run`;
+    case "foreign":
+      // Bound means a pass reached it: it speaks volatile-v1 now.
+      return bound ? `relay: ${relay.url} — in use: it speaks volatile-v1 now` : `relay: ${relay.url} — NOT USABLE: ${relay.problem}`;
   }
+}
+
+/** Where the relay runs beside what holds the default port, in words (a line of its own), or none. */
+function besideLine(info: SessionInfo): string[] {
+  const { beside } = info.relay;
+  return beside === undefined
+    ? []
+    : [`  beside ${beside}: your own relay runs on ${info.relay.url} instead (every Pi of yours finds it there)`];
 }
 
 /** The running workers pi-tasks spawned with this home, and whether each stops with this Pi. */
@@ -170,6 +181,7 @@ export function boardLines(
     sessionLine(info, endpoint),
     identityLine(info),
     relayLine(info, endpoint !== undefined),
+    ...besideLine(info),
     ...[sandboxLine(info.env, tasks)].filter((line): line is string => line !== undefined),
     ...failureLines(failure),
     ...workerLines(listSpawned(info.env), process.pid),

@@ -104,6 +104,8 @@ function plainWords(error: TaskError, kind: FailureKind | undefined, relayUrl: s
       return `the relay${at} did not answer in time; retrying until it answers and proves it is yours (see /tasks)`;
     case "RELAY_SECRET_INVALID":
       return `${error.message}`;
+    case "RELAY_NOT_VOLATILE":
+      return error.message;
     case "RELAY_UNAVAILABLE":
     case "RELAY_TIMEOUT":
       return `relay unreachable${at}; retrying`;
@@ -144,6 +146,7 @@ export function failureFix(error: TaskError, kind: FailureKind | undefined): str
     case "RELAY_NOT_ANSWERING":
     case "RELAY_NOT_STARTED":
     case "RELAY_SECRET_INVALID":
+    case "RELAY_NOT_VOLATILE":
       return "the relay line above says what is wrong with the relay and how to fix it";
     case "RELAY_UNAVAILABLE":
     case "RELAY_TIMEOUT":
@@ -166,8 +169,17 @@ function isReport(value: unknown): value is PassReport {
   return typeof value === "object" && value !== null && "failures" in value && (value as PassReport).failures instanceof Map;
 }
 
-/** Codes that say the relay did not answer. */
-const UNREACHABLE_CODES: ReadonlySet<string> = new Set(["RELAY_UNAVAILABLE", "RELAY_TIMEOUT"]);
+/**
+ * Codes that say the relay did not answer, or did not answer as a volatile-v1 relay: the start-up's
+ * own finding, when it has one, says it better (what answers there, and the fix).
+ */
+const UNREACHABLE_CODES: ReadonlySet<string> = new Set([
+  "RELAY_UNAVAILABLE",
+  "RELAY_TIMEOUT",
+  "RELAY_PROFILE_REQUIRED",
+  "INCOMPATIBLE_PROTOCOL",
+  "INVALID_RESPONSE",
+]);
 
 /**
  * A pass's most important failure, or a thrown error's; undefined when healthy. `relayProblem` (why

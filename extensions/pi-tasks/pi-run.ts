@@ -125,6 +125,7 @@ function relayProblem(relay: RelayInUse): TaskError | undefined {
   if (relay.state === "unanswered") return new TaskError("RELAY_NOT_ANSWERING", { message: relay.problem, details: { url: relay.url } });
   if (relay.state === "untrusted")
     return new TaskError(relay.problemCode ?? "RELAY_NOT_PROVEN", { message: relay.problem, details: { url: relay.url } });
+  if (relay.state === "foreign") return new TaskError("RELAY_NOT_VOLATILE", { message: relay.problem, details: { url: relay.url } });
   return relay.state === "absent" ? new TaskError("RELAY_NOT_STARTED", { message: relay.problem }) : undefined;
 }
 

@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { parseFeatures, runConformance } from "../conformance/runner.ts";
 import { TaskError } from "../protocol/errors.ts";
 import { normaliseRelayUrl } from "../relay-client/config.ts";
+import { identifyServer } from "../relay-client/identify.ts";
 import { createRelayTransport } from "../relay-client/transport.ts";
 
 type Env = Record<string, string | undefined>;
@@ -27,9 +28,12 @@ async function advertisedFeatures(url: string): Promise<string[]> {
   } catch (error) {
     const failure = error instanceof TaskError ? error : new TaskError("RELAY_UNAVAILABLE", { details: { cause: String(error) } });
     const cause = typeof failure.details.cause === "string" ? `: ${failure.details.cause}` : "";
-    throw new TaskError(failure.code, {
-      message: `no volatile-v1 relay answers at ${url} (${failure.code}${cause}); nothing was checked`,
-      details: { url, ...failure.details },
+    // What answers there instead, in words (a Wolfpack with only its v2 task relay, another server).
+    const found = failure.code === "RELAY_UNAVAILABLE" || failure.code === "RELAY_TIMEOUT" ? undefined : await identifyServer(url);
+    const there = found === undefined || found.kind === "none" ? "" : ` — ${found.words} answers there`;
+    throw new TaskError(found?.kind === "wolfpack-v2" ? "RELAY_NOT_VOLATILE" : failure.code, {
+      message: `no volatile-v1 relay answers at ${url} (${failure.code}${cause})${there}; nothing was checked`,
+      details: { url, ...failure.details, ...(found === undefined ? {} : { answeredBy: found.kind }) },
     });
   } finally {
     transport.close();

@@ -9,8 +9,8 @@
  * - `makeEnvelope`: a wire envelope with a fresh `createdAt = new Date().toISOString()`;
  * - `openRawRequest`: a raw socket request whose body is sent only partly (slow-body tests).
  */
-import { connect as netConnect, type Socket } from "node:net";
-import { connect as tlsConnect } from "node:tls";
+import { request as nodeHttpRequest } from "node:http";
+import { request as nodeHttpsRequest } from "node:https";
 import { RELAY_ENDPOINT_PATH, RELAY_ID, RELAY_PROFILE, RELAY_PROFILE_PATH, WIRE_PROTOCOL_VERSION } from "../protocol/names.ts";
 import { WIRE_TEST_TIMEOUT_MS } from "./timing.ts";
 
@@ -360,25 +360,6 @@ export interface RawRequest {
   close(): void;
 }
 
-export function parseRawHttp(raw: string): RawHttpReply | undefined {
-  const split = raw.indexOf("\r\n\r\n");
-  if (split < 0) return undefined;
-  const [statusLine, ...lines] = raw.slice(0, split).split("\r\n");
-  const match = /^HTTP\/1\.[01] (\d{3})/.exec(statusLine ?? "");
-  if (match === null) return undefined;
-  const headers = new Headers();
-  for (const line of lines) {
-    const colon = line.indexOf(":");
-    if (colon > 0) headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
-  }
-  const text = raw.slice(split + 4);
-  return { status: Number(match[1]), headers, text, body: parseJson(text) };
-}
-
-/** Default ports of an origin without one. */
-const HTTP_PORT = 80;
-const HTTPS_PORT = 443;
-
 export interface RawRequestOptions {
   readonly method?: string;
   readonly path?: string;
@@ -390,41 +371,42 @@ export interface RawRequestOptions {
 }
 
 /**
- * Opens a TCP (for https: TLS) connection to the relay and sends a request head plus (part of) a
- * body, then keeps the socket open. Used to hold requests in the relay's body-read phase.
+ * Sends a request head and (part of) a body to the relay with node's own HTTP client, then keeps the
+ * request open: used to hold requests in the relay's body-read phase. The reply, whatever its
+ * framing (a `Content-Length`, chunked, or until the connection closes), is decoded by node.
  */
 export function openRawRequest(baseUrl: string, options: RawRequestOptions): RawRequest {
-  const url = new URL(baseUrl);
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  const secure = url.protocol === "https:";
-  const port = url.port === "" ? (secure ? HTTPS_PORT : HTTP_PORT) : Number(url.port);
-  let chunks = "";
+  const url = new URL(options.path ?? RELAY_ENDPOINT_PATH, baseUrl);
   let isClosed = false;
-  const socket: Socket = secure ? tlsConnect({ host, port, servername: host }) : netConnect({ host, port });
-  socket.on("error", () => undefined);
-  const headers: Record<string, string> = {
-    host: url.host,
-    "content-type": "application/json",
-    "content-length": String(options.contentLength),
-    ...(options.headers ?? {}),
-  };
-  const head = `${options.method ?? "POST"} ${options.path ?? RELAY_ENDPOINT_PATH} HTTP/1.1\r\n${Object.entries(headers)
-    .map(([name, value]) => `${name}: ${value}\r\n`)
-    .join("")}\r\n`;
+  const request = (url.protocol === "https:" ? nodeHttpsRequest : nodeHttpRequest)(url, {
+    method: options.method ?? "POST",
+    // A connection of its own: a held request never shares a socket.
+    agent: false,
+    headers: { "content-type": "application/json", "content-length": String(options.contentLength), ...(options.headers ?? {}) },
+  });
+  request.on("error", () => undefined);
   const sent = new Promise<void>((resolveSent, rejectSent) => {
-    socket.once("error", rejectSent);
-    socket.once(secure ? "secureConnect" : "connect", () =>
-      socket.write(head + options.body, (error) => (error ? rejectSent(error) : resolveSent())),
-    );
+    request.once("error", rejectSent);
+    request.write(options.body, (error) => (error ? rejectSent(error) : resolveSent()));
   });
   sent.catch(() => undefined);
   const reply = new Promise<RawHttpReply | undefined>((resolveReply) => {
-    socket.on("data", (data: Buffer) => {
-      chunks += data.toString("utf8");
+    let answered: { status: number; headers: Headers; text: string } | undefined;
+    request.on("response", (response) => {
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(response.headers))
+        for (const item of Array.isArray(value) ? value : value === undefined ? [] : [value]) headers.append(name, item);
+      const current = { status: response.statusCode ?? 0, headers, text: "" };
+      answered = current;
+      response.setEncoding("utf8");
+      response.on("data", (text: string) => {
+        current.text += text;
+      });
+      response.on("error", () => undefined);
     });
-    socket.on("close", () => {
+    request.on("close", () => {
       isClosed = true;
-      resolveReply(parseRawHttp(chunks));
+      resolveReply(answered === undefined ? undefined : { ...answered, body: parseJson(answered.text) });
     });
   });
   return {
@@ -433,7 +415,7 @@ export function openRawRequest(baseUrl: string, options: RawRequestOptions): Raw
     closed: () => isClosed,
     close: () => {
       isClosed = true;
-      socket.destroy();
+      request.destroy();
     },
   };
 }

@@ -81,9 +81,10 @@ function sessionFor(options: ConfiguredTaskCoreOptions): VolatileTaskSession {
   const env = options.env ?? process.env;
   const callerSession = options.callerSession ?? env.WOLFPACK_SESSION_NAME?.trim();
   if (callerSession === undefined || callerSession.length === 0) throw new TaskError("RELAY_SESSION_REQUIRED");
-  const auth = authFromEnv(env);
+  const url = options.url ?? relayUrlFromEnv(env);
+  const auth = authFromEnv(env, url);
   return createVolatileTaskSession({
-    url: options.url ?? relayUrlFromEnv(env),
+    url,
     callerSession,
     ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),

@@ -42,7 +42,8 @@ import {
 import { RELAY_CHALLENGE_HEADER, RELAY_INSTANCE_PATH, RELAY_PROFILE } from "../protocol/names.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { proveRelay, type RelayProbe, type RelaySecretPlan, relaySecretPlan } from "../relay-client/auth.ts";
-import { type Env, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
+import { type Env, fallbackPortsOf, piTasksHome, type RelayConfig } from "../relay-client/config.ts";
+import { identifyServer } from "../relay-client/identify.ts";
 import { replaceFile } from "../platform/atomic-file.ts";
 import { lockHeldByLiveProcess, tryLock } from "../platform/file-lock.ts";
 import { ensureHomeSubdirectory } from "../platform/home-dir.ts";
@@ -64,15 +65,22 @@ export interface RelayInUse {
    * - `absent`: nothing answers and pi-tasks may not (opted out) or could not start one;
    * - `untrusted`: something answers but cannot prove the user's relay secret: it is never used;
    * - `unanswered`: something holds the port but did not answer the start-up probes in time: used
-   *   once it answers (and proves the secret, when it must).
+   *   once it answers (and proves the secret, when it must);
+   * - `foreign`: what answers is not a volatile-v1 relay (a Wolfpack with only its v2 task relay,
+   *   another server) and no relay of the user's could run beside it: tried, in case it changes.
    */
-  readonly state: "configured" | "running" | "started" | "absent" | "untrusted" | "unanswered";
+  readonly state: "configured" | "running" | "started" | "absent" | "untrusted" | "unanswered" | "foreign";
   /** The record of a relay pi-tasks started on this port (by this or an earlier Pi). */
   readonly record?: EmbeddedRelayRecord;
   /** Why nothing was started, or why starting failed, or why the relay is not used. */
   readonly problem?: string;
   /** The code of an `untrusted` or `unanswered` relay's problem (a start that failed is `RELAY_NOT_STARTED`). */
-  readonly problemCode?: "RELAY_NOT_PROVEN" | "RELAY_SECRET_INVALID" | "RELAY_NOT_ANSWERING";
+  readonly problemCode?: "RELAY_NOT_PROVEN" | "RELAY_SECRET_INVALID" | "RELAY_NOT_ANSWERING" | "RELAY_NOT_VOLATILE";
+  /**
+   * What holds the default port, when this relay runs beside it on a port of its own
+   * (`fallbackPortsOf`): "port 18790: Wolfpack 1.6.22 with only its older v2 task relay …".
+   */
+  readonly beside?: string;
   /** The relay secret this relay proved it holds (its clients sign with it). */
   readonly secretFile?: string;
 }
@@ -318,13 +326,30 @@ function classifyAnswer(
   };
 }
 
+/** What answers at `url` is not a volatile-v1 relay: named, with the fix (`foreign`: it is still tried, in case it changes). */
+async function foreign(url: string, fetcher: typeof fetch, fix: string): Promise<RelayInUse> {
+  const identity = await identifyServer(url, fetcher);
+  return {
+    url,
+    state: "foreign",
+    problemCode: "RELAY_NOT_VOLATILE",
+    problem: `no ${RELAY_PROFILE} relay at ${url}: ${identity.words} answers there. ${fix}`,
+  };
+}
+
 /** A relay named by `PI_TASKS_RELAY_URL`: used as it is, unless the plan says it must prove a secret. */
 async function configuredRelay(url: string, plan: RelaySecretPlan | undefined, fetcher: typeof fetch): Promise<RelayInUse> {
   const secret = plannedSecret(plan);
   if (secret.problem !== undefined)
     return { url, state: "untrusted", problemCode: "RELAY_SECRET_INVALID", problem: secret.problem.message };
-  if (secret.keys === undefined) return { url, state: "configured" };
   const found = await probe(url, fetcher, secret.keys);
+  if (found.answered && found.foreign === true)
+    return foreign(
+      url,
+      fetcher,
+      "Fix: set PI_TASKS_RELAY_URL to a volatile-v1 relay, or unset it and pi-tasks runs your own relay beside it",
+    );
+  if (secret.keys === undefined) return { url, state: "configured" };
   // Not up yet: the transport challenges it before it sends it anything.
   if (found.answered && !found.proven) return untrusted(url, found, plan!.file);
   return { url, state: "configured", secretFile: plan!.file };
@@ -338,11 +363,43 @@ export async function ensureRelay(options: EnsureRelayOptions): Promise<RelayInU
   if (config.source === "PI_TASKS_RELAY_URL" || config.port === undefined) return configuredRelay(config.url, plan, fetcher);
   const secret = plannedSecret(plan);
   const found = await probeUntilAnswered(config.url, fetcher, secret.keys);
+  if (found.answered && found.foreign === true) return besideForeign(env, { ...config, port: config.port }, fetcher);
   if (found.answered) return classifyAnswer(env, config, plan, secret, found);
   if (found.timedOut) return unanswered(env, config, plan, secret);
   if (!config.embedded) return { url: config.url, state: "absent", problem: "no relay answers and PI_TASKS_EMBEDDED_RELAY=0" };
   if (secret.problem !== undefined) return { url: config.url, state: "absent", problem: secret.problem.message };
   return startEmbedded(env, { ...config, port: config.port }, plan?.file ?? relaySecretPath(env, config.port), fetcher);
+}
+
+/**
+ * The default port is held by a server that is not a volatile-v1 relay (the released Wolfpack):
+ * the user's own relay runs beside it, on the first port of `fallbackPortsOf` that answers as the
+ * user's relay or is free to start it on — the same port for every Pi of the user. A port held by
+ * anything else is passed over. When none can be had (or pi-tasks may not start a relay), the
+ * default is `foreign`: named, and still tried.
+ */
+async function besideForeign(env: Env, config: RelayConfig & { readonly port: number }, fetcher: typeof fetch): Promise<RelayInUse> {
+  const held = (await identifyServer(config.url, fetcher)).words;
+  const beside = `port ${config.port}: ${held} answers there`;
+  if (config.embedded)
+    for (const port of fallbackPortsOf(config.port)) {
+      const url = `http://127.0.0.1:${port}`;
+      const file = relaySecretPath(env, port);
+      const secret = plannedSecret({ file, mandatory: true, create: true });
+      if (secret.problem !== undefined) continue;
+      const found = await probeUntilAnswered(url, fetcher, secret.keys);
+      if (found.answered && found.proven) {
+        const record = embeddedRelayRecord(env, port);
+        return { url, state: "running", secretFile: file, beside, ...(record === undefined ? {} : { record }) };
+      }
+      if (found.answered || found.timedOut) continue;
+      const started = await startEmbedded(env, { ...config, url, port }, file, fetcher);
+      if (started.state === "started" || started.state === "running") return { ...started, beside };
+    }
+  const fix = config.embedded
+    ? `pi-tasks found no port of ${fallbackPortsOf(config.port).join(", ")} free for your own relay beside it. Fix: free one of them, or set PI_TASKS_RELAY_URL`
+    : "Fix: allow pi-tasks to run your relay beside it (unset PI_TASKS_EMBEDDED_RELAY=0), or set PI_TASKS_RELAY_URL";
+  return foreign(config.url, fetcher, fix);
 }
 
 /** Starts the relay on the port under the user's start lock (or waits for the Pi that holds it). */

@@ -82,7 +82,7 @@ function preflight(check: string, problem: string, details: Record<string, unkno
 }
 
 export function relayTransport(url: string, env: Record<string, string | undefined>): RelayTransport {
-  const auth = authFromEnv(env);
+  const auth = authFromEnv(env, url);
   return createRelayTransport({ baseUrl: url, requestTimeoutMs: cliRelayCheckMs, ...(auth === undefined ? {} : { auth }) });
 }
 

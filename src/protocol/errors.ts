@@ -298,6 +298,10 @@ export const ERROR_REGISTRY = Object.freeze({
   ),
   // Not a stranger: something holds the port but did not answer in time (a busy machine); the
   // lifetime keeps challenging it and uses it once it proves the secret.
+  RELAY_NOT_VOLATILE: spec(
+    "profile",
+    "What answers at the relay URL is not a volatile-v1 relay (a Wolfpack with only its older v2 task relay, or another server); pi-tasks keeps trying it in case it changes. Run your relay beside it (the default when the URL is the default one) or set PI_TASKS_RELAY_URL.",
+  ),
   RELAY_NOT_ANSWERING: spec(
     "timeout",
     "The relay did not answer pi-tasks' start-up probes in time (a busy machine, or a program on the port that does not answer); pi-tasks keeps trying and uses it once it proves it is yours.",

@@ -497,6 +497,13 @@ export const relayProbeMs = 1_000;
  * since a pause between attempts would only delay an answer that is merely late.
  */
 export const relayProbeAttempts = 3;
+/**
+ * Ports after the default relay port where a Pi looks for (or starts) the user's own relay when the
+ * default port is held by a server that is not a volatile-v1 relay — the released Wolfpack, which
+ * serves only its v2 task relay there (src/host/embedded-relay.ts, "beside"). Every Pi of the user
+ * tries them in the same order, so they all find the same relay.
+ */
+export const fallbackRelayPorts = 4;
 /** The most session start spends on those attempts: 1 s + 2 s + 4 s. */
 export const relayProbeBudgetMs = relayProbeMs * (2 ** relayProbeAttempts - 1);
 /** How often a Pi waiting for a relay that another process is starting asks again. */

@@ -22,9 +22,10 @@ import {
   signJwt,
 } from "../protocol/jwt.ts";
 import { RELAY_CHALLENGE_HEADER, RELAY_CHALLENGE_PROOF_HEADER, RELAY_PROFILE, RELAY_PROFILE_PATH } from "../protocol/names.ts";
+import { HTTP_STATUS } from "../protocol/http.ts";
 import { isRecord } from "../protocol/validate.ts";
 import { readRelaySecret, RELAY_SECRET_FILE_VARIABLE, relaySecretExists, relaySecretPath } from "../trust/relay-secret.ts";
-import { defaultRelayPort, isLoopbackHttpUrl, type RelayConfig, relayConfigFromEnv } from "./config.ts";
+import { defaultRelayPort, fallbackPortsOf, isLoopbackHttpUrl, type RelayConfig, relayConfigFromEnv } from "./config.ts";
 
 /** The relay secret of one relay: the keys derived from it, and where it came from. */
 export interface RelaySecretAuth {
@@ -68,17 +69,26 @@ export function relaySecretPlan(env: Record<string, string | undefined>, config:
   } catch {
     return undefined; // a malformed WOLFPACK_PORT beside PI_TASKS_RELAY_URL: not the default relay
   }
-  if (config.url !== `http://127.0.0.1:${port}`) return undefined;
+  if (config.url !== `http://127.0.0.1:${port}`) {
+    // The user's own relay beside a server on the default port that is not a volatile-v1 relay
+    // (src/host/embedded-relay.ts): it proves the secret made for its port, once one exists.
+    const beside = fallbackPortsOf(port).find((next) => config.url === `http://127.0.0.1:${next}`);
+    if (beside === undefined) return undefined;
+    const file = relaySecretPath(env, beside);
+    return { file, mandatory: relaySecretExists(file), create: false };
+  }
   const file = relaySecretPath(env, port);
   const always = config.source === "default";
   return { file, mandatory: always || relaySecretExists(file), create: always };
 }
 
 /** The relay secret the environment's relay must prove, when the user has it. Throws `RELAY_SECRET_INVALID`. */
-function relaySecretFromEnv(env: Record<string, string | undefined>): RelaySecretAuth | undefined {
+function relaySecretFromEnv(env: Record<string, string | undefined>, url: string | undefined): RelaySecretAuth | undefined {
   let config: RelayConfig;
   try {
-    config = relayConfigFromEnv(env);
+    const configured = relayConfigFromEnv(env);
+    // The relay the session was given (the user's relay beside a foreign server) is the one to prove.
+    config = url === undefined || url === configured.url ? configured : { url, source: "PI_TASKS_RELAY_URL", embedded: false };
   } catch {
     return undefined; // the caller's own reading of the configuration reports it
   }
@@ -90,11 +100,12 @@ function relaySecretFromEnv(env: Record<string, string | undefined>): RelaySecre
 
 /**
  * The credentials from the environment: the Wolfpack JWT (a secret under 32 characters is
- * `RELAY_AUTH_REQUIRED`) and the relay secret of the configured relay; undefined when neither.
+ * `RELAY_AUTH_REQUIRED`) and the relay secret of the configured relay (or of `url`, the relay the
+ * session was given); undefined when neither.
  */
-export function authFromEnv(env: Record<string, string | undefined>): RelayAuth | undefined {
+export function authFromEnv(env: Record<string, string | undefined>, url?: string): RelayAuth | undefined {
   const secret = readJwtSecret(env);
-  const relay = relaySecretFromEnv(env);
+  const relay = relaySecretFromEnv(env, url);
   if (secret === undefined && relay === undefined) return undefined;
   return { ...(secret === undefined ? {} : { secret, ...jwtClaimsFromEnv(env) }), ...(relay === undefined ? {} : { relay }) };
 }
@@ -127,6 +138,8 @@ export interface RelayProbe {
    */
   readonly timedOut: boolean;
   readonly relay: boolean;
+  /** It answered, but not as a volatile-v1 relay, and not asking for credentials: some other server. */
+  readonly foreign?: boolean;
   /** It answered the challenge with the secret's proof (false without keys). */
   readonly proven: boolean;
   /** Why the request failed, when nothing answered. */
@@ -161,7 +174,8 @@ export async function proveRelay(
       return { answered: false, timedOut: true, relay: false, proven: false, failure: signal.reason };
     const relay = isRecord(body) && body.profile === RELAY_PROFILE;
     const proven = keys !== undefined && challenge !== undefined && relay && proofMatches(challengeProof(keys, challenge), proof);
-    return { answered: true, timedOut: false, relay, proven };
+    const asksCredentials = response.status === HTTP_STATUS.unauthorized || response.status === HTTP_STATUS.forbidden;
+    return { answered: true, timedOut: false, relay, proven, foreign: !relay && !asksCredentials };
   } catch (error) {
     return { answered: false, timedOut: isTimeout(error), relay: false, proven: false, failure: error };
   }

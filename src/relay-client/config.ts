@@ -13,7 +13,13 @@ import { homedir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { customAlphabet } from "nanoid";
 import { TaskError } from "../protocol/errors.ts";
-import { maxGeneratedSessionSlugChars, generatedSessionSuffixChars, maxTcpPort, minTcpPort } from "../protocol/limits.ts";
+import {
+  fallbackRelayPorts,
+  generatedSessionSuffixChars,
+  maxGeneratedSessionSlugChars,
+  maxTcpPort,
+  minTcpPort,
+} from "../protocol/limits.ts";
 import { DEFAULT_RELAY_PORT } from "../protocol/names.ts";
 
 export type Env = Record<string, string | undefined>;
@@ -81,6 +87,11 @@ function embeddedAllowed(env: Env): boolean {
 export function defaultRelayPort(env: Env): number {
   const portText = env.WOLFPACK_PORT?.trim();
   return portText ? parsePort(portText) : DEFAULT_RELAY_PORT;
+}
+
+/** The ports where the user's relay runs beside a server on `port` that is not a volatile-v1 relay, in the order tried. */
+export function fallbackPortsOf(port: number): number[] {
+  return Array.from({ length: fallbackRelayPorts }, (_, index) => port + 1 + index).filter((next) => next <= maxTcpPort);
 }
 
 export function relayConfigFromEnv(env: Env): RelayConfig {

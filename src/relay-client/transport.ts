@@ -105,6 +105,8 @@ const HTTP_TOO_MANY_REQUESTS = HTTP_STATUS.tooManyRequests;
 /** UTF-8 bytes one UTF-16 code unit can take (a surrogate pair is two units for four bytes). */
 const MAX_UTF8_BYTES_PER_UNIT = 3;
 const HTTP_UNAUTHORIZED = HTTP_STATUS.unauthorized;
+const HTTP_NOT_FOUND = HTTP_STATUS.notFound;
+const HTTP_METHOD_NOT_ALLOWED = HTTP_STATUS.methodNotAllowed;
 
 export function validateDeadline(value: number | undefined): number {
   if (value === undefined) return defaultRequestDeadlineMs;
@@ -234,6 +236,10 @@ function interpret(status: number, body: unknown, headers: Headers): SuccessRepl
       details: { httpStatus: status, mayHaveBeenDelivered: true, problem: "server error without a relay body" },
     });
   }
+  // Not found, or no such method, without a relay body: not a relay at all (a Wolfpack with only its
+  // v2 task relay answers its profile path so), never a malformed relay.
+  if (!relayBody && (status === HTTP_NOT_FOUND || status === HTTP_METHOD_NOT_ALLOWED))
+    throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { httpStatus: status, problem: "not a relay: no relay body" } });
   if (!isRecord(body)) throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "reply is not a JSON object" } });
   if (body.profile !== RELAY_PROFILE) throw new TaskError("RELAY_PROFILE_REQUIRED", { details: { httpStatus: status } });
   const epoch = body.epoch;
@@ -411,7 +417,13 @@ function parseReply(status: number, text: string): unknown {
   try {
     return text.length === 0 ? undefined : JSON.parse(text);
   } catch {
-    if (status !== HTTP_TOO_MANY_REQUESTS && status !== HTTP_UNAUTHORIZED && !isServerErrorStatus(status)) {
+    const mappedByStatus =
+      status === HTTP_TOO_MANY_REQUESTS ||
+      status === HTTP_UNAUTHORIZED ||
+      status === HTTP_NOT_FOUND ||
+      status === HTTP_METHOD_NOT_ALLOWED ||
+      isServerErrorStatus(status);
+    if (!mappedByStatus) {
       throw new TaskError("INVALID_RESPONSE", { details: { httpStatus: status, problem: "reply is not JSON" } });
     }
     return undefined;

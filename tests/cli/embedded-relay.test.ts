@@ -23,8 +23,8 @@ import {
 } from "../../src/protocol/jwt.ts";
 import { minJwtSecretChars, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
-import { authFromEnv } from "../../src/relay-client/auth.ts";
-import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
+import { authFromEnv, relaySecretPlan } from "../../src/relay-client/auth.ts";
+import { fallbackPortsOf, relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
 import { ensureRelaySecret, readRelaySecret } from "../../src/trust/relay-secret.ts";
 import { BUN, CLI_ENTRY, freePort, REPO_ROOT, startRelayProcess } from "../../testkit/relay-process.ts";
@@ -129,27 +129,65 @@ describe("when pi-tasks starts a relay", () => {
 });
 
 describe("when pi-tasks starts no relay", () => {
-  test("PI_TASKS_RELAY_URL names the relay: it is used as configured, nothing is probed or started", async () => {
+  test("PI_TASKS_RELAY_URL names the relay: it is used as configured (its profile read once), nothing is started", async () => {
     const env: Record<string, string> = { ...home(), PI_TASKS_RELAY_URL: "http://127.0.0.1:9" };
-    let probes = 0;
+    const probes: string[] = [];
     const used = await ensureRelay({
       env,
       config: relayConfigFromEnv(env),
-      fetch: (async () => ((probes += 1), new Response("{}"))) as unknown as typeof fetch,
+      fetch: (async (url: string) => (
+        probes.push(String(url)), Response.json({ ok: true, profile: RELAY_PROFILE })
+      )) as unknown as typeof fetch,
     });
     expect(used).toEqual({ url: "http://127.0.0.1:9", state: "configured" });
-    expect(probes).toBe(0);
+    expect(probes).toEqual(["http://127.0.0.1:9/api/task-relay/profile"]);
     expect(existsSync(join(env.PI_TASKS_HOME!, "relays"))).toBe(false);
   });
 
-  test("something else answers on the port (Wolfpack, a user's relay, another service): it is left alone", async () => {
+  // Issue 38: beside a server that is not a volatile-v1 relay on the default port (the released
+  // Wolfpack serves only its v2 task relay there), nothing could be delegated.
+  test("something else answers on the default port (a Wolfpack with only its v2 relay, another server): left alone, the user's relay runs beside it", async () => {
     const { env, port } = defaultPort(home());
-    const other = Bun.serve({ hostname: "127.0.0.1", port, fetch: () => new Response("not a relay", { status: 404 }) });
+    ports.push(...fallbackPortsOf(port));
+    const other = Bun.serve({ hostname: "127.0.0.1", port, fetch: () => new Response("Not Found", { status: 404 }) });
     cleanups.push(() => other.stop(true));
     const used = await ensureRelay({ env, config: relayConfigFromEnv(env) });
-    expect(used.state).toBe("running");
-    expect(used.problem).toContain("not a volatile-v1 relay");
+    const beside = `http://127.0.0.1:${port + 1}`;
+    expect(used).toMatchObject({ state: "started", url: beside, secretFile: join(env.PI_TASKS_RELAY_SECRET_DIR!, `${port + 1}.secret`) });
+    expect(used.beside).toBe(
+      `port ${port}: another HTTP server, not a volatile-v1 relay (HTTP 404 to /api/task-relay/profile) answers there`,
+    );
     expect(embeddedRelayRecord(env, port)).toBeUndefined();
+    // Every later Pi of the user finds the same relay there, and its sessions prove the secret of that port.
+    const again = await ensureRelay({ env, config: relayConfigFromEnv(env) });
+    expect(again).toMatchObject({ state: "running", url: beside });
+    const auth = authFromEnv(env, beside);
+    expect(auth?.relay?.file).toBe(used.secretFile);
+    expect(relaySecretPlan({ ...env, PI_TASKS_RELAY_URL: beside }, relayConfigFromEnv({ ...env, PI_TASKS_RELAY_URL: beside }))).toEqual({
+      file: used.secretFile!,
+      mandatory: true,
+      create: false,
+    });
+  });
+
+  test("a fallback port held by something else is passed over; with no relay allowed, what answers is named (foreign)", async () => {
+    const { env, port } = defaultPort(home());
+    ports.push(...fallbackPortsOf(port));
+    const plain = () => new Response("Not Found", { status: 404 });
+    const held = [port, port + 1].map((at) => Bun.serve({ hostname: "127.0.0.1", port: at, fetch: plain }));
+    cleanups.push(() => held.forEach((server) => server.stop(true)));
+    const used = await ensureRelay({ env, config: relayConfigFromEnv(env) });
+    expect(used).toMatchObject({ state: "started", url: `http://127.0.0.1:${port + 2}` });
+    const optedOut = { ...env, PI_TASKS_EMBEDDED_RELAY: "0" };
+    const foreign = await ensureRelay({ env: optedOut, config: relayConfigFromEnv(optedOut) });
+    expect(foreign).toEqual({
+      url: `http://127.0.0.1:${port}`,
+      state: "foreign",
+      problemCode: "RELAY_NOT_VOLATILE",
+      problem: `no volatile-v1 relay at http://127.0.0.1:${port}: another HTTP server, not a volatile-v1 relay (HTTP 404 to /api/task-relay/profile) answers there. Fix: allow pi-tasks to run your relay beside it (unset PI_TASKS_EMBEDDED_RELAY=0), or set PI_TASKS_RELAY_URL`,
+    });
+    const named = { ...env, PI_TASKS_RELAY_URL: `http://127.0.0.1:${port}` };
+    expect((await ensureRelay({ env: named, config: relayConfigFromEnv(named) })).state).toBe("foreign");
   });
 
   test("PI_TASKS_EMBEDDED_RELAY=0 opts out: nothing is started, the session is told why", async () => {
