@@ -72,7 +72,8 @@ export function scratchChanges(copy: ScratchCopy): string | undefined {
   const changed = [...now].filter(([name, entry]) => before[name] !== entry && !(entry === "dir" && before[name] === "dir"));
   const removed = Object.keys(before).filter((name) => !now.has(name));
   if (changed.length === 0 && removed.length === 0) return undefined;
-  return `${changed.length} entries changed or added, ${removed.length} removed (${namedItems([...changed.map(([name]) => name), ...removed])})`;
+  const entries = (count: number) => `${count} ${count === 1 ? "entry" : "entries"}`;
+  return `${entries(changed.length)} changed or added, ${removed.length} removed (${namedItems([...changed.map(([name]) => name), ...removed])})`;
 }
 
 /** After the worker stopped: removes its copy when nothing in it changed; else says why it is kept. */

@@ -24,11 +24,15 @@ import { stopPids } from "../../src/host/stop.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { fallbackPortsOf } from "../../src/relay-client/config.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
+import { describeWithTmux, footerOf, type ScriptReply, type ScriptTurn, startInstalledTui, type Tui } from "../helpers/tui-kit.ts";
+import { DEMO_GREETING } from "../../src/demo/scenarios/demo-origin.ts";
 import { called, EVENT_MESSAGE, field, isCustom, lastSeen, nextBoard, sendThenAckBrain, statusTexts, stopAll } from "../helpers/pi-kit.ts";
 import { type PiProcess, type RpcRecord, startPi } from "../helpers/pi-process.ts";
-import type { ScriptReply, ScriptTurn } from "../helpers/tui-kit.ts";
 
 setDefaultTimeout(120_000);
+
+const ORIGIN_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "spawning-origin.ts");
+const WORKER_SCRIPT = join(REPO_ROOT, "src", "demo", "scenarios", "demo-worker.ts");
 
 const isEvent = (title: string) => (record: RpcRecord) =>
   isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
@@ -152,6 +156,36 @@ describeWithWolfpack(`beside the released Wolfpack ${WOLFPACK_RELEASE}`, () => {
     expect(said).toContain(`Wolfpack ${WOLFPACK_RELEASE} with only its older v2 task relay`);
     expect(said).toContain("nothing was checked");
     expect(said).not.toContain("INVALID_RESPONSE");
+  });
+
+  describeWithTmux("in the interactive TUI, installed with pi install, zero configuration", () => {
+    describeOnHosts("a new user beside Wolfpack", (host) => {
+      test("the footer is healthy, a worker it spawns does the task, and /tasks says where the relay runs", async () => {
+        let tui: Tui | undefined;
+        let relayPid: number | undefined;
+        try {
+          tui = await startInstalledTui({ host, port: wolfpack.port, script: ORIGIN_SCRIPT, workerScript: WORKER_SCRIPT });
+          const home = join(tui.agentDir, "pi-tasks");
+          await tui.waitForScreen((screen) => footerOf(screen).some((line) => /^tasks: project-[0-9a-z]{6} · idle$/.test(line)), 30_000);
+          relayPid = fallbackPortsOf(wolfpack.port)
+            .map((port) => embeddedRelayRecord({ PI_TASKS_HOME: home }, port)?.pid)
+            .find((pid) => pid !== undefined);
+          await tui.submit("Delegate the hello.txt task to a worker you start.");
+          await tui.waitForScreen((screen) => screen.includes("Delegated, verified, acknowledged and cleaned up."), 60_000);
+          expect(await Bun.file(join(tui.cwd, "hello.txt")).text()).toBe(`${DEMO_GREETING}\n`);
+          await tui.submit("/tasks");
+          const board = await tui.waitForScreen(
+            (screen) => screen.includes(`beside port ${wolfpack.port}: Wolfpack ${WOLFPACK_RELEASE}`),
+            10_000,
+          );
+          expect(board.replace(/\s+/g, " ")).toMatch(/your own relay runs on http:\/\/127\.0\.0\.1:\d+ instead/);
+          expect(await tui.scrollback()).not.toContain("INVALID_RESPONSE");
+        } finally {
+          await tui?.stop();
+          if (relayPid !== undefined) await stopPids([relayPid]);
+        }
+      });
+    });
   });
 
   describeOnHosts("a Pi that may not run a relay", (host) => {
