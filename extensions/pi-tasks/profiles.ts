@@ -17,9 +17,10 @@
  * They are read from this Pi's pi-tasks home (`<PI_TASKS_HOME>/profiles/*.md`) and from the project
  * (`.pi/pi-tasks/profiles/*.md`) — the project's only when the person trusts the project in Pi, as
  * Pi does with a project's own resources; a project profile wins over a home one of the same name.
- * Two built-ins map the Wolfpack workflow's roles: `implementer` and `reviewer`, with the models of
- * `WOLFPACK_IMPLEMENTER_MODEL` / `WOLFPACK_REVIEWER_MODEL` (their documented defaults otherwise); a
- * file of the same name replaces them. A profile that cannot be read is listed with its problem and
+ * Built-ins: `implementer` and `reviewer` map the Wolfpack workflow's roles, with the models of
+ * `WOLFPACK_IMPLEMENTER_MODEL` / `WOLFPACK_REVIEWER_MODEL` (their documented defaults otherwise);
+ * `scout` and `researcher` read and never edit, on the origin's own model. A file of the same name
+ * replaces a built-in. Each is also a specialist: `agent_task_send {to: "<name>"}` (specialists.ts). A profile that cannot be read is listed with its problem and
  * refused on spawn (`INVALID_PROFILE`); nothing else is affected.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -65,6 +66,23 @@ function builtIns(env: Env): WorkerProfile[] {
       model: env.WOLFPACK_REVIEWER_MODEL?.trim() || DEFAULT_REVIEWER_MODEL,
       grant: { write: [] },
       instructions: "You review what your task names and report your findings with agent_task_done. You do not edit files.",
+      source: "built-in",
+    },
+    // The origin's own model (none named): a scout and a researcher read; they never edit.
+    {
+      name: "scout",
+      description: "finds where things are in the project and reports paths and facts; never edits files",
+      grant: { write: [] },
+      instructions:
+        "You explore the project to answer what your task asks: find the files, symbols and facts it needs, and report them (paths with line numbers, short quotes) with agent_task_done. Be quick and precise. You do not edit files.",
+      source: "built-in",
+    },
+    {
+      name: "researcher",
+      description: "answers a question from the code, the docs and the network; never edits files",
+      grant: { write: [], network: true },
+      instructions:
+        "You research the question your task asks — in the project's code and docs, and on the network when it helps — and report a sourced answer with agent_task_done: what you found, where, and how sure you are. You do not edit files.",
       source: "built-in",
     },
   ];

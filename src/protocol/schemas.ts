@@ -772,6 +772,20 @@ export type ReassignParams = Static<typeof ReassignParams>;
 /** A worker's session name: letters, digits, `.`, `_` and `-`, starting with a letter or digit. */
 export const WorkerName = Type.String({ minLength: 1, maxLength: maxWorkerNameChars, pattern: "^[A-Za-z0-9][A-Za-z0-9._-]*$" });
 
+/**
+ * `agent_task_send` as the model calls it: `to` is a task endpoint, or the name of a worker profile
+ * (a specialist: extensions/pi-tasks/specialists.ts resolves it to a worker's endpoint, starting one
+ * when none is free). The core takes only endpoints (`SendParams`).
+ */
+export const SendToolParams = Type.Object(
+  {
+    to: Type.Union([TaskEndpoint, WorkerName]),
+    task: TaskText,
+    timeoutMs: Type.Optional(wholeNumber(minTaskTimeoutMs, maxTaskTimeoutMs)),
+  },
+  strict,
+);
+
 export const SpawnParams = Type.Object(
   {
     name: WorkerName,
@@ -802,7 +816,7 @@ export const StopParams = Type.Object({ name: WorkerName }, strict);
 export type StopParams = Static<typeof StopParams>;
 
 export const TOOL_PARAMETERS = {
-  agent_task_send: SendParams,
+  agent_task_send: SendToolParams,
   agent_task_message: MessageParams,
   agent_task_done: DoneParams,
   agent_task_ack: AckParams,

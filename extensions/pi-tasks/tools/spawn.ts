@@ -1,33 +1,14 @@
 /**
  * `agent_task_spawn`: start a dedicated worker Pi (a task worker on this session's relay) and
  * return its `taskEndpoint`, ready for `agent_task_send`. Coordinators only: the worker gate
- * forbids it to workers. The worker runs the origin's model unless another is named. At most
- * `maxSpawnedWorkers` (or the person's lower `PI_TASKS_MAX_WORKERS`) run spawned by one Pi.
+ * forbids it to workers. The worker runs the origin's model unless another is named
+ * (extensions/pi-tasks/start-worker.ts: its model, workspace and the spawn cap).
  */
-import { isAbsolute, resolve } from "node:path";
-import { spawnWorker } from "../../../src/host/spawn.ts";
-import { loweredLimit } from "../../../src/core/lowered.ts";
-import { listSpawned } from "../../../src/host/spawned.ts";
-import { isAlive } from "../../../src/platform/processes.ts";
-import { maxSpawnedWorkers } from "../../../src/protocol/limits.ts";
-import { TaskError } from "../../../src/protocol/errors.ts";
 import { SpawnParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
-import { type Env, piTasksHome } from "../../../src/relay-client/config.ts";
-import { configuredNumber, MAX_WORKERS_VARIABLE } from "../pi-run.ts";
-import { createWorkspace, type Workspace } from "../../../src/workspace/workspace.ts";
-import { findProfile, loadProfiles } from "../profiles.ts";
+import type { Workspace } from "../../../src/workspace/workspace.ts";
+import { startWorker } from "../start-worker.ts";
 import { lines, ok, type TaskToolDefinition, type ToolDeps } from "./shared.ts";
-
-/** Test and demo only: a scripted-model scenario module for spawned workers (absolute path). */
-export const WORKER_SCRIPT_ENV = "PI_TASKS_WORKER_SCRIPT";
-
-/** Refuses another spawn while this Pi runs as many spawned workers as it may (`SPAWN_LIMIT`); nothing starts. */
-function checkSpawnCap(env: Env): void {
-  const running = listSpawned(env).filter((worker) => (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid)).length;
-  const cap = loweredLimit(configuredNumber(env, MAX_WORKERS_VARIABLE), maxSpawnedWorkers, 1, MAX_WORKERS_VARIABLE, MAX_WORKERS_VARIABLE);
-  if (running >= cap) throw new TaskError("SPAWN_LIMIT", { details: { running, maxWorkers: cap } });
-}
 
 /** Where the worker works, in words (a line of the spawn's answer). */
 function workspaceLine(own: Workspace): string[] {
@@ -55,50 +36,7 @@ export function spawnTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAME
     parameters: TOOL_PARAMETERS.agent_task_spawn,
     async execute(_id, params, _signal, _onUpdate, ctx) {
       const input = assertValid(SpawnParams, params, { subject: "agent_task_spawn" });
-      await deps.ready();
-      const info = deps.info();
-      if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
-      const base = ctx?.cwd ?? info.cwd;
-      const projectDir =
-        input.projectDir === undefined ? base : isAbsolute(input.projectDir) ? input.projectDir : resolve(base, input.projectDir);
-      const script = info.env[WORKER_SCRIPT_ENV]?.trim();
-      const profile =
-        input.profile === undefined
-          ? undefined
-          : findProfile(loadProfiles(info.env, base, ctx?.isProjectTrusted?.() === true), input.profile);
-      const ownModel = ctx?.model === undefined ? undefined : `${ctx.model.provider}/${ctx.model.id}`;
-      const named = input.model ?? profile?.model;
-      const launch = script
-        ? { script }
-        : named !== undefined
-          ? { model: named }
-          : ownModel !== undefined
-            ? { model: ownModel, checkModel: false }
-            : {};
-      checkSpawnCap(info.env);
-      const home = piTasksHome(info.env);
-      const own = createWorkspace(projectDir, input.name, home, input.worktree ?? profile?.worktree);
-      const worker = await spawnWorker({
-        name: input.name,
-        projectDir: own.workDir,
-        ...(own.worktree === undefined ? {} : { worktree: own.worktree }),
-        ...(own.scratch === undefined ? {} : { scratch: own.scratch }),
-        relay: info.relay.url,
-        env: { ...info.env, PI_TASKS_HOME: piTasksHome(info.env) },
-        ...(input.keep === true ? {} : { owner: process.pid }),
-        spawner: process.pid,
-        ...(profile === undefined
-          ? {}
-          : {
-              profile: {
-                name: profile.name,
-                instructions: profile.instructions,
-                ...(profile.grant === undefined ? {} : { grant: profile.grant }),
-              },
-            }),
-        ...launch,
-      });
-      deps.rememberPeer(worker.session, worker.taskEndpoint);
+      const { worker, own, profile } = await startWorker(deps, input, ctx);
       return ok(
         lines(
           "## worker started",

@@ -1,0 +1,73 @@
+/**
+ * Specialists by name (issue 39): `agent_task_send {to: "reviewer", task}` delegates to a worker of
+ * the profile `reviewer` (profiles.ts: built-in, the person's or a trusted project's) with no spawn
+ * of the model's own. A worker of that profile this Pi spawned that is alive and holds no active
+ * task of this session is reused (warm: no start-up); otherwise one is started
+ * (start-worker.ts, within the spawn cap) and stops with this Pi. The endpoint comes from the
+ * relay, never from the name: a name is resolved to a spawned worker's registration, which stays
+ * opaque to the model.
+ */
+import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
+import { customAlphabet } from "nanoid";
+import type { TaskCore } from "../../src/core/task-core.ts";
+import { sessionStatus } from "../../src/host/sessions.ts";
+import { listSpawned } from "../../src/host/spawned.ts";
+import { isAlive } from "../../src/platform/processes.ts";
+import { sameEndpoint } from "../../src/protocol/endpoint.ts";
+import { TaskError } from "../../src/protocol/errors.ts";
+import { maxWorkerNameChars } from "../../src/protocol/limits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { findProfile, loadProfiles } from "./profiles.ts";
+import { startWorker } from "./start-worker.ts";
+import type { ToolDeps } from "./tools/shared.ts";
+
+/** Characters of the random part of a started specialist's session name (`reviewer-k3x9`). */
+const SPECIALIST_SUFFIX_CHARS = 4;
+const suffix = customAlphabet("0123456789abcdefghijklmnopqrstuvwxyz", SPECIALIST_SUFFIX_CHARS);
+
+export interface Specialist {
+  readonly endpoint: TaskEndpoint;
+  readonly session: string;
+  /** Started for this send (cold), or an idle one reused (warm). */
+  readonly started: boolean;
+}
+
+/** Endpoints holding an active task this session assigned: busy. */
+function busyEndpoints(core: TaskCore): TaskEndpoint[] {
+  return core
+    .listTasks()
+    .filter((task) => task.role === "origin" && task.status === "active")
+    .map((task) => task.target);
+}
+
+/** A live, idle worker of `profile` this Pi spawned, where the relay has it now; undefined when none. */
+async function idleWorker(deps: ToolDeps, profile: string): Promise<Specialist | undefined> {
+  const info = deps.info()!;
+  const busy = busyEndpoints(deps.current());
+  const ours = listSpawned(info.env).filter(
+    (worker) => worker.profile === profile && (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid),
+  );
+  for (const worker of ours) {
+    const now = await sessionStatus(worker.session, info.env, info.relay.url).then(
+      (found) => found.status.taskEndpoint,
+      () => undefined,
+    );
+    if (now !== undefined && !busy.some((endpoint) => sameEndpoint(endpoint, now)))
+      return { endpoint: now, session: worker.session, started: false };
+  }
+  return undefined;
+}
+
+/** The endpoint of a worker of the profile `name`: an idle one of this Pi's, else one started now. */
+export async function specialistEndpoint(deps: ToolDeps, name: string, ctx: ExtensionToolContext | undefined): Promise<Specialist> {
+  await deps.ready();
+  const info = deps.info();
+  if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
+  // Unknown or unusable: INVALID_PROFILE, naming the profiles there are; nothing started.
+  findProfile(loadProfiles(info.env, ctx?.cwd ?? info.cwd, ctx?.isProjectTrusted?.() === true), name);
+  const warm = await idleWorker(deps, name);
+  if (warm !== undefined) return warm;
+  const session = `${name.slice(0, maxWorkerNameChars - SPECIALIST_SUFFIX_CHARS - 1)}-${suffix()}`;
+  const { worker } = await startWorker(deps, { name: session, profile: name }, ctx);
+  return { endpoint: worker.taskEndpoint, session: worker.session, started: true };
+}
