@@ -15,7 +15,9 @@
  * turn ended, else `busy`). An aborted turn never read the steer — it waits in Pi's queue for the
  * next run — so one hidden wake starts that run: the model reads the cancellation in a turn of its
  * own, the same as a cancel reaching an idle worker, whatever the timing. A steer Pi dropped after
- * all is appended to the session without a turn, never twice.
+ * all is appended to the session without a turn, never twice. The origin's steer (information it
+ * marks `steer`) reaching a busy worker goes the same way, without the abort: Pi reads it after the
+ * current tool batch, inside the running turn.
  */
 import { nanoid } from "nanoid";
 import type { PresentationHost, PresentationItem, RejectionRecord } from "../../src/core/host.ts";
@@ -230,6 +232,12 @@ export function createPiPresenter(deps: PresenterDeps): PiPresenter {
     },
 
     interrupt: (item: PresentationItem, report: (outcome: CancelOutcome) => void) => cancels.interrupt(item, report),
+
+    steer(item: PresentationItem) {
+      if (deps.session() === undefined) return false;
+      deps.sendMessage(eventMessage(item), { triggerTurn: true, deliverAs: "steer" });
+      return true;
+    },
 
     recordRejection(record: RejectionRecord) {
       deps.appendEntry(REJECTED_RECORD, {

@@ -328,8 +328,16 @@ function cancelOutcomeBody({ payload, head }: EventParts): string[] {
   return ["## task cancel outcome", ...head, field("outcome", CANCEL_OUTCOME_WORDS[String(payload.outcome)] ?? payload.outcome)];
 }
 
-function informationBody({ payload, head }: EventParts): string[] {
-  return ["## task information", ...head, "", ...quotedBlock("message", payload.message)];
+function informationBody({ payload, task, head }: EventParts): string[] {
+  if (payload.steer !== true) return ["## task information", ...head, "", ...quotedBlock("message", payload.message)];
+  return [
+    "## task steer",
+    ...head,
+    "",
+    ...quotedBlock("message", payload.message),
+    "",
+    `The origin steers task ${task.taskId} while you work on it: take this into account from now on, in this turn.`,
+  ];
 }
 
 function terminalBody({ event, payload, task, head }: EventParts): string[] {

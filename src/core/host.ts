@@ -50,6 +50,12 @@ export interface PresentationHost {
    * the grace period. Optional: without it a cancel waits like any event.
    */
   interrupt?(item: PresentationItem, report: (outcome: CancelOutcome) => void): boolean | Promise<boolean>;
+  /**
+   * Puts the origin's steer in front of a busy model now: read after its current tool batch, inside
+   * the running turn (Pi's steering queue), never waiting for the run to end. True when handed over.
+   * Optional: without it a steer waits like any event.
+   */
+  steer?(item: PresentationItem): boolean | Promise<boolean>;
 }
 
 /** A host that presents nothing: visible items stay held (useful before Pi is ready). */

@@ -196,7 +196,10 @@ export async function originMessage(
     ...choiceFields(params),
     ...correctionFields(params),
   };
-  const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, `task.${params.type}`, payload));
+  // A steer is information for the worker's running turn (presentation.ts hands it to Pi's steering queue).
+  const type = params.type === "steer" ? "task.information" : (`task.${params.type}` as const);
+  const steered = params.type === "steer" ? { ...payload, steer: true } : payload;
+  const { event, envelopeId } = context.store.transaction(() => originEvent(context, task, type, steered));
   requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);
   return { taskId: task.taskId, eventId: event.eventId, envelopeId, authority: "origin" };
 }

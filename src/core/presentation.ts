@@ -323,6 +323,11 @@ function isCancelAtWorker(item: PresentationItem): boolean {
   return item.kind === "relay" && item.role === "worker" && item.event.type === "task.cancelled";
 }
 
+/** The origin's steer arriving at the worker: information for its running turn. */
+function isSteerAtWorker(item: PresentationItem): boolean {
+  return item.kind === "relay" && item.role === "worker" && item.event.type === "task.information" && item.event.payload.steer === true;
+}
+
 /** Tells the origin (once per cancel) what the worker's Pi did with it. */
 function reportCancelOutcome(context: CoreContext, scope: WorkScope | undefined, item: PresentationItem, outcome: CancelOutcome): void {
   if (isClosed(context)) return;
@@ -350,13 +355,18 @@ function reportCancelOutcome(context: CoreContext, scope: WorkScope | undefined,
   if (scope === undefined) context.requestRefresh();
 }
 
-/** Hands a cancel to a busy model through the host; true when handed over (then it is complete). */
+/**
+ * Hands a cancel (or a steer) to a busy model through the host; true when handed over (then it is
+ * complete: inserted, its `pi_inserted` receipt on its way to the origin).
+ */
 async function interrupt(context: CoreContext, scope: WorkScope, item: PresentationItem): Promise<boolean> {
   if (hasEvidence(context.store, item.eventId, "inserted")) return finish(context, scope, item);
   if (!mark(context, scope, item.eventId, "inserted", 1)) return false;
   let handed = false;
   try {
-    handed = await context.host.interrupt!(item, (outcome) => reportCancelOutcome(context, undefined, item, outcome));
+    handed = isSteerAtWorker(item)
+      ? await context.host.steer!(item)
+      : await context.host.interrupt!(item, (outcome) => reportCancelOutcome(context, undefined, item, outcome));
   } catch (error) {
     scope.fail("presentation", toTaskError(error).withDetails({ eventId: item.eventId, step: "interrupt" }));
   }
@@ -397,7 +407,8 @@ export async function presentInbox(context: CoreContext, scope: WorkScope): Prom
       if (await archive(context, scope, item)) completed += 1;
       continue;
     }
-    if (isCancelAtWorker(item) && !presentable && host.interrupt !== undefined) {
+    const cuts = (isCancelAtWorker(item) && host.interrupt !== undefined) || (isSteerAtWorker(item) && host.steer !== undefined);
+    if (cuts && !presentable) {
       relayRoom -= 1;
       if (await interrupt(context, scope, item)) completed += 1;
       continue;

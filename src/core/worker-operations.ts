@@ -6,7 +6,7 @@
  */
 import { TaskError } from "../protocol/errors.ts";
 import { maxProgressChars } from "../protocol/limits.ts";
-import type { MessageParams, ReceiverIntentType, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
+import type { MessageParams, MessageType, ReceiverIntentType, TaskEndpoint, TaskRecord, TerminalStatus } from "../protocol/schemas.ts";
 import { openQuestions } from "./attention.ts";
 import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { correctionFields } from "./corrections.ts";
@@ -55,6 +55,12 @@ function messagePayload(context: CoreContext, task: TaskRecord, params: MessageP
   if (params.percent !== undefined && params.type !== "progress") {
     throw new TaskError("INVALID_REQUEST", { message: "percent belongs to a progress report", details: { path: "/percent" } });
   }
+  if (params.type === "steer") {
+    throw new TaskError("INVALID_REQUEST", {
+      message: "a steer comes from the task's origin; tell the origin with type information",
+      details: { path: "/type", taskId: task.taskId },
+    });
+  }
   if (params.raisesQuestion !== undefined && params.type !== "question") {
     throw new TaskError("INVALID_REQUEST", {
       message: "only a question raises a sub-task's question",
@@ -86,7 +92,8 @@ export async function workerMessage(
   params: MessageParams,
   signal: AbortSignal | undefined,
 ): Promise<MessageResult> {
-  return workerIntent(context, self, task, `task.${params.type}`, messagePayload(context, task, params), signal);
+  const payload = messagePayload(context, task, params);
+  return workerIntent(context, self, task, `task.${params.type as Exclude<MessageType, "steer">}`, payload, signal);
 }
 
 /** Queues one intent to the origin and ships it (older mail to the origin first). */

@@ -324,7 +324,15 @@ const choiceFields = {
   defaultChoice: Type.Optional(Choice),
 };
 export const ConversationPayload = Type.Object(
-  { ...intentIdField, message: TaskText, inReplyTo: Type.Optional(Id), raises: Type.Optional(TaskEventRef), ...choiceFields },
+  {
+    ...intentIdField,
+    message: TaskText,
+    inReplyTo: Type.Optional(Id),
+    raises: Type.Optional(TaskEventRef),
+    ...choiceFields,
+    /** Information the origin steers into the worker's running turn (never waiting for it to end). */
+    steer: Type.Optional(Type.Literal(true)),
+  },
   strict,
 );
 export const AnswerPayload = Type.Object(
@@ -702,6 +710,8 @@ export const MessageType = Type.Union([
   Type.Literal("information"),
   Type.Literal("progress"),
   Type.Literal("correction"),
+  /** From the origin only: information that reaches the worker's model inside its current run (Pi's steering queue). */
+  Type.Literal("steer"),
 ]);
 export type MessageType = Static<typeof MessageType>;
 

@@ -15,7 +15,7 @@ import type { CancelOutcome, TaskRecord } from "../../src/protocol/schemas.ts";
 import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay-server/in-memory.ts";
 import { createTaskStore } from "../../src/store/task-store.ts";
-import { failure } from "../../testkit/async.ts";
+import { failure, raised } from "../../testkit/async.ts";
 import { createJumpTimers } from "../../testkit/jump-timers.ts";
 import { createMemoryHost } from "../../testkit/memory-host.ts";
 import { closeParties, createParty, type Party } from "../../testkit/party.ts";
@@ -313,5 +313,49 @@ describe("cancel", () => {
     await origin!.core.cancel({ taskId });
     await passes([worker!, origin!]);
     expect(origin!.core.getTask(taskId).cancelOutcome).toBe("idle");
+  });
+});
+
+describe("steer", () => {
+  // Issue 39: mail to a busy worker waited until its turn ended; only a cancel cut in.
+  test("the origin's steer reaches a busy worker at once (steer), never waits for its turn to end; the origin sees it inserted", async () => {
+    const on = await relay();
+    const [origin] = await parties(on, 1);
+    const memory = createMemoryHost();
+    const steered: PresentationItem[] = [];
+    const host: PresentationHost = {
+      ...memory,
+      canPresent: () => false,
+      steer(item) {
+        steered.push(item);
+        return true;
+      },
+    };
+    const session = createVolatileTaskSession({ url: on.url, fetch: on.fetch, callerSession: `busy-${crypto.randomUUID()}` });
+    const worker = createTaskCore({ store: createTaskStore(), session, host });
+    await worker.connect();
+    opened.parties.push({ core: worker });
+    const { taskId } = await origin!.core.createTask({ to: worker.endpoint()!, task: "paint the banner" });
+    await worker.refresh();
+    await origin!.core.refresh();
+    const sent = await origin!.core.message({ taskId, type: "steer", message: "make it teal" });
+    await worker.refresh();
+    expect(steered.map((item) => [item.event.type, item.event.payload.message, item.event.payload.steer])).toEqual([
+      ["task.information", "make it teal", true],
+    ]);
+    // A plain information for a busy worker still waits for its turn to end.
+    await origin!.core.message({ taskId, type: "information", message: "no rush" });
+    await worker.refresh();
+    expect(steered).toHaveLength(1);
+    await origin!.core.refresh();
+    expect(origin!.core.getTask(taskId).events.find((event) => event.eventId === sent.eventId)?.payload.steer).toBe(true);
+    const receipts = origin!.core
+      .getTask(taskId)
+      .events.filter((event) => event.type === "task.delivery_receipt" && event.payload.eventId === sent.eventId)
+      .map((event) => event.payload.stage);
+    expect(receipts).toContain("pi_inserted");
+    // Only the origin steers.
+    const { error } = await raised(() => worker.message({ taskId, type: "steer", message: "no" }));
+    expect(error.code).toBe("INVALID_REQUEST");
   });
 });

@@ -1,0 +1,66 @@
+/**
+ * Steering a running worker (issue 39) in the real Pi 1.6 CLI (`--mode rpc`), on each host. Before,
+ * mail to a busy worker waited until its turn ended (only a cancel cut in). The worker's model runs
+ * a slow `bash`; meanwhile the origin's model sends `agent_task_message {type: "steer"}`. The worker's
+ * model reads it inside the same run — after the running tool call, before its next model call —
+ * and reports with it, without a turn of its own for it; the origin sees the steer inserted.
+ */
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { waitForEndpoint } from "../../testkit/session-control.ts";
+import { describeOnHosts } from "../helpers/host-kit.ts";
+import { called, EVENT_MESSAGE, field, isCustom, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
+import type { RpcRecord } from "../helpers/pi-process.ts";
+import type { ScriptReply, ScriptTurn } from "../helpers/tui-kit.ts";
+
+setDefaultTimeout(90_000);
+
+const fx = usePiFixture();
+const STEER = "make it teal, not red";
+
+/** The worker: a slow command first; then it reports what it was steered to, if anything. */
+function slowWorker(turn: ScriptTurn): ScriptReply {
+  const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
+  if (taskId === undefined) return { text: "nothing assigned" };
+  if (!called(turn, "bash")) return { tools: [{ name: "bash", arguments: { command: "sleep 4 && echo painted" } }] };
+  if (called(turn, "agent_task_done")) return { text: "finished" };
+  const steered = lastSeen(turn, "## task steer") === undefined ? "not steered" : `steered: ${STEER}`;
+  return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: steered } }] };
+}
+
+const isEvent = (title: string) => (record: RpcRecord) =>
+  isCustom(record, EVENT_MESSAGE) && String((record.message as { content?: unknown }).content).startsWith(title);
+
+describeOnHosts("steering a running worker", (host) => {
+  test("a steer reaches the worker's model inside its running turn, after its tool call", async () => {
+    const worker = fx.pi({ host, session: `steered-${host}`, worker: true, brain: slowWorker });
+    const to = await waitForEndpoint(fx.relay.url, `steered-${host}`);
+    const origin = fx.pi({
+      host,
+      session: `steering-${host}`,
+      brain: (turn) => {
+        if (!called(turn, "agent_task_send"))
+          return { tools: [{ name: "agent_task_send", arguments: { to, task: "Paint the banner red." } }] };
+        const taskId = field(lastSeen(turn, "## task sent"), "taskId");
+        if (turn.messages.at(-1)?.text.includes("Steer it") && taskId !== undefined && !called(turn, "agent_task_message"))
+          return { tools: [{ name: "agent_task_message", arguments: { taskId, type: "steer", message: STEER } }] };
+        return { text: "ok" };
+      },
+    });
+    origin.prompt("Delegate the banner.");
+    // The worker's model is running its slow command: steer now.
+    await worker.waitFor((record) => record.type === "tool_execution_start" && record.toolName === "bash", 30_000);
+    origin.prompt("Steer it: teal.");
+    const completed = await origin.waitFor(isEvent("## task completed"), 40_000);
+    expect(String((completed.message as { content?: unknown }).content)).toContain(`steered: ${STEER}`);
+    // One run: the steer was read before the run ended (no run of its own), after the bash call.
+    const records = worker.records;
+    const bashStart = records.findIndex((record) => record.type === "tool_execution_start" && record.toolName === "bash");
+    const runEnd = records.findIndex((record, index) => index > bashStart && record.type === "agent_end");
+    const steerAt = records.findIndex((record, index) => index > bashStart && isEvent("## task steer")(record));
+    const doneAt = records.findIndex((record) => record.type === "tool_execution_start" && record.toolName === "agent_task_done");
+    expect(steerAt).toBeGreaterThan(bashStart);
+    expect(doneAt).toBeGreaterThan(steerAt);
+    expect(runEnd).toBeGreaterThan(doneAt);
+    expect(toolCalls(origin, "agent_task_message").map((call) => call.isError)).toEqual([false]);
+  });
+});
