@@ -1,7 +1,7 @@
 /**
  * The worker tool gate (`PI_TASK_WORKER` exactly `1`), fail-closed in Pi's `tool_call` hook.
  *
- * - inbox, status and wait are always allowed; the coordination tools (send, cancel, revise, apply,
+ * - inbox, status and wait are always allowed; the coordination tools (send, workflow, cancel, revise, apply,
  *   ack, reassign, spawn, workers, stop) are forbidden to workers: workers are leaves;
  * - every other tool needs an eligible assignment: a task addressed to this endpoint, active in
  *   this lifetime's RAM, whose `task.created`/`task.reassigned` event Pi recorded in the session,
@@ -25,6 +25,7 @@ export const WORKER_ENV = "PI_TASK_WORKER";
 export const READ_ONLY_TOOLS: ReadonlySet<string> = new Set(["agent_task_inbox", "agent_task_status", "agent_task_wait"]);
 export const COORDINATION_TOOLS: ReadonlySet<string> = new Set([
   "agent_task_send",
+  "agent_task_workflow",
   "agent_task_cancel",
   "agent_task_revise",
   "agent_task_apply",

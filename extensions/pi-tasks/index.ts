@@ -40,6 +40,9 @@
  * - grant-requests.ts  a worker's request for more: announced, listed on /tasks, decided by the person with /tasks grant
  * - reassign.ts   /tasks reassign: the person moves an orphaned task to another worker
  * - audit.ts      /tasks audit: one timeline joining both sides' views, gaps named
+ * - delegate.ts   one task delegated as send and workflows do (to an endpoint, or a specialist: specialists.ts)
+ * - workflows.ts  agent_task_workflow's runner: all at once, or a chain, one wake at the end
+ * - start-worker.ts  starting a worker Pi (spawn, specialists): model, workspace, spawn cap
  * - render.ts     the text the model reads
  * - traces.ts     OpenTelemetry spans of the tasks this session owns, linked across hops (off unless OTEL_* asks)
  * - tools/        one file per `agent_task_*` tool, typed with Pi's `ToolDefinition` (tools/index.ts
@@ -71,6 +74,8 @@ export default function piTasks(pi: ExtensionAPI): void {
     requestRefresh: () => lifecycle.requestRefresh(),
     rememberPeer: (session, endpoint) => peers.remember(session, endpoint),
     spentOn: (taskId) => lifecycle.observer()?.spentOn(taskId),
+    wakeModel: (customType, content) =>
+      pi.sendMessage({ customType, content, display: true }, { triggerTurn: true, deliverAs: "followUp" }),
   });
   for (const tool of tools) pi.registerTool(tool);
   if (isWorker(process.env)) registerSandboxedBash(pi, { core: () => lifecycle.current(), env: process.env });

@@ -130,6 +130,8 @@ export interface TaskMeta {
   readonly orphanedAt?: number;
   readonly activity?: WorkerActivity;
   readonly liveness?: WorkerLiveness;
+  /** A workflow's step (origin): its outcome is shown without a wake; the workflow wakes the model once. */
+  readonly quietResult?: true;
 }
 
 /**

@@ -95,6 +95,13 @@ function grantField(requested: Grant | undefined, parent: Grant | undefined): { 
   return grant === undefined ? {} : { grant };
 }
 
+/** Refuses a new task while this session holds as many active tasks as it may (`FANOUT_LIMIT`). */
+function checkFanOut(context: CoreContext): void {
+  const cap = context.settings.maxActiveTasks;
+  const active = cap === undefined ? 0 : context.store.activeTaskIds("origin").length;
+  if (cap !== undefined && active >= cap) throw new TaskError("FANOUT_LIMIT", { details: { active, maxActiveTasks: cap } });
+}
+
 export async function createTask(
   context: CoreContext,
   self: TaskEndpoint,
@@ -105,9 +112,7 @@ export async function createTask(
   const { store } = context;
   if (sameEndpoint(params.to, self))
     throw new TaskError("INVALID_TARGET", { message: "a task cannot be sent to this endpoint itself", details: { target: params.to } });
-  const cap = context.settings.maxActiveTasks;
-  const active = cap === undefined ? 0 : store.activeTaskIds("origin").length;
-  if (cap !== undefined && active >= cap) throw new TaskError("FANOUT_LIMIT", { details: { active, maxActiveTasks: cap } });
+  checkFanOut(context);
   const taskId = crypto.randomUUID();
   // Refused here (cycle, depth, fan-out) means no relay request, nothing created or sent.
   const lineage = lineageFor(context, self, params.to, taskId, options.lineage);
@@ -132,6 +137,7 @@ export async function createTask(
   const created = makeEvent(task, "task.created", "1", createdAt, { task: task.task });
   const envelopeId = store.transaction(() => {
     store.putTask(task, "origin");
+    if (options.quietResult === true) store.setTaskMeta(taskId, { quietResult: true });
     store.appendEvent(created);
     return queueEnvelope(context, {
       taskId: task.taskId,

@@ -238,6 +238,8 @@ function tryReceipt(
 
 function wakeSuppressed(store: CoreStore, item: PresentationItem): boolean {
   if (eventTypeRow(item.event.type).terminalStatus === null) return false;
+  // A workflow's step: the workflow wakes the model once, with every step's outcome.
+  if (item.role === "origin" && store.getTaskMeta(item.taskId)?.quietResult === true) return true;
   return store.getEvents(item.taskId).some((event) => event.type === "task.parent_acknowledged");
 }
 

@@ -26,6 +26,11 @@ export interface CreateOptions extends OperationOptions {
    * a sub-task gets only what is left of its parent's `maxTurns` and `maxCostUsd`.
    */
   readonly spentOn?: (taskId: string) => BudgetSpent | undefined;
+  /**
+   * A step of a workflow the extension runs: its outcome is shown to the model without waking it
+   * (the workflow wakes it once, with every step's outcome). Questions still wake.
+   */
+  readonly quietResult?: boolean;
 }
 
 /** Turns and cost a worker's model spent on a task (extensions/pi-tasks/grant-budgets.ts). */

@@ -354,6 +354,10 @@ export const maxScratchCopyBytes = 256 * MiB;
 export const maxScratchCopyEntries = 20_000;
 /** How many times an origin may send a completed result back to its worker for revision. */
 export const maxRevisionRounds = 3;
+/** Most steps one workflow (`agent_task_workflow`) runs; each is a task, all within the fan-out cap. */
+export const maxWorkflowSteps = 8;
+/** How often the extension looks at a running workflow's steps (to start the next of a chain), in milliseconds. */
+export const workflowCheckMs = 250;
 /** A question with choices offers at least this many (`agent_task_message` `choices`). */
 export const minQuestionChoices = 2;
 /** A question with choices offers at most this many. */

@@ -32,6 +32,7 @@ import {
   maxResultFiles,
   maxReasonChars,
   maxRevisionRounds,
+  maxWorkflowSteps,
   maxSequenceDigits,
   maxSummaryChars,
   maxResumeTasks,
@@ -796,6 +797,30 @@ export const SendToolParams = Type.Object(
   strict,
 );
 
+/**
+ * `agent_task_workflow`: several tasks run by the extension without a model turn between them —
+ * `all` at once, or a `chain` where each step gets the previous step's result — with one wake of the
+ * origin's model when the workflow ends (extensions/pi-tasks/workflows.ts).
+ */
+export const WorkflowParams = Type.Object(
+  {
+    mode: Type.Union([Type.Literal("all"), Type.Literal("chain")]),
+    steps: Type.Array(
+      Type.Object(
+        {
+          to: Type.Union([TaskEndpoint, WorkerName]),
+          task: TaskText,
+          timeoutMs: Type.Optional(wholeNumber(minTaskTimeoutMs, maxTaskTimeoutMs)),
+        },
+        strict,
+      ),
+      { minItems: 1, maxItems: maxWorkflowSteps },
+    ),
+  },
+  strict,
+);
+export type WorkflowParams = Static<typeof WorkflowParams>;
+
 export const SpawnParams = Type.Object(
   {
     name: WorkerName,
@@ -827,6 +852,7 @@ export type StopParams = Static<typeof StopParams>;
 
 export const TOOL_PARAMETERS = {
   agent_task_send: SendToolParams,
+  agent_task_workflow: WorkflowParams,
   agent_task_message: MessageParams,
   agent_task_done: DoneParams,
   agent_task_ack: AckParams,

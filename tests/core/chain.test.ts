@@ -359,3 +359,20 @@ describe("steer", () => {
     expect(error.code).toBe("INVALID_REQUEST");
   });
 });
+
+describe("a workflow's step (quietResult)", () => {
+  test("its outcome is shown to the origin's model without a wake; a plain task's wakes", async () => {
+    const on = await relay();
+    const [origin, worker] = await parties(on, 2);
+    const quiet = await origin!.core.createTask({ to: worker!.core.endpoint()!, task: "step one" }, { quietResult: true });
+    const plain = await origin!.core.createTask({ to: worker!.core.endpoint()!, task: "plain" });
+    await passes([worker!, origin!]);
+    await worker!.core.done({ taskId: quiet.taskId, status: "completed", summary: "one done" });
+    await worker!.core.done({ taskId: plain.taskId, status: "completed", summary: "plain done" });
+    await passes([worker!, origin!]);
+    const completedOf = (items: readonly PresentationItem[]) =>
+      items.filter((item) => item.event.type === "task.completed").map((item) => item.taskId);
+    expect(completedOf(origin!.host.inserted).sort()).toEqual([quiet.taskId, plain.taskId].sort());
+    expect(completedOf(origin!.host.wakes.flat())).toEqual([plain.taskId]);
+  });
+});

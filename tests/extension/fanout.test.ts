@@ -103,6 +103,7 @@ describe("the spawn cap of a Pi", () => {
         requestRefresh: () => {},
         rememberPeer: () => {},
         spentOn: () => undefined,
+        wakeModel: () => undefined,
       }),
     );
   }

@@ -75,10 +75,11 @@ describe("before any assignment", () => {
     expect(gate.waiting()).toBe(true);
   });
 
-  test("send, cancel, revise, apply, ack, reassign, spawn, workers and stop are forbidden outright (named, not read from the set)", () => {
+  test("send, workflow, cancel, revise, apply, ack, reassign, spawn, workers and stop are forbidden outright (named, not read from the set)", () => {
     const { gate } = setup();
     const named = [
       "agent_task_send",
+      "agent_task_workflow",
       "agent_task_cancel",
       "agent_task_revise",
       "agent_task_apply",

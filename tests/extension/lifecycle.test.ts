@@ -144,7 +144,7 @@ function operationsSince(from: number): string[] {
 const registered = (session: string) => waitForEndpoint(relay.url, session, { timeoutMs: 3_000, pollMs: 20 });
 
 describe("the factory", () => {
-  test("registers fifteen tools, /tasks and its handlers, and starts nothing before session_start", async () => {
+  test("registers sixteen tools, /tasks and its handlers, and starts nothing before session_start", async () => {
     proxy.resetStats();
     const handlers: string[] = [];
     const tools: string[] = [];
@@ -176,6 +176,7 @@ describe("the factory", () => {
       "agent_task_stop",
       "agent_task_wait",
       "agent_task_workers",
+      "agent_task_workflow",
     ]);
     expect(handlers.sort()).toEqual(
       [

@@ -52,6 +52,7 @@ function harness(fake: FakeCore = fakeCore()): Harness {
     },
     rememberPeer: () => undefined,
     spentOn: () => undefined,
+    wakeModel: () => undefined,
   });
   for (const tool of tools) state.tools[tool.name] = tool;
   return state;
@@ -113,6 +114,7 @@ describe("errors are isError results with code, retryable and details", () => {
       },
       rememberPeer: () => undefined,
       spentOn: () => undefined,
+      wakeModel: () => undefined,
     });
     const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool]));
     const cases: [string, unknown][] = [

@@ -186,6 +186,7 @@ export function toolDepsOn(
     requestRefresh: () => undefined,
     rememberPeer: () => undefined,
     spentOn: () => undefined,
+    wakeModel: () => undefined,
   };
 }
 

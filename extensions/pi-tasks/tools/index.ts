@@ -18,6 +18,7 @@ import { statusTool } from "./status.ts";
 import { stopTool } from "./stop.ts";
 import { waitTool } from "./wait.ts";
 import { workersTool } from "./workers.ts";
+import { workflowTool } from "./workflow.ts";
 
 export type { TaskToolDefinition, ToolDeps, ToolDetails, ToolResult } from "./shared.ts";
 export { errorResult } from "./shared.ts";
@@ -25,6 +26,7 @@ export { errorResult } from "./shared.ts";
 export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
   return [
     sendTool,
+    workflowTool,
     messageTool,
     requestGrantTool,
     doneTool,

@@ -1,18 +1,11 @@
 /**
- * `agent_task_send`: the origin assigns a task to another Pi session's task endpoint (or to a
- * specialist by its profile name: specialists.ts), with the grant
- * of the profile a spawned worker was started with, narrowed by this session's default grant. It
+ * `agent_task_send`: the origin assigns a task to another Pi session's task endpoint, or to a
+ * specialist by its profile name (delegate.ts: the grant it carries, the worker it goes to). It
  * returns relay acceptance (or the wait for the worker's proof), never the worker's progress.
  */
-import { sessionStatus } from "../../../src/host/sessions.ts";
-import { listSpawned } from "../../../src/host/spawned.ts";
-import { sameEndpoint } from "../../../src/protocol/endpoint.ts";
-import { narrowGrant } from "../../../src/protocol/grant.ts";
-import type { Grant, TaskEndpoint, TaskRecord } from "../../../src/protocol/schemas.ts";
+import type { TaskRecord } from "../../../src/protocol/schemas.ts";
 import { taskRecordOf } from "../../../src/core/resume.ts";
-import type { Env } from "../../../src/relay-client/config.ts";
-import { defaultGrant } from "../grants.ts";
-import { specialistEndpoint } from "../specialists.ts";
+import { delegate } from "../delegate.ts";
 import { formatEndpoint } from "../../../src/protocol/endpoint.ts";
 import { TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import {
@@ -25,28 +18,6 @@ import {
   type TaskToolDefinition,
   type ToolDeps,
 } from "./shared.ts";
-
-/**
- * The grant of the profile a worker this user spawned was started with, when `to` is that worker:
- * at the endpoint it registered when spawned, or — it rebound since (a relay restart gives every
- * session a fresh endpoint) — where the relay has its session now. A grant only narrows, so a
- * lookup that fails leaves the task with the grants it has and says nothing new.
- */
-async function spawnedGrant(env: Env, relayUrl: string, params: unknown): Promise<Grant | undefined> {
-  const to = (params as { to?: unknown } | undefined)?.to as TaskEndpoint | undefined;
-  if (to === undefined || typeof to !== "object") return undefined;
-  const granted = listSpawned(env).filter((worker) => worker.grant !== undefined);
-  const atSpawn = granted.find((worker) => worker.taskEndpoint !== undefined && sameEndpoint(worker.taskEndpoint, to));
-  if (atSpawn !== undefined) return atSpawn.grant;
-  for (const worker of granted) {
-    const now = await sessionStatus(worker.session, env, relayUrl).then(
-      (found) => found.status.taskEndpoint,
-      () => undefined,
-    );
-    if (now !== undefined && sameEndpoint(now, to)) return worker.grant;
-  }
-  return undefined;
-}
 
 /** The task's record as sent, when the lifetime still holds it. */
 function sentRecord(deps: ToolDeps, taskId: string): TaskRecord | undefined {
@@ -75,18 +46,7 @@ export function sendTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
     ],
     parameters: TOOL_PARAMETERS.agent_task_send,
     async execute(_id, input, signal, _onUpdate, ctx) {
-      await deps.ready();
-      // A specialist by name: a worker of that profile, warm or started now (specialists.ts).
-      const specialist = typeof input.to === "string" ? await specialistEndpoint(deps, input.to, ctx) : undefined;
-      const params = specialist === undefined ? input : { ...input, to: specialist.endpoint };
-      const info = deps.info();
-      // A relay that cannot prove it is the user's is asked nothing (its lifetime sends it nothing either).
-      const spawned =
-        info === undefined || info.relay.state === "untrusted" ? undefined : await spawnedGrant(info.env, info.relay.url, params);
-      const grant = info === undefined ? undefined : narrowGrant(spawned, defaultGrant(info.env));
-      // A sub-task draws from what this session's model left of its own task's turns and cost.
-      const options = { signal, spentOn: (taskId: string) => deps.spentOn(taskId), ...(grant === undefined ? {} : { grant }) };
-      const created = await deps.run((core) => core.createTask(params, options));
+      const { created, specialist } = await delegate(deps, input, { ctx, signal });
       const delivery = created.delivery === "accepted" ? "accepted" : await awaitProof(deps, created.taskId, signal);
       if (typeof delivery !== "string") return await reportedNotSent(deps, delivery);
       return ok(

@@ -48,6 +48,8 @@ export interface ToolDeps {
   rememberPeer(session: string, endpoint: TaskEndpoint): void;
   /** What this session's model spent on a granted task it works on (a sub-task gets what is left). */
   spentOn(taskId: string): BudgetSpent | undefined;
+  /** Shows the model a message of pi-tasks' own (`customType`) and starts a turn for it (a workflow's end). */
+  wakeModel(customType: string, content: string): void;
 }
 
 /**
