@@ -20,6 +20,7 @@ import { grantCommand } from "./grant-requests.ts";
 import { type AnswerDialog, answerCommand } from "./questions.ts";
 import { reassignCommand } from "./reassign.ts";
 import { findTask } from "./short-ids.ts";
+import { workerTranscriptLines } from "./worker-transcript.ts";
 
 export interface CommandDeps {
   readonly life: Lifecycle;
@@ -209,7 +210,9 @@ async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
     );
   try {
     const task = findTask(tasks, wanted);
-    return detailLines(task, deps.peers.names(), Date.now(), core.waitingMail(task.taskId));
+    const names = deps.peers.names();
+    const transcript = info === undefined ? [] : workerTranscriptLines(info.env, task, names);
+    return [...detailLines(task, names, Date.now(), core.waitingMail(task.taskId)), ...transcript];
   } catch (error) {
     // Not a task: maybe a mistyped subcommand.
     if (error instanceof TaskError && error.code === "UNKNOWN_TASK") return [`pi-tasks: ${error.message} (/tasks help lists the commands)`];

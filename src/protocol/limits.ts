@@ -516,6 +516,10 @@ export const relayStartPollMs = 100;
 export const shutdownDisconnectMs = 1_000;
 /** Characters of one transcript line of a spawned worker's log (longer text is cut, marked `…`). */
 export const maxTranscriptLineChars = 360;
+/** Newest transcript lines of a spawned worker `/tasks <id>` shows. */
+export const maxShownTranscriptLines = 20;
+/** Bytes read from the end of a spawned worker's transcript for `/tasks <id>`. */
+export const maxTranscriptTailBytes = 16 * KiB;
 /** Characters of a child process's stderr quoted in a diagnostic. */
 export const diagnosticTailChars = 2_000;
 /** The demo must see the origin acknowledge the completed task within this time. */

@@ -4,7 +4,7 @@
  * a worker of the built-in `reviewer` profile for it (cold), and the task completes; a second task
  * to "reviewer" after the first ended goes to the same worker, already running and idle (warm: no
  * second start). A name that is no profile is `INVALID_PROFILE`, naming the profiles there are;
- * nothing is started.
+ * nothing is started. `/tasks <id>` shows what the worker did (its transcript), inside Pi.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
@@ -52,5 +52,18 @@ describeOnHosts("a specialist by name", (host) => {
     const reviewers = listSpawned({ PI_TASKS_HOME: sharedTestHome() }).filter((worker) => worker.session === first);
     expect(reviewers.map((worker) => worker.profile)).toEqual(["reviewer"]);
     expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false, false]);
+    // What the worker did, inside Pi: `/tasks <id>` ends with its transcript (no log file to open).
+    const taskId = String(sends[2]!.details.taskId);
+    const from = origin.records.length;
+    origin.prompt(`/tasks ${taskId}`);
+    const shown = await origin.waitFor(
+      (record) =>
+        record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(`task ${taskId}`),
+      10_000,
+      from,
+    );
+    const detail = String(shown.message);
+    expect(detail).toContain(`worker transcript (${first}, newest`);
+    expect(detail).toContain("agent_task_done");
   });
 });

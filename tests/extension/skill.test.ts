@@ -33,7 +33,10 @@ const SAMPLES: Readonly<Record<string, unknown>> = {
   result: { changedFiles: ["hello.txt"] },
   error: { code: "TESTS_FAILED", message: "it broke", retryable: false },
   artifacts: [{ path: "out.txt" }],
-  steps: [{ to: "scout", task: "Find the bug." }, { to: ENDPOINT, task: "Fix it." }],
+  steps: [
+    { to: "scout", task: "Find the bug." },
+    { to: ENDPOINT, task: "Fix it." },
+  ],
 };
 
 interface Example {
