@@ -44,6 +44,8 @@ describeOnHosts("a workflow in one call", (host) => {
     expect(ends[1]).toContain('completed — "saw: Find the bug."');
     expect(ends[1]).toContain('completed — "saw: Fix the bug. +previous"');
     expect(ends[1]).toContain('completed — "saw: Check the fix. +previous"');
+    // The package's delegation skill is offered to the model (Pi loads a package's skills even under -ns).
+    expect(origin.turns[0]?.system).toContain("<name>pi-task-delegation</name>");
     // The prompt, then one wake per workflow: three runs of the origin's model, no more.
     expect(origin.records.filter((record) => record.type === "agent_start")).toHaveLength(3);
   });
