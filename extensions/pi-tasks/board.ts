@@ -9,6 +9,7 @@
 import { sandboxLine } from "./sandbox-bash.ts";
 import { embeddedRelayRecord } from "../../src/host/embedded-relay.ts";
 import { listSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
+import { specialistIdleMs } from "../../src/protocol/limits.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
@@ -88,7 +89,9 @@ export function workerLines(spawned: readonly SpawnedWorker[], self: number): st
     worker.owner === undefined
       ? "kept: runs until stopped"
       : worker.owner === self
-        ? "stops when this Pi exits"
+        ? worker.pooled === true
+          ? `a specialist kept warm: stops after ${age(specialistIdleMs)} without a task, or when this Pi exits`
+          : "stops when this Pi exits"
         : `stops with the Pi (pid ${worker.owner}) that spawned it`;
   return [
     `workers spawned by pi-tasks (${workers.length}):`,

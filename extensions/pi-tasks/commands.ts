@@ -6,6 +6,7 @@
  */
 import { embeddedRelayRecord, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
 import { table } from "../../src/host/format.ts";
+import { killSession, workspaceLines } from "../../src/host/sessions.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 import { piTasksHome } from "../../src/relay-client/config.ts";
@@ -97,6 +98,17 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
       deps.life
         .ready()
         .then(() => grantCommand(words, { current: () => deps.life.current(), run: (operation) => deps.life.run(operation), dialog })),
+  },
+  stop: {
+    usage: "/tasks stop <worker session>",
+    summary:
+      "stop a worker pi-tasks spawned (a specialist kept warm, or any other), confirmed gone; its workspace is kept if it holds work",
+    run: async (words, deps) => {
+      if (words.length !== 1) throw usage(SUBCOMMANDS.stop!, "name the worker's session (the board lists them)");
+      const info = await started(deps);
+      const stopped = await killSession(words[0]!, info.env);
+      return [`pi-tasks: stopped ${stopped.session} (pids ${stopped.pids.join(", ")}); confirmed gone.`, ...workspaceLines(stopped)];
+    },
   },
   reassign: {
     usage: "/tasks reassign <task id> [<worker session>]",

@@ -3,19 +3,20 @@
  * the profile `reviewer` (profiles.ts: built-in, the person's or a trusted project's) with no spawn
  * of the model's own. A worker of that profile this Pi spawned that is alive and holds no active
  * task of this session is reused (warm: no start-up); otherwise one is started
- * (start-worker.ts, within the spawn cap) and stops with this Pi. The endpoint comes from the
+ * (start-worker.ts, within the spawn cap) and stops with this Pi — or sooner, once it has been idle
+ * for `specialistIdleMs` (the pool: `sweepIdleSpecialists`). The endpoint comes from the
  * relay, never from the name: a name is resolved to a spawned worker's registration, which stays
  * opaque to the model.
  */
 import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
 import { customAlphabet } from "nanoid";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { sessionStatus } from "../../src/host/sessions.ts";
-import { listSpawned } from "../../src/host/spawned.ts";
+import { killSession, sessionStatus } from "../../src/host/sessions.ts";
+import { listSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import { sameEndpoint } from "../../src/protocol/endpoint.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { maxWorkerNameChars } from "../../src/protocol/limits.ts";
+import { maxWorkerNameChars, specialistIdleMs, specialistPoolCheckMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
 import { findProfile, loadProfiles } from "./profiles.ts";
 import { startWorker } from "./start-worker.ts";
@@ -58,6 +59,75 @@ async function idleWorker(deps: ToolDeps, profile: string): Promise<Specialist |
   return undefined;
 }
 
+/** Where the relay has a spawned worker now (its endpoint changes when the relay restarts); its recorded one otherwise. */
+async function endpointNow(deps: ToolDeps, worker: SpawnedWorker): Promise<TaskEndpoint | undefined> {
+  const info = deps.info()!;
+  const now = await sessionStatus(worker.session, info.env, info.relay.url).then(
+    (found) => found.status.taskEndpoint,
+    () => undefined,
+  );
+  return now ?? worker.taskEndpoint;
+}
+
+/** The specialists this Pi started for sends by name that are still running. */
+function pooledWorkers(deps: ToolDeps): SpawnedWorker[] {
+  const info = deps.info();
+  if (info === undefined) return [];
+  return listSpawned(info.env).filter((worker) => worker.pooled === true && worker.spawner === process.pid && isAlive(worker.pid));
+}
+
+/**
+ * One look at the pool: a specialist holding an active task of this session is busy; one idle since
+ * `specialistIdleMs` or longer (`idleSince` remembers since when, by session) is stopped, its
+ * workspace kept if it holds work (src/host/stop.ts). Returns the sessions stopped.
+ */
+export async function sweepIdleSpecialists(
+  deps: ToolDeps,
+  idleSince: Map<string, number>,
+  now: number,
+  stop: (session: string) => Promise<unknown>,
+): Promise<string[]> {
+  let busy: TaskEndpoint[];
+  try {
+    busy = busyEndpoints(deps.current());
+  } catch {
+    return []; // no Pi run: nothing is judged idle
+  }
+  const stopped: string[] = [];
+  for (const worker of pooledWorkers(deps)) {
+    const endpoint = await endpointNow(deps, worker);
+    if (endpoint !== undefined && busy.some((held) => sameEndpoint(held, endpoint))) {
+      idleSince.delete(worker.session);
+      continue;
+    }
+    const since = idleSince.get(worker.session) ?? now;
+    idleSince.set(worker.session, since);
+    if (now - since < specialistIdleMs) continue;
+    await stop(worker.session).catch(() => undefined);
+    idleSince.delete(worker.session);
+    stopped.push(worker.session);
+  }
+  return stopped;
+}
+
+/** Keeps the pool while this Pi has specialists running: a sweep every `specialistPoolCheckMs` (unref'd). */
+const keepers = new WeakMap<ToolDeps, ReturnType<typeof setInterval>>();
+function keepPool(deps: ToolDeps): void {
+  if (keepers.has(deps)) return;
+  const idleSince = new Map<string, number>();
+  const stop = (session: string) => killSession(session, deps.info()!.env);
+  const timer = setInterval(() => {
+    if (pooledWorkers(deps).length === 0) {
+      clearInterval(timer);
+      keepers.delete(deps);
+      return;
+    }
+    void sweepIdleSpecialists(deps, idleSince, Date.now(), stop).catch(() => undefined);
+  }, specialistPoolCheckMs);
+  timer.unref?.();
+  keepers.set(deps, timer);
+}
+
 /** The endpoint of a worker of the profile `name`: an idle one of this Pi's, else one started now. */
 export async function specialistEndpoint(deps: ToolDeps, name: string, ctx: ExtensionToolContext | undefined): Promise<Specialist> {
   await deps.ready();
@@ -68,6 +138,7 @@ export async function specialistEndpoint(deps: ToolDeps, name: string, ctx: Exte
   const warm = await idleWorker(deps, name);
   if (warm !== undefined) return warm;
   const session = `${name.slice(0, maxWorkerNameChars - SPECIALIST_SUFFIX_CHARS - 1)}-${suffix()}`;
-  const { worker } = await startWorker(deps, { name: session, profile: name }, ctx);
+  const { worker } = await startWorker(deps, { name: session, profile: name }, ctx, { pooled: true });
+  keepPool(deps);
   return { endpoint: worker.taskEndpoint, session: worker.session, started: true };
 }

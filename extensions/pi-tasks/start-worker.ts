@@ -46,7 +46,12 @@ function launchOf(env: Env, named: string | undefined, ctx: ExtensionToolContext
 }
 
 /** Starts a worker Pi as `input` says and waits until it registered (remembered for the board). */
-export async function startWorker(deps: ToolDeps, input: SpawnParams, ctx: ExtensionToolContext | undefined): Promise<StartedWorker> {
+export async function startWorker(
+  deps: ToolDeps,
+  input: SpawnParams,
+  ctx: ExtensionToolContext | undefined,
+  options: { readonly pooled?: boolean } = {},
+): Promise<StartedWorker> {
   await deps.ready();
   const info = deps.info();
   if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
@@ -67,6 +72,7 @@ export async function startWorker(deps: ToolDeps, input: SpawnParams, ctx: Exten
     env: { ...info.env, PI_TASKS_HOME: home },
     ...(input.keep === true ? {} : { owner: process.pid }),
     spawner: process.pid,
+    ...(options.pooled === true ? { pooled: true } : {}),
     ...(profile === undefined
       ? {}
       : {

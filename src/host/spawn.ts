@@ -49,6 +49,8 @@ export interface SpawnOptions {
   readonly owner?: number;
   /** The pid of the Pi that spawns it (recorded; the fan-out cap counts its workers). */
   readonly spawner?: number;
+  /** A specialist started for a send by name (recorded: the pool stops it when idle too long). */
+  readonly pooled?: boolean;
   /** The worker's own worktree (made by the caller; recorded, and named in the worker's environment). */
   readonly worktree?: Worktree;
   /** The worker's scratch copy of a project outside git (made by the caller; recorded). */
@@ -239,6 +241,7 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   const owner = options.owner === undefined ? {} : { owner: options.owner };
   const spawner = {
     ...(options.spawner === undefined ? {} : { spawner: options.spawner }),
+    ...(options.pooled === true ? { pooled: true as const } : {}),
     ...(options.profile === undefined ? {} : { profile: options.profile.name }),
     ...(options.profile?.grant === undefined ? {} : { grant: options.profile.grant }),
     ...(options.worktree === undefined ? {} : { worktree: options.worktree }),

@@ -25,6 +25,8 @@ export interface SpawnedWorker {
   readonly owner?: number;
   /** The pid of the Pi that spawned it, kept or not (absent when spawned from the shell). */
   readonly spawner?: number;
+  /** Started for a send to a specialist by name: stopped after `specialistIdleMs` without a task. */
+  readonly pooled?: true;
   /** The worker profile it was started with, and that profile's grant (tasks sent to it are narrowed to it). */
   readonly profile?: string;
   readonly grant?: Grant;

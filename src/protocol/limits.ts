@@ -354,6 +354,13 @@ export const maxScratchCopyBytes = 256 * MiB;
 export const maxScratchCopyEntries = 20_000;
 /** How many times an origin may send a completed result back to its worker for revision. */
 export const maxRevisionRounds = 3;
+/**
+ * How long a specialist started for a send by name (`agent_task_send {to: "reviewer"}`) stays warm
+ * without a task of the Pi that started it, in milliseconds; then it is stopped.
+ */
+export const specialistIdleMs = 10 * 60_000;
+/** How often the Pi looks for specialists idle longer than `specialistIdleMs`, in milliseconds. */
+export const specialistPoolCheckMs = 30_000;
 /** Most steps one workflow (`agent_task_workflow`) runs; each is a task, all within the fan-out cap. */
 export const maxWorkflowSteps = 8;
 /** How often the extension looks at a running workflow's steps (to start the next of a chain), in milliseconds. */

@@ -4,14 +4,15 @@
  * a worker of the built-in `reviewer` profile for it (cold), and the task completes; a second task
  * to "reviewer" after the first ended goes to the same worker, already running and idle (warm: no
  * second start). A name that is no profile is `INVALID_PROFILE`, naming the profiles there are;
- * nothing is started. `/tasks <id>` shows what the worker did (its transcript), inside Pi.
+ * nothing is started. `/tasks <id>` shows what the worker did (its transcript), inside Pi; `/tasks`
+ * lists the specialist as kept warm, and `/tasks stop` stops it.
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { listSpawned } from "../../src/host/spawned.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { called, callCount, field, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
+import { called, callCount, field, nextBoard, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
 import { sharedTestHome } from "../helpers/pi-process.ts";
 import type { ScriptReply, ScriptTurn } from "../helpers/tui-kit.ts";
 
@@ -65,5 +66,19 @@ describeOnHosts("a specialist by name", (host) => {
     const detail = String(shown.message);
     expect(detail).toContain(`worker transcript (${first}, newest`);
     expect(detail).toContain("agent_task_done");
+    // The person sees the warm specialist on /tasks, and stops it there.
+    const before = origin.records.length;
+    origin.prompt("/tasks");
+    const board = (await nextBoard(origin, before)).join("\n");
+    expect(board).toMatch(new RegExp(`${first} — pid \\d+, a specialist kept warm: stops after 10m without a task, or when this Pi exits`));
+    const stopAt = origin.records.length;
+    origin.prompt(`/tasks stop ${first}`);
+    const stopped = await origin.waitFor(
+      (record) =>
+        record.type === "extension_ui_request" && record.method === "notify" && String(record.message).includes(`stopped ${first}`),
+      20_000,
+      stopAt,
+    );
+    expect(String(stopped.message)).toContain("confirmed gone");
   });
 });

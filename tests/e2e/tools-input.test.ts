@@ -44,12 +44,14 @@ const CASES: readonly Case[] = [
     args: (to) => ({ to: { ...to, alias: "w" }, task: "x" }),
     expect: "validation",
   },
+  // A name is a specialist's (a worker profile): a name no profile has is refused by name, nothing started.
   {
-    label: "send: wrong type (endpoint as a name)",
+    label: "send: a name that is no profile",
     tool: "agent_task_send",
     args: () => ({ to: "the-worker", task: "x" }),
-    expect: "validation",
+    expect: "INVALID_PROFILE",
   },
+  { label: "send: wrong type (a list)", tool: "agent_task_send", args: () => ({ to: ["the-worker"], task: "x" }), expect: "validation" },
   { label: "send: missing task", tool: "agent_task_send", args: (to) => ({ to }), expect: "validation" },
   { label: "send: empty task", tool: "agent_task_send", args: (to) => ({ to, task: "" }), expect: "validation" },
   {
