@@ -34,7 +34,14 @@ const contentOf = (record: RpcRecord) => String((record.message as { content?: u
 
 describeOnHosts("a workflow in one call", (host) => {
   test("four steps at once, then a chain of three: one wake each, every outcome in it, the chain handing results on", async () => {
-    const origin = fx.pi({ host, session: `workflows-${host}`, env: { PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT }, brain: orchestrating });
+    // Skills discovered as a user's Pi discovers them (not -ns): the installed package's delegation skill is offered.
+    const origin = fx.pi({
+      host,
+      session: `workflows-${host}`,
+      skills: true,
+      env: { PI_TASKS_WORKER_SCRIPT: WORKER_SCRIPT },
+      brain: orchestrating,
+    });
     origin.prompt("Look at the four parts, then find, fix and check the bug.");
     await origin.waitFor((record) => record.type === "message_end" && JSON.stringify(record).includes("both workflows ended"), 90_000);
     expect(toolCalls(origin, "agent_task_workflow").map((call) => call.isError)).toEqual([false, false]);
@@ -44,7 +51,7 @@ describeOnHosts("a workflow in one call", (host) => {
     expect(ends[1]).toContain('completed — "saw: Find the bug."');
     expect(ends[1]).toContain('completed — "saw: Fix the bug. +previous"');
     expect(ends[1]).toContain('completed — "saw: Check the fix. +previous"');
-    // The package's delegation skill is offered to the model (Pi loads a package's skills even under -ns).
+    // The package's delegation skill is offered to the model (on the Node host, from the packed install).
     expect(origin.turns[0]?.system).toContain("<name>pi-task-delegation</name>");
     // The prompt, then one wake per workflow: three runs of the origin's model, no more.
     expect(origin.records.filter((record) => record.type === "agent_start")).toHaveLength(3);

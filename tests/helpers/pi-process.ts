@@ -82,6 +82,11 @@ export interface PiProcessOptions extends ScriptedPiOptions {
   readonly sessionDir?: string;
   /** Runs Pi through this command (e.g. `ip netns exec HOST`: Pi on another machine, testkit/netns.ts). */
   readonly wrap?: readonly string[];
+  /**
+   * Discover skills as a user's Pi does instead of `-ns` — an installed package's skills load only
+   * then (a package given with `-e`, as on the Bun host, brings its skills either way).
+   */
+  readonly skills?: boolean;
 }
 
 export interface PiProcess {
@@ -284,7 +289,8 @@ export function startPi(options: PiProcessOptions): PiProcess {
   let launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
   if (options.sessionDir !== undefined) launch = withSessionDir(launch, options.sessionDir);
   const startedAt = Date.now();
-  const child = spawn([...(options.wrap ?? []), ...piRunner(host), ...launch, ...BARE, ...(options.extraArgs ?? [])], {
+  const bare = options.skills === true ? BARE.filter((flag) => flag !== "-ns") : BARE;
+  const child = spawn([...(options.wrap ?? []), ...piRunner(host), ...launch, ...bare, ...(options.extraArgs ?? [])], {
     cwd,
     env: hostEnv(host, env),
     stdin: "pipe",
