@@ -18,10 +18,10 @@ import type { GrantRequest, RequestGrantParams, TaskEndpoint, TaskEvent, TaskRec
 import { OPERATION } from "./bookkeeping.ts";
 import { appendCanonical } from "./canonical.ts";
 import type { CoreContext } from "./context.ts";
-import { makeIntent } from "./envelopes.ts";
-import { fanOut, queueEnvelope } from "./outbox.ts";
+import { fanOut } from "./outbox.ts";
 import type { MessageResult } from "./results.ts";
 import { requireAccepted, requireOrigin, roleOf, shipOwn } from "./ship.ts";
+import { workerIntent } from "./worker-operations.ts";
 
 function refuse(taskId: string, problem: string): TaskError {
   return new TaskError("GRANT_REQUEST_REFUSED", { message: `No grant request: ${problem}.`, details: { taskId, problem } });
@@ -34,7 +34,6 @@ export async function requestGrant(
   params: RequestGrantParams,
   signal: AbortSignal | undefined,
 ): Promise<MessageResult> {
-  const { store } = context;
   const { request, reason } = params;
   const { task, role } = roleOf(context, params.taskId, self);
   if (role !== "worker")
@@ -42,29 +41,10 @@ export async function requestGrant(
   if (task.status !== "active") throw refuse(task.taskId, `the task is ${task.status}`);
   const adds = grantAdditions(task.grant, request);
   if (adds.length === 0) throw refuse(task.taskId, "the task's grant already allows all of it");
-  const intent = makeIntent(task.taskId, "task.grant_requested", { request, reason }, task.generation);
-  const envelopeId = store.transaction(() => {
-    if (store.getOperation(task.taskId, OPERATION.grantRequest) !== undefined)
-      throw refuse(task.taskId, "this task asked for more once already");
-    const queued = queueEnvelope(context, {
-      taskId: task.taskId,
-      from: self,
-      to: task.origin,
-      kind: "intent",
-      inner: intent,
-      purpose: "intent",
-    });
-    store.putIntent(intent, queued);
-    store.reserveOperation(task.taskId, OPERATION.grantRequest, () => ({
-      logicalId: intent.intentId,
-      logicalType: "task.grant_requested",
-      envelopeIds: [queued],
-      createdAt: context.clock(),
-    }));
-    return queued;
+  return workerIntent(context, self, task, "task.grant_requested", { request, reason }, signal, {
+    key: OPERATION.grantRequest,
+    refused: () => refuse(task.taskId, "this task asked for more once already"),
   });
-  requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);
-  return { taskId: task.taskId, intentId: intent.intentId, envelopeId, authority: "receiver" };
 }
 
 /** The grant requests of an origin's task that no decision answers yet (only while it is active). */

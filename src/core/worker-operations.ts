@@ -10,7 +10,7 @@ import type { MessageParams, MessageType, ReceiverIntentType, TaskEndpoint, Task
 import { openQuestions } from "./attention.ts";
 import { checkChoiceAnswer, choiceFields } from "./choices.ts";
 import { correctionFields } from "./corrections.ts";
-import { terminalIntentOf } from "./bookkeeping.ts";
+import { type OperationKey, terminalIntentOf } from "./bookkeeping.ts";
 import type { CoreContext } from "./context.ts";
 import { makeIntent } from "./envelopes.ts";
 import { queueEnvelope } from "./outbox.ts";
@@ -96,7 +96,13 @@ export async function workerMessage(
   return workerIntent(context, self, task, `task.${params.type as Exclude<MessageType, "steer">}`, payload, signal);
 }
 
-/** Queues one intent to the origin and ships it (older mail to the origin first). */
+/** An intent a task may send only once: its operation key, and the refusal of a second one. */
+export interface OnceOnly {
+  readonly key: OperationKey;
+  refused(): TaskError;
+}
+
+/** Queues one intent to the origin and ships it (older mail to the origin first); a `once` intent only once per task. */
 export async function workerIntent(
   context: CoreContext,
   self: TaskEndpoint,
@@ -104,10 +110,12 @@ export async function workerIntent(
   type: ReceiverIntentType,
   payload: Record<string, unknown>,
   signal: AbortSignal | undefined,
+  once?: OnceOnly,
 ): Promise<MessageResult> {
   const { store } = context;
   const intent = makeIntent(task.taskId, type, payload, task.generation);
   const envelopeId = store.transaction(() => {
+    if (once !== undefined && store.getOperation(task.taskId, once.key) !== undefined) throw once.refused();
     const queued = queueEnvelope(context, {
       taskId: task.taskId,
       from: self,
@@ -117,6 +125,13 @@ export async function workerIntent(
       purpose: "intent",
     });
     store.putIntent(intent, queued);
+    if (once !== undefined)
+      store.reserveOperation(task.taskId, once.key, () => ({
+        logicalId: intent.intentId,
+        logicalType: type,
+        envelopeIds: [queued],
+        createdAt: context.clock(),
+      }));
     return queued;
   });
   requireAccepted(await shipOwn(context, signal, envelopeId), task.taskId);
