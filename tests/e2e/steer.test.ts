@@ -21,7 +21,8 @@ const STEER = "make it teal, not red";
 function slowWorker(turn: ScriptTurn): ScriptReply {
   const taskId = field(lastSeen(turn, "## task assignment"), "taskId");
   if (taskId === undefined) return { text: "nothing assigned" };
-  if (!called(turn, "bash")) return { tools: [{ name: "bash", arguments: { command: "sleep 4 && echo painted" } }] };
+  // Long enough for the origin's steer to arrive on a loaded machine while it runs.
+  if (!called(turn, "bash")) return { tools: [{ name: "bash", arguments: { command: "sleep 8 && echo painted" } }] };
   if (called(turn, "agent_task_done")) return { text: "finished" };
   const steered = lastSeen(turn, "## task steer") === undefined ? "not steered" : `steered: ${STEER}`;
   return { tools: [{ name: "agent_task_done", arguments: { taskId, status: "completed", summary: steered } }] };
