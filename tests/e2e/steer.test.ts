@@ -54,6 +54,9 @@ describeOnHosts("steering a running worker", (host) => {
     const completed = await origin.waitFor(isEvent("## task completed"), 40_000);
     expect(String((completed.message as { content?: unknown }).content)).toContain(`steered: ${STEER}`);
     // One run: the steer was read before the run ended (no run of its own), after the bash call.
+    // (The origin may hear of the result before the worker's run has ended: wait for that end.)
+    const doneStart = worker.records.findIndex((record) => record.type === "tool_execution_start" && record.toolName === "agent_task_done");
+    await worker.waitFor((record) => record.type === "agent_end", 20_000, doneStart);
     const records = worker.records;
     const bashStart = records.findIndex((record) => record.type === "tool_execution_start" && record.toolName === "bash");
     const runEnd = records.findIndex((record, index) => index > bashStart && record.type === "agent_end");
