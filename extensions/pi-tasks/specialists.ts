@@ -49,24 +49,25 @@ async function idleWorker(deps: ToolDeps, profile: string): Promise<Specialist |
     (worker) => worker.profile === profile && (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid),
   );
   for (const worker of ours) {
-    const now = await sessionStatus(worker.session, info.env, info.relay.url).then(
-      (found) => found.status.taskEndpoint,
-      () => undefined,
-    );
+    const now = await registeredEndpoint(deps, worker);
     if (now !== undefined && !busy.some((endpoint) => sameEndpoint(endpoint, now)))
       return { endpoint: now, session: worker.session, started: false };
   }
   return undefined;
 }
 
-/** Where the relay has a spawned worker now (its endpoint changes when the relay restarts); its recorded one otherwise. */
-async function endpointNow(deps: ToolDeps, worker: SpawnedWorker): Promise<TaskEndpoint | undefined> {
+/** Where the relay has a spawned worker registered now (its endpoint changes when the relay restarts), if anywhere. */
+function registeredEndpoint(deps: ToolDeps, worker: SpawnedWorker): Promise<TaskEndpoint | undefined> {
   const info = deps.info()!;
-  const now = await sessionStatus(worker.session, info.env, info.relay.url).then(
+  return sessionStatus(worker.session, info.env, info.relay.url).then(
     (found) => found.status.taskEndpoint,
     () => undefined,
   );
-  return now ?? worker.taskEndpoint;
+}
+
+/** Where a spawned worker is now: registered, else its recorded endpoint. */
+async function endpointNow(deps: ToolDeps, worker: SpawnedWorker): Promise<TaskEndpoint | undefined> {
+  return (await registeredEndpoint(deps, worker)) ?? worker.taskEndpoint;
 }
 
 /** The specialists this Pi started for sends by name that are still running. */

@@ -11,6 +11,7 @@
  */
 import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
 import type { TaskView } from "../../src/core/task-core.ts";
+import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { toTaskError } from "../../src/protocol/errors.ts";
 import { isTerminalStatus } from "../../src/protocol/events.ts";
 import { workflowCheckMs } from "../../src/protocol/limits.ts";
@@ -72,7 +73,7 @@ function chained(step: Step, previous: TaskView | undefined): Step {
 
 function closing(workflow: Workflow, deps: ToolDeps): string {
   const lines = workflow.steps.map((running, index) => {
-    const head = `${index + 1}. ${typeof running.step.to === "string" ? running.step.to : `${running.step.to.relay}/${running.step.to.id}`}`;
+    const head = `${index + 1}. ${typeof running.step.to === "string" ? running.step.to : formatEndpoint(running.step.to)}`;
     if (running.notSent !== undefined) return `${head} — not sent: ${running.notSent}`;
     if (running.taskId === undefined) return `${head} — not run (an earlier step did not complete)`;
     return `${head} — task ${running.taskId}: ${resultWords(taskOf(deps, running.taskId))}`;

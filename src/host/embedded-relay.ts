@@ -326,14 +326,14 @@ function classifyAnswer(
   };
 }
 
-/** What answers at `url` is not a volatile-v1 relay: named, with the fix (`foreign`: it is still tried, in case it changes). */
-async function foreign(url: string, fetcher: typeof fetch, fix: string): Promise<RelayInUse> {
-  const identity = await identifyServer(url, fetcher);
+/** What answers at `url` is not a volatile-v1 relay: named (`known`: already identified), with the fix (`foreign`: still tried, in case it changes). */
+async function foreign(url: string, fetcher: typeof fetch, fix: string, known?: string): Promise<RelayInUse> {
+  const words = known ?? (await identifyServer(url, fetcher)).words;
   return {
     url,
     state: "foreign",
     problemCode: "RELAY_NOT_VOLATILE",
-    problem: `no ${RELAY_PROFILE} relay at ${url}: ${identity.words} answers there. ${fix}`,
+    problem: `no ${RELAY_PROFILE} relay at ${url}: ${words} answers there. ${fix}`,
   };
 }
 
@@ -399,7 +399,7 @@ async function besideForeign(env: Env, config: RelayConfig & { readonly port: nu
   const fix = config.embedded
     ? `pi-tasks found no port of ${fallbackPortsOf(config.port).join(", ")} free for your own relay beside it. Fix: free one of them, or set PI_TASKS_RELAY_URL`
     : "Fix: allow pi-tasks to run your relay beside it (unset PI_TASKS_EMBEDDED_RELAY=0), or set PI_TASKS_RELAY_URL";
-  return foreign(config.url, fetcher, fix);
+  return foreign(config.url, fetcher, fix, held);
 }
 
 /** Starts the relay on the port under the user's start lock (or waits for the Pi that holds it). */
