@@ -197,15 +197,36 @@ export function boardLines(
   ];
 }
 
-function eventLine(event: TaskView["events"][number], now: number): string {
+type TaskEvent = TaskView["events"][number];
+
+/** The events whose insertion into the worker's Pi session its receipt confirmed (undefined at the worker: it sends them). */
+function insertedEvents(task: TaskView): Set<string> | undefined {
+  if (task.role !== "origin") return undefined;
+  const inserted = new Set<string>();
+  for (const event of task.events) {
+    const receipt = event.payload as { eventId?: unknown; stage?: unknown; state?: unknown };
+    if (event.type === "task.delivery_receipt" && receipt.stage === "pi_inserted" && receipt.state === "confirmed")
+      inserted.add(String(receipt.eventId));
+  }
+  return inserted;
+}
+
+/** One event: how long ago, its type (a steer named as one, with whether it reached the worker's running turn), its text. */
+function eventLine(event: TaskEvent, now: number, inserted: ReadonlySet<string> | undefined): string {
   const payload = event.payload as Record<string, unknown>;
   const text = typeof payload.message === "string" ? payload.message : typeof payload.summary === "string" ? payload.summary : "";
-  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${oneLine(event.type)}${text === "" ? "" : ` — ${inlineText(text, TITLE_CHARS)}`}`;
+  const steer = event.type === "task.information" && payload.steer === true;
+  const reached =
+    inserted === undefined ? "" : inserted.has(event.eventId) ? " (inserted into the worker's running turn)" : " (not yet inserted)";
+  const type = steer ? `steer${reached}` : event.type;
+  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${oneLine(type)}${text === "" ? "" : ` — ${inlineText(text, TITLE_CHARS)}`}`;
 }
 
 /** One task in detail (with what its unsent mail waits for). */
 export function detailLines(task: TaskView, names: PeerNames, now: number, waiting: readonly WaitingMail[] = []): string[] {
-  const visible = task.events.filter((event) => event.type !== "task.delivery_receipt");
+  // In time order (events arrive from both sides; the store keeps them as they came).
+  const visible = task.events.filter((event) => event.type !== "task.delivery_receipt").sort((a, b) => a.occurredAt - b.occurredAt);
+  const inserted = insertedEvents(task);
   return [
     `task ${oneLine(task.taskId)}`,
     `  ${task.role === "origin" ? "you assigned it" : "assigned to you"}: ${taskWords(task)}`,
@@ -218,6 +239,6 @@ export function detailLines(task: TaskView, names: PeerNames, now: number, waiti
     ...evidenceLines(task).map((line) => `    ${line}`),
     ...waitingLines(task, waiting),
     `  events (${visible.length}):`,
-    ...visible.map((event) => eventLine(event, now)),
+    ...visible.map((event) => eventLine(event, now, inserted)),
   ];
 }

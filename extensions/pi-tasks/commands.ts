@@ -20,11 +20,16 @@ import type { PeerDirectory } from "./peers.ts";
 import { grantCommand } from "./grant-requests.ts";
 import { type AnswerDialog, answerCommand } from "./questions.ts";
 import { reassignCommand } from "./reassign.ts";
-import { findTask } from "./short-ids.ts";
+import { findTask, isWorkflowId } from "./short-ids.ts";
+import { forgetSpecialist } from "./pool.ts";
+import { cancelDeliveryWords, workflowCancelLines } from "./tools/cancel.ts";
+import type { WorkflowRunner } from "./workflows.ts";
 import { workerTranscriptLines } from "./worker-transcript.ts";
 
 export interface CommandDeps {
   readonly life: Lifecycle;
+  /** This Pi's running workflows (the board lists them; `/tasks cancel` cancels one). */
+  readonly workflows: WorkflowRunner;
   readonly peers: PeerDirectory;
   readonly appendEntry: (customType: string, data: unknown) => void;
 }
@@ -107,7 +112,21 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
       if (words.length !== 1) throw usage(SUBCOMMANDS.stop!, "name the worker's session (the board lists them)");
       const info = await started(deps);
       const stopped = await killSession(words[0]!, info.env);
+      forgetSpecialist(stopped.session);
       return [`pi-tasks: stopped ${stopped.session} (pids ${stopped.pids.join(", ")}); confirmed gone.`, ...workspaceLines(stopped)];
+    },
+  },
+  cancel: {
+    usage: "/tasks cancel <task or workflow id> [<reason>]",
+    summary: "cancel a task this session assigned, or a workflow as a whole (its running steps; the rest never sent)",
+    run: async (words, deps) => {
+      if (words.length === 0) throw usage(SUBCOMMANDS.cancel!, "name the task or the workflow (the board lists them)");
+      await started(deps);
+      const reason = words.length > 1 ? words.slice(1).join(" ") : undefined;
+      if (isWorkflowId(words[0]!)) return workflowCancelLines(await deps.workflows.cancel(words[0]!, reason));
+      const found = findTask(deps.life.current().listTasks(), words[0]!);
+      const cancelled = await deps.life.run((core) => core.cancel({ taskId: found.taskId, ...(reason === undefined ? {} : { reason }) }));
+      return [`pi-tasks: cancelled task ${cancelled.taskId}; delivery to the worker: ${cancelDeliveryWords(cancelled)}.`];
     },
   },
   reassign: {
@@ -210,6 +229,16 @@ export function helpLines(): string[] {
 /** The one-line description Pi shows for `/tasks`. */
 export const TASKS_DESCRIPTION = `pi-tasks: the board, or one of: ${Object.keys(SUBCOMMANDS).join(", ")} (/tasks help)`;
 
+/** The workflows running now, one line each, with how to see and cancel one. */
+function workflowLines(workflows: WorkflowRunner): string[] {
+  const running = workflows.list();
+  if (running.length === 0) return [];
+  return [
+    ...running.map((workflow) => workflows.summary(workflow)),
+    "A workflow in detail: /tasks <workflow id>; cancel one as a whole: /tasks cancel <workflow id>",
+  ];
+}
+
 async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
   await deps.life.ready();
   const info = deps.life.info();
@@ -217,9 +246,16 @@ async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
   if (info !== undefined) await deps.peers.refresh(info);
   const tasks = core.listTasks();
   if (wanted === "")
-    return boardLines(info, core.endpoint(), tasks, deps.peers.names(), Date.now(), core.rejections(), deps.life.failure(), (taskId) =>
-      core.waitingMail(taskId),
-    );
+    return [
+      ...boardLines(info, core.endpoint(), tasks, deps.peers.names(), Date.now(), core.rejections(), deps.life.failure(), (taskId) =>
+        core.waitingMail(taskId),
+      ),
+      ...workflowLines(deps.workflows),
+    ];
+  if (isWorkflowId(wanted)) {
+    const workflow = deps.workflows.find(wanted);
+    return [deps.workflows.summary(workflow), ...deps.workflows.describe(workflow).map((line) => `  ${line}`)];
+  }
   try {
     const task = findTask(tasks, wanted);
     const names = deps.peers.names();

@@ -54,8 +54,9 @@ import { createTasksRuntime } from "./lifecycle.ts";
 import { createPeerDirectory } from "./peers.ts";
 import { registerPiEvents } from "./pi-events.ts";
 import { registerSandboxedBash } from "./sandbox-bash.ts";
+import { keepPool } from "./specialists.ts";
 import { registerTasksCommand } from "./tasks-command.ts";
-import { createTaskTools } from "./tools/index.ts";
+import { createTaskTools, type ToolDeps, workflowRunnerOf } from "./tools/index.ts";
 
 export { BOARD_ENTRY } from "./tasks-command.ts";
 
@@ -66,7 +67,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     sendMessage: (message, options) => pi.sendMessage(message, options),
     appendEntry: (customType, data) => pi.appendEntry(customType, data),
   });
-  const tools = createTaskTools({
+  const toolDeps: ToolDeps = {
     run: (operation) => lifecycle.run(operation),
     current: () => lifecycle.current(),
     ready: () => lifecycle.ready(),
@@ -76,9 +77,11 @@ export default function piTasks(pi: ExtensionAPI): void {
     spentOn: (taskId) => lifecycle.observer()?.spentOn(taskId),
     wakeModel: (customType, content) =>
       pi.sendMessage({ customType, content, display: true }, { triggerTurn: true, deliverAs: "followUp" }),
-  });
-  for (const tool of tools) pi.registerTool(tool);
+  };
+  const workflows = workflowRunnerOf(toolDeps);
+  keepPool(toolDeps);
+  for (const tool of createTaskTools(toolDeps, workflows)) pi.registerTool(tool);
   if (isWorker(process.env)) registerSandboxedBash(pi, { core: () => lifecycle.current(), env: process.env });
-  registerTasksCommand(pi, lifecycle, peers);
+  registerTasksCommand(pi, lifecycle, peers, workflows);
   registerPiEvents(pi, lifecycle, gate);
 }

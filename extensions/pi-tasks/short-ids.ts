@@ -11,6 +11,12 @@ import { TaskError } from "../../src/protocol/errors.ts";
 import { minIdPrefixChars, shortIdChars } from "../../src/protocol/limits.ts";
 import { oneLine } from "./quote.ts";
 
+/** What every workflow id starts with (workflows.ts): it is told apart from a task id wherever one is typed. */
+export const WORKFLOW_ID_PREFIX = "wf-";
+
+/** Whether a typed id names a workflow rather than a task (left for the workflow runner to find). */
+export const isWorkflowId = (id: string): boolean => id.startsWith(WORKFLOW_ID_PREFIX);
+
 /** An id as people read it: its first `shortIdChars` characters, on one escaped line (peers choose ids). */
 export function shortId(id: string): string {
   return oneLine(id.slice(0, shortIdChars));

@@ -6,7 +6,8 @@
  * (start-worker.ts, within the spawn cap) and stops with this Pi — or sooner, once it has been idle
  * for `specialistIdleMs` (the pool: `sweepIdleSpecialists`). The endpoint comes from the
  * relay, never from the name: a name is resolved to a spawned worker's registration, which stays
- * opaque to the model.
+ * opaque to the model. Each sweep and start notes the specialists kept warm in pool.ts, which the
+ * widget reads.
  */
 import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
 import { customAlphabet } from "nanoid";
@@ -18,6 +19,7 @@ import { sameEndpoint } from "../../src/protocol/endpoint.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { maxWorkerNameChars, specialistIdleMs, specialistPoolCheckMs } from "../../src/protocol/limits.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { busyOf, forgetSpecialist, warmPool } from "./pool.ts";
 import { findProfile, loadProfiles } from "./profiles.ts";
 import { startWorker } from "./start-worker.ts";
 import type { ToolDeps } from "./tools/shared.ts";
@@ -35,10 +37,7 @@ export interface Specialist {
 
 /** Endpoints holding an active task this session assigned: busy. */
 function busyEndpoints(core: TaskCore): TaskEndpoint[] {
-  return core
-    .listTasks()
-    .filter((task) => task.role === "origin" && task.status === "active")
-    .map((task) => task.target);
+  return busyOf(core.listTasks());
 }
 
 /** A live, idle worker of `profile` this Pi spawned, where the relay has it now; undefined when none. */
@@ -95,8 +94,11 @@ export async function sweepIdleSpecialists(
     return []; // no Pi run: nothing is judged idle
   }
   const stopped: string[] = [];
-  for (const worker of pooledWorkers(deps)) {
+  const pooled = pooledWorkers(deps);
+  for (const session of warmPool.keys()) if (!pooled.some((worker) => worker.session === session)) warmPool.delete(session);
+  for (const worker of pooled) {
     const endpoint = await endpointNow(deps, worker);
+    warmPool.set(worker.session, endpoint);
     if (endpoint !== undefined && busy.some((held) => sameEndpoint(held, endpoint))) {
       idleSince.delete(worker.session);
       continue;
@@ -106,19 +108,25 @@ export async function sweepIdleSpecialists(
     if (now - since < specialistIdleMs) continue;
     await stop(worker.session).catch(() => undefined);
     idleSince.delete(worker.session);
+    forgetSpecialist(worker.session);
     stopped.push(worker.session);
   }
   return stopped;
 }
 
-/** Keeps the pool while this Pi has specialists running: a sweep every `specialistPoolCheckMs` (unref'd). */
+/**
+ * Keeps the pool while this Pi has specialists running: a sweep every `specialistPoolCheckMs`
+ * (unref'd), ending when none runs. Also called as the extension loads: after a `/reload` the
+ * specialists started before it are found again and kept (or stopped) as before.
+ */
 const keepers = new WeakMap<ToolDeps, ReturnType<typeof setInterval>>();
-function keepPool(deps: ToolDeps): void {
+export function keepPool(deps: ToolDeps): void {
   if (keepers.has(deps)) return;
   const idleSince = new Map<string, number>();
   const stop = (session: string) => killSession(session, deps.info()!.env);
   const timer = setInterval(() => {
     if (pooledWorkers(deps).length === 0) {
+      warmPool.clear();
       clearInterval(timer);
       keepers.delete(deps);
       return;
@@ -140,6 +148,7 @@ export async function specialistEndpoint(deps: ToolDeps, name: string, ctx: Exte
   if (warm !== undefined) return warm;
   const session = `${name.slice(0, maxWorkerNameChars - SPECIALIST_SUFFIX_CHARS - 1)}-${suffix()}`;
   const { worker } = await startWorker(deps, { name: session, profile: name }, ctx, { pooled: true });
+  warmPool.set(worker.session, worker.taskEndpoint);
   keepPool(deps);
   return { endpoint: worker.taskEndpoint, session: worker.session, started: true };
 }

@@ -10,6 +10,7 @@ import { type CommandDeps, TASKS_DESCRIPTION, tasksCommand } from "./commands.ts
 import type { Lifecycle } from "./lifecycle.ts";
 import { quietly } from "./pi-events.ts";
 import type { PeerDirectory } from "./peers.ts";
+import type { WorkflowRunner } from "./workflows.ts";
 
 /** The session entry that keeps a `/tasks` output in the TUI's scrollback (never in the model's context). */
 export const BOARD_ENTRY = "pi-tasks-board";
@@ -32,10 +33,10 @@ function show(pi: ExtensionAPI, lines: string[], ctx: ExtensionCommandContext): 
 }
 
 /** Registers `/tasks` and the renderer of its board entries. */
-export function registerTasksCommand(pi: ExtensionAPI, lifecycle: Lifecycle, peers: PeerDirectory): void {
+export function registerTasksCommand(pi: ExtensionAPI, lifecycle: Lifecycle, peers: PeerDirectory, workflows: WorkflowRunner): void {
   pi.registerEntryRenderer<BoardEntryData>(BOARD_ENTRY, (entry) => new Text((entry.data?.lines ?? []).join("\n"), 1, 0));
 
-  const commandDeps: CommandDeps = { life: lifecycle, peers, appendEntry: (type, data) => pi.appendEntry(type, data) };
+  const commandDeps: CommandDeps = { life: lifecycle, peers, workflows, appendEntry: (type, data) => pi.appendEntry(type, data) };
   pi.registerCommand("tasks", {
     description: TASKS_DESCRIPTION,
     handler: async (args, ctx) => {

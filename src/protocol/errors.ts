@@ -132,6 +132,8 @@ export const ERROR_REGISTRY = Object.freeze({
   // -- core and tool codes --------------------------------------------------------------------
   TASK_ERROR: spec("error", "An unexpected task error occurred."),
   UNKNOWN_TASK: spec("not-found", "No such task in this endpoint's current lifetime."),
+  INVALID_WORKFLOW: spec("invalid", "The workflow is invalid."),
+  UNKNOWN_WORKFLOW: spec("not-found", "No such workflow in this Pi."),
   TASK_ID_AMBIGUOUS: spec(
     "invalid",
     "The short task id names more than one task this session knows; give more of the id (the candidates are named); nothing was done.",

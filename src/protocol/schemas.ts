@@ -799,18 +799,21 @@ export const SendToolParams = Type.Object(
 
 /**
  * `agent_task_workflow`: several tasks run by the extension without a model turn between them —
- * `all` at once, or a `chain` where each step gets the previous step's result — with one wake of the
- * origin's model when the workflow ends (extensions/pi-tasks/workflows.ts).
+ * `all` at once, a `chain` where each step gets the previous step's result, or `lanes`: chains side
+ * by side, a step's `lane` naming its chain — with one wake of the origin's model when the workflow
+ * ends (extensions/pi-tasks/workflows.ts).
  */
 export const WorkflowParams = Type.Object(
   {
-    mode: Type.Union([Type.Literal("all"), Type.Literal("chain")]),
+    mode: Type.Union([Type.Literal("all"), Type.Literal("chain"), Type.Literal("lanes")]),
     steps: Type.Array(
       Type.Object(
         {
           to: Type.Union([TaskEndpoint, WorkerName]),
           task: TaskText,
           timeoutMs: Type.Optional(wholeNumber(minTaskTimeoutMs, maxTaskTimeoutMs)),
+          /** In mode `lanes`: the chain this step belongs to (steps of one lane run in the order given). */
+          lane: Type.Optional(WorkerName),
         },
         strict,
       ),

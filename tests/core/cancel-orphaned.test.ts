@@ -9,6 +9,7 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { cancelTool } from "../../extensions/pi-tasks/tools/cancel.ts";
+import { workflowRunnerOf } from "../../extensions/pi-tasks/tools/index.ts";
 import { toolDepsOn } from "../helpers/extension-fakes.ts";
 import { taskWords } from "../../extensions/pi-tasks/describe.ts";
 import { coreInternals } from "../../src/core/task-core.ts";
@@ -93,7 +94,7 @@ describe("cancel of an orphaned task", () => {
     const texts: string[] = [];
     for (const [loss] of cases) {
       const { origin, taskId } = await orphaned(loss);
-      const result = await cancelTool(toolDepsOn(origin.core)).execute("call", { taskId });
+      const result = await cancelTool(toolDepsOn(origin.core), workflowRunnerOf(toolDepsOn(origin.core))).execute("call", { taskId });
       expect(result.isError ?? false).toBe(false);
       const text = result.content.map((part) => part.text).join("\n");
       expect(text).toContain(`- taskId: ${taskId}`);
@@ -117,7 +118,9 @@ describe("cancel of a task whose worker is there", () => {
     const created = await origin.core.createTask({ to: worker.core.endpoint()!, task: "cancelled while the relay is busy" });
     await settle([origin, worker]);
     busySends(origin, 1);
-    const result = await cancelTool(toolDepsOn(origin.core)).execute("call", { taskId: created.taskId });
+    const result = await cancelTool(toolDepsOn(origin.core), workflowRunnerOf(toolDepsOn(origin.core))).execute("call", {
+      taskId: created.taskId,
+    });
     expect(result.isError ?? false).toBe(false);
     expect(result.details).toMatchObject({
       status: "cancelled",

@@ -3,7 +3,8 @@
  * mail to a busy worker waited until its turn ended (only a cancel cut in). The worker's model runs
  * a slow `bash`; meanwhile the origin's model sends `agent_task_message {type: "steer"}`. The worker's
  * model reads it inside the same run — after the running tool call, before its next model call —
- * and reports with it, without a turn of its own for it; the origin sees the steer inserted.
+ * and reports with it, without a turn of its own for it; the origin sees the steer inserted (its
+ * `/tasks <id>` names the steer "inserted into the worker's running turn", from the worker's receipt).
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { waitForEndpoint } from "../../testkit/session-control.ts";
@@ -66,5 +67,16 @@ describeOnHosts("steering a running worker", (host) => {
     expect(doneAt).toBeGreaterThan(steerAt);
     expect(runEnd).toBeGreaterThan(doneAt);
     expect(toolCalls(origin, "agent_task_message").map((call) => call.isError)).toEqual([false]);
+    // The origin sees that the steer reached the worker's running turn: `/tasks <id>` says so.
+    const taskId = String(toolCalls(origin, "agent_task_send")[0]!.details.taskId);
+    const from = origin.records.length;
+    origin.prompt(`/tasks ${taskId}`);
+    const shown = await origin.waitFor(
+      (record) =>
+        record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(`task ${taskId}`),
+      10_000,
+      from,
+    );
+    expect(String(shown.message)).toContain(`steer (inserted into the worker's running turn) — "${STEER}"`);
   });
 });

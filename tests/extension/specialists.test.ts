@@ -2,13 +2,17 @@
  * The pool of specialists (extensions/pi-tasks/specialists.ts, issue 39): a specialist this Pi
  * started for a send by name is stopped once it has been idle — no active task of this session — for
  * `specialistIdleMs`, not a moment before; a busy one never is, and busy again restarts its idle time;
- * workers this Pi did not start for a name (spawned, or another Pi's) are left alone.
+ * workers this Pi did not start for a name (spawned, or another Pi's) are left alone. The workers
+ * widget names the specialists kept warm, from the last sweep.
  */
 import { afterEach, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { age } from "../../extensions/pi-tasks/describe.ts";
+import { forgetSpecialist } from "../../extensions/pi-tasks/pool.ts";
 import { sweepIdleSpecialists } from "../../extensions/pi-tasks/specialists.ts";
+import { workerWidgetLines } from "../../extensions/pi-tasks/widget.ts";
 import type { ToolDeps } from "../../extensions/pi-tasks/tools/shared.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { saveSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
@@ -73,4 +77,18 @@ test("busy again restarts a specialist's idle time", async () => {
   expect(await sweepIdleSpecialists(deps, idleSince, specialistIdleMs, stop)).toEqual(["reviewer-busy"]);
   expect(await sweepIdleSpecialists(deps, idleSince, 2 * specialistIdleMs - 1, stop)).toEqual([]);
   expect(await sweepIdleSpecialists(deps, idleSince, 2 * specialistIdleMs, stop)).toEqual(["reviewer-idle"]);
+});
+
+test("the widget names each specialist kept warm, busy or idle, from the last sweep; one stopped is gone from it", async () => {
+  const { deps, tasks } = pool(["reviewer-busy"]);
+  const idleSince = new Map<string, number>();
+  await sweepIdleSpecialists(deps, idleSince, 0, async () => undefined);
+  const shown = workerWidgetLines(tasks, 0);
+  expect(shown).toEqual([
+    `kept warm: reviewer-busy busy · reviewer-idle idle (each stops after ${age(specialistIdleMs)} idle; /tasks stop <session>)`,
+  ]);
+  await sweepIdleSpecialists(deps, idleSince, specialistIdleMs, async () => undefined);
+  expect(workerWidgetLines(tasks, 0)[0]).toStartWith("kept warm: reviewer-busy busy (");
+  forgetSpecialist("reviewer-busy");
+  expect(workerWidgetLines(tasks, 0)).toEqual([]);
 });

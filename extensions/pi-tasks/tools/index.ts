@@ -19,19 +19,26 @@ import { stopTool } from "./stop.ts";
 import { waitTool } from "./wait.ts";
 import { workersTool } from "./workers.ts";
 import { workflowTool } from "./workflow.ts";
+import { createWorkflowRunner, WORKFLOW_MESSAGE, type WorkflowRunner } from "../workflows.ts";
+
+/** A runner of workflows whose end wakes the model through `deps`. */
+export function workflowRunnerOf(deps: ToolDeps): WorkflowRunner {
+  return createWorkflowRunner(deps, (content) => deps.wakeModel(WORKFLOW_MESSAGE, content));
+}
 
 export type { TaskToolDefinition, ToolDeps, ToolDetails, ToolResult } from "./shared.ts";
 export { errorResult } from "./shared.ts";
 
-export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
-  return [
+/** The tools, sharing this Pi's running workflows (`agent_task_workflow` starts them, `agent_task_cancel` cancels one). */
+export function createTaskTools(deps: ToolDeps, workflows: WorkflowRunner = workflowRunnerOf(deps)): TaskToolDefinition[] {
+  const tools = [
     sendTool,
-    workflowTool,
+    (toolDeps) => workflowTool(toolDeps, workflows),
     messageTool,
     requestGrantTool,
     doneTool,
     ackTool,
-    cancelTool,
+    (toolDeps) => cancelTool(toolDeps, workflows),
     reviseTool,
     applyTool,
     reassignTool,
@@ -41,5 +48,6 @@ export function createTaskTools(deps: ToolDeps): TaskToolDefinition[] {
     spawnTool,
     workersTool,
     stopTool,
-  ].map((tool): TaskToolDefinition => withErrorResult(withTaskIds(tool(deps), deps)));
+  ] as ((deps: ToolDeps) => TaskToolDefinition)[];
+  return tools.map((tool): TaskToolDefinition => withErrorResult(withTaskIds(tool(deps), deps)));
 }

@@ -23,7 +23,7 @@ import { sendProofPollMs, sendProofWaitMs } from "../../../src/protocol/limits.t
 import type { TaskEndpoint, ToolName } from "../../../src/protocol/schemas.ts";
 import type { SessionInfo } from "../lifecycle.ts";
 import { renderError } from "../render.ts";
-import { resolveTaskId } from "../short-ids.ts";
+import { isWorkflowId, resolveTaskId } from "../short-ids.ts";
 
 /** What a tool result carries for code (the board, tests); the model reads only `content`. */
 export type ToolDetails = Record<string, unknown>;
@@ -123,7 +123,8 @@ async function resolvedIds<T>(deps: ToolDeps, params: T): Promise<T> {
     .current()
     .listTasks()
     .map((task) => task.taskId);
-  const resolve = (id: unknown) => (typeof id === "string" ? resolveTaskId(known, id) : id);
+  // A workflow's id is the workflow runner's to find (agent_task_cancel cancels a workflow as a whole).
+  const resolve = (id: unknown) => (typeof id === "string" && !isWorkflowId(id) ? resolveTaskId(known, id) : id);
   return {
     ...params,
     ...(typeof taskId === "string" ? { taskId: resolve(taskId) } : {}),

@@ -3,6 +3,7 @@
  * pi-tasks did not spawn are refused (`SESSION_NOT_OWNED`). Coordinators only.
  */
 import { killSession } from "../../../src/host/sessions.ts";
+import { forgetSpecialist } from "../pool.ts";
 import { TaskError } from "../../../src/protocol/errors.ts";
 import { StopParams, TOOL_PARAMETERS } from "../../../src/protocol/schemas.ts";
 import { assertValid } from "../../../src/protocol/validate.ts";
@@ -24,6 +25,7 @@ export function stopTool(deps: ToolDeps): TaskToolDefinition<typeof TOOL_PARAMET
       const info = deps.info();
       if (info === undefined) throw new TaskError("TASKS_NOT_RUNNING");
       const stopped = await killSession(input.name, info.env);
+      forgetSpecialist(stopped.session);
       return ok(
         lines(
           "## worker stopped",
