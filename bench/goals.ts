@@ -43,6 +43,12 @@ export const GOALS = {
   nodeRelayRatio: 0.5,
   /** Issue 37: a granted worker's command in its OS sandbox ÷ the same command run plainly (p50). */
   sandboxedPerPlainCall: 1.3,
+  /** Issue 39: the first delegation to a specialist started for it ÷ pi-subagents' first call. */
+  coldSpecialistPerSubagentsFirst: 2,
+  /** Issue 39: a delegation to a specialist kept warm ÷ pi-subagents' first call. */
+  warmSpecialistPerSubagentsFirst: 1,
+  /** Issue 39: a workflow of four steps at once ÷ pi-subagents' four tasks in one call. */
+  workflowPerSubagentsParallel: 1,
   /** Issue 33: a SIGKILLed worker is orphaned within 15 s (the worst run of the step). */
   killToOrphanMs: 15_000,
 } as const;

@@ -22,6 +22,9 @@ import { measureMemory, type MemoryResult } from "./measure/memory.ts";
 import { measureNodeCycles, type NodeCyclesMeasurement, nodeCyclesSkipped } from "./measure/node-cycles.ts";
 import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
+import { type DelegationPeers, measureDelegationPeers } from "./measure/delegation-peers.ts";
+import { measureSpecialists, type SpecialistsResult } from "./measure/specialists.ts";
+import { delegationFigures } from "./figures/delegation.ts";
 import { type LivenessResult, measureLiveness } from "./measure/liveness.ts";
 import { type GrowthResult, growthMarkdown, measureGrowth } from "./measure/growth.ts";
 import { isSkipped, measureRedis, type RedisMeasurement, redisChecks, redisFigures } from "./measure/redis.ts";
@@ -68,6 +71,8 @@ export interface BenchResults {
     readonly growth: GrowthResult;
     readonly simulator: SimulatorResult;
     readonly sandbox: SandboxResult;
+    readonly specialists: SpecialistsResult;
+    readonly peers: DelegationPeers;
   };
   /** Markdown sections after the figures (the growth curves). */
   readonly sections: readonly string[];
@@ -102,6 +107,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
     ...redisFigures(m.redis, GOALS, ANCHORS),
     simulatorFigure(m.simulator),
     ...(m.sandbox.skipped === undefined ? [sandboxFigure(m.sandbox)] : []),
+    ...delegationFigures(m.specialists, m.peers),
   ];
 }
 
@@ -209,6 +215,8 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     growth: await step("growth", () => measureGrowth({ quick })),
     simulator: await step("simulator", () => measureSimulator({ quick })),
     sandbox: await step("sandbox", () => measureSandbox({ quick })),
+    specialists: await step("specialists", () => measureSpecialists({ quick })),
+    peers: await step("delegation-peers", () => measureDelegationPeers({ quick })),
   };
   if (isSkipped(measurements.redis)) progress(`redis: skipped: ${measurements.redis.skipped}`);
   if (nodeCyclesSkipped(measurements.nodeCycles)) progress(`node-cycles: skipped: ${measurements.nodeCycles.skipped}`);
@@ -217,6 +225,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     ...(isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : []),
     ...(nodeCyclesSkipped(measurements.nodeCycles) ? [{ name: "node-cycles", reason: measurements.nodeCycles.skipped }] : []),
     ...(measurements.sandbox.skipped === undefined ? [] : [{ name: "sandbox", reason: measurements.sandbox.skipped }]),
+    ...Object.entries(measurements.peers).flatMap(([name, peer]) => ("absent" in peer ? [{ name, reason: peer.absent }] : [])),
   ];
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));
   return {

@@ -54,6 +54,20 @@ export async function delegate(
 ): Promise<{ created: CreateResult; specialist?: Specialist }> {
   await deps.ready();
   const specialist = typeof input.to === "string" ? await specialistEndpoint(deps, input.to, options.ctx) : undefined;
+  try {
+    return await delegateTo(deps, input, specialist, options);
+  } finally {
+    specialist?.release();
+  }
+}
+
+/** The task created, to `specialist` when `to` named one (claimed meanwhile), else to the endpoint given. */
+async function delegateTo(
+  deps: ToolDeps,
+  input: Delegation,
+  specialist: Specialist | undefined,
+  options: { readonly signal?: AbortSignal; readonly quietResult?: boolean },
+): Promise<{ created: CreateResult; specialist?: Specialist }> {
   const params = specialist === undefined ? input : { ...input, to: specialist.endpoint };
   const info = deps.info();
   // A relay that cannot prove it is the user's is asked nothing (its lifetime sends it nothing either).

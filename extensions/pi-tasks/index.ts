@@ -57,13 +57,17 @@ import { registerSandboxedBash } from "./sandbox-bash.ts";
 import { keepPool } from "./specialists.ts";
 import { registerTasksCommand } from "./tasks-command.ts";
 import { createTaskTools, type ToolDeps, workflowRunnerOf } from "./tools/index.ts";
+import type { WorkflowRunner } from "./workflows.ts";
 
 export { BOARD_ENTRY } from "./tasks-command.ts";
 
 export default function piTasks(pi: ExtensionAPI): void {
   const peers = createPeerDirectory();
+  // Bound below: the workflows' runner needs the tools' deps, which need the lifecycle.
+  let workflows: WorkflowRunner | undefined;
   const { lifecycle, gate } = createTasksRuntime({
     env: process.env,
+    afterPass: () => workflows?.nudge(),
     sendMessage: (message, options) => pi.sendMessage(message, options),
     appendEntry: (customType, data) => pi.appendEntry(customType, data),
   });
@@ -78,7 +82,7 @@ export default function piTasks(pi: ExtensionAPI): void {
     wakeModel: (customType, content) =>
       pi.sendMessage({ customType, content, display: true }, { triggerTurn: true, deliverAs: "followUp" }),
   };
-  const workflows = workflowRunnerOf(toolDeps);
+  workflows = workflowRunnerOf(toolDeps);
   keepPool(toolDeps);
   for (const tool of createTaskTools(toolDeps, workflows)) pi.registerTool(tool);
   if (isWorker(process.env)) registerSandboxedBash(pi, { core: () => lifecycle.current(), env: process.env });

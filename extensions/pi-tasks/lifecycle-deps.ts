@@ -31,6 +31,8 @@ export interface LifecycleDeps {
   readonly sendMessage: PresenterDeps["sendMessage"];
   readonly appendEntry: PresenterDeps["appendEntry"];
   readonly gate: WorkerGate;
+  /** Called after each pass of the current Pi run (running workflows look at their steps at once). */
+  readonly afterPass?: () => void;
   /** Test seam: how the configured core is built. */
   readonly createCore?: typeof createConfiguredTaskCore;
   /** Test seam: how the relay is found (or started). */

@@ -230,6 +230,7 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
       announceGrantRequests(tasks, run.announced, (message) => hooks.notify(message, "warning"));
       // The first pass binds the session: the doorbell need not wait for its next check.
       run.watch.nudge();
+      deps.afterPass?.();
     },
     onError: (error: unknown) => {
       const run = hooks.run();

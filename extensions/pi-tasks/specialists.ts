@@ -12,7 +12,7 @@
 import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
 import { customAlphabet } from "nanoid";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { killSession, sessionStatus } from "../../src/host/sessions.ts";
+import { killSession, sessionList, sessionStatus } from "../../src/host/sessions.ts";
 import { listSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import { sameEndpoint } from "../../src/protocol/endpoint.ts";
@@ -33,6 +33,19 @@ export interface Specialist {
   readonly session: string;
   /** Started for this send (cold), or an idle one reused (warm). */
   readonly started: boolean;
+  /** Ends the claim on this specialist once its task exists (from then on the task makes it busy). */
+  release(): void;
+}
+
+/**
+ * Specialists handed to a delegation whose task is not created yet: not idle, so delegations side
+ * by side (a workflow's steps) never share one.
+ */
+const claimed = new Set<string>();
+
+function claim(endpoint: TaskEndpoint, session: string, started: boolean): Specialist {
+  claimed.add(session);
+  return { endpoint, session, started, release: () => void claimed.delete(session) };
 }
 
 /** Endpoints holding an active task this session assigned: busy. */
@@ -47,10 +60,17 @@ async function idleWorker(deps: ToolDeps, profile: string): Promise<Specialist |
   const ours = listSpawned(info.env).filter(
     (worker) => worker.profile === profile && (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid),
   );
+  if (ours.length === 0) return undefined;
+  // One look at the relay for all of them: where each is registered now.
+  const registered = await sessionList(info.env, info.relay.url).then(
+    (listing) => new Map(listing.sessions.map((session) => [session.session, session.taskEndpoint])),
+    () => new Map<string, TaskEndpoint | undefined>(),
+  );
   for (const worker of ours) {
-    const now = await registeredEndpoint(deps, worker);
-    if (now !== undefined && !busy.some((endpoint) => sameEndpoint(endpoint, now)))
-      return { endpoint: now, session: worker.session, started: false };
+    const now = registered.get(worker.session);
+    // Claimed at once (no await between the check and the claim): a delegation beside this one skips it.
+    if (now !== undefined && !busy.some((endpoint) => sameEndpoint(endpoint, now)) && !claimed.has(worker.session))
+      return claim(now, worker.session, false);
   }
   return undefined;
 }
@@ -150,5 +170,5 @@ export async function specialistEndpoint(deps: ToolDeps, name: string, ctx: Exte
   const { worker } = await startWorker(deps, { name: session, profile: name }, ctx, { pooled: true });
   warmPool.set(worker.session, worker.taskEndpoint);
   keepPool(deps);
-  return { endpoint: worker.taskEndpoint, session: worker.session, started: true };
+  return claim(worker.taskEndpoint, worker.session, true);
 }

@@ -24,8 +24,12 @@ import type { ToolDeps } from "./tools/shared.ts";
 export const WORKER_SCRIPT_ENV = "PI_TASKS_WORKER_SCRIPT";
 
 /** Refuses another spawn while this Pi runs as many spawned workers as it may (`SPAWN_LIMIT`); nothing starts. */
+/** Starts in progress in this Pi (not yet recorded as spawned): counted against the cap, so starts side by side cannot pass it. */
+let starting = 0;
+
 function checkSpawnCap(env: Env): void {
-  const running = listSpawned(env).filter((worker) => (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid)).length;
+  const spawned = listSpawned(env).filter((worker) => (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid)).length;
+  const running = spawned + starting;
   const cap = loweredLimit(configuredNumber(env, MAX_WORKERS_VARIABLE), maxSpawnedWorkers, 1, MAX_WORKERS_VARIABLE, MAX_WORKERS_VARIABLE);
   if (running >= cap) throw new TaskError("SPAWN_LIMIT", { details: { running, maxWorkers: cap } });
 }
@@ -61,6 +65,27 @@ export async function startWorker(
   const profile =
     input.profile === undefined ? undefined : findProfile(loadProfiles(info.env, base, ctx?.isProjectTrusted?.() === true), input.profile);
   checkSpawnCap(info.env);
+  starting += 1;
+  try {
+    return await startChecked(deps, input, ctx, { projectDir, options, info, ...(profile === undefined ? {} : { profile }) });
+  } finally {
+    starting -= 1;
+  }
+}
+
+/** `startWorker` once the spawn cap let it start: its workspace, the worker Pi, until it registered. */
+async function startChecked(
+  deps: ToolDeps,
+  input: SpawnParams,
+  ctx: ExtensionToolContext | undefined,
+  start: {
+    projectDir: string;
+    options: { readonly pooled?: boolean };
+    info: NonNullable<ReturnType<ToolDeps["info"]>>;
+    profile?: WorkerProfile;
+  },
+): Promise<StartedWorker> {
+  const { projectDir, options, info, profile } = start;
   const home = piTasksHome(info.env);
   const own = createWorkspace(projectDir, input.name, home, input.worktree ?? profile?.worktree);
   const worker = await spawnWorker({

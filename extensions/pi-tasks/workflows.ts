@@ -13,7 +13,8 @@
  * lane ended, the model is woken once with every step's outcome (`WORKFLOW_MESSAGE`).
  * A workflow is cancelled as a whole (`cancel`: `agent_task_cancel` or `/tasks cancel` with its id):
  * its running steps are cancelled, the steps not yet sent never are, and no wake follows.
- * Running workflows live in this Pi's RAM and are checked every `workflowCheckMs` while any runs.
+ * Running workflows live in this Pi's RAM and are checked after every pass of the Pi run (`nudge`:
+ * a step's outcome just came in) and every `workflowCheckMs` while any runs.
  */
 import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
 import { customAlphabet } from "nanoid";
@@ -78,6 +79,8 @@ export interface WorkflowRunner {
   find(id: string): Workflow;
   /** Cancels a running workflow as a whole: no step is sent any more, the running ones are cancelled, no wake. */
   cancel(id: string, reason: string | undefined): Promise<WorkflowCancel>;
+  /** Looks at the running workflows now (after a pass took a step's outcome in), besides every `workflowCheckMs`. */
+  nudge(): void;
   /** The workflows running now. */
   list(): readonly Workflow[];
   /** One line per step of a workflow: where it went and how it stands. */
@@ -265,16 +268,18 @@ export function createWorkflowRunner(deps: ToolDeps, wake: (content: string) => 
   let timer: ReturnType<typeof setInterval> | undefined;
   const contexts = new WeakMap<Workflow, ExtensionToolContext | undefined>();
 
-  const send = (workflow: Workflow, index: number, previous: number | undefined) =>
-    sendStep(deps, (step) => delegate(deps, step, { ctx: contexts.get(workflow), quietResult: true }), workflow, index, previous);
+  const send = async (workflow: Workflow, index: number, previous: number | undefined) => {
+    await sendStep(deps, (step) => delegate(deps, step, { ctx: contexts.get(workflow), quietResult: true }), workflow, index, previous);
+    // Cancelled while this step was on its way: its task is cancelled as the others were.
+    if (workflow.ended && workflow.steps[index]!.taskId !== undefined)
+      await cancelSteps(deps, workflow, `workflow ${workflow.id} cancelled`);
+  };
 
   /** Advances one workflow: the next step of each lane, or its end (one wake). */
   async function advance(workflow: Workflow): Promise<void> {
     const next = advanceOf(workflow.steps, (index) => stateOf(deps, workflow.steps[index]!));
-    for (const { index, previous } of next.send) {
-      if (workflow.ended) return; // cancelled while an earlier step of this round was being sent
-      await send(workflow, index, previous);
-    }
+    // The next step of each lane, side by side (a specialist is claimed by one step only).
+    await Promise.all(next.send.map(({ index, previous }) => send(workflow, index, previous)));
     if (!next.ended || workflow.ended) return;
     workflow.ended = true;
     running.delete(workflow);
@@ -304,7 +309,8 @@ export function createWorkflowRunner(deps: ToolDeps, wake: (content: string) => 
       const workflow = newWorkflow(params);
       contexts.set(workflow, ctx);
       const first = advanceOf(workflow.steps, () => "unsent");
-      for (const { index } of first.send) await send(workflow, index, undefined);
+      // The first step of every lane at once: specialists are started side by side, within the spawn cap.
+      await Promise.all(first.send.map(({ index }) => send(workflow, index, undefined)));
       // Checked only once its first steps are out (a check meanwhile would send them again).
       running.add(workflow);
       if (timer === undefined) {
@@ -319,6 +325,9 @@ export function createWorkflowRunner(deps: ToolDeps, wake: (content: string) => 
       workflow.ended = true;
       running.delete(workflow);
       return cancelSteps(deps, workflow, reason ?? `workflow ${workflow.id} cancelled`);
+    },
+    nudge: () => {
+      if (running.size > 0) void check();
     },
     list: () => [...running],
     describe: (workflow) => stepLines(workflow, deps),

@@ -363,7 +363,11 @@ export const specialistIdleMs = 10 * 60_000;
 export const specialistPoolCheckMs = 30_000;
 /** Most steps one workflow (`agent_task_workflow`) runs; each is a task, all within the fan-out cap. */
 export const maxWorkflowSteps = 8;
-/** How often the extension looks at a running workflow's steps (to start the next of a chain), in milliseconds. */
+/**
+ * How often the extension looks at a running workflow's steps (to start the next of a chain, or to
+ * end it) besides after every pass, in milliseconds: a look reads the steps' tasks in RAM, and runs
+ * only while a workflow runs.
+ */
 export const workflowCheckMs = 250;
 /** A question with choices offers at least this many (`agent_task_message` `choices`). */
 export const minQuestionChoices = 2;

@@ -5,11 +5,14 @@
  * machine.
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { runFaults } from "../../bench/faults.ts";
 import { runBench } from "../../bench/run.ts";
 import { performanceMarkdown } from "../../bench/report.ts";
 import { packageBinary } from "../../testkit/debian-package.ts";
 import { REDIS_BINARY } from "../../testkit/redis-process.ts";
+import { REPO_ROOT } from "../../testkit/relay-process.ts";
 
 // Starts relays, echo servers and a real Pi: raised well above the suite's default.
 setDefaultTimeout(180_000);
@@ -46,6 +49,8 @@ const REDIS_FIGURE_IDS = ["redis-cycles-ratio", "redis-delivery-watch", "redis-m
 const redisInstalled = packageBinary(REDIS_BINARY) !== undefined;
 /** The sandbox's row (issue 37), measured where bubblewrap can make one. */
 const bwrapInstalled = packageBinary("bwrap") !== undefined;
+/** pi-subagents (issue 39's comparison), when installed beside the repository or named by PI_SUBAGENTS_DIR. */
+const subagentsInstalled = existsSync(process.env.PI_SUBAGENTS_DIR ?? join(REPO_ROOT, "node_modules", "pi-subagents"));
 
 describe("bench (quick)", () => {
   test("every measurement runs, every figure has a number, a verdict and a method; loss and duplicate checks hold", async () => {
@@ -56,12 +61,18 @@ describe("bench (quick)", () => {
       ...(redisInstalled ? REDIS_FIGURE_IDS : []),
       "simulator",
       ...(bwrapInstalled ? ["sandbox-ratio"] : []),
+      // Issue 39: a specialist cold and warm, a workflow of four (÷ pi-subagents when it is installed).
+      "specialist-cold",
+      "specialist-warm",
+      "workflow-four",
     ]);
     // The lost-worker figure takes a silence window of real time: full runs only (tests/e2e/activity.test.ts checks it).
     expect(results.skipped.map((skip) => skip.name)).toEqual([
       "liveness",
       ...(redisInstalled ? [] : ["redis"]),
       ...(bwrapInstalled ? [] : ["sandbox"]),
+      // Not a dependency: compared against when installed (bench/measure/delegation-peers.ts).
+      ...(subagentsInstalled ? [] : ["piSubagents"]),
     ]);
     for (const figure of results.figures) {
       expect({ id: figure.id, finite: Number.isFinite(figure.measured) }).toEqual({ id: figure.id, finite: true });
