@@ -26,12 +26,12 @@ function peersDetail(peers: DelegationPeers): string {
 const HOW =
   "A real Pi 1.6 (RPC, Bun, scripted model) per peer; from the bench's arrival of the origin's `tool_execution_start` to the arrival of the result in the origin's session (ours: the `## task completed` event message, or the one `pi-tasks-workflow` message; the peers': the tool's `tool_execution_end`, which carries the child's answer). Children answer at once. Medians over the rounds; each round a fresh origin.";
 
-/** One figure: ours ÷ the peer's same step when pi-subagents is present (goal `goal`), else our ms. */
+/** One figure: ours ÷ the peer's same step (`theirs`, named `theirLabel`) when pi-subagents is present (goal `goal`), else our ms. */
 function versus(
   id: string,
   label: string,
   ours: number,
-  theirs: (peer: PeerFigures) => number,
+  [theirLabel, theirs]: readonly [string, (peer: PeerFigures) => number],
   goal: number,
   detail: string,
   peers: DelegationPeers,
@@ -41,7 +41,7 @@ function versus(
   if (!present(peer)) return { id, label: `${label} (ms; pi-subagents not installed: no goal)`, measured: ours, unit: "ms", ...common };
   return {
     id,
-    label: `${label} ÷ pi-subagents`,
+    label: `${label} ÷ pi-subagents' ${theirLabel}`,
     measured: round(ours / theirs(peer), 2),
     unit: "×",
     goal: { op: "<=", value: goal },
@@ -52,9 +52,9 @@ function versus(
 export function delegationFigures(s: SpecialistsResult, peers: DelegationPeers): Figure[] {
   const cold = versus(
     "specialist-cold",
-    "First delegation to a specialist, cold (a scout started for it), ÷ pi-subagents' first call",
+    "First delegation to a specialist, cold (a scout started for it)",
     s.coldMs,
-    (peer) => peer.first,
+    ["first call", (peer) => peer.first],
     GOALS.coldSpecialistPerSubagentsFirst,
     `ours ${fmt(s.coldMs)} ms`,
     peers,
@@ -68,18 +68,18 @@ export function delegationFigures(s: SpecialistsResult, peers: DelegationPeers):
     },
     versus(
       "specialist-warm",
-      "Delegation to a specialist kept warm ÷ pi-subagents' first call",
+      "Delegation to a specialist kept warm",
       s.warmMs,
-      (peer) => peer.first,
+      ["first call", (peer) => peer.first],
       GOALS.warmSpecialistPerSubagentsFirst,
       `ours ${fmt(s.warmMs)} ms`,
       peers,
     ),
     versus(
       "workflow-four",
-      "A workflow of four steps at once (scouts warm) ÷ pi-subagents' four in one call",
+      "A workflow of four steps at once (scouts warm)",
       s.workflowWarmMs,
-      (peer) => peer.parallel4,
+      ["four in one call", (peer) => peer.parallel4],
       GOALS.workflowPerSubagentsParallel,
       `ours ${fmt(s.workflowWarmMs)} ms warm, ${fmt(s.workflowWithStartsMs)} ms with three scouts started; ${s.rounds} rounds`,
       peers,

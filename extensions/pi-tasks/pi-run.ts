@@ -263,6 +263,11 @@ function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks:
   const scheduler = schedulerFor(deps, configured, found, hooks);
   const watch = watchFor(configured, hooks);
   const tracer = createTaskTracer(deps.env, configured.current(), { session: session.name });
+  // Traces asked for but not possible (OpenTelemetry is not in the default install): said once, with the fix.
+  void tracer.ready().then((live) => {
+    const problem = tracer.problem();
+    if (!live && problem !== undefined && !hooks.stale()) hooks.notify(problem, "warning");
+  });
   const failure = passFailure(found.startProblem, relay.url);
   const observer = createAgentObserver({
     core: () => (hooks.stale() ? undefined : configured.current()),

@@ -17,16 +17,22 @@
  * generator handed to its provider (`IdGenerator`) and the parent as a remote span context.
  *
  * Why it costs nothing when off: without that environment no @opentelemetry module is loaded (the
- * SDK is imported on first use, dynamically), nothing observes the core and no timer runs. When on,
+ * SDK is imported on first use, dynamically), nothing observes the core and no timer runs. The
+ * packages are optional peer dependencies, not in the default install (they are most of its size):
+ * asked for and missing, the tracer says so once (`problem`), naming the command that installs them
+ * beside pi-tasks (`missingTracePackages`). When on,
  * the span of a task ends when its origin acknowledged its terminal event, or when the session's core
  * stops (with the status it has then); the session's end flushes the batch, bounded
  * (`traceShutdownMs`). Export failures are counted, never thrown: no error reaches Pi.
  */
 import { createHash, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Attributes, Span, Tracer } from "@opentelemetry/api";
 import type { IdGenerator, SpanExporter, TracerProvider } from "@opentelemetry/sdk-trace";
 import { ROOT_DEPTH } from "../../src/core/lineage.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
+import { PACKAGE_ROOT } from "../../src/host/runtime.ts";
 import { within } from "../../src/platform/waits.ts";
 import {
   maxWireIdChars,
@@ -59,6 +65,8 @@ export interface TaskTracer {
   readonly enabled: boolean;
   /** Failed export requests (and a failed load of the SDK) so far. */
   failures(): number;
+  /** Why traces were asked for and cannot be sent (the SDK is not installed, or failed to load), once known. */
+  problem(): string | undefined;
   /** Resolves once the tracer observes the core (true), or when it never will (false: off, stopped, or the SDK failed to load). */
   ready(): Promise<boolean>;
   /**
@@ -93,7 +101,33 @@ export const TRACE_ATTRIBUTES = {
   eventType: "pi_tasks.event.type",
 } as const;
 
-const OFF: TaskTracer = { enabled: false, failures: () => 0, ready: () => Promise.resolve(false), stop: () => Promise.resolve() };
+const OFF: TaskTracer = {
+  enabled: false,
+  failures: () => 0,
+  problem: () => undefined,
+  ready: () => Promise.resolve(false),
+  stop: () => Promise.resolve(),
+};
+
+/** The @opentelemetry packages traces need, as package.json names them (optional peer dependencies). */
+function tracePackages(): string[] {
+  const manifest = JSON.parse(readFileSync(join(PACKAGE_ROOT, "package.json"), "utf8")) as { peerDependencies?: Record<string, string> };
+  return Object.entries(manifest.peerDependencies ?? {})
+    .filter(([name]) => name.startsWith("@opentelemetry/"))
+    .map(([name, version]) => `${name}@${version}`);
+}
+
+/**
+ * Why traces cannot be sent when loading the SDK failed: a package not installed (the default
+ * install has none) names the command that installs them beside pi-tasks; any other failure as it is.
+ */
+export function missingTracePackages(error: unknown): string {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  const text = error instanceof Error ? error.message : String(error);
+  const notFound = code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND" || /Cannot find (package|module)/.test(text);
+  if (!notFound) return `pi-tasks: traces are asked for (OTEL_EXPORTER_OTLP_*) but OpenTelemetry failed to load: ${text}`;
+  return `pi-tasks: traces are asked for (OTEL_EXPORTER_OTLP_*) but OpenTelemetry is not installed beside pi-tasks, so no trace is sent. Install it with: npm install --prefix ${PACKAGE_ROOT} --no-save ${tracePackages().join(" ")}`;
+}
 
 function flag(value: string | undefined): string {
   return value?.trim().toLowerCase() ?? "";
@@ -367,6 +401,7 @@ export function createTaskTracer(env: Env, core: TaskCore, options: TaskTracerOp
   let failures = 0;
   let stopped = false;
   let live: Live | undefined;
+  let problem: string | undefined;
   const failed = () => {
     failures += 1;
   };
@@ -375,13 +410,15 @@ export function createTaskTracer(env: Env, core: TaskCore, options: TaskTracerOp
       if (!stopped && !core.closed()) live = startLive(modules, core, { url, env, session: options.session, failed });
       return live !== undefined;
     })
-    .catch(() => {
+    .catch((error: unknown) => {
       failed();
+      problem = missingTracePackages(error);
       return false;
     });
   return {
     enabled: true,
     failures: () => failures,
+    problem: () => problem,
     ready: () => ready,
     stop() {
       if (stopped) return Promise.resolve();

@@ -5,7 +5,9 @@
  * conformance suite (src/conformance/), run in this process (Node or Bun). `--features` names the
  * additions the relay must have; default: what its profile advertises (none for a plain Wolfpack
  * relay, which is then checked against Wolfpack's wire only). Each check's result goes to stderr
- * as it ends (`(pass) group > name [12 ms]`, `(fail) …` with its message, `(skip) …`); stdout gets
+ * as it ends (`(pass) group > name [12 ms]`, `(fail) …` with its message, `(skip) …`). The checks'
+ * requests carry the credentials the user has for that relay (its relay secret, or the Wolfpack
+ * JWT), so the relay Pi started is checked as it is. Stdout gets
  * the failed checks and, last, `conformance: P passed, F failed` — or, with `--json`, one JSON
  * object. Exits 0 only when no check failed. A URL where no relay answers fails before any check
  * runs.
@@ -16,12 +18,15 @@ import { TaskError } from "../protocol/errors.ts";
 import { normaliseRelayUrl } from "../relay-client/config.ts";
 import { identifyServer } from "../relay-client/identify.ts";
 import { createRelayTransport } from "../relay-client/transport.ts";
+import { useCredentials } from "../conformance/wire-client.ts";
+import { authFromEnv, type RelayAuth, relaySecretFor, tokenFor } from "../relay-client/auth.ts";
+import { signRelayToken } from "../protocol/jwt.ts";
 
 type Env = Record<string, string | undefined>;
 
 /** The features the relay's profile advertises; a URL where no relay answers is refused here, clearly. */
-async function advertisedFeatures(url: string): Promise<string[]> {
-  const transport = createRelayTransport({ baseUrl: url });
+async function advertisedFeatures(url: string, auth: RelayAuth | undefined): Promise<string[]> {
+  const transport = createRelayTransport({ baseUrl: url, ...(auth === undefined ? {} : { auth }) });
   try {
     const profile = await transport.profile();
     return Array.isArray(profile.features) ? profile.features.filter((item): item is string => typeof item === "string") : [];
@@ -40,7 +45,22 @@ async function advertisedFeatures(url: string): Promise<string[]> {
   }
 }
 
-export async function conformanceCommand(args: readonly string[], _env: Env): Promise<number> {
+/**
+ * The credentials the user has for the relay at `url` go with every check's request: the relay
+ * secret of a relay pi-tasks started (a fresh relay token each request), else a Wolfpack JWT (one,
+ * reusable for its lifetime: longer than a run of the suite).
+ */
+async function withCredentialsOf(url: string, auth: RelayAuth | undefined): Promise<void> {
+  const relay = relaySecretFor(auth, url);
+  if (relay !== undefined) {
+    useCredentials(url, () => `Bearer ${signRelayToken(relay.keys)}`);
+    return;
+  }
+  const token = auth === undefined ? undefined : await tokenFor(auth, url);
+  if (token !== undefined) useCredentials(url, () => `Bearer ${token}`);
+}
+
+export async function conformanceCommand(args: readonly string[], env: Env): Promise<number> {
   const { values, positionals } = parseArgs({
     args: [...args],
     options: { features: { type: "string" }, json: { type: "boolean" } },
@@ -49,7 +69,9 @@ export async function conformanceCommand(args: readonly string[], _env: Env): Pr
   });
   if (positionals.length !== 1) throw new TaskError("CLI_USAGE", { message: "conformance needs exactly one relay URL" });
   const url = normaliseRelayUrl(positionals[0]!);
-  const advertised = await advertisedFeatures(url);
+  const auth = authFromEnv(env, url);
+  const advertised = await advertisedFeatures(url, auth);
+  await withCredentialsOf(url, auth);
   const features = values.features === undefined ? advertised : parseFeatures(values.features);
   const json = values.json === true;
   const result = await runConformance({ url, features, onOutput: (text) => process.stderr.write(text) });

@@ -7,7 +7,9 @@
  * - `WireSession`: a connected session (`callerSession` + `generation` → endpoint) that issues
  *   bound operations with its binding (and, for a protected registration, its `bindingSecret`);
  * - `makeEnvelope`: a wire envelope with a fresh `createdAt = new Date().toISOString()`;
- * - `openRawRequest`: a raw socket request whose body is sent only partly (slow-body tests).
+ * - `openRawRequest`: a raw socket request whose body is sent only partly (slow-body tests);
+ * - `useCredentials`: the `authorization` every request to one relay carries unless it sets its
+ *   own (a relay that asks for credentials: the user's own, with its relay secret).
  */
 import { request as nodeHttpRequest } from "node:http";
 import { request as nodeHttpsRequest } from "node:https";
@@ -64,11 +66,27 @@ function joinUrl(baseUrl: string, path: string): string {
   return `${baseUrl.replace(/\/+$/, "")}${path}`;
 }
 
+/** An `authorization` header value for one request (a fresh token each time), by relay origin. */
+const credentials = new Map<string, () => string>();
+
+/** Every request to the relay at `baseUrl` without an `authorization` of its own carries `authorization()`. */
+export function useCredentials(baseUrl: string, authorization: () => string): void {
+  credentials.set(new URL(baseUrl).origin, authorization);
+}
+
+function withCredentials(url: string | URL, headers: RequestInit["headers"]): Headers {
+  const authorization = credentials.get(new URL(url).origin);
+  const given = new Headers(headers);
+  if (authorization !== undefined && !given.has("authorization")) given.set("authorization", authorization());
+  return given;
+}
+
 export async function httpRequest(url: string, init: RequestInit & { timeoutMs?: number; signal?: AbortSignal }): Promise<WireReply> {
   const timeout = AbortSignal.timeout(init.timeoutMs ?? WIRE_TEST_TIMEOUT_MS);
   const signal = init.signal === undefined ? timeout : AbortSignal.any([timeout, init.signal]);
+  const headers = withCredentials(url, init.headers);
   const started = performance.now();
-  const response = await fetch(url, { ...init, signal });
+  const response = await fetch(url, { ...init, headers, signal });
   const text = await response.text();
   const receivedAt = performance.now();
   return { status: response.status, headers: response.headers, text, body: parseJson(text), elapsedMs: receivedAt - started, receivedAt };
@@ -382,7 +400,13 @@ export function openRawRequest(baseUrl: string, options: RawRequestOptions): Raw
     method: options.method ?? "POST",
     // A connection of its own: a held request never shares a socket.
     agent: false,
-    headers: { "content-type": "application/json", "content-length": String(options.contentLength), ...(options.headers ?? {}) },
+    headers: Object.fromEntries(
+      withCredentials(url, {
+        "content-type": "application/json",
+        "content-length": String(options.contentLength),
+        ...(options.headers ?? {}),
+      }),
+    ),
   });
   request.on("error", () => undefined);
   const sent = new Promise<void>((resolveSent, rejectSent) => {

@@ -50,7 +50,10 @@ export interface RelayAuth extends JwtClaimsOptions {
  *   by `PI_TASKS_RELAY_URL` (as `pi-tasks spawn` names it to its workers) — with the user's secret
  *   for that port: always on 18790 without `WOLFPACK_PORT` (the secret is made then: `create`),
  *   else when the user has a secret for the port (pi-tasks started a relay there);
- * - any other relay (an explicit URL, Wolfpack on `WOLFPACK_PORT`): never — the user's choice.
+ * - an explicit loopback URL (`--relay http://127.0.0.1:PORT`, `PI_TASKS_RELAY_URL`) on a port
+ *   where pi-tasks started a relay (the user has its secret): always, with that secret — the CLI
+ *   reaches the relay a Pi started however it is named;
+ * - any other relay (another explicit URL, Wolfpack on `WOLFPACK_PORT`): never — the user's choice.
  */
 export interface RelaySecretPlan {
   readonly file: string;
@@ -73,13 +76,23 @@ export function relaySecretPlan(env: Record<string, string | undefined>, config:
     // The user's own relay beside a server on the default port that is not a volatile-v1 relay
     // (src/host/embedded-relay.ts): it proves the secret made for its port, once one exists.
     const beside = fallbackPortsOf(port).find((next) => config.url === `http://127.0.0.1:${next}`);
-    if (beside === undefined) return undefined;
-    const file = relaySecretPath(env, beside);
-    return { file, mandatory: relaySecretExists(file), create: false };
+    if (beside !== undefined) {
+      const file = relaySecretPath(env, beside);
+      return { file, mandatory: relaySecretExists(file), create: false };
+    }
+    return startedThere(env, config.url);
   }
   const file = relaySecretPath(env, port);
   const always = config.source === "default";
   return { file, mandatory: always || relaySecretExists(file), create: always };
+}
+
+/** A loopback relay URL on a port where pi-tasks started a relay (its secret exists): that secret, mandatory. */
+function startedThere(env: Record<string, string | undefined>, url: string): RelaySecretPlan | undefined {
+  const port = /^http:\/\/127\.0\.0\.1:(\d+)$/.exec(url)?.[1];
+  if (port === undefined) return undefined;
+  const file = relaySecretPath(env, Number(port));
+  return relaySecretExists(file) ? { file, mandatory: true, create: false } : undefined;
 }
 
 /** The relay secret the environment's relay must prove, when the user has it. Throws `RELAY_SECRET_INVALID`. */

@@ -232,6 +232,31 @@ describe("the relay secret", () => {
     transport.close();
   });
 
+  test("the CLI reaches the relay a Pi started however it is named: --relay URL (no WOLFPACK_PORT) lists, and the conformance suite passes against it", async () => {
+    const { env, url } = await started();
+    // The person's shell: no WOLFPACK_PORT, the relay named by its URL (before: a 401 for every request).
+    const { WOLFPACK_PORT: _named, ...shell } = env;
+    const cli = (args: string[]) =>
+      runToExit([BUN, CLI_ENTRY, ...args], { cwd: REPO_ROOT, env: { ...process.env, ...shell }, timeoutMs: 60_000 });
+    const listed = await cli(["list", "--relay", url, "--json"]);
+    expect({ code: listed.code, stderr: listed.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(JSON.parse(listed.stdout)).toMatchObject({ ok: true, relay: url });
+    const checked = await cli(["conformance", url, "--json"]);
+    const summary = JSON.parse(checked.stdout) as {
+      ok: boolean;
+      passed: number;
+      failed: number;
+      failures: string[];
+      failureMessages: string[];
+    };
+    expect({ code: checked.code, failures: summary.failures, messages: summary.failureMessages }).toEqual({
+      code: 0,
+      failures: [],
+      messages: [],
+    });
+    expect(summary.passed).toBeGreaterThan(60);
+  });
+
   test("a token past its short lifetime is refused (typed, proved), a token of another secret is refused without a proof", async () => {
     const { url, keys } = await started();
     const old = signRelayToken(keys, Date.now() - relayTokenLifetimeMs - relayTokenClockToleranceMs - 1_000);

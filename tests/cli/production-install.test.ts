@@ -8,12 +8,15 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { type Subprocess, spawn } from "bun";
+import { type Subprocess, spawn, spawnSync } from "bun";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { installedPackage, NODE_BINARY, nodeHostMissingReason, nodeHostPath } from "../helpers/host-kit.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
 
 setDefaultTimeout(60_000);
+
+/** Issue 40: the production install (pi-tasks and its dependencies) stays under 6 MiB. */
+const maxProductionInstallBytes = 6 * 1024 * 1024;
 
 const missing = nodeHostMissingReason();
 if (missing !== undefined && process.env.PI_TASKS_CI !== "1") process.stderr.write(`skip: the production install on Node: ${missing}\n`);
@@ -40,8 +43,11 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
   test("the install holds only the production dependencies: no dev or peer dependency, no bun", () => {
     const modules = dirname(installed);
     const names = readdirSync(modules).filter((name) => !name.startsWith("."));
-    expect(names.sort()).toEqual(["@opentelemetry", "eventemitter3", "ky", "nanoid", "p-queue", "p-timeout", "pi-tasks"]);
-    for (const omitted of ["@sinclair/typebox", "typebox", "bun", "@earendil-works"])
+    expect(names.sort()).toEqual(["eventemitter3", "ky", "nanoid", "p-queue", "p-timeout", "pi-tasks"]);
+    // OpenTelemetry is an optional peer (installed only for traces): the install stays small.
+    const bytes = Number(spawnSync(["du", "-sb", modules]).stdout.toString().split(/\s/)[0]);
+    expect(bytes).toBeLessThan(maxProductionInstallBytes);
+    for (const omitted of ["@sinclair/typebox", "typebox", "bun", "@earendil-works", "@opentelemetry"])
       expect({ omitted, present: existsSync(join(modules, omitted)) }).toEqual({ omitted, present: false });
   });
 

@@ -2,7 +2,9 @@
  * Traces across hops, end to end: three real Pi 1.6 CLIs (`--mode rpc`) on one real relay, scripted
  * brains, each Pi with the standard OpenTelemetry environment pointing at an OTLP/HTTP receiver in
  * this test (extensions/pi-tasks/traces.ts); on both hosts (tests/helpers/host-kit.ts): Pi on Bun
- * from the checkout, and Pi on Node from the packed production install, where the SDK must load. A sends a task to B; B (a coordinator) delegates onward
+ * from the checkout, and Pi on Node from the packed production install with OpenTelemetry added as the
+ * tracer tells a user to (it is an optional peer, not in the default install; there, without it, the
+ * person is told the command). A sends a task to B; B (a coordinator) delegates onward
  * to C; C asks, B answers, C completes, B acknowledges and completes A's task, A acknowledges. The
  * Pis then stop, which flushes their spans.
  *
@@ -69,11 +71,12 @@ async function chain(host: PiHost) {
   fx.defer(() => receiver.stop());
   const env = otelEnv(receiver);
   const names = { a: `traces-a-${host}`, b: `traces-b-${host}`, c: `traces-c-${host}` };
-  const c = fx.pi({ session: names.c, host, worker: true, brain: bannerWorkerBrain(), env });
+  const c = fx.pi({ session: names.c, host, install: "traces", worker: true, brain: bannerWorkerBrain(), env });
   const toC = await waitForEndpoint(fx.relay.url, names.c);
   const b = fx.pi({
     session: names.b,
     host,
+    install: "traces",
     env,
     brain: (turn) => {
       const parentId = field(lastSeen(turn, "## task assignment"), "taskId");
@@ -97,7 +100,7 @@ async function chain(host: PiHost) {
     },
   });
   const toB = await waitForEndpoint(fx.relay.url, names.b);
-  const a = fx.pi({ session: names.a, host, env, brain: sendThenAckBrain(toB, ROOT_TASK) });
+  const a = fx.pi({ session: names.a, host, install: "traces", env, brain: sendThenAckBrain(toB, ROOT_TASK) });
   a.prompt("Delegate the banner.");
   const acked = await a.waitFor(isAckEnd, 30_000).then(
     () => true,
@@ -213,4 +216,25 @@ describeOnHosts("traces across hops: A → B → C with the OpenTelemetry enviro
     const { processes, stopped } = await run;
     expectCleanStops(processes, stopped);
   });
+});
+
+describeOnHosts("traces asked for, OpenTelemetry not installed", (host) => {
+  // The checkout (the bun host) has its dev dependencies: nothing is missing there.
+  test.skipIf(host === "bun")(
+    "the default install has no OpenTelemetry: the person is told once, with the command that installs it",
+    async () => {
+      const receiver = startOtlpReceiver();
+      fx.defer(() => receiver.stop());
+      const pi = fx.pi({ session: "traces-missing-node", host, env: otelEnv(receiver), brain: () => ({ text: "ok" }) });
+      const told = await pi.waitFor(
+        (record) =>
+          record.type === "extension_ui_request" && record.method === "notify" && String(record.message).includes("OpenTelemetry"),
+        30_000,
+      );
+      expect(String(told.message)).toMatch(
+        /is not installed beside pi-tasks, so no trace is sent\. Install it with: npm install --prefix \S+ --no-save @opentelemetry\/api@/,
+      );
+      expect(told.notifyType).toBe("warning");
+    },
+  );
 });

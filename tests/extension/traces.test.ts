@@ -3,6 +3,7 @@
  * unset it is a no-op that loads no @opentelemetry module and never touches the core (checked in a
  * fresh process, by its module cache); when set, an origin's task becomes one span with derived ids
  * and its events, exported to a local OTLP/HTTP receiver; a failed export is counted, never thrown.
+ * OpenTelemetry is not in the default install: asked for and missing, the tracer names the install command.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
@@ -52,6 +53,33 @@ describe("when the environment asks for traces", () => {
       expect(tracer.failures()).toBe(0);
     }
     expect(loads).toBe(0);
+  });
+
+  test("asked for while OpenTelemetry is not installed (the default install): the problem names the command that installs it", async () => {
+    const missing = Object.assign(new Error("Cannot find package '@opentelemetry/api'"), { code: "ERR_MODULE_NOT_FOUND" });
+    const tracer = createTaskTracer({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9" }, untouchable, {
+      session: "s",
+      load: () => Promise.reject(missing),
+    });
+    expect(tracer.problem()).toBeUndefined();
+    expect(await tracer.ready()).toBe(false);
+    const { peerDependencies } = (await Bun.file(join(PACKAGE_ROOT, "package.json")).json()) as {
+      peerDependencies: Record<string, string>;
+    };
+    const wanted = Object.entries(peerDependencies)
+      .filter(([name]) => name.startsWith("@opentelemetry/"))
+      .map(([name, version]) => `${name}@${version}`);
+    expect(wanted.length).toBe(4);
+    expect(tracer.problem()).toBe(
+      `pi-tasks: traces are asked for (OTEL_EXPORTER_OTLP_*) but OpenTelemetry is not installed beside pi-tasks, so no trace is sent. Install it with: npm install --prefix ${PACKAGE_ROOT} --no-save ${wanted.join(" ")}`,
+    );
+    // Any other failure to load is named as it is.
+    const broken = createTaskTracer({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9" }, untouchable, {
+      session: "s",
+      load: () => Promise.reject(new Error("bad build")),
+    });
+    await broken.ready();
+    expect(broken.problem()).toEndWith("OpenTelemetry failed to load: bad build");
   });
 
   test("in a fresh process, the whole extension and an unset tracer import no @opentelemetry module; a set one does", () => {

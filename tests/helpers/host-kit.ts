@@ -12,7 +12,7 @@
  * Bun host and says why on stderr (under `PI_TASKS_CI=1`, a failing test takes the Node host's place).
  */
 import { describe, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../testkit/relay-process.ts";
@@ -45,7 +45,14 @@ export function nodeHostMissingReason(): string | undefined {
 }
 
 let workspace: string | undefined;
-let installed: string | undefined;
+/** The production installs made so far, by variant. */
+const installs = new Map<InstallVariant, string>();
+
+/**
+ * Which production install: `plain` as Pi's installer leaves it; `traces` with OpenTelemetry added
+ * the way the tracer's message tells a user to (`npm install --prefix <pi-tasks> --no-save …`).
+ */
+export type InstallVariant = "plain" | "traces";
 
 function scratch(): string {
   if (workspace === undefined) {
@@ -63,16 +70,27 @@ function run(command: readonly string[], cwd: string): string {
   return done.stdout.toString();
 }
 
-/** The package as Pi's installer leaves it: packed, installed without dev and peer dependencies (made once). */
-export function installedPackage(): string {
-  if (installed !== undefined) return installed;
+/** The package as Pi's installer leaves it: packed, installed without dev and peer dependencies (made once per variant). */
+export function installedPackage(variant: InstallVariant = "plain"): string {
+  const made = installs.get(variant);
+  if (made !== undefined) return made;
   const dir = scratch();
   const tarball = run(["npm", "pack", "--silent", "--pack-destination", dir], REPO_ROOT).trim().split("\n").at(-1)!;
   const prefix = join(dir, "install");
   mkdirSync(prefix, { recursive: true });
   writeFileSync(join(prefix, "package.json"), "{}\n");
   run(["npm", "install", "--omit=dev", "--omit=peer", "--no-audit", "--no-fund", "--prefer-offline", join(dir, tarball)], prefix);
-  installed = join(prefix, "node_modules", "pi-tasks");
+  const installed = join(prefix, "node_modules", "pi-tasks");
+  if (variant === "traces") {
+    const { peerDependencies } = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as {
+      peerDependencies: Record<string, string>;
+    };
+    const otel = Object.entries(peerDependencies)
+      .filter(([name]) => name.startsWith("@opentelemetry/"))
+      .map(([name, version]) => `${name}@${version}`);
+    run(["npm", "install", "--prefix", installed, "--no-save", "--no-audit", "--no-fund", "--prefer-offline", ...otel], prefix);
+  }
+  installs.set(variant, installed);
   return installed;
 }
 

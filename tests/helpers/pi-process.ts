@@ -22,7 +22,7 @@ import { readJsonLines, readText, waitForRecord } from "../../src/demo/pi-rpc.ts
 import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import type { ScriptReply, ScriptTurn } from "../../src/demo/scripted-model.ts";
 import { piTasksHome } from "../../src/relay-client/config.ts";
-import { installedPackage, NODE_BINARY, nodeHostPath, type PiHost } from "./host-kit.ts";
+import { type InstallVariant, installedPackage, NODE_BINARY, nodeHostPath, type PiHost } from "./host-kit.ts";
 import { type Exited, type RunToExitOptions, runToExit } from "./run-to-exit.ts";
 import { invariantViolations, parseJsonLines, rpcObservation, rpcProblems, stderrExtensionErrors } from "./session-invariant.ts";
 import { checkWorkers, sessionDirViolations, watchHome, watchPi } from "./teardown-check.ts";
@@ -87,6 +87,8 @@ export interface PiProcessOptions extends ScriptedPiOptions {
    * then (a package given with `-e`, as on the Bun host, brings its skills either way).
    */
   readonly skills?: boolean;
+  /** On the `node` host, which production install (default `plain`; `traces` adds OpenTelemetry as a user would). */
+  readonly install?: InstallVariant;
 }
 
 export interface PiProcess {
@@ -260,8 +262,13 @@ export function hostEnv(host: PiHost, env: Record<string, string | undefined>): 
  * `pi install` of pi-tasks into `agentDir`, as a user does: this checkout on the `bun` host, the
  * packed production install on the `node` host (each with that host's Pi).
  */
-export function installPiTasks(agentDir: string, host: PiHost, env: Record<string, string | undefined>): void {
-  const source = host === "node" ? installedPackage() : PACKAGE_ROOT;
+export function installPiTasks(
+  agentDir: string,
+  host: PiHost,
+  env: Record<string, string | undefined>,
+  variant: InstallVariant = "plain",
+): void {
+  const source = host === "node" ? installedPackage(variant) : PACKAGE_ROOT;
   const done = Bun.spawnSync([...piRunner(host), "install", source], {
     env: hostEnv(host, { ...env, PI_CODING_AGENT_DIR: agentDir }),
     stdout: "pipe",
@@ -285,7 +292,7 @@ export function startPi(options: PiProcessOptions): PiProcess {
   for (const [key, value] of Object.entries(options.env ?? {})) if (value === undefined) delete env[key];
 
   const host = options.host ?? "bun";
-  if (host === "node") installPiTasks(agentDir, host, env);
+  if (host === "node") installPiTasks(agentDir, host, env, options.install);
   let launch = host === "node" ? withoutPair(piRpcArgs({ script }), "-e", PACKAGE_ROOT) : piRpcArgs({ script });
   if (options.sessionDir !== undefined) launch = withSessionDir(launch, options.sessionDir);
   const startedAt = Date.now();

@@ -224,7 +224,7 @@ describe("what the secret file holds", () => {
 });
 
 describe("which relay must prove the secret (relaySecretPlan)", () => {
-  test("the default port: always (the secret is made); WOLFPACK_PORT or the default URL named explicitly: once the user has a secret for the port; other URLs: never, unless PI_TASKS_RELAY_SECRET_FILE", () => {
+  test("the default port: always (the secret is made); WOLFPACK_PORT, or a loopback URL named explicitly: once the user has a secret for the port; other URLs: never, unless PI_TASKS_RELAY_SECRET_FILE", () => {
     const dir = join(temp(), "secrets");
     const env = { PI_TASKS_RELAY_SECRET_DIR: dir };
     expect(relaySecretPlan(env, relayConfigFromEnv(env))).toEqual({ file: join(dir, "18790.secret"), mandatory: true, create: true });
@@ -239,7 +239,10 @@ describe("which relay must prove the secret (relaySecretPlan)", () => {
     // What `pi-tasks spawn` gives its workers: the same relay, named by URL.
     const worker = { ...wolfpack, PI_TASKS_RELAY_URL: "http://127.0.0.1:4100" };
     expect(relaySecretPlan(worker, relayConfigFromEnv(worker))).toEqual({ file: join(dir, "4100.secret"), mandatory: true, create: false });
-    const elsewhere = { ...env, PI_TASKS_RELAY_URL: "http://127.0.0.1:4100" };
+    // The same relay named by URL alone (`pi-tasks list --relay URL` in a shell without WOLFPACK_PORT): its secret.
+    const named = { ...env, PI_TASKS_RELAY_URL: "http://127.0.0.1:4100" };
+    expect(relaySecretPlan(named, relayConfigFromEnv(named))).toEqual({ file: join(dir, "4100.secret"), mandatory: true, create: false });
+    const elsewhere = { ...env, PI_TASKS_RELAY_URL: "http://127.0.0.1:4200" };
     expect(relaySecretPlan(elsewhere, relayConfigFromEnv(elsewhere))).toBeUndefined();
     const remote = { ...env, PI_TASKS_RELAY_URL: "https://relay.example.org", PI_TASKS_RELAY_SECRET_FILE: "/keys/shared.secret" };
     expect(relaySecretPlan(remote, relayConfigFromEnv(remote))).toEqual({ file: "/keys/shared.secret", mandatory: true, create: false });
