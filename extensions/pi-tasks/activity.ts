@@ -28,8 +28,14 @@ export interface ActivityTracker {
   turnEnded(): void;
   /** The agent settled: idle, or waiting (for an answer or a sub-task). */
   settled(waiting: boolean): void;
-  /** The report as of `now` (running with nothing new for `stuckAfterMs` reads `stuck`). */
-  snapshot(now: number): ActivityReport;
+  /**
+   * The report as of `now` (running with nothing new for `stuckAfterMs` reads `stuck`); for
+   * `taskId`, its usage counts only from when the task's assignment entered the session (a task on
+   * an interactive Pi is not charged what the person's own turns used before it).
+   */
+  snapshot(now: number, taskId?: string): ActivityReport;
+  /** Forgets where the tasks not in `active` started (they ended). */
+  keepOnly(active: readonly string[]): void;
   /** The model's last words (bounded), for a task it ended without reporting. */
   lastText(): string;
   /** Counts changes, so the reporter can tell whether something is new. */
@@ -68,6 +74,8 @@ export function createActivityTracker(now: () => number): ActivityTracker {
   let cost: number | undefined;
   let last = "";
   let changes = 0;
+  /** Usage when each task's assignment entered the session: its own usage is counted from there. */
+  const startedAt = new Map<string, { turns: number; tokens: number; cost: number }>();
   const enter = (next: ActivityState, nextTool?: string, nextSummary?: string) => {
     if (next !== state || nextTool !== tool || nextSummary !== summary) since = now();
     state = next;
@@ -81,7 +89,11 @@ export function createActivityTracker(now: () => number): ActivityTracker {
     toolStarted: (toolName, args) => enter("running", toolName.slice(0, maxActivityToolChars), summarizeCall(args)),
     toolEnded: () => enter("running"),
     messageEnded(message) {
-      if (typeof message !== "object" || message === null || (message as { role?: unknown }).role !== "assistant") return;
+      if (typeof message !== "object" || message === null) return;
+      const taskId = (message as { role?: unknown; details?: { taskId?: unknown } }).details?.taskId;
+      if ((message as { role?: unknown }).role === "custom" && typeof taskId === "string" && !startedAt.has(taskId))
+        startedAt.set(taskId, { turns, tokens, cost: cost ?? 0 });
+      if ((message as { role?: unknown }).role !== "assistant") return;
       const usage = (message as { usage?: { totalTokens?: unknown; cost?: { total?: unknown } } }).usage;
       if (typeof usage?.totalTokens === "number") tokens += Math.max(0, Math.round(usage.totalTokens));
       if (typeof usage?.cost?.total === "number" && usage.cost.total > 0) cost = (cost ?? 0) + usage.cost.total;
@@ -96,15 +108,24 @@ export function createActivityTracker(now: () => number): ActivityTracker {
       changes += 1;
     },
     settled: (waiting) => enter(waiting ? "waiting" : "idle"),
-    snapshot(at) {
+    snapshot(at, taskId) {
       const stuck = state === "running" && at - lastEventAt >= stuckAfterMs;
+      const from = taskId === undefined ? undefined : startedAt.get(taskId);
+      const spent = cost === undefined ? undefined : cost - (from?.cost ?? 0);
       return {
         state: stuck ? "stuck" : state,
         ...(tool === undefined ? {} : { tool }),
         ...(summary === undefined ? {} : { summary }),
         since: stuck ? lastEventAt + stuckAfterMs : since,
-        usage: { turns, tokens, ...(cost === undefined ? {} : { cost: Math.round(cost * 1e6) / 1e6 }) },
+        usage: {
+          turns: turns - (from?.turns ?? 0),
+          tokens: tokens - (from?.tokens ?? 0),
+          ...(spent === undefined ? {} : { cost: Math.round(spent * 1e6) / 1e6 }),
+        },
       };
+    },
+    keepOnly(active) {
+      for (const taskId of startedAt.keys()) if (!active.includes(taskId)) startedAt.delete(taskId);
     },
     lastText: () => last,
     version: () => changes,
@@ -165,9 +186,10 @@ export function createActivityReporter(deps: ActivityReporterDeps): ActivityRepo
     if (taskIds.length === 0) return;
     lastSentAt = deps.now();
     dirty = false;
-    const snapshot = deps.tracker.snapshot(lastSentAt);
+    deps.tracker.keepOnly(taskIds);
     const tasks = core.listTasks();
     const reportOf = (taskId: string): ActivityReport => {
+      const snapshot = deps.tracker.snapshot(lastSentAt, taskId);
       const chain = chainUsage(tasks, taskId, snapshot.usage);
       return chain === undefined ? snapshot : { ...snapshot, usage: { ...snapshot.usage, chain } };
     };

@@ -22,7 +22,7 @@ import { failureLines, type FooterFailure } from "./failures.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
 import { grantRequestLines, waitingGrantRequests } from "./grant-requests.ts";
-import { claimedName, inlineText, oneLine } from "./quote.ts";
+import { claimedName, inlineText, oneLine, ownSessionName } from "./quote.ts";
 import { shortId } from "./short-ids.ts";
 import { evidenceLines, signerWords, terminalLines } from "./render.ts";
 
@@ -32,9 +32,21 @@ export type PeerNames = ReadonlyMap<string, string>;
 const TITLE_CHARS = 48;
 
 /** A peer as people read it: the session name it claims (marked), else a short form of its endpoint id. */
-export function peerName(endpoint: TaskEndpoint, names: PeerNames): string {
+/**
+ * The session at `endpoint` by its name: a claim (anyone may call a session anything), unless its
+ * mail was signed by this user's own identity (`ownSigner`) — then it is the user's own session.
+ */
+export function peerName(endpoint: TaskEndpoint, names: PeerNames, ownSigner = false): string {
   const name = names.get(endpointKey(endpoint));
-  return name === undefined ? `endpoint ${shortId(endpoint.id)}…` : claimedName(name);
+  if (name === undefined) return `endpoint ${shortId(endpoint.id)}…`;
+  return ownSigner ? ownSessionName(name) : claimedName(name);
+}
+
+/** The other side of a task by name (yours when its mail is signed by your identity); this side is "this session". */
+function sideName(task: TaskView, side: "origin" | "target", names: PeerNames): string {
+  const ours = (side === "origin") === (task.role === "origin");
+  if (ours) return "this session";
+  return peerName(task[side], names, task.peer?.verified === true && task.peer.self === true);
 }
 
 /** The relay line, as it is now: a relay pi-tasks started is checked to be still running. */
@@ -106,7 +118,7 @@ function sessionLine(info: SessionInfo, endpoint: TaskEndpoint | undefined): str
 }
 
 function taskLine(task: TaskView, names: PeerNames, now: number, waiting: readonly WaitingMail[]): string {
-  const peer = `${task.role === "origin" ? `to ${peerName(task.target, names)}` : `from ${peerName(task.origin, names)}`} [${signerShort(task.peer)}]`;
+  const peer = `${task.role === "origin" ? `to ${sideName(task, "target", names)}` : `from ${sideName(task, "origin", names)}`} [${signerShort(task.peer)}]`;
   const questions = openQuestions(task);
   const oldest = questions[0];
   const words = oldest === undefined ? taskWords(task) : `${taskWords(task)} (${age(now - oldest.occurredAt)})`;
@@ -230,7 +242,7 @@ export function detailLines(task: TaskView, names: PeerNames, now: number, waiti
   return [
     `task ${oneLine(task.taskId)}`,
     `  ${task.role === "origin" ? "you assigned it" : "assigned to you"}: ${taskWords(task)}`,
-    `  from ${peerName(task.origin, names)} to ${peerName(task.target, names)}`,
+    `  from ${sideName(task, "origin", names)} to ${sideName(task, "target", names)}`,
     `  ${task.role === "origin" ? "worker" : "origin"} signer: ${signerWords(task.peer)}`,
     `  status ${task.status}; created ${age(now - task.createdAt)} ago; expires in ${age(task.expiresAt - now)}`,
     ...(task.activity === undefined ? [] : [`  worker activity: ${activityLine(task.activity, now)}`]),

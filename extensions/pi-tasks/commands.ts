@@ -268,13 +268,26 @@ async function board(wanted: string, deps: CommandDeps): Promise<string[]> {
   }
 }
 
+/**
+ * The words of `/tasks <args>` as a shell reads them: split on spaces, except inside a word quoted
+ * with '…' or "…" (the quotes are not part of it), so `/tasks answer 7c1e 'use Postgres'` answers
+ * `use Postgres`. A quote opened at the start of a word and never closed is `CLI_USAGE`.
+ */
+export function commandWords(args: string): string[] {
+  const words: string[] = [];
+  for (const match of args.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)) {
+    const [, single, double, plain] = match;
+    if (plain !== undefined && /^['"]/.test(plain))
+      throw new TaskError("CLI_USAGE", { message: `the quote that opens ${plain} is never closed; nothing was done` });
+    words.push(single ?? double ?? plain!);
+  }
+  return words;
+}
+
 /** Runs `/tasks <args>`: the lines to show (an error becomes a `pi-tasks: …` line, never a throw). */
 export async function tasksCommand(args: string, deps: CommandDeps, dialog: AnswerDialog | undefined): Promise<string[]> {
   try {
-    const words = args
-      .trim()
-      .split(/\s+/)
-      .filter((word) => word !== "");
+    const words = commandWords(args);
     const row = words[0] === undefined || !Object.hasOwn(SUBCOMMANDS, words[0]) ? undefined : SUBCOMMANDS[words[0]];
     return row === undefined ? await board(words.join(" "), deps) : await row.run(words.slice(1), deps, dialog);
   } catch (error) {

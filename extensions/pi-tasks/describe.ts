@@ -23,6 +23,12 @@ function refusedUnverified(task: TaskView): boolean {
   );
 }
 
+/** A result this session assigned that waits for its acknowledgement (done, failed, or finished after its timeout). */
+export function awaitsAcknowledgement(task: TaskView): boolean {
+  if (task.role !== "origin" || acknowledged(task)) return false;
+  return task.status === "completed" || task.status === "failed" || (task.status === "timed_out" && task.outcome !== "unknown");
+}
+
 function originWords(task: TaskView): string {
   const evidence = task.deliveryEvidence;
   if (task.attention === "orphaned") return "orphaned — its worker is gone: reassign or cancel it";

@@ -1,6 +1,6 @@
 /**
  * The footer status line (key `pi-tasks`): what matters most first — this session and its counts
- * (active work, questions and grant requests waiting, orphaned, …; what holds its commands under a
+ * (active work, questions and grant requests waiting, results to acknowledge, orphaned, …; what holds its commands under a
  * grant, when it works on one) — then, while a pass reports one, the failure after
  * them, never in place of the counts. A failure lasts exactly as long as the passes report it (each
  * pass replaces it; a pass without one clears it); its words, and the fix `/tasks` names beside the
@@ -9,6 +9,7 @@
 import { openQuestions } from "../../src/core/attention.ts";
 import { openGrantRequests } from "../../src/core/grant-requests.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
+import { awaitsAcknowledgement } from "./describe.ts";
 import type { FooterFailure } from "./failures.ts";
 
 export const STATUS_KEY = "pi-tasks";
@@ -68,6 +69,9 @@ function countParts(tasks: readonly TaskView[], rejections: Readonly<Record<stri
   if (reconnecting > 0) work.push(`${reconnecting} reconnecting`);
   if (questions > 0) work.push(`${plural(questions, "question")} waiting`);
   if (asks > 0) work.push(`${plural(asks, "grant request")} waiting`);
+  // A finished task is not idle until its result is acknowledged (verified by the model or person).
+  const results = tasks.filter(awaitsAcknowledgement).length;
+  if (results > 0) work.push(`${plural(results, "result")} to acknowledge`);
   return { work, rejected: rejected > 0 ? [`${rejected} rejected`] : [] };
 }
 

@@ -24,6 +24,8 @@ import { maxShownClaimChars, minQuoteFenceChars } from "../../src/protocol/limit
 export const PEER_LINE = "│";
 /** The mark that follows every claimed name. */
 export const CLAIM_MARK = "(unverified claim)";
+/** Marks a session name whose mail is signed by the user's own identity. */
+export const OWN_MARK = "(your own session)";
 
 /** Characters a claimed name shows as they are. */
 const CLAIM_PLAIN = /^[A-Za-z0-9._-]$/;
@@ -54,6 +56,11 @@ function cut(text: string, max: number): string {
 }
 
 /** A claimed (unverified) name as it is shown anywhere: escaped, bounded, in backticks, marked. */
+/** A session name of the user's own (its mail signed by their identity): shown as claimedName, marked as theirs. */
+export function ownSessionName(name: string): string {
+  return `${claimedName(name).slice(0, -CLAIM_MARK.length)}${OWN_MARK}`;
+}
+
 export function claimedName(name: string): string {
   let shown = "";
   for (const char of name) {

@@ -8,7 +8,7 @@
  */
 import type { TaskView } from "../../src/core/task-core.ts";
 import { activityLine } from "./describe.ts";
-import { claimedName, oneLine } from "./quote.ts";
+import { claimedName, oneLine, ownSessionName } from "./quote.ts";
 import { shortId } from "./short-ids.ts";
 import { poolWidgetLine } from "./pool.ts";
 
@@ -36,7 +36,9 @@ function activityLines(tasks: readonly TaskView[], now: number): string[] {
           : peer.peerName !== undefined
             ? oneLine(peer.peerName)
             : peer.claimedName !== undefined
-              ? claimedName(peer.claimedName)
+              ? peer.self
+                ? ownSessionName(peer.claimedName)
+                : claimedName(peer.claimedName)
               : "worker";
       return `${who} · task ${shortId(task.taskId)}: ${activityLine(task.activity!, now)}`;
     });

@@ -26,6 +26,20 @@ function textOf(content: unknown): string {
     .join("\n");
 }
 
+/**
+ * A pi-tasks message as a person reads it in the transcript: without the trust frame that opens peer
+ * mail (its `> ` lines, the same for every message), its event id and expiry, and the quoting around
+ * what the peer wrote (its fences, the `│ ` that starts each quoted line), so the task text and the
+ * answers are what show.
+ */
+function withoutFraming(text: string): string {
+  return text
+    .split("\n")
+    .filter((line) => !line.startsWith("> ") && !/^`{3,}$/.test(line.trim()) && !/^- (eventId|expiresAt): /.test(line))
+    .map((line) => line.replace(/^│ ?/, "").replace(/ \(quoted; every line of it starts with "[^"]*"\):$/, ":"))
+    .join("\n");
+}
+
 function assistantLines(message: Record<string, unknown>): string[] {
   const content = Array.isArray(message.content) ? message.content : [];
   const lines: string[] = [];
@@ -45,7 +59,9 @@ function messageLines(message: Record<string, unknown>): string[] {
     case "user":
       return [`user: ${clip(textOf(message.content))}`];
     case "custom":
-      return [`[${typeof message.customType === "string" ? message.customType : "custom"}] ${clip(textOf(message.content))}`];
+      return [
+        `[${typeof message.customType === "string" ? message.customType : "custom"}] ${clip(withoutFraming(textOf(message.content)))}`,
+      ];
     case "assistant":
       return assistantLines(message);
     case "toolResult": {

@@ -24,7 +24,7 @@ const ORIGIN_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "specialist-ori
 const WORKER_SCRIPT = join(REPO_ROOT, "tests", "e2e", "scripts", "sleepy-worker.ts");
 /** The widget's line for the scout while its model runs the sleep. */
 const WIDGET_LINE = new RegExp(
-  `\`scout-[0-9a-z]{4}\` \\(unverified claim\\) · task [0-9a-f]{8}: running bash "${SLEEP_COMMAND}" for \\d+s · \\d+ turns? · [\\d,]+ tokens · heard \\d+s ago`,
+  `\`scout-[0-9a-z]{4}\` \\(your own session\\) · task [0-9a-f]{8}: running bash "${SLEEP_COMMAND}" for \\d+s · \\d+ turns? · [\\d,]+ tokens · heard \\d+s ago`,
 );
 const pooled = (state: "busy" | "idle") => new RegExp(`kept warm: (scout-[0-9a-z]{4}) ${state} \\(each stops after 10m idle`);
 

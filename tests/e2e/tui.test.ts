@@ -75,7 +75,7 @@ describeWithTmux("the interactive TUI after pi install, with zero configuration"
         expect(board).toMatch(new RegExp(`relay: http://127\\.0\\.0\\.1:${port} — started by this Pi \\(pid \\d+, log `));
         expect(board).toContain("1 task · 0 active");
         expect(board).toMatch(
-          / {2}[0-9a-f]{8} {2}to `helper` \(unverified claim\) \[own identity ✓\] — done, acknowledged — "Create hello\.txt/,
+          / {2}[0-9a-f]{8} {2}to `helper` \(your own session\) \[own identity ✓\] — done, acknowledged — "Create hello\.txt/,
         );
         // The worker's mail reads as peer mail from a verified signer (a spawned worker shares the identity).
         expect(after).toContain("Peer mail from a session of your own identity");

@@ -48,6 +48,31 @@ describe("the activity tracker", () => {
     expect(tracker.lastText()).toBe("second");
   });
 
+  test("a task's usage counts from when its assignment entered the session: the person's own turns before it are not the task's", () => {
+    const tracker = createActivityTracker(() => 0);
+    // An interactive Pi: the person worked with the model first.
+    tracker.messageEnded({
+      role: "assistant",
+      content: [{ type: "text", text: "yours" }],
+      usage: { totalTokens: 70_000, cost: { total: 1 } },
+    });
+    tracker.turnEnded();
+    tracker.messageEnded({ role: "custom", customType: "pi-tasks-event", content: "## task assignment", details: { taskId: "t-1" } });
+    tracker.messageEnded({
+      role: "assistant",
+      content: [{ type: "text", text: "on it" }],
+      usage: { totalTokens: 500, cost: { total: 0.25 } },
+    });
+    tracker.turnEnded();
+    // A later event of the same task does not restart its count.
+    tracker.messageEnded({ role: "custom", customType: "pi-tasks-event", content: "## task answer", details: { taskId: "t-1" } });
+    expect(tracker.snapshot(0, "t-1").usage).toEqual({ turns: 1, tokens: 500, cost: 0.25 });
+    expect(tracker.snapshot(0).usage).toEqual({ turns: 2, tokens: 70_500, cost: 1.25 });
+    // Ended: forgotten.
+    tracker.keepOnly([]);
+    expect(tracker.snapshot(0, "t-1").usage).toEqual({ turns: 2, tokens: 70_500, cost: 1.25 });
+  });
+
   test("running with nothing new for stuckAfterMs reads stuck, and not a moment before", () => {
     const tracker = createActivityTracker(() => 0);
     tracker.runStarted();

@@ -53,6 +53,23 @@ function expectOneLineEach(texts: readonly string[]): void {
   }
 }
 
+describe("names of the sessions on a task", () => {
+  test("this side is this session; the other, when its mail is signed by your own identity, is your own session — else a claim", () => {
+    const base = taskView({ role: "origin" });
+    const names = new Map([
+      [endpointKey(base.origin), "planner"],
+      [endpointKey(base.target), "helper"],
+    ]);
+    const own = { ...base, peer: { verified: true, self: true, fingerprint: "f00a:7245:f6ba:c16a" } } as unknown as TaskView;
+    const detail = detailLines(own, names, own.createdAt);
+    expect(detail[2]).toBe("  from this session to `helper` (your own session)");
+    const claimed = { ...base, peer: { verified: true, self: false, fingerprint: "3f2a:9c01:77be:d4e5" } } as unknown as TaskView;
+    expect(detailLines(claimed, names, claimed.createdAt)[2]).toBe("  from this session to `helper` (unverified claim)");
+    const atWorker = taskView({ role: "worker" });
+    expect(detailLines(atWorker, names, atWorker.createdAt)[2]).toBe("  from `planner` (unverified claim) to this session");
+  });
+});
+
 describe("the board shows claimed names and peer text escaped", () => {
   test("a hostile task title, question and claimed session name each stay on their own line", () => {
     const task = hostileTask();

@@ -18,6 +18,24 @@ describe("the healthy footer", () => {
     expect(rejectedCount({ A: 2, B: 0 })).toBe(2);
   });
 
+  test("a finished result waits for its acknowledgement: counted, not idle; acknowledged, idle (a worker's side never counts)", () => {
+    const done = taskView({ role: "origin", status: "completed", events: [{ type: "task.completed", payload: { summary: "ok" } }] });
+    expect(healthyLabel("s", [done])).toBe("tasks: s · 1 result to acknowledge");
+    const failed = taskView({ role: "origin", status: "failed", events: [{ type: "task.failed", payload: { summary: "no" } }] });
+    expect(healthyLabel("s", [done, failed])).toBe("tasks: s · 2 results to acknowledge");
+    const acked = taskView({
+      role: "origin",
+      status: "completed",
+      events: [
+        { type: "task.completed", payload: { summary: "ok" } },
+        { type: "task.parent_acknowledged", payload: {} },
+      ],
+    });
+    expect(healthyLabel("s", [acked])).toBe("tasks: s · idle");
+    expect(healthyLabel("s", [taskView({ role: "worker", status: "completed" })])).toBe("tasks: s · idle");
+    expect(healthyLabel("s", [taskView({ role: "origin", status: "cancelled" })])).toBe("tasks: s · idle");
+  });
+
   test("a worker's request for more waits for the person: counted after the questions", () => {
     const asking = taskView({
       role: "origin",

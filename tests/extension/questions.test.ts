@@ -4,6 +4,7 @@
  * dialog for whatever the person left out (a select among a question's choices).
  */
 import { describe, expect, test } from "bun:test";
+import { commandWords } from "../../extensions/pi-tasks/commands.ts";
 import { announceQuestions, answerCommand, questionLines, waitingQuestions } from "../../extensions/pi-tasks/questions.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { taskView } from "../helpers/extension-fakes.ts";
@@ -74,6 +75,19 @@ describe("/tasks answer", () => {
     const lines = await answerCommand([questionOf(task).eventId.slice(0, 8), "Postgres", "15"], d);
     expect(sent).toEqual([{ taskId: task.taskId, type: "answer", message: "Postgres 15", inReplyTo: questionOf(task).eventId }]);
     expect(lines[0]).toContain("answered question");
+  });
+
+  test("/tasks answer 7c1e 'use Postgres' (as the README writes it): the words as a shell reads them, the quotes not sent", async () => {
+    const task = asked("Which database?");
+    const { deps: d, sent } = deps([task]);
+    const id = questionOf(task).eventId.slice(0, 4);
+    expect(commandWords(`answer ${id} 'use Postgres'`)).toEqual(["answer", id, "use Postgres"]);
+    expect(commandWords(`answer "it's fine" don't`)).toEqual(["answer", "it's fine", "don't"]);
+    await answerCommand(commandWords(`${id} 'use Postgres'`), d);
+    expect(sent).toEqual([{ taskId: task.taskId, type: "answer", message: "use Postgres", inReplyTo: questionOf(task).eventId }]);
+    const unclosed = await failure((async () => commandWords("answer 'use Postgres"))());
+    expect(unclosed.code).toBe("CLI_USAGE");
+    expect(unclosed.message).toBe("the quote that opens 'use is never closed; nothing was done");
   });
 
   test("the one waiting question needs no id; missing text is asked with an input dialog", async () => {
