@@ -32,6 +32,7 @@ import {
 } from "../protocol/wire.ts";
 import { type ClientGate, createClientGate } from "./client-gate.ts";
 import { createRelayEngine, type RelayEngine } from "./engine.ts";
+import { createRelayMetrics, METRICS_PATH, type RelayMetrics } from "./metrics.ts";
 import { createRelayAuth, type RelayAuth, withReplyProof } from "./relay-auth.ts";
 import { createRequestSlots, type RequestSlots } from "./request-slots.ts";
 import type { RelayStore } from "./store/store.ts";
@@ -222,9 +223,10 @@ function respond(body: unknown, status: number, headers: Record<string, string> 
   return { status, headers, body: JSON.stringify(body) };
 }
 
-function failWith(engine: RelayEngine): Fail {
+function failWith(engine: RelayEngine, metrics: RelayMetrics): Fail {
   return (error, early = false, extra = {}) => {
     const failure = wireError(error);
+    metrics.refused(failure.code);
     return respond(errorBody(failure, engine.epoch), statusOf(failure), { ...(early ? EARLY_HEADERS : JSON_HEADERS), ...extra });
   };
 }
@@ -272,11 +274,18 @@ interface Parts {
   readonly fail: Fail;
   /** The paths the relay answers (the instance route only for an embedded relay). */
   readonly routes: ReadonlySet<string>;
+  readonly metrics: RelayMetrics;
 }
 
-async function relayPost({ engine, fail }: Parts, request: RelayRequest, url: Route, releaseSlot: () => void): Promise<RelayReply> {
+async function relayPost(
+  { engine, fail, metrics }: Parts,
+  request: RelayRequest,
+  url: Route,
+  releaseSlot: () => void,
+): Promise<RelayReply> {
   const post = await readRelayPost(request, url, fail);
   if ("reply" in post) return post.reply;
+  const started = performance.now();
   try {
     // The signal is read only by a held `watch` (a socket adapter may make it on demand).
     const result = await engine.handle(post.operation, post.body, {
@@ -293,11 +302,30 @@ async function relayPost({ engine, fail }: Parts, request: RelayRequest, url: Ro
     };
   } catch (error) {
     return fail(error, false, toTaskError(error).code === "BINDING_SECRET_REQUIRED" ? BINDING_SECRET_CHALLENGE : {});
+  } finally {
+    metrics.request(post.operation, performance.now() - started);
   }
 }
 
-async function routeGet({ engine, auth, fail }: Parts, request: RelayRequest, url: Route): Promise<RelayReply> {
+async function routeGet(parts: Parts, request: RelayRequest, url: Route): Promise<RelayReply> {
+  const started = performance.now();
+  try {
+    return await answerGet(parts, request, url);
+  } finally {
+    parts.metrics.request(`GET ${url.pathname}`, performance.now() - started);
+  }
+}
+
+async function answerGet({ engine, auth, fail, metrics }: Parts, request: RelayRequest, url: Route): Promise<RelayReply> {
   if (request.method !== "GET") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.methodNotAllowed, "use GET"), true);
+  if (url.pathname === METRICS_PATH) {
+    if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
+    return {
+      status: HTTP_STATUS.ok,
+      headers: { "content-type": metrics.contentType, "cache-control": "no-store" },
+      body: await metrics.text(),
+    };
+  }
   if (url.pathname === RELAY_PROFILE_PATH || url.pathname === RELAY_INSTANCE_PATH) {
     if (url.search !== "") return fail(rejection("INVALID_REQUEST", HTTP_STATUS.badRequest, "query strings are not allowed"), true);
     if (url.pathname === RELAY_INSTANCE_PATH) return respond(auth.instance(request.headers, engine.epoch), HTTP_STATUS.ok);
@@ -387,17 +415,20 @@ export async function createRelayHandler(options: RelayHandlerOptions = {}): Pro
     ...(options.now === undefined ? {} : { now: options.now }),
     ...(options.store === undefined ? {} : { store: options.store }),
   });
+  const metrics = createRelayMetrics(() => engine.usage());
   const parts: Parts = {
     engine,
     auth,
+    metrics,
     slots: createRequestSlots(),
     gate: createClientGate(options.allow ?? []),
-    fail: failWith(engine),
+    fail: failWith(engine, metrics),
     routes: new Set([
       RELAY_ENDPOINT_PATH,
       RELAY_PROFILE_PATH,
       SESSION_STATUS_PATH,
       SESSION_LIST_PATH,
+      METRICS_PATH,
       ...(auth.instancePath === undefined ? [] : [auth.instancePath]),
     ]),
   };

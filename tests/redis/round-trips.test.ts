@@ -8,7 +8,8 @@
  */
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
-import { WireSession } from "../../src/conformance/wire-client.ts";
+import { getPath, WireSession } from "../../src/conformance/wire-client.ts";
+import { METRICS_PATH } from "../../src/relay-server/metrics.ts";
 import { relayMaintenanceIntervalMs, maxSendBatchItems } from "../../src/protocol/limits.ts";
 import { useRedisRelays } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
@@ -59,6 +60,22 @@ describeWithPackage("a relay on Redis", REDIS_BINARY, REDIS_PACKAGE, () => {
     });
     expect(acknowledged.calls).toBeGreaterThanOrEqual(SENDS);
     expect(acknowledged.calls).toBeLessThanOrEqual(SENDS + acknowledged.maintenance);
+  });
+
+  test("the relay's metrics count its round trips to Redis (pi_tasks_relay_store_round_trips), at least one per send", async () => {
+    const url = fx.relays[0]!.url;
+    const scrape = async () => {
+      const text = (await getPath(url, METRICS_PATH)).text;
+      return Number(/^pi_tasks_relay_store_round_trips\{store="shared"\} (\d+)$/m.exec(text)?.[1]);
+    };
+    const [sender, receiver] = await Promise.all([
+      WireSession.connect(url, { label: "metrics-a" }),
+      WireSession.connect(url, { label: "metrics-b" }),
+    ]);
+    const before = await scrape();
+    expect(before).toBeGreaterThan(0);
+    for (let index = 0; index < SENDS; index += 1) await sender.sendOk(receiver.endpoint);
+    expect((await scrape()) - before).toBeGreaterThanOrEqual(SENDS);
   });
 
   test(`an ack-batch-v1 acknowledgement of ${SENDS} ids costs one script call, each id's outcome in order`, async () => {

@@ -278,6 +278,8 @@ export interface StoreUsage {
   readonly metadataBytes: number;
   readonly expiryEntries: number;
   readonly watching: number;
+  /** Round trips to a shared store so far (the Redis store's commands); absent for the memory store. */
+  readonly roundTrips?: number;
 }
 
 export interface RelayStore {

@@ -487,7 +487,7 @@ export async function createRedisStore(options: RedisStoreOptions): Promise<Redi
       return { reaped: Number(reply[1]), expiredReceipts: Number(reply[2]), expiredMail: Number(reply[3]) };
     },
 
-    usage: async () => usageOf(await scripts.run(SCRIPTS.usage), doorbell.waiting()),
+    usage: async () => ({ ...usageOf(await scripts.run(SCRIPTS.usage), doorbell.waiting()), roundTrips: link.sent() }),
 
     async close() {
       // Parked watches are answered with the state, then the connection goes.

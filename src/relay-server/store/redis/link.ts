@@ -26,6 +26,8 @@ export interface RedisLink {
   client(): Promise<RedisClient>;
   /** One command within the command timeout; an error reply of Redis is `REDIS_UNAVAILABLE` with `details.reply`. */
   send(command: string, args: readonly string[]): Promise<unknown>;
+  /** Commands sent so far (round trips to Redis), for the relay's metrics. */
+  sent(): number;
   close(): void;
 }
 
@@ -189,9 +191,14 @@ export function createRedisLink(target: RedisTarget, options: RedisLinkOptions):
     return connecting;
   }
 
+  let sent = 0;
   return {
     client,
-    send: async (command, args) => sendOn(target, options, await client(), command, args),
+    send: async (command, args) => {
+      sent += 1;
+      return sendOn(target, options, await client(), command, args);
+    },
+    sent: () => sent,
     close() {
       closed = true;
       const open = current;
