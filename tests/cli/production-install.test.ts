@@ -5,7 +5,7 @@
  * nothing of what the installer omits (dev and peer dependencies) is there to be imported.
  */
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { type Subprocess, spawn, spawnSync } from "bun";
@@ -60,6 +60,28 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
     expect(JSON.parse(identity.stdout)).toMatchObject({ ok: true, publicKey: expect.stringMatching(/^ed25519:/) });
     const peers = await cli(["peers", "list", "--json"]);
     expect(JSON.parse(peers.stdout)).toMatchObject({ ok: true, peers: [] });
+  });
+
+  test("a plain Node program imports the library (compiled ESM behind the package's exports) and runs a relay from it", async () => {
+    // Beside the install's node_modules, as a program of the user's would be.
+    const program = join(dirname(dirname(installed)), "uses-pi-tasks.mjs");
+    writeFileSync(
+      program,
+      [
+        'import { createTaskStore, names } from "pi-tasks";',
+        'import { startRelayServer } from "pi-tasks/relay";',
+        'import { runConformance } from "pi-tasks/conformance";',
+        "const relay = await startRelayServer({ port: 0, env: {} });",
+        "const profile = await (await fetch(`${relay.url}/api/task-relay/profile`)).json();",
+        "await relay.stop();",
+        "console.log(JSON.stringify({ profile: profile.profile, same: profile.profile === names.RELAY_PROFILE, store: typeof createTaskStore, conformance: typeof runConformance }));",
+      ].join("\n"),
+    );
+    const run = await runToExit([NODE_BINARY, program], { cwd: dirname(dirname(installed)), env: env(), timeoutMs: 30_000 });
+    expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
+    expect(JSON.parse(run.stdout)).toEqual({ profile: RELAY_PROFILE, same: true, store: "function", conformance: "function" });
+    // Its types are there, behind the `types` condition.
+    expect(existsSync(join(installed, "dist", "types", "src", "index.d.ts"))).toBe(true);
   });
 
   test("the relay runs on Node and passes the conformance suite run from the same install", async () => {

@@ -10,13 +10,17 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../testkit/relay-process.ts";
 
-const manifest = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { exports: Record<string, string> };
+const manifest = JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as {
+  exports: Record<string, string | Record<string, string>>;
+};
 const doc = readFileSync(join(REPO_ROOT, "docs", "library.md"), "utf8");
 /** Every word inside a backtick span of the doc. */
 const quoted = new Set([...doc.matchAll(/`([^`\n]+)`/g)].flatMap((match) => match[1]!.match(/[A-Za-z_$][\w$]*/g) ?? []));
 
-/** The entry points that are source modules (not package.json itself). */
-const entries = Object.entries(manifest.exports).filter(([, path]) => path.endsWith(".ts"));
+/** The entry points as source modules (the `bun` condition of a compiled one; not package.json itself). */
+const entries = Object.entries(manifest.exports)
+  .map(([name, target]): [string, string] => [name, typeof target === "string" ? target : target.bun!])
+  .filter(([, path]) => path?.endsWith(".ts"));
 
 describe("docs/library.md", () => {
   test("the package has source entry points to check", () => {

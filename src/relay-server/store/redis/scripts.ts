@@ -13,6 +13,7 @@
  * fair shares (`quotas-v1`) and mail expiry (`mail-expiry-v1`) among them; the bounds come from
  * limits.ts, written into the sources here.
  */
+import { createHash } from "node:crypto";
 import { utf8Bytes } from "../../../protocol/canonical-json.ts";
 import {
   maxReceivePageBytes,
@@ -845,7 +846,7 @@ end
 const BOUND_ADMIT_EACH = boundScript(`${QUOTA}${ADMIT_FUNCTION}${RELEASE}${ACKNOWLEDGE_FUNCTION}${ADMIT_EACH}`, "admit_each(ARGV[4])");
 
 function script(name: string, source: string): RedisScript {
-  return { name, source, sha: new Bun.CryptoHasher("sha1").update(source).digest("hex") };
+  return { name, source, sha: createHash("sha1").update(source).digest("hex") };
 }
 
 export const SCRIPTS = {
