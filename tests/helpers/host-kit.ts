@@ -70,16 +70,26 @@ function run(command: readonly string[], cwd: string): string {
   return done.stdout.toString();
 }
 
+let tarball: string | undefined;
+
+/** The package packed once per test run (`npm pack` builds the library first: `prepack`). */
+function packedTarball(): string {
+  if (tarball !== undefined) return tarball;
+  const dir = scratch();
+  tarball = join(dir, run(["npm", "pack", "--silent", "--pack-destination", dir], REPO_ROOT).trim().split("\n").at(-1)!);
+  return tarball;
+}
+
 /** The package as Pi's installer leaves it: packed, installed without dev and peer dependencies (made once per variant). */
 export function installedPackage(variant: InstallVariant = "plain"): string {
   const made = installs.get(variant);
   if (made !== undefined) return made;
   const dir = scratch();
-  const tarball = run(["npm", "pack", "--silent", "--pack-destination", dir], REPO_ROOT).trim().split("\n").at(-1)!;
-  const prefix = join(dir, "install");
+  // Each variant in a directory of its own: adding OpenTelemetry to one never reaches another.
+  const prefix = join(dir, `install-${variant}`);
   mkdirSync(prefix, { recursive: true });
   writeFileSync(join(prefix, "package.json"), "{}\n");
-  run(["npm", "install", "--omit=dev", "--omit=peer", "--no-audit", "--no-fund", "--prefer-offline", join(dir, tarball)], prefix);
+  run(["npm", "install", "--omit=dev", "--omit=peer", "--no-audit", "--no-fund", "--prefer-offline", packedTarball()], prefix);
   const installed = join(prefix, "node_modules", "pi-tasks");
   if (variant === "traces") {
     const { peerDependencies } = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as {
