@@ -6,6 +6,7 @@
  */
 import { embeddedRelayRecord, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
 import { table } from "../../src/host/format.ts";
+import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { killSession, workspaceLines } from "../../src/host/sessions.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
@@ -223,7 +224,12 @@ export function helpLines(): string[] {
     ["/tasks <task id>", "one task in detail"],
   ];
   for (const row of Object.values(SUBCOMMANDS)) rows.push([row.usage, row.summary]);
-  return table(["COMMAND", "WHAT IT DOES"], rows).split("\n");
+  return [
+    ...table(["COMMAND", "WHAT IT DOES"], rows).split("\n"),
+    "",
+    // Pi's installer puts no bin on PATH: the command of the install Pi loaded, as it runs.
+    `The pi-tasks command (relay, spawn, list, conformance, …) of this install: node ${CLI_BUNDLE}`,
+  ];
 }
 
 /** The one-line description Pi shows for `/tasks`. */
