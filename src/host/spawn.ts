@@ -11,7 +11,7 @@
  *   `createdSession` and `cleanup` (it is stopped, and whether it is confirmed gone).
  */
 import { spawn as spawnProcess, spawnSync } from "node:child_process";
-import { existsSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isUuid } from "../protocol/endpoint.ts";
@@ -21,6 +21,7 @@ import {
   maxWireIdChars,
   workerReadinessPollMs,
   defaultWorkerReadinessTimeoutMs,
+  diagnosticTailChars,
   maxWorkerReadinessTimeoutMs,
   minWorkerReadinessTimeoutMs,
 } from "../protocol/limits.ts";
@@ -213,6 +214,21 @@ function profileInstructions(profile: SpawnOptions["profile"], log: string): str
   return file;
 }
 
+/**
+ * How a worker's log ends (its last `diagnosticTailChars` characters), for an error that would
+ * otherwise send the person to the log for the cause (a module Pi could not load, a bad model).
+ */
+function logEnding(log: string): string {
+  let text: string;
+  try {
+    text = readFileSync(log, "utf8").trim();
+  } catch {
+    return ` Its log ${log} cannot be read.`;
+  }
+  if (text === "") return ` Its log ${log} is empty.`;
+  return ` Its log (${log}) ends:\n${text.slice(-diagnosticTailChars)}`;
+}
+
 export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
   const readinessTimeoutMs = validateTimeout(options.readinessTimeoutMs);
   const { relay, projectDir, transport } = await runPreflight(options);
@@ -270,9 +286,9 @@ export async function spawnWorker(options: SpawnOptions): Promise<SpawnResult> {
     const exited = !isAlive(pid);
     const cleanup = await stopProcess(options.env, options.name);
     throw new TaskError("TASK_WORKER_NOT_READY", {
-      message: exited
-        ? "The worker exited before it registered its endpoint."
-        : `The worker did not register within ${readinessTimeoutMs} ms.`,
+      message: `${
+        exited ? "The worker exited before it registered its endpoint." : `The worker did not register within ${readinessTimeoutMs} ms.`
+      }${logEnding(log)}`,
       details: { createdSession: options.name, pid, log, exited, cleanup: { attempted: true, confirmed: cleanup.confirmed } },
     });
   } finally {

@@ -145,8 +145,13 @@ describe("spawn: a worker that never registers", () => {
       },
     });
     expect(run.code).toBe(1);
-    // The log kept what the stand-in said before it died.
+    // The log kept what the stand-in said before it died, and the error quotes its end: the cause
+    // is where the person sees the failure, not only in the log.
     expect(readFileSync(out.error.details.log, "utf8")).toContain("stand-in: no model configured");
+    expect(out.error.message).toStartWith(
+      `The worker exited before it registered its endpoint. Its log (${out.error.details.log}) ends:\n`,
+    );
+    expect(out.error.message).toContain("stand-in: no model configured");
     const [standInPid] = pidsIn(pids);
     expect(typeof standInPid).toBe("number");
     expect(running(standInPid!)).toBe(false);
