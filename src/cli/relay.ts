@@ -22,10 +22,11 @@
  * only after the relay on the port proved it is that very instance with that pid; otherwise it
  * signals nothing, removes the stale record and fails with `RELAY_RECORD_STALE`.
  */
+import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { TaskError } from "../protocol/errors.ts";
-import { maxTcpPort, relayShutdownGraceMs } from "../protocol/limits.ts";
+import { embeddedRelayInstallCheckMs, maxTcpPort, relayShutdownGraceMs } from "../protocol/limits.ts";
 import { RELAY_PROFILE, DEFAULT_RELAY_HOST } from "../protocol/names.ts";
 import { defaultRelayPort } from "../relay-client/config.ts";
 import { startRelayServer } from "../relay-server/server.ts";
@@ -65,6 +66,21 @@ async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise
     json: values.json === true,
     text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}).`,
   };
+}
+
+/**
+ * Stops the relay (`stop`) once `script` — the file it runs from — is gone (`pi remove` deleted the
+ * install), checked every `embeddedRelayInstallCheckMs`; says so on stderr first.
+ */
+function watchInstall(script: string | undefined, stop: () => void, io: RelayCommandIo): void {
+  if (script === undefined || !existsSync(script)) return;
+  const timer = setInterval(() => {
+    if (existsSync(script)) return;
+    clearInterval(timer);
+    io.stderr?.(`${JSON.stringify({ event: "install-removed", script, problem: "the install this relay ran from is gone; stopping" })}\n`);
+    stop();
+  }, embeddedRelayInstallCheckMs);
+  timer.unref();
 }
 
 /** The secret of `--secret-file` (a missing file is refused like an unsafe one: the relay must not run open). */
@@ -157,6 +173,8 @@ export async function relayCommand(
     };
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
+    // A relay a Pi started runs from that Pi's install: once the install is removed, it stops.
+    if (instance !== undefined) watchInstall(process.argv[1], stop, io);
   });
   io.stdout(
     `${JSON.stringify({ event: "listening", url: server.url, epoch: server.epoch, profile: RELAY_PROFILE, ...(store === undefined ? {} : { store: store.target }) })}\n`,

@@ -224,6 +224,11 @@ export const maxWatchWaitMs = 25_000;
 /** Grace after SIGTERM/SIGINT before the relay process must have exited. */
 export const relayShutdownGraceMs = 2_000;
 /**
+ * How often a relay a Pi started checks that the install it runs from is still there, in
+ * milliseconds (after `pi remove` it stops instead of running on from deleted files).
+ */
+export const embeddedRelayInstallCheckMs = 5_000;
+/**
  * An expired, disconnected or superseded registration stays known this long (as long as the
  * receipts it may pin): the same generation renews it with the same endpoint id, and
  * `successor-v1` resolves a superseded one to its successor. Then it is reaped unless it pins mail.

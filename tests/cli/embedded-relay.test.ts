@@ -7,10 +7,10 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { useCleanups } from "../helpers/cleanups.ts";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { embeddedRelayRecord, ensureRelay, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
+import { embeddedRelayRecord, ensureRelay, RELAY_INSTANCE_VARIABLE, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import {
   challengeProof,
@@ -21,7 +21,14 @@ import {
   signJwt,
   signRelayToken,
 } from "../../src/protocol/jwt.ts";
-import { minJwtSecretChars, relaySecretBytes, relayTokenClockToleranceMs, relayTokenLifetimeMs } from "../../src/protocol/limits.ts";
+import {
+  embeddedRelayInstallCheckMs,
+  minJwtSecretChars,
+  relayInstanceBytes,
+  relaySecretBytes,
+  relayTokenClockToleranceMs,
+  relayTokenLifetimeMs,
+} from "../../src/protocol/limits.ts";
 import { RELAY_PROFILE } from "../../src/protocol/names.ts";
 import { authFromEnv, relaySecretPlan } from "../../src/relay-client/auth.ts";
 import { fallbackPortsOf, relayConfigFromEnv } from "../../src/relay-client/config.ts";
@@ -196,6 +203,34 @@ describe("when pi-tasks starts no relay", () => {
     const used = await ensureRelay({ env: optedOut, config: relayConfigFromEnv(optedOut) });
     expect(used).toEqual({ url: `http://127.0.0.1:${port}`, state: "absent", problem: "no relay answers and PI_TASKS_EMBEDDED_RELAY=0" });
     expect(embeddedRelayRecord(env, port)).toBeUndefined();
+  });
+
+  test("a relay a Pi started stops once the install it runs from is removed (pi remove), saying so; one started by hand runs on", async () => {
+    const install = mkdtempSync(join(tmpdir(), "pi-tasks-removed-install-"));
+    cleanups.push(async () => rmSync(install, { recursive: true, force: true }));
+    mkdirSync(join(install, "dist"));
+    const bundle = join(install, "dist", "pi-tasks.js");
+    copyFileSync(join(REPO_ROOT, "dist", "pi-tasks.js"), bundle);
+    copyFileSync(join(REPO_ROOT, "package.json"), join(install, "package.json"));
+    const instance = Buffer.from(crypto.getRandomValues(new Uint8Array(relayInstanceBytes))).toString("base64url");
+    const start = (extra: Record<string, string>) =>
+      Bun.spawn([BUN, bundle, "relay", "--port", "0"], { env: { ...process.env, ...extra }, stdout: "pipe", stderr: "pipe" });
+    const embedded = start({ [RELAY_INSTANCE_VARIABLE]: instance });
+    const byHand = start({});
+    cleanups.push(async () => {
+      embedded.kill("SIGKILL");
+      byHand.kill("SIGKILL");
+    });
+    for (const relay of [embedded, byHand]) {
+      const first = await relay.stdout.getReader().read();
+      expect(new TextDecoder().decode(first.value)).toContain('"event":"listening"');
+    }
+    rmSync(install, { recursive: true, force: true });
+    // Within a few checks (embeddedRelayInstallCheckMs) it has stopped, cleanly, and said why.
+    const code = await Promise.race([embedded.exited, Bun.sleep(6 * embeddedRelayInstallCheckMs).then(() => "still running")]);
+    expect(code).toBe(0);
+    expect(await new Response(embedded.stderr).text()).toContain('"event":"install-removed"');
+    expect(byHand.exitCode).toBeNull();
   });
 
   test("PI_TASKS_EMBEDDED_RELAY takes only 0 or 1", () => {
