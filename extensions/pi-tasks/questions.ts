@@ -9,7 +9,7 @@
 import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskCore, TaskView } from "../../src/core/task-core.ts";
 import { deferralCause, TaskError, toTaskError } from "../../src/protocol/errors.ts";
-import { maxShownQuoteChars } from "../../src/protocol/limits.ts";
+import { maxShownQuoteChars, shortIdChars } from "../../src/protocol/limits.ts";
 import type { TaskEvent } from "../../src/protocol/schemas.ts";
 import { age, signerShort, waitWords } from "./describe.ts";
 import { awaitLeaving } from "./waits.ts";
@@ -35,6 +35,11 @@ function quote(text: unknown): string {
 
 /** The short form of an id the peer chose (question ids, task ids): one line, escaped. */
 const short = shortId;
+
+/** Whether `word` is a task's id as the board shows it (at least `shortIdChars` of it): not an answer's first word. */
+function isTaskId(tasks: readonly TaskView[], word: string): boolean {
+  return word.length >= shortIdChars && matchId(tasks, (task) => task.taskId, word).kind !== "none";
+}
 
 /** One line per waiting question (for `/tasks`). */
 export function questionLines(questions: readonly OpenQuestion[], now: number): string[] {
@@ -110,6 +115,13 @@ export async function answerCommand(args: readonly string[], deps: AnswerDeps): 
   const [first, ...rest] = args;
   // The first word is a question id when it names a waiting question (a short id, short-ids.ts); else it is the answer.
   const named = first !== undefined && matchId(questions, (open) => open.question.eventId, first).kind !== "none";
+  // A task's id where the question's belongs is a mistake, never the start of an answer.
+  if (!named && first !== undefined && rest.length > 0 && isTaskId(deps.current().listTasks(), first)) {
+    throw new TaskError("NOT_A_QUESTION", {
+      message: `${oneLine(first)} is a task's id, not a question's; the questions waiting for you: ${questions.map((open) => short(open.question.eventId)).join(", ")} (/tasks lists them). Nothing was sent.`,
+      details: { id: first },
+    });
+  }
   const open = await pickQuestion(questions, named ? first : undefined, deps.dialog);
   if (open === undefined) return ["pi-tasks: no question chosen; nothing was sent"];
   const written = (named ? rest : args).join(" ").trim();

@@ -134,6 +134,7 @@ export const ERROR_REGISTRY = Object.freeze({
   UNKNOWN_TASK: spec("not-found", "No such task in this endpoint's current lifetime."),
   INVALID_WORKFLOW: spec("invalid", "The workflow is invalid."),
   UNKNOWN_WORKFLOW: spec("not-found", "No such workflow in this Pi."),
+  NOT_A_QUESTION: spec("invalid", "The id names a task, not a question waiting for you."),
   TASK_ID_AMBIGUOUS: spec(
     "invalid",
     "The short task id names more than one task this session knows; give more of the id (the candidates are named); nothing was done.",

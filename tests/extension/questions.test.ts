@@ -90,6 +90,15 @@ describe("/tasks answer", () => {
     expect(unclosed.message).toBe("the quote that opens 'use is never closed; nothing was done");
   });
 
+  test("a task's id where the question's belongs is NOT_A_QUESTION, naming the waiting questions; nothing is sent", async () => {
+    const task = asked("Which database?");
+    const { deps: d, sent } = deps([task]);
+    const refused = await failure(answerCommand([task.taskId, "use", "Postgres"], d));
+    expect(refused.code).toBe("NOT_A_QUESTION");
+    expect(refused.message).toContain(`the questions waiting for you: ${questionOf(task).eventId.slice(0, 8)}`);
+    expect(sent).toEqual([]);
+  });
+
   test("the one waiting question needs no id; missing text is asked with an input dialog", async () => {
     const task = asked("Which colour?");
     const { deps: d, sent, asks } = deps([task], { input: "blue" });
