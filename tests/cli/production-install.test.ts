@@ -81,7 +81,7 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
     expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
     expect(JSON.parse(run.stdout)).toEqual({ profile: RELAY_PROFILE, same: true, store: "function", conformance: "function" });
     // Its types are there, behind the `types` condition.
-    expect(existsSync(join(installed, "dist", "types", "src", "index.d.ts"))).toBe(true);
+    expect(existsSync(join(installed, "lib", "types", "src", "index.d.ts"))).toBe(true);
   });
 
   test("the relay runs on Node and passes the conformance suite run from the same install", async () => {

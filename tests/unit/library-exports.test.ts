@@ -17,9 +17,9 @@ const doc = readFileSync(join(REPO_ROOT, "docs", "library.md"), "utf8");
 /** Every word inside a backtick span of the doc. */
 const quoted = new Set([...doc.matchAll(/`([^`\n]+)`/g)].flatMap((match) => match[1]!.match(/[A-Za-z_$][\w$]*/g) ?? []));
 
-/** The entry points as source modules (the `bun` condition of a compiled one; not package.json itself). */
+/** The entry points as source modules (the `source` condition of a compiled one; not package.json itself). */
 const entries = Object.entries(manifest.exports)
-  .map(([name, target]): [string, string] => [name, typeof target === "string" ? target : target.bun!])
+  .map(([name, target]): [string, string] => [name, typeof target === "string" ? target : target.source!])
   .filter(([, path]) => path?.endsWith(".ts"));
 
 describe("docs/library.md", () => {
