@@ -35,9 +35,8 @@ import { type Subprocess, spawn } from "bun";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readJsonLines, readText, type RpcRecord, waitForRecord } from "../../src/demo/pi-rpc.ts";
+import { type RpcRecord, rpcChannel } from "../../src/demo/pi-rpc.ts";
 import { PACKAGE_ROOT, piCommand, SCRIPTED_MODEL, SCRIPTED_MODEL_EXTENSION, scriptedEnv } from "../../src/host/pi-cli.ts";
-import { diagnosticTailChars } from "../../src/protocol/limits.ts";
 import { within } from "../../src/platform/waits.ts";
 import { summarize } from "../lib/stats.ts";
 import { childAnswer, PEER_TASK_TAG } from "../scenarios/peer-child.ts";
@@ -218,33 +217,11 @@ function startPeerPi(peer: Peer, base: string): PeerPi {
     stderr: "pipe",
     detached: true,
   });
-  const records: Stamped[] = [];
-  const listeners = new Set<() => void>();
-  let stderr = "";
-  void readJsonLines(
-    child.stdout,
-    (record) => records.push({ ...record, receivedAt: Date.now() }),
-    () => {
-      for (const listener of [...listeners]) listener();
-    },
-  );
-  void readText(child.stderr, (text) => {
-    stderr += text;
-  });
+  const channel = rpcChannel(child);
   return {
-    records,
-    command(command) {
-      child.stdin.write(`${JSON.stringify(command)}\n`);
-      child.stdin.flush();
-    },
-    waitFor: (predicate, timeoutMs, from = 0) =>
-      waitForRecord(records, listeners, predicate, {
-        from,
-        timeoutMs,
-        exited: () => child.exitCode,
-        diagnostics: () =>
-          `last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderr.slice(-diagnosticTailChars)}`,
-      }) as Promise<Stamped>,
+    records: channel.records,
+    command: channel.command,
+    waitFor: (predicate, timeoutMs, from) => channel.waitFor(predicate, timeoutMs, from) as Promise<Stamped>,
     async stop() {
       if (child.exitCode === null) child.stdin.end();
       await within(child.exited, SHUTDOWN_GRACE_MS);

@@ -131,6 +131,42 @@ export interface PiRpc {
   stop(graceMs: number): Promise<number>;
 }
 
+/** Pi's RPC stream on a child process: its records (stamped on arrival), its stderr, commands in, waits. */
+export type RpcChannel = Pick<PiRpc, "records" | "stderr" | "command" | "waitFor">;
+
+/** Reads `child`'s RPC stdout and stderr from now on; commands go to its stdin (one JSON line each). */
+export function rpcChannel(child: Subprocess<"pipe", "pipe", "pipe">): RpcChannel {
+  const records: PiRpc["records"] = [];
+  const listeners = new Set<() => void>();
+  let stderrText = "";
+  void readJsonLines(
+    child.stdout,
+    (record) => records.push({ ...record, receivedAt: Date.now() }),
+    () => {
+      for (const listener of [...listeners]) listener();
+    },
+  );
+  void readText(child.stderr, (text) => {
+    stderrText += text;
+  });
+  return {
+    records,
+    stderr: () => stderrText,
+    command(value) {
+      child.stdin.write(`${JSON.stringify(value)}\n`);
+      child.stdin.flush();
+    },
+    waitFor: (predicate, timeoutMs, from = 0) =>
+      waitForRecord(records, listeners, predicate, {
+        from,
+        timeoutMs,
+        exited: () => child.exitCode,
+        diagnostics: () =>
+          `last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
+      }),
+  };
+}
+
 export function startPiRpc(options: PiRpcOptions): PiRpc {
   const scripted = options.script !== undefined;
   const agentDir = scripted ? mkdtempSync(join(tmpdir(), "pi-tasks-agent-")) : undefined;
@@ -150,39 +186,11 @@ export function startPiRpc(options: PiRpcOptions): PiRpc {
     stdout: "pipe",
     stderr: "pipe",
   });
-  const records: PiRpc["records"] = [];
-  const listeners = new Set<() => void>();
-  let stderrText = "";
-  void readJsonLines(
-    child.stdout,
-    (record) => records.push({ ...record, receivedAt: Date.now() }),
-    () => {
-      for (const listener of [...listeners]) listener();
-    },
-  );
-  void readText(child.stderr, (text) => {
-    stderrText += text;
-  });
-
-  function command(value: Record<string, unknown>): void {
-    child.stdin.write(`${JSON.stringify(value)}\n`);
-    child.stdin.flush();
-  }
-
+  const channel = rpcChannel(child);
   return {
-    records,
+    ...channel,
     process: child,
-    stderr: () => stderrText,
-    command,
-    prompt: (message) => command({ id: nanoid(), type: "prompt", message }),
-    waitFor: (predicate, timeoutMs, from = 0) =>
-      waitForRecord(records, listeners, predicate, {
-        from,
-        timeoutMs,
-        exited: () => child.exitCode,
-        diagnostics: () =>
-          `last records: ${JSON.stringify(records.slice(-5).map((record) => record.type))}\nstderr: ${stderrText.slice(-diagnosticTailChars)}`,
-      }),
+    prompt: (message) => channel.command({ id: nanoid(), type: "prompt", message }),
     async stop(graceMs) {
       if (child.exitCode === null) {
         try {

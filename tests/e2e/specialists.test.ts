@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { REPO_ROOT } from "../../testkit/relay-process.ts";
 import { listSpawned } from "../../src/host/spawned.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { called, callCount, field, nextBoard, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
+import { called, callCount, field, nextBoard, taskDetail, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
 import { sharedTestHome } from "../helpers/pi-process.ts";
 import type { ScriptReply, ScriptTurn } from "../helpers/tui-kit.ts";
 
@@ -55,15 +55,7 @@ describeOnHosts("a specialist by name", (host) => {
     expect(toolCalls(origin, "agent_task_ack").map((call) => call.isError)).toEqual([false, false]);
     // What the worker did, inside Pi: `/tasks <id>` ends with its transcript (no log file to open).
     const taskId = String(sends[2]!.details.taskId);
-    const from = origin.records.length;
-    origin.prompt(`/tasks ${taskId}`);
-    const shown = await origin.waitFor(
-      (record) =>
-        record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(`task ${taskId}`),
-      10_000,
-      from,
-    );
-    const detail = String(shown.message);
+    const detail = await taskDetail(origin, taskId);
     expect(detail).toContain(`worker transcript (${first}, newest`);
     expect(detail).toContain("agent_task_done");
     // The person sees the warm specialist on /tasks, and stops it there.

@@ -9,7 +9,7 @@
 import { expect, setDefaultTimeout, test } from "bun:test";
 import { waitForEndpoint } from "../../testkit/session-control.ts";
 import { describeOnHosts } from "../helpers/host-kit.ts";
-import { called, EVENT_MESSAGE, field, isCustom, lastSeen, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
+import { called, EVENT_MESSAGE, field, isCustom, lastSeen, taskDetail, toolCalls, usePiFixture } from "../helpers/pi-kit.ts";
 import type { RpcRecord } from "../helpers/pi-process.ts";
 import type { ScriptReply, ScriptTurn } from "../helpers/tui-kit.ts";
 
@@ -69,14 +69,6 @@ describeOnHosts("steering a running worker", (host) => {
     expect(toolCalls(origin, "agent_task_message").map((call) => call.isError)).toEqual([false]);
     // The origin sees that the steer reached the worker's running turn: `/tasks <id>` says so.
     const taskId = String(toolCalls(origin, "agent_task_send")[0]!.details.taskId);
-    const from = origin.records.length;
-    origin.prompt(`/tasks ${taskId}`);
-    const shown = await origin.waitFor(
-      (record) =>
-        record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(`task ${taskId}`),
-      10_000,
-      from,
-    );
-    expect(String(shown.message)).toContain(`steer (inserted into the worker's running turn) — "${STEER}"`);
+    expect(await taskDetail(origin, taskId)).toContain(`steer (inserted into the worker's running turn) — "${STEER}"`);
   });
 });

@@ -90,6 +90,18 @@ export async function nextBoard(pi: PiProcess, from: number, timeoutMs = 10_000)
   return String(record.message).split("\n");
 }
 
+/** Runs `/tasks <taskId>` in `pi` (RPC) and answers the detail it showed. */
+export async function taskDetail(pi: PiProcess, taskId: string, timeoutMs = 10_000): Promise<string> {
+  const from = pi.records.length;
+  pi.prompt(`/tasks ${taskId}`);
+  const shown = await pi.waitFor(
+    (record) => record.type === "extension_ui_request" && record.method === "notify" && String(record.message).startsWith(`task ${taskId}`),
+    timeoutMs,
+    from,
+  );
+  return String(shown.message);
+}
+
 export function notifications(pi: PiProcess): string[] {
   return pi.uiRequests("notify").map((record) => String(record.message));
 }
