@@ -286,7 +286,7 @@ export async function startPiRun(deps: LifecycleDeps, view: PiContextView, hooks
     run: () => run,
     notify: (message, level) => safe(() => view.notify(message, level)),
   };
-  const session = sessionNameFromEnv(deps.env, view.cwd);
+  const session = keptSessionName(deps.env, view.cwd);
   const trust = trustFor(deps, session, view, parts);
   const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfigFromEnv(deps.env) });
   if (hooks.stale()) return;
@@ -298,6 +298,25 @@ export async function startPiRun(deps: LifecycleDeps, view: PiContextView, hooks
   run.spawns.start();
   // Start-up (what tools wait for) ends once a resumed session's workers answered, or resumeWaitMs passed.
   if (resumeWanted(deps.env)) await resumeDelegated(run.configured, view.branch(), parts.notify);
+}
+
+/** The names this Pi process generated, by project directory (kept across extension instances: a `/reload`). */
+const GENERATED_NAMES = Symbol.for("pi-tasks.generated-session-names");
+
+/**
+ * This session's name: `WOLFPACK_SESSION_NAME`, else the one this Pi process generated for the
+ * project before — a `/reload` or a new Pi session in the same process keeps it (the person and the
+ * workers know it) — else a new one.
+ */
+function keptSessionName(env: Env, cwd: string): SessionName {
+  const named = sessionNameFromEnv(env, cwd);
+  if (named.source !== "generated") return named;
+  const global = globalThis as { [GENERATED_NAMES]?: Map<string, string> };
+  const kept = (global[GENERATED_NAMES] ??= new Map());
+  const earlier = kept.get(cwd);
+  if (earlier !== undefined) return { name: earlier, source: "generated" };
+  kept.set(cwd, named.name);
+  return named;
 }
 
 /** The footer label of a Pi run: its counts, then its last pass's failure (if any). */

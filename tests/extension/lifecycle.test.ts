@@ -348,5 +348,10 @@ describe("without WOLFPACK_SESSION_NAME", () => {
     const inbox = await fake.tools.get("agent_task_inbox")!.execute("call", {});
     expect(inbox.isError).toBeUndefined();
     expect(endpoint.id.length).toBeGreaterThan(0);
+    // A /reload (this instance shut down, a fresh one started in the same Pi process) keeps the name.
+    await fake.emit("session_shutdown", { reason: "reload" });
+    const reloaded = await load({ PI_TASKS_RELAY_URL: proxy.url });
+    const renamed = await eventually(() => reloaded.statuses.find((text) => text?.startsWith("tasks: lifecycle-project-")), 3_000);
+    expect(renamed).toBe(`tasks: ${session} · idle`);
   });
 });
