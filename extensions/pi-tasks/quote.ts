@@ -55,13 +55,8 @@ function cut(text: string, max: number): string {
   return chars.length > max ? `${chars.slice(0, Math.max(0, max - 1)).join("")}${ELLIPSIS}` : text;
 }
 
-/** A claimed (unverified) name as it is shown anywhere: escaped, bounded, in backticks, marked. */
-/** A session name of the user's own (its mail signed by their identity): shown as claimedName, marked as theirs. */
-export function ownSessionName(name: string): string {
-  return `${claimedName(name).slice(0, -CLAIM_MARK.length)}${OWN_MARK}`;
-}
-
-export function claimedName(name: string): string {
+/** A session name as it is shown anywhere: escaped, bounded, in backticks. */
+function shownName(name: string): string {
   let shown = "";
   for (const char of name) {
     const piece = CLAIM_PLAIN.test(char) ? char : escaped(char);
@@ -71,7 +66,17 @@ export function claimedName(name: string): string {
     }
     shown += piece;
   }
-  return `\`${shown}\` ${CLAIM_MARK}`;
+  return `\`${shown}\``;
+}
+
+/** A claimed (unverified) name as it is shown anywhere: escaped, bounded, in backticks, marked. */
+export function claimedName(name: string): string {
+  return `${shownName(name)} ${CLAIM_MARK}`;
+}
+
+/** A session name of the user's own (its mail signed by their identity): shown the same way, marked as theirs. */
+export function ownSessionName(name: string): string {
+  return `${shownName(name)} ${OWN_MARK}`;
 }
 
 /** Peer text on one line, as a JSON string literal with every unsafe character escaped. */

@@ -12,7 +12,7 @@
 import type { ExtensionToolContext } from "@earendil-works/pi-coding-agent";
 import { customAlphabet } from "nanoid";
 import type { TaskCore } from "../../src/core/task-core.ts";
-import { killSession, sessionList, sessionStatus } from "../../src/host/sessions.ts";
+import { killSession, sessionList } from "../../src/host/sessions.ts";
 import { listSpawned, type SpawnedWorker } from "../../src/host/spawned.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import { sameEndpoint } from "../../src/protocol/endpoint.ts";
@@ -61,11 +61,7 @@ async function idleWorker(deps: ToolDeps, profile: string): Promise<Specialist |
     (worker) => worker.profile === profile && (worker.spawner ?? worker.owner) === process.pid && isAlive(worker.pid),
   );
   if (ours.length === 0) return undefined;
-  // One look at the relay for all of them: where each is registered now.
-  const registered = await sessionList(info.env, info.relay.url).then(
-    (listing) => new Map(listing.sessions.map((session) => [session.session, session.taskEndpoint])),
-    () => new Map<string, TaskEndpoint | undefined>(),
-  );
+  const registered = await registeredEndpoints(deps);
   for (const worker of ours) {
     const now = registered.get(worker.session);
     // Claimed at once (no await between the check and the claim): a delegation beside this one skips it.
@@ -75,18 +71,16 @@ async function idleWorker(deps: ToolDeps, profile: string): Promise<Specialist |
   return undefined;
 }
 
-/** Where the relay has a spawned worker registered now (its endpoint changes when the relay restarts), if anywhere. */
-function registeredEndpoint(deps: ToolDeps, worker: SpawnedWorker): Promise<TaskEndpoint | undefined> {
+/**
+ * Where the relay has each session registered now (an endpoint changes when the relay restarts), in
+ * one look at it; empty when the relay cannot be asked.
+ */
+function registeredEndpoints(deps: ToolDeps): Promise<Map<string, TaskEndpoint | undefined>> {
   const info = deps.info()!;
-  return sessionStatus(worker.session, info.env, info.relay.url).then(
-    (found) => found.status.taskEndpoint,
-    () => undefined,
+  return sessionList(info.env, info.relay.url).then(
+    (listing) => new Map(listing.sessions.map((session) => [session.session, session.taskEndpoint])),
+    () => new Map(),
   );
-}
-
-/** Where a spawned worker is now: registered, else its recorded endpoint. */
-async function endpointNow(deps: ToolDeps, worker: SpawnedWorker): Promise<TaskEndpoint | undefined> {
-  return (await registeredEndpoint(deps, worker)) ?? worker.taskEndpoint;
 }
 
 /** The specialists this Pi started for sends by name that are still running. */
@@ -116,8 +110,10 @@ export async function sweepIdleSpecialists(
   const stopped: string[] = [];
   const pooled = pooledWorkers(deps);
   for (const session of warmPool.keys()) if (!pooled.some((worker) => worker.session === session)) warmPool.delete(session);
+  const registered = pooled.length === 0 ? new Map<string, TaskEndpoint | undefined>() : await registeredEndpoints(deps);
   for (const worker of pooled) {
-    const endpoint = await endpointNow(deps, worker);
+    // Where it is registered now, else where it was recorded.
+    const endpoint = registered.get(worker.session) ?? worker.taskEndpoint;
     warmPool.set(worker.session, endpoint);
     if (endpoint !== undefined && busy.some((held) => sameEndpoint(held, endpoint))) {
       idleSince.delete(worker.session);
