@@ -97,10 +97,9 @@ function secretFrom(path: string | undefined): Buffer | undefined {
 
 /**
  * The Redis store of `--store`: connected, its configuration checked, its epoch read. Loaded only
- * when asked for: its client is Bun's, so the relay on Node never imports it.
+ * when asked for, so a relay in memory never loads the Redis client.
  */
 async function openStore(url: string, allowPersistentStore: boolean, io: RelayCommandIo): Promise<RedisStore> {
-  if (process.versions.bun === undefined) throw new TaskError("REDIS_NEEDS_BUN", { details: { runtime: `node ${process.version}` } });
   const { createRedisStore } = await import("../relay-server/store/redis/index.ts");
   return createRedisStore({
     url,

@@ -98,10 +98,6 @@ export const ERROR_REGISTRY = Object.freeze({
     "config",
     "The Redis store persists to disk (save or appendonly), or its configuration cannot be read; a volatile-v1 relay is memory-only, so it refuses unless started with --allow-persistent-store.",
   ),
-  REDIS_NEEDS_BUN: spec(
-    "config",
-    "The Redis store runs on Bun (its Redis client is Bun's own); start this relay with bun, or use the in-process store.",
-  ),
   REDIS_EVICTS: spec(
     "config",
     "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it.",

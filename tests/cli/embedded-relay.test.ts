@@ -7,7 +7,18 @@
  */
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { useCleanups } from "../helpers/cleanups.ts";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { embeddedRelayRecord, ensureRelay, RELAY_INSTANCE_VARIABLE, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
@@ -208,9 +219,8 @@ describe("when pi-tasks starts no relay", () => {
   test("a relay a Pi started stops once the install it runs from is removed (pi remove), saying so; one started by hand runs on", async () => {
     const install = mkdtempSync(join(tmpdir(), "pi-tasks-removed-install-"));
     cleanups.push(async () => rmSync(install, { recursive: true, force: true }));
-    mkdirSync(join(install, "dist"));
+    cpSync(join(REPO_ROOT, "dist"), join(install, "dist"), { recursive: true });
     const bundle = join(install, "dist", "pi-tasks.js");
-    copyFileSync(join(REPO_ROOT, "dist", "pi-tasks.js"), bundle);
     copyFileSync(join(REPO_ROOT, "package.json"), join(install, "package.json"));
     const instance = Buffer.from(crypto.getRandomValues(new Uint8Array(relayInstanceBytes))).toString("base64url");
     const start = (extra: Record<string, string>) =>

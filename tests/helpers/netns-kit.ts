@@ -1,7 +1,7 @@
 /**
  * Machines for the multi-host tests (tests/netns/): hosts as network namespaces (testkit/netns.ts), a
  * real `redis-server` on one of them, a relay on each other host (on its own loopback, state in that
- * Redis) and task parties as programs on the hosts (testkit/netns-party.ts), each with its own pi-tasks
+ * Redis; host a's on Bun, host b's on Node) and task parties as programs on the hosts (testkit/netns-party.ts), each with its own pi-tasks
  * home, paired both ways. `describeWithNetns` skips visibly where namespaces cannot be made, and
  * fails under CI (`PI_TASKS_CI=1`).
  */
@@ -13,9 +13,10 @@ import type { Subprocess } from "bun";
 import { CI_VARIABLE } from "../../testkit/debian-package.ts";
 import { memoryOnlyArgs } from "../../testkit/redis-process.ts";
 import { createNetwork, type Host, type Network, netnsUnavailable } from "../../testkit/netns.ts";
-import { BUN, CLI_ENTRY, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
+import { BUN, REPO_ROOT, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
 import { ensureIdentity } from "../../src/trust/identity.ts";
 import { addPeer } from "../../src/trust/peers.ts";
+import { RELAY_RUNTIMES, type RelayRuntime } from "./redis-kit.ts";
 
 export const REDIS_PORT = 6379;
 /** A started Redis answers PING within this time. */
@@ -71,9 +72,13 @@ export async function startHostRedis(host: Host): Promise<HostRedis> {
   };
 }
 
+/** The runtime of each host's relay: host a's on Bun, host b's on Node (the built bundle, as Pi's users run it). */
+const HOST_RELAY_RUNTIME: Readonly<Record<string, RelayRuntime>> = { a: "bun", b: "node" };
+
 /** A relay on a host's loopback, its state in the Redis at `storeUrl`. */
 export function startHostRelay(host: Host, storeUrl: string, port = 0): Promise<RelayProcess> {
-  return startRelayProcess({ command: host.wrap([BUN, CLI_ENTRY]), port, args: ["--store", storeUrl] });
+  const runtime = HOST_RELAY_RUNTIME[host.name] ?? "bun";
+  return startRelayProcess({ command: host.wrap([...RELAY_RUNTIMES[runtime]]), port, args: ["--store", storeUrl] });
 }
 
 export interface PartyStats {

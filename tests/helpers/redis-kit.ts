@@ -3,7 +3,8 @@
  * `redis-server` (testkit/redis-process.ts) and relay processes started through the CLI with
  * `--store <its URL>` (testkit/relay-process.ts), all stopped after the file. A relay can be killed and
  * started again on its port; the Redis killed, restarted, paused, or reached through a TCP proxy
- * that can be cut.
+ * that can be cut. The relays run on Bun (the sources) or on Node (the built bundle, as Pi's users
+ * run it): the Redis tests run on both.
  */
 import { afterAll, beforeAll, expect } from "bun:test";
 import { createMemoryHost, type MemoryHost } from "../../testkit/memory-host.ts";
@@ -11,12 +12,20 @@ import type { JumpTimers } from "../../testkit/jump-timers.ts";
 import { type ConfiguredTaskCore, createConfiguredTaskCore } from "../../src/core/configured.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import { type RedisProcess, startRedis } from "../../testkit/redis-process.ts";
-import { type RelayProcess, type StartRelayOptions, startRelayProcess } from "../../testkit/relay-process.ts";
+import { BUN, CLI_ENTRY, type RelayProcess, type StartRelayOptions, startRelayProcess } from "../../testkit/relay-process.ts";
+import { CLI_BUNDLE } from "../../src/host/runtime.ts";
+import { NODE_BINARY } from "./host-kit.ts";
 import { createTcpProxy, type TcpProxy } from "../../testkit/tcp-proxy.ts";
 
-/** A relay process on the Redis at `storeUrl`. */
-function startRedisRelay(storeUrl: string, options: StartRelayOptions = {}): Promise<RelayProcess> {
-  return startRelayProcess({ ...options, args: ["--store", storeUrl, ...(options.args ?? [])] });
+/** The runtimes a relay runs on, each with the command before `relay …`. */
+export const RELAY_RUNTIMES = { bun: [BUN, CLI_ENTRY], node: [NODE_BINARY, CLI_BUNDLE] } as const;
+export type RelayRuntime = keyof typeof RELAY_RUNTIMES;
+export const RUNTIMES = Object.keys(RELAY_RUNTIMES) as RelayRuntime[];
+
+/** A relay process on the Redis at `storeUrl`, on `runtime` (default Bun). */
+export function startRedisRelay(storeUrl: string, options: StartRelayOptions & { runtime?: RelayRuntime } = {}): Promise<RelayProcess> {
+  const { runtime = "bun", ...rest } = options;
+  return startRelayProcess({ ...rest, command: RELAY_RUNTIMES[runtime], args: ["--store", storeUrl, ...(options.args ?? [])] });
 }
 
 export interface RedisRelays {
@@ -31,7 +40,8 @@ export interface RedisRelays {
   restart(index: number): Promise<RelayProcess>;
 }
 
-export function useRedisRelays(options: { relays: number; proxy?: boolean }): RedisRelays {
+export function useRedisRelays(options: { relays: number; proxy?: boolean; runtime?: RelayRuntime }): RedisRelays {
+  const runtime = options.runtime ?? "bun";
   let redis: RedisProcess | undefined;
   let proxy: TcpProxy | undefined;
   const relays: RelayProcess[] = [];
@@ -39,7 +49,7 @@ export function useRedisRelays(options: { relays: number; proxy?: boolean }): Re
   beforeAll(async () => {
     redis = await startRedis();
     if (options.proxy === true) proxy = createTcpProxy(redis.port);
-    relays.push(...(await Promise.all(Array.from({ length: options.relays }, () => startRedisRelay(storeUrl())))));
+    relays.push(...(await Promise.all(Array.from({ length: options.relays }, () => startRedisRelay(storeUrl(), { runtime })))));
   });
   afterAll(async () => {
     await Promise.all(relays.map((relay) => relay.stop().catch(() => undefined)));
@@ -60,7 +70,7 @@ export function useRedisRelays(options: { relays: number; proxy?: boolean }): Re
       await relays[index]!.stop("SIGKILL");
     },
     async restart(index) {
-      const started = await startRedisRelay(storeUrl(), { port: relays[index]!.port });
+      const started = await startRedisRelay(storeUrl(), { port: relays[index]!.port, runtime });
       relays[index] = started;
       return started;
     },

@@ -16,12 +16,19 @@ import { eventually, failure } from "../../testkit/async.ts";
 import { tryDrain } from "../../testkit/drain.ts";
 import { createJumpTimers } from "../../testkit/jump-timers.ts";
 import { REDIS_BINARY, REDIS_PACKAGE, type RedisProcess, startRedis } from "../../testkit/redis-process.ts";
-import { type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
+import type { RelayProcess } from "../../testkit/relay-process.ts";
 import { createTcpProxy, type TcpProxy } from "../../testkit/tcp-proxy.ts";
 import { orphanProbeIntervalMs } from "../../src/protocol/limits.ts";
 import { createRedisStore } from "../../src/relay-server/store/redis/index.ts";
 import { isStateReplaced } from "../../src/relay-server/store/store.ts";
-import { type ConfiguredParty, configuredParties, expectCompletedHearing, expectNothingTwice } from "../helpers/redis-kit.ts";
+import {
+  type ConfiguredParty,
+  configuredParties,
+  expectCompletedHearing,
+  expectNothingTwice,
+  RUNTIMES,
+  startRedisRelay,
+} from "../helpers/redis-kit.ts";
 import { connected } from "../helpers/store-contract.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
@@ -92,7 +99,8 @@ describeWithPackage("a Redis failover (a replica promoted while writes are in fl
       const replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(link.port)] });
       started.redis.push(replica);
       await eventually(async () => String(await replica.command("INFO", ["replication"])).includes("master_link_status:up"), 5_000, 50);
-      const relays = await Promise.all([0, 1].map(() => startRelayProcess({ args: ["--store", `redis://127.0.0.1:${front.port}`] })));
+      // One relay on Bun, one on Node (the built bundle): they share the state, whatever runs them.
+      const relays = await Promise.all(RUNTIMES.map((runtime) => startRedisRelay(`redis://127.0.0.1:${front.port}`, { runtime })));
       started.relays.push(...relays);
       parties = configuredParties([relays[0]!.url, relays[1]!.url], timers, "failover");
       const [origin, worker] = parties as [(typeof parties)[0], (typeof parties)[0]];

@@ -4,7 +4,7 @@
  * listens on a TLS port only, its default user off, and one user `relay` allowed exactly
  * `RELAY_REDIS_COMMANDS` on the relay's keys and doorbell channels. Two relays start on
  * `rediss://relay@127.0.0.1:PORT` (the password from `PI_TASKS_REDIS_PASSWORD_FILE`, the authority
- * from `PI_TASKS_REDIS_CA_FILE`) and a task crosses them. The same user cannot run anything else
+ * from `PI_TASKS_REDIS_CA_FILE`), one on Bun and one on Node, and a task crosses them. The same user cannot run anything else
  * (FLUSHALL is NOPERM), and a relay that does not trust the authority does not start.
  */
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
@@ -15,8 +15,9 @@ import { join } from "node:path";
 import { settle } from "../../testkit/drain.ts";
 import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { memoryOnlyArgs, REDIS_BINARY, REDIS_PACKAGE } from "../../testkit/redis-process.ts";
-import { freePort, type RelayProcess, startRelayProcess } from "../../testkit/relay-process.ts";
+import { freePort, type RelayProcess } from "../../testkit/relay-process.ts";
 import { RELAY_REDIS_COMMANDS } from "../../src/relay-server/store/redis/scripts.ts";
+import { RUNTIMES, startRedisRelay } from "../helpers/redis-kit.ts";
 import { describeWithPackage } from "../helpers/requires-package.ts";
 
 setDefaultTimeout(60_000);
@@ -151,7 +152,8 @@ describeWithPackage("Redis with TLS and an ACL user of the relay's commands", RE
   }
 
   test("two relays start on rediss:// as the restricted user, and a task crosses them", async () => {
-    relays.push(...(await Promise.all([0, 1].map(() => startRelayProcess({ args: ["--store", store], env })))));
+    // One relay on Bun, one on Node (the built bundle): TLS and the ACL user work on both.
+    relays.push(...(await Promise.all(RUNTIMES.map((runtime) => startRedisRelay(store, { env, runtime })))));
     const origin = await createParty({ url: relays[0]!.url });
     const worker = await createParty({ url: relays[1]!.url });
     parties.push(origin, worker);
@@ -167,8 +169,8 @@ describeWithPackage("Redis with TLS and an ACL user of the relay's commands", RE
     expect(cli("GET", "{pi-tasks}:epoch")).toMatch(/^[0-9a-f-]{36}\n$/);
   });
 
-  test("a relay that does not trust the certificate authority does not start", async () => {
-    const refused = await startRelayProcess({ args: ["--store", store], env: { ...env, PI_TASKS_REDIS_CA_FILE: undefined } }).then(
+  test.each(RUNTIMES)("a relay that does not trust the certificate authority does not start (on %s)", async (runtime) => {
+    const refused = await startRedisRelay(store, { runtime, env: { ...env, PI_TASKS_REDIS_CA_FILE: undefined } }).then(
       (relay) => {
         relays.push(relay);
         return "started";

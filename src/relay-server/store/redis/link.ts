@@ -1,15 +1,17 @@
 /**
- * One connection to Redis through Bun's client (`Bun.RedisClient`), with bounded waits:
- * connecting gives up after the connect timeout, a command after the command timeout, and both
- * fail as `REDIS_UNAVAILABLE` (the relay answers 503 `RELAY_UNAVAILABLE`). Commands are never
- * queued while disconnected and never retried: a lost connection fails the commands on it, and
- * the next command connects anew (one attempt at a time).
+ * One connection to Redis through node-redis (`@redis/client`, the same client on Node and Bun),
+ * with bounded waits: connecting gives up after the connect timeout, a command after the command
+ * timeout, and both fail as `REDIS_UNAVAILABLE` (the relay answers 503 `RELAY_UNAVAILABLE`).
+ * Commands are never queued while disconnected and never retried (`disableOfflineQueue`,
+ * `reconnectStrategy: false`): a lost connection fails the commands on it, and the next command
+ * connects anew (one attempt at a time).
  *
  * A connection that cannot be made is told apart: nothing accepts TCP at the address, or something
  * does but the Redis handshake fails (a wrong or missing password, a database number Redis does not
  * have, or TLS where there is none).
  */
-import type { RedisClient } from "bun";
+import { createConnection } from "node:net";
+import { createClient, ErrorReply } from "@redis/client";
 import { within } from "../../../platform/waits.ts";
 import { TaskError } from "../../../protocol/errors.ts";
 import { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE, type RedisTarget } from "./url.ts";
@@ -21,9 +23,18 @@ export interface RedisLinkOptions {
   readonly onLost?: (error: TaskError) => void;
 }
 
+/** A connected client: commands, or (on a connection kept for it) SUBSCRIBE and UNSUBSCRIBE. */
+export interface RedisConnection {
+  readonly ready: boolean;
+  send(command: string, args: readonly string[]): Promise<unknown>;
+  subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<void>;
+  unsubscribe(channel: string): Promise<void>;
+  close(): void;
+}
+
 export interface RedisLink {
   /** The connected client, connecting first when there is none. */
-  client(): Promise<RedisClient>;
+  client(): Promise<RedisConnection>;
   /** One command within the command timeout; an error reply of Redis is `REDIS_UNAVAILABLE` with `details.reply`. */
   send(command: string, args: readonly string[]): Promise<unknown>;
   /** Commands sent so far (round trips to Redis), for the relay's metrics. */
@@ -42,11 +53,6 @@ export function unavailable(target: RedisTarget, problem: string, cause?: unknow
   });
 }
 
-/** An error reply of Redis to a command (Bun rejects those with this code). */
-function isErrorReply(error: unknown): error is Error {
-  return error instanceof Error && (error as { code?: unknown }).code === "ERR_REDIS_SERVER_ERROR";
-}
-
 /** Redis answered a command with an error (`details.reply` is its text, e.g. `NOSCRIPT …`, `OOM …`). */
 function replied(target: RedisTarget, command: string, reply: string): TaskError {
   return new TaskError("REDIS_UNAVAILABLE", {
@@ -60,28 +66,21 @@ export function errorReply(error: unknown): string | undefined {
   return error instanceof TaskError && typeof error.details.reply === "string" ? error.details.reply : undefined;
 }
 
+/** The host as a socket takes it (an IPv6 address without its URL brackets). */
+function socketHost(target: RedisTarget): string {
+  return target.host.replace(/^\[|\]$/g, "");
+}
+
 /** Whether something accepts TCP at the target within `timeoutMs`. */
 async function acceptsTcp(target: RedisTarget, timeoutMs: number): Promise<boolean> {
+  const socket = createConnection({ host: socketHost(target), port: target.port });
   const attempt = new Promise<boolean>((resolve) => {
-    Bun.connect({
-      hostname: target.host.replace(/^\[|\]$/g, ""),
-      port: target.port,
-      socket: {
-        open(socket) {
-          socket.end();
-          resolve(true);
-        },
-        data() {},
-        error() {
-          resolve(false);
-        },
-        connectError() {
-          resolve(false);
-        },
-      },
-    }).catch(() => resolve(false));
+    socket.once("connect", () => resolve(true));
+    socket.once("error", () => resolve(false));
   });
-  return (await within(attempt, timeoutMs)) === true;
+  const accepted = (await within(attempt, timeoutMs)) === true;
+  socket.destroy();
+  return accepted;
 }
 
 /** The work's result, or `timedOut()` thrown when it has not settled within `ms`. */
@@ -105,73 +104,100 @@ async function explain(target: RedisTarget, options: RedisLinkOptions, cause: un
   return unavailable(target, `cannot be reached (nothing accepts connections there within ${options.connectTimeoutMs} ms)`, cause);
 }
 
+/** A client that never queues a command while disconnected and never reconnects by itself. */
+function clientFor(target: RedisTarget, options: RedisLinkOptions) {
+  return createClient({
+    ...(target.username === undefined ? {} : { username: target.username }),
+    ...(target.password === undefined ? {} : { password: target.password }),
+    database: target.database,
+    RESP: 3,
+    disableOfflineQueue: true,
+    // No CLIENT SETINFO at connect: the relay's ACL user may run only what the relay needs.
+    disableClientInfo: true,
+    socket: {
+      host: socketHost(target),
+      port: target.port,
+      connectTimeout: options.connectTimeoutMs,
+      reconnectStrategy: false,
+      // A private certificate authority (PI_TASKS_REDIS_CA_FILE), else the system's.
+      ...(target.tls ? { tls: true as const, ...(target.ca === undefined ? {} : { ca: target.ca }) } : {}),
+    },
+  });
+}
+
+/** The client's connection, seen as a `RedisConnection`. */
+function connectionOf(client: ReturnType<typeof clientFor>): RedisConnection {
+  return {
+    get ready() {
+      return client.isReady;
+    },
+    send: (command, args) => client.sendCommand([command, ...args]),
+    subscribe: (channel, listener) => client.subscribe(channel, listener),
+    unsubscribe: (channel) => client.unsubscribe(channel),
+    close: () => client.destroy(),
+  };
+}
+
 /** One connection attempt within the timeouts, handshake included; `onClose` hears when the connection made closes. */
 async function connect(
   target: RedisTarget,
   options: RedisLinkOptions,
-  onClose: (client: RedisClient, error: unknown) => void,
-): Promise<RedisClient> {
-  // The global, not an import of "bun": the relay's built JavaScript also runs on Node, where
-  // this store is refused before it is loaded (src/cli/relay.ts).
-  const client = new Bun.RedisClient(target.url, {
-    connectionTimeout: options.connectTimeoutMs,
-    autoReconnect: false,
-    enableOfflineQueue: false,
-    // A private certificate authority (PI_TASKS_REDIS_CA_FILE), else the system's.
-    ...(target.tls ? { tls: target.ca === undefined ? true : { ca: target.ca } } : {}),
-  });
+  onClose: (connection: RedisConnection, error: unknown) => void,
+): Promise<RedisConnection> {
+  const client = clientFor(target, options);
+  // The client reports every failure as an event too; each one also fails the command or the
+  // attempt it belongs to, which is where it is handled.
+  client.on("error", () => undefined);
+  const connection = connectionOf(client);
   try {
+    // The handshake (HELLO with AUTH, SELECT) is part of connecting: it is done when this resolves.
     await bounded(client.connect(), options.connectTimeoutMs, () =>
       unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`),
     );
-    // The handshake (AUTH, SELECT) is done when a command answers.
-    await bounded(client.send("PING", []), options.commandTimeoutMs, () =>
-      unavailable(target, `did not answer within ${options.commandTimeoutMs} ms`),
-    );
   } catch (error) {
-    client.close();
+    client.destroy();
     throw error instanceof TaskError ? error : await explain(target, options, error);
   }
-  client.onclose = (error) => onClose(client, error);
-  return client;
+  client.on("terminated", (cause: unknown) => onClose(connection, cause));
+  return connection;
 }
 
 /** One command on a connected client within the command timeout; every failure is `REDIS_UNAVAILABLE`. */
 async function sendOn(
   target: RedisTarget,
   options: RedisLinkOptions,
-  connected: RedisClient,
+  connected: RedisConnection,
   command: string,
   args: readonly string[],
 ): Promise<unknown> {
   try {
-    return await bounded(connected.send(command, [...args]), options.commandTimeoutMs, () =>
+    return await bounded(connected.send(command, args), options.commandTimeoutMs, () =>
       unavailable(target, `did not answer ${command} within ${options.commandTimeoutMs} ms`),
     );
   } catch (error) {
     if (error instanceof TaskError) throw error;
-    if (isErrorReply(error)) throw replied(target, command, error.message);
+    if (error instanceof ErrorReply) throw replied(target, command, error.message);
     throw unavailable(target, `failed ${command}`, error);
   }
 }
 
 /** The link's one connection: made on demand (one attempt at a time), forgotten when lost, closed for good by `close`. */
 export function createRedisLink(target: RedisTarget, options: RedisLinkOptions): RedisLink {
-  let current: RedisClient | undefined;
-  let connecting: Promise<RedisClient> | undefined;
+  let current: RedisConnection | undefined;
+  let connecting: Promise<RedisConnection> | undefined;
   let closed = false;
 
   /** Forgets a connection that went away (before or without its `onclose`), and says so once. */
-  function lost(client: RedisClient, cause?: unknown): void {
+  function lost(client: RedisConnection, cause?: unknown): void {
     if (current !== client) return;
     current = undefined;
     client.close();
     if (!closed) options.onLost?.(unavailable(target, "closed the connection", cause));
   }
 
-  async function client(): Promise<RedisClient> {
+  async function client(): Promise<RedisConnection> {
     if (closed) throw unavailable(target, "is closed (the relay is stopping)");
-    if (current?.connected === true) return current;
+    if (current?.ready === true) return current;
     if (current !== undefined) lost(current);
     connecting ??= connect(target, options, lost).then(
       (made) => {

@@ -871,8 +871,8 @@ export const SCRIPTS = {
   usage: script("usage", USAGE),
 } as const;
 
-/** The commands the relay sends outside its scripts: the link's check, the scripts, the guard's, the doorbell's. */
-const LINK_COMMANDS = ["PING", "EVAL", "EVALSHA", "CONFIG|GET", "SUBSCRIBE", "UNSUBSCRIBE"] as const;
+/** The commands the relay sends outside its scripts: the scripts themselves, the guard's and the doorbell's (connecting is HELLO, which Redis allows every user). */
+const LINK_COMMANDS = ["EVAL", "EVALSHA", "CONFIG|GET", "SUBSCRIBE", "UNSUBSCRIBE"] as const;
 
 /**
  * Every Redis command the relay uses — those above and every command its scripts call (read from

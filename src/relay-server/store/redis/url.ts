@@ -30,8 +30,10 @@ const GROUP_OTHER_BITS = 0o077;
 const USAGE = "expected redis://HOST[:PORT][/DB] or rediss://HOST[:PORT][/DB] (a user name may precede HOST: USER@HOST)";
 
 export interface RedisTarget {
-  /** The URL handed to the client: scheme, credentials, host, port and database. */
-  readonly url: string;
+  /** The ACL user of the URL (`redis://USER@HOST`), percent-decoded; none is Redis's `default`. */
+  readonly username?: string;
+  /** The password (from the environment or the library's option: never in the URL), taken as written. */
+  readonly password?: string;
   /** The same without credentials (for logs and errors). */
   readonly display: string;
   readonly host: string;
@@ -122,6 +124,15 @@ function caOf(env: Record<string, string | undefined>, tls: boolean): { ca?: str
   }
 }
 
+/** The URL's user name, percent-decoded. */
+function userOf(text: string, url: URL): string {
+  try {
+    return decodeURIComponent(url.username);
+  } catch {
+    throw refuse(text, "has a user name that is not valid percent-encoding");
+  }
+}
+
 export function parseRedisUrl(text: string, env: Record<string, string | undefined> = {}, password?: string): RedisTarget {
   const url = parsed(text);
   if (url === undefined) throw refuse(text, "is not a URL");
@@ -141,8 +152,7 @@ export function parseRedisUrl(text: string, env: Record<string, string | undefin
     });
   }
   const secret = redisPassword(env, password);
-  const client = new URL(display);
-  if (url.username !== "") client.username = url.username;
-  if (secret !== undefined && secret !== "") client.password = secret;
-  return { url: client.href, display, host: url.hostname, port, database, tls, ...caOf(env, tls) };
+  const user = url.username === "" ? {} : { username: userOf(text, url) };
+  const credential = secret !== undefined && secret !== "" ? { password: secret } : {};
+  return { ...user, ...credential, display, host: url.hostname, port, database, tls, ...caOf(env, tls) };
 }
