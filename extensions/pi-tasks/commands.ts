@@ -4,7 +4,7 @@
  * the person (the model cannot type one), so pairing here is a human act — the same as the shell's
  * `pi-tasks peers add`, which a Pi package install does not put on PATH.
  */
-import { embeddedRelayRecord, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
+import { clearRelayStopMark, embeddedRelayRecord, ensureRelay, relayStopMark, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
 import { table } from "../../src/host/format.ts";
 import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { killSession, workspaceLines } from "../../src/host/sessions.ts";
@@ -65,26 +65,51 @@ function identityLines(info: SessionInfo): string[] {
   ];
 }
 
+/** `/tasks relay stop`: stops the relay pi-tasks started; the user's other Pis leave it stopped (relay-revival.ts). */
+async function stopRelayLines(info: SessionInfo, port: number): Promise<string[]> {
+  const result = await stopEmbeddedRelay(info.env, port);
+  if (!result.stopped)
+    throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own` });
+  return [
+    `pi-tasks: stopped the relay on port ${port} (pid ${result.pid}). Your Pis leave it stopped and say so; /tasks relay start (in any of them) or a new Pi session starts it again.`,
+  ];
+}
+
+/** `/tasks relay start`: forgets the person's stop and finds or starts the relay, as session start does. */
+async function startRelayLines(info: SessionInfo, port: number, deps: CommandDeps): Promise<string[]> {
+  clearRelayStopMark(info.env, port);
+  const relay = await ensureRelay({ env: info.env, config: relayConfigFromEnv(info.env) });
+  deps.life.requestRefresh();
+  if (relay.state === "started")
+    return [
+      `pi-tasks: started the relay at ${relay.url} (pid ${relay.record?.pid}, log ${relay.record?.log}). Your Pis' tasks go on from here.`,
+    ];
+  if (relay.state === "running") return [`pi-tasks: the relay at ${relay.url} is running already; nothing was started.`];
+  throw new TaskError("RELAY_NOT_STARTED", { message: relay.problem ?? `nothing was started at ${relay.url}` });
+}
+
 async function relayLines(words: readonly string[], deps: CommandDeps): Promise<string[]> {
   const info = await started(deps);
   const port = info.relay.record?.port ?? relayConfigFromEnv(info.env).port;
-  if (words[0] === "stop") {
+  if (words[0] === "stop" || words[0] === "start") {
     if (port === undefined)
       throw new TaskError("SESSION_NOT_OWNED", {
-        message: `this Pi uses ${info.relay.url} (PI_TASKS_RELAY_URL); pi-tasks stops only a relay it started`,
+        message: `this Pi uses ${info.relay.url} (PI_TASKS_RELAY_URL); pi-tasks ${words[0]}s only a relay of its own`,
       });
-    const result = await stopEmbeddedRelay(info.env, port);
-    if (!result.stopped)
-      throw new TaskError("SESSION_NOT_OWNED", { message: `pi-tasks did not start a relay on port ${port}; it stops only its own` });
-    return [
-      `pi-tasks: stopped the relay on port ${port} (pid ${result.pid}). Pis using it see it unreachable; the next Pi to start starts it again.`,
-    ];
+    return words[0] === "stop" ? stopRelayLines(info, port) : startRelayLines(info, port, deps);
   }
   const record = port === undefined ? undefined : embeddedRelayRecord(info.env, port);
+  const mark = port === undefined ? undefined : relayStopMark(info.env, port);
+  const state =
+    record !== undefined
+      ? `started by pi-tasks: pid ${record.pid}, since ${record.startedAt}, log ${record.log}`
+      : mark !== undefined
+        ? `stopped by you at ${mark.at} (/tasks relay stop); your Pis leave it stopped`
+        : "not started by pi-tasks (or no longer running)";
   return [
     `relay: ${info.relay.url}`,
-    `  ${record === undefined ? "not started by pi-tasks (or no longer running)" : `started by pi-tasks: pid ${record.pid}, since ${record.startedAt}, log ${record.log}`}`,
-    ...(record === undefined ? [] : ["  /tasks relay stop stops it"]),
+    `  ${state}`,
+    ...(record !== undefined ? ["  /tasks relay stop stops it"] : mark !== undefined ? ["  /tasks relay start starts it again"] : []),
   ];
 }
 
@@ -207,8 +232,8 @@ const SUBCOMMANDS: Readonly<Record<string, Subcommand>> = {
     },
   },
   relay: {
-    usage: "/tasks relay [stop]",
-    summary: "the relay this Pi uses; stop stops the relay pi-tasks started",
+    usage: "/tasks relay [stop|start]",
+    summary: "the relay this Pi uses; stop stops the relay pi-tasks started (your Pis leave it stopped), start starts it again",
     run: (words, deps) => relayLines(words, deps),
   },
   help: {

@@ -63,6 +63,7 @@ const DEDICATED_LABELS: ReadonlySet<string> = new Set([
   "RELAY_NOT_ANSWERING",
   "RELAY_SECRET_INVALID",
   "RELAY_NOT_STARTED",
+  "RELAY_STOPPED",
 ]);
 
 /** The words of a failure, without the footer's `tasks: `. */
@@ -97,6 +98,8 @@ function plainWords(error: TaskError, kind: FailureKind | undefined, relayUrl: s
       return `invalid configuration — ${error.message}`;
     case "RELAY_NOT_STARTED":
       return `no relay — ${error.message}`;
+    case "RELAY_STOPPED":
+      return `${error.message} — /tasks relay start starts it again`;
     // The relay secret (docs/security.md, "The relay secret").
     case "RELAY_NOT_PROVEN":
       return `the relay${at} cannot prove it is yours, so it is not used — stop what holds that port, or set PI_TASKS_RELAY_URL (see /tasks)`;
@@ -148,9 +151,11 @@ export function failureFix(error: TaskError, kind: FailureKind | undefined): str
     case "RELAY_SECRET_INVALID":
     case "RELAY_NOT_VOLATILE":
       return "the relay line above says what is wrong with the relay and how to fix it";
+    case "RELAY_STOPPED":
+      return "nothing is lost: /tasks relay start starts the relay again (in any of your Pis), and every Pi's tasks go on from there";
     case "RELAY_UNAVAILABLE":
     case "RELAY_TIMEOUT":
-      return "nothing is lost: pi-tasks retries by itself; if the relay stopped, /tasks relay shows it (a Pi started next starts the embedded relay again)";
+      return "nothing is lost: pi-tasks retries by itself; a relay pi-tasks started that went away is started again by the first of your Pis to notice (/tasks relay shows it)";
     case "TARGET_NOT_REGISTERED":
       return "the session that message was for is no longer registered on the relay (its Pi is gone); nothing more is sent to that endpoint. Its task below says so: reassign it (/tasks reassign <task id>) or cancel it";
     case "UNKNOWN_PEER":

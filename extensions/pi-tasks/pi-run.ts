@@ -16,6 +16,7 @@ import { maxActiveOriginTasks } from "../../src/protocol/limits.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
 import { type FooterFailure, passFailure } from "./failures.ts";
+import { createRelayRevival, type RelayRevivalWatch } from "./relay-revival.ts";
 import { footerLabel } from "./footer.ts";
 import { isWorker } from "./gate.ts";
 import type { LifecycleDeps, PiContextView } from "./lifecycle-deps.ts";
@@ -64,6 +65,8 @@ export interface PiRun {
   readonly observer: AgentObserver;
   /** Workers this Pi spawned: orphaned at once when their process exits (spawn-watch.ts). */
   readonly spawns: SpawnWatch;
+  /** The embedded relay started again when it went away, unless the person stopped it (relay-revival.ts). */
+  readonly revival: RelayRevivalWatch;
   /** The failure of the last pass (undefined when healthy): the footer shows it after the counts, `/tasks` with its fix. */
   failure: FooterFailure | undefined;
   /** A pass reached the relay (its lease held): a relay that did not answer at start-up answers now. */
@@ -208,11 +211,18 @@ function coreFor(deps: LifecycleDeps, found: Found, presenter: PiPresenter, hook
  * answer at start-up stops being one once a pass reached it (a later outage is just that).
  */
 function problemNow(found: Found, run: PiRun): TaskError | undefined {
-  return found.relay.state === "unanswered" && run.relayAnswered ? undefined : found.startProblem;
+  const atStart = found.relay.state === "unanswered" && run.relayAnswered ? undefined : found.startProblem;
+  return atStart ?? run.revival.problem();
+}
+
+/** The failure of a pass's outcome; a relay out of reach has its port looked at (relay-revival.ts). */
+function outcomeFailure(run: PiRun, found: Found, outcome: unknown): FooterFailure | undefined {
+  const failure = passFailure(outcome, found.relay.url, problemNow(found, run));
+  if (failure?.code === "RELAY_UNAVAILABLE" || failure?.code === "RELAY_STOPPED") run.revival.unreachable();
+  return failure;
 }
 
 function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found: Found, hooks: PartHooks): RefreshScheduler {
-  const { relay } = found;
   return createRefreshScheduler({
     refresh: () => configured.refresh(),
     busy: () => {
@@ -223,7 +233,7 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
       const run = hooks.run();
       if (run === undefined) return;
       if (!report.failures.has("lease")) run.relayAnswered = true;
-      run.failure = passFailure(report, relay.url, problemNow(found, run));
+      run.failure = outcomeFailure(run, found, report);
       hooks.footer();
       const tasks = configured.current().listTasks();
       announceQuestions(tasks, run.announced, (message) => hooks.notify(message, "info"));
@@ -235,7 +245,7 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
     onError: (error: unknown) => {
       const run = hooks.run();
       if (run === undefined) return;
-      run.failure = passFailure(error, relay.url, problemNow(found, run));
+      run.failure = outcomeFailure(run, found, error);
       hooks.footer();
     },
   });
@@ -275,7 +285,21 @@ function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks:
     sendMessage: deps.sendMessage,
   });
   const spawns = createSpawnWatch(deps.env, () => (hooks.stale() ? undefined : configured.current()));
-  return { info, presenter, configured, scheduler, watch, tracer, observer, spawns, failure, relayAnswered: false, announced: new Set() };
+  const revival = createRelayRevival({
+    env: deps.env,
+    url: relay.url,
+    now: Date.now,
+    onStarted: (url) => {
+      if (hooks.stale()) return;
+      hooks.notify(
+        `pi-tasks: the relay at ${url} had gone away; this Pi started it again. Tasks go on; what it lost is sent again.`,
+        "warning",
+      );
+      scheduler.request();
+    },
+  });
+  const parts = { info, presenter, configured, scheduler, watch, tracer, observer, spawns, revival };
+  return { ...parts, failure, relayAnswered: false, announced: new Set() };
 }
 
 /** Starts one Pi run for a Pi session; a start-up that went stale while finding the relay builds nothing. */

@@ -64,7 +64,7 @@ async function stopCommand(argv: readonly string[], io: RelayCommandIo): Promise
   return {
     value: { ok: true, port, pid: result.pid, stopped: true },
     json: values.json === true,
-    text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}).`,
+    text: `Stopped the relay pi-tasks started on port ${port} (pid ${result.pid}). Your Pis leave it stopped until /tasks relay start, or a new Pi session.`,
   };
 }
 

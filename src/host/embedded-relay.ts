@@ -22,7 +22,11 @@
  *   records its pid and a random instance nonce the relay also holds, so `/tasks` can say that
  *   pi-tasks started it and `pi-tasks relay stop` signals that pid only after the relay on the port
  *   proved it is that instance with that pid.
- * - Only session start decides: a relay that goes away later is an outage, never restarted here.
+ * - A relay that goes away later without the person stopping it (a crash, a kill) is started again
+ *   by the first Pi that finds its port silent (`reviveRelay`, at most every
+ *   `relayReviveIntervalMs`, under the same lock). One the person stopped (`/tasks relay stop`,
+ *   `pi-tasks relay stop`) leaves `<port>.stopped`: no Pi starts it again until the person does
+ *   (`/tasks relay start`) or a new Pi session starts (which clears the mark).
  */
 import { randomBytes } from "node:crypto";
 import { spawn } from "node:child_process";
@@ -114,7 +118,7 @@ function relaysDir(env: Env): string {
 
 const paths = (env: Env, port: number) => {
   const dir = relaysDir(env);
-  return { record: join(dir, `${port}.json`), log: join(dir, `${port}.log`) };
+  return { record: join(dir, `${port}.json`), log: join(dir, `${port}.log`), stopped: join(dir, `${port}.stopped`) };
 };
 
 /** The start lock of a port: the user's, not one home's, so two identities start one relay. */
@@ -135,6 +139,27 @@ function readRecord(env: Env, port: number): EmbeddedRelayRecord | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The mark the person's stop leaves on a port: when, and the process that stopped it. */
+export interface RelayStopMark {
+  readonly at: string;
+  readonly by: number;
+}
+
+/** The stop mark of `port`, when the person stopped the relay there (and no Pi started it since). */
+export function relayStopMark(env: Env, port: number): RelayStopMark | undefined {
+  try {
+    const value: unknown = JSON.parse(readFileSync(paths(env, port).stopped, "utf8"));
+    return isRecord(value) && typeof value.at === "string" && typeof value.by === "number" ? { at: value.at, by: value.by } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Forgets the person's stop of `port`: a relay may be started there again. */
+export function clearRelayStopMark(env: Env, port: number): void {
+  rmSync(paths(env, port).stopped, { force: true });
 }
 
 /** The record of a relay pi-tasks started on `port`, when its process is still alive. */
@@ -461,8 +486,10 @@ async function launch(
     instance,
   };
   replaceFile(files.record, `${JSON.stringify(record, null, 2)}\n`, RECORD_MODE);
-  if (await waitForInstance(url, fetcher, instance, pid, () => started.exit() === undefined && isAlive(pid)))
+  if (await waitForInstance(url, fetcher, instance, pid, () => started.exit() === undefined && isAlive(pid))) {
+    clearRelayStopMark(env, port);
     return { url, state: "started", record, secretFile };
+  }
   // It did not come up (port taken in the meantime, or it failed): someone else may answer now.
   rmSync(files.record, { force: true });
   const again = await probe(url, fetcher, keys);
@@ -513,5 +540,27 @@ export async function stopEmbeddedRelay(
       details: { pid: record.pid, port },
     });
   rmSync(file, { force: true });
+  const mark: RelayStopMark = { at: new Date().toISOString(), by: process.pid };
+  replaceFile(paths(env, port).stopped, `${JSON.stringify(mark)}\n`, RECORD_MODE);
   return { stopped: true, pid: record.pid };
+}
+
+/** What a Pi found when it looked at its embedded relay's silent port (`reviveRelay`). */
+export type RelayRevival =
+  | { readonly kind: "not-embedded" }
+  | { readonly kind: "stopped"; readonly port: number; readonly mark: RelayStopMark }
+  | { readonly kind: "looked"; readonly relay: RelayInUse };
+
+/**
+ * For a Pi whose relay at `url` stopped answering: when it is the user's embedded relay (the
+ * default loopback one, or the one beside a foreign server) and the person did not stop it, finds
+ * or starts it as session start does (`ensureRelay`: only one Pi starts it; the others use it).
+ */
+export async function reviveRelay(options: EnsureRelayOptions & { readonly url: string }): Promise<RelayRevival> {
+  const { env, config } = options;
+  if (config.source === "PI_TASKS_RELAY_URL" || config.port === undefined || !config.embedded) return { kind: "not-embedded" };
+  const port = Number(new URL(options.url).port);
+  const mark = relayStopMark(env, port);
+  if (mark !== undefined) return { kind: "stopped", port, mark };
+  return { kind: "looked", relay: await ensureRelay(options) };
 }

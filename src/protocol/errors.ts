@@ -227,6 +227,10 @@ export const ERROR_REGISTRY = Object.freeze({
     "relay",
     "pi-tasks could not start its relay; see the relay log, or set PI_TASKS_RUNTIME to a node (>= 22.19) or bun that can run it.",
   ),
+  RELAY_STOPPED: spec(
+    "relay",
+    "The person stopped pi-tasks' relay (/tasks relay stop); no Pi starts it again until /tasks relay start, or a new Pi session.",
+  ),
   TASKS_NOT_RUNNING: spec("stopped", "pi-tasks is not running in this Pi session (it was shut down)."),
   PI_TASK_WORKER_ASSIGNMENT_REQUIRED: spec("gate", "This worker's tools are locked until an assignment arrives."),
   PI_TASK_SANDBOX_UNAVAILABLE: spec(

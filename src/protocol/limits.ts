@@ -528,6 +528,12 @@ export const fallbackRelayPorts = 4;
 export const relayProbeBudgetMs = relayProbeMs * (2 ** relayProbeAttempts - 1);
 /** How often a Pi waiting for a relay that another process is starting asks again. */
 export const relayStartPollMs = 100;
+/**
+ * How often, at most, a Pi whose embedded relay stopped answering looks at its port to start the
+ * relay again (src/host/embedded-relay.ts `reviveRelay`): it went away without the person stopping
+ * it (a crash, a kill), and every Pi of the user races for the one start lock.
+ */
+export const relayReviveIntervalMs = 5_000;
 /** On shutdown a lifetime tells the relay it is gone (`disconnect`) within this time, best effort. */
 export const shutdownDisconnectMs = 1_000;
 /** Characters of one transcript line of a spawned worker's log (longer text is cut, marked `…`). */

@@ -21,7 +21,14 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { embeddedRelayRecord, ensureRelay, RELAY_INSTANCE_VARIABLE, stopEmbeddedRelay } from "../../src/host/embedded-relay.ts";
+import {
+  embeddedRelayRecord,
+  ensureRelay,
+  RELAY_INSTANCE_VARIABLE,
+  relayStopMark,
+  reviveRelay,
+  stopEmbeddedRelay,
+} from "../../src/host/embedded-relay.ts";
 import { isAlive } from "../../src/platform/processes.ts";
 import {
   challengeProof,
@@ -46,6 +53,7 @@ import { fallbackPortsOf, relayConfigFromEnv } from "../../src/relay-client/conf
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
 import { ensureRelaySecret, readRelaySecret } from "../../src/trust/relay-secret.ts";
 import { BUN, CLI_ENTRY, freePort, REPO_ROOT, startRelayProcess } from "../../testkit/relay-process.ts";
+import { eventually } from "../../testkit/async.ts";
 import { runToExit } from "../helpers/run-to-exit.ts";
 
 setDefaultTimeout(30_000);
@@ -109,6 +117,32 @@ describe("when pi-tasks starts a relay", () => {
     expect(isAlive(first.record!.pid)).toBe(false);
     expect(embeddedRelayRecord(env, port)).toBeUndefined();
     expect(await stopEmbeddedRelay(env, port)).toEqual({ stopped: false });
+  });
+
+  test("a relay that went away is started again by reviveRelay; one the person stopped is left stopped until a Pi session starts anew", async () => {
+    const { env, port } = defaultPort(home());
+    const config = relayConfigFromEnv(env);
+    const url = `http://127.0.0.1:${port}`;
+    const first = await ensureRelay({ env, config });
+    expect(first.state).toBe("started");
+    // Killed (a crash): the first look starts it again, a later one finds it running.
+    process.kill(first.record!.pid, "SIGKILL");
+    await eventually(() => !isAlive(first.record!.pid), 5_000);
+    const revived = await reviveRelay({ env, config, url });
+    expect(revived).toMatchObject({ kind: "looked", relay: { state: "started", url } });
+    const second = embeddedRelayRecord(env, port)!;
+    expect(second.pid).not.toBe(first.record!.pid);
+    expect(await reviveRelay({ env, config, url })).toMatchObject({ kind: "looked", relay: { state: "running" } });
+    // Stopped by the person: the mark says when and by whom, and no look starts it.
+    expect(await stopEmbeddedRelay(env, port)).toEqual({ stopped: true, pid: second.pid });
+    expect(relayStopMark(env, port)).toEqual({ at: expect.any(String), by: process.pid });
+    expect(await reviveRelay({ env, config, url })).toMatchObject({ kind: "stopped", port, mark: { by: process.pid } });
+    expect(embeddedRelayRecord(env, port)).toBeUndefined();
+    // A Pi session starting anew starts it (and forgets the stop); a relay named by URL is never revived.
+    expect((await ensureRelay({ env, config })).state).toBe("started");
+    expect(relayStopMark(env, port)).toBeUndefined();
+    const named = { ...env, PI_TASKS_RELAY_URL: url };
+    expect(await reviveRelay({ env: named, config: relayConfigFromEnv(named), url })).toEqual({ kind: "not-embedded" });
   });
 
   test("two Pis starting at once start one relay (the lock), and both use it", async () => {

@@ -21,7 +21,6 @@ describe("canonical JSON", () => {
   });
 
   test("drops undefined members and writes array holes and undefined items as null", () => {
-    // biome-ignore lint: a sparse array is the point of this test
     const sparse = [1, , 3];
     expect(canonicalJson({ a: undefined, b: [undefined, 2], c: sparse })).toBe('{"b":[null,2],"c":[1,null,3]}');
   });
