@@ -17,7 +17,7 @@ import type { OutboxPurpose } from "../../src/core/bookkeeping.ts";
 import type { WaitingMail } from "../../src/core/outbox.ts";
 import { endpointKey } from "../../src/protocol/endpoint.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { activityLine, age, signerShort, taskTitle, taskWords, waitBrief, waitWords } from "./describe.ts";
+import { activityLine, age, signerShort, TASK_TITLE_CHARS, taskTitle, taskWords, waitBrief, waitWords } from "./describe.ts";
 import { failureLines, type FooterFailure } from "./failures.ts";
 import type { SessionInfo } from "./lifecycle.ts";
 import { questionLines, waitingQuestions } from "./questions.ts";
@@ -28,8 +28,6 @@ import { evidenceLines, signerWords, terminalLines } from "./render.ts";
 
 /** Session names of endpoints, by `endpointKey` (from the relay's session list and spawn records). */
 export type PeerNames = ReadonlyMap<string, string>;
-
-const TITLE_CHARS = 48;
 
 /** A peer as people read it: the session name it claims (marked), else a short form of its endpoint id. */
 /**
@@ -122,7 +120,7 @@ function taskLine(task: TaskView, names: PeerNames, now: number, waiting: readon
   const questions = openQuestions(task);
   const oldest = questions[0];
   const words = oldest === undefined ? taskWords(task) : `${taskWords(task)} (${age(now - oldest.occurredAt)})`;
-  return `  ${shortId(task.taskId)}  ${peer} — ${words}${waitingWords(task, waiting)} — ${taskTitle(task, TITLE_CHARS)}`;
+  return `  ${shortId(task.taskId)}  ${peer} — ${words}${waitingWords(task, waiting)} — ${taskTitle(task, TASK_TITLE_CHARS)}`;
 }
 
 /** What a task's oldest unsent mail waits for, when something holds it (the board's short form). */
@@ -231,7 +229,7 @@ function eventLine(event: TaskEvent, now: number, inserted: ReadonlySet<string> 
   const reached =
     inserted === undefined ? "" : inserted.has(event.eventId) ? " (inserted into the worker's running turn)" : " (not yet inserted)";
   const type = steer ? `steer${reached}` : event.type;
-  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${oneLine(type)}${text === "" ? "" : ` — ${inlineText(text, TITLE_CHARS)}`}`;
+  return `  ${age(now - event.occurredAt).padStart(4)} ago  ${oneLine(type)}${text === "" ? "" : ` — ${inlineText(text, TASK_TITLE_CHARS)}`}`;
 }
 
 /** One task in detail (with what its unsent mail waits for). */

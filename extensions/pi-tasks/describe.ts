@@ -78,6 +78,9 @@ export function taskWords(task: TaskView): string {
   return task.role === "origin" ? originWords(task) : workerWords(task);
 }
 
+/** Characters of a task's title where a list shows it (the board, the quit notice). */
+export const TASK_TITLE_CHARS = 48;
+
 /**
  * The first line of the task text, quoted and escaped (quote.ts `inlineText`): what the board shows
  * as its title. The origin wrote it, so it is shown as a string of its, never as words of ours.

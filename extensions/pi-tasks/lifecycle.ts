@@ -14,6 +14,8 @@ import { grantVerdict } from "./grants.ts";
 import type { AgentObserver } from "./observer.ts";
 import { createWorkerWidget, workerWidgetLines } from "./widget.ts";
 import type { PiPresenter } from "./presenter.ts";
+import { openAtQuit, quitNotice } from "./quit-notice.ts";
+import { resumeWanted } from "./resume.ts";
 import type { LifecycleDeps, PiContextView } from "./lifecycle-deps.ts";
 import { closePiRun, type PiRun, piRunLabel, type SessionInfo, startPiRun } from "./pi-run.ts";
 
@@ -22,8 +24,11 @@ export { AUTO_REASSIGN_VARIABLE, CANCEL_ABORTS_VARIABLE, MAX_DEPTH_VARIABLE, typ
 
 export interface Lifecycle {
   start(context: PiContextView): void;
-  /** Ends the Pi run; when Pi quits, also stops the workers this Pi spawned without keeping them. */
-  stop(reason?: string): Promise<void>;
+  /**
+   * Ends the Pi run; when Pi quits, also stops the workers this Pi spawned without keeping them,
+   * and hands `say` the notice of what the quit leaves open (quit-notice.ts), when anything is.
+   */
+  stop(reason?: string, say?: (text: string) => void): Promise<void>;
   requestRefresh(): void;
   /** The current Pi run's core, or the typed reason there is none. */
   current(): TaskCore;
@@ -75,7 +80,7 @@ interface RunSlot {
   starting(): Promise<void> | undefined;
   /** Stops the running Pi run (not waiting for it), then starts a new one; never throws. */
   start(view: PiContextView): void;
-  stop(reason?: string): Promise<void>;
+  stop(reason?: string, say?: (text: string) => void): Promise<void>;
   current(): TaskCore;
   footer(): void;
 }
@@ -109,9 +114,11 @@ function createRunSlot(deps: LifecycleDeps): RunSlot {
     });
   }
 
-  async function stop(reason?: string): Promise<void> {
+  async function stop(reason?: string, say?: (text: string) => void): Promise<void> {
     startCount += 1;
     const run = running;
+    // What a quit leaves open, read before the run closes (said after: quit-notice.ts).
+    const open = reason === "quit" && run !== undefined ? openAtQuit(run.configured.current().listTasks()) : [];
     // Workers spawned to stop with this Pi: their holders also notice the Pi is gone, this is sooner.
     // Best effort: Pi is exiting and has nowhere left to show a failure; a holder whose Pi is gone
     // stops its worker by itself.
@@ -119,7 +126,9 @@ function createRunSlot(deps: LifecycleDeps): RunSlot {
     running = undefined;
     starting = undefined;
     deps.gate.reset();
-    await Promise.all([run === undefined ? undefined : closePiRun(run), workers]);
+    const [, stopped] = await Promise.all([run === undefined ? undefined : closePiRun(run), workers]);
+    const notice = run === undefined ? undefined : quitNotice(run.info.session.name, open, stopped.length, resumeWanted(deps.env));
+    if (notice !== undefined) say?.(notice);
   }
 
   function current(): TaskCore {
@@ -147,7 +156,7 @@ export function createLifecycle(deps: LifecycleDeps): Lifecycle {
   const running = () => slot.running();
   return {
     start: (view) => slot.start(view),
-    stop: (reason) => slot.stop(reason),
+    stop: (reason, say) => slot.stop(reason, say),
     requestRefresh: () => running()?.scheduler.request(),
     current: () => slot.current(),
     async run(operation) {

@@ -37,12 +37,27 @@ export function quietly(fn: () => unknown): void {
   }
 }
 
+/**
+ * Where the notice of a quit goes (quit-notice.ts): stderr, in the interactive TUI only — Pi has
+ * stopped drawing by then, so the lines stand in the shell; in RPC, print and json modes, nowhere.
+ */
+function quitSpeaker(ctx: { readonly mode?: string }): ((text: string) => void) | undefined {
+  try {
+    if (ctx.mode !== "tui") return undefined;
+  } catch {
+    return undefined; // a context gone stale says nothing
+  }
+  return (text) => {
+    process.stderr.write(text);
+  };
+}
+
 /** Registers the handler of every Pi event pi-tasks listens to. */
 export function registerPiEvents(pi: ExtensionAPI, lifecycle: Lifecycle, gate: WorkerGate): void {
   pi.on("session_start", (_event, ctx) => quietly(() => lifecycle.start(contextView(ctx))));
-  pi.on("session_shutdown", async (event) => {
+  pi.on("session_shutdown", async (event, ctx) => {
     try {
-      await lifecycle.stop(event.reason);
+      await lifecycle.stop(event.reason, quitSpeaker(ctx));
     } catch {
       // Shutdown must always complete.
     }

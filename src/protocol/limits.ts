@@ -538,6 +538,8 @@ export const relayReviveIntervalMs = 5_000;
 export const shutdownDisconnectMs = 1_000;
 /** Characters of one transcript line of a spawned worker's log (longer text is cut, marked `…`). */
 export const maxTranscriptLineChars = 360;
+/** Open tasks the notice at Pi's quit lists one by one (extensions/pi-tasks/quit-notice.ts); the rest are counted. */
+export const maxQuitNoticeTasks = 10;
 /** Newest transcript lines of a spawned worker `/tasks <id>` shows. */
 export const maxShownTranscriptLines = 20;
 /** Bytes read from the end of a spawned worker's transcript for `/tasks <id>`. */

@@ -162,6 +162,8 @@ export interface Tui {
   readonly socket: string;
   readonly cwd: string;
   readonly agentDir: string;
+  /** Its pi-tasks home (`PI_TASKS_HOME`): a Pi given the same home is the same user, no pairing needed. */
+  readonly home: string;
   /** Every turn the brain answered, in order (empty for `script`). */
   readonly turns: ScriptTurn[];
   /** Milliseconds from `startTui` until Pi was ready. */
@@ -527,6 +529,7 @@ export async function startTui(options: TuiOptions): Promise<Tui> {
     socket,
     cwd,
     agentDir,
+    home: piTasksHome,
     turns,
     readyMs,
     sessionPresentations: () =>
