@@ -49,6 +49,12 @@ export const GOALS = {
   warmSpecialistPerSubagentsFirst: 1,
   /** Issue 39: a workflow of four steps at once ÷ pi-subagents' four tasks in one call. */
   workflowPerSubagentsParallel: 1,
+  /** Issue 41: an idle Pi's CPU per minute with pi-tasks ÷ the same Pi without it. */
+  idleCpuWithPerWithout: 1.15,
+  /** Issue 41: the extra peak memory (MiB) of an idle Pi with pi-tasks. */
+  idleExtraPeakMiB: 12,
+  /** Issue 41: the extra start-up to ready (ms) of a Pi with pi-tasks. */
+  idleExtraStartupMs: 100,
   /** Issue 33: a SIGKILLed worker is orphaned within 15 s (the worst run of the step). */
   killToOrphanMs: 15_000,
 } as const;

@@ -22,6 +22,8 @@ import { measureMemory, type MemoryResult } from "./measure/memory.ts";
 import { measureNodeCycles, type NodeCyclesMeasurement, nodeCyclesSkipped } from "./measure/node-cycles.ts";
 import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
+import { type IdleResult, measureIdle } from "./measure/idle.ts";
+import { idleFigures } from "./figures/idle.ts";
 import { type DelegationPeers, measureDelegationPeers } from "./measure/delegation-peers.ts";
 import { measureSpecialists, type SpecialistsResult } from "./measure/specialists.ts";
 import { delegationFigures } from "./figures/delegation.ts";
@@ -66,6 +68,7 @@ export interface BenchResults {
     readonly memory: MemoryResult;
     readonly refresh: RefreshResult;
     readonly pi: PiResult;
+    readonly idle: IdleResult;
     readonly liveness: LivenessResult;
     readonly redis: RedisMeasurement;
     readonly growth: GrowthResult;
@@ -103,6 +106,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
     memoryFigure(m.memory),
     refreshFigure(m.refresh),
     piFigure(m.pi),
+    ...idleFigures(m.idle),
     ...(m.liveness.skipped === undefined ? [livenessFigure(m.liveness)] : []),
     ...redisFigures(m.redis, GOALS, ANCHORS),
     simulatorFigure(m.simulator),
@@ -210,6 +214,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     memory: await step("memory", () => measureMemory({ quick })),
     refresh: await step("refresh", () => measureRefresh({ quick })),
     pi: await step("pi", () => measurePi({ quick })),
+    idle: await step("idle", () => measureIdle({ quick })),
     liveness: await step("liveness", () => measureLiveness({ quick })),
     redis: await step("redis", () => measureRedis({ quick })),
     growth: await step("growth", () => measureGrowth({ quick })),
@@ -225,6 +230,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     ...(isSkipped(measurements.redis) ? [{ name: "redis", reason: measurements.redis.skipped }] : []),
     ...(nodeCyclesSkipped(measurements.nodeCycles) ? [{ name: "node-cycles", reason: measurements.nodeCycles.skipped }] : []),
     ...(measurements.sandbox.skipped === undefined ? [] : [{ name: "sandbox", reason: measurements.sandbox.skipped }]),
+    ...("skipped" in measurements.idle ? [{ name: "idle", reason: measurements.idle.skipped }] : []),
     ...Object.entries(measurements.peers).flatMap(([name, peer]) => ("absent" in peer ? [{ name, reason: peer.absent }] : [])),
   ];
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));

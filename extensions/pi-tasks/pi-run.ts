@@ -63,7 +63,7 @@ export interface PiRun {
   readonly tracer: TaskTracer;
   /** Pi's agent events for the tasks this session works on: activity reports, reminders (observer.ts). */
   readonly observer: AgentObserver;
-  /** Workers this Pi spawned: orphaned at once when their process exits (spawn-watch.ts). */
+  /** Workers this Pi spawned: orphaned at the next pass when their process exits (spawn-watch.ts). */
   readonly spawns: SpawnWatch;
   /** The embedded relay started again when it went away, unless the person stopped it (relay-revival.ts). */
   readonly revival: RelayRevivalWatch;
@@ -229,10 +229,12 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
       const core = configured.current();
       return core.hasActiveTasks() || core.hasPendingWork() || deps.gate.waiting();
     },
+    watched: () => hooks.run()?.watch.live() === true,
     onPass: (report: PassReport) => {
       const run = hooks.run();
       if (run === undefined) return;
       if (!report.failures.has("lease")) run.relayAnswered = true;
+      run.spawns.check();
       run.failure = outcomeFailure(run, found, report);
       hooks.footer();
       const tasks = configured.current().listTasks();
@@ -245,6 +247,7 @@ function schedulerFor(deps: LifecycleDeps, configured: ConfiguredTaskCore, found
     onError: (error: unknown) => {
       const run = hooks.run();
       if (run === undefined) return;
+      run.spawns.check();
       run.failure = outcomeFailure(run, found, error);
       hooks.footer();
     },
@@ -260,6 +263,7 @@ function watchFor(configured: ConfiguredTaskCore, hooks: PartHooks): MailWatch {
         () => undefined,
         () => undefined,
       ),
+    onLost: () => hooks.run()?.scheduler.request(),
   });
 }
 
@@ -319,7 +323,7 @@ export async function startPiRun(deps: LifecycleDeps, view: PiContextView, hooks
   run.scheduler.start();
   run.watch.start();
   run.observer.start();
-  run.spawns.start();
+  run.spawns.check();
   // Start-up (what tools wait for) ends once a resumed session's workers answered, or resumeWaitMs passed.
   if (resumeWanted(deps.env)) await resumeDelegated(run.configured, view.branch(), parts.notify);
 }
@@ -355,7 +359,6 @@ export function closePiRun(run: PiRun): Promise<void> {
   run.scheduler.stop();
   run.watch.stop();
   run.observer.stop();
-  run.spawns.stop();
   run.presenter.dispose();
   // The tracer ends its spans while the core still holds their tasks; its flush is bounded.
   const traced = run.tracer.stop();

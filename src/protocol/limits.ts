@@ -127,6 +127,14 @@ export const waitBackoffInitialMs = 250;
 export const maxWaitBackoffMs = 2_000;
 /** `watch-v1` wait the client asks for (the relay allows up to `maxWatchWaitMs`). */
 export const watchClientWaitMs = 20_000;
+/**
+ * Poll interval with nothing active while a `watch-v1` watch is held. The doorbell brings mail at
+ * once, and the watches keep the lease: each goes out right after the last answered (at most
+ * `watchClientWaitMs` apart, within the `defaultRequestDeadlineMs + leaseRenewMarginMs` window in
+ * which a request renews the lease: tests/extension/scheduler.test.ts), and renews it when due. The
+ * pass is then a safety net, once a lease.
+ */
+export const idleWatchedPollIntervalMs = defaultLeaseMs;
 /** A Pi wake that does not appear as a message within this time counts as not observed. */
 export const wakeObservationMs = 1_000;
 /** Trailing session-branch entries read to confirm an insertion. */

@@ -43,6 +43,10 @@ const FIGURE_IDS = [
   "memory",
   "refresh",
   "pi",
+  // Issue 41: an idle Pi with pi-tasks beside the same Pi without it (Linux's /proc, Node 22).
+  "idle-cpu",
+  "idle-memory",
+  "idle-startup",
 ];
 /** The Redis store's rows (issue 15), measured when `redis-server` is installed, else reported as skipped. */
 const REDIS_FIGURE_IDS = ["redis-cycles-ratio", "redis-delivery-watch", "redis-memory"];

@@ -2,7 +2,14 @@ import { afterEach, beforeEach, describe, expect, jest, test } from "bun:test";
 import { createMailWatch, createRefreshScheduler, type RefreshScheduler } from "../../extensions/pi-tasks/scheduler.ts";
 import type { PassReport } from "../../src/core/pass.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { activePollIntervalMs, idlePollIntervalMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import {
+  activePollIntervalMs,
+  defaultRequestDeadlineMs,
+  idlePollIntervalMs,
+  idleWatchedPollIntervalMs,
+  leaseRenewMarginMs,
+  watchClientWaitMs,
+} from "../../src/protocol/limits.ts";
 import { FEATURE_WATCH } from "../../src/protocol/wire.ts";
 import type { VolatileTaskSession } from "../../src/relay-client/session.ts";
 import { flushMicrotasks } from "../../testkit/async.ts";
@@ -17,6 +24,8 @@ interface Harness {
   readonly passes: PassReport[];
   readonly errors: unknown[];
   busy: boolean;
+  /** Whether a watch is held (the scheduler's `watched`). */
+  watched: boolean;
   /** How the next refreshes end (default: resolve at once). */
   next: "resolve" | "reject" | "hold";
   /** Settles held refreshes. */
@@ -30,6 +39,7 @@ function harness(): Harness {
     passes: [],
     errors: [],
     busy: false,
+    watched: false,
     next: "resolve",
     settleHeld: () => {
       for (const settle of held.splice(0)) settle();
@@ -44,6 +54,7 @@ function harness(): Harness {
       return Promise.resolve(REPORT);
     },
     busy: () => state.busy,
+    watched: () => state.watched,
     onPass: (report) => state.passes.push(report),
     onError: (error) => state.errors.push(error),
   });
@@ -62,6 +73,26 @@ beforeEach(() => jest.useFakeTimers());
 afterEach(() => jest.useRealTimers());
 
 describe("refresh scheduler", () => {
+  test("idle while a watch is held: re-armed every idleWatchedPollIntervalMs (the watches keep the lease), busy at the active cadence", async () => {
+    // Each watch goes out as the last one answers: within every window in which a request renews the lease.
+    expect(watchClientWaitMs).toBeLessThanOrEqual(defaultRequestDeadlineMs + leaseRenewMarginMs);
+    const h = harness();
+    h.watched = true;
+    h.scheduler.start();
+    await advance(1);
+    expect(h.calls).toHaveLength(1);
+    await advance(idleWatchedPollIntervalMs - 10);
+    expect(h.calls).toHaveLength(1);
+    await advance(20);
+    expect(h.calls).toHaveLength(2);
+    h.busy = true;
+    expect(h.scheduler.cadenceMs()).toBe(activePollIntervalMs);
+    h.busy = false;
+    h.watched = false;
+    expect(h.scheduler.cadenceMs()).toBe(idlePollIntervalMs);
+    h.scheduler.stop();
+  });
+
   test("start runs a pass at once, then re-arms every 5 s while idle", async () => {
     const h = harness();
     const t0 = Date.now();
@@ -177,7 +208,12 @@ describe("timers never keep a print/json-mode Pi alive", () => {
       h.next = "hold";
       h.scheduler.start();
       // An unusable session makes the watch pause on a timer.
-      const watch = createMailWatch({ session: () => undefined, cursor: () => "0", onMail: async () => undefined });
+      const watch = createMailWatch({
+        session: () => undefined,
+        cursor: () => "0",
+        onMail: async () => undefined,
+        onLost: () => undefined,
+      });
       watch.start();
       expect(created.length).toBeGreaterThanOrEqual(2);
       for (const timer of created) expect(timer.hasRef()).toBe(false);
@@ -234,6 +270,7 @@ describe("mail watch (watch-v1 doorbell)", () => {
         mail.push(cursor);
         cursor = "9";
       },
+      onLost: () => undefined,
     });
     watch.start();
     await flushMicrotasks();
@@ -258,7 +295,12 @@ describe("mail watch (watch-v1 doorbell)", () => {
   test("mail the pass could not take in (cursor unchanged) backs off instead of spinning", async () => {
     const fake = fakeSession();
     let passes = 0;
-    const watch = createMailWatch({ session: () => fake.session, cursor: () => "3", onMail: async () => void (passes += 1) });
+    const watch = createMailWatch({
+      session: () => fake.session,
+      cursor: () => "3",
+      onMail: async () => void (passes += 1),
+      onLost: () => undefined,
+    });
     watch.start();
     await flushMicrotasks();
     fake.watches[0]!.answer(true);
@@ -273,7 +315,12 @@ describe("mail watch (watch-v1 doorbell)", () => {
   test("a relay without watch-v1, or a session not ready, is never watched", async () => {
     const fake = fakeSession();
     fake.features = new Set();
-    const watch = createMailWatch({ session: () => fake.session, cursor: () => "0", onMail: async () => undefined });
+    const watch = createMailWatch({
+      session: () => fake.session,
+      cursor: () => "0",
+      onMail: async () => undefined,
+      onLost: () => undefined,
+    });
     watch.start();
     await advance(activePollIntervalMs * 3);
     expect(fake.watches).toHaveLength(0);
@@ -290,7 +337,12 @@ describe("mail watch (watch-v1 doorbell)", () => {
   test("nudge() ends a wait for readiness at once (the first pass bound the session)", async () => {
     const fake = fakeSession();
     fake.ready = false;
-    const watch = createMailWatch({ session: () => fake.session, cursor: () => "0", onMail: async () => undefined });
+    const watch = createMailWatch({
+      session: () => fake.session,
+      cursor: () => "0",
+      onMail: async () => undefined,
+      onLost: () => undefined,
+    });
     watch.start();
     await flushMicrotasks();
     expect(fake.watches).toHaveLength(0);
@@ -302,9 +354,42 @@ describe("mail watch (watch-v1 doorbell)", () => {
     watch.stop();
   });
 
+  test("live() while a watch is out; one failing after a watch answered asks for a pass, once per outage", async () => {
+    const fake = fakeSession();
+    let lost = 0;
+    const watch = createMailWatch({
+      session: () => fake.session,
+      cursor: () => "0",
+      onMail: async () => undefined,
+      onLost: () => void (lost += 1),
+    });
+    expect(watch.live()).toBe(false);
+    watch.start();
+    await flushMicrotasks();
+    expect(watch.live()).toBe(true);
+    fake.watches[0]!.answer(false);
+    await flushMicrotasks();
+    expect(watch.live()).toBe(true);
+    fake.watches[1]!.fail(new TaskError("RELAY_UNAVAILABLE"));
+    await flushMicrotasks();
+    expect({ live: watch.live(), lost }).toEqual({ live: false, lost: 1 });
+    // The next watch goes out after the back-off; failing before any answered (an outage) asks for nothing more.
+    await advance(activePollIntervalMs + 10);
+    expect(watch.live()).toBe(true);
+    fake.watches[2]!.fail(new TaskError("RELAY_UNAVAILABLE"));
+    await flushMicrotasks();
+    expect({ live: watch.live(), lost }).toEqual({ live: false, lost: 1 });
+    watch.stop();
+  });
+
   test("a failing watch backs off and retries; stop() ends the loop", async () => {
     const fake = fakeSession();
-    const watch = createMailWatch({ session: () => fake.session, cursor: () => "0", onMail: async () => undefined });
+    const watch = createMailWatch({
+      session: () => fake.session,
+      cursor: () => "0",
+      onMail: async () => undefined,
+      onLost: () => undefined,
+    });
     watch.start();
     await flushMicrotasks();
     fake.watches[0]!.fail(new TaskError("RELAY_UNAVAILABLE"));

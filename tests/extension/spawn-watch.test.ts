@@ -1,9 +1,9 @@
 /**
  * A worker this Pi spawned is known gone when its process exits (extensions/pi-tasks/spawn-watch.ts):
- * its tasks are orphaned at once, not after heartbeats or a lease. Workers this Pi did not spawn,
- * or kept, are left to the heartbeat and registration checks.
+ * its tasks are orphaned at the next look (after each background pass), not after heartbeats or a
+ * lease. Workers this Pi did not spawn, or kept, are left to the heartbeat and registration checks.
  */
-import { afterEach, describe, expect, jest, setDefaultTimeout, test } from "bun:test";
+import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -11,12 +11,12 @@ import { join } from "node:path";
 import { saveSpawned } from "../../src/host/spawned.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
-import { workerOwnerPollMs } from "../../src/protocol/limits.ts";
 import { createSpawnWatch } from "../../extensions/pi-tasks/spawn-watch.ts";
 
 // Each test starts several processes.
 setDefaultTimeout(15_000);
 import { eventually } from "../../testkit/async.ts";
+import { isAlive } from "../../src/platform/processes.ts";
 
 const homes: string[] = [];
 const children: ReturnType<typeof spawn>[] = [];
@@ -53,20 +53,19 @@ describe("the spawn watch", () => {
     const gone: TaskEndpoint[] = [];
     const core = { workerGone: (endpoint: TaskEndpoint) => gone.push(endpoint) } as unknown as TaskCore;
     const watch = createSpawnWatch(env, () => core);
-    watch.start();
-    try {
-      await Bun.sleep(workerOwnerPollMs * 1.5);
-      expect(gone).toEqual([]);
-      mine.kill();
-      kept.kill();
-      theirs.kill();
-      // A budget for a loaded machine (the watch polls every workerOwnerPollMs), not a bound.
-      expect(await eventually(() => gone.length > 0, workerOwnerPollMs * 15)).toBe(true);
-      await Bun.sleep(workerOwnerPollMs * 1.5);
-      expect(gone).toEqual([mine.endpoint]);
-    } finally {
-      watch.stop();
-    }
+    watch.check();
+    watch.check();
+    expect(gone).toEqual([]);
+    const pids = children.map((child) => child.pid!);
+    mine.kill();
+    kept.kill();
+    theirs.kill();
+    // A budget for a loaded machine, not a bound: the processes are gone.
+    expect(await eventually(() => pids.every((pid) => !isAlive(pid)), 10_000)).toBe(true);
+    watch.check();
+    expect(gone).toEqual([mine.endpoint]);
+    watch.check();
+    expect(gone).toEqual([mine.endpoint]);
   });
 });
 
@@ -77,7 +76,6 @@ describe("the spawn watch with two spawned workers", () => {
   test("the one whose holder exits is reported gone, once; the other, still running, is not", () => {
     // Guards extensions/pi-tasks/spawn-watch.ts check(): only a known worker missing from the live
     // ones (by its session) is reported, with its own endpoint; ownLiveWorkers()' `isAlive(pid)`.
-    jest.useFakeTimers();
     const home = mkdtempSync(join(tmpdir(), "pi-tasks-spawn-watch-"));
     homes.push(home);
     const env = { PI_TASKS_HOME: home };
@@ -99,19 +97,15 @@ describe("the spawn watch with two spawned workers", () => {
     const gone: TaskEndpoint[] = [];
     const core = { workerGone: (endpoint: TaskEndpoint) => gone.push(endpoint) } as unknown as TaskCore;
     const watch = createSpawnWatch(env, () => core);
-    watch.start();
-    try {
-      jest.advanceTimersByTime(workerOwnerPollMs * 2);
-      expect(gone).toEqual([]);
-      // The first one's holder process exits.
-      saveSpawned(env, { ...leaving, pid: NO_PROCESS });
-      jest.advanceTimersByTime(workerOwnerPollMs);
-      expect(gone).toEqual([leaving.taskEndpoint]);
-      jest.advanceTimersByTime(workerOwnerPollMs * 3);
-      expect(gone).toEqual([leaving.taskEndpoint]);
-    } finally {
-      watch.stop();
-      jest.useRealTimers();
-    }
+    watch.check();
+    watch.check();
+    expect(gone).toEqual([]);
+    // The first one's holder process exits.
+    saveSpawned(env, { ...leaving, pid: NO_PROCESS });
+    watch.check();
+    expect(gone).toEqual([leaving.taskEndpoint]);
+    watch.check();
+    watch.check();
+    expect(gone).toEqual([leaving.taskEndpoint]);
   });
 });

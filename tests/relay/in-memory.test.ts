@@ -1,7 +1,8 @@
 /**
  * The in-memory relay fixture (src/relay-server/in-memory.ts) carries a whole task between two
  * cores without a socket, and the send path serializes an envelope once: its canonical (sealed)
- * text is made when the envelope is created and spliced into every request byte for byte.
+ * text is made when the envelope is created and spliced into every request byte for byte. An idle
+ * session that only watches keeps its lease.
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { coreInternals } from "../../src/core/task-core.ts";
@@ -9,6 +10,8 @@ import { createInMemoryTaskRelay, type InMemoryTaskRelay } from "../../src/relay
 import { requestText } from "../../testkit/observing-fetch.ts";
 import { closeParties, createParty, type Party } from "../../testkit/party.ts";
 import { introduce } from "../../testkit/introduce.ts";
+import { defaultLeaseMs, minWatchWaitMs, watchClientWaitMs } from "../../src/protocol/limits.ts";
+import { createVolatileTaskSession } from "../../src/relay-client/session.ts";
 
 const opened: { relays: InMemoryTaskRelay[]; parties: Party[] } = { relays: [], parties: [] };
 
@@ -96,5 +99,42 @@ describe("an envelope is serialized once per send", () => {
     expect(sends[0]!.endsWith(`"envelope":${stored}}`)).toBe(true);
     // The in-memory relay runs in this process: the one parse is the relay reading the request.
     expect(ofEnvelope.map((call) => `${call.kind} ${call.stack.includes("relay-server/") ? "relay" : "client"}`)).toEqual(["parse relay"]);
+  });
+});
+
+describe("an idle session that only watches", () => {
+  test("keeps its lease: watches at most watchClientWaitMs apart renew it before it runs out (the idle passes are a safety net)", async () => {
+    // extensions/pi-tasks/scheduler.ts passes only every idleWatchedPollIntervalMs while a watch is held.
+    const relay = await createInMemoryTaskRelay();
+    opened.relays.push(relay);
+    let now = 0;
+    const connects: number[] = [];
+    const counting = (async (input: string | URL | Request, init?: RequestInit) => {
+      const text = await requestText(input, init);
+      if (text !== "" && JSON.parse(text).operation === "connect") connects.push(now);
+      return relay.fetch(input, init);
+    }) as typeof fetch;
+    const session = createVolatileTaskSession({
+      url: relay.url,
+      fetch: counting,
+      callerSession: `watcher-${crypto.randomUUID()}`,
+      now: () => now,
+    });
+    try {
+      await session.connect();
+      const firstDeadline = defaultLeaseMs;
+      // Each watch goes out as the last one answered (no mail: after watchClientWaitMs).
+      for (let watch = 1; watch <= 4; watch += 1) {
+        now = watch * watchClientWaitMs;
+        await session.watch("0", minWatchWaitMs);
+      }
+      expect(connects[0]).toBe(0);
+      // The lease was renewed by a watch before it ran out, and again before the renewed one did.
+      expect(connects[1]).toBeLessThan(firstDeadline);
+      expect(connects.length).toBeGreaterThanOrEqual(2);
+      expect(4 * watchClientWaitMs).toBeLessThan(connects.at(-1)! + defaultLeaseMs);
+    } finally {
+      session.close();
+    }
   });
 });
