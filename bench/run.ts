@@ -141,8 +141,10 @@ function integrity(m: BenchResults["measurements"]): BenchResults["checks"] {
     },
     {
       name: "delivery: every assignment ACKed, none inserted twice",
-      ok: [d.watch, d.poll].every((run) => run.unacknowledged === 0 && run.duplicateInsertions === 0),
-      detail: `watch unacked ${d.watch.unacknowledged} dup ${d.watch.duplicateInsertions}; poll unacked ${d.poll.unacknowledged} dup ${d.poll.duplicateInsertions}`,
+      ok:
+        [d.watch, d.poll].every((run) => run.unacknowledged === 0 && run.duplicateInsertions === 0) &&
+        d.watchProcesses.unacknowledged === 0,
+      detail: `watch unacked ${d.watch.unacknowledged} dup ${d.watch.duplicateInsertions}; poll unacked ${d.poll.unacknowledged} dup ${d.poll.duplicateInsertions}; across processes unacked ${d.watchProcesses.unacknowledged}`,
     },
     {
       name: "outage: queued messages all presented once after the outage",

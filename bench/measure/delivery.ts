@@ -25,6 +25,12 @@ import { now, roundSummary, sleepUntil, type Summary, summarize } from "../lib/s
 import { introduceFakePis, requireSentAtOnce } from "../lib/proofs.ts";
 import { filler } from "../lib/wire.ts";
 import { ackRequestOf, type LoggedRequest } from "../lib/request-log.ts";
+import { join } from "node:path";
+import { type Subprocess, spawn } from "bun";
+import { readJsonLines } from "../../src/demo/pi-rpc.ts";
+import { within } from "../../src/platform/waits.ts";
+import type { TaskEndpoint } from "../../src/protocol/schemas.ts";
+import { proveEndpoint } from "../lib/proofs.ts";
 
 const RATE_PER_SECOND = 10;
 const WATCH_SAMPLES = 60;
@@ -36,6 +42,9 @@ const DRAIN_TIMEOUT_MS = 10_000;
 const WARMUP_TIMEOUT_MS = 15_000;
 /** How often a wait re-checks its condition. */
 const POLL_MS = 2;
+const WORKER_SCRIPT = join(import.meta.dir, "..", "scenarios", "delivery-worker.ts");
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable with the worker process's. */
+const wallNow = () => performance.timeOrigin + performance.now();
 
 export interface DeliveryRun {
   readonly mode: "watch-v1" | "poll";
@@ -57,6 +66,16 @@ export interface DeliveryRun {
 export interface DeliveryResult {
   readonly watch: DeliveryRun;
   readonly poll: DeliveryRun;
+  /** `watch-v1` with the worker in a process of its own, as in use. */
+  readonly watchProcesses: ProcessesRun;
+}
+
+/** The cross-process run: accepted → ACK and accepted → inserted, wall clock across the processes. */
+export interface ProcessesRun {
+  readonly samples: number;
+  readonly ackMs: Summary;
+  readonly insertMs: Summary;
+  readonly unacknowledged: number;
 }
 
 async function runMode(mode: DeliveryRun["mode"], samples: number): Promise<DeliveryRun> {
@@ -159,9 +178,84 @@ function perDelivery(entries: readonly LoggedRequest[], samples: number): Record
   return Object.fromEntries(Object.entries(counts).map(([operation, count]) => [operation, Math.round((count / samples) * 100) / 100]));
 }
 
+/** The worker's lines (bench/scenarios/delivery-worker.ts), read as they come. */
+interface WorkerLines {
+  readonly endpoint: Promise<TaskEndpoint>;
+  readonly acks: Map<string, number>;
+  readonly inserts: Map<string, number>;
+}
+
+function readWorker(child: Subprocess<"pipe", "pipe", "pipe">): WorkerLines {
+  const acks = new Map<string, number>();
+  const inserts = new Map<string, number>();
+  let ready: (endpoint: TaskEndpoint) => void = () => undefined;
+  const endpoint = new Promise<TaskEndpoint>((resolve) => {
+    ready = resolve;
+  });
+  void readJsonLines(child.stdout, (record) => {
+    const line = record as Record<string, unknown>;
+    if (line.ready === true) ready(line.endpoint as TaskEndpoint);
+    if (line.ack === true) acks.set(String(line.envelopeId), Number(line.at));
+    if (line.inserted === true && !inserts.has(String(line.taskId))) inserts.set(String(line.taskId), Number(line.at));
+  });
+  return {
+    endpoint: within(endpoint, WARMUP_TIMEOUT_MS).then((found) => found ?? Promise.reject(new Error("the worker process never bound"))),
+    acks,
+    inserts,
+  };
+}
+
+/**
+ * `watch-v1` delivery with the worker in a process of its own (bench/scenarios/delivery-worker.ts),
+ * the relay in another and the origin in the bench's: each party on its own thread, as in use.
+ */
+async function deliveryAcrossProcesses(samples: number): Promise<ProcessesRun> {
+  const relay = await startRelayProcess();
+  const child = spawn([process.execPath, WORKER_SCRIPT, relay.url], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  let origin: FakePi | undefined;
+  try {
+    const lines = readWorker(child);
+    const to = await lines.endpoint;
+    origin = startFakePi({ url: relay.url });
+    await boundEndpoint(origin);
+    await proveEndpoint(() => origin!.core(), to, { pass: () => origin!.core().refresh() });
+    const text = filler(TASK_TEXT_CHARS);
+    const send = async () => {
+      const created = await origin!.lifecycle.run((core) => core.createTask({ to, task: text }));
+      return { ...requireSentAtOnce(created, "delivery (processes)"), acceptedAt: wallNow() };
+    };
+    const first = await send();
+    if (!(await eventually(() => lines.acks.has(first.envelopeId), WARMUP_TIMEOUT_MS, POLL_MS)))
+      throw new Error("processes: warm-up task never acknowledged");
+    const sent: { taskId: string; envelopeId: string; acceptedAt: number }[] = [];
+    const intervalMs = msPerSecond / RATE_PER_SECOND;
+    const start = now() + intervalMs;
+    for (let index = 0; index < samples; index += 1) {
+      await sleepUntil(start + index * intervalMs);
+      sent.push(await send());
+    }
+    await eventually(() => sent.every((item) => lines.acks.has(item.envelopeId)), DRAIN_TIMEOUT_MS, POLL_MS);
+    const ack = sent.flatMap((item) => (lines.acks.has(item.envelopeId) ? [lines.acks.get(item.envelopeId)! - item.acceptedAt] : []));
+    const insert = sent.flatMap((item) => (lines.inserts.has(item.taskId) ? [lines.inserts.get(item.taskId)! - item.acceptedAt] : []));
+    return {
+      samples,
+      ackMs: roundSummary(summarize(ack), 1),
+      insertMs: roundSummary(summarize(insert), 1),
+      unacknowledged: sent.length - ack.length,
+    };
+  } finally {
+    await origin?.stop().catch(() => undefined);
+    child.stdin.end();
+    await within(child.exited, DRAIN_TIMEOUT_MS);
+    child.kill("SIGKILL");
+    await relay.stop().catch(() => undefined);
+  }
+}
+
 export async function measureDelivery(options: { quick?: boolean } = {}): Promise<DeliveryResult> {
   const quick = options.quick === true;
   const watch = await runMode("watch-v1", quick ? QUICK_SAMPLES : WATCH_SAMPLES);
   const poll = await runMode("poll", quick ? QUICK_SAMPLES : POLL_SAMPLES);
-  return { watch, poll };
+  const watchProcesses = await deliveryAcrossProcesses(quick ? QUICK_SAMPLES : WATCH_SAMPLES);
+  return { watch, poll, watchProcesses };
 }
