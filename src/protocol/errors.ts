@@ -98,6 +98,10 @@ export const ERROR_REGISTRY = Object.freeze({
     "config",
     "The Redis store persists to disk (save or appendonly), or its configuration cannot be read; a volatile-v1 relay is memory-only, so it refuses unless started with --allow-persistent-store.",
   ),
+  REDIS_CLIENT_MISSING: spec(
+    "config",
+    "The Redis store needs the @redis/client package, which this program does not have: npm install @redis/client (the pi-tasks command has it built in).",
+  ),
   REDIS_EVICTS: spec(
     "config",
     "The Redis store may evict keys (maxmemory-policy is not noeviction); an evicted key would corrupt mailboxes and budgets, so the relay refuses it.",

@@ -62,24 +62,32 @@ describe.skipIf(missing !== undefined && process.env.PI_TASKS_CI !== "1")("the p
     expect(JSON.parse(peers.stdout)).toMatchObject({ ok: true, peers: [] });
   });
 
-  test("a plain Node program imports the library (compiled ESM behind the package's exports) and runs a relay from it", async () => {
+  test("a plain Node program imports the library (compiled ESM behind the package's exports) and runs a relay from it; the Redis store asks for @redis/client", async () => {
     // Beside the install's node_modules, as a program of the user's would be.
     const program = join(dirname(dirname(installed)), "uses-pi-tasks.mjs");
     writeFileSync(
       program,
       [
         'import { createTaskStore, names } from "pi-tasks";',
-        'import { startRelayServer } from "pi-tasks/relay";',
+        'import { createRedisStore, startRelayServer } from "pi-tasks/relay";',
         'import { runConformance } from "pi-tasks/conformance";',
         "const relay = await startRelayServer({ port: 0, env: {} });",
         "const profile = await (await fetch(`${relay.url}/api/task-relay/profile`)).json();",
         "await relay.stop();",
-        "console.log(JSON.stringify({ profile: profile.profile, same: profile.profile === names.RELAY_PROFILE, store: typeof createTaskStore, conformance: typeof runConformance }));",
+        // The Redis client is not in the library's build: without @redis/client installed the Redis store says so, typed.
+        'const redis = await createRedisStore({ url: "redis://127.0.0.1:1" }).then(() => "opened", (error) => error.code);',
+        "console.log(JSON.stringify({ profile: profile.profile, same: profile.profile === names.RELAY_PROFILE, store: typeof createTaskStore, conformance: typeof runConformance, redis }));",
       ].join("\n"),
     );
     const run = await runToExit([NODE_BINARY, program], { cwd: dirname(dirname(installed)), env: env(), timeoutMs: 30_000 });
     expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: "" });
-    expect(JSON.parse(run.stdout)).toEqual({ profile: RELAY_PROFILE, same: true, store: "function", conformance: "function" });
+    expect(JSON.parse(run.stdout)).toEqual({
+      profile: RELAY_PROFILE,
+      same: true,
+      store: "function",
+      conformance: "function",
+      redis: "REDIS_CLIENT_MISSING",
+    });
     // Its types are there, behind the `types` condition.
     expect(existsSync(join(installed, "lib", "types", "src", "index.d.ts"))).toBe(true);
   });

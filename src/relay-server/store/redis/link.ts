@@ -11,7 +11,6 @@
  * have, or TLS where there is none).
  */
 import { createConnection } from "node:net";
-import { createClient, ErrorReply } from "@redis/client";
 import { within } from "../../../platform/waits.ts";
 import { TaskError } from "../../../protocol/errors.ts";
 import { REDIS_PASSWORD_FILE_VARIABLE, REDIS_PASSWORD_VARIABLE, type RedisTarget } from "./url.ts";
@@ -104,9 +103,31 @@ async function explain(target: RedisTarget, options: RedisLinkOptions, cause: un
   return unavailable(target, `cannot be reached (nothing accepts connections there within ${options.connectTimeoutMs} ms)`, cause);
 }
 
-/** A client that never queues a command while disconnected and never reconnects by itself. */
-function clientFor(target: RedisTarget, options: RedisLinkOptions) {
-  return createClient({
+/** An error reply of Redis to a command (node-redis's `ErrorReply`, seen through `RedisConnection.send`). */
+class RedisErrorReply extends Error {}
+
+type RedisModule = typeof import("@redis/client");
+let redisModule: Promise<RedisModule> | undefined;
+
+/**
+ * node-redis, loaded with the first connection: a relay in memory never loads it, and the library
+ * (`pi-tasks/relay`) leaves it out of its build — a program of its own that runs the Redis store
+ * installs `@redis/client` (the `pi-tasks` command has it built in).
+ */
+async function loadRedis(): Promise<RedisModule> {
+  redisModule ??= import("@redis/client");
+  try {
+    return await redisModule;
+  } catch (error) {
+    redisModule = undefined;
+    throw new TaskError("REDIS_CLIENT_MISSING", { details: { cause: error instanceof Error ? error.message : String(error) } });
+  }
+}
+
+/** A connection that never queues a command while disconnected and never reconnects by itself, with its connect and its end. */
+async function clientFor(target: RedisTarget, options: RedisLinkOptions) {
+  const { createClient, ErrorReply } = await loadRedis();
+  const client = createClient({
     ...(target.username === undefined ? {} : { username: target.username }),
     ...(target.password === undefined ? {} : { password: target.password }),
     database: target.database,
@@ -123,19 +144,23 @@ function clientFor(target: RedisTarget, options: RedisLinkOptions) {
       ...(target.tls ? { tls: true as const, ...(target.ca === undefined ? {} : { ca: target.ca }) } : {}),
     },
   });
-}
-
-/** The client's connection, seen as a `RedisConnection`. */
-function connectionOf(client: ReturnType<typeof clientFor>): RedisConnection {
-  return {
+  // The client reports every failure as an event too; each one also fails the command or the
+  // attempt it belongs to, which is where it is handled.
+  client.on("error", () => undefined);
+  const replied = (error: unknown) => (error instanceof ErrorReply ? new RedisErrorReply(error.message) : error);
+  const connection: RedisConnection = {
     get ready() {
       return client.isReady;
     },
-    send: (command, args) => client.sendCommand([command, ...args]),
+    send: (command, args) =>
+      client.sendCommand([command, ...args]).catch((error: unknown) => {
+        throw replied(error);
+      }),
     subscribe: (channel, listener) => client.subscribe(channel, listener),
     unsubscribe: (channel) => client.unsubscribe(channel),
     close: () => client.destroy(),
   };
+  return { connection, connect: () => client.connect(), onEnd: (listener: (cause: unknown) => void) => client.on("terminated", listener) };
 }
 
 /** One connection attempt within the timeouts, handshake included; `onClose` hears when the connection made closes. */
@@ -144,21 +169,15 @@ async function connect(
   options: RedisLinkOptions,
   onClose: (connection: RedisConnection, error: unknown) => void,
 ): Promise<RedisConnection> {
-  const client = clientFor(target, options);
-  // The client reports every failure as an event too; each one also fails the command or the
-  // attempt it belongs to, which is where it is handled.
-  client.on("error", () => undefined);
-  const connection = connectionOf(client);
+  const { connection, connect: open, onEnd } = await clientFor(target, options);
   try {
     // The handshake (HELLO with AUTH, SELECT) is part of connecting: it is done when this resolves.
-    await bounded(client.connect(), options.connectTimeoutMs, () =>
-      unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`),
-    );
+    await bounded(open(), options.connectTimeoutMs, () => unavailable(target, `did not answer within ${options.connectTimeoutMs} ms`));
   } catch (error) {
-    client.destroy();
+    connection.close();
     throw error instanceof TaskError ? error : await explain(target, options, error);
   }
-  client.on("terminated", (cause: unknown) => onClose(connection, cause));
+  onEnd((cause) => onClose(connection, cause));
   return connection;
 }
 
@@ -176,7 +195,7 @@ async function sendOn(
     );
   } catch (error) {
     if (error instanceof TaskError) throw error;
-    if (error instanceof ErrorReply) throw replied(target, command, error.message);
+    if (error instanceof RedisErrorReply) throw replied(target, command, error.message);
     throw unavailable(target, `failed ${command}`, error);
   }
 }
