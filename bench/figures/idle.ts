@@ -43,7 +43,7 @@ export function idleFigures(idle: IdleResult): Figure[] {
       how: HOW,
       evidence: `peak ${on.peakMiB} MiB with pi-tasks against ${off.peakMiB} MiB without.`,
       reason:
-        "Pi loads the extension through jiti, module by module (176 of ours at start, each from jiti's cache), and the session's start runs its core, relay client and trust. The session's start needs 138 of them (the lifecycle's import closure); the tools and /tasks add 24. Proposed: load on first use what a session's start does not need (tool bodies, /tasks, workspaces and the sandbox, specialists, workflows, traces).",
+        "Pi loads the extension through jiti, module by module (176 of ours at start, each from jiti's cache): about 8 MiB at ready, profiled one Pi at a time. The rest is the session's start — its first relay requests, trust and store — as a peak: resident memory settles about 10 MiB above a bare Pi's, and a Pi whose relay does not answer peaks no higher than at ready. The session's start needs 138 of the modules (the lifecycle's import closure); the tools and /tasks add 24. Proposed: load on first use what a session's start does not need (tool bodies, /tasks, workspaces and the sandbox, specialists, workflows, traces), and profile the start's peak allocation.",
     },
     {
       id: "idle-startup",
