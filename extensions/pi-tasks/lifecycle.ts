@@ -74,6 +74,15 @@ function createRunDisplay(): RunDisplay {
   };
 }
 
+/** The tasks a quit leaves open (quit-notice.ts); none when the core cannot say (the quit goes on). */
+function openTasksOf(run: PiRun): ReturnType<typeof openAtQuit> {
+  try {
+    return openAtQuit(run.configured.current().listTasks());
+  } catch {
+    return [];
+  }
+}
+
 /** The current Pi run, the start-up in progress and why the last start failed; a start fences the runs before it. */
 interface RunSlot {
   running(): PiRun | undefined;
@@ -118,7 +127,7 @@ function createRunSlot(deps: LifecycleDeps): RunSlot {
     startCount += 1;
     const run = running;
     // What a quit leaves open, read before the run closes (said after: quit-notice.ts).
-    const open = reason === "quit" && run !== undefined ? openAtQuit(run.configured.current().listTasks()) : [];
+    const open = reason === "quit" && run !== undefined ? openTasksOf(run) : [];
     // Workers spawned to stop with this Pi: their holders also notice the Pi is gone, this is sooner.
     // Best effort: Pi is exiting and has nowhere left to show a failure; a holder whose Pi is gone
     // stops its worker by itself.

@@ -219,6 +219,7 @@ function problemNow(found: Found, run: PiRun): TaskError | undefined {
 function outcomeFailure(run: PiRun, found: Found, outcome: unknown): FooterFailure | undefined {
   const failure = passFailure(outcome, found.relay.url, problemNow(found, run));
   if (failure?.code === "RELAY_UNAVAILABLE" || failure?.code === "RELAY_STOPPED") run.revival.unreachable();
+  else if (failure === undefined) run.revival.reached();
   return failure;
 }
 

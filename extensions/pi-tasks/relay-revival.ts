@@ -22,6 +22,8 @@ export interface RelayRevivalWatch {
   unreachable(): void;
   /** `RELAY_STOPPED` while the last look found the person's stop, else undefined. */
   problem(): TaskError | undefined;
+  /** A pass reached the relay: whatever a look found before is over. */
+  reached(): void;
 }
 
 export interface RelayRevivalOptions {
@@ -71,5 +73,8 @@ export function createRelayRevival(options: RelayRevivalOptions): RelayRevivalWa
         });
     },
     problem: () => stopped,
+    reached() {
+      stopped = undefined;
+    },
   };
 }

@@ -67,6 +67,15 @@ describe("the relay revival watch", () => {
     expect(fx.revival.problem()).toBeUndefined();
   });
 
+  test("a pass that reached the relay ends a stop the last look found (a later outage is not called a stop before it is looked at)", async () => {
+    const fx = watch(() => ({ kind: "stopped", port: 18790, mark: { at: "2026-12-07T21:40:00.000Z", by: 4242 } }));
+    fx.revival.unreachable();
+    await fx.settle();
+    expect(fx.revival.problem()?.code).toBe("RELAY_STOPPED");
+    fx.revival.reached();
+    expect(fx.revival.problem()).toBeUndefined();
+  });
+
   test("onStarted only when the look started the relay this Pi uses", async () => {
     let found: RelayRevival = { kind: "looked", relay: { url: "http://127.0.0.1:18791", state: "started" } };
     const fx = watch(() => found);
