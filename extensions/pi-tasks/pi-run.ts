@@ -259,10 +259,11 @@ function watchFor(configured: ConfiguredTaskCore, hooks: PartHooks): MailWatch {
   return createMailWatch({
     session: () => (hooks.stale() ? undefined : configured.session),
     cursor: () => configured.current().cursor(),
+    // The pass may have made work active: the scheduler then comes at the active cadence.
     onMail: () =>
       configured.refresh().then(
-        () => undefined,
-        () => undefined,
+        () => hooks.run()?.scheduler.reconsider(),
+        () => hooks.run()?.scheduler.reconsider(),
       ),
     onLost: () => hooks.run()?.scheduler.request(),
   });

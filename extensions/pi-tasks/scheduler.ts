@@ -27,6 +27,11 @@ export interface RefreshScheduler {
   start(): void;
   /** An immediate refresh (single flight; coalesced while one runs). */
   request(): void;
+  /**
+   * After a pass run outside the chain (the doorbell's): when work became active, the next pass
+   * comes at the active cadence instead of after the idle wait armed before.
+   */
+  reconsider(): void;
   stop(): void;
   /** The current cadence decision. */
   cadenceMs(): number;
@@ -34,6 +39,8 @@ export interface RefreshScheduler {
 
 export function createRefreshScheduler(deps: SchedulerDeps): RefreshScheduler {
   let timer: ReturnType<typeof setTimeout> | undefined;
+  /** `Date.now()` at which the armed timer fires. */
+  let dueAt = 0;
   let stopped = true;
 
   const cadenceMs = () => (deps.busy() ? activePollIntervalMs : deps.watched() ? idleWatchedPollIntervalMs : idlePollIntervalMs);
@@ -41,6 +48,7 @@ export function createRefreshScheduler(deps: SchedulerDeps): RefreshScheduler {
   function arm(delayMs: number): void {
     if (stopped) return;
     if (timer !== undefined) clearTimeout(timer);
+    dueAt = Date.now() + delayMs;
     timer = setTimeout(run, delayMs);
     timer.unref?.();
   }
@@ -72,6 +80,11 @@ export function createRefreshScheduler(deps: SchedulerDeps): RefreshScheduler {
       if (stopped) return;
       if (timer !== undefined) clearTimeout(timer);
       run();
+    },
+    reconsider() {
+      if (stopped || timer === undefined) return;
+      const cadence = cadenceMs();
+      if (dueAt - Date.now() > cadence) arm(cadence);
     },
     stop() {
       stopped = true;

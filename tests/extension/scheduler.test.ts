@@ -93,6 +93,24 @@ describe("refresh scheduler", () => {
     h.scheduler.stop();
   });
 
+  test("reconsider(): work made active by a pass outside the chain (the doorbell's) brings the next pass at the active cadence", async () => {
+    const h = harness();
+    h.watched = true;
+    h.scheduler.start();
+    await advance(1);
+    expect(h.calls).toHaveLength(1);
+    // Nothing changed: the idle wait stands.
+    h.scheduler.reconsider();
+    await advance(activePollIntervalMs * 2);
+    expect(h.calls).toHaveLength(1);
+    // The doorbell's pass took in an assignment: busy now.
+    h.busy = true;
+    h.scheduler.reconsider();
+    await advance(activePollIntervalMs + 10);
+    expect(h.calls).toHaveLength(2);
+    h.scheduler.stop();
+  });
+
   test("start runs a pass at once, then re-arms every 5 s while idle", async () => {
     const h = harness();
     const t0 = Date.now();
