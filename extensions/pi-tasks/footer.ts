@@ -15,7 +15,8 @@ import type { FooterFailure } from "./failures.ts";
 export const STATUS_KEY = "pi-tasks";
 export const STARTING_LABEL = "tasks: starting…";
 
-function plural(count: number, word: string): string {
+/** `1 task`, `2 tasks`: a count with its word. */
+export function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 

@@ -12,16 +12,13 @@ import { openQuestions } from "../../src/core/attention.ts";
 import type { TaskView } from "../../src/core/task-core.ts";
 import { maxQuitNoticeTasks } from "../../src/protocol/limits.ts";
 import { awaitsAcknowledgement, TASK_TITLE_CHARS, taskTitle, taskWords } from "./describe.ts";
+import { plural } from "./footer.ts";
 import { RESUME_VARIABLE } from "./resume.ts";
 import { shortId } from "./short-ids.ts";
 
 /** The tasks a quit leaves open: work under way, questions unanswered, results not acknowledged. */
 export function openAtQuit(tasks: readonly TaskView[]): TaskView[] {
   return tasks.filter((task) => task.status === "active" || awaitsAcknowledgement(task));
-}
-
-function plural(count: number, word: string): string {
-  return `${count} ${word}${count === 1 ? "" : "s"}`;
 }
 
 /** What becomes of the open tasks, in the order the person acts on it. */
