@@ -14,6 +14,8 @@ import { describeWithTmux, footerOf, type ScriptTurn, startTui } from "../helper
 setDefaultTimeout(120_000);
 
 const fx = usePiFixture();
+/** How long the worker Pi may take to register while the TUI Pi starts beside it. */
+const WORKER_REGISTERED_MS = 45_000;
 
 describeWithTmux("quitting Pi with work open", () => {
   describeOnHosts("the quit notice", (host) => {
@@ -34,7 +36,8 @@ describeWithTmux("quitting Pi with work open", () => {
       fx.defer(() => tui.stop());
       // The worker is the same user's Pi (the TUI's home): no pairing on either side.
       fx.pi({ host, home: tui.home, session: workerSession, worker: true, brain: bannerWorkerBrain() });
-      to = await waitForEndpoint(fx.relay.url, workerSession);
+      // A budget for a loaded 2-core machine (two Pis starting at once), not a measurement.
+      to = await waitForEndpoint(fx.relay.url, workerSession, { timeoutMs: WORKER_REGISTERED_MS });
 
       await tui.submit("Have the worker paint the banner.");
       await tui.waitForScreen((screen) => footerOf(screen).some((line) => line.includes("1 question waiting")), 60_000);
