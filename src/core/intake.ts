@@ -9,7 +9,9 @@
  * - expired active tasks I originated become `task.timed_out`.
  * Every delivery passes the trust gate first (trust.ts). A delivery that fails the gate or
  * validation is rejected (counted, reported, recorded by the host, then ACKed): it never stalls the
- * inbox. An unknown key's assignment is refused back to its sender (`task.refused`), so the origin
+ * inbox. Mail for a task not known yet is judged again at the end of the pass's intake, after the
+ * rest: a relay that reordered a page may have handed it ahead of its task's assignment.
+ * An unknown key's assignment is refused back to its sender (`task.refused`), so the origin
  * learns why; one the local human is still deciding on stays tracked and unACKed.
  */
 import { sameEndpoint } from "../protocol/endpoint.ts";
@@ -463,8 +465,16 @@ function reject(context: CoreContext, scope: WorkScope, row: CoreDelivery, error
  * throws for a bad delivery (it is rejected and reported); relay-loss errors propagate; a full
  * store (`TASK_CAPACITY`), a malformed peers.json (`PEERS_INVALID`) or a pairing the human has not
  * decided (`PAIRING_PENDING`) leaves the delivery tracked and unACKed, to be classified again later.
+ * Given `setAside`, mail naming a task this lifetime does not know (`UNKNOWN_TASK`) stays tracked
+ * and is handed to it: the task's assignment may come later in the same pass (a relay that
+ * reordered the page), and the pass records it again once the rest was taken (pass.ts).
  */
-export function recordDelivery(context: CoreContext, scope: WorkScope, row: CoreDelivery): void {
+export function recordDelivery(
+  context: CoreContext,
+  scope: WorkScope,
+  row: CoreDelivery,
+  setAside?: (row: CoreDelivery) => void,
+): void {
   const { store } = context;
   const required = scope.required.length;
   try {
@@ -474,6 +484,10 @@ export function recordDelivery(context: CoreContext, scope: WorkScope, row: Core
     if (error.spec.relayLoss) throw error;
     scope.required.length = required;
     if (error.code === "PAIRING_PENDING") return;
+    if (error.code === "UNKNOWN_TASK" && setAside !== undefined) {
+      setAside(row);
+      return;
+    }
     scope.fail("intake", error.withDetails({ envelopeId: row.envelopeId, cursor: row.cursor }));
     // Full local memory, or a peers.json the user must repair, is not the delivery's fault: it
     // stays tracked and unACKed (the relay keeps it) and is classified again on a later pass, instead of

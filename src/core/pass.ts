@@ -79,10 +79,13 @@ export async function leasePhase(context: CoreContext, scope: WorkScope): Promis
 export async function intakeInbox(context: CoreContext, scope: WorkScope): Promise<PassReport["intake"]> {
   const { store, session } = context;
   const timedOut = canonicalizeTimeouts(context, scope);
+  // Mail naming a task not known yet: taken again once the rest of the pass's mail was (its assignment may follow it).
+  const setAside: CoreDelivery[] = [];
+  const aside = (row: CoreDelivery) => setAside.push(row);
   let redriven = 0;
   for (const row of store.deliveries()) {
     if (row.stage !== "tracked") continue;
-    recordDelivery(context, scope, row);
+    recordDelivery(context, scope, row, aside);
     redriven += 1;
   }
   let fetched = 0;
@@ -123,10 +126,14 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
         break;
       }
       fetched += 1;
-      if (tracked === "tracked") recordDelivery(context, scope, store.getDelivery(delivery.envelopeId)!);
+      if (tracked === "tracked") recordDelivery(context, scope, store.getDelivery(delivery.envelopeId)!, aside);
     }
     drained = !full && !page.hasMore;
     if (full || !page.hasMore) break;
+  }
+  for (const row of setAside) {
+    const now = store.getDelivery(row.envelopeId);
+    if (now?.stage === "tracked") recordDelivery(context, scope, now);
   }
   return { fetched, redriven, timedOut, drained };
 }
