@@ -1,11 +1,15 @@
 /**
  * pi-tasks for Pi: delegate tasks between Pi sessions through a memory-only relay.
  *
- * This factory only registers — the tools, `/tasks` and the handlers of Pi's events; it starts
- * nothing. A Pi run starts on `session_start` and ends on `session_shutdown`. No handler lets an
- * error escape into Pi, and nothing writes to stdout in RPC mode (that would corrupt Pi's RPC stream).
+ * What Pi loads: the extension (extension.ts) as `npm run build` made it, `dist/extension.js`,
+ * loaded by the runtime's own module loader (one file, parsed once), not module by module through
+ * Pi's jiti — issue 41's start-up figure (docs/performance.md). The few things it takes from Pi's
+ * own modules at run time are handed to it (pi-host.ts). From the sources instead (extension.ts
+ * through jiti) when `PI_TASKS_FROM_SOURCE=1`, or when there is no build.
  *
  * Files:
+ * - extension.ts  the factory: registers the tools, `/tasks` and the handlers of Pi's events; starts nothing
+ * - pi-host.ts    what the built extension takes from Pi's modules, handed over by this loader
  * - pi-events.ts  the handler of each Pi event (session start and shutdown, agent runs, turns, tool
  *                 calls, message ends, the `tool_call` gate), none letting an error into Pi
  * - tasks-command.ts  `/tasks` registered with Pi, and where its output goes (the board entry)
@@ -48,44 +52,29 @@
  * - tools/        one file per `agent_task_*` tool, typed with Pi's `ToolDefinition` (tools/index.ts
  *                 lists them; tools/shared.ts holds the one error boundary of tool execution)
  */
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { fileURLToPath } from "node:url";
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
-import { isWorker } from "./gate.ts";
-import { createTasksRuntime } from "./lifecycle.ts";
-import { createPeerDirectory } from "./peers.ts";
-import { registerPiEvents } from "./pi-events.ts";
-import { registerSandboxedBash } from "./sandbox-bash.ts";
-import { keepPool } from "./specialists.ts";
-import { registerTasksCommand } from "./tasks-command.ts";
-import { createTaskTools, type ToolDeps, workflowRunnerOf } from "./tools/index.ts";
-import type { WorkflowRunner } from "./workflows.ts";
+import * as piCodingAgent from "@earendil-works/pi-coding-agent";
+import * as piTui from "@earendil-works/pi-tui";
+import { leavePiHost } from "./pi-host.ts";
 
-export { BOARD_ENTRY } from "./tasks-command.ts";
+export { BOARD_ENTRY } from "./board-entry.ts";
 
-export default function piTasks(pi: ExtensionAPI): void {
-  const peers = createPeerDirectory();
-  // Bound below: the workflows' runner needs the tools' deps, which need the lifecycle.
-  let workflows: WorkflowRunner | undefined;
-  const { lifecycle, gate } = createTasksRuntime({
-    env: process.env,
-    afterPass: () => workflows?.nudge(),
-    sendMessage: (message, options) => pi.sendMessage(message, options),
-    appendEntry: (customType, data) => pi.appendEntry(customType, data),
-  });
-  const toolDeps: ToolDeps = {
-    run: (operation) => lifecycle.run(operation),
-    current: () => lifecycle.current(),
-    ready: () => lifecycle.ready(),
-    info: () => lifecycle.info(),
-    requestRefresh: () => lifecycle.requestRefresh(),
-    rememberPeer: (session, endpoint) => peers.remember(session, endpoint),
-    spentOn: (taskId) => lifecycle.observer()?.spentOn(taskId),
-    wakeModel: (customType, content) =>
-      pi.sendMessage({ customType, content, display: true }, { triggerTurn: true, deliverAs: "followUp" }),
-  };
-  workflows = workflowRunnerOf(toolDeps);
-  keepPool(toolDeps);
-  for (const tool of createTaskTools(toolDeps, workflows)) pi.registerTool(tool);
-  if (isWorker(process.env)) registerSandboxedBash(pi, { core: () => lifecycle.current(), env: process.env });
-  registerTasksCommand(pi, lifecycle, peers, workflows);
-  registerPiEvents(pi, lifecycle, gate);
+/** The extension as `npm run build` made it. */
+const BUILT = fileURLToPath(new URL("../../dist/extension.js", import.meta.url));
+
+type Factory = (pi: ExtensionAPI) => void;
+
+export default async function piTasks(pi: ExtensionAPI): Promise<void> {
+  if (process.env.PI_TASKS_FROM_SOURCE === "1" || !existsSync(BUILT)) {
+    const fromSource = (await import("./extension.ts")) as { default: Factory };
+    fromSource.default(pi);
+    return;
+  }
+  leavePiHost({ "@earendil-works/pi-coding-agent": piCodingAgent, "@earendil-works/pi-tui": piTui });
+  // The runtime's own `require` of an ES module (Node ≥ 22.12, Bun): one parse, no jiti.
+  const built = createRequire(import.meta.url)(BUILT) as { default: Factory };
+  built.default(pi);
 }

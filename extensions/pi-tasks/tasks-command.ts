@@ -7,13 +7,11 @@
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
 import { Text } from "@earendil-works/pi-tui";
 import { type CommandDeps, TASKS_DESCRIPTION, tasksCommand } from "./commands.ts";
+import { BOARD_ENTRY } from "./board-entry.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { quietly } from "./pi-events.ts";
 import type { PeerDirectory } from "./peers.ts";
 import type { WorkflowRunner } from "./workflows.ts";
-
-/** The session entry that keeps a `/tasks` output in the TUI's scrollback (never in the model's context). */
-export const BOARD_ENTRY = "pi-tasks-board";
 
 interface BoardEntryData {
   readonly lines: readonly string[];

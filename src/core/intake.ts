@@ -469,12 +469,7 @@ function reject(context: CoreContext, scope: WorkScope, row: CoreDelivery, error
  * and is handed to it: the task's assignment may come later in the same pass (a relay that
  * reordered the page), and the pass records it again once the rest was taken (pass.ts).
  */
-export function recordDelivery(
-  context: CoreContext,
-  scope: WorkScope,
-  row: CoreDelivery,
-  setAside?: (row: CoreDelivery) => void,
-): void {
+export function recordDelivery(context: CoreContext, scope: WorkScope, row: CoreDelivery, setAside?: (row: CoreDelivery) => void): void {
   const { store } = context;
   const required = scope.required.length;
   try {

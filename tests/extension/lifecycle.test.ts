@@ -4,7 +4,7 @@
  * fault proxy, so every relay request is counted and can be held.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import piTasks from "../../extensions/pi-tasks/index.ts";
+import piTasks from "../../extensions/pi-tasks/extension.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
 import { createConfiguredTaskCore, type ConfiguredTaskCore } from "../../src/core/configured.ts";
 import { idlePollIntervalMs, defaultRequestDeadlineMs } from "../../src/protocol/limits.ts";

@@ -3,7 +3,7 @@
  * tracer from this process's environment and prints which @opentelemetry packages were imported (Bun's
  * module cache lists ES modules too) — none unless the environment asks for traces.
  */
-import "../../extensions/pi-tasks/index.ts";
+import "../../extensions/pi-tasks/extension.ts";
 import { createTaskTracer } from "../../extensions/pi-tasks/traces.ts";
 import type { TaskCore } from "../../src/core/task-core.ts";
 
