@@ -55,6 +55,10 @@ export const GOALS = {
   idleExtraPeakMiB: 12,
   /** Issue 41: the extra start-up to ready (ms) of a Pi with pi-tasks. */
   idleExtraStartupMs: 100,
+  /** Issue 41: a warm worker's resident memory (all its processes) ÷ a bare Pi's. */
+  workerMemoryPerBarePi: 1.15,
+  /** Issue 41: spawning a worker to registered ÷ a bare Pi's start to ready. */
+  workerStartupPerBarePi: 1.2,
   /** Issue 33: a SIGKILLed worker is orphaned within 15 s (the worst run of the step). */
   killToOrphanMs: 15_000,
 } as const;

@@ -24,6 +24,8 @@ import { measureOutage, type OutageResult } from "./measure/outage.ts";
 import { measurePi, type PiResult } from "./measure/pi.ts";
 import { type IdleResult, measureIdle } from "./measure/idle.ts";
 import { idleFigures } from "./figures/idle.ts";
+import { measureWorkerWeight, type WorkerWeightResult } from "./measure/worker-weight.ts";
+import { workerWeightFigures } from "./figures/worker-weight.ts";
 import { type DelegationPeers, measureDelegationPeers } from "./measure/delegation-peers.ts";
 import { measureSpecialists, type SpecialistsResult } from "./measure/specialists.ts";
 import { delegationFigures } from "./figures/delegation.ts";
@@ -69,6 +71,7 @@ export interface BenchResults {
     readonly refresh: RefreshResult;
     readonly pi: PiResult;
     readonly idle: IdleResult;
+    readonly workerWeight: WorkerWeightResult;
     readonly liveness: LivenessResult;
     readonly redis: RedisMeasurement;
     readonly growth: GrowthResult;
@@ -107,6 +110,7 @@ function figures(m: BenchResults["measurements"]): Figure[] {
     refreshFigure(m.refresh),
     piFigure(m.pi),
     ...idleFigures(m.idle),
+    ...workerWeightFigures(m.workerWeight),
     ...(m.liveness.skipped === undefined ? [livenessFigure(m.liveness)] : []),
     ...redisFigures(m.redis, GOALS, ANCHORS),
     simulatorFigure(m.simulator),
@@ -217,6 +221,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     refresh: await step("refresh", () => measureRefresh({ quick })),
     pi: await step("pi", () => measurePi({ quick })),
     idle: await step("idle", () => measureIdle({ quick })),
+    workerWeight: await step("worker-weight", () => measureWorkerWeight({ quick })),
     liveness: await step("liveness", () => measureLiveness({ quick })),
     redis: await step("redis", () => measureRedis({ quick })),
     growth: await step("growth", () => measureGrowth({ quick })),
@@ -233,6 +238,7 @@ export async function runBench(options: BenchOptions = {}): Promise<BenchResults
     ...(nodeCyclesSkipped(measurements.nodeCycles) ? [{ name: "node-cycles", reason: measurements.nodeCycles.skipped }] : []),
     ...(measurements.sandbox.skipped === undefined ? [] : [{ name: "sandbox", reason: measurements.sandbox.skipped }]),
     ...("skipped" in measurements.idle ? [{ name: "idle", reason: measurements.idle.skipped }] : []),
+    ...("skipped" in measurements.workerWeight ? [{ name: "worker-weight", reason: measurements.workerWeight.skipped }] : []),
     ...Object.entries(measurements.peers).flatMap(([name, peer]) => ("absent" in peer ? [{ name, reason: peer.absent }] : [])),
   ];
   const list = figures(measurements).map((figure) => ({ ...figure, verdict: verdict(figure) }));

@@ -47,6 +47,9 @@ const FIGURE_IDS = [
   "idle-cpu",
   "idle-memory",
   "idle-startup",
+  // Issue 41: a warm worker (holder and Pi) beside a bare Pi (Linux's /proc, Node 22).
+  "worker-memory",
+  "worker-startup",
 ];
 /** The Redis store's rows (issue 15), measured when `redis-server` is installed, else reported as skipped. */
 const REDIS_FIGURE_IDS = ["redis-cycles-ratio", "redis-delivery-watch", "redis-memory"];
