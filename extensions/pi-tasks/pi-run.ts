@@ -14,7 +14,14 @@ import type { TrustOptions } from "../../src/core/trust.ts";
 import { formatEndpoint } from "../../src/protocol/endpoint.ts";
 import { maxActiveOriginTasks } from "../../src/protocol/limits.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
-import { type Env, piTasksHome, relayConfigFromEnv, type SessionName, sessionNameFromEnv } from "../../src/relay-client/config.ts";
+import {
+  type Env,
+  piTasksHome,
+  type RelayConfig,
+  relayConfigFromEnv,
+  type SessionName,
+  sessionNameFromEnv,
+} from "../../src/relay-client/config.ts";
 import { type FooterFailure, passFailure } from "./failures.ts";
 import { createRelayRevival, type RelayRevivalWatch } from "./relay-revival.ts";
 import { footerLabel } from "./footer.ts";
@@ -98,6 +105,8 @@ interface Found {
   readonly session: SessionName;
   readonly trust: TrustOptions;
   readonly relay: RelayInUse;
+  /** How the relay was chosen at the run's start (the environment then): a revival looks by the same rules. */
+  readonly relayConfig: RelayConfig;
   /**
    * Why the relay is not used, when it is not: the footer names it (with its fix) instead of
    * "unreachable" for as long as the relay stays out of reach.
@@ -293,6 +302,7 @@ function assemble(deps: LifecycleDeps, view: PiContextView, found: Found, hooks:
   const spawns = createSpawnWatch(deps.env, () => (hooks.stale() ? undefined : configured.current()));
   const revival = createRelayRevival({
     env: deps.env,
+    config: found.relayConfig,
     url: relay.url,
     now: Date.now,
     onStarted: (url) => {
@@ -318,9 +328,10 @@ export async function startPiRun(deps: LifecycleDeps, view: PiContextView, hooks
   };
   const session = keptSessionName(deps.env, view.cwd);
   const trust = trustFor(deps, session, view, parts);
-  const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfigFromEnv(deps.env) });
+  const relayConfig = relayConfigFromEnv(deps.env);
+  const relay = await (deps.findRelay ?? ensureRelay)({ env: deps.env, config: relayConfig });
   if (hooks.stale()) return;
-  run = assemble(deps, view, { session, trust, relay, startProblem: relayProblem(relay) }, parts);
+  run = assemble(deps, view, { session, trust, relay, relayConfig, startProblem: relayProblem(relay) }, parts);
   hooks.install(run);
   run.scheduler.start();
   run.watch.start();

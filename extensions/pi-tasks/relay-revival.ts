@@ -15,7 +15,7 @@
 import { type RelayRevival, reviveRelay } from "../../src/host/embedded-relay.ts";
 import { TaskError } from "../../src/protocol/errors.ts";
 import { relayReviveIntervalMs } from "../../src/protocol/limits.ts";
-import { type Env, relayConfigFromEnv } from "../../src/relay-client/config.ts";
+import type { Env, RelayConfig } from "../../src/relay-client/config.ts";
 
 export interface RelayRevivalWatch {
   /** A pass could not reach the relay: look at its port, unless a look is under way or was made lately. */
@@ -28,6 +28,11 @@ export interface RelayRevivalWatch {
 
 export interface RelayRevivalOptions {
   readonly env: Env;
+  /**
+   * How the run chose its relay, from the environment at its start: a look follows the same rules
+   * (a relay the person named is never started, whatever the environment says later).
+   */
+  readonly config: RelayConfig;
   /** The relay this Pi uses. */
   readonly url: string;
   readonly now: () => number;
@@ -54,7 +59,7 @@ export function createRelayRevival(options: RelayRevivalOptions): RelayRevivalWa
   let stopped: TaskError | undefined;
 
   async function look(): Promise<void> {
-    const found = await revive({ env: options.env, config: relayConfigFromEnv(options.env), url: options.url });
+    const found = await revive({ env: options.env, config: options.config, url: options.url });
     stopped = found.kind === "stopped" ? stoppedProblem(found) : undefined;
     if (found.kind === "looked" && found.relay.state === "started" && found.relay.url === options.url) options.onStarted(found.relay.url);
   }

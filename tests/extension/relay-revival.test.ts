@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { createRelayRevival } from "../../extensions/pi-tasks/relay-revival.ts";
 import type { RelayRevival } from "../../src/host/embedded-relay.ts";
 import { relayReviveIntervalMs } from "../../src/protocol/limits.ts";
+import { relayConfigFromEnv } from "../../src/relay-client/config.ts";
 
 const URL_IN_USE = "http://127.0.0.1:18790";
 
@@ -15,8 +16,10 @@ function watch(found: () => RelayRevival) {
   const looks: number[] = [];
   const started: string[] = [];
   let release: (() => void) | undefined;
+  const env = { WOLFPACK_PORT: "18790" };
   const revival = createRelayRevival({
-    env: { WOLFPACK_PORT: "18790" },
+    env,
+    config: relayConfigFromEnv(env),
     url: URL_IN_USE,
     now: () => now,
     onStarted: (url) => started.push(url),
@@ -36,6 +39,27 @@ function watch(found: () => RelayRevival) {
 }
 
 describe("the relay revival watch", () => {
+  test("a look follows the rules the run started with: a relay the person named stays theirs, whatever the environment says later", async () => {
+    const env: Record<string, string | undefined> = { PI_TASKS_RELAY_URL: "http://127.0.0.1:9" };
+    const seen: string[] = [];
+    const revival = createRelayRevival({
+      env,
+      config: relayConfigFromEnv(env),
+      url: "http://127.0.0.1:9",
+      now: () => 0,
+      onStarted: () => undefined,
+      revive: async (options) => {
+        seen.push(options.config.source);
+        return { kind: "not-embedded" };
+      },
+    });
+    // The environment the run started with is gone (a test put it back; nothing else changes a Pi's).
+    delete env.PI_TASKS_RELAY_URL;
+    revival.unreachable();
+    await Bun.sleep(0);
+    expect(seen).toEqual(["PI_TASKS_RELAY_URL"]);
+  });
+
   test("one look at a time, and the next only relayReviveIntervalMs after the last began", async () => {
     const fx = watch(() => ({ kind: "looked", relay: { url: URL_IN_USE, state: "running" } }));
     fx.revival.unreachable();
