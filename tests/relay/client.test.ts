@@ -8,6 +8,9 @@
  * successor. No eager `.rejects`: every failure is captured with `.then(…, …)` first.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ERROR_REGISTRY, TaskError } from "../../src/protocol/errors.ts";
 import { signJwt, verifyJwt } from "../../src/protocol/jwt.ts";
 import {
@@ -40,6 +43,7 @@ import {
 } from "../../src/protocol/wire.ts";
 import { authFromEnv, type RelayAuth, tokenFor } from "../../src/relay-client/auth.ts";
 import { isLoopbackHttpUrl } from "../../src/relay-client/config.ts";
+import { RELAY_SECRET_DIR_VARIABLE } from "../../src/trust/relay-secret.ts";
 import { createVolatileTaskSession, type VolatileTaskSession, type VolatileTaskSessionOptions } from "../../src/relay-client/session.ts";
 import { createRelayTransport } from "../../src/relay-client/transport.ts";
 import { eventually, failure, settlesWithin } from "../../testkit/async.ts";
@@ -1524,19 +1528,21 @@ describe("JWT", () => {
   });
 
   test("a secret shorter than minJwtSecretChars is RELAY_AUTH_REQUIRED from authFromEnv", () => {
+    // No relay secret either: an empty secret directory (not the person's ~/.pi, which may hold one).
+    const none = { [RELAY_SECRET_DIR_VARIABLE]: mkdtempSync(join(tmpdir(), "pi-tasks-no-relay-secret-")) };
     let thrown: unknown;
     try {
-      authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(minJwtSecretChars - 1) });
+      authFromEnv({ ...none, WOLFPACK_JWT_SECRET: "k".repeat(minJwtSecretChars - 1) });
     } catch (error) {
       thrown = error;
     }
     expect(thrown).toBeInstanceOf(TaskError);
     expect((thrown as TaskError).code).toBe("RELAY_AUTH_REQUIRED");
     expect((thrown as TaskError).retryable).toBe(false);
-    expect(authFromEnv({})).toBeUndefined();
-    expect(authFromEnv({ WOLFPACK_JWT_SECRET: "   " })).toBeUndefined();
-    expect(authFromEnv({ WOLFPACK_JWT_SECRET: "k".repeat(minJwtSecretChars) })?.secret).toBe("k".repeat(minJwtSecretChars));
-    const claims = authFromEnv({ WOLFPACK_JWT_SECRET: secret, WOLFPACK_JWT_ISSUER: "iss-x", WOLFPACK_JWT_AUDIENCE: "aud-y" });
+    expect(authFromEnv({ ...none })).toBeUndefined();
+    expect(authFromEnv({ ...none, WOLFPACK_JWT_SECRET: "   " })).toBeUndefined();
+    expect(authFromEnv({ ...none, WOLFPACK_JWT_SECRET: "k".repeat(minJwtSecretChars) })?.secret).toBe("k".repeat(minJwtSecretChars));
+    const claims = authFromEnv({ ...none, WOLFPACK_JWT_SECRET: secret, WOLFPACK_JWT_ISSUER: "iss-x", WOLFPACK_JWT_AUDIENCE: "aud-y" });
     expect(claims).toEqual({ secret, issuer: "iss-x", audience: "aud-y" });
   });
 
