@@ -4,7 +4,15 @@
  * an in-memory Pi session. `sendMessage` appends to the branch at once (as Pi does when idle), a
  * wake is observed with its `message_end` on the next tick, and the turn it starts ends with
  * `agent_end` (a refresh request), as in Pi. Every relay request goes through a request log.
+ *
+ * The fake Pis of a bench process, and of the processes it starts (they inherit its environment),
+ * share one pi-tasks home — one identity, trusted by itself — in a Pi agent directory of the bench's
+ * own (`PI_CODING_AGENT_DIR`, made at load unless the environment names one): never the person's
+ * `~/.pi/agent`.
  */
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { eventually } from "../../testkit/async.ts";
 import { createTasksRuntime, type Lifecycle, type PiContextView } from "../../extensions/pi-tasks/lifecycle.ts";
 import { EVENT_MESSAGE, WAKE_MESSAGE } from "../../extensions/pi-tasks/presenter.ts";
@@ -134,10 +142,15 @@ function createCoreFor(options: FakePiOptions, log: RequestLog): typeof createCo
     });
 }
 
+/** The bench's Pi agent directory (see the header); children inherit it. */
+const AGENT_DIR = process.env.PI_CODING_AGENT_DIR ?? mkdtempSync(join(tmpdir(), "pi-tasks-bench-agent-"));
+process.env.PI_CODING_AGENT_DIR = AGENT_DIR;
+
 export function startFakePi(options: FakePiOptions): FakePi {
   serial += 1;
   const name = options.name ?? `bench-${options.worker ? "worker" : "origin"}-${process.pid}-${serial}-${crypto.randomUUID().slice(0, 8)}`;
   const env: Record<string, string | undefined> = {
+    PI_CODING_AGENT_DIR: AGENT_DIR,
     WOLFPACK_SESSION_NAME: name,
     PI_TASKS_RELAY_URL: options.url,
     PI_TASK_WORKER: options.worker ? "1" : undefined,

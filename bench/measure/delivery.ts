@@ -211,7 +211,9 @@ function readWorker(child: Subprocess<"pipe", "pipe", "pipe">): WorkerLines {
  */
 async function deliveryAcrossProcesses(samples: number): Promise<ProcessesRun> {
   const relay = await startRelayProcess();
-  const child = spawn([process.execPath, WORKER_SCRIPT, relay.url], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  // `env: process.env`: Bun.spawn passes the process's environment as it started, not as it is now —
+  // the worker must share the bench's Pi agent directory (bench/lib/fake-pi.ts), hence its identity.
+  const child = spawn([process.execPath, WORKER_SCRIPT, relay.url], { env: process.env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
   let origin: FakePi | undefined;
   try {
     const lines = readWorker(child);
