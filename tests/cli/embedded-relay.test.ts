@@ -76,8 +76,29 @@ async function stopAll(env: Record<string, string>): Promise<void> {
   for (const port of ports) await stopEmbeddedRelay(env, port).catch(() => undefined);
 }
 
-function defaultPort(env: Record<string, string>): { env: Record<string, string>; port: number } {
-  const port = freePort();
+/** Free ports tried for one whose next port is free too. */
+const MAX_PORT_PICKS = 20;
+
+/**
+ * A free port whose `next` following ports are free too (a relay that starts beside it takes the
+ * first of them that is; any process's socket may hold one).
+ */
+function freePortWithFreeNext(next: number): number {
+  for (let pick = 0; pick < MAX_PORT_PICKS; pick += 1) {
+    const port = freePort();
+    try {
+      for (let step = 1; step <= next; step += 1)
+        Bun.serve({ hostname: "127.0.0.1", port: port + step, fetch: () => new Response("") }).stop(true);
+      return port;
+    } catch {
+      // One of them is taken: pick again.
+    }
+  }
+  throw new Error(`no free port with ${next} free ports after it in ${MAX_PORT_PICKS} picks`);
+}
+
+function defaultPort(env: Record<string, string>, options: { freeNext?: number } = {}): { env: Record<string, string>; port: number } {
+  const port = options.freeNext === undefined ? freePort() : freePortWithFreeNext(options.freeNext);
   ports.push(port);
   return { env: { ...env, WOLFPACK_PORT: String(port) }, port };
 }
@@ -199,7 +220,7 @@ describe("when pi-tasks starts no relay", () => {
   // Issue 38: beside a server that is not a volatile-v1 relay on the default port (the released
   // Wolfpack serves only its v2 task relay there), nothing could be delegated.
   test("something else answers on the default port (a Wolfpack with only its v2 relay, another server): left alone, the user's relay runs beside it", async () => {
-    const { env, port } = defaultPort(home());
+    const { env, port } = defaultPort(home(), { freeNext: 1 });
     ports.push(...fallbackPortsOf(port));
     const other = Bun.serve({ hostname: "127.0.0.1", port, fetch: () => new Response("Not Found", { status: 404 }) });
     cleanups.push(() => other.stop(true));
@@ -223,7 +244,7 @@ describe("when pi-tasks starts no relay", () => {
   });
 
   test("a fallback port held by something else is passed over; with no relay allowed, what answers is named (foreign)", async () => {
-    const { env, port } = defaultPort(home());
+    const { env, port } = defaultPort(home(), { freeNext: 2 });
     ports.push(...fallbackPortsOf(port));
     const plain = () => new Response("Not Found", { status: 404 });
     const held = [port, port + 1].map((at) => Bun.serve({ hostname: "127.0.0.1", port: at, fetch: plain }));

@@ -66,8 +66,11 @@ describeOnHosts("steering a running worker", (host) => {
       },
     });
     origin.prompt("Delegate the banner.");
-    // The worker's model is running its slow command: steer now.
+    // The worker's model is running its slow command, and the origin's run that sent the task has
+    // ended (Pi refuses a prompt while its agent runs: on a loaded machine the worker's command
+    // could start before the origin's last model call was done): steer now.
     await worker.waitFor((record) => record.type === "tool_execution_start" && record.toolName === "bash", 30_000);
+    await origin.waitFor((record) => record.type === "agent_end", 30_000);
     origin.prompt("Steer it: teal.");
     // While the worker's command still runs, the origin sees the steer inserted into its running turn
     // (the worker's receipt); only then may the command end.
