@@ -1,7 +1,8 @@
 /**
- * Relays a test run left running. Every process the tests start inherits the run's relay secret
- * directory (`PI_TASKS_RELAY_SECRET_DIR`, tests/helpers/preload.ts), so a relay process still alive
- * with it when the last file ended was started by this run and not stopped — an embedded relay
+ * Relays a test run left running. The processes the tests start with the run's environment (the
+ * helpers pass `process.env`; node:child_process passes it by default, Bun.spawn only when asked)
+ * carry the run's relay secret directory (`PI_TASKS_RELAY_SECRET_DIR`, tests/helpers/preload.ts),
+ * so a relay process still alive with it when the last file ended was started by this run and not stopped — an embedded relay
  * that a Pi started (on the default port too: a person's Pi then finds a relay that cannot prove it
  * is theirs), or one a test started. Linux only (/proc); elsewhere nothing is found.
  */
