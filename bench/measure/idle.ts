@@ -104,9 +104,9 @@ export function statusMiB(pid: number, field: "VmHWM" | "VmRSS"): number {
 /** Starts a Pi (as `startIdlePi`) and waits for its answer to the `get_state` sent at spawn; `startupMs` is spawn → that answer. */
 export async function readyIdlePi(withTasks: boolean, relayUrl: string, index: number): Promise<{ pi: IdlePi; startupMs: number }> {
   const pi = startIdlePi(withTasks, relayUrl, index);
-  await pi.channel.waitFor((record) => record.type === "response" && record.id === "ready", READY_TIMEOUT_MS);
-  const answered = pi.channel.records.find((record) => record.type === "response" && record.id === "ready")!;
-  return { pi, startupMs: answered.receivedAt - pi.spawnedAt };
+  const isReady = (record: { type: string; id?: unknown }) => record.type === "response" && record.id === "ready";
+  await pi.channel.waitFor(isReady, READY_TIMEOUT_MS);
+  return { pi, startupMs: pi.channel.records.find(isReady)!.receivedAt - pi.spawnedAt };
 }
 
 export async function stopIdlePi(pi: IdlePi): Promise<void> {

@@ -132,8 +132,8 @@ export async function intakeInbox(context: CoreContext, scope: WorkScope): Promi
     if (full || !page.hasMore) break;
   }
   for (const row of setAside) {
-    const now = store.getDelivery(row.envelopeId);
-    if (now?.stage === "tracked") recordDelivery(context, scope, now);
+    const current = store.getDelivery(row.envelopeId);
+    if (current?.stage === "tracked") recordDelivery(context, scope, current);
   }
   return { fetched, redriven, timedOut, drained };
 }

@@ -16,8 +16,9 @@
  */
 import { afterAll, afterEach } from "bun:test";
 import { existsSync, mkdtempSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { piTasksHome } from "../../src/relay-client/config.ts";
 import { RELAY_SECRET_DIR_VARIABLE } from "../../src/trust/relay-secret.ts";
 import { stopLeakedRelays } from "./relay-leaks.ts";
 import { finishTeardownChecks, surfaceTeardownFailures } from "./teardown-check.ts";
@@ -27,7 +28,7 @@ if (process.env[RELAY_SECRET_DIR_VARIABLE] === undefined)
 process.env.PI_CODING_AGENT_DIR = mkdtempSync(join(tmpdir(), "pi-tasks-test-agent-"));
 delete process.env.PI_TASKS_HOME;
 /** The person's own pi-tasks home: a run that finds none at its start leaves none. */
-const PERSONS_HOME = join(homedir(), ".pi", "agent", "pi-tasks");
+const PERSONS_HOME = piTasksHome({});
 const personsHomeBefore = existsSync(PERSONS_HOME);
 
 afterEach(() => surfaceTeardownFailures());
